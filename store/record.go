@@ -1,0 +1,173 @@
+package store
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is the lifecycle state of an instance.
+//
+//	Created → Scheduled → Processing → Completed | Terminated | Canceled | TimedOut
+//
+// A failed or timed-out attempt with retries left goes from Processing back
+// to Scheduled.
+type State uint8
+
+// The states. The zero value is not a state, so a record that forgot to set
+// one is caught.
+const (
+	Created    State = iota + 1 // accepted, not yet queued
+	Scheduled                   // waiting in the queue until RunAt
+	Processing                  // claimed by a worker that holds its lease
+	Completed                   // the executor returned without error
+	Terminated                  // failed with no retries left
+	Canceled                    // canceled by a user or the executor
+	TimedOut                    // the last attempt ran past its timeout
+)
+
+var stateNames = [...]string{
+	Created:    "created",
+	Scheduled:  "scheduled",
+	Processing: "processing",
+	Completed:  "completed",
+	Terminated: "terminated",
+	Canceled:   "canceled",
+	TimedOut:   "timedout",
+}
+
+// String returns the lower-case name of s ("scheduled").
+func (s State) String() string {
+	if int(s) < len(stateNames) && stateNames[s] != "" {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Valid reports whether s is one of the defined states.
+func (s State) Valid() bool { return s >= Created && s <= TimedOut }
+
+// Final reports whether s is a state an instance never leaves.
+func (s State) Final() bool { return s >= Completed && s <= TimedOut }
+
+// ParseState returns the state named name, as State.String spells it.
+func ParseState(name string) (State, error) {
+	for i, n := range stateNames {
+		if n != "" && n == name {
+			return State(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown state %q (want one of created, scheduled, processing, completed, terminated, canceled, timedout)", ErrInvalid, name)
+}
+
+// Instance is the stored record of one job instance.
+type Instance struct {
+	ID    string // unique, chosen by the engine (a UUID)
+	Kind  string // the registered job kind that runs it
+	Queue string // the queue it waits in
+	// Args are the executor's arguments, JSON-encoded as an array.
+	Args     []byte
+	Priority int // higher runs first
+	RunAt    time.Time
+	State    State
+	// Attempt counts claims: 0 while never run, 1 during the first attempt.
+	Attempt int
+	// MaxRetries is how many times a failed attempt is retried; negative
+	// means forever.
+	MaxRetries int
+	// Timeout bounds one attempt; 0 means none.
+	Timeout time.Duration
+	// UniqueKey, when set, is held by this instance until UniqueUntil.
+	UniqueKey   string
+	UniqueUntil time.Time
+	// LeaseOwner and LeaseUntil are set while Processing.
+	LeaseOwner string
+	LeaseUntil time.Time
+	// CancelRequested is set by Cancel on a Processing instance.
+	CancelRequested bool
+	// Seq is assigned by the store at enqueue; it orders instances FIFO.
+	Seq        uint64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	FinishedAt time.Time // set in a final state
+	// Result is the JSON-encoded results of the completed attempt.
+	Result []byte
+	// Error is the last attempt's error message.
+	Error string
+}
+
+// Clone returns a deep copy of in, so a store can hand out records that
+// callers may change.
+func (in *Instance) Clone() *Instance {
+	if in == nil {
+		return nil
+	}
+	c := *in
+	c.Args = cloneBytes(in.Args)
+	c.Result = cloneBytes(in.Result)
+	return &c
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+// Ready reports whether in can be claimed at now.
+func (in *Instance) Ready(now time.Time) bool {
+	return in.State == Scheduled && !in.RunAt.After(now)
+}
+
+// RetriesLeft reports whether a failed attempt of in may be retried.
+func (in *Instance) RetriesLeft() bool {
+	return in.MaxRetries < 0 || in.Attempt <= in.MaxRetries
+}
+
+// HistoryRecord is one state transition of one instance.
+type HistoryRecord struct {
+	InstanceID string
+	Kind       string
+	State      State
+	Attempt    int
+	Time       time.Time
+	Node       string // the manager that made the transition
+	Error      string
+	Result     []byte // JSON-encoded results (Completed only)
+	// Seq orders records of the same instance; assigned by the store.
+	Seq uint64
+}
+
+// LogLevel is the severity of a log record.
+type LogLevel uint8
+
+// The log levels, in increasing severity.
+const (
+	LevelDebug LogLevel = iota + 1
+	LevelInfo
+	LevelWarn
+	LevelError
+)
+
+var levelNames = [...]string{LevelDebug: "debug", LevelInfo: "info", LevelWarn: "warn", LevelError: "error"}
+
+// String returns the lower-case name of l ("info").
+func (l LogLevel) String() string {
+	if int(l) < len(levelNames) && levelNames[l] != "" {
+		return levelNames[l]
+	}
+	return fmt.Sprintf("level(%d)", uint8(l))
+}
+
+// LogRecord is one message an executor wrote through its instance.
+type LogRecord struct {
+	InstanceID string
+	Kind       string
+	Attempt    int
+	Level      LogLevel
+	Time       time.Time
+	Node       string
+	Message    string
+	// Seq orders records of the same instance; assigned by the store.
+	Seq uint64
+}

@@ -1,0 +1,271 @@
+// Package store is the contract between jobkit's engine (package job) and the
+// plugins that keep its data: the record types, the Store interface split by
+// role, the sentinel errors, and the optional capabilities a plugin may offer.
+//
+// Plugins store plain records and know nothing of executors. Every queue
+// operation is atomic in the store itself: two managers sharing one store,
+// in one process or in fifty, never claim the same attempt. A plugin proves
+// that it keeps this contract by passing the exported suite in
+// store/storetest.
+//
+// Time always comes from the caller (the Now fields of the parameter
+// structs), so the engine's injectable clock drives every decision a store
+// makes; a plugin never reads the wall clock to decide what is due.
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Store is what a plugin implements: the queue, the history and the logs,
+// plus retention. Optional capabilities (Notifier) are discovered by type
+// assertion.
+type Store interface {
+	Queue
+	History
+	Logs
+	Pruner
+}
+
+// Queue holds instances that wait to run or are running. Every method is one
+// atomic operation in the store; methods that can take many records take
+// many so a round trip is amortised.
+type Queue interface {
+	// Enqueue stores new instances in state Scheduled and appends two
+	// history records for each: Created and Scheduled. An instance with a
+	// UniqueKey that another instance holds (UniqueUntil after p.Now) is not
+	// stored: its result carries ErrDuplicate and the holder's ID. The store
+	// assigns Seq, increasing in enqueue order. A notifying store wakes the
+	// queue's subscribers.
+	Enqueue(ctx context.Context, p *EnqueueParams) ([]EnqueueResult, error)
+
+	// Claim moves up to p.Limit ready instances of p.Queue (State Scheduled,
+	// RunAt <= p.Now) to Processing with a lease owned by p.Owner until
+	// p.LeaseUntil, increments their Attempt, and appends a Processing
+	// history record for each. Order: highest Priority first, then earliest
+	// RunAt, then lowest Seq. When fewer than p.Limit are ready, the result's
+	// NextRunAt is the earliest RunAt of a Scheduled instance still waiting in
+	// p.Queue (zero when there is none), so the caller can sleep exactly
+	// until then.
+	Claim(ctx context.Context, p *ClaimParams) (*ClaimResult, error)
+
+	// Renew extends the leases of running attempts owned by p.Owner. Leases
+	// that are no longer the owner's (rescued, finished, canceled, deleted)
+	// are reported in Lost; attempts whose cancellation was requested with
+	// Cancel are reported in CancelRequested (and renewed).
+	Renew(ctx context.Context, p *RenewParams) (*RenewResult, error)
+
+	// Finish applies the outcomes of running attempts owned by p.Owner and
+	// appends one history record per applied outcome. An outcome whose
+	// attempt is no longer the owner's (its lease was rescued, or it was
+	// already finished) is not applied: its entry in the returned slice is
+	// ErrLeaseLost. The returned slice has one entry per outcome.
+	Finish(ctx context.Context, p *FinishParams) ([]error, error)
+
+	// Rescue finds up to p.Limit Processing instances whose lease ended
+	// before p.Now and moves each back to Scheduled with RunAt = p.Now (the
+	// attempt stays counted), or to Terminated when Attempt > MaxRetries
+	// (MaxRetries < 0 means retry forever). Each move appends a history
+	// record whose Error says the lease expired. It returns the moved
+	// instances in their new state.
+	Rescue(ctx context.Context, p *RescueParams) ([]*Instance, error)
+
+	// Cancel cancels one instance. A Scheduled (or Created) instance becomes
+	// Canceled at once. A Processing instance gets CancelRequested set; its
+	// owner sees it at its next Renew and finishes it as Canceled. It
+	// returns the instance after the change. ErrNotFound when there is no
+	// such instance; ErrFinished when it has already reached a final state.
+	Cancel(ctx context.Context, p *CancelParams) (*Instance, error)
+}
+
+// History answers questions about instances and their state transitions.
+//
+// Lookups leave out records that cannot be decoded and then return, with
+// what they could decode, an error wrapping ErrCorrupt that names them.
+type History interface {
+	// LookupInstances returns the instances matching q, newest first
+	// (by CreatedAt, then Seq).
+	LookupInstances(ctx context.Context, q *Query) ([]*Instance, error)
+	// LookupHistory returns the state transitions matching q, oldest first.
+	LookupHistory(ctx context.Context, q *Query) ([]*HistoryRecord, error)
+}
+
+// Logs stores the messages executors write through job.Instance.
+type Logs interface {
+	// AppendLogs stores a batch of log records.
+	AppendLogs(ctx context.Context, recs []*LogRecord) error
+	// LookupLogs returns the log records matching q, oldest first.
+	// Query.States is ignored; Query.Levels filters by level.
+	LookupLogs(ctx context.Context, q *Query) ([]*LogRecord, error)
+}
+
+// Pruner removes what retention no longer wants, so a store cannot grow
+// without bound.
+type Pruner interface {
+	Prune(ctx context.Context, p *PruneParams) (*PruneResult, error)
+}
+
+// Notifier is an optional capability: a store that can tell its claimers
+// that new work may be ready (Redis pub/sub, etcd Watch, a memdb channel).
+// A manager without it polls.
+type Notifier interface {
+	// Subscribe returns a channel that receives a value, coalesced, whenever
+	// an instance of queue may have become ready earlier than the caller
+	// knew (an Enqueue, a retry, a rescue, a handed-back lease). The channel
+	// is closed when ctx ends or the subscription fails for good.
+	Subscribe(ctx context.Context, queue string) (<-chan struct{}, error)
+}
+
+// Closer is an optional capability of a store that owns resources of its
+// own. A store never closes a client its caller passed in.
+type Closer interface {
+	Close() error
+}
+
+// EnqueueParams is the argument of Queue.Enqueue.
+type EnqueueParams struct {
+	// Instances to store. Each has ID, Kind, Queue, RunAt and CreatedAt
+	// set; Args, Priority, MaxRetries, Timeout, UniqueKey and UniqueUntil
+	// are stored as given. The store sets State, Seq and UpdatedAt.
+	Instances []*Instance
+	// Node names the caller in the history records.
+	Node string
+	// Now decides whether a unique key is still held.
+	Now time.Time
+}
+
+// EnqueueResult is one instance's outcome of an Enqueue.
+type EnqueueResult struct {
+	// ID of the stored instance; on ErrDuplicate, the ID of the instance
+	// that holds the unique key.
+	ID string
+	// Seq is the sequence number assigned by the store (0 on error).
+	Seq uint64
+	// Err is nil or wraps ErrDuplicate.
+	Err error
+}
+
+// ClaimParams is the argument of Queue.Claim.
+type ClaimParams struct {
+	Queue      string
+	Owner      string    // the claiming manager's node ID, stored as LeaseOwner
+	Limit      int       // at most this many instances; must be > 0
+	Now        time.Time // instances with RunAt <= Now are ready
+	LeaseUntil time.Time // the lease deadline of the claimed attempts
+}
+
+// ClaimResult is what Queue.Claim returns.
+type ClaimResult struct {
+	// Instances claimed, in claim order, each in state Processing with
+	// Attempt incremented and its lease set.
+	Instances []*Instance
+	// NextRunAt is the earliest RunAt of an instance still Scheduled in the
+	// queue, or zero when none waits. Only meaningful when fewer than Limit
+	// instances were claimed.
+	NextRunAt time.Time
+}
+
+// LeaseRef names one running attempt.
+type LeaseRef struct {
+	ID      string
+	Attempt int
+}
+
+// RenewParams is the argument of Queue.Renew.
+type RenewParams struct {
+	Owner  string
+	Leases []LeaseRef
+	Until  time.Time // new lease deadline
+	Now    time.Time
+}
+
+// RenewResult is what Queue.Renew returns.
+type RenewResult struct {
+	// Lost are the attempts that are no longer the owner's; their work must
+	// stop and must not be finished.
+	Lost []LeaseRef
+	// CancelRequested are attempts (still the owner's) whose cancellation
+	// was requested.
+	CancelRequested []LeaseRef
+}
+
+// Outcome is the end of one running attempt.
+type Outcome struct {
+	ID      string
+	Attempt int
+	// State is the new state: Completed, Terminated, Canceled, TimedOut, or
+	// Scheduled for a retry (or a release) at RunAt.
+	State State
+	// RunAt is when a retried or released instance becomes ready again.
+	RunAt time.Time
+	// Release hands the attempt back without counting it: the instance is
+	// Scheduled at RunAt with Attempt decremented (used on shutdown).
+	Release bool
+	// Result is the executor's results, JSON-encoded (Completed only).
+	Result []byte
+	// Error is the attempt's error message, if any.
+	Error string
+}
+
+// FinishParams is the argument of Queue.Finish.
+type FinishParams struct {
+	Owner    string
+	Now      time.Time
+	Outcomes []Outcome
+}
+
+// RescueParams is the argument of Queue.Rescue.
+type RescueParams struct {
+	Now   time.Time
+	Limit int    // at most this many instances; must be > 0
+	Node  string // names the rescuer in the history records
+}
+
+// CancelParams is the argument of Queue.Cancel.
+type CancelParams struct {
+	ID   string
+	Now  time.Time
+	Node string
+}
+
+// PruneParams is the argument of Pruner.Prune. A zero field disables its
+// rule.
+type PruneParams struct {
+	Now time.Time
+	// FinishedBefore removes instances in a final state finished before it,
+	// with their history and logs.
+	FinishedBefore time.Time
+	// KeepFinished keeps at most this many instances in a final state (the
+	// most recently finished), removing older ones with their history and
+	// logs. 0 disables the rule.
+	KeepFinished int
+	// HistoryBefore removes history records older than it, whatever their
+	// instance's state.
+	HistoryBefore time.Time
+	// LogsBefore removes log records older than it.
+	LogsBefore time.Time
+	// Limit bounds the records one call removes per rule, so a call stays
+	// short; 0 means a store-chosen default.
+	Limit int
+}
+
+// PruneResult counts what Prune removed.
+type PruneResult struct {
+	Instances int
+	History   int
+	Logs      int
+}
+
+// Query selects instances, history records or log records. Zero fields
+// match everything.
+type Query struct {
+	InstanceID string
+	Kind       string
+	Queue      string
+	States     []State    // any of these states
+	Levels     []LogLevel // logs only: any of these levels
+	Since      time.Time  // at or after (CreatedAt, history Time, log Time)
+	Until      time.Time  // before
+	Limit      int        // at most this many; 0 means no limit
+}

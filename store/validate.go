@@ -1,0 +1,57 @@
+package store
+
+import "fmt"
+
+// Validate checks the parameters every plugin requires.
+func (p *ClaimParams) Validate() error {
+	switch {
+	case p == nil:
+		return fmt.Errorf("%w: nil claim parameters", ErrInvalid)
+	case p.Queue == "":
+		return fmt.Errorf("%w: claim without a queue", ErrInvalid)
+	case p.Owner == "":
+		return fmt.Errorf("%w: claim without an owner", ErrInvalid)
+	case p.Limit <= 0:
+		return fmt.Errorf("%w: claim limit %d, want > 0", ErrInvalid, p.Limit)
+	case !p.LeaseUntil.After(p.Now):
+		return fmt.Errorf("%w: lease deadline %v not after now %v", ErrInvalid, p.LeaseUntil, p.Now)
+	}
+	return nil
+}
+
+// Validate checks one instance handed to Enqueue.
+func (in *Instance) Validate() error {
+	switch {
+	case in == nil:
+		return fmt.Errorf("%w: nil instance", ErrInvalid)
+	case in.ID == "":
+		return fmt.Errorf("%w: instance without an ID", ErrInvalid)
+	case in.Kind == "":
+		return fmt.Errorf("%w: instance %s without a kind", ErrInvalid, in.ID)
+	case in.Queue == "":
+		return fmt.Errorf("%w: instance %s without a queue", ErrInvalid, in.ID)
+	case in.CreatedAt.IsZero():
+		return fmt.Errorf("%w: instance %s without a creation time", ErrInvalid, in.ID)
+	case in.UniqueKey != "" && in.UniqueUntil.IsZero():
+		return fmt.Errorf("%w: instance %s has unique key %q without an expiry", ErrInvalid, in.ID, in.UniqueKey)
+	}
+	return nil
+}
+
+// Validate checks one outcome handed to Finish.
+func (o *Outcome) Validate() error {
+	switch {
+	case o.ID == "":
+		return fmt.Errorf("%w: outcome without an instance ID", ErrInvalid)
+	case o.State == Scheduled:
+		if o.RunAt.IsZero() {
+			return fmt.Errorf("%w: outcome for %s reschedules without a run time", ErrInvalid, o.ID)
+		}
+	case !o.State.Final():
+		return fmt.Errorf("%w: outcome for %s has state %v, want a final state or scheduled", ErrInvalid, o.ID, o.State)
+	}
+	if o.Release && o.State != Scheduled {
+		return fmt.Errorf("%w: outcome for %s releases into state %v, want scheduled", ErrInvalid, o.ID, o.State)
+	}
+	return nil
+}
