@@ -36,7 +36,7 @@ type Process struct {
 	Addr string // host:port clients connect to
 	Dir  string // its data directory
 	cmd  *exec.Cmd
-	out  *bytes.Buffer
+	out  *syncBuffer
 	done chan struct{}
 	err  error
 }
@@ -64,7 +64,7 @@ func Start(name, bin string, args []string, dir, addr string, timeout time.Durat
 	if err != nil {
 		return nil, fmt.Errorf("testserver: %s not found on PATH (%w); on Debian run `apt-get install %s`, or run `make test`, which installs it", bin, err, debianPackage(bin))
 	}
-	p := &Process{Name: name, Addr: addr, Dir: dir, out: &bytes.Buffer{}, done: make(chan struct{})}
+	p := &Process{Name: name, Addr: addr, Dir: dir, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(path, args...)
 	p.cmd.Dir = dir
 	p.cmd.Stdout = p.out
@@ -104,9 +104,25 @@ func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Output returns what the server printed so far.
 func (p *Process) Output() string {
-	mu.Lock()
-	defer mu.Unlock()
 	return p.out.String()
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's writes and our reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Exited is closed when the process has exited.
