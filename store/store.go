@@ -164,6 +164,18 @@ type ClaimResult struct {
 	// queue, or zero when none waits. Only meaningful when fewer than Limit
 	// instances were claimed.
 	NextRunAt time.Time
+	// Undecodable are attempts the store claimed (they count towards Limit
+	// and are Processing under the caller's lease) whose stored record could
+	// not be decoded. The engine finishes each as Terminated with the error,
+	// so a corrupt record never blocks the queue or kills a worker.
+	Undecodable []UndecodableRecord
+}
+
+// UndecodableRecord names a claimed attempt whose record could not be
+// decoded, and why.
+type UndecodableRecord struct {
+	LeaseRef
+	Err error // wraps ErrCorrupt
 }
 
 // LeaseRef names one running attempt.
