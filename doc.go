@@ -1,0 +1,66 @@
+// Package job schedules and runs jobs: arbitrary Go functions registered
+// by kind, whose instances wait in a store-backed queue and run on a pool
+// of workers, with priorities, retries with backoff, timeouts, unique keys,
+// cron and interval schedules, and a history of every state change and
+// the logs each instance wrote.
+//
+// # Jobs and executors
+//
+// A Job pairs a kind with an executor, a func of any signature. Leading
+// parameters of type context.Context and Instance are injected; the others
+// are decoded from the instance's arguments, stored as JSON, into the
+// declared types. Results may be any number of values; a trailing error is
+// the attempt's error:
+//
+//	sum, err := job.NewJob(
+//		job.WithKind("sum"),
+//		job.WithExecutor(func(ctx context.Context, a, b int) (int, error) { return a + b, nil }),
+//		job.WithMaxRetries(3),
+//		job.WithBackoff(job.ExponentialBackoff(time.Second, time.Minute)),
+//	)
+//
+// ScheduleJob checks the arguments against the executor before it stores
+// anything, so a wrong count or type is an error at once, not a failed run.
+//
+// # Managers and stores
+//
+// A Manager holds the registry and runs the instances of its queues. Its
+// Store (package store) keeps the queue, the history and the logs; the
+// default is an in-process go-memdb store (store/memdbstore). Managers in
+// several processes that share a Redis, Valkey or etcd store form a
+// cluster: the store is the distributed engine, and each attempt is
+// claimed by exactly one manager in one atomic store operation.
+//
+//	mgr, err := job.NewManager(job.WithWorkers(8))
+//	err = mgr.RegisterJob(sum)
+//	err = mgr.Start(ctx)
+//	ji, err := mgr.ScheduleJob(ctx, "sum", job.WithArguments(1, 2))
+//	err = mgr.Stop(ctx) // drains running work until ctx ends
+//
+// # Delivery
+//
+// Each attempt is claimed once (exactly-once claim) and runs at least once:
+// a claim holds a lease that the manager renews while the attempt runs;
+// when a manager dies, its leases expire and the other managers rescue the
+// instances (back to Scheduled, the attempt counted, or Terminated when no
+// retries are left). A failed attempt with retries left is written back
+// with a future run time; no worker sleeps on it. Stop hands the leases of
+// attempts still running at its deadline back to the queue.
+//
+// # States
+//
+//	Created → Scheduled → Processing → Completed | Terminated | Canceled | TimedOut
+//
+// Every transition is one StateRecord in the history, with the instance,
+// kind, attempt, time, node and error or result. LookupInstances,
+// LookupInstanceHistory and LookupInstanceLogs query them; retention
+// (WithRetention, WithHistoryRetention, WithLogRetention) bounds them.
+//
+// # Recurring jobs
+//
+// WithCronSpec and WithInterval make a job recurring. Each tick is
+// scheduled with a unique key made of the kind and the tick time, so every
+// manager that registers the job schedules the same tick and the store keeps
+// one: a tick runs once per cluster, not once per manager, and no leader is
+// needed.
+package job

@@ -1,0 +1,68 @@
+package job
+
+import (
+	"errors"
+
+	"github.com/jobkit/job/store"
+)
+
+// Sentinel errors. Functions wrap them with %w and a message that names the
+// job or instance and, where there is one, the fix; test with errors.Is.
+var (
+	// ErrUnknownKind: no job of that kind is registered with the manager.
+	ErrUnknownKind = errors.New("job: unknown kind")
+	// ErrDuplicateKind: a job of that kind is already registered.
+	ErrDuplicateKind = errors.New("job: kind already registered")
+	// ErrInvalidJob: a job definition is unusable (no kind, an executor that
+	// is not a func, an invalid cron spec, a negative retry count, ...).
+	ErrInvalidJob = errors.New("job: invalid job definition")
+	// ErrInvalidArguments: the arguments do not fit the executor's
+	// parameters (count or type), or cannot be encoded or decoded.
+	ErrInvalidArguments = errors.New("job: invalid arguments")
+	// ErrInvalidOption: an option has an unusable value.
+	ErrInvalidOption = errors.New("job: invalid option")
+	// ErrDuplicate: the instance's unique key is held by another instance;
+	// ScheduleJob returns the holder alongside it.
+	ErrDuplicate = store.ErrDuplicate
+	// ErrNotFound: no instance has that ID.
+	ErrNotFound = store.ErrNotFound
+	// ErrFinished: the instance has already reached a final state.
+	ErrFinished = store.ErrFinished
+	// ErrPanic: the executor panicked; the error carries the panic value and
+	// the stack.
+	ErrPanic = errors.New("job: executor panicked")
+	// ErrTimeout: the attempt ran past its timeout.
+	ErrTimeout = errors.New("job: attempt timed out")
+	// ErrCanceled: the instance was canceled.
+	ErrCanceled = errors.New("job: instance canceled")
+	// ErrLeaseLost: the manager lost the attempt's lease (another manager
+	// rescued it); the attempt's context is canceled with this cause and its
+	// outcome is discarded.
+	ErrLeaseLost = store.ErrLeaseLost
+	// ErrShutdown: the manager is stopping; running attempts are canceled
+	// with this cause and handed back to the queue.
+	ErrShutdown = errors.New("job: manager shutting down")
+	// ErrNotRunning: the call needs a started manager.
+	ErrNotRunning = errors.New("job: manager not running")
+	// ErrAlreadyStarted: Start was called twice.
+	ErrAlreadyStarted = errors.New("job: manager already started")
+	// ErrPermanent marks an executor error that must not be retried; see
+	// Permanent.
+	ErrPermanent = errors.New("job: permanent failure")
+)
+
+// Permanent wraps err so the attempt that returns it is not retried: the
+// instance goes straight to Terminated, whatever retries are left.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() []error {
+	return []error{e.err, ErrPermanent}
+}

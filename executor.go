@@ -1,0 +1,245 @@
+package job
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+)
+
+var (
+	contextType  = reflect.TypeFor[context.Context]()
+	instanceType = reflect.TypeFor[Instance]()
+	errorType    = reflect.TypeFor[error]()
+)
+
+// executor is a user function bound for calls with stored arguments.
+//
+// Leading parameters of type context.Context and Instance (in either order,
+// each at most once) are injected; the others are decoded from the stored
+// JSON array into their declared types. A trailing error result is the
+// attempt's error; the other results are the instance's results.
+type executor struct {
+	fn         reflect.Value
+	typ        reflect.Type
+	injectCtx  int // index of the context.Context parameter, or -1
+	injectInst int // index of the Instance parameter, or -1
+	params     []reflect.Type
+	variadic   bool // the last of params is a variadic slice
+	hasErr     bool // the last result is an error
+	nResults   int  // results other than the trailing error
+}
+
+func newExecutor(fn any) (*executor, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: nil executor; pass a func to WithExecutor", ErrInvalidJob)
+	}
+	v := reflect.ValueOf(fn)
+	t := v.Type()
+	if t.Kind() != reflect.Func {
+		return nil, fmt.Errorf("%w: executor is a %s, not a func; pass a func to WithExecutor", ErrInvalidJob, t)
+	}
+	if v.IsNil() {
+		return nil, fmt.Errorf("%w: executor is a nil %s", ErrInvalidJob, t)
+	}
+	e := &executor{fn: v, typ: t, injectCtx: -1, injectInst: -1, variadic: t.IsVariadic()}
+	i := 0
+	for ; i < t.NumIn() && i < 2; i++ {
+		switch p := t.In(i); {
+		case p == contextType && e.injectCtx < 0:
+			e.injectCtx = i
+			continue
+		case p == instanceType && e.injectInst < 0:
+			e.injectInst = i
+			continue
+		}
+		break
+	}
+	for ; i < t.NumIn(); i++ {
+		p := t.In(i)
+		if p == contextType || p == instanceType {
+			return nil, fmt.Errorf("%w: executor %s takes %s as parameter %d; injected parameters must come first", ErrInvalidJob, t, p, i+1)
+		}
+		if err := decodable(p); err != nil {
+			return nil, fmt.Errorf("%w: executor %s parameter %d: %v", ErrInvalidJob, t, i+1, err)
+		}
+		e.params = append(e.params, p)
+	}
+	if n := t.NumOut(); n > 0 && t.Out(n-1) == errorType {
+		e.hasErr = true
+		e.nResults = n - 1
+	} else {
+		e.nResults = n
+	}
+	return e, nil
+}
+
+// decodable rejects parameter types JSON can never fill.
+func decodable(t reflect.Type) error {
+	switch t.Kind() {
+	case reflect.Func, reflect.Chan, reflect.UnsafePointer, reflect.Complex64, reflect.Complex128:
+		return fmt.Errorf("type %s cannot be decoded from stored arguments", t)
+	}
+	return nil
+}
+
+// encodeArgs checks args against the executor's parameters and encodes them
+// as a JSON array. Each argument is encoded and decoded into its parameter's
+// type, so a mismatch is found before anything is stored.
+func (e *executor) encodeArgs(args []any) ([]byte, error) {
+	if err := e.checkCount(len(args)); err != nil {
+		return nil, err
+	}
+	raw := make([]json.RawMessage, len(args))
+	for i, a := range args {
+		b, err := json.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("%w: argument %d (%T) cannot be encoded: %v", ErrInvalidArguments, i+1, a, err)
+		}
+		p := e.paramType(i)
+		if _, err := decodeArg(b, p); err != nil {
+			return nil, fmt.Errorf("%w: argument %d is %T, executor wants %s: %v", ErrInvalidArguments, i+1, a, p, err)
+		}
+		raw[i] = b
+	}
+	return json.Marshal(raw)
+}
+
+func (e *executor) checkCount(n int) error {
+	want := len(e.params)
+	if e.variadic {
+		if n < want-1 {
+			return fmt.Errorf("%w: %d arguments for executor %s, which needs at least %d", ErrInvalidArguments, n, e.typ, want-1)
+		}
+		return nil
+	}
+	if n != want {
+		return fmt.Errorf("%w: %d arguments for executor %s, which takes %d", ErrInvalidArguments, n, e.typ, want)
+	}
+	return nil
+}
+
+// paramType is the type argument i decodes into.
+func (e *executor) paramType(i int) reflect.Type {
+	if e.variadic && i >= len(e.params)-1 {
+		return e.params[len(e.params)-1].Elem()
+	}
+	return e.params[i]
+}
+
+func decodeArg(b []byte, t reflect.Type) (reflect.Value, error) {
+	v := reflect.New(t)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(v.Interface()); err != nil {
+		return reflect.Value{}, err
+	}
+	return v.Elem(), nil
+}
+
+// decodeArgs decodes stored arguments into values for the executor's
+// parameters.
+func (e *executor) decodeArgs(data []byte) ([]reflect.Value, error) {
+	var raw []json.RawMessage
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return nil, fmt.Errorf("%w: stored arguments are not a JSON array: %v", ErrInvalidArguments, err)
+		}
+	}
+	if err := e.checkCount(len(raw)); err != nil {
+		return nil, err
+	}
+	vals := make([]reflect.Value, len(raw))
+	for i, r := range raw {
+		p := e.paramType(i)
+		v, err := decodeArg(r, p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: stored argument %d cannot be decoded into %s: %v", ErrInvalidArguments, i+1, p, err)
+		}
+		vals[i] = v
+	}
+	return vals, nil
+}
+
+// call runs the executor with injected values and decoded arguments. A
+// panic is recovered and returned as an error wrapping ErrPanic with the
+// stack.
+func (e *executor) call(ctx context.Context, inst Instance, args []reflect.Value) (results []any, err error) {
+	in := make([]reflect.Value, 0, e.typ.NumIn()+len(args))
+	for i := 0; i < e.typ.NumIn() && (i == e.injectCtx || i == e.injectInst); i++ {
+		if i == e.injectCtx {
+			in = append(in, reflect.ValueOf(&ctx).Elem())
+		} else {
+			in = append(in, reflect.ValueOf(&inst).Elem())
+		}
+	}
+	in = append(in, args...)
+	defer func() {
+		if r := recover(); r != nil {
+			results = nil
+			err = fmt.Errorf("%w: %v\n%s", ErrPanic, r, debug.Stack())
+		}
+	}()
+	out := e.fn.Call(in)
+	if e.hasErr {
+		if ev := out[len(out)-1]; !ev.IsNil() {
+			err = ev.Interface().(error)
+		}
+		out = out[:len(out)-1]
+	}
+	if len(out) > 0 {
+		results = make([]any, len(out))
+		for i, o := range out {
+			results[i] = o.Interface()
+		}
+	}
+	return results, err
+}
+
+// encodeResults encodes results as a JSON array. A result that JSON cannot
+// encode is stored as its fmt %v text, so the outcome is never lost.
+func encodeResults(results []any) []byte {
+	if len(results) == 0 {
+		return nil
+	}
+	raw := make([]json.RawMessage, len(results))
+	for i, r := range results {
+		b, err := json.Marshal(r)
+		if err != nil {
+			b, _ = json.Marshal(fmt.Sprintf("%v", r))
+		}
+		raw[i] = b
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// decodeJSONArray decodes a stored JSON array into generic values (numbers
+// as json.Number so large integers survive).
+func decodeJSONArray(data []byte) ([]any, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var out []any
+	if err := dec.Decode(&out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// errString returns err's message, or "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+var errNoMessage = errors.New("job: attempt failed")

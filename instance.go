@@ -1,0 +1,151 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/jobkit/job/store"
+)
+
+// Instance is one scheduled run of a job: what ScheduleJob and the lookups
+// return, and what an executor may take as a leading parameter to read its
+// own state and write logs.
+//
+// An Instance is a snapshot: its state is the state when it was read.
+// Methods are safe for concurrent use.
+type Instance interface {
+	// ID is the instance's unique ID (a UUIDv7 string).
+	ID() string
+	Kind() string
+	Queue() string
+	State() State
+	Priority() Priority
+	// Attempt is 0 before the first run and 1 during the first attempt.
+	Attempt() int
+	// MaxRetries is the retries the instance allows; RetryForever is -1.
+	MaxRetries() int
+	// Timeout bounds one attempt; 0 means none.
+	Timeout() time.Duration
+	// RunAt is when the instance is (or was last) due.
+	RunAt() time.Time
+	CreatedAt() time.Time
+	UpdatedAt() time.Time
+	// FinishedAt is when the instance reached a final state, or zero.
+	FinishedAt() time.Time
+	UniqueKey() string
+	// Arguments returns the arguments. Inside an executor they have the
+	// executor's parameter types; read from a lookup they are decoded from
+	// JSON into generic values (numbers as json.Number).
+	Arguments() []any
+	// Results returns the results of a completed instance, as Arguments
+	// decodes them.
+	Results() []any
+	// Error returns the last attempt's error, or nil.
+	Error() error
+	// Record returns a copy of the stored record.
+	Record() *store.Instance
+
+	// Debugf, Infof, Warnf and Errorf write a log record for the instance's
+	// current attempt to the store (batched, asynchronously), where
+	// Manager.LookupInstanceLogs finds it.
+	Debugf(format string, args ...any)
+	Infof(format string, args ...any)
+	Warnf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+// instance is the Instance the manager hands out.
+type instance struct {
+	rec     *store.Instance
+	args    []any // typed arguments, set inside an executor
+	results []any // typed results, set after a local run
+	logs    logSink
+}
+
+// logSink receives an instance's log records.
+type logSink interface {
+	appendLog(rec *store.LogRecord)
+}
+
+func newInstance(rec *store.Instance, logs logSink) *instance {
+	return &instance{rec: rec, logs: logs}
+}
+
+func (i *instance) ID() string             { return i.rec.ID }
+func (i *instance) Kind() string           { return i.rec.Kind }
+func (i *instance) Queue() string          { return i.rec.Queue }
+func (i *instance) State() State           { return i.rec.State }
+func (i *instance) Priority() Priority     { return Priority(i.rec.Priority) }
+func (i *instance) Attempt() int           { return i.rec.Attempt }
+func (i *instance) MaxRetries() int        { return i.rec.MaxRetries }
+func (i *instance) Timeout() time.Duration { return i.rec.Timeout }
+func (i *instance) RunAt() time.Time       { return i.rec.RunAt }
+func (i *instance) CreatedAt() time.Time   { return i.rec.CreatedAt }
+func (i *instance) UpdatedAt() time.Time   { return i.rec.UpdatedAt }
+func (i *instance) FinishedAt() time.Time  { return i.rec.FinishedAt }
+func (i *instance) UniqueKey() string      { return i.rec.UniqueKey }
+func (i *instance) Record() *store.Instance {
+	return i.rec.Clone()
+}
+
+func (i *instance) Arguments() []any {
+	if i.args != nil {
+		return append([]any(nil), i.args...)
+	}
+	v, err := decodeJSONArray(i.rec.Args)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+func (i *instance) Results() []any {
+	if i.results != nil {
+		return append([]any(nil), i.results...)
+	}
+	v, err := decodeJSONArray(i.rec.Result)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+func (i *instance) Error() error {
+	if i.rec.Error == "" {
+		return nil
+	}
+	return errors.New(i.rec.Error)
+}
+
+func (i *instance) String() string {
+	return fmt.Sprintf("%s/%s(%s, attempt %d)", i.rec.Kind, i.rec.ID, i.rec.State, i.rec.Attempt)
+}
+
+func (i *instance) Debugf(format string, args ...any) { i.log(store.LevelDebug, format, args) }
+func (i *instance) Infof(format string, args ...any)  { i.log(store.LevelInfo, format, args) }
+func (i *instance) Warnf(format string, args ...any)  { i.log(store.LevelWarn, format, args) }
+func (i *instance) Errorf(format string, args ...any) { i.log(store.LevelError, format, args) }
+
+func (i *instance) log(level store.LogLevel, format string, args []any) {
+	if i.logs == nil {
+		return
+	}
+	i.logs.appendLog(&store.LogRecord{
+		InstanceID: i.rec.ID,
+		Kind:       i.rec.Kind,
+		Attempt:    i.rec.Attempt,
+		Level:      level,
+		Message:    fmt.Sprintf(format, args...),
+	})
+}
+
+// valuesToAny converts decoded argument values for Instance.Arguments.
+func valuesToAny(vals []reflect.Value) []any {
+	out := make([]any, len(vals))
+	for i, v := range vals {
+		out[i] = v.Interface()
+	}
+	return out
+}

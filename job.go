@@ -1,0 +1,160 @@
+package job
+
+import (
+	"fmt"
+	"time"
+)
+
+// DefaultQueue is the queue of a job that names none.
+const DefaultQueue = "default"
+
+// Job is a registered kind of work: an executor plus the policy its
+// instances run under (priority, retries, backoff, timeout, queue), the
+// handlers told of their state changes, and optionally a recurring
+// schedule. Create one with NewJob and register it with Manager.RegisterJob.
+type Job struct {
+	kind       string
+	exec       *executor
+	queue      string
+	priority   Priority
+	maxRetries int
+	backoff    Backoff
+	timeout    time.Duration
+	recurring  *recurrence
+
+	onStateChange func(Instance, State)
+	onComplete    func(Instance, []any)
+	onTerminate   func(Instance, error)
+}
+
+// JobOption configures a Job.
+type JobOption func(*Job) error
+
+// NewJob returns a job definition. WithKind and WithExecutor are required.
+// Every option's error is returned, wrapped in ErrInvalidJob.
+func NewJob(opts ...JobOption) (*Job, error) {
+	j := &Job{queue: DefaultQueue, maxRetries: DefaultMaxRetries, backoff: DefaultBackoff}
+	for _, o := range opts {
+		if err := o(j); err != nil {
+			return nil, err
+		}
+	}
+	if j.kind == "" {
+		return nil, fmt.Errorf("%w: no kind; add job.WithKind(\"name\")", ErrInvalidJob)
+	}
+	if j.exec == nil {
+		return nil, fmt.Errorf("%w: job %q has no executor; add job.WithExecutor(func(...){...})", ErrInvalidJob, j.kind)
+	}
+	if j.recurring != nil {
+		if _, err := j.exec.encodeArgs(j.recurring.args); err != nil {
+			return nil, fmt.Errorf("%w: recurring arguments of job %q: %w", ErrInvalidJob, j.kind, err)
+		}
+	}
+	return j, nil
+}
+
+// Kind returns the job's kind, the name instances are scheduled by.
+func (j *Job) Kind() string { return j.kind }
+
+// Queue returns the queue the job's instances wait in.
+func (j *Job) Queue() string { return j.queue }
+
+// WithKind names the job. The kind is how instances are scheduled and
+// looked up, and what every manager of a cluster must register under the
+// same name to run them.
+func WithKind(kind string) JobOption {
+	return func(j *Job) error {
+		if kind == "" {
+			return fmt.Errorf("%w: empty kind", ErrInvalidJob)
+		}
+		j.kind = kind
+		return nil
+	}
+}
+
+// WithExecutor sets the function that runs an instance. It may have any
+// signature: leading context.Context and Instance parameters are injected;
+// the rest are decoded from the instance's arguments (stored as JSON) into
+// the declared types; a trailing error result is the attempt's error and
+// the other results are kept as the instance's results.
+func WithExecutor(fn any) JobOption {
+	return func(j *Job) error {
+		e, err := newExecutor(fn)
+		if err != nil {
+			return err
+		}
+		j.exec = e
+		return nil
+	}
+}
+
+// WithQueue puts the job's instances in the named queue (DefaultQueue when
+// not given). A manager runs the queues named by its WithQueues.
+func WithQueue(name string) JobOption {
+	return func(j *Job) error {
+		if name == "" {
+			return fmt.Errorf("%w: empty queue name", ErrInvalidJob)
+		}
+		j.queue = name
+		return nil
+	}
+}
+
+// WithPriority sets the default priority of the job's instances.
+func WithPriority(p Priority) JobOption {
+	return func(j *Job) error { j.priority = p; return nil }
+}
+
+// WithMaxRetries sets how many times a failed attempt is retried: 0 never,
+// RetryForever without limit. Defaults to DefaultMaxRetries.
+func WithMaxRetries(n int) JobOption {
+	return func(j *Job) error {
+		if n < RetryForever {
+			return fmt.Errorf("%w: max retries %d; use 0 for none or job.RetryForever", ErrInvalidJob, n)
+		}
+		j.maxRetries = n
+		return nil
+	}
+}
+
+// WithBackoff sets the wait before each retry. Defaults to DefaultBackoff.
+func WithBackoff(b Backoff) JobOption {
+	return func(j *Job) error {
+		if b == nil {
+			return fmt.Errorf("%w: nil backoff", ErrInvalidJob)
+		}
+		j.backoff = b
+		return nil
+	}
+}
+
+// WithTimeout bounds each attempt: its context is canceled after d and the
+// attempt counts as timed out. 0 (the default) means no limit.
+func WithTimeout(d time.Duration) JobOption {
+	return func(j *Job) error {
+		if d < 0 {
+			return fmt.Errorf("%w: negative timeout %v", ErrInvalidJob, d)
+		}
+		j.timeout = d
+		return nil
+	}
+}
+
+// WithStateChangeProcessor calls fn after each state change of an instance
+// that this manager made (scheduled, processing, retried, finished). It
+// runs on the manager's goroutines: keep it short.
+func WithStateChangeProcessor(fn func(ji Instance, state State)) JobOption {
+	return func(j *Job) error { j.onStateChange = fn; return nil }
+}
+
+// WithCompleteProcessor calls fn with the results after an instance
+// completed on this manager.
+func WithCompleteProcessor(fn func(ji Instance, results []any)) JobOption {
+	return func(j *Job) error { j.onComplete = fn; return nil }
+}
+
+// WithTerminateProcessor calls fn with the error after an instance ended on
+// this manager as Terminated or TimedOut (no retries left).
+func WithTerminateProcessor(fn func(ji Instance, err error)) JobOption {
+	return func(j *Job) error { j.onTerminate = fn; return nil }
+}

@@ -1,0 +1,579 @@
+package jobtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobkit/job"
+	"github.com/jobkit/job/store"
+)
+
+const deadline = 15 * time.Second
+
+func init() {
+	register("Signatures", testSignatures)
+	register("RetryThenTerminate", testRetryThenTerminate)
+	register("PermanentError", testPermanentError)
+	register("Timeout", testTimeout)
+	register("CancelPending", testCancelPending)
+	register("CancelRunning", testCancelRunning)
+	register("CancelRunningOnOtherManager", testCancelRemote)
+	register("PanicRecovered", testPanic)
+	register("UniqueKey", testUniqueKey)
+	register("PriorityOrder", testPriorityOrder)
+	register("ScheduleAt", testScheduleAt)
+	register("ClusterNoDuplicates", testClusterNoDuplicates)
+	register("RecurringOncePerCluster", testRecurringOncePerCluster)
+	register("RescueAfterCrash", testRescueAfterCrash)
+	register("StopHandsBack", testStopHandsBack)
+	register("UndecodableArguments", testUndecodableArguments)
+	register("UnknownKindOnClaim", testUnknownKindOnClaim)
+	register("Logs", testLogs)
+	register("Retention", testRetention)
+}
+
+type point struct{ X, Y int }
+
+func testSignatures(t *testing.T, e *env) {
+	var gotInst atomic.Value
+	jobs := []*job.Job{
+		mustJob(t, job.WithKind("sum"), job.WithExecutor(func(a, b int) int { return a + b })),
+		mustJob(t, job.WithKind("ctx"), job.WithExecutor(func(ctx context.Context, s string) (string, error) {
+			if ctx == nil {
+				return "", errors.New("nil context")
+			}
+			return strings.ToUpper(s), nil
+		})),
+		mustJob(t, job.WithKind("inst"), job.WithExecutor(func(ji job.Instance, f float64) float64 {
+			gotInst.Store(ji.ID())
+			return f * 2
+		})),
+		mustJob(t, job.WithKind("struct"), job.WithExecutor(func(ctx context.Context, ji job.Instance, p point, pp *point, xs []int, m map[string]bool, at time.Time) (int, string, error) {
+			return p.X + pp.Y + len(xs) + len(m), at.UTC().Format(time.RFC3339), nil
+		})),
+		mustJob(t, job.WithKind("noargs"), job.WithExecutor(func() {})),
+		mustJob(t, job.WithKind("variadic"), job.WithExecutor(func(prefix string, xs ...int) string {
+			return fmt.Sprint(prefix, len(xs))
+		})),
+	}
+	m := e.manager(t, jobs, job.WithWorkers(4))
+	start(t, m)
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cases := []struct {
+		kind string
+		args []any
+		want string // JSON of the results
+	}{
+		{"sum", []any{2, 3}, "[5]"},
+		{"ctx", []any{"abc"}, `["ABC"]`},
+		{"inst", []any{1.25}, "[2.5]"},
+		{"struct", []any{point{1, 2}, &point{3, 4}, []int{1, 2, 3}, map[string]bool{"a": true}, at}, `[9,"2026-01-02T03:04:05Z"]`},
+		{"noargs", nil, ""},
+		{"variadic", []any{"n=", 1, 2, 3}, `["n=3"]`},
+		{"variadic", []any{"n="}, `["n=0"]`},
+	}
+	ids := make([]string, len(cases))
+	for i, c := range cases {
+		ids[i] = schedule(t, m, c.kind, job.WithArguments(c.args...)).ID()
+	}
+	for i, c := range cases {
+		ji := waitState(t, m, ids[i], job.Completed, deadline)
+		if got := string(ji.Record().Result); got != c.want {
+			t.Errorf("%s%v: result %s, want %s", c.kind, c.args, got, c.want)
+		}
+		if got := states(t, m, ids[i]); !slices.Equal(got, []job.State{job.Created, job.Scheduled, job.Processing, job.Completed}) {
+			t.Errorf("%s: history %v", c.kind, got)
+		}
+	}
+	if gotInst.Load() != ids[2] {
+		t.Errorf("injected Instance has ID %v, want %s", gotInst.Load(), ids[2])
+	}
+	// Mismatches are caught before anything is stored.
+	for _, bad := range []struct {
+		kind string
+		args []any
+	}{
+		{"sum", []any{1}},
+		{"sum", []any{1, 2, 3}},
+		{"sum", []any{"one", 2}},
+		{"struct", []any{point{}, &point{}, "not a slice", map[string]bool{}, at}},
+		{"variadic", nil},
+	} {
+		_, err := m.ScheduleJob(context.Background(), bad.kind, job.WithArguments(bad.args...))
+		if !errors.Is(err, job.ErrInvalidArguments) {
+			t.Errorf("ScheduleJob(%s, %v): err %v, want ErrInvalidArguments", bad.kind, bad.args, err)
+		}
+	}
+	if _, err := m.ScheduleJob(context.Background(), "nope"); !errors.Is(err, job.ErrUnknownKind) {
+		t.Errorf("ScheduleJob(unknown kind): %v, want ErrUnknownKind", err)
+	}
+	all, err := m.LookupInstances(context.Background(), job.NewQuery())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(cases) {
+		t.Errorf("store holds %d instances, want %d (bad schedules must store nothing)", len(all), len(cases))
+	}
+}
+
+func testRetryThenTerminate(t *testing.T, e *env) {
+	var calls atomic.Int32
+	var terminated atomic.Value
+	j := mustJob(t, job.WithKind("flaky"),
+		job.WithExecutor(func() error { calls.Add(1); return errors.New("boom") }),
+		job.WithMaxRetries(2), job.WithBackoff(job.ConstantBackoff(10*time.Millisecond)),
+		job.WithTerminateProcessor(func(ji job.Instance, err error) { terminated.Store(err.Error()) }),
+	)
+	m := e.manager(t, []*job.Job{j})
+	start(t, m)
+	ji := schedule(t, m, "flaky")
+	got := waitState(t, m, ji.ID(), job.Terminated, deadline)
+	if got.Attempt() != 3 || calls.Load() != 3 {
+		t.Errorf("attempt %d, calls %d; want 3 and 3 (1 + 2 retries)", got.Attempt(), calls.Load())
+	}
+	if got.Error() == nil || got.Error().Error() != "boom" {
+		t.Errorf("error %v, want boom", got.Error())
+	}
+	want := []job.State{job.Created, job.Scheduled, job.Processing, job.Scheduled, job.Processing, job.Scheduled, job.Processing, job.Terminated}
+	if s := states(t, m, ji.ID()); !slices.Equal(s, want) {
+		t.Errorf("history %v, want %v", s, want)
+	}
+	waitFor(t, deadline, "terminate processor", func() bool { return terminated.Load() == "boom" })
+}
+
+func testPermanentError(t *testing.T, e *env) {
+	j := mustJob(t, job.WithKind("perm"), job.WithMaxRetries(5),
+		job.WithExecutor(func() error { return job.Permanent(errors.New("bad input")) }))
+	m := e.manager(t, []*job.Job{j})
+	start(t, m)
+	ji := schedule(t, m, "perm")
+	got := waitState(t, m, ji.ID(), job.Terminated, deadline)
+	if got.Attempt() != 1 {
+		t.Errorf("attempt %d, want 1: a permanent error is not retried", got.Attempt())
+	}
+}
+
+func testTimeout(t *testing.T, e *env) {
+	j := mustJob(t, job.WithKind("slow"), job.WithMaxRetries(1), job.WithBackoff(job.ConstantBackoff(time.Millisecond)),
+		job.WithTimeout(30*time.Millisecond),
+		job.WithExecutor(func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }))
+	m := e.manager(t, []*job.Job{j})
+	start(t, m)
+	ji := schedule(t, m, "slow")
+	got := waitState(t, m, ji.ID(), job.TimedOut, deadline)
+	if got.Attempt() != 2 {
+		t.Errorf("attempt %d, want 2 (a timed-out attempt is retried)", got.Attempt())
+	}
+	if got.Error() == nil || !strings.Contains(got.Error().Error(), "timed out") {
+		t.Errorf("error %v, want a timeout", got.Error())
+	}
+	// A per-instance timeout overrides the job's.
+	ji = schedule(t, m, "slow", job.WithScheduleTimeout(10*time.Millisecond), job.WithScheduleMaxRetries(0))
+	got = waitState(t, m, ji.ID(), job.TimedOut, deadline)
+	if got.Timeout() != 10*time.Millisecond || got.Attempt() != 1 {
+		t.Errorf("timeout %v attempt %d, want 10ms and 1", got.Timeout(), got.Attempt())
+	}
+}
+
+func testCancelPending(t *testing.T, e *env) {
+	var ran atomic.Bool
+	j := mustJob(t, job.WithKind("later"), job.WithExecutor(func() { ran.Store(true) }))
+	m := e.manager(t, []*job.Job{j})
+	start(t, m)
+	ji := schedule(t, m, "later", job.WithScheduleAfter(time.Hour))
+	got, err := m.CancelInstance(context.Background(), ji.ID())
+	if err != nil || got.State() != job.Canceled {
+		t.Fatalf("CancelInstance: %v, %v; want Canceled", got, err)
+	}
+	if _, err := m.CancelInstance(context.Background(), ji.ID()); !errors.Is(err, job.ErrFinished) {
+		t.Errorf("second cancel: %v, want ErrFinished", err)
+	}
+	if _, err := m.CancelInstance(context.Background(), "no-such-id"); !errors.Is(err, job.ErrNotFound) {
+		t.Errorf("cancel unknown: %v, want ErrNotFound", err)
+	}
+	if ran.Load() {
+		t.Error("canceled instance ran")
+	}
+}
+
+func testCancelRunning(t *testing.T, e *env) {
+	started := make(chan struct{})
+	j := mustJob(t, job.WithKind("block"), job.WithExecutor(func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	m := e.manager(t, []*job.Job{j})
+	start(t, m)
+	ji := schedule(t, m, "block")
+	select {
+	case <-started:
+	case <-time.After(deadline):
+		t.Fatal("instance did not start")
+	}
+	if _, err := m.CancelInstance(context.Background(), ji.ID()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, m, ji.ID(), job.Canceled, deadline)
+}
+
+func testCancelRemote(t *testing.T, e *env) {
+	started := make(chan struct{})
+	j := mustJob(t, job.WithKind("block"), job.WithExecutor(func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	runner := e.manager(t, []*job.Job{j}, job.WithLease(300*time.Millisecond))
+	j2 := mustJob(t, job.WithKind("block"), job.WithExecutor(func() {}))
+	other := e.manager(t, []*job.Job{j2}) // not started: only schedules and cancels
+	start(t, runner)
+	ji := schedule(t, other, "block")
+	select {
+	case <-started:
+	case <-time.After(deadline):
+		t.Fatal("instance did not start")
+	}
+	if _, err := other.CancelInstance(context.Background(), ji.ID()); err != nil {
+		t.Fatal(err)
+	}
+	// The runner sees the request at its next lease renewal.
+	waitState(t, other, ji.ID(), job.Canceled, deadline)
+}
+
+func testPanic(t *testing.T, e *env) {
+	jobs := []*job.Job{
+		mustJob(t, job.WithKind("panic"), job.WithMaxRetries(0), job.WithExecutor(func() { panic("kaboom") })),
+		mustJob(t, job.WithKind("ok"), job.WithExecutor(func() string { return "fine" })),
+	}
+	m := e.manager(t, jobs, job.WithWorkers(1))
+	start(t, m)
+	p := schedule(t, m, "panic")
+	ok := schedule(t, m, "ok")
+	got := waitState(t, m, p.ID(), job.Terminated, deadline)
+	msg := got.Error().Error()
+	if !strings.Contains(msg, "kaboom") || !strings.Contains(msg, "goroutine") {
+		t.Errorf("panic error %q lacks the value or the stack", msg)
+	}
+	waitState(t, m, ok.ID(), job.Completed, deadline)
+}
+
+func testUniqueKey(t *testing.T, e *env) {
+	j := mustJob(t, job.WithKind("u"), job.WithExecutor(func(n int) {}))
+	m := e.manager(t, []*job.Job{j})
+	first := schedule(t, m, "u", job.WithArguments(1), job.WithUniqueKey("report-42", time.Hour), job.WithScheduleAfter(time.Hour))
+	dup, err := m.ScheduleJob(context.Background(), "u", job.WithArguments(2), job.WithUniqueKey("report-42", time.Hour))
+	if !errors.Is(err, job.ErrDuplicate) {
+		t.Fatalf("duplicate schedule: %v, want ErrDuplicate", err)
+	}
+	if dup == nil || dup.ID() != first.ID() {
+		t.Fatalf("duplicate returned %v, want the holder %s", dup, first.ID())
+	}
+	other := schedule(t, m, "u", job.WithArguments(3), job.WithUniqueKey("report-43", time.Hour), job.WithScheduleAfter(time.Hour))
+	if other.ID() == first.ID() {
+		t.Fatal("another key returned the same instance")
+	}
+}
+
+func testPriorityOrder(t *testing.T, e *env) {
+	var mu sync.Mutex
+	var order []string
+	j := mustJob(t, job.WithKind("p"), job.WithExecutor(func(name string) {
+		mu.Lock()
+		order = append(order, name)
+		mu.Unlock()
+	}))
+	m := e.manager(t, []*job.Job{j}, job.WithWorkers(1), job.WithClaimBatch(1))
+	schedule(t, m, "p", job.WithArguments("low"), job.WithSchedulePriority(job.LowPriority))
+	schedule(t, m, "p", job.WithArguments("normal1"))
+	schedule(t, m, "p", job.WithArguments("high"), job.WithSchedulePriority(job.HighPriority))
+	schedule(t, m, "p", job.WithArguments("normal2"))
+	schedule(t, m, "p", job.WithArguments("future-high"), job.WithSchedulePriority(job.HighPriority+1), job.WithScheduleAfter(time.Hour))
+	start(t, m)
+	waitFor(t, deadline, "four runs", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 4 })
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"high", "normal1", "normal2", "low"}; !slices.Equal(order, want) {
+		t.Errorf("ran %v, want %v", order, want)
+	}
+}
+
+func testScheduleAt(t *testing.T, e *env) {
+	var ranAt atomic.Int64
+	j := mustJob(t, job.WithKind("at"), job.WithExecutor(func() { ranAt.Store(time.Now().UnixNano()) }))
+	m := e.manager(t, []*job.Job{j})
+	start(t, m)
+	due := time.Now().Add(300 * time.Millisecond)
+	ji := schedule(t, m, "at", job.WithScheduleAt(due))
+	waitState(t, m, ji.ID(), job.Completed, deadline)
+	if got := time.Unix(0, ranAt.Load()); got.Before(due) {
+		t.Errorf("ran at %v, before it was due at %v", got, due)
+	}
+}
+
+func testClusterNoDuplicates(t *testing.T, e *env) {
+	const n = 600
+	var mu sync.Mutex
+	runs := make(map[int]int)
+	var nodes sync.Map
+	mk := func() *job.Job {
+		return mustJob(t, job.WithKind("count"), job.WithExecutor(func(ji job.Instance, i int) {
+			mu.Lock()
+			runs[i]++
+			mu.Unlock()
+			nodes.Store(ji.Record().LeaseOwner, true)
+		}))
+	}
+	var ms []*job.Manager
+	for range 3 {
+		m := e.manager(t, []*job.Job{mk()}, job.WithWorkers(4), job.WithClaimBatch(2))
+		ms = append(ms, m)
+	}
+	for _, m := range ms {
+		start(t, m)
+	}
+	for i := range n {
+		schedule(t, ms[i%3], "count", job.WithArguments(i))
+	}
+	for _, m := range ms {
+		waitIdle(t, m, 30*time.Second)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(runs) != n {
+		t.Errorf("%d distinct instances ran, want %d", len(runs), n)
+	}
+	for i, c := range runs {
+		if c != 1 {
+			t.Errorf("instance %d ran %d times", i, c)
+		}
+	}
+	done, err := ms[0].LookupInstances(context.Background(), job.NewQuery(job.WithQueryState(job.Completed)))
+	if err != nil || len(done) != n {
+		t.Errorf("%d completed records (%v), want %d", len(done), err, n)
+	}
+}
+
+func testRecurringOncePerCluster(t *testing.T, e *env) {
+	const interval = 40 * time.Millisecond
+	var mu sync.Mutex
+	ticks := make(map[int64]int)
+	mk := func() *job.Job {
+		return mustJob(t, job.WithKind("tick"), job.WithInterval(interval, job.WithArguments("x")),
+			job.WithExecutor(func(ji job.Instance, s string) {
+				mu.Lock()
+				ticks[ji.RunAt().UnixNano()]++
+				mu.Unlock()
+			}))
+	}
+	var ms []*job.Manager
+	for range 3 {
+		ms = append(ms, e.manager(t, []*job.Job{mk()}, job.WithWorkers(2)))
+	}
+	for _, m := range ms {
+		start(t, m)
+	}
+	waitFor(t, deadline, "10 ticks", func() bool { mu.Lock(); defer mu.Unlock(); return len(ticks) >= 10 })
+	for _, m := range ms {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := m.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		cancel()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for at, c := range ticks {
+		if c != 1 {
+			t.Errorf("tick %v ran %d times", time.Unix(0, at), c)
+		}
+		if at%int64(interval) != 0 {
+			t.Errorf("tick %v is not on an interval boundary", time.Unix(0, at))
+		}
+	}
+}
+
+func testRescueAfterCrash(t *testing.T, e *env) {
+	// A "crashed" manager: claim through the store with a short lease and
+	// never renew or finish, as a process killed mid-run leaves things.
+	j := mustJob(t, job.WithKind("r"), job.WithMaxRetries(1), job.WithExecutor(func(ji job.Instance) int { return ji.Attempt() }))
+	m := e.manager(t, []*job.Job{j})
+	ji := schedule(t, m, "r")
+	s := e.store(t)
+	now := time.Now()
+	res, err := s.Claim(context.Background(), &store.ClaimParams{Queue: job.DefaultQueue, Owner: "crashed-node", Limit: 1, Now: now, LeaseUntil: now.Add(200 * time.Millisecond)})
+	if err != nil || len(res.Instances) != 1 {
+		t.Fatalf("claim as the crashed node: %v, %d claimed", err, len(res.Instances))
+	}
+	start(t, m)
+	got := waitState(t, m, ji.ID(), job.Completed, deadline)
+	if got.Attempt() != 2 {
+		t.Errorf("attempt %d, want 2: the crashed attempt counts", got.Attempt())
+	}
+	if string(got.Record().Result) != "[2]" {
+		t.Errorf("result %s, want [2]", got.Record().Result)
+	}
+	// Out of retries, a crashed attempt is terminated.
+	ji = schedule(t, m, "r", job.WithScheduleMaxRetries(0), job.WithScheduleAfter(time.Hour))
+	now = time.Now()
+	res, err = s.Claim(context.Background(), &store.ClaimParams{Queue: job.DefaultQueue, Owner: "crashed-node", Limit: 1, Now: now.Add(time.Hour), LeaseUntil: now.Add(200 * time.Millisecond)})
+	if err != nil || len(res.Instances) != 1 || res.Instances[0].ID != ji.ID() {
+		t.Fatalf("claim as the crashed node: %v, %+v", err, res)
+	}
+	waitState(t, m, ji.ID(), job.Terminated, deadline)
+}
+
+func testStopHandsBack(t *testing.T, e *env) {
+	started := make(chan struct{}, 1)
+	j := mustJob(t, job.WithKind("h"), job.WithExecutor(func(ctx context.Context) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}))
+	m := e.manager(t, []*job.Job{j})
+	start(t, m)
+	ji := schedule(t, m, "h")
+	select {
+	case <-started:
+	case <-time.After(deadline):
+		t.Fatal("instance did not start")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := m.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stop: %v, want a deadline error", err)
+	}
+	got, err := m.LookupInstance(context.Background(), ji.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State() != job.Scheduled || got.Attempt() != 0 {
+		t.Errorf("after Stop: %v attempt %d, want Scheduled attempt 0 (handed back)", got.State(), got.Attempt())
+	}
+	// Another manager takes it over at once.
+	done := mustJob(t, job.WithKind("h"), job.WithExecutor(func() {}))
+	m2 := e.manager(t, []*job.Job{done})
+	start(t, m2)
+	waitState(t, m2, ji.ID(), job.Completed, deadline)
+}
+
+func testUndecodableArguments(t *testing.T, e *env) {
+	j := mustJob(t, job.WithKind("d"), job.WithExecutor(func(n int) int { return n }))
+	m := e.manager(t, []*job.Job{j}, job.WithWorkers(1))
+	// Written by something else: arguments that do not fit the executor.
+	s := e.store(t)
+	now := time.Now()
+	bad := []*store.Instance{
+		{ID: "bad-json-" + e.ns, Kind: "d", Queue: job.DefaultQueue, Args: []byte(`{not json`), RunAt: now, CreatedAt: now, MaxRetries: 3},
+		{ID: "bad-type-" + e.ns, Kind: "d", Queue: job.DefaultQueue, Args: []byte(`["seven"]`), RunAt: now, CreatedAt: now, MaxRetries: 3},
+	}
+	res, err := s.Enqueue(context.Background(), &store.EnqueueParams{Instances: bad, Node: "other", Now: now})
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("Enqueue: %v %+v", err, res)
+	}
+	start(t, m)
+	good := schedule(t, m, "d", job.WithArguments(7))
+	for _, b := range bad {
+		got := waitState(t, m, b.ID, job.Terminated, deadline)
+		if got.Attempt() != 1 || got.Error() == nil || !strings.Contains(got.Error().Error(), "invalid arguments") {
+			t.Errorf("%s: attempt %d error %v; want one attempt and a decode error", b.ID, got.Attempt(), got.Error())
+		}
+	}
+	waitState(t, m, good.ID(), job.Completed, deadline)
+}
+
+func testUnknownKindOnClaim(t *testing.T, e *env) {
+	a := mustJob(t, job.WithKind("only-on-a"), job.WithExecutor(func() {}))
+	sched := e.manager(t, []*job.Job{a}) // schedules, does not run
+	b := mustJob(t, job.WithKind("on-b"), job.WithExecutor(func() {}))
+	runner := e.manager(t, []*job.Job{b})
+	ji := schedule(t, sched, "only-on-a", job.WithScheduleMaxRetries(0))
+	start(t, runner)
+	got := waitState(t, runner, ji.ID(), job.Terminated, deadline)
+	if got.Error() == nil || !strings.Contains(got.Error().Error(), "unknown kind") {
+		t.Errorf("error %v, want unknown kind", got.Error())
+	}
+}
+
+func testLogs(t *testing.T, e *env) {
+	j := mustJob(t, job.WithKind("l"), job.WithExecutor(func(ji job.Instance, n int) {
+		ji.Debugf("debug %d", n)
+		ji.Infof("info %d", n)
+		ji.Warnf("warn %d", n)
+		ji.Errorf("error %d", n)
+	}))
+	m := e.manager(t, []*job.Job{j})
+	start(t, m)
+	a := schedule(t, m, "l", job.WithArguments(1))
+	b := schedule(t, m, "l", job.WithArguments(2))
+	waitIdle(t, m, deadline)
+	logs, err := m.LookupInstanceLogs(context.Background(), job.NewQuery(job.WithQueryInstance(a)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	for _, l := range logs {
+		msgs = append(msgs, l.Level.String()+":"+l.Message)
+		if l.Attempt != 1 || l.Kind != "l" || l.Node != m.NodeID() {
+			t.Errorf("log record %+v: want attempt 1, kind l, node %s", l, m.NodeID())
+		}
+	}
+	if want := []string{"debug:debug 1", "info:info 1", "warn:warn 1", "error:error 1"}; !slices.Equal(msgs, want) {
+		t.Errorf("logs of a: %v, want %v", msgs, want)
+	}
+	warn, err := m.LookupInstanceLogs(context.Background(), job.NewQuery(job.WithQueryKind("l"), job.WithQueryLevel(job.LogWarn, job.LogError)))
+	if err != nil || len(warn) != 4 {
+		t.Errorf("warn+error logs of kind l: %d (%v), want 4", len(warn), err)
+	}
+	one, err := m.LookupInstanceLogs(context.Background(), job.NewQuery(job.WithQueryInstance(b), job.WithQueryLimit(1)))
+	if err != nil || len(one) != 1 || one[0].Message != "debug 2" {
+		t.Errorf("first log of b: %+v (%v)", one, err)
+	}
+}
+
+func testRetention(t *testing.T, e *env) {
+	j := mustJob(t, job.WithKind("k"), job.WithExecutor(func(ji job.Instance) { ji.Infof("hello") }))
+	m := e.manager(t, []*job.Job{j}, job.WithRetention(0, 3), job.WithPruneInterval(time.Hour))
+	start(t, m)
+	var ids []string
+	for range 8 {
+		ji := schedule(t, m, "k")
+		ids = append(ids, ji.ID())
+		waitState(t, m, ji.ID(), job.Completed, deadline)
+	}
+	waitIdle(t, m, deadline)
+	pending := schedule(t, m, "k", job.WithScheduleAfter(time.Hour))
+	res, err := m.Prune(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Instances != 5 {
+		t.Errorf("pruned %d instances, want 5", res.Instances)
+	}
+	left, err := m.LookupInstances(context.Background(), job.NewQuery(job.WithQueryKind("k")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range left {
+		got = append(got, l.ID())
+	}
+	want := []string{pending.ID(), ids[7], ids[6], ids[5]}
+	if !slices.Equal(got, want) {
+		t.Errorf("kept %v, want the pending one and the newest three %v", got, want)
+	}
+	if h := states(t, m, ids[0]); len(h) != 0 {
+		t.Errorf("history of a pruned instance survived: %v", h)
+	}
+	logs, _ := m.LookupInstanceLogs(context.Background(), job.NewQuery(job.WithQueryInstanceID(ids[0])))
+	if len(logs) != 0 {
+		t.Errorf("logs of a pruned instance survived: %d", len(logs))
+	}
+}

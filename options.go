@@ -1,0 +1,231 @@
+package job
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jobkit/job/store"
+)
+
+// Defaults of a manager's configuration.
+const (
+	DefaultWorkers        = 16
+	DefaultLease          = 30 * time.Second
+	DefaultPollInterval   = time.Second
+	DefaultRescueInterval = time.Second
+	DefaultClaimBatch     = 64
+	DefaultFinishBatch    = 256
+	DefaultPruneInterval  = time.Minute
+	DefaultFinishedMaxAge = 24 * time.Hour
+	DefaultFinishedMax    = 100_000
+	DefaultHistoryMaxAge  = 7 * 24 * time.Hour
+	DefaultLogMaxAge      = 7 * 24 * time.Hour
+)
+
+// config is a manager's configuration; every field is filled by
+// defaults() before use.
+type config struct {
+	store          store.Store
+	workers        int
+	queues         []string
+	node           string
+	logger         *slog.Logger
+	clock          Clock
+	lease          time.Duration
+	renewInterval  time.Duration
+	pollInterval   time.Duration
+	rescueInterval time.Duration
+	claimBatch     int
+	finishBatch    int
+	pruneInterval  time.Duration
+	finishedMaxAge time.Duration
+	finishedMax    int
+	historyMaxAge  time.Duration
+	logMaxAge      time.Duration
+}
+
+// ManagerOption configures a Manager.
+type ManagerOption func(*config) error
+
+// WithStore sets the store. Defaults to a new memdbstore (in process,
+// nothing persisted). Managers in several processes that share one Redis,
+// Valkey or etcd store form a cluster.
+func WithStore(s store.Store) ManagerOption {
+	return func(c *config) error {
+		if s == nil {
+			return fmt.Errorf("%w: nil store", ErrInvalidOption)
+		}
+		c.store = s
+		return nil
+	}
+}
+
+// WithWorkers sets how many instances run at once. Defaults to
+// DefaultWorkers. Manager.SetWorkers changes it while running.
+func WithWorkers(n int) ManagerOption {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: %d workers, want at least 1", ErrInvalidOption, n)
+		}
+		c.workers = n
+		return nil
+	}
+}
+
+// WithQueues sets the queues the manager claims from. Defaults to
+// DefaultQueue alone. Instances of a queue no running manager claims wait.
+func WithQueues(names ...string) ManagerOption {
+	return func(c *config) error {
+		if len(names) == 0 {
+			return fmt.Errorf("%w: no queues", ErrInvalidOption)
+		}
+		for _, n := range names {
+			if n == "" {
+				return fmt.Errorf("%w: empty queue name", ErrInvalidOption)
+			}
+		}
+		c.queues = append([]string(nil), names...)
+		return nil
+	}
+}
+
+// WithNodeID names the manager in leases, history and logs. Defaults to
+// host name, process ID and a random suffix; it must be unique in a
+// cluster.
+func WithNodeID(id string) ManagerOption {
+	return func(c *config) error {
+		if id == "" {
+			return fmt.Errorf("%w: empty node ID", ErrInvalidOption)
+		}
+		c.node = id
+		return nil
+	}
+}
+
+// WithLogger sets the logger of the manager's own messages. Defaults to
+// slog.Default().
+func WithLogger(l *slog.Logger) ManagerOption {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithClock sets the clock every time-dependent decision reads. Defaults
+// to SystemClock; tests pass a fake one.
+func WithClock(clk Clock) ManagerOption {
+	return func(c *config) error {
+		if clk == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
+		}
+		c.clock = clk
+		return nil
+	}
+}
+
+// WithLease sets how long a claim holds an instance without renewal.
+// Defaults to DefaultLease. The manager renews leases of running attempts
+// every third of it; a crashed manager's attempts are rescued by the others
+// once their lease ends, so a shorter lease recovers sooner at the price of
+// more renewals.
+func WithLease(d time.Duration) ManagerOption {
+	return func(c *config) error {
+		if d < 100*time.Millisecond {
+			return fmt.Errorf("%w: lease %v, want at least 100ms", ErrInvalidOption, d)
+		}
+		c.lease = d
+		return nil
+	}
+}
+
+// WithPollInterval sets how often an idle manager looks for work when the
+// store gives it no wake-up. Defaults to DefaultPollInterval. Stores that
+// notify (all bundled ones) start work on a wake-up; the poll is a fallback.
+func WithPollInterval(d time.Duration) ManagerOption {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: poll interval %v, want > 0", ErrInvalidOption, d)
+		}
+		c.pollInterval = d
+		return nil
+	}
+}
+
+// WithRescueInterval sets how often the manager rescues instances whose
+// lease expired. Defaults to DefaultRescueInterval.
+func WithRescueInterval(d time.Duration) ManagerOption {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: rescue interval %v, want > 0", ErrInvalidOption, d)
+		}
+		c.rescueInterval = d
+		return nil
+	}
+}
+
+// WithClaimBatch bounds how many instances one claim takes. Defaults to
+// DefaultClaimBatch. A claim never takes more than there are free workers.
+func WithClaimBatch(n int) ManagerOption {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: claim batch %d, want > 0", ErrInvalidOption, n)
+		}
+		c.claimBatch = n
+		return nil
+	}
+}
+
+// WithRetention bounds the finished instances kept: those finished more than
+// maxAge ago, and all but the newest maxCount, are removed with their history
+// and logs. 0 disables a bound. Defaults to DefaultFinishedMaxAge and
+// DefaultFinishedMax.
+func WithRetention(maxAge time.Duration, maxCount int) ManagerOption {
+	return func(c *config) error {
+		if maxAge < 0 || maxCount < 0 {
+			return fmt.Errorf("%w: retention %v / %d, want >= 0", ErrInvalidOption, maxAge, maxCount)
+		}
+		c.finishedMaxAge, c.finishedMax = maxAge, maxCount
+		return nil
+	}
+}
+
+// WithHistoryRetention removes history records older than maxAge, and
+// WithLogRetention log records, whatever their instance's state. 0 keeps
+// them as long as their instance. Defaults to DefaultHistoryMaxAge.
+func WithHistoryRetention(maxAge time.Duration) ManagerOption {
+	return func(c *config) error {
+		if maxAge < 0 {
+			return fmt.Errorf("%w: negative history retention %v", ErrInvalidOption, maxAge)
+		}
+		c.historyMaxAge = maxAge
+		return nil
+	}
+}
+
+// WithLogRetention removes log records older than maxAge. 0 keeps them as
+// long as their instance. Defaults to DefaultLogMaxAge.
+func WithLogRetention(maxAge time.Duration) ManagerOption {
+	return func(c *config) error {
+		if maxAge < 0 {
+			return fmt.Errorf("%w: negative log retention %v", ErrInvalidOption, maxAge)
+		}
+		c.logMaxAge = maxAge
+		return nil
+	}
+}
+
+// WithPruneInterval sets how often retention runs. Defaults to
+// DefaultPruneInterval.
+func WithPruneInterval(d time.Duration) ManagerOption {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: prune interval %v, want > 0", ErrInvalidOption, d)
+		}
+		c.pruneInterval = d
+		return nil
+	}
+}

@@ -1,0 +1,352 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobkit/job/store"
+)
+
+// pool counts worker slots. A slot is taken for each claimed attempt and
+// given back when its executor returns; the claim loop never claims more
+// than the free slots, so nothing claimed waits for a worker.
+type pool struct {
+	mu    sync.Mutex
+	size  int
+	busy  int
+	freed chan struct{} // signalled when a slot frees up
+}
+
+func newPool(size int) *pool { return &pool{size: size, freed: make(chan struct{}, 1)} }
+
+func (p *pool) free() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(0, p.size-p.busy)
+}
+
+func (p *pool) take(n int) {
+	p.mu.Lock()
+	p.busy += n
+	p.mu.Unlock()
+}
+
+func (p *pool) giveBack(n int) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	p.busy -= n
+	p.mu.Unlock()
+}
+
+func (p *pool) release() {
+	p.mu.Lock()
+	p.busy--
+	p.mu.Unlock()
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pool) resize(n int) {
+	p.mu.Lock()
+	p.size = n
+	p.mu.Unlock()
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pool) stats() (size, busy int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.size, p.busy
+}
+
+// attempt is one claimed attempt this manager holds the lease of.
+type attempt struct {
+	rec    *store.Instance
+	job    *Job // nil when the kind is not registered here
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// settled is set once, by whoever decides the attempt's end first: the
+	// executor's return, a hand-back on shutdown, or a lost lease.
+	settled atomic.Bool
+}
+
+func (a *attempt) ref() store.LeaseRef { return store.LeaseRef{ID: a.rec.ID, Attempt: a.rec.Attempt} }
+
+// activeSet is the attempts this manager holds leases for: running, or
+// finished but not yet recorded. The renewer keeps all of them alive.
+type activeSet struct {
+	mu sync.Mutex
+	m  map[string]*attempt
+}
+
+func (s *activeSet) add(a *attempt) {
+	s.mu.Lock()
+	s.m[a.rec.ID] = a
+	s.mu.Unlock()
+}
+
+func (s *activeSet) remove(a *attempt) {
+	s.mu.Lock()
+	if s.m[a.rec.ID] == a {
+		delete(s.m, a.rec.ID)
+	}
+	s.mu.Unlock()
+}
+
+func (s *activeSet) get(id string) *attempt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[id]
+}
+
+func (s *activeSet) snapshot() []*attempt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*attempt, 0, len(s.m))
+	for _, a := range s.m {
+		out = append(out, a)
+	}
+	return out
+}
+
+func (s *activeSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// dispatch starts claimed attempts, one goroutine each; their slots were
+// taken by the claim loop.
+func (m *Manager) dispatch(recs []*store.Instance) {
+	for _, rec := range recs {
+		j, _ := m.reg.get(rec.Kind)
+		ctx, cancel := context.WithCancelCause(m.runCtx)
+		a := &attempt{rec: rec, job: j, ctx: ctx, cancel: cancel}
+		m.active.add(a)
+		if j != nil && j.onStateChange != nil {
+			j.onStateChange(newInstance(rec.Clone(), m), store.Processing)
+		}
+		go m.execute(a)
+	}
+}
+
+// execute runs one attempt and submits its outcome.
+func (m *Manager) execute(a *attempt) {
+	defer m.pool.release()
+	defer a.cancel(nil)
+	var (
+		results []any
+		err     error
+		inst    = newInstance(a.rec.Clone(), m)
+	)
+	if a.job == nil {
+		err = fmt.Errorf("%w: %q is not registered on node %s (registered: %v)", ErrUnknownKind, a.rec.Kind, m.node, m.reg.kinds())
+	} else {
+		args, derr := a.job.exec.decodeArgs(a.rec.Args)
+		if derr != nil {
+			err = Permanent(derr)
+		} else {
+			inst.args = valuesToAny(args)
+			ctx := a.ctx
+			if a.rec.Timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeoutCause(ctx, a.rec.Timeout, ErrTimeout)
+				defer cancel()
+			}
+			results, err = a.job.exec.call(ctx, inst, args)
+			if err == nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
+				err = fmt.Errorf("%w after %v", ErrTimeout, a.rec.Timeout)
+			} else if err != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
+				err = fmt.Errorf("%w after %v: %w", ErrTimeout, a.rec.Timeout, err)
+			}
+		}
+	}
+	if !a.settled.CompareAndSwap(false, true) {
+		return // handed back on shutdown, or the lease was lost
+	}
+	inst.results = results
+	m.submit(&finishReq{a: a, out: m.outcome(a, results, err), inst: inst, err: err})
+}
+
+// outcome decides how an attempt ended.
+func (m *Manager) outcome(a *attempt, results []any, err error) store.Outcome {
+	out := store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt}
+	now := m.clock.Now()
+	cause := context.Cause(a.ctx)
+	switch {
+	case errors.Is(cause, ErrShutdown):
+		out.State, out.RunAt, out.Release = store.Scheduled, now, true
+		out.Error = "handed back: " + ErrShutdown.Error()
+	case errors.Is(cause, ErrCanceled):
+		out.State, out.Error = store.Canceled, ErrCanceled.Error()
+	case err == nil:
+		out.State, out.Result = store.Completed, encodeResults(results)
+	default:
+		out.Error = err.Error()
+		timedOut := errors.Is(err, ErrTimeout)
+		retry := a.rec.MaxRetries < 0 || a.rec.Attempt <= a.rec.MaxRetries
+		switch {
+		case errors.Is(err, ErrCanceled):
+			out.State = store.Canceled
+		case errors.Is(err, ErrPermanent) || !retry:
+			out.State = store.Terminated
+			if timedOut {
+				out.State = store.TimedOut
+			}
+		default:
+			backoff := DefaultBackoff
+			if a.job != nil {
+				backoff = a.job.backoff
+			}
+			out.State, out.RunAt = store.Scheduled, now.Add(backoff(a.rec.Attempt))
+		}
+	}
+	return out
+}
+
+// finishReq is an outcome waiting to be written.
+type finishReq struct {
+	a    *attempt
+	out  store.Outcome
+	inst *instance
+	err  error
+}
+
+func (m *Manager) submit(r *finishReq) {
+	m.unflushed.Add(1)
+	m.finishCh <- r
+}
+
+// completer writes outcomes in batches: it takes what has queued up (up to
+// the finish batch size) and writes it in one Finish call, retrying with
+// backoff while the store fails; the attempts' leases are renewed until
+// then, so nothing is rescued while it waits.
+func (m *Manager) completer() {
+	defer m.finishWG.Done()
+	batch := make([]*finishReq, 0, m.cfg.finishBatch)
+	for r := range m.finishCh {
+		batch = append(batch[:0], r)
+	fill:
+		for len(batch) < m.cfg.finishBatch {
+			select {
+			case r, ok := <-m.finishCh:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		m.flush(batch)
+	}
+}
+
+func (m *Manager) flush(batch []*finishReq) {
+	outs := make([]store.Outcome, len(batch))
+	for i, r := range batch {
+		outs[i] = r.out
+	}
+	var (
+		errs []error
+		err  error
+	)
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		errs, err = m.store.Finish(ctx, &store.FinishParams{Owner: m.node, Now: m.clock.Now(), Outcomes: outs})
+		cancel()
+		if err == nil && len(errs) != len(outs) {
+			err = fmt.Errorf("store returned %d results for %d outcomes", len(errs), len(outs))
+		}
+		if err == nil {
+			break
+		}
+		if errors.Is(err, store.ErrInvalid) || try >= 20 {
+			m.log.Error("record outcomes; giving them up, their leases will expire and be rescued", "count", len(outs), "err", err)
+			errs = make([]error, len(outs))
+			for i := range errs {
+				errs[i] = err
+			}
+			break
+		}
+		m.log.Warn("record outcomes; retrying", "count", len(outs), "try", try+1, "err", err)
+		time.Sleep(retryDelay(try))
+	}
+	for i, r := range batch {
+		m.active.remove(r.a)
+		if errs[i] != nil {
+			if errors.Is(errs[i], store.ErrLeaseLost) {
+				m.log.Warn("outcome discarded: lease lost", "instance", r.out.ID, "attempt", r.out.Attempt, "state", r.out.State)
+			}
+			continue
+		}
+		m.afterFinish(r)
+	}
+	m.unflushed.Add(-int64(len(batch)))
+	m.signalChanged()
+	for _, r := range batch {
+		if r.out.State == store.Scheduled && !r.out.RunAt.After(m.clock.Now()) {
+			m.notifyLocal()
+			break
+		}
+	}
+}
+
+// afterFinish calls the job's handlers for a recorded outcome.
+func (m *Manager) afterFinish(r *finishReq) {
+	j := r.a.job
+	if j == nil {
+		return
+	}
+	rec := r.inst.rec
+	rec.State, rec.Error, rec.Result = r.out.State, r.out.Error, r.out.Result
+	rec.UpdatedAt = m.clock.Now()
+	if r.out.State.Final() {
+		rec.FinishedAt = rec.UpdatedAt
+	} else {
+		rec.RunAt = r.out.RunAt
+	}
+	if r.out.Release {
+		rec.Attempt--
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			m.log.Error("job handler panicked", "kind", j.kind, "instance", rec.ID, "panic", p)
+		}
+	}()
+	if j.onStateChange != nil {
+		j.onStateChange(r.inst, r.out.State)
+	}
+	switch r.out.State {
+	case store.Completed:
+		if j.onComplete != nil {
+			j.onComplete(r.inst, r.inst.Results())
+		}
+	case store.Terminated, store.TimedOut:
+		if j.onTerminate != nil {
+			err := r.err
+			if err == nil {
+				err = errors.New(r.out.Error)
+			}
+			j.onTerminate(r.inst, err)
+		}
+	}
+}
+
+// retryDelay is the wait before retrying a failed store call: 50 ms
+// doubling to 5 s.
+func retryDelay(try int) time.Duration {
+	d := 50 * time.Millisecond << min(try, 7)
+	return min(d, 5*time.Second)
+}
