@@ -1,0 +1,694 @@
+package redisscript
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobkit/job/store"
+)
+
+// Runner is what a plugin supplies: its client library's way to run a
+// script and to listen on a channel.
+type Runner interface {
+	// Run evaluates s (EVALSHA, falling back to EVAL when the server
+	// answers NOSCRIPT) and returns its reply as nil, int64, string or []any
+	// of those.
+	Run(ctx context.Context, s *Script, keys, args []string) (any, error)
+	// Listen subscribes to channel and blocks until ctx ends or the
+	// subscription breaks, calling subscribed each time the server confirms
+	// the subscription (again after a reconnect) and message for every
+	// message. It returns ctx's error or why the subscription broke.
+	Listen(ctx context.Context, channel string, subscribed, message func()) error
+	// Do runs one plain command (used for lookups that read indexes).
+	Do(ctx context.Context, args ...string) (any, error)
+}
+
+// Core is a store.Store and store.Notifier on a Runner. The plugins wrap
+// it; all behaviour lives here and in the scripts.
+type Core struct {
+	r    Runner
+	keys Keys
+	name string // the plugin's name for error messages
+}
+
+// NewCore returns a Core for namespace ns. name prefixes error messages
+// ("redisstore").
+func NewCore(r Runner, ns, name string) (*Core, error) {
+	k, err := NewKeys(ns)
+	if err != nil {
+		return nil, err
+	}
+	return &Core{r: r, keys: k, name: name}, nil
+}
+
+// Keys returns the namespace's keys.
+func (c *Core) Keys() Keys { return c.keys }
+
+var (
+	_ store.Store    = (*Core)(nil)
+	_ store.Notifier = (*Core)(nil)
+)
+
+func (c *Core) run(ctx context.Context, s *Script, args ...string) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	all := make([]string, 0, len(args)+1)
+	all = append(all, c.keys.Prefix)
+	all = append(all, args...)
+	v, err := c.r.Run(ctx, s, c.keys.Script, all)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %s: %w", c.name, s.Name, ctx.Err())
+		}
+		if strings.Contains(err.Error(), "WRONGTYPE") {
+			return nil, fmt.Errorf("%w: %s: %s: a key of namespace %q holds a value of another type (written by something else? give jobkit its own namespace): %v", store.ErrCorrupt, c.name, s.Name, c.keys.Prefix, err)
+		}
+		return nil, fmt.Errorf("%s: %s: %w", c.name, s.Name, err)
+	}
+	return v, nil
+}
+
+func us(t time.Time) string { return strconv.FormatInt(Micros(t), 10) }
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// reply helpers: a malformed reply is a bug or a foreign script, not data.
+func asArray(v any) []any {
+	a, _ := v.([]any)
+	return a
+}
+
+func asInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	case float64:
+		return int64(x)
+	}
+	return 0
+}
+
+func asString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return ""
+}
+
+// Enqueue implements store.Queue.
+func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
+	}
+	args := make([]string, 0, 2+2*len(p.Instances))
+	args = append(args, us(p.Now), p.Node)
+	for _, in := range p.Instances {
+		if err := in.Validate(); err != nil {
+			return nil, err
+		}
+		r := *in
+		r.State = store.Scheduled
+		r.LeaseOwner, r.LeaseUntil, r.CancelRequested = "", time.Time{}, false
+		r.FinishedAt, r.Result, r.Error = time.Time{}, nil, ""
+		args = append(args, in.ID, EncodeRecord(&r, "", 0))
+	}
+	if len(p.Instances) == 0 {
+		return []store.EnqueueResult{}, nil
+	}
+	v, err := c.run(ctx, Enqueue, args...)
+	if err != nil {
+		return nil, err
+	}
+	rows := asArray(v)
+	if len(rows) != len(p.Instances) {
+		return nil, fmt.Errorf("%s: enqueue: %d replies for %d instances", c.name, len(rows), len(p.Instances))
+	}
+	out := make([]store.EnqueueResult, len(rows))
+	for i, row := range rows {
+		f := asArray(row)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("%s: enqueue: malformed reply %v", c.name, row)
+		}
+		id := asString(f[1])
+		switch asInt(f[0]) {
+		case 0, 2:
+			out[i] = store.EnqueueResult{ID: id, Seq: uint64(asInt(f[2]))}
+		case 1:
+			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by instance %s", store.ErrDuplicate, p.Instances[i].ID, p.Instances[i].UniqueKey, id)}
+		case 3:
+			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: the record stored under this ID cannot be decoded", store.ErrCorrupt, id)}
+		default:
+			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: the script could not read the record it was sent", store.ErrInvalid, id)}
+		}
+	}
+	return out, nil
+}
+
+// decodePairs decodes a flat id, record, id, record list.
+func (c *Core) decodePairs(v any) ([]*store.Instance, error) {
+	a := asArray(v)
+	out := make([]*store.Instance, 0, len(a)/2)
+	var errs []error
+	for i := 0; i+1 < len(a); i += 2 {
+		in, err := DecodeRecord(asString(a[i]), asString(a[i+1]))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, in)
+	}
+	return out, errors.Join(errs...)
+}
+
+// Claim implements store.Queue.
+func (c *Core) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	v, err := c.run(ctx, Claim, us(p.Now), p.Owner, us(p.LeaseUntil), itoa(p.Limit), p.Queue)
+	if err != nil {
+		return nil, err
+	}
+	a := asArray(v)
+	if len(a) != 3 {
+		return nil, fmt.Errorf("%s: claim: malformed reply", c.name)
+	}
+	ins, err := c.decodePairs(a[0])
+	res := &store.ClaimResult{Instances: ins, NextRunAt: FromMicros(asInt(a[1]))}
+	if err != nil {
+		// The script wrote these records itself a moment ago; failing to
+		// read them back is a bug, not data.
+		return res, err
+	}
+	c.undecodable(res, p.Queue, asArray(a[2]))
+	return res, nil
+}
+
+// Renew implements store.Queue.
+func (c *Core) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewResult, error) {
+	if p == nil || p.Owner == "" {
+		return nil, fmt.Errorf("%w: renew without an owner", store.ErrInvalid)
+	}
+	res := &store.RenewResult{}
+	if len(p.Leases) == 0 {
+		return res, ctx.Err()
+	}
+	args := []string{us(p.Now), p.Owner, us(p.Until)}
+	for _, l := range p.Leases {
+		args = append(args, l.ID, itoa(l.Attempt))
+	}
+	v, err := c.run(ctx, Renew, args...)
+	if err != nil {
+		return nil, err
+	}
+	codes := asArray(v)
+	if len(codes) != len(p.Leases) {
+		return nil, fmt.Errorf("%s: renew: %d replies for %d leases", c.name, len(codes), len(p.Leases))
+	}
+	for i, code := range codes {
+		switch asInt(code) {
+		case 1:
+			res.Lost = append(res.Lost, p.Leases[i])
+		case 2:
+			res.CancelRequested = append(res.CancelRequested, p.Leases[i])
+		}
+	}
+	return res, nil
+}
+
+// Finish implements store.Queue.
+func (c *Core) Finish(ctx context.Context, p *store.FinishParams) ([]error, error) {
+	if p == nil || p.Owner == "" {
+		return nil, fmt.Errorf("%w: finish without an owner", store.ErrInvalid)
+	}
+	out := make([]error, len(p.Outcomes))
+	args := []string{us(p.Now), p.Owner}
+	var sent []int
+	for i := range p.Outcomes {
+		o := &p.Outcomes[i]
+		if err := o.Validate(); err != nil {
+			out[i] = err
+			continue
+		}
+		rel := "0"
+		if o.Release {
+			rel = "1"
+		}
+		args = append(args, o.ID, itoa(o.Attempt), itoa(int(o.State)), us(o.RunAt), rel, string(o.Result), o.Error)
+		sent = append(sent, i)
+	}
+	if len(sent) == 0 {
+		return out, ctx.Err()
+	}
+	v, err := c.run(ctx, Finish, args...)
+	if err != nil {
+		return nil, err
+	}
+	codes := asArray(v)
+	if len(codes) != len(sent) {
+		return nil, fmt.Errorf("%s: finish: %d replies for %d outcomes", c.name, len(codes), len(sent))
+	}
+	for j, code := range codes {
+		i := sent[j]
+		o := &p.Outcomes[i]
+		switch asInt(code) {
+		case 1:
+			out[i] = fmt.Errorf("%w: instance %s attempt %d is no longer held by %s (rescued, finished or canceled)", store.ErrLeaseLost, o.ID, o.Attempt, p.Owner)
+		case 2:
+			out[i] = fmt.Errorf("%w: instance %s: the stored record cannot be decoded", store.ErrCorrupt, o.ID)
+		}
+	}
+	return out, nil
+}
+
+// Rescue implements store.Queue.
+func (c *Core) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Instance, error) {
+	if p == nil || p.Limit <= 0 {
+		return nil, fmt.Errorf("%w: rescue limit must be > 0", store.ErrInvalid)
+	}
+	v, err := c.run(ctx, Rescue, us(p.Now), p.Node, itoa(p.Limit))
+	if err != nil {
+		return nil, err
+	}
+	return c.decodePairs(v)
+}
+
+// Cancel implements store.Queue.
+func (c *Core) Cancel(ctx context.Context, p *store.CancelParams) (*store.Instance, error) {
+	if p == nil || p.ID == "" {
+		return nil, fmt.Errorf("%w: cancel without an instance ID", store.ErrInvalid)
+	}
+	v, err := c.run(ctx, Cancel, us(p.Now), p.Node, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	a := asArray(v)
+	if len(a) != 2 {
+		return nil, fmt.Errorf("%s: cancel: malformed reply", c.name)
+	}
+	switch asInt(a[0]) {
+	case 1:
+		return nil, fmt.Errorf("%w: instance %s", store.ErrNotFound, p.ID)
+	case 3:
+		return nil, fmt.Errorf("%w: instance %s: the stored record cannot be decoded", store.ErrCorrupt, p.ID)
+	case 2:
+		in, err := DecodeRecord(p.ID, asString(a[1]))
+		if err != nil {
+			return nil, err
+		}
+		return in, fmt.Errorf("%w: instance %s is %v", store.ErrFinished, p.ID, in.State)
+	}
+	return DecodeRecord(p.ID, asString(a[1]))
+}
+
+// AppendLogs implements store.Logs.
+func (c *Core) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
+	if len(recs) == 0 {
+		return ctx.Err()
+	}
+	args := make([]string, 0, 7*len(recs))
+	for _, l := range recs {
+		if l == nil || l.InstanceID == "" {
+			return fmt.Errorf("%w: log record without an instance ID", store.ErrInvalid)
+		}
+		args = append(args, l.InstanceID, l.Kind, itoa(l.Attempt), itoa(int(l.Level)), us(l.Time), l.Node, l.Message)
+	}
+	_, err := c.run(ctx, AppendLogs, args...)
+	return err
+}
+
+// Prune implements store.Pruner.
+func (c *Core) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil prune parameters", store.ErrInvalid)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	v, err := c.run(ctx, Prune, us(p.Now), us(p.FinishedBefore), itoa(p.KeepFinished), us(p.HistoryBefore), us(p.LogsBefore), itoa(limit))
+	if err != nil {
+		return nil, err
+	}
+	a := asArray(v)
+	if len(a) != 3 {
+		return nil, fmt.Errorf("%s: prune: malformed reply", c.name)
+	}
+	return &store.PruneResult{Instances: int(asInt(a[0])), History: int(asInt(a[1])), Logs: int(asInt(a[2]))}, nil
+}
+
+// Subscribe implements store.Notifier: a SUBSCRIBE to the queue's channel,
+// which the enqueue, finish (retry, release) and rescue scripts PUBLISH to.
+// It returns once the server confirmed the subscription. A broken
+// connection is re-subscribed with backoff, and every (re)subscription
+// sends a signal, since messages may have been missed meanwhile.
+func (c *Core) Subscribe(ctx context.Context, queue string) (<-chan struct{}, error) {
+	if queue == "" {
+		return nil, fmt.Errorf("%w: subscribe without a queue", store.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case out <- struct{}{}:
+		default:
+		}
+	}
+	first := make(chan struct{})
+	var confirmed bool
+	subscribed := func() {
+		if !confirmed {
+			confirmed = true
+			close(first)
+		}
+		signal()
+	}
+	go func() {
+		defer close(out)
+		backoff := 10 * time.Millisecond
+		for ctx.Err() == nil {
+			start := time.Now()
+			_ = c.r.Listen(ctx, c.keys.Wake(queue), subscribed, signal)
+			if ctx.Err() != nil {
+				return
+			}
+			if time.Since(start) > 5*time.Second {
+				backoff = 10 * time.Millisecond
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}()
+	select {
+	case <-first:
+		// The first signal tells the caller nothing; drop it.
+		select {
+		case <-out:
+		default:
+		}
+		return out, nil
+	case <-ctx.Done():
+		return out, nil // closed by the goroutine
+	case <-time.After(10 * time.Second):
+		// Keep trying in the background; the caller polls meanwhile.
+		return out, nil
+	}
+}
+
+// ---- lookups ----
+
+// LookupInstances implements store.History.
+func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if q.InstanceID != "" {
+		v, err := c.r.Do(ctx, "HGET", c.keys.Inst(), q.InstanceID)
+		if err != nil {
+			return nil, c.wrap(ctx, "lookup", err)
+		}
+		if v == nil {
+			return []*store.Instance{}, nil
+		}
+		in, err := DecodeRecord(q.InstanceID, asString(v))
+		if err != nil {
+			return []*store.Instance{}, err
+		}
+		if !q.MatchInstance(in) {
+			return []*store.Instance{}, nil
+		}
+		return []*store.Instance{in}, nil
+	}
+	// Candidates, newest first by CreatedAt: the kind's index, or every
+	// kind's index merged. Each index read is a ZRANGE by score over the
+	// time range, so a bounded query reads only its range.
+	var kinds []string
+	if q.Kind != "" {
+		kinds = []string{q.Kind}
+	} else {
+		v, err := c.r.Do(ctx, "SMEMBERS", c.keys.Kinds())
+		if err != nil {
+			return nil, c.wrap(ctx, "lookup", err)
+		}
+		for _, k := range asArray(v) {
+			kinds = append(kinds, asString(k))
+		}
+	}
+	maxS, minS := "+inf", "-inf"
+	if !q.Until.IsZero() {
+		maxS = "(" + us(q.Until)
+	}
+	if !q.Since.IsZero() {
+		minS = us(q.Since)
+	}
+	var ids []string
+	for _, k := range kinds {
+		v, err := c.r.Do(ctx, "ZRANGE", c.keys.Kind(k), maxS, minS, "BYSCORE", "REV")
+		if err != nil {
+			return nil, c.wrap(ctx, "lookup", err)
+		}
+		for _, id := range asArray(v) {
+			ids = append(ids, asString(id))
+		}
+	}
+	var out []*store.Instance
+	var errs []error
+	const page = 500
+	for start := 0; start < len(ids); start += page {
+		batch := ids[start:min(start+page, len(ids))]
+		cmd := append([]string{"HMGET", c.keys.Inst()}, batch...)
+		v, err := c.r.Do(ctx, cmd...)
+		if err != nil {
+			return nil, c.wrap(ctx, "lookup", err)
+		}
+		for i, raw := range asArray(v) {
+			if raw == nil {
+				continue // pruned meanwhile
+			}
+			in, err := DecodeRecord(batch[i], asString(raw))
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if q.MatchInstance(in) {
+				out = append(out, in)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *store.Instance) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Seq, a.Seq)
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	if out == nil {
+		out = []*store.Instance{}
+	}
+	return out, errors.Join(errs...)
+}
+
+func (c *Core) wrap(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %s: %w", c.name, op, ctx.Err())
+	}
+	if strings.Contains(err.Error(), "WRONGTYPE") {
+		return fmt.Errorf("%w: %s: %s: a key of namespace %q holds a value of another type: %v", store.ErrCorrupt, c.name, op, c.keys.Prefix, err)
+	}
+	return fmt.Errorf("%s: %s: %w", c.name, op, err)
+}
+
+// ofInstance returns the raw stream entries of one instance.
+func (c *Core) ofInstance(ctx context.Context, id, what string) ([]any, error) {
+	v, err := c.run(ctx, OfInstance, id, what)
+	if err != nil {
+		return nil, err
+	}
+	a := asArray(v)
+	if len(a) != 2 {
+		return nil, fmt.Errorf("%s: of_instance: malformed reply", c.name)
+	}
+	if raw := asString(a[0]); raw != "" && what == "h" {
+		if _, err := DecodeRecord(id, raw); err != nil {
+			return nil, err
+		}
+	}
+	return asArray(a[1]), nil
+}
+
+// scan pages through a stream's time range, calling fn for each raw entry
+// until fn returns false.
+func (c *Core) scan(ctx context.Context, which string, q *store.Query, fn func(raw string) bool) error {
+	cursor := ""
+	for {
+		v, err := c.run(ctx, Range, which, us(q.Since), us(q.Until), "1000", cursor)
+		if err != nil {
+			return err
+		}
+		a := asArray(v)
+		if len(a) != 2 {
+			return fmt.Errorf("%s: stream_range: malformed reply", c.name)
+		}
+		for _, e := range asArray(a[0]) {
+			if !fn(asString(e)) {
+				return nil
+			}
+		}
+		cursor = asString(a[1])
+		if cursor == "" {
+			return nil
+		}
+	}
+}
+
+// LookupHistory implements store.History. By instance it reads the
+// instance's own entries; by kind it reads the histories of the kind's
+// instances created before the range ends; otherwise it reads the history
+// stream over the time range (entry IDs are record times).
+func (c *Core) LookupHistory(ctx context.Context, q *store.Query) ([]*store.HistoryRecord, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []*store.HistoryRecord
+	var errs []error
+	add := func(raw string) {
+		h, err := decodeHistory(raw)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		if q.MatchHistory(h) {
+			out = append(out, h)
+		}
+	}
+	switch {
+	case q.InstanceID != "":
+		es, err := c.ofInstance(ctx, q.InstanceID, "h")
+		if err != nil && !errors.Is(err, store.ErrCorrupt) {
+			return nil, err
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, e := range es {
+			add(asString(e))
+		}
+	case q.Kind != "" && q.Since.IsZero():
+		ins, err := c.LookupInstances(ctx, &store.Query{Kind: q.Kind, Until: q.Until})
+		if err != nil && !errors.Is(err, store.ErrCorrupt) {
+			return nil, err
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, in := range ins {
+			es, err := c.ofInstance(ctx, in.ID, "h")
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range es {
+				add(asString(e))
+			}
+		}
+	default:
+		if err := c.scan(ctx, "h", q, func(raw string) bool { add(raw); return true }); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *store.HistoryRecord) int {
+		if c := a.Time.Compare(b.Time); c != 0 {
+			return c
+		}
+		if a.InstanceID == b.InstanceID {
+			return cmp.Compare(a.Seq, b.Seq)
+		}
+		return 0
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	if out == nil {
+		out = []*store.HistoryRecord{}
+	}
+	return out, errors.Join(errs...)
+}
+
+// LookupLogs implements store.Logs: by instance from the instance's list
+// of entries, otherwise over the logs stream's time range.
+func (c *Core) LookupLogs(ctx context.Context, q *store.Query) ([]*store.LogRecord, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []*store.LogRecord
+	var errs []error
+	add := func(raw string) {
+		l, err := decodeLog(raw)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		if q.MatchLog(l) {
+			out = append(out, l)
+		}
+	}
+	if q.InstanceID != "" {
+		es, err := c.ofInstance(ctx, q.InstanceID, "l")
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			add(asString(e))
+		}
+	} else if err := c.scan(ctx, "l", q, func(raw string) bool { add(raw); return true }); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(out, func(a, b *store.LogRecord) int {
+		if c := a.Time.Compare(b.Time); c != 0 {
+			return c
+		}
+		if a.InstanceID == b.InstanceID {
+			return cmp.Compare(a.Seq, b.Seq)
+		}
+		return 0
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	if out == nil {
+		out = []*store.LogRecord{}
+	}
+	return out, errors.Join(errs...)
+}
+
+var _ = math.MaxInt

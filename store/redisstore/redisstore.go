@@ -1,0 +1,163 @@
+// Package redisstore is a jobkit store on Redis, through
+// github.com/redis/go-redis/v9.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	mgr, err := job.NewManager(job.WithStore(redisstore.New(rdb)))
+//
+// Several processes that share one Redis (and one namespace) act as one
+// cluster: every queue operation is one atomic Lua script, O(log n) in the
+// depth of the queue, so two managers never claim the same attempt. Claim
+// order is priority, then RunAt, then FIFO. Leases expire and are rescued;
+// a late finish from a worker whose lease was rescued is rejected. New
+// work wakes idle managers in other processes through pub/sub.
+//
+// All keys of a namespace share one hash tag ("jobkit:{ns}:..."), so the
+// store works on Redis Cluster too. The scripts and the key layout are
+// shared with package valkeystore (store/internal/redisscript), so the two
+// plugins cannot drift apart.
+//
+// The client belongs to the caller: the store never closes it.
+package redisstore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/internal/redisscript"
+)
+
+// Store is a store.Store and store.Notifier on Redis. Its methods are
+// those of the embedded Core; see package store for their contracts.
+type Store struct {
+	*redisscript.Core
+	client redis.UniversalClient
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+)
+
+// Option configures a Store.
+type Option func(*options)
+
+type options struct {
+	ns string
+}
+
+// WithNamespace keeps the store's data under keys "jobkit:{ns}:...", apart
+// from other namespaces on the same server. ns must not hold braces.
+// Defaults to "default".
+func WithNamespace(ns string) Option { return func(o *options) { o.ns = ns } }
+
+// WithPrefix is WithNamespace, for harnesses that speak of key prefixes.
+func WithPrefix(ns string) Option { return WithNamespace(ns) }
+
+// New returns a store on client. The client belongs to the caller and is
+// never closed by the store. New panics on an invalid namespace (one with
+// braces), which is a programming error.
+func New(client redis.UniversalClient, opts ...Option) *Store {
+	o := options{ns: redisscript.DefaultNamespace}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	r := &runner{c: client, scripts: make(map[*redisscript.Script]*redis.Script, len(redisscript.All))}
+	for _, s := range redisscript.All {
+		r.scripts[s] = redis.NewScript(s.Source)
+	}
+	core, err := redisscript.NewCore(r, o.ns, "redisstore")
+	if err != nil {
+		panic(err)
+	}
+	return &Store{Core: core, client: client}
+}
+
+// runner runs the shared scripts with go-redis.
+type runner struct {
+	c       redis.UniversalClient
+	scripts map[*redisscript.Script]*redis.Script
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// Run uses EVALSHA and falls back to EVAL on NOSCRIPT (go-redis's
+// Script.Run), so a flushed script cache costs one extra round trip.
+func (r *runner) Run(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {
+	sc := r.scripts[s]
+	var cmd *redis.Cmd
+	if s.ReadOnly {
+		cmd = sc.RunRO(ctx, r.c, keys, toAny(args)...)
+	} else {
+		cmd = sc.Run(ctx, r.c, keys, toAny(args)...)
+	}
+	v, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return normalize(v), err
+}
+
+func normalize(v any) any {
+	switch x := v.(type) {
+	case []any:
+		for i := range x {
+			x[i] = normalize(x[i])
+		}
+		return x
+	case []byte:
+		return string(x)
+	}
+	return v
+}
+
+func (r *runner) Do(ctx context.Context, args ...string) (any, error) {
+	v, err := r.c.Do(ctx, toAny(args)...).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return normalize(v), err
+}
+
+func (r *runner) Listen(ctx context.Context, channel string, subscribed, message func()) error {
+	ps := r.c.Subscribe(ctx)
+	defer ps.Close()
+	// Receive does not watch ctx while it waits for a message; closing the
+	// PubSub ends the wait.
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			ps.Close()
+		case <-done:
+		}
+	}()
+	if err := ps.Subscribe(ctx, channel); err != nil {
+		return err
+	}
+	for {
+		m, err := ps.Receive(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// The caller subscribes again with backoff.
+			return err
+		}
+		switch m.(type) {
+		case *redis.Subscription:
+			subscribed()
+		case *redis.Message:
+			message()
+		}
+	}
+}

@@ -1,0 +1,44 @@
+package redisstore_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/jobkit/job/internal/testserver"
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/redisstore"
+	"github.com/jobkit/job/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testserver.StopAll()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// client returns a client on the test binary's redis-server, closed when t
+// ends.
+func client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: testserver.Redis(t)})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestConformance(t *testing.T) {
+	c := client(t)
+	storetest.Run(t, storetest.Harness{
+		Open: func(t testing.TB, ns string) store.Store {
+			return redisstore.New(c, redisstore.WithNamespace(ns))
+		},
+	})
+}
