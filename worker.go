@@ -44,13 +44,21 @@ func (p *pool) giveBack(n int) {
 	p.mu.Unlock()
 }
 
+// release gives a slot back. It wakes the claim loop only once enough
+// slots are free to be worth a claim (a quarter of the pool, or all of
+// them), so a busy pool claims in batches instead of one instance per
+// finished one.
 func (p *pool) release() {
 	p.mu.Lock()
 	p.busy--
+	free := p.size - p.busy
+	wake := p.busy == 0 || free >= max(1, p.size/4)
 	p.mu.Unlock()
-	select {
-	case p.freed <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case p.freed <- struct{}{}:
+		default:
+		}
 	}
 }
 
