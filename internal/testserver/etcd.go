@@ -1,0 +1,142 @@
+package testserver
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// EtcdEnv names the environment variable that points tests at running etcd
+// servers: a comma-separated list of client endpoints
+// ("127.0.0.1:2379,127.0.0.1:22379"). When it is unset, Etcd starts one
+// server for the test binary.
+const EtcdEnv = "JOBKIT_ETCD_ENDPOINTS"
+
+// etcdStartTimeout bounds how long a fresh etcd may take to accept clients.
+// A single-member cluster elects itself in about a second.
+const etcdStartTimeout = 20 * time.Second
+
+var (
+	etcdOnce      sync.Once
+	etcdEndpoints []string
+	etcdErr       error
+)
+
+// Etcd returns the client endpoints of an etcd server for t: the ones in
+// $JOBKIT_ETCD_ENDPOINTS when set, otherwise those of one server started on
+// free loopback ports for the whole test binary (stopped by StopAll). Tests
+// share the server and keep apart by key prefix. It fails t, never skips,
+// when no server can be had.
+func Etcd(t TB) []string {
+	t.Helper()
+	if v, ok := envOr(EtcdEnv); ok {
+		var eps []string
+		for _, ep := range strings.Split(v, ",") {
+			if ep = strings.TrimSpace(ep); ep != "" {
+				eps = append(eps, ep)
+			}
+		}
+		if len(eps) == 0 {
+			t.Fatalf("testserver: $%s=%q names no endpoint; want host:port[,host:port...]", EtcdEnv, v)
+		}
+		return eps
+	}
+	etcdOnce.Do(func() {
+		var p *Process
+		p, etcdErr = startEtcd(true)
+		if etcdErr == nil {
+			etcdEndpoints = []string{p.Addr}
+		}
+	})
+	if etcdErr != nil {
+		t.Fatalf("%v", etcdErr)
+	}
+	return etcdEndpoints
+}
+
+// StartEtcd starts a server of t's own, for tests that kill or restart it.
+// The caller may Stop or Kill it; StopAll stops it if it still runs. Its
+// client endpoint is the Process's Addr. RestartEtcd starts it again on the
+// same ports and data.
+func StartEtcd(t TB) *Process {
+	t.Helper()
+	p, err := startEtcd(false)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return p
+}
+
+// RestartEtcd starts a stopped or killed server again with the same ports
+// and data directory, and returns the new process. It fails t if p still
+// runs.
+func RestartEtcd(t TB, p *Process) *Process {
+	t.Helper()
+	select {
+	case <-p.Exited():
+	default:
+		t.Fatalf("testserver: restart %s: it is still running (pid %d); Stop or Kill it first", p.Name, p.PID())
+	}
+	np, err := Start(p.Name, "etcd", p.cmd.Args[1:], p.Dir, p.Addr, etcdStartTimeout)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return np
+}
+
+// startEtcd starts a single-member etcd with client and peer ports picked
+// free on 127.0.0.1 and a data directory of its own, removed when the server
+// exits if removeDir is set (a server that may be restarted keeps it). A
+// port taken between picking and binding is retried with fresh ports.
+func startEtcd(removeDir bool) (*Process, error) {
+	var lastErr error
+	for range 3 {
+		cport, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		pport, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		if pport == cport {
+			continue
+		}
+		dir, err := os.MkdirTemp("", "jobkit-etcd-")
+		if err != nil {
+			return nil, fmt.Errorf("testserver: etcd data directory: %w", err)
+		}
+		client := "http://127.0.0.1:" + itoa(cport)
+		peer := "http://127.0.0.1:" + itoa(pport)
+		name := "jobkit-etcd-" + itoa(cport)
+		args := []string{
+			"--name", name,
+			"--data-dir", dir + "/data",
+			"--listen-client-urls", client,
+			"--advertise-client-urls", client,
+			"--listen-peer-urls", peer,
+			"--initial-advertise-peer-urls", peer,
+			"--initial-cluster", name + "=" + peer,
+			"--initial-cluster-state", "new",
+			"--initial-cluster-token", name,
+			"--logger", "zap",
+			"--log-outputs", "stderr",
+			"--log-level", "warn",
+		}
+		p, err := Start("etcd", "etcd", args, dir, "127.0.0.1:"+itoa(cport), etcdStartTimeout)
+		if err == nil {
+			if removeDir {
+				go func() {
+					<-p.Exited()
+					os.RemoveAll(dir)
+				}()
+			}
+			return p, nil
+		}
+		os.RemoveAll(dir)
+		lastErr = err
+	}
+	return nil, fmt.Errorf("%w\n(etcd is the Debian package etcd-server: `apt-get install etcd-server`; or set $%s to running servers)", lastErr, EtcdEnv)
+}

@@ -1,0 +1,95 @@
+package etcdstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/jobkit/job/internal/testserver"
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/etcdstore"
+	"github.com/jobkit/job/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testserver.StopAll()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// newClient connects to the test binary's etcd; the client is closed when t
+// ends.
+func newClient(t testing.TB, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// prefix returns a key prefix of t's own.
+func prefix(t testing.TB) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	return "jobkit-test/" + name + "-" + hex.EncodeToString(b[:]) + "/"
+}
+
+// open returns a store on its own client with prefix p, closed (and its
+// keys deleted) when t ends.
+func open(t testing.TB, p string, opts ...etcdstore.Option) *etcdstore.Store {
+	t.Helper()
+	cli := newClient(t, testserver.Etcd(t))
+	s, err := etcdstore.New(cli, append([]etcdstore.Option{etcdstore.WithPrefix(p)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+// cleanup deletes everything under p when t ends (and nothing else).
+func cleanup(t testing.TB, p string) {
+	cli := newClient(t, testserver.Etcd(t))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := cli.Delete(ctx, p, clientv3.WithPrefix()); err != nil {
+			t.Errorf("delete prefix %s: %v", p, err)
+		}
+	})
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		Open: func(t testing.TB, ns string) store.Store {
+			p := "jobkit-test/conformance/" + ns + "/"
+			return open(t, p)
+		},
+	})
+}

@@ -1,0 +1,572 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobkit/job/store"
+)
+
+// page is how many index keys a lookup reads per round trip.
+const page = 256
+
+// corruption collects the names of records a lookup left out.
+type corruption []string
+
+func (c *corruption) add(err error) { *c = append(*c, err.Error()) }
+
+func (c corruption) err() error {
+	if len(c) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %d record(s) left out: %s", store.ErrCorrupt, len(c), strings.Join(c, "; "))
+}
+
+// scan pages through the index keys in [start, end), ascending or
+// descending, calling fn for each until it returns false.
+func (s *Store) scan(ctx context.Context, start, end string, desc bool, keysOnly bool, fn func(key string, val []byte) bool) error {
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(page)}
+		if desc {
+			opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+		}
+		if keysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		resp, err := s.cli.Get(ctx, start, opts...)
+		if err != nil {
+			return err
+		}
+		for _, kv := range resp.Kvs {
+			if !fn(string(kv.Key), kv.Value) {
+				return nil
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		last := string(resp.Kvs[len(resp.Kvs)-1].Key)
+		if desc {
+			end = last
+		} else {
+			start = last + "\x00"
+		}
+	}
+}
+
+// bounds returns the key range of an index under base whose keys start with
+// a time key, limited to q's time range.
+func bounds(base string, q *store.Query) (string, string) {
+	start, end := base, prefixEnd(base)
+	if !q.Since.IsZero() {
+		start = base + tkey(q.Since)
+	}
+	if !q.Until.IsZero() {
+		end = base + tkey(q.Until)
+	}
+	return start, end
+}
+
+// LookupInstances implements store.History. A query by instance is one
+// read; by kind it walks that kind's creation-time index, otherwise the
+// global one, in both cases only inside the query's time range, newest
+// first, and stops at the limit.
+func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
+	if err := q.Validate(); err != nil {
+		return nil, s.wrap("lookup instances", ctx, err)
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("lookup instances", context.Background(), err)
+	}
+	defer cancel()
+	var bad corruption
+	var out []*store.Instance
+	full := func() bool { return q.Limit > 0 && len(out) >= q.Limit }
+	fetch := func(ids []string) error {
+		ops := make([]clientv3.Op, 0, 2*len(ids))
+		for _, id := range ids {
+			ops = append(ops, clientv3.OpGet(s.k.static(id)), clientv3.OpGet(s.k.dyn(id)))
+		}
+		rs, err := s.read(ctx, ops)
+		if err != nil {
+			return err
+		}
+		for j := range ids {
+			skv, dkv := rs[2*j].GetKvs(), rs[2*j+1].GetKvs()
+			if len(skv) == 0 || len(dkv) == 0 {
+				continue // removed meanwhile
+			}
+			st, err := decodeStatic(string(skv[0].Key), skv[0].Value)
+			if err != nil {
+				bad.add(err)
+				continue
+			}
+			d, err := decodeDyn(string(dkv[0].Key), dkv[0].Value)
+			if err != nil {
+				bad.add(err)
+				continue
+			}
+			in := instance(st, d)
+			if q.MatchInstance(in) && !full() {
+				out = append(out, in)
+			}
+		}
+		return nil
+	}
+	if q.InstanceID != "" {
+		if err := fetch([]string{q.InstanceID}); err != nil {
+			return nil, s.wrap("lookup instances", ctx, err)
+		}
+		return out, bad.err()
+	}
+	base := s.k.p + "ic/"
+	if q.Kind != "" {
+		base = s.k.p + "ik/" + esc(q.Kind) + "/"
+	}
+	start, end := bounds(base, q)
+	var ids []string
+	var ferr error
+	err = s.scan(ctx, start, end, true, false, func(_ string, val []byte) bool {
+		ids = append(ids, string(val))
+		if len(ids) == page/2 {
+			ferr = fetch(ids)
+			ids = ids[:0]
+		}
+		return ferr == nil && !full()
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err == nil && len(ids) > 0 && !full() {
+		err = fetch(ids)
+	}
+	if err != nil {
+		return nil, s.wrap("lookup instances", ctx, err)
+	}
+	return out, bad.err()
+}
+
+// indexRef is one entry of a history or log index.
+type indexRef struct {
+	id   string
+	n    string // hex sequence (history) or unique suffix (logs)
+	t    string // time key
+	kind string
+}
+
+// walkIndex pages through a time index (ht/, hk/<kind>/, lt/, lk/<kind>/)
+// in q's range, keeping the entries whose digit (state or level) passes
+// keep, and hands them to fn in batches.
+func (s *Store) walkIndex(ctx context.Context, base string, q *store.Query, keep func(d byte) bool, fn func([]indexRef) error, done func() bool) error {
+	start, end := bounds(base, q)
+	var refs []indexRef
+	var ferr error
+	err := s.scan(ctx, start, end, false, false, func(key string, val []byte) bool {
+		if len(val) == 0 || !keep(val[0]) {
+			return true
+		}
+		parts := strings.Split(key[len(base):], "/")
+		if len(parts) != 3 {
+			return true
+		}
+		refs = append(refs, indexRef{t: parts[0], id: unesc(parts[1]), n: parts[2], kind: unesc(string(val[1:]))})
+		if len(refs) == page/2 {
+			ferr = fn(refs)
+			refs = refs[:0]
+		}
+		return ferr == nil && !done()
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err == nil && len(refs) > 0 && !done() {
+		err = fn(refs)
+	}
+	return err
+}
+
+// LookupHistory implements store.History.
+func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.HistoryRecord, error) {
+	if err := q.Validate(); err != nil {
+		return nil, s.wrap("lookup history", ctx, err)
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("lookup history", context.Background(), err)
+	}
+	defer cancel()
+	var bad corruption
+	var out []*store.HistoryRecord
+	full := func() bool { return q.Limit > 0 && len(out) >= q.Limit }
+	add := func(key string, val []byte) {
+		var h histRec
+		if err := decode(key, val, &h); err != nil {
+			bad.add(err)
+			return
+		}
+		if r := h.record(); q.MatchHistory(r) && !full() {
+			out = append(out, r)
+		}
+	}
+	if q.InstanceID != "" {
+		p := s.k.histPrefix(q.InstanceID)
+		err = s.scan(ctx, p, prefixEnd(p), false, false, func(key string, val []byte) bool {
+			add(key, val)
+			return !full()
+		})
+	} else {
+		base := s.k.p + "ht/"
+		if q.Kind != "" {
+			base = s.k.p + "hk/" + esc(q.Kind) + "/"
+		}
+		keep := func(d byte) bool {
+			return len(q.States) == 0 || slices.Contains(q.States, store.State(d-'0'))
+		}
+		err = s.walkIndex(ctx, base, q, keep, func(refs []indexRef) error {
+			ops := make([]clientv3.Op, len(refs))
+			for j, r := range refs {
+				ops[j] = clientv3.OpGet(s.k.histPrefix(r.id) + r.n)
+			}
+			rs, err := s.read(ctx, ops)
+			if err != nil {
+				return err
+			}
+			for _, r := range rs {
+				if kvs := r.GetKvs(); len(kvs) > 0 {
+					add(string(kvs[0].Key), kvs[0].Value)
+				}
+			}
+			return nil
+		}, full)
+	}
+	if err != nil {
+		return nil, s.wrap("lookup history", ctx, err)
+	}
+	return out, bad.err()
+}
+
+// AppendLogs implements store.Logs. Records are written in batches of one
+// transaction each, with no compares: a log append never conflicts.
+func (s *Store) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
+	for _, r := range recs {
+		switch {
+		case r == nil || r.InstanceID == "":
+			return s.wrap("append logs", ctx, fmt.Errorf("%w: log record without an instance ID", store.ErrInvalid))
+		case len(r.Message) > s.maxValue:
+			return s.wrap("append logs", ctx, fmt.Errorf("%w: log message of %d bytes for instance %s is over the etcd store's limit of %d", store.ErrTooLarge, len(r.Message), r.InstanceID, s.maxValue))
+		}
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return s.wrap("append logs", context.Background(), err)
+	}
+	defer cancel()
+	gs := make([]*group, len(recs))
+	for i, r := range recs {
+		s.mu.Lock()
+		s.logCount++
+		uniq := s.nonce + hex16(s.logCount)
+		s.mu.Unlock()
+		lr := logRec{ID: r.InstanceID, Kind: r.Kind, Attempt: r.Attempt, Level: r.Level, Time: tn(r.Time),
+			Node: r.Node, Message: r.Message, Pos: min(i, 0xffff)}
+		lv := string(rune('0' + r.Level))
+		g := &group{}
+		g.put(s.k.logKey(r.InstanceID, r.Time, uniq), mustJSON(&lr))
+		g.put(s.k.logTime(r.Time, r.InstanceID, uniq), lv+esc(r.Kind))
+		g.put(s.k.logKind(r.Kind, r.Time, r.InstanceID, uniq), lv)
+		gs[i] = g
+	}
+	return s.wrap("append logs", ctx, s.commit(ctx, gs))
+}
+
+// LookupLogs implements store.Logs.
+func (s *Store) LookupLogs(ctx context.Context, q *store.Query) ([]*store.LogRecord, error) {
+	if err := q.Validate(); err != nil {
+		return nil, s.wrap("lookup logs", ctx, err)
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("lookup logs", context.Background(), err)
+	}
+	defer cancel()
+	var bad corruption
+	var out []*store.LogRecord
+	full := func() bool { return q.Limit > 0 && len(out) >= q.Limit }
+	add := func(key string, val []byte, rev int64) {
+		var l logRec
+		if err := decode(key, val, &l); err != nil {
+			bad.add(err)
+			return
+		}
+		r := &store.LogRecord{InstanceID: l.ID, Kind: l.Kind, Attempt: l.Attempt, Level: l.Level, Time: nt(l.Time),
+			Node: l.Node, Message: l.Message, Seq: uint64(rev)<<16 | uint64(l.Pos)}
+		if q.MatchLog(r) && !full() {
+			out = append(out, r)
+		}
+	}
+	if q.InstanceID != "" {
+		p := s.k.logPrefix(q.InstanceID)
+		start, end := bounds(p, q)
+		for {
+			resp, err := s.cli.Get(ctx, start, clientv3.WithRange(end), clientv3.WithLimit(page))
+			if err != nil {
+				return nil, s.wrap("lookup logs", ctx, err)
+			}
+			for _, kv := range resp.Kvs {
+				add(string(kv.Key), kv.Value, kv.ModRevision)
+			}
+			if !resp.More || len(resp.Kvs) == 0 || full() {
+				break
+			}
+			start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		}
+		return out, bad.err()
+	}
+	base := s.k.p + "lt/"
+	if q.Kind != "" {
+		base = s.k.p + "lk/" + esc(q.Kind) + "/"
+	}
+	keep := func(d byte) bool {
+		return len(q.Levels) == 0 || slices.Contains(q.Levels, store.LogLevel(d-'0'))
+	}
+	err = s.walkIndex(ctx, base, q, keep, func(refs []indexRef) error {
+		ops := make([]clientv3.Op, len(refs))
+		for j, r := range refs {
+			ops[j] = clientv3.OpGet(s.k.logPrefix(r.id) + r.t + r.n)
+		}
+		rs, err := s.read(ctx, ops)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if kvs := r.GetKvs(); len(kvs) > 0 {
+				add(string(kvs[0].Key), kvs[0].Value, kvs[0].ModRevision)
+			}
+		}
+		return nil
+	}, full)
+	if err != nil {
+		return nil, s.wrap("lookup logs", ctx, err)
+	}
+	return out, bad.err()
+}
+
+// Prune implements store.Pruner. Each rule walks its time index from the
+// oldest entry and stops at the limit, so a call costs what it removes.
+func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	if p == nil || p.Limit < 0 || p.KeepFinished < 0 {
+		return nil, s.wrap("prune", ctx, fmt.Errorf("%w: prune parameters: nil, or a negative limit", store.ErrInvalid))
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("prune", context.Background(), err)
+	}
+	defer cancel()
+	res := &store.PruneResult{}
+	err = s.prune(ctx, p, res)
+	return res, s.wrap("prune", ctx, err)
+}
+
+func (s *Store) prune(ctx context.Context, p *store.PruneParams, res *store.PruneResult) error {
+	limit := p.Limit
+	if limit == 0 {
+		limit = 1000
+	}
+	fbase := s.k.p + "f/"
+	finishedIDs := func(end string, n int) ([]fref, error) {
+		var ids []fref
+		err := s.scan(ctx, fbase, end, false, false, func(key string, val []byte) bool {
+			ids = append(ids, fref{key: key, id: string(val)})
+			return len(ids) < n
+		})
+		return ids, err
+	}
+	if !p.FinishedBefore.IsZero() {
+		ids, err := finishedIDs(fbase+tkey(p.FinishedBefore), limit)
+		if err != nil {
+			return err
+		}
+		if err := s.removeInstances(ctx, ids, res); err != nil {
+			return err
+		}
+	}
+	if p.KeepFinished > 0 {
+		resp, err := s.cli.Get(ctx, fbase, clientv3.WithRange(prefixEnd(fbase)), clientv3.WithCountOnly())
+		if err != nil {
+			return err
+		}
+		if extra := int(resp.Count) - p.KeepFinished; extra > 0 {
+			ids, err := finishedIDs(prefixEnd(fbase), min(extra, limit))
+			if err != nil {
+				return err
+			}
+			if err := s.removeInstances(ctx, ids, res); err != nil {
+				return err
+			}
+		}
+	}
+	if !p.HistoryBefore.IsZero() {
+		base := s.k.p + "ht/"
+		var gs []*group
+		err := s.walkIndex(ctx, base, &store.Query{Until: p.HistoryBefore}, func(byte) bool { return true }, func(refs []indexRef) error {
+			for _, r := range refs {
+				n, _ := parseHex16(r.n)
+				t, _ := parseHex16(r.t)
+				tm := nt(int64(t ^ 1<<63))
+				g := &group{}
+				g.del(s.k.histTime(tm, r.id, n))
+				g.del(s.k.histKind(r.kind, tm, r.id, n))
+				g.del(s.k.hist(r.id, n))
+				gs = append(gs, g)
+			}
+			return nil
+		}, func() bool { return len(gs) >= limit })
+		if err != nil {
+			return err
+		}
+		gs = gs[:min(len(gs), limit)]
+		if err := s.commit(ctx, gs); err != nil {
+			return err
+		}
+		res.History += len(gs)
+	}
+	if !p.LogsBefore.IsZero() {
+		base := s.k.p + "lt/"
+		var gs []*group
+		err := s.walkIndex(ctx, base, &store.Query{Until: p.LogsBefore}, func(byte) bool { return true }, func(refs []indexRef) error {
+			for _, r := range refs {
+				t, _ := parseHex16(r.t)
+				tm := nt(int64(t ^ 1<<63))
+				g := &group{}
+				g.del(s.k.logTime(tm, r.id, r.n))
+				g.del(s.k.logKind(r.kind, tm, r.id, r.n))
+				g.del(s.k.logPrefix(r.id) + r.t + r.n)
+				gs = append(gs, g)
+			}
+			return nil
+		}, func() bool { return len(gs) >= limit })
+		if err != nil {
+			return err
+		}
+		gs = gs[:min(len(gs), limit)]
+		if err := s.commit(ctx, gs); err != nil {
+			return err
+		}
+		res.Logs += len(gs)
+	}
+	return nil
+}
+
+// removeInstances deletes finished instances with their history, logs,
+// index entries and the unique key they still hold. Index entries go first
+// and the records last, so a call cut short is finished by the next one.
+func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.PruneResult) error {
+	for _, f := range ids {
+		id := f.id
+		rs, err := s.read(ctx, []clientv3.Op{
+			clientv3.OpGet(s.k.dyn(id)),
+			clientv3.OpGet(s.k.histPrefix(id), clientv3.WithPrefix()),
+			clientv3.OpGet(s.k.logPrefix(id), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		})
+		if err != nil {
+			return err
+		}
+		dkv := rs[0].GetKvs()
+		if len(dkv) == 0 {
+			// Only a stray finished-index entry is left.
+			g := &group{}
+			g.del(f.key)
+			if err := s.commit(ctx, []*group{g}); err != nil {
+				return err
+			}
+			continue
+		}
+		d, err := decodeDyn(string(dkv[0].Key), dkv[0].Value)
+		if err != nil {
+			return err
+		}
+		if !d.State.Final() {
+			continue
+		}
+		var gs []*group
+		g := &group{}
+		flush := func() {
+			if len(g.ops) >= s.maxOps-8 {
+				gs = append(gs, g)
+				g = &group{}
+			}
+		}
+		nh := 0
+		for _, kv := range rs[1].GetKvs() {
+			var h histRec
+			n, ok := parseHex16(string(kv.Key[len(s.k.histPrefix(id)):]))
+			if !ok || decode(string(kv.Key), kv.Value, &h) != nil {
+				continue
+			}
+			g.del(s.k.histTime(nt(h.Time), id, n))
+			g.del(s.k.histKind(d.Kind, nt(h.Time), id, n))
+			nh++
+			flush()
+		}
+		nl := 0
+		lp := s.k.logPrefix(id)
+		for _, kv := range rs[2].GetKvs() {
+			tail := string(kv.Key[len(lp):])
+			if len(tail) < 16 {
+				continue
+			}
+			t, ok := parseHex16(tail[:16])
+			if !ok {
+				continue
+			}
+			tm := nt(int64(t ^ 1<<63))
+			g.del(s.k.logTime(tm, id, tail[16:]))
+			g.del(s.k.logKind(d.Kind, tm, id, tail[16:]))
+			nl++
+			flush()
+		}
+		if len(g.ops) > 0 {
+			gs = append(gs, g)
+		}
+		last := &group{guards: []guard{{s.k.dyn(id), dkv[0].ModRevision}}}
+		last.del(s.k.histPrefix(id), clientv3.WithPrefix())
+		last.del(lp, clientv3.WithPrefix())
+		last.del(s.k.byCreated(d))
+		last.del(s.k.byKind(d))
+		last.del(s.k.static(id))
+		last.del(s.k.running(id))
+		last.del(s.k.finished(d, id))
+		last.del(s.k.dyn(id))
+		if d.UniqueKey != "" {
+			ur, err := s.cli.Get(ctx, s.k.unique(d.UniqueKey))
+			if err != nil {
+				return err
+			}
+			if kvs := ur.Kvs; len(kvs) > 0 {
+				var u uniqRec
+				if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.ID == id {
+					last.guards = append(last.guards, guard{string(kvs[0].Key), kvs[0].ModRevision})
+					last.del(string(kvs[0].Key))
+				}
+			}
+		}
+		gs = append(gs, last)
+		if err := s.commit(ctx, gs); err != nil {
+			return err
+		}
+		if last.applied {
+			res.Instances++
+			res.History += nh
+			res.Logs += nl
+		}
+	}
+	return nil
+}
+
+// fref is an entry of the finished index.
+type fref struct{ key, id string }

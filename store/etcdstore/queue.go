@@ -1,0 +1,930 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobkit/job/store"
+)
+
+// maxRounds bounds the optimistic retries of one call under contention.
+const maxRounds = 64
+
+var _ store.Store = (*Store)(nil)
+var _ store.Notifier = (*Store)(nil)
+var _ store.Closer = (*Store)(nil)
+
+// addHist adds the history record of d's current state (d.HSeq) to g.
+func (s *Store) addHist(g *group, d *dynRec, t time.Time, node, msg string, result []byte) {
+	h := histRec{ID: d.ID, Kind: d.Kind, State: d.State, Attempt: d.Attempt, Time: tn(t), Node: node,
+		Error: msg, Result: result, Seq: d.HSeq}
+	st := string(rune('0' + d.State))
+	g.put(s.k.hist(d.ID, d.HSeq), mustJSON(&h))
+	g.put(s.k.histTime(t, d.ID, d.HSeq), st+esc(d.Kind))
+	g.put(s.k.histKind(d.Kind, t, d.ID, d.HSeq), st)
+}
+
+// addReady puts d (Scheduled) into its queue's ready index. The queue's
+// priority marker must exist (ensureMarks).
+func (s *Store) addReady(g *group, d *dynRec, val string) {
+	g.put(s.k.ready(d), val)
+}
+
+// ensureMarks writes the priority markers of the given queue/priority pairs
+// that this handle has not seen yet. Markers are never deleted, so after the
+// first time this costs nothing.
+func (s *Store) ensureMarks(ctx context.Context, pairs map[string]int) error {
+	var ops []clientv3.Op
+	var names []string
+	s.mu.Lock()
+	for qp, prio := range pairs {
+		if !s.marked[qp] {
+			q := qp[:len(qp)-len(pkey(prio))-1]
+			ops = append(ops, clientv3.OpPut(s.k.prioMarkPrefix(q)+pkey(prio), ""))
+			names = append(names, qp)
+		}
+	}
+	s.mu.Unlock()
+	for len(ops) > 0 {
+		n := min(len(ops), s.maxOps)
+		if _, err := s.cli.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
+			return err
+		}
+		ops = ops[n:]
+	}
+	s.mu.Lock()
+	for _, qp := range names {
+		s.marked[qp] = true
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// markPair adds the marker pair of queue q and priority prio to m.
+func markPair(m map[string]int, q string, prio int) { m[q+"/"+pkey(prio)] = prio }
+
+func (s *Store) checkSize(in *store.Instance, st *staticRec, d *dynRec) error {
+	n := len(mustJSON(st)) + 2*len(mustJSON(d))
+	if n > s.maxValue {
+		return fmt.Errorf("%w: instance %s (kind %s) encodes to %d bytes with its arguments (%d bytes), over the etcd store's limit of %d: pass large data by reference (a URL, a blob key), or raise etcdstore.WithMaxValueBytes together with etcd's --max-request-bytes",
+			store.ErrTooLarge, in.ID, in.Kind, n, len(in.Args), s.maxValue)
+	}
+	return nil
+}
+
+// Enqueue implements store.Queue. Sequence numbers come from one counter
+// key, compared and bumped in each transaction, so they increase in commit
+// order across every handle; unique keys are claimed create-if-absent (or
+// over an expired holder, compared on its revision).
+func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
+	if p == nil {
+		return nil, s.wrap("enqueue", ctx, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid))
+	}
+	for _, in := range p.Instances {
+		if err := in.Validate(); err != nil {
+			return nil, s.wrap("enqueue", ctx, err)
+		}
+		st, d := newRecords(in)
+		if err := s.checkSize(in, st, d); err != nil {
+			return nil, s.wrap("enqueue", ctx, err)
+		}
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("enqueue", context.Background(), err)
+	}
+	defer cancel()
+	res := make([]store.EnqueueResult, len(p.Instances))
+	err = s.enqueue(ctx, p, res)
+	return res, s.wrap("enqueue", ctx, err)
+}
+
+func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store.EnqueueResult) error {
+	pending := make([]int, len(p.Instances))
+	for i := range pending {
+		pending[i] = i
+	}
+	marks := map[string]int{}
+	for _, in := range p.Instances {
+		markPair(marks, in.Queue, in.Priority)
+	}
+	if err := s.ensureMarks(ctx, marks); err != nil {
+		return err
+	}
+	now := tn(p.Now)
+	for round := 0; len(pending) > 0; round++ {
+		if round > maxRounds {
+			return fmt.Errorf("gave up after %d conflicting transactions", round)
+		}
+		// Read the sequence counter (when unknown) and the unique keys.
+		var ops []clientv3.Op
+		s.mu.Lock()
+		needSeq := s.seqRev == 0
+		s.mu.Unlock()
+		if needSeq {
+			ops = append(ops, clientv3.OpGet(s.k.seq()))
+		}
+		var ukeys []string
+		for _, i := range pending {
+			if uk := p.Instances[i].UniqueKey; uk != "" && !slices.Contains(ukeys, uk) {
+				ukeys = append(ukeys, uk)
+			}
+		}
+		for _, uk := range ukeys {
+			ops = append(ops, clientv3.OpGet(s.k.unique(uk)))
+		}
+		held := map[string]uniqRec{}
+		urev := map[string]int64{}
+		if len(ops) > 0 {
+			rs, err := s.read(ctx, ops)
+			if err != nil {
+				return err
+			}
+			if needSeq {
+				s.setSeq(rs[0].GetKvs())
+				rs = rs[1:]
+			}
+			for j, uk := range ukeys {
+				if kvs := rs[j].GetKvs(); len(kvs) > 0 {
+					urev[uk] = kvs[0].ModRevision
+					var u uniqRec
+					if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.Until > now {
+						held[uk] = u
+					}
+				}
+			}
+		}
+		// Duplicates are answered now; the rest go into transactions.
+		var todo []int
+		taken := map[string]string{}
+		for _, i := range pending {
+			in := p.Instances[i]
+			if uk := in.UniqueKey; uk != "" {
+				if h, ok := held[uk]; ok {
+					res[i] = store.EnqueueResult{ID: h.ID, Err: fmt.Errorf("%w: instance %s: unique key %q is held by %s until %v", store.ErrDuplicate, in.ID, uk, h.ID, nt(h.Until))}
+					continue
+				}
+				if id, ok := taken[uk]; ok {
+					res[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by %s of the same batch", store.ErrDuplicate, in.ID, uk, id)}
+					continue
+				}
+				if in.UniqueUntil.After(p.Now) {
+					taken[uk] = in.ID
+				}
+			}
+			todo = append(todo, i)
+		}
+		pending = nil
+		for len(todo) > 0 {
+			n, err := s.enqueueBatch(ctx, p, todo, urev, res)
+			if err != nil {
+				return err
+			}
+			if n == 0 { // a conflict: read again
+				pending = todo
+				break
+			}
+			todo = todo[n:]
+		}
+	}
+	return nil
+}
+
+func (s *Store) setSeq(kvs []*mvccpb.KeyValue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(kvs) == 0 {
+		s.seqVal, s.seqRev = 0, 0
+		s.seqRev = -1 // known absent
+		return
+	}
+	v, _ := strconv.ParseUint(string(kvs[0].Value), 10, 64)
+	s.seqVal, s.seqRev = v, kvs[0].ModRevision
+}
+
+// enqueueBatch writes as many of todo as fit one transaction and returns
+// how many it wrote (0 after a conflict, with the cached counter updated).
+func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo []int, urev map[string]int64, res []store.EnqueueResult) (int, error) {
+	s.mu.Lock()
+	seq, rev := s.seqVal, s.seqRev
+	s.mu.Unlock()
+	if rev < 0 {
+		rev = 0
+	}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.k.seq()), "=", rev)}
+	elses := []clientv3.Op{clientv3.OpGet(s.k.seq())}
+	var ops []clientv3.Op
+	var dyns []*dynRec
+	size := 0
+	n := 0
+	for _, i := range todo {
+		in := p.Instances[i]
+		c := in.Clone()
+		c.Seq = seq + uint64(n) + 1
+		st, d := newRecords(c)
+		d.Updated = tn(p.Now)
+		g := &group{}
+		g.put(s.k.static(in.ID), mustJSON(st))
+		// Created, then Scheduled.
+		d.State, d.HSeq = store.Created, 1
+		s.addHist(g, d, p.Now, p.Node, "", nil)
+		d.State, d.HSeq = store.Scheduled, 2
+		s.addHist(g, d, p.Now, p.Node, "", nil)
+		dv := mustJSON(d)
+		g.put(s.k.dyn(in.ID), dv)
+		s.addReady(g, d, dv)
+		g.put(s.k.byCreated(d), in.ID)
+		g.put(s.k.byKind(d), in.ID)
+		var ucmp []clientv3.Cmp
+		if uk := in.UniqueKey; uk != "" && in.UniqueUntil.After(p.Now) {
+			lease, err := s.uniqueLease(ctx, in.UniqueUntil.Sub(p.Now))
+			if err != nil {
+				return 0, err
+			}
+			g.put(s.k.unique(uk), mustJSON(&uniqRec{ID: in.ID, Until: tn(in.UniqueUntil)}), clientv3.WithLease(lease))
+			ucmp = append(ucmp, clientv3.Compare(clientv3.ModRevision(s.k.unique(uk)), "=", urev[uk]))
+		}
+		if n > 0 && (len(ops)+len(g.ops)+1 > s.maxOps || len(cmps)+len(ucmp) > s.maxOps || size+g.size > s.maxTxn) {
+			break
+		}
+		ops = append(ops, g.ops...)
+		cmps = append(cmps, ucmp...)
+		size += g.size
+		dyns = append(dyns, d)
+		n++
+	}
+	ops = append(ops, clientv3.OpPut(s.k.seq(), strconv.FormatUint(seq+uint64(n), 10)))
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(elses...).Commit()
+	if err != nil {
+		if isLeaseNotFound(err) {
+			// A unique-key lease vanished (etcd restored, revoked): forget
+			// them all and go again.
+			s.mu.Lock()
+			clear(s.uniq)
+			s.mu.Unlock()
+			return 0, nil
+		}
+		return 0, err
+	}
+	if !resp.Succeeded {
+		s.setSeq(resp.Responses[0].GetResponseRange().GetKvs())
+		return 0, nil
+	}
+	s.mu.Lock()
+	s.seqVal, s.seqRev = seq+uint64(n), resp.Header.Revision
+	s.mu.Unlock()
+	for j, i := range todo[:n] {
+		res[i] = store.EnqueueResult{ID: p.Instances[i].ID, Seq: seq + uint64(j) + 1}
+	}
+	return n, nil
+}
+
+// candidate is one ready-index entry a claim may take.
+type candidate struct {
+	key string
+	rev int64
+	d   *dynRec
+}
+
+// readReady reads up to window ready entries of queue q at now, in claim
+// order, and the earliest run time of the entries not yet ready. It reads
+// the queue's priority markers in the same transaction as the per-priority
+// ranges, and reads again when they differ from the cached ones.
+func (s *Store) readReady(ctx context.Context, q string, now time.Time, window int) ([]candidate, time.Time, []candidate, error) {
+	for range 4 {
+		s.mu.Lock()
+		prios := s.prios[q]
+		s.mu.Unlock()
+		ops := []clientv3.Op{clientv3.OpGet(s.k.prioMarkPrefix(q), clientv3.WithPrefix(), clientv3.WithKeysOnly())}
+		for _, pr := range prios {
+			pp := s.k.prioPrefix(q, pr)
+			ops = append(ops,
+				clientv3.OpGet(pp, clientv3.WithRange(pp+tkeyAfter(now)), clientv3.WithLimit(int64(window))),
+				clientv3.OpGet(pp+tkeyAfter(now), clientv3.WithRange(prefixEnd(pp)), clientv3.WithLimit(1), clientv3.WithKeysOnly()))
+		}
+		rs, err := s.read(ctx, ops)
+		if err != nil {
+			return nil, time.Time{}, nil, err
+		}
+		mp := s.k.prioMarkPrefix(q)
+		var marks []string
+		for _, kv := range rs[0].GetKvs() {
+			marks = append(marks, string(kv.Key[len(mp):]))
+		}
+		if !slices.Equal(marks, prios) {
+			s.mu.Lock()
+			s.prios[q] = marks
+			s.mu.Unlock()
+			continue
+		}
+		var cands, bad []candidate
+		var next time.Time
+		for j, pr := range prios {
+			for _, kv := range rs[1+2*j].GetKvs() {
+				d, err := decodeDyn(string(kv.Key), kv.Value)
+				if err != nil {
+					bad = append(bad, candidate{key: string(kv.Key), rev: kv.ModRevision})
+					continue
+				}
+				if len(cands) < window {
+					cands = append(cands, candidate{key: string(kv.Key), rev: kv.ModRevision, d: d})
+				}
+			}
+			if kvs := rs[2+2*j].GetKvs(); len(kvs) > 0 {
+				pp := s.k.prioPrefix(q, pr)
+				if v, ok := parseHex16(string(kvs[0].Key[len(pp) : len(pp)+16])); ok {
+					t := nt(int64(v ^ 1<<63))
+					if next.IsZero() || t.Before(next) {
+						next = t
+					}
+				}
+			}
+		}
+		return cands, next, bad, nil
+	}
+	return nil, time.Time{}, nil, errors.New("the queue's priorities keep changing; try again")
+}
+
+// Claim implements store.Queue. It reads the head of each priority's
+// ready range (one read transaction), then takes its picks in transactions
+// guarded by each ready key's ModRevision. Uncontended, it takes the head in
+// order; after a lost race (in this call or a recent one) it picks at random
+// among the first ready candidates, so concurrent claimers spread over the
+// queue and a lost race costs one retry. Claimed instances are tied to this
+// handle's etcd lease: if the process dies they become rescuable when the
+// lease ends.
+func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, s.wrap("claim", ctx, err)
+	}
+	what := "claim from queue " + strconv.Quote(p.Queue)
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap(what, context.Background(), err)
+	}
+	defer cancel()
+	res, err := s.claim(ctx, p)
+	return res, s.wrap(what, ctx, err)
+}
+
+func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
+	lease, err := s.ownLease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &store.ClaimResult{}
+	window := p.Limit + s.window
+	lost := false
+	s.mu.Lock()
+	lost = time.Since(s.contended) < time.Second
+	s.mu.Unlock()
+	for round := 0; ; round++ {
+		if round == maxRounds {
+			res.NextRunAt = p.Now // work is ready but others keep winning
+			return res, nil
+		}
+		cands, next, bad, err := s.readReady(ctx, p.Queue, p.Now, window)
+		if err != nil {
+			return nil, err
+		}
+		if len(bad) > 0 {
+			if err := s.quarantine(ctx, bad); err != nil {
+				return nil, err
+			}
+		}
+		if len(cands) == 0 {
+			res.NextRunAt = next
+			return res, nil
+		}
+		need := p.Limit - len(res.Instances)
+		picks := cands
+		if len(cands) > need {
+			if lost {
+				perm := rand.Perm(len(cands))[:need]
+				slices.Sort(perm)
+				picks = make([]candidate, need)
+				for j, ix := range perm {
+					picks[j] = cands[ix]
+				}
+			} else {
+				picks = cands[:need]
+			}
+		}
+		gs := make([]*group, len(picks))
+		dyns := make([]*dynRec, len(picks))
+		for j, c := range picks {
+			d := *c.d
+			d.State = store.Processing
+			d.Attempt++
+			d.Owner = p.Owner
+			d.LeaseUntil = tn(p.LeaseUntil)
+			d.LeaseID = int64(lease)
+			d.Cancel = false
+			d.Updated = tn(p.Now)
+			d.HSeq++
+			g := &group{guards: []guard{{c.key, c.rev}}}
+			g.del(c.key)
+			g.put(s.k.dyn(d.ID), mustJSON(&d))
+			g.put(s.k.running(d.ID), mustJSON(&runRec{LeaseID: d.LeaseID, LeaseUntil: d.LeaseUntil}))
+			s.addHist(g, &d, p.Now, p.Owner, "", nil)
+			g.get(s.k.static(d.ID))
+			gs[j], dyns[j] = g, &d
+		}
+		if err := s.commit(ctx, gs); err != nil {
+			return nil, err
+		}
+		stale := 0
+		for j, g := range gs {
+			if !g.applied {
+				stale++
+				continue
+			}
+			var st *staticRec
+			if kvs := g.resp[len(g.resp)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				st, err = decodeStatic(string(kvs[0].Key), kvs[0].Value)
+			} else {
+				err = fmt.Errorf("%w: instance %s has no static record", store.ErrCorrupt, dyns[j].ID)
+			}
+			if err != nil {
+				// Claimed, but cannot be run: end it so it does not come
+				// back, and leave the rest of the queue working.
+				if ferr := s.terminateCorrupt(ctx, dyns[j], p.Owner, p.Now, err); ferr != nil {
+					return nil, ferr
+				}
+				continue
+			}
+			res.Instances = append(res.Instances, instance(st, dyns[j]))
+		}
+		if stale > 0 {
+			lost = true
+			s.mu.Lock()
+			s.contended = time.Now()
+			s.mu.Unlock()
+		}
+		if len(res.Instances) >= p.Limit {
+			return res, nil
+		}
+		if stale == 0 && len(cands) < window && len(picks) == len(cands) {
+			// Everything ready was taken by us.
+			res.NextRunAt = next
+			return res, nil
+		}
+	}
+}
+
+// quarantine moves undecodable ready-index entries aside (under bad/), so
+// they stop occupying the head of the queue.
+func (s *Store) quarantine(ctx context.Context, bad []candidate) error {
+	rs, err := s.read(ctx, func() []clientv3.Op {
+		var ops []clientv3.Op
+		for _, b := range bad {
+			ops = append(ops, clientv3.OpGet(b.key))
+		}
+		return ops
+	}())
+	if err != nil {
+		return err
+	}
+	var gs []*group
+	for j, b := range bad {
+		kvs := rs[j].GetKvs()
+		if len(kvs) == 0 {
+			continue
+		}
+		g := &group{guards: []guard{{b.key, kvs[0].ModRevision}}}
+		g.del(b.key)
+		g.put(s.k.p+"bad/"+b.key[len(s.k.p):], string(kvs[0].Value))
+		gs = append(gs, g)
+	}
+	return s.commit(ctx, gs)
+}
+
+// terminateCorrupt ends a claimed instance whose static record cannot be
+// decoded.
+func (s *Store) terminateCorrupt(ctx context.Context, d *dynRec, node string, now time.Time, cause error) error {
+	rs, err := s.read(ctx, []clientv3.Op{clientv3.OpGet(s.k.dyn(d.ID))})
+	if err != nil || len(rs[0].GetKvs()) == 0 {
+		return err
+	}
+	kv := rs[0].GetKvs()[0]
+	e := *d
+	e.State = store.Terminated
+	e.Owner, e.LeaseUntil, e.LeaseID = "", 0, 0
+	e.Finished, e.Updated = tn(now), tn(now)
+	e.Error = cause.Error()
+	e.HSeq++
+	g := &group{guards: []guard{{s.k.dyn(d.ID), kv.ModRevision}}}
+	g.put(s.k.dyn(d.ID), mustJSON(&e))
+	g.del(s.k.running(d.ID))
+	g.put(s.k.finished(&e, e.ID), e.ID)
+	s.addHist(g, &e, now, node, e.Error, nil)
+	return s.commit(ctx, []*group{g})
+}
+
+// readDyn reads the dynamic records of ids: nil where absent; an error per
+// undecodable one.
+func (s *Store) readDyn(ctx context.Context, ids []string) ([]*dynRec, []int64, []error, error) {
+	ops := make([]clientv3.Op, len(ids))
+	for i, id := range ids {
+		ops[i] = clientv3.OpGet(s.k.dyn(id))
+	}
+	rs, err := s.read(ctx, ops)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ds := make([]*dynRec, len(ids))
+	revs := make([]int64, len(ids))
+	errs := make([]error, len(ids))
+	for i, r := range rs {
+		if kvs := r.GetKvs(); len(kvs) > 0 {
+			ds[i], errs[i] = decodeDyn(string(kvs[0].Key), kvs[0].Value)
+			revs[i] = kvs[0].ModRevision
+		}
+	}
+	return ds, revs, errs, nil
+}
+
+// aliveLeases returns the etcd leases of the store handles now alive.
+func (s *Store) aliveLeases(ctx context.Context) (map[int64]bool, error) {
+	resp, err := s.cli.Get(ctx, s.k.alivePrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	alive := map[int64]bool{}
+	for _, kv := range resp.Kvs {
+		if v, ok := parseHex16(string(kv.Key[len(s.k.alivePrefix()):])); ok {
+			alive[int64(v)] = true
+		}
+	}
+	return alive, nil
+}
+
+// Renew implements store.Queue. It is one read and one write transaction
+// per batch of leases, whatever their number; between renewals, the etcd
+// lease keep-alive alone keeps the handle's claims alive. An attempt whose
+// claiming handle lost its etcd lease (the process was cut off for longer
+// than the lease TTL) is Lost: another process may already run it.
+func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewResult, error) {
+	if p == nil || p.Owner == "" {
+		return nil, s.wrap("renew", ctx, fmt.Errorf("%w: renew without an owner", store.ErrInvalid))
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("renew", context.Background(), err)
+	}
+	defer cancel()
+	res := &store.RenewResult{}
+	pending := p.Leases
+	for round := 0; len(pending) > 0; round++ {
+		if round > maxRounds {
+			return nil, s.wrap("renew", ctx, errors.New("gave up after repeated conflicts"))
+		}
+		ids := make([]string, len(pending))
+		for i, l := range pending {
+			ids[i] = l.ID
+		}
+		ds, revs, _, err := s.readDyn(ctx, ids)
+		if err != nil {
+			return nil, s.wrap("renew", ctx, err)
+		}
+		alive, err := s.aliveLeases(ctx)
+		if err != nil {
+			return nil, s.wrap("renew", ctx, err)
+		}
+		var gs []*group
+		for i, l := range pending {
+			d := ds[i]
+			if d == nil || d.State != store.Processing || d.Owner != p.Owner || d.Attempt != l.Attempt || !alive[d.LeaseID] {
+				res.Lost = append(res.Lost, l)
+				continue
+			}
+			e := *d
+			e.LeaseUntil = tn(p.Until)
+			g := &group{guards: []guard{{s.k.dyn(l.ID), revs[i]}}, ref: i}
+			g.put(s.k.dyn(l.ID), mustJSON(&e))
+			g.put(s.k.running(l.ID), mustJSON(&runRec{LeaseID: e.LeaseID, LeaseUntil: e.LeaseUntil}))
+			gs = append(gs, g)
+		}
+		if err := s.commit(ctx, gs); err != nil {
+			return nil, s.wrap("renew", ctx, err)
+		}
+		var again []store.LeaseRef
+		for _, g := range gs {
+			l := pending[g.ref]
+			if g.stale {
+				again = append(again, l)
+				continue
+			}
+			if ds[g.ref].Cancel {
+				res.CancelRequested = append(res.CancelRequested, l)
+			}
+		}
+		pending = again
+	}
+	return res, nil
+}
+
+// Finish implements store.Queue.
+func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, error) {
+	if p == nil || p.Owner == "" {
+		return nil, s.wrap("finish", ctx, fmt.Errorf("%w: finish without an owner", store.ErrInvalid))
+	}
+	for i := range p.Outcomes {
+		if err := p.Outcomes[i].Validate(); err != nil {
+			return nil, s.wrap("finish", ctx, err)
+		}
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("finish", context.Background(), err)
+	}
+	defer cancel()
+	errs := make([]error, len(p.Outcomes))
+	seen := map[string]bool{}
+	var pending []int
+	for i, o := range p.Outcomes {
+		if seen[o.ID] {
+			errs[i] = fmt.Errorf("%w: instance %s appears twice in one Finish", store.ErrLeaseLost, o.ID)
+			continue
+		}
+		seen[o.ID] = true
+		if o.State == store.Completed && 2*len(o.Result)+len(o.Error) > s.maxValue {
+			errs[i] = fmt.Errorf("%w: instance %s: result of %d bytes is over the etcd store's limit of %d (raise etcdstore.WithMaxValueBytes with etcd's --max-request-bytes, or return less)", store.ErrTooLarge, o.ID, len(o.Result), s.maxValue/2)
+			continue
+		}
+		pending = append(pending, i)
+	}
+	for round := 0; len(pending) > 0; round++ {
+		if round > maxRounds {
+			return nil, s.wrap("finish", ctx, errors.New("gave up after repeated conflicts"))
+		}
+		ids := make([]string, len(pending))
+		for j, i := range pending {
+			ids[j] = p.Outcomes[i].ID
+		}
+		ds, revs, _, err := s.readDyn(ctx, ids)
+		if err != nil {
+			return nil, s.wrap("finish", ctx, err)
+		}
+		var gs []*group
+		var dyns []*dynRec
+		for j, i := range pending {
+			o := &p.Outcomes[i]
+			d := ds[j]
+			if d == nil || d.State != store.Processing || d.Owner != p.Owner || d.Attempt != o.Attempt {
+				errs[i] = fmt.Errorf("%w: instance %s attempt %d is not running under owner %s", store.ErrLeaseLost, o.ID, o.Attempt, p.Owner)
+				continue
+			}
+			e := *d
+			e.State = o.State
+			e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
+			e.Updated = tn(p.Now)
+			e.Error = o.Error
+			e.Result = nil
+			e.HSeq++
+			g := &group{guards: []guard{{s.k.dyn(o.ID), revs[j]}}, ref: i}
+			if o.State == store.Scheduled {
+				if o.Release {
+					e.Attempt--
+				}
+				e.RunAt = tn(o.RunAt)
+				s.addHist(g, &e, p.Now, p.Owner, o.Error, nil)
+				dv := mustJSON(&e)
+				g.put(s.k.dyn(o.ID), dv)
+				s.addReady(g, &e, dv)
+			} else {
+				if o.State == store.Completed {
+					e.Result = o.Result
+				}
+				e.Finished = tn(p.Now)
+				s.addHist(g, &e, p.Now, p.Owner, o.Error, e.Result)
+				g.put(s.k.dyn(o.ID), mustJSON(&e))
+				g.put(s.k.finished(&e, e.ID), e.ID)
+			}
+			g.del(s.k.running(o.ID))
+			gs = append(gs, g)
+			dyns = append(dyns, &e)
+		}
+		marks := map[string]int{}
+		for _, e := range dyns {
+			if e.State == store.Scheduled {
+				markPair(marks, e.Queue, e.Priority)
+			}
+		}
+		if err := s.ensureMarks(ctx, marks); err != nil {
+			return nil, s.wrap("finish", ctx, err)
+		}
+		if err := s.commit(ctx, gs); err != nil {
+			return nil, s.wrap("finish", ctx, err)
+		}
+		pending = pending[:0]
+		for j, g := range gs {
+			if g.stale {
+				pending = append(pending, g.ref)
+				continue
+			}
+			errs[g.ref] = nil
+			if dyns[j].State == store.Scheduled {
+					}
+		}
+	}
+	return errs, nil
+}
+
+// Rescue implements store.Queue. A running instance is rescued when its
+// lease deadline passed p.Now, or when the etcd lease of the handle that
+// claimed it has ended (its process died or was cut off for longer than the
+// lease TTL) — so a crashed process's work comes back within the TTL, not
+// the contract lease.
+func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Instance, error) {
+	if p == nil || p.Limit <= 0 {
+		return nil, s.wrap("rescue", ctx, fmt.Errorf("%w: rescue limit must be > 0", store.ErrInvalid))
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("rescue", context.Background(), err)
+	}
+	defer cancel()
+	out, err := s.rescue(ctx, p)
+	return out, s.wrap("rescue", ctx, err)
+}
+
+func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Instance, error) {
+	now := tn(p.Now)
+	var out []*store.Instance
+	for round := 0; len(out) < p.Limit && round < maxRounds; round++ {
+		alive, err := s.aliveLeases(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// Page through the running set for expired entries.
+		var ids []string
+		from := s.k.runningPrefix()
+		end := prefixEnd(from)
+		for len(ids) < p.Limit-len(out) {
+			resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(1000))
+			if err != nil {
+				return nil, err
+			}
+			for _, kv := range resp.Kvs {
+				var r runRec
+				if decode(string(kv.Key), kv.Value, &r) != nil || r.LeaseUntil < now || !alive[r.LeaseID] {
+					ids = append(ids, unesc(string(kv.Key[len(s.k.runningPrefix()):])))
+				}
+			}
+			if !resp.More || len(resp.Kvs) == 0 {
+				break
+			}
+			from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		}
+		if len(ids) == 0 {
+			break
+		}
+		ids = ids[:min(len(ids), p.Limit-len(out))]
+		ds, revs, derrs, err := s.readDyn(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		var gs []*group
+		var dyns []*dynRec
+		for j, d := range ds {
+			if d == nil || derrs[j] != nil || d.State != store.Processing {
+				// A stray running-set key: drop it.
+				g := &group{guards: []guard{{s.k.dyn(ids[j]), revs[j]}}}
+				g.del(s.k.running(ids[j]))
+				gs = append(gs, g)
+				dyns = append(dyns, nil)
+				continue
+			}
+			if d.LeaseUntil >= now && alive[d.LeaseID] {
+				continue // renewed meanwhile
+			}
+			e := *d
+			why := fmt.Sprintf("lease of %s expired at %v", d.Owner, nt(d.LeaseUntil).Format(time.RFC3339Nano))
+			if !alive[d.LeaseID] && d.LeaseUntil >= now {
+				why = fmt.Sprintf("lease of %s ended: its process stopped renewing its etcd lease %x", d.Owner, d.LeaseID)
+			}
+			e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
+			e.Updated = tn(p.Now)
+			e.Error = why
+			e.HSeq++
+			g := &group{guards: []guard{{s.k.dyn(e.ID), revs[j]}}}
+			if e.MaxRetries >= 0 && e.Attempt > e.MaxRetries {
+				e.State = store.Terminated
+				e.Finished = now
+				s.addHist(g, &e, p.Now, p.Node, why, nil)
+				g.put(s.k.dyn(e.ID), mustJSON(&e))
+				g.put(s.k.finished(&e, e.ID), e.ID)
+			} else {
+				e.State = store.Scheduled
+				e.RunAt = now
+				s.addHist(g, &e, p.Now, p.Node, why, nil)
+				dv := mustJSON(&e)
+				g.put(s.k.dyn(e.ID), dv)
+				s.addReady(g, &e, dv)
+			}
+			g.del(s.k.running(e.ID))
+			g.get(s.k.static(e.ID))
+			gs = append(gs, g)
+			dyns = append(dyns, &e)
+		}
+		if len(gs) == 0 {
+			break
+		}
+		marks := map[string]int{}
+		for _, e := range dyns {
+			if e != nil && e.State == store.Scheduled {
+				markPair(marks, e.Queue, e.Priority)
+			}
+		}
+		if err := s.ensureMarks(ctx, marks); err != nil {
+			return nil, err
+		}
+		if err := s.commit(ctx, gs); err != nil {
+			return nil, err
+		}
+		for j, g := range gs {
+			if !g.applied || dyns[j] == nil {
+				continue
+			}
+			if dyns[j].State == store.Scheduled {
+					}
+			var st *staticRec
+			if kvs := g.resp[len(g.resp)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				st, _ = decodeStatic(string(kvs[0].Key), kvs[0].Value)
+			}
+			out = append(out, instance(st, dyns[j]))
+		}
+	}
+	return out, nil
+}
+
+// Cancel implements store.Queue.
+func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Instance, error) {
+	if p == nil || p.ID == "" {
+		return nil, s.wrap("cancel", ctx, fmt.Errorf("%w: cancel without an instance ID", store.ErrInvalid))
+	}
+	what := "cancel instance " + p.ID
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap(what, context.Background(), err)
+	}
+	defer cancel()
+	for round := 0; round < maxRounds; round++ {
+		rs, err := s.read(ctx, []clientv3.Op{clientv3.OpGet(s.k.dyn(p.ID)), clientv3.OpGet(s.k.static(p.ID))})
+		if err != nil {
+			return nil, s.wrap(what, ctx, err)
+		}
+		kvs := rs[0].GetKvs()
+		if len(kvs) == 0 {
+			return nil, s.wrap(what, ctx, fmt.Errorf("%w: %s", store.ErrNotFound, p.ID))
+		}
+		d, err := decodeDyn(string(kvs[0].Key), kvs[0].Value)
+		if err != nil {
+			return nil, s.wrap(what, ctx, err)
+		}
+		var st *staticRec
+		if skv := rs[1].GetKvs(); len(skv) > 0 {
+			st, _ = decodeStatic(string(skv[0].Key), skv[0].Value)
+		}
+		if d.State.Final() {
+			return instance(st, d), s.wrap(what, ctx, fmt.Errorf("%w: %s is %v", store.ErrFinished, p.ID, d.State))
+		}
+		e := *d
+		g := &group{guards: []guard{{s.k.dyn(p.ID), kvs[0].ModRevision}}}
+		switch d.State {
+		case store.Processing:
+			if d.Cancel {
+				return instance(st, d), nil
+			}
+			e.Cancel = true
+			e.Updated = tn(p.Now)
+			g.put(s.k.dyn(p.ID), mustJSON(&e))
+		default:
+			if d.State == store.Scheduled {
+				g.del(s.k.ready(d))
+			}
+			e.State = store.Canceled
+			e.Updated, e.Finished = tn(p.Now), tn(p.Now)
+			e.HSeq++
+			s.addHist(g, &e, p.Now, p.Node, "", nil)
+			g.put(s.k.dyn(p.ID), mustJSON(&e))
+			g.put(s.k.finished(&e, e.ID), e.ID)
+		}
+		if err := s.commit(ctx, []*group{g}); err != nil {
+			return nil, s.wrap(what, ctx, err)
+		}
+		if g.applied {
+			return instance(st, &e), nil
+		}
+	}
+	return nil, s.wrap(what, ctx, errors.New("gave up after repeated conflicts"))
+}

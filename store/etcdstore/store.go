@@ -1,0 +1,308 @@
+package etcdstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobkit/job/store"
+)
+
+// Store is a store.Store on etcd. It is safe for concurrent use; several
+// Stores (in one process or many) with the same prefix share one queue.
+type Store struct {
+	cli       *clientv3.Client
+	k         keys
+	ttl       int64 // seconds
+	maxOps    int
+	maxTxn    int // bytes
+	maxValue  int // bytes
+	opTimeout time.Duration
+	window    int
+	nonce     string // makes log keys of this handle unique
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	closed    bool
+	lease     clientv3.LeaseID // this handle's etcd lease; 0 before the first claim or after it died
+	leaseDone chan struct{}    // closed when the keep-alive of lease ends
+	seqVal    uint64           // last known value of the sequence counter
+	seqRev    int64            // and its ModRevision (0: unknown)
+	prios     map[string][]string
+	marked    map[string]bool // queue + "/" + prio markers known to exist
+	contended time.Time       // when a claim last lost a race
+	logCount  uint64
+	uniq      map[int64]clientv3.LeaseID // unique-key leases by expiry bucket
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithPrefix puts every key of the store under prefix. Defaults to
+// "jobkit/". Stores with different prefixes are fully isolated; nothing
+// the store does touches a key outside its prefix.
+func WithPrefix(prefix string) Option { return func(s *Store) { s.k.p = prefix } }
+
+// WithLeaseTTL sets the TTL of the etcd lease that ties this handle's
+// claims to its process. When the process dies, its running instances
+// become rescuable once the lease ends, whatever their contract lease
+// deadline says. Defaults to 10 s; rounded up to whole seconds, minimum 2 s.
+func WithLeaseTTL(d time.Duration) Option {
+	return func(s *Store) {
+		secs := int64((d + time.Second - 1) / time.Second)
+		s.ttl = max(secs, 2)
+	}
+}
+
+// WithMaxTxnOps sets how many operations the store puts in one etcd
+// transaction. It must not exceed the server's --max-txn-ops. Defaults to
+// 128, etcd's default.
+func WithMaxTxnOps(n int) Option { return func(s *Store) { s.maxOps = max(n, 16) } }
+
+// WithMaxValueBytes sets the largest encoded instance (arguments included),
+// result or log message the store accepts; larger ones fail with
+// store.ErrTooLarge. Defaults to 512 KiB, which keeps every transaction
+// under etcd's default --max-request-bytes of 1.5 MiB. Raise both together.
+func WithMaxValueBytes(n int) Option {
+	return func(s *Store) {
+		s.maxValue = n
+		s.maxTxn = max(2*n+64<<10, 1<<20)
+	}
+}
+
+// WithOpTimeout bounds every store call whose ctx has no earlier deadline,
+// so an unreachable etcd gives an error instead of a hang. Defaults to 15 s;
+// 0 leaves calls bounded by their ctx alone.
+func WithOpTimeout(d time.Duration) Option { return func(s *Store) { s.opTimeout = d } }
+
+// WithClaimWindow sets how many ready candidates a contended claim spreads
+// over: after a lost race, claimers pick at random among the first n ready
+// instances instead of all fighting for the head of the queue. Defaults
+// to 32.
+func WithClaimWindow(n int) Option { return func(s *Store) { s.window = max(n, 1) } }
+
+// New returns a Store that keeps its data in etcd through client. The client
+// belongs to the caller: the Store never closes it. New does no I/O; the
+// first call that needs etcd reports an unreachable server. Call Close when
+// done, to end the etcd lease the Store takes for its claims.
+func New(client *clientv3.Client, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: etcdstore.New: nil client; pass a *clientv3.Client from clientv3.New", store.ErrInvalid)
+	}
+	s := &Store{
+		cli: client, k: keys{p: "jobkit/"}, ttl: 10, maxOps: 128,
+		maxValue: 512 << 10, maxTxn: 1<<20 + 64<<10, opTimeout: 15 * time.Second, window: 32,
+		prios: map[string][]string{}, marked: map[string]bool{}, uniq: map[int64]clientv3.LeaseID{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.k.p == "" {
+		return nil, fmt.Errorf("%w: etcdstore.New: empty key prefix; the store needs a prefix of its own (WithPrefix(\"myapp/jobs/\"))", store.ErrInvalid)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	s.nonce = hex.EncodeToString(b[:])
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Prefix returns the key prefix the store keeps its data under.
+func (s *Store) Prefix() string { return s.k.p }
+
+// Close ends what the store owns: its etcd lease (so its remaining claims
+// become rescuable at once), its keep-alive and its subscriptions. It does
+// not close the client. Calls after Close fail.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	lease := s.lease
+	s.lease = 0
+	uniq := s.uniq
+	s.uniq = nil
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	var err error
+	if lease != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if _, rerr := s.cli.Revoke(ctx, lease); rerr != nil && !isLeaseNotFound(rerr) {
+			err = fmt.Errorf("etcdstore: close: revoke etcd lease %x: %w", int64(lease), rerr)
+		}
+		cancel()
+	}
+	_ = uniq // unique-key leases outlive the handle on purpose: they carry held keys
+	return err
+}
+
+var errClosed = errors.New("etcdstore: store is closed")
+
+// op returns the context of one store call: ctx, bounded by the op timeout
+// when it has no earlier deadline.
+func (s *Store) op(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, nil, errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if s.opTimeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.opTimeout {
+			c, cancel := context.WithTimeout(ctx, s.opTimeout)
+			return c, cancel, nil
+		}
+	}
+	return ctx, func() {}, nil
+}
+
+// wrap names the operation and, when etcd did not answer, the endpoints.
+func (s *Store) wrap(what string, ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrNotFound) ||
+		errors.Is(err, store.ErrFinished) || errors.Is(err, errClosed) {
+		return fmt.Errorf("etcdstore: %s: %w", what, err)
+	}
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("etcdstore: %s: etcd at %s did not answer in time (is it running and reachable?): %w",
+			what, strings.Join(s.cli.Endpoints(), ","), err)
+	}
+	return fmt.Errorf("etcdstore: %s: etcd at %s: %w", what, strings.Join(s.cli.Endpoints(), ","), err)
+}
+
+func isLeaseNotFound(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "requested lease not found")
+}
+
+// ownLease returns this handle's etcd lease, granting it (and writing its
+// liveness key) on first use or after the previous one ended.
+func (s *Store) ownLease(ctx context.Context) (clientv3.LeaseID, error) {
+	s.mu.Lock()
+	if s.lease != 0 {
+		select {
+		case <-s.leaseDone:
+			s.lease = 0
+		default:
+			l := s.lease
+			s.mu.Unlock()
+			return l, nil
+		}
+	}
+	s.mu.Unlock()
+
+	g, err := s.cli.Grant(ctx, s.ttl)
+	if err != nil {
+		return 0, fmt.Errorf("grant an etcd lease: %w", err)
+	}
+	host, _ := os.Hostname()
+	info := fmt.Sprintf("%s pid %d", host, os.Getpid())
+	if _, err := s.cli.Put(ctx, s.k.alive(int64(g.ID)), info, clientv3.WithLease(g.ID)); err != nil {
+		s.revokeSoon(g.ID)
+		return 0, fmt.Errorf("write the liveness key: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		s.revokeSoon(g.ID)
+		return 0, errClosed
+	}
+	if s.lease != 0 { // another call won the race
+		s.revokeSoon(g.ID)
+		return s.lease, nil
+	}
+	ch, err := s.cli.KeepAlive(s.ctx, g.ID)
+	if err != nil {
+		s.revokeSoon(g.ID)
+		return 0, fmt.Errorf("keep the etcd lease alive: %w", err)
+	}
+	done := make(chan struct{})
+	s.lease, s.leaseDone = g.ID, done
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(done)
+		for range ch {
+		}
+	}()
+	return g.ID, nil
+}
+
+func (s *Store) revokeSoon(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, _ = s.cli.Revoke(ctx, id)
+}
+
+// dropLease forgets the lease after etcd said it does not exist.
+func (s *Store) dropLease(id clientv3.LeaseID) {
+	s.mu.Lock()
+	if s.lease == id {
+		s.lease = 0
+	}
+	s.mu.Unlock()
+}
+
+// uniqueLease returns a lease that lives at least ttl from now, shared by
+// every unique key expiring in the same bucket, so a held unique key is
+// deleted by etcd some time after it expires without a grant per key.
+func (s *Store) uniqueLease(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, error) {
+	const bucket = 60 // seconds
+	secs := int64(ttl/time.Second) + 1
+	b := (time.Now().Unix() + secs + bucket - 1) / bucket
+	s.mu.Lock()
+	id, ok := s.uniq[b]
+	s.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	life := b*bucket - time.Now().Unix() + bucket
+	g, err := s.cli.Grant(ctx, life)
+	if err != nil {
+		return 0, fmt.Errorf("grant a unique-key lease: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.uniq == nil {
+		return g.ID, nil
+	}
+	now := time.Now().Unix() / bucket
+	for k := range s.uniq {
+		if k < now {
+			delete(s.uniq, k)
+		}
+	}
+	if id, ok := s.uniq[b]; ok {
+		return id, nil // a concurrent call granted one too; its lease just expires
+	}
+	s.uniq[b] = g.ID
+	return g.ID, nil
+}
+
+func (s *Store) forgetUniqueLease(id clientv3.LeaseID) {
+	s.mu.Lock()
+	for k, v := range s.uniq {
+		if v == id {
+			delete(s.uniq, k)
+		}
+	}
+	s.mu.Unlock()
+}

@@ -1,0 +1,134 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// guard is one condition of a group: key's ModRevision is rev (0: the key
+// is absent).
+type guard struct {
+	key string
+	rev int64
+}
+
+// group is the operations of one record's change: applied all together or
+// not at all, guarded by compares on the keys it read. Several groups share
+// one etcd transaction, so a batch costs one consensus round.
+type group struct {
+	guards []guard
+	ops    []clientv3.Op
+	size   int
+	ref    int // the caller's index of what the group changes
+
+	applied bool
+	stale   bool // a guard no longer held: the record changed under us
+	resp    []*pb.ResponseOp
+}
+
+func (g *group) put(key, val string, opts ...clientv3.OpOption) {
+	g.ops = append(g.ops, clientv3.OpPut(key, val, opts...))
+	g.size += len(key) + len(val) + 16
+}
+
+func (g *group) del(key string, opts ...clientv3.OpOption) {
+	g.ops = append(g.ops, clientv3.OpDelete(key, opts...))
+	g.size += len(key) + 16
+}
+
+func (g *group) get(key string, opts ...clientv3.OpOption) {
+	g.ops = append(g.ops, clientv3.OpGet(key, opts...))
+	g.size += len(key) + 16
+}
+
+// commit applies the groups in as few transactions as the limits allow
+// (max ops per list, max request bytes). A transaction whose compares fail
+// reads back the guarded keys in its failure branch, so the groups still
+// valid are retried at once and the stale ones are marked, with no extra
+// read. On return every group is applied or stale, or an error is returned.
+func (s *Store) commit(ctx context.Context, gs []*group) error {
+	pending := gs
+	for len(pending) > 0 {
+		n, nops, ncmp, size := 0, 0, 0, 0
+		for n < len(pending) {
+			g := pending[n]
+			if n > 0 && (nops+len(g.ops) > s.maxOps || ncmp+len(g.guards) > s.maxOps || size+g.size > s.maxTxn) {
+				break
+			}
+			nops += len(g.ops)
+			ncmp += len(g.guards)
+			size += g.size
+			n++
+		}
+		batch := pending[:n]
+		var cmps []clientv3.Cmp
+		var thens, elses []clientv3.Op
+		for _, g := range batch {
+			for _, gd := range g.guards {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(gd.key), "=", gd.rev))
+				elses = append(elses, clientv3.OpGet(gd.key, clientv3.WithKeysOnly()))
+			}
+			thens = append(thens, g.ops...)
+		}
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
+		if err != nil {
+			return err
+		}
+		if resp.Succeeded {
+			off := 0
+			for _, g := range batch {
+				g.applied = true
+				g.resp = resp.Responses[off : off+len(g.ops)]
+				off += len(g.ops)
+			}
+			pending = pending[n:]
+			continue
+		}
+		var retry []*group
+		i := 0
+		for _, g := range batch {
+			ok := true
+			for _, gd := range g.guards {
+				var rev int64
+				if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+					rev = kvs[0].ModRevision
+				}
+				if rev != gd.rev {
+					ok = false
+				}
+				i++
+			}
+			if ok {
+				retry = append(retry, g)
+			} else {
+				g.stale = true
+			}
+		}
+		if len(retry) == len(batch) {
+			return fmt.Errorf("transaction failed although every guard holds (is --max-txn-ops below %d? see WithMaxTxnOps)", s.maxOps)
+		}
+		pending = append(retry, pending[n:]...)
+	}
+	return nil
+}
+
+// read runs get operations in as few read-only transactions as the op limit
+// allows and returns their results in order.
+func (s *Store) read(ctx context.Context, ops []clientv3.Op) ([]*pb.RangeResponse, error) {
+	out := make([]*pb.RangeResponse, 0, len(ops))
+	for len(ops) > 0 {
+		n := min(len(ops), s.maxOps)
+		resp, err := s.cli.Txn(ctx).Then(ops[:n]...).Commit()
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range resp.Responses {
+			out = append(out, r.GetResponseRange())
+		}
+		ops = ops[n:]
+	}
+	return out, nil
+}
