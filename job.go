@@ -142,7 +142,10 @@ func WithTimeout(d time.Duration) JobOption {
 
 // WithStateChangeProcessor calls fn after each state change of an instance
 // that this manager made (scheduled, processing, retried, finished). It
-// runs on the manager's goroutines: keep it short.
+// runs on the manager's goroutines: keep it short. Calls for one instance
+// come from the goroutine that made each change, so the Scheduled call of
+// an instance scheduled while the manager runs may come after its
+// Processing call; the store's history is the ordered record.
 func WithStateChangeProcessor(fn func(ji Instance, state State)) JobOption {
 	return func(j *Job) error { j.onStateChange = fn; return nil }
 }

@@ -47,12 +47,12 @@ func (m *Manager) renew() {
 			continue
 		}
 		for _, r := range res.Lost {
-			if a := byRef[r]; a != nil {
+			// An attempt already settled is being written; its outcome
+			// will be rejected on its own if the lease is really gone.
+			if a := byRef[r]; a != nil && a.settled.CompareAndSwap(false, true) {
 				m.log.Warn("lease lost; canceling the attempt", "instance", r.ID, "attempt", r.Attempt)
 				a.cancel(ErrLeaseLost)
-				if a.settled.CompareAndSwap(false, true) {
-					m.active.remove(a)
-				}
+				m.active.remove(a)
 			}
 		}
 		for _, r := range res.CancelRequested {
