@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/internal/redisscript/scripttest"
 	"github.com/jobkit/job/store/redisstore"
 	"github.com/jobkit/job/store/storetest"
 )
@@ -38,6 +39,16 @@ func TestConformance(t *testing.T) {
 	c := client(t)
 	storetest.Run(t, storetest.Harness{
 		Open: func(t testing.TB, ns string) store.Store {
+			return redisstore.New(c, redisstore.WithNamespace(ns))
+		},
+	})
+}
+
+func TestRedisSpecific(t *testing.T) {
+	scripttest.Run(t, scripttest.Harness{
+		Open: func(t testing.TB, addr, ns string) store.Store {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			t.Cleanup(func() { c.Close() })
 			return redisstore.New(c, redisstore.WithNamespace(ns))
 		},
 	})

@@ -1,0 +1,58 @@
+package valkeystore_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/valkey-io/valkey-go"
+	"go.uber.org/goleak"
+
+	"github.com/jobkit/job/internal/testserver"
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/internal/redisscript/scripttest"
+	"github.com/jobkit/job/store/storetest"
+	"github.com/jobkit/job/store/valkeystore"
+)
+
+// These tests run against redis-server: Valkey is not packaged for the
+// Debian release CI uses, and the scripts use nothing Redis 7 and Valkey
+// do not share.
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testserver.StopAll()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func newClient(t testing.TB, addr string) valkey.Client {
+	t.Helper()
+	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		t.Fatalf("valkey client for %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestConformance(t *testing.T) {
+	c := newClient(t, testserver.Redis(t))
+	storetest.Run(t, storetest.Harness{
+		Open: func(t testing.TB, ns string) store.Store {
+			return valkeystore.New(c, valkeystore.WithNamespace(ns))
+		},
+	})
+}
+
+func TestValkeySpecific(t *testing.T) {
+	scripttest.Run(t, scripttest.Harness{
+		Open: func(t testing.TB, addr, ns string) store.Store {
+			return valkeystore.New(newClient(t, addr), valkeystore.WithNamespace(ns))
+		},
+	})
+}
