@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jobkit/job/internal/testserver"
+	"github.com/jobkit/job/jobtest"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/internal/redisscript/scripttest"
 	"github.com/jobkit/job/store/redisstore"
@@ -52,4 +53,13 @@ func TestRedisSpecific(t *testing.T) {
 			return redisstore.New(c, redisstore.WithNamespace(ns))
 		},
 	})
+}
+
+func TestManagerSuite(t *testing.T) {
+	jobtest.Run(t, jobtest.Harness{Open: harnessOpen(t)})
+}
+
+func harnessOpen(t *testing.T) func(testing.TB, string) store.Store {
+	c := client(t)
+	return func(_ testing.TB, ns string) store.Store { return redisstore.New(c, redisstore.WithNamespace(ns)) }
 }

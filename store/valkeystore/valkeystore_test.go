@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jobkit/job/internal/testserver"
+	"github.com/jobkit/job/jobtest"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/internal/redisscript/scripttest"
 	"github.com/jobkit/job/store/storetest"
@@ -55,4 +56,13 @@ func TestValkeySpecific(t *testing.T) {
 			return valkeystore.New(newClient(t, addr), valkeystore.WithNamespace(ns))
 		},
 	})
+}
+
+func TestManagerSuite(t *testing.T) {
+	jobtest.Run(t, jobtest.Harness{Open: harnessOpen(t)})
+}
+
+func harnessOpen(t *testing.T) func(testing.TB, string) store.Store {
+	c := newClient(t, testserver.Redis(t))
+	return func(_ testing.TB, ns string) store.Store { return valkeystore.New(c, valkeystore.WithNamespace(ns)) }
 }

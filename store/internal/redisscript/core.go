@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -623,15 +622,7 @@ func (c *Core) LookupHistory(ctx context.Context, q *store.Query) ([]*store.Hist
 			return nil, err
 		}
 	}
-	slices.SortStableFunc(out, func(a, b *store.HistoryRecord) int {
-		if c := a.Time.Compare(b.Time); c != 0 {
-			return c
-		}
-		if a.InstanceID == b.InstanceID {
-			return cmp.Compare(a.Seq, b.Seq)
-		}
-		return 0
-	})
+	orderBySeq(out, func(h *store.HistoryRecord) (string, uint64, time.Time) { return h.InstanceID, h.Seq, h.Time })
 	if q.Limit > 0 && len(out) > q.Limit {
 		out = out[:q.Limit]
 	}
@@ -673,15 +664,7 @@ func (c *Core) LookupLogs(ctx context.Context, q *store.Query) ([]*store.LogReco
 	} else if err := c.scan(ctx, "l", q, func(raw string) bool { add(raw); return true }); err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(out, func(a, b *store.LogRecord) int {
-		if c := a.Time.Compare(b.Time); c != 0 {
-			return c
-		}
-		if a.InstanceID == b.InstanceID {
-			return cmp.Compare(a.Seq, b.Seq)
-		}
-		return 0
-	})
+	orderBySeq(out, func(l *store.LogRecord) (string, uint64, time.Time) { return l.InstanceID, l.Seq, l.Time })
 	if q.Limit > 0 && len(out) > q.Limit {
 		out = out[:q.Limit]
 	}
@@ -691,4 +674,36 @@ func (c *Core) LookupLogs(ctx context.Context, q *store.Query) ([]*store.LogReco
 	return out, errors.Join(errs...)
 }
 
-var _ = math.MaxInt
+// orderBySeq sorts recs oldest first by time, except that the records of
+// one instance keep their Seq order (callers' clocks may disagree by a few
+// ms; the store's Seq is the true order): each instance's records are put,
+// in Seq order, into the places its records hold in the time order.
+func orderBySeq[T any](recs []T, key func(T) (string, uint64, time.Time)) {
+	slices.SortStableFunc(recs, func(a, b T) int {
+		_, _, ta := key(a)
+		_, _, tb := key(b)
+		return ta.Compare(tb)
+	})
+	places := map[string][]int{}
+	for i, r := range recs {
+		id, _, _ := key(r)
+		places[id] = append(places[id], i)
+	}
+	for _, idx := range places {
+		if len(idx) < 2 {
+			continue
+		}
+		group := make([]T, len(idx))
+		for j, i := range idx {
+			group[j] = recs[i]
+		}
+		slices.SortStableFunc(group, func(a, b T) int {
+			_, sa, _ := key(a)
+			_, sb, _ := key(b)
+			return cmp.Compare(sa, sb)
+		})
+		for j, i := range idx {
+			recs[i] = group[j]
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobkit/job/internal/testserver"
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/redisstore"
+)
+
+// Benchmarks run on a redis-server of their own, so used_memory counts
+// only what they store.
+//
+//	go test -run '^$' -bench . -benchtime 2000x ./store/redisstore/
+
+var benchServer struct {
+	once sync.Once
+	addr string
+}
+
+func benchClient(b *testing.B) *redis.Client {
+	b.Helper()
+	benchServer.once.Do(func() {
+		benchServer.addr = testserver.StartRedis(b).Addr
+	})
+	c := redis.NewClient(&redis.Options{Addr: benchServer.addr, PoolSize: 32})
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+var benchBase = time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+
+// uuidish returns a 36-character ID like the engine's UUIDs.
+func uuidish(ns string, i int) string {
+	s := fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", i, len(ns), i%4096, i%4096, i)
+	return s[:36]
+}
+
+func benchInst(ns string, i int) *store.Instance {
+	return &store.Instance{
+		ID: uuidish(ns, i), Kind: "email.send", Queue: "default",
+		Args: []byte(`["user@example.com",42]`), RunAt: benchBase, CreatedAt: benchBase,
+		MaxRetries: 3, Timeout: 30 * time.Second,
+	}
+}
+
+// fill enqueues n instances in batches of 1000, 8 batches in flight.
+func fill(b *testing.B, s *redisstore.Store, ns string, n int) {
+	b.Helper()
+	const batch = 1000
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	errs := make(chan error, 1)
+	for start := 0; start < n; start += batch {
+		ins := make([]*store.Instance, 0, batch)
+		for i := start; i < min(start+batch, n); i++ {
+			ins = append(ins, benchInst(ns, i))
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, err := s.Enqueue(context.Background(), &store.EnqueueParams{Instances: ins, Node: "bench-node-1", Now: benchBase}); err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+}
+
+func usedMemory(b *testing.B, c *redis.Client) int64 {
+	b.Helper()
+	info, err := c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	b.Fatal("no used_memory in INFO")
+	return 0
+}
+
+// BenchmarkMemoryPerPendingJob reports Redis used_memory per pending job
+// with 100k jobs queued (record, ready-set member, kind index and the two
+// history entries, Created and Scheduled).
+func BenchmarkMemoryPerPendingJob(b *testing.B) {
+	c := benchClient(b)
+	const n = 100_000
+	for i := range b.N {
+		ns := fmt.Sprintf("bench_mem_%d_%d", time.Now().UnixNano(), i)
+		s := redisstore.New(c, redisstore.WithNamespace(ns))
+		before := usedMemory(b, c)
+		fill(b, s, ns, n)
+		after := usedMemory(b, c)
+		b.ReportMetric(float64(after-before)/n, "B/pending-job")
+	}
+}
+
+// benchClaim measures one Claim of 10 at a queue depth of depth; the
+// claimed attempts are handed back (untimed) so the depth stays put.
+func benchClaim(b *testing.B, depth int) {
+	c := benchClient(b)
+	ns := fmt.Sprintf("bench_claim_%d_%d", depth, time.Now().UnixNano())
+	s := redisstore.New(c, redisstore.WithNamespace(ns))
+	fill(b, s, ns, depth)
+	ctx := context.Background()
+	now := benchBase
+	b.ResetTimer()
+	for range b.N {
+		now = now.Add(time.Millisecond)
+		res, err := s.Claim(ctx, &store.ClaimParams{Queue: "default", Owner: "w", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil || len(res.Instances) != 10 {
+			b.Fatalf("claim: %v, %d", err, len(res.Instances))
+		}
+		b.StopTimer()
+		outs := make([]store.Outcome, len(res.Instances))
+		for i, in := range res.Instances {
+			outs[i] = store.Outcome{ID: in.ID, Attempt: in.Attempt, State: store.Scheduled, RunAt: in.RunAt, Release: true}
+		}
+		if _, err := s.Finish(ctx, &store.FinishParams{Owner: "w", Now: now, Outcomes: outs}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+func BenchmarkClaimDepth1k(b *testing.B) { benchClaim(b, 1_000) }
+func BenchmarkClaimDepth1M(b *testing.B) { benchClaim(b, 1_000_000) }
+
+// BenchmarkEnqueueBatch100 enqueues batches of 100 (per-op time is per
+// batch; jobs/s is reported).
+func BenchmarkEnqueueBatch100(b *testing.B) {
+	c := benchClient(b)
+	ns := fmt.Sprintf("bench_enq_%d", time.Now().UnixNano())
+	s := redisstore.New(c, redisstore.WithNamespace(ns))
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		ins := make([]*store.Instance, 100)
+		for j := range ins {
+			ins[j] = benchInst(ns, i*100+j)
+		}
+		if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: ins, Node: "n", Now: benchBase}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkClaimFinishCycle claims 100 and completes them, one round trip
+// each, from a deep queue (per-op time is per 100 jobs; jobs/s reported).
+func BenchmarkClaimFinishCycle(b *testing.B) {
+	c := benchClient(b)
+	ns := fmt.Sprintf("bench_cycle_%d", time.Now().UnixNano())
+	s := redisstore.New(c, redisstore.WithNamespace(ns))
+	fill(b, s, ns, b.N*100)
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		res, err := s.Claim(ctx, &store.ClaimParams{Queue: "default", Owner: "w", Limit: 100, Now: benchBase, LeaseUntil: benchBase.Add(time.Minute)})
+		if err != nil || len(res.Instances) != 100 {
+			b.Fatalf("claim: %v, %d", err, len(res.Instances))
+		}
+		outs := make([]store.Outcome, len(res.Instances))
+		for i, in := range res.Instances {
+			outs[i] = store.Outcome{ID: in.ID, Attempt: in.Attempt, State: store.Completed, Result: []byte(`[true]`)}
+		}
+		if _, err := s.Finish(ctx, &store.FinishParams{Owner: "w", Now: benchBase, Outcomes: outs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
+}
