@@ -1,0 +1,387 @@
+// Package faulttest runs jobkit managers as real OS processes (the
+// faultworker program, built from this repository) against a shared store,
+// kills them with SIGKILL, and checks what the cluster did: nothing lost,
+// nothing completed twice, crashed work rescued within lease + 1 s, every
+// recurring tick run exactly once.
+package faulttest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobkit/job"
+	"github.com/jobkit/job/store"
+)
+
+// Spec says which store the processes share.
+type Spec struct {
+	// Store is the faultworker -store value: redis, valkey or etcd.
+	Store string
+	// Args are the faultworker flags that reach the server (-redis-addr
+	// ADDR or -etcd ENDPOINTS).
+	Args []string
+	// Open returns a handle on namespace ns in the test process, for
+	// scheduling and checking.
+	Open func(t testing.TB, ns string) store.Store
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildBin  string
+	buildErr  error
+)
+
+// Cleanup removes the built program; call it from TestMain.
+func Cleanup() {
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+}
+
+func build(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "jobkit-faultworker")
+		if buildErr != nil {
+			return
+		}
+		buildBin = filepath.Join(buildDir, "faultworker")
+		out, err := exec.Command("go", "build", "-o", buildBin, "github.com/jobkit/job/internal/faulttest/faultworker").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("build faultworker: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildBin
+}
+
+// worker is one faultworker process.
+type worker struct {
+	node   string
+	runlog string
+	cmd    *exec.Cmd
+	done   chan struct{}
+	stderr *strings.Builder
+}
+
+func startWorker(t *testing.T, spec Spec, ns, node, dir string, extra ...string) *worker {
+	t.Helper()
+	bin := build(t)
+	w := &worker{node: node, runlog: filepath.Join(dir, node+".log"), done: make(chan struct{}), stderr: &strings.Builder{}}
+	args := append([]string{"-store", spec.Store, "-ns", ns, "-node", node, "-runlog", w.runlog}, spec.Args...)
+	w.cmd = exec.Command(bin, append(args, extra...)...)
+	w.cmd.Stderr = &lockedWriter{b: w.stderr}
+	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := w.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatalf("start faultworker: %v", err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		ok := false
+		for sc.Scan() {
+			if !ok && sc.Text() == "ready" {
+				ok = true
+				ready <- true
+			}
+		}
+		if !ok {
+			ready <- false
+		}
+	}()
+	go func() { _ = w.cmd.Wait(); close(w.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-w.done:
+		default:
+			_ = w.cmd.Process.Signal(syscall.SIGKILL)
+			<-w.done
+		}
+	})
+	select {
+	case ok := <-ready:
+		if !ok {
+			<-w.done
+			t.Fatalf("faultworker %s exited before it was ready: %s", node, w.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("faultworker %s not ready after 30 s: %s", node, w.stderr.String())
+	}
+	return w
+}
+
+// kill ends the process with SIGKILL, as a crash would.
+func (w *worker) kill() {
+	_ = w.cmd.Process.Signal(syscall.SIGKILL)
+	<-w.done
+}
+
+// stop ends the process with SIGTERM (Manager.Stop) and waits.
+func (w *worker) stop(t *testing.T) {
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.done:
+	case <-time.After(20 * time.Second):
+		t.Errorf("faultworker %s did not stop within 20 s of SIGTERM", w.node)
+		w.kill()
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// runLine is one line of a run log.
+type runLine struct {
+	op      string // start, end, tick
+	id      string
+	attempt int
+	at      time.Time // for tick: the tick's RunAt
+	ran     time.Time // for tick: when it ran
+	node    string
+}
+
+func readRuns(t *testing.T, ws []*worker) []runLine {
+	t.Helper()
+	var out []runLine
+	for _, w := range ws {
+		f, err := os.Open(w.runlog)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			switch {
+			case len(fs) == 4 && (fs[0] == "start" || fs[0] == "end"):
+				a, _ := strconv.Atoi(fs[2])
+				ns, _ := strconv.ParseInt(fs[3], 10, 64)
+				out = append(out, runLine{op: fs[0], id: fs[1], attempt: a, at: time.Unix(0, ns), node: w.node})
+			case len(fs) == 3 && fs[0] == "tick":
+				at, _ := strconv.ParseInt(fs[1], 10, 64)
+				ran, _ := strconv.ParseInt(fs[2], 10, 64)
+				out = append(out, runLine{op: "tick", at: time.Unix(0, at), ran: time.Unix(0, ran), node: w.node})
+			}
+			// A partial last line of a killed process is ignored.
+		}
+		f.Close()
+	}
+	return out
+}
+
+func namespace(t *testing.T) string {
+	return fmt.Sprintf("ft_%s_%d", strings.NewReplacer("/", "_").Replace(t.Name()), time.Now().UnixNano()%1_000_000_000)
+}
+
+// KillOne runs three worker processes on one store and jobs of the
+// "fault" kind (each sleeps sleep), kills one with SIGKILL when about a
+// third are done, and checks: every job completes, none completes twice,
+// and every job the killed process had started runs again on another
+// process within lease + 1 s of the kill.
+func KillOne(t *testing.T, spec Spec, jobs int, sleep time.Duration) {
+	const lease = 2 * time.Second
+	ns := namespace(t)
+	dir := t.TempDir()
+	s := spec.Open(t, ns)
+	sched, err := job.NewManager(job.WithStore(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fj, err := job.NewJob(job.WithKind("fault"), job.WithMaxRetries(job.RetryForever), job.WithExecutor(func(ms int) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sched.RegisterJob(fj); err != nil {
+		t.Fatal(err)
+	}
+	var ws []*worker
+	for i := range 3 {
+		ws = append(ws, startWorker(t, spec, ns, fmt.Sprintf("node%d", i), dir, "-lease", lease.String(), "-workers", "8"))
+	}
+	ctx := context.Background()
+	ids := make(map[string]bool, jobs)
+	for range jobs {
+		ji, err := sched.ScheduleJob(ctx, "fault", job.WithArguments(int(sleep/time.Millisecond)))
+		if err != nil {
+			t.Fatalf("schedule: %v", err)
+		}
+		ids[ji.ID()] = true
+	}
+	completed := func() int {
+		insts, err := sched.LookupInstances(ctx, job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Completed)))
+		if err != nil {
+			t.Fatalf("lookup: %v", err)
+		}
+		return len(insts)
+	}
+	// Progress is read from the run logs: cheap, and close to real time.
+	ended := func() int {
+		n := 0
+		for _, r := range readRuns(t, ws) {
+			if r.op == "end" {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, 60*time.Second, "a third of the jobs done", func() bool { return ended() >= jobs/3 })
+	victim := ws[0]
+	killedAt := time.Now()
+	victim.kill()
+	t.Logf("killed %s (pid %d) with %d of %d jobs run", victim.node, victim.cmd.Process.Pid, ended(), jobs)
+	waitFor(t, 120*time.Second, "every job completed", func() bool { return completed() == jobs })
+	for _, w := range ws[1:] {
+		w.stop(t)
+	}
+
+	// Nothing lost, nothing completed twice: one Completed record per job.
+	hist, err := sched.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Completed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perID := map[string]int{}
+	for _, h := range hist {
+		perID[h.InstanceID]++
+	}
+	for id := range ids {
+		if perID[id] != 1 {
+			t.Errorf("job %s has %d Completed records, want 1", id, perID[id])
+		}
+	}
+	// No attempt ran to its end twice.
+	runs := readRuns(t, ws)
+	ends := map[string]int{}
+	starts := map[string][]runLine{}
+	for _, r := range runs {
+		key := r.id + "/" + strconv.Itoa(r.attempt)
+		switch r.op {
+		case "end":
+			ends[key]++
+		case "start":
+			starts[r.id] = append(starts[r.id], r)
+		}
+	}
+	for key, n := range ends {
+		if n > 1 {
+			t.Errorf("attempt %s ran to its end %d times", key, n)
+		}
+	}
+	// The victim's unfinished jobs ran again elsewhere within lease + 1 s.
+	var worst time.Duration
+	var rescued int
+	for id, ss := range starts {
+		var victimAttempt int
+		for _, r := range ss {
+			if r.node == victim.node && ends[id+"/"+strconv.Itoa(r.attempt)] == 0 {
+				victimAttempt = r.attempt
+			}
+		}
+		if victimAttempt == 0 {
+			continue
+		}
+		var rerun time.Time
+		for _, r := range ss {
+			if r.node != victim.node && r.attempt > victimAttempt && (rerun.IsZero() || r.at.Before(rerun)) {
+				rerun = r.at
+			}
+		}
+		if rerun.IsZero() {
+			t.Errorf("job %s, started on the killed node, never ran again", id)
+			continue
+		}
+		rescued++
+		if d := rerun.Sub(killedAt); d > worst {
+			worst = d
+		}
+	}
+	t.Logf("%d jobs the killed node had started ran again; the last %v after the kill (lease %v)", rescued, worst, lease)
+	if rescued == 0 {
+		t.Errorf("the killed node had no job running: the test did not test a crash")
+	}
+	if worst > lease+time.Second {
+		t.Errorf("crashed work ran again %v after the kill, want within lease + 1 s = %v", worst, lease+time.Second)
+	}
+}
+
+// CronOnce runs three worker processes with a recurring tick job every
+// interval for d, and checks that every tick in that span ran exactly once
+// across the three.
+func CronOnce(t *testing.T, spec Spec, interval, d time.Duration) {
+	ns := namespace(t)
+	dir := t.TempDir()
+	var ws []*worker
+	for i := range 3 {
+		ws = append(ws, startWorker(t, spec, ns, fmt.Sprintf("node%d", i), dir, "-tick", interval.String()))
+	}
+	start := time.Now()
+	time.Sleep(d) // the span under test: the processes tick on their own meanwhile
+	end := time.Now()
+	for _, w := range ws {
+		w.stop(t)
+	}
+	count := map[int64]int{}
+	nodes := map[string]int{}
+	for _, r := range readRuns(t, ws) {
+		if r.op == "tick" {
+			count[r.at.UnixNano()]++
+			nodes[r.node]++
+		}
+	}
+	// Every tick strictly inside the span (a margin of two intervals at each
+	// end for start-up and shutdown) must have run exactly once.
+	first := start.Add(2 * interval).Truncate(interval).Add(interval)
+	var checked int
+	for tick := first; tick.Before(end.Add(-2 * interval)); tick = tick.Add(interval) {
+		checked++
+		if n := count[tick.UnixNano()]; n != 1 {
+			t.Errorf("tick %s ran %d times, want 1", tick.Format("15:04:05.000"), n)
+		}
+	}
+	for at, n := range count {
+		if n > 1 {
+			t.Errorf("tick %s ran %d times", time.Unix(0, at).Format("15:04:05.000"), n)
+		}
+	}
+	t.Logf("%d ticks checked over %v; runs per node: %v", checked, d, nodes)
+	if checked == 0 {
+		t.Error("no tick inside the span: the test checked nothing")
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,139 @@
+// Command faultworker is a jobkit manager process for fault tests: it runs
+// the "fault" job (log a start line, sleep, log an end line) and optionally
+// a recurring "tick" job, on a shared Redis, Valkey or etcd store, until it
+// gets SIGTERM (stop cleanly) or SIGKILL (a crash). Every line it logs is
+// one write(2) to an O_APPEND file, so a SIGKILL loses none that were
+// written.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/valkey-io/valkey-go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobkit/job"
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/etcdstore"
+	"github.com/jobkit/job/store/redisstore"
+	"github.com/jobkit/job/store/valkeystore"
+)
+
+func main() {
+	storeName := flag.String("store", "redis", "redis, valkey or etcd")
+	redisAddr := flag.String("redis-addr", "", "redis-server address")
+	etcdEndpoints := flag.String("etcd", "", "etcd endpoints, comma-separated")
+	ns := flag.String("ns", "", "namespace / key prefix")
+	node := flag.String("node", "", "node ID")
+	lease := flag.Duration("lease", 2*time.Second, "lease")
+	rescue := flag.Duration("rescue", 250*time.Millisecond, "rescue interval")
+	workers := flag.Int("workers", 8, "workers")
+	runlog := flag.String("runlog", "", "file to append run lines to")
+	tick := flag.Duration("tick", 0, "interval of the recurring tick job (0: none)")
+	flag.Parse()
+
+	f, err := os.OpenFile(*runlog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var mu sync.Mutex
+	line := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, err := fmt.Fprintf(f, format+"\n", args...); err != nil {
+			log.Fatalf("runlog: %v", err)
+		}
+	}
+
+	s, closeStore, err := open(*storeName, *redisAddr, *etcdEndpoints, *ns)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer closeStore()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	mgr, err := job.NewManager(job.WithStore(s), job.WithNodeID(*node), job.WithWorkers(*workers),
+		job.WithLease(*lease), job.WithRescueInterval(*rescue), job.WithLogger(logger))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fault, err := job.NewJob(job.WithKind("fault"), job.WithMaxRetries(job.RetryForever),
+		job.WithBackoff(job.ConstantBackoff(10*time.Millisecond)),
+		job.WithExecutor(func(ctx context.Context, ji job.Instance, sleepMS int) error {
+			line("start %s %d %d", ji.ID(), ji.Attempt(), time.Now().UnixNano())
+			select {
+			case <-time.After(time.Duration(sleepMS) * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			line("end %s %d %d", ji.ID(), ji.Attempt(), time.Now().UnixNano())
+			return nil
+		}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := mgr.RegisterJob(fault); err != nil {
+		log.Fatal(err)
+	}
+	if *tick > 0 {
+		t, err := job.NewJob(job.WithKind("tick"), job.WithInterval(*tick),
+			job.WithExecutor(func(ji job.Instance) {
+				line("tick %d %d", ji.RunAt().UnixNano(), time.Now().UnixNano())
+			}))
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := mgr.RegisterJob(t); err != nil {
+			log.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if err := mgr.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ready")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := mgr.Stop(stopCtx); err != nil {
+		log.Printf("stop: %v", err)
+	}
+}
+
+func open(name, redisAddr, etcdEndpoints, ns string) (store.Store, func(), error) {
+	switch name {
+	case "redis":
+		c := redis.NewClient(&redis.Options{Addr: redisAddr})
+		return redisstore.New(c, redisstore.WithNamespace(ns)), func() { c.Close() }, nil
+	case "valkey":
+		c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		return valkeystore.New(c, valkeystore.WithNamespace(ns)), c.Close, nil
+	case "etcd":
+		c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(etcdEndpoints, ","), DialTimeout: 5 * time.Second})
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := etcdstore.New(c, etcdstore.WithPrefix(ns))
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		return s, func() { s.Close(); c.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("unknown store %q", name)
+}
