@@ -221,10 +221,6 @@ func KillOne(t *testing.T, spec Spec, jobs int, sleep time.Duration) {
 	if err := sched.RegisterJob(fj); err != nil {
 		t.Fatal(err)
 	}
-	var ws []*worker
-	for i := range 3 {
-		ws = append(ws, startWorker(t, spec, ns, fmt.Sprintf("node%d", i), dir, "-lease", lease.String(), "-workers", "8"))
-	}
 	ctx := context.Background()
 	ids := make(map[string]bool, jobs)
 	for range jobs {
@@ -233,6 +229,11 @@ func KillOne(t *testing.T, spec Spec, jobs int, sleep time.Duration) {
 			t.Fatalf("schedule: %v", err)
 		}
 		ids[ji.ID()] = true
+	}
+	// All scheduled before any worker starts, so the kill lands mid-run.
+	var ws []*worker
+	for i := range 3 {
+		ws = append(ws, startWorker(t, spec, ns, fmt.Sprintf("node%d", i), dir, "-lease", lease.String(), "-workers", "8"))
 	}
 	completed := func() int {
 		insts, err := sched.LookupInstances(ctx, job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Completed)))

@@ -85,7 +85,7 @@ func TestKillOne(t *testing.T) {
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			faulttest.KillOne(t, spec(t), 3000, 20*time.Millisecond)
+			faulttest.KillOne(t, spec(t), 3000, 40*time.Millisecond)
 		})
 	}
 }
