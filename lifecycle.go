@@ -116,15 +116,15 @@ func (m *Manager) drain(ctx context.Context) error {
 }
 
 // handBack releases the leases of attempts still running after Stop's
-// deadline: they go back to the queue, due now, their attempt not counted.
+// deadline: they go back to the queue at their old place (their run time
+// is kept, so they are due at once), their attempt not counted.
 func (m *Manager) handBack() {
-	now := m.clock.Now()
 	for _, a := range m.active.snapshot() {
 		if !a.settled.CompareAndSwap(false, true) {
 			continue
 		}
 		m.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m), out: store.Outcome{
-			ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: now, Release: true,
+			ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true,
 			Error: "handed back: " + ErrShutdown.Error(),
 		}})
 	}

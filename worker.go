@@ -194,7 +194,9 @@ func (m *Manager) outcome(a *attempt, results []any, err error) store.Outcome {
 	cause := context.Cause(a.ctx)
 	switch {
 	case errors.Is(cause, ErrShutdown):
-		out.State, out.RunAt, out.Release = store.Scheduled, now, true
+		// Keep the original run time: the instance keeps its place in the
+		// queue instead of going behind everything scheduled since.
+		out.State, out.RunAt, out.Release = store.Scheduled, a.rec.RunAt, true
 		out.Error = "handed back: " + ErrShutdown.Error()
 	case errors.Is(cause, ErrCanceled):
 		out.State, out.Error = store.Canceled, ErrCanceled.Error()
