@@ -121,8 +121,12 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 	}
 	now := tn(p.Now)
 	for round := 0; len(pending) > 0; round++ {
-		if round > maxRounds {
-			return fmt.Errorf("gave up after %d conflicting transactions", round)
+		if round > 0 {
+			// Enqueuers on many nodes share the sequence counter: back off
+			// with jitter so they take turns instead of colliding again.
+			if err := backoff(ctx, round); err != nil {
+				return err
+			}
 		}
 		// Read the sequence counter (when unknown) and the unique keys.
 		var ops []clientv3.Op
@@ -287,6 +291,19 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	return n, nil
 }
 
+// backoff sleeps a random time that grows with round, up to ~25 ms.
+func backoff(ctx context.Context, round int) error {
+	d := time.Duration(rand.Int64N(int64(200*time.Microsecond) << min(round, 7)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // candidate is one ready-index entry a claim may take.
 type candidate struct {
 	key string
@@ -295,20 +312,52 @@ type candidate struct {
 }
 
 // readReady reads up to window ready entries of queue q at now, in claim
-// order, and the earliest run time of the entries not yet ready. It reads
-// the queue's priority markers in the same transaction as the per-priority
-// ranges, and reads again when they differ from the cached ones.
-func (s *Store) readReady(ctx context.Context, q string, now time.Time, window int) ([]candidate, time.Time, []candidate, error) {
+// order, and, when fewer than need are ready, the earliest run time of the
+// entries not yet ready. It reads the queue's priority markers in the same
+// transaction as the per-priority ranges, and reads again when they differ
+// from the cached ones.
+//
+// etcd before 3.5 walks the whole key range of a Range in its in-memory
+// index even when a limit is given, so a range over the whole ready set
+// costs O(ready instances) there. To keep claims flat on 3.4 too, the
+// store remembers per priority a "far key" some 16 windows deep into the
+// ready range, and reads only up to it; only when that part of the queue
+// has been drained does it read the whole range once (and find the next far
+// key). On etcd 3.5 and later every read here is O(log n + window).
+func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, need int) ([]candidate, time.Time, []candidate, error) {
 	for range 4 {
 		s.mu.Lock()
 		prios := s.prios[q]
 		s.mu.Unlock()
 		ops := []clientv3.Op{clientv3.OpGet(s.k.prioMarkPrefix(q), clientv3.WithPrefix(), clientv3.WithKeysOnly())}
-		for _, pr := range prios {
-			pp := s.k.prioPrefix(q, pr)
+		type prioRead struct {
+			pp, end string
+			hinted  bool
+			at      int // index of the value range in the results
+		}
+		reads := make([]prioRead, len(prios))
+		var refresh []int
+		addFull := func(j int) {
+			r := &reads[j]
+			r.hinted = false
+			r.at = len(ops)
 			ops = append(ops,
-				clientv3.OpGet(pp, clientv3.WithRange(pp+tkeyAfter(now)), clientv3.WithLimit(int64(window))),
-				clientv3.OpGet(pp+tkeyAfter(now), clientv3.WithRange(prefixEnd(pp)), clientv3.WithLimit(1), clientv3.WithKeysOnly()))
+				clientv3.OpGet(r.pp, clientv3.WithRange(r.end), clientv3.WithLimit(int64(window))),
+				clientv3.OpGet(r.pp, clientv3.WithRange(r.end), clientv3.WithLimit(int64(16*window)), clientv3.WithKeysOnly()))
+		}
+		for j, pr := range prios {
+			pp := s.k.prioPrefix(q, pr)
+			reads[j] = prioRead{pp: pp, end: pp + tkeyAfter(now)}
+			s.mu.Lock()
+			far := s.far[q+"/"+pr]
+			s.mu.Unlock()
+			if far != "" && far+"\x00" < reads[j].end {
+				reads[j].hinted = true
+				reads[j].at = len(ops)
+				ops = append(ops, clientv3.OpGet(pp, clientv3.WithRange(far+"\x00"), clientv3.WithLimit(int64(window))))
+			} else {
+				addFull(j)
+			}
 		}
 		rs, err := s.read(ctx, ops)
 		if err != nil {
@@ -325,10 +374,33 @@ func (s *Store) readReady(ctx context.Context, q string, now time.Time, window i
 			s.mu.Unlock()
 			continue
 		}
+		// A hinted read that came back short: that part of the queue is
+		// drained; read the whole ready range of those priorities.
+		for j := range reads {
+			if reads[j].hinted && len(rs[reads[j].at].GetKvs()) < window {
+				refresh = append(refresh, j)
+			}
+		}
+		if len(refresh) > 0 {
+			ops = ops[:0]
+			for _, j := range refresh {
+				addFull(j)
+			}
+			more, err := s.read(ctx, ops)
+			if err != nil {
+				return nil, time.Time{}, nil, err
+			}
+			for _, j := range refresh {
+				r := &reads[j]
+				at := len(rs)
+				rs = append(rs, more[r.at], more[r.at+1])
+				r.at = at
+			}
+		}
 		var cands, bad []candidate
-		var next time.Time
 		for j, pr := range prios {
-			for _, kv := range rs[1+2*j].GetKvs() {
+			r := reads[j]
+			for _, kv := range rs[r.at].GetKvs() {
 				d, err := decodeDyn(string(kv.Key), kv.Value)
 				if err != nil {
 					bad = append(bad, candidate{key: string(kv.Key), rev: kv.ModRevision})
@@ -338,12 +410,34 @@ func (s *Store) readReady(ctx context.Context, q string, now time.Time, window i
 					cands = append(cands, candidate{key: string(kv.Key), rev: kv.ModRevision, d: d})
 				}
 			}
-			if kvs := rs[2+2*j].GetKvs(); len(kvs) > 0 {
-				pp := s.k.prioPrefix(q, pr)
-				if v, ok := parseHex16(string(kvs[0].Key[len(pp) : len(pp)+16])); ok {
-					t := nt(int64(v ^ 1<<63))
-					if next.IsZero() || t.Before(next) {
-						next = t
+			if !r.hinted {
+				far := ""
+				if kvs := rs[r.at+1].GetKvs(); len(kvs) == 16*window {
+					far = string(kvs[len(kvs)-1].Key)
+				}
+				s.mu.Lock()
+				s.far[q+"/"+pr] = far
+				s.mu.Unlock()
+			}
+		}
+		var next time.Time
+		if len(cands) < need {
+			// Few ready: find when the next one will be.
+			ops = ops[:0]
+			for _, r := range reads {
+				ops = append(ops, clientv3.OpGet(r.end, clientv3.WithRange(prefixEnd(r.pp)), clientv3.WithLimit(1), clientv3.WithKeysOnly()))
+			}
+			nrs, err := s.read(ctx, ops)
+			if err != nil {
+				return nil, time.Time{}, nil, err
+			}
+			for j, r := range reads {
+				if kvs := nrs[j].GetKvs(); len(kvs) > 0 {
+					if v, ok := parseHex16(string(kvs[0].Key[len(r.pp) : len(r.pp)+16])); ok {
+						t := nt(int64(v ^ 1<<63))
+						if next.IsZero() || t.Before(next) {
+							next = t
+						}
 					}
 				}
 			}
@@ -391,7 +485,7 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			res.NextRunAt = p.Now // work is ready but others keep winning
 			return res, nil
 		}
-		cands, next, bad, err := s.readReady(ctx, p.Queue, p.Now, window)
+		cands, next, bad, err := s.readReady(ctx, p.Queue, p.Now, window, p.Limit-len(res.Instances))
 		if err != nil {
 			return nil, err
 		}
@@ -733,7 +827,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 			}
 			errs[g.ref] = nil
 			if dyns[j].State == store.Scheduled {
-					}
+			}
 		}
 	}
 	return errs, nil
@@ -769,7 +863,8 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 		var ids []string
 		from := s.k.runningPrefix()
 		end := prefixEnd(from)
-		for len(ids) < p.Limit-len(out) {
+		need := p.Limit - len(out)
+		for len(ids) < need+s.window {
 			resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(1000))
 			if err != nil {
 				return nil, err
@@ -788,7 +883,12 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 		if len(ids) == 0 {
 			break
 		}
-		ids = ids[:min(len(ids), p.Limit-len(out))]
+		if len(ids) > need {
+			// Rescuers on several nodes spread over the expired entries
+			// instead of all racing for the first ones.
+			rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+			ids = ids[:need]
+		}
 		ds, revs, derrs, err := s.readDyn(ctx, ids)
 		if err != nil {
 			return nil, err
@@ -856,7 +956,7 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 				continue
 			}
 			if dyns[j].State == store.Scheduled {
-					}
+			}
 			var st *staticRec
 			if kvs := g.resp[len(g.resp)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
 				st, _ = decodeStatic(string(kvs[0].Key), kvs[0].Value)

@@ -40,8 +40,9 @@ type Store struct {
 	seqVal    uint64           // last known value of the sequence counter
 	seqRev    int64            // and its ModRevision (0: unknown)
 	prios     map[string][]string
-	marked    map[string]bool // queue + "/" + prio markers known to exist
-	contended time.Time       // when a claim last lost a race
+	far       map[string]string // queue/prio -> far key of its ready range (see readReady)
+	marked    map[string]bool   // queue + "/" + prio markers known to exist
+	contended time.Time         // when a claim last lost a race
 	logCount  uint64
 	uniq      map[int64]clientv3.LeaseID // unique-key leases by expiry bucket
 }
@@ -103,7 +104,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	s := &Store{
 		cli: client, k: keys{p: "jobkit/"}, ttl: 10, maxOps: 128,
 		maxValue: 512 << 10, maxTxn: 1<<20 + 64<<10, opTimeout: 15 * time.Second, window: 32,
-		prios: map[string][]string{}, marked: map[string]bool{}, uniq: map[int64]clientv3.LeaseID{},
+		prios: map[string][]string{}, far: map[string]string{}, marked: map[string]bool{}, uniq: map[int64]clientv3.LeaseID{},
 	}
 	for _, o := range opts {
 		o(s)
