@@ -85,6 +85,33 @@ func fill(b *testing.B, s *redisstore.Store, ns string, n int) {
 	}
 }
 
+// serverMicros returns Redis's total microseconds spent in EVALSHA and
+// EVAL (INFO commandstats), to tell server cost from client and network.
+func serverMicros(b *testing.B, c *redis.Client) (usec, calls int64) {
+	b.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			if v, ok := strings.CutPrefix(line, cmd); ok {
+				for _, f := range strings.Split(v, ",") {
+					k, val, _ := strings.Cut(f, "=")
+					n, _ := strconv.ParseInt(val, 10, 64)
+					switch k {
+					case "calls":
+						calls += n
+					case "usec":
+						usec += n
+					}
+				}
+			}
+		}
+	}
+	return usec, calls
+}
+
 func usedMemory(b *testing.B, c *redis.Client) int64 {
 	b.Helper()
 	info, err := c.Info(context.Background(), "memory").Result()
@@ -126,14 +153,18 @@ func benchClaim(b *testing.B, depth int) {
 	fill(b, s, ns, depth)
 	ctx := context.Background()
 	now := benchBase
+	var serverUsec int64
 	b.ResetTimer()
 	for range b.N {
 		now = now.Add(time.Millisecond)
+		u0, _ := serverMicros(b, c)
 		res, err := s.Claim(ctx, &store.ClaimParams{Queue: "default", Owner: "w", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute)})
 		if err != nil || len(res.Instances) != 10 {
 			b.Fatalf("claim: %v, %d", err, len(res.Instances))
 		}
 		b.StopTimer()
+		u1, _ := serverMicros(b, c)
+		serverUsec += u1 - u0
 		outs := make([]store.Outcome, len(res.Instances))
 		for i, in := range res.Instances {
 			outs[i] = store.Outcome{ID: in.ID, Attempt: in.Attempt, State: store.Scheduled, RunAt: in.RunAt, Release: true}
@@ -143,6 +174,7 @@ func benchClaim(b *testing.B, depth int) {
 		}
 		b.StartTimer()
 	}
+	b.ReportMetric(float64(serverUsec)/float64(b.N), "server-µs/claim")
 }
 
 func BenchmarkClaimDepth1k(b *testing.B) { benchClaim(b, 1_000) }
@@ -155,6 +187,7 @@ func BenchmarkEnqueueBatch100(b *testing.B) {
 	ns := fmt.Sprintf("bench_enq_%d", time.Now().UnixNano())
 	s := redisstore.New(c, redisstore.WithNamespace(ns))
 	ctx := context.Background()
+	u0, c0 := serverMicros(b, c)
 	b.ResetTimer()
 	for i := range b.N {
 		ins := make([]*store.Instance, 100)
@@ -166,6 +199,8 @@ func BenchmarkEnqueueBatch100(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
+	u1, c1 := serverMicros(b, c)
+	b.ReportMetric(float64(u1-u0)/float64(c1-c0), "server-µs/batch")
 }
 
 // BenchmarkClaimFinishCycle claims 100 and completes them, one round trip
@@ -176,6 +211,7 @@ func BenchmarkClaimFinishCycle(b *testing.B) {
 	s := redisstore.New(c, redisstore.WithNamespace(ns))
 	fill(b, s, ns, b.N*100)
 	ctx := context.Background()
+	u0, _ := serverMicros(b, c)
 	b.ResetTimer()
 	for range b.N {
 		res, err := s.Claim(ctx, &store.ClaimParams{Queue: "default", Owner: "w", Limit: 100, Now: benchBase, LeaseUntil: benchBase.Add(time.Minute)})
@@ -191,4 +227,6 @@ func BenchmarkClaimFinishCycle(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
+	u1, _ := serverMicros(b, c)
+	b.ReportMetric(float64(u1-u0)/float64(b.N), "server-µs/cycle")
 }

@@ -169,14 +169,23 @@ func decodeArray(raw string, schema string) ([]any, error) {
 	d := dec{b: []byte(raw)}
 	v := d.value()
 	a, ok := v.([]any)
-	if d.err != nil || !ok || len(d.b) != 0 || len(a) != len(schema) {
+	if d.err != nil || !ok || len(d.b) != 0 {
 		return nil, errMsgpack
+	}
+	return a, checkSchema(a, schema)
+}
+
+// checkSchema checks that a holds one value per schema letter of the
+// right type, turning integral floats into int64.
+func checkSchema(a []any, schema string) error {
+	if len(a) != len(schema) {
+		return errMsgpack
 	}
 	for i, c := range schema {
 		switch c {
 		case 's':
 			if _, ok := a[i].(string); !ok {
-				return nil, errMsgpack
+				return errMsgpack
 			}
 		case 'n':
 			switch f := a[i].(type) {
@@ -185,15 +194,15 @@ func decodeArray(raw string, schema string) ([]any, error) {
 				// cmsgpack writes integral Lua numbers as integers; a
 				// float here is still accepted when it is integral.
 				if f != math.Trunc(f) {
-					return nil, errMsgpack
+					return errMsgpack
 				}
 				a[i] = int64(f)
 			default:
-				return nil, errMsgpack
+				return errMsgpack
 			}
 		}
 	}
-	return a, nil
+	return nil
 }
 
 // Record field schema, in lua/lib.lua's F_* order.
@@ -293,26 +302,35 @@ func DecodeRecord(id, raw string) (*store.Instance, error) {
 
 const historySchema = "ssnnnsssn"
 
-// decodeHistory decodes a history stream entry value.
-func decodeHistory(raw string) (*store.HistoryRecord, error) {
-	a, err := decodeArray(raw, historySchema)
-	if err != nil {
+// decodeHistory decodes a history stream entry value: one or more records.
+func decodeHistory(raw string) ([]*store.HistoryRecord, error) {
+	d := dec{b: []byte(raw)}
+	var out []*store.HistoryRecord
+	for len(d.b) > 0 {
+		v := d.value()
+		a, ok := v.([]any)
+		if d.err != nil || !ok || checkSchema(a, historySchema) != nil {
+			return nil, corrupt("history record", raw)
+		}
+		h := &store.HistoryRecord{
+			InstanceID: a[0].(string),
+			Kind:       a[1].(string),
+			State:      store.State(a[2].(int64)),
+			Attempt:    int(a[3].(int64)),
+			Time:       FromMicros(a[4].(int64)),
+			Node:       a[5].(string),
+			Error:      a[6].(string),
+			Seq:        uint64(a[8].(int64)),
+		}
+		if r := a[7].(string); r != "" {
+			h.Result = []byte(r)
+		}
+		out = append(out, h)
+	}
+	if len(out) == 0 {
 		return nil, corrupt("history record", raw)
 	}
-	h := &store.HistoryRecord{
-		InstanceID: a[0].(string),
-		Kind:       a[1].(string),
-		State:      store.State(a[2].(int64)),
-		Attempt:    int(a[3].(int64)),
-		Time:       FromMicros(a[4].(int64)),
-		Node:       a[5].(string),
-		Error:      a[6].(string),
-		Seq:        uint64(a[8].(int64)),
-	}
-	if r := a[7].(string); r != "" {
-		h.Result = []byte(r)
-	}
-	return h, nil
+	return out, nil
 }
 
 const logSchema = "ssnnnssn"

@@ -579,13 +579,15 @@ func (c *Core) LookupHistory(ctx context.Context, q *store.Query) ([]*store.Hist
 	var out []*store.HistoryRecord
 	var errs []error
 	add := func(raw string) {
-		h, err := decodeHistory(raw)
+		hs, err := decodeHistory(raw)
 		if err != nil {
 			errs = append(errs, err)
 			return
 		}
-		if q.MatchHistory(h) {
-			out = append(out, h)
+		for _, h := range hs {
+			if q.MatchHistory(h) {
+				out = append(out, h)
+			}
 		}
 	}
 	switch {

@@ -20,6 +20,6 @@ if r[F_STATE] == S_PROCESSING then
 	return {0, save(id, r)}
 end
 unplace(id, r)
-hadd(id, r, S_CANCELED, r[F_ATTEMPT], now, node, '', '')
+hadd(id, r, {S_CANCELED}, r[F_ATTEMPT], now, node, '', '')
 finalize(id, r, S_CANCELED, now)
 return {0, save(id, r)}

@@ -38,7 +38,7 @@ local function take_corrupt(id)
 	local raw = redis.call('HGET', K_INST, id)
 	local r = {'', queue, raw, 0, now, S_PROCESSING, 1, 0, 0, '', 0, owner, until_,
 		0, 0, now, now, 0, '', ERR, '', 0}
-	hadd(id, r, S_PROCESSING, 1, now, owner, ERR, '')
+	hadd(id, r, {S_PROCESSING}, 1, now, owner, ERR, '')
 	save(id, r)
 	redis.call('ZADD', K_LEASE, until_, id)
 	corrupt[#corrupt + 1] = id
@@ -61,7 +61,7 @@ while n < limit do
 			r[F_LUNTIL] = until_
 			r[F_CANCEL] = 0
 			r[F_UPDATED] = now
-			hadd(id, r, S_PROCESSING, r[F_ATTEMPT], now, owner, '', '')
+			hadd(id, r, {S_PROCESSING}, r[F_ATTEMPT], now, owner, '', '')
 			claimed[#claimed + 1] = id
 			claimed[#claimed + 1] = save(id, r)
 			redis.call('ZADD', K_LEASE, until_, id)

@@ -8,7 +8,8 @@
 -- exists already (seq is its Seq; nothing changes, so a retried Enqueue is
 -- idempotent), 3 the existing record under this ID is corrupt, 4 the
 -- record sent is not one.
--- Appends Created and Scheduled history records for each stored instance,
+-- Appends Created and Scheduled history records (one stream entry) for each
+-- stored instance,
 -- and PUBLISHes on the queue's wake-up channel.
 local now, node = tonumber(ARGV[2]), ARGV[3]
 
@@ -43,8 +44,7 @@ local function one(id, raw)
 	r[F_UPDATED] = now
 	r[F_HIST] = ''
 	r[F_HN] = 0
-	hadd(id, r, 1, 0, now, node, '', '')
-	hadd(id, r, S_SCHEDULED, 0, now, node, '', '')
+	hadd(id, r, {1, S_SCHEDULED}, 0, now, node, '', '')
 	save(id, r)
 	redis.call('ZADD', PREFIX .. 'k:' .. r[F_KIND], r[F_CREATED], id)
 	redis.call('SADD', K_KINDS, r[F_KIND])

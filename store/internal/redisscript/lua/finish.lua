@@ -21,7 +21,7 @@ local function one(id, attempt, state, run_at, release, result, err)
 	r[F_ERROR] = err
 	r[F_UPDATED] = now
 	if state == S_SCHEDULED then
-		hadd(id, r, S_SCHEDULED, attempt, now, owner, err, '')
+		hadd(id, r, {S_SCHEDULED}, attempt, now, owner, err, '')
 		if release then
 			r[F_ATTEMPT] = r[F_ATTEMPT] - 1
 		end
@@ -33,7 +33,7 @@ local function one(id, attempt, state, run_at, release, result, err)
 		if state == S_COMPLETED then
 			r[F_RESULT] = result
 		end
-		hadd(id, r, state, attempt, now, owner, err, result)
+		hadd(id, r, {state}, attempt, now, owner, err, result)
 		finalize(id, r, state, now)
 		save(id, r)
 	end

@@ -136,28 +136,44 @@ end
 -- are the record time t (us), raised to the stream's last milliseconds when
 -- a caller's clock is behind. ctr's skew field keeps the largest such
 -- raise, so a time-range read knows how far past a bound to look: an
--- entry's ID is never before its time and at most skew after it.
+-- entry's ID is never before its time and at most skew after it. The clock
+-- is read once per script run; it is written at once when it moves (at
+-- most once per run, since a run has one now), so a failing script never
+-- leaves it behind the stream.
+local clocks = {}
 local function xadd_at(key, msf, skewf, t, value)
+	local c = clocks[msf]
+	if not c then
+		local v = redis.call('HMGET', K_CTR, msf, skewf)
+		c = {ms = tonumber(v[1] or '0'), skew = tonumber(v[2] or '0')}
+		clocks[msf] = c
+	end
 	local ms = math.floor(t / 1000)
-	local last = tonumber(redis.call('HGET', K_CTR, msf) or '0')
-	if ms < last then
-		local skew = tonumber(redis.call('HGET', K_CTR, skewf) or '0')
-		if last - ms > skew then
-			redis.call('HSET', K_CTR, skewf, last - ms)
+	if ms < c.ms then
+		if c.ms - ms > c.skew then
+			c.skew = c.ms - ms
+			redis.call('HSET', K_CTR, skewf, c.skew)
 		end
-		ms = last
-	elseif ms > last then
+		ms = c.ms
+	elseif ms > c.ms then
+		c.ms = ms
 		redis.call('HSET', K_CTR, msf, ms)
 	end
 	return redis.call('XADD', key, num(ms) .. '-*', 'r', value)
 end
 
--- hadd appends a history record of r's transition to state and remembers
--- its stream ID in the record (F_HIST, space-separated).
-local function hadd(id, r, state, attempt, t, node, err, result)
-	r[F_HN] = r[F_HN] + 1
-	local eid = xadd_at(K_HIST, 'hms', 'hskew', t, cmsgpack.pack({
-		id, r[F_KIND], state, attempt, t, node, err, result, r[F_HN]}))
+-- hadd appends history records of r's transitions to the given states
+-- (one entry; several records at one time share it, as Created and
+-- Scheduled at enqueue do) and remembers the entry ID in the record
+-- (F_HIST, space-separated). An entry's value is one cmsgpack array per
+-- record: {id, kind, state, attempt, time, node, error, result, seq}.
+local function hadd(id, r, states, attempt, t, node, err, result)
+	local recs = {}
+	for i, state in ipairs(states) do
+		r[F_HN] = r[F_HN] + 1
+		recs[i] = cmsgpack.pack({id, r[F_KIND], state, attempt, t, node, err, result, r[F_HN]})
+	end
+	local eid = xadd_at(K_HIST, 'hms', 'hskew', t, table.concat(recs))
 	r[F_HIST] = r[F_HIST] .. eid .. ' '
 end
 

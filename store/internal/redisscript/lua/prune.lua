@@ -13,6 +13,23 @@ local now, fin_before, keep = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARG
 local hist_before, logs_before, limit = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local ni, nh, nl = 0, 0, 0
 
+-- xdel removes entry eid of key and returns how many records it held.
+local function xdel(key, eid, v)
+	if not v then
+		local e = redis.call('XRANGE', key, eid, eid)
+		if not e[1] then
+			return 0
+		end
+		v = e[1][2][2]
+	end
+	redis.call('XDEL', key, eid)
+	local ok, n = pcall(function() return select('#', cmsgpack.unpack(v)) end)
+	if ok then
+		return n
+	end
+	return 1
+end
+
 local function drop(id)
 	redis.call('ZREM', K_DONE, id)
 	local raw = redis.call('HGET', K_INST, id)
@@ -20,7 +37,7 @@ local function drop(id)
 		local r = decode(raw)
 		if r then
 			for eid in string.gmatch(r[F_HIST], '%S+') do
-				nh = nh + redis.call('XDEL', K_HIST, eid)
+				nh = nh + xdel(K_HIST, eid)
 			end
 			redis.call('ZREM', PREFIX .. 'k:' .. r[F_KIND], id)
 			if r[F_UKEY] ~= '' and redis.call('HGET', K_UNIQ, r[F_UKEY]) == id then
@@ -33,7 +50,7 @@ local function drop(id)
 	end
 	local lkey = PREFIX .. 'l:' .. id
 	for _, eid in ipairs(redis.call('LRANGE', lkey, 0, -1)) do
-		nl = nl + redis.call('XDEL', K_LOGS, eid)
+		nl = nl + xdel(K_LOGS, eid)
 	end
 	redis.call('DEL', lkey)
 end
@@ -65,7 +82,7 @@ local function trim(key, skewf, before)
 		for _, e in ipairs(es) do
 			local ok, v = pcall(cmsgpack.unpack, e[2][2])
 			if not ok or type(v) ~= 'table' or type(v[5]) ~= 'number' or v[5] < before then
-				n = n + redis.call('XDEL', key, e[1])
+				n = n + xdel(key, e[1], e[2][2])
 				if n >= limit then break end
 			end
 		end

@@ -21,10 +21,10 @@ for _, id in ipairs(ids) do
 		r[F_ERROR] = msg
 		r[F_UPDATED] = now
 		if r[F_MAXR] >= 0 and r[F_ATTEMPT] > r[F_MAXR] then
-			hadd(id, r, S_TERMINATED, r[F_ATTEMPT], now, node, msg, '')
+			hadd(id, r, {S_TERMINATED}, r[F_ATTEMPT], now, node, msg, '')
 			finalize(id, r, S_TERMINATED, now)
 		else
-			hadd(id, r, S_SCHEDULED, r[F_ATTEMPT], now, node, msg, '')
+			hadd(id, r, {S_SCHEDULED}, r[F_ATTEMPT], now, node, msg, '')
 			r[F_STATE] = S_SCHEDULED
 			r[F_RUNAT] = now
 			place(id, r, now)
