@@ -95,7 +95,7 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.HistoryRecord, error) {
 	type ref struct {
 		r *rec
-		h *hist
+		h hist
 	}
 	var found []ref
 	err := s.read(ctx, "lookup history", q, func(tx *memdb.Txn) error {
@@ -104,12 +104,11 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 			if q.Kind != "" && q.Kind != r.kind {
 				return
 			}
-			for i := range r.hist {
-				h := &r.hist[i]
+			r.eachHist(func(h *hist) {
 				if h.t >= since && h.t < until && (len(q.States) == 0 || slices.Contains(q.States, h.state)) {
-					found = append(found, ref{r, h})
+					found = append(found, ref{r, *h})
 				}
-			}
+			})
 		})
 	})
 	if err != nil {
@@ -123,7 +122,7 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 	}
 	out := make([]*store.HistoryRecord, len(found))
 	for i, f := range found {
-		out[i] = f.r.historyRecord(f.h)
+		out[i] = f.r.historyRecord(&f.h)
 	}
 	return out, nil
 }
@@ -250,7 +249,7 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 			}
 			for obj := it.Next(); obj != nil && len(doomed) < limit; obj = it.Next() {
 				r := obj.(*rec)
-				if r.finishedAt >= before {
+				if r.finishedAt() >= before {
 					break
 				}
 				doomed = append(doomed, r)
@@ -318,7 +317,7 @@ func (s *Store) remove(tx *memdb.Txn, doomed []*rec, res *store.PruneResult) err
 			return err
 		}
 		res.Instances++
-		res.History += len(r.hist)
+		res.History += r.histLen()
 		rows, err := instanceLogs(tx, r.id)
 		if err != nil {
 			return err
@@ -329,8 +328,8 @@ func (s *Store) remove(tx *memdb.Txn, doomed []*rec, res *store.PruneResult) err
 			}
 		}
 		res.Logs += len(rows)
-		if r.uniqueKey != "" {
-			obj, err := tx.First(tUnique, iID, r.uniqueKey)
+		if key := r.uniqueKey(); key != "" {
+			obj, err := tx.First(tUnique, iID, key)
 			if err != nil {
 				return err
 			}
@@ -355,11 +354,11 @@ func pruneHistory(tx *memdb.Txn, before int64, limit int, res *store.PruneResult
 	for obj := it.Next(); obj != nil && budget > 0; obj = it.Next() {
 		r := obj.(*rec)
 		n := 0
-		for i := range r.hist {
-			if r.hist[i].t < before {
+		r.eachHist(func(h *hist) {
+			if h.t < before {
 				n++
 			}
-		}
+		})
 		if n > 0 {
 			old = append(old, r)
 			budget -= n
@@ -368,6 +367,13 @@ func pruneHistory(tx *memdb.Txn, before int64, limit int, res *store.PruneResult
 	budget = limit
 	for _, o := range old {
 		r := o.clone()
+		for bit := range uint8(2) {
+			if r.enqPruned&(1<<bit) == 0 && r.enqAt < before && budget > 0 {
+				r.enqPruned |= 1 << bit
+				budget--
+				res.History++
+			}
+		}
 		var kept []hist
 		for _, h := range o.hist {
 			if h.t < before && budget > 0 {
@@ -378,7 +384,7 @@ func pruneHistory(tx *memdb.Txn, before int64, limit int, res *store.PruneResult
 			kept = append(kept, h)
 		}
 		r.hist = kept
-		if err := tx.Insert(tInstances, r); err != nil {
+		if err := put(tx, r); err != nil {
 			return err
 		}
 	}

@@ -104,25 +104,10 @@ func schema() *memdb.DBSchema {
 	}
 	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		tInstances: {Name: tInstances, Indexes: map[string]*memdb.IndexSchema{
-			iID: {Name: iID, Unique: true, Indexer: inst(func(r *rec) (bool, []byte) { return true, []byte(r.id) })},
-			iReady: {Name: iReady, Unique: true, AllowMissing: true, Indexer: inst(func(r *rec) (bool, []byte) {
-				if r.state != store.Scheduled {
-					return false, nil
-				}
-				return true, readyKey(r.qid, prioKey(r.priority), r.runAt, r.seq)
-			})},
-			iDue: {Name: iDue, Unique: true, AllowMissing: true, Indexer: inst(func(r *rec) (bool, []byte) {
-				if r.state != store.Processing {
-					return false, nil
-				}
-				return true, timeSeqKey(r.leaseUntil, r.seq)
-			})},
-			iFinal: {Name: iFinal, Unique: true, AllowMissing: true, Indexer: inst(func(r *rec) (bool, []byte) {
-				if !r.state.Final() {
-					return false, nil
-				}
-				return true, timeSeqKey(r.finishedAt, r.seq)
-			})},
+			iID:    {Name: iID, Unique: true, Indexer: inst(func(r *rec) (bool, []byte) { return true, keyOf(r.id) })},
+			iReady: {Name: iReady, Unique: true, AllowMissing: true, Indexer: inst(func(r *rec) (bool, []byte) { return r.state == store.Scheduled, r.key })},
+			iDue:   {Name: iDue, Unique: true, AllowMissing: true, Indexer: inst(func(r *rec) (bool, []byte) { return r.state == store.Processing, r.key })},
+			iFinal: {Name: iFinal, Unique: true, AllowMissing: true, Indexer: inst(func(r *rec) (bool, []byte) { return r.state.Final(), r.key })},
 		}},
 		tLogs: {Name: tLogs, Indexes: map[string]*memdb.IndexSchema{
 			iID:   {Name: iID, Unique: true, Indexer: logIdx(func(l *logRow) []byte { return seqKey(l.seq) })},
@@ -130,7 +115,7 @@ func schema() *memdb.DBSchema {
 			iTime: {Name: iTime, Unique: true, Indexer: logIdx(func(l *logRow) []byte { return timeSeqKey(l.t, l.seq) })},
 		}},
 		tUnique: {Name: tUnique, Indexes: map[string]*memdb.IndexSchema{
-			iID: {Name: iID, Unique: true, Indexer: keyIndexer{key: func(o any) (bool, []byte) { return true, []byte(o.(*uniqueRow).key) }}},
+			iID: {Name: iID, Unique: true, Indexer: keyIndexer{key: func(o any) (bool, []byte) { return true, keyOf(o.(*uniqueRow).key) }}},
 		}},
 	}}
 }
@@ -186,6 +171,12 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *memdb.Txn) err
 	}
 	tx.Commit()
 	return nil
+}
+
+// put stores r, a new version of an instance.
+func put(tx *memdb.Txn, r *rec) error {
+	r.seal()
+	return tx.Insert(tInstances, r)
 }
 
 // get returns the instance id, or nil.

@@ -49,29 +49,28 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 				}
 			}
 			qid, _ := s.queueID(in.Queue, true)
-			seq := s.seq.Add(1)
+			seq := s.seq.Add(3) - 2 // seq+1 and seq+2 number the Created and Scheduled records
 			r := &rec{
 				id:         in.ID,
 				kind:       s.intern(in.Kind),
 				queue:      s.intern(in.Queue),
-				qid:        qid,
-				state:      store.Scheduled,
-				priority:   in.Priority,
-				maxRetries: in.MaxRetries,
+				enqNode:    node,
+				args:       cloneBytes(in.Args),
+				priority:   int64(in.Priority),
 				timeout:    in.Timeout,
 				seq:        seq,
 				runAt:      nanos(in.RunAt),
 				createdAt:  nanos(in.CreatedAt),
 				updatedAt:  now,
-				uniqueKey:  in.UniqueKey,
-				uniqueTill: nanos(in.UniqueUntil),
-				args:       cloneBytes(in.Args),
-				hist: []hist{
-					{state: store.Created, t: now, seq: s.seq.Add(1), node: node},
-					{state: store.Scheduled, t: now, seq: s.seq.Add(1), node: node},
-				},
+				enqAt:      now,
+				qid:        qid,
+				maxRetries: clamp32(in.MaxRetries),
+				state:      store.Scheduled,
 			}
-			if err := tx.Insert(tInstances, r); err != nil {
+			if in.UniqueKey != "" {
+				r.x = &extra{uniqueKey: in.UniqueKey, uniqueTill: nanos(in.UniqueUntil)}
+			}
+			if err := put(tx, r); err != nil {
 				return err
 			}
 			res[i] = store.EnqueueResult{ID: in.ID, Seq: seq}
@@ -112,7 +111,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			r.leaseUntil = until
 			r.updatedAt = now
 			r.addHist(hist{state: store.Processing, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: owner})
-			if err := tx.Insert(tInstances, r); err != nil {
+			if err := put(tx, r); err != nil {
 				return err
 			}
 			res.Instances = append(res.Instances, r.toInstance())
@@ -197,14 +196,14 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 			if err != nil {
 				return err
 			}
-			if old == nil || old.state != store.Processing || old.leaseOwner != p.Owner || old.attempt != l.Attempt {
+			if old == nil || old.state != store.Processing || old.leaseOwner != p.Owner || int(old.attempt) != l.Attempt {
 				res.Lost = append(res.Lost, l)
 				continue
 			}
 			r := old.clone()
 			r.leaseUntil = until
 			r.updatedAt = now
-			if err := tx.Insert(tInstances, r); err != nil {
+			if err := put(tx, r); err != nil {
 				return err
 			}
 			if r.cancelReq {
@@ -243,7 +242,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 			if err != nil {
 				return err
 			}
-			if old == nil || old.state != store.Processing || old.leaseOwner != p.Owner || old.attempt != o.Attempt {
+			if old == nil || old.state != store.Processing || old.leaseOwner != p.Owner || int(old.attempt) != o.Attempt {
 				errs[i] = fmt.Errorf("memdbstore: finish %s attempt %d as %v: the attempt is no longer owned by %s: %w", o.ID, o.Attempt, o.State, p.Owner, store.ErrLeaseLost)
 				continue
 			}
@@ -251,19 +250,19 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 			r.state = o.State
 			r.leaseOwner, r.leaseUntil = "", 0
 			r.updatedAt = now
-			r.err = o.Error
-			r.result = cloneBytes(o.Result)
+			result := cloneBytes(o.Result)
 			if o.State == store.Scheduled {
 				r.runAt = nanos(o.RunAt)
 				if o.Release {
 					r.attempt--
 				}
+				r.setOutcome(o.Error, result, 0)
 				woken[r.queue] = struct{}{}
 			} else {
-				r.finishedAt = now
+				r.setOutcome(o.Error, result, now)
 			}
-			r.addHist(hist{state: o.State, attempt: o.Attempt, t: now, seq: s.seq.Add(1), node: owner, err: o.Error, result: r.result})
-			if err := tx.Insert(tInstances, r); err != nil {
+			r.addHist(hist{state: o.State, attempt: old.attempt, t: now, seq: s.seq.Add(1), node: owner, err: o.Error, result: result})
+			if err := put(tx, r); err != nil {
 				return err
 			}
 		}
@@ -306,17 +305,17 @@ func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 			msg := fmt.Sprintf("lease of %s expired at %s", old.leaseOwner, fromNanos(old.leaseUntil).Format(time.RFC3339Nano))
 			r.leaseOwner, r.leaseUntil = "", 0
 			r.updatedAt = now
-			r.err = msg
 			if r.retriesLeft() {
 				r.state = store.Scheduled
 				r.runAt = now
+				r.setOutcome(msg, nil, 0)
 				woken[r.queue] = struct{}{}
 			} else {
 				r.state = store.Terminated
-				r.finishedAt = now
+				r.setOutcome(msg, nil, now)
 			}
 			r.addHist(hist{state: r.state, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: node, err: msg})
-			if err := tx.Insert(tInstances, r); err != nil {
+			if err := put(tx, r); err != nil {
 				return err
 			}
 			out = append(out, r.toInstance())
@@ -357,10 +356,10 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 			r.cancelReq = true
 		} else {
 			r.state = store.Canceled
-			r.finishedAt = now
+			r.mutX().finishedAt = now
 			r.addHist(hist{state: store.Canceled, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: s.intern(p.Node)})
 		}
-		if err := tx.Insert(tInstances, r); err != nil {
+		if err := put(tx, r); err != nil {
 			return err
 		}
 		out = r.toInstance()

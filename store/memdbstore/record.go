@@ -4,48 +4,64 @@ import (
 	"encoding/binary"
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/jobkit/job/store"
 )
 
-// rec is the stored form of one instance: times as Unix nanoseconds (0 for
-// the zero time), kind, queue and node names interned, and the instance's
-// history inline. A rec in the database is never changed: every update
-// inserts a changed copy (see clone), so readers of older snapshots keep
-// what they saw.
+// rec is the stored form of one instance, kept small because go-memdb
+// already spends ~400 bytes per index entry: times as Unix nanoseconds (0
+// for the zero time), kind, queue and node names interned, fields that only
+// some instances need behind x, and the Created and Scheduled history
+// records implied by enqAt and enqNode instead of stored.
+//
+// A rec in the database is never changed: every update inserts a changed
+// copy (see clone), so readers of older snapshots keep what they saw.
 type rec struct {
 	id         string
 	kind       string
 	queue      string
-	qid        uint32 // the queue's interned number, the first key part of the ready index
-	state      store.State
-	cancelReq  bool
-	priority   int
-	attempt    int
-	maxRetries int
+	leaseOwner string
+	enqNode    string // names the enqueuer in the Created and Scheduled records
+	args       []byte
+	// key is the rec's entry in the index of its state (ready, due or
+	// final), computed once per version by seal.
+	key []byte
+	x   *extra
+	// hist holds the transitions after Scheduled. It is append-only
+	// within one version chain: a copy appends after its last element,
+	// which no older version can see (their length ends before it).
+	// Pruning history replaces the slice.
+	hist       []hist
+	priority   int64
 	timeout    time.Duration
-	seq        uint64
+	seq        uint64 // the Created record has seq+1, the Scheduled one seq+2
 	runAt      int64
 	createdAt  int64
 	updatedAt  int64
-	finishedAt int64
 	leaseUntil int64
-	leaseOwner string
+	enqAt      int64
+	qid        uint32 // the queue's interned number, the first part of the ready key
+	attempt    int32
+	maxRetries int32
+	state      store.State
+	cancelReq  bool
+	enqPruned  uint8 // bit 0: the Created record is pruned; bit 1: the Scheduled one
+}
+
+// extra holds what only some instances have.
+type extra struct {
 	uniqueKey  string
 	uniqueTill int64
-	args       []byte
+	finishedAt int64
 	result     []byte
 	err        string
-	// hist is append-only within one version chain: a copy appends after
-	// its last element, which no older version can see (their length ends
-	// before it). Pruning history replaces the slice.
-	hist []hist
 }
 
 // hist is one history record of the instance that holds it.
 type hist struct {
 	state   store.State
-	attempt int
+	attempt int32
 	t       int64
 	seq     uint64
 	node    string
@@ -53,11 +69,44 @@ type hist struct {
 	result  []byte
 }
 
-// clone returns a shallow copy for an update; byte slices and history are
-// shared (never written in place).
+// clone returns a shallow copy for an update; byte slices, x and history
+// are shared (never written in place: use mutX and addHist).
 func (r *rec) clone() *rec {
 	c := *r
 	return &c
+}
+
+// mutX returns r's own copy of its extra fields, to change.
+func (r *rec) mutX() *extra {
+	var e extra
+	if r.x != nil {
+		e = *r.x
+	}
+	r.x = &e
+	return r.x
+}
+
+func (r *rec) uniqueKey() string {
+	if r.x == nil {
+		return ""
+	}
+	return r.x.uniqueKey
+}
+
+func (r *rec) finishedAt() int64 {
+	if r.x == nil {
+		return 0
+	}
+	return r.x.finishedAt
+}
+
+// setOutcome sets the error, result and finish time of the latest attempt.
+func (r *rec) setOutcome(err string, result []byte, finishedAt int64) {
+	if r.x == nil && err == "" && result == nil && finishedAt == 0 {
+		return
+	}
+	x := r.mutX()
+	x.err, x.result, x.finishedAt = err, result, finishedAt
 }
 
 // addHist appends a history record to r (a fresh copy).
@@ -65,33 +114,75 @@ func (r *rec) addHist(h hist) {
 	r.hist = append(r.hist, h)
 }
 
+// eachHist calls fn with every history record of r, in order.
+func (r *rec) eachHist(fn func(h *hist)) {
+	if r.enqPruned&1 == 0 {
+		fn(&hist{state: store.Created, t: r.enqAt, seq: r.seq + 1, node: r.enqNode})
+	}
+	if r.enqPruned&2 == 0 {
+		fn(&hist{state: store.Scheduled, t: r.enqAt, seq: r.seq + 2, node: r.enqNode})
+	}
+	for i := range r.hist {
+		fn(&r.hist[i])
+	}
+}
+
+// histLen is how many history records r has.
+func (r *rec) histLen() int {
+	n := len(r.hist)
+	if r.enqPruned&1 == 0 {
+		n++
+	}
+	if r.enqPruned&2 == 0 {
+		n++
+	}
+	return n
+}
+
 func (r *rec) retriesLeft() bool { return r.maxRetries < 0 || r.attempt <= r.maxRetries }
+
+// seal computes r's index key for its state; call it after every change.
+func (r *rec) seal() {
+	switch {
+	case r.state == store.Scheduled:
+		r.key = readyKey(r.qid, prioKey(r.priority), r.runAt, r.seq)
+	case r.state == store.Processing:
+		r.key = timeSeqKey(r.leaseUntil, r.seq)
+	case r.state.Final():
+		r.key = timeSeqKey(r.finishedAt(), r.seq)
+	default:
+		r.key = nil
+	}
+}
 
 // toInstance returns the record as a store.Instance the caller owns.
 func (r *rec) toInstance() *store.Instance {
-	return &store.Instance{
+	in := &store.Instance{
 		ID:              r.id,
 		Kind:            r.kind,
 		Queue:           r.queue,
 		Args:            cloneBytes(r.args),
-		Priority:        r.priority,
+		Priority:        int(r.priority),
 		RunAt:           fromNanos(r.runAt),
 		State:           r.state,
-		Attempt:         r.attempt,
-		MaxRetries:      r.maxRetries,
+		Attempt:         int(r.attempt),
+		MaxRetries:      int(r.maxRetries),
 		Timeout:         r.timeout,
-		UniqueKey:       r.uniqueKey,
-		UniqueUntil:     fromNanos(r.uniqueTill),
 		LeaseOwner:      r.leaseOwner,
 		LeaseUntil:      fromNanos(r.leaseUntil),
 		CancelRequested: r.cancelReq,
 		Seq:             r.seq,
 		CreatedAt:       fromNanos(r.createdAt),
 		UpdatedAt:       fromNanos(r.updatedAt),
-		FinishedAt:      fromNanos(r.finishedAt),
-		Result:          cloneBytes(r.result),
-		Error:           r.err,
 	}
+	if x := r.x; x != nil {
+		in.UniqueKey = x.uniqueKey
+		in.UniqueUntil = fromNanos(x.uniqueTill)
+		in.FinishedAt = fromNanos(x.finishedAt)
+		in.Result = cloneBytes(x.result)
+		in.Error = x.err
+	}
+	return in
 }
 
 func (r *rec) historyRecord(h *hist) *store.HistoryRecord {
@@ -99,7 +190,7 @@ func (r *rec) historyRecord(h *hist) *store.HistoryRecord {
 		InstanceID: r.id,
 		Kind:       r.kind,
 		State:      h.state,
-		Attempt:    h.attempt,
+		Attempt:    int(h.attempt),
 		Time:       fromNanos(h.t),
 		Node:       h.node,
 		Error:      h.err,
@@ -107,6 +198,13 @@ func (r *rec) historyRecord(h *hist) *store.HistoryRecord {
 		Seq:        h.seq,
 	}
 }
+
+// clamp32 narrows n to int32 (attempt counts and retry limits).
+func clamp32(n int) int32 { return int32(max(min(n, math.MaxInt32), math.MinInt32)) }
+
+// keyOf returns the bytes of s without copying them. go-memdb and its
+// radix tree never write into a key, so a key may share a string's memory.
+func keyOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // logRow is one stored log record.
 type logRow struct {
@@ -176,7 +274,7 @@ func fromNanos(n int64) time.Time {
 func sortable(n int64) uint64 { return uint64(n) ^ (1 << 63) }
 
 // prioKey maps a priority to 4 bytes that sort highest priority first.
-func prioKey(p int) uint32 {
+func prioKey(p int64) uint32 {
 	p32 := int32(max(min(p, math.MaxInt32), math.MinInt32))
 	return ^(uint32(p32) ^ (1 << 31))
 }
@@ -228,7 +326,7 @@ func (x keyIndexer) FromArgs(args ...any) ([]byte, error) {
 	case []byte:
 		return a, nil
 	case string:
-		return []byte(a), nil
+		return keyOf(a), nil
 	}
 	panic("memdbstore: index argument must be []byte or string")
 }

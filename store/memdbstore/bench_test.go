@@ -1,0 +1,178 @@
+package memdbstore_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/memdbstore"
+)
+
+var benchBase = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// benchInstance is a typical instance: a UUID-sized ID, a short kind and
+// queue, a small JSON argument list.
+func benchInstance(i int, queue string) *store.Instance {
+	return &store.Instance{
+		ID:         fmt.Sprintf("%08x-0000-4000-8000-%012x", i*2654435761&0xffffffff, i),
+		Kind:       "email.send",
+		Queue:      queue,
+		Args:       []byte(`["user@example.com","welcome",42]`),
+		Priority:   i % 3,
+		RunAt:      benchBase,
+		MaxRetries: 3,
+		Timeout:    time.Minute,
+		CreatedAt:  benchBase,
+	}
+}
+
+// fill enqueues n instances into queue in batches of 1000, starting at ID
+// number from.
+func fill(tb testing.TB, s *memdbstore.Store, queue string, from, n int, mod func(*store.Instance)) {
+	tb.Helper()
+	ctx := context.Background()
+	batch := make([]*store.Instance, 0, 1000)
+	for i := from; i < from+n; i++ {
+		in := benchInstance(i, queue)
+		if mod != nil {
+			mod(in)
+		}
+		batch = append(batch, in)
+		if len(batch) == cap(batch) || i == from+n-1 {
+			if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: batch, Node: "bench", Now: benchBase}); err != nil {
+				tb.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}
+
+var (
+	deepMu     sync.Mutex
+	deepStores = map[int]*memdbstore.Store{}
+)
+
+// deepStore returns a store whose queue "deep" holds depth ready instances
+// over three priority levels, under 1000 future instances of a higher
+// priority that every claim must jump past. Built once per depth.
+func deepStore(b *testing.B, depth int) *memdbstore.Store {
+	deepMu.Lock()
+	defer deepMu.Unlock()
+	if s := deepStores[depth]; s != nil {
+		return s
+	}
+	s := memdbstore.New()
+	fill(b, s, "deep", 0, depth, nil)
+	fill(b, s, "deep", depth, 1000, func(in *store.Instance) {
+		in.Priority, in.RunAt = 10, benchBase.Add(time.Hour)
+	})
+	deepStores[depth] = s
+	return s
+}
+
+// BenchmarkClaim claims one instance at the given queue depth and hands it
+// back (Finish with Release), so the depth stays put. claim-ns/op is the
+// Claim call alone.
+func BenchmarkClaim(b *testing.B) {
+	for _, depth := range []int{1_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			s := deepStore(b, depth)
+			ctx := context.Background()
+			now := benchBase.Add(time.Minute)
+			var claimTime time.Duration
+			b.ResetTimer()
+			for range b.N {
+				t0 := time.Now()
+				res, err := s.Claim(ctx, &store.ClaimParams{Queue: "deep", Owner: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
+				claimTime += time.Since(t0)
+				if err != nil || len(res.Instances) != 1 {
+					b.Fatalf("claim: %v, %d instances", err, len(res.Instances))
+				}
+				in := res.Instances[0]
+				errs, err := s.Finish(ctx, &store.FinishParams{Owner: "w", Now: now, Outcomes: []store.Outcome{{ID: in.ID, Attempt: in.Attempt, State: store.Scheduled, RunAt: in.RunAt, Release: true}}})
+				if err != nil || errs[0] != nil {
+					b.Fatalf("release: %v %v", err, errs)
+				}
+			}
+			b.ReportMetric(float64(claimTime.Nanoseconds())/float64(b.N), "claim-ns/op")
+		})
+	}
+}
+
+// BenchmarkEnqueueBatch enqueues in batches of 64; one op is one instance.
+func BenchmarkEnqueueBatch(b *testing.B) {
+	s := memdbstore.New()
+	ctx := context.Background()
+	batch := make([]*store.Instance, 64)
+	b.ResetTimer()
+	for i := 0; i < b.N; i += len(batch) {
+		for j := range batch {
+			batch[j] = benchInstance(i+j, "q")
+		}
+		if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: batch, Node: "bench", Now: benchBase}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCycleBatch64 is the engine's path for one job, amortised over
+// batches of 64: enqueue, claim, finish as Completed (4 history records per
+// job). One op is one job.
+func BenchmarkCycleBatch64(b *testing.B) {
+	s := memdbstore.New()
+	ctx := context.Background()
+	const n = 64
+	batch := make([]*store.Instance, n)
+	outs := make([]store.Outcome, 0, n)
+	result := []byte(`[true]`)
+	b.ResetTimer()
+	for i := 0; i < b.N; i += n {
+		now := benchBase.Add(time.Duration(i) * time.Microsecond)
+		for j := range batch {
+			batch[j] = benchInstance(i+j, "q")
+			batch[j].RunAt, batch[j].CreatedAt = now, now
+		}
+		if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: batch, Node: "bench", Now: now}); err != nil {
+			b.Fatal(err)
+		}
+		res, err := s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: n, Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil || len(res.Instances) != n {
+			b.Fatalf("claim: %v, %d instances", err, len(res.Instances))
+		}
+		outs = outs[:0]
+		for _, in := range res.Instances {
+			outs = append(outs, store.Outcome{ID: in.ID, Attempt: in.Attempt, State: store.Completed, Result: result})
+		}
+		if _, err := s.Finish(ctx, &store.FinishParams{Owner: "w", Now: now, Outcomes: outs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkHeapPending measures the heap that 100k pending instances (with
+// their Created and Scheduled history records) take, after GC.
+func BenchmarkHeapPending(b *testing.B) {
+	const n = 100_000
+	for range b.N {
+		before := heapAlloc()
+		s := memdbstore.New()
+		fill(b, s, "q", 0, n, nil)
+		after := heapAlloc()
+		b.ReportMetric(float64(after-before)/n, "B/pending")
+		b.ReportMetric(float64(after-before)/(1<<20), "MB/100k")
+		runtime.KeepAlive(s)
+	}
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
