@@ -98,7 +98,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	now, until := nanos(p.Now), nanos(p.LeaseUntil)
 	owner := s.intern(p.Owner)
 	err := s.write(ctx, "claim", func(tx *memdb.Txn) error {
-		picked, next, err := pickReady(tx, qid, now, p.Limit)
+		picked, next, _, err := pickReady(tx, qid, now, p.Limit)
 		if err != nil {
 			return err
 		}
@@ -132,16 +132,17 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 // at limit before looking). It seeks once per priority level: a level's
 // instances are ordered by RunAt, so when the next one at a level is not due
 // nothing after it at that level is, and it jumps to the next level.
-func pickReady(tx *memdb.Txn, qid uint32, now int64, limit int) ([]*rec, int64, error) {
-	var picked []*rec
-	var next int64
+// visited counts the index entries it looked at: picked plus at most two
+// per priority level.
+func pickReady(tx *memdb.Txn, qid uint32, now int64, limit int) (picked []*rec, next int64, visited int, err error) {
 	level := uint32(0)
 	for len(picked) < limit {
 		it, err := tx.LowerBound(tInstances, iReady, readyKey(qid, level, minNanos, 0))
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		obj := it.Next()
+		visited++
 		if obj == nil {
 			break
 		}
@@ -163,13 +164,14 @@ func pickReady(tx *memdb.Txn, qid uint32, now int64, limit int) ([]*rec, int64, 
 			}
 			picked = append(picked, r)
 			obj = it.Next()
+			visited++
 		}
 		if level == ^uint32(0) {
 			break
 		}
 		level++
 	}
-	return picked, next, nil
+	return picked, next, visited, nil
 }
 
 // minNanos is the smallest stored time (nanos clamps to it).

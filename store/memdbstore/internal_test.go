@@ -1,0 +1,129 @@
+package memdbstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jobkit/job/store"
+)
+
+var t0 = time.Date(2026, time.March, 1, 0, 0, 0, 0, time.UTC)
+
+func enqueueN(t *testing.T, s *Store, queue string, n, prio int, runAt time.Time, tag string) {
+	t.Helper()
+	var ins []*store.Instance
+	for i := range n {
+		ins = append(ins, &store.Instance{ID: fmt.Sprintf("%s-%d", tag, i), Kind: "k", Queue: queue, Priority: prio, RunAt: runAt, CreatedAt: t0})
+	}
+	if _, err := s.Enqueue(context.Background(), &store.EnqueueParams{Instances: ins, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClaimSeeksPerLevel checks that a claim never walks the waiting
+// instances: whatever the depth, it looks at the instances it claims plus
+// at most two entries per priority level.
+func TestClaimSeeksPerLevel(t *testing.T) {
+	t.Parallel()
+	s := New()
+	later := t0.Add(time.Hour)
+	enqueueN(t, s, "q", 5000, 9, later, "future-9")
+	enqueueN(t, s, "q", 5000, 5, later, "future-5")
+	enqueueN(t, s, "q", 3, 5, t0, "ready-5")
+	enqueueN(t, s, "q", 5000, 1, later, "future-1")
+	enqueueN(t, s, "q", 2, 0, t0, "ready-0")
+	enqueueN(t, s, "other", 5000, 7, t0, "other")
+
+	tx := s.db.Txn(false)
+	qid, _ := s.queueID("q", false)
+	picked, next, visited, err := pickReady(tx, qid, nanos(t0.Add(time.Minute)), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range picked {
+		got = append(got, r.id)
+	}
+	want := []string{"ready-5-0", "ready-5-1", "ready-5-2", "ready-0-0", "ready-0-1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("picked %v, want %v", got, want)
+	}
+	if next != nanos(later) {
+		t.Fatalf("next %v, want %v", fromNanos(next), later)
+	}
+	// 4 levels: 9 (head not due), 5 (3 due, then not due), 1 (not due), 0 (2 due, end).
+	if limit := len(picked) + 2*4; visited > limit {
+		t.Fatalf("claim visited %d index entries over 20000 waiting, want at most %d", visited, limit)
+	}
+}
+
+// TestSubscribeCleanup checks that a subscription whose ctx ends is closed
+// and forgotten, and that notifying never blocks on a full channel.
+func TestSubscribeCleanup(t *testing.T) {
+	t.Parallel()
+	s := New()
+	ctx, cancel := context.WithCancel(context.Background())
+	var chans []<-chan struct{}
+	for i := range 100 {
+		ch, err := s.Subscribe(ctx, fmt.Sprintf("q%d", i%3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, ch)
+	}
+	for i := range 10 { // nobody reads: signals coalesce
+		enqueueN(t, s, fmt.Sprintf("q%d", i%3), 1, 0, t0, fmt.Sprintf("n%d", i))
+	}
+	cancel()
+	for i, ch := range chans {
+		timeout := time.After(5 * time.Second)
+	drain:
+		for {
+			select {
+			case _, ok := <-ch:
+				if !ok {
+					break drain
+				}
+			case <-timeout:
+				t.Fatalf("subscription %d not closed after its ctx ended", i)
+			}
+		}
+	}
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	if len(s.subs) != 0 {
+		t.Fatalf("%d queues still have subscribers after every ctx ended", len(s.subs))
+	}
+	if _, err := s.Subscribe(ctx, "q0"); err == nil {
+		t.Fatalf("Subscribe with an ended ctx succeeded")
+	}
+}
+
+// TestZeroAndFarTimes checks the nanosecond encoding at its edges: a zero
+// RunAt is ready at once, and times beyond the int64 range clamp instead of
+// wrapping.
+func TestZeroAndFarTimes(t *testing.T) {
+	t.Parallel()
+	s := New()
+	ctx := context.Background()
+	far := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+	ins := []*store.Instance{
+		{ID: "zero", Kind: "k", Queue: "q", CreatedAt: t0},
+		{ID: "far", Kind: "k", Queue: "q", RunAt: far, CreatedAt: t0, Priority: 1},
+	}
+	if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: ins, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: 5, Now: t0, LeaseUntil: t0.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Instances) != 1 || res.Instances[0].ID != "zero" {
+		t.Fatalf("claimed %d instances, want only the zero-RunAt one", len(res.Instances))
+	}
+	if !res.NextRunAt.After(time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("NextRunAt %v, want the far time clamped to the end of the int64 range", res.NextRunAt)
+	}
+}
