@@ -122,13 +122,19 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 	}
 }
 
-// BenchmarkCycleBatch64 is the engine's path for one job, amortised over
-// batches of 64: enqueue, claim, finish as Completed (4 history records per
-// job). One op is one job.
-func BenchmarkCycleBatch64(b *testing.B) {
+// BenchmarkCycle is the engine's path for one job, amortised over batches:
+// enqueue, claim, finish as Completed (4 history records per job), one
+// write transaction each. One op is one job; batch=64 is what the engine
+// uses.
+func BenchmarkCycle(b *testing.B) {
+	for _, n := range []int{1, 16, 64, 256} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) { benchCycle(b, n) })
+	}
+}
+
+func benchCycle(b *testing.B, n int) {
 	s := memdbstore.New()
 	ctx := context.Background()
-	const n = 64
 	batch := make([]*store.Instance, n)
 	outs := make([]store.Outcome, 0, n)
 	result := []byte(`[true]`)
