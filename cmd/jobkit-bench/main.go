@@ -1,39 +1,46 @@
-// Command jobkit-bench measures jobkit end to end on a store: throughput
+// Command jobkit-bench measures jobkit end to end on one store: throughput
 // of no-op jobs with several worker counts, idle schedule-to-start latency,
-// heap (or server memory) per pending instance, and claim cost as the
-// queue grows. It prints a Markdown table; doc/benchmarks.md quotes it with
-// the command that made it.
+// heap (and server memory) per pending instance, and claim cost as the
+// queue grows. It prints a Markdown table. The workloads live in
+// internal/benchkit, which the side-by-side benchmark with asynq and River
+// (the bench module, run by scripts/bench.sh) shares.
 //
 //	go run ./cmd/jobkit-bench -store memdb
+//	go run ./cmd/jobkit-bench -store redis                          # starts a redis-server
 //	go run ./cmd/jobkit-bench -store redis -redis-addr 127.0.0.1:6379
+//	go run ./cmd/jobkit-bench -store etcd -etcd 127.0.0.1:2379
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"os"
-	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobkit/job/internal/benchkit"
 )
 
 func main() {
-	var cfg config
-	flag.StringVar(&cfg.store, "store", "memdb", "store to measure: "+strings.Join(storeNames(), ", "))
-	flag.StringVar(&cfg.redisAddr, "redis-addr", os.Getenv("JOBKIT_REDIS_ADDR"), "redis-server address for the redis and valkey stores (default: start one)")
-	flag.StringVar(&cfg.etcdEndpoints, "etcd", os.Getenv("JOBKIT_ETCD_ENDPOINTS"), "etcd endpoints, comma-separated (default: start one)")
-	flag.IntVar(&cfg.jobs, "jobs", 100_000, "jobs per throughput run")
-	workers := flag.String("workers", "1,8,64", "worker counts of the throughput runs")
-	flag.IntVar(&cfg.latencyN, "latency-n", 2000, "jobs in the idle latency run")
-	flag.IntVar(&cfg.pending, "pending", 100_000, "pending instances in the memory run")
-	depths := flag.String("depths", "1000,100000,1000000", "queue depths of the claim-cost run")
-	flag.IntVar(&cfg.runs, "runs", 3, "runs per figure; the median is reported")
-	only := flag.String("only", "", "comma-separated subset of: throughput, latency, memory, claim")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
+	var (
+		storeName  = flag.String("store", "memdb", "store to measure: "+strings.Join(benchkit.Stores, ", "))
+		redisAddr  = flag.String("redis-addr", os.Getenv("JOBKIT_REDIS_ADDR"), "redis-server address for the redis and valkey stores (default: start one)")
+		etcdEPs    = flag.String("etcd", os.Getenv("JOBKIT_ETCD_ENDPOINTS"), "etcd endpoints, comma-separated (default: start one)")
+		jobs       = flag.Int("jobs", 100_000, "jobs per throughput run")
+		workers    = flag.String("workers", "1,8,64", "worker counts of the throughput runs")
+		latencyN   = flag.Int("latency-n", 2000, "jobs in the idle latency run")
+		pending    = flag.Int("pending", 100_000, "pending instances in the memory run")
+		depths     = flag.String("depths", "1000,100000,1000000", "queue depths of the claim-cost run")
+		runs       = flag.Int("runs", 3, "runs per figure; the median is reported")
+		only       = flag.String("only", "", "comma-separated subset of: throughput, latency, memory, claim")
+		limit      = flag.Duration("limit", 10*time.Minute, "time limit of each run; a run that hits it is reported as cut short")
+		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile to this file")
+	)
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -45,63 +52,72 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var err error
-	if cfg.workers, err = ints(*workers); err != nil {
+	ws, err := ints(*workers)
+	if err != nil {
 		log.Fatalf("-workers: %v", err)
 	}
-	if cfg.depths, err = ints(*depths); err != nil {
+	ds, err := ints(*depths)
+	if err != nil {
 		log.Fatalf("-depths: %v", err)
 	}
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 
-	ctx := context.Background()
-	target, err := openTarget(ctx, &cfg)
-	if err != nil {
-		log.Fatal(err)
+	cfg := benchkit.JobkitConfig{Store: *storeName}
+	switch *storeName {
+	case "redis", "valkey":
+		cfg.RedisAddr = benchkit.StartRedis(*redisAddr)
+	case "etcd":
+		cfg.EtcdEndpoints = benchkit.StartEtcd(*etcdEPs)
 	}
-	defer target.close()
+	defer benchkit.StopServers()
+	sys, err := benchkit.NewJobkit(cfg)
+	if err != nil {
+		benchkit.Fatalf("%v", err)
+	}
+	defer sys.Close()
+	ctx := context.Background()
 
-	fmt.Printf("# jobkit-bench: store %s, %s, GOMAXPROCS %d, %s\n\n", cfg.store, runtime.Version(), runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("# jobkit-bench: store %s; %s; %s\n\n", *storeName, benchkit.Machine(), time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("| figure | value | runs |\n|---|---|---|\n")
-	if want("throughput") {
-		for _, w := range cfg.workers {
-			v := median(cfg.runs, func() float64 { return throughput(ctx, target, cfg.jobs, w) })
-			fmt.Printf("| throughput, %d pre-scheduled no-op jobs, %d workers | %.0f jobs/s | %d |\n", cfg.jobs, w, v, cfg.runs)
+	row := func(figure string, r benchkit.Result, key, unit string, prec int) {
+		if r.Err != nil {
+			fmt.Printf("| %s | failed: %v | |\n", figure, r.Err)
+			return
 		}
-		v := median(cfg.runs, func() float64 { return scheduleAndRun(ctx, target, cfg.jobs/2, 64) })
-		fmt.Printf("| throughput, schedule and run concurrently (%d jobs, 8 producers, 64 workers) | %.0f jobs/s | %d |\n", cfg.jobs/2, v, cfg.runs)
+		v := strconv.FormatFloat(r.Sample[key], 'f', prec, 64) + " " + unit
+		if r.Cut {
+			v += " (cut short: " + r.Note + ")"
+		}
+		fmt.Printf("| %s | %s | %d |\n", figure, v, r.Runs)
+	}
+	if want("throughput") {
+		for _, w := range ws {
+			r := benchkit.Repeat(*runs, func() (benchkit.Sample, error) { return benchkit.Burndown(ctx, sys, *jobs, w, *limit) })
+			row(fmt.Sprintf("throughput, %d pre-scheduled no-op jobs, %d workers", *jobs, w), r, "jobs/s", "jobs/s", 0)
+		}
+		r := benchkit.Repeat(*runs, func() (benchkit.Sample, error) {
+			return benchkit.ScheduleAndRun(ctx, sys, *jobs/2, 8, 64, *limit)
+		})
+		row(fmt.Sprintf("throughput, schedule and run concurrently (%d jobs, 8 producers, 64 workers)", *jobs/2), r, "jobs/s", "jobs/s", 0)
 	}
 	if want("latency") {
-		var p50s, p99s []float64
-		for range cfg.runs {
-			p50, p99 := idleLatency(ctx, target, cfg.latencyN)
-			p50s, p99s = append(p50s, p50), append(p99s, p99)
-		}
-		fmt.Printf("| idle schedule→start latency p50 (%d jobs, one at a time) | %.3f ms | %d |\n", cfg.latencyN, medianOf(p50s), cfg.runs)
-		fmt.Printf("| idle schedule→start latency p99 | %.3f ms | %d |\n", medianOf(p99s), cfg.runs)
+		r := benchkit.Repeat(*runs, func() (benchkit.Sample, error) { return benchkit.Idle(ctx, sys, *latencyN, *limit) })
+		row(fmt.Sprintf("idle schedule→start latency p50 (%d jobs, one at a time)", *latencyN), r, "p50 ms", "ms", 3)
+		row("idle schedule→start latency p99", r, "p99 ms", "ms", 3)
 	}
 	if want("memory") {
-		v := median(1, func() float64 { return memoryPerPending(ctx, target, cfg.pending) })
-		fmt.Printf("| %s per pending instance at %d | %.0f B | 1 |\n", target.memoryName(), cfg.pending, v)
-	}
-	if want("claim") {
-		for _, d := range cfg.depths {
-			v := median(cfg.runs, func() float64 { return claimCost(ctx, target, d) })
-			fmt.Printf("| claim+finish of 1 instance at queue depth %d | %.1f µs | %d |\n", d, v, cfg.runs)
+		r := benchkit.Repeat(1, func() (benchkit.Sample, error) { return benchkit.MemoryPerPending(ctx, sys, *pending) })
+		row(fmt.Sprintf("Go heap (after GC) per pending instance at %d", *pending), r, "heap B/job", "B", 0)
+		if name := sys.ServerMemoryName(); name != "" {
+			row(fmt.Sprintf("%s per pending instance at %d", name, *pending), r, "server B/job", "B", 0)
 		}
 	}
-}
-
-type config struct {
-	store         string
-	redisAddr     string
-	etcdEndpoints string
-	jobs          int
-	workers       []int
-	latencyN      int
-	pending       int
-	depths        []int
-	runs          int
+	if want("claim") {
+		for _, d := range ds {
+			r := benchkit.Repeat(*runs, func() (benchkit.Sample, error) { return benchkit.ClaimCost(ctx, sys, d, 2000, *limit) })
+			row(fmt.Sprintf("claim+finish of 1 instance at queue depth %d", d), r, "µs", "µs", 1)
+		}
+	}
 }
 
 func ints(s string) ([]int, error) {
@@ -115,6 +131,9 @@ func ints(s string) ([]int, error) {
 			return nil, fmt.Errorf("%q is not a positive integer", f)
 		}
 		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no value")
 	}
 	return out, nil
 }

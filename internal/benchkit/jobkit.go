@@ -1,0 +1,363 @@
+package benchkit
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/valkey-io/valkey-go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobkit/job"
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/etcdstore"
+	"github.com/jobkit/job/store/memdbstore"
+	"github.com/jobkit/job/store/redisstore"
+	"github.com/jobkit/job/store/valkeystore"
+)
+
+// Stores lists the stores a Jobkit system can run on.
+var Stores = []string{"memdb", "redis", "valkey", "etcd"}
+
+// JobkitConfig says which store a Jobkit system measures and how its
+// managers are set up. Zero durations keep jobkit's defaults.
+type JobkitConfig struct {
+	// Name is the column name; defaults to "jobkit-" + Store.
+	Name string
+	// Store is one of Stores.
+	Store string
+	// RedisAddr is the redis-server of the redis and valkey stores.
+	RedisAddr string
+	// EtcdEndpoints are the etcd servers of the etcd store.
+	EtcdEndpoints []string
+	// Lease, RescueInterval and PollInterval set the managers' options of
+	// those names; Backoff, when set, replaces the default retry backoff.
+	Lease, RescueInterval, PollInterval time.Duration
+	Backoff                             job.Backoff
+	// EtcdLeaseTTL sets etcdstore.WithLeaseTTL (the etcd store's crash
+	// rescue horizon); zero keeps its default.
+	EtcdLeaseTTL time.Duration
+}
+
+// Jobkit is jobkit on one store, as a System.
+type Jobkit struct {
+	cfg   JobkitConfig
+	rdb   *redis.Client
+	vk    valkey.Client
+	etcd  *clientv3.Client
+	quiet *slog.Logger
+}
+
+// NewJobkit connects the clients cfg's store needs.
+func NewJobkit(cfg JobkitConfig) (*Jobkit, error) {
+	if cfg.Name == "" {
+		cfg.Name = "jobkit-" + cfg.Store
+	}
+	j := &Jobkit{cfg: cfg, quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	switch cfg.Store {
+	case "memdb":
+	case "redis":
+		j.rdb = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, PoolSize: 64})
+	case "valkey":
+		c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{cfg.RedisAddr}, DisableCache: true})
+		if err != nil {
+			return nil, fmt.Errorf("valkey client: %w", err)
+		}
+		j.vk = c
+		// used_memory is read with go-redis, which speaks to the same server.
+		j.rdb = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr})
+	case "etcd":
+		c, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second})
+		if err != nil {
+			return nil, fmt.Errorf("etcd client: %w", err)
+		}
+		j.etcd = c
+	default:
+		return nil, fmt.Errorf("unknown store %q; want one of %s", cfg.Store, strings.Join(Stores, ", "))
+	}
+	return j, nil
+}
+
+// Name implements System.
+func (j *Jobkit) Name() string { return j.cfg.Name }
+
+// Close implements System.
+func (j *Jobkit) Close() {
+	if j.rdb != nil {
+		j.rdb.Close()
+	}
+	if j.vk != nil {
+		j.vk.Close()
+	}
+	if j.etcd != nil {
+		j.etcd.Close()
+	}
+}
+
+// OpenStore returns a store handle on namespace ns (a fresh store for
+// memdb, which has no namespaces).
+func (j *Jobkit) OpenStore(ns string) (store.Store, error) {
+	switch j.cfg.Store {
+	case "memdb":
+		return memdbstore.New(), nil
+	case "redis":
+		return redisstore.New(j.rdb, redisstore.WithNamespace(ns)), nil
+	case "valkey":
+		return valkeystore.New(j.vk, valkeystore.WithNamespace(ns)), nil
+	case "etcd":
+		opts := []etcdstore.Option{etcdstore.WithPrefix(ns)}
+		if j.cfg.EtcdLeaseTTL > 0 {
+			opts = append(opts, etcdstore.WithLeaseTTL(j.cfg.EtcdLeaseTTL))
+		}
+		return etcdstore.New(j.etcd, opts...)
+	}
+	return nil, fmt.Errorf("unknown store %q", j.cfg.Store)
+}
+
+// DropNamespace deletes what namespace ns left on the server.
+func (j *Jobkit) DropNamespace(ctx context.Context, ns string) {
+	switch {
+	case j.rdb != nil:
+		unlinkMatching(ctx, j.rdb, "jobkit:{"+ns+"}:*")
+	case j.etcd != nil:
+		_, _ = j.etcd.Delete(ctx, ns, clientv3.WithPrefix())
+	}
+}
+
+// unlinkMatching deletes the keys matching pattern, in batches.
+func unlinkMatching(ctx context.Context, rdb *redis.Client, pattern string) {
+	var cursor uint64
+	for {
+		keys, next, err := rdb.Scan(ctx, cursor, pattern, 1000).Result()
+		if err != nil {
+			return
+		}
+		if len(keys) > 0 {
+			rdb.Unlink(ctx, keys...)
+		}
+		if cursor = next; cursor == 0 {
+			return
+		}
+	}
+}
+
+// NewNamespace returns a fresh namespace name.
+func NewNamespace(prefix string) string { return fmt.Sprintf("%s_%08x", prefix, rand.Uint32()) }
+
+// Open implements System.
+func (j *Jobkit) Open(ctx context.Context) (Queue, error) {
+	return j.Attach(ctx, NewNamespace("bench"))
+}
+
+// Attach implements System. memdb has no cross-process queue: a fresh
+// store is returned.
+func (j *Jobkit) Attach(_ context.Context, id string) (Queue, error) {
+	s, err := j.OpenStore(id)
+	if err != nil {
+		return nil, err
+	}
+	q := &jobkitQueue{sys: j, id: id, s: s}
+	q.hooks.Store(&Hooks{})
+	if q.sched, err = q.manager(1); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// ServerMemoryName implements MemoryMeter.
+func (j *Jobkit) ServerMemoryName() string {
+	switch {
+	case j.rdb != nil:
+		return "Redis used_memory"
+	case j.etcd != nil:
+		return "etcd dbSizeInUse"
+	}
+	return ""
+}
+
+// Memory implements MemoryMeter.
+func (j *Jobkit) Memory(ctx context.Context) (Memory, error) {
+	m := Memory{Heap: Heap()}
+	var err error
+	switch {
+	case j.rdb != nil:
+		m.Server, err = RedisUsedMemory(ctx, j.rdb)
+	case j.etcd != nil:
+		var st *clientv3.StatusResponse
+		if st, err = j.etcd.Status(ctx, j.etcd.Endpoints()[0]); err == nil {
+			m.Server = st.DbSizeInUse
+		}
+	}
+	return m, err
+}
+
+// Heap returns the Go heap in use after two collections.
+func Heap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// RedisUsedMemory returns INFO memory's used_memory.
+func RedisUsedMemory(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no used_memory in INFO memory")
+}
+
+type jobkitQueue struct {
+	sys   *Jobkit
+	id    string
+	s     store.Store
+	sched *job.Manager // never started: schedules before Run
+	run   *job.Manager // the running one, if any
+	hooks atomic.Pointer[Hooks]
+}
+
+const benchKind = "bench"
+
+func (q *jobkitQueue) manager(workers int) (*job.Manager, error) {
+	c := q.sys.cfg
+	opts := []job.ManagerOption{job.WithStore(q.s), job.WithWorkers(workers), job.WithLogger(q.sys.quiet),
+		job.WithClaimBatch(max(workers, job.DefaultClaimBatch))}
+	if c.Lease > 0 {
+		opts = append(opts, job.WithLease(c.Lease))
+	}
+	if c.RescueInterval > 0 {
+		opts = append(opts, job.WithRescueInterval(c.RescueInterval))
+	}
+	if c.PollInterval > 0 {
+		opts = append(opts, job.WithPollInterval(c.PollInterval))
+	}
+	m, err := job.NewManager(opts...)
+	if err != nil {
+		return nil, err
+	}
+	jopts := []job.JobOption{job.WithKind(benchKind),
+		job.WithExecutor(func(ctx context.Context, stamp int64) {
+			h := q.hooks.Load()
+			if h.Started != nil {
+				h.Started(stamp)
+			}
+			if h.Hold != nil {
+				h.Hold(ctx)
+			}
+		}),
+		job.WithCompleteProcessor(func(job.Instance, []any) {
+			if h := q.hooks.Load(); h.Completed != nil {
+				h.Completed(0)
+			}
+		}),
+	}
+	if c.Backoff != nil {
+		jopts = append(jopts, job.WithBackoff(c.Backoff))
+	}
+	jb, err := job.NewJob(jopts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.RegisterJob(jb); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (q *jobkitQueue) ID() string { return q.id }
+
+// Store returns the queue's store handle.
+func (q *jobkitQueue) Store() store.Store { return q.s }
+
+func (q *jobkitQueue) Fill(ctx context.Context, n int, due time.Time) error {
+	return FillStore(ctx, q.s, n, due)
+}
+
+// FillStore enqueues n instances of the bench kind due at due, 1,000 per
+// call, as ScheduleJob would store them.
+func FillStore(ctx context.Context, s store.Store, n int, due time.Time) error {
+	const batch = 1000
+	args := []byte("[" + strconv.FormatInt(due.UnixNano(), 10) + "]")
+	for done := 0; done < n; done += batch {
+		now := time.Now()
+		recs := make([]*store.Instance, min(batch, n-done))
+		for i := range recs {
+			recs[i] = &store.Instance{
+				ID: uuid.Must(uuid.NewV7()).String(), Kind: benchKind, Queue: job.DefaultQueue,
+				Args: args, RunAt: due, CreatedAt: now, MaxRetries: job.DefaultMaxRetries,
+			}
+		}
+		res, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: recs, Node: "bench", Now: now})
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return r.Err
+			}
+		}
+	}
+	return nil
+}
+
+func (q *jobkitQueue) Insert(ctx context.Context, stamp int64, due time.Time) error {
+	m := q.sched
+	if q.run != nil {
+		m = q.run
+	}
+	opts := []job.ScheduleOption{job.WithArguments(stamp)}
+	if !due.IsZero() {
+		opts = append(opts, job.WithScheduleAt(due))
+	}
+	_, err := m.ScheduleJob(ctx, benchKind, opts...)
+	return err
+}
+
+func (q *jobkitQueue) Run(ctx context.Context, workers int, h Hooks) error {
+	if q.run != nil {
+		return fmt.Errorf("benchkit: Run while running")
+	}
+	q.hooks.Store(&h)
+	m, err := q.manager(workers)
+	if err != nil {
+		return err
+	}
+	if err := m.Start(ctx); err != nil {
+		return err
+	}
+	q.run = m
+	return nil
+}
+
+func (q *jobkitQueue) Stop(ctx context.Context) error {
+	if q.run == nil {
+		return nil
+	}
+	err := q.run.Stop(ctx)
+	q.run = nil
+	return err
+}
+
+func (q *jobkitQueue) Close(ctx context.Context) error {
+	if c, ok := q.s.(store.Closer); ok {
+		_ = c.Close()
+	}
+	q.sys.DropNamespace(ctx, q.id)
+	return nil
+}
