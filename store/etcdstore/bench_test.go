@@ -12,6 +12,8 @@ import (
 	"github.com/jobkit/job/store/etcdstore"
 )
 
+var benchWindow = 32
+
 var benchBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func benchInst(i int, queue string) *store.Instance {
@@ -99,7 +101,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 			b.Run(fmt.Sprintf("workers=%d/limit=%d", workers, limit), func(b *testing.B) {
 				p := prefix(b)
 				cleanup(b, p)
-				s := open(b, p)
+				s := open(b, p, etcdstore.WithClaimWindow(benchWindow))
 				fill(b, s, "q", 0, b.N+limit*workers)
 				ctx := context.Background()
 				now := benchBase.Add(time.Hour)

@@ -30,6 +30,8 @@ import (
 //	                                   lease that outlives the expiry (garbage collection)
 //	P ic/<created><seq>                instances by creation time (value = id)
 //	P ik/<kind>/<created><seq>         instances of a kind by creation time
+//	P is/<state>/<created><seq>        instances in a state by creation time
+//	P isk/<kind>/<state>/<created><seq> instances of a kind in a state
 //	P f/<finished>/<id>                finished instances by finish time (retention)
 //	P h/<id>/<hseq>                    history records of one instance, in order
 //	P ht/<time>/<id>/<hseq>            history by time (value = state digit + kind)
@@ -138,6 +140,12 @@ func (k keys) ready(d *dynRec) string {
 func (k keys) prioMarkPrefix(q string) string { return k.p + "qp/" + esc(q) + "/" }
 func (k keys) byCreated(d *dynRec) string {
 	return k.p + "ic/" + tkey(nt(d.Created)) + hex16(d.Seq)
+}
+func (k keys) byState(st store.State, d *dynRec) string {
+	return k.p + "is/" + string(rune('0'+st)) + "/" + tkey(nt(d.Created)) + hex16(d.Seq)
+}
+func (k keys) byKindState(st store.State, d *dynRec) string {
+	return k.p + "isk/" + esc(d.Kind) + "/" + string(rune('0'+st)) + "/" + tkey(nt(d.Created)) + hex16(d.Seq)
 }
 func (k keys) byKind(d *dynRec) string {
 	return k.p + "ik/" + esc(d.Kind) + "/" + tkey(nt(d.Created)) + hex16(d.Seq)

@@ -124,31 +124,71 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 		}
 		return out, bad.err()
 	}
-	base := s.k.p + "ic/"
-	if q.Kind != "" {
-		base = s.k.p + "ik/" + esc(q.Kind) + "/"
-	}
-	start, end := bounds(base, q)
-	var ids []string
-	var ferr error
-	err = s.scan(ctx, start, end, true, false, func(_ string, val []byte) bool {
-		ids = append(ids, string(val))
-		if len(ids) == page/2 {
-			ferr = fetch(ids)
-			ids = ids[:0]
+	// One index walk per wanted state (or one over all), each newest
+	// first and stopping at the limit; several are merged.
+	var bases []string
+	switch {
+	case len(q.States) > 0:
+		for _, st := range slices.Compact(slices.Sorted(slices.Values(q.States))) {
+			d := string(rune('0' + st))
+			if q.Kind != "" {
+				bases = append(bases, s.k.p+"isk/"+esc(q.Kind)+"/"+d+"/")
+			} else {
+				bases = append(bases, s.k.p+"is/"+d+"/")
+			}
 		}
-		return ferr == nil && !full()
-	})
-	if err == nil {
-		err = ferr
+	case q.Kind != "":
+		bases = []string{s.k.p + "ik/" + esc(q.Kind) + "/"}
+	default:
+		bases = []string{s.k.p + "ic/"}
 	}
-	if err == nil && len(ids) > 0 && !full() {
-		err = fetch(ids)
+	var all []*store.Instance
+	for _, base := range bases {
+		out = nil
+		start, end := bounds(base, q)
+		var ids []string
+		var ferr error
+		err = s.scan(ctx, start, end, true, false, func(_ string, val []byte) bool {
+			ids = append(ids, string(val))
+			if len(ids) == page/2 {
+				ferr = fetch(ids)
+				ids = ids[:0]
+			}
+			return ferr == nil && !full()
+		})
+		if err == nil {
+			err = ferr
+		}
+		if err == nil && len(ids) > 0 && !full() {
+			err = fetch(ids)
+		}
+		if err != nil {
+			return nil, s.wrap("lookup instances", ctx, err)
+		}
+		all = append(all, out...)
 	}
-	if err != nil {
-		return nil, s.wrap("lookup instances", ctx, err)
+	if len(bases) > 1 {
+		slices.SortFunc(all, func(a, b *store.Instance) int {
+			if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+				return c
+			}
+			return cmpUint(b.Seq, a.Seq)
+		})
+		if q.Limit > 0 && len(all) > q.Limit {
+			all = all[:q.Limit]
+		}
 	}
-	return out, bad.err()
+	return all, bad.err()
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // indexRef is one entry of a history or log index.
@@ -538,6 +578,8 @@ func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.Prun
 		last.del(lp, clientv3.WithPrefix())
 		last.del(s.k.byCreated(d))
 		last.del(s.k.byKind(d))
+		last.del(s.k.byState(d.State, d))
+		last.del(s.k.byKindState(d.State, d))
 		last.del(s.k.static(id))
 		last.del(s.k.running(id))
 		last.del(s.k.finished(d, id))

@@ -22,8 +22,18 @@ var _ store.Store = (*Store)(nil)
 var _ store.Notifier = (*Store)(nil)
 var _ store.Closer = (*Store)(nil)
 
-// addHist adds the history record of d's current state (d.HSeq) to g.
-func (s *Store) addHist(g *group, d *dynRec, t time.Time, node, msg string, result []byte) {
+// addHist adds the history record of d's current state (d.HSeq) to g, and
+// moves d in the state indexes from state from (0: not indexed yet) to
+// d.State.
+func (s *Store) addHist(g *group, d *dynRec, from store.State, t time.Time, node, msg string, result []byte) {
+	if from != d.State {
+		if from != 0 {
+			g.del(s.k.byState(from, d))
+			g.del(s.k.byKindState(from, d))
+		}
+		g.put(s.k.byState(d.State, d), d.ID)
+		g.put(s.k.byKindState(d.State, d), d.ID)
+	}
 	h := histRec{ID: d.ID, Kind: d.Kind, State: d.State, Attempt: d.Attempt, Time: tn(t), Node: node,
 		Error: msg, Result: result, Seq: d.HSeq}
 	st := string(rune('0' + d.State))
@@ -239,9 +249,9 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		g.put(s.k.static(in.ID), mustJSON(st))
 		// Created, then Scheduled.
 		d.State, d.HSeq = store.Created, 1
-		s.addHist(g, d, p.Now, p.Node, "", nil)
+		s.addHist(g, d, store.Created, p.Now, p.Node, "", nil) // not indexed by state
 		d.State, d.HSeq = store.Scheduled, 2
-		s.addHist(g, d, p.Now, p.Node, "", nil)
+		s.addHist(g, d, 0, p.Now, p.Node, "", nil)
 		dv := mustJSON(d)
 		g.put(s.k.dyn(in.ID), dv)
 		s.addReady(g, d, dv)
@@ -308,7 +318,7 @@ func backoff(ctx context.Context, round int) error {
 type candidate struct {
 	key string
 	rev int64
-	d   *dynRec
+	val []byte
 }
 
 // readReady reads up to window ready entries of queue q at now, in claim
@@ -324,7 +334,7 @@ type candidate struct {
 // ready range, and reads only up to it; only when that part of the queue
 // has been drained does it read the whole range once (and find the next far
 // key). On etcd 3.5 and later every read here is O(log n + window).
-func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, need int) ([]candidate, time.Time, []candidate, error) {
+func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, need int) ([]candidate, time.Time, error) {
 	for range 4 {
 		s.mu.Lock()
 		prios := s.prios[q]
@@ -361,7 +371,7 @@ func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, 
 		}
 		rs, err := s.read(ctx, ops)
 		if err != nil {
-			return nil, time.Time{}, nil, err
+			return nil, time.Time{}, err
 		}
 		mp := s.k.prioMarkPrefix(q)
 		var marks []string
@@ -388,7 +398,7 @@ func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, 
 			}
 			more, err := s.read(ctx, ops)
 			if err != nil {
-				return nil, time.Time{}, nil, err
+				return nil, time.Time{}, err
 			}
 			for _, j := range refresh {
 				r := &reads[j]
@@ -397,17 +407,13 @@ func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, 
 				r.at = at
 			}
 		}
-		var cands, bad []candidate
+		var cands []candidate
 		for j, pr := range prios {
 			r := reads[j]
 			for _, kv := range rs[r.at].GetKvs() {
-				d, err := decodeDyn(string(kv.Key), kv.Value)
-				if err != nil {
-					bad = append(bad, candidate{key: string(kv.Key), rev: kv.ModRevision})
-					continue
-				}
 				if len(cands) < window {
-					cands = append(cands, candidate{key: string(kv.Key), rev: kv.ModRevision, d: d})
+					// Decoded only when picked.
+					cands = append(cands, candidate{key: string(kv.Key), rev: kv.ModRevision, val: kv.Value})
 				}
 			}
 			if !r.hinted {
@@ -429,7 +435,7 @@ func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, 
 			}
 			nrs, err := s.read(ctx, ops)
 			if err != nil {
-				return nil, time.Time{}, nil, err
+				return nil, time.Time{}, err
 			}
 			for j, r := range reads {
 				if kvs := nrs[j].GetKvs(); len(kvs) > 0 {
@@ -442,9 +448,9 @@ func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, 
 				}
 			}
 		}
-		return cands, next, bad, nil
+		return cands, next, nil
 	}
-	return nil, time.Time{}, nil, errors.New("the queue's priorities keep changing; try again")
+	return nil, time.Time{}, errors.New("the queue's priorities keep changing; try again")
 }
 
 // Claim implements store.Queue. It reads the head of each priority's
@@ -475,24 +481,22 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		return nil, err
 	}
 	res := &store.ClaimResult{}
-	window := p.Limit + s.window
-	lost := false
 	s.mu.Lock()
-	lost = time.Since(s.contended) < time.Second
+	lost := time.Since(s.contended) < time.Second
 	s.mu.Unlock()
+	window := p.Limit + s.window
+	if lost {
+		// Contended: spread wider, so concurrent picks rarely collide.
+		window = 2*p.Limit + 4*s.window
+	}
 	for round := 0; ; round++ {
 		if round == maxRounds {
 			res.NextRunAt = p.Now // work is ready but others keep winning
 			return res, nil
 		}
-		cands, next, bad, err := s.readReady(ctx, p.Queue, p.Now, window, p.Limit-len(res.Instances))
+		cands, next, err := s.readReady(ctx, p.Queue, p.Now, window, p.Limit-len(res.Instances))
 		if err != nil {
 			return nil, err
-		}
-		if len(bad) > 0 {
-			if err := s.quarantine(ctx, bad); err != nil {
-				return nil, err
-			}
 		}
 		if len(cands) == 0 {
 			res.NextRunAt = next
@@ -512,10 +516,16 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 				picks = cands[:need]
 			}
 		}
-		gs := make([]*group, len(picks))
-		dyns := make([]*dynRec, len(picks))
-		for j, c := range picks {
-			d := *c.d
+		gs := make([]*group, 0, len(picks))
+		dyns := make([]*dynRec, 0, len(picks))
+		var bad []candidate
+		for _, c := range picks {
+			cd, err := decodeDyn(c.key, c.val)
+			if err != nil {
+				bad = append(bad, c)
+				continue
+			}
+			d := *cd
 			d.State = store.Processing
 			d.Attempt++
 			d.Owner = p.Owner
@@ -528,9 +538,14 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			g.del(c.key)
 			g.put(s.k.dyn(d.ID), mustJSON(&d))
 			g.put(s.k.running(d.ID), mustJSON(&runRec{LeaseID: d.LeaseID, LeaseUntil: d.LeaseUntil}))
-			s.addHist(g, &d, p.Now, p.Owner, "", nil)
+			s.addHist(g, &d, store.Scheduled, p.Now, p.Owner, "", nil)
 			g.get(s.k.static(d.ID))
-			gs[j], dyns[j] = g, &d
+			gs, dyns = append(gs, g), append(dyns, &d)
+		}
+		if len(bad) > 0 {
+			if err := s.quarantine(ctx, bad); err != nil {
+				return nil, err
+			}
 		}
 		if err := s.commit(ctx, gs); err != nil {
 			return nil, err
@@ -555,10 +570,12 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 				}
 				continue
 			}
+			s.remember(dyns[j], g.rev)
 			res.Instances = append(res.Instances, instance(st, dyns[j]))
 		}
 		if stale > 0 {
 			lost = true
+			window = 2*p.Limit + 4*s.window
 			s.mu.Lock()
 			s.contended = time.Now()
 			s.mu.Unlock()
@@ -570,6 +587,17 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			// Everything ready was taken by us.
 			res.NextRunAt = next
 			return res, nil
+		}
+		if stale > 0 {
+			if len(res.Instances) > 0 {
+				// Others compete for the same work: return what we won
+				// rather than race on, and say more is ready now.
+				res.NextRunAt = p.Now
+				return res, nil
+			}
+			if err := backoff(ctx, min(round, 3)); err != nil {
+				return nil, err
+			}
 		}
 	}
 }
@@ -619,7 +647,7 @@ func (s *Store) terminateCorrupt(ctx context.Context, d *dynRec, node string, no
 	g.put(s.k.dyn(d.ID), mustJSON(&e))
 	g.del(s.k.running(d.ID))
 	g.put(s.k.finished(&e, e.ID), e.ID)
-	s.addHist(g, &e, now, node, e.Error, nil)
+	s.addHist(g, &e, store.Processing, now, node, e.Error, nil)
 	return s.commit(ctx, []*group{g})
 }
 
@@ -644,6 +672,35 @@ func (s *Store) readDyn(ctx context.Context, ids []string) ([]*dynRec, []int64, 
 		}
 	}
 	return ds, revs, errs, nil
+}
+
+// readDynAlive reads the dynamic records of ids (nil where absent or
+// undecodable) and the live handles' leases, in one round trip when they fit
+// one transaction.
+func (s *Store) readDynAlive(ctx context.Context, ids []string) ([]*dynRec, []int64, map[int64]bool, error) {
+	ops := []clientv3.Op{clientv3.OpGet(s.k.alivePrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())}
+	for _, id := range ids {
+		ops = append(ops, clientv3.OpGet(s.k.dyn(id)))
+	}
+	rs, err := s.read(ctx, ops)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	alive := map[int64]bool{}
+	for _, kv := range rs[0].GetKvs() {
+		if v, ok := parseHex16(string(kv.Key[len(s.k.alivePrefix()):])); ok {
+			alive[int64(v)] = true
+		}
+	}
+	ds := make([]*dynRec, len(ids))
+	revs := make([]int64, len(ids))
+	for i, r := range rs[1:] {
+		if kvs := r.GetKvs(); len(kvs) > 0 {
+			ds[i], _ = decodeDyn(string(kvs[0].Key), kvs[0].Value)
+			revs[i] = kvs[0].ModRevision
+		}
+	}
+	return ds, revs, alive, nil
 }
 
 // aliveLeases returns the etcd leases of the store handles now alive.
@@ -685,11 +742,7 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 		for i, l := range pending {
 			ids[i] = l.ID
 		}
-		ds, revs, _, err := s.readDyn(ctx, ids)
-		if err != nil {
-			return nil, s.wrap("renew", ctx, err)
-		}
-		alive, err := s.aliveLeases(ctx)
+		ds, revs, alive, err := s.readDynAlive(ctx, ids)
 		if err != nil {
 			return nil, s.wrap("renew", ctx, err)
 		}
@@ -697,6 +750,7 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 		for i, l := range pending {
 			d := ds[i]
 			if d == nil || d.State != store.Processing || d.Owner != p.Owner || d.Attempt != l.Attempt || !alive[d.LeaseID] {
+				s.forget(l.ID)
 				res.Lost = append(res.Lost, l)
 				continue
 			}
@@ -717,6 +771,9 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 				again = append(again, l)
 				continue
 			}
+			e := *ds[g.ref]
+			e.LeaseUntil = tn(p.Until)
+			s.remember(&e, g.rev)
 			if ds[g.ref].Cancel {
 				res.CancelRequested = append(res.CancelRequested, l)
 			}
@@ -764,9 +821,34 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 		for j, i := range pending {
 			ids[j] = p.Outcomes[i].ID
 		}
-		ds, revs, _, err := s.readDyn(ctx, ids)
-		if err != nil {
-			return nil, s.wrap("finish", ctx, err)
+		// First from what this handle wrote when it claimed (no read);
+		// what it does not know, or what changed since, is read.
+		ds := make([]*dynRec, len(ids))
+		revs := make([]int64, len(ids))
+		var unknown []int
+		s.mu.Lock()
+		for j, id := range ids {
+			o, ok := s.owned[id]
+			if ok && round == 0 && o.d.Owner == p.Owner && o.d.Attempt == p.Outcomes[pending[j]].Attempt {
+				d := o.d
+				ds[j], revs[j] = &d, o.rev
+			} else {
+				unknown = append(unknown, j)
+			}
+		}
+		s.mu.Unlock()
+		if len(unknown) > 0 {
+			uids := make([]string, len(unknown))
+			for k, j := range unknown {
+				uids[k] = ids[j]
+			}
+			uds, urevs, _, err := s.readDyn(ctx, uids)
+			if err != nil {
+				return nil, s.wrap("finish", ctx, err)
+			}
+			for k, j := range unknown {
+				ds[j], revs[j] = uds[k], urevs[k]
+			}
 		}
 		var gs []*group
 		var dyns []*dynRec
@@ -774,6 +856,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 			o := &p.Outcomes[i]
 			d := ds[j]
 			if d == nil || d.State != store.Processing || d.Owner != p.Owner || d.Attempt != o.Attempt {
+				s.forget(o.ID)
 				errs[i] = fmt.Errorf("%w: instance %s attempt %d is not running under owner %s", store.ErrLeaseLost, o.ID, o.Attempt, p.Owner)
 				continue
 			}
@@ -790,7 +873,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 					e.Attempt--
 				}
 				e.RunAt = tn(o.RunAt)
-				s.addHist(g, &e, p.Now, p.Owner, o.Error, nil)
+				s.addHist(g, &e, store.Processing, p.Now, p.Owner, o.Error, nil)
 				dv := mustJSON(&e)
 				g.put(s.k.dyn(o.ID), dv)
 				s.addReady(g, &e, dv)
@@ -799,7 +882,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 					e.Result = o.Result
 				}
 				e.Finished = tn(p.Now)
-				s.addHist(g, &e, p.Now, p.Owner, o.Error, e.Result)
+				s.addHist(g, &e, store.Processing, p.Now, p.Owner, o.Error, e.Result)
 				g.put(s.k.dyn(o.ID), mustJSON(&e))
 				g.put(s.k.finished(&e, e.ID), e.ID)
 			}
@@ -826,6 +909,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 				continue
 			}
 			errs[g.ref] = nil
+			s.forget(p.Outcomes[g.ref].ID)
 			if dyns[j].State == store.Scheduled {
 			}
 		}
@@ -920,13 +1004,13 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 			if e.MaxRetries >= 0 && e.Attempt > e.MaxRetries {
 				e.State = store.Terminated
 				e.Finished = now
-				s.addHist(g, &e, p.Now, p.Node, why, nil)
+				s.addHist(g, &e, store.Processing, p.Now, p.Node, why, nil)
 				g.put(s.k.dyn(e.ID), mustJSON(&e))
 				g.put(s.k.finished(&e, e.ID), e.ID)
 			} else {
 				e.State = store.Scheduled
 				e.RunAt = now
-				s.addHist(g, &e, p.Now, p.Node, why, nil)
+				s.addHist(g, &e, store.Processing, p.Now, p.Node, why, nil)
 				dv := mustJSON(&e)
 				g.put(s.k.dyn(e.ID), dv)
 				s.addReady(g, &e, dv)
@@ -1015,7 +1099,7 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 			e.State = store.Canceled
 			e.Updated, e.Finished = tn(p.Now), tn(p.Now)
 			e.HSeq++
-			s.addHist(g, &e, p.Now, p.Node, "", nil)
+			s.addHist(g, &e, d.State, p.Now, p.Node, "", nil)
 			g.put(s.k.dyn(p.ID), mustJSON(&e))
 			g.put(s.k.finished(&e, e.ID), e.ID)
 		}

@@ -45,6 +45,27 @@ type Store struct {
 	contended time.Time         // when a claim last lost a race
 	logCount  uint64
 	uniq      map[int64]clientv3.LeaseID // unique-key leases by expiry bucket
+	owned     map[string]ownedRec        // dynamic records of this handle's running claims
+}
+
+// ownedRec is what a handle knows of an attempt it claimed: the dynamic
+// record it wrote and at which revision, so Finish can write the outcome
+// guarded on that revision without reading it first.
+type ownedRec struct {
+	d   dynRec
+	rev int64
+}
+
+func (s *Store) remember(d *dynRec, rev int64) {
+	s.mu.Lock()
+	s.owned[d.ID] = ownedRec{*d, rev}
+	s.mu.Unlock()
+}
+
+func (s *Store) forget(id string) {
+	s.mu.Lock()
+	delete(s.owned, id)
+	s.mu.Unlock()
 }
 
 // Option configures a Store.
@@ -104,7 +125,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	s := &Store{
 		cli: client, k: keys{p: "jobkit/"}, ttl: 10, maxOps: 128,
 		maxValue: 512 << 10, maxTxn: 1<<20 + 64<<10, opTimeout: 15 * time.Second, window: 32,
-		prios: map[string][]string{}, far: map[string]string{}, marked: map[string]bool{}, uniq: map[int64]clientv3.LeaseID{},
+		prios: map[string][]string{}, far: map[string]string{}, marked: map[string]bool{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -140,7 +161,7 @@ func (s *Store) Close() error {
 	s.cancel()
 	s.wg.Wait()
 	var err error
-	if lease != 0 {
+	if lease != 0 && s.cli.Ctx().Err() == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		if _, rerr := s.cli.Revoke(ctx, lease); rerr != nil && !isLeaseNotFound(rerr) {
 			err = fmt.Errorf("etcdstore: close: revoke etcd lease %x: %w", int64(lease), rerr)

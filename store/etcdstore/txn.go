@@ -25,7 +25,8 @@ type group struct {
 	ref    int // the caller's index of what the group changes
 
 	applied bool
-	stale   bool // a guard no longer held: the record changed under us
+	stale   bool  // a guard no longer held: the record changed under us
+	rev     int64 // the revision the group was applied at
 	resp    []*pb.ResponseOp
 }
 
@@ -81,6 +82,7 @@ func (s *Store) commit(ctx context.Context, gs []*group) error {
 			off := 0
 			for _, g := range batch {
 				g.applied = true
+				g.rev = resp.Header.Revision
 				g.resp = resp.Responses[off : off+len(g.ops)]
 				off += len(g.ops)
 			}
