@@ -463,37 +463,50 @@ func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.In
 	if !q.Since.IsZero() {
 		minS = us(q.Since)
 	}
-	var ids []string
-	for _, k := range kinds {
-		v, err := c.r.Do(ctx, "ZRANGE", c.keys.Kind(k), maxS, minS, "BYSCORE", "REV")
-		if err != nil {
-			return nil, c.wrap(ctx, "lookup", err)
-		}
-		for _, id := range asArray(v) {
-			ids = append(ids, asString(id))
-		}
-	}
 	var out []*store.Instance
 	var errs []error
-	const page = 500
-	for start := 0; start < len(ids); start += page {
-		batch := ids[start:min(start+page, len(ids))]
-		cmd := append([]string{"HMGET", c.keys.Inst()}, batch...)
-		v, err := c.r.Do(ctx, cmd...)
-		if err != nil {
-			return nil, c.wrap(ctx, "lookup", err)
-		}
-		for i, raw := range asArray(v) {
-			if raw == nil {
-				continue // pruned meanwhile
-			}
-			in, err := DecodeRecord(batch[i], asString(raw))
+	// Per kind, read the index newest first a page at a time and stop once
+	// the kind alone has Limit matches: the merged newest Limit are among
+	// those. Without a limit the whole range is read.
+	page := 500
+	if q.Limit > 0 {
+		page = min(max(2*q.Limit, 100), 1000)
+	}
+	for _, k := range kinds {
+		matched := 0
+		for offset := 0; ; offset += page {
+			v, err := c.r.Do(ctx, "ZRANGE", c.keys.Kind(k), maxS, minS, "BYSCORE", "REV", "LIMIT", itoa(offset), itoa(page))
 			if err != nil {
-				errs = append(errs, err)
-				continue
+				return nil, c.wrap(ctx, "lookup", err)
 			}
-			if q.MatchInstance(in) {
-				out = append(out, in)
+			batch := asArray(v)
+			if len(batch) == 0 {
+				break
+			}
+			cmd := []string{"HMGET", c.keys.Inst()}
+			for _, id := range batch {
+				cmd = append(cmd, asString(id))
+			}
+			v, err = c.r.Do(ctx, cmd...)
+			if err != nil {
+				return nil, c.wrap(ctx, "lookup", err)
+			}
+			for i, raw := range asArray(v) {
+				if raw == nil {
+					continue // pruned meanwhile
+				}
+				in, err := DecodeRecord(asString(batch[i]), asString(raw))
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				if q.MatchInstance(in) {
+					out = append(out, in)
+					matched++
+				}
+			}
+			if len(batch) < page || (q.Limit > 0 && matched >= q.Limit) {
+				break
 			}
 		}
 	}

@@ -45,13 +45,14 @@ local function take_corrupt(id)
 	n = n + 1
 end
 
+local leases = {}
 while n < limit do
 	local members = redis.call('ZRANGE', rkey, 0, limit - n - 1)
 	if #members == 0 then
 		break
 	end
+	redis.call('ZREMRANGEBYRANK', rkey, 0, #members - 1)
 	for _, m in ipairs(members) do
-		redis.call('ZREM', rkey, m)
 		local id = string.sub(m, READY_HEAD + 1)
 		local r, why = load(id)
 		if r and r[F_STATE] == S_SCHEDULED then
@@ -64,12 +65,18 @@ while n < limit do
 			hadd(id, r, {S_PROCESSING}, r[F_ATTEMPT], now, owner, '', '')
 			claimed[#claimed + 1] = id
 			claimed[#claimed + 1] = save(id, r)
-			redis.call('ZADD', K_LEASE, until_, id)
+			leases[#leases + 1] = until_
+			leases[#leases + 1] = id
 			n = n + 1
 		elseif why == 'corrupt' then
 			take_corrupt(id)
 		end
 	end
+end
+-- One ZADD for the whole batch, in chunks that stay clear of Lua's limit
+-- on unpacked arguments.
+for i = 1, #leases, 1000 do
+	redis.call('ZADD', K_LEASE, unpack(leases, i, math.min(i + 999, #leases)))
 end
 
 local next = 0

@@ -13,6 +13,8 @@
 -- and PUBLISHes on the queue's wake-up channel.
 local now, node = tonumber(ARGV[2]), ARGV[3]
 
+local seen, seenq = {}, {}
+
 local function one(id, raw)
 	local r = decode(raw)
 	if not r then
@@ -47,8 +49,14 @@ local function one(id, raw)
 	hadd(id, r, {1, S_SCHEDULED}, 0, now, node, '', '')
 	save(id, r)
 	redis.call('ZADD', PREFIX .. 'k:' .. r[F_KIND], r[F_CREATED], id)
-	redis.call('SADD', K_KINDS, r[F_KIND])
-	redis.call('SADD', K_QUEUES, r[F_QUEUE])
+	if not seen[r[F_KIND]] then
+		seen[r[F_KIND]] = true
+		redis.call('SADD', K_KINDS, r[F_KIND])
+	end
+	if not seenq[r[F_QUEUE]] then
+		seenq[r[F_QUEUE]] = true
+		redis.call('SADD', K_QUEUES, r[F_QUEUE])
+	end
 	place(id, r, now)
 	return {0, id, seq}
 end
