@@ -22,4 +22,5 @@ end
 unplace(id, r)
 hadd(id, r, {S_CANCELED}, r[F_ATTEMPT], now, node, '', '')
 finalize(id, r, S_CANCELED, now)
+flush_sets()
 return {0, save(id, r)}

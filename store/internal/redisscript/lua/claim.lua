@@ -73,11 +73,9 @@ while n < limit do
 		end
 	end
 end
--- One ZADD for the whole batch, in chunks that stay clear of Lua's limit
--- on unpacked arguments.
-for i = 1, #leases, 1000 do
-	redis.call('ZADD', K_LEASE, unpack(leases, i, math.min(i + 999, #leases)))
-end
+-- One ZADD for the whole batch (in chunks that stay clear of Lua's limit
+-- on unpacked arguments).
+chunked('ZADD', K_LEASE, leases)
 
 local next = 0
 if n < limit then

@@ -45,4 +45,5 @@ for i = 4, #ARGV, 7 do
 	out[#out + 1] = one(ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
 		tonumber(ARGV[i + 3]), ARGV[i + 4] == '1', ARGV[i + 5], ARGV[i + 6])
 end
+flush_sets()
 return out

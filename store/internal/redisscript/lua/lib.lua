@@ -177,17 +177,35 @@ local function hadd(id, r, states, attempt, t, node, err, result)
 	r[F_HIST] = r[F_HIST] .. eid .. ' '
 end
 
+-- Set updates a script batches: members to drop from the lease set and
+-- (score, member) pairs to add to the done set. flush_sets applies them;
+-- a script that calls finalize or clear_lease calls it before returning.
+local lease_rm, done_add = {}, {}
+
+local function chunked(cmd, key, args)
+	for i = 1, #args, 1000 do
+		redis.call(cmd, key, unpack(args, i, math.min(i + 999, #args)))
+	end
+end
+
+local function flush_sets()
+	chunked('ZREM', K_LEASE, lease_rm)
+	chunked('ZADD', K_DONE, done_add)
+	lease_rm, done_add = {}, {}
+end
+
 -- finalize moves r to a final state at now.
 local function finalize(id, r, state, now)
 	r[F_STATE] = state
 	r[F_FINISHED] = now
 	r[F_UPDATED] = now
-	redis.call('ZADD', K_DONE, now, id)
+	done_add[#done_add + 1] = now
+	done_add[#done_add + 1] = id
 end
 
 -- clear_lease drops r's lease.
 local function clear_lease(id, r)
-	redis.call('ZREM', K_LEASE, id)
+	lease_rm[#lease_rm + 1] = id
 	r[F_LOWNER] = ''
 	r[F_LUNTIL] = 0
 	r[F_CANCEL] = 0

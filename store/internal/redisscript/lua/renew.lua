@@ -6,7 +6,7 @@
 -- owner or attempt, missing or corrupt), 2 renewed and cancellation
 -- requested.
 local now, owner, until_ = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
-local out = {}
+local out, leases = {}, {}
 for i = 5, #ARGV, 2 do
 	local id, attempt = ARGV[i], tonumber(ARGV[i + 1])
 	local r = load(id)
@@ -14,10 +14,12 @@ for i = 5, #ARGV, 2 do
 		r[F_LUNTIL] = until_
 		r[F_UPDATED] = now
 		save(id, r)
-		redis.call('ZADD', K_LEASE, until_, id)
+		leases[#leases + 1] = until_
+		leases[#leases + 1] = id
 		out[#out + 1] = (r[F_CANCEL] == 1) and 2 or 0
 	else
 		out[#out + 1] = 1
 	end
 end
+chunked('ZADD', K_LEASE, leases)
 return out

@@ -13,7 +13,7 @@ local now, node, limit = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local out = {}
 local ids = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', '(' .. num(now), 'LIMIT', 0, limit)
 for _, id in ipairs(ids) do
-	redis.call('ZREM', K_LEASE, id)
+	lease_rm[#lease_rm + 1] = id
 	local r = load(id)
 	if r and r[F_STATE] == S_PROCESSING then
 		local msg = 'lease of ' .. r[F_LOWNER] .. ' expired'
@@ -33,4 +33,5 @@ for _, id in ipairs(ids) do
 		out[#out + 1] = save(id, r)
 	end
 end
+flush_sets()
 return out
