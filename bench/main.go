@@ -19,9 +19,11 @@ import (
 	"log"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jobkit/job"
@@ -182,6 +184,15 @@ func main() {
 		}
 	}
 	p.env = e
+	// Ctrl-C or SIGTERM: stop the servers before going.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		log.Printf("%v: stopping the servers", sig)
+		stopAll(pg)
+		os.Exit(1)
+	}()
 
 	rep := newReport(p, sel)
 	for _, s := range sel {

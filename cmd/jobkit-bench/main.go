@@ -106,7 +106,7 @@ func main() {
 		row("idle schedule→start latency p99", r, "p99 ms", "ms", 3)
 	}
 	if want("memory") {
-		r := benchkit.Repeat(1, func() (benchkit.Sample, error) { return benchkit.MemoryPerPending(ctx, sys, *pending) })
+		r := benchkit.Repeat(1, func() (benchkit.Sample, error) { return benchkit.MemoryPerPending(ctx, sys, *pending, *limit) })
 		row(fmt.Sprintf("Go heap (after GC) per pending instance at %d", *pending), r, "heap B/job", "B", 0)
 		if name := sys.ServerMemoryName(); name != "" {
 			row(fmt.Sprintf("%s per pending instance at %d", name, *pending), r, "server B/job", "B", 0)

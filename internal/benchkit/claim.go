@@ -24,7 +24,13 @@ func ClaimCost(ctx context.Context, j *Jobkit, depth, rounds int, limit time.Dur
 		}
 		j.DropNamespace(ctx, ns)
 	}()
-	if err := FillStore(ctx, s, depth, time.Now()); err != nil {
+	fctx, cancel := context.WithTimeout(ctx, limit)
+	err = FillStore(fctx, s, depth, time.Now())
+	cancel()
+	if err != nil {
+		if fctx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("claim cost: storing %d instances took longer than %v: %w", depth, limit, ErrCutShort)
+		}
 		return nil, fmt.Errorf("fill: %w", err)
 	}
 	rounds = max(1, min(rounds, depth/2))

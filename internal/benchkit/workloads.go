@@ -28,8 +28,8 @@ func Burndown(ctx context.Context, sys System, n, workers int, limit time.Durati
 	}
 	defer stopQueue(q)
 	t0 := time.Now()
-	if err := q.Fill(ctx, n, time.Now()); err != nil {
-		return nil, fmt.Errorf("fill: %w", err)
+	if err := fillWithin(ctx, q, n, time.Now(), limit); err != nil {
+		return nil, err
 	}
 	fill := float64(n) / time.Since(t0).Seconds()
 	var done atomic.Int64
@@ -201,7 +201,8 @@ func Idle(ctx context.Context, sys System, n int, limit time.Duration) (Sample, 
 
 // Scheduled inserts n jobs due lead from now and spread evenly over
 // spread, with workers running, and returns start − due p50/p99 in ms
-// (negative: early).
+// (negative: early), the p99 of |start − due| and the share of jobs that
+// started early.
 func Scheduled(ctx context.Context, sys System, n int, lead, spread time.Duration, limit time.Duration) (Sample, error) {
 	q, err := sys.Open(ctx)
 	if err != nil {
@@ -225,7 +226,17 @@ func Scheduled(ctx context.Context, sys System, n int, lead, spread time.Duratio
 	}
 	ok := lat.waitCount(n, end)
 	v := lat.sorted()
-	s := Sample{"p50 ms": Percentile(v, .5), "p99 ms": Percentile(v, .99)}
+	early := 0
+	abs := make([]float64, len(v))
+	for i, x := range v {
+		if x < 0 {
+			early++
+		}
+		abs[i] = max(x, -x)
+	}
+	slices.Sort(abs)
+	s := Sample{"p50 ms": Percentile(v, .5), "p99 ms": Percentile(v, .99), "abs p99 ms": Percentile(abs, .99),
+		"early %": 100 * float64(early) / float64(max(len(v), 1))}
 	if !ok {
 		return s, fmt.Errorf("scheduled accuracy: %d of %d started within %v: %w", len(v), n, limit, ErrCutShort)
 	}
@@ -235,7 +246,7 @@ func Scheduled(ctx context.Context, sys System, n int, lead, spread time.Duratio
 // MemoryPerPending stores n ready jobs with no worker running and returns
 // the growth per job of this process's heap ("heap B/job") and of the
 // server's memory ("server B/job"), when sys is a MemoryMeter.
-func MemoryPerPending(ctx context.Context, sys System, n int) (Sample, error) {
+func MemoryPerPending(ctx context.Context, sys System, n int, limit time.Duration) (Sample, error) {
 	mm, ok := sys.(MemoryMeter)
 	if !ok {
 		return nil, fmt.Errorf("%s cannot report memory", sys.Name())
@@ -249,16 +260,20 @@ func MemoryPerPending(ctx context.Context, sys System, n int) (Sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := q.Fill(ctx, n, time.Now()); err != nil {
-		return nil, fmt.Errorf("fill: %w", err)
+	if err := fillWithin(ctx, q, n, time.Now(), limit); err != nil {
+		return nil, err
 	}
 	after, err := mm.Memory(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s := Sample{"heap B/job": float64(after.Heap-before.Heap) / float64(n)}
+	// Growth below zero is collector noise: report none.
+	heap := max(0, float64(after.Heap-before.Heap)/float64(n))
+	s := Sample{"heap B/job": heap, "total B/job": heap}
 	if mm.ServerMemoryName() != "" {
-		s["server B/job"] = float64(after.Server-before.Server) / float64(n)
+		srv := max(0, float64(after.Server-before.Server)/float64(n))
+		s["server B/job"] = srv
+		s["total B/job"] = heap + srv
 	}
 	return s, nil
 }
@@ -280,8 +295,8 @@ func DepthCost(ctx context.Context, sys System, depths []int, k int, limit time.
 	have := 0
 	for _, depth := range ds {
 		if depth > have {
-			if err := q.Fill(ctx, depth-have, time.Now()); err != nil {
-				return s, fmt.Errorf("fill to %d: %w", depth, err)
+			if err := fillWithin(ctx, q, depth-have, time.Now(), time.Until(end)); err != nil {
+				return s, fmt.Errorf("depth %d: %w", depth, err)
 			}
 			have = depth
 		}
@@ -360,4 +375,20 @@ func ScheduleAndRun(ctx context.Context, sys System, n, producers, workers int, 
 		return Sample{"jobs/s": float64(d) / limit.Seconds()}, fmt.Errorf("schedule and run: %d of %d done in %v: %w", d, n, limit, ErrCutShort)
 	}
 	return Sample{"jobs/s": float64(n) / time.Since(start).Seconds()}, nil
+}
+
+// fillWithin runs q.Fill bounded by limit; running out of time is
+// ErrCutShort.
+func fillWithin(ctx context.Context, q Queue, n int, due time.Time, limit time.Duration) error {
+	fctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	t0 := time.Now()
+	err := q.Fill(fctx, n, due)
+	switch {
+	case err == nil:
+		return nil
+	case fctx.Err() != nil && ctx.Err() == nil:
+		return fmt.Errorf("storing %d jobs took longer than %v (%v): %w", n, limit, time.Since(t0).Round(time.Millisecond), ErrCutShort)
+	}
+	return fmt.Errorf("fill: %w", err)
 }
