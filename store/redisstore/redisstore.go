@@ -16,6 +16,16 @@
 // shared with package valkeystore (store/internal/redisscript), so the two
 // plugins cannot drift apart.
 //
+// Times are kept to the microsecond. A claim moves at most 1,000 instances
+// that became due from the scheduled set to the ready set per call, so
+// when more than that fall due at once, the first claims see them in RunAt
+// order rather than priority order until the backlog has moved (it moves
+// on every claim).
+//
+// Memory: a pending instance costs about 650–700 B of Redis used_memory
+// (its record, its ready-set member, its kind-index entry and its
+// Created/Scheduled history entry); run BenchmarkMemoryPerPendingJob.
+//
 // The client belongs to the caller: the store never closes it.
 package redisstore
 
