@@ -121,6 +121,11 @@ func startEtcd(removeDir bool) (*Process, error) {
 			"--initial-cluster", name + "=" + peer,
 			"--initial-cluster-state", "new",
 			"--initial-cluster-token", name,
+			// As production clusters run: old revisions compacted every
+			// minute, so deleted keys do not pile up in the index.
+			"--auto-compaction-mode", "periodic",
+			"--auto-compaction-retention", "1m",
+			"--quota-backend-bytes", "8589934592",
 			"--logger", "zap",
 			"--log-outputs", "stderr",
 			"--log-level", "warn",

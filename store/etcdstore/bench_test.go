@@ -48,18 +48,20 @@ func BenchmarkClaimDepth(b *testing.B) {
 		cleanup(b, p)
 		s := open(b, p)
 		fill(b, s, "q", 0, depth)
-		next := depth
+		next, left := depth, depth
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
 			ctx := context.Background()
 			now := benchBase.Add(time.Hour)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if i > 0 && i%1000 == 0 {
+				if left < depth-500 {
 					b.StopTimer()
-					fill(b, s, "q", next, 1000)
-					next += 1000
+					fill(b, s, "q", next, 500)
+					next += 500
+					left += 500
 					b.StartTimer()
 				}
+				left--
 				res, err := s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
 				if err != nil || len(res.Instances) != 1 {
 					b.Fatalf("claim: %v, %d instances", err, len(res.Instances))
