@@ -46,7 +46,7 @@ func (rp *report) finish(v versions, cmdline string, started time.Time) {
 	fmt.Fprintf(&b, "- Servers: redis-server %s, etcd %s, PostgreSQL %s (fsync, synchronous_commit and full_page_writes off, like the redis-server, which keeps no AOF or RDB); each started by the run on a free loopback port.\n", v.redis, v.etcd, orDash(v.postgres))
 	fmt.Fprintf(&b, "- Modules: %s, %s.\n", moduleVersions(), runtime.Version())
 	fmt.Fprintf(&b, "- Every figure is the median of %d runs unless its row says otherwise; the `load` column is the 1-minute load average when the figure's runs began (this machine has %d CPUs: a load above %d means other work competed and the figures are noisy).\n", rp.p.runs, runtime.NumCPU(), runtime.NumCPU()/2)
-	fmt.Fprintf(&b, "- Ratios are jobkit ÷ peer from this run: for jobs/s above 1 means jobkit is faster; for latencies, memory and costs below 1 means jobkit is better. A value marked * was cut short at its time limit (it covers only what finished; notes below the table).\n")
+	fmt.Fprintf(&b, "- Ratios are jobkit ÷ peer from this run: for jobs/s above 1 means jobkit is faster; for latencies, memory and costs below 1 means jobkit is better. A value marked * was cut short at its time limit: it covers only what finished, the workload was not repeated (the `runs` column says how many runs the figure has), and a note below the table says how far it got. Fills (storing the jobs before a timed step) count against the same limit.\n")
 	fmt.Fprintf(&b, "- Systems:\n")
 	for _, s := range rp.systems {
 		fmt.Fprintf(&b, "  - `%s`: %s.\n", s.name, s.about)

@@ -60,12 +60,12 @@ func quickParams() params {
 func fullParams() params {
 	return params{
 		runs:      3,
-		burnSizes: []int{10_000, 100_000}, burnWorkers: []int{8, 64}, burnLimit: 120 * time.Second,
+		burnSizes: []int{10_000, 100_000}, burnWorkers: []int{8, 64}, burnLimit: 60 * time.Second,
 		steadyRate: 1000, steadyWorkers: 8, steadyDur: 15 * time.Second, steadyLimit: 40 * time.Second,
 		idleN: 100, idleLimit: 90 * time.Second,
 		schedN: 200, schedLead: 2 * time.Second, schedSpread: 10 * time.Second, schedLimit: 30 * time.Second,
 		memN:   100_000,
-		depths: []int{1_000, 10_000, 100_000}, depthK: 500, depthLimit: 240 * time.Second,
+		depths: []int{1_000, 10_000, 100_000}, depthK: 200, depthLimit: 180 * time.Second,
 		claimDepths: []int{1_000, 100_000, 1_000_000}, etcdClaimMax: 100_000, claimLimit: 120 * time.Second,
 		recK: 4, recLimit: 150 * time.Second, recDefaults: true, recRuns: 3,
 	}
@@ -126,7 +126,7 @@ func workloads(p params) []workload {
 		},
 	}, workload{
 		key: "scheduled", title: "scheduled accuracy",
-		about: fmt.Sprintf("%d jobs due %v to %v ahead, spread evenly, with 8 workers running; start − due time (negative: early; asynq keeps due times in whole seconds, so its jobs can start up to a second early). Limit %v per run.", p.schedN, p.schedLead, p.schedLead+p.schedSpread, p.schedLimit),
+		about: fmt.Sprintf("%d jobs due %v to %v ahead, spread evenly (each at least 200 ms after its insert call, for stores slower to insert), with 8 workers running; start − due time (negative: early; asynq keeps due times in whole seconds, so its jobs can start up to a second early). Limit %v per run.", p.schedN, p.schedLead, p.schedLead+p.schedSpread, p.schedLimit),
 		figs: []fig{{key: "p50 ms", label: "p50", unit: "ms", lower: true, prec: 2}, {key: "p99 ms", label: "p99", unit: "ms", lower: true, prec: 2},
 			{key: "abs p99 ms", label: "p99 of |start − due|", unit: "ms", lower: true, prec: 2}, {key: "early %", label: "started early", unit: "%", lower: true, prec: 0}},
 		applies: notRecovery,
@@ -151,7 +151,7 @@ func workloads(p params) []workload {
 	}
 	ws = append(ws, workload{
 		key: "depth", title: "cost per job vs queue depth, 1 worker",
-		about: fmt.Sprintf("The queue is filled to each depth in turn; one worker runs %d jobs; time per job from the first completion to the last (claim + run + record, end to end: the closest measure of claim cost that all three systems allow, since asynq and River expose no claim call). Limit %v per run.", p.depthK, p.depthLimit),
+		about: fmt.Sprintf("The queue is filled to each depth in turn; one worker runs %d jobs; time per job from the first start to the last completion (claim + run + record, end to end: the closest measure of claim cost that all three systems allow, since asynq and River expose no claim call). Limit %v per run.", p.depthK, p.depthLimit),
 		figs:  dfigs, applies: notRecovery,
 		run: func(ctx context.Context, _ sysSpec, sys benchkit.System) benchkit.Result {
 			return benchkit.Repeat(p.runs, func() (benchkit.Sample, error) { return benchkit.DepthCost(ctx, sys, p.depths, p.depthK, p.depthLimit) })

@@ -23,24 +23,28 @@ type Result struct {
 }
 
 // Repeat runs f runs times and returns the median of each figure. A run
-// cut short keeps its figures and marks the result; a run that fails stops
-// the repeat.
+// cut short keeps its figures, marks the result and ends the repeat (the
+// next runs would hit the same limit: the figure is then of fewer runs,
+// and Runs says how many); a run that fails ends it too.
 func Repeat(runs int, f func() (Sample, error)) Result {
 	var ss []Sample
 	var r Result
 	for range max(runs, 1) {
 		s, err := f()
-		switch {
-		case err == nil:
-		case isCut(err):
-			r.Cut = true
-			r.Note = err.Error()
-		default:
-			r.Err = err
-			return r
-		}
 		if s != nil {
 			ss = append(ss, s)
+		}
+		if err != nil {
+			if !isCut(err) {
+				r.Err = err
+				return r
+			}
+			r.Cut = true
+			r.Note = err.Error()
+			if len(ss) < runs {
+				r.Note += " (not repeated)"
+			}
+			break
 		}
 	}
 	r.Runs = len(ss)
