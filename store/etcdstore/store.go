@@ -72,8 +72,9 @@ func (s *Store) forget(id string) {
 type Option func(*Store)
 
 // WithPrefix puts every key of the store under prefix. Defaults to
-// "jobkit/". Stores with different prefixes are fully isolated; nothing
-// the store does touches a key outside its prefix.
+// "jobkit/". A prefix that does not end in "/" gets one, so the prefixes
+// "a" and "ab" stay apart. Stores with different prefixes are fully
+// isolated; nothing the store does touches a key outside its prefix.
 func WithPrefix(prefix string) Option { return func(s *Store) { s.k.p = prefix } }
 
 // WithLeaseTTL sets the TTL of the etcd lease that ties this handle's
@@ -132,6 +133,9 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	}
 	if s.k.p == "" {
 		return nil, fmt.Errorf("%w: etcdstore.New: empty key prefix; the store needs a prefix of its own (WithPrefix(\"myapp/jobs/\"))", store.ErrInvalid)
+	}
+	if !strings.HasSuffix(s.k.p, "/") {
+		s.k.p += "/"
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
