@@ -44,8 +44,8 @@ func (s *Store) Subscribe(ctx context.Context, queue string) (<-chan struct{}, e
 					}
 				}
 			}
-			if wctx.Err() != nil {
-				return
+			if wctx.Err() != nil || s.cli.Ctx().Err() != nil {
+				return // asked to stop, or the client was closed
 			}
 			// The watch ended without us asking (compaction, lost leader):
 			// watch again from now; the wake-up above covers the gap.

@@ -246,18 +246,21 @@ func (s *Store) ownLease(ctx context.Context) (clientv3.LeaseID, error) {
 		return 0, fmt.Errorf("write the liveness key: %w", err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		s.revokeSoon(g.ID)
 		return 0, errClosed
 	}
 	if s.lease != 0 { // another call won the race
+		l := s.lease
+		s.mu.Unlock()
 		s.revokeSoon(g.ID)
-		return s.lease, nil
+		return l, nil
 	}
+	defer s.mu.Unlock()
 	ch, err := s.cli.KeepAlive(s.ctx, g.ID)
 	if err != nil {
-		s.revokeSoon(g.ID)
+		go s.revokeSoon(g.ID)
 		return 0, fmt.Errorf("keep the etcd lease alive: %w", err)
 	}
 	done := make(chan struct{})
