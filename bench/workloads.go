@@ -51,7 +51,7 @@ func quickParams() params {
 		idleN: 10, idleLimit: 10 * time.Second,
 		schedN: 40, schedLead: time.Second, schedSpread: 2 * time.Second, schedLimit: 9 * time.Second,
 		memN:   10_000,
-		depths: []int{1_000, 10_000}, depthK: 100, depthLimit: 10 * time.Second,
+		depths: []int{1_000, 10_000}, depthK: 50, depthLimit: 15 * time.Second,
 		claimDepths: []int{1_000, 10_000}, etcdClaimMax: 10_000, claimLimit: 5 * time.Second,
 		recK: 4, recLimit: 15 * time.Second, recRuns: 1,
 	}
@@ -181,11 +181,14 @@ func workloads(p params) []workload {
 					out.Err = r.Err
 					return out
 				}
-				out.Sample[fmt.Sprintf("µs @%d", d)] = r.Sample["µs"]
+				if v, ok := r.Sample["µs"]; ok {
+					out.Sample[fmt.Sprintf("µs @%d", d)] = v
+				}
 				out.Runs = r.Runs
 				if r.Cut {
 					out.Cut = true
 					notes = append(notes, r.Note)
+					break // deeper queues take longer still
 				}
 			}
 			out.Note = strings.Join(notes, "; ")
