@@ -193,7 +193,7 @@ func unlink(ctx context.Context, rdb *redis.Client, pattern string) {
 			return
 		}
 		if len(keys) > 0 {
-			rdb.Unlink(ctx, keys...)
+			rdb.Del(ctx, keys...) // DEL, not UNLINK: memory figures must not see a lazy free still running
 		}
 		if cursor = next; cursor == 0 {
 			return

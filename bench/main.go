@@ -23,6 +23,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -195,23 +196,56 @@ func main() {
 	}()
 
 	rep := newReport(p, sel)
+	runOne := func(s sysSpec, w workload, sys benchkit.System) {
+		t0 := time.Now()
+		load := benchkit.LoadAvg()
+		r := w.run(ctx, s, sys)
+		rep.add(w, s, r, load)
+		log.Printf("%-22s %-34s %s  [%.1fs, load %s]", s.name, w.title, summarize(w, r), time.Since(t0).Seconds(), load)
+	}
+	type job struct {
+		s sysSpec
+		w workload
+	}
+	var waiting []job // workloads that mostly wait (recovery): run side by side at the end
 	for _, s := range sel {
-		sys, err := s.make(ctx, e)
-		if err != nil {
-			stopAll(pg)
-			benchkit.Fatalf("%s: %v", s.name, err)
-		}
+		var sys benchkit.System
 		for _, w := range workloads(p) {
 			if !want(*only, w.key) || !w.applies(s) {
 				continue
 			}
-			t0 := time.Now()
-			load := benchkit.LoadAvg()
-			r := w.run(ctx, s, sys)
-			rep.add(w, s, r, load)
-			log.Printf("%-22s %-34s %s  [%.1fs, load %s]", s.name, w.title, summarize(w, r), time.Since(t0).Seconds(), load)
+			if w.parallel {
+				waiting = append(waiting, job{s, w})
+				continue
+			}
+			if sys == nil {
+				var err error
+				if sys, err = s.make(ctx, e); err != nil {
+					stopAll(pg)
+					benchkit.Fatalf("%s: %v", s.name, err)
+				}
+			}
+			runOne(s, w, sys)
 		}
-		sys.Close()
+		if sys != nil {
+			sys.Close()
+		}
+	}
+	if len(waiting) > 0 {
+		log.Printf("running %d waiting workloads (recovery) side by side", len(waiting))
+		var wg sync.WaitGroup
+		for _, j := range waiting {
+			sys, err := j.s.make(ctx, e)
+			if err != nil {
+				stopAll(pg)
+				benchkit.Fatalf("%s: %v", j.s.name, err)
+			}
+			wg.Go(func() {
+				defer sys.Close()
+				runOne(j.s, j.w, sys)
+			})
+		}
+		wg.Wait()
 	}
 	stopAll(pg)
 	rep.finish(ver, cmdline, started)

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jobkit/job/internal/benchkit"
@@ -17,6 +18,7 @@ type cell struct {
 }
 
 type report struct {
+	mu      sync.Mutex
 	p       params
 	systems []sysSpec
 	order   []string // workload titles in order
@@ -30,6 +32,8 @@ func newReport(p params, systems []sysSpec) *report {
 }
 
 func (rp *report) add(w workload, s sysSpec, r benchkit.Result, load string) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
 	if _, ok := rp.wls[w.title]; !ok {
 		rp.order = append(rp.order, w.title)
 		rp.wls[w.title] = w

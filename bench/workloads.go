@@ -16,6 +16,7 @@ type params struct {
 	env  env
 
 	burnSizes, burnWorkers []int
+	burnBigWorkers         int // sizes above 10k run with only this worker count (0: all)
 	burnLimit              time.Duration
 
 	steadyRate, steadyWorkers int
@@ -46,26 +47,27 @@ type params struct {
 func quickParams() params {
 	return params{
 		runs:      3,
-		burnSizes: []int{10_000}, burnWorkers: []int{8}, burnLimit: 20 * time.Second,
+		burnSizes: []int{10_000}, burnWorkers: []int{64}, burnLimit: 20 * time.Second,
 		steadyRate: 500, steadyWorkers: 8, steadyDur: 3 * time.Second, steadyLimit: 8 * time.Second,
 		idleN: 10, idleLimit: 10 * time.Second,
 		schedN: 40, schedLead: time.Second, schedSpread: 2 * time.Second, schedLimit: 9 * time.Second,
 		memN:   10_000,
 		depths: []int{1_000, 10_000}, depthK: 50, depthLimit: 15 * time.Second,
 		claimDepths: []int{1_000, 10_000}, etcdClaimMax: 10_000, claimLimit: 5 * time.Second,
-		recK: 4, recLimit: 15 * time.Second, recRuns: 1,
+		recK: 4, recLimit: 15 * time.Second, recRuns: 3,
 	}
 }
 
 func fullParams() params {
 	return params{
-		runs:      3,
-		burnSizes: []int{10_000, 100_000}, burnWorkers: []int{8, 64}, burnLimit: 60 * time.Second,
-		steadyRate: 1000, steadyWorkers: 8, steadyDur: 15 * time.Second, steadyLimit: 40 * time.Second,
-		idleN: 100, idleLimit: 90 * time.Second,
-		schedN: 200, schedLead: 2 * time.Second, schedSpread: 10 * time.Second, schedLimit: 30 * time.Second,
+		runs:        3,
+		burnSizes:   []int{10_000, 100_000},
+		burnWorkers: []int{8, 64}, burnBigWorkers: 64, burnLimit: 45 * time.Second,
+		steadyRate: 1000, steadyWorkers: 8, steadyDur: 10 * time.Second, steadyLimit: 30 * time.Second,
+		idleN: 40, idleLimit: 45 * time.Second,
+		schedN: 200, schedLead: 2 * time.Second, schedSpread: 5 * time.Second, schedLimit: 20 * time.Second,
 		memN:   100_000,
-		depths: []int{1_000, 10_000, 100_000}, depthK: 200, depthLimit: 180 * time.Second,
+		depths: []int{1_000, 10_000, 100_000}, depthK: 100, depthLimit: 120 * time.Second,
 		claimDepths: []int{1_000, 100_000, 1_000_000}, etcdClaimMax: 100_000, claimLimit: 120 * time.Second,
 		recK: 4, recLimit: 150 * time.Second, recDefaults: true, recRuns: 3,
 	}
@@ -80,12 +82,13 @@ type fig struct {
 
 // workload is one table of the report.
 type workload struct {
-	key     string // for -only
-	title   string
-	about   string
-	figs    []fig
-	applies func(sysSpec) bool
-	run     func(ctx context.Context, s sysSpec, sys benchkit.System) benchkit.Result
+	key      string // for -only
+	parallel bool   // mostly waits: run side by side with the others of its kind at the end
+	title    string
+	about    string
+	figs     []fig
+	applies  func(sysSpec) bool
+	run      func(ctx context.Context, s sysSpec, sys benchkit.System) benchkit.Result
 }
 
 func notRecovery(s sysSpec) bool { return !s.recovery }
@@ -94,6 +97,9 @@ func workloads(p params) []workload {
 	var ws []workload
 	for _, n := range p.burnSizes {
 		for _, w := range p.burnWorkers {
+			if n > 10_000 && p.burnBigWorkers > 0 && w != p.burnBigWorkers {
+				continue
+			}
 			ws = append(ws, workload{
 				key: "burndown", title: fmt.Sprintf("burn-down %s jobs, %d workers", count(n), w),
 				about:   fmt.Sprintf("%s ready no-op jobs stored first (batched where the system can: jobkit store.Enqueue 1,000 per call, River InsertManyFast, asynq 32 concurrent Enqueue calls), then %d workers start; timed until the last completion is recorded. Limit %v per run.", count(n), w, p.burnLimit),
@@ -196,8 +202,8 @@ func workloads(p params) []workload {
 		},
 	})
 	ws = append(ws, workload{
-		key: "recovery", title: "recovery after SIGKILL",
-		about: fmt.Sprintf("A worker process (this program, `bench worker`) starts %d jobs that never end and is killed with SIGKILL; a worker starts at once in the benchmark process; time from the kill until the last of the %d jobs has started again. Each system recovers by its own mechanism: jobkit lease expiry + rescue, asynq's lease (30 s) + recoverer (every minute, not configurable) + retry delay, River's job rescuer (every 30 s, not configurable) after RescueStuckJobsAfter. Limit %v per run; %d run(s) per figure.", p.recK, p.recK, p.recLimit, p.recRuns),
+		key: "recovery", title: "recovery after SIGKILL", parallel: true,
+		about: fmt.Sprintf("A worker process (this program, `bench worker`) starts %d jobs that never end and is killed with SIGKILL; a worker starts at once in the benchmark process; time from the kill until the last of the %d jobs has started again. Each system recovers by its own mechanism: jobkit lease expiry + rescue, asynq's lease (30 s) + recoverer (every minute, not configurable) + retry delay, River's job rescuer (every 30 s, not configurable) after RescueStuckJobsAfter. The systems' recovery runs go side by side at the end of the benchmark (they mostly wait). Limit %v per run; %d run(s) per figure.", p.recK, p.recK, p.recLimit, p.recRuns),
 		figs:  []fig{{key: "recovery s", label: "recovery", unit: "s", lower: true, prec: 2}},
 		applies: func(s sysSpec) bool {
 			if s.store == "memdb" {
