@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobkit/job/store"
@@ -90,9 +90,9 @@ func (s *Store) checkSize(in *store.Instance, st *staticRec, d *dynRec) error {
 	return nil
 }
 
-// Enqueue implements store.Queue. Sequence numbers come from one counter
-// key, compared and bumped in each transaction, so they increase in commit
-// order across every handle; unique keys are claimed create-if-absent (or
+// Enqueue implements store.Queue. Sequence numbers come from a ticket (the
+// revision of a put of one counter key), so they increase in enqueue order
+// across every handle without enqueuers ever conflicting; unique keys are claimed create-if-absent (or
 // over an expired holder, compared on its revision).
 func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
 	if p == nil {
@@ -117,11 +117,10 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 	return res, s.wrap("enqueue", ctx, err)
 }
 
+// seqShift leaves room for 2^16-1 instances per sequence ticket.
+const seqShift = 16
+
 func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store.EnqueueResult) error {
-	pending := make([]int, len(p.Instances))
-	for i := range pending {
-		pending[i] = i
-	}
 	marks := map[string]int{}
 	for _, in := range p.Instances {
 		markPair(marks, in.Queue, in.Priority)
@@ -129,22 +128,21 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 	if err := s.ensureMarks(ctx, marks); err != nil {
 		return err
 	}
+	// Sequence numbers: an unconditional put of the counter key takes a
+	// ticket, the revision etcd gives that put, unique and increasing in
+	// commit order across every handle; instance i of the call gets
+	// ticket<<16 | i+1. No enqueuer ever waits for another.
+	seqs := make([]uint64, len(p.Instances))
+	pending := make([]int, len(p.Instances))
+	for i := range pending {
+		pending[i] = i
+	}
 	now := tn(p.Now)
 	for round := 0; len(pending) > 0; round++ {
 		if round > 0 {
-			// Enqueuers on many nodes share the sequence counter: back off
-			// with jitter so they take turns instead of colliding again.
 			if err := backoff(ctx, round); err != nil {
 				return err
 			}
-		}
-		// Read the sequence counter (when unknown) and the unique keys.
-		var ops []clientv3.Op
-		s.mu.Lock()
-		needSeq := s.seqRev == 0
-		s.mu.Unlock()
-		if needSeq {
-			ops = append(ops, clientv3.OpGet(s.k.seq()))
 		}
 		var ukeys []string
 		for _, i := range pending {
@@ -152,27 +150,42 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 				ukeys = append(ukeys, uk)
 			}
 		}
+		var ops []clientv3.Op
+		if round == 0 {
+			ops = append(ops, clientv3.OpPut(s.k.seq(), ""))
+		}
 		for _, uk := range ukeys {
 			ops = append(ops, clientv3.OpGet(s.k.unique(uk)))
 		}
 		held := map[string]uniqRec{}
 		urev := map[string]int64{}
-		if len(ops) > 0 {
-			rs, err := s.read(ctx, ops)
+		var ranges []*pb.RangeResponse
+		first := true
+		for len(ops) > 0 {
+			n := min(len(ops), s.maxOps)
+			resp, err := s.cli.Txn(ctx).Then(ops[:n]...).Commit()
 			if err != nil {
 				return err
 			}
-			if needSeq {
-				s.setSeq(rs[0].GetKvs())
-				rs = rs[1:]
+			for _, r := range resp.Responses {
+				if rr := r.GetResponseRange(); rr != nil {
+					ranges = append(ranges, rr)
+				}
 			}
-			for j, uk := range ukeys {
-				if kvs := rs[j].GetKvs(); len(kvs) > 0 {
-					urev[uk] = kvs[0].ModRevision
-					var u uniqRec
-					if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.Until > now {
-						held[uk] = u
-					}
+			if round == 0 && first {
+				if err := s.assignSeqs(ctx, uint64(resp.Header.Revision), seqs); err != nil {
+					return err
+				}
+			}
+			first = false
+			ops = ops[n:]
+		}
+		for j, uk := range ukeys {
+			if kvs := ranges[j].GetKvs(); len(kvs) > 0 {
+				urev[uk] = kvs[0].ModRevision
+				var u uniqRec
+				if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.Until > now {
+					held[uk] = u
 				}
 			}
 		}
@@ -198,11 +211,11 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 		}
 		pending = nil
 		for len(todo) > 0 {
-			n, err := s.enqueueBatch(ctx, p, todo, urev, res)
+			n, err := s.enqueueBatch(ctx, p, todo, seqs, urev, res)
 			if err != nil {
 				return err
 			}
-			if n == 0 { // a conflict: read again
+			if n == 0 { // a unique key changed under us: read again
 				pending = todo
 				break
 			}
@@ -212,37 +225,34 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 	return nil
 }
 
-func (s *Store) setSeq(kvs []*mvccpb.KeyValue) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(kvs) == 0 {
-		s.seqVal, s.seqRev = 0, 0
-		s.seqRev = -1 // known absent
-		return
+// assignSeqs numbers the instances of one Enqueue call from ticket rev,
+// taking further tickets for calls of more than 2^16-1 instances.
+func (s *Store) assignSeqs(ctx context.Context, rev uint64, seqs []uint64) error {
+	const per = 1<<seqShift - 1
+	for i := range seqs {
+		if i > 0 && i%per == 0 {
+			tr, err := s.cli.Put(ctx, s.k.seq(), "")
+			if err != nil {
+				return err
+			}
+			rev = uint64(tr.Header.Revision)
+		}
+		seqs[i] = rev<<seqShift | uint64(i%per+1)
 	}
-	v, _ := strconv.ParseUint(string(kvs[0].Value), 10, 64)
-	s.seqVal, s.seqRev = v, kvs[0].ModRevision
+	return nil
 }
 
 // enqueueBatch writes as many of todo as fit one transaction and returns
-// how many it wrote (0 after a conflict, with the cached counter updated).
-func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo []int, urev map[string]int64, res []store.EnqueueResult) (int, error) {
-	s.mu.Lock()
-	seq, rev := s.seqVal, s.seqRev
-	s.mu.Unlock()
-	if rev < 0 {
-		rev = 0
-	}
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.k.seq()), "=", rev)}
-	elses := []clientv3.Op{clientv3.OpGet(s.k.seq())}
+// how many it wrote (0 when a unique key changed since it was read).
+func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo []int, seqs []uint64, urev map[string]int64, res []store.EnqueueResult) (int, error) {
+	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
-	var dyns []*dynRec
 	size := 0
 	n := 0
 	for _, i := range todo {
 		in := p.Instances[i]
 		c := in.Clone()
-		c.Seq = seq + uint64(n) + 1
+		c.Seq = seqs[i]
 		st, d := newRecords(c)
 		d.Updated = tn(p.Now)
 		g := &group{}
@@ -266,17 +276,15 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 			g.put(s.k.unique(uk), mustJSON(&uniqRec{ID: in.ID, Until: tn(in.UniqueUntil)}), clientv3.WithLease(lease))
 			ucmp = append(ucmp, clientv3.Compare(clientv3.ModRevision(s.k.unique(uk)), "=", urev[uk]))
 		}
-		if n > 0 && (len(ops)+len(g.ops)+1 > s.maxOps || len(cmps)+len(ucmp) > s.maxOps || size+g.size > s.maxTxn) {
+		if n > 0 && (len(ops)+len(g.ops) > s.maxOps || len(cmps)+len(ucmp) > s.maxOps || size+g.size > s.maxTxn) {
 			break
 		}
 		ops = append(ops, g.ops...)
 		cmps = append(cmps, ucmp...)
 		size += g.size
-		dyns = append(dyns, d)
 		n++
 	}
-	ops = append(ops, clientv3.OpPut(s.k.seq(), strconv.FormatUint(seq+uint64(n), 10)))
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(elses...).Commit()
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		if isLeaseNotFound(err) {
 			// A unique-key lease vanished (etcd restored, revoked): forget
@@ -289,14 +297,10 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		return 0, err
 	}
 	if !resp.Succeeded {
-		s.setSeq(resp.Responses[0].GetResponseRange().GetKvs())
 		return 0, nil
 	}
-	s.mu.Lock()
-	s.seqVal, s.seqRev = seq+uint64(n), resp.Header.Revision
-	s.mu.Unlock()
-	for j, i := range todo[:n] {
-		res[i] = store.EnqueueResult{ID: p.Instances[i].ID, Seq: seq + uint64(j) + 1}
+	for _, i := range todo[:n] {
+		res[i] = store.EnqueueResult{ID: p.Instances[i].ID, Seq: seqs[i]}
 	}
 	return n, nil
 }

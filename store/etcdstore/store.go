@@ -37,8 +37,6 @@ type Store struct {
 	closed    bool
 	lease     clientv3.LeaseID // this handle's etcd lease; 0 before the first claim or after it died
 	leaseDone chan struct{}    // closed when the keep-alive of lease ends
-	seqVal    uint64           // last known value of the sequence counter
-	seqRev    int64            // and its ModRevision (0: unknown)
 	prios     map[string][]string
 	far       map[string]string // queue/prio -> far key of its ready range (see readReady)
 	marked    map[string]bool   // queue + "/" + prio markers known to exist
