@@ -77,9 +77,11 @@
 //
 // # Other behaviour
 //
-// Enqueue takes sequence numbers from one counter key, compared and bumped
-// in the same transaction, so they increase in commit order across every
-// handle; enqueuers that collide back off with jitter. Unique keys (and so
+// Enqueue numbers its instances from a ticket: the revision etcd gives an
+// unconditional put of one key, so sequence numbers increase in enqueue
+// order across every handle and enqueuers never conflict (an Enqueue is two
+// round trips: the ticket, with any unique-key reads, and the writes).
+// Unique keys (and so
 // recurring ticks) are claimed create-if-absent, or over an expired holder
 // compared on its revision, and are attached to a shared etcd lease that
 // outlives their expiry, so etcd deletes them eventually. Subscribe is an

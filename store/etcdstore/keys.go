@@ -15,7 +15,7 @@ import (
 // order; names (ids, queues, kinds) are path-escaped, so they never contain
 // the "/" that separates key parts.
 //
-//	P seq                              enqueue sequence counter (decimal)
+//	P seq                              sequence ticket: each Enqueue puts it, Seq = revision<<16 | i
 //	P i/<id>                           static record: what never changes after enqueue
 //	P s/<id>                           dynamic record: state, attempt, lease, result
 //	P r/<queue>/<prio>/<runAt><seq>    ready index: one key per Scheduled instance,

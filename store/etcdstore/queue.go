@@ -1012,8 +1012,7 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 				g.put(s.k.dyn(e.ID), mustJSON(&e))
 				g.put(s.k.finished(&e, e.ID), e.ID)
 			} else {
-				e.State = store.Scheduled
-				e.RunAt = now
+				e.State = store.Scheduled // RunAt kept: it keeps its place in the queue
 				s.addHist(g, &e, store.Processing, p.Now, p.Node, why, nil)
 				dv := mustJSON(&e)
 				g.put(s.k.dyn(e.ID), dv)
