@@ -54,7 +54,7 @@ func quickParams() params {
 		memN:   10_000,
 		depths: []int{1_000, 10_000}, depthK: 50, depthLimit: 15 * time.Second,
 		claimDepths: []int{1_000, 10_000}, etcdClaimMax: 10_000, claimLimit: 5 * time.Second,
-		recK: 4, recLimit: 15 * time.Second, recRuns: 3,
+		recK: 4, recLimit: 40 * time.Second, recRuns: 1,
 	}
 }
 
