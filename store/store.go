@@ -64,7 +64,8 @@ type Queue interface {
 	Finish(ctx context.Context, p *FinishParams) ([]error, error)
 
 	// Rescue finds up to p.Limit Processing instances whose lease ended
-	// before p.Now and moves each back to Scheduled with RunAt = p.Now (the
+	// before p.Now and moves each back to Scheduled, keeping its RunAt so it
+	// keeps its place in the queue ahead of what was scheduled after it (the
 	// attempt stays counted), or to Terminated when Attempt > MaxRetries
 	// (MaxRetries < 0 means retry forever). Each move appends a history
 	// record whose Error says the lease expired. It returns the moved

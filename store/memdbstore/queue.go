@@ -308,8 +308,7 @@ func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 			r.leaseOwner, r.leaseUntil = "", 0
 			r.updatedAt = now
 			if r.retriesLeft() {
-				r.state = store.Scheduled
-				r.runAt = now
+				r.state = store.Scheduled // runAt kept: it keeps its place in the queue
 				r.setOutcome(msg, nil, 0)
 				woken[r.queue] = struct{}{}
 			} else {

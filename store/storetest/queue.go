@@ -570,7 +570,7 @@ func testRescue(t *testing.T, h Harness) {
 		if in.ID == "rs-term" {
 			want.State, want.FinishedAt = store.Terminated, now
 		} else {
-			want.State, want.RunAt = store.Scheduled, now
+			want.State = store.Scheduled // RunAt kept: its place in the queue
 		}
 		stored := e.get(e.s, in.ID)
 		checkRecord(t, "rescued "+in.ID, want, stored, "Error")
@@ -770,4 +770,29 @@ func testUniqueKey(t *testing.T, h Harness) {
 		t.Fatalf("second of a key in one batch names %q, want u-batch-a", res[1].ID)
 	}
 	e.absent(e.s, "u-batch-b")
+}
+
+// testRescueKeepsPlace checks that a rescued instance keeps its RunAt and
+// so its place in the queue: it runs before instances scheduled after it,
+// instead of going behind a backlog.
+func testRescueKeepsPlace(t *testing.T, h Harness) {
+	e := setup(t, h)
+	first := inst("kp-first", "q-kp")
+	e.enqueue(e.s, base, first)
+	e.claim(e.s, "q-kp", "w1", 1, base) // the lease ends at base+30s, unrenewed
+	var later []*store.Instance
+	for i := range 3 {
+		in := inst(fmt.Sprintf("kp-later-%d", i), "q-kp")
+		in.RunAt, in.CreatedAt = at(time.Duration(i+1)*time.Second), at(time.Duration(i+1)*time.Second)
+		later = append(later, in)
+	}
+	e.enqueue(e.s, at(time.Second), later...)
+	now := at(time.Minute)
+	got := e.rescue(e.s, now, 10)
+	checkIDs(t, "Rescue", got, "kp-first")
+	if !got[0].RunAt.Equal(base) {
+		t.Fatalf("rescued instance has RunAt %v, want its original %v", got[0].RunAt, base)
+	}
+	c := e.claim(e.s, "q-kp", "w2", 2, now)
+	checkIDs(t, "claim after rescue", c.Instances, "kp-first", "kp-later-0")
 }

@@ -80,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 		{"FinishTwice", testFinishTwice},
 		{"FinishForeign", testFinishForeign},
 		{"Rescue", testRescue},
+		{"RescueKeepsPlace", testRescueKeepsPlace},
 		{"RescueLimit", testRescueLimit},
 		{"RescueConcurrent", testRescueConcurrent},
 		{"Cancel", testCancel},

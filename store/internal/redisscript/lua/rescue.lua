@@ -2,8 +2,8 @@
 -- KEYS: the namespace keys (lib.lua).
 -- ARGV: [1] prefix, [2] now (us), [3] node, [4] limit.
 -- Takes up to limit lease-set entries with a deadline before now. Each
--- Processing record goes back to Scheduled with RunAt = now (the attempt
--- stays counted), or to Terminated when Attempt > MaxRetries (MaxRetries
+-- Processing record goes back to Scheduled keeping its RunAt, so it keeps
+-- its place in the queue (the attempt stays counted), or to Terminated when Attempt > MaxRetries (MaxRetries
 -- < 0 retries forever), with a history record whose error says the lease
 -- expired. Stale entries (no longer Processing, missing, corrupt) are
 -- dropped from the lease set.
@@ -25,8 +25,7 @@ for _, id in ipairs(ids) do
 			finalize(id, r, S_TERMINATED, now)
 		else
 			hadd(id, r, {S_SCHEDULED}, r[F_ATTEMPT], now, node, msg, '')
-			r[F_STATE] = S_SCHEDULED
-			r[F_RUNAT] = now
+			r[F_STATE] = S_SCHEDULED -- RunAt kept: it keeps its place in the queue
 			place(id, r, now)
 		end
 		out[#out + 1] = id
