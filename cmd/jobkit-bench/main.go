@@ -114,7 +114,8 @@ func main() {
 	}
 	if want("claim") {
 		for _, d := range ds {
-			r := benchkit.Repeat(*runs, func() (benchkit.Sample, error) { return benchkit.ClaimCost(ctx, sys, d, 2000, *limit) })
+			r := benchkit.Repeat(1, func() (benchkit.Sample, error) { return benchkit.ClaimCost(ctx, sys, d, 2000, *runs, *limit) })
+			r.Runs = *runs // passes over one filled queue
 			row(fmt.Sprintf("claim+finish of 1 instance at queue depth %d", d), r, "µs", "µs", 1)
 		}
 	}

@@ -91,7 +91,7 @@ func TestWorkloadsOnMemdb(t *testing.T) {
 	check("memory", s, err, "heap B/job", "total B/job")
 	s, err = DepthCost(ctx, sys, []int{100, 500}, 20, limit)
 	check("depth", s, err, "µs/job @100", "µs/job @500")
-	s, err = ClaimCost(ctx, sys, 200, 50, limit)
+	s, err = ClaimCost(ctx, sys, 200, 50, 3, limit)
 	check("claim", s, err, "µs")
 	s, err = ScheduleAndRun(ctx, sys, 200, 2, 4, limit)
 	check("schedule and run", s, err, "jobs/s")
