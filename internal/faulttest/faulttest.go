@@ -200,17 +200,23 @@ func namespace(t *testing.T) string {
 	return fmt.Sprintf("ft_%s_%d", strings.NewReplacer("/", "_").Replace(t.Name()), time.Now().UnixNano()%1_000_000_000)
 }
 
-// KillOne runs three worker processes on one store and jobs of the
-// "fault" kind (each sleeps sleep), kills one with SIGKILL when about a
-// third are done, and checks: every job completes, none completes twice,
-// and every job the killed process had started runs again on another
-// process within lease + 1 s of the kill.
-func KillOne(t *testing.T, spec Spec, jobs int, sleep time.Duration) {
-	const lease = 2 * time.Second
+// run is one fault-test cluster: jobs scheduled through a manager that
+// is never started, then three worker processes.
+type run struct {
+	t     *testing.T
+	sched *job.Manager
+	ids   map[string]bool
+	ws    []*worker
+}
+
+const lease = 2 * time.Second
+
+// startRun schedules jobs "fault" jobs (each sleeps sleep) and only then
+// starts three workers, so whatever the test does next lands mid-run.
+func startRun(t *testing.T, spec Spec, jobs int, sleep time.Duration) *run {
 	ns := namespace(t)
 	dir := t.TempDir()
-	s := spec.Open(t, ns)
-	sched, err := job.NewManager(job.WithStore(s))
+	sched, err := job.NewManager(job.WithStore(spec.Open(t, ns)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,49 +227,56 @@ func KillOne(t *testing.T, spec Spec, jobs int, sleep time.Duration) {
 	if err := sched.RegisterJob(fj); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	ids := make(map[string]bool, jobs)
+	r := &run{t: t, sched: sched, ids: make(map[string]bool, jobs)}
 	for range jobs {
-		ji, err := sched.ScheduleJob(ctx, "fault", job.WithArguments(int(sleep/time.Millisecond)))
+		ji, err := sched.ScheduleJob(context.Background(), "fault", job.WithArguments(int(sleep/time.Millisecond)))
 		if err != nil {
 			t.Fatalf("schedule: %v", err)
 		}
-		ids[ji.ID()] = true
+		r.ids[ji.ID()] = true
 	}
-	// All scheduled before any worker starts, so the kill lands mid-run.
-	var ws []*worker
 	for i := range 3 {
-		ws = append(ws, startWorker(t, spec, ns, fmt.Sprintf("node%d", i), dir, "-lease", lease.String(), "-workers", "8"))
+		r.ws = append(r.ws, startWorker(t, spec, ns, fmt.Sprintf("node%d", i), dir, "-lease", lease.String(), "-workers", "8"))
 	}
+	return r
+}
+
+// ended counts attempts run to their end, from the run logs: cheap, and
+// close to real time.
+func (r *run) ended() int {
+	n := 0
+	for _, l := range readRuns(r.t, r.ws) {
+		if l.op == "end" {
+			n++
+		}
+	}
+	return n
+}
+
+// finish waits for every job to complete, stops the live workers, and
+// checks that nothing was lost and nothing completed twice. It returns the
+// run logs.
+func (r *run) finish(timeout time.Duration) []runLine {
+	t := r.t
+	ctx := context.Background()
 	completed := func() int {
-		insts, err := sched.LookupInstances(ctx, job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Completed)))
+		insts, err := r.sched.LookupInstances(ctx, job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Completed)))
 		if err != nil {
-			t.Fatalf("lookup: %v", err)
+			t.Logf("lookup: %v", err) // the server may be coming back
+			return -1
 		}
 		return len(insts)
 	}
-	// Progress is read from the run logs: cheap, and close to real time.
-	ended := func() int {
-		n := 0
-		for _, r := range readRuns(t, ws) {
-			if r.op == "end" {
-				n++
-			}
+	waitFor(t, timeout, "every job completed", func() bool { return completed() == len(r.ids) })
+	for _, w := range r.ws {
+		select {
+		case <-w.done:
+		default:
+			w.stop(t)
 		}
-		return n
 	}
-	waitFor(t, 60*time.Second, "a third of the jobs done", func() bool { return ended() >= jobs/3 })
-	victim := ws[0]
-	killedAt := time.Now()
-	victim.kill()
-	t.Logf("killed %s (pid %d) with %d of %d jobs run", victim.node, victim.cmd.Process.Pid, ended(), jobs)
-	waitFor(t, 120*time.Second, "every job completed", func() bool { return completed() == jobs })
-	for _, w := range ws[1:] {
-		w.stop(t)
-	}
-
 	// Nothing lost, nothing completed twice: one Completed record per job.
-	hist, err := sched.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Completed)))
+	hist, err := r.sched.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Completed)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,27 +284,64 @@ func KillOne(t *testing.T, spec Spec, jobs int, sleep time.Duration) {
 	for _, h := range hist {
 		perID[h.InstanceID]++
 	}
-	for id := range ids {
+	for id := range r.ids {
 		if perID[id] != 1 {
 			t.Errorf("job %s has %d Completed records, want 1", id, perID[id])
 		}
 	}
 	// No attempt ran to its end twice.
-	runs := readRuns(t, ws)
+	runs := readRuns(t, r.ws)
 	ends := map[string]int{}
-	starts := map[string][]runLine{}
-	for _, r := range runs {
-		key := r.id + "/" + strconv.Itoa(r.attempt)
-		switch r.op {
-		case "end":
-			ends[key]++
-		case "start":
-			starts[r.id] = append(starts[r.id], r)
+	for _, l := range runs {
+		if l.op == "end" {
+			ends[l.id+"/"+strconv.Itoa(l.attempt)]++
 		}
 	}
 	for key, n := range ends {
 		if n > 1 {
 			t.Errorf("attempt %s ran to its end %d times", key, n)
+		}
+	}
+	return runs
+}
+
+// KillOne runs three worker processes on one store and jobs of the
+// "fault" kind (each sleeps sleep), kills one with SIGKILL when about a
+// third are done, and checks: every job completes, none completes twice,
+// and every job the killed process had started runs again on another
+// process within lease + 1 s of the kill.
+func KillOne(t *testing.T, spec Spec, jobs int, sleep time.Duration) {
+	r := startRun(t, spec, jobs, sleep)
+	waitFor(t, 60*time.Second, "a third of the jobs done", func() bool { return r.ended() >= jobs/3 })
+	// Kill the worker with the most attempts in flight, so the crash
+	// strands work (with contended claims one worker can be idle).
+	victim := r.ws[0]
+	inFlight := map[string]int{}
+	for _, l := range readRuns(t, r.ws) {
+		switch l.op {
+		case "start":
+			inFlight[l.node]++
+		case "end":
+			inFlight[l.node]--
+		}
+	}
+	for _, w := range r.ws {
+		if inFlight[w.node] > inFlight[victim.node] {
+			victim = w
+		}
+	}
+	killedAt := time.Now()
+	victim.kill()
+	t.Logf("killed %s (pid %d) with %d of %d jobs run", victim.node, victim.cmd.Process.Pid, r.ended(), jobs)
+	runs := r.finish(120 * time.Second)
+	ends := map[string]int{}
+	starts := map[string][]runLine{}
+	for _, l := range runs {
+		switch l.op {
+		case "end":
+			ends[l.id+"/"+strconv.Itoa(l.attempt)]++
+		case "start":
+			starts[l.id] = append(starts[l.id], l)
 		}
 	}
 	// The victim's unfinished jobs ran again elsewhere within lease + 1 s.
@@ -385,4 +435,17 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// ServerRestart runs three worker processes on one store and jobs of the
+// "fault" kind, and when about a third are done calls restart, which kills
+// the store's server with SIGKILL and starts it again on the same address
+// and data. It checks that every job completes exactly once: nothing the
+// server acknowledged is lost, and the workers reconnect on their own.
+func ServerRestart(t *testing.T, spec Spec, jobs int, sleep time.Duration, restart func()) {
+	r := startRun(t, spec, jobs, sleep)
+	waitFor(t, 60*time.Second, "a third of the jobs done", func() bool { return r.ended() >= jobs/3 })
+	restart()
+	t.Logf("server restarted with %d of %d jobs run", r.ended(), jobs)
+	r.finish(120 * time.Second)
 }

@@ -38,8 +38,9 @@ func cronSpan(t *testing.T) time.Duration {
 	return time.Minute
 }
 
-func redisSpec(t *testing.T) faulttest.Spec {
-	addr := testserver.Redis(t)
+func redisSpec(t *testing.T) faulttest.Spec { return redisSpecAt(testserver.Redis(t)) }
+
+func redisSpecAt(addr string) faulttest.Spec {
 	return faulttest.Spec{Store: "redis", Args: []string{"-redis-addr", addr}, Open: func(t testing.TB, ns string) store.Store {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { c.Close() })
@@ -59,8 +60,9 @@ func valkeySpec(t *testing.T) faulttest.Spec {
 	}}
 }
 
-func etcdSpec(t *testing.T) faulttest.Spec {
-	eps := testserver.Etcd(t)
+func etcdSpec(t *testing.T) faulttest.Spec { return etcdSpecAt(testserver.Etcd(t)) }
+
+func etcdSpecAt(eps []string) faulttest.Spec {
 	return faulttest.Spec{Store: "etcd", Args: []string{"-etcd", strings.Join(eps, ",")}, Open: func(t testing.TB, ns string) store.Store {
 		c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
 		if err != nil {
@@ -97,4 +99,27 @@ func TestCronOncePerCluster(t *testing.T) {
 			faulttest.CronOnce(t, spec(t), 500*time.Millisecond, cronSpan(t))
 		})
 	}
+}
+
+// TestServerRestart kills the store's server with SIGKILL mid-run and
+// starts it again on the same address and data: Redis with
+// --appendonly yes --appendfsync always, etcd as it is (it fsyncs its
+// log). Every job completes exactly once and the workers reconnect.
+func TestServerRestart(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		srv := testserver.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+		faulttest.ServerRestart(t, redisSpecAt(srv.Addr), 3000, 20*time.Millisecond, func() {
+			srv.Kill()
+			srv = testserver.RestartRedis(t, srv)
+		})
+	})
+	t.Run("etcd", func(t *testing.T) {
+		t.Parallel()
+		srv := testserver.StartEtcd(t)
+		faulttest.ServerRestart(t, etcdSpecAt([]string{srv.Addr}), 1500, 20*time.Millisecond, func() {
+			srv.Kill()
+			srv = testserver.RestartEtcd(t, srv)
+		})
+	})
 }
