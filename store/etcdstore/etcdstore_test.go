@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobkit/job/internal/testserver"
+	"github.com/jobkit/job/jobtest"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/etcdstore"
 	"github.com/jobkit/job/store/storetest"
@@ -94,6 +95,15 @@ func TestConformance(t *testing.T) {
 		Open: func(t testing.TB, ns string) store.Store {
 			p := "jobkit-test/conformance/" + ns + "/"
 			return open(t, p)
+		},
+	})
+}
+
+// TestManagerSuite runs the manager-level scenarios on etcd.
+func TestManagerSuite(t *testing.T) {
+	jobtest.Run(t, jobtest.Harness{
+		Open: func(t testing.TB, ns string) store.Store {
+			return open(t, "jobkit-test/manager/"+ns+"/")
 		},
 	})
 }
