@@ -2,7 +2,7 @@
 #   go run ./examples/quickstart   runs an example on the embedded store
 #   make test                      runs every test against real servers
 
-.PHONY: test vet bench example
+.PHONY: test vet bench bench-quick bench-memdb example
 
 test:
 	./scripts/test.sh
@@ -13,7 +13,16 @@ vet:
 example:
 	go run ./examples/quickstart
 
-# Benchmarks of the embedded store (see doc/benchmarks.md).
+# Side by side with asynq and River on servers the run starts itself;
+# writes doc/benchmarks.md. bench-quick checks it works in a few minutes,
+# bench takes about 40 minutes: run it on a quiet machine.
 bench:
+	./scripts/bench.sh full
+
+bench-quick:
+	./scripts/bench.sh quick
+
+# jobkit alone on the embedded store: go test benchmarks and the program.
+bench-memdb:
 	go test -run '^$$' -bench . -benchmem ./store/memdbstore/
 	go run ./cmd/jobkit-bench -store memdb
