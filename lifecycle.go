@@ -185,19 +185,7 @@ func (m *Manager) logWriter(ch <-chan *store.LogRecord) {
 	defer m.logWG.Done()
 	batch := make([]*store.LogRecord, 0, 256)
 	for r := range ch {
-		batch = append(batch[:0], r)
-	fill:
-		for len(batch) < cap(batch) {
-			select {
-			case r, ok := <-ch:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
+		batch = drainInto(append(batch[:0], r), ch)
 		m.writeLogs(batch)
 	}
 }

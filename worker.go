@@ -246,21 +246,27 @@ func (m *Manager) completer() {
 	defer m.finishWG.Done()
 	batch := make([]*finishReq, 0, m.cfg.finishBatch)
 	for r := range m.finishCh {
-		batch = append(batch[:0], r)
-	fill:
-		for len(batch) < m.cfg.finishBatch {
-			select {
-			case r, ok := <-m.finishCh:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
+		batch = drainInto(append(batch[:0], r), m.finishCh)
 		m.flush(batch)
 	}
+}
+
+// drainInto appends to batch what ch holds right now, without waiting, up
+// to batch's capacity: a writer takes whatever queued up while it was busy
+// and writes it in one store call.
+func drainInto[T any](batch []T, ch <-chan T) []T {
+	for len(batch) < cap(batch) {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, v)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 func (m *Manager) flush(batch []*finishReq) {
