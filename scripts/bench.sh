@@ -24,7 +24,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '==> %s\n' "$*" >&2; }
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 mode=${1:-quick}
 case $mode in
@@ -40,16 +41,7 @@ need_pkgs=()
 command -v redis-server >/dev/null || need_pkgs+=(redis-server)
 command -v etcd >/dev/null || need_pkgs+=(etcd-server)
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || command -v postgres >/dev/null || need_pkgs+=(postgresql)
-if ((${#need_pkgs[@]})); then
-	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-		log "installing ${need_pkgs[*]}"
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
-	else
-		log "missing ${need_pkgs[*]}: install them (Debian: sudo apt-get install ${need_pkgs[*]}) and run again"
-		exit 1
-	fi
-fi
+ensure_packages ${need_pkgs[@]+"${need_pkgs[@]}"}
 
 tmp=$(mktemp -d -t jobkit-bench.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT

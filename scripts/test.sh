@@ -10,21 +10,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '==> %s\n' "$*" >&2; }
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 need_pkgs=()
 command -v redis-server >/dev/null || need_pkgs+=(redis-server)
 command -v etcd >/dev/null || need_pkgs+=(etcd-server)
-if ((${#need_pkgs[@]})); then
-	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-		log "installing ${need_pkgs[*]}"
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
-	else
-		log "missing ${need_pkgs[*]}: install them (Debian: sudo apt-get install ${need_pkgs[*]}) and run again"
-		exit 1
-	fi
-fi
+ensure_packages ${need_pkgs[@]+"${need_pkgs[@]}"}
 # Debian starts the packaged services; the tests never use them.
 
 tmp=$(mktemp -d -t jobkit-test.XXXXXX)
