@@ -52,16 +52,12 @@ var (
 )
 
 // Option configures a Store.
-type Option func(*options)
-
-type options struct {
-	ns string
-}
+type Option = redisscript.Option
 
 // WithNamespace keeps the store's data under keys "jobkit:{ns}:...", apart
 // from other namespaces on the same server. ns must not hold braces.
 // Defaults to "default".
-func WithNamespace(ns string) Option { return func(o *options) { o.ns = ns } }
+func WithNamespace(ns string) Option { return redisscript.WithNamespace(ns) }
 
 // WithPrefix is WithNamespace, for harnesses that speak of key prefixes.
 func WithPrefix(ns string) Option { return WithNamespace(ns) }
@@ -70,15 +66,12 @@ func WithPrefix(ns string) Option { return WithNamespace(ns) }
 // never closed by the store. New panics on an invalid namespace (one with
 // braces), which is a programming error.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	o := options{ns: redisscript.DefaultNamespace}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := redisscript.Apply(opts)
 	r := &runner{c: client, scripts: make(map[*redisscript.Script]*redis.Script, len(redisscript.All))}
 	for _, s := range redisscript.All {
 		r.scripts[s] = redis.NewScript(s.Source)
 	}
-	core, err := redisscript.NewCore(r, o.ns, "redisstore")
+	core, err := redisscript.NewCore(r, o.Namespace, "redisstore")
 	if err != nil {
 		panic(err)
 	}
