@@ -205,9 +205,6 @@ func checkSchema(a []any, schema string) error {
 	return nil
 }
 
-// Record field schema, in lua/lib.lua's F_* order.
-const recordSchema = "sssnnnnnnsnsnnnnnnsssn"
-
 // Micros converts t to the integer microseconds the scripts use; the zero
 // time is 0.
 func Micros(t time.Time) int64 {
@@ -225,110 +222,241 @@ func FromMicros(us int64) time.Time {
 	return time.UnixMicro(us).UTC()
 }
 
-// EncodeRecord encodes in for the scripts. Times keep microseconds.
-func EncodeRecord(in *store.Instance, hist string, hn int) string {
+// Stored instance IDs: a UUID in canonical form (what the engine makes) is
+// stored as idUUID followed by its 16 bytes, 17 bytes instead of 36; any
+// other ID as idText followed by the ID. A pending job's ID is stored four
+// times (spec, ready list, kind bucket, history), so this saves about 80
+// bytes of Redis memory per job.
+const (
+	idText = '\x00'
+	idUUID = '\x01'
+)
+
+// EncodeID returns the stored form of instance ID id.
+func EncodeID(id string) string {
+	if b, ok := parseUUID(id); ok {
+		return string(idUUID) + string(b[:])
+	}
+	return string(idText) + id
+}
+
+// DecodeID is the inverse of EncodeID.
+func DecodeID(s string) (string, error) {
+	switch {
+	case len(s) == 17 && s[0] == idUUID:
+		return formatUUID(s[1:]), nil
+	case len(s) > 0 && s[0] == idText:
+		return s[1:], nil
+	}
+	return "", corrupt("an instance ID", s)
+}
+
+// parseUUID parses a UUID in canonical lowercase form only, so that
+// formatUUID gives back the same string.
+func parseUUID(s string) (b [16]byte, ok bool) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return b, false
+	}
+	j := 0
+	for i := 0; i < 36; {
+		if s[i] == '-' {
+			i++
+			continue
+		}
+		hi, ok1 := unhex(s[i])
+		lo, ok2 := unhex(s[i+1])
+		if !ok1 || !ok2 {
+			return b, false
+		}
+		b[j] = hi<<4 | lo
+		j++
+		i += 2
+	}
+	return b, true
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
+func formatUUID(b string) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, 36)
+	for i := 0; i < 16; i++ {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out = append(out, '-')
+		}
+		out = append(out, digits[b[i]>>4], digits[b[i]&0xf])
+	}
+	return string(out)
+}
+
+// Spec and state schemas, in lua/lib.lua's P_* and T_* order.
+const (
+	specSchema  = "sssnnnnsnnnnnn"
+	stateSchema = "nnnsnnnnsssn"
+)
+
+// EncodeSpec returns the first ten values of in's spec (lua/lib.lua); the
+// enqueue script appends the rest.
+func EncodeSpec(in *store.Instance) string {
 	var e enc
-	e.array(22)
 	e.str(in.Kind)
 	e.str(in.Queue)
 	e.str(string(in.Args))
 	e.int(int64(in.Priority))
 	e.int(Micros(in.RunAt))
-	e.int(int64(in.State))
-	e.int(int64(in.Attempt))
 	e.int(int64(in.MaxRetries))
 	e.int(int64(in.Timeout))
 	e.str(in.UniqueKey)
 	e.int(Micros(in.UniqueUntil))
-	e.str(in.LeaseOwner)
-	e.int(Micros(in.LeaseUntil))
-	if in.CancelRequested {
-		e.int(1)
-	} else {
-		e.int(0)
-	}
-	e.int(int64(in.Seq))
 	e.int(Micros(in.CreatedAt))
-	e.int(Micros(in.UpdatedAt))
-	e.int(Micros(in.FinishedAt))
-	e.str(string(in.Result))
-	e.str(in.Error)
-	e.str(hist)
-	e.int(int64(hn))
 	return string(e.b)
 }
 
-// DecodeRecord decodes the record of instance id. The error wraps
-// store.ErrCorrupt and names the instance.
-func DecodeRecord(id, raw string) (*store.Instance, error) {
-	a, err := decodeArray(raw, recordSchema)
-	if err != nil {
-		return nil, corrupt("instance "+id, raw)
+// encodeFullSpec is EncodeSpec with the enqueue script's tail, for a spec
+// written from Go (a damaged one replaced, see Core.Claim); hseq -1 names
+// no history entry.
+func encodeFullSpec(in *store.Instance, enq time.Time) string {
+	e := enc{b: []byte(EncodeSpec(in))}
+	e.int(int64(in.Seq))
+	e.int(Micros(enq))
+	e.int(0)
+	e.int(-1)
+	return string(e.b)
+}
+
+// decodeValues decodes raw as consecutive values following schema.
+func decodeValues(raw, schema string) ([]any, error) {
+	d := dec{b: []byte(raw)}
+	var a []any
+	for len(d.b) > 0 && d.err == nil {
+		a = append(a, d.value())
 	}
-	s := func(i int) string { return a[i].(string) }
-	n := func(i int) int64 { return a[i].(int64) }
+	if d.err != nil {
+		return nil, errMsgpack
+	}
+	return a, checkSchema(a, schema)
+}
+
+// DecodeInstance decodes the instance stored under id from its spec and
+// its state ("" when it has not run yet). The error wraps store.ErrCorrupt
+// and names the instance.
+func DecodeInstance(id, spec, state string) (*store.Instance, error) {
+	p, err := decodeValues(spec, specSchema)
+	if err != nil {
+		return nil, corrupt("instance "+id, spec)
+	}
+	s := func(i int) string { return p[i].(string) }
+	n := func(i int) int64 { return p[i].(int64) }
 	in := &store.Instance{
-		ID:              id,
-		Kind:            s(0),
-		Queue:           s(1),
-		Priority:        int(n(3)),
-		RunAt:           FromMicros(n(4)),
-		State:           store.State(n(5)),
-		Attempt:         int(n(6)),
-		MaxRetries:      int(n(7)),
-		Timeout:         time.Duration(n(8)),
-		UniqueKey:       s(9),
-		UniqueUntil:     FromMicros(n(10)),
-		LeaseOwner:      s(11),
-		LeaseUntil:      FromMicros(n(12)),
-		CancelRequested: n(13) == 1,
-		Seq:             uint64(n(14)),
-		CreatedAt:       FromMicros(n(15)),
-		UpdatedAt:       FromMicros(n(16)),
-		FinishedAt:      FromMicros(n(17)),
-		Error:           s(19),
+		ID:          id,
+		Kind:        s(0),
+		Queue:       s(1),
+		Priority:    int(n(3)),
+		RunAt:       FromMicros(n(4)),
+		State:       store.Scheduled,
+		MaxRetries:  int(n(5)),
+		Timeout:     time.Duration(n(6)),
+		UniqueKey:   s(7),
+		UniqueUntil: FromMicros(n(8)),
+		CreatedAt:   FromMicros(n(9)),
+		Seq:         uint64(n(10)),
+		UpdatedAt:   FromMicros(n(11)),
 	}
 	if a := s(2); a != "" {
 		in.Args = []byte(a)
 	}
-	if r := s(18); r != "" {
+	if state == "" {
+		return in, nil
+	}
+	t, err := decodeArray(state, stateSchema)
+	if err != nil {
+		return nil, corrupt("the state of instance "+id, state)
+	}
+	ts := func(i int) string { return t[i].(string) }
+	tn := func(i int) int64 { return t[i].(int64) }
+	in.State = store.State(tn(0))
+	in.Attempt = int(tn(1))
+	if r := tn(2); r != 0 {
+		in.RunAt = FromMicros(r)
+	}
+	in.LeaseOwner = ts(3)
+	in.LeaseUntil = FromMicros(tn(4))
+	in.CancelRequested = tn(5) == 1
+	in.UpdatedAt = FromMicros(tn(6))
+	in.FinishedAt = FromMicros(tn(7))
+	if r := ts(8); r != "" {
 		in.Result = []byte(r)
 	}
+	in.Error = ts(9)
 	if !in.State.Valid() {
-		return nil, corrupt("instance "+id, raw)
+		return nil, corrupt("the state of instance "+id, state)
 	}
 	return in, nil
 }
 
-const historySchema = "ssnnnsssn"
-
-// decodeHistory decodes a history stream entry value: one or more records.
+// decodeHistory decodes a history stream entry value: 'e' (an enqueue:
+// now, node, then IDs, each standing for a Created and a Scheduled record)
+// or 't' (now, node, then one {id, state, attempt, error, result, seq} per
+// record). Records carry their stored ID in InstanceID, decoded, and no
+// Kind: the caller fills it in from the instance's spec.
 func decodeHistory(raw string) ([]*store.HistoryRecord, error) {
 	d := dec{b: []byte(raw)}
+	tag, _ := d.value().(string)
+	at, ok1 := d.value().(int64)
+	node, ok2 := d.value().(string)
+	if d.err != nil || !ok1 || !ok2 || (tag != "e" && tag != "t") {
+		return nil, corrupt("history entry", raw)
+	}
+	t := FromMicros(at)
 	var out []*store.HistoryRecord
 	for len(d.b) > 0 {
 		v := d.value()
+		if d.err != nil {
+			return nil, corrupt("history entry", raw)
+		}
+		if tag == "e" {
+			sid, ok := v.(string)
+			id, err := DecodeID(sid)
+			if !ok || err != nil {
+				return nil, corrupt("history entry", raw)
+			}
+			out = append(out,
+				&store.HistoryRecord{InstanceID: id, State: store.Created, Time: t, Node: node, Seq: 1},
+				&store.HistoryRecord{InstanceID: id, State: store.Scheduled, Time: t, Node: node, Seq: 2})
+			continue
+		}
 		a, ok := v.([]any)
-		if d.err != nil || !ok || checkSchema(a, historySchema) != nil {
-			return nil, corrupt("history record", raw)
+		if !ok || checkSchema(a, "snnssn") != nil {
+			return nil, corrupt("history entry", raw)
+		}
+		id, err := DecodeID(a[0].(string))
+		if err != nil {
+			return nil, corrupt("history entry", raw)
 		}
 		h := &store.HistoryRecord{
-			InstanceID: a[0].(string),
-			Kind:       a[1].(string),
-			State:      store.State(a[2].(int64)),
-			Attempt:    int(a[3].(int64)),
-			Time:       FromMicros(a[4].(int64)),
-			Node:       a[5].(string),
-			Error:      a[6].(string),
-			Seq:        uint64(a[8].(int64)),
+			InstanceID: id,
+			State:      store.State(a[1].(int64)),
+			Attempt:    int(a[2].(int64)),
+			Time:       t,
+			Node:       node,
+			Error:      a[3].(string),
+			Seq:        uint64(a[5].(int64)),
 		}
-		if r := a[7].(string); r != "" {
+		if r := a[4].(string); r != "" {
 			h.Result = []byte(r)
 		}
 		out = append(out, h)
 	}
 	if len(out) == 0 {
-		return nil, corrupt("history record", raw)
+		return nil, corrupt("history entry", raw)
 	}
 	return out, nil
 }
@@ -341,8 +469,12 @@ func decodeLog(raw string) (*store.LogRecord, error) {
 	if err != nil {
 		return nil, corrupt("log record", raw)
 	}
+	id, err := DecodeID(a[0].(string))
+	if err != nil {
+		return nil, corrupt("log record", raw)
+	}
 	return &store.LogRecord{
-		InstanceID: a[0].(string),
+		InstanceID: id,
 		Kind:       a[1].(string),
 		Attempt:    int(a[2].(int64)),
 		Level:      store.LogLevel(a[3].(int64)),

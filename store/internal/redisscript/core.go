@@ -113,17 +113,14 @@ func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.Enq
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
 	}
-	args := make([]string, 0, 2+2*len(p.Instances))
+	args := make([]string, 0, 2+9*len(p.Instances))
 	args = append(args, us(p.Now), p.Node)
 	for _, in := range p.Instances {
 		if err := in.Validate(); err != nil {
 			return nil, err
 		}
-		r := *in
-		r.State = store.Scheduled
-		r.LeaseOwner, r.LeaseUntil, r.CancelRequested = "", time.Time{}, false
-		r.FinishedAt, r.Result, r.Error = time.Time{}, nil, ""
-		args = append(args, in.ID, EncodeRecord(&r, "", 0))
+		args = append(args, EncodeID(in.ID), EncodeSpec(in), in.Kind, in.Queue, itoa(in.Priority),
+			us(in.RunAt), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt))
 	}
 	if len(p.Instances) == 0 {
 		return []store.EnqueueResult{}, nil
@@ -142,28 +139,30 @@ func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.Enq
 		if len(f) != 3 {
 			return nil, fmt.Errorf("%s: enqueue: malformed reply %v", c.name, row)
 		}
-		id := asString(f[1])
+		in := p.Instances[i]
+		id, err := DecodeID(asString(f[1]))
+		if err != nil {
+			return nil, fmt.Errorf("%s: enqueue: %w", c.name, err)
+		}
 		switch asInt(f[0]) {
 		case 0, 2:
 			out[i] = store.EnqueueResult{ID: id, Seq: uint64(asInt(f[2]))}
 		case 1:
-			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by instance %s", store.ErrDuplicate, p.Instances[i].ID, p.Instances[i].UniqueKey, id)}
-		case 3:
-			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: the record stored under this ID cannot be decoded", store.ErrCorrupt, id)}
+			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by instance %s", store.ErrDuplicate, in.ID, in.UniqueKey, id)}
 		default:
-			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: the script could not read the record it was sent", store.ErrInvalid, id)}
+			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: the record stored under this ID cannot be decoded", store.ErrCorrupt, id)}
 		}
 	}
 	return out, nil
 }
 
-// decodePairs decodes a flat id, record, id, record list.
-func (c *Core) decodePairs(v any) ([]*store.Instance, error) {
+// decodeTriples decodes a flat id, spec, state, id, ... list.
+func (c *Core) decodeTriples(v any) ([]*store.Instance, error) {
 	a := asArray(v)
-	out := make([]*store.Instance, 0, len(a)/2)
+	out := make([]*store.Instance, 0, len(a)/3)
 	var errs []error
-	for i := 0; i+1 < len(a); i += 2 {
-		in, err := DecodeRecord(asString(a[i]), asString(a[i+1]))
+	for i := 0; i+2 < len(a); i += 3 {
+		in, err := c.decodeStored(asString(a[i]), asString(a[i+1]), asString(a[i+2]))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -171,6 +170,15 @@ func (c *Core) decodePairs(v any) ([]*store.Instance, error) {
 		out = append(out, in)
 	}
 	return out, errors.Join(errs...)
+}
+
+// decodeStored decodes an instance from its stored ID, spec and state.
+func (c *Core) decodeStored(sid, spec, state string) (*store.Instance, error) {
+	id, err := DecodeID(sid)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeInstance(id, spec, state)
 }
 
 // Claim implements store.Queue.
@@ -186,15 +194,54 @@ func (c *Core) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRes
 	if len(a) != 3 {
 		return nil, fmt.Errorf("%s: claim: malformed reply", c.name)
 	}
-	ins, err := c.decodePairs(a[0])
-	res := &store.ClaimResult{Instances: ins, NextRunAt: FromMicros(asInt(a[1]))}
-	if err != nil {
-		// The script wrote these records itself a moment ago; failing to
-		// read them back is a bug, not data.
-		return res, err
+	rows := asArray(a[0])
+	res := &store.ClaimResult{Instances: make([]*store.Instance, 0, len(rows)/3), NextRunAt: FromMicros(asInt(a[1]))}
+	bad := map[string]bool{}
+	for _, b := range asArray(a[2]) {
+		bad[asString(b)] = true
 	}
-	c.undecodable(res, p.Queue, asArray(a[2]))
+	for i := 0; i+2 < len(rows); i += 3 {
+		sid, spec, state := asString(rows[i]), asString(rows[i+1]), asString(rows[i+2])
+		id, err := DecodeID(sid)
+		if err != nil {
+			// Not an ID this store wrote: nothing can finish it, so it
+			// stays Processing until its lease ends and Rescue ends it.
+			continue
+		}
+		in, err := DecodeInstance(id, spec, state)
+		if err == nil && !bad[sid] {
+			res.Instances = append(res.Instances, in)
+			continue
+		}
+		if err := c.keepDamaged(ctx, sid, id, spec, p); err != nil {
+			return res, err
+		}
+		attempt := 1
+		if t, err := decodeArray(state, stateSchema); err == nil {
+			attempt = int(t[1].(int64))
+		}
+		res.Undecodable = append(res.Undecodable, store.UndecodableRecord{
+			LeaseRef: store.LeaseRef{ID: id, Attempt: attempt},
+			Err:      fmt.Errorf("%w: instance %s in queue %s: its stored record could not be decoded (written by something else or damaged); its bytes are kept as the instance's args", store.ErrCorrupt, id, p.Queue),
+		})
+	}
 	return res, nil
+}
+
+// keepDamaged replaces a damaged spec that Claim returned with one that
+// decodes, keeping the damaged bytes as the args, so the instance can be
+// finished, looked up and pruned. The spec is only ever written at enqueue
+// and the instance is Processing under the caller's lease, so nothing
+// else writes it meanwhile.
+func (c *Core) keepDamaged(ctx context.Context, sid, id, spec string, p *store.ClaimParams) error {
+	if _, err := DecodeInstance(id, spec, ""); err == nil {
+		return nil // only the state was damaged; the script replaced it
+	}
+	fixed := &store.Instance{Queue: p.Queue, Args: []byte(spec), RunAt: p.Now, CreatedAt: p.Now}
+	if _, err := c.r.Do(ctx, "HSET", c.keys.Inst(), sid, encodeFullSpec(fixed, p.Now)); err != nil {
+		return c.wrap(ctx, "claim", err)
+	}
+	return nil
 }
 
 // Renew implements store.Queue.
@@ -208,7 +255,7 @@ func (c *Core) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRes
 	}
 	args := []string{us(p.Now), p.Owner, us(p.Until)}
 	for _, l := range p.Leases {
-		args = append(args, l.ID, itoa(l.Attempt))
+		args = append(args, EncodeID(l.ID), itoa(l.Attempt))
 	}
 	v, err := c.run(ctx, Renew, args...)
 	if err != nil {
@@ -247,7 +294,7 @@ func (c *Core) Finish(ctx context.Context, p *store.FinishParams) ([]error, erro
 		if o.Release {
 			rel = "1"
 		}
-		args = append(args, o.ID, itoa(o.Attempt), itoa(int(o.State)), us(o.RunAt), rel, string(o.Result), o.Error)
+		args = append(args, EncodeID(o.ID), itoa(o.Attempt), itoa(int(o.State)), us(o.RunAt), rel, string(o.Result), o.Error)
 		sent = append(sent, i)
 	}
 	if len(sent) == 0 {
@@ -283,7 +330,7 @@ func (c *Core) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Inst
 	if err != nil {
 		return nil, err
 	}
-	return c.decodePairs(v)
+	return c.decodeTriples(v)
 }
 
 // Cancel implements store.Queue.
@@ -291,12 +338,12 @@ func (c *Core) Cancel(ctx context.Context, p *store.CancelParams) (*store.Instan
 	if p == nil || p.ID == "" {
 		return nil, fmt.Errorf("%w: cancel without an instance ID", store.ErrInvalid)
 	}
-	v, err := c.run(ctx, Cancel, us(p.Now), p.Node, p.ID)
+	v, err := c.run(ctx, Cancel, us(p.Now), p.Node, EncodeID(p.ID))
 	if err != nil {
 		return nil, err
 	}
 	a := asArray(v)
-	if len(a) != 2 {
+	if len(a) != 3 {
 		return nil, fmt.Errorf("%s: cancel: malformed reply", c.name)
 	}
 	switch asInt(a[0]) {
@@ -305,13 +352,13 @@ func (c *Core) Cancel(ctx context.Context, p *store.CancelParams) (*store.Instan
 	case 3:
 		return nil, fmt.Errorf("%w: instance %s: the stored record cannot be decoded", store.ErrCorrupt, p.ID)
 	case 2:
-		in, err := DecodeRecord(p.ID, asString(a[1]))
+		in, err := DecodeInstance(p.ID, asString(a[1]), asString(a[2]))
 		if err != nil {
 			return nil, err
 		}
 		return in, fmt.Errorf("%w: instance %s is %v", store.ErrFinished, p.ID, in.State)
 	}
-	return DecodeRecord(p.ID, asString(a[1]))
+	return DecodeInstance(p.ID, asString(a[1]), asString(a[2]))
 }
 
 // AppendLogs implements store.Logs.
@@ -324,7 +371,7 @@ func (c *Core) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
 		if l == nil || l.InstanceID == "" {
 			return fmt.Errorf("%w: log record without an instance ID", store.ErrInvalid)
 		}
-		args = append(args, l.InstanceID, l.Kind, itoa(l.Attempt), itoa(int(l.Level)), us(l.Time), l.Node, l.Message)
+		args = append(args, EncodeID(l.InstanceID), l.Kind, itoa(l.Attempt), itoa(int(l.Level)), us(l.Time), l.Node, l.Message)
 	}
 	_, err := c.run(ctx, AppendLogs, args...)
 	return err
@@ -416,7 +463,10 @@ func (c *Core) Subscribe(ctx context.Context, queue string) (<-chan struct{}, er
 
 // ---- lookups ----
 
-// LookupInstances implements store.History.
+// LookupInstances implements store.History. By ID it reads one instance;
+// otherwise it reads the kind's buckets (or every kind's) newest second
+// first over the CreatedAt range, so a bounded query reads only its range
+// and a limited one stops once it has enough.
 func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
@@ -425,89 +475,36 @@ func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.In
 		return nil, err
 	}
 	if q.InstanceID != "" {
-		v, err := c.r.Do(ctx, "HGET", c.keys.Inst(), q.InstanceID)
-		if err != nil {
-			return nil, c.wrap(ctx, "lookup", err)
-		}
-		if v == nil {
-			return []*store.Instance{}, nil
-		}
-		in, err := DecodeRecord(q.InstanceID, asString(v))
-		if err != nil {
+		got, err := c.records(ctx, []string{EncodeID(q.InstanceID)})
+		in := got[EncodeID(q.InstanceID)]
+		if in == nil || !q.MatchInstance(in) {
 			return []*store.Instance{}, err
 		}
-		if !q.MatchInstance(in) {
-			return []*store.Instance{}, nil
-		}
-		return []*store.Instance{in}, nil
+		return []*store.Instance{in}, err
 	}
-	// Candidates, newest first by CreatedAt: the kind's index, or every
-	// kind's index merged. Each index read is a ZRANGE by score over the
-	// time range, so a bounded query reads only its range.
-	var kinds []string
-	if q.Kind != "" {
-		kinds = []string{q.Kind}
-	} else {
-		v, err := c.r.Do(ctx, "SMEMBERS", c.keys.Kinds())
-		if err != nil {
-			return nil, c.wrap(ctx, "lookup", err)
-		}
-		for _, k := range asArray(v) {
-			kinds = append(kinds, asString(k))
-		}
-	}
-	maxS, minS := "+inf", "-inf"
-	if !q.Until.IsZero() {
-		maxS = "(" + us(q.Until)
-	}
-	if !q.Since.IsZero() {
-		minS = us(q.Since)
+	kinds, err := c.kinds(ctx, q.Kind)
+	if err != nil {
+		return nil, err
 	}
 	var out []*store.Instance
 	var errs []error
-	// Per kind, read the index newest first a page at a time and stop once
-	// the kind alone has Limit matches: the merged newest Limit are among
-	// those. Without a limit the whole range is read.
-	page := 500
-	if q.Limit > 0 {
-		page = min(max(2*q.Limit, 100), 1000)
-	}
 	for _, k := range kinds {
 		matched := 0
-		for offset := 0; ; offset += page {
-			v, err := c.r.Do(ctx, "ZRANGE", c.keys.Kind(k), maxS, minS, "BYSCORE", "REV", "LIMIT", itoa(offset), itoa(page))
+		err := c.eachBucket(ctx, k, q.Since, q.Until, func(sids []string) (bool, error) {
+			got, err := c.records(ctx, sids)
 			if err != nil {
-				return nil, c.wrap(ctx, "lookup", err)
+				errs = append(errs, err)
 			}
-			batch := asArray(v)
-			if len(batch) == 0 {
-				break
-			}
-			cmd := []string{"HMGET", c.keys.Inst()}
-			for _, id := range batch {
-				cmd = append(cmd, asString(id))
-			}
-			v, err = c.r.Do(ctx, cmd...)
-			if err != nil {
-				return nil, c.wrap(ctx, "lookup", err)
-			}
-			for i, raw := range asArray(v) {
-				if raw == nil {
-					continue // pruned meanwhile
-				}
-				in, err := DecodeRecord(asString(batch[i]), asString(raw))
-				if err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				if q.MatchInstance(in) {
+			for _, sid := range sids {
+				if in := got[sid]; in != nil && q.MatchInstance(in) {
 					out = append(out, in)
 					matched++
 				}
 			}
-			if len(batch) < page || (q.Limit > 0 && matched >= q.Limit) {
-				break
-			}
+			return q.Limit == 0 || matched < q.Limit, nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	slices.SortFunc(out, func(a, b *store.Instance) int {
@@ -525,6 +522,133 @@ func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.In
 	return out, errors.Join(errs...)
 }
 
+// kinds returns []string{kind}, or every kind when kind is empty.
+func (c *Core) kinds(ctx context.Context, kind string) ([]string, error) {
+	if kind != "" {
+		return []string{kind}, nil
+	}
+	v, err := c.r.Do(ctx, "SMEMBERS", c.keys.Kinds())
+	if err != nil {
+		return nil, c.wrap(ctx, "lookup", err)
+	}
+	var out []string
+	for _, k := range asArray(v) {
+		out = append(out, asString(k))
+	}
+	return out, nil
+}
+
+// eachBucket calls fn with the stored IDs of each bucket of kind whose
+// second overlaps [since, until), newest second first, until fn returns
+// false. An ID is passed once even when it is in two buckets (enqueued
+// again after it was pruned).
+func (c *Core) eachBucket(ctx context.Context, kind string, since, until time.Time, fn func(sids []string) (bool, error)) error {
+	maxS, minS := "+inf", "-inf"
+	if !until.IsZero() {
+		maxS = strconv.FormatInt(floorDiv(Micros(until)-1, 1e6), 10)
+	}
+	if !since.IsZero() {
+		minS = strconv.FormatInt(floorDiv(Micros(since), 1e6), 10)
+	}
+	seen := map[string]bool{}
+	const page = 100
+	for offset := 0; ; offset += page {
+		v, err := c.r.Do(ctx, "ZRANGE", c.keys.KindDir(kind), maxS, minS, "BYSCORE", "REV", "LIMIT", itoa(offset), itoa(page))
+		if err != nil {
+			return c.wrap(ctx, "lookup", err)
+		}
+		secs := asArray(v)
+		for _, sv := range secs {
+			sec, _ := strconv.ParseInt(asString(sv), 10, 64)
+			b, err := c.r.Do(ctx, "GET", c.keys.KindBucket(kind, sec))
+			if err != nil {
+				return c.wrap(ctx, "lookup", err)
+			}
+			sids, err := splitBucket(asString(b))
+			if err != nil {
+				return fmt.Errorf("%s: lookup: kind %q second %d: %w", c.name, kind, sec, err)
+			}
+			fresh := sids[:0]
+			for _, sid := range sids {
+				if !seen[sid] {
+					seen[sid] = true
+					fresh = append(fresh, sid)
+				}
+			}
+			for len(fresh) > 0 {
+				n := min(len(fresh), 1000)
+				more, err := fn(fresh[:n])
+				if err != nil || !more {
+					return err
+				}
+				fresh = fresh[n:]
+			}
+		}
+		if len(secs) < page {
+			return nil
+		}
+	}
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// splitBucket splits a kind bucket into its stored IDs, each preceded by
+// its length in 2 bytes.
+func splitBucket(b string) ([]string, error) {
+	var out []string
+	for len(b) > 0 {
+		if len(b) < 2 {
+			return nil, corrupt("a kind bucket", b)
+		}
+		n := int(b[0])<<8 | int(b[1])
+		if len(b) < 2+n {
+			return nil, corrupt("a kind bucket", b)
+		}
+		out = append(out, b[2:2+n])
+		b = b[2+n:]
+	}
+	return out, nil
+}
+
+// records reads the instances stored under sids (stored IDs), keyed by
+// stored ID; missing ones are left out, undecodable ones too, with an
+// error wrapping store.ErrCorrupt naming each.
+func (c *Core) records(ctx context.Context, sids []string) (map[string]*store.Instance, error) {
+	out := make(map[string]*store.Instance, len(sids))
+	var errs []error
+	for len(sids) > 0 {
+		n := min(len(sids), 1000)
+		v, err := c.run(ctx, Records, sids[:n]...)
+		if err != nil {
+			return out, err
+		}
+		a := asArray(v)
+		if len(a) != 2*n {
+			return out, fmt.Errorf("%s: records: malformed reply", c.name)
+		}
+		for i, sid := range sids[:n] {
+			spec := asString(a[2*i])
+			if spec == "" {
+				continue
+			}
+			in, err := c.decodeStored(sid, spec, asString(a[2*i+1]))
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out[sid] = in
+		}
+		sids = sids[n:]
+	}
+	return out, errors.Join(errs...)
+}
+
 func (c *Core) wrap(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: %s: %w", c.name, op, ctx.Err())
@@ -535,22 +659,18 @@ func (c *Core) wrap(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%s: %s: %w", c.name, op, err)
 }
 
-// ofInstance returns the raw stream entries of one instance.
-func (c *Core) ofInstance(ctx context.Context, id, what string) ([]any, error) {
-	v, err := c.run(ctx, OfInstance, id, what)
+// ofInstance returns one instance's spec, state and raw stream entries
+// ('h' history, 'l' logs).
+func (c *Core) ofInstance(ctx context.Context, sid, what string) (spec, state string, entries []any, err error) {
+	v, err := c.run(ctx, OfInstance, sid, what)
 	if err != nil {
-		return nil, err
+		return "", "", nil, err
 	}
 	a := asArray(v)
-	if len(a) != 2 {
-		return nil, fmt.Errorf("%s: of_instance: malformed reply", c.name)
+	if len(a) != 3 {
+		return "", "", nil, fmt.Errorf("%s: of_instance: malformed reply", c.name)
 	}
-	if raw := asString(a[0]); raw != "" && what == "h" {
-		if _, err := DecodeRecord(id, raw); err != nil {
-			return nil, err
-		}
-	}
-	return asArray(a[1]), nil
+	return asString(a[0]), asString(a[1]), asArray(a[2]), nil
 }
 
 // scan pages through a stream's time range, calling fn for each raw entry
@@ -581,7 +701,9 @@ func (c *Core) scan(ctx context.Context, which string, q *store.Query, fn func(r
 // LookupHistory implements store.History. By instance it reads the
 // instance's own entries; by kind it reads the histories of the kind's
 // instances created before the range ends; otherwise it reads the history
-// stream over the time range (entry IDs are record times).
+// stream over the time range (entry IDs are record times). Records of
+// instances that are gone (pruned) are left out; the others get their
+// instance's kind.
 func (c *Core) LookupHistory(ctx context.Context, q *store.Query) ([]*store.HistoryRecord, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
@@ -591,29 +713,31 @@ func (c *Core) LookupHistory(ctx context.Context, q *store.Query) ([]*store.Hist
 	}
 	var out []*store.HistoryRecord
 	var errs []error
-	add := func(raw string) {
-		hs, err := decodeHistory(raw)
-		if err != nil {
-			errs = append(errs, err)
-			return
-		}
-		for _, h := range hs {
-			if q.MatchHistory(h) {
-				out = append(out, h)
+	// one adds the records of instance in (decoded) from entries.
+	one := func(in *store.Instance, entries []any) {
+		for _, e := range entries {
+			hs, err := decodeHistory(asString(e))
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			for _, h := range hs {
+				if h.InstanceID == in.ID {
+					h.Kind = in.Kind
+					if q.MatchHistory(h) {
+						out = append(out, h)
+					}
+				}
 			}
 		}
 	}
 	switch {
 	case q.InstanceID != "":
-		es, err := c.ofInstance(ctx, q.InstanceID, "h")
-		if err != nil && !errors.Is(err, store.ErrCorrupt) {
-			return nil, err
-		}
-		if err != nil {
+		if err := c.historyOf(ctx, q.InstanceID, one); err != nil {
+			if !errors.Is(err, store.ErrCorrupt) {
+				return nil, err
+			}
 			errs = append(errs, err)
-		}
-		for _, e := range es {
-			add(asString(e))
 		}
 	case q.Kind != "" && q.Since.IsZero():
 		ins, err := c.LookupInstances(ctx, &store.Query{Kind: q.Kind, Until: q.Until})
@@ -624,17 +748,53 @@ func (c *Core) LookupHistory(ctx context.Context, q *store.Query) ([]*store.Hist
 			errs = append(errs, err)
 		}
 		for _, in := range ins {
-			es, err := c.ofInstance(ctx, in.ID, "h")
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range es {
-				add(asString(e))
+			if err := c.historyOf(ctx, in.ID, one); err != nil {
+				if !errors.Is(err, store.ErrCorrupt) {
+					return nil, err
+				}
+				errs = append(errs, err)
 			}
 		}
 	default:
-		if err := c.scan(ctx, "h", q, func(raw string) bool { add(raw); return true }); err != nil {
+		var recs []*store.HistoryRecord
+		err := c.scan(ctx, "h", q, func(raw string) bool {
+			hs, err := decodeHistory(raw)
+			if err != nil {
+				errs = append(errs, err)
+				return true
+			}
+			for _, h := range hs {
+				if q.InRange(h.Time) && (len(q.States) == 0 || slices.Contains(q.States, h.State)) {
+					recs = append(recs, h)
+				}
+			}
+			return true
+		})
+		if err != nil {
 			return nil, err
+		}
+		var sids []string
+		seen := map[string]bool{}
+		for _, h := range recs {
+			if sid := EncodeID(h.InstanceID); !seen[sid] {
+				seen[sid] = true
+				sids = append(sids, sid)
+			}
+		}
+		ins, err := c.records(ctx, sids)
+		if err != nil && !errors.Is(err, store.ErrCorrupt) {
+			return nil, err
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, h := range recs {
+			if in := ins[EncodeID(h.InstanceID)]; in != nil {
+				h.Kind = in.Kind
+				if q.MatchHistory(h) {
+					out = append(out, h)
+				}
+			}
 		}
 	}
 	orderBySeq(out, func(h *store.HistoryRecord) (string, uint64, time.Time) { return h.InstanceID, h.Seq, h.Time })
@@ -645,6 +805,23 @@ func (c *Core) LookupHistory(ctx context.Context, q *store.Query) ([]*store.Hist
 		out = []*store.HistoryRecord{}
 	}
 	return out, errors.Join(errs...)
+}
+
+// historyOf reads the history entries of instance id and passes them to
+// fn with the decoded instance. A missing instance has no history; one
+// whose record is damaged gets its records without a kind, and an error.
+func (c *Core) historyOf(ctx context.Context, id string, fn func(in *store.Instance, entries []any)) error {
+	spec, state, entries, err := c.ofInstance(ctx, EncodeID(id), "h")
+	if err != nil || spec == "" {
+		return err
+	}
+	in, err := DecodeInstance(id, spec, state)
+	if err != nil {
+		fn(&store.Instance{ID: id}, entries)
+		return err
+	}
+	fn(in, entries)
+	return nil
 }
 
 // LookupLogs implements store.Logs: by instance from the instance's list
@@ -669,7 +846,7 @@ func (c *Core) LookupLogs(ctx context.Context, q *store.Query) ([]*store.LogReco
 		}
 	}
 	if q.InstanceID != "" {
-		es, err := c.ofInstance(ctx, q.InstanceID, "l")
+		_, _, es, err := c.ofInstance(ctx, EncodeID(q.InstanceID), "l")
 		if err != nil {
 			return nil, err
 		}

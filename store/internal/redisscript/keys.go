@@ -2,6 +2,7 @@ package redisscript
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -24,7 +25,7 @@ func NewKeys(ns string) (Keys, error) {
 		return Keys{}, fmt.Errorf("redisscript: namespace %q must be non-empty and hold no braces", ns)
 	}
 	p := "jobkit:{" + ns + "}:"
-	names := []string{"inst", "ctr", "hist", "lease", "done", "uniq", "uniqx", "kinds", "queues", "logs"}
+	names := []string{"inst", "st", "ctr", "hist", "lease", "done", "uniq", "uniqx", "kinds", "queues", "logs"}
 	k := Keys{Prefix: p, Script: make([]string, len(names))}
 	for i, n := range names {
 		k.Script[i] = p + n
@@ -32,32 +33,33 @@ func NewKeys(ns string) (Keys, error) {
 	return k, nil
 }
 
-// Inst is the instance hash.
+// Inst is the spec hash.
 func (k Keys) Inst() string { return k.Script[0] }
 
+// State is the state hash.
+func (k Keys) State() string { return k.Script[1] }
+
 // Kinds is the set of kinds.
-func (k Keys) Kinds() string { return k.Script[7] }
+func (k Keys) Kinds() string { return k.Script[8] }
 
-// Queues is the set of queues.
-func (k Keys) Queues() string { return k.Script[8] }
+// Levels is the set of priorities of queue with a ready list.
+func (k Keys) Levels(queue string) string { return k.Prefix + "q:" + queue + ":p" }
 
-// Lease is the lease set.
-func (k Keys) Lease() string { return k.Script[3] }
-
-// Done is the set of final instances.
-func (k Keys) Done() string { return k.Script[4] }
-
-// Ready is the ready set of queue.
-func (k Keys) Ready(queue string) string { return k.Prefix + "q:" + queue + ":r" }
+// Ready is the ready list of queue at priority prio.
+func (k Keys) Ready(queue string, prio int) string {
+	return k.Prefix + "q:" + queue + ":r:" + strconv.Itoa(prio)
+}
 
 // Sched is the scheduled set of queue.
 func (k Keys) Sched(queue string) string { return k.Prefix + "q:" + queue + ":s" }
 
-// Kind is the CreatedAt index of kind.
-func (k Keys) Kind(kind string) string { return k.Prefix + "k:" + kind }
+// KindDir is the set of CreatedAt seconds that have a bucket of kind.
+func (k Keys) KindDir(kind string) string { return k.Prefix + "kd:" + kind }
+
+// KindBucket holds the IDs of kind created in second sec.
+func (k Keys) KindBucket(kind string, sec int64) string {
+	return k.Prefix + "kb:" + kind + ":" + strconv.FormatInt(sec, 10)
+}
 
 // Wake is the pub/sub channel of queue.
 func (k Keys) Wake(queue string) string { return k.Prefix + "w:" + queue }
-
-// ReadyHead is how many bytes precede the ID in a ready-set member.
-const ReadyHead = 13

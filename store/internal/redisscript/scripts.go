@@ -9,25 +9,35 @@
 //
 // Every key of namespace ns starts with "jobkit:{ns}:", so the whole
 // namespace hashes to one Redis Cluster slot and every script's keys are in
-// it. See lua/lib.lua for the keys and the record fields. In short:
+// it. See lua/lib.lua for every key and field. In short:
 //
-//   - inst (HASH): ID → record, a cmsgpack array of the instance's fields.
-//   - q:<queue>:r (ZSET): ready instances; score −Priority, member
-//     RunAt(7 bytes) ‖ Seq(6 bytes) ‖ ID, so one ZRANGE yields the claim
-//     order (priority, RunAt, FIFO) in O(log n).
-//   - q:<queue>:s (ZSET): instances waiting for their RunAt (score RunAt);
-//     Claim moves the due ones to the ready set, so a high-priority future
-//     instance never blocks a ready one.
+//   - inst (HASH): ID → spec, what never changes after enqueue (kind,
+//     queue, args, priority, ...), written once as consecutive MessagePack
+//     values. The hot scripts (claim, finish, renew) never decode it.
+//   - st (HASH): ID → state, a small MessagePack array of what changes
+//     (state, attempt, lease, result, error, history refs). An instance
+//     that has not run yet has none, which keeps a pending job small.
+//   - q:<queue>:r:<prio> (LIST) and q:<queue>:p (ZSET of priorities):
+//     ready IDs per priority in the order they became ready; a claim is
+//     LPOPs from the highest priorities, O(1) per instance.
+//   - q:<queue>:s (ZSET): instances waiting for their RunAt; Claim moves
+//     the due ones to the back of their ready list.
 //   - lease (ZSET): Processing instances by lease deadline, for Rescue.
 //   - done (ZSET): final instances by FinishedAt, for retention.
-//   - k:<kind> (ZSET): instances of a kind by CreatedAt, for lookups.
-//   - hist, logs (STREAM): history and log records; an entry's ID is its
-//     record time in ms (kept monotonic), so a time range is an XRANGE.
-//     An instance's record keeps its history entry IDs; l:<id> (LIST)
-//     keeps its log entry IDs.
+//   - kd:<kind> (ZSET) and kb:<kind>:<sec> (STRING): instances of a kind
+//     by CreatedAt second, for lookups, appended to with APPEND.
+//   - hist (STREAM): one entry per script run that changed states, holding
+//     every record of the run; an entry's ID is its time in ms (kept
+//     monotonic), so a time range is an XRANGE. An instance's spec names
+//     its enqueue entry and its state lists the others.
+//   - logs (STREAM): one entry per log record; l:<id> (LIST) keeps an
+//     instance's log entry IDs.
 //   - uniq (HASH) and uniqx (ZSET): unique keys and their expiry.
 //   - w:<queue>: the pub/sub channel scripts PUBLISH to when work may be
 //     ready.
+//
+// Instance IDs that are UUIDs in canonical form are stored as 17 bytes
+// (see EncodeID); others as they are, behind one marker byte.
 package redisscript
 
 import (
@@ -57,12 +67,13 @@ var (
 	Cancel     = load("cancel", false)
 	AppendLogs = load("append_logs", false)
 	OfInstance = load("of_instance", true)
+	Records    = load("records", true)
 	Range      = load("stream_range", true)
 	Prune      = load("prune", false)
 )
 
 // All lists every script, for plugins that prepare them up front.
-var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstance, Range, Prune}
+var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstance, Records, Range, Prune}
 
 func load(name string, ro bool) *Script {
 	lib, err := luaFS.ReadFile("lua/lib.lua")

@@ -2,80 +2,93 @@
 -- KEYS: the namespace keys (lib.lua).
 -- ARGV: [1] prefix, [2] now (us), [3] owner, [4] lease deadline (us),
 --       [5] limit, [6] queue.
--- First moves instances that became due (scheduled set score <= now) into
--- the ready set, at most MOVE of them per call (the rest move on the next
--- calls, oldest RunAt first). Then pops ready members in order: priority
--- high to low, then RunAt, then Seq. Each claimed record gets State
--- Processing, Attempt+1, the lease, a Processing history record, and a
--- lease-set entry.
--- Returns {claimed, next, corrupt}: claimed is a flat list id1, record1,
--- id2, record2, ...; next is the earliest RunAt (us) still waiting in the
+-- First moves instances that became due (scheduled set score <= now) to
+-- the back of their priority's ready list, oldest RunAt first, at most
+-- MOVE per call (the rest move on the next calls). Then pops ready IDs:
+-- highest priority first, each list in order. A popped ID whose instance
+-- is no longer Scheduled (canceled while it waited, or gone) is dropped.
+-- Each claimed instance gets State Processing, Attempt+1, the lease, a
+-- Processing history record (one entry for the call) and a lease-set
+-- entry.
+-- Returns {claimed, next, corrupt}: claimed is a flat list id1, spec1,
+-- state1, id2, ...; next is the earliest RunAt (us) still waiting in the
 -- scheduled set when fewer than limit were claimed, else 0; corrupt lists
--- the IDs of queued instances whose record could not be decoded. Those are
--- claimed too (they count towards limit): the record is replaced by a
--- Processing attempt 1 under the caller's lease, with kind '', the queue,
--- the undecodable bytes kept as its args and an error saying so, so the
--- caller can finish it as Terminated and it never blocks the queue.
+-- the claimed IDs whose stored state could not be decoded: they were
+-- claimed as attempt 1 with an error saying so, for the caller to finish
+-- as Terminated, so they never block the queue. The spec is returned as
+-- stored, undecoded: the caller tells a damaged one.
 local now, owner, until_, limit, queue = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local MOVE = 1000
-local rkey, skey = ready_key(queue), sched_key(queue)
+local skey, lkey = sched_key(queue), levels_key(queue)
 
-local corrupt = {}
 local due = redis.call('ZRANGEBYSCORE', skey, '-inf', num(now), 'LIMIT', 0, MOVE)
-for _, id in ipairs(due) do
-	redis.call('ZREM', skey, id)
-	local r, why = load(id)
-	if r and r[F_STATE] == S_SCHEDULED then
-		redis.call('ZADD', rkey, -r[F_PRIO], ready_member(id, r))
-	elseif why == 'corrupt' then
-		redis.call('ZADD', rkey, 0, string.rep('\0', READY_HEAD) .. id)
+if #due > 0 then
+	chunked('ZREM', skey, due)
+	for _, m in ipairs(due) do
+		push_ready(string.sub(m, SCHED_HEAD + 1), queue, unbe(m, 7, 4) - PRIO_BIAS, false)
 	end
+	flush_ready()
 end
 
-local claimed, n = {}, 0
-local ERR = 'undecodable record (its bytes are kept as the args)'
-local function take_corrupt(id)
-	local raw = redis.call('HGET', K_INST, id)
-	local r = {'', queue, raw, 0, now, S_PROCESSING, 1, 0, 0, '', 0, owner, until_,
-		0, 0, now, now, 0, '', ERR, '', 0}
-	hadd(id, r, {S_PROCESSING}, 1, now, owner, ERR, '')
-	save(id, r)
-	redis.call('ZADD', K_LEASE, until_, id)
-	corrupt[#corrupt + 1] = id
-	n = n + 1
-end
-
-local leases = {}
-while n < limit do
-	local members = redis.call('ZRANGE', rkey, 0, limit - n - 1)
-	if #members == 0 then
-		break
+local ERR = 'undecodable state record'
+local claimed, corrupt, n = {}, {}, 0
+local levels = redis.call('ZRANGE', lkey, 0, -1)
+local li = 1
+while n < limit and li <= #levels do
+	local rkey = PREFIX .. 'q:' .. queue .. ':r:' .. levels[li]
+	local want = math.min(limit - n, 1000)
+	local ids = redis.call('LPOP', rkey, want)
+	if not ids or #ids < want then
+		-- The list is empty now.
+		redis.call('ZREM', lkey, levels[li])
+		li = li + 1
 	end
-	redis.call('ZREMRANGEBYRANK', rkey, 0, #members - 1)
-	for _, m in ipairs(members) do
-		local id = string.sub(m, READY_HEAD + 1)
-		local r, why = load(id)
-		if r and r[F_STATE] == S_SCHEDULED then
-			r[F_STATE] = S_PROCESSING
-			r[F_ATTEMPT] = r[F_ATTEMPT] + 1
-			r[F_LOWNER] = owner
-			r[F_LUNTIL] = until_
-			r[F_CANCEL] = 0
-			r[F_UPDATED] = now
-			hadd(id, r, {S_PROCESSING}, r[F_ATTEMPT], now, owner, '', '')
-			claimed[#claimed + 1] = id
-			claimed[#claimed + 1] = save(id, r)
-			leases[#leases + 1] = until_
-			leases[#leases + 1] = id
-			n = n + 1
-		elseif why == 'corrupt' then
-			take_corrupt(id)
+	if ids then
+		local sts = redis.call('HMGET', K_ST, unpack(ids))
+		local specs = redis.call('HMGET', K_INST, unpack(ids))
+		for j, id in ipairs(ids) do
+			if specs[j] then
+				local t, bad
+				if not sts[j] then
+					t = fresh(0)
+				else
+					t = state(sts[j])
+					if not t then
+						t, bad = fresh(0), true
+					end
+				end
+				if t[T_STATE] == S_SCHEDULED then
+					t[T_STATE] = S_PROCESSING
+					t[T_ATT] = t[T_ATT] + 1
+					t[T_OWNER] = owner
+					t[T_UNTIL] = until_
+					t[T_CANCEL] = 0
+					t[T_UPD] = now
+					if bad then
+						t[T_ERR] = ERR
+						corrupt[#corrupt + 1] = id
+					end
+					change(id, t, S_PROCESSING, bad and ERR or '')
+					lease_add[#lease_add + 1] = until_
+					lease_add[#lease_add + 1] = id
+					claimed[#claimed + 1] = {id, specs[j]}
+					n = n + 1
+				end
+			elseif sts[j] then
+				-- A state without a spec is a leftover; drop it.
+				redis.call('HDEL', K_ST, id)
+			end
 		end
 	end
 end
--- One ZADD for the whole batch (in chunks that stay clear of Lua's limit
--- on unpacked arguments).
-chunked('ZADD', K_LEASE, leases)
+
+local packed = commit(now, owner)
+local out = {}
+for _, c in ipairs(claimed) do
+	out[#out + 1] = c[1]
+	out[#out + 1] = c[2]
+	out[#out + 1] = packed[c[1]]
+end
 
 local next = 0
 if n < limit then
@@ -84,4 +97,4 @@ if n < limit then
 		next = tonumber(head[2])
 	end
 end
-return {claimed, next, corrupt}
+return {out, next, corrupt}

@@ -1,68 +1,127 @@
 -- enqueue: store new instances in state Scheduled.
 -- KEYS: the namespace keys (lib.lua).
--- ARGV: [1] prefix, [2] now (us), [3] node, then per instance two values:
---       the instance ID and its record (F_* array; State, Seq, F_HIST and
---       F_HN are set here).
+-- ARGV: [1] prefix, [2] now (us), [3] node, then per instance nine values:
+--       ID, spec (its first ten values, see lib.lua), kind, queue,
+--       priority, RunAt (us), unique key, UniqueUntil (us), CreatedAt (us).
 -- Returns one {code, id, seq} per instance: code 0 stored (seq assigned),
 -- 1 duplicate unique key (id is the holder's), 2 an instance with this ID
 -- exists already (seq is its Seq; nothing changes, so a retried Enqueue is
--- idempotent), 3 the existing record under this ID is corrupt, 4 the
--- record sent is not one.
--- Appends Created and Scheduled history records (one stream entry) for each
--- stored instance,
--- and PUBLISHes on the queue's wake-up channel.
+-- idempotent), 3 the existing record under this ID is corrupt.
+-- The stored instances share one history entry (value: cmsgpack 'e', now,
+-- node, then their IDs), which stands for a Created and a Scheduled record
+-- of each; their spec ends with Seq, now and that entry's ID. Each is
+-- added to its kind's bucket of its CreatedAt second and to its queue, and
+-- the queue's channel gets a PUBLISH.
 local now, node = tonumber(ARGV[2]), ARGV[3]
+local N = 9
 
-local seen, seenq = {}, {}
-
-local function one(id, raw)
-	local r = decode(raw)
-	if not r then
-		return {4, id, 0}
+local ids = {}
+for i = 4, #ARGV, N do
+	ids[#ids + 1] = ARGV[i]
+end
+local old = {}
+for i = 1, #ids, 1000 do
+	local v = redis.call('HMGET', K_INST, unpack(ids, i, math.min(i + 999, #ids)))
+	for j = 1, #v do
+		old[i + j - 1] = v[j]
 	end
-	local old = redis.call('HGET', K_INST, id)
-	if old then
-		local o = decode(old)
-		if not o then
-			return {3, id, 0}
+end
+
+local out, stored, mine, dups = {}, {}, {}, {}
+for j = 1, #ids do
+	local i = 4 + (j - 1) * N
+	local id, ukey, uuntil = ARGV[i], ARGV[i + 6], tonumber(ARGV[i + 7])
+	if old[j] then
+		local o = spec(old[j])
+		if o then
+			out[j] = {2, id, o[P_SEQ]}
+		else
+			out[j] = {3, id, 0}
 		end
-		return {2, id, o[F_SEQ]}
-	end
-	local ukey = r[F_UKEY]
-	if ukey ~= '' then
-		local holder = redis.call('HGET', K_UNIQ, ukey)
-		if holder and holder ~= id then
-			local h = load(holder)
-			if h and h[F_UUNTIL] > now then
-				return {1, holder, 0}
+	elseif mine[id] then
+		dups[#dups + 1] = {j, mine[id]} -- the same ID twice in one batch
+	else
+		local dup
+		if ukey ~= '' then
+			local holder = redis.call('HGET', K_UNIQ, ukey)
+			if holder and holder ~= id then
+				local until_
+				if mine[holder] then
+					until_ = mine[holder].uuntil
+				else
+					local h = spec(redis.call('HGET', K_INST, holder))
+					until_ = h and h[P_UUNTIL] or 0
+				end
+				if until_ > now then
+					dup = holder
+				end
+			end
+			if not dup then
+				redis.call('HSET', K_UNIQ, ukey, id)
+				redis.call('ZADD', K_UNIQX, uuntil, ukey)
 			end
 		end
-		redis.call('HSET', K_UNIQ, ukey, id)
-		redis.call('ZADD', K_UNIQX, r[F_UUNTIL], ukey)
+		if dup then
+			out[j] = {1, dup, 0}
+		else
+			local e = {id = id, i = i, j = j, uuntil = uuntil}
+			mine[id] = e
+			stored[#stored + 1] = e
+			out[j] = e
+		end
 	end
-	local seq = redis.call('HINCRBY', K_CTR, 'seq', 1)
-	r[F_SEQ] = seq
-	r[F_STATE] = S_SCHEDULED
-	r[F_UPDATED] = now
-	r[F_HIST] = ''
-	r[F_HN] = 0
-	hadd(id, r, {1, S_SCHEDULED}, 0, now, node, '', '')
-	save(id, r)
-	redis.call('ZADD', PREFIX .. 'k:' .. r[F_KIND], r[F_CREATED], id)
-	if not seen[r[F_KIND]] then
-		seen[r[F_KIND]] = true
-		redis.call('SADD', K_KINDS, r[F_KIND])
-	end
-	if not seenq[r[F_QUEUE]] then
-		seenq[r[F_QUEUE]] = true
-		redis.call('SADD', K_QUEUES, r[F_QUEUE])
-	end
-	place(id, r, now)
-	return {0, id, seq}
+end
+if #stored == 0 then
+	return out
 end
 
-local out = {}
-for i = 4, #ARGV, 2 do
-	out[#out + 1] = one(ARGV[i], ARGV[i + 1])
+-- Seq: one counter step for the batch.
+local last = redis.call('HINCRBY', K_CTR, 'seq', #stored)
+local entry = {}
+for k, e in ipairs(stored) do
+	e.seq = last - #stored + k
+	entry[k] = cmsgpack.pack(e.id)
 end
+local eid = xadd_at(K_HIST, 'hms', 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry))
+local ems, eseq = string.match(eid, '^(%d+)-(%d+)$')
+local tail_ = cmsgpack.pack(now, tonumber(ems) - math.floor(now / 1000), tonumber(eseq))
+
+local specs, kinds, queues, buckets, blist = {}, {}, {}, {}, {}
+for _, e in ipairs(stored) do
+	local i = e.i
+	local id, kind, queue = e.id, ARGV[i + 2], ARGV[i + 3]
+	local prio, runat, created = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 8])
+	specs[#specs + 1] = id
+	specs[#specs + 1] = ARGV[i + 1] .. cmsgpack.pack(e.seq) .. tail_
+	kinds[kind] = true
+	queues[queue] = true
+	local sec = math.floor(created / 1000000)
+	local bkey = PREFIX .. 'kb:' .. kind .. ':' .. num(sec)
+	local b = buckets[bkey]
+	if not b then
+		b = {kind = kind, sec = sec, ids = {}}
+		buckets[bkey] = b
+		blist[#blist + 1] = bkey
+	end
+	b.ids[#b.ids + 1] = be(#id, 2) .. id
+	place(id, queue, prio, e.seq, runat, now, false)
+	out[e.j] = {0, id, e.seq}
+end
+for _, d in ipairs(dups) do
+	out[d[1]] = {2, d[2].id, d[2].seq}
+end
+chunked('HSET', K_INST, specs)
+for _, bkey in ipairs(blist) do
+	local b = buckets[bkey]
+	redis.call('APPEND', bkey, table.concat(b.ids))
+	redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, num(b.sec), #b.ids)
+	redis.call('ZADD', PREFIX .. 'kd:' .. b.kind, b.sec, num(b.sec))
+end
+for k in pairs(kinds) do
+	redis.call('SADD', K_KINDS, k)
+end
+for q in pairs(queues) do
+	redis.call('SADD', K_QUEUES, q)
+end
+flush_ready()
 return out

@@ -5,45 +5,68 @@
 --       release (1 hands the attempt back uncounted), result, error.
 -- Returns one code per outcome: 0 applied, 1 lease lost (not Processing,
 -- another owner or attempt, or missing), 2 the record is corrupt.
--- An applied outcome appends one history record; a Scheduled one puts the
--- instance back in its queue and PUBLISHes on the queue's channel.
+-- Applied outcomes share one history entry (a record each). A Scheduled
+-- one goes back to its queue (a released attempt to the front of its
+-- ready list, keeping its place) and PUBLISHes on the queue's channel.
 local now, owner = tonumber(ARGV[2]), ARGV[3]
+local N = 7
 
-local function one(id, attempt, state, run_at, release, result, err)
-	local r, why = load(id)
-	if not r then
-		return why == 'corrupt' and 2 or 1
+local ids = {}
+for i = 4, #ARGV, N do
+	ids[#ids + 1] = ARGV[i]
+end
+local raws = {}
+for i = 1, #ids, 1000 do
+	local v = redis.call('HMGET', K_ST, unpack(ids, i, math.min(i + 999, #ids)))
+	for j = 1, #v do
+		raws[i + j - 1] = v[j]
 	end
-	if r[F_STATE] ~= S_PROCESSING or r[F_LOWNER] ~= owner or r[F_ATTEMPT] ~= attempt then
+end
+
+local function one(j, id, attempt, st, run_at, release, result, err)
+	if not raws[j] then
 		return 1
 	end
-	clear_lease(id, r)
-	r[F_ERROR] = err
-	r[F_UPDATED] = now
-	if state == S_SCHEDULED then
-		hadd(id, r, {S_SCHEDULED}, attempt, now, owner, err, '')
+	local t = changed[id] or state(raws[j])
+	if not t then
+		return 2
+	end
+	if t[T_STATE] ~= S_PROCESSING or t[T_OWNER] ~= owner or t[T_ATT] ~= attempt then
+		return 1
+	end
+	local p
+	if st == S_SCHEDULED then
+		p = spec(redis.call('HGET', K_INST, id))
+		if not p then
+			return 2
+		end
+	end
+	clear_lease(id, t)
+	t[T_ERR] = err
+	t[T_UPD] = now
+	if st == S_SCHEDULED then
+		change(id, t, S_SCHEDULED, err, '')
 		if release then
-			r[F_ATTEMPT] = r[F_ATTEMPT] - 1
+			t[T_ATT] = t[T_ATT] - 1
 		end
-		r[F_STATE] = S_SCHEDULED
-		r[F_RUNAT] = run_at
-		save(id, r)
-		place(id, r, now)
+		t[T_STATE] = S_SCHEDULED
+		t[T_RUNAT] = run_at
+		place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], run_at, now, release)
 	else
-		if state == S_COMPLETED then
-			r[F_RESULT] = result
+		if st == S_COMPLETED then
+			t[T_RES] = result
 		end
-		hadd(id, r, {state}, attempt, now, owner, err, result)
-		finalize(id, r, state, now)
-		save(id, r)
+		change(id, t, st, err, result)
+		finalize(id, t, st, now)
 	end
 	return 0
 end
 
 local out = {}
-for i = 4, #ARGV, 7 do
-	out[#out + 1] = one(ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
+for j = 1, #ids do
+	local i = 4 + (j - 1) * N
+	out[j] = one(j, ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
 		tonumber(ARGV[i + 3]), ARGV[i + 4] == '1', ARGV[i + 5], ARGV[i + 6])
 end
-flush_sets()
+commit(now, owner)
 return out

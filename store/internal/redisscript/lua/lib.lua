@@ -2,80 +2,102 @@
 -- to each script, so every script sees the same KEYS layout, record layout
 -- and helpers; none of it is a script on its own.
 --
--- KEYS (the same ten for every script, all in one namespace and so all with
--- the namespace's one {hash tag}, one cluster slot):
---   KEYS[1]  inst    HASH   instance ID -> record (cmsgpack array, see F_*)
---   KEYS[2]  ctr     HASH   counters: seq (instance Seq), hms/hskew and
+-- KEYS (the same eleven for every script, all in one namespace and so all
+-- with the namespace's one {hash tag}, one cluster slot):
+--   KEYS[1]  inst    HASH   instance ID -> spec (see below), written once
+--   KEYS[2]  st      HASH   instance ID -> state (see below); absent while
+--                           the instance waits for its first attempt
+--   KEYS[3]  ctr     HASH   counters: seq (instance Seq), hms/hskew and
 --                           lms/lskew (stream-ID clocks, see xadd_at)
---   KEYS[3]  hist    STREAM history records, entry ID ms = record time
---   KEYS[4]  lease   ZSET   Processing instance ID, score = lease deadline (us)
---   KEYS[5]  done    ZSET   final instance ID, score = FinishedAt (us)
---   KEYS[6]  uniq    HASH   unique key -> holding instance ID
---   KEYS[7]  uniqx   ZSET   unique key, score = UniqueUntil (us)
---   KEYS[8]  kinds   SET    every kind ever enqueued
---   KEYS[9]  queues  SET    every queue ever enqueued to
---   KEYS[10] logs    STREAM log records, entry ID ms = record time
+--   KEYS[4]  hist    STREAM history entries, one per script run that
+--                           changed states; entry ID ms = the run's time
+--   KEYS[5]  lease   ZSET   Processing instance ID, score = lease deadline (us)
+--   KEYS[6]  done    ZSET   final instance ID, score = FinishedAt (us)
+--   KEYS[7]  uniq    HASH   unique key -> holding instance ID
+--   KEYS[8]  uniqx   ZSET   unique key, score = UniqueUntil (us)
+--   KEYS[9]  kinds   SET    every kind ever enqueued
+--   KEYS[10] queues  SET    every queue ever enqueued to
+--   KEYS[11] logs    STREAM log records, entry ID ms = record time
 -- ARGV[1] is always the namespace's key prefix, "jobkit:{ns}:". Scripts
--- build per-queue, per-kind and per-instance keys from it (q:<queue>:r,
--- q:<queue>:s, k:<kind>, l:<id>) and the wake-up channel w:<queue>. That is
--- safe on Redis Cluster because the prefix carries the namespace's hash tag:
--- every such key hashes to the slot of KEYS[1].
+-- build per-queue, per-kind and per-instance keys from it and the wake-up
+-- channel w:<queue>:
+--   q:<queue>:p          ZSET   priorities with a ready list (score -prio)
+--   q:<queue>:r:<prio>   LIST   ready instance IDs of one priority, in the
+--                               order they became ready
+--   q:<queue>:s          ZSET   instances waiting for RunAt (score RunAt,
+--                               member Seq(6 bytes) Prio+2^31(4 bytes) ID)
+--   kd:<kind>            ZSET   seconds (of CreatedAt) that have a bucket
+--   kb:<kind>:<sec>      STRING IDs created in that second, each preceded
+--                               by its length (2 bytes)
+--   kn:<kind>            HASH   second -> live instances in its bucket
+--   l:<id>               LIST   log entry IDs of one instance
+-- That is safe on Redis Cluster because the prefix carries the namespace's
+-- hash tag: every such key hashes to the slot of KEYS[1].
 --
+-- Instance IDs are opaque bytes here (the Go side packs UUIDs into 17).
 -- Times are integers in microseconds since the Unix epoch (exact in a Lua
 -- number until the year 2255); 0 is the zero time.
 
-local K_INST, K_CTR, K_HIST, K_LEASE, K_DONE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local K_UNIQ, K_UNIQX, K_KINDS, K_QUEUES, K_LOGS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local K_INST, K_ST, K_CTR, K_HIST, K_LEASE, K_DONE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local K_UNIQ, K_UNIQX, K_KINDS, K_QUEUES, K_LOGS = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local PREFIX = ARGV[1]
-
--- Record fields (a cmsgpack array; the ID is the hash field, not stored).
-local F_KIND, F_QUEUE, F_ARGS, F_PRIO, F_RUNAT, F_STATE, F_ATTEMPT = 1, 2, 3, 4, 5, 6, 7
-local F_MAXR, F_TIMEOUT, F_UKEY, F_UUNTIL, F_LOWNER, F_LUNTIL = 8, 9, 10, 11, 12, 13
-local F_CANCEL, F_SEQ, F_CREATED, F_UPDATED, F_FINISHED = 14, 15, 16, 17, 18
-local F_RESULT, F_ERROR, F_HIST, F_HN = 19, 20, 21, 22
-local NF = 22
--- The Lua type of each field; a record that does not match is corrupt.
-local SCHEMA = {'string', 'string', 'string', 'number', 'number', 'number', 'number',
-	'number', 'number', 'string', 'number', 'string', 'number',
-	'number', 'number', 'number', 'number', 'number',
-	'string', 'string', 'string', 'number'}
 
 -- States, as store.State numbers them.
 local S_SCHEDULED, S_PROCESSING, S_COMPLETED = 2, 3, 4
 local S_TERMINATED, S_CANCELED = 5, 6
 
--- decode returns the record in raw, or nil when raw is not one.
-local function decode(raw)
-	local ok, r = pcall(cmsgpack.unpack, raw)
-	if not ok or type(r) ~= 'table' or #r ~= NF then
+-- The spec: what never changes after enqueue, as consecutive cmsgpack
+-- values (not an array). The Go side writes the first ten; enqueue appends
+-- the last four. Only rescue, cancel, retries and prune read it.
+local P_KIND, P_QUEUE, P_ARGS, P_PRIO, P_RUNAT, P_MAXR = 1, 2, 3, 4, 5, 6
+local P_UKEY, P_UUNTIL, P_CREATED, P_SEQ, P_ENQ, P_HDELTA, P_HSEQ = 8, 9, 10, 11, 12, 13, 14
+local NP = 14
+local P_SCHEMA = {'string', 'string', 'string', 'number', 'number', 'number', 'number',
+	'string', 'number', 'number', 'number', 'number', 'number', 'number'}
+
+-- spec decodes raw, or returns nil when raw is missing or not a spec.
+local function spec(raw)
+	if not raw then
 		return nil
 	end
-	for i = 1, NF do
-		if type(r[i]) ~= SCHEMA[i] then
+	local ok, p = pcall(function() return {cmsgpack.unpack(raw)} end)
+	if not ok or #p ~= NP then
+		return nil
+	end
+	for i = 1, NP do
+		if type(p[i]) ~= P_SCHEMA[i] then
 			return nil
 		end
 	end
-	return r
+	return p
 end
 
--- load returns the record of id; or nil, 'missing'; or nil, 'corrupt'.
-local function load(id)
-	local raw = redis.call('HGET', K_INST, id)
-	if not raw then
-		return nil, 'missing'
+-- The state: a cmsgpack array of what changes. T_REFS lists the history
+-- entries with the instance's records after enqueue (space-separated IDs);
+-- T_HN counts its history records (the enqueue entry holds the first two).
+local T_STATE, T_ATT, T_RUNAT, T_OWNER, T_UNTIL, T_CANCEL = 1, 2, 3, 4, 5, 6
+local T_UPD, T_FIN, T_RES, T_ERR, T_REFS, T_HN = 7, 8, 9, 10, 11, 12
+local NT = 12
+local T_SCHEMA = {'number', 'number', 'number', 'string', 'number', 'number',
+	'number', 'number', 'string', 'string', 'string', 'number'}
+
+-- state decodes raw, or returns nil when raw is not a state.
+local function state(raw)
+	local ok, t = pcall(cmsgpack.unpack, raw)
+	if not ok or type(t) ~= 'table' or #t ~= NT then
+		return nil
 	end
-	local r = decode(raw)
-	if not r then
-		return nil, 'corrupt'
+	for i = 1, NT do
+		if type(t[i]) ~= T_SCHEMA[i] then
+			return nil
+		end
 	end
-	return r
+	return t
 end
 
--- save stores r under id and returns its encoding.
-local function save(id, r)
-	local raw = cmsgpack.pack(r)
-	redis.call('HSET', K_INST, id, raw)
-	return raw
+-- fresh is the state of an instance that has not run yet.
+local function fresh(runat)
+	return {S_SCHEDULED, 0, runat, '', 0, 0, 0, 0, '', '', '', 2}
 end
 
 -- num formats an integer without an exponent (tostring would print 1.7e+15).
@@ -83,7 +105,8 @@ local function num(n)
 	return string.format('%.0f', n)
 end
 
--- be encodes the non-negative integer n as w big-endian bytes.
+-- be encodes the non-negative integer n as w big-endian bytes; unbe
+-- decodes w bytes of s from position i.
 local function be(n, w)
 	local b = {}
 	if n < 0 then n = 0 end
@@ -93,17 +116,30 @@ local function be(n, w)
 	end
 	return string.char(unpack(b))
 end
-
--- The ready set of a queue is ordered by score = -Priority, then (equal
--- scores compare members bytewise) by RunAt and Seq, which the member
--- starts with: 7 bytes of RunAt, 6 bytes of Seq, then the ID.
-local READY_HEAD = 13
-local function ready_member(id, r)
-	return be(r[F_RUNAT], 7) .. be(r[F_SEQ], 6) .. id
+local function unbe(s, i, w)
+	local n = 0
+	for j = i, i + w - 1 do
+		n = n * 256 + string.byte(s, j)
+	end
+	return n
 end
 
-local function ready_key(queue) return PREFIX .. 'q:' .. queue .. ':r' end
+local function chunked(cmd, key, args)
+	for i = 1, #args, 1000 do
+		redis.call(cmd, key, unpack(args, i, math.min(i + 999, #args)))
+	end
+end
+
+-- ---- queues ----
+
+local PRIO_BIAS = 2147483648
+local SCHED_HEAD = 10
+local function levels_key(queue) return PREFIX .. 'q:' .. queue .. ':p' end
+local function ready_key(queue, prio) return PREFIX .. 'q:' .. queue .. ':r:' .. num(prio) end
 local function sched_key(queue) return PREFIX .. 'q:' .. queue .. ':s' end
+local function sched_member(id, seq, prio)
+	return be(seq, 6) .. be(prio + PRIO_BIAS, 4) .. id
+end
 
 local woken = {}
 -- wake tells the queue's subscribers (once per script run) that work may
@@ -115,31 +151,66 @@ local function wake(queue)
 	end
 end
 
--- place puts a Scheduled record in its queue: the ready set when due at
--- now, else the scheduled set (score RunAt, member ID). It wakes the queue.
-local function place(id, r, now)
-	if r[F_RUNAT] <= now then
-		redis.call('ZADD', ready_key(r[F_QUEUE]), -r[F_PRIO], ready_member(id, r))
-	else
-		redis.call('ZADD', sched_key(r[F_QUEUE]), r[F_RUNAT], id)
+-- Ready-list pushes are gathered per list and written by flush_ready.
+local pushes, push_lists = {}, {}
+-- Front pushes (instances keeping their place) are ordered by RunAt, then
+-- Seq, so several put back at once keep their order too.
+local function push_ready(id, queue, prio, front, runat, seq)
+	local key = ready_key(queue, prio)
+	local p = pushes[key]
+	if not p then
+		p = {queue = queue, prio = prio, back = {}, front = {}}
+		pushes[key] = p
+		push_lists[#push_lists + 1] = key
 	end
-	wake(r[F_QUEUE])
+	if front then
+		p.front[#p.front + 1] = {id, runat, seq}
+	else
+		p.back[#p.back + 1] = id
+	end
 end
 
--- unplace removes a Scheduled record from its queue.
-local function unplace(id, r)
-	redis.call('ZREM', ready_key(r[F_QUEUE]), ready_member(id, r))
-	redis.call('ZREM', sched_key(r[F_QUEUE]), id)
+local function flush_ready()
+	for _, key in ipairs(push_lists) do
+		local p = pushes[key]
+		chunked('RPUSH', key, p.back)
+		-- LPUSH reverses its arguments; push the front ones last to first
+		-- so they keep their order.
+		table.sort(p.front, function(a, b)
+			if a[2] ~= b[2] then return a[2] < b[2] end
+			return a[3] < b[3]
+		end)
+		local rev = {}
+		for i = #p.front, 1, -1 do
+			rev[#rev + 1] = p.front[i][1]
+		end
+		chunked('LPUSH', key, rev)
+		redis.call('ZADD', levels_key(p.queue), -p.prio, num(p.prio))
+	end
+	pushes, push_lists = {}, {}
 end
 
--- xadd_at appends fields to stream key with an entry ID whose milliseconds
--- are the record time t (us), raised to the stream's last milliseconds when
--- a caller's clock is behind. ctr's skew field keeps the largest such
--- raise, so a time-range read knows how far past a bound to look: an
--- entry's ID is never before its time and at most skew after it. The clock
--- is read once per script run; it is written at once when it moves (at
--- most once per run, since a run has one now), so a failing script never
--- leaves it behind the stream.
+-- place puts a Scheduled instance in its queue: a ready list when due at
+-- now (at the front when front is true, so it keeps its place), else the
+-- scheduled set. It wakes the queue. flush_ready must run before the
+-- script returns.
+local function place(id, queue, prio, seq, runat, now, front)
+	if runat <= now then
+		push_ready(id, queue, prio, front, runat, seq)
+	else
+		redis.call('ZADD', sched_key(queue), runat, sched_member(id, seq, prio))
+	end
+	wake(queue)
+end
+
+-- ---- history ----
+
+-- xadd_at appends value to stream key with an entry ID whose milliseconds
+-- are t (us), raised to the stream's last milliseconds when a caller's
+-- clock is behind. ctr's skew field keeps the largest such raise, so a
+-- time-range read knows how far past a bound to look: an entry's ID is
+-- never before its time and at most skew after it. The clock is read once
+-- per script run and written when it moves.
 local clocks = {}
 local function xadd_at(key, msf, skewf, t, value)
 	local c = clocks[msf]
@@ -162,51 +233,73 @@ local function xadd_at(key, msf, skewf, t, value)
 	return redis.call('XADD', key, num(ms) .. '-*', 'r', value)
 end
 
--- hadd appends history records of r's transitions to the given states
--- (one entry; several records at one time share it, as Created and
--- Scheduled at enqueue do) and remembers the entry ID in the record
--- (F_HIST, space-separated). An entry's value is one cmsgpack array per
--- record: {id, kind, state, attempt, time, node, error, result, seq}.
-local function hadd(id, r, states, attempt, t, node, err, result)
-	local recs = {}
-	for i, state in ipairs(states) do
-		r[F_HN] = r[F_HN] + 1
-		recs[i] = cmsgpack.pack({id, r[F_KIND], state, attempt, t, node, err, result, r[F_HN]})
+-- A script run's state changes are gathered and written by commit: one
+-- history entry for the run (value: cmsgpack 't', now, node, then one
+-- array {id, state, attempt, error, result, seq} per record), and one HSET
+-- of every changed state, each with that entry's ID added to its refs.
+local recs, changed, changed_ids = {}, {}, {}
+
+-- change records t as id's new state; with hstate it also adds a history
+-- record of the transition to hstate.
+local function change(id, t, hstate, err, result)
+	if not changed[id] then
+		changed_ids[#changed_ids + 1] = id
 	end
-	local eid = xadd_at(K_HIST, 'hms', 'hskew', t, table.concat(recs))
-	r[F_HIST] = r[F_HIST] .. eid .. ' '
-end
-
--- Set updates a script batches: members to drop from the lease set and
--- (score, member) pairs to add to the done set. flush_sets applies them;
--- a script that calls finalize or clear_lease calls it before returning.
-local lease_rm, done_add = {}, {}
-
-local function chunked(cmd, key, args)
-	for i = 1, #args, 1000 do
-		redis.call(cmd, key, unpack(args, i, math.min(i + 999, #args)))
+	changed[id] = t
+	if hstate then
+		t[T_HN] = t[T_HN] + 1
+		recs[#recs + 1] = cmsgpack.pack({id, hstate, t[T_ATT], err or '', result or '', t[T_HN]})
+		t.hist = true
 	end
 end
 
-local function flush_sets()
+-- Set updates gathered for commit: lease-set members to drop, (score,
+-- member) pairs to add to the lease and done sets.
+local lease_rm, lease_add, done_add = {}, {}, {}
+
+-- commit writes what the run gathered and returns each changed ID's
+-- packed state.
+local function commit(now, node)
+	local eid, packed
+	if #recs > 0 then
+		eid = xadd_at(K_HIST, 'hms', 'hskew', now, cmsgpack.pack('t', now, node) .. table.concat(recs))
+	end
+	local pairs_ = {}
+	packed = {}
+	for _, id in ipairs(changed_ids) do
+		local t = changed[id]
+		if t.hist then
+			t.hist = nil
+			t[T_REFS] = t[T_REFS] .. eid .. ' '
+		end
+		local raw = cmsgpack.pack(t)
+		packed[id] = raw
+		pairs_[#pairs_ + 1] = id
+		pairs_[#pairs_ + 1] = raw
+	end
+	chunked('HSET', K_ST, pairs_)
 	chunked('ZREM', K_LEASE, lease_rm)
+	chunked('ZADD', K_LEASE, lease_add)
 	chunked('ZADD', K_DONE, done_add)
-	lease_rm, done_add = {}, {}
+	flush_ready()
+	recs, changed, changed_ids = {}, {}, {}
+	lease_rm, lease_add, done_add = {}, {}, {}
+	return packed
 end
 
--- finalize moves r to a final state at now.
-local function finalize(id, r, state, now)
-	r[F_STATE] = state
-	r[F_FINISHED] = now
-	r[F_UPDATED] = now
+-- finalize moves t to a final state at now.
+local function finalize(id, t, st, now)
+	t[T_STATE] = st
+	t[T_FIN] = now
+	t[T_UPD] = now
 	done_add[#done_add + 1] = now
 	done_add[#done_add + 1] = id
 end
 
--- clear_lease drops r's lease.
-local function clear_lease(id, r)
+-- clear_lease drops t's lease.
+local function clear_lease(id, t)
 	lease_rm[#lease_rm + 1] = id
-	r[F_LOWNER] = ''
-	r[F_LUNTIL] = 0
-	r[F_CANCEL] = 0
+	t[T_OWNER] = ''
+	t[T_UNTIL] = 0
+	t[T_CANCEL] = 0
 end

@@ -1,17 +1,24 @@
--- of_instance: read one instance's record, history and logs in one call.
+-- of_instance: read one instance's spec, state, and history or logs.
 -- KEYS: the namespace keys (lib.lua).
 -- ARGV: [1] prefix, [2] instance ID, [3] what: 'h' history, 'l' logs.
--- Returns {record, entries}: record is the stored value ('' when missing);
--- entries are the raw values of the instance's stream entries, oldest
--- first ('h': the IDs kept in the record; 'l': the list l:<id>). Entries
--- removed by retention are left out. Read-only.
+-- Returns {spec, state, entries}: spec and state as stored ('' when
+-- missing); entries are the raw values of the stream entries holding the
+-- instance's records, oldest first ('h': its enqueue entry, named by the
+-- spec's tail, then the entries listed in the state's refs; 'l': the list
+-- l:<id>). The entries hold other instances' records too; the caller
+-- picks. Entries removed by retention are left out. Read-only.
 local id, what = ARGV[2], ARGV[3]
-local raw = redis.call('HGET', K_INST, id) or ''
+local craw = redis.call('HGET', K_INST, id) or ''
+local raw = redis.call('HGET', K_ST, id) or ''
 local eids, key = {}, K_HIST
 if what == 'h' then
-	local r = decode(raw)
-	if r then
-		for eid in string.gmatch(r[F_HIST], '%S+') do
+	local p = spec(craw)
+	if p and p[P_HSEQ] >= 0 then
+		eids[1] = num(math.floor(p[P_ENQ] / 1000) + p[P_HDELTA]) .. '-' .. num(p[P_HSEQ])
+	end
+	local t = raw ~= '' and state(raw)
+	if t then
+		for eid in string.gmatch(t[T_REFS], '%S+') do
 			eids[#eids + 1] = eid
 		end
 	end
@@ -26,4 +33,4 @@ for _, eid in ipairs(eids) do
 		out[#out + 1] = e[1][2][2]
 	end
 end
-return {raw, out}
+return {craw, raw, out}

@@ -3,54 +3,50 @@
 -- ARGV: [1] prefix, [2] now (us), [3] finished before (us, 0 off),
 --       [4] keep finished (count, 0 off), [5] history before (us, 0 off),
 --       [6] logs before (us, 0 off), [7] limit per rule.
--- Removed instances take their history entries, log list and entries,
--- kind-index entry and unique key along. History and log entries are
--- removed oldest ID first; an entry whose ID is past the bound (a caller's
--- clock ran behind) but whose time is before it is removed as well.
--- Expired unique keys are dropped too.
+-- A removed instance takes its state, spec, log list and log entries,
+-- kind-bucket place and unique key along. Its history records live in
+-- entries shared with other instances: they stop showing at once (lookups
+-- leave out records of instances that are gone) and their memory is freed
+-- when history retention trims the entries; they are counted as removed
+-- with the instance. History entries are trimmed by their time (HistoryBefore),
+-- counting the records of instances still stored; an entry whose ID is past
+-- the bound (a caller's clock ran behind) but whose time is before it is
+-- removed as well. Log entries likewise by LogsBefore. Expired unique keys
+-- are dropped too.
 -- Returns {instances, history, logs} removed.
 local now, fin_before, keep = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local hist_before, logs_before, limit = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local ni, nh, nl = 0, 0, 0
 
--- xdel removes entry eid of key and returns how many records it held.
-local function xdel(key, eid, v)
-	if not v then
-		local e = redis.call('XRANGE', key, eid, eid)
-		if not e[1] then
-			return 0
-		end
-		v = e[1][2][2]
-	end
-	redis.call('XDEL', key, eid)
-	local ok, n = pcall(function() return select('#', cmsgpack.unpack(v)) end)
-	if ok then
-		return n
-	end
-	return 1
-end
-
 local function drop(id)
 	redis.call('ZREM', K_DONE, id)
-	local raw = redis.call('HGET', K_INST, id)
-	if raw then
-		local r = decode(raw)
-		if r then
-			for eid in string.gmatch(r[F_HIST], '%S+') do
-				nh = nh + xdel(K_HIST, eid)
+	local craw = redis.call('HGET', K_INST, id)
+	if craw then
+		local p = spec(craw)
+		local raw = redis.call('HGET', K_ST, id)
+		local t = raw and state(raw)
+		nh = nh + (t and t[T_HN] or 2)
+		if p then
+			local sec = num(math.floor(p[P_CREATED] / 1000000))
+			local nkey = PREFIX .. 'kn:' .. p[P_KIND]
+			if redis.call('HINCRBY', nkey, sec, -1) <= 0 then
+				redis.call('HDEL', nkey, sec)
+				redis.call('DEL', PREFIX .. 'kb:' .. p[P_KIND] .. ':' .. sec)
+				redis.call('ZREM', PREFIX .. 'kd:' .. p[P_KIND], sec)
 			end
-			redis.call('ZREM', PREFIX .. 'k:' .. r[F_KIND], id)
-			if r[F_UKEY] ~= '' and redis.call('HGET', K_UNIQ, r[F_UKEY]) == id then
-				redis.call('HDEL', K_UNIQ, r[F_UKEY])
-				redis.call('ZREM', K_UNIQX, r[F_UKEY])
+			if p[P_UKEY] ~= '' and redis.call('HGET', K_UNIQ, p[P_UKEY]) == id then
+				redis.call('HDEL', K_UNIQ, p[P_UKEY])
+				redis.call('ZREM', K_UNIQX, p[P_UKEY])
 			end
 		end
 		redis.call('HDEL', K_INST, id)
+		redis.call('HDEL', K_ST, id)
 		ni = ni + 1
 	end
 	local lkey = PREFIX .. 'l:' .. id
-	for _, eid in ipairs(redis.call('LRANGE', lkey, 0, -1)) do
-		nl = nl + xdel(K_LOGS, eid)
+	local eids = redis.call('LRANGE', lkey, 0, -1)
+	if #eids > 0 then
+		nl = nl + redis.call('XDEL', K_LOGS, unpack(eids))
 	end
 	redis.call('DEL', lkey)
 end
@@ -70,20 +66,64 @@ if keep > 0 then
 	end
 end
 
--- trim removes up to limit entries of key whose time (field 5 of the
--- value) is before before.
-local function trim(key, skewf, before)
+-- live counts the records in a history entry value whose instance is
+-- still stored; nil when the value is not an entry.
+local function live(v)
+	local ok, a = pcall(function() return {cmsgpack.unpack(v)} end)
+	if not ok or #a < 3 then
+		return nil
+	end
+	local ids, per = {}, 1
+	if a[1] == 'e' then
+		per = 2
+		for i = 4, #a do
+			ids[#ids + 1] = a[i]
+		end
+	else
+		for i = 4, #a do
+			if type(a[i]) == 'table' then
+				ids[#ids + 1] = a[i][1]
+			end
+		end
+	end
+	local n = 0
+	for _, id in ipairs(ids) do
+		if type(id) == 'string' and redis.call('HEXISTS', K_INST, id) == 1 then
+			n = n + per
+		end
+	end
+	return n
+end
+
+-- trim removes up to limit entries of key whose time is before before:
+-- history entries carry it as their second value, log records as field 5.
+local function trim(key, skewf, before, hist)
 	local skew = tonumber(redis.call('HGET', K_CTR, skewf) or '0')
 	local last = num(math.floor((before - 1) / 1000) + skew)
-	local n, cursor = 0, '-'
-	while n < limit do
+	local n, entries, cursor = 0, 0, '-'
+	while entries < limit do
 		local es = redis.call('XRANGE', key, cursor, last, 'COUNT', limit)
 		if #es == 0 then break end
 		for _, e in ipairs(es) do
-			local ok, v = pcall(cmsgpack.unpack, e[2][2])
-			if not ok or type(v) ~= 'table' or type(v[5]) ~= 'number' or v[5] < before then
-				n = n + xdel(key, e[1], e[2][2])
-				if n >= limit then break end
+			local v = e[2][2]
+			local ok, t
+			if hist then
+				local _
+				ok, _, _, t = pcall(cmsgpack.unpack_limit, v, 2)
+			else
+				local r
+				ok, r = pcall(cmsgpack.unpack, v)
+				t = ok and type(r) == 'table' and r[5]
+			end
+			if not ok or type(t) ~= 'number' or t < before then
+				if hist then
+					n = n + (live(v) or 1)
+				else
+					n = n + 1
+				end
+				redis.call('XDEL', key, e[1])
+				entries = entries + 1
+				if entries >= limit then break end
 			end
 		end
 		if #es < limit then break end
@@ -92,17 +132,17 @@ local function trim(key, skewf, before)
 	return n
 end
 if hist_before > 0 then
-	nh = nh + trim(K_HIST, 'hskew', hist_before)
+	nh = nh + trim(K_HIST, 'hskew', hist_before, true)
 end
 if logs_before > 0 then
-	nl = nl + trim(K_LOGS, 'lskew', logs_before)
+	nl = nl + trim(K_LOGS, 'lskew', logs_before, false)
 end
 
 for _, ukey in ipairs(redis.call('ZRANGEBYSCORE', K_UNIQX, '-inf', num(now), 'LIMIT', 0, limit)) do
 	redis.call('ZREM', K_UNIQX, ukey)
 	local holder = redis.call('HGET', K_UNIQ, ukey)
-	local h = holder and load(holder)
-	if not h or h[F_UUNTIL] <= now then
+	local h = holder and spec(redis.call('HGET', K_INST, holder))
+	if not h or h[P_UUNTIL] <= now then
 		redis.call('HDEL', K_UNIQ, ukey)
 	end
 end

@@ -4,22 +4,33 @@
 --       per lease two values: instance ID, attempt.
 -- Returns one code per lease: 0 renewed, 1 lost (not Processing, another
 -- owner or attempt, missing or corrupt), 2 renewed and cancellation
--- requested.
+-- requested. Writes no history.
 local now, owner, until_ = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
-local out, leases = {}, {}
+local ids = {}
 for i = 5, #ARGV, 2 do
-	local id, attempt = ARGV[i], tonumber(ARGV[i + 1])
-	local r = load(id)
-	if r and r[F_STATE] == S_PROCESSING and r[F_LOWNER] == owner and r[F_ATTEMPT] == attempt then
-		r[F_LUNTIL] = until_
-		r[F_UPDATED] = now
-		save(id, r)
-		leases[#leases + 1] = until_
-		leases[#leases + 1] = id
-		out[#out + 1] = (r[F_CANCEL] == 1) and 2 or 0
-	else
-		out[#out + 1] = 1
+	ids[#ids + 1] = ARGV[i]
+end
+local raws = {}
+for i = 1, #ids, 1000 do
+	local v = redis.call('HMGET', K_ST, unpack(ids, i, math.min(i + 999, #ids)))
+	for j = 1, #v do
+		raws[i + j - 1] = v[j]
 	end
 end
-chunked('ZADD', K_LEASE, leases)
+local out = {}
+for j, id in ipairs(ids) do
+	local attempt = tonumber(ARGV[5 + (j - 1) * 2 + 1])
+	local t = raws[j] and (changed[id] or state(raws[j]))
+	if t and t[T_STATE] == S_PROCESSING and t[T_OWNER] == owner and t[T_ATT] == attempt then
+		t[T_UNTIL] = until_
+		t[T_UPD] = now
+		change(id, t)
+		lease_add[#lease_add + 1] = until_
+		lease_add[#lease_add + 1] = id
+		out[j] = (t[T_CANCEL] == 1) and 2 or 0
+	else
+		out[j] = 1
+	end
+end
+commit(now, owner)
 return out

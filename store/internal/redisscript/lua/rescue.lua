@@ -2,35 +2,49 @@
 -- KEYS: the namespace keys (lib.lua).
 -- ARGV: [1] prefix, [2] now (us), [3] node, [4] limit.
 -- Takes up to limit lease-set entries with a deadline before now. Each
--- Processing record goes back to Scheduled keeping its RunAt, so it keeps
--- its place in the queue (the attempt stays counted), or to Terminated when Attempt > MaxRetries (MaxRetries
--- < 0 retries forever), with a history record whose error says the lease
--- expired. Stale entries (no longer Processing, missing, corrupt) are
--- dropped from the lease set.
--- Returns a flat list id1, record1, id2, record2, ... of the moved records
+-- Processing instance goes back to Scheduled at the front of its ready
+-- list, keeping its RunAt and its place (the attempt stays counted), or to
+-- Terminated when Attempt > MaxRetries (MaxRetries < 0 retries forever),
+-- with a history record whose error says the lease expired. One whose
+-- spec is damaged is Terminated. Stale entries (no longer Processing,
+-- missing, corrupt state) are dropped from the lease set.
+-- Returns a flat list id1, spec1, state1, id2, ... of the moved instances
 -- in their new state. PUBLISHes on the channels of queues it refilled.
 local now, node, limit = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
-local out = {}
+local moved = {}
 local ids = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', '(' .. num(now), 'LIMIT', 0, limit)
 for _, id in ipairs(ids) do
 	lease_rm[#lease_rm + 1] = id
-	local r = load(id)
-	if r and r[F_STATE] == S_PROCESSING then
-		local msg = 'lease of ' .. r[F_LOWNER] .. ' expired'
-		clear_lease(id, r)
-		r[F_ERROR] = msg
-		r[F_UPDATED] = now
-		if r[F_MAXR] >= 0 and r[F_ATTEMPT] > r[F_MAXR] then
-			hadd(id, r, {S_TERMINATED}, r[F_ATTEMPT], now, node, msg, '')
-			finalize(id, r, S_TERMINATED, now)
+	local raw = redis.call('HGET', K_ST, id)
+	local t = raw and state(raw)
+	if t and t[T_STATE] == S_PROCESSING then
+		local craw = redis.call('HGET', K_INST, id)
+		local p = spec(craw)
+		local msg = 'lease of ' .. t[T_OWNER] .. ' expired'
+		clear_lease(id, t)
+		t[T_ERR] = msg
+		t[T_UPD] = now
+		if not p or (p[P_MAXR] >= 0 and t[T_ATT] > p[P_MAXR]) then
+			change(id, t, S_TERMINATED, msg, '')
+			finalize(id, t, S_TERMINATED, now)
 		else
-			hadd(id, r, {S_SCHEDULED}, r[F_ATTEMPT], now, node, msg, '')
-			r[F_STATE] = S_SCHEDULED -- RunAt kept: it keeps its place in the queue
-			place(id, r, now)
+			change(id, t, S_SCHEDULED, msg, '')
+			t[T_STATE] = S_SCHEDULED
+			local runat = t[T_RUNAT]
+			if runat == 0 then
+				runat = p[P_RUNAT]
+			end
+			-- RunAt kept: due ones go to the front, keeping their place.
+			place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], runat, now, true)
 		end
-		out[#out + 1] = id
-		out[#out + 1] = save(id, r)
+		moved[#moved + 1] = {id, craw or ''}
 	end
 end
-flush_sets()
+local packed = commit(now, node)
+local out = {}
+for _, m in ipairs(moved) do
+	out[#out + 1] = m[1]
+	out[#out + 1] = m[2]
+	out[#out + 1] = packed[m[1]]
+end
 return out

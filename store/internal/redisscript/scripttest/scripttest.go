@@ -114,7 +114,7 @@ func testCorruptRecord(t *testing.T, h Harness) {
 	rc := raw(t, addr)
 	enqueue(t, s, inst("c-1", "q"), inst("c-2", "q"), inst("c-3", "q"), inst("c-4", "q"))
 	for _, id := range []string{"c-2"} {
-		if err := rc.HSet(t.Context(), keys.Inst(), id, "not a record").Err(); err != nil {
+		if err := rc.HSet(t.Context(), keys.Inst(), redisscript.EncodeID(id), "not a record").Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
