@@ -123,6 +123,9 @@ func (c *config) defaults() {
 	if c.finishBatch == 0 {
 		c.finishBatch = DefaultFinishBatch
 	}
+	if !c.lingerSet {
+		c.finishLinger = DefaultFinishLinger
+	}
 	if c.pruneInterval == 0 {
 		c.pruneInterval = DefaultPruneInterval
 	}

@@ -239,16 +239,46 @@ func (m *Manager) submit(r *finishReq) {
 }
 
 // completer writes outcomes in batches: it takes what has queued up (up to
-// the finish batch size) and writes it in one Finish call, retrying with
-// backoff while the store fails; the attempts' leases are renewed until
-// then, so nothing is rescued while it waits.
+// the finish batch size), waits up to the finish linger for more while
+// other attempts still run, and writes the batch in one Finish call,
+// retrying with backoff while the store fails; the attempts' leases are
+// renewed until then, so nothing is rescued while it waits.
 func (m *Manager) completer() {
 	defer m.finishWG.Done()
 	batch := make([]*finishReq, 0, m.cfg.finishBatch)
+	var timer *time.Timer
 	for r := range m.finishCh {
 		batch = drainInto(append(batch[:0], r), m.finishCh)
+		if m.cfg.finishLinger > 0 && len(batch) < cap(batch) && m.active.len() > len(batch) {
+			// The linger is a cost knob, not a schedule: it runs on the
+			// real clock, so a test's fake clock never stalls it.
+			if timer == nil {
+				timer = time.NewTimer(m.cfg.finishLinger)
+			} else {
+				timer.Reset(m.cfg.finishLinger)
+			}
+			batch = m.linger(batch, timer)
+			timer.Stop()
+		}
 		m.flush(batch)
 	}
+}
+
+// linger adds outcomes to batch until it is full, every running attempt
+// has reported, the channel closes or timer fires.
+func (m *Manager) linger(batch []*finishReq, timer *time.Timer) []*finishReq {
+	for len(batch) < cap(batch) && m.active.len() > len(batch) {
+		select {
+		case r, ok := <-m.finishCh:
+			if !ok {
+				return batch
+			}
+			batch = drainInto(append(batch, r), m.finishCh)
+		case <-timer.C:
+			return batch
+		}
+	}
+	return batch
 }
 
 // drainInto appends to batch what ch holds right now, without waiting, up

@@ -12,7 +12,7 @@ for i = 2, #ARGV, 7 do
 	local lkey = PREFIX .. 'l:' .. id
 	local seq = redis.call('LLEN', lkey) + 1
 	local t = tonumber(ARGV[i + 4])
-	local eid = xadd_at(K_LOGS, 'lms', 'lskew', t, cmsgpack.pack({
+	local eid = xadd_at(K_LOGS, 'lskew', t, cmsgpack.pack({
 		id, ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), t, ARGV[i + 5], ARGV[i + 6], seq}))
 	redis.call('RPUSH', lkey, eid)
 	n = n + 1

@@ -82,7 +82,7 @@ for k, e in ipairs(stored) do
 	e.seq = last - #stored + k
 	entry[k] = cmsgpack.pack(e.id)
 end
-local eid = xadd_at(K_HIST, 'hms', 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry))
+local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry))
 local ems, eseq = string.match(eid, '^(%d+)-(%d+)$')
 local tail_ = cmsgpack.pack(now, tonumber(ems) - math.floor(now / 1000), tonumber(eseq))
 

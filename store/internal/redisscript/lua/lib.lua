@@ -7,8 +7,8 @@
 --   KEYS[1]  inst    HASH   instance ID -> spec (see below), written once
 --   KEYS[2]  st      HASH   instance ID -> state (see below); absent while
 --                           the instance waits for its first attempt
---   KEYS[3]  ctr     HASH   counters: seq (instance Seq), hms/hskew and
---                           lms/lskew (stream-ID clocks, see xadd_at)
+--   KEYS[3]  ctr     HASH   counters: seq (instance Seq), hskew and lskew
+--                           (how far stream IDs ran ahead, see xadd_at)
 --   KEYS[4]  hist    STREAM history entries, one per script run that
 --                           changed states; entry ID ms = the run's time
 --   KEYS[5]  lease   ZSET   Processing instance ID, score = lease deadline (us)
@@ -209,28 +209,29 @@ end
 -- are t (us), raised to the stream's last milliseconds when a caller's
 -- clock is behind. ctr's skew field keeps the largest such raise, so a
 -- time-range read knows how far past a bound to look: an entry's ID is
--- never before its time and at most skew after it. The clock is read once
--- per script run and written when it moves.
-local clocks = {}
-local function xadd_at(key, msf, skewf, t, value)
-	local c = clocks[msf]
-	if not c then
-		local v = redis.call('HMGET', K_CTR, msf, skewf)
-		c = {ms = tonumber(v[1] or '0'), skew = tonumber(v[2] or '0')}
-		clocks[msf] = c
-	end
+-- never before its time and at most skew after it. The common case is one
+-- XADD; only a clock behind the stream costs the reads and writes of the
+-- raise.
+local function xadd_at(key, skewf, t, value)
 	local ms = math.floor(t / 1000)
-	if ms < c.ms then
-		if c.ms - ms > c.skew then
-			c.skew = c.ms - ms
-			redis.call('HSET', K_CTR, skewf, c.skew)
-		end
-		ms = c.ms
-	elseif ms > c.ms then
-		c.ms = ms
-		redis.call('HSET', K_CTR, msf, ms)
+	local eid = redis.pcall('XADD', key, num(ms) .. '-*', 'r', value)
+	if type(eid) == 'string' then
+		return eid
 	end
-	return redis.call('XADD', key, num(ms) .. '-*', 'r', value)
+	-- Behind the stream's last ID (its entry may have been deleted since):
+	-- take its milliseconds.
+	local info = redis.call('XINFO', 'STREAM', key)
+	local lms = 0
+	for i = 1, #info, 2 do
+		if info[i] == 'last-generated-id' then
+			lms = tonumber(string.match(info[i + 1], '^(%d+)'))
+		end
+	end
+	local skew = tonumber(redis.call('HGET', K_CTR, skewf) or '0')
+	if lms - ms > skew then
+		redis.call('HSET', K_CTR, skewf, lms - ms)
+	end
+	return redis.call('XADD', key, num(lms) .. '-*', 'r', value)
 end
 
 -- A script run's state changes are gathered and written by commit: one
@@ -262,7 +263,7 @@ local lease_rm, lease_add, done_add = {}, {}, {}
 local function commit(now, node)
 	local eid, packed
 	if #recs > 0 then
-		eid = xadd_at(K_HIST, 'hms', 'hskew', now, cmsgpack.pack('t', now, node) .. table.concat(recs))
+		eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('t', now, node) .. table.concat(recs))
 	end
 	local pairs_ = {}
 	packed = {}
