@@ -25,7 +25,7 @@ func NewKeys(ns string) (Keys, error) {
 		return Keys{}, fmt.Errorf("redisscript: namespace %q must be non-empty and hold no braces", ns)
 	}
 	p := "jobkit:{" + ns + "}:"
-	names := []string{"inst", "st", "ctr", "hist", "lease", "done", "uniq", "uniqx", "kinds", "queues", "logs"}
+	names := []string{"inst", "st", "ctr", "hist", "lease", "done", "uniq", "uniqx", "kinds", "queues", "logs", "late"}
 	k := Keys{Prefix: p, Script: make([]string, len(names))}
 	for i, n := range names {
 		k.Script[i] = p + n

@@ -22,8 +22,12 @@
 //     LPOPs from the highest priorities, O(1) per instance.
 //   - q:<queue>:s (ZSET): instances waiting for their RunAt; Claim moves
 //     the due ones to the back of their ready list.
-//   - lease (ZSET): Processing instances by lease deadline, for Rescue.
-//   - done (ZSET): final instances by FinishedAt, for retention.
+//   - lease (ZSET): lease batches by deadline, for Rescue: a member lists
+//     the IDs one claim or renew gave that deadline, so a claim adds one
+//     member and a finish none.
+//   - done (LIST) and late (ZSET): final instances in finishing order, for
+//     retention; those finished by a clock behind the list's tail go to
+//     the late set.
 //   - kd:<kind> (ZSET) and kb:<kind>:<sec> (STRING): instances of a kind
 //     by CreatedAt second, for lookups, appended to with APPEND.
 //   - hist (STREAM): one entry per script run that changed states, holding

@@ -8,8 +8,8 @@
 -- highest priority first, each list in order. A popped ID whose instance
 -- is no longer Scheduled (canceled while it waited, or gone) is dropped.
 -- Each claimed instance gets State Processing, Attempt+1, the lease, a
--- Processing history record (one entry for the call) and a lease-set
--- entry.
+-- Processing history record (one entry for the call); the call's lease
+-- batch lists them.
 -- Returns {claimed, next, corrupt}: claimed is a flat list id1, spec1,
 -- state1, id2, ...; next is the earliest RunAt (us) still waiting in the
 -- scheduled set when fewer than limit were claimed, else 0; corrupt lists
@@ -69,8 +69,7 @@ while n < limit and li <= #levels do
 						corrupt[#corrupt + 1] = id
 					end
 					change(id, t, S_PROCESSING, bad and ERR or '')
-					lease_add[#lease_add + 1] = until_
-					lease_add[#lease_add + 1] = id
+					lease(id, until_)
 					claimed[#claimed + 1] = {id, specs[j]}
 					n = n + 1
 				end

@@ -103,7 +103,7 @@ for _, e in ipairs(stored) do
 		buckets[bkey] = b
 		blist[#blist + 1] = bkey
 	end
-	b.ids[#b.ids + 1] = be(#id, 2) .. id
+	b.ids[#b.ids + 1] = id
 	place(id, queue, prio, e.seq, runat, now, false)
 	out[e.j] = {0, id, e.seq}
 end
@@ -113,7 +113,7 @@ end
 chunked('HSET', K_INST, specs)
 for _, bkey in ipairs(blist) do
 	local b = buckets[bkey]
-	redis.call('APPEND', bkey, table.concat(b.ids))
+	redis.call('APPEND', bkey, idlist(b.ids))
 	redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, num(b.sec), #b.ids)
 	redis.call('ZADD', PREFIX .. 'kd:' .. b.kind, b.sec, num(b.sec))
 end

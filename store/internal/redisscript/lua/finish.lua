@@ -41,7 +41,7 @@ local function one(j, id, attempt, st, run_at, release, result, err)
 			return 2
 		end
 	end
-	clear_lease(id, t)
+	clear_lease(t)
 	t[T_ERR] = err
 	t[T_UPD] = now
 	if st == S_SCHEDULED then

@@ -2,7 +2,7 @@
 -- to each script, so every script sees the same KEYS layout, record layout
 -- and helpers; none of it is a script on its own.
 --
--- KEYS (the same eleven for every script, all in one namespace and so all
+-- KEYS (the same twelve for every script, all in one namespace and so all
 -- with the namespace's one {hash tag}, one cluster slot):
 --   KEYS[1]  inst    HASH   instance ID -> spec (see below), written once
 --   KEYS[2]  st      HASH   instance ID -> state (see below); absent while
@@ -11,13 +11,22 @@
 --                           (how far stream IDs ran ahead, see xadd_at)
 --   KEYS[4]  hist    STREAM history entries, one per script run that
 --                           changed states; entry ID ms = the run's time
---   KEYS[5]  lease   ZSET   Processing instance ID, score = lease deadline (us)
---   KEYS[6]  done    ZSET   final instance ID, score = FinishedAt (us)
+--   KEYS[5]  lease   ZSET   lease batches: member = the IDs given one lease
+--                           deadline by one claim or renew (each ID preceded
+--                           by its length, 2 bytes), score = that deadline
+--                           (us). An ID's current deadline is in its state;
+--                           a batch is only a pointer for Rescue, dropped
+--                           once its deadline passed and Rescue read it.
+--   KEYS[6]  done    LIST   final instances in finishing order, member =
+--                           FinishedAt (7 bytes) then ID
 --   KEYS[7]  uniq    HASH   unique key -> holding instance ID
 --   KEYS[8]  uniqx   ZSET   unique key, score = UniqueUntil (us)
 --   KEYS[9]  kinds   SET    every kind ever enqueued
 --   KEYS[10] queues  SET    every queue ever enqueued to
 --   KEYS[11] logs    STREAM log records, entry ID ms = record time
+--   KEYS[12] late    ZSET   final instances whose FinishedAt is before the
+--                           done list's tail (a caller's clock behind),
+--                           score = FinishedAt (us)
 -- ARGV[1] is always the namespace's key prefix, "jobkit:{ns}:". Scripts
 -- build per-queue, per-kind and per-instance keys from it and the wake-up
 -- channel w:<queue>:
@@ -39,7 +48,7 @@
 -- number until the year 2255); 0 is the zero time.
 
 local K_INST, K_ST, K_CTR, K_HIST, K_LEASE, K_DONE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local K_UNIQ, K_UNIQX, K_KINDS, K_QUEUES, K_LOGS = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local K_UNIQ, K_UNIQX, K_KINDS, K_QUEUES, K_LOGS, K_LATE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local PREFIX = ARGV[1]
 
 -- States, as store.State numbers them.
@@ -81,18 +90,31 @@ local NT = 12
 local T_SCHEMA = {'number', 'number', 'number', 'string', 'number', 'number',
 	'number', 'number', 'string', 'string', 'string', 'number'}
 
--- state decodes raw, or returns nil when raw is not a state.
+-- state decodes raw, or returns nil when raw is not a state. Only the
+-- fields the scripts compute with are type-checked; the rest are copied
+-- through and the Go side checks them when it reads the state.
+local T_CHECK = {T_STATE, T_ATT, T_RUNAT, T_OWNER, T_UNTIL, T_CANCEL, T_REFS, T_HN}
 local function state(raw)
 	local ok, t = pcall(cmsgpack.unpack, raw)
 	if not ok or type(t) ~= 'table' or #t ~= NT then
 		return nil
 	end
-	for i = 1, NT do
+	for _, i in ipairs(T_CHECK) do
 		if type(t[i]) ~= T_SCHEMA[i] then
 			return nil
 		end
 	end
 	return t
+end
+
+-- state_of returns the State number at the head of a packed state without
+-- decoding it (cmsgpack writes the 12-array header, then the State as one
+-- byte), or nil.
+local function state_of(raw)
+	if string.byte(raw, 1) == 0x9c then
+		return string.byte(raw, 2)
+	end
+	return nil
 end
 
 -- fresh is the state of an instance that has not run yet.
@@ -128,6 +150,25 @@ local function chunked(cmd, key, args)
 	for i = 1, #args, 1000 do
 		redis.call(cmd, key, unpack(args, i, math.min(i + 999, #args)))
 	end
+end
+
+-- ID lists (lease batches, kind buckets) hold each ID behind its length
+-- in 2 bytes.
+local function idlist(ids)
+	local parts = {}
+	for i, id in ipairs(ids) do
+		parts[i] = be(#id, 2) .. id
+	end
+	return table.concat(parts)
+end
+local function split_ids(s)
+	local out, i = {}, 1
+	while i + 1 <= #s do
+		local n = unbe(s, i, 2)
+		out[#out + 1] = string.sub(s, i + 2, i + 1 + n)
+		i = i + 2 + n
+	end
+	return out
 end
 
 -- ---- queues ----
@@ -254,9 +295,40 @@ local function change(id, t, hstate, err, result)
 	end
 end
 
--- Set updates gathered for commit: lease-set members to drop, (score,
--- member) pairs to add to the lease and done sets.
-local lease_rm, lease_add, done_add = {}, {}, {}
+-- Set updates gathered for commit: the IDs given a lease (all until the
+-- run's one deadline) and the IDs that reached a final state (all at the
+-- run's one now).
+local lease_ids, lease_until, done_ids = {}, 0, {}
+
+-- lease records that id's lease now ends at until (one deadline per run).
+local function lease(id, until_)
+	lease_ids[#lease_ids + 1] = id
+	lease_until = until_
+end
+
+-- flush_done appends the run's final instances to the done list, or to
+-- the late set when the list's tail finished after now.
+local function flush_done(now)
+	if #done_ids == 0 then
+		return
+	end
+	local tail = redis.call('LINDEX', K_DONE, -1)
+	if not tail or unbe(tail, 1, 7) <= now then
+		local ms = {}
+		local head = be(now, 7)
+		for i, id in ipairs(done_ids) do
+			ms[i] = head .. id
+		end
+		chunked('RPUSH', K_DONE, ms)
+	else
+		local zs = {}
+		for _, id in ipairs(done_ids) do
+			zs[#zs + 1] = now
+			zs[#zs + 1] = id
+		end
+		chunked('ZADD', K_LATE, zs)
+	end
+end
 
 -- commit writes what the run gathered and returns each changed ID's
 -- packed state.
@@ -279,12 +351,13 @@ local function commit(now, node)
 		pairs_[#pairs_ + 1] = raw
 	end
 	chunked('HSET', K_ST, pairs_)
-	chunked('ZREM', K_LEASE, lease_rm)
-	chunked('ZADD', K_LEASE, lease_add)
-	chunked('ZADD', K_DONE, done_add)
+	for i = 1, #lease_ids, 1000 do
+		redis.call('ZADD', K_LEASE, lease_until, idlist({unpack(lease_ids, i, math.min(i + 999, #lease_ids))}))
+	end
+	flush_done(now)
 	flush_ready()
 	recs, changed, changed_ids = {}, {}, {}
-	lease_rm, lease_add, done_add = {}, {}, {}
+	lease_ids, done_ids = {}, {}
 	return packed
 end
 
@@ -293,13 +366,12 @@ local function finalize(id, t, st, now)
 	t[T_STATE] = st
 	t[T_FIN] = now
 	t[T_UPD] = now
-	done_add[#done_add + 1] = now
-	done_add[#done_add + 1] = id
+	done_ids[#done_ids + 1] = id
 end
 
--- clear_lease drops t's lease.
-local function clear_lease(id, t)
-	lease_rm[#lease_rm + 1] = id
+-- clear_lease drops t's lease. Its lease batch stays until Rescue reads
+-- it after its deadline.
+local function clear_lease(t)
 	t[T_OWNER] = ''
 	t[T_UNTIL] = 0
 	t[T_CANCEL] = 0

@@ -13,13 +13,14 @@
 -- the bound (a caller's clock ran behind) but whose time is before it is
 -- removed as well. Log entries likewise by LogsBefore. Expired unique keys
 -- are dropped too.
+-- Final instances are removed oldest FinishedAt first, at most limit per
+-- call in all.
 -- Returns {instances, history, logs} removed.
 local now, fin_before, keep = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local hist_before, logs_before, limit = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local ni, nh, nl = 0, 0, 0
 
 local function drop(id)
-	redis.call('ZREM', K_DONE, id)
 	local craw = redis.call('HGET', K_INST, id)
 	if craw then
 		local p = spec(craw)
@@ -51,18 +52,52 @@ local function drop(id)
 	redis.call('DEL', lkey)
 end
 
+-- oldest returns the oldest final instance: its ID, FinishedAt, and
+-- whether it is in the done list (else the late set); nil when none.
+local function oldest()
+	local head = redis.call('LINDEX', K_DONE, 0)
+	local late = redis.call('ZRANGE', K_LATE, 0, 0, 'WITHSCORES')
+	local ht = head and unbe(head, 1, 7)
+	local lt = late[2] and tonumber(late[2])
+	if ht and (not lt or ht <= lt) then
+		return string.sub(head, 8), ht, true
+	elseif lt then
+		return late[1], lt, false
+	end
+	return nil
+end
+
+-- pop removes the oldest final instance (as oldest found it) and drops it.
+local function pop(id, in_list)
+	if in_list then
+		redis.call('LPOP', K_DONE)
+	else
+		redis.call('ZREM', K_LATE, id)
+	end
+	drop(id)
+end
+
+local removed = 0
 if fin_before > 0 then
-	for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_DONE, '-inf', '(' .. num(fin_before), 'LIMIT', 0, limit)) do
-		drop(id)
+	while removed < limit do
+		local id, t, in_list = oldest()
+		if not id or t >= fin_before then
+			break
+		end
+		pop(id, in_list)
+		removed = removed + 1
 	end
 end
 if keep > 0 then
-	local over = redis.call('ZCARD', K_DONE) - keep
-	if over > limit then over = limit end
-	if over > 0 then
-		for _, id in ipairs(redis.call('ZRANGE', K_DONE, 0, over - 1)) do
-			drop(id)
+	local over = redis.call('LLEN', K_DONE) + redis.call('ZCARD', K_LATE) - keep
+	while over > 0 and removed < limit do
+		local id, _, in_list = oldest()
+		if not id then
+			break
 		end
+		pop(id, in_list)
+		removed = removed + 1
+		over = over - 1
 	end
 end
 

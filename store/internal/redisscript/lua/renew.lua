@@ -4,7 +4,7 @@
 --       per lease two values: instance ID, attempt.
 -- Returns one code per lease: 0 renewed, 1 lost (not Processing, another
 -- owner or attempt, missing or corrupt), 2 renewed and cancellation
--- requested. Writes no history.
+-- requested. Writes no history; the renewed leases form one lease batch.
 local now, owner, until_ = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local ids = {}
 for i = 5, #ARGV, 2 do
@@ -25,8 +25,7 @@ for j, id in ipairs(ids) do
 		t[T_UNTIL] = until_
 		t[T_UPD] = now
 		change(id, t)
-		lease_add[#lease_add + 1] = until_
-		lease_add[#lease_add + 1] = id
+		lease(id, until_)
 		out[j] = (t[T_CANCEL] == 1) and 2 or 0
 	else
 		out[j] = 1
