@@ -132,8 +132,7 @@ func (e *executor) paramType(i int) reflect.Type {
 
 func decodeArg(b []byte, t reflect.Type) (reflect.Value, error) {
 	v := reflect.New(t)
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(v.Interface()); err != nil {
+	if err := json.Unmarshal(b, v.Interface()); err != nil {
 		return reflect.Value{}, err
 	}
 	return v.Elem(), nil

@@ -55,6 +55,7 @@ type Manager struct {
 	logCh      chan *store.LogRecord
 	logWG      sync.WaitGroup
 	wake       chan struct{}
+	handoff    chan *attempt                 // to an idle worker goroutine (see dispatch)
 	changed    atomic.Pointer[chan struct{}] // closed and replaced after each flush
 	unflushed  atomic.Int64                  // outcomes submitted but not yet applied
 	logsQueued atomic.Int64                  // log records queued but not yet written
@@ -81,6 +82,7 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		pool:      newPool(c.workers),
 		active:    activeSet{m: make(map[string]*attempt)},
 		wake:      make(chan struct{}, 1),
+		handoff:   make(chan *attempt),
 	}
 	ch := make(chan struct{})
 	m.changed.Store(&ch)

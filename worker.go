@@ -134,8 +134,14 @@ func (s *activeSet) len() int {
 	return len(s.m)
 }
 
-// dispatch starts claimed attempts, one goroutine each; their slots were
-// taken by the claim loop.
+// workerIdle is how long a worker goroutine waits for its next attempt
+// before it exits.
+const workerIdle = time.Second
+
+// dispatch starts claimed attempts; their slots were taken by the claim
+// loop. Each goes to an idle worker goroutine when one is waiting, else to
+// a new one, so a busy manager reuses goroutines (and the stacks they have
+// grown) instead of starting one per job.
 func (m *Manager) dispatch(recs []*store.Instance) {
 	for _, rec := range recs {
 		j, _ := m.reg.get(rec.Kind)
@@ -145,7 +151,34 @@ func (m *Manager) dispatch(recs []*store.Instance) {
 		if j != nil && j.onStateChange != nil {
 			j.onStateChange(newInstance(rec.Clone(), m), store.Processing)
 		}
-		go m.execute(a)
+		select {
+		case m.handoff <- a:
+		default:
+			go m.runWorker(a, m.stopCh)
+		}
+	}
+}
+
+// runWorker executes a, then waits up to workerIdle for another attempt
+// from dispatch; it exits when none comes or the manager stops. The wait
+// runs on the real clock: it frees a goroutine, it schedules nothing.
+func (m *Manager) runWorker(a *attempt, stop <-chan struct{}) {
+	var idle *time.Timer
+	for {
+		m.execute(a)
+		if idle == nil {
+			idle = time.NewTimer(workerIdle)
+			defer idle.Stop()
+		} else {
+			idle.Reset(workerIdle)
+		}
+		select {
+		case a = <-m.handoff:
+		case <-idle.C:
+			return
+		case <-stop:
+			return
+		}
 	}
 }
 
