@@ -43,8 +43,15 @@ type Queue interface {
 	// Claim moves up to p.Limit ready instances of p.Queue (State Scheduled,
 	// RunAt <= p.Now) to Processing with a lease owned by p.Owner until
 	// p.LeaseUntil, increments their Attempt, and appends a Processing
-	// history record for each. Order: highest Priority first, then earliest
-	// RunAt, then lowest Seq. When fewer than p.Limit are ready, the result's
+	// history record for each. Order: highest Priority first; within a
+	// priority, in the order instances became ready: one due when enqueued
+	// in Seq order, one scheduled for later once it is due (earliest RunAt
+	// first, so it goes behind what was already ready), and one rescued or
+	// handed back keeps its place ahead of those that became ready after
+	// it. A store may order more strictly, by RunAt then Seq (memdbstore
+	// and etcdstore do); the Redis stores keep one list per priority, which
+	// is what makes their claims O(1) per instance. When fewer than p.Limit
+	// are ready, the result's
 	// NextRunAt is the earliest RunAt of a Scheduled instance still waiting in
 	// p.Queue (zero when there is none), so the caller can sleep exactly
 	// until then.

@@ -6,25 +6,33 @@
 //
 // Several processes that share one Redis (and one namespace) act as one
 // cluster: every queue operation is one atomic Lua script, O(log n) in the
-// depth of the queue, so two managers never claim the same attempt. Claim
-// order is priority, then RunAt, then FIFO. Leases expire and are rescued;
-// a late finish from a worker whose lease was rescued is rejected. New
-// work wakes idle managers in other processes through pub/sub.
+// depth of the queue (a claim is O(1) per instance: ready instances sit in
+// one list per priority), so two managers never claim the same attempt.
+// Claim order is priority, then the order instances became ready (see
+// store.Queue.Claim). Leases expire and are rescued; a late finish from a
+// worker whose lease was rescued is rejected. New work wakes idle managers
+// in other processes through pub/sub.
 //
 // All keys of a namespace share one hash tag ("jobkit:{ns}:..."), so the
 // store works on Redis Cluster too. The scripts and the key layout are
-// shared with package valkeystore (store/internal/redisscript), so the two
-// plugins cannot drift apart.
+// shared with package valkeystore (store/internal/redisscript, whose
+// package comment describes the layout), so the two plugins cannot drift
+// apart.
 //
 // Times are kept to the microsecond. A claim moves at most 1,000 instances
-// that became due from the scheduled set to the ready set per call, so
-// when more than that fall due at once, the first claims see them in RunAt
-// order rather than priority order until the backlog has moved (it moves
-// on every claim).
+// that became due from the scheduled set to the ready lists per call, so
+// when more than that fall due at once, the backlog moves over the next
+// claims (every claim moves some).
 //
-// Memory: a pending instance costs about 650–700 B of Redis used_memory
-// (its record, its ready-set member, its kind-index entry and its
-// Created/Scheduled history entry); run BenchmarkMemoryPerPendingJob.
+// Memory: a pending instance costs about 230 B of Redis used_memory (its
+// spec, its ready-list entry, its kind-bucket entry and its share of the
+// enqueue history entry; run BenchmarkMemoryPerPendingJob). A running or
+// finished instance adds its state (about 60 B plus its result and error).
+// Lease batches and history entries are shared by the instances of one
+// call; the IDs in a lease batch (about 19 B each) stay until the batch's
+// deadline passes and Rescue reads it, and history entries until history
+// retention trims them (the records of a pruned instance stop showing at
+// once).
 //
 // The client belongs to the caller: the store never closes it.
 package redisstore

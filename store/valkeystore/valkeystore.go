@@ -8,10 +8,10 @@
 // (store/internal/redisscript), on the same key layout, so the two plugins
 // behave alike and can even share a namespace: every queue operation is
 // one atomic script, O(log n) in queue depth; claims follow priority, then
-// RunAt, then FIFO; leases expire and are rescued; a late finish is
-// rejected; new work wakes idle managers in other processes through
-// pub/sub. All keys of a namespace share one hash tag, so Valkey Cluster
-// works.
+// the order instances became ready; leases expire and are rescued; a late
+// finish is rejected; new work wakes idle managers in other processes
+// through pub/sub. All keys of a namespace share one hash tag, so Valkey
+// Cluster works.
 //
 // Valkey is not packaged for the Debian release jobkit's CI runs on, so
 // this package's tests run against redis-server 7, which speaks the same
