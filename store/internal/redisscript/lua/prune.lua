@@ -52,27 +52,30 @@ local function drop(id)
 	redis.call('DEL', lkey)
 end
 
--- oldest returns the oldest final instance: its ID, FinishedAt, and
--- whether it is in the done list (else the late set); nil when none.
+-- The oldest final instances, at most limit: the head of the done list
+-- and of the late set, merged by FinishedAt.
+local heads = redis.call('LRANGE', K_DONE, 0, limit - 1)
+local lates = redis.call('ZRANGE', K_LATE, 0, limit - 1, 'WITHSCORES')
+local hi, li = 1, 1
 local function oldest()
-	local head = redis.call('LINDEX', K_DONE, 0)
-	local late = redis.call('ZRANGE', K_LATE, 0, 0, 'WITHSCORES')
-	local ht = head and unbe(head, 1, 7)
-	local lt = late[2] and tonumber(late[2])
+	local ht = heads[hi] and unbe(heads[hi], 1, 7)
+	local lt = lates[li] and tonumber(lates[li + 1])
 	if ht and (not lt or ht <= lt) then
-		return string.sub(head, 8), ht, true
+		return string.sub(heads[hi], 8), ht, true
 	elseif lt then
-		return late[1], lt, false
+		return lates[li], lt, false
 	end
 	return nil
 end
 
--- pop removes the oldest final instance (as oldest found it) and drops it.
-local function pop(id, in_list)
+-- take drops the instance oldest returned and moves past it.
+local late_rm = {}
+local function take(id, in_list)
 	if in_list then
-		redis.call('LPOP', K_DONE)
+		hi = hi + 1
 	else
-		redis.call('ZREM', K_LATE, id)
+		late_rm[#late_rm + 1] = id
+		li = li + 2
 	end
 	drop(id)
 end
@@ -84,22 +87,26 @@ if fin_before > 0 then
 		if not id or t >= fin_before then
 			break
 		end
-		pop(id, in_list)
+		take(id, in_list)
 		removed = removed + 1
 	end
 end
 if keep > 0 then
-	local over = redis.call('LLEN', K_DONE) + redis.call('ZCARD', K_LATE) - keep
+	local over = redis.call('LLEN', K_DONE) + redis.call('ZCARD', K_LATE) - keep - removed
 	while over > 0 and removed < limit do
 		local id, _, in_list = oldest()
 		if not id then
 			break
 		end
-		pop(id, in_list)
+		take(id, in_list)
 		removed = removed + 1
 		over = over - 1
 	end
 end
+if hi > 1 then
+	redis.call('LTRIM', K_DONE, hi - 1, -1)
+end
+chunked('ZREM', K_LATE, late_rm)
 
 -- live counts the records in a history entry value whose instance is
 -- still stored; nil when the value is not an entry.
