@@ -299,12 +299,13 @@ func formatUUID(b string) string {
 
 // Spec and state schemas, in lua/lib.lua's P_* and T_* order.
 const (
-	specSchema  = "sssnnnnsnnnnnn"
+	specSchema  = "nsssnnnnsnnnnn"
 	stateSchema = "nnnsnnnnsssn"
 )
 
-// EncodeSpec returns the first ten values of in's spec (lua/lib.lua); the
-// enqueue script appends the rest.
+// EncodeSpec returns the ten values of in's spec that the Go side writes
+// (lua/lib.lua); the enqueue script puts Seq before them and three values
+// after.
 func EncodeSpec(in *store.Instance) string {
 	var e enc
 	e.str(in.Kind)
@@ -324,8 +325,9 @@ func EncodeSpec(in *store.Instance) string {
 // written from Go (a damaged one replaced, see Core.Claim); hseq -1 names
 // no history entry.
 func encodeFullSpec(in *store.Instance, enq time.Time) string {
-	e := enc{b: []byte(EncodeSpec(in))}
+	var e enc
 	e.int(int64(in.Seq))
+	e.b = append(e.b, EncodeSpec(in)...)
 	e.int(Micros(enq))
 	e.int(0)
 	e.int(-1)
@@ -357,20 +359,20 @@ func DecodeInstance(id, spec, state string) (*store.Instance, error) {
 	n := func(i int) int64 { return p[i].(int64) }
 	in := &store.Instance{
 		ID:          id,
-		Kind:        s(0),
-		Queue:       s(1),
-		Priority:    int(n(3)),
-		RunAt:       FromMicros(n(4)),
+		Seq:         uint64(n(0)),
+		Kind:        s(1),
+		Queue:       s(2),
+		Priority:    int(n(4)),
+		RunAt:       FromMicros(n(5)),
 		State:       store.Scheduled,
-		MaxRetries:  int(n(5)),
-		Timeout:     time.Duration(n(6)),
-		UniqueKey:   s(7),
-		UniqueUntil: FromMicros(n(8)),
-		CreatedAt:   FromMicros(n(9)),
-		Seq:         uint64(n(10)),
+		MaxRetries:  int(n(6)),
+		Timeout:     time.Duration(n(7)),
+		UniqueKey:   s(8),
+		UniqueUntil: FromMicros(n(9)),
+		CreatedAt:   FromMicros(n(10)),
 		UpdatedAt:   FromMicros(n(11)),
 	}
-	if a := s(2); a != "" {
+	if a := s(3); a != "" {
 		in.Args = []byte(a)
 	}
 	if state == "" {

@@ -490,7 +490,7 @@ func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.In
 	var errs []error
 	for _, k := range kinds {
 		matched := 0
-		err := c.eachBucket(ctx, k, q.Since, q.Until, func(sids []string) (bool, error) {
+		err := c.eachBucket(ctx, k, q.Since, q.Until, func(sids []string, last bool) (bool, error) {
 			got, err := c.records(ctx, sids)
 			if err != nil {
 				errs = append(errs, err)
@@ -501,7 +501,7 @@ func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.In
 					matched++
 				}
 			}
-			return q.Limit == 0 || matched < q.Limit, nil
+			return !last || q.Limit == 0 || matched < q.Limit, nil
 		})
 		if err != nil {
 			return nil, err
@@ -539,10 +539,12 @@ func (c *Core) kinds(ctx context.Context, kind string) ([]string, error) {
 }
 
 // eachBucket calls fn with the stored IDs of each bucket of kind whose
-// second overlaps [since, until), newest second first, until fn returns
-// false. An ID is passed once even when it is in two buckets (enqueued
-// again after it was pruned).
-func (c *Core) eachBucket(ctx context.Context, kind string, since, until time.Time, fn func(sids []string) (bool, error)) error {
+// second overlaps [since, until), newest second first, in parts of at most
+// 1000 (last is true for a second's last part), until fn returns false. An
+// ID is passed once even when it is in two buckets (enqueued again after
+// it was pruned). A second's IDs are in enqueue order, not CreatedAt
+// order, so a caller that wants the newest stops only after a last part.
+func (c *Core) eachBucket(ctx context.Context, kind string, since, until time.Time, fn func(sids []string, last bool) (bool, error)) error {
 	maxS, minS := "+inf", "-inf"
 	if !until.IsZero() {
 		maxS = strconv.FormatInt(floorDiv(Micros(until)-1, 1e6), 10)
@@ -577,7 +579,7 @@ func (c *Core) eachBucket(ctx context.Context, kind string, since, until time.Ti
 			}
 			for len(fresh) > 0 {
 				n := min(len(fresh), 1000)
-				more, err := fn(fresh[:n])
+				more, err := fn(fresh[:n], n == len(fresh))
 				if err != nil || !more {
 					return err
 				}

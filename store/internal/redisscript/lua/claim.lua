@@ -6,7 +6,8 @@
 -- the back of their priority's ready list, oldest RunAt first, at most
 -- MOVE per call (the rest move on the next calls). Then pops ready IDs:
 -- highest priority first, each list in order. A popped ID whose instance
--- is no longer Scheduled (canceled while it waited, or gone) is dropped.
+-- is no longer Scheduled (canceled while it waited, or gone), or whose
+-- entry is not the instance's (see stale), is dropped.
 -- Each claimed instance gets State Processing, Attempt+1, the lease, a
 -- Processing history record (one entry for the call); the call's lease
 -- batch lists them.
@@ -25,9 +26,22 @@ local due = redis.call('ZRANGEBYSCORE', skey, '-inf', num(now), 'LIMIT', 0, MOVE
 if #due > 0 then
 	chunked('ZREM', skey, due)
 	for _, m in ipairs(due) do
-		push_ready(string.sub(m, SCHED_HEAD + 1), queue, unbe(m, 7, 4) - PRIO_BIAS, false)
+		push_ready(string.sub(m, SCHED_HEAD + 1), queue, unbe(m, 7, 4) - PRIO_BIAS, false, 0, unbe(m, 1, 6))
 	end
 	flush_ready()
+end
+
+-- stale tells whether ready entry m is not the place of the instance
+-- whose spec is raw now: its Seq differs. A spec that cannot be decoded is
+-- not stale: it is claimed, for the caller to terminate.
+local function stale(m, raw)
+	local seq = unbe(m, 1, 6)
+	local ok, _, first = pcall(cmsgpack.unpack_limit, raw, 1)
+	if ok and first == seq then
+		return false
+	end
+	local p = spec(raw)
+	return p ~= nil and p[P_SEQ] ~= seq
 end
 
 local ERR = 'undecodable state record'
@@ -37,17 +51,24 @@ local li = 1
 while n < limit and li <= #levels do
 	local rkey = PREFIX .. 'q:' .. queue .. ':r:' .. levels[li]
 	local want = math.min(limit - n, 1000)
-	local ids = redis.call('LPOP', rkey, want)
-	if not ids or #ids < want then
+	local ms = redis.call('LPOP', rkey, want)
+	if not ms or #ms < want then
 		-- The list is empty now.
 		redis.call('ZREM', lkey, levels[li])
 		li = li + 1
 	end
-	if ids then
+	local ids = ms and {}
+	if ms then
+		for j, m in ipairs(ms) do
+			ids[j] = string.sub(m, READY_HEAD + 1)
+		end
 		local sts = redis.call('HMGET', K_ST, unpack(ids))
 		local specs = redis.call('HMGET', K_INST, unpack(ids))
 		for j, id in ipairs(ids) do
-			if specs[j] then
+			if specs[j] and stale(ms[j], specs[j]) then
+				-- An entry left by a canceled instance whose ID was reused
+				-- after it was pruned: not this instance's place.
+			elseif specs[j] then
 				local t, bad
 				if not sts[j] then
 					t = fresh(0)

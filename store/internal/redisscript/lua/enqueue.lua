@@ -9,7 +9,8 @@
 -- idempotent), 3 the existing record under this ID is corrupt.
 -- The stored instances share one history entry (value: cmsgpack 'e', now,
 -- node, then their IDs), which stands for a Created and a Scheduled record
--- of each; their spec ends with Seq, now and that entry's ID. Each is
+-- of each; their spec starts with Seq and ends with now and that entry's
+-- ID. Each is
 -- added to its kind's bucket of its CreatedAt second and to its queue, and
 -- the queue's channel gets a PUBLISH.
 local now, node = tonumber(ARGV[2]), ARGV[3]
@@ -92,7 +93,7 @@ for _, e in ipairs(stored) do
 	local id, kind, queue = e.id, ARGV[i + 2], ARGV[i + 3]
 	local prio, runat, created = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 8])
 	specs[#specs + 1] = id
-	specs[#specs + 1] = ARGV[i + 1] .. cmsgpack.pack(e.seq) .. tail_
+	specs[#specs + 1] = cmsgpack.pack(e.seq) .. ARGV[i + 1] .. tail_
 	kinds[kind] = true
 	queues[queue] = true
 	local sec = math.floor(created / 1000000)

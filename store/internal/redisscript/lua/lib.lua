@@ -31,8 +31,11 @@
 -- build per-queue, per-kind and per-instance keys from it and the wake-up
 -- channel w:<queue>:
 --   q:<queue>:p          ZSET   priorities with a ready list (score -prio)
---   q:<queue>:r:<prio>   LIST   ready instance IDs of one priority, in the
---                               order they became ready
+--   q:<queue>:r:<prio>   LIST   ready instances of one priority, in the
+--                               order they became ready: member Seq (6
+--                               bytes) then ID; the Seq tells an entry
+--                               left by a canceled instance from a later
+--                               instance that reused its ID
 --   q:<queue>:s          ZSET   instances waiting for RunAt (score RunAt,
 --                               member Seq(6 bytes) Prio+2^31(4 bytes) ID)
 --   kd:<kind>            ZSET   seconds (of CreatedAt) that have a bucket
@@ -56,13 +59,15 @@ local S_SCHEDULED, S_PROCESSING, S_COMPLETED = 2, 3, 4
 local S_TERMINATED, S_CANCELED = 5, 6
 
 -- The spec: what never changes after enqueue, as consecutive cmsgpack
--- values (not an array). The Go side writes the first ten; enqueue appends
--- the last four. Only rescue, cancel, retries and prune read it.
-local P_KIND, P_QUEUE, P_ARGS, P_PRIO, P_RUNAT, P_MAXR = 1, 2, 3, 4, 5, 6
-local P_UKEY, P_UUNTIL, P_CREATED, P_SEQ, P_ENQ, P_HDELTA, P_HSEQ = 8, 9, 10, 11, 12, 13, 14
+-- values (not an array): Seq, which the enqueue script puts first, then
+-- the ten values the Go side writes (kind to CreatedAt), then three the
+-- enqueue script appends (its time and its history entry's ID). Only
+-- rescue, cancel, retries and prune decode it; claim reads only its Seq.
+local P_SEQ, P_KIND, P_QUEUE, P_ARGS, P_PRIO, P_RUNAT, P_MAXR = 1, 2, 3, 4, 5, 6, 7
+local P_UKEY, P_UUNTIL, P_CREATED, P_ENQ, P_HDELTA, P_HSEQ = 9, 10, 11, 12, 13, 14
 local NP = 14
-local P_SCHEMA = {'string', 'string', 'string', 'number', 'number', 'number', 'number',
-	'string', 'number', 'number', 'number', 'number', 'number', 'number'}
+local P_SCHEMA = {'number', 'string', 'string', 'string', 'number', 'number', 'number',
+	'number', 'string', 'number', 'number', 'number', 'number', 'number'}
 
 -- spec decodes raw, or returns nil when raw is missing or not a spec.
 local function spec(raw)
@@ -175,6 +180,7 @@ end
 
 local PRIO_BIAS = 2147483648
 local SCHED_HEAD = 10
+local READY_HEAD = 6
 local function levels_key(queue) return PREFIX .. 'q:' .. queue .. ':p' end
 local function ready_key(queue, prio) return PREFIX .. 'q:' .. queue .. ':r:' .. num(prio) end
 local function sched_key(queue) return PREFIX .. 'q:' .. queue .. ':s' end
@@ -198,6 +204,7 @@ local pushes, push_lists = {}, {}
 -- Seq, so several put back at once keep their order too.
 local function push_ready(id, queue, prio, front, runat, seq)
 	local key = ready_key(queue, prio)
+	local m = be(seq, 6) .. id
 	local p = pushes[key]
 	if not p then
 		p = {queue = queue, prio = prio, back = {}, front = {}}
@@ -205,9 +212,9 @@ local function push_ready(id, queue, prio, front, runat, seq)
 		push_lists[#push_lists + 1] = key
 	end
 	if front then
-		p.front[#p.front + 1] = {id, runat, seq}
+		p.front[#p.front + 1] = {m, runat, seq}
 	else
-		p.back[#p.back + 1] = id
+		p.back[#p.back + 1] = m
 	end
 end
 

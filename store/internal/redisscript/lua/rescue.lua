@@ -66,7 +66,9 @@ for b = 1, #batches, 2 do
 			end
 		end
 		if #rest > 0 then
-			redis.call('ZADD', K_LEASE, score, idlist(rest))
+			-- GT: a renew may have written this very member (the same IDs)
+			-- with a later deadline; never move it back.
+			redis.call('ZADD', K_LEASE, 'GT', score, idlist(rest))
 		end
 	end
 end

@@ -42,6 +42,15 @@ func Run(t *testing.T, h Harness) {
 		{"ScriptCacheFlushed", testScriptFlush},
 		{"WakeAcrossConnections", testWake},
 		{"ServerRestart", testRestart},
+		{"ClockBehind", testClockBehind},
+		{"LateFinish", testLateFinish},
+		{"LeaseBatches", testLeaseBatches},
+		{"LeaseRestKeepsRenewal", testLeaseRestKeepsRenewal},
+		{"KindBuckets", testKindBuckets},
+		{"KindBucketLimitBigSecond", testKindBucketLimitBigSecond},
+		{"CancelReady", testCancelReady},
+		{"CancelReadyReused", testCancelReadyReused},
+		{"UUIDIDs", testUUIDIDs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
