@@ -36,8 +36,8 @@ end
 -- not stale: it is claimed, for the caller to terminate.
 local function stale(m, raw)
 	local seq = unbe(m, 1, 6)
-	local ok, _, first = pcall(cmsgpack.unpack_limit, raw, 1)
-	if ok and first == seq then
+	local head = cmsgpack.pack(seq)
+	if string.sub(raw, 1, #head) == head then
 		return false
 	end
 	local p = spec(raw)
@@ -68,15 +68,15 @@ while n < limit and li <= #levels do
 			if specs[j] and stale(ms[j], specs[j]) then
 				-- An entry left by a canceled instance whose ID was reused
 				-- after it was pruned: not this instance's place.
+			elseif specs[j] and not sts[j] then
+				claim_first(id)
+				lease(id, until_)
+				claimed[#claimed + 1] = {id, specs[j]}
+				n = n + 1
 			elseif specs[j] then
-				local t, bad
-				if not sts[j] then
-					t = fresh(0)
-				else
-					t = state(sts[j])
-					if not t then
-						t, bad = fresh(0), true
-					end
+				local t, bad = state(sts[j]), false
+				if not t then
+					t, bad = fresh(0), true
 				end
 				if t[T_STATE] == S_SCHEDULED then
 					t[T_STATE] = S_PROCESSING
@@ -102,7 +102,7 @@ while n < limit and li <= #levels do
 	end
 end
 
-local packed = commit(now, owner)
+local packed = commit(now, owner, owner, until_)
 local out = {}
 for _, c in ipairs(claimed) do
 	out[#out + 1] = c[1]

@@ -302,6 +302,20 @@ local function change(id, t, hstate, err, result)
 	end
 end
 
+-- First claims: an instance claimed for the first time gets a state that
+-- is the same for every such instance of a run (Processing, attempt 1,
+-- the run's owner, deadline and time, its history entry, 3 records), so
+-- it is packed once per run and its history record is built from packed
+-- parts, with no table per instance.
+local firsts, first_suffix = {}, nil
+local function claim_first(id)
+	if not first_suffix then
+		first_suffix = cmsgpack.pack(S_PROCESSING, 1, '', '', 3)
+	end
+	firsts[#firsts + 1] = id
+	recs[#recs + 1] = '\150' .. cmsgpack.pack(id) .. first_suffix -- 0x96: an array of 6
+end
+
 -- Set updates gathered for commit: the IDs given a lease (all until the
 -- run's one deadline) and the IDs that reached a final state (all at the
 -- run's one now).
@@ -338,8 +352,8 @@ local function flush_done(now)
 end
 
 -- commit writes what the run gathered and returns each changed ID's
--- packed state.
-local function commit(now, node)
+-- packed state. owner and until are those of the run's first claims.
+local function commit(now, node, owner, until_)
 	local eid, packed
 	if #recs > 0 then
 		eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('t', now, node) .. table.concat(recs))
@@ -357,13 +371,21 @@ local function commit(now, node)
 		pairs_[#pairs_ + 1] = id
 		pairs_[#pairs_ + 1] = raw
 	end
+	if #firsts > 0 then
+		local raw = cmsgpack.pack({S_PROCESSING, 1, 0, owner, until_, 0, now, 0, '', '', eid .. ' ', 3})
+		for _, id in ipairs(firsts) do
+			packed[id] = raw
+			pairs_[#pairs_ + 1] = id
+			pairs_[#pairs_ + 1] = raw
+		end
+	end
 	chunked('HSET', K_ST, pairs_)
 	for i = 1, #lease_ids, 1000 do
 		redis.call('ZADD', K_LEASE, lease_until, idlist({unpack(lease_ids, i, math.min(i + 999, #lease_ids))}))
 	end
 	flush_done(now)
 	flush_ready()
-	recs, changed, changed_ids = {}, {}, {}
+	recs, changed, changed_ids, firsts = {}, {}, {}, {}
 	lease_ids, done_ids = {}, {}
 	return packed
 end
