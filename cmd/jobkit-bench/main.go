@@ -1,7 +1,11 @@
 // Command jobkit-bench measures jobkit end to end on one store: throughput
 // of no-op jobs with several worker counts, idle schedule-to-start latency,
 // heap (and server memory) per pending instance, and claim cost as the
-// queue grows. It prints a Markdown table. The workloads live in
+// queue grows. On a server store (not memdb) it also measures across OS
+// processes: throughput with 2 worker processes and idle latency with the
+// workers in another process; the worker processes are this program,
+// re-executed as `jobkit-bench worker ...`. It prints a Markdown table. The
+// workloads live in
 // internal/benchkit, which the side-by-side benchmark with asynq and River
 // (the bench module, run by scripts/bench.sh) shares.
 //
@@ -18,6 +22,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -27,12 +32,17 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		workerMain(os.Args[2:])
+		return
+	}
 	var (
 		storeName  = flag.String("store", "memdb", "store to measure: "+strings.Join(benchkit.Stores, ", "))
 		redisAddr  = flag.String("redis-addr", os.Getenv("JOBKIT_REDIS_ADDR"), "redis-server address for the redis and valkey stores (default: start one)")
 		etcdEPs    = flag.String("etcd", os.Getenv("JOBKIT_ETCD_ENDPOINTS"), "etcd endpoints, comma-separated (default: start one)")
 		jobs       = flag.Int("jobs", 100_000, "jobs per throughput run")
 		workers    = flag.String("workers", "1,8,64", "worker counts of the throughput runs")
+		procW      = flag.Int("proc-workers", 32, "workers in each of the 2 worker processes of the cross-process throughput run")
 		latencyN   = flag.Int("latency-n", 2000, "jobs in the idle latency run")
 		pending    = flag.Int("pending", 100_000, "pending instances in the memory run")
 		depths     = flag.String("depths", "1000,100000,1000000", "queue depths of the claim-cost run")
@@ -76,6 +86,9 @@ func main() {
 	}
 	defer sys.Close()
 	ctx := context.Background()
+	// memdb lives in one process: no cross-process rows.
+	cross := *storeName != "memdb"
+	spawn := spawner(cfg)
 
 	fmt.Printf("# jobkit-bench: store %s; %s; %s\n\n", *storeName, benchkit.Machine(), time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("| figure | value | runs |\n|---|---|---|\n")
@@ -95,6 +108,12 @@ func main() {
 			r := benchkit.Repeat(*runs, func() (benchkit.Sample, error) { return benchkit.Burndown(ctx, sys, *jobs, w, *limit) })
 			row(fmt.Sprintf("throughput, %d pre-scheduled no-op jobs, %d workers", *jobs, w), r, "jobs/s", "jobs/s", 0)
 		}
+		if cross {
+			r := benchkit.Repeat(*runs, func() (benchkit.Sample, error) {
+				return benchkit.CrossBurndown(ctx, sys, spawn, *jobs, 2, *procW, *limit)
+			})
+			row(fmt.Sprintf("throughput, %d pre-scheduled no-op jobs, 2 processes × %d workers", *jobs, *procW), r, "jobs/s", "jobs/s", 0)
+		}
 		r := benchkit.Repeat(*runs, func() (benchkit.Sample, error) {
 			return benchkit.ScheduleAndRun(ctx, sys, *jobs/2, 8, 64, *limit)
 		})
@@ -104,6 +123,11 @@ func main() {
 		r := benchkit.Repeat(*runs, func() (benchkit.Sample, error) { return benchkit.Idle(ctx, sys, *latencyN, *limit) })
 		row(fmt.Sprintf("idle schedule→start latency p50 (%d jobs, one at a time)", *latencyN), r, "p50 ms", "ms", 3)
 		row("idle schedule→start latency p99", r, "p99 ms", "ms", 3)
+		if cross {
+			r := benchkit.Repeat(*runs, func() (benchkit.Sample, error) { return benchkit.CrossIdle(ctx, sys, spawn, *latencyN, *limit) })
+			row(fmt.Sprintf("idle schedule→start latency across processes p50 (%d jobs, one at a time, 1 worker process × 8 workers)", *latencyN), r, "p50 ms", "ms", 3)
+			row("idle schedule→start latency across processes p99", r, "p99 ms", "ms", 3)
+		}
 	}
 	if want("memory") {
 		r := benchkit.Repeat(1, func() (benchkit.Sample, error) { return benchkit.MemoryPerPending(ctx, sys, *pending, *limit) })
@@ -118,6 +142,46 @@ func main() {
 			r.Runs = *runs // passes over one filled queue
 			row(fmt.Sprintf("claim+finish of 1 instance at queue depth %d", d), r, "µs", "µs", 1)
 		}
+	}
+}
+
+// spawner returns the command that runs this program as a worker process
+// of the cross-process workloads on cfg's store.
+func spawner(cfg benchkit.JobkitConfig) benchkit.CrossSpawn {
+	return func(mode, id string, workers int) *exec.Cmd {
+		self, err := os.Executable()
+		if err != nil {
+			benchkit.Fatalf("%v", err)
+		}
+		return exec.Command(self, "worker", "-mode", mode, "-store", cfg.Store, "-queue", id, "-workers", strconv.Itoa(workers),
+			"-redis-addr", cfg.RedisAddr, "-etcd", strings.Join(cfg.EtcdEndpoints, ","))
+	}
+}
+
+// workerMain is a worker process of the cross-process workloads:
+// `jobkit-bench worker -mode throughput|latency -store NAME -queue ID -workers N -redis-addr ... -etcd ...`.
+// It speaks to the parent over stdin and stdout (benchkit.CrossWorkerMain).
+func workerMain(args []string) {
+	fs := flag.NewFlagSet("worker", flag.ExitOnError)
+	mode := fs.String("mode", "", benchkit.CrossThroughput+" or "+benchkit.CrossLatency)
+	storeName := fs.String("store", "", "store")
+	queue := fs.String("queue", "", "queue ID")
+	workers := fs.Int("workers", 8, "workers")
+	redisAddr := fs.String("redis-addr", "", "redis-server address")
+	etcdEPs := fs.String("etcd", "", "etcd endpoints, comma-separated")
+	_ = fs.Parse(args)
+	log.SetOutput(os.Stderr)
+	cfg := benchkit.JobkitConfig{Store: *storeName, RedisAddr: *redisAddr}
+	if *etcdEPs != "" {
+		cfg.EtcdEndpoints = strings.Split(*etcdEPs, ",")
+	}
+	sys, err := benchkit.NewJobkit(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sys.Close()
+	if err := benchkit.CrossWorkerMain(context.Background(), sys, *mode, *queue, *workers); err != nil {
+		log.Fatal(err)
 	}
 }
 
