@@ -67,16 +67,11 @@ const crossReady = 60 * time.Second
 // sums of their final counts are n): otherwise the run fails. Figures:
 // "jobs/s" and "fill jobs/s" (the untimed store step).
 func CrossBurndown(ctx context.Context, sys System, spawn CrossSpawn, n, procs, workers int, limit time.Duration) (Sample, error) {
-	q, err := sys.Open(ctx)
+	q, fill, err := openFilled(ctx, sys, n, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer stopQueue(q)
-	t0 := time.Now()
-	if err := fillWithin(ctx, q, n, time.Now(), limit); err != nil {
-		return nil, err
-	}
-	fill := float64(n) / time.Since(t0).Seconds()
 
 	type counts struct {
 		starts, done, last int64
@@ -290,14 +285,7 @@ func CrossWorkerMain(ctx context.Context, sys System, mode, id string, workers i
 	if err != nil {
 		return err
 	}
-	var mu sync.Mutex
-	w := bufio.NewWriter(os.Stdout)
-	say := func(s string) {
-		mu.Lock()
-		defer mu.Unlock()
-		w.WriteString(s + "\n")
-		w.Flush()
-	}
+	say := stdoutLines()
 	stop := make(chan struct{})
 	var stopOnce sync.Once
 	stopNow := func() { stopOnce.Do(func() { close(stop) }) }

@@ -127,6 +127,19 @@ func Recovery(ctx context.Context, sys System, spawn Spawn, k int, limit time.Du
 	return Sample{"recovery s": last.Sub(killed).Seconds()}, nil
 }
 
+// stdoutLines returns a function that writes one line to stdout at once,
+// safe for concurrent use: how a worker process talks to its parent.
+func stdoutLines() func(string) {
+	var mu sync.Mutex
+	w := bufio.NewWriter(os.Stdout)
+	return func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.WriteString(s + "\n")
+		w.Flush()
+	}
+}
+
 // WorkerMain is the worker process of Recovery: it attaches to the queue
 // id, runs workers whose jobs print "start STAMP" and then block, prints
 // "ready", and waits for a signal.
@@ -135,14 +148,7 @@ func WorkerMain(ctx context.Context, sys System, id string, workers int) error {
 	if err != nil {
 		return err
 	}
-	var mu sync.Mutex
-	w := bufio.NewWriter(os.Stdout)
-	say := func(s string) {
-		mu.Lock()
-		defer mu.Unlock()
-		w.WriteString(s + "\n")
-		w.Flush()
-	}
+	say := stdoutLines()
 	if err := q.Run(ctx, workers, Hooks{
 		Started: func(stamp int64) { say("start " + strconv.FormatInt(stamp, 10)) },
 		Hold:    func(ctx context.Context) { <-ctx.Done() },

@@ -17,21 +17,32 @@ func stopQueue(q Queue) {
 	_ = q.Close(ctx)
 }
 
+// openFilled opens a queue and fills it with n ready jobs (batched where
+// the system can), returning the fill rate in jobs/s. The caller stops the
+// queue.
+func openFilled(ctx context.Context, sys System, n int, limit time.Duration) (Queue, float64, error) {
+	q, err := sys.Open(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	t0 := time.Now()
+	if err := fillWithin(ctx, q, n, time.Now(), limit); err != nil {
+		stopQueue(q)
+		return nil, 0, err
+	}
+	return q, float64(n) / time.Since(t0).Seconds(), nil
+}
+
 // Burndown stores n ready no-op jobs (not timed), then starts workers and
 // times them until every job's completion is recorded. Figures: "jobs/s"
 // (the burn-down) and "fill jobs/s" (the untimed store step, for the
 // record).
 func Burndown(ctx context.Context, sys System, n, workers int, limit time.Duration) (Sample, error) {
-	q, err := sys.Open(ctx)
+	q, fill, err := openFilled(ctx, sys, n, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer stopQueue(q)
-	t0 := time.Now()
-	if err := fillWithin(ctx, q, n, time.Now(), limit); err != nil {
-		return nil, err
-	}
-	fill := float64(n) / time.Since(t0).Seconds()
 	var done atomic.Int64
 	all := make(chan struct{})
 	start := time.Now()

@@ -102,13 +102,7 @@ while n < limit and li <= #levels do
 	end
 end
 
-local packed = commit(now, owner, owner, until_)
-local out = {}
-for _, c in ipairs(claimed) do
-	out[#out + 1] = c[1]
-	out[#out + 1] = c[2]
-	out[#out + 1] = packed[c[1]]
-end
+local out = triples(claimed, commit(now, owner, owner, until_))
 
 local next = 0
 if n < limit then

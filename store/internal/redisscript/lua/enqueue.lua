@@ -16,17 +16,8 @@
 local now, node = tonumber(ARGV[2]), ARGV[3]
 local N = 9
 
-local ids = {}
-for i = 4, #ARGV, N do
-	ids[#ids + 1] = ARGV[i]
-end
-local old = {}
-for i = 1, #ids, 1000 do
-	local v = redis.call('HMGET', K_INST, unpack(ids, i, math.min(i + 999, #ids)))
-	for j = 1, #v do
-		old[i + j - 1] = v[j]
-	end
-end
+local ids = argv_ids(4, N)
+local old = hmget(K_INST, ids)
 
 local out, stored, mine, dups = {}, {}, {}, {}
 for j = 1, #ids do

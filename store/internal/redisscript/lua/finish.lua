@@ -11,17 +11,8 @@
 local now, owner = tonumber(ARGV[2]), ARGV[3]
 local N = 7
 
-local ids = {}
-for i = 4, #ARGV, N do
-	ids[#ids + 1] = ARGV[i]
-end
-local raws = {}
-for i = 1, #ids, 1000 do
-	local v = redis.call('HMGET', K_ST, unpack(ids, i, math.min(i + 999, #ids)))
-	for j = 1, #v do
-		raws[i + j - 1] = v[j]
-	end
-end
+local ids = argv_ids(4, N)
+local raws = hmget(K_ST, ids)
 
 local function one(j, id, attempt, st, run_at, release, result, err)
 	if not raws[j] then

@@ -157,6 +157,29 @@ local function chunked(cmd, key, args)
 	end
 end
 
+-- argv_ids returns ARGV[first], ARGV[first + stride], ...: the IDs of a
+-- script's per-instance argument groups.
+local function argv_ids(first, stride)
+	local ids = {}
+	for i = first, #ARGV, stride do
+		ids[#ids + 1] = ARGV[i]
+	end
+	return ids
+end
+
+-- hmget returns the values of fields in hash key (false for missing), in
+-- chunks that stay clear of Lua's limit on unpacked arguments.
+local function hmget(key, fields)
+	local out = {}
+	for i = 1, #fields, 1000 do
+		local v = redis.call('HMGET', key, unpack(fields, i, math.min(i + 999, #fields)))
+		for j = 1, #v do
+			out[i + j - 1] = v[j]
+		end
+	end
+	return out
+end
+
 -- ID lists (lease batches, kind buckets) hold each ID behind its length
 -- in 2 bytes.
 local function idlist(ids)
@@ -349,6 +372,18 @@ local function flush_done(now)
 		end
 		chunked('ZADD', K_LATE, zs)
 	end
+end
+
+-- triples flattens {id, spec} pairs into id, spec, state, ... with each
+-- ID's packed state from commit.
+local function triples(list, packed)
+	local out = {}
+	for _, c in ipairs(list) do
+		out[#out + 1] = c[1]
+		out[#out + 1] = c[2]
+		out[#out + 1] = packed[c[1]]
+	end
+	return out
 end
 
 -- commit writes what the run gathered and returns each changed ID's

@@ -6,17 +6,8 @@
 -- owner or attempt, missing or corrupt), 2 renewed and cancellation
 -- requested. Writes no history; the renewed leases form one lease batch.
 local now, owner, until_ = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
-local ids = {}
-for i = 5, #ARGV, 2 do
-	ids[#ids + 1] = ARGV[i]
-end
-local raws = {}
-for i = 1, #ids, 1000 do
-	local v = redis.call('HMGET', K_ST, unpack(ids, i, math.min(i + 999, #ids)))
-	for j = 1, #v do
-		raws[i + j - 1] = v[j]
-	end
-end
+local ids = argv_ids(5, 2)
+local raws = hmget(K_ST, ids)
 local out = {}
 for j, id in ipairs(ids) do
 	local attempt = tonumber(ARGV[5 + (j - 1) * 2 + 1])

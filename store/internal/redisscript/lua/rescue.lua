@@ -72,11 +72,4 @@ for b = 1, #batches, 2 do
 		end
 	end
 end
-local packed = commit(now, node)
-local out = {}
-for _, m in ipairs(moved) do
-	out[#out + 1] = m[1]
-	out[#out + 1] = m[2]
-	out[#out + 1] = packed[m[1]]
-end
-return out
+return triples(moved, commit(now, node))
