@@ -47,6 +47,7 @@ type Manager struct {
 	runCancel context.CancelCauseFunc
 	recurring map[string]chan struct{} // kind → closed to stop its ticker
 
+	enq        enqueuer // ScheduleJob's group commit
 	pool       *pool
 	active     activeSet
 	finishCh   chan *finishReq
@@ -84,6 +85,7 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		wake:      make(chan struct{}, 1),
 		handoff:   make(chan *attempt),
 	}
+	m.enq = enqueuer{st: c.store, node: c.node, clock: c.clock}
 	ch := make(chan struct{})
 	m.changed.Store(&ch)
 	return m, nil
@@ -188,6 +190,12 @@ func (m *Manager) RegisteredKinds() []string { return m.reg.kinds() }
 // parameters before anything is stored. When a unique key is held by
 // another instance, it returns that instance and an error wrapping
 // ErrDuplicate.
+//
+// Concurrent calls share store round trips: calls made while another's
+// write is in flight go to the store together in one batch when it
+// returns (see enqueuer), and a call made while none is in flight goes
+// straight through. A call whose ctx ends while it waits for its batch
+// returns ctx's error and stores nothing.
 func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...ScheduleOption) (Instance, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
@@ -206,24 +214,21 @@ func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...Schedule
 	if err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
-	res, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: []*store.Instance{rec}, Node: m.node, Now: m.clock.Now()})
+	res, err := m.enq.enqueue(ctx, rec)
 	if err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
-	if len(res) != 1 {
-		return nil, fmt.Errorf("job: schedule %q: store returned %d results for one instance", kind, len(res))
-	}
-	if res[0].Err != nil {
-		if errors.Is(res[0].Err, store.ErrDuplicate) {
-			holder, lerr := m.LookupInstance(ctx, res[0].ID)
+	if res.Err != nil {
+		if errors.Is(res.Err, store.ErrDuplicate) {
+			holder, lerr := m.LookupInstance(ctx, res.ID)
 			if lerr != nil {
-				return nil, fmt.Errorf("job: schedule %q: %w (and looking up holder %s: %v)", kind, res[0].Err, res[0].ID, lerr)
+				return nil, fmt.Errorf("job: schedule %q: %w (and looking up holder %s: %v)", kind, res.Err, res.ID, lerr)
 			}
-			return holder, fmt.Errorf("job: schedule %q with unique key %q: %w (held by instance %s)", kind, rec.UniqueKey, res[0].Err, res[0].ID)
+			return holder, fmt.Errorf("job: schedule %q with unique key %q: %w (held by instance %s)", kind, rec.UniqueKey, res.Err, res.ID)
 		}
-		return nil, fmt.Errorf("job: schedule %q: %w", kind, res[0].Err)
+		return nil, fmt.Errorf("job: schedule %q: %w", kind, res.Err)
 	}
-	rec.State, rec.Seq, rec.UpdatedAt = store.Scheduled, res[0].Seq, rec.CreatedAt
+	rec.State, rec.Seq, rec.UpdatedAt = store.Scheduled, res.Seq, rec.CreatedAt
 	m.notifyLocal()
 	inst := newInstance(rec, m)
 	if j.onStateChange != nil {

@@ -27,6 +27,7 @@ func init() {
 	register("CancelRunningOnOtherManager", testCancelRemote)
 	register("PanicRecovered", testPanic)
 	register("UniqueKey", testUniqueKey)
+	register("ConcurrentSchedule", testConcurrentSchedule)
 	register("PriorityOrder", testPriorityOrder)
 	register("ScheduleAt", testScheduleAt)
 	register("ClusterNoDuplicates", testClusterNoDuplicates)
@@ -279,6 +280,101 @@ func testUniqueKey(t *testing.T, e *env) {
 	other := schedule(t, m, "u", job.WithArguments(3), job.WithUniqueKey("report-43", time.Hour), job.WithScheduleAfter(time.Hour))
 	if other.ID() == first.ID() {
 		t.Fatal("another key returned the same instance")
+	}
+}
+
+// testConcurrentSchedule schedules from many goroutines at once, so that
+// the manager sends several calls in one store.Enqueue, some of them
+// competing for the same unique keys: every call gets its own instance or
+// the key's one holder, and each stored instance runs once with its own
+// arguments.
+func testConcurrentSchedule(t *testing.T, e *env) {
+	const producers, each, keys = 16, 25, 10
+	var mu sync.Mutex
+	ran := map[string]int{} // instance ID -> argument it ran with
+	j := mustJob(t, job.WithKind("c"), job.WithExecutor(func(ji job.Instance, n int) {
+		mu.Lock()
+		ran[ji.ID()] = n
+		mu.Unlock()
+	}))
+	m := e.manager(t, []*job.Job{j}, job.WithWorkers(8))
+	start(t, m)
+	type result struct {
+		arg    int
+		id     string
+		key    string
+		holder bool
+	}
+	results := make([][]result, producers)
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := range each {
+				arg := p*each + i
+				opts := []job.ScheduleOption{job.WithArguments(arg)}
+				key := ""
+				if i%5 == 0 { // a fifth compete for 10 keys
+					key = fmt.Sprintf("key-%d", (p+i)%keys)
+					opts = append(opts, job.WithUniqueKey(key, time.Hour))
+				}
+				ji, err := m.ScheduleJob(context.Background(), "c", opts...)
+				switch {
+				case err == nil:
+					results[p] = append(results[p], result{arg, ji.ID(), key, true})
+				case key != "" && errors.Is(err, job.ErrDuplicate) && ji != nil:
+					results[p] = append(results[p], result{arg, ji.ID(), key, false})
+				default:
+					t.Errorf("schedule %d (key %q): %v", arg, key, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	want := map[string]int{}       // stored instance ID -> its argument
+	holders := map[string]string{} // unique key -> holder ID
+	var dups []result
+	for _, rs := range results {
+		for _, r := range rs {
+			if !r.holder {
+				dups = append(dups, r)
+				continue
+			}
+			if _, seen := want[r.id]; seen {
+				t.Fatalf("two schedules returned instance %s", r.id)
+			}
+			want[r.id] = r.arg
+			if r.key != "" {
+				if h, held := holders[r.key]; held {
+					t.Fatalf("key %s held by %s and %s", r.key, h, r.id)
+				}
+				holders[r.key] = r.id
+			}
+		}
+	}
+	if len(holders) != keys {
+		t.Errorf("%d keys have a holder, want %d", len(holders), keys)
+	}
+	if len(want)+len(dups) != producers*each {
+		t.Errorf("%d stored + %d duplicates, want %d calls", len(want), len(dups), producers*each)
+	}
+	for _, d := range dups {
+		if holders[d.key] != d.id {
+			t.Errorf("duplicate of key %s names %s, want its holder %s", d.key, d.id, holders[d.key])
+		}
+	}
+	waitIdle(t, m, 30*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ran) != len(want) {
+		t.Errorf("%d instances ran, want %d", len(ran), len(want))
+	}
+	for id, arg := range want {
+		if got, ok := ran[id]; !ok || got != arg {
+			t.Errorf("instance %s ran with %d (ran: %v), want %d", id, got, ok, arg)
+		}
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobkit/job"
+
 	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/redisstore"
@@ -228,4 +230,38 @@ func BenchmarkClaimFinishCycle(b *testing.B) {
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
 	u1, _ := serverMicros(b, c)
 	b.ReportMetric(float64(u1-u0)/float64(b.N), "server-µs/cycle")
+}
+
+// BenchmarkScheduleJobParallel calls Manager.ScheduleJob from 64
+// goroutines at once (SetParallelism(32) on 2 CPUs), as a busy service
+// would; concurrent calls share store round trips.
+func BenchmarkScheduleJobParallel(b *testing.B) {
+	c := benchClient(b)
+	ns := fmt.Sprintf("bench_sched_%d", time.Now().UnixNano())
+	m, err := job.NewManager(job.WithStore(redisstore.New(c, redisstore.WithNamespace(ns))))
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := job.NewJob(job.WithKind("email.send"), job.WithExecutor(func(to string, n int) {}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.RegisterJob(j); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	u0, _ := serverMicros(b, c)
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := m.ScheduleJob(ctx, "email.send", job.WithArguments("user@example.com", 42)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	u1, _ := serverMicros(b, c)
+	b.ReportMetric(float64(u1-u0)/float64(b.N), "server-µs/job")
 }

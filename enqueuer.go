@@ -1,0 +1,200 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jobkit/job/store"
+)
+
+// maxEnqueueBatch bounds how many ScheduleJob calls share one
+// store.Enqueue.
+const maxEnqueueBatch = 128
+
+// enqueuer coalesces concurrent ScheduleJob calls into shared
+// store.Enqueue calls (group commit). A call that finds no Enqueue in
+// flight goes straight to the store with its own context, exactly as if
+// there were no enqueuer. Calls that arrive while one is in flight queue
+// up, and when it returns a goroutine sends them together, in arrival
+// order, in one call: concurrent producers share round trips (and, on
+// Redis, one script run and one history entry) and nobody waits on a
+// timer.
+//
+// A shared call runs under a context that keeps the first caller's values
+// and ends only when every caller in it has given up, so one caller's
+// cancellation never fails the others. A caller whose context ends while
+// it still waits in the queue is taken out and gets the context's error:
+// its instance was not stored. One whose context ends while its batch is
+// in flight gets the context's error too, and its instance may or may not
+// have been stored, as with any store call cut short.
+type enqueuer struct {
+	st      store.Store
+	node    string
+	clock   Clock
+	mu      sync.Mutex
+	busy    bool // a store.Enqueue is in flight; new calls queue
+	pending []*enqueueReq
+}
+
+type enqueueReq struct {
+	ctx  context.Context
+	rec  *store.Instance
+	res  store.EnqueueResult
+	err  error
+	done chan struct{} // closed when res and err are set
+}
+
+// enqueue stores rec and returns its result.
+func (e *enqueuer) enqueue(ctx context.Context, rec *store.Instance) (store.EnqueueResult, error) {
+	e.mu.Lock()
+	if !e.busy {
+		e.busy = true
+		e.mu.Unlock()
+		res, err := e.call(ctx, []*store.Instance{rec})
+		e.next()
+		if err != nil {
+			return store.EnqueueResult{}, err
+		}
+		return res[0], nil
+	}
+	r := &enqueueReq{ctx: ctx, rec: rec, done: make(chan struct{})}
+	e.pending = append(e.pending, r)
+	e.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.res, r.err
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	if i := indexOf(e.pending, r); i >= 0 {
+		e.pending = append(e.pending[:i], e.pending[i+1:]...)
+		e.mu.Unlock()
+		return store.EnqueueResult{}, ctx.Err()
+	}
+	e.mu.Unlock()
+	select {
+	case <-r.done: // finished as ctx ended: the outcome is known
+		return r.res, r.err
+	default:
+		return store.EnqueueResult{}, ctx.Err()
+	}
+}
+
+// next hands what queued up during a store call to a goroutine that
+// drains it, or marks the enqueuer idle. Called with busy set.
+func (e *enqueuer) next() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.pending) == 0 {
+		e.busy = false
+		return
+	}
+	go e.drain()
+}
+
+// drain sends queued calls in batches until none are left.
+func (e *enqueuer) drain() {
+	for {
+		e.mu.Lock()
+		n := min(len(e.pending), maxEnqueueBatch)
+		if n == 0 {
+			e.busy = false
+			e.mu.Unlock()
+			return
+		}
+		batch := make([]*enqueueReq, n)
+		copy(batch, e.pending)
+		e.pending = append(e.pending[:0], e.pending[n:]...)
+		e.mu.Unlock()
+		e.send(batch)
+	}
+}
+
+// send stores one batch of queued calls and completes each.
+func (e *enqueuer) send(batch []*enqueueReq) {
+	ctx, release := sharedContext(batch)
+	defer release()
+	recs := make([]*store.Instance, len(batch))
+	for i, r := range batch {
+		recs[i] = r.rec
+	}
+	res, err := e.call(ctx, recs)
+	if err != nil && len(batch) > 1 && (errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrTooLarge)) {
+		// The store refused the whole call, before storing anything,
+		// because of one record (too large for etcd, say): send each on
+		// its own so that only the bad one fails.
+		for _, r := range batch {
+			r.complete(e.call(r.ctx, []*store.Instance{r.rec}))
+		}
+		return
+	}
+	for i, r := range batch {
+		if err != nil {
+			r.complete(nil, err)
+		} else {
+			r.complete(res[i:i+1], nil)
+		}
+	}
+}
+
+func (r *enqueueReq) complete(res []store.EnqueueResult, err error) {
+	if err == nil {
+		r.res = res[0]
+	}
+	r.err = err
+	close(r.done)
+}
+
+// call is one store.Enqueue; it checks the store returned one result per
+// record.
+func (e *enqueuer) call(ctx context.Context, recs []*store.Instance) ([]store.EnqueueResult, error) {
+	res, err := e.st.Enqueue(ctx, &store.EnqueueParams{Instances: recs, Node: e.node, Now: e.clock.Now()})
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != len(recs) {
+		return nil, fmt.Errorf("store returned %d results for %d instances", len(res), len(recs))
+	}
+	return res, nil
+}
+
+// sharedContext returns the context of a shared store call: the first
+// caller's values, canceled once every caller's context has ended (never,
+// if one of them cannot end).
+func sharedContext(batch []*enqueueReq) (context.Context, func()) {
+	base := context.WithoutCancel(batch[0].ctx)
+	for _, r := range batch {
+		if r.ctx.Done() == nil {
+			return base, func() {}
+		}
+	}
+	ctx, cancel := context.WithCancel(base)
+	var left atomic.Int64
+	left.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, r := range batch {
+		stops[i] = context.AfterFunc(r.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+func indexOf(rs []*enqueueReq, r *enqueueReq) int {
+	for i, x := range rs {
+		if x == r {
+			return i
+		}
+	}
+	return -1
+}
