@@ -275,7 +275,8 @@ func BenchmarkClaimFinishCycle(b *testing.B) {
 
 // BenchmarkScheduleJobParallel calls Manager.ScheduleJob from 64
 // goroutines at once (SetParallelism(32) on 2 CPUs), as a busy service
-// would; concurrent calls share store round trips.
+// would; concurrent calls share store round trips (and history entries:
+// B/pending-job is Redis used_memory per stored job).
 func BenchmarkScheduleJobParallel(b *testing.B) {
 	c := benchClient(b)
 	ns := fmt.Sprintf("bench_sched_%d", time.Now().UnixNano())
@@ -291,6 +292,7 @@ func BenchmarkScheduleJobParallel(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
+	mem0 := usedMemory(b, c)
 	u0, _ := serverMicros(b, c)
 	b.SetParallelism(32)
 	b.ResetTimer()
@@ -305,4 +307,5 @@ func BenchmarkScheduleJobParallel(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 	u1, _ := serverMicros(b, c)
 	b.ReportMetric(float64(u1-u0)/float64(b.N), "server-µs/job")
+	b.ReportMetric(float64(usedMemory(b, c)-mem0)/float64(b.N), "B/pending-job")
 }
