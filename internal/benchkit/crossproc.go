@@ -28,7 +28,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -215,31 +214,15 @@ func CrossIdle(ctx context.Context, sys System, spawn CrossSpawn, n int, limit t
 		return nil, err
 	}
 	end := time.Now().Add(limit)
-	var cut bool
-	for i := range n {
-		if err := q.Insert(ctx, time.Now().UnixNano(), time.Time{}); err != nil {
-			return nil, fmt.Errorf("insert: %w", err)
-		}
-		ok, err := lat.waitCountOr(i+1, end, c)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			cut = true
-			break
-		}
-		time.Sleep(time.Millisecond + rand.N(4*time.Millisecond))
+	cut, err := trickle(ctx, q, n, func(i int) (bool, error) { return lat.waitCountOr(i, end, c) })
+	if err != nil {
+		return nil, err
 	}
 	stopChildren([]*child{c}, 10*time.Second)
 	if c.err != nil {
 		return nil, fmt.Errorf("worker process %d: %v: %s", c.cmd.Process.Pid, c.err, c.stderr)
 	}
-	v := lat.sorted()
-	s := Sample{"p50 ms": Percentile(v, .5), "p99 ms": Percentile(v, .99)}
-	if cut {
-		return s, fmt.Errorf("cross-process idle latency: %d of %d jobs in %v: %w", len(v), n, limit, ErrCutShort)
-	}
-	return s, nil
+	return lat.sample("cross-process idle latency", n, limit, cut)
 }
 
 // add records one latency in nanoseconds.

@@ -191,21 +191,40 @@ func Idle(ctx context.Context, sys System, n int, limit time.Duration) (Sample, 
 		return nil, err
 	}
 	end := time.Now().Add(limit)
-	var cut bool
+	cut, err := trickle(ctx, q, n, func(i int) (bool, error) { return lat.waitCount(i, end), nil })
+	if err != nil {
+		return nil, err
+	}
+	return lat.sample("idle latency", n, limit, cut)
+}
+
+// trickle inserts n jobs due now one at a time, 1–5 ms apart, calling
+// started(i) after the i-th to wait until it has started; started
+// returning false (out of time) stops it early with cut set.
+func trickle(ctx context.Context, q Queue, n int, started func(i int) (bool, error)) (cut bool, err error) {
 	for i := range n {
 		if err := q.Insert(ctx, time.Now().UnixNano(), time.Time{}); err != nil {
-			return nil, fmt.Errorf("insert: %w", err)
+			return false, fmt.Errorf("insert: %w", err)
 		}
-		if !lat.waitCount(i+1, end) {
-			cut = true
-			break
+		ok, err := started(i + 1)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return true, nil
 		}
 		time.Sleep(time.Millisecond + rand.N(4*time.Millisecond))
 	}
-	v := lat.sorted()
+	return false, nil
+}
+
+// sample returns the p50 and p99 of the latencies recorded, and
+// ErrCutShort when the run that recorded them (what) was cut short.
+func (l *latencies) sample(what string, n int, limit time.Duration, cut bool) (Sample, error) {
+	v := l.sorted()
 	s := Sample{"p50 ms": Percentile(v, .5), "p99 ms": Percentile(v, .99)}
 	if cut {
-		return s, fmt.Errorf("idle latency: %d of %d jobs in %v: %w", len(v), n, limit, ErrCutShort)
+		return s, fmt.Errorf("%s: %d of %d jobs in %v: %w", what, len(v), n, limit, ErrCutShort)
 	}
 	return s, nil
 }
