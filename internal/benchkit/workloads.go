@@ -85,16 +85,8 @@ func newLatencies(n int) *latencies {
 	return &latencies{ns: make([]int64, 0, n), got: make(chan struct{}, 1)}
 }
 
-func (l *latencies) started(stamp int64) {
-	d := time.Now().UnixNano() - stamp
-	l.mu.Lock()
-	l.ns = append(l.ns, d)
-	l.mu.Unlock()
-	select {
-	case l.got <- struct{}{}:
-	default:
-	}
-}
+// started records the latency of a job inserted at stamp (Unix ns).
+func (l *latencies) started(stamp int64) { l.add(time.Now().UnixNano() - stamp) }
 
 func (l *latencies) count() int {
 	l.mu.Lock()
