@@ -53,8 +53,8 @@ func (e *enqueuer) enqueue(ctx context.Context, rec *store.Instance) (store.Enqu
 	if !e.busy {
 		e.busy = true
 		e.mu.Unlock()
+		defer e.next() // even if the store panics: queued calls must go on
 		res, err := e.call(ctx, []*store.Instance{rec})
-		e.next()
 		if err != nil {
 			return store.EnqueueResult{}, err
 		}
