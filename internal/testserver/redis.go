@@ -85,22 +85,41 @@ func startRedis(extraArgs []string) (*Process, error) {
 		if err != nil {
 			return nil, err
 		}
-		addr := net.JoinHostPort("127.0.0.1", itoa(port))
-		args := []string{
-			"--port", itoa(port),
-			"--bind", "127.0.0.1",
-			"--dir", dir,
-			"--save", "",
-			"--appendonly", "no",
-			"--daemonize", "no",
-			"--logfile", "",
-		}
-		args = append(args, extraArgs...)
-		p, err := Start("redis-server", "redis-server", args, dir, addr, 10*time.Second)
+		p, err := startRedisOn(port, dir, extraArgs)
 		if err == nil {
 			return p, nil
 		}
 		lastErr = err
 	}
 	return nil, lastErr
+}
+
+// StartRedisOn starts a redis-server of the test's own on 127.0.0.1:port,
+// for tests of a client that was there before its server. The server is
+// stopped by StopAll, or earlier by its Stop or Kill.
+func StartRedisOn(t TB, port int, extraArgs ...string) *Process {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "jobkit-redis-")
+	if err != nil {
+		t.Fatalf("testserver: redis temp dir: %v", err)
+	}
+	p, err := startRedisOn(port, dir, extraArgs)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return p
+}
+
+func startRedisOn(port int, dir string, extraArgs []string) (*Process, error) {
+	args := []string{
+		"--port", itoa(port),
+		"--bind", "127.0.0.1",
+		"--dir", dir,
+		"--save", "",
+		"--appendonly", "no",
+		"--daemonize", "no",
+		"--logfile", "",
+	}
+	args = append(args, extraArgs...)
+	return Start("redis-server", "redis-server", args, dir, net.JoinHostPort("127.0.0.1", itoa(port)), 10*time.Second)
 }
