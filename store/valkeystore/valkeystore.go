@@ -18,7 +18,12 @@
 // protocol and Lua API the scripts use (EVALSHA, cmsgpack, streams with
 // explicit millisecond IDs).
 //
-// The client belongs to the caller: the store never closes it.
+// The client belongs to the caller: the store never closes it. New does
+// no I/O. valkey.NewClient, though, dials at once and fails when the
+// server is down; a process that may start before its server either
+// retries NewClient or sets ClientOption.ForceSingleClient, with which
+// NewClient also returns a client that connects once the server is up
+// (tested in scripttest's ManagerStartedBeforeServer).
 package valkeystore
 
 import (

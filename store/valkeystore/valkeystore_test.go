@@ -55,6 +55,16 @@ func TestValkeySpecific(t *testing.T) {
 		Open: func(t testing.TB, addr, ns string) store.Store {
 			return valkeystore.New(newClient(t, addr), valkeystore.WithNamespace(ns))
 		},
+		// valkey.NewClient dials at once and fails with no server; with
+		// ForceSingleClient it also returns a client that connects later.
+		OpenDown: func(t testing.TB, addr, ns string) store.Store {
+			c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
+			if err == nil || c == nil {
+				t.Fatalf("valkey.NewClient with no server at %s: client %v, err %v; want a client and the dial error", addr, c, err)
+			}
+			t.Cleanup(c.Close)
+			return valkeystore.New(c, valkeystore.WithNamespace(ns))
+		},
 	})
 }
 

@@ -28,6 +28,9 @@ type Harness struct {
 	// Open returns a store on the redis-server at addr, in namespace ns,
 	// with a client of its own that t's cleanup closes.
 	Open func(t testing.TB, addr, ns string) store.Store
+	// OpenDown is Open for an addr nothing listens at yet: a client made
+	// before its server, which must connect once the server comes up.
+	OpenDown func(t testing.TB, addr, ns string) store.Store
 }
 
 // Run runs the suite against the test binary's redis-server (and, for the
@@ -51,6 +54,7 @@ func Run(t *testing.T, h Harness) {
 		{"CancelReady", testCancelReady},
 		{"CancelReadyReused", testCancelReadyReused},
 		{"UUIDIDs", testUUIDIDs},
+		{"ManagerStartedBeforeServer", testManagerBeforeServer},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,41 +1,36 @@
-package redisstore_test
+package scripttest
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/jobkit/job"
 	"github.com/jobkit/job/internal/testserver"
-	"github.com/jobkit/job/store/redisstore"
 )
 
-// A manager started while its Redis is down: Start succeeds (it does no
-// I/O), ScheduleJob reports the connection error at once and stores
-// nothing, the claim loop keeps retrying with backoff, and once a
-// redis-server comes up on the address, schedules succeed and their jobs
-// run without restarting anything.
-func TestManagerStartedBeforeRedis(t *testing.T) {
+// testManagerBeforeServer: a manager started while its Redis is down.
+// Start succeeds (it does no I/O), ScheduleJob reports the connection
+// error at once and stores nothing, the claim loop keeps retrying with
+// backoff, and once a redis-server comes up on the address, schedules
+// succeed and their jobs run with nothing restarted.
+func testManagerBeforeServer(t *testing.T, h Harness) {
 	port, err := testserver.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: 1})
-	t.Cleanup(func() { c.Close() })
+	addr := "127.0.0.1:" + strconv.Itoa(port)
 	var ran atomic.Int64
 	j, err := job.NewJob(job.WithKind("k"), job.WithExecutor(func(n int) { ran.Add(int64(n)) }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := job.NewManager(job.WithStore(redisstore.New(c, redisstore.WithNamespace("before"))),
+	m, err := job.NewManager(job.WithStore(h.OpenDown(t, addr, ns(t))),
 		job.WithLogger(slog.New(slog.DiscardHandler)), job.WithPollInterval(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
