@@ -313,23 +313,35 @@ func (r *run) finish(timeout time.Duration) []runLine {
 func KillOne(t *testing.T, spec Spec, jobs int, sleep time.Duration) {
 	r := startRun(t, spec, jobs, sleep)
 	waitFor(t, 60*time.Second, "a third of the jobs done", func() bool { return r.ended() >= jobs/3 })
-	// Kill the worker with the most attempts in flight, so the crash
-	// strands work (with contended claims one worker can be idle).
-	victim := r.ws[0]
-	inFlight := map[string]int{}
-	for _, l := range readRuns(t, r.ws) {
-		switch l.op {
-		case "start":
-			inFlight[l.node]++
-		case "end":
-			inFlight[l.node]--
+	// Kill the worker with the most attempts started within the last
+	// sleep/2 and not ended: those are still running when the kill lands,
+	// so the crash strands work. With contended claims (etcd) a worker can
+	// be idle for a while, so wait until one has such work.
+	var victim *worker
+	waitFor(t, 30*time.Second, "a worker running a job it started within sleep/2", func() bool {
+		now := time.Now()
+		running := map[string]int{}
+		recent := map[string]string{} // id/attempt -> node, started within sleep/2
+		for _, l := range readRuns(t, r.ws) {
+			key := l.id + "/" + strconv.Itoa(l.attempt)
+			switch {
+			case l.op == "start" && now.Sub(l.at) < sleep/2:
+				recent[key] = l.node
+			case l.op == "end":
+				delete(recent, key)
+			}
 		}
-	}
-	for _, w := range r.ws {
-		if inFlight[w.node] > inFlight[victim.node] {
-			victim = w
+		for _, node := range recent {
+			running[node]++
 		}
-	}
+		victim = nil
+		for _, w := range r.ws {
+			if running[w.node] > 0 && (victim == nil || running[w.node] > running[victim.node]) {
+				victim = w
+			}
+		}
+		return victim != nil
+	})
 	killedAt := time.Now()
 	victim.kill()
 	t.Logf("killed %s (pid %d) with %d of %d jobs run", victim.node, victim.cmd.Process.Pid, r.ended(), jobs)
