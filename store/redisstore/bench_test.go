@@ -309,3 +309,121 @@ func BenchmarkScheduleJobParallel(b *testing.B) {
 	b.ReportMetric(float64(u1-u0)/float64(b.N), "server-µs/job")
 	b.ReportMetric(float64(usedMemory(b, c)-mem0)/float64(b.N), "B/pending-job")
 }
+
+// BenchmarkLookupByState looks up instances by state in a namespace that
+// holds 100k completed instances (created 1 ms apart) besides 20 of each
+// other state: the cost of a lookup should follow what it asks for, not
+// what the namespace holds. server-µs/op is Redis's own time for all the
+// commands of one lookup (INFO commandstats).
+func BenchmarkLookupByState(b *testing.B) {
+	c := benchClient(b)
+	ns := fmt.Sprintf("bench_lookup_%d", time.Now().UnixNano())
+	s := redisstore.New(c, redisstore.WithNamespace(ns))
+	ctx := context.Background()
+	const done = 100_000
+	mk := func(i int, kind string, runAt time.Time) *store.Instance {
+		in := benchInst(ns, i)
+		in.Kind = kind
+		in.CreatedAt = benchBase.Add(time.Duration(i) * time.Millisecond)
+		in.RunAt = runAt
+		return in
+	}
+	now := benchBase.Add(time.Hour)
+	enqueue := func(ins []*store.Instance) {
+		if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: ins, Node: "n", Now: now}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// run claims every ready instance and gives each the outcome out says.
+	run := func(out func(in *store.Instance) store.Outcome) {
+		for {
+			res, err := s.Claim(ctx, &store.ClaimParams{Queue: "default", Owner: "w", Limit: 1000, Now: now, LeaseUntil: now.Add(time.Hour)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(res.Instances) == 0 {
+				return
+			}
+			outs := make([]store.Outcome, len(res.Instances))
+			for i, in := range res.Instances {
+				outs[i] = out(in)
+			}
+			if _, err := s.Finish(ctx, &store.FinishParams{Owner: "w", Now: now, Outcomes: outs}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for start := 0; start < done; start += 1000 {
+		ins := make([]*store.Instance, 1000)
+		for i := range ins {
+			ins[i] = mk(start+i, "email.send", now)
+		}
+		enqueue(ins)
+	}
+	run(func(in *store.Instance) store.Outcome {
+		return store.Outcome{ID: in.ID, Attempt: in.Attempt, State: store.Completed, Result: []byte(`[true]`)}
+	})
+	var failed, running, waiting []*store.Instance
+	for i := range 20 {
+		failed = append(failed, mk(done+i, "report", now))
+		running = append(running, mk(done+100+i, "email.send", now))
+		waiting = append(waiting, mk(done+200+i, "email.send", now.Add(time.Hour)))
+	}
+	enqueue(failed)
+	run(func(in *store.Instance) store.Outcome {
+		return store.Outcome{ID: in.ID, Attempt: in.Attempt, State: store.Terminated, Error: "boom"}
+	})
+	enqueue(running)
+	if res, err := s.Claim(ctx, &store.ClaimParams{Queue: "default", Owner: "w", Limit: 1000, Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil || len(res.Instances) != 20 {
+		b.Fatalf("claim the running ones: %v", err)
+	}
+	enqueue(waiting)
+	cases := []struct {
+		name string
+		q    store.Query
+		want int
+	}{
+		{"processing", store.Query{States: []store.State{store.Processing}}, 20},
+		{"scheduled", store.Query{States: []store.State{store.Scheduled}}, 20},
+		{"terminated", store.Query{States: []store.State{store.Terminated}}, 20},
+		{"kind_terminated_limit10", store.Query{Kind: "report", States: []store.State{store.Terminated}, Limit: 10}, 10},
+		{"completed_limit10", store.Query{States: []store.State{store.Completed}, Limit: 10}, 10},
+		{"kind_limit10", store.Query{Kind: "email.send", Limit: 10}, 10},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			u0 := serverMicrosAll(b, c)
+			b.ResetTimer()
+			for range b.N {
+				got, err := s.LookupInstances(ctx, &tc.q)
+				if err != nil || len(got) != tc.want {
+					b.Fatalf("LookupInstances %+v: %d instances, %v; want %d", tc.q, len(got), err, tc.want)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(serverMicrosAll(b, c)-u0)/float64(b.N), "server-µs/op")
+		})
+	}
+}
+
+// serverMicrosAll returns Redis's total microseconds spent in commands
+// (INFO commandstats, every command).
+func serverMicrosAll(b *testing.B, c *redis.Client) int64 {
+	b.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var usec int64
+	for _, line := range strings.Split(info, "\r\n") {
+		if _, v, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(line, "cmdstat_") {
+			for _, f := range strings.Split(v, ",") {
+				if val, ok := strings.CutPrefix(f, "usec="); ok {
+					n, _ := strconv.ParseInt(val, 10, 64)
+					usec += n
+				}
+			}
+		}
+	}
+	return usec
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/jobkit/job/store"
 )
 
 // DefaultNamespace is the namespace of a store created without one.
@@ -25,7 +27,7 @@ func NewKeys(ns string) (Keys, error) {
 		return Keys{}, fmt.Errorf("redisscript: namespace %q must be non-empty and hold no braces", ns)
 	}
 	p := "jobkit:{" + ns + "}:"
-	names := []string{"inst", "st", "ctr", "hist", "lease", "done", "uniq", "uniqx", "kinds", "queues", "logs", "late"}
+	names := []string{"inst", "st", "ctr", "hist", "lease", "run", "uniq", "uniqx", "kinds", "queues", "logs", "late"}
 	k := Keys{Prefix: p, Script: make([]string, len(names))}
 	for i, n := range names {
 		k.Script[i] = p + n
@@ -39,8 +41,26 @@ func (k Keys) Inst() string { return k.Script[0] }
 // State is the state hash.
 func (k Keys) State() string { return k.Script[1] }
 
+// Lease is the sorted set of lease batches.
+func (k Keys) Lease() string { return k.Script[4] }
+
+// Run is the set of the IDs of Processing instances.
+func (k Keys) Run() string { return k.Script[5] }
+
 // Kinds is the set of kinds.
 func (k Keys) Kinds() string { return k.Script[8] }
+
+// Queues is the set of queues.
+func (k Keys) Queues() string { return k.Script[9] }
+
+// Late is the sorted set of final instances finished behind their done
+// list's tail.
+func (k Keys) Late() string { return k.Script[11] }
+
+// Done is the list of the instances in final state st, in finishing order.
+func (k Keys) Done(st store.State) string {
+	return k.Prefix + "done:" + strconv.Itoa(int(st))
+}
 
 // Levels is the set of priorities of queue with a ready list.
 func (k Keys) Levels(queue string) string { return k.Prefix + "q:" + queue + ":p" }

@@ -13,8 +13,12 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// LookupInstances implements store.History. By ID it reads one instance;
-// otherwise it reads the kind's buckets (or every kind's) newest second
+// LookupInstances implements store.History. By ID it reads one instance.
+// With states it asks the plan script which is smaller: the states' own
+// structures (ready lists and scheduled sets, lease batches, done lists)
+// or the kind's buckets over the CreatedAt range, and reads that one, so
+// looking up what runs, waits or failed never reads the completed history.
+// Otherwise it reads the kind's buckets (or every kind's) newest second
 // first over the CreatedAt range, so a bounded query reads only its range
 // and a limited one stops once it has enough.
 func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
@@ -32,29 +36,48 @@ func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.In
 		}
 		return []*store.Instance{in}, err
 	}
-	kinds, err := c.kinds(ctx, q.Kind)
-	if err != nil {
-		return nil, err
-	}
 	var out []*store.Instance
 	var errs []error
-	for _, k := range kinds {
-		matched := 0
-		err := c.eachBucket(ctx, k, q.Since, q.Until, func(sids []string, last bool) (bool, error) {
-			got, err := c.records(ctx, sids)
-			if err != nil {
-				errs = append(errs, err)
+	// match keeps the instances stored under sids that match q.
+	match := func(sids []string) int {
+		got, err := c.records(ctx, sids)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		n := 0
+		for _, sid := range sids {
+			if in := got[sid]; in != nil && q.MatchInstance(in) {
+				out = append(out, in)
+				n++
 			}
-			for _, sid := range sids {
-				if in := got[sid]; in != nil && q.MatchInstance(in) {
-					out = append(out, in)
-					matched++
-				}
-			}
-			return !last || q.Limit == 0 || matched < q.Limit, nil
-		})
+		}
+		return n
+	}
+	byState := false
+	if len(q.States) > 0 {
+		var err error
+		if byState, err = c.planByState(ctx, q); err != nil {
+			return nil, err
+		}
+	}
+	if byState {
+		if err := c.eachInState(ctx, q.States, q.Queue, func(sids []string) error { match(sids); return nil }); err != nil {
+			return nil, err
+		}
+	} else {
+		kinds, err := c.kinds(ctx, q.Kind)
 		if err != nil {
 			return nil, err
+		}
+		for _, k := range kinds {
+			matched := 0
+			err := c.eachBucket(ctx, k, q.Since, q.Until, func(sids []string, last bool) (bool, error) {
+				matched += match(sids)
+				return !last || q.Limit == 0 || matched < q.Limit, nil
+			})
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b *store.Instance) int {
@@ -70,6 +93,199 @@ func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.In
 		out = []*store.Instance{}
 	}
 	return out, errors.Join(errs...)
+}
+
+// planByState tells whether a lookup of q's states reads fewer entries
+// through the states' own structures than through the kind buckets, from
+// the plan script's counts. A kind walk with a limit stops once it has
+// that many matches: with the states spread evenly over the instances,
+// after about Limit × stored ÷ in-state instances.
+func (c *Core) planByState(ctx context.Context, q *store.Query) (bool, error) {
+	args := []string{q.Kind, q.Queue, us(q.Since), us(q.Until)}
+	for _, st := range q.States {
+		args = append(args, itoa(int(st)))
+	}
+	v, err := c.run(ctx, Plan, args...)
+	if err != nil {
+		return false, err
+	}
+	a := asArray(v)
+	if len(a) != 3 {
+		return false, fmt.Errorf("%s: plan: malformed reply", c.name)
+	}
+	byState, byKind, stored := asInt(a[0]), asInt(a[1]), asInt(a[2])
+	if q.Limit > 0 && byState > 0 {
+		byKind = min(byKind, int64(q.Limit)*stored/byState)
+	}
+	return byState < byKind, nil
+}
+
+// eachInState calls fn with the stored IDs of the instances that may be in
+// one of states, in parts of at most 1000 new IDs, from the states' own
+// structures: for Scheduled the ready lists and the scheduled set of queue
+// (of every queue when it is empty), for Processing the run set, for
+// a final state its done list, and the late set. An ID is passed once. The
+// structures are read in pages while they change, so an ID can be one
+// whose instance has left the state since: the caller checks each
+// instance's state.
+func (c *Core) eachInState(ctx context.Context, states []store.State, queue string, fn func(sids []string) error) error {
+	seen := map[string]bool{}
+	var part []string
+	add := func(sid string) error {
+		if seen[sid] {
+			return nil
+		}
+		seen[sid] = true
+		part = append(part, sid)
+		if len(part) < 1000 {
+			return nil
+		}
+		err := fn(part)
+		part = nil
+		return err
+	}
+	// strip passes each member without its first n bytes.
+	strip := func(n int) func([]string) error {
+		return func(ms []string) error {
+			for _, m := range ms {
+				if len(m) > n {
+					if err := add(m[n:]); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+	}
+	final := false
+	for _, st := range states {
+		var err error
+		switch {
+		case st == store.Scheduled:
+			err = c.eachScheduled(ctx, queue, strip(readyHead), strip(schedHead))
+		case st == store.Processing:
+			err = c.scanSet(ctx, "SSCAN", c.keys.Run(), strip(0))
+		case st.Final():
+			final = true
+			err = c.listTail(ctx, c.keys.Done(st), strip(doneHead))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if final {
+		if err := c.scanSet(ctx, "ZSCAN", c.keys.Late(), strip(0)); err != nil {
+			return err
+		}
+	}
+	if len(part) > 0 {
+		return fn(part)
+	}
+	return nil
+}
+
+// The bytes before the ID in a member of a ready list (Seq), of a
+// scheduled set (Seq, priority) and of a done list (FinishedAt); see
+// lua/lib.lua.
+const (
+	readyHead = 6
+	schedHead = 10
+	doneHead  = 7
+)
+
+// eachScheduled passes the members of the ready lists of queue (of every
+// queue when it is empty) to ready and those of its scheduled set to
+// sched, in pages.
+func (c *Core) eachScheduled(ctx context.Context, queue string, ready, sched func([]string) error) error {
+	queues := []string{queue}
+	if queue == "" {
+		v, err := c.r.Do(ctx, "SMEMBERS", c.keys.Queues())
+		if err != nil {
+			return c.wrap(ctx, "lookup", err)
+		}
+		queues = queues[:0]
+		for _, q := range asArray(v) {
+			queues = append(queues, asString(q))
+		}
+	}
+	for _, q := range queues {
+		v, err := c.r.Do(ctx, "ZRANGE", c.keys.Levels(q), "0", "-1")
+		if err != nil {
+			return c.wrap(ctx, "lookup", err)
+		}
+		for _, lv := range asArray(v) {
+			prio, err := strconv.Atoi(asString(lv))
+			if err != nil {
+				continue // not a priority; claims drop it
+			}
+			if err := c.listTail(ctx, c.keys.Ready(q, prio), ready); err != nil {
+				return err
+			}
+		}
+		if err := c.scanSet(ctx, "ZSCAN", c.keys.Sched(q), sched); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pageSize is how many members one lookup command reads.
+const pageSize = 1000
+
+// listTail passes the members of list key to fn in pages, from its tail to
+// its head. Pages are counted from the tail, so what claims and retention
+// take from the head while it reads shifts nothing it has not read, and
+// what is pushed at the tail only makes it read some members twice.
+func (c *Core) listTail(ctx context.Context, key string, fn func([]string) error) error {
+	for end := -1; ; end -= pageSize {
+		v, err := c.r.Do(ctx, "LRANGE", key, itoa(end-pageSize+1), itoa(end))
+		if err != nil {
+			return c.wrap(ctx, "lookup", err)
+		}
+		a := asArray(v)
+		ms := make([]string, len(a))
+		for i, m := range a {
+			ms[i] = asString(m)
+		}
+		if err := fn(ms); err != nil {
+			return err
+		}
+		if len(a) < pageSize {
+			return nil
+		}
+	}
+}
+
+// scanSet passes the members of the set (cmd SSCAN) or sorted set (cmd
+// ZSCAN) key to fn in pages: a member present for the whole scan is passed
+// at least once.
+func (c *Core) scanSet(ctx context.Context, cmd, key string, fn func([]string) error) error {
+	step := 1
+	if cmd == "ZSCAN" {
+		step = 2 // member, score
+	}
+	cursor := "0"
+	for {
+		v, err := c.r.Do(ctx, cmd, key, cursor, "COUNT", itoa(pageSize))
+		if err != nil {
+			return c.wrap(ctx, "lookup", err)
+		}
+		a := asArray(v)
+		if len(a) != 2 {
+			return fmt.Errorf("%s: lookup: malformed %s reply", c.name, cmd)
+		}
+		flat := asArray(a[1])
+		ms := make([]string, 0, len(flat)/step)
+		for i := 0; i < len(flat); i += step {
+			ms = append(ms, asString(flat[i]))
+		}
+		if err := fn(ms); err != nil {
+			return err
+		}
+		if cursor = asString(a[0]); cursor == "0" || cursor == "" {
+			return nil
+		}
+	}
 }
 
 // kinds returns []string{kind}, or every kind when kind is empty.
@@ -211,19 +427,55 @@ func (c *Core) wrap(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%s: %s: %w", c.name, op, err)
 }
 
-// ofInstance returns one instance's spec, state and raw stream entries
-// ('h' history, 'l' logs).
-func (c *Core) ofInstance(ctx context.Context, sid, what string) (spec, state string, entries []any, err error) {
-	v, err := c.run(ctx, OfInstance, sid, what)
-	if err != nil {
-		return "", "", nil, err
-	}
-	a := asArray(v)
-	if len(a) != 3 {
-		return "", "", nil, fmt.Errorf("%s: of_instance: malformed reply", c.name)
-	}
-	return asString(a[0]), asString(a[1]), asArray(a[2]), nil
+// entryRow is one instance as of_instances returns it: its spec and state
+// as stored (” when missing) and the indexes of its stream entries.
+type entryRow struct {
+	sid, spec, state string
+	refs             []int
 }
+
+// ofInstances reads the specs, states and stream entries ('h' history, 'l'
+// logs) of the instances stored under sids, which must be unique, in
+// calls of at most ofInstancesBatch, passing each call's rows and its
+// entries (each entry once, however many rows refer to it) to fn.
+func (c *Core) ofInstances(ctx context.Context, what string, sids []string, fn func(rows []entryRow, entries []string)) error {
+	for len(sids) > 0 {
+		n := min(len(sids), ofInstancesBatch)
+		v, err := c.run(ctx, OfInstances, append([]string{what}, sids[:n]...)...)
+		if err != nil {
+			return err
+		}
+		a := asArray(v)
+		if len(a) != 2 {
+			return fmt.Errorf("%s: of_instances: malformed reply", c.name)
+		}
+		flat, raw := asArray(a[0]), asArray(a[1])
+		if len(flat) != 3*n {
+			return fmt.Errorf("%s: of_instances: malformed reply", c.name)
+		}
+		rows := make([]entryRow, n)
+		for i := range rows {
+			r := entryRow{sid: sids[i], spec: asString(flat[3*i]), state: asString(flat[3*i+1])}
+			for _, x := range asArray(flat[3*i+2]) {
+				if j := int(asInt(x)) - 1; j >= 0 && j < len(raw) {
+					r.refs = append(r.refs, j)
+				}
+			}
+			rows[i] = r
+		}
+		entries := make([]string, len(raw))
+		for i, e := range raw {
+			entries[i] = asString(e)
+		}
+		fn(rows, entries)
+		sids = sids[n:]
+	}
+	return nil
+}
+
+// ofInstancesBatch bounds the instances one of_instances call reads, so a
+// call stays short however many a lookup wants.
+const ofInstancesBatch = 100
 
 // scan pages through a stream's time range, calling fn for each raw entry
 // until fn returns false.
@@ -251,11 +503,15 @@ func (c *Core) scan(ctx context.Context, which string, q *store.Query, fn func(r
 }
 
 // LookupHistory implements store.History. By instance it reads the
-// instance's own entries; by kind it reads the histories of the kind's
-// instances created before the range ends; otherwise it reads the history
-// stream over the time range (entry IDs are record times). Records of
-// instances that are gone (pruned) are left out; the others get their
-// instance's kind.
+// instance's own entries. Without a start of the time range, by kind or
+// by final states only, it reads the histories of the instances that can
+// have such records: the kind's created before the range ends and, when
+// every state asked for is final, only those in one of those states (a
+// final record belongs to an instance that is in that state); that
+// instance lookup reads the cheaper of the kind buckets and the states'
+// done lists. Otherwise it reads the history stream over the time range
+// (entry IDs are record times). Records of instances that are gone
+// (pruned) are left out; the others get their instance's kind.
 func (c *Core) LookupHistory(ctx context.Context, q *store.Query) ([]*store.HistoryRecord, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
@@ -265,47 +521,30 @@ func (c *Core) LookupHistory(ctx context.Context, q *store.Query) ([]*store.Hist
 	}
 	var out []*store.HistoryRecord
 	var errs []error
-	// one adds the records of instance in (decoded) from entries.
-	one := func(in *store.Instance, entries []any) {
-		for _, e := range entries {
-			hs, err := decodeHistory(asString(e))
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			for _, h := range hs {
-				if h.InstanceID == in.ID {
-					h.Kind = in.Kind
-					if q.MatchHistory(h) {
-						out = append(out, h)
-					}
-				}
-			}
-		}
-	}
+	finals := len(q.States) > 0 && !slices.ContainsFunc(q.States, func(st store.State) bool { return !st.Final() })
 	switch {
 	case q.InstanceID != "":
-		if err := c.historyOf(ctx, q.InstanceID, one); err != nil {
-			if !errors.Is(err, store.ErrCorrupt) {
-				return nil, err
-			}
-			errs = append(errs, err)
+		if err := c.histories(ctx, q, []string{EncodeID(q.InstanceID)}, &out, &errs); err != nil {
+			return nil, err
 		}
-	case q.Kind != "" && q.Since.IsZero():
-		ins, err := c.LookupInstances(ctx, &store.Query{Kind: q.Kind, Until: q.Until})
+	case q.Since.IsZero() && (q.Kind != "" || finals):
+		iq := &store.Query{Kind: q.Kind, Until: q.Until}
+		if finals {
+			iq.States = q.States
+		}
+		ins, err := c.LookupInstances(ctx, iq)
 		if err != nil && !errors.Is(err, store.ErrCorrupt) {
 			return nil, err
 		}
 		if err != nil {
 			errs = append(errs, err)
 		}
-		for _, in := range ins {
-			if err := c.historyOf(ctx, in.ID, one); err != nil {
-				if !errors.Is(err, store.ErrCorrupt) {
-					return nil, err
-				}
-				errs = append(errs, err)
-			}
+		sids := make([]string, len(ins))
+		for i, in := range ins {
+			sids[i] = EncodeID(in.ID)
+		}
+		if err := c.histories(ctx, q, sids, &out, &errs); err != nil {
+			return nil, err
 		}
 	default:
 		var recs []*store.HistoryRecord
@@ -359,21 +598,47 @@ func (c *Core) LookupHistory(ctx context.Context, q *store.Query) ([]*store.Hist
 	return out, errors.Join(errs...)
 }
 
-// historyOf reads the history entries of instance id and passes them to
-// fn with the decoded instance. A missing instance has no history; one
+// histories appends to out the history records of the instances stored
+// under sids (unique) that match q, each with its instance's kind, and to
+// errs what could not be decoded. A missing instance has no history; one
 // whose record is damaged gets its records without a kind, and an error.
-func (c *Core) historyOf(ctx context.Context, id string, fn func(in *store.Instance, entries []any)) error {
-	spec, state, entries, err := c.ofInstance(ctx, EncodeID(id), "h")
-	if err != nil || spec == "" {
-		return err
-	}
-	in, err := DecodeInstance(id, spec, state)
-	if err != nil {
-		fn(&store.Instance{ID: id}, entries)
-		return err
-	}
-	fn(in, entries)
-	return nil
+// Each entry is decoded once however many of the instances share it.
+func (c *Core) histories(ctx context.Context, q *store.Query, sids []string, out *[]*store.HistoryRecord, errs *[]error) error {
+	return c.ofInstances(ctx, "h", sids, func(rows []entryRow, entries []string) {
+		decoded := make([][]*store.HistoryRecord, len(entries))
+		done := make([]bool, len(entries))
+		for _, r := range rows {
+			if r.spec == "" {
+				continue
+			}
+			id, err := DecodeID(r.sid)
+			if err != nil {
+				*errs = append(*errs, err)
+				continue
+			}
+			in, err := DecodeInstance(id, r.spec, r.state)
+			if err != nil {
+				*errs = append(*errs, err)
+				in = &store.Instance{ID: id}
+			}
+			for _, j := range r.refs {
+				if !done[j] {
+					done[j] = true
+					if decoded[j], err = decodeHistory(entries[j]); err != nil {
+						*errs = append(*errs, err)
+					}
+				}
+				for _, h := range decoded[j] {
+					if h.InstanceID == id {
+						h.Kind = in.Kind
+						if q.MatchHistory(h) {
+							*out = append(*out, h)
+						}
+					}
+				}
+			}
+		}
+	})
 }
 
 // LookupLogs implements store.Logs: by instance from the instance's list
@@ -398,12 +663,13 @@ func (c *Core) LookupLogs(ctx context.Context, q *store.Query) ([]*store.LogReco
 		}
 	}
 	if q.InstanceID != "" {
-		_, _, es, err := c.ofInstance(ctx, EncodeID(q.InstanceID), "l")
+		err := c.ofInstances(ctx, "l", []string{EncodeID(q.InstanceID)}, func(_ []entryRow, entries []string) {
+			for _, e := range entries {
+				add(e)
+			}
+		})
 		if err != nil {
 			return nil, err
-		}
-		for _, e := range es {
-			add(asString(e))
 		}
 	} else if err := c.scan(ctx, "l", q, func(raw string) bool { add(raw); return true }); err != nil {
 		return nil, err

@@ -25,11 +25,20 @@
 //   - lease (ZSET): lease batches by deadline, for Rescue: a member lists
 //     the IDs one claim or renew gave that deadline, so a claim adds one
 //     member and a finish none.
-//   - done (LIST) and late (ZSET): final instances in finishing order, for
-//     retention; those finished by a clock behind the list's tail go to
-//     the late set.
+//   - run (SET): the IDs of the Processing instances, for lookups by
+//     state (the lease batches also list IDs that finished since).
+//   - done:<state> (LIST, one per final state) and late (ZSET): final
+//     instances in finishing order, for retention (which takes the oldest
+//     across them) and lookups by state; those finished by a clock behind
+//     their list's tail go to the late set.
 //   - kd:<kind> (ZSET) and kb:<kind>:<sec> (STRING): instances of a kind
-//     by CreatedAt second, for lookups, appended to with APPEND.
+//     by CreatedAt second, for lookups, appended to with APPEND; ctr
+//     counts each kind's instances.
+//
+// A lookup by state first asks the plan script which read is smaller: the
+// states' own structures (ready lists and scheduled sets, the run set, the
+// done lists) or the kind buckets over the time range; so what runs, waits
+// or failed is found without reading the completed history.
 //   - hist (STREAM): one entry per script run that changed states, holding
 //     every record of the run; an entry's ID is its time in ms (kept
 //     monotonic), so a time range is an XRANGE. An instance's spec names
@@ -63,21 +72,22 @@ type Script struct {
 // The scripts. Their contracts are in the comment at the top of each file
 // under lua/.
 var (
-	Enqueue    = load("enqueue", false)
-	Claim      = load("claim", false)
-	Renew      = load("renew", false)
-	Finish     = load("finish", false)
-	Rescue     = load("rescue", false)
-	Cancel     = load("cancel", false)
-	AppendLogs = load("append_logs", false)
-	OfInstance = load("of_instance", true)
-	Records    = load("records", true)
-	Range      = load("stream_range", true)
-	Prune      = load("prune", false)
+	Enqueue     = load("enqueue", false)
+	Claim       = load("claim", false)
+	Renew       = load("renew", false)
+	Finish      = load("finish", false)
+	Rescue      = load("rescue", false)
+	Cancel      = load("cancel", false)
+	AppendLogs  = load("append_logs", false)
+	OfInstances = load("of_instances", true)
+	Records     = load("records", true)
+	Plan        = load("plan", true)
+	Range       = load("stream_range", true)
+	Prune       = load("prune", false)
 )
 
 // All lists every script, for plugins that prepare them up front.
-var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstance, Records, Range, Prune}
+var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune}
 
 func load(name string, ro bool) *Script {
 	lib, err := luaFS.ReadFile("lua/lib.lua")

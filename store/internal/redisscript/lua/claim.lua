@@ -70,7 +70,7 @@ while n < limit and li <= #levels do
 				-- after it was pruned: not this instance's place.
 			elseif specs[j] and not sts[j] then
 				claim_first(id)
-				lease(id, until_)
+				started(id, until_)
 				claimed[#claimed + 1] = {id, specs[j]}
 				n = n + 1
 			elseif specs[j] then
@@ -90,7 +90,7 @@ while n < limit and li <= #levels do
 						corrupt[#corrupt + 1] = id
 					end
 					change(id, t, S_PROCESSING, bad and ERR or '')
-					lease(id, until_)
+					started(id, until_)
 					claimed[#claimed + 1] = {id, specs[j]}
 					n = n + 1
 				end

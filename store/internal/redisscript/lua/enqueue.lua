@@ -11,8 +11,9 @@
 -- node, then their IDs), which stands for a Created and a Scheduled record
 -- of each; their spec starts with Seq and ends with now and that entry's
 -- ID. Each is
--- added to its kind's bucket of its CreatedAt second and to its queue, and
--- the queue's channel gets a PUBLISH.
+-- added to its kind's bucket of its CreatedAt second (and counted in its
+-- kind's ctr field) and to its queue, and the queue's channel gets a
+-- PUBLISH.
 local now, node = tonumber(ARGV[2]), ARGV[3]
 local N = 9
 
@@ -85,7 +86,7 @@ for _, e in ipairs(stored) do
 	local prio, runat, created = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 8])
 	specs[#specs + 1] = id
 	specs[#specs + 1] = cmsgpack.pack(e.seq) .. ARGV[i + 1] .. tail_
-	kinds[kind] = true
+	kinds[kind] = (kinds[kind] or 0) + 1
 	queues[queue] = true
 	local sec = math.floor(created / 1000000)
 	local bkey = PREFIX .. 'kb:' .. kind .. ':' .. num(sec)
@@ -109,8 +110,9 @@ for _, bkey in ipairs(blist) do
 	redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, num(b.sec), #b.ids)
 	redis.call('ZADD', PREFIX .. 'kd:' .. b.kind, b.sec, num(b.sec))
 end
-for k in pairs(kinds) do
+for k, n in pairs(kinds) do
 	redis.call('SADD', K_KINDS, k)
+	redis.call('HINCRBY', K_CTR, kind_count(k), n)
 end
 for q in pairs(queues) do
 	redis.call('SADD', K_QUEUES, q)

@@ -32,7 +32,7 @@ local function one(j, id, attempt, st, run_at, release, result, err)
 			return 2
 		end
 	end
-	clear_lease(t)
+	clear_lease(id, t)
 	t[T_ERR] = err
 	t[T_UPD] = now
 	if st == S_SCHEDULED then

@@ -8,7 +8,9 @@
 --   KEYS[2]  st      HASH   instance ID -> state (see below); absent while
 --                           the instance waits for its first attempt
 --   KEYS[3]  ctr     HASH   counters: seq (instance Seq), hskew and lskew
---                           (how far stream IDs ran ahead, see xadd_at)
+--                           (how far stream IDs ran ahead, see xadd_at),
+--                           k:<kind> (stored instances of a kind, which
+--                           lookups weigh against the size of a state)
 --   KEYS[4]  hist    STREAM history entries, one per script run that
 --                           changed states; entry ID ms = the run's time
 --   KEYS[5]  lease   ZSET   lease batches: member = the IDs given one lease
@@ -17,16 +19,17 @@
 --                           (us). An ID's current deadline is in its state;
 --                           a batch is only a pointer for Rescue, dropped
 --                           once its deadline passed and Rescue read it.
---   KEYS[6]  done    LIST   final instances in finishing order, member =
---                           FinishedAt (7 bytes) then ID
+--   KEYS[6]  run     SET    IDs of the Processing instances, for lookups
+--                           by state (the lease batches also list IDs that
+--                           finished since)
 --   KEYS[7]  uniq    HASH   unique key -> holding instance ID
 --   KEYS[8]  uniqx   ZSET   unique key, score = UniqueUntil (us)
 --   KEYS[9]  kinds   SET    every kind ever enqueued
 --   KEYS[10] queues  SET    every queue ever enqueued to
 --   KEYS[11] logs    STREAM log records, entry ID ms = record time
 --   KEYS[12] late    ZSET   final instances whose FinishedAt is before the
---                           done list's tail (a caller's clock behind),
---                           score = FinishedAt (us)
+--                           tail of their state's done list (a caller's
+--                           clock behind), score = FinishedAt (us)
 -- ARGV[1] is always the namespace's key prefix, "jobkit:{ns}:". Scripts
 -- build per-queue, per-kind and per-instance keys from it and the wake-up
 -- channel w:<queue>:
@@ -42,6 +45,11 @@
 --   kb:<kind>:<sec>      STRING IDs created in that second, each preceded
 --                               by its length (2 bytes)
 --   kn:<kind>            HASH   second -> live instances in its bucket
+--   done:<state>         LIST   instances in final state <state> (4 to 7)
+--                               in finishing order, member = FinishedAt
+--                               (7 bytes) then ID: retention takes the
+--                               oldest across the four, and a lookup by a
+--                               final state reads only that state's list
 --   l:<id>               LIST   log entry IDs of one instance
 -- That is safe on Redis Cluster because the prefix carries the namespace's
 -- hash tag: every such key hashes to the slot of KEYS[1].
@@ -50,13 +58,18 @@
 -- Times are integers in microseconds since the Unix epoch (exact in a Lua
 -- number until the year 2255); 0 is the zero time.
 
-local K_INST, K_ST, K_CTR, K_HIST, K_LEASE, K_DONE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local K_INST, K_ST, K_CTR, K_HIST, K_LEASE, K_RUN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local K_UNIQ, K_UNIQX, K_KINDS, K_QUEUES, K_LOGS, K_LATE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local PREFIX = ARGV[1]
 
 -- States, as store.State numbers them.
 local S_SCHEDULED, S_PROCESSING, S_COMPLETED = 2, 3, 4
-local S_TERMINATED, S_CANCELED = 5, 6
+local S_TERMINATED, S_CANCELED, S_TIMEDOUT = 5, 6, 7
+-- FINALS are the final states, each with a done list.
+local FINALS = {S_COMPLETED, S_TERMINATED, S_CANCELED, S_TIMEDOUT}
+local function done_key(st) return PREFIX .. 'done:' .. st end
+-- kind_count is the ctr field counting the stored instances of kind.
+local function kind_count(kind) return 'k:' .. kind end
 
 -- The spec: what never changes after enqueue, as consecutive cmsgpack
 -- values (not an array): Seq, which the enqueue script puts first, then
@@ -340,9 +353,10 @@ local function claim_first(id)
 end
 
 -- Set updates gathered for commit: the IDs given a lease (all until the
--- run's one deadline) and the IDs that reached a final state (all at the
--- run's one now).
-local lease_ids, lease_until, done_ids = {}, 0, {}
+-- run's one deadline), the IDs that reached a final state (all at the
+-- run's one now; per state), and the IDs that started or stopped running.
+local lease_ids, lease_until, done_by = {}, 0, {}
+local run_add, run_rem = {}, {}
 
 -- lease records that id's lease now ends at until (one deadline per run).
 local function lease(id, until_)
@@ -350,27 +364,37 @@ local function lease(id, until_)
 	lease_until = until_
 end
 
--- flush_done appends the run's final instances to the done list, or to
--- the late set when the list's tail finished after now.
+-- started records that id was claimed: it runs until clear_lease.
+local function started(id, until_)
+	lease(id, until_)
+	run_add[#run_add + 1] = id
+end
+
+-- flush_done appends the run's final instances to their state's done
+-- list, or to the late set when that list's tail finished after now.
 local function flush_done(now)
-	if #done_ids == 0 then
-		return
-	end
-	local tail = redis.call('LINDEX', K_DONE, -1)
-	if not tail or unbe(tail, 1, 7) <= now then
-		local ms = {}
-		local head = be(now, 7)
-		for i, id in ipairs(done_ids) do
-			ms[i] = head .. id
+	local head
+	for _, st in ipairs(FINALS) do
+		local ids = done_by[st]
+		if ids then
+			head = head or be(now, 7)
+			local key = done_key(st)
+			local tail = redis.call('LINDEX', key, -1)
+			if not tail or unbe(tail, 1, 7) <= now then
+				local ms = {}
+				for i, id in ipairs(ids) do
+					ms[i] = head .. id
+				end
+				chunked('RPUSH', key, ms)
+			else
+				local zs = {}
+				for _, id in ipairs(ids) do
+					zs[#zs + 1] = now
+					zs[#zs + 1] = id
+				end
+				chunked('ZADD', K_LATE, zs)
+			end
 		end
-		chunked('RPUSH', K_DONE, ms)
-	else
-		local zs = {}
-		for _, id in ipairs(done_ids) do
-			zs[#zs + 1] = now
-			zs[#zs + 1] = id
-		end
-		chunked('ZADD', K_LATE, zs)
 	end
 end
 
@@ -421,7 +445,9 @@ local function commit(now, node, owner, until_)
 	flush_done(now)
 	flush_ready()
 	recs, changed, changed_ids, firsts = {}, {}, {}, {}
-	lease_ids, done_ids = {}, {}
+	chunked('SADD', K_RUN, run_add)
+	chunked('SREM', K_RUN, run_rem)
+	lease_ids, done_by, run_add, run_rem = {}, {}, {}, {}
 	return packed
 end
 
@@ -430,13 +456,19 @@ local function finalize(id, t, st, now)
 	t[T_STATE] = st
 	t[T_FIN] = now
 	t[T_UPD] = now
-	done_ids[#done_ids + 1] = id
+	local ids = done_by[st]
+	if not ids then
+		ids = {}
+		done_by[st] = ids
+	end
+	ids[#ids + 1] = id
 end
 
--- clear_lease drops t's lease. Its lease batch stays until Rescue reads
--- it after its deadline.
-local function clear_lease(t)
+-- clear_lease drops the lease of id, whose state is t: it no longer
+-- runs. Its lease batch stays until Rescue reads it after its deadline.
+local function clear_lease(id, t)
 	t[T_OWNER] = ''
 	t[T_UNTIL] = 0
 	t[T_CANCEL] = 0
+	run_rem[#run_rem + 1] = id
 end

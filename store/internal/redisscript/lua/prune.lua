@@ -13,8 +13,9 @@
 -- the bound (a caller's clock ran behind) but whose time is before it is
 -- removed as well. Log entries likewise by LogsBefore. Expired unique keys
 -- are dropped too.
--- Final instances are removed oldest FinishedAt first, at most limit per
--- call in all.
+-- Final instances are removed oldest FinishedAt first across the done
+-- lists of the four final states and the late set, at most limit per call
+-- in all; each removal also takes one off its kind's count in ctr.
 -- Returns {instances, history, logs} removed.
 local now, fin_before, keep = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local hist_before, logs_before, limit = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -28,6 +29,10 @@ local function drop(id)
 		local t = raw and state(raw)
 		nh = nh + (t and t[T_HN] or 2)
 		if p then
+			local kc = kind_count(p[P_KIND])
+			if redis.call('HINCRBY', K_CTR, kc, -1) <= 0 then
+				redis.call('HDEL', K_CTR, kc)
+			end
 			local sec = num(math.floor(p[P_CREATED] / 1000000))
 			local nkey = PREFIX .. 'kn:' .. p[P_KIND]
 			if redis.call('HINCRBY', nkey, sec, -1) <= 0 then
@@ -52,27 +57,40 @@ local function drop(id)
 	redis.call('DEL', lkey)
 end
 
--- The oldest final instances, at most limit: the head of the done list
--- and of the late set, merged by FinishedAt.
-local heads = redis.call('LRANGE', K_DONE, 0, limit - 1)
+-- The oldest final instances, at most limit: the heads of the done
+-- lists (one per final state) and of the late set, merged by FinishedAt.
+local heads, hi = {}, {}
+for _, st in ipairs(FINALS) do
+	heads[st] = redis.call('LRANGE', done_key(st), 0, limit - 1)
+	hi[st] = 1
+end
 local lates = redis.call('ZRANGE', K_LATE, 0, limit - 1, 'WITHSCORES')
-local hi, li = 1, 1
+local li = 1
+-- oldest returns the oldest instance not taken yet, its FinishedAt and
+-- the state whose list holds it (nil: the late set).
 local function oldest()
-	local ht = heads[hi] and unbe(heads[hi], 1, 7)
-	local lt = lates[li] and tonumber(lates[li + 1])
-	if ht and (not lt or ht <= lt) then
-		return string.sub(heads[hi], 8), ht, true
-	elseif lt then
-		return lates[li], lt, false
+	local id, t, from
+	for _, st in ipairs(FINALS) do
+		local m = heads[st][hi[st]]
+		if m then
+			local mt = unbe(m, 1, 7)
+			if not t or mt < t then
+				id, t, from = string.sub(m, 8), mt, st
+			end
+		end
 	end
-	return nil
+	local lt = lates[li] and tonumber(lates[li + 1])
+	if lt and (not t or lt < t) then
+		return lates[li], lt, nil
+	end
+	return id, t, from
 end
 
 -- take drops the instance oldest returned and moves past it.
 local late_rm = {}
-local function take(id, in_list)
-	if in_list then
-		hi = hi + 1
+local function take(id, from)
+	if from then
+		hi[from] = hi[from] + 1
 	else
 		late_rm[#late_rm + 1] = id
 		li = li + 2
@@ -83,28 +101,33 @@ end
 local removed = 0
 if fin_before > 0 then
 	while removed < limit do
-		local id, t, in_list = oldest()
+		local id, t, from = oldest()
 		if not id or t >= fin_before then
 			break
 		end
-		take(id, in_list)
+		take(id, from)
 		removed = removed + 1
 	end
 end
 if keep > 0 then
-	local over = redis.call('LLEN', K_DONE) + redis.call('ZCARD', K_LATE) - keep - removed
+	local over = redis.call('ZCARD', K_LATE) - keep - removed
+	for _, st in ipairs(FINALS) do
+		over = over + redis.call('LLEN', done_key(st))
+	end
 	while over > 0 and removed < limit do
-		local id, _, in_list = oldest()
+		local id, _, from = oldest()
 		if not id then
 			break
 		end
-		take(id, in_list)
+		take(id, from)
 		removed = removed + 1
 		over = over - 1
 	end
 end
-if hi > 1 then
-	redis.call('LTRIM', K_DONE, hi - 1, -1)
+for _, st in ipairs(FINALS) do
+	if hi[st] > 1 then
+		redis.call('LTRIM', done_key(st), hi[st] - 1, -1)
+	end
 end
 chunked('ZREM', K_LATE, late_rm)
 

@@ -21,7 +21,7 @@ local function take(id, t)
 	local craw = redis.call('HGET', K_INST, id)
 	local p = spec(craw)
 	local msg = 'lease of ' .. t[T_OWNER] .. ' expired'
-	clear_lease(t)
+	clear_lease(id, t)
 	t[T_ERR] = msg
 	t[T_UPD] = now
 	if not p or (p[P_MAXR] >= 0 and t[T_ATT] > p[P_MAXR]) then

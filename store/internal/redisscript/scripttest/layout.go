@@ -311,9 +311,10 @@ type doneEntry struct {
 
 func (d doneEntry) String() string { return fmt.Sprintf("%s@%v", d.id, d.fin) }
 
-func (e *layEnv) doneList() []doneEntry {
+// doneList returns the done list of final state st.
+func (e *layEnv) doneList(st store.State) []doneEntry {
 	e.t.Helper()
-	ms, err := e.rc.LRange(e.t.Context(), e.key("done"), 0, -1).Result()
+	ms, err := e.rc.LRange(e.t.Context(), e.keys.Done(st), 0, -1).Result()
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -352,86 +353,98 @@ func (e *layEnv) lateSet() []doneEntry {
 	return out
 }
 
-// testLateFinish: instances finished with a Now before the done list's
-// tail go to the late set, and Prune removes the oldest FinishedAt first
-// across both, at most Limit per call.
+// testLateFinish: each final state has a done list in finishing order;
+// instances finished with a Now before their list's tail go to the late
+// set, and Prune removes the oldest FinishedAt first across the lists and
+// the late set, at most Limit per call.
 func testLateFinish(t *testing.T, h Harness) {
 	e := layout(t, h)
 	var ins []*store.Instance
 	for i := 1; i <= 7; i++ {
 		ins = append(ins, inst(fmt.Sprintf("p-%d", i), "q"))
 	}
-	ins = append(ins, inst("p-8", "q-cancel"))
+	ins = append(ins, inst("p-8", "q-cancel"), inst("p-9", "q-cancel"))
 	e.enqueue(base, ins...)
 	if got := e.claim("q", "w", 10, base, at(time.Hour)).Instances; len(got) != 7 {
 		t.Fatalf("Claim returned %v, want p-1..p-7", ids(got))
 	}
-	e.done("w", at(secs(10)), "p-1") // done list empty: done
-	e.done("w", at(secs(5)), "p-2")  // behind 10s: late
-	e.done("w", at(secs(10)), "p-3") // at the tail: done
-	if _, err := e.s.Cancel(t.Context(), &store.CancelParams{ID: "p-8", Now: at(secs(1)), Node: "n"}); err != nil {
-		t.Fatalf("Cancel p-8: %v", err) // behind: late
+	cancel := func(id string, now time.Time) {
+		t.Helper()
+		if _, err := e.s.Cancel(t.Context(), &store.CancelParams{ID: id, Now: now, Node: "n"}); err != nil {
+			t.Fatalf("Cancel %s: %v", id, err)
+		}
 	}
-	e.done("w", at(secs(20)), "p-4") // done
+	e.done("w", at(secs(10)), "p-1") // Completed list empty: there
+	e.done("w", at(secs(5)), "p-2")  // behind its tail at 10s: late
+	e.done("w", at(secs(10)), "p-3") // at the tail: Completed list
+	cancel("p-8", at(secs(1)))       // Canceled list empty, though 1s is behind every other: there
+	cancel("p-9", at(secs(0.5)))     // behind the Canceled list's tail: late
+	e.done("w", at(secs(20)), "p-4") // Completed list
 	e.done("w", at(secs(2)), "p-5")  // late
 	e.done("w", at(secs(15)), "p-6") // late
-	e.done("w", at(secs(25)), "p-7") // done
+	e.done("w", at(secs(25)), "p-7") // Completed list
 
-	check := func(when string, done, late []doneEntry) {
+	check := func(when string, completed, canceled, late []doneEntry) {
 		t.Helper()
-		if got := e.doneList(); !slices.Equal(got, done) {
-			t.Fatalf("%s: done list %v, want %v", when, got, done)
+		if got := e.doneList(store.Completed); !slices.Equal(got, completed) {
+			t.Fatalf("%s: Completed list %v, want %v", when, got, completed)
+		}
+		if got := e.doneList(store.Canceled); !slices.Equal(got, canceled) {
+			t.Fatalf("%s: Canceled list %v, want %v", when, got, canceled)
 		}
 		if got := e.lateSet(); !slices.Equal(got, late) {
 			t.Fatalf("%s: late set %v, want %v", when, got, late)
 		}
+		for _, st := range []store.State{store.Terminated, store.TimedOut} {
+			if got := e.doneList(st); len(got) != 0 {
+				t.Fatalf("%s: %v list %v, want it empty", when, st, got)
+			}
+		}
 	}
 	check("after finishing", []doneEntry{{"p-1", secs(10)}, {"p-3", secs(10)}, {"p-4", secs(20)}, {"p-7", secs(25)}},
-		[]doneEntry{{"p-8", secs(1)}, {"p-5", secs(2)}, {"p-2", secs(5)}, {"p-6", secs(15)}})
-	for id, fin := range map[string]time.Duration{"p-1": secs(10), "p-2": secs(5), "p-5": secs(2), "p-6": secs(15), "p-8": secs(1)} {
+		[]doneEntry{{"p-8", secs(1)}},
+		[]doneEntry{{"p-9", secs(0.5)}, {"p-5", secs(2)}, {"p-2", secs(5)}, {"p-6", secs(15)}})
+	for id, fin := range map[string]time.Duration{"p-1": secs(10), "p-2": secs(5), "p-5": secs(2), "p-6": secs(15), "p-8": secs(1), "p-9": secs(0.5)} {
 		if in := e.get(id); !in.FinishedAt.Equal(at(fin)) || !in.State.Final() {
 			t.Fatalf("%s: state %v finished %v, want final at %v", id, in.State, in.FinishedAt.Sub(base), fin)
 		}
 	}
 
-	// FinishedAt order: p-8 1s, p-5 2s, p-2 5s, p-1 10s, p-3 10s, p-6 15s,
-	// p-4 20s, p-7 25s.
+	// FinishedAt order: p-9 0.5s (late), p-8 1s (Canceled), p-5 2s (late),
+	// p-2 5s (late), p-1 10s, p-3 10s, p-6 15s (late), p-4 20s, p-7 25s.
 	type step struct {
-		p    store.PruneParams
-		n    int
-		done []doneEntry
-		late []doneEntry
+		p                         store.PruneParams
+		n                         int
+		completed, canceled, late []doneEntry
 	}
+	completed := []doneEntry{{"p-1", secs(10)}, {"p-3", secs(10)}, {"p-4", secs(20)}, {"p-7", secs(25)}}
 	for i, s := range []step{
-		{ // keep 5 of 8, at most 1 this call: the oldest (late set)
-			store.PruneParams{KeepFinished: 5, Limit: 1}, 1,
-			[]doneEntry{{"p-1", secs(10)}, {"p-3", secs(10)}, {"p-4", secs(20)}, {"p-7", secs(25)}},
+		{ // keep 6 of 9, at most 1 this call: the oldest (late set)
+			store.PruneParams{KeepFinished: 6, Limit: 1}, 1,
+			completed, []doneEntry{{"p-8", secs(1)}},
 			[]doneEntry{{"p-5", secs(2)}, {"p-2", secs(5)}, {"p-6", secs(15)}},
 		},
-		{ // keep 5 of 7, default limit: the two oldest (late set), not p-1
-			store.PruneParams{KeepFinished: 5}, 2,
-			[]doneEntry{{"p-1", secs(10)}, {"p-3", secs(10)}, {"p-4", secs(20)}, {"p-7", secs(25)}},
-			[]doneEntry{{"p-6", secs(15)}},
+		{ // keep 6 of 8, default limit: the Canceled list's p-8, then the late p-5
+			store.PruneParams{KeepFinished: 6}, 2,
+			completed, nil,
+			[]doneEntry{{"p-2", secs(5)}, {"p-6", secs(15)}},
 		},
-		{ // finished before 16s (p-1, p-3, p-6), at most 2: the done list's
+		{ // finished before 16s, at most 2: the late p-2, then the Completed list's p-1
 			store.PruneParams{FinishedBefore: at(secs(16)), Limit: 2}, 2,
-			[]doneEntry{{"p-4", secs(20)}, {"p-7", secs(25)}},
+			completed[1:], nil,
 			[]doneEntry{{"p-6", secs(15)}},
 		},
-		{ // the rest before 16s: the late p-6, not the done list's p-4
-			store.PruneParams{FinishedBefore: at(secs(16)), Limit: 10}, 1,
-			[]doneEntry{{"p-4", secs(20)}, {"p-7", secs(25)}},
-			nil,
+		{ // the rest before 16s: p-3 from the list, p-6 from the late set, not p-4
+			store.PruneParams{FinishedBefore: at(secs(16)), Limit: 10}, 2,
+			completed[2:], nil, nil,
 		},
 		{ // nothing more before 16s
 			store.PruneParams{FinishedBefore: at(secs(16))}, 0,
-			[]doneEntry{{"p-4", secs(20)}, {"p-7", secs(25)}},
-			nil,
+			completed[2:], nil, nil,
 		},
 		{ // keep 1
 			store.PruneParams{KeepFinished: 1}, 1,
-			[]doneEntry{{"p-7", secs(25)}},
-			nil,
+			completed[3:], nil, nil,
 		},
 	} {
 		s.p.Now = at(time.Minute)
@@ -439,10 +452,10 @@ func testLateFinish(t *testing.T, h Harness) {
 		if res.Instances != s.n {
 			t.Fatalf("prune step %d (%+v): removed %d instances, want %d", i, s.p, res.Instances, s.n)
 		}
-		check(fmt.Sprintf("after prune step %d", i), s.done, s.late)
+		check(fmt.Sprintf("after prune step %d", i), s.completed, s.canceled, s.late)
 		// The instances left are exactly those the lists name.
 		var want []string
-		for _, d := range append(slices.Clone(s.done), s.late...) {
+		for _, d := range slices.Concat(s.completed, s.canceled, s.late) {
 			want = append(want, d.id)
 		}
 		slices.Sort(want)
@@ -943,7 +956,7 @@ func testUUIDIDs(t *testing.T, h Harness) {
 	}
 	e.finish("w", at(4*time.Minute), store.Outcome{ID: lower, Attempt: 2, State: store.Completed, Result: []byte(`1`)},
 		store.Outcome{ID: upper, Attempt: 2, State: store.Completed})
-	done := e.doneList()
+	done := e.doneList(store.Completed)
 	if len(done) != 2 || done[0].id != lower || done[1].id != upper {
 		t.Fatalf("done list %v, want both", done)
 	}

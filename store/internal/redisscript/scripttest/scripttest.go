@@ -54,6 +54,9 @@ func Run(t *testing.T, h Harness) {
 		{"CancelReady", testCancelReady},
 		{"CancelReadyReused", testCancelReadyReused},
 		{"UUIDIDs", testUUIDIDs},
+		{"LookupByStateReadsOnlyItsState", testLookupByStateReadsOnlyItsState},
+		{"RunSet", testRunSet},
+		{"KindCounts", testKindCounts},
 		{"ManagerStartedBeforeServer", testManagerBeforeServer},
 	}
 	for _, tc := range tests {
