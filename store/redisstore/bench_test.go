@@ -16,6 +16,7 @@ import (
 
 	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/internal/redisscript"
 	"github.com/jobkit/job/store/redisstore"
 )
 
@@ -426,4 +427,76 @@ func serverMicrosAll(b *testing.B, c *redis.Client) int64 {
 		}
 	}
 	return usec
+}
+
+// BenchmarkClaimFinishSplit claims 16 and completes them, as a manager
+// with 64 workers does (it claims a quarter of its pool at a time), and
+// reports Redis's time per job for each script apart.
+func BenchmarkClaimFinishSplit(b *testing.B) {
+	c := benchClient(b)
+	ns := fmt.Sprintf("bench_split_%d", time.Now().UnixNano())
+	s := redisstore.New(c, redisstore.WithNamespace(ns))
+	const batch = 16
+	fill(b, s, ns, b.N*batch)
+	ctx := context.Background()
+	var claimUsec, finishUsec int64
+	b.ResetTimer()
+	for range b.N {
+		u0, _ := serverMicros(b, c)
+		res, err := s.Claim(ctx, &store.ClaimParams{Queue: "default", Owner: "w", Limit: batch, Now: benchBase, LeaseUntil: benchBase.Add(time.Minute)})
+		if err != nil || len(res.Instances) != batch {
+			b.Fatalf("claim: %v, %d", err, len(res.Instances))
+		}
+		u1, _ := serverMicros(b, c)
+		outs := make([]store.Outcome, len(res.Instances))
+		for i, in := range res.Instances {
+			outs[i] = store.Outcome{ID: in.ID, Attempt: in.Attempt, State: store.Completed, Result: []byte(`[]`)}
+		}
+		if _, err := s.Finish(ctx, &store.FinishParams{Owner: "w", Now: benchBase, Outcomes: outs}); err != nil {
+			b.Fatal(err)
+		}
+		u2, _ := serverMicros(b, c)
+		claimUsec += u1 - u0
+		finishUsec += u2 - u1
+	}
+	b.ReportMetric(float64(claimUsec)/float64(b.N*batch), "claim-server-µs/job")
+	b.ReportMetric(float64(finishUsec)/float64(b.N*batch), "finish-server-µs/job")
+}
+
+// BenchmarkScriptCallCost measures what every script call costs Redis
+// before its own work: a bare script (EVALSHA itself), lib.lua's
+// top-level definitions, which every script runs first, and a claim on
+// an empty queue.
+func BenchmarkScriptCallCost(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	keys, err := redisscript.NewKeys(fmt.Sprintf("bench_call_%d", time.Now().UnixNano()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	lib, _, ok := strings.Cut(redisscript.Claim.Source, "\n-- ---- claim.lua ----")
+	if !ok {
+		b.Fatal("no claim.lua marker in the claim script")
+	}
+	args := []any{keys.Prefix, "1", "w", "2", "16", "default"}
+	for _, tc := range []struct{ name, src string }{
+		{"bare", "return 1"},
+		{"lib", lib + "\nreturn 1"},
+		{"empty_claim", redisscript.Claim.Source},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			sc := redis.NewScript(tc.src)
+			if err := sc.Run(ctx, c, keys.Script, args...).Err(); err != nil {
+				b.Fatal(err)
+			}
+			u0, n0 := serverMicros(b, c)
+			for range b.N {
+				if err := sc.Run(ctx, c, keys.Script, args...).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			u1, n1 := serverMicros(b, c)
+			b.ReportMetric(float64(u1-u0)/float64(n1-n0), "server-µs/call")
+		})
+	}
 }
