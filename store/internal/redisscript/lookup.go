@@ -15,8 +15,8 @@ import (
 
 // LookupInstances implements store.History. By ID it reads one instance.
 // With states it asks the plan script which is smaller: the states' own
-// structures (ready lists and scheduled sets, lease batches, done lists)
-// or the kind's buckets over the CreatedAt range, and reads that one, so
+// structures (scheduled sets and ready lists, the run set, done lists) or
+// the kind's buckets over the CreatedAt range, and reads that one, so
 // looking up what runs, waits or failed never reads the completed history.
 // Otherwise it reads the kind's buckets (or every kind's) newest second
 // first over the CreatedAt range, so a bounded query reads only its range
@@ -38,7 +38,10 @@ func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.In
 	}
 	var out []*store.Instance
 	var errs []error
-	// match keeps the instances stored under sids that match q.
+	// match keeps the instances stored under sids that match q, each once:
+	// an ID reused with another kind after it was pruned is in a bucket of
+	// each kind.
+	kept := map[string]bool{}
 	match := func(sids []string) int {
 		got, err := c.records(ctx, sids)
 		if err != nil {
@@ -46,7 +49,8 @@ func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.In
 		}
 		n := 0
 		for _, sid := range sids {
-			if in := got[sid]; in != nil && q.MatchInstance(in) {
+			if in := got[sid]; in != nil && !kept[sid] && q.MatchInstance(in) {
+				kept[sid] = true
 				out = append(out, in)
 				n++
 			}
@@ -122,12 +126,22 @@ func (c *Core) planByState(ctx context.Context, q *store.Query) (bool, error) {
 
 // eachInState calls fn with the stored IDs of the instances that may be in
 // one of states, in parts of at most 1000 new IDs, from the states' own
-// structures: for Scheduled the ready lists and the scheduled set of queue
-// (of every queue when it is empty), for Processing the run set, for
-// a final state its done list, and the late set. An ID is passed once. The
-// structures are read in pages while they change, so an ID can be one
-// whose instance has left the state since: the caller checks each
-// instance's state.
+// structures: for Scheduled the scheduled set and the ready lists of queue
+// (of every queue when it is empty), for Processing the run set, for a
+// final state its done list, and the late set. An ID is passed once; an
+// instance that has left the states since may be among them, so the
+// caller checks each instance's state.
+//
+// Every instance in one of the states for the whole lookup is passed,
+// though instances move between the structures while they are read in
+// pages. Each read passes every member present for the whole of it, and
+// the reads follow the way instances move: the scheduled set (a due one
+// moves to the tail of its ready list), the ready lists (a claimed one
+// moves to the run set), the run set (a finished one to a done list), the
+// done lists. One that moves on during a read is in a structure read
+// later. The only way back is from the run set to a queue (a rescued,
+// retried or handed-back attempt), so with both Scheduled and Processing
+// asked for, the queues are read again after the run set.
 func (c *Core) eachInState(ctx context.Context, states []store.State, queue string, fn func(sids []string) error) error {
 	seen := map[string]bool{}
 	var part []string
@@ -157,20 +171,30 @@ func (c *Core) eachInState(ctx context.Context, states []store.State, queue stri
 			return nil
 		}
 	}
-	final := false
-	for _, st := range states {
-		var err error
-		switch {
-		case st == store.Scheduled:
-			err = c.eachScheduled(ctx, queue, strip(readyHead), strip(schedHead))
-		case st == store.Processing:
-			err = c.scanSet(ctx, "SSCAN", c.keys.Run(), strip(0))
-		case st.Final():
-			final = true
-			err = c.listTail(ctx, c.keys.Done(st), strip(doneHead))
-		}
-		if err != nil {
+	scheduled := func() error { return c.eachScheduled(ctx, queue, strip(schedHead), strip(readyHead)) }
+	sched, proc := slices.Contains(states, store.Scheduled), slices.Contains(states, store.Processing)
+	if sched {
+		if err := scheduled(); err != nil {
 			return err
+		}
+	}
+	if proc {
+		if err := c.scanSet(ctx, "SSCAN", c.keys.Run(), strip(0)); err != nil {
+			return err
+		}
+		if sched {
+			if err := scheduled(); err != nil {
+				return err
+			}
+		}
+	}
+	final := false
+	for _, st := range finalStates {
+		if slices.Contains(states, st) {
+			final = true
+			if err := c.listTail(ctx, c.keys.Done(st), strip(doneHead)); err != nil {
+				return err
+			}
 		}
 	}
 	if final {
@@ -184,6 +208,9 @@ func (c *Core) eachInState(ctx context.Context, states []store.State, queue stri
 	return nil
 }
 
+// finalStates are the states with a done list each.
+var finalStates = []store.State{store.Completed, store.Terminated, store.Canceled, store.TimedOut}
+
 // The bytes before the ID in a member of a ready list (Seq), of a
 // scheduled set (Seq, priority) and of a done list (FinishedAt); see
 // lua/lib.lua.
@@ -193,10 +220,11 @@ const (
 	doneHead  = 7
 )
 
-// eachScheduled passes the members of the ready lists of queue (of every
-// queue when it is empty) to ready and those of its scheduled set to
-// sched, in pages.
-func (c *Core) eachScheduled(ctx context.Context, queue string, ready, sched func([]string) error) error {
+// eachScheduled passes the members of the scheduled set of queue (of
+// every queue when it is empty) to sched and then those of its ready lists
+// to ready, in pages: a due instance moves from the set to a ready list,
+// which is read after.
+func (c *Core) eachScheduled(ctx context.Context, queue string, sched, ready func([]string) error) error {
 	queues := []string{queue}
 	if queue == "" {
 		v, err := c.r.Do(ctx, "SMEMBERS", c.keys.Queues())
@@ -209,6 +237,9 @@ func (c *Core) eachScheduled(ctx context.Context, queue string, ready, sched fun
 		}
 	}
 	for _, q := range queues {
+		if err := c.scanSet(ctx, "ZSCAN", c.keys.Sched(q), sched); err != nil {
+			return err
+		}
 		v, err := c.r.Do(ctx, "ZRANGE", c.keys.Levels(q), "0", "-1")
 		if err != nil {
 			return c.wrap(ctx, "lookup", err)
@@ -221,9 +252,6 @@ func (c *Core) eachScheduled(ctx context.Context, queue string, ready, sched fun
 			if err := c.listTail(ctx, c.keys.Ready(q, prio), ready); err != nil {
 				return err
 			}
-		}
-		if err := c.scanSet(ctx, "ZSCAN", c.keys.Sched(q), sched); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -528,9 +556,13 @@ func (c *Core) LookupHistory(ctx context.Context, q *store.Query) ([]*store.Hist
 			return nil, err
 		}
 	case q.Since.IsZero() && (q.Kind != "" || finals):
+		// The instances that can have such records: with final states only,
+		// those in one of them, whenever created (a record's time can be
+		// before its instance's CreatedAt when the callers' clocks differ);
+		// otherwise the kind's, created before the range ends.
 		iq := &store.Query{Kind: q.Kind, Until: q.Until}
 		if finals {
-			iq.States = q.States
+			iq.States, iq.Until = q.States, time.Time{}
 		}
 		ins, err := c.LookupInstances(ctx, iq)
 		if err != nil && !errors.Is(err, store.ErrCorrupt) {
