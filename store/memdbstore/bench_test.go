@@ -198,3 +198,53 @@ func heapAlloc() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// BenchmarkLookupByState looks up instances by state in a store that holds
+// 100k completed instances besides 20 scheduled and 20 processing ones:
+// a lookup of what waits or runs should cost what it returns, not what
+// the store holds.
+func BenchmarkLookupByState(b *testing.B) {
+	s := memdbstore.New()
+	ctx := context.Background()
+	const done = 100_000
+	fill(b, s, "q", 0, done, nil)
+	for {
+		res, err := s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: 1000, Now: benchBase, LeaseUntil: benchBase.Add(time.Hour)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Instances) == 0 {
+			break
+		}
+		outs := make([]store.Outcome, len(res.Instances))
+		for i, in := range res.Instances {
+			outs[i] = store.Outcome{ID: in.ID, Attempt: in.Attempt, State: store.Completed}
+		}
+		if _, err := s.Finish(ctx, &store.FinishParams{Owner: "w", Now: benchBase, Outcomes: outs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fill(b, s, "q", done, 40, nil)
+	if res, err := s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: 20, Now: benchBase, LeaseUntil: benchBase.Add(time.Hour)}); err != nil || len(res.Instances) != 20 {
+		b.Fatalf("claim: %v, %d instances", err, len(res.Instances))
+	}
+	for _, tc := range []struct {
+		name string
+		q    store.Query
+		want int
+	}{
+		{"processing", store.Query{States: []store.State{store.Processing}}, 20},
+		{"scheduled", store.Query{States: []store.State{store.Scheduled}}, 20},
+		{"scheduled+processing", store.Query{States: []store.State{store.Scheduled, store.Processing}}, 40},
+		{"completed_limit10", store.Query{States: []store.State{store.Completed}, Limit: 10}, 10},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				got, err := s.LookupInstances(ctx, &tc.q)
+				if err != nil || len(got) != tc.want {
+					b.Fatalf("lookup: %v, %d instances, want %d", err, len(got), tc.want)
+				}
+			}
+		})
+	}
+}

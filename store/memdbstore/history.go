@@ -32,7 +32,39 @@ func forEach(tx *memdb.Txn, q *store.Query, fn func(r *rec)) error {
 		}
 		return err
 	}
-	it, err := tx.Get(tInstances, iID)
+	return eachIn(tx, iID, fn)
+}
+
+// forEachInState is forEach for a lookup of instances: with q.States it
+// walks only the indexes of those states (ready for Scheduled, due for
+// Processing, final for the final states), so looking up what waits or
+// runs does not walk the finished history. The states are exclusive, so
+// no instance is in two of the indexes.
+func forEachInState(tx *memdb.Txn, q *store.Query, fn func(r *rec)) error {
+	if q.InstanceID != "" || len(q.States) == 0 {
+		return forEach(tx, q, fn)
+	}
+	var indexes []string
+	if slices.Contains(q.States, store.Scheduled) {
+		indexes = append(indexes, iReady)
+	}
+	if slices.Contains(q.States, store.Processing) {
+		indexes = append(indexes, iDue)
+	}
+	if slices.ContainsFunc(q.States, store.State.Final) {
+		indexes = append(indexes, iFinal)
+	}
+	for _, index := range indexes {
+		if err := eachIn(tx, index, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eachIn calls fn for every instance in index.
+func eachIn(tx *memdb.Txn, index string, fn func(r *rec)) error {
+	it, err := tx.Get(tInstances, index)
 	if err != nil {
 		return err
 	}
@@ -62,13 +94,14 @@ func (r *rec) matches(q *store.Query, since, until int64) bool {
 }
 
 // LookupInstances implements store.History. A lookup by InstanceID is one
-// index read; any other walks every instance (there is no index by kind or
-// creation time: each would cost every pending instance ~400 bytes).
+// index read; one by states walks those states' indexes; any other walks
+// every instance (there is no index by kind or creation time: each would
+// cost every pending instance ~400 bytes).
 func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
 	var found []*rec
 	err := s.read(ctx, "lookup instances", q, func(tx *memdb.Txn) error {
 		since, until := rangeNanos(q)
-		return forEach(tx, q, func(r *rec) {
+		return forEachInState(tx, q, func(r *rec) {
 			if r.matches(q, since, until) {
 				found = append(found, r)
 			}
