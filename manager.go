@@ -5,16 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/jobkit/job/store"
-	"github.com/jobkit/job/store/memdbstore"
 )
 
 // Manager registers jobs, schedules their instances into its store, and
@@ -91,54 +87,6 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	return m, nil
 }
 
-func (c *config) defaults() {
-	if c.store == nil {
-		c.store = memdbstore.New()
-	}
-	if c.workers == 0 {
-		c.workers = DefaultWorkers
-	}
-	if len(c.queues) == 0 {
-		c.queues = []string{DefaultQueue}
-	}
-	if c.node == "" {
-		host, _ := os.Hostname()
-		c.node = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strings.ReplaceAll(uuid.NewString()[:8], "-", ""))
-	}
-	if c.logger == nil {
-		c.logger = slog.Default()
-	}
-	if c.clock == nil {
-		c.clock = SystemClock{}
-	}
-	if c.lease == 0 {
-		c.lease = DefaultLease
-	}
-	c.renewInterval = c.lease / 3
-	if c.pollInterval == 0 {
-		c.pollInterval = DefaultPollInterval
-	}
-	if c.rescueInterval == 0 {
-		c.rescueInterval = DefaultRescueInterval
-	}
-	if c.claimBatch == 0 {
-		c.claimBatch = DefaultClaimBatch
-	}
-	if c.finishBatch == 0 {
-		c.finishBatch = DefaultFinishBatch
-	}
-	if !c.lingerSet {
-		c.finishLinger = DefaultFinishLinger
-	}
-	if c.pruneInterval == 0 {
-		c.pruneInterval = DefaultPruneInterval
-	}
-	if c.finishedMaxAge == 0 && c.finishedMax == 0 && c.historyMaxAge == 0 && c.logMaxAge == 0 {
-		c.finishedMaxAge, c.finishedMax = DefaultFinishedMaxAge, DefaultFinishedMax
-		c.historyMaxAge, c.logMaxAge = DefaultHistoryMaxAge, DefaultLogMaxAge
-	}
-}
-
 // NodeID returns the manager's node ID, as leases, history and logs name
 // it.
 func (m *Manager) NodeID() string { return m.node }
@@ -185,131 +133,6 @@ func (m *Manager) LookupJob(kind string) (*Job, error) { return m.reg.lookup(kin
 // RegisteredKinds returns the kinds registered with the manager, sorted.
 func (m *Manager) RegisteredKinds() []string { return m.reg.kinds() }
 
-// ScheduleJob stores a new instance of the job of that kind, due now unless
-// opts say otherwise. The arguments are checked against the executor's
-// parameters before anything is stored. When a unique key is held by
-// another instance, it returns that instance and an error wrapping
-// ErrDuplicate.
-//
-// Concurrent calls share store round trips: calls made while another's
-// write is in flight go to the store together in one batch when it
-// returns (see enqueuer), and a call made while none is in flight goes
-// straight through. A call whose ctx ends while it waits for its batch
-// returns ctx's error and stores nothing.
-func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...ScheduleOption) (Instance, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
-	}
-	j, err := m.reg.lookup(kind)
-	if err != nil {
-		return nil, err
-	}
-	var c scheduleConfig
-	for _, o := range opts {
-		if err := o(&c); err != nil {
-			return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
-		}
-	}
-	rec, err := m.newRecord(j, &c)
-	if err != nil {
-		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
-	}
-	res, err := m.enq.enqueue(ctx, rec)
-	if err != nil {
-		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
-	}
-	if res.Err != nil {
-		if errors.Is(res.Err, store.ErrDuplicate) {
-			holder, lerr := m.LookupInstance(ctx, res.ID)
-			if lerr != nil {
-				return nil, fmt.Errorf("job: schedule %q: %w (and looking up holder %s: %v)", kind, res.Err, res.ID, lerr)
-			}
-			return holder, fmt.Errorf("job: schedule %q with unique key %q: %w (held by instance %s)", kind, rec.UniqueKey, res.Err, res.ID)
-		}
-		return nil, fmt.Errorf("job: schedule %q: %w", kind, res.Err)
-	}
-	rec.State, rec.Seq, rec.UpdatedAt = store.Scheduled, res.Seq, rec.CreatedAt
-	m.notifyLocal()
-	inst := newInstance(rec, m)
-	if j.onStateChange != nil {
-		j.onStateChange(inst, store.Scheduled)
-	}
-	return inst, nil
-}
-
-// newRecord builds the stored record of a new instance of j.
-func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) {
-	args, err := j.exec.encodeArgs(c.args)
-	if err != nil {
-		return nil, err
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return nil, fmt.Errorf("job: new instance ID: %w", err)
-	}
-	now := m.clock.Now()
-	rec := &store.Instance{
-		ID:         id.String(),
-		Kind:       j.kind,
-		Queue:      j.queue,
-		Args:       args,
-		Priority:   int(j.priority),
-		MaxRetries: j.maxRetries,
-		Timeout:    j.timeout,
-		CreatedAt:  now,
-		RunAt:      now,
-	}
-	if c.queue != "" {
-		rec.Queue = c.queue
-	}
-	if c.priority != nil {
-		rec.Priority = int(*c.priority)
-	}
-	if c.maxRetries != nil {
-		rec.MaxRetries = *c.maxRetries
-	}
-	if c.timeout != nil {
-		rec.Timeout = *c.timeout
-	}
-	switch {
-	case !c.runAt.IsZero():
-		rec.RunAt = c.runAt
-	case c.after > 0:
-		rec.RunAt = now.Add(c.after)
-	}
-	rec.RunAt = rec.RunAt.Add(jitter(c.jitter))
-	if c.uniqueKey != "" {
-		rec.UniqueKey, rec.UniqueUntil = c.uniqueKey, now.Add(c.uniqueTTL)
-	}
-	if c.tickKey != "" {
-		rec.UniqueKey, rec.UniqueUntil = c.tickKey, c.tickHoldTil
-	}
-	return rec, nil
-}
-
-// CancelInstance cancels the instance with that ID. A pending instance is
-// Canceled at once; a running one has its context canceled (at once when it
-// runs on this manager, at the owner's next lease renewal otherwise) and
-// ends Canceled. It returns ErrNotFound or ErrFinished when there is
-// nothing to cancel.
-func (m *Manager) CancelInstance(ctx context.Context, id string) (Instance, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("job: cancel %s: %w", id, err)
-	}
-	rec, err := m.store.Cancel(ctx, &store.CancelParams{ID: id, Now: m.clock.Now(), Node: m.node})
-	if err != nil {
-		return nil, fmt.Errorf("job: cancel %s: %w", id, err)
-	}
-	if rec.State == store.Processing {
-		if a := m.active.get(id); a != nil && a.rec.Attempt == rec.Attempt {
-			a.cancel(ErrCanceled)
-		}
-	} else if j, ok := m.reg.get(rec.Kind); ok && j.onStateChange != nil {
-		j.onStateChange(newInstance(rec, m), rec.State)
-	}
-	return newInstance(rec, m), nil
-}
-
 // SetWorkers changes how many instances run at once, while running or not.
 // Shrinking never interrupts running attempts; it only claims less.
 func (m *Manager) SetWorkers(n int) error {
@@ -332,32 +155,179 @@ func (m *Manager) notifyLocal() {
 	}
 }
 
-// appendLog implements logSink for the manager's instances.
-func (m *Manager) appendLog(rec *store.LogRecord) {
-	rec.Time = m.clock.Now()
-	rec.Node = m.node
-	m.logMu.RLock()
-	if m.logCh != nil {
-		m.logsQueued.Add(1)
-		select {
-		case m.logCh <- rec:
-			m.logMu.RUnlock()
-			return
-		default: // the buffer is full: write through rather than drop
-			m.logsQueued.Add(-1)
-		}
-	}
-	m.logMu.RUnlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := m.store.AppendLogs(ctx, []*store.LogRecord{rec}); err != nil {
-		m.log.Error("write instance log", "instance", rec.InstanceID, "err", err)
-	}
-}
-
 // signalChanged wakes Wait.
 func (m *Manager) signalChanged() {
 	ch := make(chan struct{})
 	old := m.changed.Swap(&ch)
 	close(*old)
+}
+
+// Start starts the manager's background work: claiming and running
+// instances of its queues, renewing leases, rescuing expired ones,
+// scheduling recurring jobs' ticks, and retention. ctx bounds only the
+// start itself; call Stop to stop. A stopped manager cannot start again.
+func (m *Manager) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("job: start: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.running {
+		return ErrAlreadyStarted
+	}
+	if m.stopped {
+		return fmt.Errorf("%w: a stopped manager cannot start again; create a new one", ErrNotRunning)
+	}
+	m.running = true
+	m.stopCh = make(chan struct{})
+	m.runCtx, m.runCancel = context.WithCancelCause(context.Background())
+	m.finishCh = make(chan *finishReq, 4*m.cfg.finishBatch)
+	m.logMu.Lock()
+	m.logCh = make(chan *store.LogRecord, 8192)
+	m.logMu.Unlock()
+
+	m.finishWG.Add(1)
+	go m.completer()
+	m.logWG.Add(1)
+	go m.logWriter(m.logCh)
+	m.renewStop = make(chan struct{})
+	m.renewWG.Add(1)
+	go m.renewLoop()
+	m.bg.Add(3 + len(m.cfg.queues))
+	go m.claimLoop()
+	go m.rescueLoop()
+	go m.pruneLoop()
+	for _, q := range m.cfg.queues {
+		go m.subscribe(q)
+	}
+	for _, j := range m.reg.all() {
+		if j.recurring != nil {
+			m.startRecurringLocked(j)
+		}
+	}
+	m.log.Debug("manager started", "workers", m.cfg.workers, "queues", m.cfg.queues)
+	return nil
+}
+
+// Stop stops claiming and scheduling, lets running attempts finish until
+// ctx ends, then cancels those still running (their context's cause is
+// ErrShutdown) and hands their leases back, so another manager can run them
+// at once without counting the attempt. It returns ctx's error when ctx
+// ended before everything finished, and nil otherwise.
+func (m *Manager) Stop(ctx context.Context) error {
+	m.mu.Lock()
+	if !m.running {
+		m.mu.Unlock()
+		return ErrNotRunning
+	}
+	m.running = false
+	m.stopped = true
+	close(m.stopCh)
+	for kind, stop := range m.recurring {
+		close(stop)
+		delete(m.recurring, kind)
+	}
+	m.mu.Unlock()
+
+	m.bg.Wait() // no more claims or ticks
+	var drainErr error
+	if err := m.drain(ctx); err != nil {
+		drainErr = err
+		m.runCancel(ErrShutdown)
+		m.handBack()
+	}
+	close(m.finishCh)
+	m.finishWG.Wait()
+	close(m.renewStop)
+	m.renewWG.Wait()
+	m.logMu.Lock()
+	close(m.logCh)
+	m.logCh = nil
+	m.logMu.Unlock()
+	m.logWG.Wait()
+	m.runCancel(ErrShutdown)
+	m.signalChanged()
+	if drainErr != nil {
+		return fmt.Errorf("job: stop: running attempts handed back: %w", drainErr)
+	}
+	return nil
+}
+
+// drain waits until no attempt runs or ctx ends.
+func (m *Manager) drain(ctx context.Context) error {
+	for {
+		if _, busy := m.pool.stats(); busy == 0 {
+			return nil
+		}
+		select {
+		case <-m.pool.freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// handBack releases the leases of attempts still running after Stop's
+// deadline: they go back to the queue at their old place (their run time
+// is kept, so they are due at once), their attempt not counted.
+func (m *Manager) handBack() {
+	for _, a := range m.active.snapshot() {
+		if !a.settled.CompareAndSwap(false, true) {
+			continue
+		}
+		m.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m), out: store.Outcome{
+			ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true,
+			Error: "handed back: " + ErrShutdown.Error(),
+		}})
+	}
+}
+
+// Wait returns when no instance of the manager's queues is pending or
+// running (ticks of recurring jobs not yet due do not count), or with
+// ctx's error when ctx ends first.
+func (m *Manager) Wait(ctx context.Context) error {
+	for {
+		changed := *m.changed.Load()
+		idle, err := m.idle(ctx)
+		if err != nil {
+			return fmt.Errorf("job: wait: %w", err)
+		}
+		if idle {
+			return nil
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("job: wait: %w", ctx.Err())
+		}
+		t.Stop()
+	}
+}
+
+func (m *Manager) idle(ctx context.Context) (bool, error) {
+	if m.active.len() > 0 || m.unflushed.Load() > 0 || m.logsQueued.Load() > 0 {
+		return false, nil
+	}
+	now := m.clock.Now()
+	for _, q := range m.cfg.queues {
+		insts, err := m.store.LookupInstances(ctx, &store.Query{
+			Queue: q, States: []store.State{store.Scheduled, store.Processing}, Limit: 256,
+		})
+		if err != nil && !errors.Is(err, store.ErrCorrupt) {
+			return false, err
+		}
+		for _, in := range insts {
+			pendingTick := in.State == store.Scheduled && in.RunAt.After(now) && strings.HasPrefix(in.UniqueKey, tickKeyPrefix)
+			if !pendingTick {
+				return false, nil
+			}
+		}
+		if len(insts) == 256 {
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -3,165 +3,133 @@ package job
 import (
 	"context"
 	"errors"
-	"time"
+	"fmt"
+	"github.com/google/uuid"
 
 	"github.com/jobkit/job/store"
 )
 
-// claimLoop claims ready instances while workers are free. It claims at
-// most as many as there are free workers, from the manager's queues in
-// turn; when a claim comes back short it sleeps until the earliest next
-// run time the store reported, a wake-up (a local schedule, a store
-// notification, a freed worker), or the poll interval, whichever is first.
-func (m *Manager) claimLoop() {
-	defer m.bg.Done()
-	queues := m.cfg.queues
-	start := 0
-	failures := 0
-	for {
-		select {
-		case <-m.stopCh:
-			return
-		default:
-		}
-		free := m.pool.free()
-		if free == 0 {
-			select {
-			case <-m.pool.freed:
-			case <-m.stopCh:
-				return
-			}
-			continue
-		}
-		// Drain a pending wake-up: this claim covers it.
-		select {
-		case <-m.wake:
-		default:
-		}
-		full := false
-		var next time.Time
-		var claimErr error
-		for i := range queues {
-			q := queues[(start+i)%len(queues)]
-			if free == 0 {
-				full = true
-				break
-			}
-			limit := min(free, m.cfg.claimBatch)
-			n, nextRun, err := m.claim(q, limit)
-			if err != nil {
-				claimErr = err
-				continue
-			}
-			free -= n
-			if n == limit {
-				full = true
-			} else if !nextRun.IsZero() && (next.IsZero() || nextRun.Before(next)) {
-				next = nextRun
-			}
-		}
-		start++
-		if claimErr != nil {
-			failures++
-			d := retryDelay(failures - 1)
-			m.log.Warn("claim failed; retrying", "err", claimErr, "in", d)
-			if !sleep(SystemClock{}, d, m.stopCh) {
-				return
-			}
-			continue
-		}
-		failures = 0
-		if full {
-			continue
-		}
-		wait := m.cfg.pollInterval
-		if !next.IsZero() {
-			wait = min(wait, next.Sub(m.clock.Now()))
-		}
-		if wait <= 0 {
-			continue
-		}
-		t := m.clock.NewTimer(wait)
-		select {
-		case <-t.C():
-		case <-m.wake:
-		case <-m.pool.freed:
-		case <-m.stopCh:
-			t.Stop()
-			return
-		}
-		t.Stop()
+// ScheduleJob stores a new instance of the job of that kind, due now unless
+// opts say otherwise. The arguments are checked against the executor's
+// parameters before anything is stored. When a unique key is held by
+// another instance, it returns that instance and an error wrapping
+// ErrDuplicate.
+//
+// Concurrent calls share store round trips: calls made while another's
+// write is in flight go to the store together in one batch when it
+// returns (see enqueuer), and a call made while none is in flight goes
+// straight through. A call whose ctx ends while it waits for its batch
+// returns ctx's error and stores nothing.
+func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...ScheduleOption) (Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
-}
-
-// claim claims up to limit instances of queue q and starts them. It
-// returns how many it claimed and the store's next run time.
-func (m *Manager) claim(q string, limit int) (int, time.Time, error) {
-	now := m.clock.Now()
-	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
-	defer cancel()
-	m.pool.take(limit)
-	res, err := m.store.Claim(ctx, &store.ClaimParams{
-		Queue: q, Owner: m.node, Limit: limit, Now: now, LeaseUntil: now.Add(m.cfg.lease),
-	})
+	j, err := m.reg.lookup(kind)
 	if err != nil {
-		m.pool.giveBack(limit)
-		return 0, time.Time{}, err
+		return nil, err
 	}
-	n := len(res.Instances) + len(res.Undecodable)
-	m.pool.giveBack(limit - n)
-	m.dispatch(res.Instances)
-	for _, u := range res.Undecodable {
-		m.terminateUndecodable(u)
+	var c scheduleConfig
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
+		}
 	}
-	return n, res.NextRunAt, nil
-}
-
-// terminateUndecodable finishes a claimed attempt whose record the store
-// could not decode as Terminated with the decode error, so a corrupt record
-// never blocks the queue.
-func (m *Manager) terminateUndecodable(u store.UndecodableRecord) {
-	m.log.Error("claimed an undecodable record; terminating it", "instance", u.ID, "err", u.Err)
-	rec := &store.Instance{ID: u.ID, Attempt: u.Attempt}
-	ctx, cancel := context.WithCancelCause(m.runCtx)
-	a := &attempt{rec: rec, ctx: ctx, cancel: cancel}
-	a.settled.Store(true)
-	m.active.add(a)
-	err := errors.Join(ErrPermanent, u.Err)
-	m.submit(&finishReq{a: a, out: store.Outcome{ID: u.ID, Attempt: u.Attempt, State: store.Terminated, Error: u.Err.Error()}, inst: newInstance(rec, m), err: err})
-	m.pool.release()
-	cancel(nil)
-}
-
-// subscribe forwards the store's wake-ups for queue q, if it has any, to
-// the claim loop.
-func (m *Manager) subscribe(q string) {
-	defer m.bg.Done()
-	n, ok := m.store.(store.Notifier)
-	if !ok {
-		return
+	rec, err := m.newRecord(j, &c)
+	if err != nil {
+		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-m.stopCh
-		cancel()
-	}()
-	for try := 0; ; try++ {
-		ch, err := n.Subscribe(ctx, q)
-		if err == nil {
-			try = 0
-			for range ch {
-				m.notifyLocal()
+	res, err := m.enq.enqueue(ctx, rec)
+	if err != nil {
+		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
+	}
+	if res.Err != nil {
+		if errors.Is(res.Err, store.ErrDuplicate) {
+			holder, lerr := m.LookupInstance(ctx, res.ID)
+			if lerr != nil {
+				return nil, fmt.Errorf("job: schedule %q: %w (and looking up holder %s: %v)", kind, res.Err, res.ID, lerr)
 			}
+			return holder, fmt.Errorf("job: schedule %q with unique key %q: %w (held by instance %s)", kind, rec.UniqueKey, res.Err, res.ID)
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		d := retryDelay(try)
-		m.log.Warn("store wake-ups ended; resubscribing", "queue", q, "err", err, "in", d)
-		if !sleep(SystemClock{}, d, m.stopCh) {
-			return
-		}
+		return nil, fmt.Errorf("job: schedule %q: %w", kind, res.Err)
 	}
+	rec.State, rec.Seq, rec.UpdatedAt = store.Scheduled, res.Seq, rec.CreatedAt
+	m.notifyLocal()
+	inst := newInstance(rec, m)
+	if j.onStateChange != nil {
+		j.onStateChange(inst, store.Scheduled)
+	}
+	return inst, nil
+}
+
+// newRecord builds the stored record of a new instance of j.
+func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) {
+	args, err := j.exec.encodeArgs(c.args)
+	if err != nil {
+		return nil, err
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("job: new instance ID: %w", err)
+	}
+	now := m.clock.Now()
+	rec := &store.Instance{
+		ID:         id.String(),
+		Kind:       j.kind,
+		Queue:      j.queue,
+		Args:       args,
+		Priority:   int(j.priority),
+		MaxRetries: j.maxRetries,
+		Timeout:    j.timeout,
+		CreatedAt:  now,
+		RunAt:      now,
+	}
+	if c.queue != "" {
+		rec.Queue = c.queue
+	}
+	if c.priority != nil {
+		rec.Priority = int(*c.priority)
+	}
+	if c.maxRetries != nil {
+		rec.MaxRetries = *c.maxRetries
+	}
+	if c.timeout != nil {
+		rec.Timeout = *c.timeout
+	}
+	switch {
+	case !c.runAt.IsZero():
+		rec.RunAt = c.runAt
+	case c.after > 0:
+		rec.RunAt = now.Add(c.after)
+	}
+	rec.RunAt = rec.RunAt.Add(jitter(c.jitter))
+	if c.uniqueKey != "" {
+		rec.UniqueKey, rec.UniqueUntil = c.uniqueKey, now.Add(c.uniqueTTL)
+	}
+	if c.tickKey != "" {
+		rec.UniqueKey, rec.UniqueUntil = c.tickKey, c.tickHoldTil
+	}
+	return rec, nil
+}
+
+// CancelInstance cancels the instance with that ID. A pending instance is
+// Canceled at once; a running one has its context canceled (at once when it
+// runs on this manager, at the owner's next lease renewal otherwise) and
+// ends Canceled. It returns ErrNotFound or ErrFinished when there is
+// nothing to cancel.
+func (m *Manager) CancelInstance(ctx context.Context, id string) (Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("job: cancel %s: %w", id, err)
+	}
+	rec, err := m.store.Cancel(ctx, &store.CancelParams{ID: id, Now: m.clock.Now(), Node: m.node})
+	if err != nil {
+		return nil, fmt.Errorf("job: cancel %s: %w", id, err)
+	}
+	if rec.State == store.Processing {
+		if a := m.active.get(id); a != nil && a.rec.Attempt == rec.Attempt {
+			a.cancel(ErrCanceled)
+		}
+	} else if j, ok := m.reg.get(rec.Kind); ok && j.onStateChange != nil {
+		j.onStateChange(newInstance(rec, m), rec.State)
+	}
+	return newInstance(rec, m), nil
 }

@@ -20,20 +20,3 @@ const (
 	Canceled   = store.Canceled
 	TimedOut   = store.TimedOut
 )
-
-// StateRecord is one state transition of one instance, as history keeps it.
-type StateRecord = store.HistoryRecord
-
-// LogRecord is one message an executor wrote through its Instance.
-type LogRecord = store.LogRecord
-
-// LogLevel is the severity of a LogRecord.
-type LogLevel = store.LogLevel
-
-// The log levels.
-const (
-	LogDebug = store.LevelDebug
-	LogInfo  = store.LevelInfo
-	LogWarn  = store.LevelWarn
-	LogError = store.LevelError
-)

@@ -3,9 +3,13 @@ package job
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/memdbstore"
 )
 
 // Defaults of a manager's configuration.
@@ -248,5 +252,53 @@ func WithPruneInterval(d time.Duration) ManagerOption {
 		}
 		c.pruneInterval = d
 		return nil
+	}
+}
+
+func (c *config) defaults() {
+	if c.store == nil {
+		c.store = memdbstore.New()
+	}
+	if c.workers == 0 {
+		c.workers = DefaultWorkers
+	}
+	if len(c.queues) == 0 {
+		c.queues = []string{DefaultQueue}
+	}
+	if c.node == "" {
+		host, _ := os.Hostname()
+		c.node = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strings.ReplaceAll(uuid.NewString()[:8], "-", ""))
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	if c.clock == nil {
+		c.clock = SystemClock{}
+	}
+	if c.lease == 0 {
+		c.lease = DefaultLease
+	}
+	c.renewInterval = c.lease / 3
+	if c.pollInterval == 0 {
+		c.pollInterval = DefaultPollInterval
+	}
+	if c.rescueInterval == 0 {
+		c.rescueInterval = DefaultRescueInterval
+	}
+	if c.claimBatch == 0 {
+		c.claimBatch = DefaultClaimBatch
+	}
+	if c.finishBatch == 0 {
+		c.finishBatch = DefaultFinishBatch
+	}
+	if !c.lingerSet {
+		c.finishLinger = DefaultFinishLinger
+	}
+	if c.pruneInterval == 0 {
+		c.pruneInterval = DefaultPruneInterval
+	}
+	if c.finishedMaxAge == 0 && c.finishedMax == 0 && c.historyMaxAge == 0 && c.logMaxAge == 0 {
+		c.finishedMaxAge, c.finishedMax = DefaultFinishedMaxAge, DefaultFinishedMax
+		c.historyMaxAge, c.logMaxAge = DefaultHistoryMaxAge, DefaultLogMaxAge
 	}
 }

@@ -1,0 +1,182 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobkit/job/store"
+)
+
+// finishReq is an outcome waiting to be written.
+type finishReq struct {
+	a    *attempt
+	out  store.Outcome
+	inst *instance
+	err  error
+}
+
+func (m *Manager) submit(r *finishReq) {
+	m.unflushed.Add(1)
+	m.finishCh <- r
+}
+
+// completer writes outcomes in batches: it takes what has queued up (up to
+// the finish batch size), waits up to the finish linger for more while
+// other attempts still run, and writes the batch in one Finish call,
+// retrying with backoff while the store fails; the attempts' leases are
+// renewed until then, so nothing is rescued while it waits.
+func (m *Manager) completer() {
+	defer m.finishWG.Done()
+	batch := make([]*finishReq, 0, m.cfg.finishBatch)
+	var timer *time.Timer
+	for r := range m.finishCh {
+		batch = drainInto(append(batch[:0], r), m.finishCh)
+		if m.cfg.finishLinger > 0 && len(batch) < cap(batch) && m.active.len() > len(batch) {
+			// The linger is a cost knob, not a schedule: it runs on the
+			// real clock, so a test's fake clock never stalls it.
+			if timer == nil {
+				timer = time.NewTimer(m.cfg.finishLinger)
+			} else {
+				timer.Reset(m.cfg.finishLinger)
+			}
+			batch = m.linger(batch, timer)
+			timer.Stop()
+		}
+		m.flush(batch)
+	}
+}
+
+// linger adds outcomes to batch until it is full, every running attempt
+// has reported, the channel closes or timer fires.
+func (m *Manager) linger(batch []*finishReq, timer *time.Timer) []*finishReq {
+	for len(batch) < cap(batch) && m.active.len() > len(batch) {
+		select {
+		case r, ok := <-m.finishCh:
+			if !ok {
+				return batch
+			}
+			batch = drainInto(append(batch, r), m.finishCh)
+		case <-timer.C:
+			return batch
+		}
+	}
+	return batch
+}
+
+// drainInto appends to batch what ch holds right now, without waiting, up
+// to batch's capacity: a writer takes whatever queued up while it was busy
+// and writes it in one store call.
+func drainInto[T any](batch []T, ch <-chan T) []T {
+	for len(batch) < cap(batch) {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, v)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (m *Manager) flush(batch []*finishReq) {
+	outs := make([]store.Outcome, len(batch))
+	for i, r := range batch {
+		outs[i] = r.out
+	}
+	var (
+		errs []error
+		err  error
+	)
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		errs, err = m.store.Finish(ctx, &store.FinishParams{Owner: m.node, Now: m.clock.Now(), Outcomes: outs})
+		cancel()
+		if err == nil && len(errs) != len(outs) {
+			err = fmt.Errorf("store returned %d results for %d outcomes", len(errs), len(outs))
+		}
+		if err == nil {
+			break
+		}
+		if errors.Is(err, store.ErrInvalid) || try >= 20 {
+			m.log.Error("record outcomes; giving them up, their leases will expire and be rescued", "count", len(outs), "err", err)
+			errs = make([]error, len(outs))
+			for i := range errs {
+				errs[i] = err
+			}
+			break
+		}
+		m.log.Warn("record outcomes; retrying", "count", len(outs), "try", try+1, "err", err)
+		time.Sleep(retryDelay(try))
+	}
+	for i, r := range batch {
+		m.active.remove(r.a)
+		if errs[i] != nil {
+			if errors.Is(errs[i], store.ErrLeaseLost) {
+				m.log.Warn("outcome discarded: lease lost", "instance", r.out.ID, "attempt", r.out.Attempt, "state", r.out.State)
+			}
+			continue
+		}
+		m.afterFinish(r)
+	}
+	m.unflushed.Add(-int64(len(batch)))
+	m.signalChanged()
+	for _, r := range batch {
+		if r.out.State == store.Scheduled && !r.out.RunAt.After(m.clock.Now()) {
+			m.notifyLocal()
+			break
+		}
+	}
+}
+
+// afterFinish calls the job's handlers for a recorded outcome.
+func (m *Manager) afterFinish(r *finishReq) {
+	j := r.a.job
+	if j == nil {
+		return
+	}
+	rec := r.inst.rec
+	rec.State, rec.Error, rec.Result = r.out.State, r.out.Error, r.out.Result
+	rec.UpdatedAt = m.clock.Now()
+	if r.out.State.Final() {
+		rec.FinishedAt = rec.UpdatedAt
+	} else {
+		rec.RunAt = r.out.RunAt
+	}
+	if r.out.Release {
+		rec.Attempt--
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			m.log.Error("job handler panicked", "kind", j.kind, "instance", rec.ID, "panic", p)
+		}
+	}()
+	if j.onStateChange != nil {
+		j.onStateChange(r.inst, r.out.State)
+	}
+	switch r.out.State {
+	case store.Completed:
+		if j.onComplete != nil {
+			j.onComplete(r.inst, r.inst.Results())
+		}
+	case store.Terminated, store.TimedOut:
+		if j.onTerminate != nil {
+			err := r.err
+			if err == nil {
+				err = errors.New(r.out.Error)
+			}
+			j.onTerminate(r.inst, err)
+		}
+	}
+}
+
+// retryDelay is the wait before retrying a failed store call: 50 ms
+// doubling to 5 s.
+func retryDelay(try int) time.Duration {
+	d := 50 * time.Millisecond << min(try, 7)
+	return min(d, 5*time.Second)
+}
