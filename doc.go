@@ -22,6 +22,31 @@
 // ScheduleJob checks the arguments against the executor before it stores
 // anything, so a wrong count or type is an error at once, not a failed run.
 //
+// # Options
+//
+// Options are typed (ManagerOption, JobOption, ScheduleOption,
+// QueryOption) and named for what they set, with one name for one meaning:
+//
+//   - WithPriority, WithMaxRetries, WithTimeout and WithQueue return a
+//     PolicyOption, which is both a JobOption and a ScheduleOption: on
+//     NewJob it sets the job's default, on ScheduleJob (or a recurring
+//     schedule) it overrides that default for the instances scheduled with it.
+//   - Options that only make sense for one instance are ScheduleOptions:
+//     WithArguments, WithScheduleAt and WithScheduleAfter (when it is due,
+//     named as go-job names them), WithJitter and WithUniqueKey.
+//   - Options that only make sense for a job are JobOptions: WithKind,
+//     WithExecutor, WithBackoff, WithCronSpec, WithInterval and the
+//     handlers (With...Processor).
+//   - Query options start with WithQuery because they select rather than
+//     set: WithQueryKind selects instances of a kind, WithKind names a job.
+//
+// A job that mails at low priority, and one mail that must go first:
+//
+//	mail, err := job.NewJob(job.WithKind("mail"), job.WithExecutor(send),
+//		job.WithPriority(job.LowPriority)) // the default
+//	ji, err := mgr.ScheduleJob(ctx, "mail", job.WithArguments(to),
+//		job.WithPriority(job.HighPriority), job.WithScheduleAfter(time.Minute)) // this one only
+//
 // # Managers and stores
 //
 // A Manager holds the registry and runs the instances of its queues. Its

@@ -27,15 +27,26 @@ type Job struct {
 	onTerminate   func(Instance, error)
 }
 
-// JobOption configures a Job.
-type JobOption func(*Job) error
+// JobOption configures a Job given to NewJob. The options of this package
+// implement it; see the package documentation for how options are named.
+type JobOption interface {
+	applyJob(*Job) error
+}
+
+// jobOption is a JobOption that is nothing else.
+type jobOption func(*Job) error
+
+func (o jobOption) applyJob(j *Job) error { return o(j) }
 
 // NewJob returns a job definition. WithKind and WithExecutor are required.
 // Every option's error is returned, wrapped in ErrInvalidJob.
 func NewJob(opts ...JobOption) (*Job, error) {
-	j := &Job{queue: DefaultQueue, maxRetries: DefaultMaxRetries, backoff: DefaultBackoff}
+	j := &Job{queue: DefaultQueue, maxRetries: DefaultMaxRetries, backoff: defaultBackoff}
 	for _, o := range opts {
-		if err := o(j); err != nil {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil job option", ErrInvalidJob)
+		}
+		if err := o.applyJob(j); err != nil {
 			return nil, err
 		}
 	}
@@ -63,13 +74,13 @@ func (j *Job) Queue() string { return j.queue }
 // looked up, and what every manager of a cluster must register under the
 // same name to run them.
 func WithKind(kind string) JobOption {
-	return func(j *Job) error {
+	return jobOption(func(j *Job) error {
 		if kind == "" {
 			return fmt.Errorf("%w: empty kind", ErrInvalidJob)
 		}
 		j.kind = kind
 		return nil
-	}
+	})
 }
 
 // WithExecutor sets the function that runs an instance. It may have any
@@ -78,66 +89,25 @@ func WithKind(kind string) JobOption {
 // the declared types; a trailing error result is the attempt's error and
 // the other results are kept as the instance's results.
 func WithExecutor(fn any) JobOption {
-	return func(j *Job) error {
+	return jobOption(func(j *Job) error {
 		e, err := newExecutor(fn)
 		if err != nil {
 			return err
 		}
 		j.exec = e
 		return nil
-	}
+	})
 }
 
-// WithQueue puts the job's instances in the named queue (DefaultQueue when
-// not given). A manager runs the queues named by its WithQueues.
-func WithQueue(name string) JobOption {
-	return func(j *Job) error {
-		if name == "" {
-			return fmt.Errorf("%w: empty queue name", ErrInvalidJob)
-		}
-		j.queue = name
-		return nil
-	}
-}
-
-// WithPriority sets the default priority of the job's instances.
-func WithPriority(p Priority) JobOption {
-	return func(j *Job) error { j.priority = p; return nil }
-}
-
-// WithMaxRetries sets how many times a failed attempt is retried: 0 never,
-// RetryForever without limit. Defaults to DefaultMaxRetries.
-func WithMaxRetries(n int) JobOption {
-	return func(j *Job) error {
-		if n < RetryForever {
-			return fmt.Errorf("%w: max retries %d; use 0 for none or job.RetryForever", ErrInvalidJob, n)
-		}
-		j.maxRetries = n
-		return nil
-	}
-}
-
-// WithBackoff sets the wait before each retry. Defaults to DefaultBackoff.
+// WithBackoff sets the wait before each retry. Defaults to DefaultBackoff().
 func WithBackoff(b Backoff) JobOption {
-	return func(j *Job) error {
+	return jobOption(func(j *Job) error {
 		if b == nil {
 			return fmt.Errorf("%w: nil backoff", ErrInvalidJob)
 		}
 		j.backoff = b
 		return nil
-	}
-}
-
-// WithTimeout bounds each attempt: its context is canceled after d and the
-// attempt counts as timed out. 0 (the default) means no limit.
-func WithTimeout(d time.Duration) JobOption {
-	return func(j *Job) error {
-		if d < 0 {
-			return fmt.Errorf("%w: negative timeout %v", ErrInvalidJob, d)
-		}
-		j.timeout = d
-		return nil
-	}
+	})
 }
 
 // WithStateChangeProcessor calls fn after each state change of an instance
@@ -147,17 +117,17 @@ func WithTimeout(d time.Duration) JobOption {
 // an instance scheduled while the manager runs may come after its
 // Processing call; the store's history is the ordered record.
 func WithStateChangeProcessor(fn func(ji Instance, state State)) JobOption {
-	return func(j *Job) error { j.onStateChange = fn; return nil }
+	return jobOption(func(j *Job) error { j.onStateChange = fn; return nil })
 }
 
 // WithCompleteProcessor calls fn with the results after an instance
 // completed on this manager.
 func WithCompleteProcessor(fn func(ji Instance, results []any)) JobOption {
-	return func(j *Job) error { j.onComplete = fn; return nil }
+	return jobOption(func(j *Job) error { j.onComplete = fn; return nil })
 }
 
 // WithTerminateProcessor calls fn with the error after an instance ended on
 // this manager as Terminated or TimedOut (no retries left).
 func WithTerminateProcessor(fn func(ji Instance, err error)) JobOption {
-	return func(j *Job) error { j.onTerminate = fn; return nil }
+	return jobOption(func(j *Job) error { j.onTerminate = fn; return nil })
 }

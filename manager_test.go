@@ -152,7 +152,7 @@ func TestRegistryAndScheduleErrors(t *testing.T) {
 	if _, err := m.ScheduleJob(context.Background(), "k", job.WithArguments(1), job.WithScheduleAfter(-time.Second)); !errors.Is(err, job.ErrInvalidOption) {
 		t.Errorf("negative delay: %v", err)
 	}
-	if _, err := m.ScheduleJob(context.Background(), "k", job.WithArguments(1), job.WithScheduleMaxRetries(-5)); !errors.Is(err, job.ErrInvalidOption) {
+	if _, err := m.ScheduleJob(context.Background(), "k", job.WithArguments(1), job.WithMaxRetries(-5)); !errors.Is(err, job.ErrInvalidOption) {
 		t.Errorf("negative retries: %v", err)
 	}
 	if err := m.Start(ctx); !errors.Is(err, context.Canceled) {

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -57,9 +58,13 @@ func ExponentialBackoff(base, limit time.Duration) Backoff {
 	}
 }
 
-// DefaultBackoff is the backoff of a job that sets none: exponential from
-// one second to ten minutes.
-var DefaultBackoff = ExponentialBackoff(time.Second, 10*time.Minute)
+// DefaultBackoff returns the backoff of a job that sets none: exponential
+// from one second to ten minutes (ExponentialBackoff(time.Second,
+// 10*time.Minute)).
+func DefaultBackoff() Backoff { return ExponentialBackoff(time.Second, 10*time.Minute) }
+
+// defaultBackoff is the DefaultBackoff every job without WithBackoff shares.
+var defaultBackoff = DefaultBackoff()
 
 // jitter returns a random duration in [0, d).
 func jitter(d time.Duration) time.Duration {
@@ -67,4 +72,102 @@ func jitter(d time.Duration) time.Duration {
 		return 0
 	}
 	return rand.N(d)
+}
+
+// PolicyOption sets one part of an instance's policy: its priority, retry
+// limit, timeout or queue. It is both a JobOption and a ScheduleOption:
+// given to NewJob it sets the job's default, and given to ScheduleJob (or
+// to a recurring schedule) it overrides that default for the instances
+// scheduled with it.
+//
+//	job.NewJob(job.WithKind("mail"), job.WithExecutor(send), job.WithPriority(job.LowPriority))
+//	mgr.ScheduleJob(ctx, "mail", job.WithArguments(to), job.WithPriority(job.HighPriority))
+type PolicyOption struct {
+	set func(*policyOverride) error
+}
+
+// policyOverride holds the policy fields a PolicyOption set; nil means
+// not set.
+type policyOverride struct {
+	priority   *Priority
+	maxRetries *int
+	timeout    *time.Duration
+	queue      *string
+}
+
+// applyJob sets the job's defaults. Errors wrap ErrInvalidJob as well as
+// ErrInvalidOption, as NewJob promises.
+func (o PolicyOption) applyJob(j *Job) error {
+	var p policyOverride
+	if err := o.apply(&p); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidJob, err)
+	}
+	if p.priority != nil {
+		j.priority = *p.priority
+	}
+	if p.maxRetries != nil {
+		j.maxRetries = *p.maxRetries
+	}
+	if p.timeout != nil {
+		j.timeout = *p.timeout
+	}
+	if p.queue != nil {
+		j.queue = *p.queue
+	}
+	return nil
+}
+
+// applySchedule overrides the job's defaults for one schedule call.
+func (o PolicyOption) applySchedule(c *scheduleConfig) error { return o.apply(&c.policy) }
+
+func (o PolicyOption) apply(p *policyOverride) error {
+	if o.set == nil {
+		return fmt.Errorf("%w: zero PolicyOption; build one with job.WithPriority, WithMaxRetries, WithTimeout or WithQueue", ErrInvalidOption)
+	}
+	return o.set(p)
+}
+
+// WithPriority sets the priority of the instances: the job's default on
+// NewJob (NormalPriority when not given), an override on ScheduleJob.
+func WithPriority(p Priority) PolicyOption {
+	return PolicyOption{func(o *policyOverride) error { o.priority = &p; return nil }}
+}
+
+// WithMaxRetries sets how many times a failed attempt is retried: 0 never,
+// RetryForever without limit. The job's default on NewJob
+// (DefaultMaxRetries when not given), an override on ScheduleJob.
+func WithMaxRetries(n int) PolicyOption {
+	return PolicyOption{func(o *policyOverride) error {
+		if n < RetryForever {
+			return fmt.Errorf("%w: max retries %d; use 0 for none or job.RetryForever", ErrInvalidOption, n)
+		}
+		o.maxRetries = &n
+		return nil
+	}}
+}
+
+// WithTimeout bounds each attempt: its context is canceled after d and the
+// attempt counts as timed out. 0 means no limit. The job's default on
+// NewJob (no limit when not given), an override on ScheduleJob.
+func WithTimeout(d time.Duration) PolicyOption {
+	return PolicyOption{func(o *policyOverride) error {
+		if d < 0 {
+			return fmt.Errorf("%w: negative timeout %v", ErrInvalidOption, d)
+		}
+		o.timeout = &d
+		return nil
+	}}
+}
+
+// WithQueue puts the instances in the named queue: the job's default on
+// NewJob (DefaultQueue when not given), an override on ScheduleJob. A
+// manager runs the queues named by its WithQueues.
+func WithQueue(name string) PolicyOption {
+	return PolicyOption{func(o *policyOverride) error {
+		if name == "" {
+			return fmt.Errorf("%w: empty queue name", ErrInvalidOption)
+		}
+		o.queue = &name
+		return nil
+	}}
 }

@@ -29,10 +29,8 @@ func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...Schedule
 		return nil, err
 	}
 	var c scheduleConfig
-	for _, o := range opts {
-		if err := o(&c); err != nil {
-			return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
-		}
+	if err := c.apply(opts); err != nil {
+		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
 	rec, err := m.newRecord(j, &c)
 	if err != nil {
@@ -83,17 +81,17 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 		CreatedAt:  now,
 		RunAt:      now,
 	}
-	if c.queue != "" {
-		rec.Queue = c.queue
+	if p := c.policy; p.queue != nil {
+		rec.Queue = *p.queue
 	}
-	if c.priority != nil {
-		rec.Priority = int(*c.priority)
+	if p := c.policy; p.priority != nil {
+		rec.Priority = int(*p.priority)
 	}
-	if c.maxRetries != nil {
-		rec.MaxRetries = *c.maxRetries
+	if p := c.policy; p.maxRetries != nil {
+		rec.MaxRetries = *p.maxRetries
 	}
-	if c.timeout != nil {
-		rec.Timeout = *c.timeout
+	if p := c.policy; p.timeout != nil {
+		rec.Timeout = *p.timeout
 	}
 	switch {
 	case !c.runAt.IsZero():

@@ -67,10 +67,8 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 
 func (m *Manager) scheduleTick(j *Job, tick time.Time) error {
 	var c scheduleConfig
-	for _, o := range j.recurring.opts {
-		if err := o(&c); err != nil {
-			return err
-		}
+	if err := c.apply(j.recurring.opts); err != nil {
+		return err
 	}
 	c.runAt = tick
 	c.tickKey = tickKey(j.kind, tick)
@@ -112,17 +110,17 @@ var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 // with an optional leading seconds field ("*/10 * * * * *"), a descriptor
 // ("@hourly"), or a time zone prefix ("CRON_TZ=Europe/Paris 0 9 * * *").
 // "@every d" is an interval (see WithInterval). Each tick is scheduled as
-// one instance with opts (WithArguments, priority, ...), once per cluster:
+// one instance with opts (WithArguments, WithPriority, ...), once per cluster:
 // every manager that registers the job schedules the same tick under the
 // same unique key, and the store keeps one.
 func WithCronSpec(spec string, opts ...ScheduleOption) JobOption {
-	return func(j *Job) error {
+	return jobOption(func(j *Job) error {
 		if d, ok := strings.CutPrefix(strings.TrimSpace(spec), "@every "); ok {
 			iv, err := time.ParseDuration(strings.TrimSpace(d))
 			if err != nil {
 				return fmt.Errorf("%w: cron spec %q: %v", ErrInvalidJob, spec, err)
 			}
-			return WithInterval(iv, opts...)(j)
+			return WithInterval(iv, opts...).applyJob(j)
 		}
 		sched, err := cronParser.Parse(spec)
 		if err != nil {
@@ -138,14 +136,14 @@ func WithCronSpec(spec string, opts ...ScheduleOption) JobOption {
 		}
 		j.recurring = r
 		return nil
-	}
+	})
 }
 
 // WithInterval makes the job recurring every d (sub-second allowed). Ticks
 // fall on multiples of d since the Unix epoch, so every manager computes
 // the same ticks and the cluster runs each once.
 func WithInterval(d time.Duration, opts ...ScheduleOption) JobOption {
-	return func(j *Job) error {
+	return jobOption(func(j *Job) error {
 		if d <= 0 {
 			return fmt.Errorf("%w: interval %v, want > 0", ErrInvalidJob, d)
 		}
@@ -164,15 +162,13 @@ func WithInterval(d time.Duration, opts ...ScheduleOption) JobOption {
 		}
 		j.recurring = r
 		return nil
-	}
+	})
 }
 
 func (r *recurrence) collectArgs() error {
 	var c scheduleConfig
-	for _, o := range r.opts {
-		if err := o(&c); err != nil {
-			return fmt.Errorf("%w: recurring schedule option: %w", ErrInvalidJob, err)
-		}
+	if err := c.apply(r.opts); err != nil {
+		return fmt.Errorf("%w: recurring schedule option: %w", ErrInvalidJob, err)
 	}
 	if c.uniqueKey != "" {
 		return fmt.Errorf("%w: a recurring job cannot take WithUniqueKey; each tick is unique already", ErrInvalidJob)

@@ -248,7 +248,7 @@ func (m *Manager) outcome(a *attempt, results []any, err error) store.Outcome {
 				out.State = store.TimedOut
 			}
 		default:
-			backoff := DefaultBackoff
+			backoff := defaultBackoff
 			if a.job != nil {
 				backoff = a.job.backoff
 			}

@@ -176,7 +176,7 @@ func testTimeout(t *testing.T, e *env) {
 		t.Errorf("error %v, want a timeout", got.Error())
 	}
 	// A per-instance timeout overrides the job's.
-	ji = schedule(t, m, "slow", job.WithScheduleTimeout(10*time.Millisecond), job.WithScheduleMaxRetries(0))
+	ji = schedule(t, m, "slow", job.WithTimeout(10*time.Millisecond), job.WithMaxRetries(0))
 	got = waitState(t, m, ji.ID(), job.TimedOut, deadline)
 	if got.Timeout() != 10*time.Millisecond || got.Attempt() != 1 {
 		t.Errorf("timeout %v attempt %d, want 10ms and 1", got.Timeout(), got.Attempt())
@@ -387,11 +387,11 @@ func testPriorityOrder(t *testing.T, e *env) {
 		mu.Unlock()
 	}))
 	m := e.manager(t, []*job.Job{j}, job.WithWorkers(1), job.WithClaimBatch(1))
-	schedule(t, m, "p", job.WithArguments("low"), job.WithSchedulePriority(job.LowPriority))
+	schedule(t, m, "p", job.WithArguments("low"), job.WithPriority(job.LowPriority))
 	schedule(t, m, "p", job.WithArguments("normal1"))
-	schedule(t, m, "p", job.WithArguments("high"), job.WithSchedulePriority(job.HighPriority))
+	schedule(t, m, "p", job.WithArguments("high"), job.WithPriority(job.HighPriority))
 	schedule(t, m, "p", job.WithArguments("normal2"))
-	schedule(t, m, "p", job.WithArguments("future-high"), job.WithSchedulePriority(job.HighPriority+1), job.WithScheduleAfter(time.Hour))
+	schedule(t, m, "p", job.WithArguments("future-high"), job.WithPriority(job.HighPriority+1), job.WithScheduleAfter(time.Hour))
 	start(t, m)
 	waitFor(t, deadline, "four runs", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 4 })
 	mu.Lock()
@@ -503,7 +503,7 @@ func testRescueAfterCrash(t *testing.T, e *env) {
 	m := e.manager(t, []*job.Job{j})
 	retried := schedule(t, m, "r")
 	// Out of retries, a crashed attempt is terminated.
-	terminated := schedule(t, m, "r", job.WithScheduleMaxRetries(0))
+	terminated := schedule(t, m, "r", job.WithMaxRetries(0))
 	s := e.store(t)
 	now := time.Now()
 	res, err := s.Claim(context.Background(), &store.ClaimParams{Queue: job.DefaultQueue, Owner: "crashed-node", Limit: 2, Now: now, LeaseUntil: now.Add(300 * time.Millisecond)})
@@ -591,7 +591,7 @@ func testUnknownKindOnClaim(t *testing.T, e *env) {
 	sched := e.manager(t, []*job.Job{a}) // schedules, does not run
 	b := mustJob(t, job.WithKind("on-b"), job.WithExecutor(func() {}))
 	runner := e.manager(t, []*job.Job{b})
-	ji := schedule(t, sched, "only-on-a", job.WithScheduleMaxRetries(0))
+	ji := schedule(t, sched, "only-on-a", job.WithMaxRetries(0))
 	start(t, runner)
 	got := waitState(t, runner, ji.ID(), job.Terminated, deadline)
 	if got.Error() == nil || !strings.Contains(got.Error().Error(), "unknown kind") {

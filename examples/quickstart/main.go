@@ -58,7 +58,7 @@ func main() {
 	sum := must(mgr.ScheduleJob(ctx, "sum", job.WithArguments(1, 2)))
 	shout := must(mgr.ScheduleJob(ctx, "shout", job.WithArguments("hello"), job.WithScheduleAfter(50*time.Millisecond)))
 	pack := must(mgr.ScheduleJob(ctx, "pack", job.WithArguments(order{ID: "A-1", Items: []string{"book", "pen"}}),
-		job.WithSchedulePriority(job.HighPriority)))
+		job.WithPriority(job.HighPriority)))
 
 	// A mismatch is caught before anything is stored.
 	if _, err := mgr.ScheduleJob(ctx, "sum", job.WithArguments("one", 2)); err != nil {
