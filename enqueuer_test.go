@@ -182,11 +182,11 @@ func TestScheduleCallsShareOneEnqueue(t *testing.T) {
 		if i > 0 {
 			want = fmt.Sprintf(`["a%d"]`, i-1)
 		}
-		if got := string(rec.Record().Args); got != want || rec.State() != Scheduled || rec.Record().Seq == 0 {
-			t.Errorf("schedule %d: stored args %s, state %v, seq %d; want %s, scheduled, a sequence number", i, got, rec.State(), rec.Record().Seq, want)
+		if got := string(recOf(rec).Args); got != want || rec.State() != Scheduled || recOf(rec).Seq == 0 {
+			t.Errorf("schedule %d: stored args %s, state %v, seq %d; want %s, scheduled, a sequence number", i, got, rec.State(), recOf(rec).Seq, want)
 		}
-		if r.inst.Record().Seq != rec.Record().Seq {
-			t.Errorf("schedule %d: returned seq %d, stored %d", i, r.inst.Record().Seq, rec.Record().Seq)
+		if recOf(r.inst).Seq != recOf(rec).Seq {
+			t.Errorf("schedule %d: returned seq %d, stored %d", i, recOf(r.inst).Seq, recOf(rec).Seq)
 		}
 	}
 	// Idle again: a lone call goes straight through on its own.
@@ -224,7 +224,7 @@ func TestScheduleCanceledWhileQueuedStoresNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, in := range all {
-		if string(in.Record().Args) == `["canceled"]` {
+		if string(recOf(in).Args) == `["canceled"]` {
 			t.Fatalf("the canceled schedule was stored as %s", in.ID())
 		}
 	}
@@ -289,3 +289,6 @@ func TestScheduleBatchRefusedForOneRecordRetriesEach(t *testing.T) {
 		t.Fatalf("store.Enqueue sizes %v, want [1 3 1 1 1]: the refused batch, then each on its own", sizes)
 	}
 }
+
+// recOf returns the stored record behind an Instance the manager returned.
+func recOf(i Instance) *store.Instance { return i.(*instance).rec }

@@ -28,6 +28,16 @@ var (
 	ErrNotFound = store.ErrNotFound
 	// ErrFinished: the instance has already reached a final state.
 	ErrFinished = store.ErrFinished
+	// ErrInvalidResults: the stored results do not fit the values given to
+	// Instance.ResultsInto (count or type).
+	ErrInvalidResults = errors.New("job: results do not fit")
+	// ErrCorrupt: the store holds a record it cannot decode. Lookups leave
+	// such records out and report them in an error wrapping ErrCorrupt,
+	// alongside the rest; a claimed one ends Terminated with the error.
+	ErrCorrupt = store.ErrCorrupt
+	// ErrTooLarge: the instance (its arguments, most likely) or a result
+	// exceeds what the store holds in one value; see the store's options.
+	ErrTooLarge = store.ErrTooLarge
 	// ErrPanic: the executor panicked; the error carries the panic value and
 	// the stack.
 	ErrPanic = errors.New("job: executor panicked")

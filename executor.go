@@ -242,3 +242,38 @@ func errString(err error) string {
 }
 
 var errNoMessage = errors.New("job: attempt failed")
+
+// decodeInto decodes the stored JSON array data into ptrs, one per
+// element; a nil entry skips its element. what names an element in errors
+// ("argument", "result").
+func decodeInto(data []byte, ptrs []any, what string) error {
+	var raw []json.RawMessage
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return fmt.Errorf("%w: stored %ss are not a JSON array: %v", ErrCorrupt, what, err)
+		}
+	}
+	if len(raw) != len(ptrs) {
+		return fmt.Errorf("the instance has %d %ss, %d pointers given; pass one pointer (or nil to skip) per %s", len(raw), what, len(ptrs), what)
+	}
+	for n, p := range ptrs {
+		if p == nil {
+			continue
+		}
+		if v := reflect.ValueOf(p); v.Kind() != reflect.Pointer || v.IsNil() {
+			return fmt.Errorf("%s %d: got %T, want a non-nil pointer to decode into", what, n+1, p)
+		}
+		if err := json.Unmarshal(raw[n], p); err != nil {
+			return fmt.Errorf("%s %d (%s) cannot be decoded into %T: %v", what, n+1, snippet(raw[n]), p, err)
+		}
+	}
+	return nil
+}
+
+// snippet returns b for an error message, cut to 64 bytes.
+func snippet(b []byte) string {
+	if len(b) > 64 {
+		return string(b[:61]) + "..."
+	}
+	return string(b)
+}

@@ -10,7 +10,7 @@ import (
 
 // LookupInstances returns the instances q selects, newest first. Records
 // the store cannot decode are left out and reported in an error wrapping
-// store.ErrCorrupt, alongside the rest.
+// ErrCorrupt, alongside the rest.
 func (m *Manager) LookupInstances(ctx context.Context, q *Query) ([]Instance, error) {
 	sq, err := q.store()
 	if err != nil {

@@ -37,15 +37,29 @@ type Instance interface {
 	UniqueKey() string
 	// Arguments returns the arguments. Inside an executor they have the
 	// executor's parameter types; read from a lookup they are decoded from
-	// JSON into generic values (numbers as json.Number).
+	// JSON into generic values (numbers as json.Number). ArgumentsInto
+	// reads them into typed values.
 	Arguments() []any
+	// ArgumentsInto decodes the stored arguments into ptrs, one pointer
+	// per argument in order, as encoding/json decodes into them; a nil
+	// entry skips its argument. A count that differs from the stored one,
+	// or a value that does not decode into its pointer, is an error
+	// wrapping ErrInvalidArguments that names the argument.
+	ArgumentsInto(ptrs ...any) error
 	// Results returns the results of a completed instance, as Arguments
-	// decodes them.
+	// decodes them. ResultsInto reads them into typed values.
 	Results() []any
+	// ResultsInto decodes the stored results of a completed instance into
+	// ptrs, as ArgumentsInto does the arguments:
+	//
+	//	var sum int
+	//	err := ji.ResultsInto(&sum)
+	//
+	// Errors wrap ErrInvalidResults; an instance that has not completed
+	// has no results.
+	ResultsInto(ptrs ...any) error
 	// Error returns the last attempt's error, or nil.
 	Error() error
-	// Record returns a copy of the stored record.
-	Record() *store.Instance
 
 	// Debugf, Infof, Warnf and Errorf write a log record for the instance's
 	// current attempt to the store (batched, asynchronously), where
@@ -86,9 +100,6 @@ func (i *instance) CreatedAt() time.Time   { return i.rec.CreatedAt }
 func (i *instance) UpdatedAt() time.Time   { return i.rec.UpdatedAt }
 func (i *instance) FinishedAt() time.Time  { return i.rec.FinishedAt }
 func (i *instance) UniqueKey() string      { return i.rec.UniqueKey }
-func (i *instance) Record() *store.Instance {
-	return i.rec.Clone()
-}
 
 func (i *instance) Arguments() []any {
 	if i.args != nil {
@@ -110,6 +121,20 @@ func (i *instance) Results() []any {
 		return nil
 	}
 	return v
+}
+
+func (i *instance) ArgumentsInto(ptrs ...any) error {
+	if err := decodeInto(i.rec.Args, ptrs, "argument"); err != nil {
+		return fmt.Errorf("job: arguments of instance %s: %w: %w", i.rec.ID, ErrInvalidArguments, err)
+	}
+	return nil
+}
+
+func (i *instance) ResultsInto(ptrs ...any) error {
+	if err := decodeInto(i.rec.Result, ptrs, "result"); err != nil {
+		return fmt.Errorf("job: results of instance %s (%s): %w: %w", i.rec.ID, i.rec.State, ErrInvalidResults, err)
+	}
+	return nil
 }
 
 func (i *instance) Error() error {

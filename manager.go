@@ -91,9 +91,6 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 // it.
 func (m *Manager) NodeID() string { return m.node }
 
-// Store returns the manager's store.
-func (m *Manager) Store() store.Store { return m.store }
-
 // RegisterJob adds j to the manager. A recurring job starts scheduling its
 // ticks at once if the manager is running, else at Start.
 func (m *Manager) RegisterJob(j *Job) error {

@@ -57,7 +57,9 @@ type ManagerOption func(*config) error
 
 // WithStore sets the store. Defaults to a new memdbstore (in process,
 // nothing persisted). Managers in several processes that share one Redis,
-// Valkey or etcd store form a cluster.
+// Valkey or etcd store form a cluster. The manager does not close s, and
+// offers no way back to it: keep your own handle if you need the store
+// itself (to close it, or to run its conformance suite).
 func WithStore(s store.Store) ManagerOption {
 	return func(c *config) error {
 		if s == nil {

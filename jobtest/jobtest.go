@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -184,4 +185,18 @@ type tWriter struct{ t testing.TB }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// resultsJSON returns ji's results as JSON, or "" when it has none.
+func resultsJSON(t *testing.T, ji job.Instance) string {
+	t.Helper()
+	res := ji.Results()
+	if len(res) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatalf("encode results %v: %v", res, err)
+	}
+	return string(b)
 }

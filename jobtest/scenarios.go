@@ -86,7 +86,7 @@ func testSignatures(t *testing.T, e *env) {
 	}
 	for i, c := range cases {
 		ji := waitState(t, m, ids[i], job.Completed, deadline)
-		if got := string(ji.Record().Result); got != c.want {
+		if got := resultsJSON(t, ji); got != c.want {
 			t.Errorf("%s%v: result %s, want %s", c.kind, c.args, got, c.want)
 		}
 		if got := states(t, m, ids[i]); !slices.Equal(got, []job.State{job.Created, job.Scheduled, job.Processing, job.Completed}) {
@@ -419,17 +419,17 @@ func testClusterNoDuplicates(t *testing.T, e *env) {
 	var mu sync.Mutex
 	runs := make(map[int]int)
 	var nodes sync.Map
-	mk := func() *job.Job {
-		return mustJob(t, job.WithKind("count"), job.WithExecutor(func(ji job.Instance, i int) {
+	mk := func(node int) *job.Job {
+		return mustJob(t, job.WithKind("count"), job.WithExecutor(func(i int) {
 			mu.Lock()
 			runs[i]++
 			mu.Unlock()
-			nodes.Store(ji.Record().LeaseOwner, true)
+			nodes.Store(node, true)
 		}))
 	}
 	var ms []*job.Manager
-	for range 3 {
-		m := e.manager(t, []*job.Job{mk()}, job.WithWorkers(4), job.WithClaimBatch(2))
+	for node := range 3 {
+		m := e.manager(t, []*job.Job{mk(node)}, job.WithWorkers(4), job.WithClaimBatch(2))
 		ms = append(ms, m)
 	}
 	for _, m := range ms {
@@ -515,8 +515,9 @@ func testRescueAfterCrash(t *testing.T, e *env) {
 	if got.Attempt() != 2 {
 		t.Errorf("attempt %d, want 2: the crashed attempt counts", got.Attempt())
 	}
-	if string(got.Record().Result) != "[2]" {
-		t.Errorf("result %s, want [2]", got.Record().Result)
+	var n int
+	if err := got.ResultsInto(&n); err != nil || n != 2 {
+		t.Errorf("results %v (%v), want [2]", got.Results(), err)
 	}
 	if d := got.FinishedAt().Sub(now); d > 5*time.Second {
 		t.Errorf("rescued and finished %v after the crash, want within lease + a few rescue intervals", d)
