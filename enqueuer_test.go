@@ -61,7 +61,11 @@ type enqueueTest struct {
 }
 
 func newEnqueueTest(t *testing.T) *enqueueTest {
-	g := &gatedStore{Store: memdbstore.New(), gate: make(chan struct{}), entered: make(chan struct{}, 16)}
+	st, err := memdbstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedStore{Store: st, gate: make(chan struct{}), entered: make(chan struct{}, 16)}
 	m, err := NewManager(WithStore(g), WithNodeID("n1"))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/memdbstore"
 )
 
 // Manager registers jobs, schedules their instances into its store, and
@@ -66,6 +67,13 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		if err := o(&c); err != nil {
 			return nil, err
 		}
+	}
+	if c.store == nil {
+		s, err := memdbstore.New()
+		if err != nil {
+			return nil, fmt.Errorf("job: default store: %w", err)
+		}
+		c.store = s
 	}
 	c.defaults()
 	m := &Manager{

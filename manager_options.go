@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jobkit/job/store"
-	"github.com/jobkit/job/store/memdbstore"
 )
 
 // Defaults of a manager's configuration.
@@ -258,9 +257,6 @@ func WithPruneInterval(d time.Duration) ManagerOption {
 }
 
 func (c *config) defaults() {
-	if c.store == nil {
-		c.store = memdbstore.New()
-	}
 	if c.workers == 0 {
 		c.workers = DefaultWorkers
 	}

@@ -34,7 +34,10 @@ func TestManagerSuite(t *testing.T) {
 		defer mu.Unlock()
 		s, ok := stores[ns]
 		if !ok {
-			s = memdbstore.New()
+			var err error
+			if s, err = memdbstore.New(); err != nil {
+				t.Fatal(err)
+			}
 			stores[ns] = s
 		}
 		return s

@@ -39,8 +39,12 @@ func main() {
 		log.Fatalf("no redis-server at %s (%v): start one with `redis-server --port 6379 --save ''` (Debian: apt-get install redis-server) or pass -addr", *addr, err)
 	}
 
+	st, err := redisstore.New(rdb, redisstore.WithNamespace(*ns))
+	if err != nil {
+		log.Fatal(err)
+	}
 	mgr, err := job.NewManager(
-		job.WithStore(redisstore.New(rdb, redisstore.WithNamespace(*ns))),
+		job.WithStore(st),
 		job.WithNodeID(*node),
 		job.WithWorkers(2),
 	)

@@ -108,19 +108,28 @@ func (j *Jobkit) Close() {
 func (j *Jobkit) OpenStore(ns string) (store.Store, error) {
 	switch j.cfg.Store {
 	case "memdb":
-		return memdbstore.New(), nil
+		return opened(memdbstore.New())
 	case "redis":
-		return redisstore.New(j.rdb, redisstore.WithNamespace(ns)), nil
+		return opened(redisstore.New(j.rdb, redisstore.WithNamespace(ns)))
 	case "valkey":
-		return valkeystore.New(j.vk, valkeystore.WithNamespace(ns)), nil
+		return opened(valkeystore.New(j.vk, valkeystore.WithNamespace(ns)))
 	case "etcd":
-		opts := []etcdstore.Option{etcdstore.WithPrefix(ns)}
+		opts := []etcdstore.Option{etcdstore.WithNamespace(ns)}
 		if j.cfg.EtcdLeaseTTL > 0 {
 			opts = append(opts, etcdstore.WithLeaseTTL(j.cfg.EtcdLeaseTTL))
 		}
-		return etcdstore.New(j.etcd, opts...)
+		return opened(etcdstore.New(j.etcd, opts...))
 	}
 	return nil, fmt.Errorf("unknown store %q", j.cfg.Store)
+}
+
+// opened returns a plugin's New results as a store.Store, nil on error
+// (not an interface holding a nil pointer).
+func opened[S store.Store](s S, err error) (store.Store, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // DropNamespace deletes what namespace ns left on the server.
@@ -129,7 +138,12 @@ func (j *Jobkit) DropNamespace(ctx context.Context, ns string) {
 	case j.rdb != nil:
 		unlinkMatching(ctx, j.rdb, "jobkit:{"+ns+"}:*")
 	case j.etcd != nil:
-		_, _ = j.etcd.Delete(ctx, ns, clientv3.WithPrefix())
+		// A handle does no I/O until used; it only names the namespace's
+		// key prefix.
+		if s, err := etcdstore.New(j.etcd, etcdstore.WithNamespace(ns)); err == nil {
+			_, _ = j.etcd.Delete(ctx, s.Prefix(), clientv3.WithPrefix())
+			_ = s.Close()
+		}
 	}
 }
 

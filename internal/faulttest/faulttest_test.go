@@ -44,7 +44,11 @@ func redisSpecAt(addr string) faulttest.Spec {
 	return faulttest.Spec{Store: "redis", Args: []string{"-redis-addr", addr}, Open: func(t testing.TB, ns string) store.Store {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { c.Close() })
-		return redisstore.New(c, redisstore.WithNamespace(ns))
+		s, err := redisstore.New(c, redisstore.WithNamespace(ns))
+		if err != nil {
+			t.Fatalf("redisstore: %v", err)
+		}
+		return s
 	}}
 }
 
@@ -56,7 +60,11 @@ func valkeySpec(t *testing.T) faulttest.Spec {
 			t.Fatalf("valkey client: %v", err)
 		}
 		t.Cleanup(c.Close)
-		return valkeystore.New(c, valkeystore.WithNamespace(ns))
+		s, err := valkeystore.New(c, valkeystore.WithNamespace(ns))
+		if err != nil {
+			t.Fatalf("valkeystore: %v", err)
+		}
+		return s
 	}}
 }
 
@@ -68,7 +76,7 @@ func etcdSpecAt(eps []string) faulttest.Spec {
 		if err != nil {
 			t.Fatalf("etcd client: %v", err)
 		}
-		s, err := etcdstore.New(c, etcdstore.WithPrefix(ns))
+		s, err := etcdstore.New(c, etcdstore.WithNamespace(ns))
 		if err != nil {
 			t.Fatalf("etcdstore: %v", err)
 		}

@@ -44,9 +44,9 @@ func fill(b *testing.B, s *etcdstore.Store, queue string, from, n int) {
 // the depth.
 func BenchmarkClaimDepth(b *testing.B) {
 	for _, depth := range []int{1000, 10000, 100000} {
-		p := prefix(b) + fmt.Sprint(depth) + "/"
-		cleanup(b, p)
-		s := open(b, p)
+		ns := namespace(b) + "-" + fmt.Sprint(depth)
+		cleanup(b, ns)
+		s := open(b, ns)
 		fill(b, s, "q", 0, depth)
 		next, left := depth, depth
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
@@ -76,9 +76,9 @@ func BenchmarkClaimDepth(b *testing.B) {
 func BenchmarkEnqueueBatch(b *testing.B) {
 	for _, size := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
-			p := prefix(b)
-			cleanup(b, p)
-			s := open(b, p)
+			ns := namespace(b)
+			cleanup(b, ns)
+			s := open(b, ns)
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i += size {
@@ -101,9 +101,9 @@ func BenchmarkClaimFinish(b *testing.B) {
 	for _, workers := range []int{1, 8} {
 		for _, limit := range []int{1, 10, 50} {
 			b.Run(fmt.Sprintf("workers=%d/limit=%d", workers, limit), func(b *testing.B) {
-				p := prefix(b)
-				cleanup(b, p)
-				s := open(b, p, etcdstore.WithClaimWindow(benchWindow))
+				ns := namespace(b)
+				cleanup(b, ns)
+				s := open(b, ns, etcdstore.WithClaimWindow(benchWindow))
 				fill(b, s, "q", 0, b.N+limit*workers)
 				ctx := context.Background()
 				now := benchBase.Add(time.Hour)

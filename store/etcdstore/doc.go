@@ -1,10 +1,10 @@
 // Package etcdstore is a jobkit store on etcd (go.etcd.io/etcd/client/v3):
-// several processes sharing one etcd cluster and one key prefix act as one
+// several processes sharing one etcd cluster and one namespace act as one
 // jobkit cluster, with etcd's transactions as the only coordination.
 //
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}})
 //	...
-//	st, err := etcdstore.New(cli, etcdstore.WithPrefix("myapp/jobs/"))
+//	st, err := etcdstore.New(cli, etcdstore.WithNamespace("myapp"))
 //	...
 //	defer st.Close() // ends the store's etcd lease; the client stays open
 //	mgr, err := job.NewManager(job.WithStore(st))
@@ -25,8 +25,8 @@
 //
 // # Keys
 //
-// Every key lives under the prefix; numbers in keys are fixed-width hex so
-// byte order is numeric order. An instance is two records: a static one
+// Every key lives under the namespace's prefix "jobkit/<ns>/"; numbers in
+// keys are fixed-width hex so byte order is numeric order. An instance is two records: a static one
 // (i/<id>: kind, queue, arguments, ...) written once, and a small dynamic
 // one (s/<id>: state, attempt, lease, result) that every transition
 // rewrites, so state changes never copy the arguments. A Scheduled instance

@@ -63,18 +63,18 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.
 // long before their contract lease deadline (an hour here).
 func TestProcessDeathRescueWithinTTL(t *testing.T) {
 	t.Parallel()
-	p := prefix(t)
-	cleanup(t, p)
+	ns := namespace(t)
+	cleanup(t, ns)
 	eps := testserver.Etcd(t)
 	dyingCli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dying, err := etcdstore.New(dyingCli, etcdstore.WithPrefix(p), etcdstore.WithLeaseTTL(2*time.Second))
+	dying, err := etcdstore.New(dyingCli, etcdstore.WithNamespace(ns), etcdstore.WithLeaseTTL(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	alive := open(t, p)
+	alive := open(t, ns)
 	mustEnqueue(t, alive, testInst("a"), testInst("b"), testInst("c"))
 	if got := claimN(t, dying, "dying", 2); len(got) != 2 {
 		t.Fatalf("claimed %d, want 2", len(got))
@@ -107,13 +107,13 @@ func TestProcessDeathRescueWithinTTL(t *testing.T) {
 // Close revokes the handle's lease: its claims are rescuable at once.
 func TestCloseHandsClaimsToRescue(t *testing.T) {
 	t.Parallel()
-	p := prefix(t)
-	cleanup(t, p)
-	a, err := etcdstore.New(newClient(t, testserver.Etcd(t)), etcdstore.WithPrefix(p))
+	ns := namespace(t)
+	cleanup(t, ns)
+	a, err := etcdstore.New(newClient(t, testserver.Etcd(t)), etcdstore.WithNamespace(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := open(t, p)
+	b := open(t, ns)
 	mustEnqueue(t, b, testInst("x"))
 	claimN(t, a, "a", 1)
 	if err := a.Close(); err != nil {
@@ -133,10 +133,11 @@ func TestCloseHandsClaimsToRescue(t *testing.T) {
 // node rescued it.
 func TestLostEtcdLease(t *testing.T) {
 	t.Parallel()
-	p := prefix(t)
-	cleanup(t, p)
-	a := open(t, p)
-	b := open(t, p)
+	ns := namespace(t)
+	p := keyPrefix(ns)
+	cleanup(t, ns)
+	a := open(t, ns)
+	b := open(t, ns)
 	mustEnqueue(t, a, testInst("x"))
 	in := claimN(t, a, "a", 1)[0]
 	// Revoke a's lease behind its back, as etcd does when keep-alives stop
@@ -169,9 +170,9 @@ func TestLostEtcdLease(t *testing.T) {
 
 func TestTooLarge(t *testing.T) {
 	t.Parallel()
-	p := prefix(t)
-	cleanup(t, p)
-	s := open(t, p)
+	ns := namespace(t)
+	cleanup(t, ns)
+	s := open(t, ns)
 	big := testInst("big")
 	big.Args = bytes.Repeat([]byte("x"), 600<<10)
 	_, err := s.Enqueue(context.Background(), &store.EnqueueParams{Instances: []*store.Instance{testInst("ok"), big}, Now: t0})
@@ -192,9 +193,10 @@ func TestTooLarge(t *testing.T) {
 // A corrupt value affects its own record only.
 func TestCorruptRecords(t *testing.T) {
 	t.Parallel()
-	p := prefix(t)
-	cleanup(t, p)
-	s := open(t, p)
+	ns := namespace(t)
+	p := keyPrefix(ns)
+	cleanup(t, ns)
+	s := open(t, ns)
 	mustEnqueue(t, s, testInst("a"), testInst("b"), testInst("c"), testInst("d"))
 	cli := newClient(t, testserver.Etcd(t))
 	ctx := context.Background()
@@ -251,7 +253,7 @@ func TestEtcdUnreachable(t *testing.T) {
 	t.Parallel()
 	srv := testserver.StartEtcd(t)
 	cli := newClient(t, []string{srv.Addr})
-	s, err := etcdstore.New(cli, etcdstore.WithPrefix(prefix(t)), etcdstore.WithOpTimeout(2*time.Second))
+	s, err := etcdstore.New(cli, etcdstore.WithNamespace(namespace(t)), etcdstore.WithOpTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +299,7 @@ func TestEtcdUnreachableAtStart(t *testing.T) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cli := newClient(t, []string{addr})
-	s, err := etcdstore.New(cli, etcdstore.WithPrefix(prefix(t)))
+	s, err := etcdstore.New(cli, etcdstore.WithNamespace(namespace(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,12 +312,22 @@ func TestEtcdUnreachableAtStart(t *testing.T) {
 	}
 }
 
-// Everything the store writes stays under its prefix.
-func TestKeysStayUnderPrefix(t *testing.T) {
+// Everything the store writes stays under its namespace's prefix, even
+// with a namespace that holds a slash and a sibling namespace that
+// starts like it.
+func TestKeysStayUnderNamespace(t *testing.T) {
 	t.Parallel()
-	root := prefix(t)
-	cleanup(t, root)
-	s := open(t, root+"inner/")
+	ns := namespace(t)
+	cleanup(t, ns+"/inner")
+	s := open(t, ns+"/inner")
+	sibling := open(t, ns+"/inner-x")
+	cleanup(t, ns+"/inner-x")
+	mustEnqueue(t, sibling, testInst("a"))
+	inner := keyPrefix(ns + "/inner")
+	if s.Prefix() != inner || s.Namespace() != ns+"/inner" {
+		t.Fatalf("prefix %q, namespace %q; want %q, %q", s.Prefix(), s.Namespace(), inner, ns+"/inner")
+	}
+	root := keyPrefix(ns)[:len(keyPrefix(ns))-1] // every namespace that starts with ns
 	ctx := context.Background()
 	in := testInst("a")
 	in.UniqueKey, in.UniqueUntil = "u", t0.Add(time.Hour)
@@ -333,8 +345,8 @@ func TestKeysStayUnderPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, kv := range resp.Kvs {
-		if !strings.HasPrefix(string(kv.Key), root+"inner/") {
-			t.Errorf("key %q outside the store's prefix", kv.Key)
+		if !strings.HasPrefix(string(kv.Key), inner) && !strings.HasPrefix(string(kv.Key), sibling.Prefix()) {
+			t.Errorf("key %q outside both namespaces", kv.Key)
 		}
 	}
 	// Prune removes the instance and everything that hangs off it, except
@@ -349,12 +361,37 @@ func TestKeysStayUnderPrefix(t *testing.T) {
 	}
 	var left []string
 	for _, kv := range resp.Kvs {
-		k := strings.TrimPrefix(string(kv.Key), root+"inner/")
+		if strings.HasPrefix(string(kv.Key), sibling.Prefix()) {
+			continue
+		}
+		k := strings.TrimPrefix(string(kv.Key), inner)
 		if k != "seq" && !strings.HasPrefix(k, "qp/") && !strings.HasPrefix(k, "a/") {
 			left = append(left, k)
 		}
 	}
 	if len(left) > 0 {
 		t.Fatalf("prune left %v", left)
+	}
+}
+
+// WithNamespace("") is an error naming the fix; New does no I/O, so no
+// server is needed.
+func TestNewRejectsEmptyNamespace(t *testing.T) {
+	t.Parallel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := etcdstore.New(cli, etcdstore.WithNamespace("")); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "WithNamespace") {
+		t.Fatalf("empty namespace: %v; want ErrInvalid naming WithNamespace", err)
+	}
+	s, err := etcdstore.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Namespace() != etcdstore.DefaultNamespace || s.Prefix() != "jobkit/default/" {
+		t.Errorf("default namespace %q, prefix %q", s.Namespace(), s.Prefix())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -49,20 +50,23 @@ func newClient(t testing.TB, endpoints []string) *clientv3.Client {
 	return cli
 }
 
-// prefix returns a key prefix of t's own.
-func prefix(t testing.TB) string {
+// namespace returns a namespace of t's own.
+func namespace(t testing.TB) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-	return "jobkit-test/" + name + "-" + hex.EncodeToString(b[:]) + "/"
+	return "test-" + name + "-" + hex.EncodeToString(b[:])
 }
 
-// open returns a store on its own client with prefix p, closed (and its
-// keys deleted) when t ends.
-func open(t testing.TB, p string, opts ...etcdstore.Option) *etcdstore.Store {
+// keyPrefix is the documented key prefix of namespace ns.
+func keyPrefix(ns string) string { return "jobkit/" + url.PathEscape(ns) + "/" }
+
+// open returns a store on its own client in namespace ns, closed when t
+// ends.
+func open(t testing.TB, ns string, opts ...etcdstore.Option) *etcdstore.Store {
 	t.Helper()
 	cli := newClient(t, testserver.Etcd(t))
-	s, err := etcdstore.New(cli, append([]etcdstore.Option{etcdstore.WithPrefix(p)}, opts...)...)
+	s, err := etcdstore.New(cli, append([]etcdstore.Option{etcdstore.WithNamespace(ns)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +78,10 @@ func open(t testing.TB, p string, opts ...etcdstore.Option) *etcdstore.Store {
 	return s
 }
 
-// cleanup deletes everything under p when t ends (and nothing else).
-func cleanup(t testing.TB, p string) {
+// cleanup deletes everything of namespace ns when t ends (and nothing
+// else).
+func cleanup(t testing.TB, ns string) {
+	p := keyPrefix(ns)
 	cli := newClient(t, testserver.Etcd(t))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -93,8 +99,7 @@ func cleanup(t testing.TB, p string) {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		Open: func(t testing.TB, ns string) store.Store {
-			p := "jobkit-test/conformance/" + ns + "/"
-			return open(t, p)
+			return open(t, "conformance-"+ns)
 		},
 	})
 }
@@ -103,7 +108,7 @@ func TestConformance(t *testing.T) {
 func TestManagerSuite(t *testing.T) {
 	jobtest.Run(t, jobtest.Harness{
 		Open: func(t testing.TB, ns string) store.Store {
-			return open(t, "jobkit-test/manager/"+ns+"/")
+			return open(t, "manager-"+ns)
 		},
 	})
 }

@@ -17,9 +17,10 @@ import (
 )
 
 // Store is a store.Store on etcd. It is safe for concurrent use; several
-// Stores (in one process or many) with the same prefix share one queue.
+// Stores (in one process or many) in the same namespace share one queue.
 type Store struct {
 	cli       *clientv3.Client
+	ns        string
 	k         keys
 	ttl       int64 // seconds
 	maxOps    int
@@ -69,11 +70,16 @@ func (s *Store) forget(id string) {
 // Option configures a Store.
 type Option func(*Store)
 
-// WithPrefix puts every key of the store under prefix. Defaults to
-// "jobkit/". A prefix that does not end in "/" gets one, so the prefixes
-// "a" and "ab" stay apart. Stores with different prefixes are fully
-// isolated; nothing the store does touches a key outside its prefix.
-func WithPrefix(prefix string) Option { return func(s *Store) { s.k.p = prefix } }
+// DefaultNamespace is the namespace of a Store given no WithNamespace.
+const DefaultNamespace = "default"
+
+// WithNamespace puts the store in namespace ns, isolated from every other
+// namespace on the same etcd cluster: its keys are "jobkit/<ns>/..." (ns
+// path-escaped, so "a" and "a/b" stay apart), and nothing the store does
+// touches a key outside them. Stores that share a namespace share one
+// queue. ns must not be empty. Defaults to DefaultNamespace. The same
+// option of every jobkit store plugin means the same.
+func WithNamespace(ns string) Option { return func(s *Store) { s.ns = ns } }
 
 // WithLeaseTTL sets the TTL of the etcd lease that ties this handle's
 // claims to its process. When the process dies, its running instances
@@ -122,19 +128,17 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%w: etcdstore.New: nil client; pass a *clientv3.Client from clientv3.New", store.ErrInvalid)
 	}
 	s := &Store{
-		cli: client, k: keys{p: "jobkit/"}, ttl: 10, maxOps: 128,
+		cli: client, ns: DefaultNamespace, ttl: 10, maxOps: 128,
 		maxValue: 512 << 10, maxTxn: 1<<20 + 64<<10, opTimeout: 15 * time.Second, window: 32,
 		prios: map[string][]string{}, far: map[string]string{}, marked: map[string]bool{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{},
 	}
 	for _, o := range opts {
 		o(s)
 	}
-	if s.k.p == "" {
-		return nil, fmt.Errorf("%w: etcdstore.New: empty key prefix; the store needs a prefix of its own (WithPrefix(\"myapp/jobs/\"))", store.ErrInvalid)
+	if s.ns == "" {
+		return nil, fmt.Errorf("%w: etcdstore.New: empty namespace; name one (WithNamespace(\"myapp\")) or leave the option out for %q", store.ErrInvalid, DefaultNamespace)
 	}
-	if !strings.HasSuffix(s.k.p, "/") {
-		s.k.p += "/"
-	}
+	s.k.p = "jobkit/" + esc(s.ns) + "/"
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	s.nonce = hex.EncodeToString(b[:])
@@ -142,7 +146,11 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Prefix returns the key prefix the store keeps its data under.
+// Namespace returns the store's namespace.
+func (s *Store) Namespace() string { return s.ns }
+
+// Prefix returns the key prefix of the store's namespace, "jobkit/<ns>/",
+// under which it keeps all its data (for etcdctl get --prefix).
 func (s *Store) Prefix() string { return s.k.p }
 
 // Close ends what the store owns: its etcd lease (so its remaining claims

@@ -66,7 +66,7 @@ func deepStore(b *testing.B, depth int) *memdbstore.Store {
 	if s := deepStores[depth]; s != nil {
 		return s
 	}
-	s := memdbstore.New()
+	s := newStore(b)
 	fill(b, s, "deep", 0, depth, nil)
 	fill(b, s, "deep", depth, 1000, func(in *store.Instance) {
 		in.Priority, in.RunAt = 10, benchBase.Add(time.Hour)
@@ -108,7 +108,7 @@ func BenchmarkClaim(b *testing.B) {
 
 // BenchmarkEnqueueBatch enqueues in batches of 64; one op is one instance.
 func BenchmarkEnqueueBatch(b *testing.B) {
-	s := memdbstore.New()
+	s := newStore(b)
 	ctx := context.Background()
 	batch := make([]*store.Instance, 64)
 	b.ResetTimer()
@@ -133,7 +133,7 @@ func BenchmarkCycle(b *testing.B) {
 }
 
 func benchCycle(b *testing.B, n int) {
-	s := memdbstore.New()
+	s := newStore(b)
 	ctx := context.Background()
 	batch := make([]*store.Instance, n)
 	outs := make([]store.Outcome, 0, n)
@@ -172,7 +172,7 @@ func BenchmarkHeapPending(b *testing.B) {
 	const n = 100_000
 	for range b.N {
 		before := heapAlloc()
-		s := memdbstore.New()
+		s := newStore(b)
 		fill(b, s, "q", 0, n, nil)
 		after := heapAlloc()
 		b.ReportMetric(float64(after-before)/n, "B/pending")
@@ -204,7 +204,7 @@ func heapAlloc() uint64 {
 // a lookup of what waits or runs should cost what it returns, not what
 // the store holds.
 func BenchmarkLookupByState(b *testing.B) {
-	s := memdbstore.New()
+	s := newStore(b)
 	ctx := context.Background()
 	const done = 100_000
 	fill(b, s, "q", 0, done, nil)
@@ -247,4 +247,14 @@ func BenchmarkLookupByState(b *testing.B) {
 			}
 		})
 	}
+}
+
+// newStore returns a new store, failing tb if New does.
+func newStore(tb testing.TB, opts ...memdbstore.Option) *memdbstore.Store {
+	tb.Helper()
+	s, err := memdbstore.New(opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }

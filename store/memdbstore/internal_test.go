@@ -27,7 +27,7 @@ func enqueueN(t *testing.T, s *Store, queue string, n, prio int, runAt time.Time
 // at most two entries per priority level.
 func TestClaimSeeksPerLevel(t *testing.T) {
 	t.Parallel()
-	s := New()
+	s := mustNew(t)
 	later := t0.Add(time.Hour)
 	enqueueN(t, s, "q", 5000, 9, later, "future-9")
 	enqueueN(t, s, "q", 5000, 5, later, "future-5")
@@ -63,7 +63,7 @@ func TestClaimSeeksPerLevel(t *testing.T) {
 // and forgotten, and that notifying never blocks on a full channel.
 func TestSubscribeCleanup(t *testing.T) {
 	t.Parallel()
-	s := New()
+	s := mustNew(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var chans []<-chan struct{}
 	for i := range 100 {
@@ -106,7 +106,7 @@ func TestSubscribeCleanup(t *testing.T) {
 // wrapping.
 func TestZeroAndFarTimes(t *testing.T) {
 	t.Parallel()
-	s := New()
+	s := mustNew(t)
 	ctx := context.Background()
 	far := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
 	ins := []*store.Instance{
@@ -126,4 +126,13 @@ func TestZeroAndFarTimes(t *testing.T) {
 	if !res.NextRunAt.After(time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("NextRunAt %v, want the far time clamped to the end of the int64 range", res.NextRunAt)
 	}
+}
+
+func mustNew(t *testing.T) *Store {
+	t.Helper()
+	s, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -58,24 +58,28 @@ type Store struct {
 	subs  map[string]map[*subscriber]struct{} // by queue
 }
 
-// Option configures a Store.
-type Option func(*Store)
+// Option configures a Store given to New.
+type Option func(*Store) error
 
 // WithPruneLimit sets how many records one Prune call removes per rule when
-// its PruneParams.Limit is 0. Defaults to 10000.
+// its PruneParams.Limit is 0. Defaults to 10000; n must be positive.
 func WithPruneLimit(n int) Option {
-	return func(s *Store) {
-		if n > 0 {
-			s.pruneLimit = n
+	return func(s *Store) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: memdbstore.WithPruneLimit(%d); want a positive limit", store.ErrInvalid, n)
 		}
+		s.pruneLimit = n
+		return nil
 	}
 }
 
-// New returns an empty store.
-func New(opts ...Option) *Store {
+// New returns an empty store, or an error wrapping store.ErrInvalid when an
+// option is unusable. Like every plugin's New it returns (store, error);
+// the store has no namespaces, as nothing outside the process shares it.
+func New(opts ...Option) (*Store, error) {
 	db, err := memdb.NewMemDB(schema())
 	if err != nil {
-		panic("memdbstore: invalid schema: " + err.Error()) // a bug in this package
+		return nil, fmt.Errorf("memdbstore: invalid schema (a bug in this package): %w", err)
 	}
 	s := &Store{
 		db:         db,
@@ -85,9 +89,14 @@ func New(opts ...Option) *Store {
 		subs:       map[string]map[*subscriber]struct{}{},
 	}
 	for _, o := range opts {
-		o(s)
+		if o == nil {
+			return nil, fmt.Errorf("%w: memdbstore.New: nil option", store.ErrInvalid)
+		}
+		if err := o(s); err != nil {
+			return nil, err
+		}
 	}
-	return s
+	return s, nil
 }
 
 var (

@@ -1,6 +1,7 @@
 package memdbstore_test
 
 import (
+	"errors"
 	"sync"
 	"testing"
 
@@ -26,7 +27,7 @@ func harness() storetest.Harness {
 			defer mu.Unlock()
 			s := stores[ns]
 			if s == nil {
-				s = memdbstore.New()
+				s = newStore(t)
 				stores[ns] = s
 			}
 			return s
@@ -36,4 +37,16 @@ func harness() storetest.Harness {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, harness())
+}
+
+// New reports an unusable option instead of ignoring it.
+func TestNewRejectsBadOptions(t *testing.T) {
+	for _, opt := range []memdbstore.Option{memdbstore.WithPruneLimit(0), memdbstore.WithPruneLimit(-1), nil} {
+		if s, err := memdbstore.New(opt); !errors.Is(err, store.ErrInvalid) || s != nil {
+			t.Errorf("New with a bad option: %v, %v; want nil and ErrInvalid", s, err)
+		}
+	}
+	if _, err := memdbstore.New(memdbstore.WithPruneLimit(5)); err != nil {
+		t.Errorf("New(WithPruneLimit(5)): %v", err)
+	}
 }

@@ -150,7 +150,7 @@ func BenchmarkMemoryPerPendingJob(b *testing.B) {
 			const n = 100_000
 			// One fill whatever b.N is: the metric is per job, not per op.
 			ns := fmt.Sprintf("bench_mem_%d", time.Now().UnixNano())
-			s := redisstore.New(c, redisstore.WithNamespace(ns))
+			s := newStore(b, c, ns)
 			before := usedMemory(b, c)
 			if per == 1 {
 				fillSingles(b, s, ns, n)
@@ -192,7 +192,7 @@ func fillSingles(b *testing.B, s *redisstore.Store, ns string, n int) {
 func benchClaim(b *testing.B, depth int) {
 	c := benchClient(b)
 	ns := fmt.Sprintf("bench_claim_%d_%d", depth, time.Now().UnixNano())
-	s := redisstore.New(c, redisstore.WithNamespace(ns))
+	s := newStore(b, c, ns)
 	fill(b, s, ns, depth)
 	ctx := context.Background()
 	now := benchBase
@@ -228,7 +228,7 @@ func BenchmarkClaimDepth1M(b *testing.B) { benchClaim(b, 1_000_000) }
 func BenchmarkEnqueueBatch100(b *testing.B) {
 	c := benchClient(b)
 	ns := fmt.Sprintf("bench_enq_%d", time.Now().UnixNano())
-	s := redisstore.New(c, redisstore.WithNamespace(ns))
+	s := newStore(b, c, ns)
 	ctx := context.Background()
 	u0, c0 := serverMicros(b, c)
 	b.ResetTimer()
@@ -251,7 +251,7 @@ func BenchmarkEnqueueBatch100(b *testing.B) {
 func BenchmarkClaimFinishCycle(b *testing.B) {
 	c := benchClient(b)
 	ns := fmt.Sprintf("bench_cycle_%d", time.Now().UnixNano())
-	s := redisstore.New(c, redisstore.WithNamespace(ns))
+	s := newStore(b, c, ns)
 	fill(b, s, ns, b.N*100)
 	ctx := context.Background()
 	u0, _ := serverMicros(b, c)
@@ -281,7 +281,7 @@ func BenchmarkClaimFinishCycle(b *testing.B) {
 func BenchmarkScheduleJobParallel(b *testing.B) {
 	c := benchClient(b)
 	ns := fmt.Sprintf("bench_sched_%d", time.Now().UnixNano())
-	m, err := job.NewManager(job.WithStore(redisstore.New(c, redisstore.WithNamespace(ns))))
+	m, err := job.NewManager(job.WithStore(newStore(b, c, ns)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func BenchmarkScheduleJobParallel(b *testing.B) {
 func BenchmarkLookupByState(b *testing.B) {
 	c := benchClient(b)
 	ns := fmt.Sprintf("bench_lookup_%d", time.Now().UnixNano())
-	s := redisstore.New(c, redisstore.WithNamespace(ns))
+	s := newStore(b, c, ns)
 	ctx := context.Background()
 	const done = 100_000
 	mk := func(i int, kind string, runAt time.Time) *store.Instance {
@@ -435,7 +435,7 @@ func serverMicrosAll(b *testing.B, c *redis.Client) int64 {
 func BenchmarkClaimFinishSplit(b *testing.B) {
 	c := benchClient(b)
 	ns := fmt.Sprintf("bench_split_%d", time.Now().UnixNano())
-	s := redisstore.New(c, redisstore.WithNamespace(ns))
+	s := newStore(b, c, ns)
 	const batch = 16
 	fill(b, s, ns, b.N*batch)
 	ctx := context.Background()

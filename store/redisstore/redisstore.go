@@ -2,7 +2,9 @@
 // github.com/redis/go-redis/v9.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-//	mgr, err := job.NewManager(job.WithStore(redisstore.New(rdb)))
+//	st, err := redisstore.New(rdb, redisstore.WithNamespace("myapp"))
+//	...
+//	mgr, err := job.NewManager(job.WithStore(st))
 //
 // Several processes that share one Redis (and one namespace) act as one
 // cluster: every queue operation is one atomic Lua script, O(log n) in the
@@ -51,6 +53,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
@@ -73,18 +76,17 @@ var (
 // Option configures a Store.
 type Option = redisscript.Option
 
-// WithNamespace keeps the store's data under keys "jobkit:{ns}:...", apart
-// from other namespaces on the same server. ns must not hold braces.
-// Defaults to "default".
+// WithNamespace puts the store in namespace ns, isolated from every other
+// namespace on the same server: its keys are "jobkit:{ns}:...", and nothing
+// the store does touches a key outside them. Managers that share a
+// namespace share one queue. ns must not be empty nor hold braces.
+// Defaults to "default". The same option of every jobkit store plugin
+// means the same.
 func WithNamespace(ns string) Option { return redisscript.WithNamespace(ns) }
 
-// WithPrefix is WithNamespace, for harnesses that speak of key prefixes.
-func WithPrefix(ns string) Option { return WithNamespace(ns) }
-
 // New returns a store on client. The client belongs to the caller and is
-// never closed by the store. New panics on an invalid namespace (one with
-// braces), which is a programming error.
-func New(client redis.UniversalClient, opts ...Option) *Store {
+// never closed by the store. An invalid namespace is an error.
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	o := redisscript.Apply(opts)
 	r := &runner{c: client, scripts: make(map[*redisscript.Script]*redis.Script, len(redisscript.All))}
 	for _, s := range redisscript.All {
@@ -92,9 +94,9 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	}
 	core, err := redisscript.NewCore(r, o.Namespace, "redisstore")
 	if err != nil {
-		panic(err)
+		return nil, fmt.Errorf("redisstore.New: %w", err)
 	}
-	return &Store{Core: core, client: client}
+	return &Store{Core: core, client: client}, nil
 }
 
 // runner runs the shared scripts with go-redis.

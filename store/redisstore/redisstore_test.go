@@ -40,7 +40,7 @@ func TestConformance(t *testing.T) {
 	c := client(t)
 	storetest.Run(t, storetest.Harness{
 		Open: func(t testing.TB, ns string) store.Store {
-			return redisstore.New(c, redisstore.WithNamespace(ns))
+			return newStore(t, c, ns)
 		},
 	})
 }
@@ -49,7 +49,7 @@ func TestRedisSpecific(t *testing.T) {
 	open := func(t testing.TB, addr, ns string) store.Store {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { c.Close() })
-		return redisstore.New(c, redisstore.WithNamespace(ns))
+		return newStore(t, c, ns)
 	}
 	// go-redis connects on first use, so a client made before its server
 	// is an ordinary one.
@@ -62,5 +62,15 @@ func TestManagerSuite(t *testing.T) {
 
 func harnessOpen(t *testing.T) func(testing.TB, string) store.Store {
 	c := client(t)
-	return func(_ testing.TB, ns string) store.Store { return redisstore.New(c, redisstore.WithNamespace(ns)) }
+	return func(t testing.TB, ns string) store.Store { return newStore(t, c, ns) }
+}
+
+// newStore returns a store on c in namespace ns, failing tb if New does.
+func newStore(tb testing.TB, c redis.UniversalClient, ns string) *redisstore.Store {
+	tb.Helper()
+	s, err := redisstore.New(c, redisstore.WithNamespace(ns))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }

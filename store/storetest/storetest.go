@@ -8,7 +8,11 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, storetest.Harness{
 //			Open: func(t testing.TB, ns string) store.Store {
-//				return myplugin.New(client, myplugin.WithPrefix(ns))
+//				s, err := myplugin.New(client, myplugin.WithNamespace(ns))
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				return s
 //			},
 //		})
 //	}

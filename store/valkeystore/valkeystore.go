@@ -2,7 +2,9 @@
 // github.com/valkey-io/valkey-go.
 //
 //	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{"localhost:6379"}})
-//	mgr, err := job.NewManager(job.WithStore(valkeystore.New(client)))
+//	st, err := valkeystore.New(client, valkeystore.WithNamespace("myapp"))
+//	...
+//	mgr, err := job.NewManager(job.WithStore(st))
 //
 // It runs the very Lua scripts package redisstore runs
 // (store/internal/redisscript), on the same key layout, so the two plugins
@@ -28,6 +30,7 @@ package valkeystore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -50,18 +53,17 @@ var (
 // Option configures a Store.
 type Option = redisscript.Option
 
-// WithNamespace keeps the store's data under keys "jobkit:{ns}:...", apart
-// from other namespaces on the same server. ns must not hold braces.
-// Defaults to "default".
+// WithNamespace puts the store in namespace ns, isolated from every other
+// namespace on the same server: its keys are "jobkit:{ns}:...", and nothing
+// the store does touches a key outside them. Managers that share a
+// namespace share one queue. ns must not be empty nor hold braces.
+// Defaults to "default". The same option of every jobkit store plugin
+// means the same.
 func WithNamespace(ns string) Option { return redisscript.WithNamespace(ns) }
 
-// WithPrefix is WithNamespace, for harnesses that speak of key prefixes.
-func WithPrefix(ns string) Option { return WithNamespace(ns) }
-
 // New returns a store on client. The client belongs to the caller and is
-// never closed by the store. New panics on an invalid namespace (one with
-// braces), which is a programming error.
-func New(client valkey.Client, opts ...Option) *Store {
+// never closed by the store. An invalid namespace is an error.
+func New(client valkey.Client, opts ...Option) (*Store, error) {
 	o := redisscript.Apply(opts)
 	r := &runner{c: client, scripts: make(map[*redisscript.Script]*valkey.Lua, len(redisscript.All))}
 	for _, s := range redisscript.All {
@@ -73,9 +75,9 @@ func New(client valkey.Client, opts ...Option) *Store {
 	}
 	core, err := redisscript.NewCore(r, o.Namespace, "valkeystore")
 	if err != nil {
-		panic(err)
+		return nil, fmt.Errorf("valkeystore.New: %w", err)
 	}
-	return &Store{Core: core}
+	return &Store{Core: core}, nil
 }
 
 // runner runs the shared scripts with valkey-go.

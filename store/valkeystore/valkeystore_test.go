@@ -45,7 +45,7 @@ func TestConformance(t *testing.T) {
 	c := newClient(t, testserver.Redis(t))
 	storetest.Run(t, storetest.Harness{
 		Open: func(t testing.TB, ns string) store.Store {
-			return valkeystore.New(c, valkeystore.WithNamespace(ns))
+			return newStore(t, c, ns)
 		},
 	})
 }
@@ -53,7 +53,7 @@ func TestConformance(t *testing.T) {
 func TestValkeySpecific(t *testing.T) {
 	scripttest.Run(t, scripttest.Harness{
 		Open: func(t testing.TB, addr, ns string) store.Store {
-			return valkeystore.New(newClient(t, addr), valkeystore.WithNamespace(ns))
+			return newStore(t, newClient(t, addr), ns)
 		},
 		// valkey.NewClient dials at once and fails with no server; with
 		// ForceSingleClient it also returns a client that connects later.
@@ -63,7 +63,7 @@ func TestValkeySpecific(t *testing.T) {
 				t.Fatalf("valkey.NewClient with no server at %s: client %v, err %v; want a client and the dial error", addr, c, err)
 			}
 			t.Cleanup(c.Close)
-			return valkeystore.New(c, valkeystore.WithNamespace(ns))
+			return newStore(t, c, ns)
 		},
 	})
 }
@@ -74,5 +74,15 @@ func TestManagerSuite(t *testing.T) {
 
 func harnessOpen(t *testing.T) func(testing.TB, string) store.Store {
 	c := newClient(t, testserver.Redis(t))
-	return func(_ testing.TB, ns string) store.Store { return valkeystore.New(c, valkeystore.WithNamespace(ns)) }
+	return func(t testing.TB, ns string) store.Store { return newStore(t, c, ns) }
+}
+
+// newStore returns a store on c in namespace ns, failing tb if New does.
+func newStore(tb testing.TB, c valkey.Client, ns string) *valkeystore.Store {
+	tb.Helper()
+	s, err := valkeystore.New(c, valkeystore.WithNamespace(ns))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }

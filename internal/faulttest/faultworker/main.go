@@ -116,19 +116,29 @@ func open(name, redisAddr, etcdEndpoints, ns string) (store.Store, func(), error
 	switch name {
 	case "redis":
 		c := redis.NewClient(&redis.Options{Addr: redisAddr})
-		return redisstore.New(c, redisstore.WithNamespace(ns)), func() { c.Close() }, nil
+		s, err := redisstore.New(c, redisstore.WithNamespace(ns))
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		return s, func() { c.Close() }, nil
 	case "valkey":
 		c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
 		if err != nil {
 			return nil, nil, err
 		}
-		return valkeystore.New(c, valkeystore.WithNamespace(ns)), c.Close, nil
+		s, err := valkeystore.New(c, valkeystore.WithNamespace(ns))
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		return s, c.Close, nil
 	case "etcd":
 		c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(etcdEndpoints, ","), DialTimeout: 5 * time.Second})
 		if err != nil {
 			return nil, nil, err
 		}
-		s, err := etcdstore.New(c, etcdstore.WithPrefix(ns))
+		s, err := etcdstore.New(c, etcdstore.WithNamespace(ns))
 		if err != nil {
 			c.Close()
 			return nil, nil, err
