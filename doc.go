@@ -21,6 +21,27 @@
 //
 // ScheduleJob checks the arguments against the executor before it stores
 // anything, so a wrong count or type is an error at once, not a failed run.
+// Read from a lookup, arguments and results are plain JSON values
+// (Instance.Arguments, Instance.Results); Instance.ArgumentsInto and
+// Instance.ResultsInto decode them into typed values:
+//
+//	var sum int
+//	err := done.ResultsInto(&sum)
+//
+// # Typed jobs
+//
+// For compile-time checks, Register binds an executor that takes one
+// argument value and returns one result, and returns a TypedJob whose
+// Schedule takes that argument type and whose lookups return it and the
+// result typed. It is a layer over the same registry: the any-signature
+// path above stays the default, and both schedule the same instances.
+//
+//	type email struct{ To, Subject string }
+//	mailer, err := job.Register(mgr, "email", func(ctx context.Context, e email) (string, error) { ... })
+//	ji, err := mailer.Schedule(ctx, email{To: "ada"}, job.WithPriority(job.HighPriority))
+//	...
+//	done, err := mailer.LookupInstance(ctx, ji.ID())
+//	id, err := done.Result() // a string
 //
 // # Options
 //

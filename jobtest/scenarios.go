@@ -19,6 +19,7 @@ const deadline = 15 * time.Second
 
 func init() {
 	register("Signatures", testSignatures)
+	register("TypedResults", testTypedResults)
 	register("RetryThenTerminate", testRetryThenTerminate)
 	register("PermanentError", testPermanentError)
 	register("Timeout", testTimeout)
@@ -121,6 +122,66 @@ func testSignatures(t *testing.T, e *env) {
 	}
 	if len(all) != len(cases) {
 		t.Errorf("store holds %d instances, want %d (bad schedules must store nothing)", len(all), len(cases))
+	}
+}
+
+// testTypedResults: arguments and results written by the store read back
+// into their Go types, through Register's typed handle and through
+// Instance.ResultsInto, large integers and nested values included.
+func testTypedResults(t *testing.T, e *env) {
+	type in struct {
+		Name  string
+		Big   int64
+		Tags  []string
+		Point *point
+	}
+	type out struct {
+		Greeting string
+		Twice    int64
+		Tags     map[string]int
+		At       time.Time
+	}
+	at := time.Date(2026, 11, 22, 9, 30, 0, 0, time.UTC)
+	m := e.manager(t, nil)
+	tj, err := job.Register(m, "typed", func(_ context.Context, a in) (out, error) {
+		tags := map[string]int{}
+		for i, s := range a.Tags {
+			tags[s] = i
+		}
+		return out{Greeting: "hi " + a.Name, Twice: a.Big * 2, Tags: tags, At: at}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	const big = int64(1)<<61 + 1 // not a float64
+	arg := in{Name: "ada", Big: big, Tags: []string{"a", "b"}, Point: &point{1, 2}}
+	ti, err := tj.Schedule(context.Background(), arg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, m, ti.ID(), job.Completed, deadline)
+	got, err := tj.LookupInstance(context.Background(), ti.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := got.Result()
+	if err != nil {
+		t.Fatalf("Result: %v", err)
+	}
+	if res.Greeting != "hi ada" || res.Twice != 2*big || res.Tags["b"] != 1 || !res.At.Equal(at) {
+		t.Errorf("result %+v", res)
+	}
+	a, err := got.Argument()
+	if err != nil || a.Big != big || a.Point == nil || *a.Point != (point{1, 2}) || len(a.Tags) != 2 {
+		t.Errorf("argument %+v, %v", a, err)
+	}
+	var r out
+	if err := got.ResultsInto(&r); err != nil || r.Twice != 2*big {
+		t.Errorf("ResultsInto: %+v, %v", r, err)
+	}
+	if err := got.ResultsInto(&r, &r); !errors.Is(err, job.ErrInvalidResults) {
+		t.Errorf("ResultsInto with two pointers for one result: %v, want ErrInvalidResults", err)
 	}
 }
 
