@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/jobkit/job"
-	"github.com/jobkit/job/internal/benchkit"
+	"github.com/jobkit/job/bench/internal/benchkit"
 )
 
 // env is where the servers are.

@@ -28,7 +28,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobkit/job/internal/benchkit"
+	"github.com/jobkit/job/bench/internal/benchkit"
 )
 
 func main() {
