@@ -21,7 +21,6 @@ type scheduleConfig struct {
 	uniqueTTL   time.Duration
 	hasArgs     bool
 	queue       string
-	fromTick    bool // enqueued by a recurring schedule
 	tickKey     string
 	tickHoldTil time.Time
 }
