@@ -1,14 +1,17 @@
 # The two commands the README starts with:
 #   go run ./examples/quickstart   runs an example on the embedded store
-#   make test                      runs every test against real servers
+#   make test                      runs every check and test of every module
+#                                  (go.work lists them) against real servers
 
 .PHONY: test vet bench bench-quick bench-memdb example
 
 test:
 	./scripts/test.sh
 
+# gofmt and go vet over every module of go.work, in the workspace.
 vet:
-	gofmt -l . && go vet ./...
+	test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
+	go vet $$(go list -m -f '{{.Dir}}/...')
 
 example:
 	go run ./examples/quickstart
@@ -25,4 +28,4 @@ bench-quick:
 # jobkit alone on the embedded store: go test benchmarks and the program.
 bench-memdb:
 	go test -run '^$$' -bench . -benchmem ./store/memdbstore/
-	go run ./cmd/jobkit-bench -store memdb
+	go run ./bench/cmd/jobkit-bench -store memdb

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"runtime/debug"
@@ -232,16 +231,6 @@ func decodeJSONArray(data []byte) ([]any, error) {
 	}
 	return out, nil
 }
-
-// errString returns err's message, or "" for nil.
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-var errNoMessage = errors.New("job: attempt failed")
 
 // decodeInto decodes the stored JSON array data into ptrs, one per
 // element; a nil entry skips its element. what names an element in errors

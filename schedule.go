@@ -28,7 +28,6 @@ type scheduleConfig struct {
 	uniqueTTL   time.Duration
 	hasArgs     bool
 	typedArgs   bool // the arguments came from a TypedJob's Schedule
-	fromTick    bool // enqueued by a recurring schedule
 	tickKey     string
 	tickHoldTil time.Time
 }

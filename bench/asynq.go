@@ -11,7 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobkit/job/internal/benchkit"
+	"github.com/jobkit/job/bench/internal/benchkit"
 )
 
 // asynqConfig says how the asynq servers are set up; zero keeps asynq's

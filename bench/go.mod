@@ -3,12 +3,18 @@ module github.com/jobkit/job/bench
 go 1.26.0
 
 require (
+	github.com/google/uuid v1.6.0
 	github.com/hibiken/asynq v0.26.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jobkit/job v0.0.0
+	github.com/jobkit/job/store/etcdstore v0.0.0
+	github.com/jobkit/job/store/redisstore v0.0.0
+	github.com/jobkit/job/store/valkeystore v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/riverqueue/river v0.51.1
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.1
+	github.com/valkey-io/valkey-go v1.0.79
+	go.etcd.io/etcd/client/v3 v3.7.3
 )
 
 require (
@@ -16,7 +22,6 @@ require (
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
 	github.com/hashicorp/go-memdb v1.3.5 // indirect
@@ -24,6 +29,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
 	github.com/riverqueue/river/riverdriver v0.51.1 // indirect
 	github.com/riverqueue/river/rivershared v0.51.1 // indirect
 	github.com/riverqueue/river/rivertype v0.51.1 // indirect
@@ -33,13 +39,11 @@ require (
 	github.com/tidwall/match v1.2.0 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect
-	github.com/valkey-io/valkey-go v1.0.79 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
-	go.etcd.io/etcd/client/v3 v3.7.3 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.1 // indirect
+	go.uber.org/zap v1.28.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -51,4 +55,14 @@ require (
 	google.golang.org/protobuf v1.36.11 // indirect
 )
 
-replace github.com/jobkit/job => ../
+// The repository's other modules build against their current code here
+// (see "Module layout" in doc/design.md); go.work does the same for
+// commands run from the repository root.
+replace (
+	github.com/jobkit/job => ..
+	github.com/jobkit/job/store/etcdstore => ../store/etcdstore
+	github.com/jobkit/job/store/internal/redisscript => ../store/internal/redisscript
+	github.com/jobkit/job/store/internal/redisscript/scripttest => ../store/internal/redisscript/scripttest
+	github.com/jobkit/job/store/redisstore => ../store/redisstore
+	github.com/jobkit/job/store/valkeystore => ../store/valkeystore
+)

@@ -1,6 +1,6 @@
 // Command bench measures jobkit side by side with asynq (on the same
 // redis-server) and River (on PostgreSQL) in one run, on the workloads of
-// internal/benchkit, and writes the table into doc/benchmarks.md between
+// bench/internal/benchkit, and writes the table into doc/benchmarks.md between
 // its markers. It starts redis-server, etcd and PostgreSQL itself on free
 // loopback ports and stops them by PID. scripts/bench.sh builds and runs
 // it:
@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/jobkit/job"
-	"github.com/jobkit/job/internal/benchkit"
+	"github.com/jobkit/job/bench/internal/benchkit"
 )
 
 // env is where the servers are.

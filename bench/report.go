@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobkit/job/internal/benchkit"
+	"github.com/jobkit/job/bench/internal/benchkit"
 )
 
 type cell struct {

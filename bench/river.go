@@ -13,7 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/jobkit/job/internal/benchkit"
+	"github.com/jobkit/job/bench/internal/benchkit"
 )
 
 // riverConfig says how the River clients are set up; zero keeps River's

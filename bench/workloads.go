@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobkit/job/internal/benchkit"
+	"github.com/jobkit/job/bench/internal/benchkit"
 )
 
 // params are the sizes and limits of one mode.

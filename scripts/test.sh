@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# Runs every test of the repository against real servers.
+# Runs every check and every test of every Go module in the repository
+# against real servers.
+#
+# The modules are the directories go.work uses; a go.mod that go.work
+# misses fails the run, so a new module cannot skip the checks. Each module
+# is checked on its own, outside the workspace (GOWORK=off), as a user of
+# it would build it: go vet, `go mod tidy -diff`, staticcheck (run with
+# `go run` at the version pinned below, so a machine needs only Go) and
+# `go test -race`. gofmt runs once over the whole tree, which holds every
+# module. internal/leancore, in the core module, fails if a heavy client
+# (gRPC, protobuf, etcd, Redis, Valkey, pgx, Prometheus) reaches the
+# module graph of a program that imports only github.com/jobkit/job.
 #
 # Installs what is missing (redis-server, etcd-server) when running as root
 # on Debian, starts one redis-server and one etcd on free loopback ports in
-# a temporary directory, runs gofmt, go vet and `go test -race ./...` with
-# JOBKIT_REDIS_ADDR and JOBKIT_ETCD_ENDPOINTS pointing at them (the fault
-# tests last, on their own), and stops both by PID on the way out. Tests
-# that must kill or restart a server start their own.
+# a temporary directory, runs the tests with JOBKIT_REDIS_ADDR and
+# JOBKIT_ETCD_ENDPOINTS pointing at them (the fault tests last, on their
+# own), and stops both by PID on the way out. Tests that must kill or
+# restart a server start their own. Extra arguments go to every go test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -76,6 +87,33 @@ wait_port "$etcd_port" 20 "$!" etcd
 export JOBKIT_ETCD_ENDPOINTS="127.0.0.1:$etcd_port"
 log "etcd $(etcd --version | awk 'NR==1{print $3}') on $JOBKIT_ETCD_ENDPOINTS (pid ${pids[-1]})"
 
+# staticcheck 2026.2.2; its go.mod requires Go 1.26, the Go of this repository.
+staticcheck=honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+# The modules, as go.work lists them (core first), relative to the root.
+mapfile -t modules < <(go work edit -json | sed -n 's#^[[:space:]]*"DiskPath": "\(\./\)\{0,1\}\(.*\)",\{0,1\}$#\2#p')
+mapfile -t gomods < <(find . -name go.mod -not -path './.git/*' -printf '%h\n' | sed 's#^\./##' | sort)
+if [[ $(printf '%s\n' "${modules[@]}" | sort) != "$(printf '%s\n' "${gomods[@]}")" ]]; then
+	log "go.work and the go.mod files disagree; list every module in go.work (go work use -r .):"
+	diff <(printf '%s\n' "${modules[@]}" | sort) <(printf '%s\n' "${gomods[@]}") >&2 || true
+	exit 1
+fi
+log "${#modules[@]} modules: ${modules[*]}"
+# A module's zip holds only its own directory: each carries the licence.
+for m in "${modules[@]}"; do
+	if [[ $m != . ]] && ! cmp -s LICENSE "$m/LICENSE"; then
+		log "$m/LICENSE is missing or differs from LICENSE (cp LICENSE $m/)"
+		exit 1
+	fi
+done
+
+# in_module DIR CMD...: runs CMD in module DIR outside the workspace.
+in_module() {
+	local dir=$1
+	shift
+	(cd "$dir" && GOWORK=off "$@")
+}
+
 log "gofmt"
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then
@@ -83,13 +121,24 @@ if [[ -n $unformatted ]]; then
 	echo "$unformatted" >&2
 	exit 1
 fi
-log "go vet ./..."
-go vet ./...
+for m in "${modules[@]}"; do
+	log "$m: go vet, go mod tidy -diff, staticcheck"
+	in_module "$m" go vet ./...
+	if ! in_module "$m" go mod tidy -diff; then
+		log "$m: go.mod or go.sum is not tidy (run: cd $m && GOWORK=off go mod tidy)"
+		exit 1
+	fi
+	in_module "$m" go run "$staticcheck" ./...
+done
+
 # The fault tests bound how fast crashed work runs again (lease + 1 s) with
-# real worker processes; they run after the other packages, so those do not
-# starve them of the machine's CPUs and of the shared servers.
-fault=github.com/jobkit/job/internal/faulttest
-log "go test -race ./... (all but $fault)"
-go test -race -timeout 12m "$@" $(go list ./... | grep -vx "$fault")
-log "go test -race $fault"
-go test -race -timeout 12m "$@" "$fault"
+# real worker processes; they run after every other module, so those do
+# not starve them of the machine's CPUs and of the shared servers.
+fault=internal/faulttest
+for m in "${modules[@]}"; do
+	[[ $m == "$fault" ]] && continue
+	log "$m: go test -race ./..."
+	in_module "$m" go test -race -timeout 12m "$@" ./...
+done
+log "$fault: go test -race ./..."
+in_module "$fault" go test -race -timeout 12m "$@" ./...

@@ -11,7 +11,6 @@ package testserver
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -172,7 +171,5 @@ func envOr(key string) (string, bool) {
 	v, ok := os.LookupEnv(key)
 	return v, ok && v != ""
 }
-
-var errNoServer = errors.New("testserver: no server")
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/jobkit/job/store"
@@ -172,17 +171,6 @@ func (k keys) logTime(t time.Time, id, uniq string) string {
 }
 func (k keys) logKind(kind string, t time.Time, id, uniq string) string {
 	return k.p + "lk/" + esc(kind) + "/" + tkey(t) + "/" + esc(id) + "/" + uniq
-}
-
-// splitIndexKey splits the tail of an ht/hk/lt/lk key ("<time>/<id>/<n>")
-// into its parts.
-func splitIndexKey(tail string) (t uint64, id string, n string, ok bool) {
-	parts := strings.Split(tail, "/")
-	if len(parts) != 3 {
-		return 0, "", "", false
-	}
-	t, ok = parseHex16(parts[0])
-	return t, unesc(parts[1]), parts[2], ok
 }
 
 // staticRec is what never changes after enqueue (key i/<id>).

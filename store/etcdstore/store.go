@@ -287,15 +287,6 @@ func (s *Store) revokeSoon(id clientv3.LeaseID) {
 	_, _ = s.cli.Revoke(ctx, id)
 }
 
-// dropLease forgets the lease after etcd said it does not exist.
-func (s *Store) dropLease(id clientv3.LeaseID) {
-	s.mu.Lock()
-	if s.lease == id {
-		s.lease = 0
-	}
-	s.mu.Unlock()
-}
-
 // uniqueLease returns a lease that lives at least ttl from now, shared by
 // every unique key expiring in the same bucket, so a held unique key is
 // deleted by etcd some time after it expires without a grant per key.
@@ -330,14 +321,4 @@ func (s *Store) uniqueLease(ctx context.Context, ttl time.Duration) (clientv3.Le
 	}
 	s.uniq[b] = g.ID
 	return g.ID, nil
-}
-
-func (s *Store) forgetUniqueLease(id clientv3.LeaseID) {
-	s.mu.Lock()
-	for k, v := range s.uniq {
-		if v == id {
-			delete(s.uniq, k)
-		}
-	}
-	s.mu.Unlock()
 }

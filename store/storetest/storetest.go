@@ -434,24 +434,3 @@ func checkLease(t testing.TB, in *store.Instance, owner string, attempt int, unt
 			in.ID, in.State, in.LeaseOwner, in.Attempt, in.LeaseUntil, owner, attempt, until)
 	}
 }
-
-// noLease checks that in holds no lease.
-func noLease(t testing.TB, in *store.Instance) {
-	t.Helper()
-	if in.LeaseOwner != "" || !in.LeaseUntil.IsZero() {
-		t.Fatalf("instance %s in state %v still has lease owner %q until %v; a lease is set only while processing",
-			in.ID, in.State, in.LeaseOwner, in.LeaseUntil)
-	}
-}
-
-// waitFor calls cond until it returns true or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -19,18 +19,6 @@ var errMsgpack = errors.New("not a record")
 // enc appends MessagePack values.
 type enc struct{ b []byte }
 
-func (e *enc) array(n int) {
-	switch {
-	case n < 16:
-		e.b = append(e.b, 0x90|byte(n))
-	case n < 1<<16:
-		e.b = append(e.b, 0xdc, byte(n>>8), byte(n))
-	default:
-		e.b = append(e.b, 0xdd)
-		e.b = binary.BigEndian.AppendUint32(e.b, uint32(n))
-	}
-}
-
 func (e *enc) int(v int64) {
 	switch {
 	case v >= 0 && v < 128:

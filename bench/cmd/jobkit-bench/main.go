@@ -5,14 +5,15 @@
 // processes: throughput with 2 worker processes and idle latency with the
 // workers in another process; the worker processes are this program,
 // re-executed as `jobkit-bench worker ...`. It prints a Markdown table. The
-// workloads live in
-// internal/benchkit, which the side-by-side benchmark with asynq and River
-// (the bench module, run by scripts/bench.sh) shares.
+// workloads live in bench/internal/benchkit, which the side-by-side
+// benchmark with asynq and River (bench/main.go, run by scripts/bench.sh)
+// shares. From the repository root (go.work makes the bench module
+// visible there), or `go run ./cmd/jobkit-bench` inside bench/:
 //
-//	go run ./cmd/jobkit-bench -store memdb
-//	go run ./cmd/jobkit-bench -store redis                          # starts a redis-server
-//	go run ./cmd/jobkit-bench -store redis -redis-addr 127.0.0.1:6379
-//	go run ./cmd/jobkit-bench -store etcd -etcd 127.0.0.1:2379
+//	go run ./bench/cmd/jobkit-bench -store memdb
+//	go run ./bench/cmd/jobkit-bench -store redis                          # starts a redis-server
+//	go run ./bench/cmd/jobkit-bench -store redis -redis-addr 127.0.0.1:6379
+//	go run ./bench/cmd/jobkit-bench -store etcd -etcd 127.0.0.1:2379
 package main
 
 import (
@@ -28,7 +29,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobkit/job/internal/benchkit"
+	"github.com/jobkit/job/bench/internal/benchkit"
 )
 
 func main() {

@@ -1,10 +1,12 @@
-package redisscript
+package scripttest
 
 // Lookups by state page through several lists and sets while claims,
 // rescues and finishes move instances between them. These tests run a
 // store call at an exact point of a lookup (a runner that calls a hook
 // before each plain command) and check that an instance in a matching
-// state for the whole lookup is returned, once.
+// state for the whole lookup is returned, once. They drive redisscript.Core
+// directly through go-redis, so they live here, in the module that may
+// depend on go-redis, and not in redisscript's own module.
 
 import (
 	"context"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/internal/redisscript"
 )
 
 func TestMain(m *testing.M) {
@@ -31,7 +34,7 @@ func TestMain(m *testing.M) {
 // of each plain command, the commands lookups page with.
 type hookRunner struct {
 	c       *redis.Client
-	scripts map[*Script]*redis.Script
+	scripts map[*redisscript.Script]*redis.Script
 	before  func(args []string)
 }
 
@@ -55,7 +58,7 @@ func strs(v any) any {
 	return v
 }
 
-func (r *hookRunner) Run(ctx context.Context, s *Script, keys, args []string) (any, error) {
+func (r *hookRunner) Run(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {
 	cmd := r.scripts[s].Run(ctx, r.c, keys, anys(args)...)
 	if s.ReadOnly {
 		cmd = r.scripts[s].RunRO(ctx, r.c, keys, anys(args)...)
@@ -85,14 +88,14 @@ func (r *hookRunner) Listen(ctx context.Context, _ string, _, _ func()) error {
 
 // hookCore returns a Core in a namespace of its own on the test binary's
 // redis-server, and its runner.
-func hookCore(t *testing.T) (*Core, *hookRunner) {
+func hookCore(t *testing.T) (*redisscript.Core, *hookRunner) {
 	c := redis.NewClient(&redis.Options{Addr: testserver.Redis(t)})
 	t.Cleanup(func() { c.Close() })
-	r := &hookRunner{c: c, scripts: map[*Script]*redis.Script{}}
-	for _, s := range All {
+	r := &hookRunner{c: c, scripts: map[*redisscript.Script]*redis.Script{}}
+	for _, s := range redisscript.All {
 		r.scripts[s] = redis.NewScript(s.Source)
 	}
-	core, err := NewCore(r, fmt.Sprintf("interleave_%s_%d", t.Name(), time.Now().UnixNano()), "test")
+	core, err := redisscript.NewCore(r, fmt.Sprintf("interleave_%s_%d", t.Name(), time.Now().UnixNano()), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +121,7 @@ func sortedIDs(ins []*store.Instance) []string {
 // lookups of other states from the states' own structures).
 type interleave struct {
 	t *testing.T
-	c *Core
+	c *redisscript.Core
 	r *hookRunner
 }
 

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Sample is one run's figures by name ("jobs/s", "p50 ms", ...).
@@ -154,6 +153,3 @@ func Machine() string {
 // Loaded reports whether the machine was busy (1-minute load above half
 // its CPUs), which makes figures noisy.
 func Loaded() bool { return Load1() > float64(runtime.NumCPU())/2 }
-
-// Deadline returns a channel closed after d.
-func after(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -1,0 +1,31 @@
+module github.com/jobkit/job/examples/redis
+
+go 1.26.0
+
+require (
+	github.com/jobkit/job v0.0.0
+	github.com/jobkit/job/store/redisstore v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
+	github.com/hashicorp/go-memdb v1.3.5 // indirect
+	github.com/hashicorp/golang-lru v0.5.4 // indirect
+	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
+
+// The repository's other modules build against their current code here
+// (see "Module layout" in doc/design.md); go.work does the same for
+// commands run from the repository root.
+replace (
+	github.com/jobkit/job => ../..
+	github.com/jobkit/job/store/internal/redisscript => ../../store/internal/redisscript
+	github.com/jobkit/job/store/internal/redisscript/scripttest => ../../store/internal/redisscript/scripttest
+	github.com/jobkit/job/store/redisstore => ../../store/redisstore
+)
