@@ -36,12 +36,8 @@ func TestClaimSeeksPerLevel(t *testing.T) {
 	enqueueN(t, s, "q", 2, 0, t0, "ready-0")
 	enqueueN(t, s, "other", 5000, 7, t0, "other")
 
-	tx := s.db.Txn(false)
 	qid, _ := s.queueID("q", false)
-	picked, next, visited, err := pickReady(tx, qid, nanos(t0.Add(time.Minute)), 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	picked, next, visited := pickReady(s.snapshot().ready, &rec{}, qid, nanos(t0.Add(time.Minute)), 10)
 	var got []string
 	for _, r := range picked {
 		got = append(got, r.id)
@@ -125,5 +121,82 @@ func TestZeroAndFarTimes(t *testing.T) {
 	}
 	if !res.NextRunAt.After(time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("NextRunAt %v, want the far time clamped to the end of the int64 range", res.NextRunAt)
+	}
+}
+
+// TestSnapshotsUnderWrites checks that readers see whole snapshots while
+// writers change the indexes in place: every lookup of all instances,
+// taken while other goroutines claim and finish them, sees each instance
+// exactly once and in exactly one state's index.
+func TestSnapshotsUnderWrites(t *testing.T) {
+	t.Parallel()
+	const n = 3000
+	s := New()
+	ctx := context.Background()
+	enqueueN(t, s, "q", n, 0, t0, "snap")
+	done := make(chan struct{})
+	errs := make(chan error, 2)
+	for w := range 2 {
+		go func() {
+			owner := fmt.Sprintf("w%d", w)
+			for {
+				res, err := s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: owner, Limit: 7, Now: t0, LeaseUntil: t0.Add(time.Hour)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(res.Instances) == 0 {
+					errs <- nil
+					return
+				}
+				var outs []store.Outcome
+				for _, in := range res.Instances {
+					outs = append(outs, store.Outcome{ID: in.ID, Attempt: in.Attempt, State: store.Completed})
+				}
+				if _, err := s.Finish(ctx, &store.FinishParams{Owner: owner, Now: t0, Outcomes: outs}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		close(done)
+	}()
+	all := []store.State{store.Scheduled, store.Processing, store.Completed}
+	for lookups := 0; ; lookups++ {
+		select {
+		case <-done:
+			if lookups < 2 {
+				t.Logf("only %d lookups overlapped the writers", lookups)
+			}
+			return
+		default:
+		}
+		every, err := s.LookupInstances(ctx, &store.Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byState, err := s.LookupInstances(ctx, &store.Query{States: all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range [][]*store.Instance{every, byState} {
+			seen := map[string]bool{}
+			for _, in := range got {
+				if seen[in.ID] {
+					t.Fatalf("lookup returned %s twice", in.ID)
+				}
+				seen[in.ID] = true
+			}
+			if len(seen) != n {
+				t.Fatalf("lookup returned %d instances, want %d", len(seen), n)
+			}
+		}
 	}
 }

@@ -1,19 +1,21 @@
-// Package memdbstore is jobkit's embedded store, on hashicorp/go-memdb: no
-// server, nothing to configure, the default when a manager is given no
-// store.
+// Package memdbstore is jobkit's embedded store: no server, nothing to
+// configure, the default when a manager is given no store.
 //
 // Several managers that share one *Store act as one cluster: every queue
-// operation is one go-memdb write transaction, so two managers never claim
-// the same attempt. Readers work on snapshots and never block writers.
+// operation runs under one write lock, so two managers never claim the
+// same attempt. Readers work on copy-on-write snapshots of the indexes and
+// hold the lock only to take one, never while they read.
 //
-// Claiming costs O(log n) in the queue's depth, never a scan: Scheduled
-// instances sit in a compact index ordered by (queue, priority descending,
-// RunAt, Seq), and a claim seeks to the head of each priority level in turn,
-// jumping past a level whose head is not due yet, so a future high-priority
-// instance never blocks a ready lower-priority one. Rescue walks an index of
-// leases by deadline; Prune walks indexes of finished instances and of logs
-// by time. An instance's history is kept inline in its record, which keeps a
-// transition at one index write instead of three.
+// The indexes are B-trees (github.com/google/btree) of pointers to the
+// instance records, so an index entry costs a pointer's worth of a tree
+// node. Claiming costs O(log n) in the queue's depth, never a scan:
+// Scheduled instances sit in an index ordered by (queue, priority
+// descending, RunAt, Seq), and a claim seeks to the head of each priority
+// level in turn, jumping past a level whose head is not due yet, so a
+// future high-priority instance never blocks a ready lower-priority one.
+// Rescue walks an index of leases by deadline; Prune walks indexes of
+// finished instances and of logs by time. An instance's history is kept
+// inline in its record, which keeps a transition at one record write.
 //
 // Nothing is persisted: the data lives as long as the *Store value.
 package memdbstore
@@ -24,33 +26,24 @@ import (
 	"sync"
 	"sync/atomic"
 
-	memdb "github.com/hashicorp/go-memdb"
+	"github.com/google/btree"
 
 	"github.com/jobkit/job/store"
-)
-
-// Table and index names.
-const (
-	tInstances = "instances"
-	tLogs      = "logs"
-	tUnique    = "unique"
-
-	iID    = "id"
-	iReady = "ready" // Scheduled instances: (queue, ^priority, runAt, seq)
-	iDue   = "due"   // Processing instances: (leaseUntil, seq)
-	iFinal = "final" // finished instances: (finishedAt, seq)
-	iInst  = "inst"  // logs: (instance ID, 0, seq)
-	iTime  = "time"  // logs: (time, seq)
 )
 
 // Store is an in-memory store.Store. Its zero value is not usable; call New.
 // A *Store is safe for concurrent use by any number of managers.
 type Store struct {
-	db         *memdb.MemDB
 	seq        atomic.Uint64
 	pruneLimit int
 
-	mu     sync.Mutex
+	mu     sync.Mutex // held by every write, and to take a snapshot
+	t      tables
+	snap   *tables              // a read-only copy of t; nil after a write
+	unique map[string]uniqueRow // by unique key; read only by writes
+	probe  rec                  // a search key for the writer's lookups
+
+	nameMu sync.Mutex
 	queues map[string]uint32 // interned queue names
 	names  map[string]string // interned kind and node names
 
@@ -73,13 +66,10 @@ func WithPruneLimit(n int) Option {
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
-	db, err := memdb.NewMemDB(schema())
-	if err != nil {
-		panic("memdbstore: invalid schema: " + err.Error()) // a bug in this package
-	}
 	s := &Store{
-		db:         db,
+		t:          newTables(),
 		pruneLimit: 10000,
+		unique:     map[string]uniqueRow{},
 		queues:     map[string]uint32{},
 		names:      map[string]string{},
 		subs:       map[string]map[*subscriber]struct{}{},
@@ -95,35 +85,93 @@ var (
 	_ store.Notifier = (*Store)(nil)
 )
 
-func schema() *memdb.DBSchema {
-	inst := func(f func(r *rec) (bool, []byte)) memdb.Indexer {
-		return keyIndexer{key: func(o any) (bool, []byte) { return f(o.(*rec)) }}
+// degree is the B-trees' minimum degree: a node holds up to 2*degree-1
+// entries, so a tree of a million is four nodes deep.
+const degree = 32
+
+// tables is the store's indexes. Every instance is in byID and in at most
+// one index of its state; a record in a tree is never changed (an update
+// puts a changed copy), so a snapshot sees the records as they were.
+type tables struct {
+	byID  *btree.BTreeG[*rec] // every instance, by ID
+	ready *btree.BTreeG[*rec] // Scheduled: (queue, priority descending, RunAt, Seq)
+	due   *btree.BTreeG[*rec] // Processing: (LeaseUntil, Seq)
+	final *btree.BTreeG[*rec] // in a final state: (FinishedAt, Seq)
+
+	logsByTime *btree.BTreeG[*logRow] // (time, seq)
+	logsByInst *btree.BTreeG[*logRow] // (instance ID, seq)
+}
+
+func newTables() tables {
+	return tables{
+		byID:       btree.NewG(degree, lessID),
+		ready:      btree.NewG(degree, lessReady),
+		due:        btree.NewG(degree, lessLease),
+		final:      btree.NewG(degree, lessFinished),
+		logsByTime: btree.NewG(degree, lessLogTime),
+		logsByInst: btree.NewG(degree, lessLogInst),
 	}
-	logIdx := func(f func(l *logRow) []byte) memdb.Indexer {
-		return keyIndexer{key: func(o any) (bool, []byte) { return true, f(o.(*logRow)) }}
+}
+
+// clone returns a copy of t that shares its nodes until either changes;
+// call it under the write lock.
+func (t *tables) clone() *tables {
+	return &tables{
+		byID:       t.byID.Clone(),
+		ready:      t.ready.Clone(),
+		due:        t.due.Clone(),
+		final:      t.final.Clone(),
+		logsByTime: t.logsByTime.Clone(),
+		logsByInst: t.logsByInst.Clone(),
 	}
-	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
-		tInstances: {Name: tInstances, Indexes: map[string]*memdb.IndexSchema{
-			iID:    {Name: iID, Unique: true, Indexer: inst(func(r *rec) (bool, []byte) { return true, keyOf(r.id) })},
-			iReady: {Name: iReady, Unique: true, AllowMissing: true, Indexer: inst(func(r *rec) (bool, []byte) { return r.state == store.Scheduled, r.key })},
-			iDue:   {Name: iDue, Unique: true, AllowMissing: true, Indexer: inst(func(r *rec) (bool, []byte) { return r.state == store.Processing, r.key })},
-			iFinal: {Name: iFinal, Unique: true, AllowMissing: true, Indexer: inst(func(r *rec) (bool, []byte) { return r.state.Final(), r.key })},
-		}},
-		tLogs: {Name: tLogs, Indexes: map[string]*memdb.IndexSchema{
-			iID:   {Name: iID, Unique: true, Indexer: logIdx(func(l *logRow) []byte { return seqKey(l.seq) })},
-			iInst: {Name: iInst, Unique: true, Indexer: logIdx(func(l *logRow) []byte { return instLogKey(l.instanceID, l.seq) })},
-			iTime: {Name: iTime, Unique: true, Indexer: logIdx(func(l *logRow) []byte { return timeSeqKey(l.t, l.seq) })},
-		}},
-		tUnique: {Name: tUnique, Indexes: map[string]*memdb.IndexSchema{
-			iID: {Name: iID, Unique: true, Indexer: keyIndexer{key: func(o any) (bool, []byte) { return true, keyOf(o.(*uniqueRow).key) }}},
-		}},
-	}}
+}
+
+// stateIndex returns the index of instances in state st, or nil.
+func (t *tables) stateIndex(st store.State) *btree.BTreeG[*rec] {
+	switch {
+	case st == store.Scheduled:
+		return t.ready
+	case st == store.Processing:
+		return t.due
+	case st.Final():
+		return t.final
+	}
+	return nil
+}
+
+// put stores r, a new version of old (nil for a new instance).
+func (t *tables) put(old, r *rec) {
+	if old != nil {
+		if idx := t.stateIndex(old.state); idx != nil {
+			idx.Delete(old)
+		}
+	}
+	t.byID.ReplaceOrInsert(r)
+	if idx := t.stateIndex(r.state); idx != nil {
+		idx.ReplaceOrInsert(r)
+	}
+}
+
+// drop removes r from every index.
+func (t *tables) drop(r *rec) {
+	t.byID.Delete(r)
+	if idx := t.stateIndex(r.state); idx != nil {
+		idx.Delete(r)
+	}
+}
+
+// get returns the instance id, or nil; probe is scratch space for the key.
+func (t *tables) get(probe *rec, id string) *rec {
+	probe.id = id
+	r, _ := t.byID.Get(probe)
+	probe.id = ""
+	return r
 }
 
 // queueID returns the interned number of queue, creating one when create.
 func (s *Store) queueID(queue string, create bool) (uint32, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.nameMu.Lock()
+	defer s.nameMu.Unlock()
 	id, ok := s.queues[queue]
 	if !ok && create {
 		id = uint32(len(s.queues) + 1)
@@ -139,8 +187,8 @@ func (s *Store) intern(name string) string {
 	if name == "" {
 		return ""
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.nameMu.Lock()
+	defer s.nameMu.Unlock()
 	if v, ok := s.names[name]; ok {
 		return v
 	}
@@ -159,33 +207,28 @@ func ctxErr(ctx context.Context, op string) error {
 	return nil
 }
 
-// write runs fn in a write transaction, committing when it returns nil.
-func (s *Store) write(ctx context.Context, op string, fn func(tx *memdb.Txn) error) error {
+// write runs fn under the write lock. fn changes s.t in place, so it must
+// check everything that can fail before its first change: there is no
+// rollback.
+func (s *Store) write(ctx context.Context, op string, fn func() error) error {
 	if err := ctxErr(ctx, op); err != nil {
 		return err
 	}
-	tx := s.db.Txn(true)
-	if err := fn(tx); err != nil {
-		tx.Abort()
-		return err
-	}
-	tx.Commit()
-	return nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap = nil
+	return fn()
 }
 
-// put stores r, a new version of an instance.
-func put(tx *memdb.Txn, r *rec) error {
-	r.seal()
-	return tx.Insert(tInstances, r)
-}
-
-// get returns the instance id, or nil.
-func get(tx *memdb.Txn, id string) (*rec, error) {
-	obj, err := tx.First(tInstances, iID, id)
-	if err != nil || obj == nil {
-		return nil, err
+// snapshot returns a read-only copy of the indexes as of the last write.
+// Readers share one copy until the next write.
+func (s *Store) snapshot() *tables {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.snap == nil {
+		s.snap = s.t.clone()
 	}
-	return obj.(*rec), nil
+	return s.snap
 }
 
 // subscriber is one Subscribe call's channel.

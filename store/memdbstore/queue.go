@@ -3,9 +3,10 @@ package memdbstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
-	memdb "github.com/hashicorp/go-memdb"
+	"github.com/google/btree"
 
 	"github.com/jobkit/job/store"
 )
@@ -24,29 +25,19 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 	node := s.intern(p.Node)
 	res := make([]store.EnqueueResult, len(p.Instances))
 	woken := map[string]struct{}{}
-	err := s.write(ctx, "enqueue", func(tx *memdb.Txn) error {
+	err := s.write(ctx, "enqueue", func() error {
 		for i, in := range p.Instances {
-			old, err := get(tx, in.ID)
-			if err != nil {
-				return err
-			}
-			if old != nil {
+			if s.t.get(&s.probe, in.ID) != nil {
 				res[i] = store.EnqueueResult{ID: in.ID, Err: fmt.Errorf("memdbstore: instance %s is already stored: %w", in.ID, store.ErrDuplicate)}
 				continue
 			}
 			if in.UniqueKey != "" {
-				obj, err := tx.First(tUnique, iID, in.UniqueKey)
-				if err != nil {
-					return err
-				}
-				if u, _ := obj.(*uniqueRow); u != nil && u.until > now {
+				if u, ok := s.unique[in.UniqueKey]; ok && u.until > now {
 					res[i] = store.EnqueueResult{ID: u.id, Err: fmt.Errorf("memdbstore: instance %s: unique key %q is held by %s until %v: %w",
 						in.ID, in.UniqueKey, u.id, fromNanos(u.until), store.ErrDuplicate)}
 					continue
 				}
-				if err := tx.Insert(tUnique, &uniqueRow{key: in.UniqueKey, id: in.ID, until: nanos(in.UniqueUntil)}); err != nil {
-					return err
-				}
+				s.unique[in.UniqueKey] = uniqueRow{id: in.ID, until: nanos(in.UniqueUntil)}
 			}
 			qid, _ := s.queueID(in.Queue, true)
 			seq := s.seq.Add(3) - 2 // seq+1 and seq+2 number the Created and Scheduled records
@@ -70,9 +61,7 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 			if in.UniqueKey != "" {
 				r.x = &extra{uniqueKey: in.UniqueKey, uniqueTill: nanos(in.UniqueUntil)}
 			}
-			if err := put(tx, r); err != nil {
-				return err
-			}
+			s.t.put(nil, r)
 			res[i] = store.EnqueueResult{ID: in.ID, Seq: seq}
 			woken[r.queue] = struct{}{}
 		}
@@ -97,11 +86,8 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	}
 	now, until := nanos(p.Now), nanos(p.LeaseUntil)
 	owner := s.intern(p.Owner)
-	err := s.write(ctx, "claim", func(tx *memdb.Txn) error {
-		picked, next, _, err := pickReady(tx, qid, now, p.Limit)
-		if err != nil {
-			return err
-		}
+	err := s.write(ctx, "claim", func() error {
+		picked, next, _ := pickReady(s.t.ready, &s.probe, qid, now, p.Limit)
 		res.Instances = make([]*store.Instance, 0, len(picked))
 		for _, old := range picked {
 			r := old.clone()
@@ -111,9 +97,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			r.leaseUntil = until
 			r.updatedAt = now
 			r.addHist(hist{state: store.Processing, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: owner})
-			if err := put(tx, r); err != nil {
-				return err
-			}
+			s.t.put(old, r)
 			res.Instances = append(res.Instances, r.toInstance())
 		}
 		if len(picked) < p.Limit {
@@ -133,45 +117,39 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 // instances are ordered by RunAt, so when the next one at a level is not due
 // nothing after it at that level is, and it jumps to the next level.
 // visited counts the index entries it looked at: picked plus at most two
-// per priority level.
-func pickReady(tx *memdb.Txn, qid uint32, now int64, limit int) (picked []*rec, next int64, visited int, err error) {
-	level := uint32(0)
+// per priority level. probe is scratch space for the search key.
+func pickReady(ready *btree.BTreeG[*rec], probe *rec, qid uint32, now int64, limit int) (picked []*rec, next int64, visited int) {
+	defer func() { *probe = rec{} }()
+	*probe = rec{qid: qid, priority: math.MaxInt64, runAt: minNanos}
 	for len(picked) < limit {
-		it, err := tx.LowerBound(tInstances, iReady, readyKey(qid, level, minNanos, 0))
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		obj := it.Next()
-		visited++
-		if obj == nil {
-			break
-		}
-		r := obj.(*rec)
-		if r.qid != qid {
-			break // past the queue's last level
-		}
-		level = prioKey(r.priority)
-		for obj != nil && len(picked) < limit {
-			r = obj.(*rec)
-			if r.qid != qid || prioKey(r.priority) != level {
-				break
+		var level int64
+		found := false
+		ready.AscendGreaterOrEqual(probe, func(r *rec) bool {
+			visited++
+			if r.qid != qid {
+				return false // past the queue's last level
+			}
+			if !found {
+				found, level = true, r.priority
+			}
+			if r.priority != level {
+				return false
 			}
 			if r.runAt > now {
 				if next == 0 || r.runAt < next {
 					next = r.runAt
 				}
-				break
+				return false
 			}
 			picked = append(picked, r)
-			obj = it.Next()
-			visited++
-		}
-		if level == ^uint32(0) {
+			return len(picked) < limit
+		})
+		if !found || level == math.MinInt64 {
 			break
 		}
-		level++
+		*probe = rec{qid: qid, priority: level - 1, runAt: minNanos}
 	}
-	return picked, next, visited, nil
+	return picked, next, visited
 }
 
 // minNanos is the smallest stored time (nanos clamps to it).
@@ -192,12 +170,9 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 	}
 	res := &store.RenewResult{}
 	now, until := nanos(p.Now), nanos(p.Until)
-	err := s.write(ctx, "renew", func(tx *memdb.Txn) error {
+	err := s.write(ctx, "renew", func() error {
 		for _, l := range p.Leases {
-			old, err := get(tx, l.ID)
-			if err != nil {
-				return err
-			}
+			old := s.t.get(&s.probe, l.ID)
 			if old == nil || old.state != store.Processing || old.leaseOwner != p.Owner || int(old.attempt) != l.Attempt {
 				res.Lost = append(res.Lost, l)
 				continue
@@ -205,9 +180,7 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 			r := old.clone()
 			r.leaseUntil = until
 			r.updatedAt = now
-			if err := put(tx, r); err != nil {
-				return err
-			}
+			s.t.put(old, r)
 			if r.cancelReq {
 				res.CancelRequested = append(res.CancelRequested, l)
 			}
@@ -237,13 +210,10 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 	owner := s.intern(p.Owner)
 	errs := make([]error, len(p.Outcomes))
 	woken := map[string]struct{}{}
-	err := s.write(ctx, "finish", func(tx *memdb.Txn) error {
+	err := s.write(ctx, "finish", func() error {
 		for i := range p.Outcomes {
 			o := &p.Outcomes[i]
-			old, err := get(tx, o.ID)
-			if err != nil {
-				return err
-			}
+			old := s.t.get(&s.probe, o.ID)
 			if old == nil || old.state != store.Processing || old.leaseOwner != p.Owner || int(old.attempt) != o.Attempt {
 				errs[i] = fmt.Errorf("memdbstore: finish %s attempt %d as %v: the attempt is no longer owned by %s: %w", o.ID, o.Attempt, o.State, p.Owner, store.ErrLeaseLost)
 				continue
@@ -264,9 +234,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 				r.setOutcome(o.Error, result, now)
 			}
 			r.addHist(hist{state: o.State, attempt: old.attempt, t: now, seq: s.seq.Add(1), node: owner, err: o.Error, result: result})
-			if err := put(tx, r); err != nil {
-				return err
-			}
+			s.t.put(old, r)
 		}
 		return nil
 	})
@@ -289,19 +257,15 @@ func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 	node := s.intern(p.Node)
 	var out []*store.Instance
 	woken := map[string]struct{}{}
-	err := s.write(ctx, "rescue", func(tx *memdb.Txn) error {
-		it, err := tx.LowerBound(tInstances, iDue, timeSeqKey(minNanos, 0))
-		if err != nil {
-			return err
-		}
+	err := s.write(ctx, "rescue", func() error {
 		var expired []*rec
-		for obj := it.Next(); obj != nil && len(expired) < p.Limit; obj = it.Next() {
-			r := obj.(*rec)
+		s.t.due.Ascend(func(r *rec) bool {
 			if r.leaseUntil >= now {
-				break
+				return false
 			}
 			expired = append(expired, r)
-		}
+			return len(expired) < p.Limit
+		})
 		for _, old := range expired {
 			r := old.clone()
 			msg := fmt.Sprintf("lease of %s expired at %s", old.leaseOwner, fromNanos(old.leaseUntil).Format(time.RFC3339Nano))
@@ -316,9 +280,7 @@ func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 				r.setOutcome(msg, nil, now)
 			}
 			r.addHist(hist{state: r.state, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: node, err: msg})
-			if err := put(tx, r); err != nil {
-				return err
-			}
+			s.t.put(old, r)
 			out = append(out, r.toInstance())
 		}
 		return nil
@@ -340,11 +302,8 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 	}
 	now := nanos(p.Now)
 	var out *store.Instance
-	err := s.write(ctx, "cancel", func(tx *memdb.Txn) error {
-		old, err := get(tx, p.ID)
-		if err != nil {
-			return err
-		}
+	err := s.write(ctx, "cancel", func() error {
+		old := s.t.get(&s.probe, p.ID)
 		if old == nil {
 			return fmt.Errorf("memdbstore: cancel %s: %w", p.ID, store.ErrNotFound)
 		}
@@ -360,9 +319,7 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 			r.mutX().finishedAt = now
 			r.addHist(hist{state: store.Canceled, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: s.intern(p.Node)})
 		}
-		if err := put(tx, r); err != nil {
-			return err
-		}
+		s.t.put(old, r)
 		out = r.toInstance()
 		return nil
 	})

@@ -1,22 +1,19 @@
 package memdbstore
 
 import (
-	"encoding/binary"
 	"math"
 	"time"
-	"unsafe"
 
 	"github.com/jobkit/job/store"
 )
 
-// rec is the stored form of one instance, kept small because go-memdb
-// already spends ~400 bytes per index entry: times as Unix nanoseconds (0
-// for the zero time), kind, queue and node names interned, fields that only
-// some instances need behind x, and the Created and Scheduled history
-// records implied by enqAt and enqNode instead of stored.
+// rec is the stored form of one instance, kept small: times as Unix
+// nanoseconds (0 for the zero time), kind, queue and node names interned,
+// fields that only some instances need behind x, and the Created and
+// Scheduled history records implied by enqAt and enqNode instead of stored.
 //
-// A rec in the database is never changed: every update inserts a changed
-// copy (see clone), so readers of older snapshots keep what they saw.
+// A rec in the indexes is never changed: every update puts a changed copy
+// (see clone), so readers of older snapshots keep what they saw.
 type rec struct {
 	id         string
 	kind       string
@@ -24,10 +21,7 @@ type rec struct {
 	leaseOwner string
 	enqNode    string // names the enqueuer in the Created and Scheduled records
 	args       []byte
-	// key is the rec's entry in the index of its state (ready, due or
-	// final), computed once per version by seal.
-	key []byte
-	x   *extra
+	x          *extra
 	// hist holds the transitions after Scheduled. It is append-only
 	// within one version chain: a copy appends after its last element,
 	// which no older version can see (their length ends before it).
@@ -141,20 +135,6 @@ func (r *rec) histLen() int {
 
 func (r *rec) retriesLeft() bool { return r.maxRetries < 0 || r.attempt <= r.maxRetries }
 
-// seal computes r's index key for its state; call it after every change.
-func (r *rec) seal() {
-	switch {
-	case r.state == store.Scheduled:
-		r.key = readyKey(r.qid, prioKey(r.priority), r.runAt, r.seq)
-	case r.state == store.Processing:
-		r.key = timeSeqKey(r.leaseUntil, r.seq)
-	case r.state.Final():
-		r.key = timeSeqKey(r.finishedAt(), r.seq)
-	default:
-		r.key = nil
-	}
-}
-
 // toInstance returns the record as a store.Instance the caller owns.
 func (r *rec) toInstance() *store.Instance {
 	in := &store.Instance{
@@ -202,10 +182,6 @@ func (r *rec) historyRecord(h *hist) *store.HistoryRecord {
 // clamp32 narrows n to int32 (attempt counts and retry limits).
 func clamp32(n int) int32 { return int32(max(min(n, math.MaxInt32), math.MinInt32)) }
 
-// keyOf returns the bytes of s without copying them. go-memdb and its
-// radix tree never write into a key, so a key may share a string's memory.
-func keyOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
-
 // logRow is one stored log record.
 type logRow struct {
 	seq        uint64
@@ -233,7 +209,6 @@ func (l *logRow) toRecord() *store.LogRecord {
 
 // uniqueRow records which instance holds a unique key, and until when.
 type uniqueRow struct {
-	key   string
 	id    string
 	until int64
 }
@@ -267,69 +242,48 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-// Index keys are fixed-width big-endian bytes, so byte order is the order
-// the queries want and the radix trees stay shallow.
+// The indexes' orders. Each ends in the store-wide sequence number, so no
+// two records are equal in any of them.
 
-// sortable maps an int64 to a uint64 with the same order.
-func sortable(n int64) uint64 { return uint64(n) ^ (1 << 63) }
+func lessID(a, b *rec) bool { return a.id < b.id }
 
-// prioKey maps a priority to 4 bytes that sort highest priority first.
-func prioKey(p int64) uint32 {
-	p32 := int32(max(min(p, math.MaxInt32), math.MinInt32))
-	return ^(uint32(p32) ^ (1 << 31))
-}
-
-// readyKey is (queue, priority descending, runAt, seq): 24 bytes.
-func readyKey(qid, prio uint32, runAt int64, seq uint64) []byte {
-	k := make([]byte, 24)
-	binary.BigEndian.PutUint32(k, qid)
-	binary.BigEndian.PutUint32(k[4:], prio)
-	binary.BigEndian.PutUint64(k[8:], sortable(runAt))
-	binary.BigEndian.PutUint64(k[16:], seq)
-	return k
-}
-
-// timeSeqKey is (time, seq): 16 bytes.
-func timeSeqKey(t int64, seq uint64) []byte {
-	k := make([]byte, 16)
-	binary.BigEndian.PutUint64(k, sortable(t))
-	binary.BigEndian.PutUint64(k[8:], seq)
-	return k
-}
-
-func seqKey(seq uint64) []byte {
-	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq)
-}
-
-// instLogKey is (instance ID, 0, seq).
-func instLogKey(id string, seq uint64) []byte {
-	k := make([]byte, 0, len(id)+9)
-	k = append(k, id...)
-	k = append(k, 0)
-	return binary.BigEndian.AppendUint64(k, seq)
-}
-
-// keyIndexer is a go-memdb indexer whose lookups take the raw key bytes
-// (or a string) as their one argument, and whose objects give theirs
-// through key (false: not in this index).
-type keyIndexer struct {
-	key func(obj any) (bool, []byte)
-}
-
-func (x keyIndexer) FromObject(obj any) (bool, []byte, error) {
-	ok, k := x.key(obj)
-	return ok, k, nil
-}
-
-func (x keyIndexer) FromArgs(args ...any) ([]byte, error) {
-	switch a := args[0].(type) {
-	case []byte:
-		return a, nil
-	case string:
-		return keyOf(a), nil
+// lessReady orders by queue, priority descending, RunAt, Seq.
+func lessReady(a, b *rec) bool {
+	switch {
+	case a.qid != b.qid:
+		return a.qid < b.qid
+	case a.priority != b.priority:
+		return a.priority > b.priority
+	case a.runAt != b.runAt:
+		return a.runAt < b.runAt
 	}
-	panic("memdbstore: index argument must be []byte or string")
+	return a.seq < b.seq
 }
 
-// PrefixFromArgs lets Get(table, index+"_prefix", prefix) iterate a prefix.
-func (x keyIndexer) PrefixFromArgs(args ...any) ([]byte, error) { return x.FromArgs(args...) }
+func lessLease(a, b *rec) bool {
+	if a.leaseUntil != b.leaseUntil {
+		return a.leaseUntil < b.leaseUntil
+	}
+	return a.seq < b.seq
+}
+
+func lessFinished(a, b *rec) bool {
+	if fa, fb := a.finishedAt(), b.finishedAt(); fa != fb {
+		return fa < fb
+	}
+	return a.seq < b.seq
+}
+
+func lessLogTime(a, b *logRow) bool {
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	return a.seq < b.seq
+}
+
+func lessLogInst(a, b *logRow) bool {
+	if a.instanceID != b.instanceID {
+		return a.instanceID < b.instanceID
+	}
+	return a.seq < b.seq
+}
