@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/google/btree"
@@ -34,25 +35,34 @@ func (t *tables) forEach(q *store.Query, fn func(r *rec)) {
 	each(t.byID, fn)
 }
 
-// forEachInState is forEach for a lookup of instances: with q.States it
-// walks only the indexes of those states (ready for Scheduled, due for
-// Processing, final for the final states), so looking up what waits or
-// runs does not walk the finished history. The states are exclusive, so
-// no instance is in two of the indexes.
-func (t *tables) forEachInState(q *store.Query, fn func(r *rec)) {
-	if q.InstanceID != "" || len(q.States) == 0 {
-		t.forEach(q, fn)
+// states returns the indexes that hold the instances in states, and how
+// many instances they hold. The states are exclusive, so no instance is in
+// two of them.
+func (t *tables) states(states []store.State) (indexes []*btree.BTreeG[*rec], n int) {
+	if slices.Contains(states, store.Scheduled) {
+		indexes = append(indexes, t.ready)
+	}
+	if slices.Contains(states, store.Processing) {
+		indexes = append(indexes, t.due)
+	}
+	if slices.ContainsFunc(states, store.State.Final) {
+		indexes = append(indexes, t.final)
+	}
+	for _, idx := range indexes {
+		n += idx.Len()
+	}
+	return indexes, n
+}
+
+// newestFirst calls fn for the instances created in [since, until), newest
+// first (by CreatedAt, then Seq), until fn returns false.
+func (t *tables) newestFirst(since, until int64, fn func(r *rec) bool) {
+	if until == minNanos {
 		return
 	}
-	if slices.Contains(q.States, store.Scheduled) {
-		each(t.ready, fn)
-	}
-	if slices.Contains(q.States, store.Processing) {
-		each(t.due, fn)
-	}
-	if slices.ContainsFunc(q.States, store.State.Final) {
-		each(t.final, fn)
-	}
+	t.created.DescendLessOrEqual(&rec{createdAt: until - 1, seq: math.MaxUint64}, func(r *rec) bool {
+		return r.createdAt >= since && fn(r)
+	})
 }
 
 // each calls fn for every instance in index.
@@ -83,9 +93,12 @@ func (r *rec) matches(q *store.Query, since, until int64) bool {
 }
 
 // LookupInstances implements store.History. A lookup by InstanceID is one
-// index read; one by states walks those states' indexes; any other walks
-// every instance (there is no index by kind or creation time: each would
-// cost every pending instance ~400 bytes).
+// index read. Any other walks the index by creation time newest first over
+// q's time range, and stops at q.Limit matches, unless q names states
+// whose indexes are the cheaper walk: that is when there is no limit, or
+// when the states' indexes are small beside the limit walk's estimated
+// length (limit × instances ÷ instances in the states, as if matches were
+// spread evenly).
 func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
 	t, err := s.read(ctx, "lookup instances", q)
 	if err != nil {
@@ -93,16 +106,34 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 	}
 	var found []*rec
 	since, until := rangeNanos(q)
-	t.forEachInState(q, func(r *rec) {
+	add := func(r *rec) bool {
 		if r.matches(q, since, until) {
 			found = append(found, r)
 		}
-	})
-	slices.SortFunc(found, func(a, b *rec) int {
-		return cmp.Or(cmp.Compare(b.createdAt, a.createdAt), cmp.Compare(b.seq, a.seq))
-	})
-	if q.Limit > 0 && len(found) > q.Limit {
-		found = found[:q.Limit]
+		return q.Limit <= 0 || len(found) < q.Limit
+	}
+	indexes, inStates := t.states(q.States)
+	switch {
+	case q.InstanceID != "":
+		if r := t.get(&rec{}, q.InstanceID); r != nil {
+			add(r)
+		}
+	case len(q.States) > 0 && (q.Limit <= 0 || float64(inStates)*float64(inStates) <= float64(q.Limit)*float64(t.created.Len())):
+		for _, idx := range indexes {
+			each(idx, func(r *rec) {
+				if r.matches(q, since, until) {
+					found = append(found, r)
+				}
+			})
+		}
+		slices.SortFunc(found, func(a, b *rec) int {
+			return cmp.Or(cmp.Compare(b.createdAt, a.createdAt), cmp.Compare(b.seq, a.seq))
+		})
+		if q.Limit > 0 && len(found) > q.Limit {
+			found = found[:q.Limit]
+		}
+	default:
+		t.newestFirst(since, until, add)
 	}
 	out := make([]*store.Instance, len(found))
 	for i, r := range found {

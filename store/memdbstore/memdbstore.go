@@ -89,14 +89,15 @@ var (
 // entries, so a tree of a million is four nodes deep.
 const degree = 32
 
-// tables is the store's indexes. Every instance is in byID and in at most
-// one index of its state; a record in a tree is never changed (an update
+// tables is the store's indexes. Every instance is in byID and created,
+// and in at most one index of its state; a record in a tree is never changed (an update
 // puts a changed copy), so a snapshot sees the records as they were.
 type tables struct {
-	byID  *btree.BTreeG[*rec] // every instance, by ID
-	ready *btree.BTreeG[*rec] // Scheduled: (queue, priority descending, RunAt, Seq)
-	due   *btree.BTreeG[*rec] // Processing: (LeaseUntil, Seq)
-	final *btree.BTreeG[*rec] // in a final state: (FinishedAt, Seq)
+	byID    *btree.BTreeG[*rec] // every instance, by ID
+	created *btree.BTreeG[*rec] // every instance: (CreatedAt, Seq)
+	ready   *btree.BTreeG[*rec] // Scheduled: (queue, priority descending, RunAt, Seq)
+	due     *btree.BTreeG[*rec] // Processing: (LeaseUntil, Seq)
+	final   *btree.BTreeG[*rec] // in a final state: (FinishedAt, Seq)
 
 	logsByTime *btree.BTreeG[*logRow] // (time, seq)
 	logsByInst *btree.BTreeG[*logRow] // (instance ID, seq)
@@ -105,6 +106,7 @@ type tables struct {
 func newTables() tables {
 	return tables{
 		byID:       btree.NewG(degree, lessID),
+		created:    btree.NewG(degree, lessCreated),
 		ready:      btree.NewG(degree, lessReady),
 		due:        btree.NewG(degree, lessLease),
 		final:      btree.NewG(degree, lessFinished),
@@ -118,6 +120,7 @@ func newTables() tables {
 func (t *tables) clone() *tables {
 	return &tables{
 		byID:       t.byID.Clone(),
+		created:    t.created.Clone(),
 		ready:      t.ready.Clone(),
 		due:        t.due.Clone(),
 		final:      t.final.Clone(),
@@ -147,6 +150,7 @@ func (t *tables) put(old, r *rec) {
 		}
 	}
 	t.byID.ReplaceOrInsert(r)
+	t.created.ReplaceOrInsert(r) // CreatedAt and Seq never change: replaces old
 	if idx := t.stateIndex(r.state); idx != nil {
 		idx.ReplaceOrInsert(r)
 	}
@@ -155,6 +159,7 @@ func (t *tables) put(old, r *rec) {
 // drop removes r from every index.
 func (t *tables) drop(r *rec) {
 	t.byID.Delete(r)
+	t.created.Delete(r)
 	if idx := t.stateIndex(r.state); idx != nil {
 		idx.Delete(r)
 	}

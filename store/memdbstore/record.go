@@ -247,6 +247,13 @@ func fromNanos(n int64) time.Time {
 
 func lessID(a, b *rec) bool { return a.id < b.id }
 
+func lessCreated(a, b *rec) bool {
+	if a.createdAt != b.createdAt {
+		return a.createdAt < b.createdAt
+	}
+	return a.seq < b.seq
+}
+
 // lessReady orders by queue, priority descending, RunAt, Seq.
 func lessReady(a, b *rec) bool {
 	switch {
