@@ -85,9 +85,9 @@ func rangeNanos(q *store.Query) (since, until int64) {
 	return since, until
 }
 
-func (r *rec) matches(q *store.Query, since, until int64) bool {
-	return (q.Kind == "" || q.Kind == r.kind) &&
-		(q.Queue == "" || q.Queue == r.queue) &&
+func (r *rec) matches(names []string, q *store.Query, since, until int64) bool {
+	return (q.Kind == "" || q.Kind == names[r.kind]) &&
+		(q.Queue == "" || q.Queue == names[r.qid]) &&
 		(len(q.States) == 0 || slices.Contains(q.States, r.state)) &&
 		r.createdAt >= since && r.createdAt < until
 }
@@ -104,10 +104,11 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 	if err != nil {
 		return nil, err
 	}
+	names := s.nameList() // after the snapshot: it names every record in it
 	var found []*rec
 	since, until := rangeNanos(q)
 	add := func(r *rec) bool {
-		if r.matches(q, since, until) {
+		if r.matches(names, q, since, until) {
 			found = append(found, r)
 		}
 		return q.Limit <= 0 || len(found) < q.Limit
@@ -121,7 +122,7 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 	case len(q.States) > 0 && (q.Limit <= 0 || float64(inStates)*float64(inStates) <= float64(q.Limit)*float64(t.created.Len())):
 		for _, idx := range indexes {
 			each(idx, func(r *rec) {
-				if r.matches(q, since, until) {
+				if r.matches(names, q, since, until) {
 					found = append(found, r)
 				}
 			})
@@ -137,7 +138,7 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 	}
 	out := make([]*store.Instance, len(found))
 	for i, r := range found {
-		out[i] = r.toInstance()
+		out[i] = r.toInstance(names)
 	}
 	return out, nil
 }
@@ -153,13 +154,14 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 	if err != nil {
 		return nil, err
 	}
+	names := s.nameList() // after the snapshot: it names every record in it
 	var found []ref
 	since, until := rangeNanos(q)
 	t.forEach(q, func(r *rec) {
-		if q.Kind != "" && q.Kind != r.kind {
+		if q.Kind != "" && q.Kind != names[r.kind] {
 			return
 		}
-		r.eachHist(func(h *hist) {
+		r.eachHist(names, func(h *hist) {
 			if h.t >= since && h.t < until && (len(q.States) == 0 || slices.Contains(q.States, h.state)) {
 				found = append(found, ref{r, *h})
 			}
@@ -173,7 +175,7 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 	}
 	out := make([]*store.HistoryRecord, len(found))
 	for i, f := range found {
-		out[i] = f.r.historyRecord(&f.h)
+		out[i] = f.r.historyRecord(names, &f.h)
 	}
 	return out, nil
 }
@@ -331,14 +333,14 @@ func (s *Store) remove(doomed []*rec, res *store.PruneResult) {
 		s.t.drop(r)
 		res.Instances++
 		res.History += r.histLen()
-		rows := s.t.instanceLogs(r.id)
+		rows := s.t.instanceLogs(r.id())
 		for _, l := range rows {
 			s.t.logsByTime.Delete(l)
 			s.t.logsByInst.Delete(l)
 		}
 		res.Logs += len(rows)
 		if key := r.uniqueKey(); key != "" {
-			if u, ok := s.unique[key]; ok && u.id == r.id {
+			if u, ok := s.unique[key]; ok && u.id == r.id() {
 				delete(s.unique, key)
 			}
 		}
@@ -347,11 +349,12 @@ func (s *Store) remove(doomed []*rec, res *store.PruneResult) {
 
 // pruneHistory drops history records older than before, at most limit.
 func (s *Store) pruneHistory(before int64, limit int, res *store.PruneResult) {
+	names := s.nameList() // under the write lock: it names every stored record
 	var old []*rec
 	budget := limit
 	s.t.byID.Ascend(func(r *rec) bool {
 		n := 0
-		r.eachHist(func(h *hist) {
+		r.eachHist(names, func(h *hist) {
 			if h.t < before {
 				n++
 			}
@@ -373,7 +376,7 @@ func (s *Store) pruneHistory(before int64, limit int, res *store.PruneResult) {
 			}
 		}
 		var kept []hist
-		for _, h := range o.hist {
+		for _, h := range o.hist() {
 			if h.t < before && budget > 0 {
 				budget--
 				res.History++
@@ -381,7 +384,9 @@ func (s *Store) pruneHistory(before int64, limit int, res *store.PruneResult) {
 			}
 			kept = append(kept, h)
 		}
-		r.hist = kept
+		if kept != nil || r.x != nil {
+			r.mutX().hist = kept
+		}
 		s.t.put(o, r)
 	}
 }

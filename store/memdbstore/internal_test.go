@@ -37,11 +37,11 @@ func TestClaimSeeksPerLevel(t *testing.T) {
 	enqueueN(t, s, "q", 2, 0, t0, "ready-0")
 	enqueueN(t, s, "other", 5000, 7, t0, "other")
 
-	qid, _ := s.queueID("q", false)
+	qid, _ := s.knownName("q")
 	picked, next, visited := pickReady(s.snapshot().ready, &rec{}, qid, nanos(t0.Add(time.Minute)), 10)
 	var got []string
 	for _, r := range picked {
-		got = append(got, r.id)
+		got = append(got, r.id())
 	}
 	want := []string{"ready-5-0", "ready-5-1", "ready-5-2", "ready-0-0", "ready-0-1"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

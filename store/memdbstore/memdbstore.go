@@ -43,9 +43,12 @@ type Store struct {
 	unique map[string]uniqueRow // by unique key; read only by writes
 	probe  rec                  // a search key for the writer's lookups
 
-	nameMu sync.Mutex
-	queues map[string]uint32 // interned queue names
-	names  map[string]string // interned kind and node names
+	nameMu  sync.Mutex
+	nameIDs map[string]name
+	// names is the name table: kinds, queues and nodes, each stored once
+	// and numbered by its index; 0 is "". It only grows, so it keeps every
+	// name ever used (kinds, queues and nodes: few).
+	names atomic.Pointer[[]string]
 
 	subMu sync.Mutex
 	subs  map[string]map[*subscriber]struct{} // by queue
@@ -70,10 +73,10 @@ func New(opts ...Option) *Store {
 		t:          newTables(),
 		pruneLimit: 10000,
 		unique:     map[string]uniqueRow{},
-		queues:     map[string]uint32{},
-		names:      map[string]string{},
+		nameIDs:    map[string]name{"": 0},
 		subs:       map[string]map[*subscriber]struct{}{},
 	}
+	s.names.Store(&[]string{""})
 	for _, o := range opts {
 		o(s)
 	}
@@ -167,41 +170,45 @@ func (t *tables) drop(r *rec) {
 
 // get returns the instance id, or nil; probe is scratch space for the key.
 func (t *tables) get(probe *rec, id string) *rec {
-	probe.id = id
+	probe.data, probe.idLen = id, uint32(len(id))
 	r, _ := t.byID.Get(probe)
-	probe.id = ""
+	probe.data, probe.idLen = "", 0
 	return r
 }
 
-// queueID returns the interned number of queue, creating one when create.
-func (s *Store) queueID(queue string, create bool) (uint32, bool) {
+// nameOf returns the number of a kind, queue or node name, giving it one
+// when it has none.
+func (s *Store) nameOf(str string) name {
 	s.nameMu.Lock()
 	defer s.nameMu.Unlock()
-	id, ok := s.queues[queue]
-	if !ok && create {
-		id = uint32(len(s.queues) + 1)
-		s.queues[queue] = id
-		ok = true
+	if n, ok := s.nameIDs[str]; ok {
+		return n
 	}
-	return id, ok
+	names := *s.names.Load()
+	n := name(len(names))
+	// Appending in place is safe: readers index only below their length.
+	names = append(names, str)
+	s.names.Store(&names)
+	s.nameIDs[str] = n
+	return n
 }
 
-// intern returns a shared copy of name, so thousands of records with one
-// kind or node keep one string.
-func (s *Store) intern(name string) string {
-	if name == "" {
-		return ""
-	}
+// knownName returns the number of str, or false when it has none.
+func (s *Store) knownName(str string) (name, bool) {
 	s.nameMu.Lock()
 	defer s.nameMu.Unlock()
-	if v, ok := s.names[name]; ok {
-		return v
-	}
-	if len(s.names) >= 1<<16 { // bound the table; past it, names are not shared
-		return name
-	}
-	s.names[name] = name
-	return name
+	n, ok := s.nameIDs[str]
+	return n, ok
+}
+
+// nameList returns the name table, indexed by name.
+func (s *Store) nameList() []string { return *s.names.Load() }
+
+// intern returns the table's copy of str, so thousands of history and log
+// records with one kind or node share one string.
+func (s *Store) intern(str string) string {
+	n := s.nameOf(str) // before loading the table, which it may grow
+	return s.nameList()[n]
 }
 
 // ctxErr wraps a done context's error.

@@ -22,7 +22,7 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 		}
 	}
 	now := nanos(p.Now)
-	node := s.intern(p.Node)
+	node := s.nameOf(p.Node)
 	res := make([]store.EnqueueResult, len(p.Instances))
 	woken := map[string]struct{}{}
 	err := s.write(ctx, "enqueue", func() error {
@@ -39,31 +39,25 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 				}
 				s.unique[in.UniqueKey] = uniqueRow{id: in.ID, until: nanos(in.UniqueUntil)}
 			}
-			qid, _ := s.queueID(in.Queue, true)
 			seq := s.seq.Add(3) - 2 // seq+1 and seq+2 number the Created and Scheduled records
-			r := &rec{
-				id:         in.ID,
-				kind:       s.intern(in.Kind),
-				queue:      s.intern(in.Queue),
-				enqNode:    node,
-				args:       cloneBytes(in.Args),
-				priority:   int64(in.Priority),
-				timeout:    in.Timeout,
-				seq:        seq,
-				runAt:      nanos(in.RunAt),
-				createdAt:  nanos(in.CreatedAt),
-				updatedAt:  now,
-				enqAt:      now,
-				qid:        qid,
-				maxRetries: clamp32(in.MaxRetries),
-				state:      store.Scheduled,
-			}
+			r := newRec(in.ID, in.Args)
+			r.kind = s.nameOf(in.Kind)
+			r.qid = s.nameOf(in.Queue)
+			r.enqNode = node
+			r.priority = int64(in.Priority)
+			r.timeout = in.Timeout
+			r.seq = seq
+			r.runAt = nanos(in.RunAt)
+			r.createdAt = nanos(in.CreatedAt)
+			r.updatedAt, r.enqAt = now, now
+			r.maxRetries = clamp32(in.MaxRetries)
+			r.state = store.Scheduled
 			if in.UniqueKey != "" {
 				r.x = &extra{uniqueKey: in.UniqueKey, uniqueTill: nanos(in.UniqueUntil)}
 			}
 			s.t.put(nil, r)
 			res[i] = store.EnqueueResult{ID: in.ID, Seq: seq}
-			woken[r.queue] = struct{}{}
+			woken[in.Queue] = struct{}{}
 		}
 		return nil
 	})
@@ -80,13 +74,14 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		return nil, fmt.Errorf("memdbstore: claim: %w", err)
 	}
 	res := &store.ClaimResult{}
-	qid, ok := s.queueID(p.Queue, false)
+	qid, ok := s.knownName(p.Queue)
 	if !ok { // never enqueued into: nothing waits
 		return res, ctxErr(ctx, "claim")
 	}
 	now, until := nanos(p.Now), nanos(p.LeaseUntil)
-	owner := s.intern(p.Owner)
+	owner := s.nameOf(p.Owner)
 	err := s.write(ctx, "claim", func() error {
+		names := s.nameList() // loaded under the lock: it names every stored record
 		picked, next, _ := pickReady(s.t.ready, &s.probe, qid, now, p.Limit)
 		res.Instances = make([]*store.Instance, 0, len(picked))
 		for _, old := range picked {
@@ -96,9 +91,9 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			r.leaseOwner = owner
 			r.leaseUntil = until
 			r.updatedAt = now
-			r.addHist(hist{state: store.Processing, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: owner})
+			r.addHist(hist{state: store.Processing, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: names[owner]})
 			s.t.put(old, r)
-			res.Instances = append(res.Instances, r.toInstance())
+			res.Instances = append(res.Instances, r.toInstance(names))
 		}
 		if len(picked) < p.Limit {
 			res.NextRunAt = fromNanos(next)
@@ -118,7 +113,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 // nothing after it at that level is, and it jumps to the next level.
 // visited counts the index entries it looked at: picked plus at most two
 // per priority level. probe is scratch space for the search key.
-func pickReady(ready *btree.BTreeG[*rec], probe *rec, qid uint32, now int64, limit int) (picked []*rec, next int64, visited int) {
+func pickReady(ready *btree.BTreeG[*rec], probe *rec, qid name, now int64, limit int) (picked []*rec, next int64, visited int) {
 	defer func() { *probe = rec{} }()
 	*probe = rec{qid: qid, priority: math.MaxInt64, runAt: minNanos}
 	for len(picked) < limit {
@@ -170,10 +165,11 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 	}
 	res := &store.RenewResult{}
 	now, until := nanos(p.Now), nanos(p.Until)
+	owner, _ := s.knownName(p.Owner) // unknown: 0, which owns nothing
 	err := s.write(ctx, "renew", func() error {
 		for _, l := range p.Leases {
 			old := s.t.get(&s.probe, l.ID)
-			if old == nil || old.state != store.Processing || old.leaseOwner != p.Owner || int(old.attempt) != l.Attempt {
+			if old == nil || old.state != store.Processing || old.leaseOwner != owner || int(old.attempt) != l.Attempt {
 				res.Lost = append(res.Lost, l)
 				continue
 			}
@@ -207,20 +203,21 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 		}
 	}
 	now := nanos(p.Now)
-	owner := s.intern(p.Owner)
+	owner := s.nameOf(p.Owner)
 	errs := make([]error, len(p.Outcomes))
 	woken := map[string]struct{}{}
 	err := s.write(ctx, "finish", func() error {
+		names := s.nameList() // loaded under the lock: it names every stored record
 		for i := range p.Outcomes {
 			o := &p.Outcomes[i]
 			old := s.t.get(&s.probe, o.ID)
-			if old == nil || old.state != store.Processing || old.leaseOwner != p.Owner || int(old.attempt) != o.Attempt {
+			if old == nil || old.state != store.Processing || old.leaseOwner != owner || int(old.attempt) != o.Attempt {
 				errs[i] = fmt.Errorf("memdbstore: finish %s attempt %d as %v: the attempt is no longer owned by %s: %w", o.ID, o.Attempt, o.State, p.Owner, store.ErrLeaseLost)
 				continue
 			}
 			r := old.clone()
 			r.state = o.State
-			r.leaseOwner, r.leaseUntil = "", 0
+			r.leaseOwner, r.leaseUntil = 0, 0
 			r.updatedAt = now
 			result := cloneBytes(o.Result)
 			if o.State == store.Scheduled {
@@ -229,11 +226,11 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 					r.attempt--
 				}
 				r.setOutcome(o.Error, result, 0)
-				woken[r.queue] = struct{}{}
+				woken[names[r.qid]] = struct{}{}
 			} else {
 				r.setOutcome(o.Error, result, now)
 			}
-			r.addHist(hist{state: o.State, attempt: old.attempt, t: now, seq: s.seq.Add(1), node: owner, err: o.Error, result: result})
+			r.addHist(hist{state: o.State, attempt: old.attempt, t: now, seq: s.seq.Add(1), node: names[owner], err: o.Error, result: result})
 			s.t.put(old, r)
 		}
 		return nil
@@ -258,6 +255,7 @@ func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 	var out []*store.Instance
 	woken := map[string]struct{}{}
 	err := s.write(ctx, "rescue", func() error {
+		names := s.nameList() // loaded under the lock: it names every stored record
 		var expired []*rec
 		s.t.due.Ascend(func(r *rec) bool {
 			if r.leaseUntil >= now {
@@ -268,20 +266,20 @@ func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 		})
 		for _, old := range expired {
 			r := old.clone()
-			msg := fmt.Sprintf("lease of %s expired at %s", old.leaseOwner, fromNanos(old.leaseUntil).Format(time.RFC3339Nano))
-			r.leaseOwner, r.leaseUntil = "", 0
+			msg := fmt.Sprintf("lease of %s expired at %s", names[old.leaseOwner], fromNanos(old.leaseUntil).Format(time.RFC3339Nano))
+			r.leaseOwner, r.leaseUntil = 0, 0
 			r.updatedAt = now
 			if r.retriesLeft() {
 				r.state = store.Scheduled // runAt kept: it keeps its place in the queue
 				r.setOutcome(msg, nil, 0)
-				woken[r.queue] = struct{}{}
+				woken[names[r.qid]] = struct{}{}
 			} else {
 				r.state = store.Terminated
 				r.setOutcome(msg, nil, now)
 			}
 			r.addHist(hist{state: r.state, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: node, err: msg})
 			s.t.put(old, r)
-			out = append(out, r.toInstance())
+			out = append(out, r.toInstance(names))
 		}
 		return nil
 	})
@@ -301,8 +299,10 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 		return nil, fmt.Errorf("%w: cancel without an instance ID", store.ErrInvalid)
 	}
 	now := nanos(p.Now)
+	node := s.intern(p.Node)
 	var out *store.Instance
 	err := s.write(ctx, "cancel", func() error {
+		names := s.nameList() // loaded under the lock: it names every stored record
 		old := s.t.get(&s.probe, p.ID)
 		if old == nil {
 			return fmt.Errorf("memdbstore: cancel %s: %w", p.ID, store.ErrNotFound)
@@ -317,10 +317,10 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 		} else {
 			r.state = store.Canceled
 			r.mutX().finishedAt = now
-			r.addHist(hist{state: store.Canceled, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: s.intern(p.Node)})
+			r.addHist(hist{state: store.Canceled, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: node})
 		}
 		s.t.put(old, r)
-		out = r.toInstance()
+		out = r.toInstance(names)
 		return nil
 	})
 	if err != nil {

@@ -2,31 +2,24 @@ package memdbstore
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/jobkit/job/store"
 )
 
-// rec is the stored form of one instance, kept small: times as Unix
-// nanoseconds (0 for the zero time), kind, queue and node names interned,
-// fields that only some instances need behind x, and the Created and
-// Scheduled history records implied by enqAt and enqNode instead of stored.
+// rec is the stored form of one instance, kept small: 120 bytes, plus one
+// allocation for its ID and arguments. Times are Unix nanoseconds (0 for
+// the zero time); kind, queue and node names are numbers in the store's
+// name table; what only some instances need (a unique key, an outcome,
+// the history after Scheduled) is behind x; the Created and Scheduled
+// history records are implied by enqAt and enqNode instead of stored.
 //
 // A rec in the indexes is never changed: every update puts a changed copy
 // (see clone), so readers of older snapshots keep what they saw.
 type rec struct {
-	id         string
-	kind       string
-	queue      string
-	leaseOwner string
-	enqNode    string // names the enqueuer in the Created and Scheduled records
-	args       []byte
+	data       string // the ID, then the arguments
 	x          *extra
-	// hist holds the transitions after Scheduled. It is append-only
-	// within one version chain: a copy appends after its last element,
-	// which no older version can see (their length ends before it).
-	// Pruning history replaces the slice.
-	hist       []hist
 	priority   int64
 	timeout    time.Duration
 	seq        uint64 // the Created record has seq+1, the Scheduled one seq+2
@@ -35,16 +28,49 @@ type rec struct {
 	updatedAt  int64
 	leaseUntil int64
 	enqAt      int64
-	qid        uint32 // the queue's interned number, the first part of the ready key
+	idLen      uint32
+	kind       name
+	qid        name // the queue, the first part of the ready order
+	leaseOwner name
+	enqNode    name // the enqueuer, in the Created and Scheduled records
 	attempt    int32
 	maxRetries int32
 	state      store.State
 	cancelReq  bool
 	enqPruned  uint8 // bit 0: the Created record is pruned; bit 1: the Scheduled one
+	ownX       bool  // x is this version's own copy (set by mutX, cleared by clone)
+}
+
+// name is a kind, queue or node name's number in the store's name table;
+// 0 is the empty name.
+type name uint32
+
+// newRec returns a record holding id and args in one allocation.
+func newRec(id string, args []byte) *rec {
+	var b strings.Builder
+	b.Grow(len(id) + len(args))
+	b.WriteString(id)
+	b.Write(args)
+	return &rec{data: b.String(), idLen: uint32(len(id))}
+}
+
+func (r *rec) id() string { return r.data[:r.idLen] }
+
+// args returns a copy of the arguments (nil when there are none).
+func (r *rec) args() []byte {
+	if int(r.idLen) == len(r.data) {
+		return nil
+	}
+	return []byte(r.data[r.idLen:])
 }
 
 // extra holds what only some instances have.
 type extra struct {
+	// hist holds the transitions after Scheduled. It is append-only
+	// within one version chain: a copy appends after its last element,
+	// which no older version can see (their length ends before it).
+	// Pruning history replaces the slice.
+	hist       []hist
 	uniqueKey  string
 	uniqueTill int64
 	finishedAt int64
@@ -67,16 +93,20 @@ type hist struct {
 // are shared (never written in place: use mutX and addHist).
 func (r *rec) clone() *rec {
 	c := *r
+	c.ownX = false
 	return &c
 }
 
 // mutX returns r's own copy of its extra fields, to change.
 func (r *rec) mutX() *extra {
+	if r.ownX {
+		return r.x
+	}
 	var e extra
 	if r.x != nil {
 		e = *r.x
 	}
-	r.x = &e
+	r.x, r.ownX = &e, true
 	return r.x
 }
 
@@ -94,6 +124,13 @@ func (r *rec) finishedAt() int64 {
 	return r.x.finishedAt
 }
 
+func (r *rec) hist() []hist {
+	if r.x == nil {
+		return nil
+	}
+	return r.x.hist
+}
+
 // setOutcome sets the error, result and finish time of the latest attempt.
 func (r *rec) setOutcome(err string, result []byte, finishedAt int64) {
 	if r.x == nil && err == "" && result == nil && finishedAt == 0 {
@@ -105,25 +142,28 @@ func (r *rec) setOutcome(err string, result []byte, finishedAt int64) {
 
 // addHist appends a history record to r (a fresh copy).
 func (r *rec) addHist(h hist) {
-	r.hist = append(r.hist, h)
+	x := r.mutX()
+	x.hist = append(x.hist, h)
 }
 
-// eachHist calls fn with every history record of r, in order.
-func (r *rec) eachHist(fn func(h *hist)) {
+// eachHist calls fn with every history record of r, in order; names is the
+// store's name table.
+func (r *rec) eachHist(names []string, fn func(h *hist)) {
 	if r.enqPruned&1 == 0 {
-		fn(&hist{state: store.Created, t: r.enqAt, seq: r.seq + 1, node: r.enqNode})
+		fn(&hist{state: store.Created, t: r.enqAt, seq: r.seq + 1, node: names[r.enqNode]})
 	}
 	if r.enqPruned&2 == 0 {
-		fn(&hist{state: store.Scheduled, t: r.enqAt, seq: r.seq + 2, node: r.enqNode})
+		fn(&hist{state: store.Scheduled, t: r.enqAt, seq: r.seq + 2, node: names[r.enqNode]})
 	}
-	for i := range r.hist {
-		fn(&r.hist[i])
+	hs := r.hist()
+	for i := range hs {
+		fn(&hs[i])
 	}
 }
 
 // histLen is how many history records r has.
 func (r *rec) histLen() int {
-	n := len(r.hist)
+	n := len(r.hist())
 	if r.enqPruned&1 == 0 {
 		n++
 	}
@@ -135,20 +175,21 @@ func (r *rec) histLen() int {
 
 func (r *rec) retriesLeft() bool { return r.maxRetries < 0 || r.attempt <= r.maxRetries }
 
-// toInstance returns the record as a store.Instance the caller owns.
-func (r *rec) toInstance() *store.Instance {
+// toInstance returns the record as a store.Instance the caller owns;
+// names is the store's name table.
+func (r *rec) toInstance(names []string) *store.Instance {
 	in := &store.Instance{
-		ID:              r.id,
-		Kind:            r.kind,
-		Queue:           r.queue,
-		Args:            cloneBytes(r.args),
+		ID:              r.id(),
+		Kind:            names[r.kind],
+		Queue:           names[r.qid],
+		Args:            r.args(),
 		Priority:        int(r.priority),
 		RunAt:           fromNanos(r.runAt),
 		State:           r.state,
 		Attempt:         int(r.attempt),
 		MaxRetries:      int(r.maxRetries),
 		Timeout:         r.timeout,
-		LeaseOwner:      r.leaseOwner,
+		LeaseOwner:      names[r.leaseOwner],
 		LeaseUntil:      fromNanos(r.leaseUntil),
 		CancelRequested: r.cancelReq,
 		Seq:             r.seq,
@@ -165,10 +206,10 @@ func (r *rec) toInstance() *store.Instance {
 	return in
 }
 
-func (r *rec) historyRecord(h *hist) *store.HistoryRecord {
+func (r *rec) historyRecord(names []string, h *hist) *store.HistoryRecord {
 	return &store.HistoryRecord{
-		InstanceID: r.id,
-		Kind:       r.kind,
+		InstanceID: r.id(),
+		Kind:       names[r.kind],
 		State:      h.state,
 		Attempt:    int(h.attempt),
 		Time:       fromNanos(h.t),
@@ -245,7 +286,7 @@ func fromNanos(n int64) time.Time {
 // The indexes' orders. Each ends in the store-wide sequence number, so no
 // two records are equal in any of them.
 
-func lessID(a, b *rec) bool { return a.id < b.id }
+func lessID(a, b *rec) bool { return a.id() < b.id() }
 
 func lessCreated(a, b *rec) bool {
 	if a.createdAt != b.createdAt {
