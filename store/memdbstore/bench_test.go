@@ -124,7 +124,7 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 
 // BenchmarkCycle is the engine's path for one job, amortised over batches:
 // enqueue, claim, finish as Completed (4 history records per job), one
-// write transaction each. One op is one job; batch=64 is what the engine
+// write under the store's lock each. One op is one job; batch=64 is what the engine
 // uses.
 func BenchmarkCycle(b *testing.B) {
 	for _, n := range []int{1, 16, 64, 256} {
