@@ -4,74 +4,73 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
-	memdb "github.com/hashicorp/go-memdb"
+	"github.com/google/btree"
 
 	"github.com/jobkit/job/store"
 )
 
-// read runs fn on a snapshot.
-func (s *Store) read(ctx context.Context, op string, q *store.Query, fn func(tx *memdb.Txn) error) error {
+// read validates q and returns a snapshot to answer it from.
+func (s *Store) read(ctx context.Context, op string, q *store.Query) (*tables, error) {
 	if err := q.Validate(); err != nil {
-		return fmt.Errorf("memdbstore: %s: %w", op, err)
+		return nil, fmt.Errorf("memdbstore: %s: %w", op, err)
 	}
 	if err := ctxErr(ctx, op); err != nil {
-		return err
+		return nil, err
 	}
-	return fn(s.db.Txn(false))
+	return s.snapshot(), nil
 }
 
 // forEach calls fn for every instance q can match: the one named by
 // q.InstanceID, or all of them.
-func forEach(tx *memdb.Txn, q *store.Query, fn func(r *rec)) error {
+func (t *tables) forEach(q *store.Query, fn func(r *rec)) {
 	if q.InstanceID != "" {
-		r, err := get(tx, q.InstanceID)
-		if r != nil {
+		if r := t.get(&rec{}, q.InstanceID); r != nil {
 			fn(r)
 		}
-		return err
+		return
 	}
-	return eachIn(tx, iID, fn)
+	each(t.byID, fn)
 }
 
-// forEachInState is forEach for a lookup of instances: with q.States it
-// walks only the indexes of those states (ready for Scheduled, due for
-// Processing, final for the final states), so looking up what waits or
-// runs does not walk the finished history. The states are exclusive, so
-// no instance is in two of the indexes.
-func forEachInState(tx *memdb.Txn, q *store.Query, fn func(r *rec)) error {
-	if q.InstanceID != "" || len(q.States) == 0 {
-		return forEach(tx, q, fn)
+// states returns the indexes that hold the instances in states, and how
+// many instances they hold. The states are exclusive, so no instance is in
+// two of them.
+func (t *tables) states(states []store.State) (indexes []*btree.BTreeG[*rec], n int) {
+	if slices.Contains(states, store.Scheduled) {
+		indexes = append(indexes, t.ready)
 	}
-	var indexes []string
-	if slices.Contains(q.States, store.Scheduled) {
-		indexes = append(indexes, iReady)
+	if slices.Contains(states, store.Processing) {
+		indexes = append(indexes, t.due)
 	}
-	if slices.Contains(q.States, store.Processing) {
-		indexes = append(indexes, iDue)
+	if slices.ContainsFunc(states, store.State.Final) {
+		indexes = append(indexes, t.final)
 	}
-	if slices.ContainsFunc(q.States, store.State.Final) {
-		indexes = append(indexes, iFinal)
+	for _, idx := range indexes {
+		n += idx.Len()
 	}
-	for _, index := range indexes {
-		if err := eachIn(tx, index, fn); err != nil {
-			return err
-		}
-	}
-	return nil
+	return indexes, n
 }
 
-// eachIn calls fn for every instance in index.
-func eachIn(tx *memdb.Txn, index string, fn func(r *rec)) error {
-	it, err := tx.Get(tInstances, index)
-	if err != nil {
-		return err
+// newestFirst calls fn for the instances created in [since, until), newest
+// first (by CreatedAt, then Seq), until fn returns false.
+func (t *tables) newestFirst(since, until int64, fn func(r *rec) bool) {
+	if until == minNanos {
+		return
 	}
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		fn(obj.(*rec))
-	}
-	return nil
+	t.created.DescendLessOrEqual(&rec{createdAt: until - 1, seq: math.MaxUint64}, func(r *rec) bool {
+		return r.createdAt >= since && fn(r)
+	})
+}
+
+// each calls fn for every instance in index.
+func each(index *btree.BTreeG[*rec], fn func(r *rec)) {
+	index.Ascend(func(r *rec) bool {
+		fn(r)
+		return true
+	})
 }
 
 // rangeNanos returns q's time range as [since, until) nanos.
@@ -86,39 +85,60 @@ func rangeNanos(q *store.Query) (since, until int64) {
 	return since, until
 }
 
-func (r *rec) matches(q *store.Query, since, until int64) bool {
-	return (q.Kind == "" || q.Kind == r.kind) &&
-		(q.Queue == "" || q.Queue == r.queue) &&
+func (r *rec) matches(names []string, q *store.Query, since, until int64) bool {
+	return (q.Kind == "" || q.Kind == names[r.kind]) &&
+		(q.Queue == "" || q.Queue == names[r.qid]) &&
 		(len(q.States) == 0 || slices.Contains(q.States, r.state)) &&
 		r.createdAt >= since && r.createdAt < until
 }
 
 // LookupInstances implements store.History. A lookup by InstanceID is one
-// index read; one by states walks those states' indexes; any other walks
-// every instance (there is no index by kind or creation time: each would
-// cost every pending instance ~400 bytes).
+// index read. Any other walks the index by creation time newest first over
+// q's time range, and stops at q.Limit matches, unless q names states
+// whose indexes are the cheaper walk: that is when there is no limit, or
+// when the states' indexes are small beside the limit walk's estimated
+// length (limit × instances ÷ instances in the states, as if matches were
+// spread evenly).
 func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
-	var found []*rec
-	err := s.read(ctx, "lookup instances", q, func(tx *memdb.Txn) error {
-		since, until := rangeNanos(q)
-		return forEachInState(tx, q, func(r *rec) {
-			if r.matches(q, since, until) {
-				found = append(found, r)
-			}
-		})
-	})
+	t, err := s.read(ctx, "lookup instances", q)
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(found, func(a, b *rec) int {
-		return cmp.Or(cmp.Compare(b.createdAt, a.createdAt), cmp.Compare(b.seq, a.seq))
-	})
-	if q.Limit > 0 && len(found) > q.Limit {
-		found = found[:q.Limit]
+	names := s.nameList() // after the snapshot: it names every record in it
+	var found []*rec
+	since, until := rangeNanos(q)
+	add := func(r *rec) bool {
+		if r.matches(names, q, since, until) {
+			found = append(found, r)
+		}
+		return q.Limit <= 0 || len(found) < q.Limit
+	}
+	indexes, inStates := t.states(q.States)
+	switch {
+	case q.InstanceID != "":
+		if r := t.get(&rec{}, q.InstanceID); r != nil {
+			add(r)
+		}
+	case len(q.States) > 0 && (q.Limit <= 0 || float64(inStates)*float64(inStates) <= float64(q.Limit)*float64(t.created.Len())):
+		for _, idx := range indexes {
+			each(idx, func(r *rec) {
+				if r.matches(names, q, since, until) {
+					found = append(found, r)
+				}
+			})
+		}
+		slices.SortFunc(found, func(a, b *rec) int {
+			return cmp.Or(cmp.Compare(b.createdAt, a.createdAt), cmp.Compare(b.seq, a.seq))
+		})
+		if q.Limit > 0 && len(found) > q.Limit {
+			found = found[:q.Limit]
+		}
+	default:
+		t.newestFirst(since, until, add)
 	}
 	out := make([]*store.Instance, len(found))
 	for i, r := range found {
-		out[i] = r.toInstance()
+		out[i] = r.toInstance(names)
 	}
 	return out, nil
 }
@@ -130,23 +150,23 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 		r *rec
 		h hist
 	}
-	var found []ref
-	err := s.read(ctx, "lookup history", q, func(tx *memdb.Txn) error {
-		since, until := rangeNanos(q)
-		return forEach(tx, q, func(r *rec) {
-			if q.Kind != "" && q.Kind != r.kind {
-				return
-			}
-			r.eachHist(func(h *hist) {
-				if h.t >= since && h.t < until && (len(q.States) == 0 || slices.Contains(q.States, h.state)) {
-					found = append(found, ref{r, *h})
-				}
-			})
-		})
-	})
+	t, err := s.read(ctx, "lookup history", q)
 	if err != nil {
 		return nil, err
 	}
+	names := s.nameList() // after the snapshot: it names every record in it
+	var found []ref
+	since, until := rangeNanos(q)
+	t.forEach(q, func(r *rec) {
+		if q.Kind != "" && q.Kind != names[r.kind] {
+			return
+		}
+		r.eachHist(names, func(h *hist) {
+			if h.t >= since && h.t < until && (len(q.States) == 0 || slices.Contains(q.States, h.state)) {
+				found = append(found, ref{r, *h})
+			}
+		})
+	})
 	slices.SortFunc(found, func(a, b ref) int {
 		return cmp.Or(cmp.Compare(a.h.t, b.h.t), cmp.Compare(a.h.seq, b.h.seq))
 	})
@@ -155,7 +175,7 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 	}
 	out := make([]*store.HistoryRecord, len(found))
 	for i, f := range found {
-		out[i] = f.r.historyRecord(&f.h)
+		out[i] = f.r.historyRecord(names, &f.h)
 	}
 	return out, nil
 }
@@ -167,7 +187,7 @@ func (s *Store) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
 			return fmt.Errorf("%w: log record without an instance ID", store.ErrInvalid)
 		}
 	}
-	return s.write(ctx, "append logs", func(tx *memdb.Txn) error {
+	return s.write(ctx, "append logs", func() error {
 		for _, l := range recs {
 			row := &logRow{
 				seq:        s.seq.Add(1),
@@ -179,9 +199,8 @@ func (s *Store) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
 				node:       s.intern(l.Node),
 				msg:        l.Message,
 			}
-			if err := tx.Insert(tLogs, row); err != nil {
-				return err
-			}
+			s.t.logsByTime.ReplaceOrInsert(row)
+			s.t.logsByInst.ReplaceOrInsert(row)
 		}
 		return nil
 	})
@@ -190,40 +209,22 @@ func (s *Store) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
 // LookupLogs implements store.Logs: by instance through the instance
 // index, otherwise in time order through the time index.
 func (s *Store) LookupLogs(ctx context.Context, q *store.Query) ([]*store.LogRecord, error) {
+	t, err := s.read(ctx, "lookup logs", q)
+	if err != nil {
+		return nil, err
+	}
+	since, until := rangeNanos(q)
+	match := func(l *logRow) bool {
+		return (q.InstanceID == "" || q.InstanceID == l.instanceID) &&
+			(q.Kind == "" || q.Kind == l.kind) &&
+			(len(q.Levels) == 0 || slices.Contains(q.Levels, l.level)) &&
+			l.t >= since && l.t < until
+	}
 	var out []*store.LogRecord
-	err := s.read(ctx, "lookup logs", q, func(tx *memdb.Txn) error {
-		since, until := rangeNanos(q)
-		match := func(l *logRow) bool {
-			return (q.InstanceID == "" || q.InstanceID == l.instanceID) &&
-				(q.Kind == "" || q.Kind == l.kind) &&
-				(len(q.Levels) == 0 || slices.Contains(q.Levels, l.level)) &&
-				l.t >= since && l.t < until
-		}
-		if q.InstanceID != "" {
-			rows, err := instanceLogs(tx, q.InstanceID)
-			if err != nil {
-				return err
-			}
-			slices.SortFunc(rows, func(a, b *logRow) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.seq, b.seq)) })
-			for _, l := range rows {
-				if match(l) {
-					out = append(out, l.toRecord())
-					if q.Limit > 0 && len(out) == q.Limit {
-						break
-					}
-				}
-			}
-			return nil
-		}
-		it, err := tx.LowerBound(tLogs, iTime, timeSeqKey(since, 0))
-		if err != nil {
-			return err
-		}
-		for obj := it.Next(); obj != nil; obj = it.Next() {
-			l := obj.(*logRow)
-			if l.t >= until {
-				break
-			}
+	if q.InstanceID != "" {
+		rows := t.instanceLogs(q.InstanceID)
+		slices.SortFunc(rows, func(a, b *logRow) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.seq, b.seq)) })
+		for _, l := range rows {
 			if match(l) {
 				out = append(out, l.toRecord())
 				if q.Limit > 0 && len(out) == q.Limit {
@@ -231,30 +232,31 @@ func (s *Store) LookupLogs(ctx context.Context, q *store.Query) ([]*store.LogRec
 				}
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		return out, nil
 	}
+	t.logsByTime.AscendGreaterOrEqual(&logRow{t: since}, func(l *logRow) bool {
+		if l.t >= until {
+			return false
+		}
+		if match(l) {
+			out = append(out, l.toRecord())
+		}
+		return q.Limit <= 0 || len(out) < q.Limit
+	})
 	return out, nil
 }
 
 // instanceLogs returns the log rows of instance id in append order.
-func instanceLogs(tx *memdb.Txn, id string) ([]*logRow, error) {
-	prefix := append([]byte(id), 0)
-	it, err := tx.LowerBound(tLogs, iInst, prefix)
-	if err != nil {
-		return nil, err
-	}
+func (t *tables) instanceLogs(id string) []*logRow {
 	var rows []*logRow
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		l := obj.(*logRow)
+	t.logsByInst.AscendGreaterOrEqual(&logRow{instanceID: id}, func(l *logRow) bool {
 		if l.instanceID != id {
-			break
+			return false
 		}
 		rows = append(rows, l)
-	}
-	return rows, nil
+		return true
+	})
+	return rows
 }
 
 // Prune implements store.Pruner. FinishedBefore and KeepFinished walk the
@@ -272,70 +274,52 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 		limit = s.pruneLimit
 	}
 	res := &store.PruneResult{}
-	err := s.write(ctx, "prune", func(tx *memdb.Txn) error {
+	err := s.write(ctx, "prune", func() error {
 		var doomed []*rec
 		if !p.FinishedBefore.IsZero() {
 			before := nanos(p.FinishedBefore)
-			it, err := tx.LowerBound(tInstances, iFinal, timeSeqKey(minNanos, 0))
-			if err != nil {
-				return err
-			}
-			for obj := it.Next(); obj != nil && len(doomed) < limit; obj = it.Next() {
-				r := obj.(*rec)
+			s.t.final.Ascend(func(r *rec) bool {
 				if r.finishedAt() >= before {
-					break
+					return false
 				}
 				doomed = append(doomed, r)
-			}
+				return len(doomed) < limit
+			})
 		}
-		if err := s.remove(tx, doomed, res); err != nil {
-			return err
-		}
+		s.remove(doomed, res)
 		if p.KeepFinished > 0 {
 			doomed = doomed[:0]
-			it, err := tx.GetReverse(tInstances, iFinal)
-			if err != nil {
-				return err
-			}
 			kept := 0
-			for obj := it.Next(); obj != nil && len(doomed) < limit; obj = it.Next() {
+			s.t.final.Descend(func(r *rec) bool {
 				if kept < p.KeepFinished {
 					kept++
-					continue
+					return true
 				}
-				doomed = append(doomed, obj.(*rec))
-			}
-			if err := s.remove(tx, doomed, res); err != nil {
-				return err
-			}
+				doomed = append(doomed, r)
+				return len(doomed) < limit
+			})
+			s.remove(doomed, res)
 		}
 		if !p.HistoryBefore.IsZero() {
-			if err := pruneHistory(tx, nanos(p.HistoryBefore), limit, res); err != nil {
-				return err
-			}
+			s.pruneHistory(nanos(p.HistoryBefore), limit, res)
 		}
 		if !p.LogsBefore.IsZero() {
 			before := nanos(p.LogsBefore)
-			it, err := tx.LowerBound(tLogs, iTime, timeSeqKey(minNanos, 0))
-			if err != nil {
-				return err
-			}
 			var rows []*logRow
-			for obj := it.Next(); obj != nil && len(rows) < limit; obj = it.Next() {
-				l := obj.(*logRow)
+			s.t.logsByTime.Ascend(func(l *logRow) bool {
 				if l.t >= before {
-					break
+					return false
 				}
 				rows = append(rows, l)
-			}
+				return len(rows) < limit
+			})
 			for _, l := range rows {
-				if err := tx.Delete(tLogs, l); err != nil {
-					return err
-				}
+				s.t.logsByTime.Delete(l)
+				s.t.logsByInst.Delete(l)
 			}
 			res.Logs += len(rows)
 		}
-		return ctxErr(ctx, "prune")
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -344,50 +328,33 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 }
 
 // remove deletes instances with their logs and unique keys.
-func (s *Store) remove(tx *memdb.Txn, doomed []*rec, res *store.PruneResult) error {
+func (s *Store) remove(doomed []*rec, res *store.PruneResult) {
 	for _, r := range doomed {
-		if err := tx.Delete(tInstances, r); err != nil {
-			return err
-		}
+		s.t.drop(r)
 		res.Instances++
 		res.History += r.histLen()
-		rows, err := instanceLogs(tx, r.id)
-		if err != nil {
-			return err
-		}
+		rows := s.t.instanceLogs(r.id())
 		for _, l := range rows {
-			if err := tx.Delete(tLogs, l); err != nil {
-				return err
-			}
+			s.t.logsByTime.Delete(l)
+			s.t.logsByInst.Delete(l)
 		}
 		res.Logs += len(rows)
 		if key := r.uniqueKey(); key != "" {
-			obj, err := tx.First(tUnique, iID, key)
-			if err != nil {
-				return err
-			}
-			if u, _ := obj.(*uniqueRow); u != nil && u.id == r.id {
-				if err := tx.Delete(tUnique, u); err != nil {
-					return err
-				}
+			if u, ok := s.unique[key]; ok && u.id == r.id() {
+				delete(s.unique, key)
 			}
 		}
 	}
-	return nil
 }
 
 // pruneHistory drops history records older than before, at most limit.
-func pruneHistory(tx *memdb.Txn, before int64, limit int, res *store.PruneResult) error {
-	it, err := tx.Get(tInstances, iID)
-	if err != nil {
-		return err
-	}
+func (s *Store) pruneHistory(before int64, limit int, res *store.PruneResult) {
+	names := s.nameList() // under the write lock: it names every stored record
 	var old []*rec
 	budget := limit
-	for obj := it.Next(); obj != nil && budget > 0; obj = it.Next() {
-		r := obj.(*rec)
+	s.t.byID.Ascend(func(r *rec) bool {
 		n := 0
-		r.eachHist(func(h *hist) {
+		r.eachHist(names, func(h *hist) {
 			if h.t < before {
 				n++
 			}
@@ -396,7 +363,8 @@ func pruneHistory(tx *memdb.Txn, before int64, limit int, res *store.PruneResult
 			old = append(old, r)
 			budget -= n
 		}
-	}
+		return budget > 0
+	})
 	budget = limit
 	for _, o := range old {
 		r := o.clone()
@@ -408,7 +376,7 @@ func pruneHistory(tx *memdb.Txn, before int64, limit int, res *store.PruneResult
 			}
 		}
 		var kept []hist
-		for _, h := range o.hist {
+		for _, h := range o.hist() {
 			if h.t < before && budget > 0 {
 				budget--
 				res.History++
@@ -416,10 +384,9 @@ func pruneHistory(tx *memdb.Txn, before int64, limit int, res *store.PruneResult
 			}
 			kept = append(kept, h)
 		}
-		r.hist = kept
-		if err := put(tx, r); err != nil {
-			return err
+		if kept != nil || r.x != nil {
+			r.mutX().hist = kept
 		}
+		s.t.put(o, r)
 	}
-	return nil
 }

@@ -3,6 +3,7 @@ package memdbstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -36,15 +37,11 @@ func TestClaimSeeksPerLevel(t *testing.T) {
 	enqueueN(t, s, "q", 2, 0, t0, "ready-0")
 	enqueueN(t, s, "other", 5000, 7, t0, "other")
 
-	tx := s.db.Txn(false)
-	qid, _ := s.queueID("q", false)
-	picked, next, visited, err := pickReady(tx, qid, nanos(t0.Add(time.Minute)), 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	qid, _ := s.knownName("q")
+	picked, next, visited := pickReady(s.snapshot().ready, &rec{}, qid, nanos(t0.Add(time.Minute)), 10)
 	var got []string
 	for _, r := range picked {
-		got = append(got, r.id)
+		got = append(got, r.id())
 	}
 	want := []string{"ready-5-0", "ready-5-1", "ready-5-2", "ready-0-0", "ready-0-1"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -135,4 +132,166 @@ func mustNew(t *testing.T) *Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestSnapshotsUnderWrites checks that readers see whole snapshots while
+// writers change the indexes in place: every lookup of all instances,
+// taken while other goroutines claim and finish them, sees each instance
+// exactly once and in exactly one state's index.
+func TestSnapshotsUnderWrites(t *testing.T) {
+	t.Parallel()
+	const n = 3000
+	s := mustNew(t)
+	ctx := context.Background()
+	enqueueN(t, s, "q", n, 0, t0, "snap")
+	done := make(chan struct{})
+	errs := make(chan error, 2)
+	for w := range 2 {
+		go func() {
+			owner := fmt.Sprintf("w%d", w)
+			for {
+				res, err := s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: owner, Limit: 7, Now: t0, LeaseUntil: t0.Add(time.Hour)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(res.Instances) == 0 {
+					errs <- nil
+					return
+				}
+				var outs []store.Outcome
+				for _, in := range res.Instances {
+					outs = append(outs, store.Outcome{ID: in.ID, Attempt: in.Attempt, State: store.Completed})
+				}
+				if _, err := s.Finish(ctx, &store.FinishParams{Owner: owner, Now: t0, Outcomes: outs}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		close(done)
+	}()
+	all := []store.State{store.Scheduled, store.Processing, store.Completed}
+	for lookups := 0; ; lookups++ {
+		select {
+		case <-done:
+			if lookups < 2 {
+				t.Logf("only %d lookups overlapped the writers", lookups)
+			}
+			return
+		default:
+		}
+		every, err := s.LookupInstances(ctx, &store.Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byState, err := s.LookupInstances(ctx, &store.Query{States: all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range [][]*store.Instance{every, byState} {
+			seen := map[string]bool{}
+			for _, in := range got {
+				if seen[in.ID] {
+					t.Fatalf("lookup returned %s twice", in.ID)
+				}
+				seen[in.ID] = true
+			}
+			if len(seen) != n {
+				t.Fatalf("lookup returned %d instances, want %d", len(seen), n)
+			}
+		}
+	}
+}
+
+// TestLookupPlans checks that a lookup gives the same answer whichever
+// index it walks: for queries whose plans differ (the states' indexes or
+// the creation-time index, limited or not), the result is the full list
+// of instances filtered and cut by hand.
+func TestLookupPlans(t *testing.T) {
+	t.Parallel()
+	s := mustNew(t)
+	ctx := context.Background()
+	var ins []*store.Instance
+	for i := range 2000 {
+		ins = append(ins, &store.Instance{
+			ID: fmt.Sprintf("i%04d", i), Kind: []string{"a", "b", "c"}[i%3], Queue: "q",
+			CreatedAt: t0.Add(time.Duration(i%700) * time.Second), // ties: Seq breaks them
+		})
+	}
+	if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: ins, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: 1980, Now: t0, LeaseUntil: t0.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []store.Outcome
+	for i, in := range res.Instances[:1970] {
+		st := store.Completed
+		if i%10 == 0 {
+			st = store.Terminated
+		}
+		outs = append(outs, store.Outcome{ID: in.ID, Attempt: in.Attempt, State: st})
+	}
+	if _, err := s.Finish(ctx, &store.FinishParams{Owner: "w", Now: t0, Outcomes: outs}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.LookupInstances(ctx, &store.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(ins) {
+		t.Fatalf("lookup of everything returned %d instances, want %d", len(all), len(ins))
+	}
+	for i := 1; i < len(all); i++ {
+		a, b := all[i-1], all[i]
+		if a.CreatedAt.Before(b.CreatedAt) || a.CreatedAt.Equal(b.CreatedAt) && a.Seq < b.Seq {
+			t.Fatalf("lookup of everything not newest first at %d: %v/%d before %v/%d", i, a.CreatedAt, a.Seq, b.CreatedAt, b.Seq)
+		}
+	}
+	since, until := t0.Add(100*time.Second), t0.Add(400*time.Second)
+	for _, q := range []store.Query{
+		{States: []store.State{store.Completed}, Limit: 10},
+		{States: []store.State{store.Completed}},
+		{States: []store.State{store.Terminated}, Limit: 5},
+		{States: []store.State{store.Scheduled}, Limit: 10},
+		{States: []store.State{store.Scheduled, store.Processing}, Limit: 15},
+		{States: []store.State{store.Processing, store.Completed}, Kind: "b", Limit: 30},
+		{Kind: "c", Limit: 10},
+		{Kind: "c"},
+		{Since: since, Until: until, Limit: 50},
+		{Since: since, Until: until, States: []store.State{store.Completed}, Limit: 7},
+		{Until: since, Kind: "a"},
+		{Since: until},
+	} {
+		var want []string
+		for _, in := range all {
+			if (len(q.States) == 0 || slices.Contains(q.States, in.State)) && (q.Kind == "" || q.Kind == in.Kind) &&
+				(q.Since.IsZero() || !in.CreatedAt.Before(q.Since)) && (q.Until.IsZero() || in.CreatedAt.Before(q.Until)) {
+				want = append(want, in.ID)
+			}
+		}
+		if q.Limit > 0 && len(want) > q.Limit {
+			want = want[:q.Limit]
+		}
+		got, err := s.LookupInstances(ctx, &q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gotIDs []string
+		for _, in := range got {
+			gotIDs = append(gotIDs, in.ID)
+		}
+		if len(want) == 0 || fmt.Sprint(gotIDs) != fmt.Sprint(want) {
+			t.Errorf("lookup %+v:\n got  %v\n want %v", q, gotIDs, want)
+		}
+	}
 }

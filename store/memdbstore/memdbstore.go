@@ -1,19 +1,21 @@
-// Package memdbstore is jobkit's embedded store, on hashicorp/go-memdb: no
-// server, nothing to configure, the default when a manager is given no
-// store.
+// Package memdbstore is jobkit's embedded store: no server, nothing to
+// configure, the default when a manager is given no store.
 //
 // Several managers that share one *Store act as one cluster: every queue
-// operation is one go-memdb write transaction, so two managers never claim
-// the same attempt. Readers work on snapshots and never block writers.
+// operation runs under one write lock, so two managers never claim the
+// same attempt. Readers work on copy-on-write snapshots of the indexes and
+// hold the lock only to take one, never while they read.
 //
-// Claiming costs O(log n) in the queue's depth, never a scan: Scheduled
-// instances sit in a compact index ordered by (queue, priority descending,
-// RunAt, Seq), and a claim seeks to the head of each priority level in turn,
-// jumping past a level whose head is not due yet, so a future high-priority
-// instance never blocks a ready lower-priority one. Rescue walks an index of
-// leases by deadline; Prune walks indexes of finished instances and of logs
-// by time. An instance's history is kept inline in its record, which keeps a
-// transition at one index write instead of three.
+// The indexes are B-trees (github.com/google/btree) of pointers to the
+// instance records, so an index entry costs a pointer's worth of a tree
+// node. Claiming costs O(log n) in the queue's depth, never a scan:
+// Scheduled instances sit in an index ordered by (queue, priority
+// descending, RunAt, Seq), and a claim seeks to the head of each priority
+// level in turn, jumping past a level whose head is not due yet, so a
+// future high-priority instance never blocks a ready lower-priority one.
+// Rescue walks an index of leases by deadline; Prune walks indexes of
+// finished instances and of logs by time. An instance's history is kept
+// inline in its record, which keeps a transition at one record write.
 //
 // Nothing is persisted: the data lives as long as the *Store value.
 package memdbstore
@@ -24,35 +26,29 @@ import (
 	"sync"
 	"sync/atomic"
 
-	memdb "github.com/hashicorp/go-memdb"
+	"github.com/google/btree"
 
 	"github.com/jobkit/job/store"
-)
-
-// Table and index names.
-const (
-	tInstances = "instances"
-	tLogs      = "logs"
-	tUnique    = "unique"
-
-	iID    = "id"
-	iReady = "ready" // Scheduled instances: (queue, ^priority, runAt, seq)
-	iDue   = "due"   // Processing instances: (leaseUntil, seq)
-	iFinal = "final" // finished instances: (finishedAt, seq)
-	iInst  = "inst"  // logs: (instance ID, 0, seq)
-	iTime  = "time"  // logs: (time, seq)
 )
 
 // Store is an in-memory store.Store. Its zero value is not usable; call New.
 // A *Store is safe for concurrent use by any number of managers.
 type Store struct {
-	db         *memdb.MemDB
 	seq        atomic.Uint64
 	pruneLimit int
 
-	mu     sync.Mutex
-	queues map[string]uint32 // interned queue names
-	names  map[string]string // interned kind and node names
+	mu     sync.Mutex // held by every write, and to take a snapshot
+	t      tables
+	snap   *tables              // a read-only copy of t; nil after a write
+	unique map[string]uniqueRow // by unique key; read only by writes
+	probe  rec                  // a search key for the writer's lookups
+
+	nameMu  sync.Mutex
+	nameIDs map[string]name
+	// names is the name table: kinds, queues and nodes, each stored once
+	// and numbered by its index; 0 is "". It only grows, so it keeps every
+	// name ever used (kinds, queues and nodes: few).
+	names atomic.Pointer[[]string]
 
 	subMu sync.Mutex
 	subs  map[string]map[*subscriber]struct{} // by queue
@@ -77,17 +73,14 @@ func WithPruneLimit(n int) Option {
 // option is unusable. Like every plugin's New it returns (store, error);
 // the store has no namespaces, as nothing outside the process shares it.
 func New(opts ...Option) (*Store, error) {
-	db, err := memdb.NewMemDB(schema())
-	if err != nil {
-		return nil, fmt.Errorf("memdbstore: invalid schema (a bug in this package): %w", err)
-	}
 	s := &Store{
-		db:         db,
+		t:          newTables(),
 		pruneLimit: 10000,
-		queues:     map[string]uint32{},
-		names:      map[string]string{},
+		unique:     map[string]uniqueRow{},
+		nameIDs:    map[string]name{"": 0},
 		subs:       map[string]map[*subscriber]struct{}{},
 	}
+	s.names.Store(&[]string{""})
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: memdbstore.New: nil option", store.ErrInvalid)
@@ -104,60 +97,127 @@ var (
 	_ store.Notifier = (*Store)(nil)
 )
 
-func schema() *memdb.DBSchema {
-	inst := func(f func(r *rec) (bool, []byte)) memdb.Indexer {
-		return keyIndexer{key: func(o any) (bool, []byte) { return f(o.(*rec)) }}
-	}
-	logIdx := func(f func(l *logRow) []byte) memdb.Indexer {
-		return keyIndexer{key: func(o any) (bool, []byte) { return true, f(o.(*logRow)) }}
-	}
-	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
-		tInstances: {Name: tInstances, Indexes: map[string]*memdb.IndexSchema{
-			iID:    {Name: iID, Unique: true, Indexer: inst(func(r *rec) (bool, []byte) { return true, keyOf(r.id) })},
-			iReady: {Name: iReady, Unique: true, AllowMissing: true, Indexer: inst(func(r *rec) (bool, []byte) { return r.state == store.Scheduled, r.key })},
-			iDue:   {Name: iDue, Unique: true, AllowMissing: true, Indexer: inst(func(r *rec) (bool, []byte) { return r.state == store.Processing, r.key })},
-			iFinal: {Name: iFinal, Unique: true, AllowMissing: true, Indexer: inst(func(r *rec) (bool, []byte) { return r.state.Final(), r.key })},
-		}},
-		tLogs: {Name: tLogs, Indexes: map[string]*memdb.IndexSchema{
-			iID:   {Name: iID, Unique: true, Indexer: logIdx(func(l *logRow) []byte { return seqKey(l.seq) })},
-			iInst: {Name: iInst, Unique: true, Indexer: logIdx(func(l *logRow) []byte { return instLogKey(l.instanceID, l.seq) })},
-			iTime: {Name: iTime, Unique: true, Indexer: logIdx(func(l *logRow) []byte { return timeSeqKey(l.t, l.seq) })},
-		}},
-		tUnique: {Name: tUnique, Indexes: map[string]*memdb.IndexSchema{
-			iID: {Name: iID, Unique: true, Indexer: keyIndexer{key: func(o any) (bool, []byte) { return true, keyOf(o.(*uniqueRow).key) }}},
-		}},
-	}}
+// degree is the B-trees' minimum degree: a node holds up to 2*degree-1
+// entries, so a tree of a million is four nodes deep.
+const degree = 32
+
+// tables is the store's indexes. Every instance is in byID and created,
+// and in at most one index of its state; a record in a tree is never changed (an update
+// puts a changed copy), so a snapshot sees the records as they were.
+type tables struct {
+	byID    *btree.BTreeG[*rec] // every instance, by ID
+	created *btree.BTreeG[*rec] // every instance: (CreatedAt, Seq)
+	ready   *btree.BTreeG[*rec] // Scheduled: (queue, priority descending, RunAt, Seq)
+	due     *btree.BTreeG[*rec] // Processing: (LeaseUntil, Seq)
+	final   *btree.BTreeG[*rec] // in a final state: (FinishedAt, Seq)
+
+	logsByTime *btree.BTreeG[*logRow] // (time, seq)
+	logsByInst *btree.BTreeG[*logRow] // (instance ID, seq)
 }
 
-// queueID returns the interned number of queue, creating one when create.
-func (s *Store) queueID(queue string, create bool) (uint32, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id, ok := s.queues[queue]
-	if !ok && create {
-		id = uint32(len(s.queues) + 1)
-		s.queues[queue] = id
-		ok = true
+func newTables() tables {
+	return tables{
+		byID:       btree.NewG(degree, lessID),
+		created:    btree.NewG(degree, lessCreated),
+		ready:      btree.NewG(degree, lessReady),
+		due:        btree.NewG(degree, lessLease),
+		final:      btree.NewG(degree, lessFinished),
+		logsByTime: btree.NewG(degree, lessLogTime),
+		logsByInst: btree.NewG(degree, lessLogInst),
 	}
-	return id, ok
 }
 
-// intern returns a shared copy of name, so thousands of records with one
-// kind or node keep one string.
-func (s *Store) intern(name string) string {
-	if name == "" {
-		return ""
+// clone returns a copy of t that shares its nodes until either changes;
+// call it under the write lock.
+func (t *tables) clone() *tables {
+	return &tables{
+		byID:       t.byID.Clone(),
+		created:    t.created.Clone(),
+		ready:      t.ready.Clone(),
+		due:        t.due.Clone(),
+		final:      t.final.Clone(),
+		logsByTime: t.logsByTime.Clone(),
+		logsByInst: t.logsByInst.Clone(),
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v, ok := s.names[name]; ok {
-		return v
+}
+
+// stateIndex returns the index of instances in state st, or nil.
+func (t *tables) stateIndex(st store.State) *btree.BTreeG[*rec] {
+	switch {
+	case st == store.Scheduled:
+		return t.ready
+	case st == store.Processing:
+		return t.due
+	case st.Final():
+		return t.final
 	}
-	if len(s.names) >= 1<<16 { // bound the table; past it, names are not shared
-		return name
+	return nil
+}
+
+// put stores r, a new version of old (nil for a new instance).
+func (t *tables) put(old, r *rec) {
+	if old != nil {
+		if idx := t.stateIndex(old.state); idx != nil {
+			idx.Delete(old)
+		}
 	}
-	s.names[name] = name
-	return name
+	t.byID.ReplaceOrInsert(r)
+	t.created.ReplaceOrInsert(r) // CreatedAt and Seq never change: replaces old
+	if idx := t.stateIndex(r.state); idx != nil {
+		idx.ReplaceOrInsert(r)
+	}
+}
+
+// drop removes r from every index.
+func (t *tables) drop(r *rec) {
+	t.byID.Delete(r)
+	t.created.Delete(r)
+	if idx := t.stateIndex(r.state); idx != nil {
+		idx.Delete(r)
+	}
+}
+
+// get returns the instance id, or nil; probe is scratch space for the key.
+func (t *tables) get(probe *rec, id string) *rec {
+	probe.data, probe.idLen = id, uint32(len(id))
+	r, _ := t.byID.Get(probe)
+	probe.data, probe.idLen = "", 0
+	return r
+}
+
+// nameOf returns the number of a kind, queue or node name, giving it one
+// when it has none.
+func (s *Store) nameOf(str string) name {
+	s.nameMu.Lock()
+	defer s.nameMu.Unlock()
+	if n, ok := s.nameIDs[str]; ok {
+		return n
+	}
+	names := *s.names.Load()
+	n := name(len(names))
+	// Appending in place is safe: readers index only below their length.
+	names = append(names, str)
+	s.names.Store(&names)
+	s.nameIDs[str] = n
+	return n
+}
+
+// knownName returns the number of str, or false when it has none.
+func (s *Store) knownName(str string) (name, bool) {
+	s.nameMu.Lock()
+	defer s.nameMu.Unlock()
+	n, ok := s.nameIDs[str]
+	return n, ok
+}
+
+// nameList returns the name table, indexed by name.
+func (s *Store) nameList() []string { return *s.names.Load() }
+
+// intern returns the table's copy of str, so thousands of history and log
+// records with one kind or node share one string.
+func (s *Store) intern(str string) string {
+	n := s.nameOf(str) // before loading the table, which it may grow
+	return s.nameList()[n]
 }
 
 // ctxErr wraps a done context's error.
@@ -168,33 +228,28 @@ func ctxErr(ctx context.Context, op string) error {
 	return nil
 }
 
-// write runs fn in a write transaction, committing when it returns nil.
-func (s *Store) write(ctx context.Context, op string, fn func(tx *memdb.Txn) error) error {
+// write runs fn under the write lock. fn changes s.t in place, so it must
+// check everything that can fail before its first change: there is no
+// rollback.
+func (s *Store) write(ctx context.Context, op string, fn func() error) error {
 	if err := ctxErr(ctx, op); err != nil {
 		return err
 	}
-	tx := s.db.Txn(true)
-	if err := fn(tx); err != nil {
-		tx.Abort()
-		return err
-	}
-	tx.Commit()
-	return nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap = nil
+	return fn()
 }
 
-// put stores r, a new version of an instance.
-func put(tx *memdb.Txn, r *rec) error {
-	r.seal()
-	return tx.Insert(tInstances, r)
-}
-
-// get returns the instance id, or nil.
-func get(tx *memdb.Txn, id string) (*rec, error) {
-	obj, err := tx.First(tInstances, iID, id)
-	if err != nil || obj == nil {
-		return nil, err
+// snapshot returns a read-only copy of the indexes as of the last write.
+// Readers share one copy until the next write.
+func (s *Store) snapshot() *tables {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.snap == nil {
+		s.snap = s.t.clone()
 	}
-	return obj.(*rec), nil
+	return s.snap
 }
 
 // subscriber is one Subscribe call's channel.

@@ -3,9 +3,10 @@ package memdbstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
-	memdb "github.com/hashicorp/go-memdb"
+	"github.com/google/btree"
 
 	"github.com/jobkit/job/store"
 )
@@ -21,60 +22,42 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 		}
 	}
 	now := nanos(p.Now)
-	node := s.intern(p.Node)
+	node := s.nameOf(p.Node)
 	res := make([]store.EnqueueResult, len(p.Instances))
 	woken := map[string]struct{}{}
-	err := s.write(ctx, "enqueue", func(tx *memdb.Txn) error {
+	err := s.write(ctx, "enqueue", func() error {
 		for i, in := range p.Instances {
-			old, err := get(tx, in.ID)
-			if err != nil {
-				return err
-			}
-			if old != nil {
+			if s.t.get(&s.probe, in.ID) != nil {
 				res[i] = store.EnqueueResult{ID: in.ID, Err: fmt.Errorf("memdbstore: instance %s is already stored: %w", in.ID, store.ErrDuplicate)}
 				continue
 			}
 			if in.UniqueKey != "" {
-				obj, err := tx.First(tUnique, iID, in.UniqueKey)
-				if err != nil {
-					return err
-				}
-				if u, _ := obj.(*uniqueRow); u != nil && u.until > now {
+				if u, ok := s.unique[in.UniqueKey]; ok && u.until > now {
 					res[i] = store.EnqueueResult{ID: u.id, Err: fmt.Errorf("memdbstore: instance %s: unique key %q is held by %s until %v: %w",
 						in.ID, in.UniqueKey, u.id, fromNanos(u.until), store.ErrDuplicate)}
 					continue
 				}
-				if err := tx.Insert(tUnique, &uniqueRow{key: in.UniqueKey, id: in.ID, until: nanos(in.UniqueUntil)}); err != nil {
-					return err
-				}
+				s.unique[in.UniqueKey] = uniqueRow{id: in.ID, until: nanos(in.UniqueUntil)}
 			}
-			qid, _ := s.queueID(in.Queue, true)
 			seq := s.seq.Add(3) - 2 // seq+1 and seq+2 number the Created and Scheduled records
-			r := &rec{
-				id:         in.ID,
-				kind:       s.intern(in.Kind),
-				queue:      s.intern(in.Queue),
-				enqNode:    node,
-				args:       cloneBytes(in.Args),
-				priority:   int64(in.Priority),
-				timeout:    in.Timeout,
-				seq:        seq,
-				runAt:      nanos(in.RunAt),
-				createdAt:  nanos(in.CreatedAt),
-				updatedAt:  now,
-				enqAt:      now,
-				qid:        qid,
-				maxRetries: clamp32(in.MaxRetries),
-				state:      store.Scheduled,
-			}
+			r := newRec(in.ID, in.Args)
+			r.kind = s.nameOf(in.Kind)
+			r.qid = s.nameOf(in.Queue)
+			r.enqNode = node
+			r.priority = int64(in.Priority)
+			r.timeout = in.Timeout
+			r.seq = seq
+			r.runAt = nanos(in.RunAt)
+			r.createdAt = nanos(in.CreatedAt)
+			r.updatedAt, r.enqAt = now, now
+			r.maxRetries = clamp32(in.MaxRetries)
+			r.state = store.Scheduled
 			if in.UniqueKey != "" {
 				r.x = &extra{uniqueKey: in.UniqueKey, uniqueTill: nanos(in.UniqueUntil)}
 			}
-			if err := put(tx, r); err != nil {
-				return err
-			}
+			s.t.put(nil, r)
 			res[i] = store.EnqueueResult{ID: in.ID, Seq: seq}
-			woken[r.queue] = struct{}{}
+			woken[in.Queue] = struct{}{}
 		}
 		return nil
 	})
@@ -91,17 +74,15 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		return nil, fmt.Errorf("memdbstore: claim: %w", err)
 	}
 	res := &store.ClaimResult{}
-	qid, ok := s.queueID(p.Queue, false)
+	qid, ok := s.knownName(p.Queue)
 	if !ok { // never enqueued into: nothing waits
 		return res, ctxErr(ctx, "claim")
 	}
 	now, until := nanos(p.Now), nanos(p.LeaseUntil)
-	owner := s.intern(p.Owner)
-	err := s.write(ctx, "claim", func(tx *memdb.Txn) error {
-		picked, next, _, err := pickReady(tx, qid, now, p.Limit)
-		if err != nil {
-			return err
-		}
+	owner := s.nameOf(p.Owner)
+	err := s.write(ctx, "claim", func() error {
+		names := s.nameList() // loaded under the lock: it names every stored record
+		picked, next, _ := pickReady(s.t.ready, &s.probe, qid, now, p.Limit)
 		res.Instances = make([]*store.Instance, 0, len(picked))
 		for _, old := range picked {
 			r := old.clone()
@@ -110,11 +91,9 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			r.leaseOwner = owner
 			r.leaseUntil = until
 			r.updatedAt = now
-			r.addHist(hist{state: store.Processing, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: owner})
-			if err := put(tx, r); err != nil {
-				return err
-			}
-			res.Instances = append(res.Instances, r.toInstance())
+			r.addHist(hist{state: store.Processing, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: names[owner]})
+			s.t.put(old, r)
+			res.Instances = append(res.Instances, r.toInstance(names))
 		}
 		if len(picked) < p.Limit {
 			res.NextRunAt = fromNanos(next)
@@ -133,45 +112,39 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 // instances are ordered by RunAt, so when the next one at a level is not due
 // nothing after it at that level is, and it jumps to the next level.
 // visited counts the index entries it looked at: picked plus at most two
-// per priority level.
-func pickReady(tx *memdb.Txn, qid uint32, now int64, limit int) (picked []*rec, next int64, visited int, err error) {
-	level := uint32(0)
+// per priority level. probe is scratch space for the search key.
+func pickReady(ready *btree.BTreeG[*rec], probe *rec, qid name, now int64, limit int) (picked []*rec, next int64, visited int) {
+	defer func() { *probe = rec{} }()
+	*probe = rec{qid: qid, priority: math.MaxInt64, runAt: minNanos}
 	for len(picked) < limit {
-		it, err := tx.LowerBound(tInstances, iReady, readyKey(qid, level, minNanos, 0))
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		obj := it.Next()
-		visited++
-		if obj == nil {
-			break
-		}
-		r := obj.(*rec)
-		if r.qid != qid {
-			break // past the queue's last level
-		}
-		level = prioKey(r.priority)
-		for obj != nil && len(picked) < limit {
-			r = obj.(*rec)
-			if r.qid != qid || prioKey(r.priority) != level {
-				break
+		var level int64
+		found := false
+		ready.AscendGreaterOrEqual(probe, func(r *rec) bool {
+			visited++
+			if r.qid != qid {
+				return false // past the queue's last level
+			}
+			if !found {
+				found, level = true, r.priority
+			}
+			if r.priority != level {
+				return false
 			}
 			if r.runAt > now {
 				if next == 0 || r.runAt < next {
 					next = r.runAt
 				}
-				break
+				return false
 			}
 			picked = append(picked, r)
-			obj = it.Next()
-			visited++
-		}
-		if level == ^uint32(0) {
+			return len(picked) < limit
+		})
+		if !found || level == math.MinInt64 {
 			break
 		}
-		level++
+		*probe = rec{qid: qid, priority: level - 1, runAt: minNanos}
 	}
-	return picked, next, visited, nil
+	return picked, next, visited
 }
 
 // minNanos is the smallest stored time (nanos clamps to it).
@@ -192,22 +165,18 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 	}
 	res := &store.RenewResult{}
 	now, until := nanos(p.Now), nanos(p.Until)
-	err := s.write(ctx, "renew", func(tx *memdb.Txn) error {
+	owner, _ := s.knownName(p.Owner) // unknown: 0, which owns nothing
+	err := s.write(ctx, "renew", func() error {
 		for _, l := range p.Leases {
-			old, err := get(tx, l.ID)
-			if err != nil {
-				return err
-			}
-			if old == nil || old.state != store.Processing || old.leaseOwner != p.Owner || int(old.attempt) != l.Attempt {
+			old := s.t.get(&s.probe, l.ID)
+			if old == nil || old.state != store.Processing || old.leaseOwner != owner || int(old.attempt) != l.Attempt {
 				res.Lost = append(res.Lost, l)
 				continue
 			}
 			r := old.clone()
 			r.leaseUntil = until
 			r.updatedAt = now
-			if err := put(tx, r); err != nil {
-				return err
-			}
+			s.t.put(old, r)
 			if r.cancelReq {
 				res.CancelRequested = append(res.CancelRequested, l)
 			}
@@ -234,23 +203,21 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 		}
 	}
 	now := nanos(p.Now)
-	owner := s.intern(p.Owner)
+	owner := s.nameOf(p.Owner)
 	errs := make([]error, len(p.Outcomes))
 	woken := map[string]struct{}{}
-	err := s.write(ctx, "finish", func(tx *memdb.Txn) error {
+	err := s.write(ctx, "finish", func() error {
+		names := s.nameList() // loaded under the lock: it names every stored record
 		for i := range p.Outcomes {
 			o := &p.Outcomes[i]
-			old, err := get(tx, o.ID)
-			if err != nil {
-				return err
-			}
-			if old == nil || old.state != store.Processing || old.leaseOwner != p.Owner || int(old.attempt) != o.Attempt {
+			old := s.t.get(&s.probe, o.ID)
+			if old == nil || old.state != store.Processing || old.leaseOwner != owner || int(old.attempt) != o.Attempt {
 				errs[i] = fmt.Errorf("memdbstore: finish %s attempt %d as %v: the attempt is no longer owned by %s: %w", o.ID, o.Attempt, o.State, p.Owner, store.ErrLeaseLost)
 				continue
 			}
 			r := old.clone()
 			r.state = o.State
-			r.leaseOwner, r.leaseUntil = "", 0
+			r.leaseOwner, r.leaseUntil = 0, 0
 			r.updatedAt = now
 			result := cloneBytes(o.Result)
 			if o.State == store.Scheduled {
@@ -259,14 +226,12 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 					r.attempt--
 				}
 				r.setOutcome(o.Error, result, 0)
-				woken[r.queue] = struct{}{}
+				woken[names[r.qid]] = struct{}{}
 			} else {
 				r.setOutcome(o.Error, result, now)
 			}
-			r.addHist(hist{state: o.State, attempt: old.attempt, t: now, seq: s.seq.Add(1), node: owner, err: o.Error, result: result})
-			if err := put(tx, r); err != nil {
-				return err
-			}
+			r.addHist(hist{state: o.State, attempt: old.attempt, t: now, seq: s.seq.Add(1), node: names[owner], err: o.Error, result: result})
+			s.t.put(old, r)
 		}
 		return nil
 	})
@@ -289,37 +254,32 @@ func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 	node := s.intern(p.Node)
 	var out []*store.Instance
 	woken := map[string]struct{}{}
-	err := s.write(ctx, "rescue", func(tx *memdb.Txn) error {
-		it, err := tx.LowerBound(tInstances, iDue, timeSeqKey(minNanos, 0))
-		if err != nil {
-			return err
-		}
+	err := s.write(ctx, "rescue", func() error {
+		names := s.nameList() // loaded under the lock: it names every stored record
 		var expired []*rec
-		for obj := it.Next(); obj != nil && len(expired) < p.Limit; obj = it.Next() {
-			r := obj.(*rec)
+		s.t.due.Ascend(func(r *rec) bool {
 			if r.leaseUntil >= now {
-				break
+				return false
 			}
 			expired = append(expired, r)
-		}
+			return len(expired) < p.Limit
+		})
 		for _, old := range expired {
 			r := old.clone()
-			msg := fmt.Sprintf("lease of %s expired at %s", old.leaseOwner, fromNanos(old.leaseUntil).Format(time.RFC3339Nano))
-			r.leaseOwner, r.leaseUntil = "", 0
+			msg := fmt.Sprintf("lease of %s expired at %s", names[old.leaseOwner], fromNanos(old.leaseUntil).Format(time.RFC3339Nano))
+			r.leaseOwner, r.leaseUntil = 0, 0
 			r.updatedAt = now
 			if r.retriesLeft() {
 				r.state = store.Scheduled // runAt kept: it keeps its place in the queue
 				r.setOutcome(msg, nil, 0)
-				woken[r.queue] = struct{}{}
+				woken[names[r.qid]] = struct{}{}
 			} else {
 				r.state = store.Terminated
 				r.setOutcome(msg, nil, now)
 			}
 			r.addHist(hist{state: r.state, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: node, err: msg})
-			if err := put(tx, r); err != nil {
-				return err
-			}
-			out = append(out, r.toInstance())
+			s.t.put(old, r)
+			out = append(out, r.toInstance(names))
 		}
 		return nil
 	})
@@ -339,12 +299,11 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 		return nil, fmt.Errorf("%w: cancel without an instance ID", store.ErrInvalid)
 	}
 	now := nanos(p.Now)
+	node := s.intern(p.Node)
 	var out *store.Instance
-	err := s.write(ctx, "cancel", func(tx *memdb.Txn) error {
-		old, err := get(tx, p.ID)
-		if err != nil {
-			return err
-		}
+	err := s.write(ctx, "cancel", func() error {
+		names := s.nameList() // loaded under the lock: it names every stored record
+		old := s.t.get(&s.probe, p.ID)
 		if old == nil {
 			return fmt.Errorf("memdbstore: cancel %s: %w", p.ID, store.ErrNotFound)
 		}
@@ -358,12 +317,10 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 		} else {
 			r.state = store.Canceled
 			r.mutX().finishedAt = now
-			r.addHist(hist{state: store.Canceled, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: s.intern(p.Node)})
+			r.addHist(hist{state: store.Canceled, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: node})
 		}
-		if err := put(tx, r); err != nil {
-			return err
-		}
-		out = r.toInstance()
+		s.t.put(old, r)
+		out = r.toInstance(names)
 		return nil
 	})
 	if err != nil {

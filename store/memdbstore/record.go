@@ -1,38 +1,25 @@
 package memdbstore
 
 import (
-	"encoding/binary"
 	"math"
+	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/jobkit/job/store"
 )
 
-// rec is the stored form of one instance, kept small because go-memdb
-// already spends ~400 bytes per index entry: times as Unix nanoseconds (0
-// for the zero time), kind, queue and node names interned, fields that only
-// some instances need behind x, and the Created and Scheduled history
-// records implied by enqAt and enqNode instead of stored.
+// rec is the stored form of one instance, kept small: 120 bytes, plus one
+// allocation for its ID and arguments. Times are Unix nanoseconds (0 for
+// the zero time); kind, queue and node names are numbers in the store's
+// name table; what only some instances need (a unique key, an outcome,
+// the history after Scheduled) is behind x; the Created and Scheduled
+// history records are implied by enqAt and enqNode instead of stored.
 //
-// A rec in the database is never changed: every update inserts a changed
-// copy (see clone), so readers of older snapshots keep what they saw.
+// A rec in the indexes is never changed: every update puts a changed copy
+// (see clone), so readers of older snapshots keep what they saw.
 type rec struct {
-	id         string
-	kind       string
-	queue      string
-	leaseOwner string
-	enqNode    string // names the enqueuer in the Created and Scheduled records
-	args       []byte
-	// key is the rec's entry in the index of its state (ready, due or
-	// final), computed once per version by seal.
-	key []byte
-	x   *extra
-	// hist holds the transitions after Scheduled. It is append-only
-	// within one version chain: a copy appends after its last element,
-	// which no older version can see (their length ends before it).
-	// Pruning history replaces the slice.
-	hist       []hist
+	data       string // the ID, then the arguments
+	x          *extra
 	priority   int64
 	timeout    time.Duration
 	seq        uint64 // the Created record has seq+1, the Scheduled one seq+2
@@ -41,16 +28,49 @@ type rec struct {
 	updatedAt  int64
 	leaseUntil int64
 	enqAt      int64
-	qid        uint32 // the queue's interned number, the first part of the ready key
+	idLen      uint32
+	kind       name
+	qid        name // the queue, the first part of the ready order
+	leaseOwner name
+	enqNode    name // the enqueuer, in the Created and Scheduled records
 	attempt    int32
 	maxRetries int32
 	state      store.State
 	cancelReq  bool
 	enqPruned  uint8 // bit 0: the Created record is pruned; bit 1: the Scheduled one
+	ownX       bool  // x is this version's own copy (set by mutX, cleared by clone)
+}
+
+// name is a kind, queue or node name's number in the store's name table;
+// 0 is the empty name.
+type name uint32
+
+// newRec returns a record holding id and args in one allocation.
+func newRec(id string, args []byte) *rec {
+	var b strings.Builder
+	b.Grow(len(id) + len(args))
+	b.WriteString(id)
+	b.Write(args)
+	return &rec{data: b.String(), idLen: uint32(len(id))}
+}
+
+func (r *rec) id() string { return r.data[:r.idLen] }
+
+// args returns a copy of the arguments (nil when there are none).
+func (r *rec) args() []byte {
+	if int(r.idLen) == len(r.data) {
+		return nil
+	}
+	return []byte(r.data[r.idLen:])
 }
 
 // extra holds what only some instances have.
 type extra struct {
+	// hist holds the transitions after Scheduled. It is append-only
+	// within one version chain: a copy appends after its last element,
+	// which no older version can see (their length ends before it).
+	// Pruning history replaces the slice.
+	hist       []hist
 	uniqueKey  string
 	uniqueTill int64
 	finishedAt int64
@@ -73,16 +93,20 @@ type hist struct {
 // are shared (never written in place: use mutX and addHist).
 func (r *rec) clone() *rec {
 	c := *r
+	c.ownX = false
 	return &c
 }
 
 // mutX returns r's own copy of its extra fields, to change.
 func (r *rec) mutX() *extra {
+	if r.ownX {
+		return r.x
+	}
 	var e extra
 	if r.x != nil {
 		e = *r.x
 	}
-	r.x = &e
+	r.x, r.ownX = &e, true
 	return r.x
 }
 
@@ -100,6 +124,13 @@ func (r *rec) finishedAt() int64 {
 	return r.x.finishedAt
 }
 
+func (r *rec) hist() []hist {
+	if r.x == nil {
+		return nil
+	}
+	return r.x.hist
+}
+
 // setOutcome sets the error, result and finish time of the latest attempt.
 func (r *rec) setOutcome(err string, result []byte, finishedAt int64) {
 	if r.x == nil && err == "" && result == nil && finishedAt == 0 {
@@ -111,25 +142,28 @@ func (r *rec) setOutcome(err string, result []byte, finishedAt int64) {
 
 // addHist appends a history record to r (a fresh copy).
 func (r *rec) addHist(h hist) {
-	r.hist = append(r.hist, h)
+	x := r.mutX()
+	x.hist = append(x.hist, h)
 }
 
-// eachHist calls fn with every history record of r, in order.
-func (r *rec) eachHist(fn func(h *hist)) {
+// eachHist calls fn with every history record of r, in order; names is the
+// store's name table.
+func (r *rec) eachHist(names []string, fn func(h *hist)) {
 	if r.enqPruned&1 == 0 {
-		fn(&hist{state: store.Created, t: r.enqAt, seq: r.seq + 1, node: r.enqNode})
+		fn(&hist{state: store.Created, t: r.enqAt, seq: r.seq + 1, node: names[r.enqNode]})
 	}
 	if r.enqPruned&2 == 0 {
-		fn(&hist{state: store.Scheduled, t: r.enqAt, seq: r.seq + 2, node: r.enqNode})
+		fn(&hist{state: store.Scheduled, t: r.enqAt, seq: r.seq + 2, node: names[r.enqNode]})
 	}
-	for i := range r.hist {
-		fn(&r.hist[i])
+	hs := r.hist()
+	for i := range hs {
+		fn(&hs[i])
 	}
 }
 
 // histLen is how many history records r has.
 func (r *rec) histLen() int {
-	n := len(r.hist)
+	n := len(r.hist())
 	if r.enqPruned&1 == 0 {
 		n++
 	}
@@ -141,34 +175,21 @@ func (r *rec) histLen() int {
 
 func (r *rec) retriesLeft() bool { return r.maxRetries < 0 || r.attempt <= r.maxRetries }
 
-// seal computes r's index key for its state; call it after every change.
-func (r *rec) seal() {
-	switch {
-	case r.state == store.Scheduled:
-		r.key = readyKey(r.qid, prioKey(r.priority), r.runAt, r.seq)
-	case r.state == store.Processing:
-		r.key = timeSeqKey(r.leaseUntil, r.seq)
-	case r.state.Final():
-		r.key = timeSeqKey(r.finishedAt(), r.seq)
-	default:
-		r.key = nil
-	}
-}
-
-// toInstance returns the record as a store.Instance the caller owns.
-func (r *rec) toInstance() *store.Instance {
+// toInstance returns the record as a store.Instance the caller owns;
+// names is the store's name table.
+func (r *rec) toInstance(names []string) *store.Instance {
 	in := &store.Instance{
-		ID:              r.id,
-		Kind:            r.kind,
-		Queue:           r.queue,
-		Args:            cloneBytes(r.args),
+		ID:              r.id(),
+		Kind:            names[r.kind],
+		Queue:           names[r.qid],
+		Args:            r.args(),
 		Priority:        int(r.priority),
 		RunAt:           fromNanos(r.runAt),
 		State:           r.state,
 		Attempt:         int(r.attempt),
 		MaxRetries:      int(r.maxRetries),
 		Timeout:         r.timeout,
-		LeaseOwner:      r.leaseOwner,
+		LeaseOwner:      names[r.leaseOwner],
 		LeaseUntil:      fromNanos(r.leaseUntil),
 		CancelRequested: r.cancelReq,
 		Seq:             r.seq,
@@ -185,10 +206,10 @@ func (r *rec) toInstance() *store.Instance {
 	return in
 }
 
-func (r *rec) historyRecord(h *hist) *store.HistoryRecord {
+func (r *rec) historyRecord(names []string, h *hist) *store.HistoryRecord {
 	return &store.HistoryRecord{
-		InstanceID: r.id,
-		Kind:       r.kind,
+		InstanceID: r.id(),
+		Kind:       names[r.kind],
 		State:      h.state,
 		Attempt:    int(h.attempt),
 		Time:       fromNanos(h.t),
@@ -201,10 +222,6 @@ func (r *rec) historyRecord(h *hist) *store.HistoryRecord {
 
 // clamp32 narrows n to int32 (attempt counts and retry limits).
 func clamp32(n int) int32 { return int32(max(min(n, math.MaxInt32), math.MinInt32)) }
-
-// keyOf returns the bytes of s without copying them. go-memdb and its
-// radix tree never write into a key, so a key may share a string's memory.
-func keyOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // logRow is one stored log record.
 type logRow struct {
@@ -233,7 +250,6 @@ func (l *logRow) toRecord() *store.LogRecord {
 
 // uniqueRow records which instance holds a unique key, and until when.
 type uniqueRow struct {
-	key   string
 	id    string
 	until int64
 }
@@ -267,69 +283,55 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-// Index keys are fixed-width big-endian bytes, so byte order is the order
-// the queries want and the radix trees stay shallow.
+// The indexes' orders. Each ends in the store-wide sequence number, so no
+// two records are equal in any of them.
 
-// sortable maps an int64 to a uint64 with the same order.
-func sortable(n int64) uint64 { return uint64(n) ^ (1 << 63) }
+func lessID(a, b *rec) bool { return a.id() < b.id() }
 
-// prioKey maps a priority to 4 bytes that sort highest priority first.
-func prioKey(p int64) uint32 {
-	p32 := int32(max(min(p, math.MaxInt32), math.MinInt32))
-	return ^(uint32(p32) ^ (1 << 31))
-}
-
-// readyKey is (queue, priority descending, runAt, seq): 24 bytes.
-func readyKey(qid, prio uint32, runAt int64, seq uint64) []byte {
-	k := make([]byte, 24)
-	binary.BigEndian.PutUint32(k, qid)
-	binary.BigEndian.PutUint32(k[4:], prio)
-	binary.BigEndian.PutUint64(k[8:], sortable(runAt))
-	binary.BigEndian.PutUint64(k[16:], seq)
-	return k
-}
-
-// timeSeqKey is (time, seq): 16 bytes.
-func timeSeqKey(t int64, seq uint64) []byte {
-	k := make([]byte, 16)
-	binary.BigEndian.PutUint64(k, sortable(t))
-	binary.BigEndian.PutUint64(k[8:], seq)
-	return k
-}
-
-func seqKey(seq uint64) []byte {
-	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq)
-}
-
-// instLogKey is (instance ID, 0, seq).
-func instLogKey(id string, seq uint64) []byte {
-	k := make([]byte, 0, len(id)+9)
-	k = append(k, id...)
-	k = append(k, 0)
-	return binary.BigEndian.AppendUint64(k, seq)
-}
-
-// keyIndexer is a go-memdb indexer whose lookups take the raw key bytes
-// (or a string) as their one argument, and whose objects give theirs
-// through key (false: not in this index).
-type keyIndexer struct {
-	key func(obj any) (bool, []byte)
-}
-
-func (x keyIndexer) FromObject(obj any) (bool, []byte, error) {
-	ok, k := x.key(obj)
-	return ok, k, nil
-}
-
-func (x keyIndexer) FromArgs(args ...any) ([]byte, error) {
-	switch a := args[0].(type) {
-	case []byte:
-		return a, nil
-	case string:
-		return keyOf(a), nil
+func lessCreated(a, b *rec) bool {
+	if a.createdAt != b.createdAt {
+		return a.createdAt < b.createdAt
 	}
-	panic("memdbstore: index argument must be []byte or string")
+	return a.seq < b.seq
 }
 
-// PrefixFromArgs lets Get(table, index+"_prefix", prefix) iterate a prefix.
-func (x keyIndexer) PrefixFromArgs(args ...any) ([]byte, error) { return x.FromArgs(args...) }
+// lessReady orders by queue, priority descending, RunAt, Seq.
+func lessReady(a, b *rec) bool {
+	switch {
+	case a.qid != b.qid:
+		return a.qid < b.qid
+	case a.priority != b.priority:
+		return a.priority > b.priority
+	case a.runAt != b.runAt:
+		return a.runAt < b.runAt
+	}
+	return a.seq < b.seq
+}
+
+func lessLease(a, b *rec) bool {
+	if a.leaseUntil != b.leaseUntil {
+		return a.leaseUntil < b.leaseUntil
+	}
+	return a.seq < b.seq
+}
+
+func lessFinished(a, b *rec) bool {
+	if fa, fb := a.finishedAt(), b.finishedAt(); fa != fb {
+		return fa < fb
+	}
+	return a.seq < b.seq
+}
+
+func lessLogTime(a, b *logRow) bool {
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	return a.seq < b.seq
+}
+
+func lessLogInst(a, b *logRow) bool {
+	if a.instanceID != b.instanceID {
+		return a.instanceID < b.instanceID
+	}
+	return a.seq < b.seq
+}
