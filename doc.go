@@ -72,7 +72,7 @@
 //
 // A Manager holds the registry and runs the instances of its queues. Its
 // Store (package store) keeps the queue, the history and the logs; the
-// default is an in-process go-memdb store (store/memdbstore). Managers in
+// default is an in-process store (store/memdbstore) on copy-on-write B-trees. Managers in
 // several processes that share a Redis, Valkey or etcd store form a
 // cluster: the store is the distributed engine, and each attempt is
 // claimed by exactly one manager in one atomic store operation.

@@ -15,7 +15,7 @@ import (
 // instance, and read its result.
 func Example() {
 	ctx := context.Background()
-	mgr, err := job.NewManager() // embedded go-memdb store
+	mgr, err := job.NewManager() // embedded in-memory store
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -354,7 +354,7 @@ func moduleVersions() string {
 		switch d.Path {
 		case "github.com/hibiken/asynq", "github.com/riverqueue/river", "github.com/riverqueue/river/riverdriver/riverpgxv5",
 			"github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9", "github.com/valkey-io/valkey-go",
-			"go.etcd.io/etcd/client/v3", "github.com/hashicorp/go-memdb":
+			"go.etcd.io/etcd/client/v3", "github.com/google/btree":
 			v := d.Version
 			if d.Replace != nil {
 				v = d.Replace.Version

@@ -22,7 +22,7 @@ type order struct {
 
 func main() {
 	ctx := context.Background()
-	mgr, err := job.NewManager(job.WithWorkers(4)) // the go-memdb store is the default
+	mgr, err := job.NewManager(job.WithWorkers(4)) // the in-memory store (store/memdbstore) is the default
 	if err != nil {
 		log.Fatal(err)
 	}
