@@ -126,7 +126,7 @@ func ExampleManager_SetWorkers() {
 }
 
 // Stop(ctx) stops claiming and lets running attempts finish while ctx
-// lasts; go-job's Stop() took no ctx and did not wait for them.
+// lasts; go-job's Stop() took no ctx and canceled them at once.
 func ExampleManager_Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
