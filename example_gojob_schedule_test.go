@@ -34,10 +34,10 @@ func ExampleWithJitter() {
 		inWindow = inWindow && d >= 0 && d < time.Minute
 		spread[d] = true
 	}
-	fmt.Println("all within a minute after", inWindow)
+	fmt.Println("due within a minute of at:", inWindow)
 	fmt.Println("spread out:", len(spread) > 1)
 	// Output:
-	// all within a minute after true
+	// due within a minute of at: true
 	// spread out: true
 }
 
