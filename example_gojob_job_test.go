@@ -43,7 +43,9 @@ func ExampleNewJob() {
 }
 
 // A struct argument travels as JSON and is decoded into the executor's
-// parameter type; the arguments read back from the store are JSON values.
+// parameter type. Read back from the store, arguments and results are JSON
+// values; ArgumentsInto and ResultsInto decode them into typed variables
+// (go-job's ResultSet held them as []any).
 func ExampleNewJob_struct() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -62,6 +64,19 @@ func ExampleNewJob_struct() {
 	_ = mgr.Wait(ctx)
 	done, _ := mgr.LookupInstance(ctx, ji.ID())
 	fmt.Println(done.Arguments(), done.Results())
+	var (
+		args  Sum
+		total int
+	)
+	if err := done.ArgumentsInto(&args); err != nil {
+		log.Fatal(err)
+	}
+	if err := done.ResultsInto(&total); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%+v %d\n", args, total)
 	_ = mgr.Stop(ctx)
-	// Output: [map[A:1 B:2]] [3]
+	// Output:
+	// [map[A:1 B:2]] [3]
+	// {A:1 B:2} 3
 }

@@ -238,13 +238,17 @@ func ExampleManager_CancelInstance() {
 	// canceled
 }
 
-// WithStore picks the store plugin; the default is an in-process go-memdb
-// store. Redis, Valkey and etcd plugins take a client the caller owns (see
-// doc/migrating-from-go-job.md).
+// WithStore picks the store plugin; the default is the embedded in-process
+// store (store/memdbstore). Redis, Valkey and etcd plugins take a client
+// the caller owns (see doc/migrating-from-go-job.md).
 func ExampleWithStore() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	mgr, err := job.NewManager(job.WithStore(memdbstore.New()), job.WithWorkers(4))
+	st, err := memdbstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	mgr, err := job.NewManager(job.WithStore(st), job.WithWorkers(4))
 	if err != nil {
 		log.Fatal(err)
 	}

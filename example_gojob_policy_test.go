@@ -39,8 +39,8 @@ func ExampleWithPriority() {
 		opts []job.ScheduleOption
 	}{
 		{"low", nil}, // the job's default
-		{"high", []job.ScheduleOption{job.WithSchedulePriority(job.HighPriority)}},
-		{"normal", []job.ScheduleOption{job.WithSchedulePriority(job.NormalPriority)}},
+		{"high", []job.ScheduleOption{job.WithPriority(job.HighPriority)}},
+		{"normal", []job.ScheduleOption{job.WithPriority(job.NormalPriority)}},
 	} {
 		ji, err := mgr.ScheduleJob(ctx, "report", append(s.opts, job.WithArguments(s.name))...)
 		if err != nil {
@@ -78,7 +78,7 @@ func ExampleWithMaxRetries() {
 	_ = mgr.RegisterJob(flaky)
 	_ = mgr.Start(ctx)
 	byJob, _ := mgr.ScheduleJob(ctx, "flaky")
-	once, _ := mgr.ScheduleJob(ctx, "flaky", job.WithScheduleMaxRetries(0))
+	once, _ := mgr.ScheduleJob(ctx, "flaky", job.WithMaxRetries(0))
 	fmt.Println(byJob.MaxRetries(), once.MaxRetries())
 	_ = mgr.Wait(ctx)
 	for _, ji := range []job.Instance{byJob, once} {
@@ -115,7 +115,7 @@ func ExampleWithTimeout() {
 	_ = mgr.RegisterJob(slow)
 	_ = mgr.Start(ctx)
 	tooSlow, _ := mgr.ScheduleJob(ctx, "slow", job.WithArguments(time.Hour))
-	longer, _ := mgr.ScheduleJob(ctx, "slow", job.WithArguments(time.Millisecond), job.WithScheduleTimeout(time.Hour))
+	longer, _ := mgr.ScheduleJob(ctx, "slow", job.WithArguments(time.Millisecond), job.WithTimeout(time.Hour))
 	fmt.Println(tooSlow.Timeout(), longer.Timeout())
 	_ = mgr.Wait(ctx)
 	for _, ji := range []job.Instance{tooSlow, longer} {
