@@ -17,16 +17,53 @@ type finishReq struct {
 	err  error
 }
 
-func (m *Manager) submit(r *finishReq) {
+// submit queues an outcome for the completer, waiting while its queue is
+// full. It reports false, and counts the outcome as not recorded, once
+// Stop has closed the queue.
+func (m *Manager) submit(r *finishReq) bool {
+	m.finishMu.RLock()
+	defer m.finishMu.RUnlock()
+	if m.finishClosed {
+		m.notRecorded(r.a, 1)
+		return false
+	}
 	m.unflushed.Add(1)
 	m.finishCh <- r
+	return true
+}
+
+// trySubmit queues an outcome if the completer's queue has room now.
+func (m *Manager) trySubmit(r *finishReq) bool {
+	m.finishMu.RLock()
+	defer m.finishMu.RUnlock()
+	if m.finishClosed {
+		return false
+	}
+	m.unflushed.Add(1)
+	select {
+	case m.finishCh <- r:
+		return true
+	default:
+		m.unflushed.Add(-1)
+		return false
+	}
+}
+
+// notRecorded counts n outcomes given up without being written.
+func (m *Manager) notRecorded(a *attempt, n int) {
+	m.lostOutcomes.Add(int64(n))
+	if a != nil {
+		m.active.remove(a)
+	}
 }
 
 // completer writes outcomes in batches: it takes what has queued up (up to
 // the finish batch size), waits up to the finish linger for more while
 // other attempts still run, and writes the batch in one Finish call,
 // retrying with backoff while the store fails; the attempts' leases are
-// renewed until then, so nothing is rescued while it waits.
+// renewed until then, so nothing is rescued while it waits. It gives up
+// when Stop says so (its ctx ended): then the leases lapse and the
+// instances are rescued.
 func (m *Manager) completer() {
 	defer m.finishWG.Done()
 	batch := make([]*finishReq, 0, m.cfg.finishBatch)
@@ -93,25 +130,36 @@ func (m *Manager) flush(batch []*finishReq) {
 		err  error
 	)
 	for try := 0; ; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		errs, err = m.store.Finish(ctx, &store.FinishParams{Owner: m.node, Now: m.clock.Now(), Outcomes: outs})
-		cancel()
-		if err == nil && len(errs) != len(outs) {
-			err = fmt.Errorf("store returned %d results for %d outcomes", len(errs), len(outs))
+		if err = m.writeCtx.Err(); err != nil {
+			err = fmt.Errorf("stopped before the store took them: %w", err)
+		} else {
+			ctx, cancel := context.WithTimeout(m.writeCtx, 30*time.Second)
+			errs, err = m.store.Finish(ctx, &store.FinishParams{Owner: m.node, Now: m.clock.Now(), Outcomes: outs})
+			cancel()
+			if err == nil && len(errs) != len(outs) {
+				err = fmt.Errorf("store returned %d results for %d outcomes", len(errs), len(outs))
+			}
 		}
 		if err == nil {
 			break
 		}
-		if errors.Is(err, store.ErrInvalid) || try >= 20 {
+		giveUp := errors.Is(err, store.ErrInvalid) || m.writeCtx.Err() != nil || try >= maxWriteTries
+		if !giveUp {
+			m.log.Warn("record outcomes; retrying", "count", len(outs), "try", try+1, "err", err)
+			// The retry delay paces calls to the store: a real-time
+			// wait, ended by Stop giving up.
+			giveUp = !sleep(SystemClock{}, retryDelay(try), m.writeCtx.Done())
+		}
+		if giveUp {
 			m.log.Error("record outcomes; giving them up, their leases will expire and be rescued", "count", len(outs), "err", err)
+			m.lastWriteErr.Store(&err)
 			errs = make([]error, len(outs))
 			for i := range errs {
 				errs[i] = err
 			}
+			m.lostOutcomes.Add(int64(len(outs)))
 			break
 		}
-		m.log.Warn("record outcomes; retrying", "count", len(outs), "try", try+1, "err", err)
-		time.Sleep(retryDelay(try))
 	}
 	for i, r := range batch {
 		m.active.remove(r.a)
@@ -173,6 +221,11 @@ func (m *Manager) afterFinish(r *finishReq) {
 		}
 	}
 }
+
+// maxWriteTries bounds the retries of one batch of outcomes or logs while
+// the manager runs (about a minute and a half with retryDelay); Stop ends
+// them sooner when its ctx ends.
+const maxWriteTries = 20
 
 // retryDelay is the wait before retrying a failed store call: 50 ms
 // doubling to 5 s.

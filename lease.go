@@ -11,11 +11,15 @@ import (
 const renewBatch = 512
 
 // renewLoop renews the leases of this manager's attempts every third of
-// the lease, in batches. An attempt whose lease was lost has its context
-// canceled with ErrLeaseLost and its outcome discarded; one whose
-// cancellation was requested elsewhere has its context canceled with
-// ErrCanceled. It keeps running after Stop closes stopCh, until the
-// completer has written every outcome, so nothing is rescued meanwhile.
+// the lease, in batches. An attempt whose lease was lost is given up: its
+// context is canceled with ErrLeaseLost and its outcome discarded; one
+// whose cancellation was requested elsewhere has its context canceled with
+// ErrCanceled. A lease is never renewed past its attempt's timeout plus
+// grace (see watchlist.leaseCap). Each renewal that succeeds moves the
+// attempt's fence (see watchdog); one that fails leaves it, so an attempt
+// that cannot renew stops before its lease ends. The loop keeps running
+// after Stop closes stopCh, until the completer has written every outcome,
+// so nothing is rescued meanwhile.
 func (m *Manager) renewLoop() {
 	defer m.renewWG.Done()
 	for {
@@ -28,33 +32,79 @@ func (m *Manager) renewLoop() {
 
 func (m *Manager) renew() {
 	all := m.active.snapshot()
-	for len(all) > 0 {
-		n := min(len(all), renewBatch)
-		batch := all[:n]
-		all = all[n:]
+	if len(all) == 0 {
+		return
+	}
+	now := m.clock.Now()
+	full := now.Add(m.cfg.lease)
+	// Group the attempts by the deadline they may be renewed to: all of
+	// them up to a full lease, except those whose timeout caps it.
+	var (
+		normal []*attempt
+		capped map[int64][]*attempt
+	)
+	for i, held := range m.watch.leases(all) {
+		a := all[i]
+		until := full
+		if c := m.watch.leaseCap(a); !c.IsZero() && c.Before(until) {
+			until = c
+		}
+		if !until.After(held) {
+			continue // capped: no later deadline is allowed
+		}
+		if until.Equal(full) {
+			normal = append(normal, a)
+			continue
+		}
+		if capped == nil {
+			capped = map[int64][]*attempt{}
+		}
+		capped[until.UnixNano()] = append(capped[until.UnixNano()], a)
+	}
+	m.renewBatches(normal, full, now)
+	for until, as := range capped {
+		m.renewBatches(as, time.Unix(0, until), now)
+	}
+}
+
+// renewBatches renews the leases of as until until, renewBatch at a time.
+func (m *Manager) renewBatches(as []*attempt, until, now time.Time) {
+	for len(as) > 0 {
+		n := min(len(as), renewBatch)
+		batch := as[:n]
+		as = as[n:]
 		byRef := make(map[store.LeaseRef]*attempt, n)
 		refs := make([]store.LeaseRef, n)
 		for i, a := range batch {
 			refs[i] = a.ref()
 			byRef[refs[i]] = a
 		}
-		now := m.clock.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.renewInterval)
-		res, err := m.store.Renew(ctx, &store.RenewParams{Owner: m.node, Leases: refs, Until: now.Add(m.cfg.lease), Now: now})
+		ctx, cancel := context.WithTimeout(m.renewCtx, m.cfg.renewInterval)
+		res, err := m.store.Renew(ctx, &store.RenewParams{Owner: m.node, Leases: refs, Until: until, Now: now})
 		cancel()
 		if err != nil {
 			m.log.Warn("renew leases", "count", n, "err", err)
 			continue
 		}
 		for _, r := range res.Lost {
+			a := byRef[r]
+			if a == nil {
+				continue
+			}
+			delete(byRef, r)
 			// An attempt already settled is being written; its outcome
 			// will be rejected on its own if the lease is really gone.
-			if a := byRef[r]; a != nil && a.settled.CompareAndSwap(false, true) {
+			if m.giveUp(a) {
 				m.log.Warn("lease lost; canceling the attempt", "instance", r.ID, "attempt", r.Attempt)
 				a.cancel(ErrLeaseLost)
 				m.active.remove(a)
 			}
 		}
+		renewed := make([]*attempt, 0, len(byRef))
+		for _, a := range byRef {
+			renewed = append(renewed, a)
+		}
+		m.watch.extend(renewed, until)
 		for _, r := range res.CancelRequested {
 			if a := byRef[r]; a != nil {
 				a.cancel(ErrCanceled)

@@ -31,23 +31,33 @@ func (m *Manager) logWriter(ch <-chan *store.LogRecord) {
 	}
 }
 
+// writeLogs writes one batch, retrying with backoff while the store fails
+// and until Stop gives up; logs given up are counted as not recorded.
 func (m *Manager) writeLogs(batch []*store.LogRecord) {
 	defer func() {
 		m.logsQueued.Add(-int64(len(batch)))
 		m.signalChanged()
 	}()
 	for try := 0; ; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := m.store.AppendLogs(ctx, batch)
-		cancel()
+		var err error
+		if err = m.writeCtx.Err(); err != nil {
+			err = fmt.Errorf("stopped before the store took them: %w", err)
+		} else {
+			ctx, cancel := context.WithTimeout(m.writeCtx, 10*time.Second)
+			err = m.store.AppendLogs(ctx, batch)
+			cancel()
+		}
 		if err == nil {
 			return
 		}
-		if try >= 5 {
+		// The retry delay paces calls to the store: a real-time wait,
+		// ended by Stop giving up.
+		if m.writeCtx.Err() != nil || try >= 5 || !sleep(SystemClock{}, retryDelay(try), m.writeCtx.Done()) {
 			m.log.Error("write instance logs; dropping them", "count", len(batch), "err", err)
+			m.lastWriteErr.Store(&err)
+			m.lostLogs.Add(int64(len(batch)))
 			return
 		}
-		time.Sleep(retryDelay(try))
 	}
 }
 

@@ -44,19 +44,41 @@ type Manager struct {
 	runCancel context.CancelCauseFunc
 	recurring map[string]chan struct{} // kind → closed to stop its ticker
 
-	enq        enqueuer // ScheduleJob's group commit
-	pool       *pool
-	active     activeSet
-	finishCh   chan *finishReq
-	finishWG   sync.WaitGroup
-	logMu      sync.RWMutex // guards logCh against sends after close
-	logCh      chan *store.LogRecord
-	logWG      sync.WaitGroup
-	wake       chan struct{}
-	handoff    chan *attempt                 // to an idle worker goroutine (see dispatch)
-	changed    atomic.Pointer[chan struct{}] // closed and replaced after each flush
-	unflushed  atomic.Int64                  // outcomes submitted but not yet applied
-	logsQueued atomic.Int64                  // log records queued but not yet written
+	// renewCtx bounds lease renewals; canceled when the renewer stops.
+	renewCtx    context.Context
+	renewCancel context.CancelFunc
+	// writeCtx bounds the outcome and log writers; canceled when Stop
+	// gives up on what is not written yet.
+	writeCtx    context.Context
+	writeCancel context.CancelFunc
+	// watch holds the deadlines of running attempts; the watchdog acts on
+	// them until watchStop is closed.
+	watch     watchlist
+	watchStop chan struct{}
+	watchWG   sync.WaitGroup
+	submitWG  sync.WaitGroup // outcomes the watchdog hands over in the background
+
+	enq          enqueuer // ScheduleJob's group commit
+	pool         *pool
+	active       activeSet
+	finishMu     sync.RWMutex // guards finishCh against sends after close
+	finishClosed bool
+	finishCh     chan *finishReq
+	finishWG     sync.WaitGroup
+	undecided    atomic.Int64  // dispatched attempts whose end is not decided yet
+	settledSig   chan struct{} // signalled when undecided drops to 0
+	stuck        atomic.Int64  // executors still running after their attempt was given up
+	lostOutcomes atomic.Int64  // outcomes given up without being written
+	lostLogs     atomic.Int64  // log records given up without being written
+	lastWriteErr atomic.Pointer[error]
+	logMu        sync.RWMutex // guards logCh against sends after close
+	logCh        chan *store.LogRecord
+	logWG        sync.WaitGroup
+	wake         chan struct{}
+	handoff      chan *attempt                 // to an idle worker goroutine (see dispatch)
+	changed      atomic.Pointer[chan struct{}] // closed and replaced after each flush
+	unflushed    atomic.Int64                  // outcomes submitted but not yet applied
+	logsQueued   atomic.Int64                  // log records queued but not yet written
 }
 
 // NewManager returns a manager configured by opts. It does not start
@@ -77,18 +99,20 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	}
 	c.defaults()
 	m := &Manager{
-		cfg:       c,
-		store:     c.store,
-		reg:       newRegistry(),
-		log:       c.logger.With("component", "jobkit", "node", c.node),
-		clock:     c.clock,
-		node:      c.node,
-		recurring: make(map[string]chan struct{}),
-		pool:      newPool(c.workers),
-		active:    activeSet{m: make(map[string]*attempt)},
-		wake:      make(chan struct{}, 1),
-		handoff:   make(chan *attempt),
+		cfg:        c,
+		store:      c.store,
+		reg:        newRegistry(),
+		log:        c.logger.With("component", "jobkit", "node", c.node),
+		clock:      c.clock,
+		node:       c.node,
+		recurring:  make(map[string]chan struct{}),
+		pool:       newPool(c.workers),
+		active:     activeSet{m: make(map[string]*attempt)},
+		wake:       make(chan struct{}, 1),
+		handoff:    make(chan *attempt),
+		settledSig: make(chan struct{}, 1),
 	}
+	m.watch = watchlist{allowance: c.stopAllowance(), wake: make(chan struct{}, 1)}
 	m.enq = enqueuer{st: c.store, node: c.node, clock: c.clock}
 	ch := make(chan struct{})
 	m.changed.Store(&ch)
@@ -187,6 +211,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.stopCh = make(chan struct{})
 	m.runCtx, m.runCancel = context.WithCancelCause(context.Background())
 	m.finishCh = make(chan *finishReq, 4*m.cfg.finishBatch)
+	m.writeCtx, m.writeCancel = context.WithCancel(context.Background())
+	m.renewCtx, m.renewCancel = context.WithCancel(context.Background())
 	m.logMu.Lock()
 	m.logCh = make(chan *store.LogRecord, 8192)
 	m.logMu.Unlock()
@@ -198,6 +224,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.renewStop = make(chan struct{})
 	m.renewWG.Add(1)
 	go m.renewLoop()
+	m.watchStop = make(chan struct{})
+	m.watchWG.Add(1)
+	go m.watchdog()
 	m.bg.Add(3 + len(m.cfg.queues))
 	go m.claimLoop()
 	go m.rescueLoop()
@@ -216,9 +245,25 @@ func (m *Manager) Start(ctx context.Context) error {
 
 // Stop stops claiming and scheduling, lets running attempts finish until
 // ctx ends, then cancels those still running (their context's cause is
-// ErrShutdown) and hands their leases back, so another manager can run them
-// at once without counting the attempt. It returns ctx's error when ctx
-// ended before everything finished, and nil otherwise.
+// ErrShutdown) and hands back the attempts whose executors return, so
+// another manager can run them at once without counting the attempt.
+//
+// Stop is bounded by ctx. When ctx has a deadline, Stop keeps the end of
+// it (half the time left, at most the stop allowance: a sixth of the
+// lease) for the hand-back, and returns by the deadline; when ctx is
+// canceled without one, the hand-back takes at most the stop allowance
+// after that. An executor still running when that time is up is never
+// handed back: its lease is left to lapse at its deadline, and only then
+// can another manager rescue the instance (the attempt counted). Outcomes
+// and logs the store has not taken by then are given up (their leases
+// lapse and the instances are rescued the same way).
+//
+// Stop returns nil when everything ended as designed: every attempt
+// finished or handed back, every outcome and log recorded. Otherwise it
+// returns an error that wraps ctx's error and says how many outcomes and
+// logs were not recorded and how many attempts were left running.
+// Executors already given up before Stop (see Stuck) may still run after
+// it returns; every goroutine of the manager itself has ended.
 func (m *Manager) Stop(ctx context.Context) error {
 	m.mu.Lock()
 	if !m.running {
@@ -233,16 +278,59 @@ func (m *Manager) Stop(ctx context.Context) error {
 		delete(m.recurring, kind)
 	}
 	m.mu.Unlock()
+	lostOutcomes, lostLogs := m.lostOutcomes.Load(), m.lostLogs.Load()
 
-	m.bg.Wait() // no more claims or ticks
-	var drainErr error
-	if err := m.drain(ctx); err != nil {
-		drainErr = err
-		m.runCancel(ErrShutdown)
-		m.handBack()
+	// soft ends when running attempts must be canceled; with a deadline,
+	// early enough to hand them back by it.
+	soft := ctx
+	allowance := m.cfg.stopAllowance()
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		soft, cancel = context.WithDeadline(ctx, d.Add(-min(allowance, time.Until(d)/2)))
+		defer cancel()
 	}
+
+	// No more claims or ticks. Their store calls end with runCtx.
+	bgDone := make(chan struct{})
+	go func() {
+		m.bg.Wait()
+		close(bgDone)
+	}()
+	select {
+	case <-bgDone:
+	case <-soft.Done():
+		m.runCancel(ErrShutdown)
+		<-bgDone
+	}
+
+	left := 0
+	if m.drain(soft) == nil {
+		stopWrites := context.AfterFunc(ctx, m.writeCancel)
+		defer stopWrites()
+	} else {
+		var hb context.Context
+		var cancel context.CancelFunc
+		if d, ok := ctx.Deadline(); ok {
+			hb, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
+		} else {
+			hb, cancel = context.WithTimeout(context.WithoutCancel(ctx), allowance)
+		}
+		defer cancel()
+		left = m.handBack(hb)
+		stopWrites := context.AfterFunc(hb, m.writeCancel)
+		defer stopWrites()
+	}
+	// Every attempt's end is decided: the watchdog has nothing left to
+	// do, and every outcome is queued once its hand-overs are done.
+	close(m.watchStop)
+	m.watchWG.Wait()
+	m.submitWG.Wait()
+	m.finishMu.Lock()
+	m.finishClosed = true
 	close(m.finishCh)
+	m.finishMu.Unlock()
 	m.finishWG.Wait()
+	m.renewCancel()
 	close(m.renewStop)
 	m.renewWG.Wait()
 	m.logMu.Lock()
@@ -250,41 +338,74 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.logCh = nil
 	m.logMu.Unlock()
 	m.logWG.Wait()
+	m.writeCancel()
 	m.runCancel(ErrShutdown)
 	m.signalChanged()
-	if drainErr != nil {
-		return fmt.Errorf("job: stop: running attempts handed back: %w", drainErr)
+
+	if n := m.stuck.Load(); n > 0 {
+		m.log.Warn("stopped with executors still running after their attempts were given up; Go cannot stop them", "count", n)
 	}
-	return nil
+	lostOutcomes = m.lostOutcomes.Load() - lostOutcomes
+	lostLogs = m.lostLogs.Load() - lostLogs
+	if lostOutcomes == 0 && lostLogs == 0 && left == 0 {
+		return nil
+	}
+	cause := ctx.Err()
+	if cause == nil {
+		cause = soft.Err()
+	}
+	if cause == nil {
+		if p := m.lastWriteErr.Load(); p != nil {
+			cause = *p
+		}
+	}
+	return fmt.Errorf("job: stop: %s not recorded, %s left running (leases lapse, then the instances are rescued): %w",
+		strings.Join([]string{plural(lostOutcomes, "outcome"), plural(int64(lostLogs), "log")}, " and "), plural(int64(left), "attempt"), cause)
 }
 
-// drain waits until no attempt runs or ctx ends.
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// drain waits until the end of every running attempt is decided, or ctx
+// ends.
 func (m *Manager) drain(ctx context.Context) error {
 	for {
-		if _, busy := m.pool.stats(); busy == 0 {
+		if m.undecided.Load() == 0 {
 			return nil
 		}
 		select {
-		case <-m.pool.freed:
+		case <-m.settledSig:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 }
 
-// handBack releases the leases of attempts still running after Stop's
-// deadline: they go back to the queue at their old place (their run time
-// is kept, so they are due at once), their attempt not counted.
-func (m *Manager) handBack() {
-	for _, a := range m.active.snapshot() {
-		if !a.settled.CompareAndSwap(false, true) {
-			continue
-		}
-		m.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m), out: store.Outcome{
-			ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true,
-			Error: "handed back: " + ErrShutdown.Error(),
-		}})
+// handBack cancels the attempts still running with cause ErrShutdown and
+// waits until ctx ends for their executors to return; each one that does
+// is handed back (see outcome: Scheduled at its old run time, attempt not
+// counted). It never hands back an attempt whose executor still runs:
+// those are given up, their leases no longer renewed, and it returns how
+// many.
+func (m *Manager) handBack(ctx context.Context) int {
+	m.runCancel(ErrShutdown)
+	if m.drain(ctx) == nil {
+		return 0
 	}
+	left := 0
+	for _, a := range m.active.snapshot() {
+		if m.giveUp(a) {
+			m.active.remove(a)
+			left++
+			m.log.Warn("executor still running after Stop canceled it; not handing it back while it runs: its lease lapses at its deadline, then another manager may run it",
+				"instance", a.rec.ID, "kind", a.rec.Kind, "attempt", a.rec.Attempt, "lease_until", a.leaseDeadline(&m.watch))
+		}
+	}
+	return left
 }
 
 // Wait returns when no instance of the manager's queues is pending or

@@ -85,8 +85,17 @@ type attempt struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	// settled is set once, by whoever decides the attempt's end first: the
-	// executor's return, a hand-back on shutdown, or a lost lease.
+	// executor's return, or the engine giving the attempt up while the
+	// executor runs (a lost or lapsing lease, an abandoned timeout, Stop).
 	settled atomic.Bool
+
+	start   time.Time     // when it was dispatched, on the manager's clock
+	timeout time.Duration // the attempt's timeout; 0 for none
+	// Guarded by the manager's watchlist mutex.
+	leaseUntil time.Time // the lease deadline: from Claim, then each Renew
+	due        time.Time // when the watchdog next looks at it
+	hidx       int       // index in the watchlist heap, -1 when not in it
+	timedOut   bool      // its context was canceled with ErrTimeout
 }
 
 func (a *attempt) ref() store.LeaseRef { return store.LeaseRef{ID: a.rec.ID, Attempt: a.rec.Attempt} }
@@ -143,13 +152,26 @@ const workerIdle = time.Second
 // a new one, so a busy manager reuses goroutines (and the stacks they have
 // grown) instead of starting one per job.
 func (m *Manager) dispatch(recs []*store.Instance) {
-	for _, rec := range recs {
+	if len(recs) == 0 {
+		return
+	}
+	now := m.clock.Now()
+	as := make([]*attempt, len(recs))
+	for i, rec := range recs {
 		j, _ := m.reg.get(rec.Kind)
 		ctx, cancel := context.WithCancelCause(m.runCtx)
-		a := &attempt{rec: rec, job: j, ctx: ctx, cancel: cancel}
+		a := &attempt{rec: rec, job: j, ctx: ctx, cancel: cancel, start: now, timeout: rec.Timeout, leaseUntil: rec.LeaseUntil, hidx: -1}
+		if a.leaseUntil.IsZero() { // every store reports it; this is a fallback
+			a.leaseUntil = now.Add(m.cfg.lease)
+		}
+		as[i] = a
 		m.active.add(a)
-		if j != nil && j.onStateChange != nil {
-			j.onStateChange(newInstance(rec.Clone(), m), store.Processing)
+	}
+	m.undecided.Add(int64(len(as)))
+	m.watch.add(as)
+	for _, a := range as {
+		if a.job != nil && a.job.onStateChange != nil {
+			a.job.onStateChange(newInstance(a.rec.Clone(), m), store.Processing)
 		}
 		select {
 		case m.handoff <- a:
@@ -182,10 +204,15 @@ func (m *Manager) runWorker(a *attempt, stop <-chan struct{}) {
 	}
 }
 
-// execute runs one attempt and submits its outcome.
+// execute runs one attempt and submits its outcome, unless the engine gave
+// the attempt up while it ran.
 func (m *Manager) execute(a *attempt) {
 	defer m.pool.release()
 	defer a.cancel(nil)
+	if a.settled.Load() { // given up before it started
+		m.returned(a)
+		return
+	}
 	var (
 		results []any
 		err     error
@@ -200,31 +227,80 @@ func (m *Manager) execute(a *attempt) {
 		} else {
 			inst.args = valuesToAny(args)
 			ctx := a.ctx
-			if a.rec.Timeout > 0 {
+			if a.timeout > 0 {
+				// The deadline the executor's ctx carries, for its own
+				// calls, runs on real time; the watchdog enforces the same
+				// timeout on the manager's clock (they agree unless a test
+				// sets a fake clock), canceling a.ctx with the same cause.
 				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeoutCause(ctx, a.rec.Timeout, ErrTimeout)
+				ctx, cancel = context.WithTimeoutCause(ctx, a.timeout, ErrTimeout)
 				defer cancel()
 			}
 			results, err = a.job.exec.call(ctx, inst, args)
 			if err == nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
-				err = fmt.Errorf("%w after %v", ErrTimeout, a.rec.Timeout)
+				err = fmt.Errorf("%w after %v", ErrTimeout, a.timeout)
 			} else if err != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
-				err = fmt.Errorf("%w after %v: %w", ErrTimeout, a.rec.Timeout, err)
+				err = fmt.Errorf("%w after %v: %w", ErrTimeout, a.timeout, err)
 			}
 		}
 	}
 	if !a.settled.CompareAndSwap(false, true) {
-		return // handed back on shutdown, or the lease was lost
+		m.returned(a) // given up while it ran: lease lost, abandoned, or left by Stop
+		return
 	}
+	m.watch.remove(a)
 	inst.results = results
-	m.submit(&finishReq{a: a, out: m.outcome(a, results, err), inst: inst, err: err})
+	m.submit(&finishReq{a: a, out: m.outcome(a, results, err, context.Cause(a.ctx)), inst: inst, err: err})
+	m.decided()
 }
 
-// outcome decides how an attempt ended.
-func (m *Manager) outcome(a *attempt, results []any, err error) store.Outcome {
+// giveUp decides a's end while its executor may still run: the caller
+// then cancels it (and writes its outcome, or leaves it to its lease). It
+// reports false when a's end was already decided. Until the executor
+// returns it is counted by Stuck, and keeps its worker slot.
+func (m *Manager) giveUp(a *attempt) bool {
+	m.stuck.Add(1) // before the swap, so that returned never sees it early
+	if !a.settled.CompareAndSwap(false, true) {
+		m.stuck.Add(-1)
+		return false
+	}
+	m.watch.remove(a)
+	m.decided()
+	return true
+}
+
+// decided counts one attempt's end as decided and wakes a Stop waiting for
+// the last one.
+func (m *Manager) decided() {
+	if m.undecided.Add(-1) == 0 {
+		select {
+		case m.settledSig <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// returned notes that the executor of an attempt given up has returned.
+func (m *Manager) returned(a *attempt) {
+	m.stuck.Add(-1)
+	m.log.Info("executor of a given-up attempt returned; its result is discarded",
+		"instance", a.rec.ID, "kind", a.rec.Kind, "attempt", a.rec.Attempt, "after", m.clock.Now().Sub(a.start))
+}
+
+// Stuck returns how many executors are still running after the manager
+// gave their attempts up: a timed-out attempt whose executor ignored its
+// context past the grace period (recorded TimedOut or retried), one whose
+// lease could not be renewed, or one still running when Stop's ctx ended.
+// Go cannot stop a goroutine, so each keeps its worker slot, counted in
+// Workers' busy count, until it returns; a lasting non-zero value means an
+// executor ignores its ctx.
+func (m *Manager) Stuck() int { return int(m.stuck.Load()) }
+
+// outcome decides how an attempt ended, given what its executor returned
+// and the cause its context was canceled with, if any.
+func (m *Manager) outcome(a *attempt, results []any, err, cause error) store.Outcome {
 	out := store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt}
 	now := m.clock.Now()
-	cause := context.Cause(a.ctx)
 	switch {
 	case errors.Is(cause, ErrShutdown):
 		// Keep the original run time: the instance keeps its place in the

@@ -604,10 +604,12 @@ func testStopHandsBack(t *testing.T, e *env) {
 	case <-time.After(deadline):
 		t.Fatal("instance did not start")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	// The executor returns once canceled, so the hand-back works as
+	// designed and Stop reports no error.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := m.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Stop: %v, want a deadline error", err)
+	if err := m.Stop(ctx); err != nil {
+		t.Errorf("Stop: %v, want nil: the running attempt was handed back", err)
 	}
 	got, err := m.LookupInstance(context.Background(), ji.ID())
 	if err != nil {

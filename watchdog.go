@@ -1,0 +1,279 @@
+package job
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// stopAllowance is how long an executor has, once its context is
+// canceled, before the engine acts as if it had returned: a sixth of the
+// lease (5 s with the default lease). It is the margin before a lease's
+// deadline at which an attempt that could not renew it is canceled, and
+// the grace after an attempt's timeout at which an executor that ignores
+// its context is abandoned.
+func (c *config) stopAllowance() time.Duration { return c.lease / 6 }
+
+// The watchdog enforces the deadlines of running attempts on the manager's
+// clock. For each attempt whose executor still runs it acts at the first
+// of:
+//
+//   - the timeout (start + timeout): the attempt's context is canceled with
+//     cause ErrTimeout;
+//   - the abandonment (timeout + stop allowance): the executor ignored its
+//     context; the attempt is recorded as timed out without it, and its
+//     goroutine, which Go cannot stop, keeps its worker slot until it
+//     returns;
+//   - the fence (lease deadline - stop allowance, the deadline moving with
+//     each successful renewal): the lease could not be renewed, so the
+//     attempt's context is canceled with cause ErrLeaseLost and its outcome
+//     is discarded before any other manager may rescue the instance.
+//
+// Attempts wait in a heap ordered by their next due time, so the watchdog
+// sleeps exactly until the next one and costs O(log n) per attempt.
+type watchlist struct {
+	mu        sync.Mutex
+	h         watchHeap
+	allowance time.Duration
+	armed     time.Time     // when the watchdog wakes next; zero while it waits for work
+	wake      chan struct{} // an attempt is due before armed
+}
+
+// watchEvent is what the watchdog does to an attempt.
+type watchEvent int
+
+const (
+	watchTimeout watchEvent = iota
+	watchAbandon
+	watchFence
+)
+
+type watchHeap []*attempt
+
+func (h watchHeap) Len() int           { return len(h) }
+func (h watchHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h watchHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hidx, h[j].hidx = i, j
+}
+func (h *watchHeap) Push(x any) {
+	a := x.(*attempt)
+	a.hidx = len(*h)
+	*h = append(*h, a)
+}
+func (h *watchHeap) Pop() any {
+	old := *h
+	a := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	a.hidx = -1
+	return a
+}
+
+// abandonAt is when an attempt with a timeout is given up if its executor
+// has not returned.
+func (w *watchlist) abandonAt(a *attempt) time.Time {
+	return a.start.Add(a.timeout + w.allowance)
+}
+
+// leaseCap is the latest deadline a lease of a is ever renewed to: its
+// abandonment plus the stop allowance, time enough to record the outcome
+// while the lease still holds. Zero when a has no timeout.
+func (w *watchlist) leaseCap(a *attempt) time.Time {
+	if a.timeout <= 0 {
+		return time.Time{}
+	}
+	return w.abandonAt(a).Add(w.allowance)
+}
+
+// nextDue is the first time the watchdog must look at a. w.mu is held.
+func (w *watchlist) nextDue(a *attempt) time.Time {
+	due := a.leaseUntil.Add(-w.allowance)
+	if a.timeout > 0 {
+		if !a.timedOut {
+			due = earliest(due, a.start.Add(a.timeout))
+		}
+		due = earliest(due, w.abandonAt(a))
+	}
+	return due
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// add starts watching attempts whose executors are about to run.
+func (w *watchlist) add(as []*attempt) {
+	w.mu.Lock()
+	wake := false
+	for _, a := range as {
+		a.due = w.nextDue(a)
+		heap.Push(&w.h, a)
+		wake = wake || w.armed.IsZero() || a.due.Before(w.armed)
+	}
+	w.mu.Unlock()
+	if wake {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// remove stops watching a: its end is decided.
+func (w *watchlist) remove(a *attempt) {
+	w.mu.Lock()
+	if a.hidx >= 0 && a.hidx < len(w.h) && w.h[a.hidx] == a {
+		heap.Remove(&w.h, a.hidx)
+	}
+	w.mu.Unlock()
+}
+
+// leases returns the current lease deadlines of as.
+func (w *watchlist) leases(as []*attempt) []time.Time {
+	out := make([]time.Time, len(as))
+	w.mu.Lock()
+	for i, a := range as {
+		out[i] = a.leaseUntil
+	}
+	w.mu.Unlock()
+	return out
+}
+
+// extend records that the store renewed the leases of as until until. A
+// later deadline only moves the fence later, so the watchdog is not woken:
+// it finds the new deadline when it looks at the attempt.
+func (w *watchlist) extend(as []*attempt, until time.Time) {
+	w.mu.Lock()
+	for _, a := range as {
+		if until.After(a.leaseUntil) {
+			a.leaseUntil = until
+		}
+	}
+	w.mu.Unlock()
+}
+
+// take returns the attempts due by now with what to do to each, and when
+// the next one is due (zero when none is watched).
+func (w *watchlist) take(now time.Time) (due []*attempt, events []watchEvent, next time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.h) > 0 && !w.h[0].due.After(now) {
+		a := w.h[0]
+		switch {
+		case a.timeout > 0 && !now.Before(w.abandonAt(a)):
+			heap.Pop(&w.h)
+			due, events = append(due, a), append(events, watchAbandon)
+		case !now.Before(a.leaseUntil.Add(-w.allowance)):
+			heap.Pop(&w.h)
+			due, events = append(due, a), append(events, watchFence)
+		case a.timeout > 0 && !a.timedOut && !now.Before(a.start.Add(a.timeout)):
+			a.timedOut = true
+			a.due = w.nextDue(a)
+			heap.Fix(&w.h, 0)
+			due, events = append(due, a), append(events, watchTimeout)
+		default: // the lease was renewed since
+			a.due = w.nextDue(a)
+			heap.Fix(&w.h, 0)
+		}
+	}
+	if len(w.h) > 0 {
+		next = w.h[0].due
+	}
+	w.armed = next
+	return due, events, next
+}
+
+// watchdog acts on the attempts the watchlist says are due. It runs from
+// Start until Stop has decided the end of every attempt, and waits on the
+// manager's clock.
+func (m *Manager) watchdog() {
+	defer m.watchWG.Done()
+	for {
+		due, events, next := m.watch.take(m.clock.Now())
+		for i, a := range due {
+			switch events[i] {
+			case watchTimeout:
+				a.cancel(ErrTimeout)
+			case watchAbandon:
+				m.abandon(a)
+			case watchFence:
+				m.fence(a)
+			}
+		}
+		var (
+			t     Timer
+			fired <-chan time.Time
+		)
+		if !next.IsZero() {
+			t = m.clock.NewTimer(next.Sub(m.clock.Now()))
+			fired = t.C()
+		}
+		select {
+		case <-fired:
+		case <-m.watch.wake:
+		case <-m.watchStop:
+			if t != nil {
+				t.Stop()
+			}
+			return
+		}
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// fence cancels an attempt whose lease is about to end without a renewal,
+// so that it stops before another manager may rescue the instance. Its
+// outcome is not written: the instance is the rescuer's now.
+func (m *Manager) fence(a *attempt) {
+	if !m.giveUp(a) {
+		return
+	}
+	a.cancel(ErrLeaseLost)
+	m.active.remove(a)
+	m.log.Warn("lease not renewed in time; canceling the attempt so that no other manager runs it at the same time",
+		"instance", a.rec.ID, "kind", a.rec.Kind, "attempt", a.rec.Attempt, "lease_until", a.leaseDeadline(&m.watch))
+}
+
+// abandon records a timed-out attempt whose executor ignored its context
+// for the stop allowance after its timeout. Go cannot stop a goroutine, so
+// its executor runs on, holding its worker slot (concurrency stays
+// bounded) and counted by Stuck, until it returns; what it returns is
+// discarded.
+func (m *Manager) abandon(a *attempt) {
+	if !m.giveUp(a) {
+		return
+	}
+	a.cancel(ErrTimeout)
+	allowance := m.cfg.stopAllowance()
+	err := fmt.Errorf("%w after %v: the executor ignored its context for %v more and was abandoned", ErrTimeout, a.timeout, allowance)
+	// A cancel request still wins; a shutdown does not make a running
+	// executor's attempt a hand-back.
+	cause := context.Cause(a.ctx)
+	if !errors.Is(cause, ErrCanceled) {
+		cause = nil
+	}
+	m.log.Warn("executor ignored its context past its timeout; recording the attempt as timed out. Its goroutine keeps its worker slot until it returns",
+		"instance", a.rec.ID, "kind", a.rec.Kind, "attempt", a.rec.Attempt, "timeout", a.timeout, "grace", allowance)
+	r := &finishReq{a: a, out: m.outcome(a, nil, err, cause), inst: newInstance(a.rec.Clone(), m), err: err}
+	if !m.trySubmit(r) {
+		// The outcome writer is behind (the store is slow): never block the
+		// watchdog, other attempts' fences depend on it.
+		m.submitWG.Add(1)
+		go func() {
+			defer m.submitWG.Done()
+			m.submit(r)
+		}()
+	}
+}
+
+// leaseDeadline reads a's lease deadline.
+func (a *attempt) leaseDeadline(w *watchlist) time.Time { return w.leases([]*attempt{a})[0] }
