@@ -90,8 +90,14 @@
 // when a manager dies, its leases expire and the other managers rescue the
 // instances (back to Scheduled, the attempt counted, or Terminated when no
 // retries are left). A failed attempt with retries left is written back
-// with a future run time; no worker sleeps on it. Stop hands the leases of
-// attempts still running at its deadline back to the queue.
+// with a future run time; no worker sleeps on it. An attempt whose lease
+// cannot be renewed in time is canceled (cause ErrLeaseLost) before its
+// lease ends, so a rescuer never runs the instance alongside. An executor
+// that ignores its context past its timeout is abandoned: the attempt is
+// recorded timed out and the goroutine, which Go cannot stop, keeps its
+// worker slot until it returns (Manager.Stuck). Stop cancels the attempts
+// still running when its ctx ends and hands back those whose executors
+// return; doc/design.md states these guarantees precisely.
 //
 // # States
 //

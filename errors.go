@@ -41,16 +41,20 @@ var (
 	// ErrPanic: the executor panicked; the error carries the panic value and
 	// the stack.
 	ErrPanic = errors.New("job: executor panicked")
-	// ErrTimeout: the attempt ran past its timeout.
+	// ErrTimeout: the attempt ran past its timeout. It is also the cause
+	// of the attempt's context then; an executor that ignores it for the
+	// grace period after is abandoned (see Manager.Stuck).
 	ErrTimeout = errors.New("job: attempt timed out")
 	// ErrCanceled: the instance was canceled.
 	ErrCanceled = errors.New("job: instance canceled")
 	// ErrLeaseLost: the manager lost the attempt's lease (another manager
-	// rescued it); the attempt's context is canceled with this cause and its
-	// outcome is discarded.
+	// rescued it), or could not renew it in time, so another manager may
+	// rescue it soon; the attempt's context is canceled with this cause and
+	// its outcome is discarded.
 	ErrLeaseLost = store.ErrLeaseLost
 	// ErrShutdown: the manager is stopping; running attempts are canceled
-	// with this cause and handed back to the queue.
+	// with this cause and, once their executors return, handed back to the
+	// queue.
 	ErrShutdown = errors.New("job: manager shutting down")
 	// ErrNotRunning: the call needs a started manager.
 	ErrNotRunning = errors.New("job: manager not running")

@@ -359,8 +359,14 @@ func (m *Manager) Stop(ctx context.Context) error {
 			cause = *p
 		}
 	}
-	return fmt.Errorf("job: stop: %s not recorded, %s left running (leases lapse, then the instances are rescued): %w",
-		strings.Join([]string{plural(lostOutcomes, "outcome"), plural(int64(lostLogs), "log")}, " and "), plural(int64(left), "attempt"), cause)
+	var parts []string
+	if lostOutcomes > 0 || lostLogs > 0 {
+		parts = append(parts, plural(lostOutcomes, "outcome")+" and "+plural(lostLogs, "log")+" not recorded")
+	}
+	if left > 0 {
+		parts = append(parts, plural(int64(left), "attempt")+" left running, not handed back")
+	}
+	return fmt.Errorf("job: stop: %s (their leases lapse, then other managers rescue the instances): %w", strings.Join(parts, "; "), cause)
 }
 
 func plural(n int64, what string) string {
