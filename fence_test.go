@@ -350,10 +350,18 @@ func TestTimeoutBoundsExecutorThatIgnoresCtx(t *testing.T) {
 		if got.State() != job.TimedOut || got.Error() == nil || !strings.Contains(got.Error().Error(), "timed out") {
 			t.Fatalf("after timeout + grace: %v (%v), want TimedOut", got.State(), got.Error())
 		}
+		// Renewed every 10 s up to, and never past, timeout + grace.
+		var latest time.Time
 		for _, until := range fs.renewals(ji.ID()) {
 			if until.After(began.Add(time.Minute + 2*allowance)) {
 				t.Errorf("lease renewed until %v after the start, past timeout + grace", until.Sub(began))
 			}
+			if until.After(latest) {
+				latest = until
+			}
+		}
+		if want := began.Add(time.Minute + 2*allowance); !latest.Equal(want) {
+			t.Errorf("lease last renewed until %v after the start, want %v", latest.Sub(began), want.Sub(began))
 		}
 		if _, busy := m.Workers(); busy != 1 {
 			t.Errorf("%d busy workers, want 1: a stuck goroutine keeps its slot", busy)
