@@ -539,3 +539,46 @@ func TestNoSleepInEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestStopCanceledCtxHandsBack: a ctx canceled without a deadline ends the
+// wait; an executor that returns when canceled is handed back, and Stop
+// reports no error.
+func TestStopCanceledCtxHandsBack(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		causes := make(chan error, 1)
+		j := mustJob(t, job.WithKind("k"), job.WithExecutor(func(ctx context.Context) error {
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return ctx.Err()
+		}))
+		m := newManager(t, job.WithLogger(quietLogger()))
+		if err := m.RegisterJob(j); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ji, err := m.ScheduleJob(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		sctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(time.Minute, cancel)
+		began := time.Now()
+		if err := m.Stop(sctx); err != nil {
+			t.Errorf("Stop: %v, want nil after a hand-back", err)
+		}
+		if took := time.Since(began); took != time.Minute {
+			t.Errorf("Stop took %v, want the minute until its ctx was canceled", took)
+		}
+		if c := <-causes; !errors.Is(c, job.ErrShutdown) {
+			t.Errorf("executor canceled with %v, want ErrShutdown", c)
+		}
+		if got := stateOf(t, m, ji.ID()); got.State() != job.Scheduled || got.Attempt() != 0 {
+			t.Errorf("after Stop: %v attempt %d, want Scheduled attempt 0 (handed back)", got.State(), got.Attempt())
+		}
+	})
+}

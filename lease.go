@@ -49,7 +49,7 @@ func (m *Manager) renew() {
 		if c := m.watch.leaseCap(a); !c.IsZero() && c.Before(until) {
 			until = c
 		}
-		if !until.After(held) {
+		if !until.After(held) || !until.After(now) {
 			continue // capped: no later deadline is allowed
 		}
 		if until.Equal(full) {

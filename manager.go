@@ -262,8 +262,8 @@ func (m *Manager) Start(ctx context.Context) error {
 // finished or handed back, every outcome and log recorded. Otherwise it
 // returns an error that wraps ctx's error and says how many outcomes and
 // logs were not recorded and how many attempts were left running.
-// Executors already given up before Stop (see Stuck) may still run after
-// it returns; every goroutine of the manager itself has ended.
+// Executors given up (see Stuck) may still run after it returns; the
+// manager's own goroutines have ended or are ending.
 func (m *Manager) Stop(ctx context.Context) error {
 	m.mu.Lock()
 	if !m.running {
