@@ -188,7 +188,7 @@ func stateOf(t *testing.T, m *job.Manager, id string) job.Instance {
 func TestLapsedLeaseStopsAttempt(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		mem := memdbstore.New()
+		mem := newMemdb(t)
 		cut := &faultStore{Store: mem}
 		var ov overlap
 		causes := make(chan error, 8)
@@ -271,7 +271,7 @@ func TestStopBoundedByCtx(t *testing.T) {
 	// Not parallel: the leak check below looks at every goroutine.
 	ignore := goleak.IgnoreCurrent()
 	synctest.Test(t, func(t *testing.T) {
-		fs := &faultStore{Store: memdbstore.New()}
+		fs := &faultStore{Store: newMemdb(t)}
 		j := mustJob(t, job.WithKind("k"), job.WithExecutor(func(ji job.Instance) { ji.Infof("ran") }))
 		m := newManager(t, job.WithStore(fs), job.WithLogger(quietLogger()))
 		if err := m.RegisterJob(j); err != nil {
@@ -314,7 +314,7 @@ func TestStopBoundedByCtx(t *testing.T) {
 func TestTimeoutBoundsExecutorThatIgnoresCtx(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fs := &faultStore{Store: memdbstore.New()}
+		fs := &faultStore{Store: newMemdb(t)}
 		release := make(chan struct{})
 		stuck := mustJob(t, job.WithKind("stuck"), job.WithTimeout(time.Minute), job.WithMaxRetries(0),
 			job.WithExecutor(func() { <-release })) // ignores ctx
@@ -444,7 +444,7 @@ func TestStopWaitsOutTimedOutExecutor(t *testing.T) {
 func TestStopKeepsRunningExecutor(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		mem := memdbstore.New()
+		mem := newMemdb(t)
 		var ov overlap
 		release := make(chan struct{})
 		deaf := mustJob(t, job.WithKind("k"), job.WithExecutor(func(ji job.Instance) {
@@ -511,6 +511,15 @@ func TestStopKeepsRunningExecutor(t *testing.T) {
 			t.Errorf("Stop: %v", err)
 		}
 	})
+}
+
+func newMemdb(t *testing.T) *memdbstore.Store {
+	t.Helper()
+	s, err := memdbstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
