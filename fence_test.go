@@ -32,6 +32,7 @@ type faultStore struct {
 	finishErr error
 	logErr    error
 	renewed   map[string][]time.Time // instance ID → Until of each Renew asked
+	failNext  int                    // Renew calls to fail before renewErr applies
 }
 
 func (s *faultStore) fail(renew, finish, logs error) {
@@ -71,6 +72,10 @@ func (s *faultStore) Rescue(ctx context.Context, p *store.RescueParams) ([]*stor
 func (s *faultStore) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewResult, error) {
 	s.mu.Lock()
 	err := s.renewErr
+	if s.failNext > 0 {
+		s.failNext--
+		err = errors.New("renewal failed")
+	}
 	if s.renewed == nil {
 		s.renewed = map[string][]time.Time{}
 	}
@@ -596,6 +601,47 @@ func TestStopCanceledCtxHandsBack(t *testing.T) {
 		}
 		if got := stateOf(t, m, ji.ID()); got.State() != job.Scheduled || got.Attempt() != 0 {
 			t.Errorf("after Stop: %v attempt %d, want Scheduled attempt 0 (handed back)", got.State(), got.Attempt())
+		}
+	})
+}
+
+// TestRenewRetriesBeforeFencing: a failed renewal is retried a quarter
+// interval later, so two failures in a row do not fence a healthy attempt.
+func TestRenewRetriesBeforeFencing(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fs := &faultStore{Store: newMemdb(t), failNext: 2}
+		j := mustJob(t, job.WithKind("long"), job.WithExecutor(func(ctx context.Context) error {
+			select {
+			case <-time.After(time.Minute):
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}))
+		var mlog logBuf
+		m := newManager(t, job.WithStore(fs), job.WithLease(30*time.Second), job.WithLogger(mlog.logger()))
+		if err := m.RegisterJob(j); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ji, err := m.ScheduleJob(ctx, "long")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if got := stateOf(t, m, ji.ID()); got.State() != job.Completed || got.Attempt() != 1 {
+			t.Errorf("%v attempt %d, want Completed in attempt 1; log:\n%s", got.State(), got.Attempt(), mlog.String())
+		}
+		if n := mlog.count("renew leases"); n != 2 {
+			t.Errorf("%d failed renewals logged, want 2", n)
+		}
+		if err := m.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
 		}
 	})
 }

@@ -20,20 +20,33 @@ const renewBatch = 512
 // that cannot renew stops before its lease ends. The loop keeps running
 // after Stop closes stopCh, until the completer has written every outcome,
 // so nothing is rescued meanwhile.
+//
+// Renewals start a renew interval apart, however long each takes, and a
+// quarter of one apart while they fail: with the default lease an attempt
+// is fenced only when no renewal succeeded for 25 s, after the first
+// failed try and six more.
 func (m *Manager) renewLoop() {
 	defer m.renewWG.Done()
+	wait := m.cfg.renewInterval
 	for {
-		if !sleep(m.clock, m.cfg.renewInterval, m.renewStop) {
+		if !sleep(m.clock, wait, m.renewStop) {
 			return
 		}
-		m.renew()
+		started := m.clock.Now()
+		interval := m.cfg.renewInterval
+		if !m.renew() {
+			interval /= 4
+		}
+		wait = interval - m.clock.Now().Sub(started) // sleep returns at once when <= 0
 	}
 }
 
-func (m *Manager) renew() {
+// renew renews every lease this manager holds once; it reports false when
+// a store call failed.
+func (m *Manager) renew() bool {
 	all := m.active.snapshot()
 	if len(all) == 0 {
-		return
+		return true
 	}
 	now := m.clock.Now()
 	full := now.Add(m.cfg.lease)
@@ -61,14 +74,17 @@ func (m *Manager) renew() {
 		}
 		capped[until.UnixNano()] = append(capped[until.UnixNano()], a)
 	}
-	m.renewBatches(normal, full, now)
+	ok := m.renewBatches(normal, full, now)
 	for until, as := range capped {
-		m.renewBatches(as, time.Unix(0, until), now)
+		ok = m.renewBatches(as, time.Unix(0, until), now) && ok
 	}
+	return ok
 }
 
-// renewBatches renews the leases of as until until, renewBatch at a time.
-func (m *Manager) renewBatches(as []*attempt, until, now time.Time) {
+// renewBatches renews the leases of as until until, renewBatch at a time;
+// it reports false when a store call failed.
+func (m *Manager) renewBatches(as []*attempt, until, now time.Time) bool {
+	ok := true
 	for len(as) > 0 {
 		n := min(len(as), renewBatch)
 		batch := as[:n]
@@ -84,6 +100,7 @@ func (m *Manager) renewBatches(as []*attempt, until, now time.Time) {
 		cancel()
 		if err != nil {
 			m.log.Warn("renew leases", "count", n, "err", err)
+			ok = false
 			continue
 		}
 		for _, r := range res.Lost {
@@ -111,6 +128,7 @@ func (m *Manager) renewBatches(as []*attempt, until, now time.Time) {
 			}
 		}
 	}
+	return ok
 }
 
 // rescueLoop moves instances whose lease expired (their manager crashed)
