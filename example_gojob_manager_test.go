@@ -152,8 +152,9 @@ func ExampleManager_Stop() {
 }
 
 // When Stop's ctx ends first, running attempts are canceled with cause
-// ErrShutdown and handed back to the queue, their attempt not counted, so
-// another manager can run them at once.
+// ErrShutdown and handed back to the queue once their executors return,
+// their attempt not counted, so another manager can run them at once; Stop
+// returns nil when that worked.
 func ExampleManager_Stop_handBack() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -172,14 +173,14 @@ func ExampleManager_Stop_handBack() {
 	<-started
 
 	now, stopNow := context.WithCancel(ctx)
-	stopNow() // no time to drain
-	err := mgr.Stop(now)
-	fmt.Println(errors.Is(err, context.Canceled))
+	stopNow()            // no time to drain
+	err := mgr.Stop(now) // nil: the attempt was handed back as designed
+	fmt.Println(err)
 	fmt.Println(errors.Is(<-cause, job.ErrShutdown))
 	back, _ := mgr.LookupInstance(ctx, ji.ID())
 	fmt.Println(back.State(), back.Attempt())
 	// Output:
-	// true
+	// <nil>
 	// true
 	// scheduled 0
 }

@@ -22,7 +22,8 @@ func (c *config) stopAllowance() time.Duration { return c.lease / 6 }
 // of:
 //
 //   - the timeout (start + timeout): the attempt's context is canceled with
-//     cause ErrTimeout;
+//     cause ErrTimeout (only with a clock other than SystemClock: on the
+//     system clock the deadline the context carries does it);
 //   - the abandonment (timeout + stop allowance): the executor ignored its
 //     context; the attempt is recorded as timed out without it, and its
 //     goroutine, which Go cannot stop, keeps its worker slot until it
@@ -93,7 +94,7 @@ func (w *watchlist) leaseCap(a *attempt) time.Time {
 func (w *watchlist) nextDue(a *attempt) time.Time {
 	due := a.leaseUntil.Add(-w.allowance)
 	if a.timeout > 0 {
-		if !a.timedOut {
+		if a.clockTimeout && !a.timedOut {
 			due = earliest(due, a.start.Add(a.timeout))
 		}
 		due = earliest(due, w.abandonAt(a))
@@ -173,7 +174,7 @@ func (w *watchlist) take(now time.Time) (due []*attempt, events []watchEvent, ne
 		case !now.Before(a.leaseUntil.Add(-w.allowance)):
 			heap.Pop(&w.h)
 			due, events = append(due, a), append(events, watchFence)
-		case a.timeout > 0 && !a.timedOut && !now.Before(a.start.Add(a.timeout)):
+		case a.timeout > 0 && a.clockTimeout && !a.timedOut && !now.Before(a.start.Add(a.timeout)):
 			a.timedOut = true
 			a.due = w.nextDue(a)
 			heap.Fix(&w.h, 0)

@@ -96,6 +96,10 @@ type attempt struct {
 	due        time.Time // when the watchdog next looks at it
 	hidx       int       // index in the watchlist heap, -1 when not in it
 	timedOut   bool      // its context was canceled with ErrTimeout
+	// clockTimeout: the watchdog cancels the attempt at its timeout. On
+	// the system clock the deadline its context carries does that, so the
+	// executor sees context.DeadlineExceeded as Go code expects.
+	clockTimeout bool
 }
 
 func (a *attempt) ref() store.LeaseRef { return store.LeaseRef{ID: a.rec.ID, Attempt: a.rec.Attempt} }
@@ -156,11 +160,12 @@ func (m *Manager) dispatch(recs []*store.Instance) {
 		return
 	}
 	now := m.clock.Now()
+	_, systemClock := m.clock.(SystemClock)
 	as := make([]*attempt, len(recs))
 	for i, rec := range recs {
 		j, _ := m.reg.get(rec.Kind)
 		ctx, cancel := context.WithCancelCause(m.runCtx)
-		a := &attempt{rec: rec, job: j, ctx: ctx, cancel: cancel, start: now, timeout: rec.Timeout, leaseUntil: rec.LeaseUntil, hidx: -1}
+		a := &attempt{rec: rec, job: j, ctx: ctx, cancel: cancel, start: now, timeout: rec.Timeout, leaseUntil: rec.LeaseUntil, hidx: -1, clockTimeout: !systemClock}
 		if a.leaseUntil.IsZero() { // every store reports it; this is a fallback
 			a.leaseUntil = now.Add(m.cfg.lease)
 		}
@@ -228,10 +233,10 @@ func (m *Manager) execute(a *attempt) {
 			inst.args = valuesToAny(args)
 			ctx := a.ctx
 			if a.timeout > 0 {
-				// The deadline the executor's ctx carries, for its own
-				// calls, runs on real time; the watchdog enforces the same
-				// timeout on the manager's clock (they agree unless a test
-				// sets a fake clock), canceling a.ctx with the same cause.
+				// The deadline the executor's ctx carries runs on real
+				// time. With another clock than SystemClock (a test's) the
+				// watchdog also cancels a.ctx, with the same cause, when
+				// the timeout passes on that clock.
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeoutCause(ctx, a.timeout, ErrTimeout)
 				defer cancel()
