@@ -293,7 +293,9 @@ func testCancelRemote(t *testing.T, e *env) {
 		<-ctx.Done()
 		return ctx.Err()
 	}))
-	runner := e.manager(t, []*job.Job{j}, job.WithLease(300*time.Millisecond))
+	// Renewals every 500 ms see the request; a lease much shorter would be
+	// fenced on a loaded machine before they do (see doc/design.md).
+	runner := e.manager(t, []*job.Job{j}, job.WithLease(1500*time.Millisecond))
 	j2 := mustJob(t, job.WithKind("block"), job.WithExecutor(func() {}))
 	other := e.manager(t, []*job.Job{j2}) // not started: only schedules and cancels
 	start(t, runner)
