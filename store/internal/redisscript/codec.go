@@ -1,196 +1,197 @@
 package redisscript
 
 import (
-	"encoding/binary"
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"sync"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/jobkit/job/store"
 )
 
-// The record is a MessagePack array that Lua's cmsgpack reads and writes.
-// Only what cmsgpack produces is decoded: nil, booleans, integers, floats,
-// strings (str and bin) and arrays.
+// Records are MessagePack, which the scripts read and write with Lua's
+// cmsgpack; the Go side packs and unpacks them with
+// github.com/vmihailenco/msgpack/v5, whose compact forms are the ones
+// cmsgpack writes (an integer in its smallest form, signed only when
+// negative; a string as str), so a spec packed here is byte for byte what
+// cmsgpack packs for the same values. Records are read field by field in
+// the layout of lua/lib.lua: a value of another type than the layout's
+// (nil, a boolean, a map, an extension, a string for a number or the
+// reverse), a number that is not an integer, a length past the end of the
+// record or bytes left over make the record undecodable.
 
 var errMsgpack = errors.New("not a record")
 
-// enc appends MessagePack values.
-type enc struct{ b []byte }
-
-func (e *enc) int(v int64) {
-	switch {
-	case v >= 0 && v < 128:
-		e.b = append(e.b, byte(v))
-	case v < 0 && v >= -32:
-		e.b = append(e.b, byte(v))
-	case v >= math.MinInt8 && v <= math.MaxInt8:
-		e.b = append(e.b, 0xd0, byte(v))
-	case v >= math.MinInt16 && v <= math.MaxInt16:
-		e.b = append(e.b, 0xd1)
-		e.b = binary.BigEndian.AppendUint16(e.b, uint16(v))
-	case v >= math.MinInt32 && v <= math.MaxInt32:
-		e.b = append(e.b, 0xd2)
-		e.b = binary.BigEndian.AppendUint32(e.b, uint32(v))
-	default:
-		e.b = append(e.b, 0xd3)
-		e.b = binary.BigEndian.AppendUint64(e.b, uint64(v))
-	}
+// packer packs the values of one record. Its encoder writes to a
+// bytes.Buffer, whose writes do not fail, so its errors are not checked.
+type packer struct {
+	buf bytes.Buffer
+	e   *msgpack.Encoder
 }
 
-func (e *enc) str(s string) {
-	n := len(s)
-	switch {
-	case n < 32:
-		e.b = append(e.b, 0xa0|byte(n))
-	case n < 1<<8:
-		e.b = append(e.b, 0xd9, byte(n))
-	case n < 1<<16:
-		e.b = append(e.b, 0xda, byte(n>>8), byte(n))
-	default:
-		e.b = append(e.b, 0xdb)
-		e.b = binary.BigEndian.AppendUint32(e.b, uint32(n))
-	}
-	e.b = append(e.b, s...)
-}
+var packers = sync.Pool{New: func() any {
+	p := &packer{}
+	p.e = msgpack.NewEncoder(&p.buf)
+	return p
+}}
 
-// dec reads MessagePack values.
-type dec struct {
-	b   []byte
-	err error
-}
-
-func (d *dec) take(n int) []byte {
-	if d.err != nil || len(d.b) < n {
-		d.err = errMsgpack
-		return nil
-	}
-	p := d.b[:n]
-	d.b = d.b[n:]
+func getPacker() *packer {
+	p := packers.Get().(*packer)
+	p.buf.Reset()
 	return p
 }
 
-func (d *dec) u(n int) uint64 {
-	p := d.take(n)
-	var v uint64
-	for _, c := range p {
-		v = v<<8 | uint64(c)
+// record returns what p packed and puts p back in the pool, unless a
+// large record grew its buffer.
+func (p *packer) record() string {
+	s := p.buf.String()
+	if p.buf.Cap() <= 64<<10 {
+		packers.Put(p)
 	}
-	return v
+	return s
 }
 
-// value decodes one value: int64, float64, string, bool, nil or []any.
-func (d *dec) value() any {
-	p := d.take(1)
-	if p == nil {
-		return nil
-	}
-	c := p[0]
-	switch {
-	case c < 0x80:
-		return int64(c)
-	case c >= 0xe0:
-		return int64(int8(c))
-	case c&0xf0 == 0x90:
-		return d.arr(int(c & 0x0f))
-	case c&0xe0 == 0xa0:
-		return string(d.take(int(c & 0x1f)))
-	}
-	switch c {
-	case 0xc0:
-		return nil
-	case 0xc2:
-		return false
-	case 0xc3:
-		return true
-	case 0xc4, 0xd9:
-		return string(d.take(int(d.u(1))))
-	case 0xc5, 0xda:
-		return string(d.take(int(d.u(2))))
-	case 0xc6, 0xdb:
-		return string(d.take(int(d.u(4))))
-	case 0xca:
-		return float64(math.Float32frombits(uint32(d.u(4))))
-	case 0xcb:
-		return math.Float64frombits(d.u(8))
-	case 0xcc:
-		return int64(d.u(1))
-	case 0xcd:
-		return int64(d.u(2))
-	case 0xce:
-		return int64(d.u(4))
-	case 0xcf:
-		return int64(d.u(8))
-	case 0xd0:
-		return int64(int8(d.u(1)))
-	case 0xd1:
-		return int64(int16(d.u(2)))
-	case 0xd2:
-		return int64(int32(d.u(4)))
-	case 0xd3:
-		return int64(d.u(8))
-	case 0xdc:
-		return d.arr(int(d.u(2)))
-	case 0xdd:
-		return d.arr(int(d.u(4)))
-	}
-	d.err = errMsgpack
-	return nil
+func (p *packer) int(v int64)      { _ = p.e.EncodeInt(v) }
+func (p *packer) str(s string)     { _ = p.e.EncodeString(s) }
+func (p *packer) time(t time.Time) { p.int(Micros(t)) }
+
+// unpacker reads the values of one record in order; the first value that
+// does not fit sets err, and every later read returns a zero value.
+type unpacker struct {
+	r   strings.Reader
+	d   *msgpack.Decoder
+	tmp []byte
+	err error
 }
 
-func (d *dec) arr(n int) []any {
-	if n > len(d.b) {
-		d.err = errMsgpack
-		return nil
-	}
-	a := make([]any, n)
-	for i := range a {
-		a[i] = d.value()
-	}
-	return a
+var unpackers = sync.Pool{New: func() any {
+	u := &unpacker{}
+	u.d = msgpack.NewDecoder(&u.r) // a strings.Reader is read as is, unbuffered
+	return u
+}}
+
+func newUnpacker(raw string) *unpacker {
+	u := unpackers.Get().(*unpacker)
+	u.r.Reset(raw)
+	u.err = nil
+	return u
 }
 
-// decodeArray decodes raw as an array of n values whose types follow
-// schema ('s' string, 'n' number).
-func decodeArray(raw string, schema string) ([]any, error) {
-	d := dec{b: []byte(raw)}
-	v := d.value()
-	a, ok := v.([]any)
-	if d.err != nil || !ok || len(d.b) != 0 {
-		return nil, errMsgpack
+// release puts u back in the pool, unless a large string grew its buffer.
+func (u *unpacker) release() {
+	u.r.Reset("")
+	if cap(u.tmp) <= 64<<10 {
+		unpackers.Put(u)
 	}
-	return a, checkSchema(a, schema)
 }
 
-// checkSchema checks that a holds one value per schema letter of the
-// right type, turning integral floats into int64.
-func checkSchema(a []any, schema string) error {
-	if len(a) != len(schema) {
-		return errMsgpack
+// more tells whether values are left to read.
+func (u *unpacker) more() bool { return u.err == nil && u.r.Len() > 0 }
+
+// end tells whether every value was read, and fitted.
+func (u *unpacker) end() bool { return u.err == nil && u.r.Len() == 0 }
+
+func (u *unpacker) fail() { u.err = errMsgpack }
+
+// peek returns the code of the next value.
+func (u *unpacker) peek() byte {
+	if u.err != nil {
+		return msgpcode.Nil
 	}
-	for i, c := range schema {
-		switch c {
-		case 's':
-			if _, ok := a[i].(string); !ok {
-				return errMsgpack
-			}
-		case 'n':
-			switch f := a[i].(type) {
-			case int64:
-			case float64:
-				// cmsgpack writes integral Lua numbers as integers; a
-				// float here is still accepted when it is integral.
-				if f != math.Trunc(f) {
-					return errMsgpack
-				}
-				a[i] = int64(f)
-			default:
-				return errMsgpack
-			}
+	c, err := u.d.PeekCode()
+	if err != nil {
+		u.fail()
+		return msgpcode.Nil
+	}
+	return c
+}
+
+// int reads an integer. cmsgpack writes a Lua number that is not an
+// integer as a float; one that is integral is still taken.
+func (u *unpacker) int() int64 {
+	switch c := u.peek(); {
+	case u.err != nil:
+	case c == msgpcode.Nil:
+		u.fail() // DecodeInt64 would read nil as 0
+	case c == msgpcode.Float || c == msgpcode.Double:
+		f, err := u.d.DecodeFloat64()
+		if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+			u.fail()
+			return 0
 		}
+		return int64(f)
+	default:
+		n, err := u.d.DecodeInt64()
+		if err != nil {
+			u.fail()
+		}
+		return n
+	}
+	return 0
+}
+
+// raw reads a string (str or bin) into u.tmp, valid until the next read.
+func (u *unpacker) raw() []byte {
+	if c := u.peek(); u.err != nil || !msgpcode.IsString(c) && !msgpcode.IsBin(c) {
+		u.fail() // nil included: the library reads it as ""
+		return nil
+	}
+	n, err := u.d.DecodeBytesLen()
+	if err != nil || n > u.r.Len() { // checked before anything is allocated
+		u.fail()
+		return nil
+	}
+	if cap(u.tmp) < n {
+		u.tmp = make([]byte, n)
+	}
+	u.tmp = u.tmp[:n]
+	if err := u.d.ReadFull(u.tmp); err != nil {
+		u.fail()
+		return nil
+	}
+	return u.tmp
+}
+
+func (u *unpacker) str() string { return string(u.raw()) }
+
+// bytes reads a string as bytes, nil when it is empty.
+func (u *unpacker) bytes() []byte {
+	if b := u.raw(); len(b) > 0 {
+		return bytes.Clone(b)
 	}
 	return nil
+}
+
+// id reads a stored instance ID and decodes it (EncodeID).
+func (u *unpacker) id() string {
+	b := u.raw()
+	if u.err != nil {
+		return ""
+	}
+	id, err := DecodeID(string(b))
+	if err != nil {
+		u.fail()
+	}
+	return id
+}
+
+func (u *unpacker) time() time.Time { return FromMicros(u.int()) }
+
+// array reads the header of an array of n values.
+func (u *unpacker) array(n int) {
+	if c := u.peek(); u.err != nil || c == msgpcode.Nil {
+		u.fail() // DecodeArrayLen reads nil as -1
+		return
+	}
+	if got, err := u.d.DecodeArrayLen(); err != nil || got != n {
+		u.fail()
+	}
 }
 
 // Micros converts t to the integer microseconds the scripts use; the zero
@@ -285,111 +286,109 @@ func formatUUID(b string) string {
 	return string(out)
 }
 
-// Spec and state schemas, in lua/lib.lua's P_* and T_* order.
-const (
-	specSchema  = "nsssnnnnsnnnnn"
-	stateSchema = "nnnsnnnnsssn"
-)
-
 // EncodeSpec returns the ten values of in's spec that the Go side writes
-// (lua/lib.lua); the enqueue script puts Seq before them and three values
-// after.
+// (lua/lib.lua P_KIND to P_CREATED); the enqueue script puts Seq before
+// them and three values after.
 func EncodeSpec(in *store.Instance) string {
-	var e enc
-	e.str(in.Kind)
-	e.str(in.Queue)
-	e.str(string(in.Args))
-	e.int(int64(in.Priority))
-	e.int(Micros(in.RunAt))
-	e.int(int64(in.MaxRetries))
-	e.int(int64(in.Timeout))
-	e.str(in.UniqueKey)
-	e.int(Micros(in.UniqueUntil))
-	e.int(Micros(in.CreatedAt))
-	return string(e.b)
+	p := getPacker()
+	p.spec(in)
+	return p.record()
 }
 
-// encodeFullSpec is EncodeSpec with the enqueue script's tail, for a spec
-// written from Go (a damaged one replaced, see Core.Claim); hseq -1 names
-// no history entry.
+func (p *packer) spec(in *store.Instance) {
+	p.str(in.Kind)
+	p.str(in.Queue)
+	p.str(string(in.Args))
+	p.int(int64(in.Priority))
+	p.time(in.RunAt)
+	p.int(int64(in.MaxRetries))
+	p.int(int64(in.Timeout))
+	p.str(in.UniqueKey)
+	p.time(in.UniqueUntil)
+	p.time(in.CreatedAt)
+}
+
+// encodeFullSpec is EncodeSpec with Seq before and the enqueue script's
+// tail after, for a spec written from Go (a damaged one replaced, see
+// Core.Claim); hseq -1 names no history entry.
 func encodeFullSpec(in *store.Instance, enq time.Time) string {
-	var e enc
-	e.int(int64(in.Seq))
-	e.b = append(e.b, EncodeSpec(in)...)
-	e.int(Micros(enq))
-	e.int(0)
-	e.int(-1)
-	return string(e.b)
-}
-
-// decodeValues decodes raw as consecutive values following schema.
-func decodeValues(raw, schema string) ([]any, error) {
-	d := dec{b: []byte(raw)}
-	var a []any
-	for len(d.b) > 0 && d.err == nil {
-		a = append(a, d.value())
-	}
-	if d.err != nil {
-		return nil, errMsgpack
-	}
-	return a, checkSchema(a, schema)
+	p := getPacker()
+	p.int(int64(in.Seq))
+	p.spec(in)
+	p.time(enq)
+	p.int(0)
+	p.int(-1)
+	return p.record()
 }
 
 // DecodeInstance decodes the instance stored under id from its spec and
 // its state ("" when it has not run yet). The error wraps store.ErrCorrupt
 // and names the instance.
 func DecodeInstance(id, spec, state string) (*store.Instance, error) {
-	p, err := decodeValues(spec, specSchema)
-	if err != nil {
+	u := newUnpacker(spec)
+	defer u.release()
+	in := &store.Instance{ID: id, State: store.Scheduled}
+	in.Seq = uint64(u.int())
+	in.Kind = u.str()
+	in.Queue = u.str()
+	in.Args = u.bytes()
+	in.Priority = int(u.int())
+	in.RunAt = u.time()
+	in.MaxRetries = int(u.int())
+	in.Timeout = time.Duration(u.int())
+	in.UniqueKey = u.str()
+	in.UniqueUntil = u.time()
+	in.CreatedAt = u.time()
+	in.UpdatedAt = u.time() // P_ENQ
+	u.int()                 // P_HDELTA and P_HSEQ: the enqueue's history
+	u.int()                 // entry, which only the scripts read
+	if !u.end() {
 		return nil, corrupt("instance "+id, spec)
-	}
-	s := func(i int) string { return p[i].(string) }
-	n := func(i int) int64 { return p[i].(int64) }
-	in := &store.Instance{
-		ID:          id,
-		Seq:         uint64(n(0)),
-		Kind:        s(1),
-		Queue:       s(2),
-		Priority:    int(n(4)),
-		RunAt:       FromMicros(n(5)),
-		State:       store.Scheduled,
-		MaxRetries:  int(n(6)),
-		Timeout:     time.Duration(n(7)),
-		UniqueKey:   s(8),
-		UniqueUntil: FromMicros(n(9)),
-		CreatedAt:   FromMicros(n(10)),
-		UpdatedAt:   FromMicros(n(11)),
-	}
-	if a := s(3); a != "" {
-		in.Args = []byte(a)
 	}
 	if state == "" {
 		return in, nil
 	}
-	t, err := decodeArray(state, stateSchema)
-	if err != nil {
-		return nil, corrupt("the state of instance "+id, state)
-	}
-	ts := func(i int) string { return t[i].(string) }
-	tn := func(i int) int64 { return t[i].(int64) }
-	in.State = store.State(tn(0))
-	in.Attempt = int(tn(1))
-	if r := tn(2); r != 0 {
-		in.RunAt = FromMicros(r)
-	}
-	in.LeaseOwner = ts(3)
-	in.LeaseUntil = FromMicros(tn(4))
-	in.CancelRequested = tn(5) == 1
-	in.UpdatedAt = FromMicros(tn(6))
-	in.FinishedAt = FromMicros(tn(7))
-	if r := ts(8); r != "" {
-		in.Result = []byte(r)
-	}
-	in.Error = ts(9)
-	if !in.State.Valid() {
+	if err := decodeState(u, in, state); err != nil || !in.State.Valid() {
 		return nil, corrupt("the state of instance "+id, state)
 	}
 	return in, nil
+}
+
+// decodeState decodes a state record (lua/lib.lua T_*) into in, reusing
+// u, and returns errMsgpack when it is not one. A RunAt of 0 keeps in's.
+func decodeState(u *unpacker, in *store.Instance, raw string) error {
+	u.r.Reset(raw)
+	u.err = nil
+	u.array(12)
+	in.State = store.State(u.int())
+	in.Attempt = int(u.int())
+	if r := u.int(); r != 0 {
+		in.RunAt = FromMicros(r)
+	}
+	in.LeaseOwner = u.str()
+	in.LeaseUntil = u.time()
+	in.CancelRequested = u.int() == 1
+	in.UpdatedAt = u.time()
+	in.FinishedAt = u.time()
+	in.Result = u.bytes()
+	in.Error = u.str()
+	u.raw() // T_REFS and T_HN: where its history records are, for the scripts
+	u.int()
+	if !u.end() {
+		return errMsgpack
+	}
+	return nil
+}
+
+// stateAttempt returns the attempt a state record holds, if it is one.
+func stateAttempt(raw string) (int, bool) {
+	u := newUnpacker("")
+	defer u.release()
+	var in store.Instance
+	if decodeState(u, &in, raw) != nil {
+		return 0, false
+	}
+	return in.Attempt, true
 }
 
 // decodeHistory decodes a history stream entry value: 'e' (an enqueue:
@@ -398,81 +397,58 @@ func DecodeInstance(id, spec, state string) (*store.Instance, error) {
 // record). Records carry their stored ID in InstanceID, decoded, and no
 // Kind: the caller fills it in from the instance's spec.
 func decodeHistory(raw string) ([]*store.HistoryRecord, error) {
-	d := dec{b: []byte(raw)}
-	tag, _ := d.value().(string)
-	at, ok1 := d.value().(int64)
-	node, ok2 := d.value().(string)
-	if d.err != nil || !ok1 || !ok2 || (tag != "e" && tag != "t") {
+	u := newUnpacker(raw)
+	defer u.release()
+	tag := u.str()
+	t := u.time()
+	node := u.str()
+	if u.err != nil || (tag != "e" && tag != "t") {
 		return nil, corrupt("history entry", raw)
 	}
-	t := FromMicros(at)
 	var out []*store.HistoryRecord
-	for len(d.b) > 0 {
-		v := d.value()
-		if d.err != nil {
-			return nil, corrupt("history entry", raw)
-		}
+	for u.more() {
 		if tag == "e" {
-			sid, ok := v.(string)
-			id, err := DecodeID(sid)
-			if !ok || err != nil {
-				return nil, corrupt("history entry", raw)
-			}
+			id := u.id()
 			out = append(out,
 				&store.HistoryRecord{InstanceID: id, State: store.Created, Time: t, Node: node, Seq: 1},
 				&store.HistoryRecord{InstanceID: id, State: store.Scheduled, Time: t, Node: node, Seq: 2})
 			continue
 		}
-		a, ok := v.([]any)
-		if !ok || checkSchema(a, "snnssn") != nil {
-			return nil, corrupt("history entry", raw)
-		}
-		id, err := DecodeID(a[0].(string))
-		if err != nil {
-			return nil, corrupt("history entry", raw)
-		}
-		h := &store.HistoryRecord{
-			InstanceID: id,
-			State:      store.State(a[1].(int64)),
-			Attempt:    int(a[2].(int64)),
-			Time:       t,
-			Node:       node,
-			Error:      a[3].(string),
-			Seq:        uint64(a[5].(int64)),
-		}
-		if r := a[4].(string); r != "" {
-			h.Result = []byte(r)
-		}
+		u.array(6)
+		h := &store.HistoryRecord{Time: t, Node: node}
+		h.InstanceID = u.id()
+		h.State = store.State(u.int())
+		h.Attempt = int(u.int())
+		h.Error = u.str()
+		h.Result = u.bytes()
+		h.Seq = uint64(u.int())
 		out = append(out, h)
 	}
-	if len(out) == 0 {
+	if !u.end() || len(out) == 0 {
 		return nil, corrupt("history entry", raw)
 	}
 	return out, nil
 }
 
-const logSchema = "ssnnnssn"
-
-// decodeLog decodes a logs stream entry value.
+// decodeLog decodes a logs stream entry value: {id, kind, attempt, level,
+// time, node, message, seq} (lua/append_logs.lua).
 func decodeLog(raw string) (*store.LogRecord, error) {
-	a, err := decodeArray(raw, logSchema)
-	if err != nil {
+	u := newUnpacker(raw)
+	defer u.release()
+	u.array(8)
+	l := &store.LogRecord{}
+	l.InstanceID = u.id()
+	l.Kind = u.str()
+	l.Attempt = int(u.int())
+	l.Level = store.LogLevel(u.int())
+	l.Time = u.time()
+	l.Node = u.str()
+	l.Message = u.str()
+	l.Seq = uint64(u.int())
+	if !u.end() {
 		return nil, corrupt("log record", raw)
 	}
-	id, err := DecodeID(a[0].(string))
-	if err != nil {
-		return nil, corrupt("log record", raw)
-	}
-	return &store.LogRecord{
-		InstanceID: id,
-		Kind:       a[1].(string),
-		Attempt:    int(a[2].(int64)),
-		Level:      store.LogLevel(a[3].(int64)),
-		Time:       FromMicros(a[4].(int64)),
-		Node:       a[5].(string),
-		Message:    a[6].(string),
-		Seq:        uint64(a[7].(int64)),
-	}, nil
+	return l, nil
 }
 
 func corrupt(what, raw string) error {

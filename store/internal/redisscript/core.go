@@ -215,8 +215,8 @@ func (c *Core) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRes
 			return res, err
 		}
 		attempt := 1
-		if t, err := decodeArray(state, stateSchema); err == nil {
-			attempt = int(t[1].(int64))
+		if a, ok := stateAttempt(state); ok {
+			attempt = a
 		}
 		res.Undecodable = append(res.Undecodable, store.UndecodableRecord{
 			LeaseRef: store.LeaseRef{ID: id, Attempt: attempt},

@@ -2,7 +2,18 @@ module github.com/jobkit/job/store/internal/redisscript
 
 go 1.26.0
 
-require github.com/jobkit/job v0.0.0
+require (
+	github.com/jobkit/job v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/vmihailenco/msgpack/v5 v5.4.1
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
 
 // The repository's other modules build against their current code here
 // (see "Module layout" in doc/design.md); go.work does the same for
