@@ -65,6 +65,11 @@ func (c *Core) run(ctx context.Context, s *Script, args ...string) (any, error) 
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %s: %w", c.name, s.Name, ctx.Err())
 		}
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			// The client's network deadline (its ctx's) fired a moment
+			// before the ctx did.
+			return nil, fmt.Errorf("%s: %s: %w (%v)", c.name, s.Name, context.DeadlineExceeded, err)
+		}
 		if strings.Contains(err.Error(), "OOM command not allowed") {
 			return nil, fmt.Errorf("%w: %s: %s: Redis is at its maxmemory and refuses writes (nothing was changed); free memory (retention, a larger maxmemory) or use an eviction policy that keeps jobkit's keys: %v", store.ErrFull, c.name, s.Name, err)
 		}
