@@ -5,6 +5,7 @@ package storetest
 // pin down that a repeat is safe.
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,6 +73,14 @@ func testClaimRepeat(t *testing.T, h Harness) {
 		t.Fatalf("repeat of an empty claim returned %v, want nothing (the first call claimed nothing)", ids(got.Instances))
 	}
 	checkIDs(t, "claim of w2 with seq 10", e.claimSeq(e.s, "q-cr", "w2", 1, at(8*time.Second), 10).Instances, "cr-5")
+
+	// Numbers are compared exactly, however large (a Lua number or a
+	// float64 holds integers exactly only to 2^53).
+	big := uint64(1)<<62 + 1
+	for i, id := range []string{"cr-big-1", "cr-big-2"} {
+		e.enqueue(e.s, at(9*time.Second), inst(id, "q-cr"))
+		checkIDs(t, fmt.Sprintf("claim with seq 2^62+%d", 1+i), e.claimSeq(e.s, "q-cr", "w3", 1, at(9*time.Second), big+uint64(i)).Instances, id)
+	}
 
 	// Without a ClaimSeq, claims are never repeats.
 	e.enqueue(e.s, at(9*time.Second), inst("cr-6", "q-cr"))

@@ -194,7 +194,7 @@ func (c *Core) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRes
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	v, err := c.run(ctx, Claim, us(p.Now), p.Owner, us(p.LeaseUntil), itoa(p.Limit), p.Queue, strconv.FormatUint(p.ClaimSeq, 10))
+	v, err := c.run(ctx, Claim, us(p.Now), p.Owner, us(p.LeaseUntil), itoa(p.Limit), p.Queue, fmt.Sprintf("%020d", p.ClaimSeq))
 	if err != nil {
 		return nil, err
 	}

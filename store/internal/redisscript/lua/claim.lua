@@ -1,7 +1,9 @@
 -- claim: move up to limit ready instances of a queue to Processing.
 -- KEYS: the namespace keys (lib.lua).
 -- ARGV: [1] prefix, [2] now (us), [3] owner, [4] lease deadline (us),
---       [5] limit, [6] queue, [7] claim seq (0: none).
+--       [5] limit, [6] queue, [7] claim seq as 20 decimal digits (all
+--       zeros: none; compared as strings, since a Lua number is exact only
+--       to 2^53).
 -- With a claim seq, the owner's last claim is kept in o:<owner> (a cmsgpack
 -- array: seq, then ID and attempt of each instance it took; it expires
 -- with the claim's lease). A claim whose seq is that one claims nothing
@@ -25,18 +27,21 @@
 -- as Terminated, so they never block the queue. The spec is returned as
 -- stored, undecoded: the caller tells a damaged one.
 local now, owner, until_, limit, queue = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-local cseq = tonumber(ARGV[7] or '0') or 0
+local cseq = ARGV[7] or ''
+if cseq == string.rep('0', 20) then
+	cseq = ''
+end
 local MOVE = 1000
 local skey, lkey = sched_key(queue), levels_key(queue)
 local okey = PREFIX .. 'o:' .. owner
 
-if cseq > 0 then
+if cseq ~= '' then
 	local raw = redis.call('GET', okey)
 	local ok, last = false, nil
 	if raw then
 		ok, last = pcall(function() return {cmsgpack.unpack(raw)} end)
 	end
-	if ok and type(last[1]) == 'number' and last[1] >= cseq then
+	if ok and type(last[1]) == 'string' and #last[1] == #cseq and last[1] >= cseq then
 		local out = {}
 		if last[1] == cseq then
 			local ids = {}
@@ -141,7 +146,7 @@ end
 
 local out = triples(claimed, commit(now, owner, owner, until_))
 
-if cseq > 0 then
+if cseq ~= '' then
 	local took = {cmsgpack.pack(cseq)}
 	for _, c in ipairs(claimed) do
 		took[#took + 1] = cmsgpack.pack(c[1], c[3])
