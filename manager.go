@@ -463,7 +463,7 @@ func (m *Manager) idle(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		for _, in := range insts {
-			pendingTick := in.State == store.Scheduled && in.RunAt.After(now) && strings.HasPrefix(in.UniqueKey, tickKeyPrefix)
+			pendingTick := in.State == store.Scheduled && in.RunAt.After(now) && isTick(in)
 			if !pendingTick {
 				return false, nil
 			}

@@ -46,7 +46,7 @@ func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...Schedule
 			if lerr != nil {
 				return nil, fmt.Errorf("job: schedule %q: %w (and looking up holder %s: %v)", kind, res.Err, res.ID, lerr)
 			}
-			return holder, fmt.Errorf("job: schedule %q with unique key %q: %w (held by instance %s)", kind, rec.UniqueKey, res.Err, res.ID)
+			return holder, fmt.Errorf("job: schedule %q with unique key %q: %w (held by instance %s)", kind, userUniqueKey(rec.UniqueKey), res.Err, res.ID)
 		}
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, res.Err)
 	}
@@ -101,7 +101,7 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 	}
 	rec.RunAt = rec.RunAt.Add(jitter(c.jitter))
 	if c.uniqueKey != "" {
-		rec.UniqueKey, rec.UniqueUntil = c.uniqueKey, now.Add(c.uniqueTTL)
+		rec.UniqueKey, rec.UniqueUntil = userKeyPrefix+c.uniqueKey, now.Add(c.uniqueTTL)
 	}
 	if c.tickKey != "" {
 		rec.UniqueKey, rec.UniqueUntil = c.tickKey, c.tickHoldTil
