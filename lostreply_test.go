@@ -134,3 +134,60 @@ func mustMemdb(t *testing.T) *memdbstore.Store {
 	}
 	return s
 }
+
+// lossyEnqueue stores instances but loses the reply of the first Enqueue.
+type lossyEnqueue struct {
+	store.Store
+	lost atomic.Bool
+}
+
+func (s *lossyEnqueue) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
+	res, err := s.Store.Enqueue(ctx, p)
+	if err == nil && s.lost.CompareAndSwap(false, true) {
+		return nil, errLostReply
+	}
+	return res, err
+}
+
+// A ScheduleJob whose reply was lost, repeated with the same idempotency
+// key, returns the instance the first call stored and stores no other.
+func TestScheduleRepeatedWithIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	st := &lossyEnqueue{Store: mustMemdb(t)}
+	m, err := job.NewManager(job.WithStore(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := job.NewJob(job.WithKind("mail"), job.WithExecutor(func(to string) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RegisterJob(j); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	opts := []job.ScheduleOption{job.WithArguments("a@example.com"), job.WithScheduleAfter(time.Hour), job.WithIdempotencyKey("order-42")}
+	if _, err := m.ScheduleJob(ctx, "mail", opts...); !errors.Is(err, errLostReply) {
+		t.Fatalf("first ScheduleJob: %v, want the lost reply", err)
+	}
+	again, err := m.ScheduleJob(ctx, "mail", opts...)
+	if err != nil {
+		t.Fatalf("repeated ScheduleJob: %v", err)
+	}
+	all, err := m.LookupInstances(ctx, job.NewQuery(job.WithQueryKind("mail")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 || all[0].ID() != again.ID() || again.State() != job.Scheduled {
+		t.Fatalf("after a repeated schedule: %d instances stored, returned %s (%v); want one, the one returned, scheduled", len(all), again.ID(), again.State())
+	}
+	// Another key (or none) is another instance; the same key of another
+	// kind too.
+	other, err := m.ScheduleJob(ctx, "mail", job.WithArguments("b@example.com"), job.WithIdempotencyKey("order-43"))
+	if err != nil || other.ID() == again.ID() {
+		t.Fatalf("schedule with another key: %v, ID %v (first %v)", err, other, again.ID())
+	}
+	if _, err := m.ScheduleJob(ctx, "mail", job.WithIdempotencyKey("")); !errors.Is(err, job.ErrInvalidOption) {
+		t.Fatalf("empty idempotency key: %v, want ErrInvalidOption", err)
+	}
+}

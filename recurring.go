@@ -174,6 +174,9 @@ func (r *recurrence) collectArgs() error {
 	if c.uniqueKey != "" {
 		return fmt.Errorf("%w: a recurring job cannot take WithUniqueKey; each tick is unique already", ErrInvalidJob)
 	}
+	if c.idemKey != "" {
+		return fmt.Errorf("%w: a recurring job cannot take WithIdempotencyKey; each tick is scheduled once per cluster already", ErrInvalidJob)
+	}
 	if !c.runAt.IsZero() || c.after != 0 {
 		return fmt.Errorf("%w: a recurring job cannot take WithScheduleAt or WithScheduleAfter; its schedule sets the run time", ErrInvalidJob)
 	}
