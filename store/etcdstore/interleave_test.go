@@ -33,7 +33,7 @@ func (h *hookKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption)
 	return h.KV.Get(ctx, key, opts...)
 }
 
-func ileaveStore(t *testing.T, p string, hooked bool) (*Store, *hookKV) {
+func ileaveStore(t *testing.T, ns string, hooked bool) (*Store, *hookKV) {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: testserver.Etcd(t), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -45,7 +45,7 @@ func ileaveStore(t *testing.T, p string, hooked bool) (*Store, *hookKV) {
 		h = &hookKV{KV: cli.KV}
 		cli.KV = h
 	}
-	s, err := New(cli, WithPrefix(p))
+	s, err := New(cli, WithNamespace(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func ileaveStore(t *testing.T, p string, hooked bool) (*Store, *hookKV) {
 		s.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		cli.Delete(ctx, p, clientv3.WithPrefix())
+		cli.Delete(ctx, s.Prefix(), clientv3.WithPrefix())
 	})
 	return s, h
 }
@@ -65,9 +65,10 @@ func ileaveStore(t *testing.T, p string, hooked bool) (*Store, *hookKV) {
 // not at all.
 func TestLookupByStatesWhileInstancesMove(t *testing.T) {
 	t.Parallel()
-	p := "jobkit-test/interleave/" + strings.ReplaceAll(t.Name(), "/", "_") + time.Now().Format("150405.000000") + "/"
-	looker, h := ileaveStore(t, p, true)
-	mover, _ := ileaveStore(t, p, false)
+	ns := "interleave-" + strings.ReplaceAll(t.Name(), "/", "_") + time.Now().Format("150405.000000")
+	looker, h := ileaveStore(t, ns, true)
+	mover, _ := ileaveStore(t, ns, false)
+	p := looker.Prefix()
 	ctx := t.Context()
 	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	mk := func(id string, runAt time.Time) *store.Instance {
