@@ -8,21 +8,59 @@ import (
 	"github.com/jobkit/job/store"
 )
 
+// pendingClaim is a claim whose reply was lost: the store may have applied
+// it. The claim loop repeats it (same queue, same ClaimSeq) before it makes
+// any other claim, so it runs what that call claimed instead of leaving it
+// to expire and be rescued as a spent attempt.
+type pendingClaim struct {
+	queue string
+	limit int
+	seq   uint64
+}
+
 // claimLoop claims ready instances while workers are free. It claims at
 // most as many as there are free workers, from the manager's queues in
 // turn; when a claim comes back short it sleeps until the earliest next
 // run time the store reported, a wake-up (a local schedule, a store
 // notification, a freed worker), or the poll interval, whichever is first.
+// While the store refuses outcomes for want of space it claims nothing
+// (see waitStoreRoom). A claim that failed without a clear answer is
+// repeated first (see pendingClaim); one still pending at Stop is repeated
+// once more and what it claimed is handed back.
 func (m *Manager) claimLoop() {
 	defer m.bg.Done()
 	queues := m.cfg.queues
 	start := 0
 	failures := 0
+	var pending *pendingClaim
+	defer func() {
+		if pending != nil {
+			m.releasePending(pending)
+		}
+	}()
 	for {
 		select {
 		case <-m.stopCh:
 			return
 		default:
+		}
+		if !m.waitStoreRoom() {
+			return
+		}
+		if pending != nil {
+			n, _, err := m.claim(pending.queue, pending.limit, pending.seq)
+			if err != nil {
+				failures++
+				d := retryDelay(failures - 1)
+				m.log.Warn("repeating a claim whose reply was lost; retrying", "queue", pending.queue, "err", err, "in", d)
+				if !sleep(SystemClock{}, d, m.stopCh) {
+					return
+				}
+				continue
+			}
+			m.log.Info("repeated a claim whose reply was lost", "queue", pending.queue, "claimed", n)
+			pending, failures = nil, 0
+			continue
 		}
 		free := m.pool.free()
 		if free == 0 {
@@ -48,9 +86,15 @@ func (m *Manager) claimLoop() {
 				break
 			}
 			limit := min(free, m.cfg.claimBatch)
-			n, nextRun, err := m.claim(q, limit)
+			m.claimSeq++
+			n, nextRun, err := m.claim(q, limit, m.claimSeq)
 			if err != nil {
 				claimErr = err
+				if ambiguous(err) {
+					// Repeat this very claim before any other.
+					pending = &pendingClaim{queue: q, limit: limit, seq: m.claimSeq}
+					break
+				}
 				continue
 			}
 			free -= n
@@ -94,15 +138,86 @@ func (m *Manager) claimLoop() {
 	}
 }
 
-// claim claims up to limit instances of queue q and starts them. It
-// returns how many it claimed and the store's next run time.
-func (m *Manager) claim(q string, limit int) (int, time.Time, error) {
+// ambiguous reports whether a failed store call may have been applied all
+// the same: anything but a refusal the store makes before changing
+// anything (invalid parameters, no space).
+func ambiguous(err error) bool {
+	return !errors.Is(err, store.ErrInvalid) && !errors.Is(err, store.ErrFull)
+}
+
+// waitStoreRoom waits while the store refuses outcomes for want of space
+// (storeFull): claiming more would start work whose end cannot be
+// recorded. It returns false when the manager stops meanwhile.
+func (m *Manager) waitStoreRoom() bool {
+	logged := false
+	for m.storeFull.Load() {
+		if !logged {
+			m.log.Warn("store is out of space; claiming paused until outcomes can be written again")
+			logged = true
+		}
+		t := m.clock.NewTimer(m.cfg.pollInterval)
+		select {
+		case <-t.C():
+		case <-m.wake:
+		case <-m.stopCh:
+			t.Stop()
+			return false
+		}
+		t.Stop()
+	}
+	if logged {
+		m.log.Info("store has room again; claiming resumed")
+	}
+	return true
+}
+
+// setStoreFull records whether the store's last answer to an outcome write
+// was store.ErrFull, and wakes the claim loop when room came back.
+func (m *Manager) setStoreFull(full bool) {
+	if m.storeFull.Swap(full) && !full {
+		m.notifyLocal()
+	}
+}
+
+// releasePending repeats, at Stop, a claim whose reply was lost, and hands
+// back what it claimed (the attempt not counted), so nothing it took waits
+// for its lease to end. It is bounded by a short timeout: the store may be
+// the reason the reply was lost.
+func (m *Manager) releasePending(p *pendingClaim) {
+	now := m.clock.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := m.store.Claim(ctx, &store.ClaimParams{
+		Queue: p.queue, Owner: m.node, Limit: p.limit, Now: now, LeaseUntil: now.Add(m.cfg.lease), ClaimSeq: p.seq,
+	})
+	if err != nil {
+		m.log.Warn("stopping: could not repeat a claim whose reply was lost; what it claimed will be rescued when its lease ends", "queue", p.queue, "err", err)
+		return
+	}
+	for _, rec := range res.Instances {
+		ctx, cancel := context.WithCancelCause(m.runCtx)
+		a := &attempt{rec: rec, ctx: ctx, cancel: cancel}
+		a.settled.Store(true)
+		m.active.add(a)
+		m.submit(&finishReq{a: a, inst: newInstance(rec.Clone(), m), out: store.Outcome{
+			ID: rec.ID, Attempt: rec.Attempt, State: store.Scheduled, RunAt: rec.RunAt, Release: true,
+			Error: "handed back: " + ErrShutdown.Error(),
+		}})
+		cancel(nil)
+	}
+}
+
+// claim claims up to limit instances of queue q and starts them, as claim
+// number seq of this manager (a repeat of a claim whose reply was lost
+// passes that claim's number). It returns how many it claimed and the
+// store's next run time.
+func (m *Manager) claim(q string, limit int, seq uint64) (int, time.Time, error) {
 	now := m.clock.Now()
 	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
 	defer cancel()
 	m.pool.take(limit)
 	res, err := m.store.Claim(ctx, &store.ClaimParams{
-		Queue: q, Owner: m.node, Limit: limit, Now: now, LeaseUntil: now.Add(m.cfg.lease),
+		Queue: q, Owner: m.node, Limit: limit, Now: now, LeaseUntil: now.Add(m.cfg.lease), ClaimSeq: seq,
 	})
 	if err != nil {
 		m.pool.giveBack(limit)

@@ -140,6 +140,9 @@ func (m *Manager) flush(batch []*finishReq) {
 				err = fmt.Errorf("store returned %d results for %d outcomes", len(errs), len(outs))
 			}
 		}
+		// While the store refuses outcomes for want of space, the claim
+		// loop claims nothing: work claimed now could not be recorded.
+		m.setStoreFull(errors.Is(err, store.ErrFull))
 		if err == nil {
 			break
 		}

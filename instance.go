@@ -34,6 +34,9 @@ type Instance interface {
 	UpdatedAt() time.Time
 	// FinishedAt is when the instance reached a final state, or zero.
 	FinishedAt() time.Time
+	// UniqueKey is the key given WithUniqueKey; for a recurring tick, the
+	// tick's own key ("t:<kind>:<nanoseconds>"), which no user key can
+	// equal.
 	UniqueKey() string
 	// Arguments returns the arguments. Inside an executor they have the
 	// executor's parameter types; read from a lookup they are decoded from
@@ -99,7 +102,7 @@ func (i *instance) RunAt() time.Time       { return i.rec.RunAt }
 func (i *instance) CreatedAt() time.Time   { return i.rec.CreatedAt }
 func (i *instance) UpdatedAt() time.Time   { return i.rec.UpdatedAt }
 func (i *instance) FinishedAt() time.Time  { return i.rec.FinishedAt }
-func (i *instance) UniqueKey() string      { return i.rec.UniqueKey }
+func (i *instance) UniqueKey() string      { return userUniqueKey(i.rec.UniqueKey) }
 
 func (i *instance) Arguments() []any {
 	if i.args != nil {

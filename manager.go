@@ -79,6 +79,15 @@ type Manager struct {
 	changed      atomic.Pointer[chan struct{}] // closed and replaced after each flush
 	unflushed    atomic.Int64                  // outcomes submitted but not yet applied
 	logsQueued   atomic.Int64                  // log records queued but not yet written
+
+	// claimSeq numbers this manager's claims (store.ClaimParams.ClaimSeq);
+	// only the claim loop uses it. It starts at the wall clock's
+	// nanoseconds, so a manager restarted under the same node ID numbers
+	// above its previous run.
+	claimSeq uint64
+	// storeFull is set while the store refuses outcomes for want of space
+	// (store.ErrFull): the claim loop claims nothing meanwhile.
+	storeFull atomic.Bool
 }
 
 // NewManager returns a manager configured by opts. It does not start
@@ -111,6 +120,8 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		wake:       make(chan struct{}, 1),
 		handoff:    make(chan *attempt),
 		settledSig: make(chan struct{}, 1),
+
+		claimSeq: uint64(time.Now().UnixNano()),
 	}
 	m.watch = watchlist{allowance: c.stopAllowance(), wake: make(chan struct{}, 1)}
 	m.enq = enqueuer{st: c.store, node: c.node, clock: c.clock}
@@ -452,7 +463,7 @@ func (m *Manager) idle(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		for _, in := range insts {
-			pendingTick := in.State == store.Scheduled && in.RunAt.After(now) && strings.HasPrefix(in.UniqueKey, tickKeyPrefix)
+			pendingTick := in.State == store.Scheduled && in.RunAt.After(now) && isTick(in)
 			if !pendingTick {
 				return false, nil
 			}

@@ -20,6 +20,12 @@ import (
 // returns (see enqueuer), and a call made while none is in flight goes
 // straight through. A call whose ctx ends while it waits for its batch
 // returns ctx's error and stores nothing.
+//
+// ScheduleJob returns when ctx ends, whatever the store is doing. A call
+// cut short by ctx, a timeout or a broken connection may still have stored
+// the instance: to retry it safely, give the call WithIdempotencyKey and
+// repeat it with the same key; the repeat returns the instance stored
+// first instead of storing another.
 func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...ScheduleOption) (Instance, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
@@ -46,9 +52,17 @@ func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...Schedule
 			if lerr != nil {
 				return nil, fmt.Errorf("job: schedule %q: %w (and looking up holder %s: %v)", kind, res.Err, res.ID, lerr)
 			}
-			return holder, fmt.Errorf("job: schedule %q with unique key %q: %w (held by instance %s)", kind, rec.UniqueKey, res.Err, res.ID)
+			return holder, fmt.Errorf("job: schedule %q with unique key %q: %w (held by instance %s)", kind, userUniqueKey(rec.UniqueKey), res.Err, res.ID)
 		}
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, res.Err)
+	}
+	if res.Existed {
+		// A repeat with an idempotency key: the instance stored first.
+		stored, err := m.LookupInstance(ctx, res.ID)
+		if err != nil {
+			return nil, fmt.Errorf("job: schedule %q: instance %s is stored already (idempotency key %q), and looking it up: %w", kind, res.ID, c.idemKey, err)
+		}
+		return stored, nil
 	}
 	rec.State, rec.Seq, rec.UpdatedAt = store.Scheduled, res.Seq, rec.CreatedAt
 	m.notifyLocal()
@@ -68,6 +82,9 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("job: new instance ID: %w", err)
+	}
+	if c.idemKey != "" {
+		id = idempotentID(j.kind, c.idemKey)
 	}
 	now := m.clock.Now()
 	rec := &store.Instance{
@@ -101,7 +118,7 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 	}
 	rec.RunAt = rec.RunAt.Add(jitter(c.jitter))
 	if c.uniqueKey != "" {
-		rec.UniqueKey, rec.UniqueUntil = c.uniqueKey, now.Add(c.uniqueTTL)
+		rec.UniqueKey, rec.UniqueUntil = userKeyPrefix+c.uniqueKey, now.Add(c.uniqueTTL)
 	}
 	if c.tickKey != "" {
 		rec.UniqueKey, rec.UniqueUntil = c.tickKey, c.tickHoldTil

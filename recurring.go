@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -173,6 +174,9 @@ func (r *recurrence) collectArgs() error {
 	if c.uniqueKey != "" {
 		return fmt.Errorf("%w: a recurring job cannot take WithUniqueKey; each tick is unique already", ErrInvalidJob)
 	}
+	if c.idemKey != "" {
+		return fmt.Errorf("%w: a recurring job cannot take WithIdempotencyKey; each tick is scheduled once per cluster already", ErrInvalidJob)
+	}
 	if !c.runAt.IsZero() || c.after != 0 {
 		return fmt.Errorf("%w: a recurring job cannot take WithScheduleAt or WithScheduleAfter; its schedule sets the run time", ErrInvalidJob)
 	}
@@ -180,13 +184,39 @@ func (r *recurrence) collectArgs() error {
 	return nil
 }
 
-// tickKeyPrefix starts the unique key of every recurring tick.
-const tickKeyPrefix = "jobkit:tick:"
+// Stored unique keys live in two namespaces, so a user's key can never
+// take a recurring tick's place: a user key (WithUniqueKey) is stored
+// behind userKeyPrefix, a tick's key behind tickKeyPrefix.
+const (
+	userKeyPrefix = "u:"
+	tickKeyPrefix = "t:"
+)
 
-// tickKey is the unique key of a recurring job's tick: the same on every
-// manager, so the store keeps one instance per tick per cluster.
+// tickKey is the stored unique key of a recurring job's tick: the same on
+// every manager, so the store keeps one instance per tick per cluster.
 func tickKey(kind string, tick time.Time) string {
 	return fmt.Sprintf("%s%s:%d", tickKeyPrefix, kind, tick.UnixNano())
+}
+
+// isTick reports whether in is a recurring tick: its stored unique key is
+// tickKey of its own kind and some time. No user key can be one, since
+// user keys are stored behind userKeyPrefix.
+func isTick(in *store.Instance) bool {
+	rest, ok := strings.CutPrefix(in.UniqueKey, tickKeyPrefix+in.Kind+":")
+	if !ok || rest == "" {
+		return false
+	}
+	_, err := strconv.ParseInt(rest, 10, 64)
+	return err == nil
+}
+
+// userUniqueKey returns the key a user gave WithUniqueKey from its stored
+// form, and a tick's stored key as it is.
+func userUniqueKey(stored string) string {
+	if k, ok := strings.CutPrefix(stored, userKeyPrefix); ok {
+		return k
+	}
+	return stored
 }
 
 // tickHold is how long past its tick a tick's key is held: long enough that

@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"github.com/google/uuid"
 	"time"
 )
 
@@ -25,6 +26,7 @@ type scheduleConfig struct {
 	after       time.Duration
 	jitter      time.Duration
 	uniqueKey   string
+	idemKey     string
 	uniqueTTL   time.Duration
 	hasArgs     bool
 	typedArgs   bool // the arguments came from a TypedJob's Schedule
@@ -91,6 +93,35 @@ func WithJitter(d time.Duration) ScheduleOption {
 		c.jitter = d
 		return nil
 	})
+}
+
+// WithIdempotencyKey makes a repeated ScheduleJob safe: the instance's ID
+// is derived from the job's kind and key, so a call repeated with the same
+// key (after a timeout, a canceled ctx or a lost connection, when the
+// caller cannot know whether the first call stored the instance) returns
+// the instance stored first, with a nil error, and stores nothing; its
+// other options are not looked at again. The key holds as long as that
+// instance is stored (until retention prunes it), unlike WithUniqueKey,
+// which holds for a TTL and answers ErrDuplicate. Use a key that names the
+// request, such as an order ID or a client-generated UUID.
+func WithIdempotencyKey(key string) ScheduleOption {
+	return scheduleOption(func(c *scheduleConfig) error {
+		if key == "" {
+			return fmt.Errorf("%w: empty idempotency key", ErrInvalidOption)
+		}
+		c.idemKey = key
+		return nil
+	})
+}
+
+// idemSpace is the UUID namespace of instance IDs derived from
+// idempotency keys.
+var idemSpace = uuid.MustParse("5b0c5a6e-52f4-4d0e-9a0b-6a6f626b6974")
+
+// idempotentID is the instance ID of a ScheduleJob of kind with
+// idempotency key key: a name-based UUID, the same on every manager.
+func idempotentID(kind, key string) uuid.UUID {
+	return uuid.NewSHA1(idemSpace, []byte(kind+"\x00"+key))
 }
 
 // WithUniqueKey makes the instance unique by key for ttl (DefaultUniqueTTL

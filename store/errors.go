@@ -22,4 +22,11 @@ var (
 	ErrCorrupt = errors.New("store: undecodable record")
 	// ErrTooLarge: a record exceeds what the store can hold in one value.
 	ErrTooLarge = errors.New("store: record too large")
+	// ErrFull: the store refuses writes because it is out of space (Redis
+	// at maxmemory with the noeviction policy, etcd over its space quota).
+	// The call that returns it changed nothing. It passes once the store
+	// has room again (retention, a larger limit, another eviction policy);
+	// meanwhile the engine stops claiming, since it could not record what
+	// it runs.
+	ErrFull = errors.New("store: out of space, writes refused")
 )

@@ -35,9 +35,12 @@ type Queue interface {
 	// Enqueue stores new instances in state Scheduled and appends two
 	// history records for each: Created and Scheduled. An instance with a
 	// UniqueKey that another instance holds (UniqueUntil after p.Now) is not
-	// stored: its result carries ErrDuplicate and the holder's ID. The store
-	// assigns Seq, increasing in enqueue order. A notifying store wakes the
-	// queue's subscribers.
+	// stored: its result carries ErrDuplicate and the holder's ID. An
+	// instance whose ID is stored already is not stored again: its result
+	// has no error, the stored instance's Seq and Existed set, and nothing
+	// changes, so a retried Enqueue (after a call whose reply was lost) is
+	// idempotent. The store assigns Seq, increasing in enqueue order. A
+	// notifying store wakes the queue's subscribers.
 	Enqueue(ctx context.Context, p *EnqueueParams) ([]EnqueueResult, error)
 
 	// Claim moves up to p.Limit ready instances of p.Queue (State Scheduled,
@@ -55,6 +58,8 @@ type Queue interface {
 	// NextRunAt is the earliest RunAt of a Scheduled instance still waiting in
 	// p.Queue (zero when there is none), so the caller can sleep exactly
 	// until then.
+	//
+	// A claim with a ClaimSeq can be repeated safely (see ClaimParams).
 	Claim(ctx context.Context, p *ClaimParams) (*ClaimResult, error)
 
 	// Renew extends the leases of running attempts owned by p.Owner. Leases
@@ -66,8 +71,13 @@ type Queue interface {
 	// Finish applies the outcomes of running attempts owned by p.Owner and
 	// appends one history record per applied outcome. An outcome whose
 	// attempt is no longer the owner's (its lease was rescued, or it was
-	// already finished) is not applied: its entry in the returned slice is
-	// ErrLeaseLost. The returned slice has one entry per outcome.
+	// finished with another outcome) is not applied: its entry in the
+	// returned slice is ErrLeaseLost. An outcome that was applied already
+	// (the instance is exactly where that outcome left it: the same state,
+	// attempt, error and result, and for a retry the same RunAt) is
+	// reported as applied (nil) and applied nothing twice, so a Finish
+	// repeated after a call whose reply was lost succeeds. The returned
+	// slice has one entry per outcome.
 	Finish(ctx context.Context, p *FinishParams) ([]error, error)
 
 	// Rescue finds up to p.Limit Processing instances whose lease ended
@@ -150,6 +160,9 @@ type EnqueueResult struct {
 	ID string
 	// Seq is the sequence number assigned by the store (0 on error).
 	Seq uint64
+	// Existed reports that an instance with this ID was stored already
+	// (a repeated Enqueue); nothing was changed and Seq is the stored one.
+	Existed bool
 	// Err is nil or wraps ErrDuplicate.
 	Err error
 }
@@ -161,6 +174,20 @@ type ClaimParams struct {
 	Limit      int       // at most this many instances; must be > 0
 	Now        time.Time // instances with RunAt <= Now are ready
 	LeaseUntil time.Time // the lease deadline of the claimed attempts
+
+	// ClaimSeq, when not 0, numbers this claim among the claims of Owner:
+	// each new claim takes a larger number, and the repeat of a claim whose
+	// reply was lost (a timeout, a broken connection) takes the same one.
+	// The store remembers, per owner, the number of the last claim it
+	// applied and the attempts that claim took, until that claim's
+	// LeaseUntil. A Claim whose number is that last one claims nothing new:
+	// it returns the attempts the first call took that are still Processing
+	// under Owner (so the caller runs what the call it gave up on claimed).
+	// A Claim whose number is below it is a call that reached the store
+	// late, after a newer one: it claims and returns nothing. So a call
+	// the caller gave up on never claims work nobody runs. The numbers of
+	// an owner that makes no claim for longer than its lease are forgotten.
+	ClaimSeq uint64
 }
 
 // ClaimResult is what Queue.Claim returns.

@@ -32,7 +32,7 @@ func main() {
 	jobs := flag.Int("jobs", 20, "jobs to schedule")
 	flag.Parse()
 
-	rdb := redis.NewClient(&redis.Options{Addr: *addr})
+	rdb := redis.NewClient(&redis.Options{Addr: *addr, ContextTimeoutEnabled: true})
 	defer rdb.Close() // the store never closes the caller's client
 	ctx := context.Background()
 	if err := rdb.Ping(ctx).Err(); err != nil {

@@ -125,11 +125,17 @@ func (k keys) dyn(id string) string    { return k.p + "s/" + esc(id) }
 func (k keys) running(id string) string {
 	return k.p + "p/" + esc(id)
 }
-func (k keys) runningPrefix() string       { return k.p + "p/" }
-func (k keys) alive(lease int64) string    { return k.p + "a/" + hex16(uint64(lease)) }
-func (k keys) alivePrefix() string         { return k.p + "a/" }
-func (k keys) unique(key string) string    { return k.p + "u/" + esc(key) }
-func (k keys) queuePrefix(q string) string { return k.p + "r/" + esc(q) + "/" }
+func (k keys) runningPrefix() string    { return k.p + "p/" }
+func (k keys) alive(lease int64) string { return k.p + "a/" + hex16(uint64(lease)) }
+func (k keys) alivePrefix() string      { return k.p + "a/" }
+func (k keys) unique(key string) string { return k.p + "u/" + esc(key) }
+
+// claimSeqKey holds the ClaimSeq of owner's last claim (hex16), and
+// claimedPrefix the attempts that claim took (cl/<owner>/<id> -> hex16
+// seq + attempt); both live on the claiming handle's etcd lease.
+func (k keys) claimSeqKey(owner string) string   { return k.p + "cs/" + esc(owner) }
+func (k keys) claimedPrefix(owner string) string { return k.p + "cl/" + esc(owner) + "/" }
+func (k keys) queuePrefix(q string) string       { return k.p + "r/" + esc(q) + "/" }
 func (k keys) prioPrefix(q string, prio string) string {
 	return k.queuePrefix(q) + prio + "/"
 }

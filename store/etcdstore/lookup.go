@@ -29,8 +29,18 @@ func (c corruption) err() error {
 // scan pages through the index keys in [start, end), ascending or
 // descending, calling fn for each until it returns false.
 func (s *Store) scan(ctx context.Context, start, end string, desc bool, keysOnly bool, fn func(key string, val []byte) bool) error {
+	return s.scanAt(ctx, nil, start, end, desc, keysOnly, fn)
+}
+
+// scanAt is scan at one revision: every page is read at *rev, or, when
+// *rev is 0, at the revision of the first page, which it stores in *rev.
+// A nil rev reads each page at the newest revision.
+func (s *Store) scanAt(ctx context.Context, rev *int64, start, end string, desc bool, keysOnly bool, fn func(key string, val []byte) bool) error {
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(page)}
+		if rev != nil && *rev != 0 {
+			opts = append(opts, clientv3.WithRev(*rev))
+		}
 		if desc {
 			opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
 		}
@@ -40,6 +50,9 @@ func (s *Store) scan(ctx context.Context, start, end string, desc bool, keysOnly
 		resp, err := s.cli.Get(ctx, start, opts...)
 		if err != nil {
 			return err
+		}
+		if rev != nil && *rev == 0 {
+			*rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
 			if !fn(string(kv.Key), kv.Value) {
@@ -74,7 +87,12 @@ func bounds(base string, q *store.Query) (string, string) {
 // LookupInstances implements store.History. A query by instance is one
 // read; by kind it walks that kind's creation-time index, otherwise the
 // global one, in both cases only inside the query's time range, newest
-// first, and stops at the limit.
+// first, and stops at the limit. A query by states walks one index per
+// state; every read of the lookup (each walk's pages and the records they
+// name) is at the revision of its first read, so the walks see one state
+// of the store: an instance that moves between two wanted states while the
+// lookup runs is found once, in the state it had at that revision, never
+// twice nor not at all.
 func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
 	if err := q.Validate(); err != nil {
 		return nil, s.wrap("lookup instances", ctx, err)
@@ -86,11 +104,19 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 	defer cancel()
 	var bad corruption
 	var out []*store.Instance
+	// rev is the revision every read of the lookup is made at (set by the
+	// first page of the first walk).
+	var rev int64
+	seen := map[string]bool{}
 	full := func() bool { return q.Limit > 0 && len(out) >= q.Limit }
 	fetch := func(ids []string) error {
 		ops := make([]clientv3.Op, 0, 2*len(ids))
+		var at []clientv3.OpOption
+		if rev != 0 {
+			at = append(at, clientv3.WithRev(rev))
+		}
 		for _, id := range ids {
-			ops = append(ops, clientv3.OpGet(s.k.static(id)), clientv3.OpGet(s.k.dyn(id)))
+			ops = append(ops, clientv3.OpGet(s.k.static(id), at...), clientv3.OpGet(s.k.dyn(id), at...))
 		}
 		rs, err := s.read(ctx, ops)
 		if err != nil {
@@ -112,7 +138,8 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 				continue
 			}
 			in := instance(st, d)
-			if q.MatchInstance(in) && !full() {
+			if q.MatchInstance(in) && !full() && !seen[in.ID] {
+				seen[in.ID] = true
 				out = append(out, in)
 			}
 		}
@@ -148,7 +175,7 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 		start, end := bounds(base, q)
 		var ids []string
 		var ferr error
-		err = s.scan(ctx, start, end, true, false, func(_ string, val []byte) bool {
+		err = s.scanAt(ctx, &rev, start, end, true, false, func(_ string, val []byte) bool {
 			ids = append(ids, string(val))
 			if len(ids) == page/2 {
 				ferr = fetch(ids)

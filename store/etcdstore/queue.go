@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -138,6 +139,14 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 		pending[i] = i
 	}
 	now := tn(p.Now)
+	var repeats [][2]int // an ID given twice in one call: {later, first}
+	defer func() {
+		for _, r := range repeats {
+			if f := res[r[1]]; f.Err == nil && f.ID != "" {
+				res[r[0]] = store.EnqueueResult{ID: f.ID, Seq: f.Seq, Existed: true}
+			}
+		}
+	}()
 	for round := 0; len(pending) > 0; round++ {
 		if round > 0 {
 			if err := backoff(ctx, round); err != nil {
@@ -156,6 +165,10 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 		}
 		for _, uk := range ukeys {
 			ops = append(ops, clientv3.OpGet(s.k.unique(uk)))
+		}
+		// Instances stored already (a repeated Enqueue) are not stored again.
+		for _, i := range pending {
+			ops = append(ops, clientv3.OpGet(s.k.dyn(p.Instances[i].ID)))
 		}
 		held := map[string]uniqRec{}
 		urev := map[string]int64{}
@@ -189,11 +202,31 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 				}
 			}
 		}
+		existing := map[string]uint64{}
+		for j, i := range pending {
+			if kvs := ranges[len(ukeys)+j].GetKvs(); len(kvs) > 0 {
+				d, err := decodeDyn(string(kvs[0].Key), kvs[0].Value)
+				if err != nil {
+					return err
+				}
+				existing[p.Instances[i].ID] = d.Seq
+			}
+		}
 		// Duplicates are answered now; the rest go into transactions.
 		var todo []int
 		taken := map[string]string{}
+		batchIDs := map[string]int{}
 		for _, i := range pending {
 			in := p.Instances[i]
+			if seq, ok := existing[in.ID]; ok {
+				res[i] = store.EnqueueResult{ID: in.ID, Seq: seq, Existed: true}
+				continue
+			}
+			if first, ok := batchIDs[in.ID]; ok {
+				repeats = append(repeats, [2]int{i, first})
+				continue
+			}
+			batchIDs[in.ID] = i
 			if uk := in.UniqueKey; uk != "" {
 				if h, ok := held[uk]; ok {
 					res[i] = store.EnqueueResult{ID: h.ID, Err: fmt.Errorf("%w: instance %s: unique key %q is held by %s until %v", store.ErrDuplicate, in.ID, uk, h.ID, nt(h.Until))}
@@ -276,6 +309,8 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 			g.put(s.k.unique(uk), mustJSON(&uniqRec{ID: in.ID, Until: tn(in.UniqueUntil)}), clientv3.WithLease(lease))
 			ucmp = append(ucmp, clientv3.Compare(clientv3.ModRevision(s.k.unique(uk)), "=", urev[uk]))
 		}
+		// Never over an instance stored meanwhile under the same ID.
+		ucmp = append(ucmp, clientv3.Compare(clientv3.CreateRevision(s.k.dyn(in.ID)), "=", 0))
 		if n > 0 && (len(ops)+len(g.ops) > s.maxOps || len(cmps)+len(ucmp) > s.maxOps || size+g.size > s.maxTxn) {
 			break
 		}
@@ -485,6 +520,12 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		return nil, err
 	}
 	res := &store.ClaimResult{}
+	if p.ClaimSeq != 0 {
+		fresh, err := s.reserveClaim(ctx, p, lease, res)
+		if err != nil || !fresh {
+			return res, err
+		}
+	}
 	s.mu.Lock()
 	lost := time.Since(s.contended) < time.Second
 	s.mu.Unlock()
@@ -543,6 +584,9 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			g.put(s.k.dyn(d.ID), mustJSON(&d))
 			g.put(s.k.running(d.ID), mustJSON(&runRec{LeaseID: d.LeaseID, LeaseUntil: d.LeaseUntil}))
 			s.addHist(g, &d, store.Scheduled, p.Now, p.Owner, "", nil)
+			if p.ClaimSeq != 0 {
+				g.put(s.k.claimedPrefix(p.Owner)+esc(d.ID), hex16(p.ClaimSeq)+strconv.Itoa(d.Attempt), clientv3.WithLease(lease))
+			}
 			g.get(s.k.static(d.ID))
 			gs, dyns = append(gs, g), append(dyns, &d)
 		}
@@ -604,6 +648,93 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			}
 		}
 	}
+}
+
+// reserveClaim makes p.ClaimSeq the owner's last claim number, in one
+// transaction that compares the number stored: when it is lower (or none),
+// the number is taken, the record of the owner's previous claim is dropped
+// and fresh is true: the caller claims. When it is p.ClaimSeq, this is a
+// repeat: res gets the attempts that claim took that are still running
+// under the owner. When it is higher, this call came late: res stays empty.
+// The owner's keys live on the handle's etcd lease.
+func (s *Store) reserveClaim(ctx context.Context, p *store.ClaimParams, lease clientv3.LeaseID, res *store.ClaimResult) (fresh bool, err error) {
+	sk, want := s.k.claimSeqKey(p.Owner), hex16(p.ClaimSeq)
+	take := []clientv3.Op{
+		clientv3.OpPut(sk, want, clientv3.WithLease(lease)),
+		clientv3.OpDelete(s.k.claimedPrefix(p.Owner), clientv3.WithPrefix()),
+	}
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(sk), "<", want)).Then(take...).Else(clientv3.OpGet(sk)).Commit()
+	if err != nil {
+		return false, err
+	}
+	if resp.Succeeded {
+		return true, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		// No number yet (a Value compare fails on a missing key).
+		resp, err = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(sk), "=", 0)).Then(take...).Else(clientv3.OpGet(sk)).Commit()
+		if err != nil {
+			return false, err
+		}
+		if resp.Succeeded {
+			return true, nil
+		}
+		if kvs = resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 0 {
+			return false, fmt.Errorf("claim number of %s vanished while being read", p.Owner)
+		}
+	}
+	if string(kvs[0].Value) != want {
+		return false, nil // a newer claim was applied: this call is stale
+	}
+	// A repeat: what the first call took, if still running under owner.
+	got, err := s.cli.Get(ctx, s.k.claimedPrefix(p.Owner), clientv3.WithPrefix())
+	if err != nil {
+		return false, err
+	}
+	var ids []string
+	attempts := map[string]int{}
+	for _, kv := range got.Kvs {
+		v := string(kv.Value)
+		if len(v) <= 16 || v[:16] != want {
+			continue
+		}
+		at, err := strconv.Atoi(v[16:])
+		if err != nil {
+			continue
+		}
+		id := unesc(string(kv.Key)[len(s.k.claimedPrefix(p.Owner)):])
+		ids = append(ids, id)
+		attempts[id] = at
+	}
+	if len(ids) == 0 {
+		return false, nil
+	}
+	ops := make([]clientv3.Op, 0, 2*len(ids))
+	for _, id := range ids {
+		ops = append(ops, clientv3.OpGet(s.k.static(id)), clientv3.OpGet(s.k.dyn(id)))
+	}
+	rs, err := s.read(ctx, ops)
+	if err != nil {
+		return false, err
+	}
+	for j, id := range ids {
+		skv, dkv := rs[2*j].GetKvs(), rs[2*j+1].GetKvs()
+		if len(skv) == 0 || len(dkv) == 0 {
+			continue
+		}
+		st, err := decodeStatic(string(skv[0].Key), skv[0].Value)
+		if err != nil {
+			continue
+		}
+		d, err := decodeDyn(string(dkv[0].Key), dkv[0].Value)
+		if err != nil || d.State != store.Processing || d.Owner != p.Owner || d.Attempt != attempts[id] {
+			continue
+		}
+		s.remember(d, dkv[0].ModRevision)
+		res.Instances = append(res.Instances, instance(st, d))
+	}
+	return false, nil
 }
 
 // quarantine moves undecodable ready-index entries aside (under bad/), so
@@ -861,6 +992,16 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 			d := ds[j]
 			if d == nil || d.State != store.Processing || d.Owner != p.Owner || d.Attempt != o.Attempt {
 				s.forget(o.ID)
+				if d != nil {
+					ok, err := s.applied(ctx, d, o, p.Owner)
+					if err != nil {
+						return nil, s.wrap("finish", ctx, err)
+					}
+					if ok {
+						errs[i] = nil // a repeated Finish: this very outcome is recorded
+						continue
+					}
+				}
 				errs[i] = fmt.Errorf("%w: instance %s attempt %d is not running under owner %s", store.ErrLeaseLost, o.ID, o.Attempt, p.Owner)
 				continue
 			}
@@ -919,6 +1060,42 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 		}
 	}
 	return errs, nil
+}
+
+// applied reports whether d is where outcome o of owner left it: the same
+// state, attempt, error, result and run time, and its last history record
+// is o's transition, made by owner.
+func (s *Store) applied(ctx context.Context, d *dynRec, o *store.Outcome, owner string) (bool, error) {
+	attempt := o.Attempt
+	if o.Release {
+		attempt--
+	}
+	if d.State != o.State || d.Attempt != attempt || d.Error != o.Error {
+		return false, nil
+	}
+	switch o.State {
+	case store.Completed:
+		if !bytes.Equal(d.Result, o.Result) {
+			return false, nil
+		}
+	case store.Scheduled:
+		if d.RunAt != tn(o.RunAt) {
+			return false, nil
+		}
+	}
+	rs, err := s.read(ctx, []clientv3.Op{clientv3.OpGet(s.k.hist(d.ID, d.HSeq))})
+	if err != nil {
+		return false, err
+	}
+	kvs := rs[0].GetKvs()
+	if len(kvs) == 0 {
+		return false, nil
+	}
+	var h histRec
+	if decode(string(kvs[0].Key), kvs[0].Value, &h) != nil {
+		return false, nil
+	}
+	return h.Node == owner && h.State == o.State, nil
 }
 
 // Rescue implements store.Queue. A running instance is rescued when its

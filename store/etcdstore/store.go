@@ -214,6 +214,10 @@ func (s *Store) wrap(what string, ctx context.Context, err error) error {
 		errors.Is(err, store.ErrFinished) || errors.Is(err, errClosed) {
 		return fmt.Errorf("etcdstore: %s: %w", what, err)
 	}
+	if strings.Contains(err.Error(), "database space exceeded") {
+		return fmt.Errorf("%w: etcdstore: %s: etcd at %s is over its space quota and refuses writes (nothing was changed); compact and defragment it, or raise --quota-backend-bytes: %v",
+			store.ErrFull, what, strings.Join(s.cli.Endpoints(), ","), err)
+	}
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return fmt.Errorf("etcdstore: %s: etcd at %s did not answer in time (is it running and reachable?): %w",
 			what, strings.Join(s.cli.Endpoints(), ","), err)

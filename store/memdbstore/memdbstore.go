@@ -52,6 +52,10 @@ type Store struct {
 
 	subMu sync.Mutex
 	subs  map[string]map[*subscriber]struct{} // by queue
+
+	claimMu     sync.Mutex             // serialises claims made with a ClaimSeq
+	claims      map[string]*ownerClaim // by owner: the last claim with a ClaimSeq
+	claimsSweep int
 }
 
 // Option configures a Store given to New.
@@ -79,6 +83,7 @@ func New(opts ...Option) (*Store, error) {
 		unique:     map[string]uniqueRow{},
 		nameIDs:    map[string]name{"": 0},
 		subs:       map[string]map[*subscriber]struct{}{},
+		claims:     map[string]*ownerClaim{},
 	}
 	s.names.Store(&[]string{""})
 	for _, o := range opts {

@@ -1,6 +1,7 @@
 package memdbstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -27,8 +28,9 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 	woken := map[string]struct{}{}
 	err := s.write(ctx, "enqueue", func() error {
 		for i, in := range p.Instances {
-			if s.t.get(&s.probe, in.ID) != nil {
-				res[i] = store.EnqueueResult{ID: in.ID, Err: fmt.Errorf("memdbstore: instance %s is already stored: %w", in.ID, store.ErrDuplicate)}
+			if old := s.t.get(&s.probe, in.ID); old != nil {
+				// A repeated Enqueue: the instance is stored already.
+				res[i] = store.EnqueueResult{ID: in.ID, Seq: old.seq, Existed: true}
 				continue
 			}
 			if in.UniqueKey != "" {
@@ -80,8 +82,30 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	}
 	now, until := nanos(p.Now), nanos(p.LeaseUntil)
 	owner := s.nameOf(p.Owner)
+	var last *ownerClaim
+	if p.ClaimSeq != 0 {
+		s.claimMu.Lock()
+		defer s.claimMu.Unlock()
+		if c := s.claims[p.Owner]; c != nil && c.until >= now && c.seq >= p.ClaimSeq {
+			last = c
+		}
+	}
+	var took []store.LeaseRef
 	err := s.write(ctx, "claim", func() error {
 		names := s.nameList() // loaded under the lock: it names every stored record
+		if last != nil {
+			if last.seq > p.ClaimSeq {
+				return nil // a stale call: a newer claim was applied
+			}
+			// A repeat: what the first call took and still holds.
+			for _, l := range last.refs {
+				r := s.t.get(&s.probe, l.ID)
+				if r != nil && r.state == store.Processing && r.leaseOwner == owner && int(r.attempt) == l.Attempt {
+					res.Instances = append(res.Instances, r.toInstance(names))
+				}
+			}
+			return nil
+		}
 		picked, next, _ := pickReady(s.t.ready, &s.probe, qid, now, p.Limit)
 		res.Instances = make([]*store.Instance, 0, len(picked))
 		for _, old := range picked {
@@ -94,6 +118,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			r.addHist(hist{state: store.Processing, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: names[owner]})
 			s.t.put(old, r)
 			res.Instances = append(res.Instances, r.toInstance(names))
+			took = append(took, store.LeaseRef{ID: r.id(), Attempt: int(r.attempt)})
 		}
 		if len(picked) < p.Limit {
 			res.NextRunAt = fromNanos(next)
@@ -103,7 +128,34 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	if err != nil {
 		return nil, err
 	}
+	if p.ClaimSeq != 0 && last == nil {
+		s.claims[p.Owner] = &ownerClaim{seq: p.ClaimSeq, until: until, refs: took}
+		s.forgetClaims(now)
+	}
 	return res, nil
+}
+
+// ownerClaim is the last claim of one owner made with a ClaimSeq: its
+// number, its lease deadline and the attempts it took.
+type ownerClaim struct {
+	seq   uint64
+	until int64
+	refs  []store.LeaseRef
+}
+
+// forgetClaims drops the last claims whose lease ended before now, once
+// every 256 claims, so owners that stopped claiming cost nothing.
+// s.claimMu is held.
+func (s *Store) forgetClaims(now int64) {
+	s.claimsSweep++
+	if s.claimsSweep%256 != 0 {
+		return
+	}
+	for o, c := range s.claims {
+		if c.until < now {
+			delete(s.claims, o)
+		}
+	}
 }
 
 // pickReady returns up to limit ready instances of queue qid in claim order,
@@ -212,6 +264,9 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 			o := &p.Outcomes[i]
 			old := s.t.get(&s.probe, o.ID)
 			if old == nil || old.state != store.Processing || old.leaseOwner != owner || int(old.attempt) != o.Attempt {
+				if old != nil && applied(old, o, names[owner]) {
+					continue // a repeated Finish: this very outcome is recorded
+				}
 				errs[i] = fmt.Errorf("memdbstore: finish %s attempt %d as %v: the attempt is no longer owned by %s: %w", o.ID, o.Attempt, o.State, p.Owner, store.ErrLeaseLost)
 				continue
 			}
@@ -240,6 +295,36 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 	}
 	s.notify(woken)
 	return errs, nil
+}
+
+// applied reports whether r is where outcome o of owner left it: its last
+// transition is o's, made by owner for o's attempt, and its state, error,
+// result and run time are o's.
+func applied(r *rec, o *store.Outcome, owner string) bool {
+	hs := r.hist()
+	if len(hs) == 0 {
+		return false
+	}
+	h := hs[len(hs)-1]
+	if h.state != o.State || h.node != owner || int(h.attempt) != o.Attempt || r.state != o.State {
+		return false
+	}
+	var err string
+	var result []byte
+	if r.x != nil {
+		err, result = r.x.err, r.x.result
+	}
+	if err != o.Error || !bytes.Equal(result, o.Result) {
+		return false
+	}
+	if o.State == store.Scheduled {
+		want := o.Attempt
+		if o.Release {
+			want--
+		}
+		return int(r.attempt) == want && r.runAt == nanos(o.RunAt)
+	}
+	return int(r.attempt) == o.Attempt
 }
 
 // Rescue implements store.Queue.

@@ -1,8 +1,8 @@
 // Package redisstore is a jobkit store on Redis, through
 // github.com/redis/go-redis/v9.
 //
-//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-//	st, err := redisstore.New(rdb, redisstore.WithNamespace("myapp"))
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	st, err := redisstore.New(rdb)
 //	...
 //	mgr, err := job.NewManager(job.WithStore(st))
 //
@@ -47,6 +47,32 @@
 // grow with the completed history (BenchmarkLookupByState); by time range
 // the history stream between its bounds.
 //
+// # Timeouts and ambiguous calls
+//
+// Every call is bounded by its ctx. go-redis honours a ctx deadline on the
+// connection only when the client's Options.ContextTimeoutEnabled is true,
+// which is what jobkit recommends:
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+//
+// Without it, go-redis waits for its ReadTimeout (3 s by default) whatever
+// the ctx says; the store then returns at the ctx's end anyway and leaves
+// the command to finish (or time out) on its connection in the background.
+// A call cut short may still have been applied: claims and finishes are
+// made so that the engine's repeat of such a call is safe (see
+// store.ClaimParams.ClaimSeq and store.Queue.Finish), and ScheduleJob with
+// job.WithIdempotencyKey makes a repeated schedule return the stored
+// instance.
+//
+// # Out of memory
+//
+// At maxmemory with the noeviction policy, Redis refuses every writing
+// script as a whole, before it changes anything (the scripts carry Redis 7
+// shebang flags), and the store returns an error wrapping store.ErrFull;
+// the engine then stops claiming until its outcomes can be written again.
+// Renewals and retention still run, so running work keeps its leases and
+// retention can free memory. Redis 7 or later is required.
+//
 // The client belongs to the caller: the store never closes it.
 package redisstore
 
@@ -85,10 +111,14 @@ type Option = redisscript.Option
 func WithNamespace(ns string) Option { return redisscript.WithNamespace(ns) }
 
 // New returns a store on client. The client belongs to the caller and is
-// never closed by the store. An invalid namespace is an error.
+// never closed by the store. It returns an error wrapping store.ErrInvalid
+// for a nil client or an invalid namespace (empty, or with braces).
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: redisstore.New: nil client; pass a client from redis.NewClient (with ContextTimeoutEnabled: true)", store.ErrInvalid)
+	}
 	o := redisscript.Apply(opts)
-	r := &runner{c: client, scripts: make(map[*redisscript.Script]*redis.Script, len(redisscript.All))}
+	r := &runner{c: client, scripts: make(map[*redisscript.Script]*redis.Script, len(redisscript.All)), ctxTimeouts: contextTimeouts(client)}
 	for _, s := range redisscript.All {
 		r.scripts[s] = redis.NewScript(s.Source)
 	}
@@ -99,10 +129,52 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	return &Store{Core: core, client: client}, nil
 }
 
+// contextTimeouts reports whether client applies ctx deadlines to its
+// connections itself (Options.ContextTimeoutEnabled).
+func contextTimeouts(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
 // runner runs the shared scripts with go-redis.
 type runner struct {
 	c       redis.UniversalClient
 	scripts map[*redisscript.Script]*redis.Script
+	// ctxTimeouts: the client honours ctx deadlines itself; otherwise
+	// calls whose ctx can end are waited for in bounded, see bounded.
+	ctxTimeouts bool
+}
+
+// bounded runs call and returns its result, or ctx's error as soon as ctx
+// ends, when the client does not watch ctx itself: go-redis without
+// ContextTimeoutEnabled waits for its ReadTimeout whatever ctx says. The
+// call then ends on its own in the background.
+func bounded(r *runner, ctx context.Context, call func() (any, error)) (any, error) {
+	if r.ctxTimeouts || ctx.Done() == nil {
+		return call()
+	}
+	type result struct {
+		v   any
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := call()
+		ch <- result{v, err}
+	}()
+	select {
+	case res := <-ch:
+		return res.v, res.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func toAny(ss []string) []any {
@@ -116,6 +188,10 @@ func toAny(ss []string) []any {
 // Run uses EVALSHA and falls back to EVAL on NOSCRIPT (go-redis's
 // Script.Run), so a flushed script cache costs one extra round trip.
 func (r *runner) Run(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {
+	return bounded(r, ctx, func() (any, error) { return r.run(ctx, s, keys, args) })
+}
+
+func (r *runner) run(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {
 	sc := r.scripts[s]
 	var cmd *redis.Cmd
 	if s.ReadOnly {
@@ -144,6 +220,10 @@ func normalize(v any) any {
 }
 
 func (r *runner) Do(ctx context.Context, args ...string) (any, error) {
+	return bounded(r, ctx, func() (any, error) { return r.do(ctx, args...) })
+}
+
+func (r *runner) do(ctx context.Context, args ...string) (any, error) {
 	v, err := r.c.Do(ctx, toAny(args)...).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil

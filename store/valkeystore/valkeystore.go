@@ -2,7 +2,7 @@
 // github.com/valkey-io/valkey-go.
 //
 //	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{"localhost:6379"}})
-//	st, err := valkeystore.New(client, valkeystore.WithNamespace("myapp"))
+//	st, err := valkeystore.New(client)
 //	...
 //	mgr, err := job.NewManager(job.WithStore(st))
 //
@@ -19,6 +19,12 @@
 // this package's tests run against redis-server 7, which speaks the same
 // protocol and Lua API the scripts use (EVALSHA, cmsgpack, streams with
 // explicit millisecond IDs).
+//
+// Every call is bounded by its ctx (valkey-go returns at the ctx's end);
+// a call cut short may still have been applied, which the engine's
+// repeats are made safe for (see package redisstore). At maxmemory Redis
+// and Valkey refuse the writing scripts as a whole and the store returns
+// an error wrapping store.ErrFull. Valkey 7.2 (or Redis 7) or later.
 //
 // The client belongs to the caller: the store never closes it. New does
 // no I/O. valkey.NewClient, though, dials at once and fails when the
@@ -62,8 +68,12 @@ type Option = redisscript.Option
 func WithNamespace(ns string) Option { return redisscript.WithNamespace(ns) }
 
 // New returns a store on client. The client belongs to the caller and is
-// never closed by the store. An invalid namespace is an error.
+// never closed by the store. It returns an error wrapping store.ErrInvalid
+// for a nil client or an invalid namespace (empty, or with braces).
 func New(client valkey.Client, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: valkeystore.New: nil client; pass a client from valkey.NewClient", store.ErrInvalid)
+	}
 	o := redisscript.Apply(opts)
 	r := &runner{c: client, scripts: make(map[*redisscript.Script]*valkey.Lua, len(redisscript.All))}
 	for _, s := range redisscript.All {

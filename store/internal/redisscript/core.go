@@ -65,6 +65,14 @@ func (c *Core) run(ctx context.Context, s *Script, args ...string) (any, error) 
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %s: %w", c.name, s.Name, ctx.Err())
 		}
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			// The client's network deadline (its ctx's) fired a moment
+			// before the ctx did.
+			return nil, fmt.Errorf("%s: %s: %w (%v)", c.name, s.Name, context.DeadlineExceeded, err)
+		}
+		if strings.Contains(err.Error(), "OOM command not allowed") {
+			return nil, fmt.Errorf("%w: %s: %s: Redis is at its maxmemory and refuses writes (nothing was changed); free memory (retention, a larger maxmemory) or use an eviction policy that keeps jobkit's keys: %v", store.ErrFull, c.name, s.Name, err)
+		}
 		if strings.Contains(err.Error(), "WRONGTYPE") {
 			return nil, fmt.Errorf("%w: %s: %s: a key of namespace %q holds a value of another type (written by something else? give jobkit its own namespace): %v", store.ErrCorrupt, c.name, s.Name, c.keys.Prefix, err)
 		}
@@ -143,8 +151,10 @@ func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.Enq
 			return nil, fmt.Errorf("%s: enqueue: %w", c.name, err)
 		}
 		switch asInt(f[0]) {
-		case 0, 2:
+		case 0:
 			out[i] = store.EnqueueResult{ID: id, Seq: uint64(asInt(f[2]))}
+		case 2:
+			out[i] = store.EnqueueResult{ID: id, Seq: uint64(asInt(f[2])), Existed: true}
 		case 1:
 			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by instance %s", store.ErrDuplicate, in.ID, in.UniqueKey, id)}
 		default:
@@ -184,7 +194,7 @@ func (c *Core) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRes
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	v, err := c.run(ctx, Claim, us(p.Now), p.Owner, us(p.LeaseUntil), itoa(p.Limit), p.Queue)
+	v, err := c.run(ctx, Claim, us(p.Now), p.Owner, us(p.LeaseUntil), itoa(p.Limit), p.Queue, fmt.Sprintf("%020d", p.ClaimSeq))
 	if err != nil {
 		return nil, err
 	}

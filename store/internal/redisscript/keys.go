@@ -24,7 +24,7 @@ type Keys struct {
 // braces (they would change the hash tag).
 func NewKeys(ns string) (Keys, error) {
 	if ns == "" || strings.ContainsAny(ns, "{}") {
-		return Keys{}, fmt.Errorf("redisscript: namespace %q must be non-empty and hold no braces", ns)
+		return Keys{}, fmt.Errorf("%w: namespace %q must be non-empty and hold no braces (they would change the key's hash tag)", store.ErrInvalid, ns)
 	}
 	p := "jobkit:{" + ns + "}:"
 	names := []string{"inst", "st", "ctr", "hist", "lease", "run", "uniq", "uniqx", "kinds", "queues", "logs", "late"}

@@ -61,7 +61,17 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// Script is one Lua script: lib.lua followed by the script's own source.
+// Script is one Lua script: a shebang line with the script's flags, then
+// lib.lua, then the script's own source.
+//
+// The flags (Redis 7 / Valkey 7.2 and later) make the server check, before
+// the script runs, what it may do. A script without allow-oom is refused
+// as a whole while the server is over its maxmemory (noeviction): it never
+// changes half of what it would (without flags, Redis checks only at a
+// script's first write, and a claim, whose first writes free memory, went
+// on writing). Only Renew (so running attempts keep their leases instead of
+// being rescued and run twice) and Prune (which frees memory) may run
+// then; read-only scripts are no-writes.
 type Script struct {
 	Name   string // file name without .lua
 	Source string
@@ -72,24 +82,26 @@ type Script struct {
 // The scripts. Their contracts are in the comment at the top of each file
 // under lua/.
 var (
-	Enqueue     = load("enqueue", false)
-	Claim       = load("claim", false)
-	Renew       = load("renew", false)
-	Finish      = load("finish", false)
-	Rescue      = load("rescue", false)
-	Cancel      = load("cancel", false)
-	AppendLogs  = load("append_logs", false)
-	OfInstances = load("of_instances", true)
-	Records     = load("records", true)
-	Plan        = load("plan", true)
-	Range       = load("stream_range", true)
-	Prune       = load("prune", false)
+	Enqueue     = load("enqueue", "")
+	Claim       = load("claim", "")
+	Renew       = load("renew", "allow-oom")
+	Finish      = load("finish", "")
+	Rescue      = load("rescue", "")
+	Cancel      = load("cancel", "")
+	AppendLogs  = load("append_logs", "")
+	OfInstances = load("of_instances", "no-writes")
+	Records     = load("records", "no-writes")
+	Plan        = load("plan", "no-writes")
+	Range       = load("stream_range", "no-writes")
+	Prune       = load("prune", "allow-oom")
 )
 
 // All lists every script, for plugins that prepare them up front.
 var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune}
 
-func load(name string, ro bool) *Script {
+// load builds the script of lua/<name>.lua with the given shebang flags
+// ("no-writes" marks it read-only).
+func load(name, flags string) *Script {
 	lib, err := luaFS.ReadFile("lua/lib.lua")
 	if err != nil {
 		panic(err)
@@ -99,8 +111,13 @@ func load(name string, ro bool) *Script {
 		panic(err)
 	}
 	var b strings.Builder
+	b.WriteString("#!lua")
+	if flags != "" {
+		b.WriteString(" flags=" + flags)
+	}
+	b.WriteString("\n")
 	b.Write(lib)
 	b.WriteString("\n-- ---- " + name + ".lua ----\n")
 	b.Write(src)
-	return &Script{Name: name, Source: b.String(), ReadOnly: ro}
+	return &Script{Name: name, Source: b.String(), ReadOnly: flags == "no-writes"}
 }

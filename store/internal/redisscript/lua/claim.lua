@@ -1,7 +1,15 @@
 -- claim: move up to limit ready instances of a queue to Processing.
 -- KEYS: the namespace keys (lib.lua).
 -- ARGV: [1] prefix, [2] now (us), [3] owner, [4] lease deadline (us),
---       [5] limit, [6] queue.
+--       [5] limit, [6] queue, [7] claim seq as 20 decimal digits (all
+--       zeros: none; compared as strings, since a Lua number is exact only
+--       to 2^53).
+-- With a claim seq, the owner's last claim is kept in o:<owner> (a cmsgpack
+-- array: seq, then ID and attempt of each instance it took; it expires
+-- with the claim's lease). A claim whose seq is that one claims nothing
+-- and returns those instances still Processing under owner with their
+-- attempt (a repeat of a call whose reply was lost); one whose seq is
+-- below it returns nothing (a call that ran after a newer one).
 -- First moves instances that became due (scheduled set score <= now) to
 -- the back of their priority's ready list, oldest RunAt first, at most
 -- MOVE per call (the rest move on the next calls). Then pops ready IDs:
@@ -19,8 +27,42 @@
 -- as Terminated, so they never block the queue. The spec is returned as
 -- stored, undecoded: the caller tells a damaged one.
 local now, owner, until_, limit, queue = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local cseq = ARGV[7] or ''
+if cseq == string.rep('0', 20) then
+	cseq = ''
+end
 local MOVE = 1000
 local skey, lkey = sched_key(queue), levels_key(queue)
+local okey = PREFIX .. 'o:' .. owner
+
+if cseq ~= '' then
+	local raw = redis.call('GET', okey)
+	local ok, last = false, nil
+	if raw then
+		ok, last = pcall(function() return {cmsgpack.unpack(raw)} end)
+	end
+	if ok and type(last[1]) == 'string' and #last[1] == #cseq and last[1] >= cseq then
+		local out = {}
+		if last[1] == cseq then
+			local ids = {}
+			for i = 2, #last - 1, 2 do
+				ids[#ids + 1] = last[i]
+			end
+			if #ids > 0 then
+				local sts, specs = hmget(K_ST, ids), hmget(K_INST, ids)
+				for j, id in ipairs(ids) do
+					local t = sts[j] and state(sts[j])
+					if t and specs[j] and t[T_STATE] == S_PROCESSING and t[T_OWNER] == owner and t[T_ATT] == last[2 * j + 1] then
+						out[#out + 1] = id
+						out[#out + 1] = specs[j]
+						out[#out + 1] = sts[j]
+					end
+				end
+			end
+		end
+		return {out, 0, {}}
+	end
+end
 
 local due = redis.call('ZRANGEBYSCORE', skey, '-inf', num(now), 'LIMIT', 0, MOVE)
 if #due > 0 then
@@ -71,7 +113,7 @@ while n < limit and li <= #levels do
 			elseif specs[j] and not sts[j] then
 				claim_first(id)
 				started(id, until_)
-				claimed[#claimed + 1] = {id, specs[j]}
+				claimed[#claimed + 1] = {id, specs[j], 1}
 				n = n + 1
 			elseif specs[j] then
 				local t, bad = state(sts[j]), false
@@ -91,7 +133,7 @@ while n < limit and li <= #levels do
 					end
 					change(id, t, S_PROCESSING, bad and ERR or '')
 					started(id, until_)
-					claimed[#claimed + 1] = {id, specs[j]}
+					claimed[#claimed + 1] = {id, specs[j], t[T_ATT]}
 					n = n + 1
 				end
 			elseif sts[j] then
@@ -103,6 +145,14 @@ while n < limit and li <= #levels do
 end
 
 local out = triples(claimed, commit(now, owner, owner, until_))
+
+if cseq ~= '' then
+	local took = {cmsgpack.pack(cseq)}
+	for _, c in ipairs(claimed) do
+		took[#took + 1] = cmsgpack.pack(c[1], c[3])
+	end
+	redis.call('SET', okey, table.concat(took), 'PX', math.max(1, math.floor((until_ - now) / 1000)))
+end
 
 local next = 0
 if n < limit then

@@ -4,7 +4,10 @@
 --       instance ID, attempt, new state, RunAt (us, for Scheduled),
 --       release (1 hands the attempt back uncounted), result, error.
 -- Returns one code per outcome: 0 applied, 1 lease lost (not Processing,
--- another owner or attempt, or missing), 2 the record is corrupt.
+-- another owner or attempt, or missing), 2 the record is corrupt. An
+-- outcome found applied already (a Finish repeated after a lost reply: the
+-- state is the outcome's, and the instance's last history entry was
+-- written by owner) is 0 and changes nothing.
 -- Applied outcomes share one history entry (a record each). A Scheduled
 -- one goes back to its queue (a released attempt to the front of its
 -- ready list, keeping its place) and PUBLISHes on the queue's channel.
@@ -13,6 +16,37 @@ local N = 7
 
 local ids = argv_ids(4, N)
 local raws = hmget(K_ST, ids)
+
+-- applied tells whether t is where this very outcome left it: the same
+-- state, attempt, error, result (Completed) and RunAt (Scheduled), and
+-- the instance's last history entry (the one that outcome would have
+-- written) names owner as its node. The entry is read only on this path.
+local function applied(t, attempt, st, run_at, release, result, err)
+	if t[T_STATE] ~= st or t[T_ERR] ~= err then
+		return false
+	end
+	if st == S_SCHEDULED then
+		local want = attempt
+		if release then
+			want = attempt - 1
+		end
+		if t[T_ATT] ~= want or t[T_RUNAT] ~= run_at then
+			return false
+		end
+	elseif t[T_ATT] ~= attempt or (st == S_COMPLETED and t[T_RES] ~= result) then
+		return false
+	end
+	local last = string.match(t[T_REFS], '(%S+)%s*$')
+	if not last then
+		return false
+	end
+	local es = redis.call('XRANGE', K_HIST, last, last)
+	if #es == 0 then
+		return false
+	end
+	local ok, _, kind, _, node = pcall(cmsgpack.unpack_limit, es[1][2][2], 3)
+	return ok and kind == 't' and node == owner
+end
 
 local function one(j, id, attempt, st, run_at, release, result, err)
 	if not raws[j] then
@@ -23,6 +57,9 @@ local function one(j, id, attempt, st, run_at, release, result, err)
 		return 2
 	end
 	if t[T_STATE] ~= S_PROCESSING or t[T_OWNER] ~= owner or t[T_ATT] ~= attempt then
+		if applied(t, attempt, st, run_at, release, result, err) then
+			return 0
+		end
 		return 1
 	end
 	local p
