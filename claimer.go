@@ -86,10 +86,17 @@ func (m *Manager) claimLoop() {
 				break
 			}
 			limit := min(free, m.cfg.claimBatch)
+			if m.storeFull.Load() {
+				limit = 1 // a probe (see waitStoreRoom)
+			}
 			m.claimSeq++
 			n, nextRun, err := m.claim(q, limit, m.claimSeq)
 			if err != nil {
 				claimErr = err
+				if errors.Is(err, store.ErrFull) {
+					m.setStoreFull(true)
+					break
+				}
 				if ambiguous(err) {
 					// Repeat this very claim before any other.
 					pending = &pendingClaim{queue: q, limit: limit, seq: m.claimSeq}
@@ -145,28 +152,32 @@ func ambiguous(err error) bool {
 	return !errors.Is(err, store.ErrInvalid) && !errors.Is(err, store.ErrFull)
 }
 
-// waitStoreRoom waits while the store refuses outcomes for want of space
-// (storeFull): claiming more would start work whose end cannot be
-// recorded. It returns false when the manager stops meanwhile.
+// waitStoreRoom paces claiming while the store refuses outcomes for want
+// of space (storeFull): claiming more would start work whose end cannot
+// be recorded. While the flag is set it waits a poll interval (wake-ups
+// do not shorten it) and then lets one probe claim of a single instance through:
+// a store out of space refuses that claim whole (store.ErrFull); one that
+// takes it starts one attempt, and that attempt's outcome, once written,
+// clears the flag. Without the probe, a node whose outcome writes were all
+// given up would have no write left to learn that room came back, and
+// would never claim again. So while the store is full a node starts at
+// most one attempt a poll interval.
+// It returns false when the manager stops meanwhile.
 func (m *Manager) waitStoreRoom() bool {
-	logged := false
-	for m.storeFull.Load() {
-		if !logged {
-			m.log.Warn("store is out of space; claiming paused until outcomes can be written again")
-			logged = true
-		}
-		t := m.clock.NewTimer(m.cfg.pollInterval)
-		select {
-		case <-t.C():
-		case <-m.wake:
-		case <-m.stopCh:
-			t.Stop()
-			return false
-		}
-		t.Stop()
+	if !m.storeFull.Load() {
+		m.fullLogged = false
+		return true
 	}
-	if logged {
-		m.log.Info("store has room again; claiming resumed")
+	if !m.fullLogged {
+		m.log.Warn("store is out of space; claiming paused until it has room again (one probe claim of one instance a poll interval)")
+		m.fullLogged = true
+	}
+	t := m.clock.NewTimer(m.cfg.pollInterval)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-m.stopCh:
+		return false
 	}
 	return true
 }
@@ -175,6 +186,7 @@ func (m *Manager) waitStoreRoom() bool {
 // was store.ErrFull, and wakes the claim loop when room came back.
 func (m *Manager) setStoreFull(full bool) {
 	if m.storeFull.Swap(full) && !full {
+		m.log.Info("store has room again; claiming resumed")
 		m.notifyLocal()
 	}
 }

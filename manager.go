@@ -87,7 +87,8 @@ type Manager struct {
 	claimSeq uint64
 	// storeFull is set while the store refuses outcomes for want of space
 	// (store.ErrFull): the claim loop claims nothing meanwhile.
-	storeFull atomic.Bool
+	storeFull  atomic.Bool
+	fullLogged bool // claim loop only: the pause was logged
 }
 
 // NewManager returns a manager configured by opts. It does not start
