@@ -18,9 +18,15 @@ import (
 type Instance interface {
 	// ID is the instance's unique ID (a UUIDv7 string).
 	ID() string
+	// Kind is the kind of the job the instance runs.
 	Kind() string
+	// Queue is the queue the instance waits in (the job's, or the one
+	// WithQueue gave ScheduleJob).
 	Queue() string
+	// State is the instance's state when it was read.
 	State() State
+	// Priority orders claims: higher first, then the order instances
+	// became ready.
 	Priority() Priority
 	// Attempt is 0 before the first run and 1 during the first attempt.
 	Attempt() int
@@ -30,7 +36,9 @@ type Instance interface {
 	Timeout() time.Duration
 	// RunAt is when the instance is (or was last) due.
 	RunAt() time.Time
+	// CreatedAt is when ScheduleJob stored the instance.
 	CreatedAt() time.Time
+	// UpdatedAt is when the instance last changed state or lease.
 	UpdatedAt() time.Time
 	// FinishedAt is when the instance reached a final state, or zero.
 	FinishedAt() time.Time
