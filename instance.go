@@ -38,7 +38,7 @@ type Instance interface {
 	RunAt() time.Time
 	// CreatedAt is when ScheduleJob stored the instance.
 	CreatedAt() time.Time
-	// UpdatedAt is when the instance last changed state or lease.
+	// UpdatedAt is when the store last wrote the instance's record.
 	UpdatedAt() time.Time
 	// FinishedAt is when the instance reached a final state, or zero.
 	FinishedAt() time.Time
