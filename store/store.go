@@ -84,14 +84,19 @@ type Queue interface {
 	// before p.Now and moves each back to Scheduled, keeping its RunAt so it
 	// keeps its place in the queue ahead of what was scheduled after it (the
 	// attempt stays counted), or to Terminated when Attempt > MaxRetries
-	// (MaxRetries < 0 means retry forever). Each move appends a history
-	// record whose Error says the lease expired. It returns the moved
-	// instances in their new state.
+	// (MaxRetries < 0 means retry forever). One whose CancelRequested is
+	// set (its owner's lease lapsed before a Renew reported the request)
+	// goes to Canceled instead, with FinishedAt set, whatever retries it
+	// has left: a cancel is never lost to a lapsed lease and is never
+	// followed by another attempt. Each move clears the lease and
+	// CancelRequested and appends a history record whose Error says the
+	// lease expired. It returns the moved instances in their new state.
 	Rescue(ctx context.Context, p *RescueParams) ([]*Instance, error)
 
 	// Cancel cancels one instance. A Scheduled (or Created) instance becomes
 	// Canceled at once. A Processing instance gets CancelRequested set; its
-	// owner sees it at its next Renew and finishes it as Canceled. It
+	// owner sees it at its next Renew and finishes it as Canceled, or, when
+	// its lease lapses first, Rescue moves it to Canceled. It
 	// returns the instance after the change. ErrNotFound when there is no
 	// such instance; ErrFinished when it has already reached a final state.
 	Cancel(ctx context.Context, p *CancelParams) (*Instance, error)

@@ -1048,15 +1048,13 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 			return nil, s.wrap("finish", ctx, err)
 		}
 		pending = pending[:0]
-		for j, g := range gs {
+		for _, g := range gs {
 			if g.stale {
 				pending = append(pending, g.ref)
 				continue
 			}
 			errs[g.ref] = nil
 			s.forget(p.Outcomes[g.ref].ID)
-			if dyns[j].State == store.Scheduled {
-			}
 		}
 	}
 	return errs, nil
@@ -1177,13 +1175,17 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 			if !alive[d.LeaseID] && d.LeaseUntil >= now {
 				why = fmt.Sprintf("lease of %s ended: its process stopped renewing its etcd lease %x", d.Owner, d.LeaseID)
 			}
+			canceled := e.Cancel // its owner never saw the request
 			e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
 			e.Updated = tn(p.Now)
 			e.Error = why
 			e.HSeq++
 			g := &group{guards: []guard{{s.k.dyn(e.ID), revs[j]}}}
-			if e.MaxRetries >= 0 && e.Attempt > e.MaxRetries {
+			if canceled || e.MaxRetries >= 0 && e.Attempt > e.MaxRetries {
 				e.State = store.Terminated
+				if canceled {
+					e.State = store.Canceled
+				}
 				e.Finished = now
 				s.addHist(g, &e, store.Processing, p.Now, p.Node, why, nil)
 				g.put(s.k.dyn(e.ID), mustJSON(&e))
@@ -1218,8 +1220,6 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 		for j, g := range gs {
 			if !g.applied || dyns[j] == nil {
 				continue
-			}
-			if dyns[j].State == store.Scheduled {
 			}
 			var st *staticRec
 			if kvs := g.resp[len(g.resp)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {

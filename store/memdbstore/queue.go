@@ -354,11 +354,17 @@ func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 			msg := fmt.Sprintf("lease of %s expired at %s", names[old.leaseOwner], fromNanos(old.leaseUntil).Format(time.RFC3339Nano))
 			r.leaseOwner, r.leaseUntil = 0, 0
 			r.updatedAt = now
-			if r.retriesLeft() {
+			switch {
+			case old.cancelReq:
+				// Its owner never saw the request: it ends as asked.
+				r.cancelReq = false
+				r.state = store.Canceled
+				r.setOutcome(msg, nil, now)
+			case r.retriesLeft():
 				r.state = store.Scheduled // runAt kept: it keeps its place in the queue
 				r.setOutcome(msg, nil, 0)
 				woken[names[r.qid]] = struct{}{}
-			} else {
+			default:
 				r.state = store.Terminated
 				r.setOutcome(msg, nil, now)
 			}

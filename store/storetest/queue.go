@@ -618,6 +618,67 @@ func testRescue(t *testing.T, h Harness) {
 	}
 }
 
+// testRescueCancelRequested checks that a cancel request outlives the
+// lease it was made under: an attempt whose lease lapsed before its owner
+// saw the request is rescued into Canceled, whatever retries it has left,
+// and never runs again.
+func testRescueCancelRequested(t *testing.T, h Harness) {
+	e := setup(t, h)
+	retry, term, forever, plain := inst("rc-retry", "q-rc"), inst("rc-term", "q-rc"), inst("rc-forever", "q-rc"), inst("rc-plain", "q-rc")
+	retry.MaxRetries, term.MaxRetries, forever.MaxRetries = 3, 0, -1
+	res := e.enqueue(e.s, base, retry, term, forever, plain)
+	checkIDs(t, "claim", e.claim(e.s, "q-rc", "w1", 4, base).Instances, "rc-retry", "rc-term", "rc-forever", "rc-plain") // leases until base+30s
+	for _, id := range []string{"rc-retry", "rc-term", "rc-forever"} {
+		if _, err := e.open().Cancel(e.ctx, &store.CancelParams{ID: id, Now: at(time.Second), Node: "n-cancel"}); err != nil {
+			t.Fatalf("Cancel of processing %s: %v", id, err)
+		}
+	}
+	// w1 never renews: its leases lapse before it sees the requests.
+	now := at(time.Minute)
+	got := e.rescue(e.open(), now, 10)
+	byID := map[string]*store.Instance{}
+	for _, in := range got {
+		byID[in.ID] = in
+	}
+	if len(got) != 4 || len(byID) != 4 {
+		t.Fatalf("Rescue returned %v, want the four lapsed attempts once each", ids(got))
+	}
+	for i, in := range []*store.Instance{retry, term, forever, plain} {
+		want := in.Clone()
+		want.Seq, want.Attempt, want.UpdatedAt = res[i].Seq, 1, now
+		if in.ID == "rc-plain" {
+			want.State = store.Scheduled // no cancel requested: retried as usual
+		} else {
+			want.State, want.FinishedAt = store.Canceled, now
+		}
+		stored := e.get(e.s, in.ID)
+		checkRecord(t, "rescued "+in.ID, want, stored, "Error")
+		checkRecord(t, "Rescue's returned "+in.ID, stored, byID[in.ID])
+		hist := e.history(e.s, &store.Query{InstanceID: in.ID})
+		if n := len(hist); n != 4 || hist[3].State != want.State || hist[3].Attempt != 1 || hist[3].Node != "node-rescue" || hist[3].Error == "" || !hist[3].Time.Equal(now) {
+			t.Fatalf("%s: history after rescue %s; want a last record %v, attempt 1, by node-rescue at %v, saying the lease expired", in.ID, fmtHistory(hist), want.State, now)
+		}
+	}
+	canceled := e.instances(e.s, &store.Query{Queue: "q-rc", States: []store.State{store.Canceled}})
+	if got := ids(canceled); len(got) != 3 {
+		t.Fatalf("LookupInstances(state canceled) after rescue returned %v, want rc-retry, rc-term, rc-forever", got)
+	}
+	// Only the instance nobody canceled runs again; the others are final.
+	c := e.claim(e.s, "q-rc", "w2", 10, at(2*time.Minute))
+	checkIDs(t, "claim after rescue", c.Instances, "rc-plain")
+	if !c.NextRunAt.IsZero() {
+		t.Fatalf("claim after rescue: NextRunAt %v, want zero (nothing waits)", c.NextRunAt)
+	}
+	if got := e.rescue(e.s, at(time.Hour), 10); len(got) != 1 || got[0].ID != "rc-plain" {
+		t.Fatalf("second Rescue returned %v, want only rc-plain (the canceled ones are final)", ids(got))
+	}
+	_, err := e.s.Cancel(e.ctx, &store.CancelParams{ID: "rc-retry", Now: at(2 * time.Hour), Node: "n-cancel"})
+	wantErr(t, "Cancel of an instance rescued into canceled", err, store.ErrFinished)
+	// The late owner's outcome is not applied over the rescue.
+	errs := e.finish(e.s, "w1", at(2*time.Hour), store.Outcome{ID: "rc-forever", Attempt: 1, State: store.Canceled, Error: "canceled"})
+	wantErr(t, "Finish by the owner whose lease was rescued", errs[0], store.ErrLeaseLost)
+}
+
 func testRescueLimit(t *testing.T, h Harness) {
 	e := setup(t, h)
 	var ins []*store.Instance

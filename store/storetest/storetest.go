@@ -90,6 +90,7 @@ func Run(t *testing.T, h Harness) {
 		{"RescueKeepsPlace", testRescueKeepsPlace},
 		{"RescueLimit", testRescueLimit},
 		{"RescueConcurrent", testRescueConcurrent},
+		{"RescueCancelRequested", testRescueCancelRequested},
 		{"Cancel", testCancel},
 		{"UniqueKey", testUniqueKey},
 		{"UniqueKeyConcurrent", testUniqueKeyConcurrent},

@@ -115,7 +115,9 @@ func main() {
 func open(name, redisAddr, etcdEndpoints, ns string) (store.Store, func(), error) {
 	switch name {
 	case "redis":
-		c := redis.NewClient(&redis.Options{Addr: redisAddr})
+		// As redisstore's docs ask: a call's ctx bounds it even while Redis
+		// does not answer, not only go-redis's own read timeout.
+		c := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 		s, err := redisstore.New(c, redisstore.WithNamespace(ns))
 		if err != nil {
 			c.Close()

@@ -7,7 +7,8 @@
 -- ended before now. Each goes back to Scheduled at the front of its ready
 -- list, keeping its RunAt and its place (the attempt stays counted), or to
 -- Terminated when Attempt > MaxRetries (MaxRetries < 0 retries forever),
--- with a history record whose error says the lease expired. One whose
+-- or to Canceled when its cancel flag is set (its owner never saw the
+-- request), with a history record whose error says the lease expired. One whose
 -- spec is damaged is Terminated. A batch is dropped once read; the IDs of
 -- a batch left when limit is reached are put back under its deadline.
 -- Finished, renewed, missing and damaged entries are simply dropped.
@@ -21,10 +22,14 @@ local function take(id, t)
 	local craw = redis.call('HGET', K_INST, id)
 	local p = spec(craw)
 	local msg = 'lease of ' .. t[T_OWNER] .. ' expired'
+	local canceled = t[T_CANCEL] ~= 0
 	clear_lease(id, t)
 	t[T_ERR] = msg
 	t[T_UPD] = now
-	if not p or (p[P_MAXR] >= 0 and t[T_ATT] > p[P_MAXR]) then
+	if canceled then
+		change(id, t, S_CANCELED, msg, '')
+		finalize(id, t, S_CANCELED, now)
+	elseif not p or (p[P_MAXR] >= 0 and t[T_ATT] > p[P_MAXR]) then
 		change(id, t, S_TERMINATED, msg, '')
 		finalize(id, t, S_TERMINATED, now)
 	else
