@@ -20,6 +20,9 @@ const (
 	DefaultClaimBatch     = 64
 	DefaultFinishBatch    = 256
 	DefaultFinishLinger   = time.Millisecond
+	// DefaultHandlerQueue is how many job handler calls may wait for the
+	// handler goroutine (WithHandlerQueue).
+	DefaultHandlerQueue = 4096
 	// DefaultPruneInterval is how often retention runs.
 	DefaultPruneInterval = time.Minute
 	// DefaultPruneBatch bounds the records one store call of retention
@@ -57,6 +60,7 @@ type config struct {
 	finishBatch    int
 	finishLinger   time.Duration
 	lingerSet      bool
+	handlerQueue   int
 	pruneInterval  time.Duration
 	pruneBatch     int
 	finishedMaxAge time.Duration
@@ -222,6 +226,26 @@ func WithFinishLinger(d time.Duration) ManagerOption {
 	}
 }
 
+// WithHandlerQueue sets how many job handler calls (state-change, complete
+// and terminate processors) may wait to run. Defaults to
+// DefaultHandlerQueue. While the manager runs, handlers run one at a time
+// on a goroutine of their own, in the order the changes were queued, so
+// neither a slow handler nor a panicking one (recovered, logged with its
+// stack, counted) can stall or crash claiming, running or recording work.
+// When handlers fall this many calls behind, further calls are dropped,
+// counted in Manager.HandlerStats and logged, never waited for: a handler
+// is a notification, and the store's history is the record. Stop waits
+// for queued calls until its ctx ends and drops the rest.
+func WithHandlerQueue(n int) ManagerOption {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: handler queue %d, want > 0", ErrInvalidOption, n)
+		}
+		c.handlerQueue = n
+		return nil
+	}
+}
+
 // WithRetention bounds the finished instances kept (Completed, Terminated,
 // Canceled, TimedOut): those finished more than maxAge ago, and all but the
 // newest maxCount, are removed with their history and logs. 0 disables a
@@ -317,6 +341,9 @@ func (c *config) defaults() {
 	}
 	if !c.lingerSet {
 		c.finishLinger = DefaultFinishLinger
+	}
+	if c.handlerQueue == 0 {
+		c.handlerQueue = DefaultHandlerQueue
 	}
 	if c.pruneInterval == 0 {
 		c.pruneInterval = DefaultPruneInterval

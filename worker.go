@@ -176,7 +176,7 @@ func (m *Manager) dispatch(recs []*store.Instance) {
 	m.watch.add(as)
 	for _, a := range as {
 		if a.job != nil && a.job.onStateChange != nil {
-			a.job.onStateChange(newInstance(a.rec.Clone(), m), store.Processing)
+			m.stateChanged(a.job, newInstance(a.rec.Clone(), m), store.Processing)
 		}
 		select {
 		case m.handoff <- a:
