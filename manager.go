@@ -154,8 +154,12 @@ func (m *Manager) RegisterJob(j *Job) error {
 }
 
 // UnregisterJob removes the job of that kind. Its recurring schedule, if
-// any, stops on this manager; instances already scheduled stay in the store
-// for managers that still run the kind.
+// any, stops on this manager, and in the cluster once no manager has the
+// kind registered; instances already scheduled stay in the store for
+// managers that still run the kind. The next tick a recurring job had
+// already enqueued is never failed by a manager without the kind: it is
+// handed back for one that runs it, and Canceled when none has run it a
+// minute past its tick.
 func (m *Manager) UnregisterJob(kind string) error {
 	if _, err := m.reg.remove(kind); err != nil {
 		return err

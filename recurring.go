@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -272,12 +273,8 @@ func tickKey(kind string, tick time.Time) string {
 // tickKey of its own kind and some time. No user key can be one, since
 // user keys are stored behind userKeyPrefix.
 func isTick(in *store.Instance) bool {
-	rest, ok := strings.CutPrefix(in.UniqueKey, tickKeyPrefix+in.Kind+":")
-	if !ok || rest == "" {
-		return false
-	}
-	_, err := strconv.ParseInt(rest, 10, 64)
-	return err == nil
+	_, ok := tickOf(in)
+	return ok
 }
 
 // userUniqueKey returns the key a user gave WithUniqueKey from its stored
@@ -287,6 +284,68 @@ func userUniqueKey(stored string) string {
 		return k
 	}
 	return stored
+}
+
+// tickOf returns the tick time of a recurring tick's record: the time in
+// its unique key. ok is false for an instance that is not a tick.
+func tickOf(rec *store.Instance) (tick time.Time, ok bool) {
+	rest, ok := strings.CutPrefix(rec.UniqueKey, tickKeyPrefix+rec.Kind+":")
+	if !ok {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, n), true
+}
+
+// foreignTickRetry is how long a manager that claimed a tick of a kind it
+// does not run puts it off before any manager may claim it again, and
+// foreignTickGrace how long past its tick such a tick is put off before it
+// is canceled.
+const (
+	foreignTickRetry = time.Second
+	foreignTickGrace = time.Minute
+)
+
+// foreignTickOutcome decides the outcome of a claimed attempt of a
+// recurring tick whose kind this manager does not run (it unregistered the
+// job, or never had it; claims are not yet by kind), so the tick never
+// fails for it:
+//
+//   - until foreignTickGrace (a minute) past the tick it is handed back
+//     without counting the attempt, due again 0.5 to 1.5 s later (spread,
+//     so handed-back ticks do not all fall due at one instant), so a
+//     manager that still runs the kind may claim and run it, a little late;
+//   - after that it is Canceled, not Terminated: no manager that claimed it
+//     in that minute runs the kind, most likely because none has it
+//     registered any more.
+//
+// Until claims are by kind (the platform contract), which manager claims a
+// handed-back tick is a race, so while a kind is registered on only some
+// managers a tick can keep landing on managers without it and end Canceled
+// (a missed tick, as a cron misfires), never failed; a kind registered on
+// every manager is never affected.
+//
+// ok is false for an attempt that is not a tick.
+func (m *Manager) foreignTickOutcome(a *attempt) (out store.Outcome, ok bool) {
+	tick, ok := tickOf(a.rec)
+	if !ok {
+		return store.Outcome{}, false
+	}
+	now := m.clock.Now()
+	out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt}
+	if now.Before(tick.Add(foreignTickGrace)) {
+		out.State, out.RunAt, out.Release = store.Scheduled, now.Add(foreignTickRetry/2+time.Duration(rand.Int64N(int64(foreignTickRetry)))), true
+		out.Error = fmt.Sprintf("handed back: recurring kind %q is not registered on node %s; left for a manager that runs it", a.rec.Kind, m.node)
+		return out, true
+	}
+	out.State = store.Canceled
+	out.Error = fmt.Sprintf("canceled: no manager that claimed recurring kind %q's tick of %s within %v runs the kind (unregistered everywhere?)",
+		a.rec.Kind, tick.UTC().Format(time.RFC3339Nano), foreignTickGrace)
+	m.log.Info("canceled a tick of a recurring kind no claiming manager runs", "kind", a.rec.Kind, "tick", tick, "instance", a.rec.ID)
+	return out, true
 }
 
 // tickHold is how long past its tick a tick's key is held: long enough that
