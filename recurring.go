@@ -45,12 +45,18 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 			failures++
 			d := retryDelay(failures - 1)
 			m.log.Warn("schedule recurring tick; retrying", "kind", j.kind, "tick", tick, "err", err, "in", d)
+			// The retry backs off on the real clock, as the claim loop's
+			// does: it paces calls to a failing store and decides nothing
+			// about the schedule, so a test's fake clock need not drive it.
+			t := time.NewTimer(d)
 			select {
 			case <-stop:
+				t.Stop()
 				return
 			case <-m.stopCh:
+				t.Stop()
 				return
-			case <-time.After(d):
+			case <-t.C:
 			}
 			continue
 		}
