@@ -184,47 +184,6 @@ func (m *Manager) flush(batch []*finishReq) {
 	}
 }
 
-// afterFinish calls the job's handlers for a recorded outcome.
-func (m *Manager) afterFinish(r *finishReq) {
-	j := r.a.job
-	if j == nil {
-		return
-	}
-	rec := r.inst.rec
-	rec.State, rec.Error, rec.Result = r.out.State, r.out.Error, r.out.Result
-	rec.UpdatedAt = m.clock.Now()
-	if r.out.State.Final() {
-		rec.FinishedAt = rec.UpdatedAt
-	} else {
-		rec.RunAt = r.out.RunAt
-	}
-	if r.out.Release {
-		rec.Attempt--
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			m.log.Error("job handler panicked", "kind", j.kind, "instance", rec.ID, "panic", p)
-		}
-	}()
-	if j.onStateChange != nil {
-		j.onStateChange(r.inst, r.out.State)
-	}
-	switch r.out.State {
-	case store.Completed:
-		if j.onComplete != nil {
-			j.onComplete(r.inst, r.inst.Results())
-		}
-	case store.Terminated, store.TimedOut:
-		if j.onTerminate != nil {
-			err := r.err
-			if err == nil {
-				err = errors.New(r.out.Error)
-			}
-			j.onTerminate(r.inst, err)
-		}
-	}
-}
-
 // maxWriteTries bounds the retries of one batch of outcomes or logs while
 // the manager runs (about a minute and a half with retryDelay); Stop ends
 // them sooner when its ctx ends.

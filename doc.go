@@ -114,5 +114,7 @@
 // scheduled with a unique key made of the kind and the tick time, so every
 // manager that registers the job schedules the same tick and the store keeps
 // one: a tick runs once per cluster, not once per manager, and no leader is
-// needed.
+// needed. A recurring job ticks at most once per MinInterval (a second);
+// a spec that does not parse, never fires or ticks faster is an error
+// wrapping ErrInvalidJob from NewJob.
 package job

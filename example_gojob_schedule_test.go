@@ -69,10 +69,11 @@ func ExampleWithInterval() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	mgr, _ := job.NewManager()
-	ticks := make(chan string, 3)
+	ticks := make(chan string, 2)
 	beat, _ := job.NewJob(
 		job.WithKind("heartbeat"),
-		job.WithInterval(10*time.Millisecond, job.WithArguments("ping")),
+		// At most one tick per job.MinInterval (1 s).
+		job.WithInterval(job.MinInterval, job.WithArguments("ping")),
 		job.WithExecutor(func(msg string) {
 			select {
 			case ticks <- msg:
@@ -82,12 +83,11 @@ func ExampleWithInterval() {
 	)
 	_ = mgr.RegisterJob(beat)
 	_ = mgr.Start(ctx)
-	for range 3 {
+	for range 2 {
 		fmt.Println(<-ticks)
 	}
 	_ = mgr.Stop(ctx)
 	// Output:
-	// ping
 	// ping
 	// ping
 }

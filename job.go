@@ -111,17 +111,22 @@ func WithBackoff(b Backoff) JobOption {
 }
 
 // WithStateChangeProcessor calls fn after each state change of an instance
-// that this manager made (scheduled, processing, retried, finished). It
-// runs on the manager's goroutines: keep it short. Calls for one instance
-// come from the goroutine that made each change, so the Scheduled call of
-// an instance scheduled while the manager runs may come after its
-// Processing call; the store's history is the ordered record.
+// that this manager made (scheduled, processing, retried, finished). While
+// the manager runs, handlers run one at a time on a goroutine of their own
+// (see WithHandlerQueue), so a slow or panicking handler stalls only other
+// handlers, never the engine; a panic is recovered, logged and counted
+// (Manager.HandlerStats). Calls run in the order the changes were queued,
+// so the Scheduled call of an instance scheduled while the manager runs
+// may come after its Processing call; the store's history is the ordered
+// record. Before Start and after Stop, the call runs on the goroutine of
+// ScheduleJob or CancelInstance.
 func WithStateChangeProcessor(fn func(ji Instance, state State)) JobOption {
 	return jobOption(func(j *Job) error { j.onStateChange = fn; return nil })
 }
 
 // WithCompleteProcessor calls fn with the results after an instance
-// completed on this manager.
+// completed on this manager, on the handler goroutine (see
+// WithStateChangeProcessor), after the state-change handler of that change.
 func WithCompleteProcessor(fn func(ji Instance, results []any)) JobOption {
 	return jobOption(func(j *Job) error { j.onComplete = fn; return nil })
 }

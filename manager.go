@@ -43,6 +43,7 @@ type Manager struct {
 	runCtx    context.Context
 	runCancel context.CancelCauseFunc
 	recurring map[string]chan struct{} // kind → closed to stop its ticker
+	handlers  handlerRunner            // runs job handlers off the engine's goroutines
 
 	// renewCtx bounds lease renewals; canceled when the renewer stops.
 	renewCtx    context.Context
@@ -126,6 +127,7 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	}
 	m.watch = watchlist{allowance: c.stopAllowance(), wake: make(chan struct{}, 1)}
 	m.enq = enqueuer{st: c.store, node: c.node, clock: c.clock}
+	m.handlers.log = m.log
 	ch := make(chan struct{})
 	m.changed.Store(&ch)
 	return m, nil
@@ -153,8 +155,12 @@ func (m *Manager) RegisterJob(j *Job) error {
 }
 
 // UnregisterJob removes the job of that kind. Its recurring schedule, if
-// any, stops on this manager; instances already scheduled stay in the store
-// for managers that still run the kind.
+// any, stops on this manager, and in the cluster once no manager has the
+// kind registered; instances already scheduled stay in the store for
+// managers that still run the kind. The next tick a recurring job had
+// already enqueued is never failed by a manager without the kind: it is
+// handed back for one that runs it, and Canceled when none has run it a
+// minute past its tick.
 func (m *Manager) UnregisterJob(kind string) error {
 	if _, err := m.reg.remove(kind); err != nil {
 		return err
@@ -229,6 +235,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.logCh = make(chan *store.LogRecord, 8192)
 	m.logMu.Unlock()
 
+	m.handlers.start(m.cfg.handlerQueue)
 	m.finishWG.Add(1)
 	go m.completer()
 	m.logWG.Add(1)
@@ -342,6 +349,9 @@ func (m *Manager) Stop(ctx context.Context) error {
 	close(m.finishCh)
 	m.finishMu.Unlock()
 	m.finishWG.Wait()
+	if n := m.handlers.stop(ctx); n > 0 {
+		m.log.Warn("stop: job handlers still running; their queued calls are dropped", "calls", n)
+	}
 	m.renewCancel()
 	close(m.renewStop)
 	m.renewWG.Wait()

@@ -20,11 +20,27 @@ const (
 	DefaultClaimBatch     = 64
 	DefaultFinishBatch    = 256
 	DefaultFinishLinger   = time.Millisecond
-	DefaultPruneInterval  = time.Minute
+	// DefaultHandlerQueue is how many job handler calls may wait for the
+	// handler goroutine (WithHandlerQueue).
+	DefaultHandlerQueue = 4096
+	// DefaultPruneInterval is how often retention runs.
+	DefaultPruneInterval = time.Minute
+	// DefaultPruneBatch bounds the records one store call of retention
+	// removes per rule; a run makes as many calls as it takes to catch up.
+	DefaultPruneBatch = 1_000
+	// DefaultFinishedMaxAge: finished instances are removed, with their
+	// history and logs, a day after they finished (WithRetention).
 	DefaultFinishedMaxAge = 24 * time.Hour
-	DefaultFinishedMax    = 100_000
-	DefaultHistoryMaxAge  = 7 * 24 * time.Hour
-	DefaultLogMaxAge      = 7 * 24 * time.Hour
+	// DefaultFinishedMax: at most this many finished instances are kept,
+	// the most recently finished (WithRetention).
+	DefaultFinishedMax = 100_000
+	// DefaultHistoryMaxAge: state-history records are removed a week after
+	// they were written, whatever their instance's state
+	// (WithHistoryRetention).
+	DefaultHistoryMaxAge = 7 * 24 * time.Hour
+	// DefaultLogMaxAge: log records are removed a week after they were
+	// written, whatever their instance's state (WithLogRetention).
+	DefaultLogMaxAge = 7 * 24 * time.Hour
 )
 
 // config is a manager's configuration; every field is filled by
@@ -44,11 +60,16 @@ type config struct {
 	finishBatch    int
 	finishLinger   time.Duration
 	lingerSet      bool
+	handlerQueue   int
 	pruneInterval  time.Duration
+	pruneBatch     int
 	finishedMaxAge time.Duration
 	finishedMax    int
 	historyMaxAge  time.Duration
 	logMaxAge      time.Duration
+	// Set by the retention options, so a rule an option disabled (0) is
+	// told apart from one left at its default.
+	finishedSet, historySet, logSet bool
 }
 
 // ManagerOption configures a Manager.
@@ -205,47 +226,76 @@ func WithFinishLinger(d time.Duration) ManagerOption {
 	}
 }
 
-// WithRetention bounds the finished instances kept: those finished more than
-// maxAge ago, and all but the newest maxCount, are removed with their history
-// and logs. 0 disables a bound. Defaults to DefaultFinishedMaxAge and
-// DefaultFinishedMax.
+// WithHandlerQueue sets how many job handler calls (state-change, complete
+// and terminate processors) may wait to run. Defaults to
+// DefaultHandlerQueue. While the manager runs, handlers run one at a time
+// on a goroutine of their own, in the order the changes were queued, so
+// neither a slow handler nor a panicking one (recovered, logged with its
+// stack, counted) can stall or crash claiming, running or recording work.
+// When handlers fall this many calls behind, further calls are dropped,
+// counted in Manager.HandlerStats and logged, never waited for: a handler
+// is a notification, and the store's history is the record. Stop waits
+// for queued calls until its ctx ends and drops the rest.
+func WithHandlerQueue(n int) ManagerOption {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: handler queue %d, want > 0", ErrInvalidOption, n)
+		}
+		c.handlerQueue = n
+		return nil
+	}
+}
+
+// WithRetention bounds the finished instances kept (Completed, Terminated,
+// Canceled, TimedOut): those finished more than maxAge ago, and all but the
+// newest maxCount, are removed with their history and logs. 0 disables a
+// bound, so WithRetention(0, 0) keeps finished instances forever. Defaults
+// to DefaultFinishedMaxAge and DefaultFinishedMax. It changes only this
+// rule: history and log retention keep their own settings or defaults.
 func WithRetention(maxAge time.Duration, maxCount int) ManagerOption {
 	return func(c *config) error {
 		if maxAge < 0 || maxCount < 0 {
-			return fmt.Errorf("%w: retention %v / %d, want >= 0", ErrInvalidOption, maxAge, maxCount)
+			return fmt.Errorf("%w: retention %v / %d, want >= 0 (0 disables a bound)", ErrInvalidOption, maxAge, maxCount)
 		}
-		c.finishedMaxAge, c.finishedMax = maxAge, maxCount
+		c.finishedMaxAge, c.finishedMax, c.finishedSet = maxAge, maxCount, true
 		return nil
 	}
 }
 
-// WithHistoryRetention removes history records older than maxAge, and
-// WithLogRetention log records, whatever their instance's state. 0 keeps
-// them as long as their instance. Defaults to DefaultHistoryMaxAge.
+// WithHistoryRetention removes state-history records older than maxAge,
+// whatever their instance's state, so an instance that never finishes (a
+// long retry loop) does not grow its history forever. 0 disables the rule:
+// history is then kept as long as its instance. Defaults to
+// DefaultHistoryMaxAge. It changes only this rule.
 func WithHistoryRetention(maxAge time.Duration) ManagerOption {
 	return func(c *config) error {
 		if maxAge < 0 {
-			return fmt.Errorf("%w: negative history retention %v", ErrInvalidOption, maxAge)
+			return fmt.Errorf("%w: negative history retention %v; use 0 to keep history as long as its instance", ErrInvalidOption, maxAge)
 		}
-		c.historyMaxAge = maxAge
+		c.historyMaxAge, c.historySet = maxAge, true
 		return nil
 	}
 }
 
-// WithLogRetention removes log records older than maxAge. 0 keeps them as
-// long as their instance. Defaults to DefaultLogMaxAge.
+// WithLogRetention removes log records older than maxAge, whatever their
+// instance's state. 0 disables the rule: logs are then kept as long as
+// their instance. Defaults to DefaultLogMaxAge. It changes only this rule.
 func WithLogRetention(maxAge time.Duration) ManagerOption {
 	return func(c *config) error {
 		if maxAge < 0 {
-			return fmt.Errorf("%w: negative log retention %v", ErrInvalidOption, maxAge)
+			return fmt.Errorf("%w: negative log retention %v; use 0 to keep logs as long as their instance", ErrInvalidOption, maxAge)
 		}
-		c.logMaxAge = maxAge
+		c.logMaxAge, c.logSet = maxAge, true
 		return nil
 	}
 }
 
 // WithPruneInterval sets how often retention runs. Defaults to
-// DefaultPruneInterval.
+// DefaultPruneInterval. Each run removes everything the rules no longer
+// want, in batches of DefaultPruneBatch records per rule, so retention
+// keeps up whatever the throughput; it changes no rule. With every rule
+// disabled (WithRetention(0, 0), WithHistoryRetention(0),
+// WithLogRetention(0)) nothing is pruned.
 func WithPruneInterval(d time.Duration) ManagerOption {
 	return func(c *config) error {
 		if d <= 0 {
@@ -292,11 +342,23 @@ func (c *config) defaults() {
 	if !c.lingerSet {
 		c.finishLinger = DefaultFinishLinger
 	}
+	if c.handlerQueue == 0 {
+		c.handlerQueue = DefaultHandlerQueue
+	}
 	if c.pruneInterval == 0 {
 		c.pruneInterval = DefaultPruneInterval
 	}
-	if c.finishedMaxAge == 0 && c.finishedMax == 0 && c.historyMaxAge == 0 && c.logMaxAge == 0 {
+	if c.pruneBatch == 0 {
+		c.pruneBatch = DefaultPruneBatch
+	}
+	// Each retention rule takes its default unless its own option set it.
+	if !c.finishedSet {
 		c.finishedMaxAge, c.finishedMax = DefaultFinishedMaxAge, DefaultFinishedMax
-		c.historyMaxAge, c.logMaxAge = DefaultHistoryMaxAge, DefaultLogMaxAge
+	}
+	if !c.historySet {
+		c.historyMaxAge = DefaultHistoryMaxAge
+	}
+	if !c.logSet {
+		c.logMaxAge = DefaultLogMaxAge
 	}
 }

@@ -67,9 +67,7 @@ func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...Schedule
 	rec.State, rec.Seq, rec.UpdatedAt = store.Scheduled, res.Seq, rec.CreatedAt
 	m.notifyLocal()
 	inst := newInstance(rec, m)
-	if j.onStateChange != nil {
-		j.onStateChange(inst, store.Scheduled)
-	}
+	m.stateChanged(j, inst, store.Scheduled)
 	return inst, nil
 }
 
@@ -145,7 +143,7 @@ func (m *Manager) CancelInstance(ctx context.Context, id string) (Instance, erro
 			a.cancel(ErrCanceled)
 		}
 	} else if j, ok := m.reg.get(rec.Kind); ok && j.onStateChange != nil {
-		j.onStateChange(newInstance(rec, m), rec.State)
+		m.stateChanged(j, newInstance(rec, m), rec.State)
 	}
 	return newInstance(rec, m), nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -43,12 +45,18 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 			failures++
 			d := retryDelay(failures - 1)
 			m.log.Warn("schedule recurring tick; retrying", "kind", j.kind, "tick", tick, "err", err, "in", d)
+			// The retry backs off on the real clock, as the claim loop's
+			// does: it paces calls to a failing store and decides nothing
+			// about the schedule, so a test's fake clock need not drive it.
+			t := time.NewTimer(d)
 			select {
 			case <-stop:
+				t.Stop()
 				return
 			case <-m.stopCh:
+				t.Stop()
 				return
-			case <-time.After(d):
+			case <-t.C:
 			}
 			continue
 		}
@@ -103,17 +111,35 @@ type recurrence struct {
 	interval bool
 }
 
-// cronParser accepts five fields, an optional leading seconds field,
-// descriptors (@hourly, @daily, ...) and CRON_TZ= / TZ= prefixes.
+// MinInterval is the shortest period a recurring job may have, by
+// WithInterval or a cron spec. It is cron's own resolution (its finest
+// field is seconds), so both ways of making a job recurring share one
+// bound. Each tick is a stored instance with its history, claimed and
+// finished like any other, and kept by retention: at one a second a
+// recurring job makes 86,400 instances a day, close to DefaultFinishedMax
+// alone; a shorter interval is almost always a mistake (a 1ns interval
+// made 10 to 19 thousand instances a second). Work that must run more
+// often than this belongs in one long-running job that loops, or in
+// ScheduleJob calls.
+const MinInterval = time.Second
+
+// cronParser accepts five fields, an optional leading seconds field and
+// descriptors (@hourly, @daily, ...). Time zone prefixes are split off by
+// parseCron before it sees a spec.
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // WithCronSpec makes the job recurring on a cron schedule: "*/5 * * * *",
 // with an optional leading seconds field ("*/10 * * * * *"), a descriptor
-// ("@hourly"), or a time zone prefix ("CRON_TZ=Europe/Paris 0 9 * * *").
-// "@every d" is an interval (see WithInterval). Each tick is scheduled as
-// one instance with opts (WithArguments, WithPriority, ...), once per cluster:
-// every manager that registers the job schedules the same tick under the
-// same unique key, and the store keeps one.
+// ("@hourly"), or a time zone prefix followed by a space
+// ("CRON_TZ=Europe/Paris 0 9 * * *"; TZ= works too). Without a prefix the
+// fields are read in the process's local time zone, so the managers of a
+// cluster that runs in several zones should name one. "@every d" is an
+// interval (see WithInterval) and takes no time zone. Each tick is
+// scheduled as one instance with opts (WithArguments, WithPriority, ...), once
+// per cluster: every manager that registers the job schedules the same
+// tick under the same unique key, and the store keeps one. A spec that
+// does not parse, never fires or fires more often than MinInterval is an
+// error wrapping ErrInvalidJob.
 func WithCronSpec(spec string, opts ...ScheduleOption) JobOption {
 	return jobOption(func(j *Job) error {
 		if d, ok := strings.CutPrefix(strings.TrimSpace(spec), "@every "); ok {
@@ -123,15 +149,22 @@ func WithCronSpec(spec string, opts ...ScheduleOption) JobOption {
 			}
 			return WithInterval(iv, opts...).applyJob(j)
 		}
-		sched, err := cronParser.Parse(spec)
+		next, err := parseCron(spec)
 		if err != nil {
 			return fmt.Errorf("%w: cron spec %q: %v", ErrInvalidJob, spec, err)
 		}
-		r := &recurrence{spec: spec, next: sched.Next, opts: opts}
+		r := &recurrence{spec: spec, next: next, opts: opts}
 		// Estimate the period from two consecutive ticks, for how long a
 		// tick's unique key must be held.
-		t0 := sched.Next(time.Unix(0, 0).UTC())
-		r.period = sched.Next(t0).Sub(t0)
+		t0 := next(time.Unix(0, 0).UTC())
+		t1 := next(t0)
+		if t0.IsZero() || t1.IsZero() {
+			return fmt.Errorf("%w: cron spec %q never fires (no such date)", ErrInvalidJob, spec)
+		}
+		r.period = t1.Sub(t0)
+		if r.period < MinInterval {
+			return fmt.Errorf("%w: cron spec %q fires every %v, more often than job.MinInterval (%v)", ErrInvalidJob, spec, r.period, MinInterval)
+		}
 		if err := r.collectArgs(); err != nil {
 			return err
 		}
@@ -140,13 +173,57 @@ func WithCronSpec(spec string, opts ...ScheduleOption) JobOption {
 	})
 }
 
-// WithInterval makes the job recurring every d (sub-second allowed). Ticks
-// fall on multiples of d since the Unix epoch, so every manager computes
-// the same ticks and the cluster runs each once.
+// parseCron parses a cron spec with an optional time zone prefix and
+// returns its next-tick function. It checks the prefix itself, and
+// recovers a panic of the parser, because robfig/cron slices the spec out
+// of range on a prefix that no space follows ("TZ=UTC") and would take the
+// process down. The function reads the fields in the spec's zone (the
+// local one without a prefix) whatever the location of the time it is
+// given: robfig/cron reads a spec without a zone in the location of that
+// time, so two managers whose clocks report different locations would
+// compute different ticks.
+func parseCron(spec string) (next func(after time.Time) time.Time, err error) {
+	s := strings.TrimSpace(spec)
+	loc := time.Local
+	if strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ=") {
+		prefix, rest, ok := strings.Cut(s, " ")
+		if !ok {
+			return nil, errors.New(`a time zone prefix must be followed by a space and the schedule, as in "CRON_TZ=Europe/Paris 0 9 * * *"`)
+		}
+		_, name, _ := strings.Cut(prefix, "=")
+		if name == "" {
+			return nil, errors.New(`empty time zone; name one, as in "CRON_TZ=Europe/Paris 0 9 * * *"`)
+		}
+		if loc, err = time.LoadLocation(name); err != nil {
+			return nil, fmt.Errorf("time zone %q: %v", name, err)
+		}
+		s = strings.TrimSpace(rest)
+		if strings.HasPrefix(s, "@every") {
+			return nil, errors.New("@every is an interval and takes no time zone; drop the prefix")
+		}
+	}
+	if s == "" {
+		return nil, errors.New("no schedule; want five or six fields or a descriptor such as @hourly")
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			next, err = nil, fmt.Errorf("cron parser panicked: %v", p)
+		}
+	}()
+	sched, err := cronParser.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	return func(after time.Time) time.Time { return sched.Next(after.In(loc)) }, nil
+}
+
+// WithInterval makes the job recurring every d, at least MinInterval.
+// Ticks fall on multiples of d since the Unix epoch, so every manager
+// computes the same ticks and the cluster runs each once.
 func WithInterval(d time.Duration, opts ...ScheduleOption) JobOption {
 	return jobOption(func(j *Job) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: interval %v, want > 0", ErrInvalidJob, d)
+		if d < MinInterval {
+			return fmt.Errorf("%w: interval %v is shorter than job.MinInterval (%v); run more frequent work in a loop inside one job", ErrInvalidJob, d, MinInterval)
 		}
 		r := &recurrence{
 			spec:     "@every " + d.String(),
@@ -202,12 +279,8 @@ func tickKey(kind string, tick time.Time) string {
 // tickKey of its own kind and some time. No user key can be one, since
 // user keys are stored behind userKeyPrefix.
 func isTick(in *store.Instance) bool {
-	rest, ok := strings.CutPrefix(in.UniqueKey, tickKeyPrefix+in.Kind+":")
-	if !ok || rest == "" {
-		return false
-	}
-	_, err := strconv.ParseInt(rest, 10, 64)
-	return err == nil
+	_, ok := tickOf(in)
+	return ok
 }
 
 // userUniqueKey returns the key a user gave WithUniqueKey from its stored
@@ -219,8 +292,73 @@ func userUniqueKey(stored string) string {
 	return stored
 }
 
+// tickOf returns the tick time of a recurring tick's record: the time in
+// its unique key. ok is false for an instance that is not a tick.
+func tickOf(rec *store.Instance) (tick time.Time, ok bool) {
+	rest, ok := strings.CutPrefix(rec.UniqueKey, tickKeyPrefix+rec.Kind+":")
+	if !ok {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, n), true
+}
+
+// foreignTickRetry is how long a manager that claimed a tick of a kind it
+// does not run puts it off before any manager may claim it again, and
+// foreignTickGrace how long past its tick such a tick is put off before it
+// is canceled.
+const (
+	foreignTickRetry = time.Second
+	foreignTickGrace = time.Minute
+)
+
+// foreignTickOutcome decides the outcome of a claimed attempt of a
+// recurring tick whose kind this manager does not run (it unregistered the
+// job, or never had it; claims are not yet by kind), so the tick never
+// fails for it:
+//
+//   - until foreignTickGrace (a minute) past the tick it is handed back
+//     without counting the attempt, due again 0.5 to 1.5 s later (spread,
+//     so handed-back ticks do not all fall due at one instant), so a
+//     manager that still runs the kind may claim and run it, a little late;
+//   - after that it is Canceled, not Terminated: no manager that claimed it
+//     in that minute runs the kind, most likely because none has it
+//     registered any more.
+//
+// Until claims are by kind (the platform contract), which manager claims a
+// handed-back tick is a race, so while a kind is registered on only some
+// managers a tick can keep landing on managers without it and end Canceled
+// (a missed tick, as a cron misfires), never failed; a kind registered on
+// every manager is never affected.
+//
+// ok is false for an attempt that is not a tick.
+func (m *Manager) foreignTickOutcome(a *attempt) (out store.Outcome, ok bool) {
+	tick, ok := tickOf(a.rec)
+	if !ok {
+		return store.Outcome{}, false
+	}
+	now := m.clock.Now()
+	out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt}
+	if now.Before(tick.Add(foreignTickGrace)) {
+		out.State, out.RunAt, out.Release = store.Scheduled, now.Add(foreignTickRetry/2+time.Duration(rand.Int64N(int64(foreignTickRetry)))), true
+		out.Error = fmt.Sprintf("handed back: recurring kind %q is not registered on node %s; left for a manager that runs it", a.rec.Kind, m.node)
+		return out, true
+	}
+	out.State = store.Canceled
+	out.Error = fmt.Sprintf("canceled: no manager that claimed recurring kind %q's tick of %s within %v runs the kind (unregistered everywhere?)",
+		a.rec.Kind, tick.UTC().Format(time.RFC3339Nano), foreignTickGrace)
+	m.log.Info("canceled a tick of a recurring kind no claiming manager runs", "kind", a.rec.Kind, "tick", tick, "instance", a.rec.ID)
+	return out, true
+}
+
 // tickHold is how long past its tick a tick's key is held: long enough that
 // no manager with a slow clock schedules it again.
 func (r *recurrence) tickHold() time.Duration {
+	if r.period > math.MaxInt64/2 {
+		return math.MaxInt64
+	}
 	return max(time.Minute, 2*r.period)
 }

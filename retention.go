@@ -7,15 +7,30 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// pruneLoop applies retention.
+// pruneLoop applies retention every prune interval. A run stops between
+// two batches when the manager stops.
 func (m *Manager) pruneLoop() {
 	defer m.bg.Done()
+	ctx, cancel := context.WithCancel(m.runCtx)
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		if !sleep(m.clock, m.cfg.pruneInterval, m.stopCh) {
 			return
 		}
-		if _, err := m.Prune(m.runCtx); err != nil {
-			m.log.Warn("apply retention", "err", err)
+		res, err := m.Prune(ctx)
+		if err != nil && ctx.Err() == nil {
+			m.log.Warn("apply retention", "err", err, "removed", res)
+			continue
+		}
+		if res != (PruneResult{}) {
+			m.log.Debug("applied retention", "instances", res.Instances, "history", res.History, "logs", res.Logs)
 		}
 	}
 }
@@ -31,28 +46,75 @@ type PruneResult struct {
 	Logs    int
 }
 
-// Prune applies the manager's retention now: finished instances past the
-// age or count bounds go with their history and logs, and history and log
-// records past their age. The manager runs it every prune interval; call
-// it to prune sooner.
+// pruneRule is one retention rule: how to ask the store for one batch of
+// it, and how many records of the rule a batch removed.
+type pruneRule struct {
+	name    string
+	params  func(p *store.PruneParams)
+	removed func(r *store.PruneResult) int
+}
+
+// pruneRules returns the manager's enabled retention rules.
+func (m *Manager) pruneRules() []pruneRule {
+	var rules []pruneRule
+	c := &m.cfg
+	if c.finishedMaxAge > 0 || c.finishedMax > 0 {
+		rules = append(rules, pruneRule{"finished instances",
+			func(p *store.PruneParams) {
+				p.KeepFinished = c.finishedMax
+				if c.finishedMaxAge > 0 {
+					p.FinishedBefore = p.Now.Add(-c.finishedMaxAge)
+				}
+			},
+			func(r *store.PruneResult) int { return r.Instances }})
+	}
+	if c.historyMaxAge > 0 {
+		rules = append(rules, pruneRule{"history",
+			func(p *store.PruneParams) { p.HistoryBefore = p.Now.Add(-c.historyMaxAge) },
+			func(r *store.PruneResult) int { return r.History }})
+	}
+	if c.logMaxAge > 0 {
+		rules = append(rules, pruneRule{"logs",
+			func(p *store.PruneParams) { p.LogsBefore = p.Now.Add(-c.logMaxAge) },
+			func(r *store.PruneResult) int { return r.Logs }})
+	}
+	return rules
+}
+
+// Prune applies the manager's retention now and returns what it removed:
+// finished instances past the age or count bounds go with their history
+// and logs, and history and log records past their age. Each rule is
+// applied in store calls that remove at most DefaultPruneBatch records
+// each, as many as it takes to catch up, so one call never holds the store
+// long and retention keeps up with any throughput. It returns early, with
+// ctx's error, when ctx ends between two batches. The manager runs it
+// every prune interval; call it to prune sooner.
 func (m *Manager) Prune(ctx context.Context) (PruneResult, error) {
-	now := m.clock.Now()
-	p := &store.PruneParams{Now: now, KeepFinished: m.cfg.finishedMax, Limit: 10_000}
-	if m.cfg.finishedMaxAge > 0 {
-		p.FinishedBefore = now.Add(-m.cfg.finishedMaxAge)
+	var total PruneResult
+	limit := m.cfg.pruneBatch
+	for _, rule := range m.pruneRules() {
+		for {
+			if err := ctx.Err(); err != nil {
+				return total, err
+			}
+			p := &store.PruneParams{Now: m.clock.Now(), Limit: limit}
+			rule.params(p)
+			res, err := m.store.Prune(ctx, p)
+			if err != nil {
+				return total, fmt.Errorf("job: prune %s: %w", rule.name, err)
+			}
+			if res == nil {
+				break
+			}
+			total.Instances += res.Instances
+			total.History += res.History
+			total.Logs += res.Logs
+			// A batch short of the limit means the rule has caught up;
+			// a full one means there may be more.
+			if rule.removed(res) < limit {
+				break
+			}
+		}
 	}
-	if m.cfg.historyMaxAge > 0 {
-		p.HistoryBefore = now.Add(-m.cfg.historyMaxAge)
-	}
-	if m.cfg.logMaxAge > 0 {
-		p.LogsBefore = now.Add(-m.cfg.logMaxAge)
-	}
-	res, err := m.store.Prune(ctx, p)
-	if err != nil {
-		return PruneResult{}, fmt.Errorf("job: prune: %w", err)
-	}
-	if res == nil {
-		return PruneResult{}, nil
-	}
-	return PruneResult{Instances: res.Instances, History: res.History, Logs: res.Logs}, nil
+	return total, nil
 }

@@ -176,7 +176,7 @@ func (m *Manager) dispatch(recs []*store.Instance) {
 	m.watch.add(as)
 	for _, a := range as {
 		if a.job != nil && a.job.onStateChange != nil {
-			a.job.onStateChange(newInstance(a.rec.Clone(), m), store.Processing)
+			m.stateChanged(a.job, newInstance(a.rec.Clone(), m), store.Processing)
 		}
 		select {
 		case m.handoff <- a:
@@ -223,8 +223,13 @@ func (m *Manager) execute(a *attempt) {
 		err     error
 		inst    = newInstance(a.rec.Clone(), m)
 	)
+	var foreign *store.Outcome // a recurring tick of a kind not registered here
 	if a.job == nil {
-		err = fmt.Errorf("%w: %q is not registered on node %s (registered: %v)", ErrUnknownKind, a.rec.Kind, m.node, m.reg.kinds())
+		if out, ok := m.foreignTickOutcome(a); ok {
+			foreign = &out
+		} else {
+			err = fmt.Errorf("%w: %q is not registered on node %s (registered: %v)", ErrUnknownKind, a.rec.Kind, m.node, m.reg.kinds())
+		}
 	} else {
 		args, derr := a.job.exec.decodeArgs(a.rec.Args)
 		if derr != nil {
@@ -255,7 +260,11 @@ func (m *Manager) execute(a *attempt) {
 	}
 	m.watch.remove(a)
 	inst.results = results
-	m.submit(&finishReq{a: a, out: m.outcome(a, results, err, context.Cause(a.ctx)), inst: inst, err: err})
+	out := m.outcome(a, results, err, context.Cause(a.ctx))
+	if foreign != nil && out.State != store.Scheduled && out.State != store.Canceled {
+		out = *foreign // unless Stop handed it back or it was canceled meanwhile
+	}
+	m.submit(&finishReq{a: a, out: out, inst: inst, err: err})
 	m.decided()
 }
 

@@ -523,7 +523,7 @@ func testClusterNoDuplicates(t *testing.T, e *env) {
 }
 
 func testRecurringOncePerCluster(t *testing.T, e *env) {
-	const interval = 40 * time.Millisecond
+	const interval = job.MinInterval
 	var mu sync.Mutex
 	ticks := make(map[int64]int)
 	mk := func() *job.Job {
@@ -541,7 +541,7 @@ func testRecurringOncePerCluster(t *testing.T, e *env) {
 	for _, m := range ms {
 		start(t, m)
 	}
-	waitFor(t, deadline, "10 ticks", func() bool { mu.Lock(); defer mu.Unlock(); return len(ticks) >= 10 })
+	waitFor(t, deadline, "3 ticks", func() bool { mu.Lock(); defer mu.Unlock(); return len(ticks) >= 3 })
 	for _, m := range ms {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := m.Stop(ctx); err != nil {

@@ -142,3 +142,13 @@ for m in "${modules[@]}"; do
 done
 log "$fault: go test -race ./..."
 in_module "$fault" go test -race -timeout 12m "$@" ./...
+
+# >>> fuzz (issue 13 item 13): a brief run of each fuzz target of the root
+# module's package; its seed corpus already ran with the tests above. A
+# failing input is written to testdata/fuzz/<target>/ for `go test -run`
+# to replay.
+for target in FuzzCronSpec FuzzScheduleJob; do
+	log ".: go test -fuzz $target (10 s)"
+	in_module . go test -run '^$' -fuzz "^$target\$" -fuzztime 10s .
+done
+# <<< fuzz

@@ -1,5 +1,6 @@
 // Cron runs a recurring job on a cron spec with seconds and another on a
-// sub-second interval for a few seconds, then prints each tick once.
+// one-second interval (job.MinInterval) for a few seconds, then prints each
+// tick once.
 // Several managers sharing a store would still run every tick once.
 //
 //	go run ./examples/cron
@@ -31,7 +32,7 @@ func main() {
 		log.Fatal(err)
 	}
 	fast, err := job.NewJob(job.WithKind("heartbeat"),
-		job.WithInterval(500*time.Millisecond),
+		job.WithInterval(time.Second), // the shortest interval, job.MinInterval
 		job.WithExecutor(func() { ticks.Add(1) }))
 	if err != nil {
 		log.Fatal(err)
@@ -54,5 +55,5 @@ func main() {
 	if err := mgr.Stop(stopCtx); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("heartbeat ran %d times in 5 s (every 500 ms)\n", ticks.Load())
+	fmt.Printf("heartbeat ran %d times in 5 s (every 1 s)\n", ticks.Load())
 }

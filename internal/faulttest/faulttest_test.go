@@ -106,7 +106,7 @@ func TestCronOncePerCluster(t *testing.T) {
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			faulttest.CronOnce(t, spec(t), 500*time.Millisecond, cronSpan(t))
+			faulttest.CronOnce(t, spec(t), time.Second, cronSpan(t))
 		})
 	}
 }

@@ -14,6 +14,7 @@
 //	go run ./bench/cmd/jobkit-bench -store redis                          # starts a redis-server
 //	go run ./bench/cmd/jobkit-bench -store redis -redis-addr 127.0.0.1:6379
 //	go run ./bench/cmd/jobkit-bench -store etcd -etcd 127.0.0.1:2379
+//	go run ./bench/cmd/jobkit-bench -store redis -only soak               # memory under 2,000 jobs/s for 6 min
 package main
 
 import (
@@ -48,7 +49,10 @@ func main() {
 		pending    = flag.Int("pending", 100_000, "pending instances in the memory run")
 		depths     = flag.String("depths", "1000,100000,1000000", "queue depths of the claim-cost run")
 		runs       = flag.Int("runs", 3, "runs per figure; the median is reported")
-		only       = flag.String("only", "", "comma-separated subset of: throughput, latency, memory, claim")
+		only       = flag.String("only", "", "comma-separated subset of: throughput, latency, memory, claim, soak (soak runs only when named)")
+		soakRate   = flag.Int("soak-rate", 2000, "jobs per second scheduled by the soak run")
+		soakFor    = flag.Duration("soak-for", 6*time.Minute, "how long the soak run schedules jobs")
+		soakEvery  = flag.Duration("soak-every", 15*time.Second, "how often the soak run samples memory")
 		limit      = flag.Duration("limit", 10*time.Minute, "time limit of each run; a run that hits it is reported as cut short")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile to this file")
 	)
@@ -137,6 +141,20 @@ func main() {
 			row(fmt.Sprintf("%s per pending instance at %d", name, *pending), r, "server B/job", "B", 0)
 		}
 	}
+	if *only != "" && want("soak") {
+		fmt.Printf("\n## soak: %d jobs/s scheduled one by one (8 producers, 64 workers) for %v, default settings (retention included)\n\n", *soakRate, *soakFor)
+		fmt.Printf("| t | scheduled | completed | Go heap (after GC) | %s |\n|---|---|---|---|---|\n", serverMemName(sys))
+		err := benchkit.Soak(ctx, sys, *soakRate, *soakFor, *soakEvery, 64, func(p benchkit.SoakPoint) {
+			server := "–"
+			if p.Server > 0 {
+				server = fmt.Sprintf("%.1f MB", float64(p.Server)/1e6)
+			}
+			fmt.Printf("| %v | %d | %d | %.1f MB | %s |\n", p.At, p.Scheduled, p.Completed, float64(p.Heap)/1e6, server)
+		})
+		if err != nil {
+			fmt.Printf("\nsoak: %v\n", err)
+		}
+	}
 	if want("claim") {
 		for _, d := range ds {
 			r := benchkit.Repeat(1, func() (benchkit.Sample, error) { return benchkit.ClaimCost(ctx, sys, d, 2000, *runs, *limit) })
@@ -144,6 +162,14 @@ func main() {
 			row(fmt.Sprintf("claim+finish of 1 instance at queue depth %d", d), r, "µs", "µs", 1)
 		}
 	}
+}
+
+// serverMemName names the server memory column of the soak table.
+func serverMemName(sys *benchkit.Jobkit) string {
+	if n := sys.ServerMemoryName(); n != "" {
+		return n
+	}
+	return "server memory"
 }
 
 // spawner returns the command that runs this program as a worker process

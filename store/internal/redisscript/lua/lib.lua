@@ -10,7 +10,9 @@
 --   KEYS[3]  ctr     HASH   counters: seq (instance Seq), hskew and lskew
 --                           (how far stream IDs ran ahead, see xadd_at),
 --                           k:<kind> (stored instances of a kind, which
---                           lookups weigh against the size of a state)
+--                           lookups weigh against the size of a state),
+--                           hsweep and hsweept (prune's sweep of history
+--                           entries of removed instances: cursor, bound)
 --   KEYS[4]  hist    STREAM history entries, one per script run that
 --                           changed states; entry ID ms = the run's time
 --   KEYS[5]  lease   ZSET   lease batches: member = the IDs given one lease

@@ -13,6 +13,15 @@
 -- the bound (a caller's clock ran behind) but whose time is before it is
 -- removed as well. Log entries likewise by LogsBefore. Expired unique keys
 -- are dropped too.
+-- History entries whose records all belong to removed instances are freed
+-- too, without waiting for HistoryBefore: a sweep reads entries from a
+-- cursor (ctr field hsweep) up to the newest FinishedAt ever removed (ctr
+-- field hsweept, ms: a later entry holds a record of an instance that
+-- finished after it, so of one still stored), at most 4 * limit entry
+-- reads and ID checks per call, and deletes those with no record of a
+-- stored instance; at that bound the cursor goes back to the head, so an
+-- entry still live when read is read again on the next round. Their
+-- records were counted with their instances; the sweep counts nothing.
 -- Final instances are removed oldest FinishedAt first across the done
 -- lists of the four final states and the late set, at most limit per call
 -- in all; each removal also takes one off its kind's count in ctr.
@@ -88,7 +97,11 @@ end
 
 -- take drops the instance oldest returned and moves past it.
 local late_rm = {}
-local function take(id, from)
+local newest = 0 -- the newest FinishedAt removed by this call
+local function take(id, t, from)
+	if t > newest then
+		newest = t
+	end
 	if from then
 		hi[from] = hi[from] + 1
 	else
@@ -105,7 +118,7 @@ if fin_before > 0 then
 		if not id or t >= fin_before then
 			break
 		end
-		take(id, from)
+		take(id, t, from)
 		removed = removed + 1
 	end
 end
@@ -115,11 +128,11 @@ if keep > 0 then
 		over = over + redis.call('LLEN', done_key(st))
 	end
 	while over > 0 and removed < limit do
-		local id, _, from = oldest()
+		local id, t, from = oldest()
 		if not id then
 			break
 		end
-		take(id, from)
+		take(id, t, from)
 		removed = removed + 1
 		over = over - 1
 	end
@@ -131,9 +144,10 @@ for _, st in ipairs(FINALS) do
 end
 chunked('ZREM', K_LATE, late_rm)
 
--- live counts the records in a history entry value whose instance is
--- still stored; nil when the value is not an entry.
-local function live(v)
+-- entry_ids returns the instance IDs a history entry value holds records
+-- of, and how many records each has there; nil when the value is not an
+-- entry.
+local function entry_ids(v)
 	local ok, a = pcall(function() return {cmsgpack.unpack(v)} end)
 	if not ok or #a < 3 then
 		return nil
@@ -150,6 +164,16 @@ local function live(v)
 				ids[#ids + 1] = a[i][1]
 			end
 		end
+	end
+	return ids, per
+end
+
+-- live counts the records in a history entry value whose instance is
+-- still stored; nil when the value is not an entry.
+local function live(v)
+	local ids, per = entry_ids(v)
+	if not ids then
+		return nil
 	end
 	local n = 0
 	for _, id in ipairs(ids) do
@@ -196,6 +220,54 @@ local function trim(key, skewf, before, hist)
 	end
 	return n
 end
+-- The sweep of history entries left with no record of a stored instance:
+-- from the cursor to the horizon, at most 4 * limit entry reads and ID
+-- checks per call; at the horizon the cursor goes back to the head, so an
+-- entry still live when read is read again on the next round.
+local sweep_to = tonumber(redis.call('HGET', K_CTR, 'hsweept') or '0')
+if newest > 0 and math.floor(newest / 1000) > sweep_to then
+	sweep_to = math.floor(newest / 1000)
+	redis.call('HSET', K_CTR, 'hsweept', num(sweep_to))
+end
+if sweep_to > 0 then
+	local budget = 4 * limit
+	local cur = redis.call('HGET', K_CTR, 'hsweep')
+	local from = cur and ('(' .. cur) or '-'
+	local last, at_end = nil, false
+	while budget > 0 do
+		local es = redis.call('XRANGE', K_HIST, from, num(sweep_to), 'COUNT', 100)
+		for _, e in ipairs(es) do
+			budget = budget - 1
+			local ids = entry_ids(e[2][2])
+			local alive = ids == nil -- not an entry: left to history retention
+			for _, id in ipairs(ids or {}) do
+				budget = budget - 1
+				if type(id) ~= 'string' or redis.call('HEXISTS', K_INST, id) == 1 then
+					alive = true
+					break
+				end
+			end
+			if not alive then
+				redis.call('XDEL', K_HIST, e[1])
+			end
+			last = e[1]
+			if budget <= 0 then
+				break
+			end
+		end
+		if #es < 100 and (#es == 0 or last == es[#es][1]) then
+			at_end = true
+			break
+		end
+		from = '(' .. last
+	end
+	if at_end then
+		redis.call('HDEL', K_CTR, 'hsweep')
+	elseif last then
+		redis.call('HSET', K_CTR, 'hsweep', last)
+	end
+end
+
 if hist_before > 0 then
 	nh = nh + trim(K_HIST, 'hskew', hist_before, true)
 end

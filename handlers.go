@@ -1,0 +1,207 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jobkit/job/store"
+)
+
+// HandlerStats counts the calls of a manager's job handlers (state-change,
+// complete and terminate processors) since it was created.
+type HandlerStats struct {
+	// Calls is how many handler calls ran, including those that panicked.
+	Calls int64
+	// Panics is how many handler calls panicked. Each panic is recovered
+	// and logged with its stack; the engine goes on.
+	Panics int64
+	// Dropped is how many handler calls never ran: their queue was full
+	// (a handler too slow for the rate of state changes), or Stop's
+	// context ended before they ran.
+	Dropped int64
+	// Queued is how many handler calls wait to run now.
+	Queued int
+}
+
+// handlerCall is the handlers of one state change of one instance, run
+// together and in this order: state change, then complete or terminate.
+type handlerCall struct {
+	job   *Job
+	inst  Instance
+	state State
+	err   error // the attempt's error, for the terminate handler
+}
+
+// handlerRunner runs job handlers on a goroutine of its own, so a slow or
+// panicking handler neither stalls nor crashes the claim loop and the
+// outcome writer. While the manager runs, calls wait in a bounded queue
+// (WithHandlerQueue) and run one at a time in the order they were queued;
+// when the queue is full a call is dropped, counted and logged, never
+// waited for. Before Start and after Stop there is no engine to protect:
+// calls (from ScheduleJob and CancelInstance) run on the caller's
+// goroutine, still panic-safe.
+type handlerRunner struct {
+	log *slog.Logger
+
+	mu      sync.RWMutex // guards ch against sends after close
+	ch      chan handlerCall
+	done    chan struct{} // closed when the goroutine has returned
+	abandon chan struct{} // closed by stop when its ctx ends: drop the rest
+
+	calls, panics, dropped atomic.Int64
+}
+
+// start starts the handler goroutine with a queue of size n.
+func (h *handlerRunner) start(n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ch = make(chan handlerCall, n)
+	h.done = make(chan struct{})
+	h.abandon = make(chan struct{})
+	go h.loop(h.ch, h.done, h.abandon)
+}
+
+func (h *handlerRunner) loop(ch <-chan handlerCall, done, abandon chan struct{}) {
+	defer close(done)
+	for c := range ch {
+		select {
+		case <-abandon:
+			h.dropped.Add(1)
+			continue
+		default:
+		}
+		h.run(c)
+	}
+}
+
+// stop closes the queue and waits until the calls queued so far have run
+// or ctx ends; then the calls still queued are dropped. It reports how many
+// calls were still queued or running when ctx ended. A handler that never
+// returns keeps its goroutine: Go cannot end it.
+func (h *handlerRunner) stop(ctx context.Context) (pending int) {
+	h.mu.Lock()
+	ch, done, abandon := h.ch, h.done, h.abandon
+	h.ch = nil
+	if ch != nil {
+		close(ch)
+	}
+	h.mu.Unlock()
+	if ch == nil {
+		return 0
+	}
+	select {
+	case <-done:
+		return 0
+	case <-ctx.Done():
+		pending = len(ch) + 1
+		close(abandon)
+		return pending
+	}
+}
+
+// submit runs c on the handler goroutine, or on the caller's when the
+// manager is not running.
+func (h *handlerRunner) submit(c handlerCall) {
+	h.mu.RLock()
+	if h.ch == nil {
+		h.mu.RUnlock()
+		h.run(c)
+		return
+	}
+	select {
+	case h.ch <- c:
+		h.mu.RUnlock()
+		return
+	default:
+	}
+	h.mu.RUnlock()
+	// Full: the handlers are slower than the state changes. Waiting would
+	// stall the engine behind them; drop the call and say so, at the first
+	// drop and every 1,000th after it.
+	if n := h.dropped.Add(1); n == 1 || n%1000 == 0 {
+		h.log.Warn("job handler queue full; dropping handler calls (see WithHandlerQueue)",
+			"kind", c.job.kind, "instance", c.inst.ID(), "state", c.state, "dropped", n, "queue", cap(h.ch))
+	}
+}
+
+// run calls c's handlers, each recovered on its own, so a state-change
+// handler that panics does not keep the complete handler from running.
+func (h *handlerRunner) run(c handlerCall) {
+	j := c.job
+	if j.onStateChange != nil {
+		h.call(c, "state change", func() { j.onStateChange(c.inst, c.state) })
+	}
+	switch c.state {
+	case store.Completed:
+		if j.onComplete != nil {
+			h.call(c, "complete", func() { j.onComplete(c.inst, c.inst.Results()) })
+		}
+	case store.Terminated, store.TimedOut:
+		if j.onTerminate != nil {
+			err := c.err
+			if err == nil {
+				err = c.inst.Error()
+			}
+			h.call(c, "terminate", func() { j.onTerminate(c.inst, err) })
+		}
+	}
+}
+
+func (h *handlerRunner) call(c handlerCall, which string, fn func()) {
+	h.calls.Add(1)
+	defer func() {
+		if p := recover(); p != nil {
+			h.panics.Add(1)
+			h.log.Error("job handler panicked", "handler", which, "kind", c.job.kind, "instance", c.inst.ID(),
+				"state", c.state, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		}
+	}()
+	fn()
+}
+
+func (h *handlerRunner) stats() HandlerStats {
+	h.mu.RLock()
+	queued := 0
+	if h.ch != nil {
+		queued = len(h.ch)
+	}
+	h.mu.RUnlock()
+	return HandlerStats{Calls: h.calls.Load(), Panics: h.panics.Load(), Dropped: h.dropped.Load(), Queued: queued}
+}
+
+// HandlerStats counts the calls of the manager's job handlers: how many
+// ran, panicked, and were dropped.
+func (m *Manager) HandlerStats() HandlerStats { return m.handlers.stats() }
+
+// stateChanged hands the state-change handler of j, if any, the change of
+// inst to state.
+func (m *Manager) stateChanged(j *Job, inst Instance, state State) {
+	if j == nil || j.onStateChange == nil {
+		return
+	}
+	m.handlers.submit(handlerCall{job: j, inst: inst, state: state})
+}
+
+// afterFinish hands the job's handlers a recorded outcome.
+func (m *Manager) afterFinish(r *finishReq) {
+	j := r.a.job
+	if j == nil || (j.onStateChange == nil && j.onComplete == nil && j.onTerminate == nil) {
+		return
+	}
+	rec := r.inst.rec
+	rec.State, rec.Error, rec.Result = r.out.State, r.out.Error, r.out.Result
+	rec.UpdatedAt = m.clock.Now()
+	if r.out.State.Final() {
+		rec.FinishedAt = rec.UpdatedAt
+	} else {
+		rec.RunAt = r.out.RunAt
+	}
+	if r.out.Release {
+		rec.Attempt--
+	}
+	m.handlers.submit(handlerCall{job: j, inst: r.inst, state: r.out.State, err: r.err})
+}
