@@ -30,13 +30,25 @@ func (m *Manager) startRecurringLocked(j *Job) {
 // it on time; its unique key (kind + tick time) is the same on every
 // manager, so the store keeps one instance per tick per cluster, and a
 // manager that dies loses nothing the others do not schedule.
+//
+// The next tick follows the last one scheduled, not the time the ticker
+// woke: a ticker that wakes late (a starved process, a paused VM) still
+// schedules the ticks it slept through, due at once. It catches up only
+// on ticks less than half their unique key's hold old, so another
+// manager that scheduled the same tick still holds its key and the store
+// keeps one; after a longer pause it goes on from now.
 func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 	defer m.bg.Done()
 	r := j.recurring
 	failures := 0
+	var last time.Time // the last tick scheduled
 	for {
 		now := m.clock.Now()
-		tick := r.next(now)
+		from := now
+		if !last.IsZero() && now.Sub(last) < r.tickHold()/2 {
+			from = last
+		}
+		tick := r.next(from)
 		if tick.IsZero() { // a cron spec that never fires again
 			m.log.Warn("recurring job has no next tick", "kind", j.kind, "spec", r.spec)
 			return
@@ -61,6 +73,10 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 			continue
 		}
 		failures = 0
+		last = tick
+		if !tick.After(now) {
+			continue // a tick slept through: schedule the next one at once
+		}
 		t := m.clock.NewTimer(tick.Sub(now))
 		select {
 		case <-t.C():

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobkit/job"
+	"github.com/jobkit/job/internal/fakeclock"
 )
 
 // TestBadScheduleSpecsRejected checks that a schedule spec robfig/cron
@@ -138,4 +139,59 @@ func TestUnregisterRecurringAcrossManagers(t *testing.T) {
 			t.Errorf("latest tick %v: want the one enqueued before the last unregister, Canceled", latest)
 		}
 	})
+}
+
+// TestRecurringCatchesUpLateWake: a ticker that wakes late (a starved
+// process, a paused VM) still schedules the ticks it slept through, as
+// long as they are recent enough for the tick's unique key to keep them
+// once per cluster; after a long pause it does not flood the queue with
+// every tick it missed.
+func TestRecurringCatchesUpLateWake(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 22, 12, 0, 0, 300_000_000, time.UTC)
+	clk := fakeclock.New(start)
+	j := mustJob(t, job.WithKind("tick"), job.WithExecutor(func() {}), job.WithInterval(time.Second))
+	m := newManager(t, job.WithClock(clk), job.WithPollInterval(time.Hour), job.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err := m.RegisterJob(j); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ticks := func() map[time.Time]bool {
+		ins, err := m.LookupInstances(ctx, job.NewQuery(job.WithQueryKind("tick")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[time.Time]bool{}
+		for _, in := range ins {
+			got[in.RunAt().UTC()] = true
+		}
+		return got
+	}
+	at := func(sec int) time.Time { return time.Date(2026, 11, 22, 12, 0, sec, 0, time.UTC) }
+	waitFor(t, "first tick scheduled", func() bool { return ticks()[at(1)] })
+	// The ticker sleeps until 12:00:01 and wakes only at 12:00:03.8.
+	waitFor(t, "ticker asleep", func() bool { return clk.Timers() > 0 })
+	clk.Advance(3500 * time.Millisecond)
+	waitFor(t, "ticks 2, 3 and 4 scheduled", func() bool {
+		got := ticks()
+		return got[at(2)] && got[at(3)] && got[at(4)]
+	})
+	// A pause far longer than the ticks' hold: no flood of old ticks.
+	before := len(ticks())
+	waitFor(t, "ticker asleep", func() bool { return clk.Timers() > 0 })
+	clk.Advance(10 * time.Minute)
+	waitFor(t, "a tick after the pause", func() bool {
+		for tk := range ticks() {
+			if tk.After(clk.Now()) {
+				return true
+			}
+		}
+		return false
+	})
+	if added := len(ticks()) - before; added > 3 {
+		t.Errorf("%d ticks scheduled after a 10-minute pause, want the next one or two, not every missed tick", added)
+	}
 }
