@@ -53,6 +53,7 @@ type handlerRunner struct {
 	abandon chan struct{} // closed by stop when its ctx ends: drop the rest
 
 	calls, panics, dropped atomic.Int64
+	pending                atomic.Int64 // queued or running on the handler goroutine (Wait reads it)
 }
 
 // start starts the handler goroutine with a queue of size n.
@@ -71,10 +72,12 @@ func (h *handlerRunner) loop(ch <-chan handlerCall, done, abandon chan struct{})
 		select {
 		case <-abandon:
 			h.dropped.Add(1)
+			h.pending.Add(-1)
 			continue
 		default:
 		}
 		h.run(c)
+		h.pending.Add(-1)
 	}
 }
 
@@ -112,6 +115,7 @@ func (h *handlerRunner) submit(c handlerCall) {
 		h.run(c)
 		return
 	}
+	h.pending.Add(1) // before the send, so the loop never takes it below zero
 	select {
 	case h.ch <- c:
 		h.mu.RUnlock()
@@ -119,6 +123,7 @@ func (h *handlerRunner) submit(c handlerCall) {
 	default:
 	}
 	h.mu.RUnlock()
+	h.pending.Add(-1)
 	// Full: the handlers are slower than the state changes. Waiting would
 	// stall the engine behind them; drop the call and say so, at the first
 	// drop and every 1,000th after it.

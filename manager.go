@@ -437,8 +437,10 @@ func (m *Manager) handBack(ctx context.Context) int {
 }
 
 // Wait returns when no instance of the manager's queues is pending or
-// running (ticks of recurring jobs not yet due do not count), or with
-// ctx's error when ctx ends first.
+// running (ticks of recurring jobs not yet due do not count), every job
+// handler call queued so far has returned, and the logs written by
+// executors and handlers are stored; or with ctx's error when ctx ends
+// first.
 func (m *Manager) Wait(ctx context.Context) error {
 	for {
 		changed := *m.changed.Load()
@@ -462,7 +464,8 @@ func (m *Manager) Wait(ctx context.Context) error {
 }
 
 func (m *Manager) idle(ctx context.Context) (bool, error) {
-	if m.active.len() > 0 || m.unflushed.Load() > 0 || m.logsQueued.Load() > 0 {
+	// Handlers before logs: a handler's logs are queued before it returns.
+	if m.active.len() > 0 || m.unflushed.Load() > 0 || m.handlers.pending.Load() > 0 || m.logsQueued.Load() > 0 {
 		return false, nil
 	}
 	now := m.clock.Now()
