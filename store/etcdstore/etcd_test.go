@@ -395,3 +395,33 @@ func TestNewRejectsEmptyNamespace(t *testing.T) {
 		t.Errorf("default namespace %q, prefix %q", s.Namespace(), s.Prefix())
 	}
 }
+
+// TestNewRejectsBadOptions: an option given an unusable value is an error
+// from New that names the option and its valid range, never a silent
+// clamp to something else.
+func TestNewRejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	for name, o := range map[string]etcdstore.Option{
+		"WithLeaseTTL":      etcdstore.WithLeaseTTL(time.Second),
+		"WithMaxTxnOps":     etcdstore.WithMaxTxnOps(8),
+		"WithMaxValueBytes": etcdstore.WithMaxValueBytes(0),
+		"WithOpTimeout":     etcdstore.WithOpTimeout(-time.Second),
+		"WithClaimWindow":   etcdstore.WithClaimWindow(0),
+		"nil option":        nil,
+	} {
+		s, err := etcdstore.New(cli, o)
+		if !errors.Is(err, store.ErrInvalid) || (name != "nil option" && !strings.Contains(err.Error(), name)) {
+			t.Errorf("%s: New = %v, %v; want ErrInvalid naming the option", name, s, err)
+		}
+	}
+	s, err := etcdstore.New(cli, etcdstore.WithLeaseTTL(2*time.Second), etcdstore.WithMaxTxnOps(16), etcdstore.WithClaimWindow(1), etcdstore.WithOpTimeout(0))
+	if err != nil {
+		t.Fatalf("New with the smallest valid values: %v", err)
+	}
+	s.Close()
+}

@@ -67,8 +67,9 @@ func (s *Store) forget(id string) {
 	s.mu.Unlock()
 }
 
-// Option configures a Store.
-type Option func(*Store)
+// Option configures a Store. New returns an error wrapping store.ErrInvalid
+// for an option given an unusable value, naming the valid range.
+type Option func(*Store) error
 
 // DefaultNamespace is the namespace of a Store given no WithNamespace.
 const DefaultNamespace = "default"
@@ -79,45 +80,77 @@ const DefaultNamespace = "default"
 // touches a key outside them. Stores that share a namespace share one
 // queue. ns must not be empty. Defaults to DefaultNamespace. The same
 // option of every jobkit store plugin means the same.
-func WithNamespace(ns string) Option { return func(s *Store) { s.ns = ns } }
+func WithNamespace(ns string) Option { return func(s *Store) error { s.ns = ns; return nil } }
 
 // WithLeaseTTL sets the TTL of the etcd lease that ties this handle's
 // claims to its process. When the process dies, its running instances
 // become rescuable once the lease ends, whatever their contract lease
-// deadline says. Defaults to 10 s; rounded up to whole seconds, minimum 2 s.
+// deadline says. Defaults to 10 s; rounded up to whole seconds; at least
+// 2 s.
 func WithLeaseTTL(d time.Duration) Option {
-	return func(s *Store) {
-		secs := int64((d + time.Second - 1) / time.Second)
-		s.ttl = max(secs, 2)
+	return func(s *Store) error {
+		if d < 2*time.Second {
+			return fmt.Errorf("%w: etcdstore.WithLeaseTTL(%v): want at least 2s", store.ErrInvalid, d)
+		}
+		s.ttl = int64((d + time.Second - 1) / time.Second)
+		return nil
 	}
 }
 
 // WithMaxTxnOps sets how many operations the store puts in one etcd
 // transaction. It must not exceed the server's --max-txn-ops. Defaults to
-// 128, etcd's default.
-func WithMaxTxnOps(n int) Option { return func(s *Store) { s.maxOps = max(n, 16) } }
+// 128, etcd's default; at least 16.
+func WithMaxTxnOps(n int) Option {
+	return func(s *Store) error {
+		if n < 16 {
+			return fmt.Errorf("%w: etcdstore.WithMaxTxnOps(%d): want at least 16 (and no more than etcd's --max-txn-ops)", store.ErrInvalid, n)
+		}
+		s.maxOps = n
+		return nil
+	}
+}
 
 // WithMaxValueBytes sets the largest encoded instance (arguments included),
 // result or log message the store accepts; larger ones fail with
 // store.ErrTooLarge. Defaults to 512 KiB, which keeps every transaction
 // under etcd's default --max-request-bytes of 1.5 MiB. Raise both together.
 func WithMaxValueBytes(n int) Option {
-	return func(s *Store) {
+	return func(s *Store) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: etcdstore.WithMaxValueBytes(%d): want a positive size", store.ErrInvalid, n)
+		}
 		s.maxValue = n
 		s.maxTxn = max(2*n+64<<10, 1<<20)
+		return nil
 	}
 }
 
 // WithOpTimeout bounds every store call whose ctx has no earlier deadline,
 // so an unreachable etcd gives an error instead of a hang. Defaults to 15 s;
 // 0 leaves calls bounded by their ctx alone.
-func WithOpTimeout(d time.Duration) Option { return func(s *Store) { s.opTimeout = d } }
+func WithOpTimeout(d time.Duration) Option {
+	return func(s *Store) error {
+		if d < 0 {
+			return fmt.Errorf("%w: etcdstore.WithOpTimeout(%v): want 0 (none) or a positive duration", store.ErrInvalid, d)
+		}
+		s.opTimeout = d
+		return nil
+	}
+}
 
 // WithClaimWindow sets how many ready candidates a contended claim spreads
 // over: after a lost race, claimers pick at random among the first n ready
 // instances instead of all fighting for the head of the queue. Defaults
-// to 32.
-func WithClaimWindow(n int) Option { return func(s *Store) { s.window = max(n, 1) } }
+// to 32; at least 1.
+func WithClaimWindow(n int) Option {
+	return func(s *Store) error {
+		if n < 1 {
+			return fmt.Errorf("%w: etcdstore.WithClaimWindow(%d): want at least 1", store.ErrInvalid, n)
+		}
+		s.window = n
+		return nil
+	}
+}
 
 // New returns a Store that keeps its data in etcd through client. The client
 // belongs to the caller: the Store never closes it. New does no I/O; the
@@ -133,7 +166,12 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 		prios: map[string][]string{}, far: map[string]string{}, marked: map[string]bool{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{},
 	}
 	for _, o := range opts {
-		o(s)
+		if o == nil {
+			return nil, fmt.Errorf("%w: etcdstore.New: nil option", store.ErrInvalid)
+		}
+		if err := o(s); err != nil {
+			return nil, err
+		}
 	}
 	if s.ns == "" {
 		return nil, fmt.Errorf("%w: etcdstore.New: empty namespace; name one (WithNamespace(\"myapp\")) or leave the option out for %q", store.ErrInvalid, DefaultNamespace)
