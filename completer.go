@@ -126,18 +126,18 @@ func (m *Manager) flush(batch []*finishReq) {
 		outs[i] = r.out
 	}
 	var (
-		errs []error
-		err  error
+		res []store.FinishResult
+		err error
 	)
 	for try := 0; ; try++ {
 		if err = m.writeCtx.Err(); err != nil {
 			err = fmt.Errorf("stopped before the store took them: %w", err)
 		} else {
 			ctx, cancel := context.WithTimeout(m.writeCtx, 30*time.Second)
-			errs, err = m.store.Finish(ctx, &store.FinishParams{Owner: m.node, Now: m.clock.Now(), Outcomes: outs})
+			res, err = m.store.Finish(ctx, &store.FinishParams{Owner: m.node, Now: m.clock.Now(), Outcomes: outs})
 			cancel()
-			if err == nil && len(errs) != len(outs) {
-				err = fmt.Errorf("store returned %d results for %d outcomes", len(errs), len(outs))
+			if err == nil && len(res) != len(outs) {
+				err = fmt.Errorf("store returned %d results for %d outcomes", len(res), len(outs))
 			}
 		}
 		// While the store refuses outcomes for want of space, the claim
@@ -156,31 +156,32 @@ func (m *Manager) flush(batch []*finishReq) {
 		if giveUp {
 			m.log.Error("record outcomes; giving them up, their leases will expire and be rescued", "count", len(outs), "err", err)
 			m.lastWriteErr.Store(&err)
-			errs = make([]error, len(outs))
-			for i := range errs {
-				errs[i] = err
+			res = make([]store.FinishResult, len(outs))
+			for i := range res {
+				res[i].Err = err
 			}
 			m.lostOutcomes.Add(int64(len(outs)))
 			break
 		}
 	}
+	retryNow := false
 	for i, r := range batch {
 		m.active.remove(r.a)
-		if errs[i] != nil {
-			if errors.Is(errs[i], store.ErrLeaseLost) {
+		if res[i].Err != nil {
+			if errors.Is(res[i].Err, store.ErrLeaseLost) {
 				m.log.Warn("outcome discarded: lease lost", "instance", r.out.ID, "attempt", r.out.Attempt, "state", r.out.State)
 			}
 			continue
 		}
-		m.afterFinish(r)
+		if res[i].State == store.Scheduled && !r.out.RunAt.After(m.clock.Now()) {
+			retryNow = true
+		}
+		m.afterFinish(r, res[i].State)
 	}
 	m.unflushed.Add(-int64(len(batch)))
 	m.signalChanged()
-	for _, r := range batch {
-		if r.out.State == store.Scheduled && !r.out.RunAt.After(m.clock.Now()) {
-			m.notifyLocal()
-			break
-		}
+	if retryNow {
+		m.notifyLocal()
 	}
 }
 

@@ -95,7 +95,7 @@ func (s *faultStore) renewals(id string) []time.Time {
 	return append([]time.Time(nil), s.renewed[id]...)
 }
 
-func (s *faultStore) Finish(ctx context.Context, p *store.FinishParams) ([]error, error) {
+func (s *faultStore) Finish(ctx context.Context, p *store.FinishParams) ([]store.FinishResult, error) {
 	s.mu.Lock()
 	err := s.finishErr
 	s.mu.Unlock()

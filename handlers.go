@@ -191,22 +191,29 @@ func (m *Manager) stateChanged(j *Job, inst Instance, state State) {
 	m.handlers.submit(handlerCall{job: j, inst: inst, state: state})
 }
 
-// afterFinish hands the job's handlers a recorded outcome.
-func (m *Manager) afterFinish(r *finishReq) {
+// afterFinish hands the job's handlers a recorded outcome, in the state
+// the store applied: Canceled, not a retry, when the instance's cancel was
+// requested while its attempt ran (see store.Queue.Finish).
+func (m *Manager) afterFinish(r *finishReq, state State) {
+	if state != r.out.State {
+		m.log.Info("canceled instead of run again: its cancel was requested while the attempt ran",
+			"instance", r.out.ID, "attempt", r.out.Attempt, "err", r.out.Error)
+	}
 	j := r.a.job
 	if j == nil || (j.onStateChange == nil && j.onComplete == nil && j.onTerminate == nil) {
 		return
 	}
 	rec := r.inst.rec
-	rec.State, rec.Error, rec.Result = r.out.State, r.out.Error, r.out.Result
+	rec.State, rec.Error, rec.Result = state, r.out.Error, r.out.Result
 	rec.UpdatedAt = m.clock.Now()
-	if r.out.State.Final() {
+	rec.CancelRequested = false
+	if state.Final() {
 		rec.FinishedAt = rec.UpdatedAt
 	} else {
 		rec.RunAt = r.out.RunAt
+		if r.out.Release {
+			rec.Attempt--
+		}
 	}
-	if r.out.Release {
-		rec.Attempt--
-	}
-	m.handlers.submit(handlerCall{job: j, inst: r.inst, state: r.out.State, err: r.err})
+	m.handlers.submit(handlerCall{job: j, inst: r.inst, state: state, err: r.err})
 }

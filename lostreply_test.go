@@ -32,12 +32,12 @@ func (s *lossyStore) Claim(ctx context.Context, p *store.ClaimParams) (*store.Cl
 	return res, err
 }
 
-func (s *lossyStore) Finish(ctx context.Context, p *store.FinishParams) ([]error, error) {
-	errs, err := s.Store.Finish(ctx, p)
+func (s *lossyStore) Finish(ctx context.Context, p *store.FinishParams) ([]store.FinishResult, error) {
+	res, err := s.Store.Finish(ctx, p)
 	if err == nil && s.loseFinishes.Add(-1) >= 0 {
 		return nil, errLostReply
 	}
-	return errs, err
+	return res, err
 }
 
 // A claim or a finish whose reply was lost is repeated and its work is

@@ -128,8 +128,11 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 // CancelInstance cancels the instance with that ID. A pending instance is
 // Canceled at once; a running one has its context canceled (at once when it
 // runs on this manager, at the owner's next lease renewal otherwise) and
-// ends Canceled; when the owner's lease lapses before it sees the request,
-// the rescuer ends it Canceled, with no further attempt. It returns ErrNotFound or ErrFinished when there is
+// ends Canceled. It ends Canceled too, with no further attempt, when the
+// attempt fails or is handed back before its owner sees the request (the
+// failure's error is kept), or when the owner's lease lapses first (the
+// rescuer ends it). An attempt that completes, or fails for good, first
+// keeps that outcome. It returns ErrNotFound or ErrFinished when there is
 // nothing to cancel.
 func (m *Manager) CancelInstance(ctx context.Context, id string) (Instance, error) {
 	if err := ctx.Err(); err != nil {

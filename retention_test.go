@@ -39,7 +39,7 @@ func retentionFixture(t *testing.T, s store.Store, t0 time.Time) (pending string
 		}
 	}
 	logs = append(logs, &store.LogRecord{InstanceID: "pending", Kind: "k", Level: store.LevelInfo, Time: t0, Node: "n", Message: "m"})
-	if errs, err := s.Finish(ctx, &store.FinishParams{Owner: "n", Now: t0, Outcomes: outs}); err != nil || errs[0] != nil {
+	if errs, err := s.Finish(ctx, &store.FinishParams{Owner: "n", Now: t0, Outcomes: outs}); err != nil || errs[0].Err != nil {
 		t.Fatalf("finish: %v %v", err, errs)
 	}
 	if err := s.AppendLogs(ctx, logs); err != nil {

@@ -26,6 +26,7 @@ func init() {
 	register("CancelPending", testCancelPending)
 	register("CancelRunning", testCancelRunning)
 	register("CancelRunningOnOtherManager", testCancelRemote)
+	register("CancelRunningThenFail", testCancelRemoteThenFail)
 	register("PanicRecovered", testPanic)
 	register("UniqueKey", testUniqueKey)
 	register("ConcurrentSchedule", testConcurrentSchedule)
@@ -312,6 +313,71 @@ func testCancelRemote(t *testing.T, e *env) {
 	}
 	// The runner sees the request at its next lease renewal.
 	waitState(t, other, ji.ID(), job.Canceled, deadline)
+}
+
+// testCancelRemoteThenFail cancels an attempt from another manager and
+// makes it fail, with retries left, before a renewal tells its runner of
+// the request: the instance ends Canceled, its retry never runs, and the
+// job's handlers see Canceled, the state the store applied.
+func testCancelRemoteThenFail(t *testing.T, e *env) {
+	started, fail := make(chan struct{}, 1), make(chan struct{})
+	var calls atomic.Int32
+	var mu sync.Mutex
+	var seen []string // state, and the handler's instance's state
+	j := mustJob(t, job.WithKind("flaky"), job.WithMaxRetries(5), job.WithBackoff(job.ConstantBackoff(time.Millisecond)),
+		job.WithExecutor(func() error {
+			calls.Add(1)
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+			<-fail
+			return errors.New("boom")
+		}),
+		job.WithStateChangeProcessor(func(ji job.Instance, st job.State) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, fmt.Sprintf("%v/%v", st, ji.State()))
+		}),
+	)
+	// A lease far longer than the test: no renewal carries the request.
+	runner := e.manager(t, []*job.Job{j}, job.WithLease(time.Minute))
+	j2 := mustJob(t, job.WithKind("flaky"), job.WithExecutor(func() {}))
+	other := e.manager(t, []*job.Job{j2}) // not started: only schedules and cancels
+	start(t, runner)
+	ji := schedule(t, other, "flaky")
+	select {
+	case <-started:
+	case <-time.After(deadline):
+		t.Fatal("instance did not start")
+	}
+	if _, err := other.CancelInstance(context.Background(), ji.ID()); err != nil {
+		t.Fatal(err)
+	}
+	close(fail)
+	got := waitState(t, other, ji.ID(), job.Canceled, deadline)
+	if got.Attempt() != 1 || calls.Load() != 1 {
+		t.Errorf("attempt %d, calls %d; want 1 and 1 (a canceled instance is not retried)", got.Attempt(), calls.Load())
+	}
+	if got.Error() == nil || got.Error().Error() != "boom" {
+		t.Errorf("error %v, want boom (the failure of the canceled attempt)", got.Error())
+	}
+	want := []job.State{job.Created, job.Scheduled, job.Processing, job.Canceled}
+	if s := states(t, other, ji.ID()); !slices.Equal(s, want) {
+		t.Errorf("history %v, want %v", s, want)
+	}
+	waitFor(t, deadline, "the state-change handler to see canceled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(seen, "canceled/canceled")
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range seen {
+		if strings.HasPrefix(s, "scheduled") {
+			t.Errorf("state-change handler saw %v, want no retry (all: %v)", s, seen)
+		}
+	}
 }
 
 func testPanic(t *testing.T, e *env) {

@@ -69,16 +69,29 @@ type Queue interface {
 	Renew(ctx context.Context, p *RenewParams) (*RenewResult, error)
 
 	// Finish applies the outcomes of running attempts owned by p.Owner and
-	// appends one history record per applied outcome. An outcome whose
-	// attempt is no longer the owner's (its lease was rescued, or it was
-	// finished with another outcome) is not applied: its entry in the
-	// returned slice is ErrLeaseLost. An outcome that was applied already
-	// (the instance is exactly where that outcome left it: the same state,
-	// attempt, error and result, and for a retry the same RunAt) is
-	// reported as applied (nil) and applied nothing twice, so a Finish
+	// appends one history record per applied outcome; each applied outcome
+	// clears the lease and CancelRequested. An outcome whose attempt is no
+	// longer the owner's (its lease was rescued, or it was finished with
+	// another outcome) is not applied: its result's Err is ErrLeaseLost.
+	//
+	// A cancel requested while the attempt ran is never lost to it: when
+	// CancelRequested is set (the owner finished before a Renew reported
+	// the request), an outcome that would run the instance again (State
+	// Scheduled: a retry or a release) ends it Canceled instead, whatever
+	// retries it has left, with FinishedAt set, the attempt counted (a
+	// release is not uncounted), its RunAt kept, and a history record with
+	// State Canceled and the outcome's Error. A final outcome (Completed,
+	// Terminated, TimedOut, Canceled) is applied as given. Each result's
+	// State says which state the instance was left in, so the caller
+	// reports what the store applied.
+	//
+	// An outcome that was applied already (the instance is exactly where
+	// that outcome left it: the same state, attempt, error and result, and
+	// for a retry the same RunAt, or Canceled as above) is reported as
+	// applied, with that State, and applied nothing twice, so a Finish
 	// repeated after a call whose reply was lost succeeds. The returned
 	// slice has one entry per outcome.
-	Finish(ctx context.Context, p *FinishParams) ([]error, error)
+	Finish(ctx context.Context, p *FinishParams) ([]FinishResult, error)
 
 	// Rescue finds up to p.Limit Processing instances whose lease ended
 	// before p.Now and moves each back to Scheduled, keeping its RunAt so it
@@ -95,8 +108,10 @@ type Queue interface {
 
 	// Cancel cancels one instance. A Scheduled (or Created) instance becomes
 	// Canceled at once. A Processing instance gets CancelRequested set; its
-	// owner sees it at its next Renew and finishes it as Canceled, or, when
-	// its lease lapses first, Rescue moves it to Canceled. It
+	// owner sees it at its next Renew and finishes it as Canceled; when the
+	// attempt ends first, Finish turns a retry or release of it into
+	// Canceled, and when its lease lapses first, Rescue moves it to
+	// Canceled: it never runs another attempt. It
 	// returns the instance after the change. ErrNotFound when there is no
 	// such instance; ErrFinished when it has already reached a final state.
 	Cancel(ctx context.Context, p *CancelParams) (*Instance, error)
@@ -258,6 +273,18 @@ type Outcome struct {
 	Result []byte
 	// Error is the attempt's error message, if any.
 	Error string
+}
+
+// FinishResult is what Queue.Finish did with one outcome.
+type FinishResult struct {
+	// State is the state the outcome left the instance in: the outcome's
+	// State, or Canceled when a retry or release met a cancel request.
+	// Zero when Err is set.
+	State State
+	// Err is nil when the outcome was applied (now or by an earlier call);
+	// otherwise it wraps ErrLeaseLost (the attempt is no longer the
+	// owner's), ErrInvalid, ErrTooLarge or ErrCorrupt, and nothing changed.
+	Err error
 }
 
 // FinishParams is the argument of Queue.Finish.

@@ -159,7 +159,7 @@ func TestLostEtcdLease(t *testing.T) {
 		t.Fatalf("rescue: %d, %v", len(out), err)
 	}
 	errs, err := a.Finish(context.Background(), &store.FinishParams{Owner: "a", Now: t0, Outcomes: []store.Outcome{{ID: in.ID, Attempt: in.Attempt, State: store.Completed}}})
-	if err != nil || !errors.Is(errs[0], store.ErrLeaseLost) {
+	if err != nil || !errors.Is(errs[0].Err, store.ErrLeaseLost) {
 		t.Fatalf("finish after rescue: %v, %v; want ErrLeaseLost", errs, err)
 	}
 	// a takes a new lease and keeps working.

@@ -100,7 +100,7 @@ func TestLookupByStatesWhileInstancesMove(t *testing.T) {
 		errs, err := mover.Finish(ctx, &store.FinishParams{Owner: "w", Now: t1, Outcomes: []store.Outcome{
 			{ID: "back", Attempt: 1, State: store.Scheduled, RunAt: t1.Add(time.Minute), Error: "retry"},
 		}})
-		if err != nil || errs[0] != nil {
+		if err != nil || errs[0].Err != nil {
 			t.Errorf("finish back in the hook: %v %v", errs, err)
 		}
 	}

@@ -919,7 +919,7 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 }
 
 // Finish implements store.Queue.
-func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, error) {
+func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.FinishResult, error) {
 	if p == nil || p.Owner == "" {
 		return nil, s.wrap("finish", ctx, fmt.Errorf("%w: finish without an owner", store.ErrInvalid))
 	}
@@ -933,17 +933,17 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 		return nil, s.wrap("finish", context.Background(), err)
 	}
 	defer cancel()
-	errs := make([]error, len(p.Outcomes))
+	res := make([]store.FinishResult, len(p.Outcomes))
 	seen := map[string]bool{}
 	var pending []int
 	for i, o := range p.Outcomes {
 		if seen[o.ID] {
-			errs[i] = fmt.Errorf("%w: instance %s appears twice in one Finish", store.ErrLeaseLost, o.ID)
+			res[i].Err = fmt.Errorf("%w: instance %s appears twice in one Finish", store.ErrLeaseLost, o.ID)
 			continue
 		}
 		seen[o.ID] = true
 		if o.State == store.Completed && 2*len(o.Result)+len(o.Error) > s.maxValue {
-			errs[i] = fmt.Errorf("%w: instance %s: result of %d bytes is over the etcd store's limit of %d (raise etcdstore.WithMaxValueBytes with etcd's --max-request-bytes, or return less)", store.ErrTooLarge, o.ID, len(o.Result), s.maxValue/2)
+			res[i].Err = fmt.Errorf("%w: instance %s: result of %d bytes is over the etcd store's limit of %d (raise etcdstore.WithMaxValueBytes with etcd's --max-request-bytes, or return less)", store.ErrTooLarge, o.ID, len(o.Result), s.maxValue/2)
 			continue
 		}
 		pending = append(pending, i)
@@ -998,22 +998,27 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 						return nil, s.wrap("finish", ctx, err)
 					}
 					if ok {
-						errs[i] = nil // a repeated Finish: this very outcome is recorded
+						res[i] = store.FinishResult{State: d.State} // a repeated Finish: this very outcome is recorded
 						continue
 					}
 				}
-				errs[i] = fmt.Errorf("%w: instance %s attempt %d is not running under owner %s", store.ErrLeaseLost, o.ID, o.Attempt, p.Owner)
+				res[i].Err = fmt.Errorf("%w: instance %s attempt %d is not running under owner %s", store.ErrLeaseLost, o.ID, o.Attempt, p.Owner)
 				continue
 			}
 			e := *d
 			e.State = o.State
+			if o.State == store.Scheduled && d.Cancel {
+				// Canceled while the attempt ran, before a Renew told its
+				// owner: the cancel wins over another attempt.
+				e.State = store.Canceled
+			}
 			e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
 			e.Updated = tn(p.Now)
 			e.Error = o.Error
 			e.Result = nil
 			e.HSeq++
 			g := &group{guards: []guard{{s.k.dyn(o.ID), revs[j]}}, ref: i}
-			if o.State == store.Scheduled {
+			if e.State == store.Scheduled {
 				if o.Release {
 					e.Attempt--
 				}
@@ -1048,30 +1053,33 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 			return nil, s.wrap("finish", ctx, err)
 		}
 		pending = pending[:0]
-		for _, g := range gs {
+		for k, g := range gs {
 			if g.stale {
 				pending = append(pending, g.ref)
 				continue
 			}
-			errs[g.ref] = nil
+			res[g.ref] = store.FinishResult{State: dyns[k].State}
 			s.forget(p.Outcomes[g.ref].ID)
 		}
 	}
-	return errs, nil
+	return res, nil
 }
 
 // applied reports whether d is where outcome o of owner left it: the same
 // state, attempt, error, result and run time, and its last history record
-// is o's transition, made by owner.
+// is o's transition, made by owner; or, for a retry or release, it was
+// canceled instead (see store.Queue.Finish), with o's attempt and error.
 func (s *Store) applied(ctx context.Context, d *dynRec, o *store.Outcome, owner string) (bool, error) {
-	attempt := o.Attempt
-	if o.Release {
+	state, attempt := o.State, o.Attempt
+	if state == store.Scheduled && d.State == store.Canceled {
+		state = store.Canceled
+	} else if o.Release {
 		attempt--
 	}
-	if d.State != o.State || d.Attempt != attempt || d.Error != o.Error {
+	if d.State != state || d.Attempt != attempt || d.Error != o.Error {
 		return false, nil
 	}
-	switch o.State {
+	switch state {
 	case store.Completed:
 		if !bytes.Equal(d.Result, o.Result) {
 			return false, nil
@@ -1093,7 +1101,7 @@ func (s *Store) applied(ctx context.Context, d *dynRec, o *store.Outcome, owner 
 	if decode(string(kvs[0].Key), kvs[0].Value, &h) != nil {
 		return false, nil
 	}
-	return h.Node == owner && h.State == o.State, nil
+	return h.Node == owner && h.State == state, nil
 }
 
 // Rescue implements store.Queue. A running instance is rescued when its

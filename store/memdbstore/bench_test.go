@@ -96,7 +96,7 @@ func BenchmarkClaim(b *testing.B) {
 				}
 				in := res.Instances[0]
 				errs, err := s.Finish(ctx, &store.FinishParams{Owner: "w", Now: now, Outcomes: []store.Outcome{{ID: in.ID, Attempt: in.Attempt, State: store.Scheduled, RunAt: in.RunAt, Release: true}}})
-				if err != nil || errs[0] != nil {
+				if err != nil || errs[0].Err != nil {
 					b.Fatalf("release: %v %v", err, errs)
 				}
 			}

@@ -242,7 +242,7 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 }
 
 // Finish implements store.Queue.
-func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, error) {
+func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.FinishResult, error) {
 	switch {
 	case p == nil:
 		return nil, fmt.Errorf("%w: nil finish parameters", store.ErrInvalid)
@@ -256,7 +256,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 	}
 	now := nanos(p.Now)
 	owner := s.nameOf(p.Owner)
-	errs := make([]error, len(p.Outcomes))
+	res := make([]store.FinishResult, len(p.Outcomes))
 	woken := map[string]struct{}{}
 	err := s.write(ctx, "finish", func() error {
 		names := s.nameList() // loaded under the lock: it names every stored record
@@ -265,17 +265,25 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 			old := s.t.get(&s.probe, o.ID)
 			if old == nil || old.state != store.Processing || old.leaseOwner != owner || int(old.attempt) != o.Attempt {
 				if old != nil && applied(old, o, names[owner]) {
-					continue // a repeated Finish: this very outcome is recorded
+					res[i].State = old.state // a repeated Finish: this very outcome is recorded
+					continue
 				}
-				errs[i] = fmt.Errorf("memdbstore: finish %s attempt %d as %v: the attempt is no longer owned by %s: %w", o.ID, o.Attempt, o.State, p.Owner, store.ErrLeaseLost)
+				res[i].Err = fmt.Errorf("memdbstore: finish %s attempt %d as %v: the attempt is no longer owned by %s: %w", o.ID, o.Attempt, o.State, p.Owner, store.ErrLeaseLost)
 				continue
 			}
+			state := o.State
+			if state == store.Scheduled && old.cancelReq {
+				// Canceled while the attempt ran, before a Renew told
+				// its owner: the cancel wins over another attempt.
+				state = store.Canceled
+			}
 			r := old.clone()
-			r.state = o.State
+			r.state = state
 			r.leaseOwner, r.leaseUntil = 0, 0
+			r.cancelReq = false
 			r.updatedAt = now
 			result := cloneBytes(o.Result)
-			if o.State == store.Scheduled {
+			if state == store.Scheduled {
 				r.runAt = nanos(o.RunAt)
 				if o.Release {
 					r.attempt--
@@ -285,8 +293,9 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 			} else {
 				r.setOutcome(o.Error, result, now)
 			}
-			r.addHist(hist{state: o.State, attempt: old.attempt, t: now, seq: s.seq.Add(1), node: names[owner], err: o.Error, result: result})
+			r.addHist(hist{state: state, attempt: old.attempt, t: now, seq: s.seq.Add(1), node: names[owner], err: o.Error, result: result})
 			s.t.put(old, r)
+			res[i].State = state
 		}
 		return nil
 	})
@@ -294,19 +303,24 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]error, err
 		return nil, err
 	}
 	s.notify(woken)
-	return errs, nil
+	return res, nil
 }
 
 // applied reports whether r is where outcome o of owner left it: its last
 // transition is o's, made by owner for o's attempt, and its state, error,
-// result and run time are o's.
+// result and run time are o's; or, for a retry or release, it was
+// canceled instead (see store.Queue.Finish), with o's attempt and error.
 func applied(r *rec, o *store.Outcome, owner string) bool {
 	hs := r.hist()
 	if len(hs) == 0 {
 		return false
 	}
+	state := o.State
+	if state == store.Scheduled && r.state == store.Canceled {
+		state = store.Canceled
+	}
 	h := hs[len(hs)-1]
-	if h.state != o.State || h.node != owner || int(h.attempt) != o.Attempt || r.state != o.State {
+	if h.state != state || h.node != owner || int(h.attempt) != o.Attempt || r.state != state {
 		return false
 	}
 	var err string
@@ -317,7 +331,7 @@ func applied(r *rec, o *store.Outcome, owner string) bool {
 	if err != o.Error || !bytes.Equal(result, o.Result) {
 		return false
 	}
-	if o.State == store.Scheduled {
+	if state == store.Scheduled {
 		want := o.Attempt
 		if o.Release {
 			want--

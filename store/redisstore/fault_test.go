@@ -150,7 +150,7 @@ func TestOutOfMemory(t *testing.T) {
 	}
 	full = false
 	errs, err := s.Finish(ctx, &store.FinishParams{Owner: "w", Now: ft0, Outcomes: []store.Outcome{out}})
-	if err != nil || errs[0] != nil {
+	if err != nil || errs[0].Err != nil {
 		t.Fatalf("Finish once memory is back: %v %v", errs, err)
 	}
 	res, err := s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: 5, Now: ft0, LeaseUntil: ft0.Add(time.Minute), ClaimSeq: 2})

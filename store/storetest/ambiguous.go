@@ -102,8 +102,8 @@ func testFinishRepeated(t *testing.T, h Harness) {
 		after := e.get(e.s, id)
 		hist := e.history(e.s, &store.Query{InstanceID: id})
 		errs := e.finish(e.open(), "w1", at(2*time.Second), o)
-		if errs[0] != nil {
-			t.Fatalf("Finish repeated with the same outcome (%s): %v, want it reported as applied", c.name, errs[0])
+		if errs[0].Err != nil {
+			t.Fatalf("Finish repeated with the same outcome (%s): %v, want it reported as applied", c.name, errs[0].Err)
 		}
 		checkRecord(t, "instance after a repeated "+c.name, after, e.get(e.s, id))
 		if h2 := e.history(e.s, &store.Query{InstanceID: id}); len(h2) != len(hist) {
@@ -111,7 +111,7 @@ func testFinishRepeated(t *testing.T, h Harness) {
 		}
 		// Another owner repeating it is not the owner that applied it.
 		errs = e.finish(e.s, "w2", at(2*time.Second), o)
-		wantErr(t, "the same outcome ("+c.name+") from another owner", errs[0], store.ErrLeaseLost)
+		wantErr(t, "the same outcome ("+c.name+") from another owner", errs[0].Err, store.ErrLeaseLost)
 	}
 	// A rescued attempt that ended Terminated is not the owner's outcome,
 	// even when the owner reports the same state.
@@ -122,7 +122,7 @@ func testFinishRepeated(t *testing.T, h Harness) {
 	e.rescue(e.s, at(time.Hour), 10)
 	rescued := e.get(e.s, "rep-rescued")
 	errs := e.finish(e.s, "w1", at(time.Hour+time.Second), store.Outcome{ID: "rep-rescued", Attempt: 1, State: store.Terminated, Error: rescued.Error + "!"})
-	wantErr(t, "Finish of a rescued attempt", errs[0], store.ErrLeaseLost)
+	wantErr(t, "Finish of a rescued attempt", errs[0].Err, store.ErrLeaseLost)
 }
 
 // Enqueue repeated with the same instance ID changes nothing and says so.

@@ -118,9 +118,11 @@ func testClaimConcurrent(t *testing.T, h Harness) {
 					fail(fmt.Errorf("claimer %s: Finish: %w", owner, err))
 					return
 				}
-				for i, err := range fe {
-					if err != nil {
-						fail(fmt.Errorf("claimer %s: Finish %s: %w", owner, outs[i].ID, err))
+				for i, r := range fe {
+					if r.Err != nil {
+						fail(fmt.Errorf("claimer %s: Finish %s: %w", owner, outs[i].ID, r.Err))
+					} else if r.State != store.Completed {
+						fail(fmt.Errorf("claimer %s: Finish %s reported state %v, want completed", owner, outs[i].ID, r.State))
 					}
 				}
 			}

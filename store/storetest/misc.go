@@ -57,7 +57,7 @@ func testNamespaceIsolation(t *testing.T, h Harness) {
 		t.Fatalf("Renew from another namespace: %+v, %v; want the lease reported lost", r, err)
 	}
 	errs := b.finish(b.s, "w1", at(time.Second), store.Outcome{ID: "ns-1", Attempt: 1, State: store.Completed})
-	wantErr(t, "Finish from another namespace", errs[0], store.ErrLeaseLost)
+	wantErr(t, "Finish from another namespace", errs[0].Err, store.ErrLeaseLost)
 	res := b.prune(b.s, store.PruneParams{Now: at(time.Hour), FinishedBefore: at(time.Hour), KeepFinished: 1, HistoryBefore: at(time.Hour), LogsBefore: at(time.Hour)})
 	if *res != (store.PruneResult{}) {
 		t.Fatalf("Prune in an empty namespace removed %+v", *res)
@@ -221,7 +221,7 @@ func testInvalidParams(t *testing.T, h Harness) {
 	} {
 		errs, err := e.s.Finish(e.ctx, &store.FinishParams{Owner: "w1", Now: at(time.Second), Outcomes: []store.Outcome{o}})
 		// Either the call fails, or the outcome's entry does.
-		if !errors.Is(err, store.ErrInvalid) && (err != nil || len(errs) != 1 || !errors.Is(errs[0], store.ErrInvalid)) {
+		if !errors.Is(err, store.ErrInvalid) && (err != nil || len(errs) != 1 || !errors.Is(errs[0].Err, store.ErrInvalid)) {
 			t.Fatalf("Finish with an outcome with %s: %v, %v; want ErrInvalid", name, err, errs)
 		}
 		checkLease(t, e.get(e.s, "inv-1"), "w1", 1, at(lease))

@@ -406,9 +406,12 @@ func testFinishOutcomes(t *testing.T, h Harness) {
 		o.ID, o.Attempt = "fin-"+c.name, 1
 		outs = append(outs, o)
 	}
-	e.finishOK(e.open(), "w1", now, outs...)
+	applied := e.finishOK(e.open(), "w1", now, outs...)
 	for i, c := range cases {
 		o := outs[i]
+		if applied[i].State != o.State {
+			t.Fatalf("Finish of outcome %s reported state %v, want %v", c.name, applied[i].State, o.State)
+		}
 		want := ins[i].Clone()
 		want.Seq = res[i].Seq
 		want.State = o.State
@@ -464,7 +467,7 @@ func testFinishLateAfterRescue(t *testing.T, h Harness) {
 		o := c.out
 		o.ID, o.Attempt = id, 1
 		errs := e.finish(e.s, "w1", at(2*time.Minute), o)
-		wantErr(t, "late Finish ("+c.name+") after rescue", errs[0], store.ErrLeaseLost)
+		wantErr(t, "late Finish ("+c.name+") after rescue", errs[0].Err, store.ErrLeaseLost)
 		checkRecord(t, "instance after a late "+c.name, before, e.get(e.s, id))
 		if hafter := e.history(e.s, &store.Query{InstanceID: id}); len(hafter) != len(hbefore) {
 			t.Fatalf("late Finish (%s) added history: %d records, had %d", c.name, len(hafter), len(hbefore))
@@ -473,7 +476,7 @@ func testFinishLateAfterRescue(t *testing.T, h Harness) {
 		e.claimOne(e.s, "q-late-"+c.name, "w2", at(3*time.Minute), id)
 		before = e.get(e.s, id)
 		errs = e.finish(e.s, "w1", at(4*time.Minute), o)
-		wantErr(t, "late Finish ("+c.name+") after the instance was claimed again", errs[0], store.ErrLeaseLost)
+		wantErr(t, "late Finish ("+c.name+") after the instance was claimed again", errs[0].Err, store.ErrLeaseLost)
 		checkRecord(t, "instance after a late "+c.name, before, e.get(e.s, id))
 	}
 }
@@ -495,7 +498,7 @@ func testFinishTwice(t *testing.T, h Harness) {
 			o2.Result = nil
 		}
 		errs := e.finish(e.open(), "w1", at(2*time.Second), o2)
-		wantErr(t, "second Finish ("+c.name+")", errs[0], store.ErrLeaseLost)
+		wantErr(t, "second Finish ("+c.name+")", errs[0].Err, store.ErrLeaseLost)
 		checkRecord(t, "instance after a second "+c.name, after, e.get(e.s, id))
 		if h2 := e.history(e.s, &store.Query{InstanceID: id}); len(h2) != len(hist) {
 			t.Fatalf("second Finish (%s) added history: %d records, had %d", c.name, len(h2), len(hist))
@@ -506,10 +509,10 @@ func testFinishTwice(t *testing.T, h Harness) {
 		e.claimOne(e.s, "q-twice-b-"+c.name, "w1", base, id)
 		o.ID, o2.ID = id, id
 		errs = e.finish(e.s, "w1", at(time.Second), o, o2)
-		if errs[0] != nil {
-			t.Fatalf("first of two outcomes (%s) in one batch: %v", c.name, errs[0])
+		if errs[0].Err != nil {
+			t.Fatalf("first of two outcomes (%s) in one batch: %v", c.name, errs[0].Err)
 		}
-		wantErr(t, "second of two outcomes ("+c.name+") in one batch", errs[1], store.ErrLeaseLost)
+		wantErr(t, "second of two outcomes ("+c.name+") in one batch", errs[1].Err, store.ErrLeaseLost)
 		if got := e.get(e.s, id); got.Error != o.Error {
 			t.Fatalf("outcome %s applied twice in one batch: error %q, want %q", c.name, got.Error, o.Error)
 		}
@@ -524,15 +527,15 @@ func testFinishForeign(t *testing.T, h Harness) {
 		store.Outcome{ID: "ff-1", Attempt: 1, State: store.Completed},
 		store.Outcome{ID: "ff-2", Attempt: 2, State: store.Completed},
 	)
-	wantErr(t, "Finish by a foreign owner", errs[0], store.ErrLeaseLost)
-	wantErr(t, "Finish by a foreign owner of a wrong attempt", errs[1], store.ErrLeaseLost)
+	wantErr(t, "Finish by a foreign owner", errs[0].Err, store.ErrLeaseLost)
+	wantErr(t, "Finish by a foreign owner of a wrong attempt", errs[1].Err, store.ErrLeaseLost)
 	errs = e.finish(e.s, "w1", at(time.Second),
 		store.Outcome{ID: "ff-2", Attempt: 2, State: store.Completed},
 		store.Outcome{ID: "ff-1", Attempt: 1, State: store.Completed},
 	)
-	wantErr(t, "Finish of a wrong attempt", errs[0], store.ErrLeaseLost)
-	if errs[1] != nil {
-		t.Fatalf("Finish by the owner next to a lost outcome: %v", errs[1])
+	wantErr(t, "Finish of a wrong attempt", errs[0].Err, store.ErrLeaseLost)
+	if errs[1].Err != nil {
+		t.Fatalf("Finish by the owner next to a lost outcome: %v", errs[1].Err)
 	}
 	checkLease(t, e.get(e.s, "ff-2"), "w1", 1, base.Add(lease))
 	if got := e.get(e.s, "ff-1"); got.State != store.Completed {
@@ -676,7 +679,100 @@ func testRescueCancelRequested(t *testing.T, h Harness) {
 	wantErr(t, "Cancel of an instance rescued into canceled", err, store.ErrFinished)
 	// The late owner's outcome is not applied over the rescue.
 	errs := e.finish(e.s, "w1", at(2*time.Hour), store.Outcome{ID: "rc-forever", Attempt: 1, State: store.Canceled, Error: "canceled"})
-	wantErr(t, "Finish by the owner whose lease was rescued", errs[0], store.ErrLeaseLost)
+	wantErr(t, "Finish by the owner whose lease was rescued", errs[0].Err, store.ErrLeaseLost)
+}
+
+// testFinishCancelRequested checks that a cancel request outlives the
+// attempt it was made during: an outcome that would run the instance
+// again (a retry or a release) ends it Canceled instead when its cancel
+// was requested before the owner saw it at a Renew, while a final outcome
+// stays as given. Each applied outcome clears the request.
+func testFinishCancelRequested(t *testing.T, h Harness) {
+	e := setup(t, h)
+	cases := outcomeCases()
+	var ins []*store.Instance
+	var outs []store.Outcome
+	for _, c := range cases {
+		in := inst("fc-"+c.name, "q-fc")
+		in.Kind = "kind-" + c.name
+		ins = append(ins, in)
+		o := c.out
+		o.ID, o.Attempt = in.ID, 1
+		outs = append(outs, o)
+	}
+	// One retry nobody canceled: it is retried as usual.
+	plain := inst("fc-plain", "q-fc")
+	ins = append(ins, plain)
+	outs = append(outs, store.Outcome{ID: plain.ID, Attempt: 1, State: store.Scheduled, RunAt: at(time.Hour), Error: "temporary failure"})
+	res := e.enqueue(e.s, base, ins...)
+	if c := e.claim(e.s, "q-fc", "w1", len(ins), base); len(c.Instances) != len(ins) {
+		t.Fatalf("claimed %v, want all %d", ids(c.Instances), len(ins))
+	}
+	for _, in := range ins[:len(cases)] {
+		if _, err := e.open().Cancel(e.ctx, &store.CancelParams{ID: in.ID, Now: at(time.Second), Node: "n-cancel"}); err != nil {
+			t.Fatalf("Cancel of processing %s: %v", in.ID, err)
+		}
+	}
+	// w1 finishes every attempt before a Renew told it of the requests.
+	now := at(20 * time.Second)
+	applied := e.finishOK(e.s, "w1", now, outs...)
+	for i, in := range ins {
+		o := outs[i]
+		want := in.Clone()
+		want.Seq, want.Attempt, want.UpdatedAt = res[i].Seq, 1, now
+		want.State, want.Error, want.Result = o.State, o.Error, o.Result
+		switch {
+		case o.State != store.Scheduled:
+			want.FinishedAt = now // a final outcome stays as given
+		case in.ID == plain.ID:
+			want.RunAt = o.RunAt
+		default:
+			// A retry or release of a canceled instance: no further
+			// attempt, the attempt counted, its RunAt kept.
+			want.State, want.FinishedAt = store.Canceled, now
+		}
+		if applied[i].State != want.State {
+			t.Fatalf("Finish of %s (-> %v) reported state %v, want %v", in.ID, o.State, applied[i].State, want.State)
+		}
+		stored := e.get(e.s, in.ID)
+		checkRecord(t, "instance "+in.ID+" after its outcome", want, stored)
+		hist := e.history(e.s, &store.Query{InstanceID: in.ID})
+		wantH := &store.HistoryRecord{InstanceID: in.ID, Kind: in.Kind, State: want.State, Attempt: 1, Time: now, Node: "w1", Error: o.Error, Result: o.Result}
+		if len(hist) != 4 {
+			t.Fatalf("%s: history %s; want created, scheduled, processing, %v", in.ID, fmtHistory(hist), want.State)
+		}
+		checkRecord(t, "history record of "+in.ID+"'s outcome", wantH, hist[3], "Seq")
+	}
+	canceled := e.instances(e.s, &store.Query{Queue: "q-fc", States: []store.State{store.Canceled}})
+	if got := ids(canceled); len(got) != 3 {
+		t.Fatalf("LookupInstances(state canceled) returned %v, want fc-canceled, fc-retry, fc-release", got)
+	}
+	// A repeated Finish (its reply lost) changes nothing and succeeds.
+	before := map[string]*store.Instance{}
+	for _, in := range ins {
+		before[in.ID] = e.get(e.s, in.ID)
+	}
+	for i, r := range e.finish(e.open(), "w1", at(21*time.Second), outs...) {
+		if r.Err != nil || r.State != before[outs[i].ID].State {
+			t.Fatalf("Finish repeated (%s -> %v): state %v, error %v; want it reported as applied, state %v", outs[i].ID, outs[i].State, r.State, r.Err, before[outs[i].ID].State)
+		}
+	}
+	for _, in := range ins {
+		checkRecord(t, "instance "+in.ID+" after a repeated Finish", before[in.ID], e.get(e.s, in.ID))
+		if hist := e.history(e.s, &store.Query{InstanceID: in.ID}); len(hist) != 4 {
+			t.Fatalf("%s: repeated Finish added history: %s", in.ID, fmtHistory(hist))
+		}
+	}
+	// Only the retry nobody canceled runs again; the others are final.
+	c := e.claim(e.s, "q-fc", "w2", 10, at(2*time.Hour))
+	checkIDs(t, "claim after the outcomes", c.Instances, plain.ID)
+	if !c.NextRunAt.IsZero() {
+		t.Fatalf("claim after the outcomes: NextRunAt %v, want zero (nothing waits)", c.NextRunAt)
+	}
+	for _, id := range []string{"fc-retry", "fc-release"} {
+		_, err := e.s.Cancel(e.ctx, &store.CancelParams{ID: id, Now: at(3 * time.Hour), Node: "n-cancel"})
+		wantErr(t, "Cancel of "+id+" finished into canceled", err, store.ErrFinished)
+	}
 }
 
 func testRescueLimit(t *testing.T, h Harness) {

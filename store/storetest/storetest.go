@@ -84,6 +84,7 @@ func Run(t *testing.T, h Harness) {
 		{"FinishTwice", testFinishTwice},
 		{"FinishForeign", testFinishForeign},
 		{"FinishRepeated", testFinishRepeated},
+		{"FinishCancelRequested", testFinishCancelRequested},
 		{"ClaimRepeat", testClaimRepeat},
 		{"EnqueueRepeated", testEnqueueRepeated},
 		{"Rescue", testRescue},
@@ -240,26 +241,41 @@ func (e *env) claimOne(s store.Store, queue, owner string, now time.Time, wantID
 	return res.Instances[0]
 }
 
-func (e *env) finish(s store.Store, owner string, now time.Time, outs ...store.Outcome) []error {
+// finish finishes outs as owner and checks that each result is coherent:
+// an applied outcome (nil Err) reports the state it left the instance in,
+// its own State or, for a retry or release, Canceled; a refused one
+// reports no state.
+func (e *env) finish(s store.Store, owner string, now time.Time, outs ...store.Outcome) []store.FinishResult {
 	e.t.Helper()
-	errs, err := s.Finish(e.ctx, &store.FinishParams{Owner: owner, Now: now, Outcomes: outs})
+	res, err := s.Finish(e.ctx, &store.FinishParams{Owner: owner, Now: now, Outcomes: outs})
 	if err != nil {
 		e.t.Fatalf("Finish(%d outcomes): %v", len(outs), err)
 	}
-	if len(errs) != len(outs) {
-		e.t.Fatalf("Finish(%d outcomes) returned %d entries, want one per outcome", len(outs), len(errs))
+	if len(res) != len(outs) {
+		e.t.Fatalf("Finish(%d outcomes) returned %d entries, want one per outcome", len(outs), len(res))
 	}
-	return errs
+	for i, r := range res {
+		o := &outs[i]
+		switch {
+		case r.Err != nil && r.State != 0:
+			e.t.Fatalf("Finish: outcome %d (%s -> %v) failed (%v) but reports state %v, want none", i, o.ID, o.State, r.Err, r.State)
+		case r.Err == nil && r.State != o.State && (o.State != store.Scheduled || r.State != store.Canceled):
+			e.t.Fatalf("Finish: outcome %d (%s -> %v) applied as state %v, want %v (or canceled for a retry or release)", i, o.ID, o.State, r.State, o.State)
+		}
+	}
+	return res
 }
 
 // finishOK finishes and requires every outcome to be applied.
-func (e *env) finishOK(s store.Store, owner string, now time.Time, outs ...store.Outcome) {
+func (e *env) finishOK(s store.Store, owner string, now time.Time, outs ...store.Outcome) []store.FinishResult {
 	e.t.Helper()
-	for i, err := range e.finish(s, owner, now, outs...) {
-		if err != nil {
-			e.t.Fatalf("Finish: outcome %d (%s -> %v): %v", i, outs[i].ID, outs[i].State, err)
+	res := e.finish(s, owner, now, outs...)
+	for i, r := range res {
+		if r.Err != nil {
+			e.t.Fatalf("Finish: outcome %d (%s -> %v): %v", i, outs[i].ID, outs[i].State, r.Err)
 		}
 	}
+	return res
 }
 
 func (e *env) rescue(s store.Store, now time.Time, limit int) []*store.Instance {

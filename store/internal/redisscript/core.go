@@ -285,17 +285,17 @@ func (c *Core) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRes
 }
 
 // Finish implements store.Queue.
-func (c *Core) Finish(ctx context.Context, p *store.FinishParams) ([]error, error) {
+func (c *Core) Finish(ctx context.Context, p *store.FinishParams) ([]store.FinishResult, error) {
 	if p == nil || p.Owner == "" {
 		return nil, fmt.Errorf("%w: finish without an owner", store.ErrInvalid)
 	}
-	out := make([]error, len(p.Outcomes))
+	out := make([]store.FinishResult, len(p.Outcomes))
 	args := []string{us(p.Now), p.Owner}
 	var sent []int
 	for i := range p.Outcomes {
 		o := &p.Outcomes[i]
 		if err := o.Validate(); err != nil {
-			out[i] = err
+			out[i].Err = err
 			continue
 		}
 		rel := "0"
@@ -320,10 +320,16 @@ func (c *Core) Finish(ctx context.Context, p *store.FinishParams) ([]error, erro
 		i := sent[j]
 		o := &p.Outcomes[i]
 		switch asInt(code) {
+		case 0:
+			out[i].State = o.State
 		case 1:
-			out[i] = fmt.Errorf("%w: instance %s attempt %d is no longer held by %s (rescued, finished or canceled)", store.ErrLeaseLost, o.ID, o.Attempt, p.Owner)
+			out[i].Err = fmt.Errorf("%w: instance %s attempt %d is no longer held by %s (rescued, finished or canceled)", store.ErrLeaseLost, o.ID, o.Attempt, p.Owner)
 		case 2:
-			out[i] = fmt.Errorf("%w: instance %s: the stored record cannot be decoded", store.ErrCorrupt, o.ID)
+			out[i].Err = fmt.Errorf("%w: instance %s: the stored record cannot be decoded", store.ErrCorrupt, o.ID)
+		case 3:
+			out[i].State = store.Canceled // a retry or release met a cancel request
+		default:
+			return nil, fmt.Errorf("%s: finish: unknown reply %d for instance %s", c.name, asInt(code), o.ID)
 		}
 	}
 	return out, nil

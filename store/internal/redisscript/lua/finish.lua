@@ -4,10 +4,14 @@
 --       instance ID, attempt, new state, RunAt (us, for Scheduled),
 --       release (1 hands the attempt back uncounted), result, error.
 -- Returns one code per outcome: 0 applied, 1 lease lost (not Processing,
--- another owner or attempt, or missing), 2 the record is corrupt. An
--- outcome found applied already (a Finish repeated after a lost reply: the
--- state is the outcome's, and the instance's last history entry was
--- written by owner) is 0 and changes nothing.
+-- another owner or attempt, or missing), 2 the record is corrupt, 3
+-- applied as Canceled: a Scheduled outcome (a retry or release) of an
+-- instance whose cancel flag is set ends it Canceled instead, the attempt
+-- counted, with the outcome's error, so a cancel requested while the
+-- attempt ran is never followed by another attempt. An outcome found
+-- applied already (a Finish repeated after a lost reply: the state is the
+-- outcome's, or Canceled as above, and the instance's last history entry
+-- was written by owner) is 0 or 3 and changes nothing.
 -- Applied outcomes share one history entry (a record each). A Scheduled
 -- one goes back to its queue (a released attempt to the front of its
 -- ready list, keeping its place) and PUBLISHes on the queue's channel.
@@ -18,10 +22,14 @@ local ids = argv_ids(4, N)
 local raws = hmget(K_ST, ids)
 
 -- applied tells whether t is where this very outcome left it: the same
--- state, attempt, error, result (Completed) and RunAt (Scheduled), and
--- the instance's last history entry (the one that outcome would have
--- written) names owner as its node. The entry is read only on this path.
+-- state (or Canceled for a Scheduled one), attempt, error, result
+-- (Completed) and RunAt (Scheduled), and the instance's last history
+-- entry (the one that outcome would have written) names owner as its
+-- node. The entry is read only on this path.
 local function applied(t, attempt, st, run_at, release, result, err)
+	if st == S_SCHEDULED and t[T_STATE] == S_CANCELED then
+		st = S_CANCELED
+	end
 	if t[T_STATE] ~= st or t[T_ERR] ~= err then
 		return false
 	end
@@ -58,9 +66,18 @@ local function one(j, id, attempt, st, run_at, release, result, err)
 	end
 	if t[T_STATE] ~= S_PROCESSING or t[T_OWNER] ~= owner or t[T_ATT] ~= attempt then
 		if applied(t, attempt, st, run_at, release, result, err) then
+			if t[T_STATE] == S_CANCELED and st == S_SCHEDULED then
+				return 3
+			end
 			return 0
 		end
 		return 1
+	end
+	local code = 0
+	if st == S_SCHEDULED and t[T_CANCEL] ~= 0 then
+		-- Canceled while the attempt ran, before a renewal told its
+		-- owner: the cancel wins over another attempt.
+		st, release, code = S_CANCELED, false, 3
 	end
 	local p
 	if st == S_SCHEDULED then
@@ -87,7 +104,7 @@ local function one(j, id, attempt, st, run_at, release, result, err)
 		change(id, t, st, err, result)
 		finalize(id, t, st, now)
 	end
-	return 0
+	return code
 end
 
 local out = {}

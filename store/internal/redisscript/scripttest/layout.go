@@ -80,9 +80,9 @@ func (e *layEnv) finish(owner string, now time.Time, outs ...store.Outcome) {
 	if err != nil {
 		e.t.Fatalf("Finish at %v: %v", now, err)
 	}
-	for i, err := range errs {
-		if err != nil {
-			e.t.Fatalf("Finish %s at %v: %v", outs[i].ID, now, err)
+	for i, r := range errs {
+		if r.Err != nil {
+			e.t.Fatalf("Finish %s at %v: %v", outs[i].ID, now, r.Err)
 		}
 	}
 }

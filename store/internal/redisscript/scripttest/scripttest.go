@@ -157,7 +157,7 @@ func testCorruptRecord(t *testing.T, h Harness) {
 		{ID: "c-2", Attempt: 1, State: store.Terminated, Error: res.Undecodable[0].Err.Error()},
 		{ID: "c-1", Attempt: 1, State: store.Completed},
 	}})
-	if err != nil || errs[0] != nil || errs[1] != nil {
+	if err != nil || errs[0].Err != nil || errs[1].Err != nil {
 		t.Fatalf("Finish of the undecodable attempt: %v %v", err, errs)
 	}
 	got, err = s.LookupInstances(t.Context(), &store.Query{InstanceID: "c-2"})
