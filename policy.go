@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/jobkit/job/store"
 )
 
 // Priority orders instances in a queue: higher runs first. Instances of
@@ -20,6 +22,10 @@ const (
 
 // RetryForever, as a max retry count, retries a failing job without limit.
 const RetryForever = -1
+
+// MaxRetriesLimit is the largest retry count WithMaxRetries takes (stores
+// keep it in 32 bits); beyond it, use RetryForever.
+const MaxRetriesLimit = store.MaxRetriesLimit
 
 // Defaults of a job's policy.
 const (
@@ -138,8 +144,8 @@ func WithPriority(p Priority) PolicyOption {
 // (DefaultMaxRetries when not given), an override on ScheduleJob.
 func WithMaxRetries(n int) PolicyOption {
 	return PolicyOption{func(o *policyOverride) error {
-		if n < RetryForever {
-			return fmt.Errorf("%w: max retries %d; use 0 for none or job.RetryForever", ErrInvalidOption, n)
+		if n < RetryForever || n > MaxRetriesLimit {
+			return fmt.Errorf("%w: max retries %d; use 0 for none, up to job.MaxRetriesLimit (%d), or job.RetryForever", ErrInvalidOption, n, MaxRetriesLimit)
 		}
 		o.maxRetries = &n
 		return nil

@@ -1,6 +1,14 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
+
+// MaxRetriesLimit is the largest Instance.MaxRetries a store keeps; more is
+// ErrInvalid from Enqueue (a negative value retries forever). Stores may
+// keep the retry limit and the attempt count in 32 bits.
+const MaxRetriesLimit = math.MaxInt32
 
 // Validate checks the parameters every plugin requires.
 func (p *ClaimParams) Validate() error {
@@ -32,6 +40,8 @@ func (in *Instance) Validate() error {
 		return fmt.Errorf("%w: instance %s without a queue", ErrInvalid, in.ID)
 	case in.CreatedAt.IsZero():
 		return fmt.Errorf("%w: instance %s without a creation time", ErrInvalid, in.ID)
+	case in.MaxRetries > MaxRetriesLimit:
+		return fmt.Errorf("%w: instance %s allows %d retries, more than MaxRetriesLimit (%d); retry forever with a negative value", ErrInvalid, in.ID, in.MaxRetries, MaxRetriesLimit)
 	case in.UniqueKey != "" && in.UniqueUntil.IsZero():
 		return fmt.Errorf("%w: instance %s has unique key %q without an expiry", ErrInvalid, in.ID, in.UniqueKey)
 	}

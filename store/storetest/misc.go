@@ -196,6 +196,7 @@ func testInvalidParams(t *testing.T, h Harness) {
 		"no queue":              func(in *store.Instance) { in.Queue = "" },
 		"no creation time":      func(in *store.Instance) { in.CreatedAt = time.Time{} },
 		"unique key, no expiry": func(in *store.Instance) { in.UniqueKey = "k" },
+		"max retries too high":  func(in *store.Instance) { in.MaxRetries = store.MaxRetriesLimit + 1 },
 	} {
 		bad := inst("inv-bad", "q-inv-bad")
 		mod(bad)
