@@ -1,17 +1,25 @@
 # The two commands the README starts with:
 #   go run ./examples/quickstart   runs an example on the embedded store
 #   make test                      runs every check and test of every module
-#                                  (go.work lists them) against real servers
+#                                  (each directory with a go.mod) against real servers
 
-.PHONY: test vet bench bench-quick bench-memdb example
+.PHONY: test vet work bench bench-quick bench-memdb example
 
 test:
 	./scripts/test.sh
 
-# gofmt and go vet over every module of go.work, in the workspace.
+# gofmt and go vet over every module, each on its own.
 vet:
 	test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
-	go vet $$(go list -m -f '{{.Dir}}/...')
+	for m in $$(find . -name go.mod -not -path './.git/*' -printf '%h\n'); do (cd $$m && GOWORK=off go vet ./...) || exit 1; done
+
+# A go.work (not committed) listing every module, for development: commands
+# run from the root then see all modules as one workspace.
+work:
+	rm -f go.work go.work.sum
+	go work init
+	go work edit -go=1.26.0
+	go work use -r .
 
 example:
 	go run ./examples/quickstart
@@ -28,4 +36,4 @@ bench-quick:
 # jobkit alone on the embedded store: go test benchmarks and the program.
 bench-memdb:
 	go test -run '^$$' -bench . -benchmem ./store/memdbstore/
-	go run ./bench/cmd/jobkit-bench -store memdb
+	go -C bench run ./cmd/jobkit-bench -store memdb

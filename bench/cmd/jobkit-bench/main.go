@@ -7,13 +7,13 @@
 // re-executed as `jobkit-bench worker ...`. It prints a Markdown table. The
 // workloads live in bench/internal/benchkit, which the side-by-side
 // benchmark with asynq and River (bench/main.go, run by scripts/bench.sh)
-// shares. From the repository root (go.work makes the bench module
-// visible there), or `go run ./cmd/jobkit-bench` inside bench/:
+// shares. From the repository root (`go run ./bench/cmd/jobkit-bench ...`
+// also works there once `make work` made the development workspace):
 //
-//	go run ./bench/cmd/jobkit-bench -store memdb
-//	go run ./bench/cmd/jobkit-bench -store redis                          # starts a redis-server
-//	go run ./bench/cmd/jobkit-bench -store redis -redis-addr 127.0.0.1:6379
-//	go run ./bench/cmd/jobkit-bench -store etcd -etcd 127.0.0.1:2379
+//	go -C bench run ./cmd/jobkit-bench -store memdb
+//	go -C bench run ./cmd/jobkit-bench -store redis                          # starts a redis-server
+//	go -C bench run ./cmd/jobkit-bench -store redis -redis-addr 127.0.0.1:6379
+//	go -C bench run ./cmd/jobkit-bench -store etcd -etcd 127.0.0.1:2379
 //	go run ./bench/cmd/jobkit-bench -store redis -only soak               # memory under 2,000 jobs/s for 6 min
 package main
 
