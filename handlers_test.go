@@ -1,10 +1,8 @@
 package job_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,24 +10,6 @@ import (
 
 	"github.com/jobkit/job"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // countState counts the instances of kind in state.
 func countState(t *testing.T, m *job.Manager, kind string, st job.State) int {
@@ -56,7 +36,7 @@ func scheduleN(t *testing.T, m *job.Manager, kind string, n int) {
 // with its stack and counted.
 func TestHandlerPanicIsRecovered(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs logBuf
 	var completed atomic.Int32
 	j := mustJob(t, job.WithKind("p"), job.WithExecutor(func() {}),
 		job.WithStateChangeProcessor(func(ji job.Instance, s job.State) {
@@ -65,7 +45,7 @@ func TestHandlerPanicIsRecovered(t *testing.T) {
 			}
 		}),
 		job.WithCompleteProcessor(func(job.Instance, []any) { completed.Add(1) }))
-	m := newManager(t, job.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	m := newManager(t, job.WithLogger(logs.logger()))
 	if err := m.RegisterJob(j); err != nil {
 		t.Fatal(err)
 	}

@@ -299,10 +299,20 @@ func testCancelRemote(t *testing.T, e *env) {
 	// machine the attempt may be fenced first; its rescue then ends the
 	// instance Canceled all the same, since the store keeps the request.
 	runner := e.manager(t, []*job.Job{j}, job.WithLease(300*time.Millisecond))
-	j2 := mustJob(t, job.WithKind("block"), job.WithExecutor(func() {}))
-	other := e.manager(t, []*job.Job{j2}) // not started: only schedules and cancels
+	other, ji := cancelFromOther(t, e, runner, "block", started)
+	// The runner sees the request at its next lease renewal.
+	waitState(t, other, ji.ID(), job.Canceled, deadline)
+}
+
+// cancelFromOther starts runner, schedules kind from a second manager
+// that is never started (it only schedules and cancels), waits until the
+// attempt has started (started receives), and cancels it from the second
+// manager, which it returns with the instance.
+func cancelFromOther(t *testing.T, e *env, runner *job.Manager, kind string, started <-chan struct{}) (*job.Manager, job.Instance) {
+	t.Helper()
+	other := e.manager(t, []*job.Job{mustJob(t, job.WithKind(kind), job.WithExecutor(func() {}))})
 	start(t, runner)
-	ji := schedule(t, other, "block")
+	ji := schedule(t, other, kind)
 	select {
 	case <-started:
 	case <-time.After(deadline):
@@ -311,8 +321,7 @@ func testCancelRemote(t *testing.T, e *env) {
 	if _, err := other.CancelInstance(context.Background(), ji.ID()); err != nil {
 		t.Fatal(err)
 	}
-	// The runner sees the request at its next lease renewal.
-	waitState(t, other, ji.ID(), job.Canceled, deadline)
+	return other, ji
 }
 
 // testCancelRemoteThenFail cancels an attempt from another manager and
@@ -342,18 +351,7 @@ func testCancelRemoteThenFail(t *testing.T, e *env) {
 	)
 	// A lease far longer than the test: no renewal carries the request.
 	runner := e.manager(t, []*job.Job{j}, job.WithLease(time.Minute))
-	j2 := mustJob(t, job.WithKind("flaky"), job.WithExecutor(func() {}))
-	other := e.manager(t, []*job.Job{j2}) // not started: only schedules and cancels
-	start(t, runner)
-	ji := schedule(t, other, "flaky")
-	select {
-	case <-started:
-	case <-time.After(deadline):
-		t.Fatal("instance did not start")
-	}
-	if _, err := other.CancelInstance(context.Background(), ji.ID()); err != nil {
-		t.Fatal(err)
-	}
+	other, ji := cancelFromOther(t, e, runner, "flaky", started)
 	close(fail)
 	got := waitState(t, other, ji.ID(), job.Canceled, deadline)
 	if got.Attempt() != 1 || calls.Load() != 1 {

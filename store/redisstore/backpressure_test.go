@@ -100,15 +100,7 @@ func TestManagerBackpressureAtMaxmemory(t *testing.T) {
 
 	// Mid-run: a tenth of the jobs have started.
 	waitFor(t, 30*time.Second, "a tenth of the jobs to start", func() bool { return started.Load() >= jobs/10 })
-	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	full := true
-	t.Cleanup(func() {
-		if full {
-			c.ConfigSet(context.Background(), "maxmemory", "0")
-		}
-	})
+	makeRoom := fillUp(t, c)
 	atFull := started.Load()
 	processing := func() int {
 		t.Helper()
@@ -150,10 +142,7 @@ func TestManagerBackpressureAtMaxmemory(t *testing.T) {
 		t.Fatalf("%d attempts started while the store was full, want at most %d (one claim made before it filled up)", whileFull, workers)
 	}
 
-	if err := c.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	full = false
+	makeRoom()
 	waitFor(t, 60*time.Second, "every job to complete once memory is back", func() bool {
 		done, err := s.LookupInstances(ctx, &store.Query{States: []store.State{store.Completed}})
 		return err == nil && len(done) == jobs

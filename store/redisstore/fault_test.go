@@ -112,15 +112,7 @@ func TestOutOfMemory(t *testing.T) {
 	if err != nil || len(held.Instances) != 1 {
 		t.Fatalf("claim before the memory ran out: %v %v", held, err)
 	}
-	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	full := true
-	t.Cleanup(func() {
-		if full {
-			c.ConfigSet(context.Background(), "maxmemory", "0")
-		}
-	})
+	makeRoom := fillUp(t, c)
 
 	_, err = s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: 5, Now: ft0, LeaseUntil: ft0.Add(time.Minute), ClaimSeq: 1})
 	if !errors.Is(err, store.ErrFull) {
@@ -145,10 +137,7 @@ func TestOutOfMemory(t *testing.T) {
 		t.Fatalf("Prune at maxmemory: %v, want it to run (it frees memory)", err)
 	}
 
-	if err := c.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	full = false
+	makeRoom()
 	errs, err := s.Finish(ctx, &store.FinishParams{Owner: "w", Now: ft0, Outcomes: []store.Outcome{out}})
 	if err != nil || errs[0].Err != nil {
 		t.Fatalf("Finish once memory is back: %v %v", errs, err)
@@ -156,5 +145,29 @@ func TestOutOfMemory(t *testing.T) {
 	res, err := s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: 5, Now: ft0, LeaseUntil: ft0.Add(time.Minute), ClaimSeq: 2})
 	if err != nil || len(res.Instances) != 5 {
 		t.Fatalf("Claim once memory is back: %v %v, want 5", res, err)
+	}
+}
+
+// fillUp makes c's redis-server refuse writes for want of memory
+// (maxmemory 1; the test servers run with noeviction) until the returned
+// func sets maxmemory back to 0; a test that ends first gets it back from
+// Cleanup.
+func fillUp(t *testing.T, c *redis.Client) (makeRoom func()) {
+	t.Helper()
+	if err := c.ConfigSet(context.Background(), "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	full := true
+	t.Cleanup(func() {
+		if full {
+			c.ConfigSet(context.Background(), "maxmemory", "0")
+		}
+	})
+	return func() {
+		t.Helper()
+		if err := c.ConfigSet(context.Background(), "maxmemory", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		full = false
 	}
 }
