@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -36,6 +37,15 @@ func (s *Store) readDefinition(ctx context.Context, kind string) (*store.Definit
 	return d, kv.ModRevision, err
 }
 
+// wrapDef is wrap, but a record that cannot be decoded is named as such,
+// not as a failure of etcd.
+func (s *Store) wrapDef(what string, ctx context.Context, err error) error {
+	if errors.Is(err, store.ErrCorrupt) {
+		return fmt.Errorf("etcdstore: %s: %w", what, err)
+	}
+	return s.wrap(what, ctx, err)
+}
+
 func decodeDefinition(kind string, raw []byte) (*store.Definition, error) {
 	var d store.Definition
 	if err := json.Unmarshal(raw, &d); err != nil || d.Kind != kind || d.Version <= 0 {
@@ -59,7 +69,7 @@ func (s *Store) PutDefinition(ctx context.Context, p *store.PutDefinitionParams)
 	for {
 		old, rev, err := s.readDefinition(ctx, p.Definition.Kind)
 		if err != nil {
-			return nil, s.wrap("put definition", ctx, err)
+			return nil, s.wrapDef("put definition", ctx, err)
 		}
 		d := p.Definition.Clone()
 		d.Version, d.CreatedAt, d.UpdatedAt = 1, p.Now, p.Now
@@ -96,7 +106,7 @@ func (s *Store) GetDefinition(ctx context.Context, kind string) (*store.Definiti
 	d, _, err := s.readDefinition(ctx, kind)
 	switch {
 	case err != nil:
-		return nil, s.wrap("get definition", ctx, err)
+		return nil, s.wrapDef("get definition", ctx, err)
 	case d == nil:
 		return nil, store.DefinitionNotFound(kind)
 	}
@@ -158,7 +168,7 @@ func (s *Store) DeleteDefinition(ctx context.Context, p *store.DeleteDefinitionP
 		resp, err := s.cli.Delete(ctx, key)
 		switch {
 		case err != nil:
-			return s.wrap("delete definition", ctx, err)
+			return s.wrapDef("delete definition", ctx, err)
 		case resp.Deleted == 0:
 			return store.DefinitionNotFound(p.Kind)
 		}
@@ -168,7 +178,7 @@ func (s *Store) DeleteDefinition(ctx context.Context, p *store.DeleteDefinitionP
 		old, rev, err := s.readDefinition(ctx, p.Kind)
 		switch {
 		case err != nil:
-			return s.wrap("delete definition", ctx, err)
+			return s.wrapDef("delete definition", ctx, err)
 		case rev == 0:
 			return store.DefinitionNotFound(p.Kind)
 		case old.Version != p.IfVersion:
