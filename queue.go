@@ -133,10 +133,11 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 	switch {
 	case c.uniqueKey != "":
 		ttl := c.uniqueTTL
-		if ttl == 0 && j.unique != nil {
-			ttl = j.unique.TTL
-		} else if ttl == 0 {
+		if ttl == 0 {
 			ttl = DefaultUniqueTTL
+			if j.unique != nil {
+				ttl = j.unique.TTL
+			}
 		}
 		rec.UniqueKey, rec.UniqueUntil = userKeyPrefix+c.uniqueKey, now.Add(ttl)
 	case j.unique != nil && j.unique.By == store.UniqueByArgs:

@@ -126,8 +126,8 @@ func idempotentID(kind, key string) uuid.UUID {
 
 // WithUniqueKey makes the instance unique by key for ttl (when 0, the TTL
 // of the kind's unique policy if its definition has one, else
-// DefaultUniqueTTL): while another instance holds the key, ScheduleJob returns that
-// instance and an error wrapping ErrDuplicate. The key is held for the
+// DefaultUniqueTTL): while another instance holds the key, ScheduleJob
+// returns that instance and an error wrapping ErrDuplicate. The key is held for the
 // whole ttl, whatever happens to the instance.
 func WithUniqueKey(key string, ttl time.Duration) ScheduleOption {
 	return scheduleOption(func(c *scheduleConfig) error {
