@@ -3,6 +3,8 @@ package job
 import (
 	"fmt"
 	"time"
+
+	"github.com/jobkit/job/store"
 )
 
 // DefaultQueue is the queue of a job that names none.
@@ -21,6 +23,14 @@ type Job struct {
 	backoff    Backoff
 	timeout    time.Duration
 	recurring  *recurrence
+	// Policy that is data only (see WithDefinition, Job.Definition):
+	// backoffSpec describes backoff unless backoffFunc (WithBackoff set a
+	// Go func); labels are required of the node that runs an instance.
+	backoffSpec store.Backoff
+	backoffFunc bool
+	unique      *store.UniquePolicy
+	labels      []string
+	description string
 
 	onStateChange func(Instance, State)
 	onComplete    func(Instance, []any)
@@ -105,7 +115,7 @@ func WithBackoff(b Backoff) JobOption {
 		if b == nil {
 			return fmt.Errorf("%w: nil backoff", ErrInvalidJob)
 		}
-		j.backoff = b
+		j.backoff, j.backoffFunc = b, true
 		return nil
 	})
 }

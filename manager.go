@@ -60,6 +60,7 @@ type Manager struct {
 	submitWG  sync.WaitGroup // outcomes the watchdog hands over in the background
 
 	enq          enqueuer // ScheduleJob's group commit
+	defs         defCache // jobs built from stored definitions (definitions.go)
 	pool         *pool
 	active       activeSet
 	finishMu     sync.RWMutex // guards finishCh against sends after close
@@ -148,6 +149,14 @@ func (m *Manager) RegisterJob(j *Job) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.running && m.cfg.publishDefs {
+		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		defer cancel()
+		if err := m.publish(ctx, j); err != nil {
+			_, _ = m.reg.remove(j.kind)
+			return err
+		}
+	}
 	if m.running && j.recurring != nil {
 		m.startRecurringLocked(j)
 	}
@@ -181,10 +190,11 @@ func (m *Manager) LookupJob(kind string) (*Job, error) { return m.reg.lookup(kin
 func (m *Manager) RegisteredKinds() []string { return m.reg.kinds() }
 
 // SetWorkers changes how many instances run at once, while running or not.
-// Shrinking never interrupts running attempts; it only claims less.
+// Shrinking never interrupts running attempts; it only claims less; 0
+// stops claiming (see WithWorkers).
 func (m *Manager) SetWorkers(n int) error {
-	if n <= 0 {
-		return fmt.Errorf("%w: %d workers, want at least 1", ErrInvalidOption, n)
+	if n < 0 {
+		return fmt.Errorf("%w: %d workers, want 0 (claim nothing) or more", ErrInvalidOption, n)
 	}
 	m.pool.resize(n)
 	m.notifyLocal()
@@ -224,6 +234,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	if m.stopped {
 		return fmt.Errorf("%w: a stopped manager cannot start again; create a new one", ErrNotRunning)
+	}
+	if m.cfg.publishDefs {
+		for _, j := range m.reg.all() {
+			if err := m.publish(ctx, j); err != nil {
+				return fmt.Errorf("job: start: %w", err)
+			}
+		}
 	}
 	m.running = true
 	m.stopCh = make(chan struct{})

@@ -48,6 +48,8 @@ const (
 type config struct {
 	store          store.Store
 	workers        int
+	workersSet     bool // WithWorkers was given (0 is a producer)
+	publishDefs    bool // WithPublishDefinitions
 	queues         []string
 	node           string
 	logger         *slog.Logger
@@ -92,12 +94,17 @@ func WithStore(s store.Store) ManagerOption {
 
 // WithWorkers sets how many instances run at once. Defaults to
 // DefaultWorkers. Manager.SetWorkers changes it while running.
+//
+// WithWorkers(0) makes a producer: a manager that schedules (any kind it
+// has registered or the store has a definition of, see ScheduleJob),
+// cancels, looks up and rescues the leases of crashed managers, but never
+// claims an instance, so it needs no executor of the kinds it schedules.
 func WithWorkers(n int) ManagerOption {
 	return func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("%w: %d workers, want at least 1", ErrInvalidOption, n)
+		if n < 0 {
+			return fmt.Errorf("%w: %d workers, want 0 (a producer that runs nothing) or more", ErrInvalidOption, n)
 		}
-		c.workers = n
+		c.workers, c.workersSet = n, true
 		return nil
 	}
 }
@@ -307,7 +314,7 @@ func WithPruneInterval(d time.Duration) ManagerOption {
 }
 
 func (c *config) defaults() {
-	if c.workers == 0 {
+	if !c.workersSet {
 		c.workers = DefaultWorkers
 	}
 	if len(c.queues) == 0 {

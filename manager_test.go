@@ -116,7 +116,6 @@ func TestBadManagerOptions(t *testing.T) {
 		name string
 		opt  job.ManagerOption
 	}{
-		{"zero workers", job.WithWorkers(0)},
 		{"negative workers", job.WithWorkers(-1)},
 		{"nil store", job.WithStore(nil)},
 		{"no queues", job.WithQueues()},

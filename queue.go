@@ -11,10 +11,18 @@ import (
 )
 
 // ScheduleJob stores a new instance of the job of that kind, due now unless
-// opts say otherwise. The arguments are checked against the executor's
-// parameters before anything is stored. When a unique key is held by
-// another instance, it returns that instance and an error wrapping
-// ErrDuplicate.
+// opts say otherwise. The kind is the job registered with the manager or,
+// when none is, the kind's stored definition (see PutDefinition; read
+// again after DefinitionCacheTTL), so a manager schedules kinds it has no
+// executor for; otherwise it is an error wrapping ErrUnknownKind and
+// nothing is stored. The arguments are checked against the executor's
+// parameters before anything is stored when the job is registered here;
+// for a kind known by its definition they are stored as JSON and checked
+// where they run (an instance whose arguments do not fit the executor
+// there ends Terminated with the error, never retried). A definition's
+// unique policy applies as if given WithUniqueKey. When a unique key is
+// held by another instance, it returns that instance and an error
+// wrapping ErrDuplicate.
 //
 // Concurrent calls share store round trips: calls made while another's
 // write is in flight go to the store together in one batch when it
@@ -31,9 +39,9 @@ func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...Schedule
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
-	j, err := m.reg.lookup(kind)
+	j, err := m.jobFor(ctx, kind)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
 	var c scheduleConfig
 	if err := c.apply(opts); err != nil {
@@ -74,7 +82,13 @@ func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...Schedule
 
 // newRecord builds the stored record of a new instance of j.
 func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) {
-	args, err := j.exec.encodeArgs(c.args)
+	var args []byte
+	var err error
+	if j.exec != nil {
+		args, err = j.exec.encodeArgs(c.args)
+	} else { // a kind known here only by its stored definition
+		args, err = encodeJSONArgs(c.args)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -116,9 +130,22 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 		rec.RunAt = now.Add(c.after)
 	}
 	rec.RunAt = rec.RunAt.Add(jitter(c.jitter))
-	if c.uniqueKey != "" {
-		rec.UniqueKey, rec.UniqueUntil = userKeyPrefix+c.uniqueKey, now.Add(c.uniqueTTL)
+	switch {
+	case c.uniqueKey != "":
+		ttl := c.uniqueTTL
+		if ttl == 0 {
+			ttl = DefaultUniqueTTL
+			if j.unique != nil {
+				ttl = j.unique.TTL
+			}
+		}
+		rec.UniqueKey, rec.UniqueUntil = userKeyPrefix+c.uniqueKey, now.Add(ttl)
+	case j.unique != nil && j.unique.By == store.UniqueByArgs:
+		rec.UniqueKey, rec.UniqueUntil = userKeyPrefix+argsUniqueKey(j.kind, args), now.Add(j.unique.TTL)
 	}
+	// TODO(lead, issue 15): copy j.labels to the instance (rec.Labels)
+	// once store.Instance has the Labels field H3 adds, so claims honour
+	// the labels a definition requires.
 	if c.tickKey != "" {
 		rec.UniqueKey, rec.UniqueUntil = c.tickKey, c.tickHoldTil
 	}

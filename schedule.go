@@ -124,9 +124,10 @@ func idempotentID(kind, key string) uuid.UUID {
 	return uuid.NewSHA1(idemSpace, []byte(kind+"\x00"+key))
 }
 
-// WithUniqueKey makes the instance unique by key for ttl (DefaultUniqueTTL
-// when 0): while another instance holds the key, ScheduleJob returns that
-// instance and an error wrapping ErrDuplicate. The key is held for the
+// WithUniqueKey makes the instance unique by key for ttl (when 0, the TTL
+// of the kind's unique policy if its definition has one, else
+// DefaultUniqueTTL): while another instance holds the key, ScheduleJob
+// returns that instance and an error wrapping ErrDuplicate. The key is held for the
 // whole ttl, whatever happens to the instance.
 func WithUniqueKey(key string, ttl time.Duration) ScheduleOption {
 	return scheduleOption(func(c *scheduleConfig) error {
@@ -136,10 +137,7 @@ func WithUniqueKey(key string, ttl time.Duration) ScheduleOption {
 		if ttl < 0 {
 			return fmt.Errorf("%w: negative unique key TTL %v", ErrInvalidOption, ttl)
 		}
-		if ttl == 0 {
-			ttl = DefaultUniqueTTL
-		}
-		c.uniqueKey, c.uniqueTTL = key, ttl
+		c.uniqueKey, c.uniqueTTL = key, ttl // 0: the kind's unique policy's TTL, else DefaultUniqueTTL
 		return nil
 	})
 }

@@ -52,7 +52,7 @@ func Register[A, R any](m *Manager, kind string, fn func(ctx context.Context, ar
 		_ = o.applyJob(&probe) // NewJob reports errors
 	}
 	if probe.kind != "" {
-		return nil, fmt.Errorf("%w: register %q: WithKind(%q) among the options; Register sets the kind, drop WithKind", ErrInvalidJob, kind, probe.kind)
+		return nil, fmt.Errorf("%w: register %q: WithKind(%q) or WithDefinition among the options; Register sets the kind, drop WithKind (or use NewJob with WithDefinition and RegisterJob)", ErrInvalidJob, kind, probe.kind)
 	}
 	if probe.exec != nil {
 		return nil, fmt.Errorf("%w: register %q: WithExecutor among the options; Register sets the executor to fn, drop WithExecutor", ErrInvalidJob, kind)

@@ -29,4 +29,8 @@ var (
 	// meanwhile the engine stops claiming, since it could not record what
 	// it runs.
 	ErrFull = errors.New("store: out of space, writes refused")
+	// ErrConflict: a compare-and-set did not hold (the record is not at
+	// the version the caller read, or exists when it should not); nothing
+	// changed. Read the record again and retry.
+	ErrConflict = errors.New("store: version conflict")
 )

@@ -26,6 +26,7 @@ type Store interface {
 	History
 	Logs
 	Pruner
+	Definitions
 }
 
 // Queue holds instances that wait to run or are running. Every method is one

@@ -56,6 +56,8 @@ type Store struct {
 	claimMu     sync.Mutex             // serialises claims made with a ClaimSeq
 	claims      map[string]*ownerClaim // by owner: the last claim with a ClaimSeq
 	claimsSweep int
+
+	defs definitions // job definitions, see definitions.go
 }
 
 // Option configures a Store given to New.

@@ -107,6 +107,11 @@ func Run(t *testing.T, h Harness) {
 		{"CanceledContext", testCanceledContext},
 		{"InvalidParams", testInvalidParams},
 		{"Notifier", testNotifier},
+		{"DefinitionsCRUD", testDefinitionsCRUD},
+		{"DefinitionsConflict", testDefinitionsConflict},
+		{"DefinitionsInvalid", testDefinitionsInvalid},
+		{"DefinitionsList", testDefinitionsList},
+		{"DefinitionsShared", testDefinitionsShared},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
