@@ -1,0 +1,193 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobkit/job/store"
+)
+
+// Stored triggers live under P tr/<name> (the name as it is: nothing else
+// is under tr/, so the key needs no escaping and keys sort in name order),
+// one JSON value each. A trigger's Version is its key's ModRevision, so a
+// compare-and-set is a transaction comparing it, and a trigger created
+// again after a delete never takes an old version back.
+
+func (k keys) trigger(name string) string { return k.p + "tr/" + name }
+func (k keys) triggerPrefix() string      { return k.p + "tr/" }
+
+// triggerErr wraps an error of the trigger calls: the contract's sentinels
+// as they are, everything else as wrap does.
+func (s *Store) triggerErr(what string, ctx context.Context, err error) error {
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrCorrupt) {
+		return fmt.Errorf("etcdstore: %s: %w", what, err)
+	}
+	return s.wrap(what, ctx, err)
+}
+
+// decodeTrigger decodes a stored trigger value.
+func decodeTrigger(kv []byte, key string, rev int64) (*store.Trigger, error) {
+	var t store.Trigger
+	if err := json.Unmarshal(kv, &t); err != nil {
+		return nil, fmt.Errorf("%w: trigger at %s: %v", store.ErrCorrupt, key, err)
+	}
+	t.Version = uint64(rev)
+	return &t, nil
+}
+
+// PutTrigger implements store.Triggers.
+func (s *Store) PutTrigger(ctx context.Context, p *store.PutTriggerParams) (*store.Trigger, error) {
+	if err := p.Validate(); err != nil {
+		return nil, s.triggerErr("put trigger", ctx, err)
+	}
+	t := p.Trigger.Clone()
+	what := fmt.Sprintf("put trigger %q", t.Name)
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap(what, context.Background(), err)
+	}
+	defer cancel()
+	key := s.k.trigger(t.Name)
+	t.CreatedAt, t.UpdatedAt, t.Version = p.Now.UTC(), p.Now.UTC(), 0
+	if p.IfVersion != 0 {
+		resp, err := s.cli.Get(ctx, key)
+		if err != nil {
+			return nil, s.wrap(what, ctx, err)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil, s.triggerErr(what, ctx, store.ErrNotFound)
+		}
+		kv := resp.Kvs[0]
+		if uint64(kv.ModRevision) != p.IfVersion {
+			return nil, s.triggerErr(what, ctx, fmt.Errorf("stored version %d, not %d; read it again and retry: %w", kv.ModRevision, p.IfVersion, store.ErrConflict))
+		}
+		old, err := decodeTrigger(kv.Value, key, kv.ModRevision)
+		if err != nil {
+			return nil, s.triggerErr(what, ctx, err)
+		}
+		t.CreatedAt = old.CreatedAt
+	}
+	val, err := json.Marshal(t)
+	if err != nil {
+		return nil, s.triggerErr(what, ctx, fmt.Errorf("%w: %v", store.ErrInvalid, err))
+	}
+	if len(val) > s.maxValue {
+		return nil, s.triggerErr(what, ctx, fmt.Errorf("%w: %d bytes, more than %d", store.ErrTooLarge, len(val), s.maxValue))
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", int64(p.IfVersion))).
+		Then(clientv3.OpPut(key, string(val))).
+		Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		return nil, s.wrap(what, ctx, err)
+	}
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().GetKvs()
+		switch {
+		case len(kvs) == 0:
+			return nil, s.triggerErr(what, ctx, store.ErrNotFound)
+		case p.IfVersion == 0:
+			return nil, s.triggerErr(what, ctx, fmt.Errorf("it exists already (version %d); read it and pass its Version to replace it: %w", kvs[0].ModRevision, store.ErrConflict))
+		default:
+			return nil, s.triggerErr(what, ctx, fmt.Errorf("stored version %d, not %d; read it again and retry: %w", kvs[0].ModRevision, p.IfVersion, store.ErrConflict))
+		}
+	}
+	t.Version = uint64(resp.Header.Revision)
+	return t, nil
+}
+
+// GetTrigger implements store.Triggers.
+func (s *Store) GetTrigger(ctx context.Context, name string) (*store.Trigger, error) {
+	what := fmt.Sprintf("get trigger %q", name)
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap(what, context.Background(), err)
+	}
+	defer cancel()
+	key := s.k.trigger(name)
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return nil, s.wrap(what, ctx, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, s.triggerErr(what, ctx, store.ErrNotFound)
+	}
+	t, err := decodeTrigger(resp.Kvs[0].Value, key, resp.Kvs[0].ModRevision)
+	if err != nil {
+		return nil, s.triggerErr(what, ctx, err)
+	}
+	return t, nil
+}
+
+// ListTriggers implements store.Triggers: one range read, so a page is
+// one instant of the store.
+func (s *Store) ListTriggers(ctx context.Context, p *store.ListTriggersParams) (*store.TriggerPage, error) {
+	limit, err := p.PageLimit()
+	if err != nil {
+		return nil, s.triggerErr("list triggers", ctx, err)
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("list triggers", context.Background(), err)
+	}
+	defer cancel()
+	from := s.k.triggerPrefix()
+	if p != nil && p.After != "" {
+		from = s.k.trigger(p.After) + "\x00"
+	}
+	resp, err := s.cli.Get(ctx, from, clientv3.WithRange(prefixEnd(s.k.triggerPrefix())), clientv3.WithLimit(int64(limit+1)))
+	if err != nil {
+		return nil, s.wrap("list triggers", ctx, err)
+	}
+	page := &store.TriggerPage{}
+	kvs := resp.Kvs
+	if len(kvs) > limit {
+		kvs = kvs[:limit]
+	}
+	for _, kv := range kvs {
+		t, err := decodeTrigger(kv.Value, string(kv.Key), kv.ModRevision)
+		if err != nil {
+			return page, s.triggerErr("list triggers", ctx, err)
+		}
+		page.Triggers = append(page.Triggers, t)
+	}
+	if len(resp.Kvs) > limit {
+		page.Next = page.Triggers[len(page.Triggers)-1].Name
+	}
+	return page, nil
+}
+
+// DeleteTrigger implements store.Triggers.
+func (s *Store) DeleteTrigger(ctx context.Context, p *store.DeleteTriggerParams) error {
+	if p == nil || p.Name == "" {
+		return s.triggerErr("delete trigger", ctx, fmt.Errorf("%w: no name", store.ErrInvalid))
+	}
+	what := fmt.Sprintf("delete trigger %q", p.Name)
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return s.wrap(what, context.Background(), err)
+	}
+	defer cancel()
+	key := s.k.trigger(p.Name)
+	cmp := clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
+	if p.IfVersion != 0 {
+		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", int64(p.IfVersion))
+	}
+	resp, err := s.cli.Txn(ctx).If(cmp).Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).Commit()
+	if err != nil {
+		return s.wrap(what, ctx, err)
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return s.triggerErr(what, ctx, store.ErrNotFound)
+	}
+	return s.triggerErr(what, ctx, fmt.Errorf("stored version %d, not %d: %w", kvs[0].ModRevision, p.IfVersion, store.ErrConflict))
+}
