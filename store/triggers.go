@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -276,8 +278,37 @@ func (t *Trigger) Validate() error {
 	return nil
 }
 
-// schedule parses Cron in TimeZone.
-func (t *Trigger) schedule() (s cron.Schedule, err error) {
+// schedules caches parsed cron specs by zone and spec (a parsed
+// schedule is immutable), so a scheduler that asks a trigger for its next
+// tick at every wake-up neither parses the spec nor loads the zone's
+// file again. It is emptied when it holds maxCachedSchedules.
+var (
+	schedules      sync.Map // zone + "\x00" + spec -> cron.Schedule
+	schedulesCount atomic.Int64
+)
+
+const maxCachedSchedules = 1024
+
+// schedule parses Cron in TimeZone, or returns the cached schedule.
+func (t *Trigger) schedule() (cron.Schedule, error) {
+	key := t.TimeZone + "\x00" + t.Cron
+	if s, ok := schedules.Load(key); ok {
+		return s.(cron.Schedule), nil
+	}
+	s, err := t.parseSchedule()
+	if err != nil {
+		return nil, err
+	}
+	if schedulesCount.Add(1) > maxCachedSchedules {
+		schedules.Clear()
+		schedulesCount.Store(1)
+	}
+	schedules.Store(key, s)
+	return s, nil
+}
+
+// parseSchedule parses Cron in TimeZone.
+func (t *Trigger) parseSchedule() (s cron.Schedule, err error) {
 	spec := strings.TrimSpace(t.Cron)
 	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
 		return nil, fmt.Errorf("cron spec %q has a time zone prefix; set TimeZone instead", t.Cron)
