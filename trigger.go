@@ -410,13 +410,13 @@ func (m *Manager) fireTrigger(st *triggerState, tick, now time.Time) error {
 		return nil // not a tick of its current schedule
 	}
 	if prev := cur.LastInstanceID; prev != "" && cur.Overlap != "" && cur.Overlap != store.OverlapAllow {
-		active, err := m.instanceActive(ctx, prev)
+		in, err := m.activeInstance(ctx, prev)
 		if err != nil {
 			return err
 		}
+		active := in != nil
 		if active && cur.Overlap == store.OverlapForbid {
-			m.log.Info("stored trigger skipped a tick: its previous run is still active (overlap policy forbid)", "trigger", cur.Name, "tick", tick, "previous", prev)
-			return m.recordTrigger(ctx, cur, tick, func(t *store.Trigger) bool {
+			applied, err := m.recordTrigger(ctx, cur, tick, func(t *store.Trigger) bool {
 				if !t.LastSkipped.Before(tick) || !t.LastTick.Before(tick) {
 					return false
 				}
@@ -424,6 +424,16 @@ func (m *Manager) fireTrigger(st *triggerState, tick, now time.Time) error {
 				t.LastSkipped = tick
 				return true
 			})
+			if err != nil || !applied {
+				return err // or another manager recorded the skip
+			}
+			msg := fmt.Sprintf("tick %s of trigger %q skipped: this run is still active (overlap policy forbid)", tick.UTC().Format(time.RFC3339Nano), cur.Name)
+			m.log.Info("stored trigger skipped a tick: its previous run is still active (overlap policy forbid)", "trigger", cur.Name, "tick", tick, "previous", prev)
+			// The skip shows in the logs of the run that caused it.
+			if err := m.store.AppendLogs(ctx, []*store.LogRecord{{InstanceID: in.ID, Kind: in.Kind, Attempt: in.Attempt, Level: store.LevelInfo, Time: now, Node: m.node, Message: msg}}); err != nil {
+				m.log.Warn("log a skipped tick on the run that caused it", "trigger", cur.Name, "instance", prev, "err", err)
+			}
+			return nil
 		}
 		if active && cur.Overlap == store.OverlapReplace {
 			if _, err := m.CancelInstance(ctx, prev); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrFinished) {
@@ -446,43 +456,51 @@ func (m *Manager) fireTrigger(st *triggerState, tick, now time.Time) error {
 	if res[0].Err == nil && !res[0].Existed {
 		m.notifyLocal()
 	}
-	return m.recordTrigger(ctx, cur, tick, func(t *store.Trigger) bool {
+	_, err = m.recordTrigger(ctx, cur, tick, func(t *store.Trigger) bool {
 		if !t.LastTick.Before(tick) {
 			return false
 		}
 		t.LastTick, t.LastInstanceID = tick, rec.ID
 		return true
 	})
+	return err
 }
 
 // recordTrigger applies change to the stored trigger with a
 // compare-and-set, reading it again after a conflict; change reports
 // whether there is anything to write. The write's time is the tick, so
 // it never moves the trigger's UpdatedAt past the tick (see triggerBase).
-func (m *Manager) recordTrigger(ctx context.Context, t *store.Trigger, tick time.Time, change func(*store.Trigger) bool) error {
+// applied reports that this call wrote the change.
+func (m *Manager) recordTrigger(ctx context.Context, t *store.Trigger, tick time.Time, change func(*store.Trigger) bool) (applied bool, err error) {
 	for try := 0; try < 10; try++ {
 		if !change(t) {
-			return nil
+			return false, nil
 		}
 		_, err := m.store.PutTrigger(ctx, &store.PutTriggerParams{Trigger: t, IfVersion: t.Version, Now: tick})
+		if err == nil {
+			return true, nil
+		}
 		if !errors.Is(err, store.ErrConflict) {
-			return err
+			return false, err
 		}
 		if t, err = m.store.GetTrigger(ctx, t.Name); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return fmt.Errorf("record tick %v of trigger %q: too many conflicting writers", tick, t.Name)
+	return false, fmt.Errorf("record tick %v of trigger %q: too many conflicting writers", tick, t.Name)
 }
 
-// instanceActive reports whether the instance id is Scheduled or
-// Processing; an instance no longer stored is not.
-func (m *Manager) instanceActive(ctx context.Context, id string) (bool, error) {
+// activeInstance returns the instance id when it is Scheduled or
+// Processing, else nil (an instance no longer stored is not active).
+func (m *Manager) activeInstance(ctx context.Context, id string) (*store.Instance, error) {
 	ins, err := m.store.LookupInstances(ctx, &store.Query{InstanceID: id, Limit: 1})
 	if err != nil && !errors.Is(err, store.ErrCorrupt) {
-		return false, err
+		return nil, err
 	}
-	return len(ins) == 1 && (ins[0].State == store.Scheduled || ins[0].State == store.Processing || ins[0].State == store.Created), nil
+	if len(ins) == 1 && (ins[0].State == store.Scheduled || ins[0].State == store.Processing || ins[0].State == store.Created) {
+		return ins[0], nil
+	}
+	return nil, nil
 }
 
 // triggerSpace is the UUID namespace of the instance IDs of stored

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,6 +238,18 @@ func TestTriggerOverlapForbid(t *testing.T) {
 		}
 		if tr.Skipped != 3 || !tr.LastSkipped.Equal(insts[0].RunAt().Add(3*time.Second)) {
 			t.Fatalf("trigger skipped %d ticks, last %v; want 3, the last at %v", tr.Skipped, tr.LastSkipped, insts[0].RunAt().Add(3*time.Second))
+		}
+		logs, err := ms[0].LookupInstanceLogs(ctx, job.NewQuery(job.WithQueryInstance(insts[0])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(logs) != 3 {
+			t.Fatalf("the blocking run has %d log records, want one per tick it made skip (3)", len(logs))
+		}
+		for _, l := range logs {
+			if !strings.Contains(l.Message, "skipped") || !strings.Contains(l.Message, `"tr"`) {
+				t.Errorf("log of a skipped tick: %q, want it to name the trigger and the skip", l.Message)
+			}
 		}
 		once.Do(func() { close(release) })
 		time.Sleep(2 * time.Second)
