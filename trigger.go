@@ -116,14 +116,15 @@ func WithMissedTickPolicy(p MissedTickPolicy, within time.Duration) JobOption {
 }
 
 // PutTrigger creates (ifVersion 0) or replaces (ifVersion: the stored
-// Version) a stored trigger and returns it as stored. The trigger is
+// Version; store.AnyVersion: whatever is stored) a stored trigger and
+// returns it as stored. The trigger is
 // checked first: an invalid one is an error wrapping store.ErrInvalid,
 // and when its kind is registered on this manager its arguments must fit
 // the executor (ErrInvalidArguments). A stale ifVersion is an error
 // wrapping store.ErrConflict: read the trigger again and retry. The
 // manager's scheduler sees the change at once; others within their
 // reload interval.
-func (m *Manager) PutTrigger(ctx context.Context, t *store.Trigger, ifVersion uint64) (*store.Trigger, error) {
+func (m *Manager) PutTrigger(ctx context.Context, t *store.Trigger, ifVersion int64) (*store.Trigger, error) {
 	if t == nil {
 		return nil, fmt.Errorf("job: put trigger: %w: nil trigger", store.ErrInvalid)
 	}
@@ -442,7 +443,10 @@ func (m *Manager) fireTrigger(st *triggerState, tick, now time.Time) error {
 			m.log.Info("stored trigger canceled its previous run (overlap policy replace)", "trigger", cur.Name, "tick", tick, "previous", prev)
 		}
 	}
-	rec := m.triggerRecord(cur, tick, now)
+	rec, err := m.triggerRecord(ctx, cur, tick, now)
+	if err != nil {
+		return err
+	}
 	res, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: []*store.Instance{rec}, Node: m.node, Now: now})
 	if err != nil {
 		return err
@@ -524,8 +528,11 @@ func triggerTickKey(t *store.Trigger, tick time.Time) string {
 
 // triggerRecord builds the instance of t's tick, due at the tick. The
 // kind's policy (queue, priority, retries, timeout) comes from its job
-// when it is registered on this manager, else the defaults apply.
-func (m *Manager) triggerRecord(t *store.Trigger, tick, now time.Time) *store.Instance {
+// when it is registered on this manager, else from its stored definition
+// (as ScheduleJob takes it); a kind with neither gets the defaults
+// (DefaultQueue), so its ticks wait there, visible, for a manager that
+// runs the kind.
+func (m *Manager) triggerRecord(ctx context.Context, t *store.Trigger, tick, now time.Time) (*store.Instance, error) {
 	args := t.Args
 	if len(args) == 0 {
 		args = []byte("[]")
@@ -547,15 +554,16 @@ func (m *Manager) triggerRecord(t *store.Trigger, tick, now time.Time) *store.In
 		UniqueKey:   triggerTickKey(t, tick),
 		UniqueUntil: later(tick, now).Add(hold),
 	}
-	if j, ok := m.reg.get(t.Kind); ok {
+	j, err := m.jobFor(ctx, t.Kind)
+	switch {
+	case err == nil:
 		rec.Queue, rec.Priority, rec.MaxRetries, rec.Timeout = j.queue, int(j.priority), j.maxRetries, j.timeout
+		// TODO(claims): copy the definition's required labels once
+		// store.Instance carries them, as newRecord will.
+	case !errors.Is(err, ErrUnknownKind):
+		return nil, err
 	}
-	// HOOK(definitions): a kind not registered here takes its queue,
-	// priority, retries and timeout from its stored definition
-	// (store.Definitions, GetDefinition by kind) once that role lands; until
-	// then the defaults above apply, and an instance of a kind no manager
-	// runs waits in DefaultQueue.
-	return rec
+	return rec, nil
 }
 
 func later(a, b time.Time) time.Time {

@@ -570,3 +570,32 @@ func TestRecurringMissedTickPolicy(t *testing.T) {
 		t.Errorf("an overlap policy without a schedule: %v, want ErrInvalidJob", err)
 	}
 }
+
+// TestTriggerKindByDefinition: the ticks of a kind no firing manager
+// registers take the queue, priority, retries and timeout of the kind's
+// stored definition.
+func TestTriggerKindByDefinition(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		_, ms := triggerCluster(t, 2, nil, job.WithWorkers(0))
+		ctx := context.Background()
+		if _, err := ms[0].PutDefinition(ctx, job.Definition{Kind: "remote", Queue: "remote-q", Priority: 5, MaxRetries: 7, Timeout: time.Minute}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ms[0].PutTrigger(ctx, &store.Trigger{Name: "remote", Kind: "remote", Interval: time.Second, Args: []byte(`[1]`)}, 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2*time.Second + 500*time.Millisecond)
+		synctest.Wait()
+		insts := tickInstances(t, ms[0], "remote")
+		if len(insts) != 2 {
+			t.Fatalf("%d instances, want 2", len(insts))
+		}
+		for _, in := range insts {
+			if in.Queue() != "remote-q" || in.Priority() != 5 || in.MaxRetries() != 7 || in.Timeout() != time.Minute || in.State() != job.Scheduled {
+				t.Errorf("tick %v: queue %q priority %d retries %d timeout %v state %v; want the definition's, waiting",
+					in.RunAt(), in.Queue(), in.Priority(), in.MaxRetries(), in.Timeout(), in.State())
+			}
+		}
+	})
+}

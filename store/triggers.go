@@ -27,9 +27,9 @@ type Triggers interface {
 	// PutTrigger creates or replaces a trigger after checking it with
 	// Trigger.Validate (an invalid trigger is ErrInvalid and nothing is
 	// stored). p.IfVersion 0 creates: ErrConflict when the name is taken.
-	// Otherwise it replaces the trigger stored with that Version:
-	// ErrConflict when the stored Version differs, ErrNotFound when there
-	// is none. The store assigns the new Version (greater than any it
+	// AnyVersion creates or replaces whatever is stored. Otherwise it
+	// replaces the trigger stored with that Version: ErrConflict when the
+	// stored Version differs, ErrNotFound when there is none. The store assigns the new Version (greater than any it
 	// gave before in the namespace), keeps CreatedAt of a replaced trigger
 	// (p.Now for a new one) and sets UpdatedAt to p.Now. It returns the
 	// trigger as stored.
@@ -124,7 +124,7 @@ type Trigger struct {
 
 	// Version is assigned by the store at each write; pass it back as
 	// PutTriggerParams.IfVersion to replace the trigger.
-	Version uint64 `json:"version,omitempty"`
+	Version int64 `json:"version,omitempty"`
 	// CreatedAt and UpdatedAt are set by the store from PutTriggerParams.Now.
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
@@ -147,9 +147,9 @@ const (
 type PutTriggerParams struct {
 	// Trigger to store. Its Version, CreatedAt and UpdatedAt are ignored.
 	Trigger *Trigger
-	// IfVersion is 0 to create, or the Version of the stored trigger to
-	// replace.
-	IfVersion uint64
+	// IfVersion is 0 to create, the Version of the stored trigger to
+	// replace, or AnyVersion to create or replace.
+	IfVersion int64
 	// Now is the time of the write.
 	Now time.Time
 }
@@ -175,7 +175,7 @@ type TriggerPage struct {
 type DeleteTriggerParams struct {
 	Name string
 	// IfVersion, when not 0, deletes only the trigger of that Version.
-	IfVersion uint64
+	IfVersion int64
 }
 
 // PageLimit returns the page size p asks for: DefaultTriggerPage for 0,
@@ -198,7 +198,21 @@ func (p *PutTriggerParams) Validate() error {
 	if p.Now.IsZero() {
 		return fmt.Errorf("%w: put trigger %q without a time (set Now)", ErrInvalid, p.Trigger.Name)
 	}
+	if p.IfVersion < AnyVersion {
+		return fmt.Errorf("%w: put trigger %q: IfVersion %d; want 0 (create), the version read (replace) or store.AnyVersion", ErrInvalid, p.Trigger.Name, p.IfVersion)
+	}
 	return p.Trigger.Validate()
+}
+
+// Validate checks the params of a DeleteTrigger.
+func (p *DeleteTriggerParams) Validate() error {
+	switch {
+	case p == nil || p.Name == "":
+		return fmt.Errorf("%w: delete trigger without a name", ErrInvalid)
+	case p.IfVersion < 0:
+		return fmt.Errorf("%w: delete trigger %q: IfVersion %d; want 0 (whatever version) or the version read", ErrInvalid, p.Name, p.IfVersion)
+	}
+	return nil
 }
 
 // triggerCron parses the five or six fields or a descriptor, as the

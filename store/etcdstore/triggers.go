@@ -35,7 +35,7 @@ func decodeTrigger(kv []byte, key string, rev int64) (*store.Trigger, error) {
 	if err := json.Unmarshal(kv, &t); err != nil {
 		return nil, fmt.Errorf("%w: trigger at %s: %v", store.ErrCorrupt, key, err)
 	}
-	t.Version = uint64(rev)
+	t.Version = rev
 	return &t, nil
 }
 
@@ -52,43 +52,53 @@ func (s *Store) PutTrigger(ctx context.Context, p *store.PutTriggerParams) (*sto
 	}
 	defer cancel()
 	key := s.k.trigger(t.Name)
-	t.CreatedAt, t.UpdatedAt, t.Version = p.Now.UTC(), p.Now.UTC(), 0
-	if p.IfVersion != 0 {
-		resp, err := s.cli.Get(ctx, key)
+	for round := 0; round < maxRounds; round++ {
+		t.CreatedAt, t.UpdatedAt, t.Version = p.Now.UTC(), p.Now.UTC(), 0
+		want := p.IfVersion // the ModRevision the write is guarded on (0: absent)
+		if p.IfVersion != 0 {
+			resp, err := s.cli.Get(ctx, key)
+			if err != nil {
+				return nil, s.wrap(what, ctx, err)
+			}
+			switch {
+			case len(resp.Kvs) == 0 && p.IfVersion == store.AnyVersion:
+				want = 0
+			case len(resp.Kvs) == 0:
+				return nil, s.triggerErr(what, ctx, store.ErrNotFound)
+			case p.IfVersion != store.AnyVersion && resp.Kvs[0].ModRevision != p.IfVersion:
+				return nil, s.triggerErr(what, ctx, fmt.Errorf("stored version %d, not %d; read it again and retry: %w", resp.Kvs[0].ModRevision, p.IfVersion, store.ErrConflict))
+			default:
+				kv := resp.Kvs[0]
+				old, err := decodeTrigger(kv.Value, key, kv.ModRevision)
+				if err != nil {
+					return nil, s.triggerErr(what, ctx, err)
+				}
+				t.CreatedAt, want = old.CreatedAt, kv.ModRevision
+			}
+		}
+		val, err := json.Marshal(t)
+		if err != nil {
+			return nil, s.triggerErr(what, ctx, fmt.Errorf("%w: %v", store.ErrInvalid, err))
+		}
+		if len(val) > s.maxValue {
+			return nil, s.triggerErr(what, ctx, fmt.Errorf("%w: %d bytes, more than %d", store.ErrTooLarge, len(val), s.maxValue))
+		}
+		resp, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", want)).
+			Then(clientv3.OpPut(key, string(val))).
+			Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
+			Commit()
 		if err != nil {
 			return nil, s.wrap(what, ctx, err)
 		}
-		if len(resp.Kvs) == 0 {
-			return nil, s.triggerErr(what, ctx, store.ErrNotFound)
+		if resp.Succeeded {
+			t.Version = resp.Header.Revision
+			return t, nil
 		}
-		kv := resp.Kvs[0]
-		if uint64(kv.ModRevision) != p.IfVersion {
-			return nil, s.triggerErr(what, ctx, fmt.Errorf("stored version %d, not %d; read it again and retry: %w", kv.ModRevision, p.IfVersion, store.ErrConflict))
-		}
-		old, err := decodeTrigger(kv.Value, key, kv.ModRevision)
-		if err != nil {
-			return nil, s.triggerErr(what, ctx, err)
-		}
-		t.CreatedAt = old.CreatedAt
-	}
-	val, err := json.Marshal(t)
-	if err != nil {
-		return nil, s.triggerErr(what, ctx, fmt.Errorf("%w: %v", store.ErrInvalid, err))
-	}
-	if len(val) > s.maxValue {
-		return nil, s.triggerErr(what, ctx, fmt.Errorf("%w: %d bytes, more than %d", store.ErrTooLarge, len(val), s.maxValue))
-	}
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", int64(p.IfVersion))).
-		Then(clientv3.OpPut(key, string(val))).
-		Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
-		Commit()
-	if err != nil {
-		return nil, s.wrap(what, ctx, err)
-	}
-	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		switch {
+		case p.IfVersion == store.AnyVersion:
+			continue // changed between the read and the write: read again
 		case len(kvs) == 0:
 			return nil, s.triggerErr(what, ctx, store.ErrNotFound)
 		case p.IfVersion == 0:
@@ -97,8 +107,7 @@ func (s *Store) PutTrigger(ctx context.Context, p *store.PutTriggerParams) (*sto
 			return nil, s.triggerErr(what, ctx, fmt.Errorf("stored version %d, not %d; read it again and retry: %w", kvs[0].ModRevision, p.IfVersion, store.ErrConflict))
 		}
 	}
-	t.Version = uint64(resp.Header.Revision)
-	return t, nil
+	return nil, s.triggerErr(what, ctx, fmt.Errorf("written by others %d times in a row; retry: %w", maxRounds, store.ErrConflict))
 }
 
 // GetTrigger implements store.Triggers.
@@ -164,8 +173,8 @@ func (s *Store) ListTriggers(ctx context.Context, p *store.ListTriggersParams) (
 
 // DeleteTrigger implements store.Triggers.
 func (s *Store) DeleteTrigger(ctx context.Context, p *store.DeleteTriggerParams) error {
-	if p == nil || p.Name == "" {
-		return s.triggerErr("delete trigger", ctx, fmt.Errorf("%w: no name", store.ErrInvalid))
+	if err := p.Validate(); err != nil {
+		return s.triggerErr("delete trigger", ctx, err)
 	}
 	what := fmt.Sprintf("delete trigger %q", p.Name)
 	ctx, cancel, err := s.op(ctx)
@@ -176,7 +185,7 @@ func (s *Store) DeleteTrigger(ctx context.Context, p *store.DeleteTriggerParams)
 	key := s.k.trigger(p.Name)
 	cmp := clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
 	if p.IfVersion != 0 {
-		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", int64(p.IfVersion))
+		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", p.IfVersion)
 	}
 	resp, err := s.cli.Txn(ctx).If(cmp).Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).Commit()
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // write lock) is enough; a list sorts the names of one page.
 type triggerTable struct {
 	byName  map[string]*store.Trigger
-	version uint64 // the last Version given
+	version int64 // the last Version given
 }
 
 // PutTrigger implements store.Triggers.
@@ -32,6 +32,7 @@ func (s *Store) PutTrigger(ctx context.Context, p *store.PutTriggerParams) (*sto
 	t := p.Trigger.Clone()
 	old := s.trig.byName[t.Name]
 	switch {
+	case p.IfVersion == store.AnyVersion:
 	case p.IfVersion == 0 && old != nil:
 		return nil, fmt.Errorf("memdbstore: put trigger %q: it exists already (version %d); read it and pass its Version to replace it: %w", t.Name, old.Version, store.ErrConflict)
 	case p.IfVersion != 0 && old == nil:
@@ -39,7 +40,7 @@ func (s *Store) PutTrigger(ctx context.Context, p *store.PutTriggerParams) (*sto
 	case p.IfVersion != 0 && old.Version != p.IfVersion:
 		return nil, fmt.Errorf("memdbstore: put trigger %q: stored version %d, not %d; read it again and retry: %w", t.Name, old.Version, p.IfVersion, store.ErrConflict)
 	}
-	s.trig.version++
+	s.trig.version++ // versions are never reused, even across a delete
 	t.Version = s.trig.version
 	t.CreatedAt, t.UpdatedAt = p.Now, p.Now
 	if old != nil {
@@ -99,8 +100,8 @@ func (s *Store) ListTriggers(ctx context.Context, p *store.ListTriggersParams) (
 
 // DeleteTrigger implements store.Triggers.
 func (s *Store) DeleteTrigger(ctx context.Context, p *store.DeleteTriggerParams) error {
-	if p == nil || p.Name == "" {
-		return fmt.Errorf("memdbstore: delete trigger: %w: no name", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("memdbstore: delete trigger: %w", err)
 	}
 	if err := ctxErr(ctx, "delete trigger"); err != nil {
 		return err

@@ -198,6 +198,28 @@ func testTriggerCAS(t *testing.T, h Harness) {
 		t.Fatalf("recreated trigger has version %d, one of the deleted one's (%d, %d)", v3.Version, v1.Version, v2.Version)
 	}
 
+	// AnyVersion creates, then replaces whatever is stored, keeping the
+	// creation time.
+	up := trig("upsert")
+	a1, err := s.PutTrigger(e.ctx, &store.PutTriggerParams{Trigger: up, IfVersion: store.AnyVersion, Now: at(time.Second)})
+	if err != nil {
+		t.Fatalf("PutTrigger AnyVersion of a new trigger: %v", err)
+	}
+	up.Paused = true
+	a2, err := s.PutTrigger(e.ctx, &store.PutTriggerParams{Trigger: up, IfVersion: store.AnyVersion, Now: at(2 * time.Second)})
+	if err != nil {
+		t.Fatalf("PutTrigger AnyVersion over a stored trigger: %v", err)
+	}
+	if a2.Version <= a1.Version || !a2.CreatedAt.Equal(at(time.Second)) || !a2.Paused {
+		t.Fatalf("AnyVersion replace: version %d after %d, created %v, paused %v; want a newer version, created %v, paused", a2.Version, a1.Version, a2.CreatedAt, a2.Paused, at(time.Second))
+	}
+	if _, err := s.PutTrigger(e.ctx, &store.PutTriggerParams{Trigger: up, IfVersion: store.AnyVersion - 1, Now: at(3 * time.Second)}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("PutTrigger with IfVersion %d: %v, want ErrInvalid", store.AnyVersion-1, err)
+	}
+	if err := s.DeleteTrigger(e.ctx, &store.DeleteTriggerParams{Name: "upsert", IfVersion: -1}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("DeleteTrigger with IfVersion -1: %v, want ErrInvalid", err)
+	}
+
 	// Concurrent writers with the same version: exactly one wins.
 	const writers = 8
 	var wg sync.WaitGroup

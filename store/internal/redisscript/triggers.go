@@ -78,7 +78,7 @@ func encodeTrigger(t *store.Trigger) (string, error) {
 func (c *Core) decodeTrigger(name, raw string) (*store.Trigger, error) {
 	vs, rest, ok1 := strings.Cut(raw, " ")
 	cs, body, ok2 := strings.Cut(rest, " ")
-	ver, err1 := strconv.ParseUint(vs, 10, 64)
+	ver, err1 := strconv.ParseInt(vs, 10, 64)
 	created, err2 := strconv.ParseInt(cs, 10, 64)
 	var t store.Trigger
 	if !ok1 || !ok2 || err1 != nil || err2 != nil {
@@ -103,7 +103,7 @@ func (c *Core) PutTrigger(ctx context.Context, p *store.PutTriggerParams) (*stor
 		return nil, fmt.Errorf("%s: put trigger: %w", c.name, err)
 	}
 	what := fmt.Sprintf("put trigger %q", t.Name)
-	v, err := c.runTrigger(ctx, TriggerPut, what, t.Name, strconv.FormatUint(p.IfVersion, 10), strconv.FormatInt(p.Now.UnixNano(), 10), body)
+	v, err := c.runTrigger(ctx, TriggerPut, what, t.Name, strconv.FormatInt(p.IfVersion, 10), strconv.FormatInt(p.Now.UnixNano(), 10), body)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (c *Core) PutTrigger(ctx context.Context, p *store.PutTriggerParams) (*stor
 	default:
 		return nil, fmt.Errorf("%s: %s: stored version %s, not %d; read it again and retry: %w", c.name, what, asString(f[1]), p.IfVersion, store.ErrConflict)
 	}
-	t.Version = uint64(asInt(f[1]))
+	t.Version = asInt(f[1])
 	t.CreatedAt = time.Unix(0, asInt(f[2])).UTC()
 	return t, nil
 }
@@ -171,11 +171,11 @@ func (c *Core) ListTriggers(ctx context.Context, p *store.ListTriggersParams) (*
 
 // DeleteTrigger implements store.Triggers.
 func (c *Core) DeleteTrigger(ctx context.Context, p *store.DeleteTriggerParams) error {
-	if p == nil || p.Name == "" {
-		return fmt.Errorf("%s: delete trigger: %w: no name", c.name, store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("%s: delete trigger: %w", c.name, err)
 	}
 	what := fmt.Sprintf("delete trigger %q", p.Name)
-	v, err := c.runTrigger(ctx, TriggerDelete, what, p.Name, strconv.FormatUint(p.IfVersion, 10))
+	v, err := c.runTrigger(ctx, TriggerDelete, what, p.Name, strconv.FormatInt(p.IfVersion, 10))
 	if err != nil {
 		return err
 	}

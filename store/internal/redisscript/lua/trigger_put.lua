@@ -7,8 +7,8 @@
 --                        without version and times)
 --       [2] trign ZSET   trigger names, score 0, for paging in name order
 --       [3] trigv STRING the last version given in the namespace (INCR)
--- ARGV: [1] name, [2] if-version ("0" creates), [3] now (ns, decimal),
---       [4] json.
+-- ARGV: [1] name, [2] if-version ("0" creates, "-1" creates or replaces
+--       whatever is stored), [3] now (ns, decimal), [4] json.
 -- Returns {code, version, created}: code 0 stored (the new version and the
 -- creation time kept), 1 exists already (its version), 2 no such trigger,
 -- 3 stored version differs (the stored version).
@@ -20,11 +20,11 @@ if old then
 	if ifv == '0' then
 		return {1, v, ''}
 	end
-	if v ~= ifv then
+	if ifv ~= '-1' and v ~= ifv then
 		return {3, v, ''}
 	end
 	created = c
-elseif ifv ~= '0' then
+elseif ifv ~= '0' and ifv ~= '-1' then
 	return {2, '', ''}
 end
 local ver = redis.call('INCR', KEYS[3])
