@@ -124,10 +124,7 @@ func (m *Manager) sleepUntil(t time.Time, stop <-chan struct{}) bool {
 // at once, store one.
 func (m *Manager) catchUpTick(j *Job, stop <-chan struct{}) time.Time {
 	now := m.clock.Now()
-	var latest time.Time
-	for tk := j.recurring.next(now.Add(-j.catchUpWithin - time.Nanosecond)); !tk.IsZero() && !tk.After(now); tk = j.recurring.next(tk) {
-		latest = tk
-	}
+	latest := latestTick(j.recurring.next, now, now.Add(-j.catchUpWithin-time.Nanosecond))
 	if latest.IsZero() {
 		return time.Time{}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -350,26 +351,29 @@ func (m *Manager) runTrigger(st *triggerState, now time.Time, grace time.Duratio
 	if t.Paused || now.Before(st.retryAt) || !st.since.Before(now) {
 		return false
 	}
-	lo := st.since
-	if w := max(grace, t.CatchUpWithin); now.Sub(lo) > w {
-		lo = now.Add(-w) // older ticks are missed beyond any deadline
+	// Ticks in (onFrom, now] are on time; those in (since, onFrom] missed.
+	onFrom := st.since
+	if g := now.Add(-grace); g.After(onFrom) {
+		onFrom = g
 	}
-	var onTime []time.Time
-	var missed time.Time
-	for tk, _ := t.Next(lo); !tk.IsZero() && !tk.After(now) && len(onTime) < 100; tk, _ = t.Next(tk) {
-		if now.Sub(tk) <= grace {
-			onTime = append(onTime, tk)
-		} else {
-			missed = tk
+	var fire []time.Time
+	for tk, _ := t.Next(onFrom); !tk.IsZero() && !tk.After(now) && len(fire) < 100; tk, _ = t.Next(tk) {
+		fire = append(fire, tk)
+	}
+	if first, _ := t.Next(st.since); len(fire) == 0 && !first.IsZero() && !first.After(onFrom) {
+		var missed time.Time
+		if t.Missed == store.MissedCatchUpOnce {
+			floor := st.since
+			if f := now.Add(-t.CatchUpWithin - time.Nanosecond); f.After(floor) {
+				floor = f
+			}
+			missed = latestTick(func(after time.Time) time.Time { n, _ := t.Next(after); return n }, onFrom, floor)
 		}
-	}
-	fire := onTime
-	if len(onTime) == 0 && !missed.IsZero() {
-		if t.Missed == store.MissedCatchUpOnce && now.Sub(missed) <= t.CatchUpWithin {
+		if !missed.IsZero() {
 			m.log.Info("stored trigger catches up its latest missed tick", "trigger", t.Name, "tick", missed)
 			fire = []time.Time{missed}
 		} else {
-			m.log.Info("stored trigger missed ticks while no scheduler ran; skipped (missed-tick policy)", "trigger", t.Name, "latest", missed, "policy", t.Missed)
+			m.log.Info("stored trigger missed ticks while no scheduler ran; skipped (missed-tick policy)", "trigger", t.Name, "first", first, "policy", t.Missed)
 		}
 	}
 	for _, tk := range fire {
@@ -564,6 +568,33 @@ func (m *Manager) triggerRecord(ctx context.Context, t *store.Trigger, tick, now
 		return nil, err
 	}
 	return rec, nil
+}
+
+// latestTick returns the last tick of a schedule (next gives the first
+// tick after a time) in (floor, x], or zero when there is none. It looks
+// back from x in windows that double from about one period, so it costs a
+// few periods' ticks, not every tick since floor.
+func latestTick(next func(after time.Time) time.Time, x, floor time.Time) time.Time {
+	w := time.Second
+	if n1 := next(x); !n1.IsZero() {
+		if n2 := next(n1); !n2.IsZero() {
+			w = max(w, n2.Sub(n1))
+		}
+	}
+	for {
+		s := floor
+		if w < x.Sub(floor) && w < math.MaxInt64/2 {
+			s = x.Add(-w)
+		}
+		var last time.Time
+		for tk := next(s); !tk.IsZero() && !tk.After(x); tk = next(tk) {
+			last = tk
+		}
+		if !last.IsZero() || s.Equal(floor) {
+			return last
+		}
+		w = min(2*w, math.MaxInt64/2)
+	}
 }
 
 func later(a, b time.Time) time.Time {
