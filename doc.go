@@ -116,5 +116,18 @@
 // one: a tick runs once per cluster, not once per manager, and no leader is
 // needed. A recurring job ticks at most once per MinInterval (a second);
 // a spec that does not parse, never fires or ticks faster is an error
-// wrapping ErrInvalidJob from NewJob.
+// wrapping ErrInvalidJob from NewJob. WithOverlapPolicy says what a tick
+// does while an earlier run is still active (allow, forbid, replace), and
+// WithMissedTickPolicy whether a starting manager catches up the latest
+// tick missed while none ran.
+//
+// # Stored triggers
+//
+// A trigger is a cron or interval schedule kept in the store
+// (store.Trigger), created at run time by any process with
+// Manager.PutTrigger, paused and resumed with PauseTrigger and
+// ResumeTrigger, and removed with DeleteTrigger; NextFireTimes reports
+// when it fires next. Every manager with the scheduler role (the default,
+// see WithScheduler) fires its ticks, each once per cluster, with the
+// trigger's overlap and missed-tick policies.
 package job

@@ -31,6 +31,11 @@ type Job struct {
 	unique      *store.UniquePolicy
 	labels      []string
 	description string
+	// The overlap and missed-tick policies of a recurring job; zero: allow
+	// and skip.
+	overlap       OverlapPolicy
+	missed        MissedTickPolicy
+	catchUpWithin time.Duration
 
 	onStateChange func(Instance, State)
 	onComplete    func(Instance, []any)
@@ -65,6 +70,9 @@ func NewJob(opts ...JobOption) (*Job, error) {
 	}
 	if j.exec == nil {
 		return nil, fmt.Errorf("%w: job %q has no executor; add job.WithExecutor(func(...){...})", ErrInvalidJob, j.kind)
+	}
+	if j.recurring == nil && (j.overlap != "" || j.missed != "") {
+		return nil, fmt.Errorf("%w: job %q has an overlap or missed-tick policy but no schedule; add job.WithCronSpec or job.WithInterval", ErrInvalidJob, j.kind)
 	}
 	if j.recurring != nil {
 		if _, err := j.exec.encodeArgs(j.recurring.args); err != nil {

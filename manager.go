@@ -43,6 +43,7 @@ type Manager struct {
 	runCtx    context.Context
 	runCancel context.CancelCauseFunc
 	recurring map[string]chan struct{} // kind → closed to stop its ticker
+	trigWake  chan struct{}            // the stored triggers changed here: reload them
 	handlers  handlerRunner            // runs job handlers off the engine's goroutines
 
 	// renewCtx bounds lease renewals; canceled when the renewer stops.
@@ -123,6 +124,7 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		wake:       make(chan struct{}, 1),
 		handoff:    make(chan *attempt),
 		settledSig: make(chan struct{}, 1),
+		trigWake:   make(chan struct{}, 1),
 
 		claimSeq: uint64(time.Now().UnixNano()),
 	}
@@ -274,6 +276,10 @@ func (m *Manager) Start(ctx context.Context) error {
 		if j.recurring != nil {
 			m.startRecurringLocked(j)
 		}
+	}
+	if !m.cfg.schedulerOff {
+		m.bg.Add(1)
+		go m.triggerLoop()
 	}
 	m.log.Debug("manager started", "workers", m.cfg.workers, "queues", m.cfg.queues)
 	return nil

@@ -72,6 +72,10 @@ type config struct {
 	// Set by the retention options, so a rule an option disabled (0) is
 	// told apart from one left at its default.
 	finishedSet, historySet, logSet bool
+	// The scheduler role (stored triggers): off when WithScheduler(false),
+	// and how often it reads the triggers.
+	schedulerOff  bool
+	triggerReload time.Duration
 }
 
 // ManagerOption configures a Manager.
@@ -367,5 +371,8 @@ func (c *config) defaults() {
 	}
 	if !c.logSet {
 		c.logMaxAge = DefaultLogMaxAge
+	}
+	if c.triggerReload == 0 {
+		c.triggerReload = DefaultTriggerReload
 	}
 }

@@ -27,21 +27,30 @@ func (m *Manager) startRecurringLocked(j *Job) {
 
 // recur keeps the next tick of j scheduled. A tick is scheduled as soon as
 // the previous one is due, with RunAt at the tick, so the claim loop starts
-// it on time; its unique key (kind + tick time) is the same on every
-// manager, so the store keeps one instance per tick per cluster, and a
-// manager that dies loses nothing the others do not schedule.
+// it on time; its unique key (kind + tick time) and its instance ID are
+// the same on every manager, so the store keeps one instance per tick per
+// cluster, and a manager that dies loses nothing the others do not
+// schedule. With an overlap policy other than OverlapAllow a tick is
+// scheduled only once it is due, after the policy looked at the runs of
+// earlier ticks.
 //
 // The next tick follows the last one scheduled, not the time the ticker
 // woke: a ticker that wakes late (a starved process, a paused VM) still
 // schedules the ticks it slept through, due at once. It catches up only
 // on ticks less than half their unique key's hold old, so another
 // manager that scheduled the same tick still holds its key and the store
-// keeps one; after a longer pause it goes on from now.
+// keeps one; after a longer pause it goes on from now. When it starts,
+// it goes on from now (MissedSkip), or first schedules the latest tick
+// missed within the job's deadline (MissedCatchUpOnce).
 func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 	defer m.bg.Done()
 	r := j.recurring
+	atTick := j.overlap != "" && j.overlap != OverlapAllow
 	failures := 0
 	var last time.Time // the last tick scheduled
+	if j.missed == MissedCatchUpOnce {
+		last = m.catchUpTick(j, stop)
+	}
 	for {
 		now := m.clock.Now()
 		from := now
@@ -52,6 +61,11 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 		if tick.IsZero() { // a cron spec that never fires again
 			m.log.Warn("recurring job has no next tick", "kind", j.kind, "spec", r.spec)
 			return
+		}
+		if atTick && tick.After(now) {
+			if !m.sleepUntil(tick, stop) {
+				return
+			}
 		}
 		if err := m.scheduleTick(j, tick); err != nil {
 			failures++
@@ -74,47 +88,120 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 		}
 		failures = 0
 		last = tick
-		if !tick.After(now) {
-			continue // a tick slept through: schedule the next one at once
+		if atTick || !tick.After(now) {
+			continue // scheduled at its time, or slept through: on to the next
 		}
-		t := m.clock.NewTimer(tick.Sub(now))
-		select {
-		case <-t.C():
-		case <-stop:
-			t.Stop()
-			return
-		case <-m.stopCh:
-			t.Stop()
+		if !m.sleepUntil(tick, stop) {
 			return
 		}
 	}
 }
 
+// sleepUntil waits on the manager's clock until t; false when the ticker
+// or the manager stops first.
+func (m *Manager) sleepUntil(t time.Time, stop <-chan struct{}) bool {
+	d := t.Sub(m.clock.Now())
+	if d <= 0 {
+		return true
+	}
+	tm := m.clock.NewTimer(d)
+	select {
+	case <-tm.C():
+		return true
+	case <-stop:
+		tm.Stop()
+		return false
+	case <-m.stopCh:
+		tm.Stop()
+		return false
+	}
+}
+
+// catchUpTick schedules, under MissedCatchUpOnce, the latest tick of j
+// before now when it is at most j.catchUpWithin old, and returns it (zero
+// when there is none, or it could not be scheduled). Its instance ID is
+// the tick's, so a manager that scheduled it already, or several starting
+// at once, store one.
+func (m *Manager) catchUpTick(j *Job, stop <-chan struct{}) time.Time {
+	now := m.clock.Now()
+	latest := latestTick(j.recurring.next, now, now.Add(-j.catchUpWithin-time.Nanosecond))
+	if latest.IsZero() {
+		return time.Time{}
+	}
+	m.log.Info("recurring job catches up its latest missed tick", "kind", j.kind, "tick", latest)
+	if err := m.scheduleTick(j, latest); err != nil {
+		m.log.Warn("schedule the catch-up tick of a recurring job; going on from now", "kind", j.kind, "tick", latest, "err", err)
+		return time.Time{}
+	}
+	return latest
+}
+
+// scheduleTick schedules j's tick, once per cluster, after applying j's
+// overlap policy.
 func (m *Manager) scheduleTick(j *Job, tick time.Time) error {
 	var c scheduleConfig
 	if err := c.apply(j.recurring.opts); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+	defer cancel()
+	if j.overlap == OverlapForbid || j.overlap == OverlapReplace {
+		prev, err := m.activeTicks(ctx, j.kind, tick)
+		if err != nil {
+			return err
+		}
+		if len(prev) > 0 && j.overlap == OverlapForbid {
+			m.log.Info("recurring job skipped a tick: an earlier run is still active (overlap policy forbid)", "kind", j.kind, "tick", tick, "previous", prev[0])
+			return nil
+		}
+		for _, id := range prev {
+			if _, err := m.CancelInstance(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrFinished) {
+				return fmt.Errorf("cancel the earlier run %s (overlap policy replace): %w", id, err)
+			}
+			m.log.Info("recurring job canceled an earlier run (overlap policy replace)", "kind", j.kind, "tick", tick, "previous", id)
+		}
+	}
+	now := m.clock.Now()
 	c.runAt = tick
 	c.tickKey = tickKey(j.kind, tick)
-	c.tickHoldTil = tick.Add(j.recurring.tickHold())
+	c.tickHoldTil = later(tick, now).Add(j.recurring.tickHold())
+	// The instance ID is the tick's (see idempotentID), the same on every
+	// manager, so the store keeps one instance per tick even after the
+	// tick's key expired.
+	c.idemKey = tickKeyPrefix + strconv.FormatInt(tick.UnixNano(), 10)
 	rec, err := m.newRecord(j, &c)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
-	defer cancel()
-	res, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: []*store.Instance{rec}, Node: m.node, Now: m.clock.Now()})
+	res, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: []*store.Instance{rec}, Node: m.node, Now: now})
 	if err != nil {
 		return err
 	}
 	if len(res) == 1 && res[0].Err != nil && !errors.Is(res[0].Err, store.ErrDuplicate) {
 		return res[0].Err
 	}
-	if len(res) == 1 && res[0].Err == nil {
+	if len(res) == 1 && res[0].Err == nil && !res[0].Existed {
 		m.notifyLocal()
 	}
 	return nil
+}
+
+// activeTicks returns the IDs of the Scheduled or Processing instances of
+// kind's code-registered ticks before tick.
+func (m *Manager) activeTicks(ctx context.Context, kind string, tick time.Time) ([]string, error) {
+	ins, err := m.store.LookupInstances(ctx, &store.Query{Kind: kind, States: []store.State{store.Scheduled, store.Processing}, Limit: 256})
+	if err != nil && !errors.Is(err, store.ErrCorrupt) {
+		return nil, err
+	}
+	var ids []string
+	for _, in := range ins {
+		if t, ok := tickOf(in); ok && t.Before(tick) {
+			if _, trig := triggerOf(in); !trig {
+				ids = append(ids, in.ID)
+			}
+		}
+	}
+	return ids, nil
 }
 
 // recurrence is a recurring job's schedule.
@@ -309,12 +396,15 @@ func userUniqueKey(stored string) string {
 }
 
 // tickOf returns the tick time of a recurring tick's record: the time in
-// its unique key. ok is false for an instance that is not a tick.
+// its unique key. ok is false for an instance that is not a tick. A
+// stored trigger's tick (see triggerTickKey) is a tick too; triggerOf
+// tells the two apart.
 func tickOf(rec *store.Instance) (tick time.Time, ok bool) {
 	rest, ok := strings.CutPrefix(rec.UniqueKey, tickKeyPrefix+rec.Kind+":")
 	if !ok {
 		return time.Time{}, false
 	}
+	rest, _, _ = strings.Cut(rest, "@")
 	n, err := strconv.ParseInt(rest, 10, 64)
 	if err != nil {
 		return time.Time{}, false
@@ -329,7 +419,22 @@ func tickOf(rec *store.Instance) (tick time.Time, ok bool) {
 const (
 	foreignTickRetry = time.Second
 	foreignTickGrace = time.Minute
+	// foreignTriggerRetry is how long a stored trigger's tick of a kind the
+	// claiming manager does not run is put off (spread over 0.5 to 1.5
+	// times it).
+	foreignTriggerRetry = 10 * time.Second
 )
+
+// triggerOf returns the name of the stored trigger whose tick rec is; ok
+// is false for any other instance, a code-registered job's tick included.
+func triggerOf(rec *store.Instance) (name string, ok bool) {
+	rest, ok := strings.CutPrefix(rec.UniqueKey, tickKeyPrefix+rec.Kind+":")
+	if !ok {
+		return "", false
+	}
+	_, name, ok = strings.Cut(rest, "@")
+	return name, ok
+}
 
 // foreignTickOutcome decides the outcome of a claimed attempt of a
 // recurring tick whose kind this manager does not run (it unregistered the
@@ -358,6 +463,14 @@ func (m *Manager) foreignTickOutcome(a *attempt) (out store.Outcome, ok bool) {
 	}
 	now := m.clock.Now()
 	out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt}
+	if name, ok := triggerOf(a.rec); ok {
+		// A stored trigger's tick waits for a manager that runs its kind,
+		// however long that takes: it is handed back, never failed nor
+		// canceled, at a slower pace than a code tick.
+		out.State, out.RunAt, out.Release = store.Scheduled, now.Add(foreignTriggerRetry/2+time.Duration(rand.Int64N(int64(foreignTriggerRetry)))), true
+		out.Error = fmt.Sprintf("handed back: kind %q of stored trigger %q is not registered on node %s; waits for a manager that runs it", a.rec.Kind, name, m.node)
+		return out, true
+	}
 	if now.Before(tick.Add(foreignTickGrace)) {
 		out.State, out.RunAt, out.Release = store.Scheduled, now.Add(foreignTickRetry/2+time.Duration(rand.Int64N(int64(foreignTickRetry)))), true
 		out.Error = fmt.Sprintf("handed back: recurring kind %q is not registered on node %s; left for a manager that runs it", a.rec.Kind, m.node)

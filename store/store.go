@@ -27,6 +27,7 @@ type Store interface {
 	Logs
 	Pruner
 	Definitions
+	Triggers
 }
 
 // Queue holds instances that wait to run or are running. Every method is one

@@ -58,6 +58,9 @@ type Store struct {
 	claimsSweep int
 
 	defs definitions // job definitions, see definitions.go
+
+	trigMu sync.Mutex // guards trig
+	trig   triggerTable
 }
 
 // Option configures a Store given to New.

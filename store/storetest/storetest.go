@@ -119,6 +119,7 @@ func Run(t *testing.T, h Harness) {
 			tc.fn(t, h)
 		})
 	}
+	runTriggers(t, h)
 }
 
 // base is the suite's fixed clock origin; every time is base plus an offset
