@@ -53,8 +53,10 @@ type Harness struct {
 
 	// ExpireEvents makes s forget every event it retains so far, so that
 	// cursors taken before expire (store.ErrCursorExpired): prune the
-	// history, compact the revisions, overflow an event buffer. Required
-	// by the events tests.
+	// history, compact the revisions, overflow an event buffer. It may
+	// reach beyond s's namespace (an etcd compaction is server-wide); the
+	// suite calls it only while no other events test runs. Required by
+	// the events tests.
 	ExpireEvents func(t testing.TB, s store.Store)
 
 	// ConcurrentInstances is how many instances the concurrency tests
