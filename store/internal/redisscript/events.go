@@ -248,15 +248,19 @@ func (c *Core) feed(ctx context.Context, f *store.FollowParams, pos position, r 
 			}
 		}
 		backoff = 10 * time.Millisecond
+		waited := false
 		for _, e := range r.entries {
-			if !c.deliver(ctx, f, &pos, e, r.meta, out) {
+			if !c.deliver(ctx, f, &pos, e, r.meta, out, &waited) {
 				return
 			}
 		}
 		full := len(r.entries) == eventsPage
 		r = nil
-		if full {
-			continue // more may follow at once
+		if full || waited {
+			// More may follow at once; and after waiting for the
+			// consumer, read again rather than wait: what came after
+			// meanwhile may have been deleted, which only a read tells.
+			continue
 		}
 		// Caught up: wait for an entry after pos.
 		for {
@@ -283,8 +287,8 @@ func (c *Core) feed(ctx context.Context, f *store.FollowParams, pos position, r 
 }
 
 // deliver sends the records of entry e after pos that match f, moving pos
-// past each; false when ctx ended.
-func (c *Core) deliver(ctx context.Context, f *store.FollowParams, pos *position, e streamEntry, meta map[string][2]string, out chan<- store.Event) bool {
+// past each, and sets waited when out was full; false when ctx ended.
+func (c *Core) deliver(ctx context.Context, f *store.FollowParams, pos *position, e streamEntry, meta map[string][2]string, out chan<- store.Event, waited *bool) bool {
 	switch d := e.id.cmp(pos.id); {
 	case d < 0, d == 0 && pos.skip < 0:
 		return true // delivered already
@@ -314,6 +318,12 @@ func (c *Core) deliver(ctx context.Context, f *store.FollowParams, pos *position
 		if !f.Match(&ev) {
 			continue
 		}
+		select {
+		case out <- ev:
+			continue
+		default:
+		}
+		*waited = true
 		select {
 		case out <- ev:
 		case <-ctx.Done():
