@@ -42,7 +42,10 @@
 //   - hist (STREAM): one entry per script run that changed states, holding
 //     every record of the run; an entry's ID is its time in ms (kept
 //     monotonic), so a time range is an XRANGE. An instance's spec names
-//     its enqueue entry and its state lists the others.
+//     its enqueue entry and its state lists the others. It is also the
+//     event feed (store.Events): a cursor is an entry ID and how many of
+//     its records were delivered, and the stream's max-deleted-entry-id
+//     tells when entries after a cursor were pruned.
 //   - logs (STREAM): one entry per log record; l:<id> (LIST) keeps an
 //     instance's log entry IDs.
 //   - uniq (HASH) and uniqx (ZSET): unique keys and their expiry.
