@@ -128,7 +128,8 @@ func (s *Store) check(ctx context.Context, p evPos) error {
 // ends on its own (a lost leader, a broken connection) is resumed from
 // the same position. An undecodable history record yields no event
 // (LookupHistory reports it). Close ends the feed with an error event
-// when the channel has room for it.
+// when the channel has room for it; a closed client ends it with an error
+// event.
 func (s *Store) Follow(ctx context.Context, p *store.FollowParams) (<-chan store.Event, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("etcdstore: %w", err)
@@ -200,6 +201,9 @@ func (s *Store) feed(ctx context.Context, f *store.FollowParams, pos evPos, out 
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err := s.cli.Ctx().Err(); err != nil {
+			return fmt.Errorf("etcdstore: follow: the etcd client was closed: %w", err)
 		}
 		if rewatch {
 			backoff = 10 * time.Millisecond
