@@ -58,11 +58,12 @@ type eventLog struct {
 	epoch string // tells this store's cursors from another's (or an earlier process's)
 	size  int
 
-	mu    sync.Mutex
-	ring  []ringEvent
-	last  uint64        // number of the newest event; 0 before the first
-	wake  chan struct{} // closed and replaced when events are added
-	names []string      // the name table as of the newest event
+	mu      sync.Mutex
+	ring    []ringEvent
+	last    uint64        // number of the newest event; 0 before the first
+	wake    chan struct{} // closed and replaced when events are added and someone waits
+	waiting bool          // a follower took wake to wait on it
+	names   []string      // the name table as of the newest event
 }
 
 func (l *eventLog) init() {
@@ -115,8 +116,10 @@ func (s *Store) publish() {
 		}
 	}
 	l.names = s.nameList()
-	close(l.wake)
-	l.wake = make(chan struct{})
+	if l.waiting {
+		close(l.wake)
+		l.wake, l.waiting = make(chan struct{}), false
+	}
 	l.mu.Unlock()
 	clear(s.journal)
 	s.journal = s.journal[:0]
@@ -252,6 +255,9 @@ func (s *Store) Follow(ctx context.Context, p *store.FollowParams) (<-chan store
 			}
 			wake := l.wake
 			caught := pos == l.last
+			if caught {
+				l.waiting = true
+			}
 			l.mu.Unlock()
 			for _, ev := range batch {
 				select {
