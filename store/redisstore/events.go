@@ -34,3 +34,6 @@ func (r *runner) WaitStream(ctx context.Context, key, after string) error {
 	}
 	return err
 }
+
+// Closed implements redisscript.StreamWaiter.
+func (r *runner) Closed(err error) bool { return errors.Is(err, redis.ErrClosed) }

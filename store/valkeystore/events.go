@@ -2,6 +2,7 @@ package valkeystore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -25,3 +26,6 @@ func (r *runner) WaitStream(ctx context.Context, key, after string) error {
 	}
 	return err
 }
+
+// Closed implements redisscript.StreamWaiter.
+func (r *runner) Closed(err error) bool { return errors.Is(err, valkey.ErrClosing) }

@@ -18,12 +18,23 @@ type StreamWaiter interface {
 	// returns an error only when the server could not be asked. The
 	// caller reads the entries itself.
 	WaitStream(ctx context.Context, key, after string) error
+	// Closed reports whether err (from any call) says the client was
+	// closed, so retrying is pointless: the feed ends with it once
+	// closedTries calls in a row said so (valkey-go's ErrClosing reads
+	// "closing or unable to connect", so one such error alone is not
+	// taken as final).
+	Closed(err error) bool
 }
 
 var _ store.Events = (*Core)(nil)
 
 // eventsPage is how many history entries one read of the feed takes.
 const eventsPage = 100
+
+// closedTries is how many calls in a row must fail as closed (see
+// StreamWaiter.Closed) before a feed gives up: with the retry backoff,
+// about 0.3 s.
+const closedTries = 5
 
 // streamID is a stream entry ID, ms-seq.
 type streamID struct{ ms, seq uint64 }
@@ -175,7 +186,7 @@ func (c *Core) EventCursor(ctx context.Context) (string, error) {
 // max-deleted-entry-id, Redis 7 and Valkey 7.2); when caught up, the feed
 // waits with XREAD BLOCK (see StreamWaiter). A connection that fails is
 // retried with backoff from the same position, so nothing is lost or
-// repeated across it. An undecodable history entry yields no events
+// repeated across it; a closed client ends the feed with an error event. An undecodable history entry yields no events
 // (LookupHistory reports it).
 func (c *Core) Follow(ctx context.Context, p *store.FollowParams) (<-chan store.Event, error) {
 	if err := p.Validate(); err != nil {
@@ -220,8 +231,22 @@ func (c *Core) feed(ctx context.Context, f *store.FollowParams, pos position, r 
 	defer close(out)
 	w, _ := c.r.(StreamWaiter)
 	backoff := 10 * time.Millisecond
-	// fail waits before a retry; false when ctx ended.
-	fail := func() bool {
+	// fail waits before a retry of what failed with err; false when ctx
+	// ended, or when the client was closed (then the feed ends with err).
+	closed := 0 // calls in a row that failed as closed
+	fail := func(err error) bool {
+		if w != nil && w.Closed(err) {
+			closed++
+		} else {
+			closed = 0
+		}
+		if closed >= closedTries {
+			select {
+			case out <- store.Event{Err: fmt.Errorf("%s: follow: the client was closed: %w", c.name, err)}:
+			case <-ctx.Done():
+			}
+			return false
+		}
 		select {
 		case <-ctx.Done():
 			return false
@@ -234,7 +259,7 @@ func (c *Core) feed(ctx context.Context, f *store.FollowParams, pos position, r 
 		if r == nil {
 			var err error
 			if r, err = c.readEvents(ctx, &pos.id); err != nil {
-				if !fail() {
+				if !fail(err) {
 					return
 				}
 				continue
@@ -247,7 +272,7 @@ func (c *Core) feed(ctx context.Context, f *store.FollowParams, pos position, r 
 				return
 			}
 		}
-		backoff = 10 * time.Millisecond
+		backoff, closed = 10*time.Millisecond, 0
 		waited := false
 		for _, e := range r.entries {
 			if !c.deliver(ctx, f, &pos, e, r.meta, out, &waited) {
@@ -276,7 +301,7 @@ func (c *Core) feed(ctx context.Context, f *store.FollowParams, pos position, r 
 				break
 			}
 			if err := w.WaitStream(ctx, c.keys.Script[3], pos.id.String()); err != nil {
-				if !fail() {
+				if !fail(err) {
 					return
 				}
 				continue
