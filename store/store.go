@@ -19,8 +19,9 @@ import (
 )
 
 // Store is what a plugin implements: the queue, the history and the logs,
-// plus retention, job definitions and the feed of state changes (Events).
-// Optional capabilities (Notifier) are discovered by type assertion.
+// plus retention, job definitions, stored triggers and the feed of state
+// changes (Events). Optional capabilities (Notifier) are discovered by type
+// assertion.
 type Store interface {
 	Queue
 	History
