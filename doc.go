@@ -107,6 +107,9 @@
 // kind, attempt, time, node and error or result. LookupInstances,
 // LookupInstanceHistory and LookupInstanceLogs query them; retention
 // (WithRetention, WithHistoryRetention, WithLogRetention) bounds them.
+// Events follows them as they happen, across every manager sharing the
+// store, and resumes from the Cursor of the last Event seen
+// (WithEventCursor) while the store retains what followed it.
 //
 // # Recurring jobs
 //

@@ -19,7 +19,8 @@ import (
 )
 
 // Store is what a plugin implements: the queue, the history and the logs,
-// plus retention. Optional capabilities (Notifier) are discovered by type
+// plus retention, job definitions, stored triggers and the feed of state
+// changes (Events). Optional capabilities (Notifier) are discovered by type
 // assertion.
 type Store interface {
 	Queue
@@ -28,6 +29,7 @@ type Store interface {
 	Pruner
 	Definitions
 	Triggers
+	Events
 }
 
 // Queue holds instances that wait to run or are running. Every method is one

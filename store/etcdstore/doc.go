@@ -93,6 +93,16 @@
 // bounded by its ctx and by WithOpTimeout (15 s) when the ctx has no
 // deadline; errors name the etcd endpoints.
 //
+// # Events
+//
+// Follow (store.Events) is an etcd Watch on the history records (h/) from
+// the revision after the cursor; a cursor names a revision and how many
+// history records of it were delivered. History retention deletes
+// records, but a watch from before the delete still replays their puts,
+// so a cursor stays good until etcd compacts past it; then it is
+// store.ErrCursorExpired. Compaction is the operator's: with
+// --auto-compaction-retention, that is how far back a consumer may resume.
+//
 // # Benchmarks
 //
 //	go test -run '^$' -bench . -benchtime 2000x ./store/etcdstore/

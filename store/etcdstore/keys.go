@@ -237,6 +237,7 @@ type uniqRec struct {
 type histRec struct {
 	ID      string      `json:"id"`
 	Kind    string      `json:"k"`
+	Queue   string      `json:"q,omitempty"` // for the event feed; absent in records of older versions
 	State   store.State `json:"st"`
 	Attempt int         `json:"at,omitempty"`
 	Time    int64       `json:"t"`

@@ -35,7 +35,7 @@ func (s *Store) addHist(g *group, d *dynRec, from store.State, t time.Time, node
 		g.put(s.k.byState(d.State, d), d.ID)
 		g.put(s.k.byKindState(d.State, d), d.ID)
 	}
-	h := histRec{ID: d.ID, Kind: d.Kind, State: d.State, Attempt: d.Attempt, Time: tn(t), Node: node,
+	h := histRec{ID: d.ID, Kind: d.Kind, Queue: d.Queue, State: d.State, Attempt: d.Attempt, Time: tn(t), Node: node,
 		Error: msg, Result: result, Seq: d.HSeq}
 	st := string(rune('0' + d.State))
 	g.put(s.k.hist(d.ID, d.HSeq), mustJSON(&h))

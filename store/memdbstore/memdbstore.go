@@ -53,6 +53,12 @@ type Store struct {
 	subMu sync.Mutex
 	subs  map[string]map[*subscriber]struct{} // by queue
 
+	// events is the ring of the latest events (store.Events); journal
+	// gathers, under the write lock, the puts that added history, which
+	// write publishes to it.
+	events  eventLog
+	journal []putRec
+
 	claimMu     sync.Mutex             // serialises claims made with a ClaimSeq
 	claims      map[string]*ownerClaim // by owner: the last claim with a ClaimSeq
 	claimsSweep int
@@ -91,6 +97,9 @@ func New(opts ...Option) (*Store, error) {
 		claims:     map[string]*ownerClaim{},
 	}
 	s.names.Store(&[]string{""})
+	s.events.size = DefaultEventBuffer
+	s.events.init()
+	s.t.journal = &s.journal
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: memdbstore.New: nil option", store.ErrInvalid)
@@ -105,6 +114,7 @@ func New(opts ...Option) (*Store, error) {
 var (
 	_ store.Store    = (*Store)(nil)
 	_ store.Notifier = (*Store)(nil)
+	_ store.Events   = (*Store)(nil)
 )
 
 // degree is the B-trees' minimum degree: a node holds up to 2*degree-1
@@ -123,6 +133,10 @@ type tables struct {
 
 	logsByTime *btree.BTreeG[*logRow] // (time, seq)
 	logsByInst *btree.BTreeG[*logRow] // (instance ID, seq)
+
+	// journal, set on the store's live tables only (not on snapshots),
+	// collects the puts that add history records, for the event feed.
+	journal *[]putRec
 }
 
 func newTables() tables {
@@ -170,6 +184,9 @@ func (t *tables) put(old, r *rec) {
 		if idx := t.stateIndex(old.state); idx != nil {
 			idx.Delete(old)
 		}
+	}
+	if t.journal != nil && (old == nil || r.histLen() > old.histLen()) {
+		*t.journal = append(*t.journal, putRec{old, r})
 	}
 	t.byID.ReplaceOrInsert(r)
 	t.created.ReplaceOrInsert(r) // CreatedAt and Seq never change: replaces old
@@ -248,7 +265,9 @@ func (s *Store) write(ctx context.Context, op string, fn func() error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.snap = nil
-	return fn()
+	err := fn()
+	s.publish() // the events of what fn changed, in write order
+	return err
 }
 
 // snapshot returns a read-only copy of the indexes as of the last write.

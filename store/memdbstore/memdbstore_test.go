@@ -2,8 +2,10 @@ package memdbstore_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -27,11 +29,30 @@ func harness() storetest.Harness {
 			defer mu.Unlock()
 			s := stores[ns]
 			if s == nil {
-				s = newStore(t)
+				s = newStore(t, memdbstore.WithEventBuffer(testEventBuffer))
 				stores[ns] = s
 			}
 			return s
 		},
+		ExpireEvents: overflowEvents,
+	}
+}
+
+// testEventBuffer is the event buffer of the conformance suite's stores:
+// small, so overflowEvents overflows it quickly.
+const testEventBuffer = 1024
+
+// overflowEvents writes more events than the buffer holds, into a queue of
+// its own, so every cursor taken before has fallen out of it.
+func overflowEvents(t testing.TB, s store.Store) {
+	t.Helper()
+	ins := make([]*store.Instance, testEventBuffer/2+1)
+	for i := range ins {
+		id := fmt.Sprintf("overflow-%d-%d", time.Now().UnixNano(), i)
+		ins[i] = &store.Instance{ID: id, Kind: "overflow", Queue: "overflow", RunAt: time.Unix(0, 0), CreatedAt: time.Unix(0, 0)}
+	}
+	if _, err := s.Enqueue(t.Context(), &store.EnqueueParams{Instances: ins, Now: time.Unix(0, 0)}); err != nil {
+		t.Fatalf("overflow the event buffer: %v", err)
 	}
 }
 
@@ -41,7 +62,7 @@ func TestConformance(t *testing.T) {
 
 // New reports an unusable option instead of ignoring it.
 func TestNewRejectsBadOptions(t *testing.T) {
-	for _, opt := range []memdbstore.Option{memdbstore.WithPruneLimit(0), memdbstore.WithPruneLimit(-1), nil} {
+	for _, opt := range []memdbstore.Option{memdbstore.WithPruneLimit(0), memdbstore.WithPruneLimit(-1), memdbstore.WithEventBuffer(0), nil} {
 		if s, err := memdbstore.New(opt); !errors.Is(err, store.ErrInvalid) || s != nil {
 			t.Errorf("New with a bad option: %v, %v; want nil and ErrInvalid", s, err)
 		}

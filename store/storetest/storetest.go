@@ -51,6 +51,14 @@ type Harness struct {
 	// cannot be opened. Required.
 	Open func(t testing.TB, ns string) store.Store
 
+	// ExpireEvents makes s forget every event it retains so far, so that
+	// cursors taken before expire (store.ErrCursorExpired): prune the
+	// history, compact the revisions, overflow an event buffer. It may
+	// reach beyond s's namespace (an etcd compaction is server-wide); the
+	// suite calls it only while no other events test runs. Required by
+	// the events tests.
+	ExpireEvents func(t testing.TB, s store.Store)
+
 	// ConcurrentInstances is how many instances the concurrency tests
 	// (claim, rescue) push through several handles at once. Defaults to
 	// 2000 when zero.
@@ -112,6 +120,7 @@ func Run(t *testing.T, h Harness) {
 		{"DefinitionsInvalid", testDefinitionsInvalid},
 		{"DefinitionsList", testDefinitionsList},
 		{"DefinitionsShared", testDefinitionsShared},
+		{"Events", testEvents},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

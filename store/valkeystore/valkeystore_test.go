@@ -47,6 +47,7 @@ func TestConformance(t *testing.T) {
 		Open: func(t testing.TB, ns string) store.Store {
 			return newStore(t, c, ns)
 		},
+		ExpireEvents: scripttest.ExpireEvents,
 	})
 }
 

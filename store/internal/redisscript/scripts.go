@@ -42,7 +42,10 @@
 //   - hist (STREAM): one entry per script run that changed states, holding
 //     every record of the run; an entry's ID is its time in ms (kept
 //     monotonic), so a time range is an XRANGE. An instance's spec names
-//     its enqueue entry and its state lists the others.
+//     its enqueue entry and its state lists the others. It is also the
+//     event feed (store.Events): a cursor is an entry ID and how many of
+//     its records were delivered, and the stream's max-deleted-entry-id
+//     tells when entries after a cursor were pruned.
 //   - logs (STREAM): one entry per log record; l:<id> (LIST) keeps an
 //     instance's log entry IDs.
 //   - uniq (HASH) and uniqx (ZSET): unique keys and their expiry.
@@ -94,10 +97,11 @@ var (
 	Plan        = load("plan", "no-writes")
 	Range       = load("stream_range", "no-writes")
 	Prune       = load("prune", "allow-oom")
+	EventsRead  = load("events", "no-writes")
 )
 
 // All lists every script, for plugins that prepare them up front.
-var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune}
+var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune, EventsRead}
 
 // load builds the script of lua/<name>.lua with the given shebang flags
 // ("no-writes" marks it read-only).

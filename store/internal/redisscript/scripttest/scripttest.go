@@ -58,6 +58,7 @@ func Run(t *testing.T, h Harness) {
 		{"RunSet", testRunSet},
 		{"KindCounts", testKindCounts},
 		{"ManagerStartedBeforeServer", testManagerBeforeServer},
+		{"EventsServerRestart", testEventsRestart},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
