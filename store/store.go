@@ -28,6 +28,7 @@ type Store interface {
 	Pruner
 	Definitions
 	Triggers
+	Nodes
 }
 
 // Queue holds instances that wait to run or are running. Every method is one
