@@ -94,10 +94,16 @@ var (
 	Plan        = load("plan", "no-writes")
 	Range       = load("stream_range", "no-writes")
 	Prune       = load("prune", "allow-oom")
+	// The node registry. A heartbeat may run while Redis is at its
+	// maxmemory, as Renew may: a node that cannot heartbeat fences itself.
+	NodesHeartbeat = load("nodes_heartbeat", "allow-oom")
+	NodesList      = load("nodes_list", "no-writes")
+	NodesRescue    = load("nodes_rescue", "")
 )
 
 // All lists every script, for plugins that prepare them up front.
-var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune}
+var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune,
+	NodesHeartbeat, NodesList, NodesRescue}
 
 // load builds the script of lua/<name>.lua with the given shebang flags
 // ("no-writes" marks it read-only).
