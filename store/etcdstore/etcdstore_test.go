@@ -101,6 +101,7 @@ func TestConformance(t *testing.T) {
 		Open: func(t testing.TB, ns string) store.Store {
 			return open(t, "conformance-"+ns)
 		},
+		NodeClock: true,
 	})
 }
 

@@ -128,8 +128,8 @@ func testNodesHeartbeatList(t *testing.T, h Harness) {
 		t.Error("first heartbeat reports WasDead")
 	}
 	other := e.open()
-	e.heartbeat(other, "n2", at(2*time.Second), false, 0)
-	got := e.listNodes(e.s, at(2*time.Second))
+	e.heartbeat(other, "n2", at(time.Second), false, 0)
+	got := e.listNodes(e.s, at(time.Second))
 	if len(got) != 2 || got["n1"] == nil || got["n2"] == nil {
 		t.Fatalf("ListNodes = %v, want n1 and n2", got)
 	}
