@@ -21,7 +21,8 @@ import (
 //
 //   - Liveness: a handle declares a node dead when it has seen the node's
 //     record (n/<id>) keep the same ModRevision for the dead threshold on
-//     its own monotonic clock. It never compares one node's clock with
+//     its own monotonic clock (from the watch event that brought that
+//     revision, or from the read that first saw it). It never compares one node's clock with
 //     another's, so skew plays no part; a handle needs to watch for the
 //     threshold before it can declare anyone dead (a freshly started one
 //     waits that long). The declaration is a transaction guarded on that
@@ -99,7 +100,7 @@ func (v *nodeView) observe(kvs map[string]int64, now time.Time) map[string]time.
 	out := make(map[string]time.Duration, len(kvs))
 	for id, rev := range kvs {
 		o, ok := v.seen[id]
-		if !ok || o.rev != rev {
+		if !ok || o.rev < rev {
 			o = observation{rev: rev, first: now}
 			v.seen[id] = o
 		}
@@ -293,6 +294,14 @@ func (v *nodeView) sample(key string, ev *clientv3.Event, arrival time.Time) {
 	var r nodeRec
 	if json.Unmarshal(ev.Kv.Value, &r) != nil {
 		return
+	}
+	// The event dates this revision of the record more closely than a
+	// later read would (see observe).
+	if o, ok := v.seen[id]; !ok || o.rev < ev.Kv.ModRevision {
+		if v.seen == nil {
+			v.seen = map[string]observation{}
+		}
+		v.seen[id] = observation{rev: ev.Kv.ModRevision, first: arrival}
 	}
 	ring := v.samples[id]
 	if ring == nil || ring.createRev != ev.Kv.CreateRevision {
