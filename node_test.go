@@ -75,7 +75,6 @@ func (s *cutStore) Subscribe(ctx context.Context, q string) (<-chan struct{}, er
 	return s.Store.(store.Notifier).Subscribe(ctx, q)
 }
 
-
 // sleepJob registers on m a job whose executor runs d unless its context
 // ends first, counting overlapping runs in ov and completed ones in done.
 func sleepJob(t *testing.T, m *job.Manager, ov *overlap, d time.Duration, done *sync.Map) {
