@@ -48,6 +48,10 @@
 //   - uniq (HASH) and uniqx (ZSET): unique keys and their expiry.
 //   - w:<queue>: the pub/sub channel scripts PUBLISH to when work may be
 //     ready.
+//   - nodes, nseen, nlive, ngone, nstat, ndead, no:<owner>, nd:<owner>: the
+//     node registry and the per-owner index of running attempts (see
+//     lua/nodes_heartbeat.lua and lua/nodes_rescue.lua); liveness is judged
+//     on the server's TIME.
 //
 // Instance IDs that are UUIDs in canonical form are stored as 17 bytes
 // (see EncodeID); others as they are, behind one marker byte.
