@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobkit/job/store"
@@ -125,7 +124,6 @@ type nodeState struct {
 	fenced    bool
 	fences    int64
 	sig       chan struct{} // closed and replaced when ok() may have changed
-	waitLog   atomic.Bool   // the claim loop logged that it waits
 }
 
 // ok reports whether the manager may claim, rescue and tick. n.mu is held.
