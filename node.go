@@ -244,9 +244,26 @@ func (m *Manager) heartbeat() bool {
 	m.nodes.mu.Unlock()
 	// A call may take until the fence is due, not past it.
 	ctx, cancel := context.WithTimeout(context.Background(), max(m.cfg.heartbeat, left))
-	res, err := m.store.Heartbeat(ctx, &store.HeartbeatParams{
-		Node: m.nodeInfo(t1), Now: t1, DeadAfter: m.cfg.deadAfter,
-	})
+	p := &store.HeartbeatParams{Node: m.nodeInfo(t1), Now: t1, DeadAfter: m.cfg.deadAfter}
+	type reply struct {
+		res *store.HeartbeatResult
+		err error
+	}
+	// The fence must not wait for a store call that ignores its ctx: give
+	// up on the call when its ctx ends (it finishes in the background).
+	ch := make(chan reply, 1)
+	go func() {
+		r, err := m.store.Heartbeat(ctx, p)
+		ch <- reply{r, err}
+	}()
+	var res *store.HeartbeatResult
+	var err error
+	select {
+	case r := <-ch:
+		res, err = r.res, r.err
+	case <-ctx.Done():
+		err = fmt.Errorf("heartbeat: %w", ctx.Err())
+	}
 	cancel()
 	t2 := m.clock.Now()
 	if err != nil {
