@@ -93,8 +93,8 @@ type NodeInfo struct {
 	Started time.Time         // when the manager started (its clock)
 	// LastSeen is the node's own clock at its last heartbeat.
 	LastSeen time.Time
-	// StoreSeen is the store's clock at its last heartbeat (etcdstore:
-	// its estimate, see etcdstore's documentation).
+	// StoreSeen is the store's clock at its last heartbeat (etcdstore,
+	// with no clock of its own, reports LastSeen).
 	StoreSeen time.Time
 	// Skew is the clock skew the node measured at its previous heartbeat:
 	// its clock minus the store's.
