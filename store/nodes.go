@@ -40,7 +40,10 @@ type Nodes interface {
 
 	// RescueNodes declares dead every node other than p.Node whose last
 	// heartbeat is older than p.DeadAfter on the store's clock (see
-	// Nodes), once: exactly one call, on any handle, declares a node dead.
+	// Nodes), measured both up to now and, when p.Node heartbeats, up to
+	// p.Node's own last heartbeat: a stall of the store delays every
+	// heartbeat, and the first rescuer through must not take the living
+	// for dead. Exactly one call, on any handle, declares a node dead.
 	// It then rescues up to p.Limit Processing attempts owned by dead
 	// nodes, as Queue.Rescue rescues an expired lease (back to Scheduled
 	// keeping RunAt, Terminated when out of retries, Canceled when a

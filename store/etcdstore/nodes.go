@@ -62,6 +62,7 @@ type nodeView struct {
 	since    time.Time              // when the watch started (monotonic)
 	samples  map[string]*clockRing  // node ID -> recent clock offsets
 	seen     map[string]observation // node ID -> its record's revision, first seen when
+	beats    map[string]time.Time   // node ID -> when its last successful heartbeat through this handle was sent (monotonic)
 }
 
 // observation is a record revision and when this handle first saw it.
@@ -89,9 +90,10 @@ func (r *clockRing) offset() time.Duration {
 	return best
 }
 
-// observe records the revisions of the records in kvs, and returns for
-// each node ID how long this handle has seen its current revision.
-func (v *nodeView) observe(kvs map[string]int64, now time.Time) map[string]time.Duration {
+// observe records the revisions of the records in kvs (first seen now,
+// when new), and returns for each node ID how long this handle has seen
+// its current revision, up to ref.
+func (v *nodeView) observe(kvs map[string]int64, now, ref time.Time) map[string]time.Duration {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.seen == nil {
@@ -104,7 +106,7 @@ func (v *nodeView) observe(kvs map[string]int64, now time.Time) map[string]time.
 			o = observation{rev: rev, first: now}
 			v.seen[id] = o
 		}
-		out[id] = now.Sub(o.first)
+		out[id] = max(0, ref.Sub(o.first))
 	}
 	for id := range v.seen {
 		if _, ok := kvs[id]; !ok {
@@ -116,8 +118,8 @@ func (v *nodeView) observe(kvs map[string]int64, now time.Time) map[string]time.
 
 // readNodes reads every node record: decoded records, their revisions, and
 // the read's revision.
-func (s *Store) readNodes(ctx context.Context) (map[string]*nodeRec, map[string]int64, int64, error) {
-	resp, err := s.cli.Get(ctx, s.k.nodePrefix(), clientv3.WithPrefix())
+func (s *Store) readNodes(ctx context.Context, opts ...clientv3.OpOption) (map[string]*nodeRec, map[string]int64, int64, error) {
+	resp, err := s.cli.Get(ctx, s.k.nodePrefix(), append([]clientv3.OpOption{clientv3.WithPrefix()}, opts...)...)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -145,6 +147,7 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 	}
 	defer cancel()
 	s.watchNodes(p.DeadAfter)
+	sent := time.Now()
 	res := &store.HeartbeatResult{}
 	for round := 0; ; round++ {
 		if round > maxRounds {
@@ -196,6 +199,16 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 		res.WasDead = old != nil && old.Status == store.NodeDead
 		break
 	}
+	s.nodes.mu.Lock()
+	if s.nodes.beats == nil {
+		s.nodes.beats = map[string]time.Time{}
+	}
+	if p.Leaving {
+		delete(s.nodes.beats, p.Node.ID)
+	} else {
+		s.nodes.beats[p.Node.ID] = sent
+	}
+	s.nodes.mu.Unlock()
 	res.StoreNow = s.nodes.medianNow(p.Node.ID, p.Now, p.DeadAfter)
 	return res, nil
 }
@@ -336,7 +349,7 @@ func (s *Store) ListNodes(ctx context.Context, p *store.ListNodesParams) ([]*sto
 		return nil, s.wrap("list nodes", ctx, err)
 	}
 	mono := time.Now()
-	ages := s.nodes.observe(revs, mono)
+	ages := s.nodes.observe(revs, mono, mono)
 	s.nodes.mu.Lock()
 	since := s.nodes.since
 	s.nodes.mu.Unlock()
@@ -377,11 +390,21 @@ func (s *Store) RescueNodes(ctx context.Context, p *store.RescueNodesParams) (*s
 
 func (s *Store) rescueNodes(ctx context.Context, p *store.RescueNodesParams) (*store.RescueNodesResult, error) {
 	res := &store.RescueNodesResult{}
-	recs, revs, readRev, err := s.readNodes(ctx)
+	recs, revs, readRev, err := s.readNodes(ctx, clientv3.WithSerializable())
 	if err != nil {
 		return nil, err
 	}
-	ages := s.nodes.observe(revs, time.Now())
+	// Silence is measured up to the rescuer's own last heartbeat through
+	// this handle too, so a stall of etcd, which delays every heartbeat,
+	// does not make the living look dead (see store.Nodes.RescueNodes).
+	now := time.Now()
+	ref := now
+	s.nodes.mu.Lock()
+	if b, ok := s.nodes.beats[p.Node]; ok && b.Before(ref) {
+		ref = b
+	}
+	s.nodes.mu.Unlock()
+	ages := s.nodes.observe(revs, now, ref)
 	for id, r := range recs {
 		if id == p.Node || r.Status != store.NodeLive || ages[id] < p.DeadAfter {
 			continue

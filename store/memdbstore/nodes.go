@@ -124,8 +124,14 @@ func (s *Store) RescueNodes(ctx context.Context, p *store.RescueNodesParams) (*s
 	now := s.clock()
 	var dead []string
 	s.nodesMu.Lock()
+	// Silence is measured up to the rescuer's own last heartbeat too (see
+	// store.Nodes.RescueNodes).
+	ref := now
+	if me := s.nodes[p.Node]; me != nil && me.status == store.NodeLive && me.info.StoreSeen.Before(ref) {
+		ref = me.info.StoreSeen
+	}
 	for id, r := range s.nodes {
-		if id != p.Node && r.status == store.NodeLive && now.Sub(r.info.StoreSeen) > p.DeadAfter {
+		if id != p.Node && r.status == store.NodeLive && ref.Sub(r.info.StoreSeen) > p.DeadAfter {
 			r.status, r.info.GoneAt = store.NodeDead, now
 			res.Dead = append(res.Dead, id)
 		}

@@ -29,6 +29,7 @@ var nodesTests = []struct {
 	{"NodesRescueLimit", testNodesRescueLimit},
 	{"NodesRescueConcurrent", testNodesRescueConcurrent},
 	{"NodesLeftNotRescued", testNodesLeftNotRescued},
+	{"NodesRescuerSilentToo", testNodesRescuerSilent},
 	{"NodesInvalidParams", testNodesInvalid},
 }
 
@@ -408,4 +409,26 @@ func checkIDSet(t testing.TB, what string, got []*store.Instance, want ...string
 	if !slicesEqual(g, w) {
 		t.Errorf("%s: got %v, want %v (any order)", what, g, w)
 	}
+}
+
+// testNodesRescuerSilent checks that a rescuer whose own heartbeat is as
+// old as another node's does not declare that node dead, as after a store
+// stall that delayed every heartbeat; once the rescuer heartbeats again
+// for the threshold and the other does not, it does.
+func testNodesRescuerSilent(t *testing.T, h Harness) {
+	e := setup(t, h)
+	e.heartbeat(e.s, "other", at(0), false, 0)
+	e.heartbeat(e.s, "rescuer", at(0), false, 0)
+	start := time.Now()
+	for time.Since(start) < 3*deadAfter {
+		if res := e.rescueNodes(e.s, "rescuer", at(time.Second), 100); len(res.Dead) > 0 {
+			t.Fatalf("a rescuer silent as long as the other node declared %v dead", res.Dead)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitUntil(t, "the other node declared dead once the rescuer heartbeats", func() bool {
+		e.heartbeat(e.s, "rescuer", at(2*time.Second), false, 0)
+		res := e.rescueNodes(e.s, "rescuer", at(2*time.Second), 100)
+		return len(res.Dead) == 1 && res.Dead[0] == "other"
+	})
 }

@@ -6,7 +6,10 @@
 -- Keys built from the prefix (in KEYS[1]'s slot): the registry's (see
 -- nodes_heartbeat.lua) and no:<owner> (lib.lua).
 -- A live node other than the rescuer whose last heartbeat is older than
--- the threshold on the server's clock (TIME) is declared dead: it moves
+-- the threshold on the server's clock (TIME), both before now and before
+-- the rescuer's own last heartbeat when it has one (so a stall of the
+-- server, which delays every heartbeat, does not make the living look
+-- dead to the first rescuer through), is declared dead: it moves
 -- to ngone, nstat 'd', and its no:<id> set of running attempts is renamed
 -- (merged) into nd:<id>, listed in ndead, so attempts it claims should it
 -- come back are never taken for the dead ones. Then up to limit IDs are
@@ -25,8 +28,13 @@ local tm = redis.call('TIME')
 local snow = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local K_NLIVE, K_NGONE, K_NSTAT, K_NDEAD = PREFIX .. 'nlive', PREFIX .. 'ngone', PREFIX .. 'nstat', PREFIX .. 'ndead'
 
+local ref = snow
+local mine = redis.call('ZSCORE', K_NLIVE, node)
+if mine and tonumber(mine) < ref then
+	ref = tonumber(mine)
+end
 local dead = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_NLIVE, '-inf', '(' .. num(snow - dead_after))) do
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_NLIVE, '-inf', '(' .. num(ref - dead_after))) do
 	if id ~= node then
 		redis.call('ZREM', K_NLIVE, id)
 		redis.call('ZADD', K_NGONE, snow, id)
