@@ -279,6 +279,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.nodes.lastOK = m.started // the fence window runs from the start
 	m.nodes.mu.Unlock()
 	m.hbStop = make(chan struct{})
+	m.nodes.beat = make(chan struct{}, 1)
 	m.hbWG.Add(1)
 	go m.heartbeatLoop()
 	m.bg.Add(1)

@@ -124,6 +124,7 @@ type nodeState struct {
 	fenced    bool
 	fences    int64
 	sig       chan struct{} // closed and replaced when ok() may have changed
+	beat      chan struct{} // a heartbeat succeeded (for the rescuer of dead nodes)
 }
 
 // ok reports whether the manager may claim, rescue and tick. n.mu is held.
@@ -288,6 +289,10 @@ func (m *Manager) heartbeat() bool {
 		n := m.fenceAll()
 		m.log.Error("this node was declared dead (no heartbeat for the dead threshold); its attempts were rescued by others", "canceled", n)
 	}
+	select {
+	case m.nodes.beat <- struct{}{}:
+	default:
+	}
 	m.nodes.mu.Lock()
 	defer m.nodes.mu.Unlock()
 	wasOK := m.nodes.ok()
@@ -350,13 +355,17 @@ func (m *Manager) handBackFenced(a *attempt) {
 	}})
 }
 
-// nodeRescueLoop rescues the attempts of dead nodes every heartbeat
-// interval. Every manager runs it; the store declares each dead node once
+// nodeRescueLoop rescues the attempts of dead nodes after each
+// successful heartbeat (the store measures a node's silence up to the
+// rescuer's own last heartbeat, so right after one is when it can tell
+// soonest). Every manager runs it; the store declares each dead node once
 // and moves each attempt once.
 func (m *Manager) nodeRescueLoop() {
 	defer m.bg.Done()
 	for {
-		if !sleep(m.clock, m.cfg.heartbeat, m.stopCh) {
+		select {
+		case <-m.nodes.beat:
+		case <-m.stopCh:
 			return
 		}
 		if m.fencedNow() {
