@@ -361,7 +361,11 @@ func (r *run) finish(timeout time.Duration) []runLine {
 			}
 		}
 	})
-	waitFor(t, timeout, "every job completed", func() bool { return completed() == len(r.ids) })
+	// Wait on the run logs first: polling the store for thousands of
+	// completed instances every 20 ms loaded etcd enough to stall it for a
+	// second, right when the crash test measures failover.
+	waitFor(t, timeout, "every job ran to its end", func() bool { return r.ended() >= len(r.ids) })
+	waitForEvery(t, timeout, 250*time.Millisecond, "every job completed", func() bool { return completed() == len(r.ids) })
 	for _, w := range r.ws {
 		select {
 		case <-w.done:
@@ -576,12 +580,18 @@ func CronOnce(t *testing.T, spec Spec, interval, d time.Duration) {
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitForEvery(t, timeout, 20*time.Millisecond, what, cond)
+}
+
+// waitForEvery checks cond every interval until it holds or timeout.
+func waitForEvery(t *testing.T, timeout, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 
