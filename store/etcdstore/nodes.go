@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobkit/job/store"
@@ -63,6 +64,54 @@ type nodeView struct {
 	samples  map[string]*clockRing  // node ID -> recent clock offsets
 	seen     map[string]observation // node ID -> its record's revision, first seen when
 	beats    map[string]time.Time   // node ID -> when its last successful heartbeat through this handle was sent (monotonic)
+	self     map[string]selfRec     // node ID -> its record as its last heartbeat through this handle left it
+	expired  time.Time              // when this handle last expired gone nodes' records
+}
+
+// selfRec is what a handle knows of the record of a node heartbeating
+// through it.
+type selfRec struct {
+	rev     int64 // the record's ModRevision (0: absent)
+	deadRev int64
+	dead    bool // declared dead since the last heartbeat
+}
+
+func selfFrom(kvs []*mvccpb.KeyValue) selfRec {
+	if len(kvs) == 0 {
+		return selfRec{}
+	}
+	var r nodeRec
+	if json.Unmarshal(kvs[0].Value, &r) != nil {
+		return selfRec{rev: kvs[0].ModRevision}
+	}
+	return selfRec{rev: kvs[0].ModRevision, deadRev: r.DeadRev, dead: r.Status == store.NodeDead}
+}
+
+// expireNodes deletes the records of nodes gone, or silent, for longer
+// than the retention, by the heartbeating node's clock; a dead node whose
+// attempts are still to rescue is kept.
+func (s *Store) expireNodes(ctx context.Context, p *store.HeartbeatParams) error {
+	recs, revs, _, err := s.readNodes(ctx, clientv3.WithSerializable())
+	if err != nil {
+		return err
+	}
+	retain := p.RetainOrDefault()
+	var gs []*group
+	for id, r := range recs {
+		if id == p.Node.ID || r.DeadRev != 0 {
+			continue
+		}
+		last := r.Info.LastSeen
+		if r.Status != store.NodeLive && r.GoneAt != 0 {
+			last = time.Unix(0, r.GoneAt)
+		}
+		if p.Now.Sub(last) > retain {
+			g := &group{guards: []guard{{s.k.node(id), revs[id]}}}
+			g.del(s.k.node(id))
+			gs = append(gs, g)
+		}
+	}
+	return s.commit(ctx, gs)
 }
 
 // observation is a record revision and when this handle first saw it.
@@ -149,55 +198,58 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 	s.watchNodes(p.DeadAfter)
 	sent := time.Now()
 	res := &store.HeartbeatResult{}
+	key := s.k.node(p.Node.ID)
+	info := p.Node.Clone()
+	info.LastSeen = p.Now
+	info.StoreSeen, info.Status, info.GoneAt = time.Time{}, 0, time.Time{}
+	rec := nodeRec{Info: *info, Status: store.NodeLive}
+	if p.Leaving {
+		rec.Status, rec.GoneAt = store.NodeLeft, p.Now.UnixNano()
+	}
+	// One round trip in the common case: a put guarded on the revision
+	// of this node's last heartbeat through this handle, whose failure
+	// branch reads the record back (declared dead, or written elsewhere).
+	s.nodes.mu.Lock()
+	if s.nodes.self == nil {
+		s.nodes.self = map[string]selfRec{}
+	}
+	me, known := s.nodes.self[p.Node.ID]
+	s.nodes.mu.Unlock()
+	if !known {
+		resp, err := s.cli.Get(ctx, key)
+		if err != nil {
+			return nil, s.wrap("heartbeat", ctx, err)
+		}
+		me = selfFrom(resp.Kvs)
+	}
 	for round := 0; ; round++ {
 		if round > maxRounds {
 			return nil, s.wrap("heartbeat", ctx, errors.New("gave up after repeated conflicts"))
 		}
-		recs, revs, _, err := s.readNodes(ctx)
+		rec.DeadRev = me.deadRev // the dead incarnation's attempts are still to rescue
+		tr, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", me.rev)).
+			Then(clientv3.OpPut(key, mustJSON(&rec))).Else(clientv3.OpGet(key)).Commit()
 		if err != nil {
 			return nil, s.wrap("heartbeat", ctx, err)
 		}
-		old := recs[p.Node.ID]
-		info := p.Node.Clone()
-		info.LastSeen = p.Now
-		info.StoreSeen, info.Status, info.GoneAt = time.Time{}, 0, time.Time{}
-		rec := nodeRec{Info: *info, Status: store.NodeLive}
-		if old != nil {
-			rec.DeadRev = old.DeadRev // the dead incarnation's attempts are still to rescue
+		if tr.Succeeded {
+			res.WasDead = me.dead
+			me = selfRec{rev: tr.Header.Revision, deadRev: rec.DeadRev}
+			break
 		}
-		if p.Leaving {
-			rec.Status, rec.GoneAt = store.NodeLeft, p.Now.UnixNano()
-		}
-		key := s.k.node(p.Node.ID)
-		ops := []clientv3.Op{clientv3.OpPut(key, mustJSON(&rec))}
-		// Expire what has been gone (or silent) for longer than the
-		// retention, by the heartbeating node's clock.
-		retain := p.RetainOrDefault()
-		var cmps []clientv3.Cmp
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", revs[p.Node.ID]))
-		for id, r := range recs {
-			if id == p.Node.ID || r.DeadRev != 0 {
-				continue
-			}
-			last := r.Info.LastSeen
-			if r.Status != store.NodeLive && r.GoneAt != 0 {
-				last = time.Unix(0, r.GoneAt)
-			}
-			if p.Now.Sub(last) > retain && len(ops) < s.maxOps/2 {
-				k := s.k.node(id)
-				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", revs[id]))
-				ops = append(ops, clientv3.OpDelete(k))
-			}
-		}
-		tr, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
-		if err != nil {
+		me = selfFrom(tr.Responses[0].GetResponseRange().GetKvs())
+	}
+	s.nodes.mu.Lock()
+	s.nodes.self[p.Node.ID] = me
+	expire := time.Since(s.nodes.expired) > min(10*time.Second, p.RetainOrDefault())
+	if expire {
+		s.nodes.expired = time.Now()
+	}
+	s.nodes.mu.Unlock()
+	if expire {
+		if err := s.expireNodes(ctx, p); err != nil {
 			return nil, s.wrap("heartbeat", ctx, err)
 		}
-		if !tr.Succeeded {
-			continue // a rescuer declared us, or a record changed: read again
-		}
-		res.WasDead = old != nil && old.Status == store.NodeDead
-		break
 	}
 	s.nodes.mu.Lock()
 	if s.nodes.beats == nil {
