@@ -47,6 +47,10 @@ func (m *Manager) claimLoop() {
 		if !m.waitStoreRoom() {
 			return
 		}
+		// Not while the clock is skewed or unknown, nor while fenced.
+		if !m.waitNodeOK(m.stopCh) {
+			return
+		}
 		if pending != nil {
 			n, _, err := m.claim(pending.queue, pending.limit, pending.seq)
 			if err != nil {
@@ -238,6 +242,10 @@ func (m *Manager) claim(q string, limit int, seq uint64) (int, time.Time, error)
 	n := len(res.Instances) + len(res.Undecodable)
 	m.pool.giveBack(limit - n)
 	m.dispatch(res.Instances)
+	if m.fencedNow() {
+		// Fenced while the claim was under way: give these up too.
+		m.fenceAll()
+	}
 	for _, u := range res.Undecodable {
 		m.terminateUndecodable(u)
 	}

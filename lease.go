@@ -140,6 +140,10 @@ func (m *Manager) rescueLoop() {
 		if !sleep(m.clock, m.cfg.rescueInterval, m.stopCh) {
 			return
 		}
+		// A rescuer whose clock is ahead would take back live leases.
+		if ok, _ := m.nodeOK(); !ok {
+			continue
+		}
 		for {
 			ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
 			rescued, err := m.store.Rescue(ctx, &store.RescueParams{Now: m.clock.Now(), Limit: 256, Node: m.node})

@@ -92,6 +92,13 @@ type Manager struct {
 	// (store.ErrFull): the claim loop claims nothing meanwhile.
 	storeFull  atomic.Bool
 	fullLogged bool // claim loop only: the pause was logged
+
+	// The node registry (node.go): the heartbeat loop runs from Start to
+	// the end of Stop.
+	nodes   nodeState
+	started time.Time
+	hbStop  chan struct{}
+	hbWG    sync.WaitGroup
 }
 
 // NewManager returns a manager configured by opts. It does not start
@@ -104,7 +111,12 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		}
 	}
 	if c.store == nil {
-		s, err := memdbstore.New()
+		clk := c.clock
+		if clk == nil {
+			clk = SystemClock{}
+		}
+		// The store's clock is the manager's: they are one process.
+		s, err := memdbstore.New(memdbstore.WithClock(clk.Now))
 		if err != nil {
 			return nil, fmt.Errorf("job: default store: %w", err)
 		}
@@ -262,6 +274,16 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.renewStop = make(chan struct{})
 	m.renewWG.Add(1)
 	go m.renewLoop()
+	m.started = m.clock.Now()
+	m.nodes.mu.Lock()
+	m.nodes.lastOK = m.started // the fence window runs from the start
+	m.nodes.mu.Unlock()
+	m.hbStop = make(chan struct{})
+	m.nodes.beat = make(chan struct{}, 1)
+	m.hbWG.Add(1)
+	go m.heartbeatLoop()
+	m.bg.Add(1)
+	go m.nodeRescueLoop()
 	m.watchStop = make(chan struct{})
 	m.watchWG.Add(1)
 	go m.watchdog()
@@ -383,6 +405,9 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.logCh = nil
 	m.logMu.Unlock()
 	m.logWG.Wait()
+	close(m.hbStop)
+	m.hbWG.Wait()
+	m.leave(ctx)
 	m.writeCancel()
 	m.runCancel(ErrShutdown)
 	m.signalChanged()

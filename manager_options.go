@@ -76,6 +76,8 @@ type config struct {
 	// and how often it reads the triggers.
 	schedulerOff  bool
 	triggerReload time.Duration
+	// The node registry (node.go).
+	heartbeat, deadAfter, maxSkew time.Duration
 }
 
 // ManagerOption configures a Manager.
@@ -375,4 +377,5 @@ func (c *config) defaults() {
 	if c.triggerReload == 0 {
 		c.triggerReload = DefaultTriggerReload
 	}
+	c.nodeDefaults()
 }

@@ -52,6 +52,10 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 		last = m.catchUpTick(j, stop)
 	}
 	for {
+		// No ticks while the clock is skewed or unknown (node.go).
+		if !m.waitNodeOK(stop, m.stopCh) {
+			return
+		}
 		now := m.clock.Now()
 		from := now
 		if !last.IsZero() && now.Sub(last) < r.tickHold()/2 {

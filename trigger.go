@@ -266,6 +266,11 @@ func (m *Manager) triggerLoop() {
 	grace := 2 * reload
 	force := false
 	for {
+		// No ticks while the clock is skewed or unknown, nor while fenced
+		// (node.go).
+		if !m.waitNodeOK(m.stopCh) {
+			return
+		}
 		now := m.clock.Now()
 		if force || !now.Before(reloadAt) {
 			if err := m.loadTriggers(states); err != nil {

@@ -100,6 +100,9 @@ type attempt struct {
 	// the system clock the deadline its context carries does that, so the
 	// executor sees context.DeadlineExceeded as Go code expects.
 	clockTimeout bool
+	// nodeFenced: given up because the node fenced itself (node.go); once
+	// its executor returns it is handed back.
+	nodeFenced atomic.Bool
 }
 
 func (a *attempt) ref() store.LeaseRef { return store.LeaseRef{ID: a.rec.ID, Attempt: a.rec.Attempt} }
@@ -216,6 +219,9 @@ func (m *Manager) execute(a *attempt) {
 	defer a.cancel(nil)
 	if a.settled.Load() { // given up before it started
 		m.returned(a)
+		if a.nodeFenced.Load() {
+			m.handBackFenced(a)
+		}
 		return
 	}
 	var (
@@ -256,6 +262,9 @@ func (m *Manager) execute(a *attempt) {
 	}
 	if !a.settled.CompareAndSwap(false, true) {
 		m.returned(a) // given up while it ran: lease lost, abandoned, or left by Stop
+		if a.nodeFenced.Load() {
+			m.handBackFenced(a)
+		}
 		return
 	}
 	m.watch.remove(a)

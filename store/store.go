@@ -30,6 +30,7 @@ type Store interface {
 	Definitions
 	Triggers
 	Events
+	Nodes
 }
 
 // Queue holds instances that wait to run or are running. Every method is one

@@ -92,12 +92,24 @@ var specs = map[string]func(t *testing.T) faulttest.Spec{
 }
 
 // TestKillOne runs its stores one after another, not in parallel: it
-// bounds how long crashed work takes to run again (lease + 1 s), and nine
-// worker processes on two cores would measure CPU starvation instead.
+// bounds how long crashed work takes to run again (1.5 s with default
+// settings), and nine worker processes on two cores would measure CPU
+// starvation instead.
 func TestKillOne(t *testing.T) {
 	for _, name := range []string{"redis", "valkey", "etcd"} {
 		t.Run(name, func(t *testing.T) {
 			faulttest.KillOne(t, specs[name](t), 3000, 40*time.Millisecond)
+		})
+	}
+}
+
+// TestClockSkew runs three workers, one 5 s ahead and one 5 s behind, on
+// each store in turn: no job runs twice, nothing is rescued, and the
+// skewed workers claim nothing.
+func TestClockSkew(t *testing.T) {
+	for _, name := range []string{"redis", "valkey", "etcd"} {
+		t.Run(name, func(t *testing.T) {
+			faulttest.Skew(t, specs[name](t), 600, 20*time.Millisecond)
 		})
 	}
 }

@@ -75,6 +75,17 @@
 // completed twice. Close revokes the lease, which makes whatever the handle
 // still holds rescuable at once.
 //
+// # Node registry
+//
+// Managers heartbeat into n/<node>. etcd has no clock API: a handle
+// declares a node dead once it has seen its record keep one revision for
+// the dead threshold on its own monotonic clock, and the clock Heartbeat
+// returns is the median of the live nodes' clocks sampled from a watch
+// (see nodes.go for how, and its limits: an even number of nodes is judged
+// by the middle node registered first; a handle knows the median only
+// after watching for the dead threshold). Claims index running attempts by
+// owner (no/<owner>/<id>) so a dead node's are rescued without a scan.
+//
 // # Other behaviour
 //
 // Enqueue numbers its instances from a ticket: the revision etcd gives an

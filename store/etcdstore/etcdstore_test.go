@@ -102,6 +102,7 @@ func TestConformance(t *testing.T) {
 			return open(t, "conformance-"+ns)
 		},
 		ExpireEvents: compactAll,
+		NodeClock:    true,
 	})
 }
 

@@ -39,6 +39,9 @@ import (
 //	P lt/<time>/<id>/<uniq>            logs by time (value = level digit + kind)
 //	P lk/<kind>/<time>/<id>/<uniq>     logs of a kind by time (value = level digit)
 //	P bad/<key>                        quarantined undecodable ready-index entries
+//	P n/<node>                         node registry record (nodes.go)
+//	P no/<owner>/<id>                  running attempts by owner: put by a claim, deleted
+//	                                   with p/<id>; RescueNodes reads a dead owner's
 type keys struct{ p string }
 
 func esc(s string) string { return url.PathEscape(s) }
@@ -129,6 +132,12 @@ func (k keys) runningPrefix() string    { return k.p + "p/" }
 func (k keys) alive(lease int64) string { return k.p + "a/" + hex16(uint64(lease)) }
 func (k keys) alivePrefix() string      { return k.p + "a/" }
 func (k keys) unique(key string) string { return k.p + "u/" + esc(key) }
+func (k keys) node(id string) string    { return k.p + "n/" + esc(id) }
+func (k keys) nodePrefix() string       { return k.p + "n/" }
+func (k keys) ownedPrefix(owner string) string {
+	return k.p + "no/" + esc(owner) + "/"
+}
+func (k keys) ownedBy(owner, id string) string { return k.ownedPrefix(owner) + esc(id) }
 
 // claimSeqKey holds the ClaimSeq of owner's last claim (hex16), and
 // claimedPrefix the attempts that claim took (cl/<owner>/<id> -> hex16

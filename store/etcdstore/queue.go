@@ -584,6 +584,7 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			g.put(s.k.dyn(d.ID), mustJSON(&d))
 			g.put(s.k.running(d.ID), mustJSON(&runRec{LeaseID: d.LeaseID, LeaseUntil: d.LeaseUntil}))
 			s.addHist(g, &d, store.Scheduled, p.Now, p.Owner, "", nil)
+			g.put(s.k.ownedBy(p.Owner, d.ID), "") // per-owner index (nodes.go)
 			if p.ClaimSeq != 0 {
 				g.put(s.k.claimedPrefix(p.Owner)+esc(d.ID), hex16(p.ClaimSeq)+strconv.Itoa(d.Attempt), clientv3.WithLease(lease))
 			}
@@ -781,6 +782,7 @@ func (s *Store) terminateCorrupt(ctx context.Context, d *dynRec, node string, no
 	g := &group{guards: []guard{{s.k.dyn(d.ID), kv.ModRevision}}}
 	g.put(s.k.dyn(d.ID), mustJSON(&e))
 	g.del(s.k.running(d.ID))
+	g.del(s.k.ownedBy(d.Owner, d.ID))
 	g.put(s.k.finished(&e, e.ID), e.ID)
 	s.addHist(g, &e, store.Processing, now, node, e.Error, nil)
 	return s.commit(ctx, []*group{g})
@@ -1037,6 +1039,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 				g.put(s.k.finished(&e, e.ID), e.ID)
 			}
 			g.del(s.k.running(o.ID))
+			g.del(s.k.ownedBy(d.Owner, o.ID))
 			gs = append(gs, g)
 			dyns = append(dyns, &e)
 		}
@@ -1206,6 +1209,7 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 				s.addReady(g, &e, dv)
 			}
 			g.del(s.k.running(e.ID))
+			g.del(s.k.ownedBy(d.Owner, e.ID))
 			g.get(s.k.static(e.ID))
 			gs = append(gs, g)
 			dyns = append(dyns, &e)

@@ -45,6 +45,7 @@ type Store struct {
 	logCount  uint64
 	uniq      map[int64]clientv3.LeaseID // unique-key leases by expiry bucket
 	owned     map[string]ownedRec        // dynamic records of this handle's running claims
+	nodes     nodeView                   // the node registry as this handle sees it (nodes.go)
 }
 
 // ownedRec is what a handle knows of an attempt it claimed: the dynamic

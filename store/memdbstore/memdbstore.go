@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/btree"
 
@@ -58,6 +59,9 @@ type Store struct {
 	// write publishes to it.
 	events  eventLog
 	journal []putRec
+	clock   func() time.Time    // the store's own clock (WithClock)
+	nodesMu sync.Mutex          // guards nodes
+	nodes   map[string]*nodeRow // the node registry, by node ID
 
 	claimMu     sync.Mutex             // serialises claims made with a ClaimSeq
 	claims      map[string]*ownerClaim // by owner: the last claim with a ClaimSeq
@@ -95,6 +99,8 @@ func New(opts ...Option) (*Store, error) {
 		nameIDs:    map[string]name{"": 0},
 		subs:       map[string]map[*subscriber]struct{}{},
 		claims:     map[string]*ownerClaim{},
+		clock:      time.Now,
+		nodes:      map[string]*nodeRow{},
 	}
 	s.names.Store(&[]string{""})
 	s.events.size = DefaultEventBuffer
@@ -130,6 +136,7 @@ type tables struct {
 	ready   *btree.BTreeG[*rec] // Scheduled: (queue, priority descending, RunAt, Seq)
 	due     *btree.BTreeG[*rec] // Processing: (LeaseUntil, Seq)
 	final   *btree.BTreeG[*rec] // in a final state: (FinishedAt, Seq)
+	owned   *btree.BTreeG[*rec] // Processing: (LeaseOwner, Seq), for RescueNodes
 
 	logsByTime *btree.BTreeG[*logRow] // (time, seq)
 	logsByInst *btree.BTreeG[*logRow] // (instance ID, seq)
@@ -146,6 +153,7 @@ func newTables() tables {
 		ready:      btree.NewG(degree, lessReady),
 		due:        btree.NewG(degree, lessLease),
 		final:      btree.NewG(degree, lessFinished),
+		owned:      btree.NewG(degree, lessOwned),
 		logsByTime: btree.NewG(degree, lessLogTime),
 		logsByInst: btree.NewG(degree, lessLogInst),
 	}
@@ -160,6 +168,7 @@ func (t *tables) clone() *tables {
 		ready:      t.ready.Clone(),
 		due:        t.due.Clone(),
 		final:      t.final.Clone(),
+		owned:      t.owned.Clone(),
 		logsByTime: t.logsByTime.Clone(),
 		logsByInst: t.logsByInst.Clone(),
 	}
@@ -184,6 +193,12 @@ func (t *tables) put(old, r *rec) {
 		if idx := t.stateIndex(old.state); idx != nil {
 			idx.Delete(old)
 		}
+		if old.state == store.Processing {
+			t.owned.Delete(old)
+		}
+	}
+	if r.state == store.Processing {
+		t.owned.ReplaceOrInsert(r)
 	}
 	if t.journal != nil && (old == nil || r.histLen() > old.histLen()) {
 		*t.journal = append(*t.journal, putRec{old, r})
@@ -201,6 +216,9 @@ func (t *tables) drop(r *rec) {
 	t.created.Delete(r)
 	if idx := t.stateIndex(r.state); idx != nil {
 		idx.Delete(r)
+	}
+	if r.state == store.Processing {
+		t.owned.Delete(r)
 	}
 }
 

@@ -315,6 +315,14 @@ func lessLease(a, b *rec) bool {
 	return a.seq < b.seq
 }
 
+// lessOwned orders running attempts by owner, then Seq.
+func lessOwned(a, b *rec) bool {
+	if a.leaseOwner != b.leaseOwner {
+		return a.leaseOwner < b.leaseOwner
+	}
+	return a.seq < b.seq
+}
+
 func lessFinished(a, b *rec) bool {
 	if fa, fb := a.finishedAt(), b.finishedAt(); fa != fb {
 		return fa < fb

@@ -63,6 +63,11 @@ type Harness struct {
 	// (claim, rescue) push through several handles at once. Defaults to
 	// 2000 when zero.
 	ConcurrentInstances int
+
+	// NodeClock says the store has no clock of its own: Heartbeat derives
+	// its reading from the nodes' clocks (etcdstore), so with one node it
+	// reads that node's clock.
+	NodeClock bool
 }
 
 // Run runs the whole suite against h, each check as a parallel sub-test with
@@ -121,6 +126,7 @@ func Run(t *testing.T, h Harness) {
 		{"DefinitionsList", testDefinitionsList},
 		{"DefinitionsShared", testDefinitionsShared},
 		{"Events", testEvents},
+		{"Nodes", runNodes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

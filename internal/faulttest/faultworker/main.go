@@ -36,8 +36,9 @@ func main() {
 	etcdEndpoints := flag.String("etcd", "", "etcd endpoints, comma-separated")
 	ns := flag.String("ns", "", "namespace / key prefix")
 	node := flag.String("node", "", "node ID")
-	lease := flag.Duration("lease", 2*time.Second, "lease")
-	rescue := flag.Duration("rescue", 250*time.Millisecond, "rescue interval")
+	lease := flag.Duration("lease", 0, "lease (0: the library's default)")
+	rescue := flag.Duration("rescue", 0, "rescue interval (0: the library's default)")
+	offset := flag.Duration("clock-offset", 0, "run the manager on a clock this far ahead (negative: behind)")
 	workers := flag.Int("workers", 8, "workers")
 	runlog := flag.String("runlog", "", "file to append run lines to")
 	tick := flag.Duration("tick", 0, "interval of the recurring tick job (0: none)")
@@ -62,8 +63,17 @@ func main() {
 	}
 	defer closeStore()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	mgr, err := job.NewManager(job.WithStore(s), job.WithNodeID(*node), job.WithWorkers(*workers),
-		job.WithLease(*lease), job.WithRescueInterval(*rescue), job.WithLogger(logger))
+	opts := []job.ManagerOption{job.WithStore(s), job.WithNodeID(*node), job.WithWorkers(*workers), job.WithLogger(logger)}
+	if *lease > 0 {
+		opts = append(opts, job.WithLease(*lease))
+	}
+	if *rescue > 0 {
+		opts = append(opts, job.WithRescueInterval(*rescue))
+	}
+	if *offset != 0 {
+		opts = append(opts, job.WithClock(offsetClock(*offset)))
+	}
+	mgr, err := job.NewManager(opts...)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -74,6 +84,7 @@ func main() {
 			select {
 			case <-time.After(time.Duration(sleepMS) * time.Millisecond):
 			case <-ctx.Done():
+				line("cancel %s %d %d", ji.ID(), ji.Attempt(), time.Now().UnixNano())
 				return ctx.Err()
 			}
 			line("end %s %d %d", ji.ID(), ji.Attempt(), time.Now().UnixNano())
@@ -111,6 +122,13 @@ func main() {
 		log.Printf("stop: %v", err)
 	}
 }
+
+// offsetClock is the system clock moved by its value: a host whose clock
+// runs ahead (or behind).
+type offsetClock time.Duration
+
+func (c offsetClock) Now() time.Time                     { return time.Now().Add(time.Duration(c)) }
+func (c offsetClock) NewTimer(d time.Duration) job.Timer { return job.SystemClock{}.NewTimer(d) }
 
 func open(name, redisAddr, etcdEndpoints, ns string) (store.Store, func(), error) {
 	switch name {

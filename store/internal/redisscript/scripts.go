@@ -51,6 +51,10 @@
 //   - uniq (HASH) and uniqx (ZSET): unique keys and their expiry.
 //   - w:<queue>: the pub/sub channel scripts PUBLISH to when work may be
 //     ready.
+//   - nodes, nseen, nlive, ngone, nstat, ndead, no:<owner>, nd:<owner>: the
+//     node registry and the per-owner index of running attempts (see
+//     lua/nodes_heartbeat.lua and lua/nodes_rescue.lua); liveness is judged
+//     on the server's TIME.
 //
 // Instance IDs that are UUIDs in canonical form are stored as 17 bytes
 // (see EncodeID); others as they are, behind one marker byte.
@@ -98,10 +102,16 @@ var (
 	Range       = load("stream_range", "no-writes")
 	Prune       = load("prune", "allow-oom")
 	EventsRead  = load("events", "no-writes")
+	// The node registry. A heartbeat may run while Redis is at its
+	// maxmemory, as Renew may: a node that cannot heartbeat fences itself.
+	NodesHeartbeat = load("nodes_heartbeat", "allow-oom")
+	NodesList      = load("nodes_list", "no-writes")
+	NodesRescue    = load("nodes_rescue", "")
 )
 
 // All lists every script, for plugins that prepare them up front.
-var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune, EventsRead}
+var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune,
+	EventsRead, NodesHeartbeat, NodesList, NodesRescue}
 
 // load builds the script of lua/<name>.lua with the given shebang flags
 // ("no-writes" marks it read-only).

@@ -53,6 +53,10 @@
 --                               oldest across the four, and a lookup by a
 --                               final state reads only that state's list
 --   l:<id>               LIST   log entry IDs of one instance
+--   no:<owner>           SET    IDs of the instances owner claimed and has
+--                               not finished (per-owner index for
+--                               nodes_rescue.lua; commit and clear_lease
+--                               keep it; see nodes_*.lua for the registry)
 -- That is safe on Redis Cluster because the prefix carries the namespace's
 -- hash tag: every such key hashes to the slot of KEYS[1].
 --
@@ -359,6 +363,8 @@ end
 -- run's one now; per state), and the IDs that started or stopped running.
 local lease_ids, lease_until, done_by = {}, 0, {}
 local run_add, run_rem = {}, {}
+-- own_rem: per owner, the IDs whose lease clear_lease dropped (no:<owner>).
+local own_rem = {}
 
 -- lease records that id's lease now ends at until (one deadline per run).
 local function lease(id, until_)
@@ -449,6 +455,14 @@ local function commit(now, node, owner, until_)
 	recs, changed, changed_ids, firsts = {}, {}, {}, {}
 	chunked('SADD', K_RUN, run_add)
 	chunked('SREM', K_RUN, run_rem)
+	-- nodes: the per-owner index of running attempts (claims carry owner).
+	if owner and #run_add > 0 then
+		chunked('SADD', PREFIX .. 'no:' .. owner, run_add)
+	end
+	for o, ids in pairs(own_rem) do
+		chunked('SREM', PREFIX .. 'no:' .. o, ids)
+	end
+	own_rem = {}
 	lease_ids, done_by, run_add, run_rem = {}, {}, {}, {}
 	return packed
 end
@@ -469,6 +483,14 @@ end
 -- clear_lease drops the lease of id, whose state is t: it no longer
 -- runs. Its lease batch stays until Rescue reads it after its deadline.
 local function clear_lease(id, t)
+	if t[T_OWNER] ~= '' then
+		local l = own_rem[t[T_OWNER]]
+		if not l then
+			l = {}
+			own_rem[t[T_OWNER]] = l
+		end
+		l[#l + 1] = id
+	end
 	t[T_OWNER] = ''
 	t[T_UNTIL] = 0
 	t[T_CANCEL] = 0

@@ -1,0 +1,408 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jobkit/job/store"
+)
+
+// Defaults of the node registry (see WithHeartbeat and WithMaxClockSkew).
+const (
+	// DefaultHeartbeatInterval is how often a running manager heartbeats
+	// into the store's node registry, and how often it looks for dead
+	// nodes to rescue.
+	DefaultHeartbeatInterval = 200 * time.Millisecond
+	// DefaultDeadAfter is how long without a heartbeat, on the store's
+	// clock, makes a node dead: any live manager then rescues its running
+	// attempts. With the defaults a crashed node's work runs again within
+	// DefaultDeadAfter + DefaultHeartbeatInterval (1.2 s) of its last
+	// heartbeat, plus a claim.
+	DefaultDeadAfter = time.Second
+	// MaxDefaultClockSkew caps the default clock-skew bound: the bound is
+	// a 24th of the lease (a quarter of the stop allowance, so two managers
+	// each within it of the store differ by at most half the allowance),
+	// at most this.
+	MaxDefaultClockSkew = 500 * time.Millisecond
+)
+
+// Version is the engine's version, as nodes report it in the registry.
+const Version = "v0.0.0-dev"
+
+// WithHeartbeat sets how often the manager heartbeats into the store's
+// node registry (interval) and how long without a heartbeat makes a node
+// dead (deadAfter). Defaults to DefaultHeartbeatInterval and
+// DefaultDeadAfter. deadAfter must be at least four intervals, and the
+// same on every manager of a cluster.
+//
+// A node whose heartbeats fail for half of deadAfter (its fence window)
+// cancels its own running attempts (their context's cause is ErrLeaseLost)
+// and stops claiming, before any other node may declare it dead and
+// rescue them; so an executor must return within the other half of
+// deadAfter after its context is canceled for an instance never to run
+// twice at once after a partition. An attempt fenced this way whose
+// executor returns is handed back (Scheduled at its run time, the attempt
+// not counted) unless it was rescued meanwhile.
+func WithHeartbeat(interval, deadAfter time.Duration) ManagerOption {
+	return func(c *config) error {
+		if interval < 10*time.Millisecond {
+			return fmt.Errorf("%w: heartbeat interval %v, want at least 10ms", ErrInvalidOption, interval)
+		}
+		if deadAfter < 4*interval {
+			return fmt.Errorf("%w: dead threshold %v is under four heartbeat intervals (%v); raise it", ErrInvalidOption, deadAfter, 4*interval)
+		}
+		c.heartbeat, c.deadAfter = interval, deadAfter
+		return nil
+	}
+}
+
+// WithMaxClockSkew sets how far the manager's clock may be from the
+// store's before it stops claiming, rescuing expired leases and scheduling
+// recurring ticks (until it is back within the bound). Defaults to a 24th
+// of the lease, at most MaxDefaultClockSkew (500 ms with the default
+// 30 s lease; 125 ms with a 3 s lease). A bound above a quarter of the stop
+// allowance (a 24th of the lease) lets two managers disagree by more than
+// half of it, and a rescuer ahead could take back a lease its owner still
+// renews.
+func WithMaxClockSkew(d time.Duration) ManagerOption {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: max clock skew %v, want > 0", ErrInvalidOption, d)
+		}
+		c.maxSkew = d
+		return nil
+	}
+}
+
+// nodeDefaults fills the node registry's settings; called by defaults().
+func (c *config) nodeDefaults() {
+	if c.heartbeat == 0 {
+		c.heartbeat, c.deadAfter = DefaultHeartbeatInterval, DefaultDeadAfter
+	}
+	if c.maxSkew == 0 {
+		c.maxSkew = min(c.lease/24, MaxDefaultClockSkew)
+	}
+}
+
+// fenceAfter is how long a node's heartbeats may fail before it fences
+// itself: half the dead threshold.
+func (c *config) fenceAfter() time.Duration { return c.deadAfter / 2 }
+
+// NodeHealth is what a manager knows of its own standing in the cluster.
+type NodeHealth struct {
+	// LastHeartbeat is when the last successful heartbeat was sent (the
+	// manager's clock); zero before the first.
+	LastHeartbeat time.Time
+	// ClockSkew is the manager's clock minus the store's, measured at the
+	// last heartbeat that could measure it (half its round trip is the
+	// error); SkewKnown is false until one did.
+	ClockSkew time.Duration
+	SkewKnown bool
+	// MaxClockSkew is the bound (WithMaxClockSkew).
+	MaxClockSkew time.Duration
+	// Skewed: the skew is beyond the bound; the manager neither claims,
+	// nor rescues expired leases, nor schedules recurring ticks.
+	Skewed bool
+	// Fenced: heartbeats failed for the fence window; the manager canceled
+	// its running attempts and claims nothing until a heartbeat succeeds.
+	Fenced bool
+	// Fences counts the times the manager fenced itself.
+	Fences int64
+}
+
+// nodeState is the manager's standing: set by the heartbeat loop, read by
+// the claim loop, the rescuers and the recurring tickers.
+type nodeState struct {
+	mu        sync.Mutex
+	lastOK    time.Time
+	skew      time.Duration
+	skewKnown bool
+	skewed    bool
+	fenced    bool
+	fences    int64
+	sig       chan struct{} // closed and replaced when ok() may have changed
+	beat      chan struct{} // a heartbeat succeeded (for the rescuer of dead nodes)
+}
+
+// ok reports whether the manager may claim, rescue and tick. n.mu is held.
+func (n *nodeState) ok() bool { return n.skewKnown && !n.skewed && !n.fenced }
+
+// signal wakes the waiters of ok. n.mu is held.
+func (n *nodeState) signal() {
+	if n.sig != nil {
+		close(n.sig)
+	}
+	n.sig = make(chan struct{})
+}
+
+// nodeOK reports whether the manager may claim, rescue and tick, and a
+// channel closed when that may change.
+func (m *Manager) nodeOK() (bool, <-chan struct{}) {
+	m.nodes.mu.Lock()
+	defer m.nodes.mu.Unlock()
+	if m.nodes.sig == nil {
+		m.nodes.sig = make(chan struct{})
+	}
+	return m.nodes.ok(), m.nodes.sig
+}
+
+// waitNodeOK waits until the manager may claim (its clock is known to be
+// within bounds and it is not fenced), or until one of done is closed; it
+// reports false then.
+func (m *Manager) waitNodeOK(done ...<-chan struct{}) bool {
+	for {
+		ok, changed := m.nodeOK()
+		if ok {
+			return true
+		}
+		var d0, d1 <-chan struct{}
+		if len(done) > 0 {
+			d0 = done[0]
+		}
+		if len(done) > 1 {
+			d1 = done[1]
+		}
+		select {
+		case <-changed:
+		case <-d0:
+			return false
+		case <-d1:
+			return false
+		}
+	}
+}
+
+// Health returns the manager's standing in the cluster: its clock skew
+// against the store and whether it is fenced.
+func (m *Manager) Health() NodeHealth {
+	m.nodes.mu.Lock()
+	defer m.nodes.mu.Unlock()
+	return NodeHealth{
+		LastHeartbeat: m.nodes.lastOK, ClockSkew: m.nodes.skew, SkewKnown: m.nodes.skewKnown,
+		MaxClockSkew: m.cfg.maxSkew, Skewed: m.nodes.skewed, Fenced: m.nodes.fenced, Fences: m.nodes.fences,
+	}
+}
+
+// ClockSkew returns the manager's clock minus the store's, as the last
+// heartbeat measured it; known is false until one could.
+func (m *Manager) ClockSkew() (skew time.Duration, known bool) {
+	h := m.Health()
+	return h.ClockSkew, h.SkewKnown
+}
+
+// ListNodes returns the nodes in the store's registry: the live ones and
+// those gone (stale, dead or left) within the registry's retention
+// (store.DefaultNodeRetain), ordered by ID.
+func (m *Manager) ListNodes(ctx context.Context) ([]*store.NodeInfo, error) {
+	ns, err := m.store.ListNodes(ctx, &store.ListNodesParams{Now: m.clock.Now(), DeadAfter: m.cfg.deadAfter})
+	if err != nil {
+		return nil, fmt.Errorf("job: list nodes: %w", err)
+	}
+	return ns, nil
+}
+
+// nodeInfo is what this manager reports in its heartbeat.
+func (m *Manager) nodeInfo(now time.Time) store.NodeInfo {
+	size, busy := m.pool.stats()
+	host, _ := os.Hostname()
+	m.nodes.mu.Lock()
+	skew := m.nodes.skew
+	m.nodes.mu.Unlock()
+	return store.NodeInfo{
+		ID: m.node, Host: host, Kinds: m.reg.kinds(), Queues: m.cfg.queues,
+		Workers: size, Busy: busy, Version: Version, Started: m.started, LastSeen: now, Skew: skew,
+	}
+}
+
+// heartbeatLoop heartbeats every heartbeat interval (a quarter of one
+// apart while they fail), measures the clock skew, and fences the node when
+// no heartbeat succeeded for the fence window. It runs from Start until the
+// end of Stop, so a stopping node is never taken for dead while it drains.
+func (m *Manager) heartbeatLoop() {
+	defer m.hbWG.Done()
+	for {
+		started := m.clock.Now()
+		wait := m.cfg.heartbeat
+		if !m.heartbeat() {
+			wait /= 4
+		}
+		wait -= m.clock.Now().Sub(started)
+		if !sleep(m.clock, wait, m.hbStop) {
+			return
+		}
+	}
+}
+
+// heartbeat sends one heartbeat and acts on its answer; it reports
+// whether it succeeded.
+func (m *Manager) heartbeat() bool {
+	t1 := m.clock.Now()
+	m.nodes.mu.Lock()
+	left := m.nodes.lastOK.Add(m.cfg.fenceAfter()).Sub(t1)
+	m.nodes.mu.Unlock()
+	// A call may take until the fence is due, not past it.
+	ctx, cancel := context.WithTimeout(context.Background(), max(m.cfg.heartbeat, left))
+	p := &store.HeartbeatParams{Node: m.nodeInfo(t1), Now: t1, DeadAfter: m.cfg.deadAfter}
+	type reply struct {
+		res *store.HeartbeatResult
+		err error
+	}
+	// The fence must not wait for a store call that ignores its ctx: give
+	// up on the call when its ctx ends (it finishes in the background).
+	ch := make(chan reply, 1)
+	go func() {
+		r, err := m.store.Heartbeat(ctx, p)
+		ch <- reply{r, err}
+	}()
+	var res *store.HeartbeatResult
+	var err error
+	select {
+	case r := <-ch:
+		res, err = r.res, r.err
+	case <-ctx.Done():
+		err = fmt.Errorf("heartbeat: %w", ctx.Err())
+	}
+	cancel()
+	t2 := m.clock.Now()
+	if err != nil {
+		m.nodes.mu.Lock()
+		fence := !m.nodes.fenced && !t2.Before(m.nodes.lastOK.Add(m.cfg.fenceAfter()))
+		if fence {
+			m.nodes.fenced = true
+			m.nodes.fences++
+			m.nodes.signal()
+		}
+		m.nodes.mu.Unlock()
+		if fence {
+			n := m.fenceAll()
+			m.log.Error("heartbeats failed for the fence window; canceled the running attempts and stopped claiming, before other nodes may rescue them",
+				"fence_window", m.cfg.fenceAfter(), "attempts", n, "err", err)
+		} else {
+			m.log.Warn("heartbeat failed; retrying", "err", err)
+		}
+		return false
+	}
+	if res.WasDead {
+		n := m.fenceAll()
+		m.log.Error("this node was declared dead (no heartbeat for the dead threshold); its attempts were rescued by others", "canceled", n)
+	}
+	select {
+	case m.nodes.beat <- struct{}{}:
+	default:
+	}
+	m.nodes.mu.Lock()
+	defer m.nodes.mu.Unlock()
+	wasOK := m.nodes.ok()
+	unfenced := m.nodes.fenced
+	m.nodes.lastOK, m.nodes.fenced = t1, false
+	rtt := t2.Sub(t1)
+	if !res.StoreNow.IsZero() && rtt <= 2*m.cfg.maxSkew {
+		skew := t1.Add(rtt / 2).Sub(res.StoreNow)
+		wasSkewed := m.nodes.skewed
+		m.nodes.skew, m.nodes.skewKnown = skew, true
+		m.nodes.skewed = skew > m.cfg.maxSkew || skew < -m.cfg.maxSkew
+		switch {
+		case m.nodes.skewed && !wasSkewed:
+			m.log.Error("clock skew beyond the bound: not claiming, rescuing expired leases or scheduling recurring ticks until it is back within it; fix the host's clock (NTP)",
+				"skew", skew, "max", m.cfg.maxSkew)
+		case !m.nodes.skewed && wasSkewed:
+			m.log.Info("clock skew back within the bound", "skew", skew, "max", m.cfg.maxSkew)
+		}
+	}
+	if unfenced {
+		m.log.Info("heartbeat succeeded again; claiming resumed")
+	}
+	if m.nodes.ok() != wasOK || unfenced {
+		m.nodes.signal()
+	}
+	return true
+}
+
+// fenceAll gives up every attempt this manager runs: their contexts are
+// canceled with ErrLeaseLost, and each whose executor returns is handed
+// back unless another node rescued it meanwhile. It returns how many.
+func (m *Manager) fenceAll() int {
+	n := 0
+	for _, a := range m.active.snapshot() {
+		a.nodeFenced.Store(true)
+		if m.giveUp(a) {
+			a.cancel(ErrLeaseLost)
+			m.active.remove(a)
+			n++
+		}
+	}
+	return n
+}
+
+// fencedNow reports whether the node is fenced.
+func (m *Manager) fencedNow() bool {
+	m.nodes.mu.Lock()
+	defer m.nodes.mu.Unlock()
+	return m.nodes.fenced
+}
+
+// handBackFenced hands back an attempt given up by a fence once its
+// executor has returned: Scheduled at its run time, the attempt not
+// counted. The store refuses it (ErrLeaseLost) when another node rescued
+// the instance meanwhile.
+func (m *Manager) handBackFenced(a *attempt) {
+	m.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m), out: store.Outcome{
+		ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true,
+		Error: "handed back: " + ErrLeaseLost.Error() + " (the node fenced itself: its heartbeats failed)",
+	}})
+}
+
+// nodeRescueLoop rescues the attempts of dead nodes after each
+// successful heartbeat (the store measures a node's silence up to the
+// rescuer's own last heartbeat, so right after one is when it can tell
+// soonest). Every manager runs it; the store declares each dead node once
+// and moves each attempt once.
+func (m *Manager) nodeRescueLoop() {
+	defer m.bg.Done()
+	for {
+		select {
+		case <-m.nodes.beat:
+		case <-m.stopCh:
+			return
+		}
+		if m.fencedNow() {
+			continue
+		}
+		for {
+			ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+			res, err := m.store.RescueNodes(ctx, &store.RescueNodesParams{
+				Now: m.clock.Now(), Node: m.node, DeadAfter: m.cfg.deadAfter, Limit: 256,
+			})
+			cancel()
+			if err != nil {
+				m.log.Warn("rescue dead nodes", "err", err)
+				break
+			}
+			if len(res.Dead) > 0 {
+				m.log.Warn("nodes stopped heartbeating; declared dead, rescuing their attempts", "nodes", res.Dead, "dead_after", m.cfg.deadAfter)
+			}
+			if len(res.Rescued) > 0 {
+				m.log.Info("rescued attempts of dead nodes", "count", len(res.Rescued))
+				m.notifyLocal()
+				m.signalChanged()
+			}
+			if len(res.Rescued) < 256 {
+				break
+			}
+		}
+	}
+}
+
+// leave records in the registry that the node stopped, so it is listed as
+// left and never declared dead.
+func (m *Manager) leave(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	t := m.clock.Now()
+	if _, err := m.store.Heartbeat(ctx, &store.HeartbeatParams{Node: m.nodeInfo(t), Now: t, DeadAfter: m.cfg.deadAfter, Leaving: true}); err != nil {
+		m.log.Warn("stop: could not record in the node registry that this node left; it will be declared dead", "err", err)
+	}
+}
