@@ -58,6 +58,9 @@ type Store struct {
 	// write publishes to it.
 	events  eventLog
 	journal []putRec
+	// queues holds every queue enqueued into or paused, and whether it
+	// is paused; guarded by mu.
+	queues map[string]bool
 
 	claimMu     sync.Mutex             // serialises claims made with a ClaimSeq
 	claims      map[string]*ownerClaim // by owner: the last claim with a ClaimSeq
@@ -95,6 +98,7 @@ func New(opts ...Option) (*Store, error) {
 		nameIDs:    map[string]name{"": 0},
 		subs:       map[string]map[*subscriber]struct{}{},
 		claims:     map[string]*ownerClaim{},
+		queues:     map[string]bool{},
 	}
 	s.names.Store(&[]string{""})
 	s.events.size = DefaultEventBuffer
@@ -127,7 +131,7 @@ const degree = 32
 type tables struct {
 	byID    *btree.BTreeG[*rec] // every instance, by ID
 	created *btree.BTreeG[*rec] // every instance: (CreatedAt, Seq)
-	ready   *btree.BTreeG[*rec] // Scheduled: (queue, priority descending, RunAt, Seq)
+	ready   *btree.BTreeG[*rec] // Scheduled: (queue, priority descending, lane, RunAt, Seq)
 	due     *btree.BTreeG[*rec] // Processing: (LeaseUntil, Seq)
 	final   *btree.BTreeG[*rec] // in a final state: (FinishedAt, Seq)
 
@@ -137,6 +141,7 @@ type tables struct {
 	// journal, set on the store's live tables only (not on snapshots),
 	// collects the puts that add history records, for the event feed.
 	journal *[]putRec
+	lanes   laneIndex // the writer's count of ready entries per lane; nil in snapshots
 }
 
 func newTables() tables {
@@ -148,6 +153,7 @@ func newTables() tables {
 		final:      btree.NewG(degree, lessFinished),
 		logsByTime: btree.NewG(degree, lessLogTime),
 		logsByInst: btree.NewG(degree, lessLogInst),
+		lanes:      laneIndex{},
 	}
 }
 
@@ -184,6 +190,9 @@ func (t *tables) put(old, r *rec) {
 		if idx := t.stateIndex(old.state); idx != nil {
 			idx.Delete(old)
 		}
+		if old.state == store.Scheduled {
+			t.lanes.add(old, -1)
+		}
 	}
 	if t.journal != nil && (old == nil || r.histLen() > old.histLen()) {
 		*t.journal = append(*t.journal, putRec{old, r})
@@ -193,6 +202,9 @@ func (t *tables) put(old, r *rec) {
 	if idx := t.stateIndex(r.state); idx != nil {
 		idx.ReplaceOrInsert(r)
 	}
+	if r.state == store.Scheduled {
+		t.lanes.add(r, 1)
+	}
 }
 
 // drop removes r from every index.
@@ -201,6 +213,9 @@ func (t *tables) drop(r *rec) {
 	t.created.Delete(r)
 	if idx := t.stateIndex(r.state); idx != nil {
 		idx.Delete(r)
+	}
+	if r.state == store.Scheduled {
+		t.lanes.add(r, -1)
 	}
 }
 

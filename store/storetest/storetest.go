@@ -121,6 +121,7 @@ func Run(t *testing.T, h Harness) {
 		{"DefinitionsList", testDefinitionsList},
 		{"DefinitionsShared", testDefinitionsShared},
 		{"Events", testEvents},
+		{"ClaimKinds", testClaimKinds}, {"ClaimLabels", testClaimLabels}, {"ClaimLanesNextRunAt", testClaimLanesNextRunAt}, {"QueuePause", testQueuePause}, {"ClaimsInvalid", testClaimsInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
