@@ -191,7 +191,7 @@ func (t *tables) put(old, r *rec) {
 			idx.Delete(old)
 		}
 		if old.state == store.Scheduled {
-			t.lanes.add(old, -1)
+			t.laneDel(old)
 		}
 	}
 	if t.journal != nil && (old == nil || r.histLen() > old.histLen()) {
@@ -203,7 +203,7 @@ func (t *tables) put(old, r *rec) {
 		idx.ReplaceOrInsert(r)
 	}
 	if r.state == store.Scheduled {
-		t.lanes.add(r, 1)
+		t.laneAdd(r)
 	}
 }
 
@@ -215,7 +215,7 @@ func (t *tables) drop(r *rec) {
 		idx.Delete(r)
 	}
 	if r.state == store.Scheduled {
-		t.lanes.add(r, -1)
+		t.laneDel(r)
 	}
 }
 

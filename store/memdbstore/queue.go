@@ -113,8 +113,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		if s.queues[p.Queue] {
 			return nil // paused: nothing is claimed, and nothing to wait for
 		}
-		f := claimFilter{p: p, names: names}
-		picked, next, _ := pickLanes(s.t.ready, s.t.lanes, &s.probe, qid, now, p.Limit, f.ok)
+		picked, next, _ := pickLanes(&s.t, &s.probe, qid, now, p.Limit, newClaimFilter(p, names))
 		res.Instances = make([]*store.Instance, 0, len(picked))
 		for _, old := range picked {
 			r := old.clone()

@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/google/btree"
-
 	"github.com/jobkit/job/store"
 )
 
@@ -40,33 +38,70 @@ func laneLabels(lane string) []string {
 	return strings.Split(lane[i+1:], "\x00")
 }
 
-// laneIndex counts the Scheduled instances per queue, priority and lane.
+// laneIndex counts the Scheduled instances per queue, priority and lane,
+// and remembers each lane's head (its first entry in the ready index).
 // Only the writer keeps it (snapshots have none).
 type laneIndex map[name]*queueLanes
 
 // queueLanes is one queue's lanes: its priorities (highest first) and, per
-// priority, the number of Scheduled instances in each lane.
+// priority, its non-empty lanes.
 type queueLanes struct {
 	prios  []int64
-	byPrio map[int64]map[name]int
+	byPrio map[int64]map[name]*laneState
 }
 
-func (x laneIndex) add(r *rec, d int) {
-	q := x[r.qid]
+// laneState is one non-empty lane at one priority: how many Scheduled
+// instances it holds and its head, or nil when the head left the index
+// and has not been looked up again since (pickLanes seeks it).
+type laneState struct {
+	count int
+	head  *rec
+}
+
+// sameKey reports whether a and b have the same place in the ready index.
+func sameKey(a, b *rec) bool { return !lessReady(a, b) && !lessReady(b, a) }
+
+// laneAdd counts r, which has just entered the ready index.
+func (t *tables) laneAdd(r *rec) {
+	q := t.lanes[r.qid]
 	if q == nil {
-		q = &queueLanes{byPrio: map[int64]map[name]int{}}
-		x[r.qid] = q
+		q = &queueLanes{byPrio: map[int64]map[name]*laneState{}}
+		t.lanes[r.qid] = q
 	}
 	lanes := q.byPrio[r.priority]
 	if lanes == nil {
-		lanes = map[name]int{}
+		lanes = map[name]*laneState{}
 		q.byPrio[r.priority] = lanes
 		i := sort.Search(len(q.prios), func(i int) bool { return q.prios[i] <= r.priority })
 		q.prios = slices.Insert(q.prios, i, r.priority)
 	}
-	n := lanes[r.lane] + d
-	if n > 0 {
-		lanes[r.lane] = n
+	ls := lanes[r.lane]
+	if ls == nil {
+		lanes[r.lane] = &laneState{count: 1, head: r}
+		return
+	}
+	ls.count++
+	if ls.head != nil && lessReady(r, ls.head) {
+		ls.head = r
+	}
+}
+
+// laneDel uncounts r, which has just left the ready index.
+func (t *tables) laneDel(r *rec) {
+	q := t.lanes[r.qid]
+	if q == nil {
+		return
+	}
+	lanes := q.byPrio[r.priority]
+	ls := lanes[r.lane]
+	if ls == nil {
+		return
+	}
+	ls.count--
+	if ls.count > 0 {
+		if ls.head != nil && sameKey(ls.head, r) {
+			ls.head = nil // looked up when next needed
+		}
 		return
 	}
 	delete(lanes, r.lane)
@@ -74,6 +109,9 @@ func (x laneIndex) add(r *rec, d int) {
 		delete(q.byPrio, r.priority)
 		if i := slices.Index(q.prios, r.priority); i >= 0 {
 			q.prios = slices.Delete(q.prios, i, i+1)
+		}
+		if len(q.prios) == 0 {
+			delete(t.lanes, r.qid)
 		}
 	}
 }
@@ -83,16 +121,10 @@ type laneHead struct{ r *rec }
 
 type headHeap []laneHead
 
-func (h headHeap) Len() int { return len(h) }
-func (h headHeap) Less(i, j int) bool {
-	a, b := h[i].r, h[j].r
-	if a.runAt != b.runAt {
-		return a.runAt < b.runAt
-	}
-	return a.seq < b.seq
-}
-func (h headHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *headHeap) Push(x any)   { *h = append(*h, x.(laneHead)) }
+func (h headHeap) Len() int           { return len(h) }
+func (h headHeap) Less(i, j int) bool { return before(h[i].r, h[j].r) }
+func (h headHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *headHeap) Push(x any)        { *h = append(*h, x.(laneHead)) }
 func (h *headHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -100,99 +132,160 @@ func (h *headHeap) Pop() any {
 	return x
 }
 
+// before orders instances of one priority across lanes: RunAt, then Seq.
+func before(a, b *rec) bool {
+	if a.runAt != b.runAt {
+		return a.runAt < b.runAt
+	}
+	return a.seq < b.seq
+}
+
 // claimFilter decides, once per lane and claim, whether the claimer may
 // take a lane's instances.
 type claimFilter struct {
-	p     *store.ClaimParams
-	names []string
-	seen  map[name]bool
+	p      *store.ClaimParams
+	names  []string
+	sorted bool // p.Kinds is sorted: look kinds up by binary search
+	seen   map[name]bool
+}
+
+// newClaimFilter returns the lane test of a claim with p, or nil when the
+// claimer takes any lane.
+func newClaimFilter(p *store.ClaimParams, names []string) func(name) bool {
+	if len(p.Kinds) == 0 && len(p.Labels) == 0 {
+		return nil
+	}
+	f := &claimFilter{p: p, names: names, sorted: slices.IsSorted(p.Kinds)}
+	return f.ok
 }
 
 func (f *claimFilter) ok(lane name) bool {
-	if len(f.p.Kinds) == 0 && len(f.p.Labels) == 0 {
-		return true
-	}
 	if v, ok := f.seen[lane]; ok {
 		return v
 	}
 	ln := f.names[lane]
-	kind := ln
+	kind, labels := ln, []string(nil)
 	if i := strings.IndexByte(ln, 0); i >= 0 {
-		kind = ln[:i]
+		kind, labels = ln[:i], laneLabels(ln)
 	}
-	v := f.p.Claimable(kind, laneLabels(ln))
+	var v bool
+	if f.sorted && len(f.p.Kinds) > 0 {
+		_, v = slices.BinarySearch(f.p.Kinds, kind)
+		v = v && (len(labels) == 0 || f.p.Claimable(kind, labels))
+	} else {
+		v = f.p.Claimable(kind, labels)
+	}
 	if f.seen == nil {
-		f.seen = map[name]bool{}
+		f.seen = make(map[name]bool, 8)
 	}
 	f.seen[lane] = v
 	return v
 }
 
 // pickLanes returns up to limit ready instances of queue qid that ok
-// allows, in claim order (priority descending, then RunAt, then Seq), and
+// allows (nil: every lane), in claim order (priority descending, then RunAt, then Seq), and
 // the earliest RunAt of those allowed that wait (0 when none, or when it
-// stopped at limit before looking). visited counts the index entries it
-// looked at: picked plus at most two per lane it may take.
-func pickLanes(ready *btree.BTreeG[*rec], lanes laneIndex, probe *rec, qid name, now int64, limit int, ok func(name) bool) (picked []*rec, next int64, visited int) {
+// stopped at limit before looking). It starts from the lanes' remembered
+// heads, so a lane it may take costs no seek unless its head was claimed
+// since; it takes runs of consecutive entries of one lane with one seek.
+// visited counts the index entries it looked at.
+func pickLanes(t *tables, probe *rec, qid name, now int64, limit int, ok func(name) bool) (picked []*rec, next int64, visited int) {
 	defer func() { *probe = rec{} }()
-	q := lanes[qid]
+	q := t.lanes[qid]
 	if q == nil {
 		return nil, 0, 0
 	}
-	// first returns the first entry at or after the probe, if it is still
-	// in lane of priority prio.
-	first := func(prio int64, lane name) *rec {
-		var got *rec
-		ready.AscendGreaterOrEqual(probe, func(r *rec) bool {
-			visited++
-			if r.qid == qid && r.priority == prio && r.lane == lane {
-				got = r
-			}
-			return false
-		})
-		return got
+	waits := func(r *rec) {
+		if next == 0 || r.runAt < next {
+			next = r.runAt
+		}
 	}
 	var h headHeap
 	for _, prio := range q.prios {
 		h = h[:0]
-		for lane := range q.byPrio[prio] {
-			if !ok(lane) {
+		var states []*laneState // parallel to h, for the single-lane path
+		for lane, ls := range q.byPrio[prio] {
+			if ok != nil && !ok(lane) {
 				continue
 			}
-			*probe = rec{qid: qid, priority: prio, lane: lane, runAt: minNanos}
-			r := first(prio, lane)
-			switch {
-			case r == nil:
-			case r.runAt > now:
-				if next == 0 || r.runAt < next {
-					next = r.runAt
-				}
-			default:
-				h = append(h, laneHead{r})
+			if ls.head == nil {
+				*probe = rec{qid: qid, priority: prio, lane: lane, runAt: minNanos}
+				t.ready.AscendGreaterOrEqual(probe, func(r *rec) bool {
+					visited++
+					ls.head = r
+					return false
+				})
 			}
+			if ls.head == nil {
+				continue
+			}
+			if ls.head.runAt > now {
+				waits(ls.head)
+				continue
+			}
+			h = append(h, laneHead{ls.head})
+			states = append(states, ls)
+		}
+		if len(h) == 1 {
+			// One lane: take its run in one ascent from its head, and
+			// remember where it stopped as its next head.
+			ls, r := states[0], h[0].r
+			ls.head = nil
+			full := false
+			*probe = *r
+			probe.data, probe.x = "", nil
+			t.ready.AscendGreaterOrEqual(probe, func(n *rec) bool {
+				visited++
+				switch {
+				case n.qid != r.qid || n.priority != r.priority || n.lane != r.lane:
+					return false
+				case n.runAt > now:
+					waits(n)
+					ls.head = n
+					return false
+				case full:
+					ls.head = n // the first left behind
+					return false
+				}
+				picked = append(picked, n)
+				full = len(picked) == limit
+				return true
+			})
+			if full {
+				return picked, next, visited
+			}
+			continue
 		}
 		heap.Init(&h)
 		for h.Len() > 0 {
-			r := h[0].r
+			r := heap.Pop(&h).(laneHead).r
 			picked = append(picked, r)
 			if len(picked) == limit {
 				return picked, next, visited
 			}
-			*probe = *r
-			probe.seq++ // just after r: (runAt, seq) order within its lane
-			probe.data, probe.x = "", nil
-			n := first(prio, r.lane)
-			switch {
-			case n == nil:
-				heap.Pop(&h)
-			case n.runAt > now:
-				if next == 0 || n.runAt < next {
-					next = n.runAt
+			// Take what follows r in its lane while it comes before the
+			// other lanes' heads; the first that does not is the lane's
+			// next head in the merge.
+			*probe = rec{qid: r.qid, priority: r.priority, lane: r.lane, runAt: r.runAt, seq: r.seq + 1}
+			full := false
+			t.ready.AscendGreaterOrEqual(probe, func(n *rec) bool {
+				visited++
+				switch {
+				case n.qid != r.qid || n.priority != r.priority || n.lane != r.lane:
+					return false // the lane ends
+				case n.runAt > now:
+					waits(n)
+					return false
+				case h.Len() > 0 && !before(n, h[0].r):
+					heap.Push(&h, laneHead{n})
+					return false
 				}
-				heap.Pop(&h)
-			default:
-				h[0].r = n
-				heap.Fix(&h, 0)
+				picked = append(picked, n)
+				full = len(picked) == limit
+				return !full
+			})
+			if full {
+				return picked, next, visited
 			}
 		}
 	}
