@@ -52,9 +52,19 @@ for i = 9 + nk, #ARGV do
 	mine[ARGV[i]] = true
 end
 local lane_ok = {}
+if not any_kind then
+	-- The lanes without labels of the claimer's kinds, known at once.
+	for k in pairs(kinds) do
+		lane_ok[lane_of(k, '')] = true
+	end
+end
 -- may_take tells whether the claimer may take the instances of lane.
 local function may_take(lane)
 	local v = lane_ok[lane]
+	if v == nil and not string.find(lane, '\0', 1, true) then
+		v = any_kind -- no labels: the kind decides
+		lane_ok[lane] = v
+	end
 	if v == nil then
 		local kind, labels = lane_parts(lane)
 		v = any_kind or kinds[kind] == true
@@ -158,33 +168,29 @@ if not paused then
 end
 
 -- take pops up to want entries from the ready lists of members (lane
--- index members of one priority), merged by RunAt then Seq: it reads a
--- few entries of each list, keeps the lists' heads in a heap, and trims
--- what it took. It returns the entries and the members whose lists it
--- found empty.
+-- index members of one priority), merged by RunAt then Seq. One list is
+-- popped at once. Several are merged on their head hints (q:<queue>:h,
+-- one HMGET): it reads a list only when its hint is the smallest, and a
+-- hint found behind the list's real head is corrected and the merge goes
+-- on, so it reads only the lists it takes from (plus those whose hints
+-- were stale). It returns the entries and the members whose lists it
+-- found empty (their lane index entries and hints are dropped).
+local hkey = heads_key(queue)
 local function take(members, want)
 	if #members == 1 then
 		local ms = redis.call('LPOP', ready_key(queue, members[1]), want) or {}
 		if #ms < want then
+			redis.call('HDEL', hkey, members[1])
 			return ms, {members[1]}
 		end
 		return ms, {}
 	end
-	local chunk = math.ceil(want / #members) + 1
-	local h = {} -- heap of lanes by their head's (RunAt, Seq)
+	local chunk = math.min(want, 64)
+	local hints = redis.call('HMGET', hkey, unpack(members))
+	local h = {} -- heap of lanes by (r, s): their hint, then their real head
 	local function less(a, b)
 		if a.r ~= b.r then return a.r < b.r end
 		return a.s < b.s
-	end
-	local function fill(l) -- l.pos is past its items: read more, if any
-		if l.done then return false end
-		l.items = redis.call('LRANGE', l.key, l.read, l.read + chunk - 1)
-		l.pos, l.read, l.done = 1, l.read + #l.items, #l.items < chunk
-		return #l.items > 0
-	end
-	local function head(l)
-		local m = l.items[l.pos]
-		l.r, l.s = unbe(m, 1, 7), unbe(m, 8, 6)
 	end
 	local function down(i)
 		while true do
@@ -196,37 +202,68 @@ local function take(members, want)
 			i = c
 		end
 	end
-	local all, emptied = {}, {}
-	for _, mb in ipairs(members) do
-		local l = {key = ready_key(queue, mb), member = mb, read = 0, taken = 0, done = false}
-		all[#all + 1] = l
-		if fill(l) then
-			head(l)
-			h[#h + 1] = l
+	local function pop()
+		h[1] = h[#h]
+		h[#h] = nil
+		down(1)
+	end
+	local all = {}
+	for k, mb in ipairs(members) do
+		local l = {key = ready_key(queue, mb), member = mb, r = -1, s = -1, taken = 0}
+		if hints[k] and #hints[k] == 13 then
+			l.r, l.s = unbe(hints[k], 1, 7), unbe(hints[k], 8, 6)
 		end
+		all[#all + 1] = l
+		h[#h + 1] = l
 	end
 	for i = math.floor(#h / 2), 1, -1 do
 		down(i)
 	end
-	local out = {}
+	local out, emptied = {}, {}
 	while #out < want and #h > 0 do
 		local l = h[1]
-		out[#out + 1] = l.items[l.pos]
-		l.pos, l.taken = l.pos + 1, l.taken + 1
-		if l.pos <= #l.items or fill(l) then
-			head(l)
-		else
-			h[1] = h[#h]
-			h[#h] = nil
+		if not l.items or l.pos > #l.items then
+			-- Read on from what this claim took of the list.
+			if l.items and #l.items < chunk then
+				l.items = {}
+			else
+				l.items = redis.call('LRANGE', l.key, l.taken, l.taken + chunk - 1)
+			end
+			l.pos = 1
 		end
-		down(1)
+		local m = l.items[l.pos]
+		if not m then
+			l.empty = true
+			pop()
+		else
+			local r, s = unbe(m, 1, 7), unbe(m, 8, 6)
+			if r ~= l.r or s ~= l.s then
+				l.r, l.s = r, s -- the hint was behind: the real head
+				down(1)
+			else
+				out[#out + 1] = m
+				l.pos, l.taken = l.pos + 1, l.taken + 1
+				local nx = l.items[l.pos]
+				if nx then
+					l.r, l.s = unbe(nx, 1, 7), unbe(nx, 8, 6)
+				else
+					l.r, l.s = r, s + 0.5 -- read the next entry before comparing it
+				end
+				down(1)
+			end
+		end
 	end
 	for _, l in ipairs(all) do
 		if l.taken > 0 then
 			redis.call('LTRIM', l.key, l.taken, -1)
 		end
-		if l.done and l.pos > #l.items then
+		if l.empty then
 			emptied[#emptied + 1] = l.member
+			redis.call('HDEL', hkey, l.member)
+		elseif l.items and l.items[l.pos] then
+			redis.call('HSET', hkey, l.member, string.sub(l.items[l.pos], 1, 13))
+		elseif l.taken > 0 then
+			redis.call('HDEL', hkey, l.member) -- unknown: read when next merged
 		end
 	end
 	return out, emptied

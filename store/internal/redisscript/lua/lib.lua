@@ -47,6 +47,12 @@
 --                               Seq; the Seq tells an entry left by a
 --                               canceled instance from a later instance
 --                               that reused its ID
+--   q:<queue>:h          HASH   lane index member -> the RunAt and Seq (13
+--                               bytes) of a ready entry at or before its
+--                               list's head (a hint: pops leave it behind,
+--                               front pushes move it forward), so a claim
+--                               that merges lanes reads only the lists it
+--                               takes from
 --   paused               SET    the paused queues (queue_admin.lua)
 --   q:<queue>:s          ZSET   instances waiting for RunAt (score RunAt,
 --                               member Seq(6 bytes) Prio+2^31(4 bytes) ID)
@@ -252,6 +258,7 @@ local function lane_parts(lane)
 	return kind, labels
 end
 local function level_member(prio, lane) return num(prio) .. '/' .. lane end
+local function heads_key(queue) return PREFIX .. 'q:' .. queue .. ':h' end
 local function ready_key(queue, member) return PREFIX .. 'q:' .. queue .. ':r:' .. member end
 local function sched_key(queue) return PREFIX .. 'q:' .. queue .. ':s' end
 local function sched_member(id, seq, prio)
@@ -305,6 +312,12 @@ local function flush_ready()
 		end
 		chunked('LPUSH', key, rev)
 		redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)
+		-- Keep the head hint at or before the list's head.
+		if #p.front > 0 then
+			redis.call('HSET', heads_key(p.queue), p.member, string.sub(p.front[1][1], 1, 13))
+		else
+			redis.call('HSETNX', heads_key(p.queue), p.member, string.sub(p.back[1], 1, 13))
+		end
 	end
 	pushes, push_lists = {}, {}
 end
