@@ -9,8 +9,8 @@ import (
 // WithLabels sets the manager's labels ("region=eu", or a bare "gpu"). The
 // manager claims an instance only when its labels include every label the
 // instance requires (see WithRequiredLabels); an instance that requires
-// none is claimed by any manager. Defaults to none. Each label is 1 to 256
-// bytes of printable text.
+// none is claimed by any manager. Defaults to none. Each label is
+// "key=value" or a bare "key" (store.ValidateLabel).
 func WithLabels(labels ...string) ManagerOption {
 	return func(c *config) error {
 		if err := store.ValidateLabels(labels); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -51,19 +50,16 @@ type QueueInfo struct {
 	Paused bool
 }
 
-// MaxLabelLen is the longest label a store keeps, in bytes.
-const MaxLabelLen = 256
-
-// ValidateLabels checks labels given to an instance or a claimer: each is
-// a non-empty "key=value" or bare word of at most MaxLabelLen bytes, with no
-// control characters (stores separate labels with a NUL byte).
+// ValidateLabels checks the labels of an instance or a claimer: each one
+// as ValidateLabel does ("key=value" or a bare "key", printable, no
+// whitespace or commas), at most MaxLabels of them.
 func ValidateLabels(labels []string) error {
+	if len(labels) > MaxLabels {
+		return fmt.Errorf("%w: %d labels; at most %d", ErrInvalid, len(labels), MaxLabels)
+	}
 	for _, l := range labels {
-		if l == "" || len(l) > MaxLabelLen {
-			return fmt.Errorf("%w: label %q: want 1 to %d bytes, like \"region=eu\" or \"gpu\"", ErrInvalid, l, MaxLabelLen)
-		}
-		if strings.ContainsFunc(l, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return fmt.Errorf("%w: label %q holds a control character; use printable text like \"region=eu\"", ErrInvalid, l)
+		if err := ValidateLabel(l); err != nil {
+			return err
 		}
 	}
 	return nil
