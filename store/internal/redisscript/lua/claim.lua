@@ -185,85 +185,95 @@ local function take(members, want)
 		end
 		return ms, {}
 	end
-	local chunk = math.min(want, 64)
+	local chunk = math.min(want, 4)
+	local nm = #members
 	local hints = redis.call('HMGET', hkey, unpack(members))
-	local h = {} -- heap of lanes by (r, s): their hint, then their real head
+	-- Per lane (by index into members): the merge key (R, S): its hint,
+	-- then its real next entry; the entries read (items, from pos), how
+	-- many were taken, whether it ran out. The heap holds lane indexes.
+	local R, S, items, pos, taken, empty = {}, {}, {}, {}, {}, {}
+	for k = 1, nm do
+		local hv = hints[k]
+		if hv and #hv == 13 then
+			R[k], S[k] = unbe(hv, 1, 7), unbe(hv, 8, 6)
+		else
+			R[k], S[k] = -1, -1
+		end
+		taken[k] = 0
+	end
+	local h = {}
 	local function less(a, b)
-		if a.r ~= b.r then return a.r < b.r end
-		return a.s < b.s
+		if R[a] ~= R[b] then return R[a] < R[b] end
+		return S[a] < S[b]
 	end
 	local function down(i)
+		local n = #h
 		while true do
 			local c = 2 * i
-			if c > #h then return end
-			if c + 1 <= #h and less(h[c + 1], h[c]) then c = c + 1 end
+			if c > n then return end
+			if c + 1 <= n and less(h[c + 1], h[c]) then c = c + 1 end
 			if not less(h[c], h[i]) then return end
 			h[c], h[i] = h[i], h[c]
 			i = c
 		end
 	end
-	local function pop()
-		h[1] = h[#h]
-		h[#h] = nil
-		down(1)
+	for k = 1, nm do
+		h[k] = k
 	end
-	local all = {}
-	for k, mb in ipairs(members) do
-		local l = {key = ready_key(queue, mb), member = mb, r = -1, s = -1, taken = 0}
-		if hints[k] and #hints[k] == 13 then
-			l.r, l.s = unbe(hints[k], 1, 7), unbe(hints[k], 8, 6)
-		end
-		all[#all + 1] = l
-		h[#h + 1] = l
-	end
-	for i = math.floor(#h / 2), 1, -1 do
+	for i = math.floor(nm / 2), 1, -1 do
 		down(i)
 	end
 	local out, emptied = {}, {}
 	while #out < want and #h > 0 do
-		local l = h[1]
-		if not l.items or l.pos > #l.items then
+		local k = h[1]
+		local it = items[k]
+		if not it or pos[k] > #it then
 			-- Read on from what this claim took of the list.
-			if l.items and #l.items < chunk then
-				l.items = {}
+			if it and #it < chunk then
+				it = {}
 			else
-				l.items = redis.call('LRANGE', l.key, l.taken, l.taken + chunk - 1)
+				it = redis.call('LRANGE', ready_key(queue, members[k]), taken[k], taken[k] + chunk - 1)
 			end
-			l.pos = 1
+			items[k], pos[k] = it, 1
 		end
-		local m = l.items[l.pos]
+		local m = it[pos[k]]
 		if not m then
-			l.empty = true
-			pop()
+			empty[k] = true
+			h[1] = h[#h]
+			h[#h] = nil
+			down(1)
 		else
 			local r, s = unbe(m, 1, 7), unbe(m, 8, 6)
-			if r ~= l.r or s ~= l.s then
-				l.r, l.s = r, s -- the hint was behind: the real head
-				down(1)
+			if r ~= R[k] or s ~= S[k] then
+				R[k], S[k] = r, s -- the hint was behind: the real head
 			else
 				out[#out + 1] = m
-				l.pos, l.taken = l.pos + 1, l.taken + 1
-				local nx = l.items[l.pos]
+				pos[k], taken[k] = pos[k] + 1, taken[k] + 1
+				local nx = it[pos[k]]
 				if nx then
-					l.r, l.s = unbe(nx, 1, 7), unbe(nx, 8, 6)
+					R[k], S[k] = unbe(nx, 1, 7), unbe(nx, 8, 6)
 				else
-					l.r, l.s = r, s + 0.5 -- read the next entry before comparing it
+					S[k] = s + 0.5 -- read the next entry before comparing it
 				end
-				down(1)
 			end
+			down(1)
 		end
 	end
-	for _, l in ipairs(all) do
-		if l.taken > 0 then
-			redis.call('LTRIM', l.key, l.taken, -1)
+	for k = 1, nm do
+		local it = items[k]
+		if taken[k] > 0 then
+			redis.call('LTRIM', ready_key(queue, members[k]), taken[k], -1)
 		end
-		if l.empty then
-			emptied[#emptied + 1] = l.member
-			redis.call('HDEL', hkey, l.member)
-		elseif l.items and l.items[l.pos] then
-			redis.call('HSET', hkey, l.member, string.sub(l.items[l.pos], 1, 13))
-		elseif l.taken > 0 then
-			redis.call('HDEL', hkey, l.member) -- unknown: read when next merged
+		if empty[k] then
+			emptied[#emptied + 1] = members[k]
+			redis.call('HDEL', hkey, members[k])
+		elseif it and it[pos[k]] then
+			local hv = string.sub(it[pos[k]], 1, 13)
+			if hv ~= hints[k] then
+				redis.call('HSET', hkey, members[k], hv)
+			end
+		elseif taken[k] > 0 then
+			redis.call('HDEL', hkey, members[k]) -- unknown: read when next merged
 		end
 	end
 	return out, emptied
