@@ -67,6 +67,17 @@ func (m *Manager) claimLoop() {
 			continue
 		}
 		free := m.pool.free()
+		if len(m.reg.kindList()) == 0 {
+			// Nothing registered: nothing here can run what the store
+			// holds (no kinds named would mean any kind). RegisterJob
+			// wakes the loop.
+			select {
+			case <-m.wake:
+			case <-m.stopCh:
+				return
+			}
+			continue
+		}
 		if free == 0 {
 			select {
 			case <-m.pool.freed:
@@ -205,6 +216,7 @@ func (m *Manager) releasePending(p *pendingClaim) {
 	defer cancel()
 	res, err := m.store.Claim(ctx, &store.ClaimParams{
 		Queue: p.queue, Owner: m.node, Limit: p.limit, Now: now, LeaseUntil: now.Add(m.cfg.lease), ClaimSeq: p.seq,
+		Kinds: m.reg.kindList(), Labels: m.cfg.labels,
 	})
 	if err != nil {
 		m.log.Warn("stopping: could not repeat a claim whose reply was lost; what it claimed will be rescued when its lease ends", "queue", p.queue, "err", err)
@@ -232,8 +244,12 @@ func (m *Manager) claim(q string, limit int, seq uint64) (int, time.Time, error)
 	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
 	defer cancel()
 	m.pool.take(limit)
+	// Only the kinds registered here, so no other node's work lands on
+	// this one as an unknown kind (a kind unregistered after the claim can
+	// still arrive: execute handles it).
 	res, err := m.store.Claim(ctx, &store.ClaimParams{
 		Queue: q, Owner: m.node, Limit: limit, Now: now, LeaseUntil: now.Add(m.cfg.lease), ClaimSeq: seq,
+		Kinds: m.reg.kindList(), Labels: m.cfg.labels,
 	})
 	if err != nil {
 		m.pool.giveBack(limit)

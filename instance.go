@@ -46,6 +46,9 @@ type Instance interface {
 	// tick's own key ("t:<kind>:<nanoseconds>"), which no user key can
 	// equal.
 	UniqueKey() string
+	// Labels are the labels a manager must have to run the instance
+	// (WithRequiredLabels), sorted; nil for none.
+	Labels() []string
 	// Arguments returns the arguments. Inside an executor they have the
 	// executor's parameter types; read from a lookup they are decoded from
 	// JSON into generic values (numbers as json.Number). ArgumentsInto
@@ -111,6 +114,7 @@ func (i *instance) CreatedAt() time.Time   { return i.rec.CreatedAt }
 func (i *instance) UpdatedAt() time.Time   { return i.rec.UpdatedAt }
 func (i *instance) FinishedAt() time.Time  { return i.rec.FinishedAt }
 func (i *instance) UniqueKey() string      { return userUniqueKey(i.rec.UniqueKey) }
+func (i *instance) Labels() []string       { return append([]string(nil), i.rec.Labels...) }
 
 func (i *instance) Arguments() []any {
 	if i.args != nil {

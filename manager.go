@@ -161,6 +161,7 @@ func (m *Manager) RegisterJob(j *Job) error {
 	if err := m.reg.add(j); err != nil {
 		return err
 	}
+	m.notifyLocal() // the claim loop claims the new kind from now on
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.running && m.cfg.publishDefs {

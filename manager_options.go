@@ -69,6 +69,7 @@ type config struct {
 	finishedMax    int
 	historyMaxAge  time.Duration
 	logMaxAge      time.Duration
+	labels         []string // the manager's labels (WithLabels), normalised
 	// Set by the retention options, so a rule an option disabled (0) is
 	// told apart from one left at its default.
 	finishedSet, historySet, logSet bool

@@ -212,7 +212,7 @@ func (m *Manager) nodeInfo(now time.Time) store.NodeInfo {
 	skew := m.nodes.skew
 	m.nodes.mu.Unlock()
 	return store.NodeInfo{
-		ID: m.node, Host: host, Kinds: m.reg.kinds(), Queues: m.cfg.queues,
+		ID: m.node, Host: host, Kinds: m.reg.kinds(), Queues: m.cfg.queues, Labels: m.cfg.labels,
 		Workers: size, Busy: busy, Version: Version, Started: m.started, LastSeen: now, Skew: skew,
 	}
 }

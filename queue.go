@@ -110,6 +110,7 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 		Timeout:    j.timeout,
 		CreatedAt:  now,
 		RunAt:      now,
+		Labels:     j.labels,
 	}
 	if p := c.policy; p.queue != nil {
 		rec.Queue = *p.queue
@@ -143,9 +144,6 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 	case j.unique != nil && j.unique.By == store.UniqueByArgs:
 		rec.UniqueKey, rec.UniqueUntil = userKeyPrefix+argsUniqueKey(j.kind, args), now.Add(j.unique.TTL)
 	}
-	// TODO(lead, issue 15): copy j.labels to the instance (rec.Labels)
-	// once store.Instance has the Labels field H3 adds, so claims honour
-	// the labels a definition requires.
 	if c.tickKey != "" {
 		rec.UniqueKey, rec.UniqueUntil = c.tickKey, c.tickHoldTil
 	}

@@ -441,9 +441,9 @@ func triggerOf(rec *store.Instance) (name string, ok bool) {
 }
 
 // foreignTickOutcome decides the outcome of a claimed attempt of a
-// recurring tick whose kind this manager does not run (it unregistered the
-// job, or never had it; claims are not yet by kind), so the tick never
-// fails for it:
+// recurring tick whose kind this manager does not run, so the tick never
+// fails for it. Claims name the kinds a manager runs, so this happens only
+// when the job was unregistered between the claim and the start:
 //
 //   - until foreignTickGrace (a minute) past the tick it is handed back
 //     without counting the attempt, due again 0.5 to 1.5 s later (spread,
@@ -452,12 +452,6 @@ func triggerOf(rec *store.Instance) (name string, ok bool) {
 //   - after that it is Canceled, not Terminated: no manager that claimed it
 //     in that minute runs the kind, most likely because none has it
 //     registered any more.
-//
-// Until claims are by kind (the platform contract), which manager claims a
-// handed-back tick is a race, so while a kind is registered on only some
-// managers a tick can keep landing on managers without it and end Canceled
-// (a missed tick, as a cron misfires), never failed; a kind registered on
-// every manager is never affected.
 //
 // ok is false for an attempt that is not a tick.
 func (m *Manager) foreignTickOutcome(a *attempt) (out store.Outcome, ok bool) {

@@ -60,7 +60,9 @@ func TestBadScheduleSpecsRejected(t *testing.T) {
 // claims is handed back without using an attempt, and ends Completed or,
 // if it kept landing on the manager without the kind for a minute,
 // Canceled, never failed. Once neither has the kind no new tick is
-// scheduled, and the tick already enqueued ends Canceled.
+// scheduled, and the tick already enqueued waits, Scheduled: claims name
+// the kinds a manager runs, so no manager claims it (it used to be
+// claimed by a manager without the kind and end Canceled a minute later).
 func TestUnregisterRecurringAcrossManagers(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -131,12 +133,16 @@ func TestUnregisterRecurringAcrossManagers(t *testing.T) {
 					t.Errorf("tick %s completed at attempt %d, want 1: a manager without the kind must not use an attempt", in.UniqueKey(), in.Attempt())
 				}
 			case job.Canceled:
+			case job.Scheduled:
+				if in.RunAt().Before(last.Add(-time.Second)) {
+					t.Errorf("tick %s is still scheduled, but it was due before the last unregister", in.UniqueKey())
+				}
 			default:
 				t.Errorf("tick %s ended %v (%v), want Completed or Canceled", in.UniqueKey(), in.State(), in.Error())
 			}
 		}
-		if latest == nil || latest.State() != job.Canceled || latest.RunAt().Before(last.Add(-time.Second)) {
-			t.Errorf("latest tick %v: want the one enqueued before the last unregister, Canceled", latest)
+		if latest == nil || latest.State() != job.Scheduled || latest.Attempt() != 0 || latest.RunAt().Before(last.Add(-time.Second)) {
+			t.Errorf("latest tick %v: want the one enqueued before the last unregister, still scheduled and never attempted", latest)
 		}
 	})
 }

@@ -567,8 +567,7 @@ func (m *Manager) triggerRecord(ctx context.Context, t *store.Trigger, tick, now
 	switch {
 	case err == nil:
 		rec.Queue, rec.Priority, rec.MaxRetries, rec.Timeout = j.queue, int(j.priority), j.maxRetries, j.timeout
-		// TODO(claims): copy the definition's required labels once
-		// store.Instance carries them, as newRecord will.
+		rec.Labels = j.labels
 	case !errors.Is(err, ErrUnknownKind):
 		return nil, err
 	}

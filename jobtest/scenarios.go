@@ -37,7 +37,8 @@ func init() {
 	register("RescueAfterCrash", testRescueAfterCrash)
 	register("StopHandsBack", testStopHandsBack)
 	register("UndecodableArguments", testUndecodableArguments)
-	register("UnknownKindOnClaim", testUnknownKindOnClaim)
+	register("MixedClusterKinds", testMixedClusterKinds)
+	register("ClaimsByLabel", testClaimsByLabel)
 	register("Logs", testLogs)
 	register("Retention", testRetention)
 }
@@ -718,16 +719,101 @@ func testUndecodableArguments(t *testing.T, e *env) {
 	waitState(t, m, good.ID(), job.Completed, deadline)
 }
 
-func testUnknownKindOnClaim(t *testing.T, e *env) {
-	a := mustJob(t, job.WithKind("only-on-a"), job.WithExecutor(func() {}))
-	sched := e.manager(t, []*job.Job{a}) // schedules, does not run
-	b := mustJob(t, job.WithKind("on-b"), job.WithExecutor(func() {}))
-	runner := e.manager(t, []*job.Job{b})
-	ji := schedule(t, sched, "only-on-a", job.WithMaxRetries(0))
-	start(t, runner)
-	got := waitState(t, runner, ji.ID(), job.Terminated, deadline)
-	if got.Error() == nil || !strings.Contains(got.Error().Error(), "unknown kind") {
-		t.Errorf("error %v, want unknown kind", got.Error())
+// testMixedClusterKinds: node A runs kind x, node B kind y, on one store.
+// Claims name the kinds a node runs, so neither claims the other's work:
+// no instance fails as an unknown kind, and each runs on its own node.
+func testMixedClusterKinds(t *testing.T, e *env) {
+	const n = 200
+	var mu sync.Mutex
+	ranOn := map[string]string{} // kind/arg -> node that ran it
+	mk := func(kind, node string) *job.Job {
+		return mustJob(t, job.WithKind(kind), job.WithMaxRetries(0), job.WithExecutor(func(i int) {
+			mu.Lock()
+			ranOn[fmt.Sprintf("%s/%d", kind, i)] += node
+			mu.Unlock()
+		}))
+	}
+	a := e.manager(t, []*job.Job{mk("x", "A")}, job.WithWorkers(4), job.WithClaimBatch(2))
+	b := e.manager(t, []*job.Job{mk("y", "B")}, job.WithWorkers(4), job.WithClaimBatch(2))
+	start(t, a)
+	start(t, b)
+	for i := range n {
+		schedule(t, a, "x", job.WithArguments(i))
+		schedule(t, b, "y", job.WithArguments(i))
+	}
+	waitFor(t, 30*time.Second, "every instance to complete", func() bool {
+		done, err := a.LookupInstances(context.Background(), job.NewQuery(job.WithQueryState(job.Completed)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(done) == 2*n
+	})
+	failed, err := a.LookupInstances(context.Background(), job.NewQuery(job.WithQueryState(job.Terminated)))
+	if err != nil || len(failed) != 0 {
+		t.Fatalf("%d instances failed (%v), want none: a node claimed a kind it does not run", len(failed), err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		if got := ranOn[fmt.Sprintf("x/%d", i)]; got != "A" {
+			t.Errorf("x/%d ran on %q, want once on A", i, got)
+		}
+		if got := ranOn[fmt.Sprintf("y/%d", i)]; got != "B" {
+			t.Errorf("y/%d ran on %q, want once on B", i, got)
+		}
+	}
+}
+
+// testClaimsByLabel: instances of a job that requires a label run only on
+// the nodes that have it; a kind with no requirement runs anywhere; an
+// instance whose label no node has waits, Scheduled, until a node with it
+// starts.
+func testClaimsByLabel(t *testing.T, e *env) {
+	var mu sync.Mutex
+	ranOn := map[string]string{}
+	mk := func(node, kind string, opts ...job.JobOption) *job.Job {
+		return mustJob(t, append([]job.JobOption{job.WithKind(kind), job.WithMaxRetries(0), job.WithExecutor(func(i int) {
+			mu.Lock()
+			ranOn[fmt.Sprintf("%s/%d", kind, i)] += node
+			mu.Unlock()
+		})}, opts...)...)
+	}
+	gpu := e.manager(t, []*job.Job{mk("G", "render", job.WithRequiredLabels("gpu")), mk("G", "any")}, job.WithLabels("gpu", "region=eu"), job.WithWorkers(2))
+	cpu := e.manager(t, []*job.Job{mk("C", "render", job.WithRequiredLabels("gpu")), mk("C", "any"), mk("C", "tpu", job.WithRequiredLabels("tpu"))}, job.WithWorkers(2))
+	start(t, gpu)
+	start(t, cpu)
+	const n = 40
+	for i := range n {
+		schedule(t, cpu, "render", job.WithArguments(i))
+	}
+	waiting := schedule(t, cpu, "tpu", job.WithArguments(0))
+	if got := waiting.Labels(); !slices.Equal(got, []string{"tpu"}) {
+		t.Errorf("instance labels %q, want [tpu]", got)
+	}
+	waitFor(t, 30*time.Second, "every render instance to complete", func() bool {
+		done, err := cpu.LookupInstances(context.Background(), job.NewQuery(job.WithQueryKind("render"), job.WithQueryState(job.Completed)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(done) == n
+	})
+	mu.Lock()
+	for i := range n {
+		if got := ranOn[fmt.Sprintf("render/%d", i)]; got != "G" {
+			t.Errorf("render/%d ran on %q, want once on the node labelled gpu", i, got)
+		}
+	}
+	mu.Unlock()
+	if ji, err := cpu.LookupInstance(context.Background(), waiting.ID()); err != nil || ji.State() != job.Scheduled {
+		t.Fatalf("instance requiring tpu: %v (%v), want scheduled: it waits for a node labelled tpu", ji, err)
+	}
+	tpu := e.manager(t, []*job.Job{mk("T", "tpu", job.WithRequiredLabels("tpu"))}, job.WithLabels("tpu"))
+	start(t, tpu)
+	waitState(t, tpu, waiting.ID(), job.Completed, deadline)
+	mu.Lock()
+	defer mu.Unlock()
+	if got := ranOn["tpu/0"]; got != "T" {
+		t.Errorf("tpu/0 ran on %q, want once on the node labelled tpu", got)
 	}
 }
 

@@ -85,15 +85,15 @@ func (s NodeStatus) Gone() bool { return s != NodeLive }
 
 // NodeInfo is one node's record in the registry.
 type NodeInfo struct {
-	ID      string            // the manager's node ID (lease owner)
-	Host    string            // host name
-	Labels  map[string]string // the node's labels
-	Kinds   []string          // the job kinds it runs
-	Queues  []string          // the queues it claims from
-	Workers int               // worker slots
-	Busy    int               // slots running an attempt at the last heartbeat
-	Version string            // the engine's version
-	Started time.Time         // when the manager started (its clock)
+	ID      string    // the manager's node ID (lease owner)
+	Host    string    // host name
+	Labels  []string  // the node's labels ("region=eu", "gpu"), as claims carry them
+	Kinds   []string  // the job kinds it runs
+	Queues  []string  // the queues it claims from
+	Workers int       // worker slots
+	Busy    int       // slots running an attempt at the last heartbeat
+	Version string    // the engine's version
+	Started time.Time // when the manager started (its clock)
 	// LastSeen is the node's own clock at its last heartbeat.
 	LastSeen time.Time
 	// StoreSeen is the store's clock at its last heartbeat (etcdstore,
@@ -115,12 +115,7 @@ func (n *NodeInfo) Clone() *NodeInfo {
 		return nil
 	}
 	c := *n
-	if n.Labels != nil {
-		c.Labels = make(map[string]string, len(n.Labels))
-		for k, v := range n.Labels {
-			c.Labels[k] = v
-		}
-	}
+	c.Labels = append([]string(nil), n.Labels...)
 	c.Kinds = append([]string(nil), n.Kinds...)
 	c.Queues = append([]string(nil), n.Queues...)
 	return &c

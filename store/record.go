@@ -93,6 +93,11 @@ type Instance struct {
 	Result []byte
 	// Error is the last attempt's error message.
 	Error string
+	// Labels are what a claimer must have to take the instance ("region=eu",
+	// "gpu"): a claim takes it only when ClaimParams.Labels include every
+	// one. Stores keep them sorted, without duplicates (NormLabels); none
+	// means any claimer may take it.
+	Labels []string
 }
 
 // Clone returns a deep copy of in, so a store can hand out records that
@@ -104,6 +109,9 @@ func (in *Instance) Clone() *Instance {
 	c := *in
 	c.Args = cloneBytes(in.Args)
 	c.Result = cloneBytes(in.Result)
+	if in.Labels != nil {
+		c.Labels = append([]string(nil), in.Labels...)
+	}
 	return &c
 }
 

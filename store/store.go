@@ -31,6 +31,7 @@ type Store interface {
 	Triggers
 	Events
 	Nodes
+	QueueAdmin
 }
 
 // Queue holds instances that wait to run or are running. Every method is one
@@ -213,6 +214,21 @@ type ClaimParams struct {
 	// the caller gave up on never claims work nobody runs. The numbers of
 	// an owner that makes no claim for longer than its lease are forgotten.
 	ClaimSeq uint64
+
+	// Kinds are the kinds the claimer runs: the claim takes only instances
+	// of these kinds. Empty means any kind (a claimer that runs everything,
+	// and callers written before kinds were named).
+	Kinds []string
+	// Labels are the claimer's labels ("region=eu", or a bare "gpu"): the
+	// claim takes an instance only when these include every label the
+	// instance requires (Instance.Labels).
+	//
+	// Kinds and Labels are applied inside the atomic claim; the order
+	// (see Queue.Claim) is kept among the instances the claimer may take,
+	// and NextRunAt speaks only of those. An instance no claimer may take
+	// waits; it is never failed for it. A claim from a paused queue (see
+	// QueueAdmin) takes nothing and reports a zero NextRunAt.
+	Labels []string
 }
 
 // ClaimResult is what Queue.Claim returns.

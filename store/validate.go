@@ -24,6 +24,14 @@ func (p *ClaimParams) Validate() error {
 	case !p.LeaseUntil.After(p.Now):
 		return fmt.Errorf("%w: lease deadline %v not after now %v", ErrInvalid, p.LeaseUntil, p.Now)
 	}
+	for _, k := range p.Kinds {
+		if k == "" {
+			return fmt.Errorf("%w: claim names an empty kind; leave Kinds empty to take any kind", ErrInvalid)
+		}
+	}
+	if err := ValidateLabels(p.Labels); err != nil {
+		return fmt.Errorf("claimer: %w", err)
+	}
 	return nil
 }
 
@@ -44,6 +52,9 @@ func (in *Instance) Validate() error {
 		return fmt.Errorf("%w: instance %s allows %d retries, more than MaxRetriesLimit (%d); retry forever with a negative value", ErrInvalid, in.ID, in.MaxRetries, MaxRetriesLimit)
 	case in.UniqueKey != "" && in.UniqueUntil.IsZero():
 		return fmt.Errorf("%w: instance %s has unique key %q without an expiry", ErrInvalid, in.ID, in.UniqueKey)
+	}
+	if err := ValidateLabels(in.Labels); err != nil {
+		return fmt.Errorf("instance %s: %w", in.ID, err)
 	}
 	return nil
 }

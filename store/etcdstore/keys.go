@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jobkit/job/store"
@@ -17,10 +18,16 @@ import (
 //	P seq                              sequence ticket: each Enqueue puts it, Seq = revision<<16 | i
 //	P i/<id>                           static record: what never changes after enqueue
 //	P s/<id>                           dynamic record: state, attempt, lease, result
-//	P r/<queue>/<prio>/<runAt><seq>    ready index: one key per Scheduled instance,
+//	P r/<queue>/<lane>/<runAt><seq>    ready index: one key per Scheduled instance,
+//	                                   lane = <prio>/z<kind and labels> (laneMark),
 //	                                   prio = bit-inverted priority (highest first);
 //	                                   value = a copy of the dynamic record
-//	P qp/<queue>/<prio>                the priorities a queue has used (claim ranges each)
+//	                                   (r/<queue>/<prio>/<runAt><seq>: written
+//	                                   before lanes, still read)
+//	P qp/<queue>/<lane>                the lanes a queue has used (a claim ranges
+//	                                   each one the claimer may take); qp/<queue>/<prio>
+//	                                   before lanes
+//	P pq/<queue>                       present while the queue is paused
 //	P p/<id>                           running set: one key per Processing instance,
 //	                                   value = its etcd lease and lease deadline
 //	P a/<lease>                        liveness key of one store handle, attached to its
@@ -149,9 +156,43 @@ func (k keys) prioPrefix(q string, prio string) string {
 	return k.queuePrefix(q) + prio + "/"
 }
 func (k keys) ready(d *dynRec) string {
+	return k.prioPrefix(d.Queue, laneMark(d.Priority, d.Kind, d.Labels)) + tkey(nt(d.RunAt)) + hex16(d.Seq)
+}
+
+// legacyReady is d's ready key as stores before lanes wrote it; Cancel
+// deletes it too, so no entry of before outlives its instance.
+func (k keys) legacyReady(d *dynRec) string {
 	return k.prioPrefix(d.Queue, pkey(d.Priority)) + tkey(nt(d.RunAt)) + hex16(d.Seq)
 }
 func (k keys) prioMarkPrefix(q string) string { return k.p + "qp/" + esc(q) + "/" }
+func (k keys) prioMarkRoot() string           { return k.p + "qp/" }
+func (k keys) paused(q string) string         { return k.p + "pq/" + esc(q) }
+func (k keys) pausedPrefix() string           { return k.p + "pq/" }
+
+// laneMark names the lane of kind with the required labels at priority
+// prio, as its marker (qp/<queue>/<mark>) and ready range
+// (r/<queue>/<mark>/) name it: the priority key, "/z", then the kind and
+// each label behind a NUL byte, path-escaped. The "z" sorts after every
+// hex digit, so a lane's keys never fall in the ready range of a priority
+// written before lanes (r/<queue>/<prio>/<hex>).
+func laneMark(prio int, kind string, labels []string) string {
+	l := kind
+	for _, x := range labels {
+		l += "\x00" + x
+	}
+	return pkey(prio) + "/z" + esc(l)
+}
+
+// parseLaneMark returns the kind and labels of a lane marker; ok is false
+// for a priority marker written before lanes.
+func parseLaneMark(mark string) (kind string, labels []string, ok bool) {
+	i := strings.Index(mark, "/z")
+	if i < 0 {
+		return "", nil, false
+	}
+	parts := strings.Split(unesc(mark[i+2:]), "\x00")
+	return parts[0], parts[1:], true
+}
 func (k keys) byCreated(d *dynRec) string {
 	return k.p + "ic/" + tkey(nt(d.Created)) + hex16(d.Seq)
 }
@@ -201,6 +242,7 @@ type staticRec struct {
 	UniqueUntil int64         `json:"uu,omitempty"`
 	Seq         uint64        `json:"seq"`
 	CreatedAt   int64         `json:"c"`
+	Labels      []string      `json:"lb,omitempty"` // required labels, normalised; absent before lanes
 }
 
 // dynRec is an instance's changing part (key s/<id>, and a copy in the
@@ -220,14 +262,15 @@ type dynRec struct {
 	Error      string      `json:"er,omitempty"`
 	HSeq       uint64      `json:"hs"` // the last history record's sequence number
 	// Copies of static fields.
-	ID         string `json:"id"`
-	Kind       string `json:"k"`
-	Queue      string `json:"q"`
-	Priority   int    `json:"p,omitempty"`
-	MaxRetries int    `json:"mr,omitempty"`
-	Seq        uint64 `json:"seq"`
-	Created    int64  `json:"c"`
-	UniqueKey  string `json:"uk,omitempty"`
+	ID         string   `json:"id"`
+	Kind       string   `json:"k"`
+	Queue      string   `json:"q"`
+	Priority   int      `json:"p,omitempty"`
+	MaxRetries int      `json:"mr,omitempty"`
+	Seq        uint64   `json:"seq"`
+	Created    int64    `json:"c"`
+	UniqueKey  string   `json:"uk,omitempty"`
+	Labels     []string `json:"lb,omitempty"` // as staticRec's: they name the lane
 }
 
 // runRec is the value of a running-set key (p/<id>).
@@ -312,11 +355,12 @@ func newRecords(in *store.Instance) (*staticRec, *dynRec) {
 		ID: in.ID, Kind: in.Kind, Queue: in.Queue, Args: in.Args, Priority: in.Priority,
 		MaxRetries: in.MaxRetries, Timeout: in.Timeout, UniqueKey: in.UniqueKey,
 		UniqueUntil: tn(in.UniqueUntil), Seq: in.Seq, CreatedAt: tn(in.CreatedAt),
+		Labels: store.NormLabels(in.Labels),
 	}
 	d := &dynRec{
 		State: store.Scheduled, RunAt: tn(in.RunAt), ID: in.ID, Kind: in.Kind, Queue: in.Queue,
 		Priority: in.Priority, MaxRetries: in.MaxRetries, Seq: in.Seq, Created: tn(in.CreatedAt),
-		UniqueKey: in.UniqueKey,
+		UniqueKey: in.UniqueKey, Labels: st.Labels,
 	}
 	return st, d
 }
@@ -330,6 +374,9 @@ func instance(st *staticRec, d *dynRec) *store.Instance {
 		LeaseUntil: nt(d.LeaseUntil), CancelRequested: d.Cancel, Seq: d.Seq,
 		CreatedAt: nt(d.Created), UpdatedAt: nt(d.Updated), FinishedAt: nt(d.Finished),
 		Result: d.Result, Error: d.Error, UniqueKey: d.UniqueKey,
+	}
+	if len(d.Labels) > 0 {
+		in.Labels = append([]string(nil), d.Labels...)
 	}
 	if st != nil {
 		in.Args = st.Args

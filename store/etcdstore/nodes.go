@@ -563,10 +563,10 @@ func (s *Store) rescueOwned(ctx context.Context, p *store.RescueNodesParams, own
 		g.get(s.k.static(e.ID))
 		gs, dyns = append(gs, g), append(dyns, &e)
 	}
-	marks := map[string]int{}
+	marks := map[string]string{}
 	for _, e := range dyns {
 		if e != nil && e.State == store.Scheduled {
-			markPair(marks, e.Queue, e.Priority)
+			s.markLane(marks, e)
 		}
 	}
 	if err := s.ensureMarks(ctx, marks); err != nil {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -49,18 +50,17 @@ func (s *Store) addReady(g *group, d *dynRec, val string) {
 	g.put(s.k.ready(d), val)
 }
 
-// ensureMarks writes the priority markers of the given queue/priority pairs
-// that this handle has not seen yet. Markers are never deleted, so after the
-// first time this costs nothing.
-func (s *Store) ensureMarks(ctx context.Context, pairs map[string]int) error {
+// ensureMarks writes the lane markers (marker key -> "") that this handle
+// has not seen yet. Markers are never deleted, so after the first time this
+// costs nothing.
+func (s *Store) ensureMarks(ctx context.Context, marks map[string]string) error {
 	var ops []clientv3.Op
 	var names []string
 	s.mu.Lock()
-	for qp, prio := range pairs {
-		if !s.marked[qp] {
-			q := qp[:len(qp)-len(pkey(prio))-1]
-			ops = append(ops, clientv3.OpPut(s.k.prioMarkPrefix(q)+pkey(prio), ""))
-			names = append(names, qp)
+	for key := range marks {
+		if !s.marked[key] {
+			ops = append(ops, clientv3.OpPut(key, ""))
+			names = append(names, key)
 		}
 	}
 	s.mu.Unlock()
@@ -79,8 +79,10 @@ func (s *Store) ensureMarks(ctx context.Context, pairs map[string]int) error {
 	return nil
 }
 
-// markPair adds the marker pair of queue q and priority prio to m.
-func markPair(m map[string]int, q string, prio int) { m[q+"/"+pkey(prio)] = prio }
+// markLane adds the marker of d's lane (queue, priority, kind, labels) to m.
+func (s *Store) markLane(m map[string]string, d *dynRec) {
+	m[s.k.prioMarkPrefix(d.Queue)+laneMark(d.Priority, d.Kind, d.Labels)] = ""
+}
 
 func (s *Store) checkSize(in *store.Instance, st *staticRec, d *dynRec) error {
 	n := len(mustJSON(st)) + 2*len(mustJSON(d))
@@ -122,9 +124,9 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 const seqShift = 16
 
 func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store.EnqueueResult) error {
-	marks := map[string]int{}
+	marks := map[string]string{}
 	for _, in := range p.Instances {
-		markPair(marks, in.Queue, in.Priority)
+		s.markLane(marks, &dynRec{Queue: in.Queue, Priority: in.Priority, Kind: in.Kind, Labels: store.NormLabels(in.Labels)})
 	}
 	if err := s.ensureMarks(ctx, marks); err != nil {
 		return err
@@ -360,71 +362,86 @@ type candidate struct {
 	val []byte
 }
 
-// readReady reads up to window ready entries of queue q at now, in claim
-// order, and, when fewer than need are ready, the earliest run time of the
-// entries not yet ready. It reads the queue's priority markers in the same
-// transaction as the per-priority ranges, and reads again when they differ
-// from the cached ones.
+// readReady reads up to window ready entries of queue p.Queue at p.Now
+// that the claimer may take (p.Kinds, p.Labels), in claim order, and, when
+// fewer than need are ready, the earliest run time of the entries not yet
+// ready in those lanes. It reads the queue's lane markers and its pause key
+// in the same transaction as the per-lane ranges, and reads again when the
+// markers differ from the cached ones. It ranges only the lanes the
+// claimer may take, and merges them by priority, RunAt and Seq; paused
+// reports a paused queue (and nothing is read).
 //
 // etcd before 3.5 walks the whole key range of a Range in its in-memory
 // index even when a limit is given, so a range over the whole ready set
 // costs O(ready instances) there. To keep claims flat on 3.4 too, the
-// store remembers per priority a "far key" some 16 windows deep into the
+// store remembers per lane a "far key" some 16 windows deep into the
 // ready range, and reads only up to it; only when that part of the queue
 // has been drained does it read the whole range once (and find the next far
 // key). On etcd 3.5 and later every read here is O(log n + window).
-func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, need int) ([]candidate, time.Time, error) {
+func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, need int) (cands []candidate, next time.Time, paused bool, err error) {
+	q, now := p.Queue, p.Now
 	for range 4 {
 		s.mu.Lock()
-		prios := s.prios[q]
+		marks := s.prios[q]
 		s.mu.Unlock()
-		ops := []clientv3.Op{clientv3.OpGet(s.k.prioMarkPrefix(q), clientv3.WithPrefix(), clientv3.WithKeysOnly())}
-		type prioRead struct {
-			pp, end string
-			hinted  bool
-			at      int // index of the value range in the results
+		ops := []clientv3.Op{
+			clientv3.OpGet(s.k.prioMarkPrefix(q), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+			clientv3.OpGet(s.k.paused(q), clientv3.WithKeysOnly()),
 		}
-		reads := make([]prioRead, len(prios))
-		var refresh []int
-		addFull := func(j int) {
-			r := &reads[j]
+		type laneRead struct {
+			mark, pp, end string
+			hinted        bool
+			legacy        bool // a priority range written before lanes
+			at            int  // index of the value range in the results
+		}
+		var reads []laneRead
+		addFull := func(r *laneRead) {
 			r.hinted = false
 			r.at = len(ops)
 			ops = append(ops,
 				clientv3.OpGet(r.pp, clientv3.WithRange(r.end), clientv3.WithLimit(int64(window))),
 				clientv3.OpGet(r.pp, clientv3.WithRange(r.end), clientv3.WithLimit(int64(16*window)), clientv3.WithKeysOnly()))
 		}
-		for j, pr := range prios {
-			pp := s.k.prioPrefix(q, pr)
-			reads[j] = prioRead{pp: pp, end: pp + tkeyAfter(now)}
+		for _, mk := range marks {
+			kind, labels, lane := parseLaneMark(mk)
+			if lane && !p.Claimable(kind, labels) {
+				continue
+			}
+			pp := s.k.prioPrefix(q, mk)
+			r := laneRead{mark: mk, pp: pp, end: pp + tkeyAfter(now), legacy: !lane}
 			s.mu.Lock()
-			far := s.far[q+"/"+pr]
+			far := s.far[q+"/"+mk]
 			s.mu.Unlock()
-			if far != "" && far+"\x00" < reads[j].end {
-				reads[j].hinted = true
-				reads[j].at = len(ops)
+			if far != "" && far+"\x00" < r.end {
+				r.hinted = true
+				r.at = len(ops)
 				ops = append(ops, clientv3.OpGet(pp, clientv3.WithRange(far+"\x00"), clientv3.WithLimit(int64(window))))
 			} else {
-				addFull(j)
+				addFull(&r)
 			}
+			reads = append(reads, r)
 		}
 		rs, err := s.read(ctx, ops)
 		if err != nil {
-			return nil, time.Time{}, err
+			return nil, time.Time{}, false, err
 		}
 		mp := s.k.prioMarkPrefix(q)
-		var marks []string
+		var got []string
 		for _, kv := range rs[0].GetKvs() {
-			marks = append(marks, string(kv.Key[len(mp):]))
+			got = append(got, string(kv.Key[len(mp):]))
 		}
-		if !slices.Equal(marks, prios) {
+		if !slices.Equal(got, marks) {
 			s.mu.Lock()
-			s.prios[q] = marks
+			s.prios[q] = got
 			s.mu.Unlock()
 			continue
 		}
+		if len(rs[1].GetKvs()) > 0 {
+			return nil, time.Time{}, true, nil
+		}
 		// A hinted read that came back short: that part of the queue is
-		// drained; read the whole ready range of those priorities.
+		// drained; read the whole ready range of those lanes.
+		var refresh []int
 		for j := range reads {
 			if reads[j].hinted && len(rs[reads[j].at].GetKvs()) < window {
 				refresh = append(refresh, j)
@@ -433,11 +450,11 @@ func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, 
 		if len(refresh) > 0 {
 			ops = ops[:0]
 			for _, j := range refresh {
-				addFull(j)
+				addFull(&reads[j])
 			}
 			more, err := s.read(ctx, ops)
 			if err != nil {
-				return nil, time.Time{}, err
+				return nil, time.Time{}, false, err
 			}
 			for _, j := range refresh {
 				r := &reads[j]
@@ -446,14 +463,17 @@ func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, 
 				r.at = at
 			}
 		}
-		var cands []candidate
-		for j, pr := range prios {
-			r := reads[j]
+		cands = cands[:0]
+		for _, r := range reads {
 			for _, kv := range rs[r.at].GetKvs() {
-				if len(cands) < window {
-					// Decoded only when picked.
-					cands = append(cands, candidate{key: string(kv.Key), rev: kv.ModRevision, val: kv.Value})
+				if r.legacy && (len(p.Kinds) > 0 || len(p.Labels) > 0) {
+					// An entry of before lanes: its kind is in its value.
+					if d, err := decodeDyn(string(kv.Key), kv.Value); err == nil && !p.Claimable(d.Kind, d.Labels) {
+						continue
+					}
 				}
+				// Decoded only when picked.
+				cands = append(cands, candidate{key: string(kv.Key), rev: kv.ModRevision, val: kv.Value})
 			}
 			if !r.hinted {
 				far := ""
@@ -461,11 +481,24 @@ func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, 
 					far = string(kvs[len(kvs)-1].Key)
 				}
 				s.mu.Lock()
-				s.far[q+"/"+pr] = far
+				s.far[q+"/"+r.mark] = far
 				s.mu.Unlock()
 			}
 		}
-		var next time.Time
+		if len(reads) > 1 {
+			// Merge the lanes: priority (the 16 hex digits after the queue
+			// prefix), then RunAt and Seq (the last 32).
+			qp := len(s.k.queuePrefix(q))
+			slices.SortFunc(cands, func(a, b candidate) int {
+				if c := strings.Compare(a.key[qp:qp+16], b.key[qp:qp+16]); c != 0 {
+					return c
+				}
+				return strings.Compare(a.key[len(a.key)-32:], b.key[len(b.key)-32:])
+			})
+		}
+		if len(cands) > window {
+			cands = cands[:window]
+		}
 		if len(cands) < need {
 			// Few ready: find when the next one will be.
 			ops = ops[:0]
@@ -474,7 +507,7 @@ func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, 
 			}
 			nrs, err := s.read(ctx, ops)
 			if err != nil {
-				return nil, time.Time{}, err
+				return nil, time.Time{}, false, err
 			}
 			for j, r := range reads {
 				if kvs := nrs[j].GetKvs(); len(kvs) > 0 {
@@ -487,9 +520,9 @@ func (s *Store) readReady(ctx context.Context, q string, now time.Time, window, 
 				}
 			}
 		}
-		return cands, next, nil
+		return cands, next, false, nil
 	}
-	return nil, time.Time{}, errors.New("the queue's priorities keep changing; try again")
+	return nil, time.Time{}, false, errors.New("the queue's lanes keep changing; try again")
 }
 
 // Claim implements store.Queue. It reads the head of each priority's
@@ -539,9 +572,12 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			res.NextRunAt = p.Now // work is ready but others keep winning
 			return res, nil
 		}
-		cands, next, err := s.readReady(ctx, p.Queue, p.Now, window, p.Limit-len(res.Instances))
+		cands, next, paused, err := s.readReady(ctx, p, window, p.Limit-len(res.Instances))
 		if err != nil {
 			return nil, err
+		}
+		if paused {
+			return res, nil // nothing is claimed from a paused queue
 		}
 		if len(cands) == 0 {
 			res.NextRunAt = next
@@ -579,7 +615,9 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			d.Cancel = false
 			d.Updated = tn(p.Now)
 			d.HSeq++
-			g := &group{guards: []guard{{c.key, c.rev}}}
+			// The pause key's absence is a guard too: a pause committed
+			// after the read stops the claim.
+			g := &group{guards: []guard{{c.key, c.rev}, {s.k.paused(p.Queue), 0}}}
 			g.del(c.key)
 			g.put(s.k.dyn(d.ID), mustJSON(&d))
 			g.put(s.k.running(d.ID), mustJSON(&runRec{LeaseID: d.LeaseID, LeaseUntil: d.LeaseUntil}))
@@ -1043,10 +1081,10 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 			gs = append(gs, g)
 			dyns = append(dyns, &e)
 		}
-		marks := map[string]int{}
+		marks := map[string]string{}
 		for _, e := range dyns {
 			if e.State == store.Scheduled {
-				markPair(marks, e.Queue, e.Priority)
+				s.markLane(marks, e)
 			}
 		}
 		if err := s.ensureMarks(ctx, marks); err != nil {
@@ -1217,10 +1255,10 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 		if len(gs) == 0 {
 			break
 		}
-		marks := map[string]int{}
+		marks := map[string]string{}
 		for _, e := range dyns {
 			if e != nil && e.State == store.Scheduled {
-				markPair(marks, e.Queue, e.Priority)
+				s.markLane(marks, e)
 			}
 		}
 		if err := s.ensureMarks(ctx, marks); err != nil {
@@ -1287,6 +1325,7 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 		default:
 			if d.State == store.Scheduled {
 				g.del(s.k.ready(d))
+				g.del(s.k.legacyReady(d))
 			}
 			e.State = store.Canceled
 			e.Updated, e.Finished = tn(p.Now), tn(p.Now)

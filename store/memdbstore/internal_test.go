@@ -38,7 +38,7 @@ func TestClaimSeeksPerLevel(t *testing.T) {
 	enqueueN(t, s, "other", 5000, 7, t0, "other")
 
 	qid, _ := s.knownName("q")
-	picked, next, visited := pickReady(s.snapshot().ready, &rec{}, qid, nanos(t0.Add(time.Minute)), 10)
+	picked, next, visited := pickLanes(&s.t, &rec{}, qid, nanos(t0.Add(time.Minute)), 10, nil)
 	var got []string
 	for _, r := range picked {
 		got = append(got, r.id())

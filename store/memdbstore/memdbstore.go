@@ -62,6 +62,9 @@ type Store struct {
 	clock   func() time.Time    // the store's own clock (WithClock)
 	nodesMu sync.Mutex          // guards nodes
 	nodes   map[string]*nodeRow // the node registry, by node ID
+	// queues holds every queue enqueued into or paused, and whether it
+	// is paused; guarded by mu.
+	queues map[string]bool
 
 	claimMu     sync.Mutex             // serialises claims made with a ClaimSeq
 	claims      map[string]*ownerClaim // by owner: the last claim with a ClaimSeq
@@ -101,6 +104,7 @@ func New(opts ...Option) (*Store, error) {
 		claims:     map[string]*ownerClaim{},
 		clock:      time.Now,
 		nodes:      map[string]*nodeRow{},
+		queues:     map[string]bool{},
 	}
 	s.names.Store(&[]string{""})
 	s.events.size = DefaultEventBuffer
@@ -133,7 +137,7 @@ const degree = 32
 type tables struct {
 	byID    *btree.BTreeG[*rec] // every instance, by ID
 	created *btree.BTreeG[*rec] // every instance: (CreatedAt, Seq)
-	ready   *btree.BTreeG[*rec] // Scheduled: (queue, priority descending, RunAt, Seq)
+	ready   *btree.BTreeG[*rec] // Scheduled: (queue, priority descending, lane, RunAt, Seq)
 	due     *btree.BTreeG[*rec] // Processing: (LeaseUntil, Seq)
 	final   *btree.BTreeG[*rec] // in a final state: (FinishedAt, Seq)
 	owned   *btree.BTreeG[*rec] // Processing: (LeaseOwner, Seq), for RescueNodes
@@ -144,6 +148,7 @@ type tables struct {
 	// journal, set on the store's live tables only (not on snapshots),
 	// collects the puts that add history records, for the event feed.
 	journal *[]putRec
+	lanes   laneIndex // the writer's count of ready entries per lane; nil in snapshots
 }
 
 func newTables() tables {
@@ -156,6 +161,7 @@ func newTables() tables {
 		owned:      btree.NewG(degree, lessOwned),
 		logsByTime: btree.NewG(degree, lessLogTime),
 		logsByInst: btree.NewG(degree, lessLogInst),
+		lanes:      laneIndex{},
 	}
 }
 
@@ -196,6 +202,9 @@ func (t *tables) put(old, r *rec) {
 		if old.state == store.Processing {
 			t.owned.Delete(old)
 		}
+		if old.state == store.Scheduled {
+			t.laneDel(old)
+		}
 	}
 	if r.state == store.Processing {
 		t.owned.ReplaceOrInsert(r)
@@ -208,6 +217,9 @@ func (t *tables) put(old, r *rec) {
 	if idx := t.stateIndex(r.state); idx != nil {
 		idx.ReplaceOrInsert(r)
 	}
+	if r.state == store.Scheduled {
+		t.laneAdd(r)
+	}
 }
 
 // drop removes r from every index.
@@ -219,6 +231,9 @@ func (t *tables) drop(r *rec) {
 	}
 	if r.state == store.Processing {
 		t.owned.Delete(r)
+	}
+	if r.state == store.Scheduled {
+		t.laneDel(r)
 	}
 }
 

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"time"
-
-	"github.com/google/btree"
 
 	"github.com/jobkit/job/store"
 )
@@ -44,7 +41,14 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 			seq := s.seq.Add(3) - 2 // seq+1 and seq+2 number the Created and Scheduled records
 			r := newRec(in.ID, in.Args)
 			r.kind = s.nameOf(in.Kind)
+			r.lane = r.kind
+			if labels := store.NormLabels(in.Labels); len(labels) > 0 {
+				r.lane = s.nameOf(laneName(in.Kind, labels))
+			}
 			r.qid = s.nameOf(in.Queue)
+			if _, ok := s.queues[in.Queue]; !ok {
+				s.queues[in.Queue] = false
+			}
 			r.enqNode = node
 			r.priority = int64(in.Priority)
 			r.timeout = in.Timeout
@@ -106,7 +110,10 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			}
 			return nil
 		}
-		picked, next, _ := pickReady(s.t.ready, &s.probe, qid, now, p.Limit)
+		if s.queues[p.Queue] {
+			return nil // paused: nothing is claimed, and nothing to wait for
+		}
+		picked, next, _ := pickLanes(&s.t, &s.probe, qid, now, p.Limit, newClaimFilter(p, names))
 		res.Instances = make([]*store.Instance, 0, len(picked))
 		for _, old := range picked {
 			r := old.clone()
@@ -156,47 +163,6 @@ func (s *Store) forgetClaims(now int64) {
 			delete(s.claims, o)
 		}
 	}
-}
-
-// pickReady returns up to limit ready instances of queue qid in claim order,
-// and the earliest RunAt of those that wait (0 when none, or when it stopped
-// at limit before looking). It seeks once per priority level: a level's
-// instances are ordered by RunAt, so when the next one at a level is not due
-// nothing after it at that level is, and it jumps to the next level.
-// visited counts the index entries it looked at: picked plus at most two
-// per priority level. probe is scratch space for the search key.
-func pickReady(ready *btree.BTreeG[*rec], probe *rec, qid name, now int64, limit int) (picked []*rec, next int64, visited int) {
-	defer func() { *probe = rec{} }()
-	*probe = rec{qid: qid, priority: math.MaxInt64, runAt: minNanos}
-	for len(picked) < limit {
-		var level int64
-		found := false
-		ready.AscendGreaterOrEqual(probe, func(r *rec) bool {
-			visited++
-			if r.qid != qid {
-				return false // past the queue's last level
-			}
-			if !found {
-				found, level = true, r.priority
-			}
-			if r.priority != level {
-				return false
-			}
-			if r.runAt > now {
-				if next == 0 || r.runAt < next {
-					next = r.runAt
-				}
-				return false
-			}
-			picked = append(picked, r)
-			return len(picked) < limit
-		})
-		if !found || level == math.MinInt64 {
-			break
-		}
-		*probe = rec{qid: qid, priority: level - 1, runAt: minNanos}
-	}
-	return picked, next, visited
 }
 
 // minNanos is the smallest stored time (nanos clamps to it).

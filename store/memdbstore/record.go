@@ -8,7 +8,7 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// rec is the stored form of one instance, kept small: 120 bytes, plus one
+// rec is the stored form of one instance, kept small: 136 bytes, plus one
 // allocation for its ID and arguments. Times are Unix nanoseconds (0 for
 // the zero time); kind, queue and node names are numbers in the store's
 // name table; what only some instances need (a unique key, an outcome,
@@ -30,6 +30,7 @@ type rec struct {
 	enqAt      int64
 	idLen      uint32
 	kind       name
+	lane       name // the kind and the labels it requires (see laneName)
 	qid        name // the queue, the first part of the ready order
 	leaseOwner name
 	enqNode    name // the enqueuer, in the Created and Scheduled records
@@ -196,6 +197,9 @@ func (r *rec) toInstance(names []string) *store.Instance {
 		CreatedAt:       fromNanos(r.createdAt),
 		UpdatedAt:       fromNanos(r.updatedAt),
 	}
+	if r.lane != r.kind {
+		in.Labels = laneLabels(names[r.lane])
+	}
 	if x := r.x; x != nil {
 		in.UniqueKey = x.uniqueKey
 		in.UniqueUntil = fromNanos(x.uniqueTill)
@@ -295,13 +299,15 @@ func lessCreated(a, b *rec) bool {
 	return a.seq < b.seq
 }
 
-// lessReady orders by queue, priority descending, RunAt, Seq.
+// lessReady orders by queue, priority descending, lane, RunAt, Seq.
 func lessReady(a, b *rec) bool {
 	switch {
 	case a.qid != b.qid:
 		return a.qid < b.qid
 	case a.priority != b.priority:
 		return a.priority > b.priority
+	case a.lane != b.lane:
+		return a.lane < b.lane
 	case a.runAt != b.runAt:
 		return a.runAt < b.runAt
 	}

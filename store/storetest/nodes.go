@@ -45,7 +45,7 @@ func runNodes(t *testing.T, h Harness) {
 // nodeInfo is a node record with every field a node reports.
 func nodeInfo(id string) store.NodeInfo {
 	return store.NodeInfo{
-		ID: id, Host: "host-" + id, Labels: map[string]string{"region": "eu", "gpu": ""},
+		ID: id, Host: "host-" + id, Labels: []string{"gpu", "region=eu"},
 		Kinds: []string{"kind-a", "kind-b"}, Queues: []string{"q"}, Workers: 8, Busy: 3,
 		Version: "v1.2.3", Started: base, Skew: 7 * time.Millisecond,
 	}

@@ -127,6 +127,7 @@ func Run(t *testing.T, h Harness) {
 		{"DefinitionsShared", testDefinitionsShared},
 		{"Events", testEvents},
 		{"Nodes", runNodes},
+		{"ClaimKinds", testClaimKinds}, {"ClaimLabels", testClaimLabels}, {"ClaimLanesNextRunAt", testClaimLanesNextRunAt}, {"QueuePause", testQueuePause}, {"ClaimsInvalid", testClaimsInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -318,7 +318,21 @@ func encodeFullSpec(in *store.Instance, enq time.Time) string {
 	p.time(enq)
 	p.int(0)
 	p.int(-1)
+	if l := laneLabels(in.Labels); l != "" {
+		p.str(l)
+	}
 	return p.record()
+}
+
+// laneLabels returns labels as the spec keeps them (lua/lib.lua
+// P_LABELS): normalised, each behind a NUL byte; "" for none.
+func laneLabels(labels []string) string {
+	var b strings.Builder
+	for _, l := range store.NormLabels(labels) {
+		b.WriteByte(0)
+		b.WriteString(l)
+	}
+	return b.String()
 }
 
 // DecodeInstance decodes the instance stored under id from its spec and
@@ -342,6 +356,13 @@ func DecodeInstance(id, spec, state string) (*store.Instance, error) {
 	in.UpdatedAt = u.time() // P_ENQ
 	u.int()                 // P_HDELTA and P_HSEQ: the enqueue's history
 	u.int()                 // entry, which only the scripts read
+	if u.more() {           // P_LABELS, written only when there are labels
+		l := u.str()
+		if len(l) < 2 || l[0] != 0 {
+			return nil, corrupt("instance "+id, spec)
+		}
+		in.Labels = strings.Split(l[1:], "\x00")
+	}
 	if !u.end() {
 		return nil, corrupt("instance "+id, spec)
 	}

@@ -119,14 +119,14 @@ func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.Enq
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
 	}
-	args := make([]string, 0, 2+9*len(p.Instances))
+	args := make([]string, 0, 2+10*len(p.Instances))
 	args = append(args, us(p.Now), p.Node)
 	for _, in := range p.Instances {
 		if err := in.Validate(); err != nil {
 			return nil, err
 		}
 		args = append(args, EncodeID(in.ID), EncodeSpec(in), in.Kind, in.Queue, itoa(in.Priority),
-			us(in.RunAt), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt))
+			us(in.RunAt), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt), laneLabels(in.Labels))
 	}
 	if len(p.Instances) == 0 {
 		return []store.EnqueueResult{}, nil
@@ -194,7 +194,11 @@ func (c *Core) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRes
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	v, err := c.run(ctx, Claim, us(p.Now), p.Owner, us(p.LeaseUntil), itoa(p.Limit), p.Queue, fmt.Sprintf("%020d", p.ClaimSeq))
+	args := make([]string, 0, 7+len(p.Kinds)+len(p.Labels))
+	args = append(args, us(p.Now), p.Owner, us(p.LeaseUntil), itoa(p.Limit), p.Queue, fmt.Sprintf("%020d", p.ClaimSeq), itoa(len(p.Kinds)))
+	args = append(args, p.Kinds...)
+	args = append(args, p.Labels...)
+	v, err := c.run(ctx, Claim, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -62,12 +62,20 @@ func (k Keys) Done(st store.State) string {
 	return k.Prefix + "done:" + strconv.Itoa(int(st))
 }
 
-// Levels is the set of priorities of queue with a ready list.
+// Levels is the lane index of queue: its non-empty lanes per priority
+// (members "<prio>/<lane>", see lua/lib.lua).
 func (k Keys) Levels(queue string) string { return k.Prefix + "q:" + queue + ":p" }
 
-// Ready is the ready list of queue at priority prio.
+// Ready is the ready list of queue at priority prio written before lanes;
+// claims move its entries into lanes.
 func (k Keys) Ready(queue string, prio int) string {
 	return k.Prefix + "q:" + queue + ":r:" + strconv.Itoa(prio)
+}
+
+// LaneReady is the ready list of queue at priority prio in the lane of
+// kind with the required labels.
+func (k Keys) LaneReady(queue string, prio int, kind string, labels []string) string {
+	return k.Prefix + "q:" + queue + ":r:" + strconv.Itoa(prio) + "/" + strconv.Itoa(len(kind)) + ":" + kind + laneLabels(labels)
 }
 
 // Sched is the scheduled set of queue.

@@ -171,7 +171,7 @@ func (c *Core) eachInState(ctx context.Context, states []store.State, queue stri
 			return nil
 		}
 	}
-	scheduled := func() error { return c.eachScheduled(ctx, queue, strip(schedHead), strip(readyHead)) }
+	scheduled := func() error { return c.eachScheduled(ctx, queue, strip(schedHead), strip) }
 	sched, proc := slices.Contains(states, store.Scheduled), slices.Contains(states, store.Processing)
 	if sched {
 		if err := scheduled(); err != nil {
@@ -215,16 +215,17 @@ var finalStates = []store.State{store.Completed, store.Terminated, store.Cancele
 // scheduled set (Seq, priority) and of a done list (FinishedAt); see
 // lua/lib.lua.
 const (
-	readyHead = 6
-	schedHead = 10
-	doneHead  = 7
+	readyHead       = 13 // RunAt (7 bytes), Seq (6 bytes)
+	legacyReadyHead = 6  // Seq (6 bytes): a ready list written before lanes
+	schedHead       = 10
+	doneHead        = 7
 )
 
 // eachScheduled passes the members of the scheduled set of queue (of
 // every queue when it is empty) to sched and then those of its ready lists
-// to ready, in pages: a due instance moves from the set to a ready list,
-// which is read after.
-func (c *Core) eachScheduled(ctx context.Context, queue string, sched, ready func([]string) error) error {
+// to ready(head), head being the length of their entries' heads, in pages:
+// a due instance moves from the set to a ready list, which is read after.
+func (c *Core) eachScheduled(ctx context.Context, queue string, sched func([]string) error, ready func(head int) func([]string) error) error {
 	queues := []string{queue}
 	if queue == "" {
 		v, err := c.r.Do(ctx, "SMEMBERS", c.keys.Queues())
@@ -245,11 +246,12 @@ func (c *Core) eachScheduled(ctx context.Context, queue string, sched, ready fun
 			return c.wrap(ctx, "lookup", err)
 		}
 		for _, lv := range asArray(v) {
-			prio, err := strconv.Atoi(asString(lv))
-			if err != nil {
-				continue // not a priority; claims drop it
+			member := asString(lv)
+			head := readyHead
+			if !strings.Contains(member, "/") {
+				head = legacyReadyHead // written before lanes
 			}
-			if err := c.listTail(ctx, c.keys.Ready(q, prio), ready); err != nil {
+			if err := c.listTail(ctx, c.keys.Prefix+"q:"+q+":r:"+member, ready(head)); err != nil {
 				return err
 			}
 		}

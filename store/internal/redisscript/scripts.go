@@ -17,11 +17,16 @@
 //   - st (HASH): ID → state, a small MessagePack array of what changes
 //     (state, attempt, lease, result, error, history refs). An instance
 //     that has not run yet has none, which keeps a pending job small.
-//   - q:<queue>:r:<prio> (LIST) and q:<queue>:p (ZSET of priorities):
-//     ready IDs per priority in the order they became ready; a claim is
-//     LPOPs from the highest priorities, O(1) per instance.
+//   - q:<queue>:r:<prio>/<lane> (LIST) and q:<queue>:p (ZSET, the
+//     non-empty lanes per priority): ready IDs per priority and lane (a
+//     kind with the labels its instances require) in the order they became
+//     ready; a claim reads the lane index once, keeps the lanes the
+//     claimer may take (its kinds, its labels) and pops from them, highest
+//     priority first, merging lanes of one priority by RunAt then Seq:
+//     O(1) per instance plus O(1) per lane it may take.
 //   - q:<queue>:s (ZSET): instances waiting for their RunAt; Claim moves
-//     the due ones to the back of their ready list.
+//     the due ones to the back of their lane's ready list.
+//   - paused (SET): the paused queues; a claim from one takes nothing.
 //   - lease (ZSET): lease batches by deadline, for Rescue: a member lists
 //     the IDs one claim or renew gave that deadline, so a claim adds one
 //     member and a finish none.
@@ -102,6 +107,7 @@ var (
 	Range       = load("stream_range", "no-writes")
 	Prune       = load("prune", "allow-oom")
 	EventsRead  = load("events", "no-writes")
+	QueueAdmin  = load("queue_admin", "")
 	// The node registry. A heartbeat may run while Redis is at its
 	// maxmemory, as Renew may: a node that cannot heartbeat fences itself.
 	NodesHeartbeat = load("nodes_heartbeat", "allow-oom")
@@ -111,7 +117,7 @@ var (
 
 // All lists every script, for plugins that prepare them up front.
 var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune,
-	EventsRead, NodesHeartbeat, NodesList, NodesRescue}
+	EventsRead, QueueAdmin, NodesHeartbeat, NodesList, NodesRescue}
 
 // load builds the script of lua/<name>.lua with the given shebang flags
 // ("no-writes" marks it read-only).

@@ -3,7 +3,14 @@
 -- ARGV: [1] prefix, [2] now (us), [3] owner, [4] lease deadline (us),
 --       [5] limit, [6] queue, [7] claim seq as 20 decimal digits (all
 --       zeros: none; compared as strings, since a Lua number is exact only
---       to 2^53).
+--       to 2^53), [8] how many kinds the claimer names (0: any kind), then
+--       those kinds, then the claimer's labels.
+-- A claim takes only from the lanes (lib.lua) whose kind the claimer
+-- names and whose labels it has all of: it reads the queue's lane index
+-- (q:<queue>:p) once, and merges the heads of the lanes it may take, per
+-- priority, by RunAt then Seq; it never reads an entry of another lane.
+-- A paused queue (in the paused set, see queue_admin.lua) gives nothing
+-- and next 0.
 -- With a claim seq, the owner's last claim is kept in o:<owner> (a cmsgpack
 -- array: seq, then ID and attempt of each instance it took; it expires
 -- with the claim's lease). A claim whose seq is that one claims nothing
@@ -11,9 +18,10 @@
 -- attempt (a repeat of a call whose reply was lost); one whose seq is
 -- below it returns nothing (a call that ran after a newer one).
 -- First moves instances that became due (scheduled set score <= now) to
--- the back of their priority's ready list, oldest RunAt first, at most
--- MOVE per call (the rest move on the next calls). Then pops ready IDs:
--- highest priority first, each list in order. A popped ID whose instance
+-- the back of their lane's ready list, oldest RunAt first, at most MOVE
+-- per call (the rest move on the next calls; the lane comes from the
+-- spec), and entries of ready lists written before lanes into lanes.
+-- Then pops ready IDs: highest priority first, lanes merged as above. A popped ID whose instance
 -- is no longer Scheduled (canceled while it waited, or gone), or whose
 -- entry is not the instance's (see stale), is dropped.
 -- Each claimed instance gets State Processing, Attempt+1, the lease, a
@@ -34,6 +42,41 @@ end
 local MOVE = 1000
 local skey, lkey = sched_key(queue), levels_key(queue)
 local okey = PREFIX .. 'o:' .. owner
+
+local nk = tonumber(ARGV[8] or '0')
+local any_kind, kinds, mine = nk == 0, {}, {}
+for i = 9, 8 + nk do
+	kinds[ARGV[i]] = true
+end
+for i = 9 + nk, #ARGV do
+	mine[ARGV[i]] = true
+end
+local lane_ok = {}
+if not any_kind then
+	-- The lanes without labels of the claimer's kinds, known at once.
+	for k in pairs(kinds) do
+		lane_ok[lane_of(k, '')] = true
+	end
+end
+-- may_take tells whether the claimer may take the instances of lane.
+local function may_take(lane)
+	local v = lane_ok[lane]
+	if v == nil and not string.find(lane, '\0', 1, true) then
+		v = any_kind -- no labels: the kind decides
+		lane_ok[lane] = v
+	end
+	if v == nil then
+		local kind, labels = lane_parts(lane)
+		v = any_kind or kinds[kind] == true
+		for _, l in ipairs(labels) do
+			if not mine[l] then
+				v = false
+			end
+		end
+		lane_ok[lane] = v
+	end
+	return v
+end
 
 if cseq ~= '' then
 	local raw = redis.call('GET', okey)
@@ -64,20 +107,183 @@ if cseq ~= '' then
 	end
 end
 
-local due = redis.call('ZRANGEBYSCORE', skey, '-inf', num(now), 'LIMIT', 0, MOVE)
-if #due > 0 then
-	chunked('ZREM', skey, due)
-	for _, m in ipairs(due) do
-		push_ready(string.sub(m, SCHED_HEAD + 1), queue, unbe(m, 7, 4) - PRIO_BIAS, false, 0, unbe(m, 1, 6))
+local paused = redis.call('SISMEMBER', PREFIX .. 'paused', queue) == 1
+
+-- lane_of_spec is the lane of the instance whose spec is raw; one that
+-- cannot be decoded goes to the lane of kind '', which only a claimer of
+-- any kind takes (and terminates).
+local function lane_of_spec(raw)
+	local p = spec(raw)
+	if p then
+		return lane_of(p[P_KIND], p[P_LABELS])
 	end
-	flush_ready()
+	return lane_of('', '')
+end
+
+local levels = {}
+if not paused then
+	local due = redis.call('ZRANGEBYSCORE', skey, '-inf', num(now), 'WITHSCORES', 'LIMIT', 0, MOVE)
+	if #due > 0 then
+		local ms, ids = {}, {}
+		for i = 1, #due, 2 do
+			ms[#ms + 1] = due[i]
+			ids[#ids + 1] = string.sub(due[i], SCHED_HEAD + 1)
+		end
+		chunked('ZREM', skey, ms)
+		local specs = hmget(K_INST, ids)
+		for j, m in ipairs(ms) do
+			push_ready(ids[j], queue, unbe(m, 7, 4) - PRIO_BIAS, false, tonumber(due[2 * j]), unbe(m, 1, 6), lane_of_spec(specs[j]))
+		end
+		flush_ready()
+	end
+	levels = redis.call('ZRANGE', lkey, 0, -1)
+	-- Ready lists written before lanes (member: the priority alone) move
+	-- into their lanes, MOVE entries per call, behind what is there.
+	local legacy = false
+	for _, lv in ipairs(levels) do
+		if not string.find(lv, '/', 1, true) then
+			legacy = true
+			local ms = redis.call('LPOP', ready_key(queue, lv), MOVE)
+			if not ms or #ms < MOVE then
+				redis.call('ZREM', lkey, lv)
+			end
+			if ms then
+				local ids = {}
+				for j, m in ipairs(ms) do
+					ids[j] = string.sub(m, LEGACY_READY_HEAD + 1)
+				end
+				local specs, sts = hmget(K_INST, ids), hmget(K_ST, ids)
+				for j, id in ipairs(ids) do
+					local p, t = spec(specs[j]), sts[j] and state(sts[j])
+					local runat = (t and t[T_RUNAT] ~= 0 and t[T_RUNAT]) or (p and p[P_RUNAT]) or 0
+					push_ready(id, queue, tonumber(lv), false, runat, unbe(ms[j], 1, 6), lane_of_spec(specs[j]))
+				end
+			end
+		end
+	end
+	if legacy then
+		flush_ready()
+		levels = redis.call('ZRANGE', lkey, 0, -1)
+	end
+end
+
+-- take pops up to want entries from the ready lists of members (lane
+-- index members of one priority), merged by RunAt then Seq. One list is
+-- popped at once. Several are merged on their head hints (q:<queue>:h,
+-- one HMGET): it reads a list only when its hint is the smallest, and a
+-- hint found behind the list's real head is corrected and the merge goes
+-- on, so it reads only the lists it takes from (plus those whose hints
+-- were stale). It returns the entries and the members whose lists it
+-- found empty (their lane index entries and hints are dropped).
+local hkey = heads_key(queue)
+local function take(members, want)
+	if #members == 1 then
+		local ms = redis.call('LPOP', ready_key(queue, members[1]), want) or {}
+		if #ms < want then
+			redis.call('HDEL', hkey, members[1])
+			return ms, {members[1]}
+		end
+		return ms, {}
+	end
+	local chunk = math.min(want, 4)
+	local nm = #members
+	local hints = redis.call('HMGET', hkey, unpack(members))
+	-- Per lane (by index into members): the merge key (R, S): its hint,
+	-- then its real next entry; the entries read (items, from pos), how
+	-- many were taken, whether it ran out. The heap holds lane indexes.
+	local R, S, items, pos, taken, empty = {}, {}, {}, {}, {}, {}
+	for k = 1, nm do
+		local hv = hints[k]
+		if hv and #hv == 13 then
+			R[k], S[k] = unbe(hv, 1, 7), unbe(hv, 8, 6)
+		else
+			R[k], S[k] = -1, -1
+		end
+		taken[k] = 0
+	end
+	local h = {}
+	local function less(a, b)
+		if R[a] ~= R[b] then return R[a] < R[b] end
+		return S[a] < S[b]
+	end
+	local function down(i)
+		local n = #h
+		while true do
+			local c = 2 * i
+			if c > n then return end
+			if c + 1 <= n and less(h[c + 1], h[c]) then c = c + 1 end
+			if not less(h[c], h[i]) then return end
+			h[c], h[i] = h[i], h[c]
+			i = c
+		end
+	end
+	for k = 1, nm do
+		h[k] = k
+	end
+	for i = math.floor(nm / 2), 1, -1 do
+		down(i)
+	end
+	local out, emptied = {}, {}
+	while #out < want and #h > 0 do
+		local k = h[1]
+		local it = items[k]
+		if not it or pos[k] > #it then
+			-- Read on from what this claim took of the list.
+			if it and #it < chunk then
+				it = {}
+			else
+				it = redis.call('LRANGE', ready_key(queue, members[k]), taken[k], taken[k] + chunk - 1)
+			end
+			items[k], pos[k] = it, 1
+		end
+		local m = it[pos[k]]
+		if not m then
+			empty[k] = true
+			h[1] = h[#h]
+			h[#h] = nil
+			down(1)
+		else
+			local r, s = unbe(m, 1, 7), unbe(m, 8, 6)
+			if r ~= R[k] or s ~= S[k] then
+				R[k], S[k] = r, s -- the hint was behind: the real head
+			else
+				out[#out + 1] = m
+				pos[k], taken[k] = pos[k] + 1, taken[k] + 1
+				local nx = it[pos[k]]
+				if nx then
+					R[k], S[k] = unbe(nx, 1, 7), unbe(nx, 8, 6)
+				else
+					S[k] = s + 0.5 -- read the next entry before comparing it
+				end
+			end
+			down(1)
+		end
+	end
+	for k = 1, nm do
+		local it = items[k]
+		if taken[k] > 0 then
+			redis.call('LTRIM', ready_key(queue, members[k]), taken[k], -1)
+		end
+		if empty[k] then
+			emptied[#emptied + 1] = members[k]
+			redis.call('HDEL', hkey, members[k])
+		elseif it and it[pos[k]] then
+			local hv = string.sub(it[pos[k]], 1, 13)
+			if hv ~= hints[k] then
+				redis.call('HSET', hkey, members[k], hv)
+			end
+		elseif taken[k] > 0 then
+			redis.call('HDEL', hkey, members[k]) -- unknown: read when next merged
+		end
+	end
+	return out, emptied
 end
 
 -- stale tells whether ready entry m is not the place of the instance
 -- whose spec is raw now: its Seq differs. A spec that cannot be decoded is
 -- not stale: it is claimed, for the caller to terminate.
 local function stale(m, raw)
-	local seq = unbe(m, 1, 6)
+	local seq = unbe(m, 8, 6)
 	local head = cmsgpack.pack(seq)
 	if string.sub(raw, 1, #head) == head then
 		return false
@@ -88,19 +294,34 @@ end
 
 local ERR = 'undecodable state record'
 local claimed, corrupt, n = {}, {}, 0
-local levels = redis.call('ZRANGE', lkey, 0, -1)
 local li = 1
 while n < limit and li <= #levels do
-	local rkey = PREFIX .. 'q:' .. queue .. ':r:' .. levels[li]
-	local want = math.min(limit - n, 1000)
-	local ms = redis.call('LPOP', rkey, want)
-	if not ms or #ms < want then
-		-- The list is empty now.
-		redis.call('ZREM', lkey, levels[li])
+	-- The members of one priority are consecutive (same score, then by
+	-- member); keep those of lanes the claimer may take.
+	local slash = string.find(levels[li], '/', 1, true)
+	local group, lp = {}, slash and string.sub(levels[li], 1, slash)
+	while li <= #levels and (not lp or string.sub(levels[li], 1, #lp) == lp) do
+		if lp and may_take(string.sub(levels[li], #lp + 1)) then
+			group[#group + 1] = levels[li]
+		end
 		li = li + 1
+		if not lp then break end
 	end
-	local ids = ms and {}
-	if ms then
+	while n < limit and #group > 0 do
+		local ms, emptied = take(group, math.min(limit - n, 1000))
+		for _, e in ipairs(emptied) do
+			redis.call('ZREM', lkey, e)
+			for k, g in ipairs(group) do
+				if g == e then
+					table.remove(group, k)
+					break
+				end
+			end
+		end
+		if #ms == 0 then
+			break
+		end
+		local ids = {}
 		for j, m in ipairs(ms) do
 			ids[j] = string.sub(m, READY_HEAD + 1)
 		end
@@ -155,7 +376,7 @@ if cseq ~= '' then
 end
 
 local next = 0
-if n < limit then
+if n < limit and not paused then
 	local head = redis.call('ZRANGE', skey, 0, 0, 'WITHSCORES')
 	if head[2] then
 		next = tonumber(head[2])

@@ -1,8 +1,9 @@
 -- enqueue: store new instances in state Scheduled.
 -- KEYS: the namespace keys (lib.lua).
--- ARGV: [1] prefix, [2] now (us), [3] node, then per instance nine values:
+-- ARGV: [1] prefix, [2] now (us), [3] node, then per instance ten values:
 --       ID, spec (its first ten values, see lib.lua), kind, queue,
---       priority, RunAt (us), unique key, UniqueUntil (us), CreatedAt (us).
+--       priority, RunAt (us), unique key, UniqueUntil (us), CreatedAt (us),
+--       required labels (as P_LABELS holds them; '' for none).
 -- Returns one {code, id, seq} per instance: code 0 stored (seq assigned),
 -- 1 duplicate unique key (id is the holder's), 2 an instance with this ID
 -- exists already (seq is its Seq; nothing changes, so a retried Enqueue is
@@ -15,7 +16,7 @@
 -- kind's ctr field) and to its queue, and the queue's channel gets a
 -- PUBLISH.
 local now, node = tonumber(ARGV[2]), ARGV[3]
-local N = 9
+local N = 10
 
 local ids = argv_ids(4, N)
 local old = hmget(K_INST, ids)
@@ -85,7 +86,12 @@ for _, e in ipairs(stored) do
 	local id, kind, queue = e.id, ARGV[i + 2], ARGV[i + 3]
 	local prio, runat, created = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 8])
 	specs[#specs + 1] = id
-	specs[#specs + 1] = cmsgpack.pack(e.seq) .. ARGV[i + 1] .. tail_
+	local labels = ARGV[i + 9]
+	local lspec = ''
+	if labels ~= '' then
+		lspec = cmsgpack.pack(labels)
+	end
+	specs[#specs + 1] = cmsgpack.pack(e.seq) .. ARGV[i + 1] .. tail_ .. lspec
 	kinds[kind] = (kinds[kind] or 0) + 1
 	queues[queue] = true
 	local sec = math.floor(created / 1000000)
@@ -97,7 +103,7 @@ for _, e in ipairs(stored) do
 		blist[#blist + 1] = bkey
 	end
 	b.ids[#b.ids + 1] = id
-	place(id, queue, prio, e.seq, runat, now, false)
+	place(id, queue, prio, e.seq, runat, now, false, lane_of(kind, labels))
 	out[e.j] = {0, id, e.seq}
 end
 for _, d in ipairs(dups) do

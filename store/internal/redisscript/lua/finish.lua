@@ -96,7 +96,7 @@ local function one(j, id, attempt, st, run_at, release, result, err)
 		end
 		t[T_STATE] = S_SCHEDULED
 		t[T_RUNAT] = run_at
-		place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], run_at, now, release)
+		place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], run_at, now, release, lane_of(p[P_KIND], p[P_LABELS]))
 	else
 		if st == S_COMPLETED then
 			t[T_RES] = result

@@ -35,12 +35,25 @@
 -- ARGV[1] is always the namespace's key prefix, "jobkit:{ns}:". Scripts
 -- build per-queue, per-kind and per-instance keys from it and the wake-up
 -- channel w:<queue>:
---   q:<queue>:p          ZSET   priorities with a ready list (score -prio)
---   q:<queue>:r:<prio>   LIST   ready instances of one priority, in the
---                               order they became ready: member Seq (6
---                               bytes) then ID; the Seq tells an entry
---                               left by a canceled instance from a later
---                               instance that reused its ID
+--   q:<queue>:p          ZSET   the queue's non-empty lanes per priority:
+--                               member <prio>/<lane>, score -prio (see
+--                               lane_of; a member without '/' is a ready
+--                               list written before lanes, which claim
+--                               moves into lanes)
+--   q:<queue>:r:<prio>/<lane>  LIST  ready instances of one priority and
+--                               lane, in the order they became ready:
+--                               member RunAt (7 bytes), Seq (6 bytes),
+--                               then ID; claims merge lanes by RunAt and
+--                               Seq; the Seq tells an entry left by a
+--                               canceled instance from a later instance
+--                               that reused its ID
+--   q:<queue>:h          HASH   lane index member -> the RunAt and Seq (13
+--                               bytes) of a ready entry at or before its
+--                               list's head (a hint: pops leave it behind,
+--                               front pushes move it forward), so a claim
+--                               that merges lanes reads only the lists it
+--                               takes from
+--   paused               SET    the paused queues (queue_admin.lua)
 --   q:<queue>:s          ZSET   instances waiting for RunAt (score RunAt,
 --                               member Seq(6 bytes) Prio+2^31(4 bytes) ID)
 --   kd:<kind>            ZSET   seconds (of CreatedAt) that have a bucket
@@ -85,23 +98,28 @@ local function kind_count(kind) return 'k:' .. kind end
 local P_SEQ, P_KIND, P_QUEUE, P_ARGS, P_PRIO, P_RUNAT, P_MAXR = 1, 2, 3, 4, 5, 6, 7
 local P_UKEY, P_UUNTIL, P_CREATED, P_ENQ, P_HDELTA, P_HSEQ = 9, 10, 11, 12, 13, 14
 local NP = 14
+-- P_LABELS, a 15th value only when the instance requires labels: them,
+-- sorted, each behind a NUL byte ('\0a\0b'); enqueue appends it.
+local P_LABELS = 15
 local P_SCHEMA = {'number', 'string', 'string', 'string', 'number', 'number', 'number',
-	'number', 'string', 'number', 'number', 'number', 'number', 'number'}
+	'number', 'string', 'number', 'number', 'number', 'number', 'number', 'string'}
 
 -- spec decodes raw, or returns nil when raw is missing or not a spec.
+-- A spec without labels gets P_LABELS ''.
 local function spec(raw)
 	if not raw then
 		return nil
 	end
 	local ok, p = pcall(function() return {cmsgpack.unpack(raw)} end)
-	if not ok or #p ~= NP then
+	if not ok or (#p ~= NP and #p ~= NP + 1) then
 		return nil
 	end
-	for i = 1, NP do
+	for i = 1, #p do
 		if type(p[i]) ~= P_SCHEMA[i] then
 			return nil
 		end
 	end
+	p[P_LABELS] = p[P_LABELS] or ''
 	return p
 end
 
@@ -222,9 +240,30 @@ end
 
 local PRIO_BIAS = 2147483648
 local SCHED_HEAD = 10
-local READY_HEAD = 6
+local READY_HEAD = 13
+local LEGACY_READY_HEAD = 6 -- entries of a ready list written before lanes
 local function levels_key(queue) return PREFIX .. 'q:' .. queue .. ':p' end
-local function ready_key(queue, prio) return PREFIX .. 'q:' .. queue .. ':r:' .. num(prio) end
+
+-- A lane is a kind with the labels its instances require: the kind's
+-- length, ':', the kind, then the labels as spec's P_LABELS has them. A
+-- claim takes from the lanes whose kind and labels the claimer has.
+local function lane_of(kind, labels)
+	return num(#kind) .. ':' .. kind .. labels
+end
+-- lane_parts returns the kind and the labels (a list) of lane.
+local function lane_parts(lane)
+	local c = string.find(lane, ':', 1, true)
+	local n = tonumber(string.sub(lane, 1, c - 1))
+	local kind = string.sub(lane, c + 1, c + n)
+	local labels = {}
+	for l in string.gmatch(string.sub(lane, c + n + 1), '%z([^%z]+)') do
+		labels[#labels + 1] = l
+	end
+	return kind, labels
+end
+local function level_member(prio, lane) return num(prio) .. '/' .. lane end
+local function heads_key(queue) return PREFIX .. 'q:' .. queue .. ':h' end
+local function ready_key(queue, member) return PREFIX .. 'q:' .. queue .. ':r:' .. member end
 local function sched_key(queue) return PREFIX .. 'q:' .. queue .. ':s' end
 local function sched_member(id, seq, prio)
 	return be(seq, 6) .. be(prio + PRIO_BIAS, 4) .. id
@@ -244,12 +283,13 @@ end
 local pushes, push_lists = {}, {}
 -- Front pushes (instances keeping their place) are ordered by RunAt, then
 -- Seq, so several put back at once keep their order too.
-local function push_ready(id, queue, prio, front, runat, seq)
-	local key = ready_key(queue, prio)
-	local m = be(seq, 6) .. id
+local function push_ready(id, queue, prio, front, runat, seq, lane)
+	local member = level_member(prio, lane)
+	local key = ready_key(queue, member)
+	local m = be(runat, 7) .. be(seq, 6) .. id
 	local p = pushes[key]
 	if not p then
-		p = {queue = queue, prio = prio, back = {}, front = {}}
+		p = {queue = queue, prio = prio, member = member, back = {}, front = {}}
 		pushes[key] = p
 		push_lists[#push_lists + 1] = key
 	end
@@ -275,18 +315,24 @@ local function flush_ready()
 			rev[#rev + 1] = p.front[i][1]
 		end
 		chunked('LPUSH', key, rev)
-		redis.call('ZADD', levels_key(p.queue), -p.prio, num(p.prio))
+		redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)
+		-- Keep the head hint at or before the list's head.
+		if #p.front > 0 then
+			redis.call('HSET', heads_key(p.queue), p.member, string.sub(p.front[1][1], 1, 13))
+		else
+			redis.call('HSETNX', heads_key(p.queue), p.member, string.sub(p.back[1], 1, 13))
+		end
 	end
 	pushes, push_lists = {}, {}
 end
 
--- place puts a Scheduled instance in its queue: a ready list when due at
+-- place puts a Scheduled instance in its queue: its lane's ready list when due at
 -- now (at the front when front is true, so it keeps its place), else the
 -- scheduled set. It wakes the queue. flush_ready must run before the
 -- script returns.
-local function place(id, queue, prio, seq, runat, now, front)
+local function place(id, queue, prio, seq, runat, now, front, lane)
 	if runat <= now then
-		push_ready(id, queue, prio, front, runat, seq)
+		push_ready(id, queue, prio, front, runat, seq, lane)
 	else
 		redis.call('ZADD', sched_key(queue), runat, sched_member(id, seq, prio))
 	end

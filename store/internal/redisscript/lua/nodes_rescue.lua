@@ -72,7 +72,7 @@ local function take(id, t, owner)
 		if runat == 0 then
 			runat = p[P_RUNAT]
 		end
-		place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], runat, now, true)
+		place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], runat, now, true, lane_of(p[P_KIND], p[P_LABELS]))
 	end
 	moved[#moved + 1] = {id, craw or ''}
 	n = n + 1

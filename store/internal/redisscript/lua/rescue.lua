@@ -40,7 +40,7 @@ local function take(id, t)
 			runat = p[P_RUNAT]
 		end
 		-- RunAt kept: due ones go to the front, keeping their place.
-		place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], runat, now, true)
+		place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], runat, now, true, lane_of(p[P_KIND], p[P_LABELS]))
 	end
 	moved[#moved + 1] = {id, craw or ''}
 	n = n + 1

@@ -795,7 +795,7 @@ func testCancelReady(t *testing.T, h Harness) {
 	}
 	e.enqueue(base, mk("cr-1", 5), mk("cr-2", 5), mk("cr-3", 5), mk("cr-4", 0), mk("cr-5", 0))
 	llen := func(prio int) int64 {
-		n, err := e.rc.LLen(ctx, e.keys.Ready("cq", prio)).Result()
+		n, err := e.rc.LLen(ctx, e.keys.LaneReady("cq", prio, "k", nil)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -920,11 +920,12 @@ func testUUIDIDs(t *testing.T, h Harness) {
 	if n, _ := e.rc.HLen(ctx, e.keys.Inst()).Result(); n != 2 {
 		t.Fatalf("inst holds %d fields, want 2", n)
 	}
-	// A ready entry is Seq (6 bytes) then the stored ID.
-	ready, err := e.rc.LRange(ctx, e.keys.Ready("uq", 0), 0, -1).Result()
-	want := []string{"\x00\x00\x00\x00\x00\x01" + sid, "\x00\x00\x00\x00\x00\x02\x00" + upper}
+	// A ready entry is RunAt (7 bytes), Seq (6 bytes), then the stored ID.
+	ready, err := e.rc.LRange(ctx, e.keys.LaneReady("uq", 0, "k", nil), 0, -1).Result()
+	runAt := beBytes(uint64(redisscript.Micros(base)), 7)
+	want := []string{runAt + "\x00\x00\x00\x00\x00\x01" + sid, runAt + "\x00\x00\x00\x00\x00\x02\x00" + upper}
 	if err != nil || !slices.Equal(ready, want) {
-		t.Fatalf("ready list = %q, %v; want Seq then the 17-byte and the text ID: %q", ready, err, want)
+		t.Fatalf("ready list = %q, %v; want RunAt, Seq, then the 17-byte and the text ID: %q", ready, err, want)
 	}
 	if got := bucketIDs(t, e, "k"); !slices.Equal(got, []string{lower, upper}) {
 		t.Fatalf("kind bucket = %v, want both IDs", got)
@@ -1026,4 +1027,54 @@ func bucketIDs(t testing.TB, e *layEnv, kind string) []string {
 		out = append(out, splitIDList(t, b)...)
 	}
 	return out
+}
+
+// beBytes encodes v as w big-endian bytes.
+func beBytes(v uint64, w int) string {
+	b := make([]byte, w)
+	for i := w - 1; i >= 0; i-- {
+		b[i] = byte(v)
+		v >>= 8
+	}
+	return string(b)
+}
+
+// testLegacyReadyList: a ready list written before lanes (key
+// q:<queue>:r:<prio>, entries Seq then ID, lane index member the priority
+// alone) is moved into lanes by the next claim, which then takes from it
+// by kind: nothing waiting from before an upgrade is lost.
+func testLegacyReadyList(t *testing.T, h Harness) {
+	e := layout(t, h)
+	ctx := t.Context()
+	a, b := inst("lg-a", "lq"), inst("lg-b", "lq")
+	b.Kind = "other"
+	e.enqueue(base, a, b)
+	// Rewrite the lanes as a list of before: one list per priority.
+	var legacy []any
+	for _, kind := range []string{"k", "other"} {
+		key := e.keys.LaneReady("lq", 0, kind, nil)
+		ms, err := e.rc.LRange(ctx, key, 0, -1).Result()
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("lane %s: %q, %v; want one entry", kind, ms, err)
+		}
+		legacy = append(legacy, ms[0][7:]) // without RunAt: Seq then ID
+		e.rc.Del(ctx, key)
+	}
+	e.rc.Del(ctx, e.keys.Levels("lq"))
+	e.rc.RPush(ctx, e.keys.Ready("lq", 0), legacy...)
+	e.rc.ZAdd(ctx, e.keys.Levels("lq"), redis.Z{Score: 0, Member: "0"})
+
+	res, err := e.s.Claim(ctx, &store.ClaimParams{Queue: "lq", Owner: "w", Limit: 10, Now: at(time.Second), LeaseUntil: at(time.Minute), Kinds: []string{"other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(res.Instances); !slices.Equal(got, []string{"lg-b"}) {
+		t.Fatalf("claim of kind other from a list of before: %v, want [lg-b]", got)
+	}
+	if n, _ := e.rc.Exists(ctx, e.keys.Ready("lq", 0)).Result(); n != 0 {
+		t.Fatalf("the list of before is still there after a claim moved it")
+	}
+	if got := ids(e.claim("lq", "w2", 10, at(time.Second), at(time.Minute)).Instances); !slices.Equal(got, []string{"lg-a"}) {
+		t.Fatalf("claim of any kind after the move: %v, want [lg-a]", got)
+	}
 }

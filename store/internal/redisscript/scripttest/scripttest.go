@@ -52,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 		{"KindBuckets", testKindBuckets},
 		{"KindBucketLimitBigSecond", testKindBucketLimitBigSecond},
 		{"CancelReady", testCancelReady},
+		{"LegacyReadyList", testLegacyReadyList},
 		{"CancelReadyReused", testCancelReadyReused},
 		{"UUIDIDs", testUUIDIDs},
 		{"LookupByStateReadsOnlyItsState", testLookupByStateReadsOnlyItsState},
