@@ -122,6 +122,7 @@ func Run(t *testing.T, h Harness) {
 		{"DefinitionsShared", testDefinitionsShared},
 		{"Events", testEvents},
 	}
+	tests = append(tests, inspectTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
