@@ -35,11 +35,11 @@ type Inspector interface {
 	// first) and the cursor of the next page; see PageQuery for how pages
 	// stay stable while the store changes.
 	PageInstances(ctx context.Context, q *Query) (*InstancePage, error)
-	// PageHistory returns one page of LookupHistory's answer (oldest
-	// first) and the cursor of the next page.
+	// PageHistory returns one page of LookupHistory's answer, oldest first
+	// by (Time, InstanceID, Seq), and the cursor of the next page.
 	PageHistory(ctx context.Context, q *Query) (*HistoryPage, error)
-	// PageLogs returns one page of LookupLogs' answer (oldest first) and
-	// the cursor of the next page.
+	// PageLogs returns one page of LookupLogs' answer, oldest first by
+	// (Time, InstanceID, Seq), and the cursor of the next page.
 	PageLogs(ctx context.Context, q *Query) (*LogPage, error)
 }
 

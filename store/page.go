@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -46,14 +47,12 @@ var orderNames = map[byte]string{orderInstances: "instances", orderHistory: "his
 // version is refused, so the format can change.
 const cursorVersion = 1
 
-// position is where a page ended: the time, store sequence number and
-// instance ID of its last item, and (history and logs) how many items at
-// exactly that time the pages so far returned.
+// position is where a page ended: the time, sequence number and instance
+// ID of its last item.
 type position struct {
-	t    int64
-	seq  uint64
-	id   string
-	skip uint32
+	t   int64
+	seq uint64
+	id  string
 }
 
 // queryHash is a digest of what q selects (everything but Limit and
@@ -98,7 +97,6 @@ func encodeCursor(order byte, ns string, q *Query, p position) string {
 	b.Write(h[:])
 	_ = binary.Write(&b, binary.BigEndian, p.t)
 	_ = binary.Write(&b, binary.BigEndian, p.seq)
-	_ = binary.Write(&b, binary.BigEndian, p.skip)
 	_ = binary.Write(&b, binary.BigEndian, uint16(len(p.id)))
 	b.WriteString(p.id)
 	_ = binary.Write(&b, binary.BigEndian, uint16(len(ns)))
@@ -124,7 +122,7 @@ func decodeCursor(order byte, ns string, q *Query) (p position, ok bool, err err
 	if err != nil {
 		return p, false, errCursor("is not a cursor this store made (not base64)")
 	}
-	if len(raw) < 2+8+8+8+4+2+2+8 {
+	if len(raw) < 2+8+8+8+2+2+8 {
 		return p, false, errCursor("is truncated")
 	}
 	body, sum := raw[:len(raw)-8], raw[len(raw)-8:]
@@ -144,7 +142,6 @@ func decodeCursor(order byte, ns string, q *Query) (p position, ok bool, err err
 	var idLen, nsLen uint16
 	_ = binary.Read(r, binary.BigEndian, &p.t)
 	_ = binary.Read(r, binary.BigEndian, &p.seq)
-	_ = binary.Read(r, binary.BigEndian, &p.skip)
 	if binary.Read(r, binary.BigEndian, &idLen) != nil || r.Len() < int(idLen) {
 		return p, false, errCursor("is malformed")
 	}
@@ -186,9 +183,9 @@ func PageInstances(ctx context.Context, ns string, lookup Lookup[*Instance], q *
 }
 
 // PageHistory answers Inspector.PageHistory with the store's own
-// LookupHistory (see PageInstances); records are in the lookup's order,
-// oldest first, and a page continues after the previous page's last
-// record.
+// LookupHistory (see PageInstances). Records come oldest first by (Time,
+// InstanceID, Seq), and a page continues after the previous page's last
+// record, so a record stored for the whole paging is returned once.
 func PageHistory(ctx context.Context, ns string, lookup Lookup[*HistoryRecord], q *Query) (*HistoryPage, error) {
 	recs, next, err := page(ctx, orderHistory, ns, lookup, q, func(h *HistoryRecord) (time.Time, uint64, string) {
 		return h.Time, h.Seq, h.InstanceID
@@ -211,12 +208,14 @@ func PageLogs(ctx context.Context, ns string, lookup Lookup[*LogRecord], q *Quer
 	return &LogPage{Records: recs, Next: next}, err
 }
 
-// page runs one page of a lookup of order. Instances are newest first and
-// compared by (time, seq), which is unique per store. History and log
-// records are oldest first in an order only the store knows within one
-// time, so the position also names the last record (instance ID and seq)
-// and how many records at its time the pages returned: the next page
-// skips the records at that time up to and including that one.
+// page runs one page of a lookup of order. Instances come newest first by
+// (CreatedAt, Seq), which is unique in a store. History and log records
+// come oldest first by (Time, InstanceID, Seq), unique too: a store's own
+// lookup orders records of one time as it likes, so page sorts what it
+// reads, and when a read was cut at its limit it keeps only the records
+// before the last time read (the records at that time may be cut
+// anywhere). Each page continues strictly after the previous page's last
+// item in that order.
 func page[T any](ctx context.Context, order byte, ns string, lookup Lookup[T], q *Query, key func(T) (time.Time, uint64, string)) ([]T, string, error) {
 	if err := q.Validate(); err != nil {
 		return nil, "", err
@@ -229,15 +228,29 @@ func page[T any](ctx context.Context, order byte, ns string, lookup Lookup[T], q
 	if err != nil {
 		return nil, "", err
 	}
+	newest := order == orderInstances
+	// cmpPos orders an item against a position in the page order.
+	cmpPos := func(t time.Time, seq uint64, id string, p position) int {
+		c := cmp.Compare(t.UnixNano(), p.t)
+		if c == 0 && !newest {
+			c = cmp.Compare(id, p.id)
+		}
+		if c == 0 {
+			c = cmp.Compare(seq, p.seq)
+		}
+		if newest {
+			return -c
+		}
+		return c
+	}
 	sub := *q
 	sub.Cursor = ""
 	if ok {
 		pt := time.Unix(0, pos.t).UTC()
-		if order == orderInstances {
-			// Newest first: everything up to the position's time, with a
-			// margin for stores that round the bound.
-			u := pt.Add(time.Millisecond)
-			if sub.Until.IsZero() || u.Before(sub.Until) {
+		if newest {
+			// Everything up to the position's time, with a margin for
+			// stores that round the bound.
+			if u := pt.Add(time.Millisecond); sub.Until.IsZero() || u.Before(sub.Until) {
 				sub.Until = u
 			}
 		} else if sub.Since.IsZero() || pt.After(sub.Since) {
@@ -249,10 +262,11 @@ func page[T any](ctx context.Context, order byte, ns string, lookup Lookup[T], q
 	}
 	extra := 0
 	if ok {
-		extra = int(pos.skip) + 16
+		extra = 16
 	}
 	var kept []T
 	var lookupErr error
+	full := false
 	for {
 		sub.Limit = size + extra + 1
 		got, err := lookup(ctx, &sub)
@@ -260,78 +274,38 @@ func page[T any](ctx context.Context, order byte, ns string, lookup Lookup[T], q
 			return nil, "", err
 		}
 		lookupErr = err
-		var sure bool
-		kept, sure = after(order, pos, ok, got, key)
-		if len(got) < sub.Limit || sure && len(kept) > size {
+		full = len(got) >= sub.Limit
+		got = slices.Clone(got)
+		if !newest {
+			slices.SortStableFunc(got, func(a, b T) int {
+				ta, sa, ia := key(a)
+				tb, sb, ib := key(b)
+				return cmp.Or(ta.Compare(tb), cmp.Compare(ia, ib), cmp.Compare(sa, sb))
+			})
+			if full {
+				// The read was cut: keep what is before its last time.
+				last, _, _ := key(got[len(got)-1])
+				got = slices.DeleteFunc(got, func(it T) bool { t, _, _ := key(it); return !t.Before(last) })
+			}
+		}
+		kept = got[:0]
+		for _, it := range got {
+			if t, seq, id := key(it); !ok || cmpPos(t, seq, id, pos) > 0 {
+				kept = append(kept, it)
+			}
+		}
+		if !full || len(kept) > size {
 			break
 		}
 		extra = 2*extra + 16
 	}
-	if len(kept) <= size {
+	if len(kept) <= size && !full {
 		return kept, "", lookupErr
 	}
-	kept = kept[:size]
-	last := kept[size-1]
-	t, seq, id := key(last)
-	np := position{t: t.UnixNano(), seq: seq, id: id}
-	if order != orderInstances {
-		// How many of the records at t the pages returned: those of this
-		// page, plus the earlier pages' when this page starts at t too.
-		for i := size - 1; i >= 0; i-- {
-			if ti, _, _ := key(kept[i]); !ti.Equal(t) {
-				break
-			}
-			np.skip++
-		}
-		if np.skip == uint32(size) && ok && pos.t == np.t {
-			np.skip += pos.skip
-		}
+	kept = kept[:min(size, len(kept))]
+	if len(kept) == 0 {
+		return kept, "", lookupErr
 	}
-	return kept, encodeCursor(order, ns, q, np), lookupErr
-}
-
-// after returns the items of got that come after pos (all of them when
-// has is false), and whether that is sure: false when got may end before
-// the record pos names (the caller then reads more).
-func after[T any](order byte, pos position, has bool, got []T, key func(T) (time.Time, uint64, string)) ([]T, bool) {
-	if !has {
-		return got, true
-	}
-	if order == orderInstances {
-		out := got[:0:0]
-		for _, it := range got {
-			t, seq, _ := key(it)
-			if n := t.UnixNano(); n < pos.t || n == pos.t && seq < pos.seq {
-				out = append(out, it)
-			}
-		}
-		return out, true
-	}
-	// Oldest first: drop what is before pos's time, then the records at
-	// its time up to and including the one it names; when that one is
-	// gone (pruned), the first skip records at its time.
-	start, atT, marker, past := 0, 0, -1, false
-	for i, it := range got {
-		t, seq, id := key(it)
-		n := t.UnixNano()
-		if n < pos.t {
-			start = i + 1
-			continue
-		}
-		if n > pos.t {
-			past = true
-			break
-		}
-		atT++
-		if seq == pos.seq && id == pos.id {
-			marker = i
-		}
-	}
-	switch {
-	case marker >= 0:
-		start = marker + 1
-	default:
-		start += min(atT, int(pos.skip))
-	}
-	return got[start:], marker >= 0 || past
+	t, seq, id := key(kept[len(kept)-1])
+	return kept, encodeCursor(order, ns, q, position{t: t.UnixNano(), seq: seq, id: id}), lookupErr
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -355,8 +356,8 @@ func testPageInstancesStable(t *testing.T, h Harness) {
 	}
 }
 
-// testPageHistoryStable pages through history oldest first while
-// instances run between pages.
+// testPageHistoryStable pages through history oldest first, by (Time,
+// InstanceID, Seq), while instances are enqueued between pages.
 func testPageHistoryStable(t *testing.T, h Harness) {
 	e := setup(t, h)
 	var batch []*store.Instance
@@ -367,7 +368,11 @@ func testPageHistoryStable(t *testing.T, h Harness) {
 	e.claim(e.s, "q-ph", "w1", 6, at(time.Second))
 	key := func(r *store.HistoryRecord) string { return fmt.Sprintf("%s/%v/%d", r.InstanceID, r.State, r.Attempt) }
 	var want []string
-	for _, r := range e.history(e.s, &store.Query{Kind: "kind-a"}) {
+	all := e.history(e.s, &store.Query{Kind: "kind-a"})
+	slices.SortFunc(all, func(a, b *store.HistoryRecord) int {
+		return cmp.Or(a.Time.Compare(b.Time), cmp.Compare(a.InstanceID, b.InstanceID), cmp.Compare(a.Seq, b.Seq))
+	})
+	for _, r := range all {
 		want = append(want, key(r))
 	}
 	if len(want) != 30 {
@@ -402,7 +407,11 @@ func testPageLogsStable(t *testing.T, h Harness) {
 	if err := e.s.AppendLogs(e.ctx, recs); err != nil {
 		t.Fatalf("AppendLogs: %v", err)
 	}
-	for _, l := range e.logs(e.s, &store.Query{}) {
+	all := e.logs(e.s, &store.Query{})
+	slices.SortFunc(all, func(a, b *store.LogRecord) int {
+		return cmp.Or(a.Time.Compare(b.Time), cmp.Compare(a.InstanceID, b.InstanceID), cmp.Compare(a.Seq, b.Seq))
+	})
+	for _, l := range all {
 		want = append(want, l.Message)
 	}
 	n := 0

@@ -98,10 +98,11 @@ var (
 	Range       = load("stream_range", "no-writes")
 	Prune       = load("prune", "allow-oom")
 	EventsRead  = load("events", "no-writes")
+	InspectLag  = load("inspect_lag", "no-writes")
 )
 
 // All lists every script, for plugins that prepare them up front.
-var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune, EventsRead}
+var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune, EventsRead, InspectLag}
 
 // load builds the script of lua/<name>.lua with the given shebang flags
 // ("no-writes" marks it read-only).

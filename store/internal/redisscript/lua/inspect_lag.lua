@@ -1,0 +1,80 @@
+-- inspect_lag: the oldest ready instance of each kind in each given queue.
+-- KEYS: the namespace keys (lib.lua); it also reads q:<queue>:... keys
+-- built from the prefix, safe under the namespace's hash tag like every
+-- script's.
+-- ARGV: [1] prefix, [2] now (us), [3...] queue names.
+-- Per queue it reads the due part of the scheduled set (at most SCAN
+-- members) and the first SCAN entries of each priority's ready list (the
+-- list's head became ready first), skipping stale entries and instances no
+-- longer Scheduled. The queue's oldest is exact (every list's head is
+-- read); a kind whose first ready instance is deeper than SCAN entries in
+-- every list of the queue is not found there (documented in Core.Lag).
+-- Returns, per queue, {queue, {kind1, runat1, kind2, runat2, ...}} with
+-- runat in us. Read-only.
+local now = tonumber(ARGV[2])
+local SCAN = 1000
+local out = {}
+for qi = 3, #ARGV do
+	local queue = ARGV[qi]
+	local oldest, kinds = {}, {}
+	local function see(kind, runat)
+		if type(kind) == 'string' and type(runat) == 'number' and runat <= now then
+			if not oldest[kind] then
+				kinds[#kinds + 1] = kind
+				oldest[kind] = runat
+			elseif runat < oldest[kind] then
+				oldest[kind] = runat
+			end
+		end
+	end
+	local due = redis.call('ZRANGEBYSCORE', sched_key(queue), '-inf', num(now), 'WITHSCORES', 'LIMIT', 0, SCAN)
+	if #due > 0 then
+		local ids = {}
+		for i = 1, #due, 2 do
+			ids[#ids + 1] = string.sub(due[i], SCHED_HEAD + 1)
+		end
+		local specs = hmget(K_INST, ids)
+		for j = 1, #ids do
+			if specs[j] then
+				local _, kind = spec_qk(specs[j])
+				see(kind, tonumber(due[2 * j]))
+			end
+		end
+	end
+	for _, lvl in ipairs(redis.call('ZRANGE', levels_key(queue), 0, -1)) do
+		local ms = redis.call('LRANGE', PREFIX .. 'q:' .. queue .. ':r:' .. lvl, 0, SCAN - 1)
+		if #ms > 0 then
+			local ids = {}
+			for j, m in ipairs(ms) do
+				ids[j] = string.sub(m, READY_HEAD + 1)
+			end
+			local sts, specs = hmget(K_ST, ids), hmget(K_INST, ids)
+			for j = 1, #ids do
+				if specs[j] then
+					local ok, _, seq, kind, _, _, _, runat = pcall(cmsgpack.unpack_limit, specs[j], 6)
+					if ok and seq == unbe(ms[j], 1, 6) then
+						if not sts[j] then
+							see(kind, runat)
+						else
+							local t = state(sts[j])
+							if t and t[T_STATE] == S_SCHEDULED then
+								if t[T_RUNAT] ~= 0 then
+									runat = t[T_RUNAT]
+								end
+								see(kind, runat)
+							end
+						end
+					end
+				end
+			end
+		end
+	end
+	local flat = {}
+	for _, k in ipairs(kinds) do
+		flat[#flat + 1] = k
+		flat[#flat + 1] = num(oldest[k])
+	end
+	out[#out + 1] = queue
+	out[#out + 1] = flat
+end
+return out
