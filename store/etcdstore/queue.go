@@ -28,6 +28,7 @@ var _ store.Closer = (*Store)(nil)
 // d.State.
 func (s *Store) addHist(g *group, d *dynRec, from store.State, t time.Time, node, msg string, result []byte) {
 	if from != d.State {
+		s.countMove(g, d, from, d.State, t)
 		if from != 0 {
 			g.del(s.k.byState(from, d))
 			g.del(s.k.byKindState(from, d))

@@ -1,0 +1,258 @@
+package etcdstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobkit/job/store"
+)
+
+// Counters (store.Inspector). One counter key per (queue, kind, state)
+// would make every transition of a queue compare and rewrite the same key,
+// serialising every claim and finish of the cluster on it. Instead each
+// transition puts one small delta key of its own in the transaction that
+// makes it (countMove), which conflicts with nothing:
+//
+//	P n/<time><nonce><n>   a delta: the instance left state f, entered t
+//	P n0                   the folded counts: every delta folded so far
+//
+// Counts reads n0 and the deltas at one revision (exact as of it), then
+// folds what it read into n0 and deletes those deltas in one transaction
+// guarded by n0's revision and by no delta key in the folded range having
+// changed since (a range compare), so a fold never loses a delta. Prune,
+// which the engine runs periodically, folds too, so deltas do not pile up
+// when nobody asks for counts.
+
+// deltaSeq numbers this process's delta keys (with the handle's nonce and
+// the time, they are unique).
+var deltaSeq atomic.Uint64
+
+func (k keys) countBase() string        { return k.p + "n0" }
+func (k keys) countDeltaPrefix() string { return k.p + "n/" }
+func (k keys) countDelta(t time.Time, nonce string) string {
+	return k.countDeltaPrefix() + tkey(t) + nonce + hex16(deltaSeq.Add(1))
+}
+
+// deltaRec is one delta key's value.
+type deltaRec struct {
+	From  store.State `json:"f,omitempty"` // 0: a new instance
+	To    store.State `json:"t,omitempty"` // 0: a removed instance
+	Queue string      `json:"q"`
+	Kind  string      `json:"k"`
+}
+
+// countsRec is the value of n0: the folded counts.
+type countsRec struct {
+	Groups []groupRec `json:"g"`
+}
+
+type groupRec struct {
+	Queue  string  `json:"q"`
+	Kind   string  `json:"k"`
+	States []int64 `json:"s"`
+}
+
+// countMove is the one place a transition counts itself: it adds to g the
+// delta of d's instance leaving state from (0: new) for state to (0:
+// removed). addHist calls it for every state change and prune for every
+// removal; a new transition that goes through either is counted.
+func (s *Store) countMove(g *group, d *dynRec, from, to store.State, t time.Time) {
+	if from == to {
+		return
+	}
+	g.put(s.k.countDelta(t, s.nonce), mustJSON(&deltaRec{From: from, To: to, Queue: d.Queue, Kind: d.Kind}))
+}
+
+// foldPage is how many delta keys one fold reads and folds.
+const foldPage = 5000
+
+// readCounts returns the counts as of one revision, folding the deltas it
+// read into n0 (best effort: a fold that loses a race is left for later).
+func (s *Store) readCounts(ctx context.Context) (map[[2]string]*store.GroupCount, error) {
+	for {
+		resp, err := s.cli.Txn(ctx).Then(
+			clientv3.OpGet(s.k.countBase()),
+			clientv3.OpGet(s.k.countDeltaPrefix(), clientv3.WithPrefix(), clientv3.WithLimit(foldPage),
+				clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)),
+		).Commit()
+		if err != nil {
+			return nil, err
+		}
+		rev := resp.Header.Revision
+		baseKV := resp.Responses[0].GetResponseRange().Kvs
+		deltas := resp.Responses[1].GetResponseRange()
+		out := map[[2]string]*store.GroupCount{}
+		grp := func(q, k string) *store.GroupCount {
+			g := out[[2]string{q, k}]
+			if g == nil {
+				g = &store.GroupCount{Queue: q, Kind: k}
+				out[[2]string{q, k}] = g
+			}
+			return g
+		}
+		var baseRev int64
+		if len(baseKV) > 0 {
+			baseRev = baseKV[0].ModRevision
+			var b countsRec
+			if err := decode(string(baseKV[0].Key), baseKV[0].Value, &b); err != nil {
+				return nil, err
+			}
+			for _, gr := range b.Groups {
+				g := grp(gr.Queue, gr.Kind)
+				for st, n := range gr.States {
+					if st < len(g.States) {
+						g.States[st] += n
+					}
+				}
+			}
+		}
+		for _, kv := range deltas.Kvs {
+			var d deltaRec
+			if err := decode(string(kv.Key), kv.Value, &d); err != nil {
+				return nil, err
+			}
+			g := grp(d.Queue, d.Kind)
+			if d.From.Valid() {
+				g.States[d.From]--
+			}
+			if d.To.Valid() {
+				g.States[d.To]++
+			}
+		}
+		if len(deltas.Kvs) == 0 {
+			return out, nil
+		}
+		// Fold what was read: n0 unchanged since, and no key of the folded
+		// range [first delta, last delta] changed since rev.
+		end := string(deltas.Kvs[len(deltas.Kvs)-1].Key) + "\x00"
+		var folded countsRec
+		for _, g := range out {
+			folded.Groups = append(folded.Groups, groupRec{Queue: g.Queue, Kind: g.Kind, States: g.States[:]})
+		}
+		fr, err := s.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(s.k.countBase()), "=", baseRev),
+			clientv3.Compare(clientv3.ModRevision(s.k.countDeltaPrefix()), "<", rev+1).WithRange(end),
+		).Then(
+			clientv3.OpPut(s.k.countBase(), mustJSON(&folded)),
+			clientv3.OpDelete(s.k.countDeltaPrefix(), clientv3.WithRange(end)),
+		).Commit()
+		if err != nil {
+			return nil, err
+		}
+		if !deltas.More {
+			return out, nil
+		}
+		if !fr.Succeeded {
+			return nil, fmt.Errorf("etcdstore: counts: more than %d unfolded deltas and the fold lost a race; try again", foldPage)
+		}
+		// More deltas than one page: folded one page, read on.
+	}
+}
+
+// Counts implements store.Inspector from the folded counts and the
+// deltas not yet folded.
+func (s *Store) Counts(ctx context.Context, p *store.CountsParams) ([]store.GroupCount, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil counts parameters", store.ErrInvalid)
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("counts", context.Background(), err)
+	}
+	defer cancel()
+	all, err := s.readCounts(ctx)
+	if err != nil {
+		return nil, s.wrap("counts", ctx, err)
+	}
+	var out []store.GroupCount
+	for _, g := range all {
+		if (p.Queue == "" || g.Queue == p.Queue) && (p.Kind == "" || g.Kind == p.Kind) {
+			out = append(out, *g)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.GroupCount) int {
+		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Kind, b.Kind))
+	})
+	return out, nil
+}
+
+// lagScan is how many ready-index keys Lag reads per priority of a queue.
+const lagScan = 1000
+
+// Lag implements store.Inspector from the ready index: per queue and
+// priority the first lagScan keys in RunAt order. A queue's lag is exact
+// (the first key of each priority is its oldest); a kind whose oldest
+// ready instance is deeper than lagScan in every priority of its queue is
+// reported with nothing ready there.
+func (s *Store) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, error) {
+	if p == nil || p.Now.IsZero() {
+		return nil, fmt.Errorf("%w: lag without Now; set LagParams.Now to the time readiness is judged at", store.ErrInvalid)
+	}
+	groups, err := s.Counts(ctx, &store.CountsParams{Queue: p.Queue, Kind: p.Kind})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("lag", context.Background(), err)
+	}
+	defer cancel()
+	oldest := map[[2]string]time.Time{}
+	done := map[string]bool{}
+	now := tn(p.Now)
+	for _, g := range groups {
+		if done[g.Queue] {
+			continue
+		}
+		done[g.Queue] = true
+		marks, err := s.cli.Get(ctx, s.k.prioMarkPrefix(g.Queue), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			return nil, s.wrap("lag", ctx, err)
+		}
+		for _, mk := range marks.Kvs {
+			prio := string(mk.Key[len(s.k.prioMarkPrefix(g.Queue)):])
+			pp := s.k.prioPrefix(g.Queue, prio)
+			end := pp + tkeyAfter(p.Now)
+			r, err := s.cli.Get(ctx, pp, clientv3.WithRange(end), clientv3.WithLimit(lagScan))
+			if err != nil {
+				return nil, s.wrap("lag", ctx, err)
+			}
+			for _, kv := range r.Kvs {
+				d, err := decodeDyn(string(kv.Key), kv.Value)
+				if err != nil || d.State != store.Scheduled || d.RunAt > now {
+					continue
+				}
+				k := [2]string{d.Queue, d.Kind}
+				if cur, ok := oldest[k]; !ok || nt(d.RunAt).Before(cur) {
+					oldest[k] = nt(d.RunAt)
+				}
+			}
+		}
+	}
+	var b store.LagBuilder
+	for _, g := range groups {
+		b.Add(g.Queue, g.Kind, oldest[[2]string{g.Queue, g.Kind}])
+	}
+	return b.Result(p.Now), nil
+}
+
+// PageInstances implements store.Inspector.
+func (s *Store) PageInstances(ctx context.Context, q *store.Query) (*store.InstancePage, error) {
+	return store.PageInstances(ctx, s.k.p, s.LookupInstances, q)
+}
+
+// PageHistory implements store.Inspector.
+func (s *Store) PageHistory(ctx context.Context, q *store.Query) (*store.HistoryPage, error) {
+	return store.PageHistory(ctx, s.k.p, s.LookupHistory, q)
+}
+
+// PageLogs implements store.Inspector.
+func (s *Store) PageLogs(ctx context.Context, q *store.Query) (*store.LogPage, error) {
+	return store.PageLogs(ctx, s.k.p, s.LookupLogs, q)
+}
