@@ -12,19 +12,15 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// counts reads the cnt hash (see lua/lib.lua): one HGETALL, O(groups ×
-// states), however many instances are stored.
+// counts reads the cnt hash (see lua/lib.lua) in one script run, so the
+// counts are those of one moment: O(groups × states), however many
+// instances are stored.
 func (c *Core) counts(ctx context.Context) (map[[2]string]*store.GroupCount, error) {
-	v, err := c.r.Do(ctx, "HGETALL", c.keys.Prefix+"cnt")
+	v, err := c.run(ctx, InspectCounts)
 	if err != nil {
-		return nil, c.wrap(ctx, "counts", err)
+		return nil, err
 	}
 	flat := asArray(v)
-	if m, ok := v.(map[any]any); ok { // a RESP3 map reply
-		for k, val := range m {
-			flat = append(flat, k, val)
-		}
-	}
 	out := map[[2]string]*store.GroupCount{}
 	for i := 0; i+1 < len(flat); i += 2 {
 		f := asString(flat[i])

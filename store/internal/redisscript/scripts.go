@@ -85,24 +85,25 @@ type Script struct {
 // The scripts. Their contracts are in the comment at the top of each file
 // under lua/.
 var (
-	Enqueue     = load("enqueue", "")
-	Claim       = load("claim", "")
-	Renew       = load("renew", "allow-oom")
-	Finish      = load("finish", "")
-	Rescue      = load("rescue", "")
-	Cancel      = load("cancel", "")
-	AppendLogs  = load("append_logs", "")
-	OfInstances = load("of_instances", "no-writes")
-	Records     = load("records", "no-writes")
-	Plan        = load("plan", "no-writes")
-	Range       = load("stream_range", "no-writes")
-	Prune       = load("prune", "allow-oom")
-	EventsRead  = load("events", "no-writes")
-	InspectLag  = load("inspect_lag", "no-writes")
+	Enqueue       = load("enqueue", "")
+	Claim         = load("claim", "")
+	Renew         = load("renew", "allow-oom")
+	Finish        = load("finish", "")
+	Rescue        = load("rescue", "")
+	Cancel        = load("cancel", "")
+	AppendLogs    = load("append_logs", "")
+	OfInstances   = load("of_instances", "no-writes")
+	Records       = load("records", "no-writes")
+	Plan          = load("plan", "no-writes")
+	Range         = load("stream_range", "no-writes")
+	Prune         = load("prune", "allow-oom")
+	EventsRead    = load("events", "no-writes")
+	InspectLag    = load("inspect_lag", "no-writes")
+	InspectCounts = load("inspect_counts", "no-writes")
 )
 
 // All lists every script, for plugins that prepare them up front.
-var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune, EventsRead, InspectLag}
+var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune, EventsRead, InspectLag, InspectCounts}
 
 // load builds the script of lua/<name>.lua with the given shebang flags
 // ("no-writes" marks it read-only).
