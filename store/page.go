@@ -248,9 +248,9 @@ func page[T any](ctx context.Context, order byte, ns string, lookup Lookup[T], q
 	if ok {
 		pt := time.Unix(0, pos.t).UTC()
 		if newest {
-			// Everything up to the position's time, with a margin for
-			// stores that round the bound.
-			if u := pt.Add(time.Millisecond); sub.Until.IsZero() || u.Before(sub.Until) {
+			// Everything up to the position's time (every store keeps
+			// times to the microsecond at least).
+			if u := pt.Add(time.Microsecond); sub.Until.IsZero() || u.Before(sub.Until) {
 				sub.Until = u
 			}
 		} else if sub.Since.IsZero() || pt.After(sub.Since) {

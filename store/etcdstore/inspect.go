@@ -194,7 +194,7 @@ func (s *Store) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, 
 	if p == nil || p.Now.IsZero() {
 		return nil, fmt.Errorf("%w: lag without Now; set LagParams.Now to the time readiness is judged at", store.ErrInvalid)
 	}
-	groups, err := s.Counts(ctx, &store.CountsParams{Queue: p.Queue, Kind: p.Kind})
+	groups, err := s.Counts(ctx, &store.CountsParams{Queue: p.Queue}) // every kind: a queue's walk needs them all
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +204,10 @@ func (s *Store) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, 
 	}
 	defer cancel()
 	oldest := map[[2]string]time.Time{}
+	kinds := map[string]int{} // per queue
+	for _, g := range groups {
+		kinds[g.Queue]++
+	}
 	done := map[string]bool{}
 	now := tn(p.Now)
 	for _, g := range groups {
@@ -211,6 +215,12 @@ func (s *Store) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, 
 			continue
 		}
 		done[g.Queue] = true
+		// With one kind in the queue, the first ready key of each
+		// priority is all Lag needs (a few more for one being removed).
+		scan := int64(lagScan)
+		if kinds[g.Queue] == 1 {
+			scan = 8
+		}
 		marks, err := s.cli.Get(ctx, s.k.prioMarkPrefix(g.Queue), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err != nil {
 			return nil, s.wrap("lag", ctx, err)
@@ -219,7 +229,7 @@ func (s *Store) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, 
 			prio := string(mk.Key[len(s.k.prioMarkPrefix(g.Queue)):])
 			pp := s.k.prioPrefix(g.Queue, prio)
 			end := pp + tkeyAfter(p.Now)
-			r, err := s.cli.Get(ctx, pp, clientv3.WithRange(end), clientv3.WithLimit(lagScan))
+			r, err := s.cli.Get(ctx, pp, clientv3.WithRange(end), clientv3.WithLimit(scan))
 			if err != nil {
 				return nil, s.wrap("lag", ctx, err)
 			}
@@ -232,11 +242,17 @@ func (s *Store) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, 
 				if cur, ok := oldest[k]; !ok || nt(d.RunAt).Before(cur) {
 					oldest[k] = nt(d.RunAt)
 				}
+				if kinds[g.Queue] == 1 {
+					break // the first is the oldest of this priority
+				}
 			}
 		}
 	}
 	var b store.LagBuilder
 	for _, g := range groups {
+		if p.Kind != "" && g.Kind != p.Kind {
+			continue
+		}
 		b.Add(g.Queue, g.Kind, oldest[[2]string{g.Queue, g.Kind}])
 	}
 	return b.Result(p.Now), nil

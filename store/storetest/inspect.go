@@ -262,6 +262,20 @@ func testInspectLag(t *testing.T, h Harness) {
 	if _, err := e.s.Lag(e.ctx, &store.LagParams{}); err == nil {
 		t.Fatal("Lag without Now succeeded, want ErrInvalid")
 	}
+
+	// A kind whose ready instances wait behind many of another kind.
+	var deep []*store.Instance
+	for i := range 30 {
+		deep = append(deep, mk(fmt.Sprintf("lg-deep-%d", i), "qd", "kx", time.Duration(i)*time.Second))
+	}
+	deep = append(deep, mk("lg-deep-y", "qd", "ky", 40*time.Second))
+	e.enqueue(e.s, base, deep...)
+	e.claim(e.s, "qd", "w2", 1, at(time.Minute)) // moves the due ones to the ready lists
+	r = lag(store.LagParams{Now: at(time.Minute), Queue: "qd"})
+	check("queue qd", r.Queues, "qd:59s")
+	check("kinds of qd", r.Kinds, "kx:59s ky:20s")
+	r = lag(store.LagParams{Now: at(time.Minute), Kind: "ky"})
+	check("kind ky", r.Kinds, "ky:20s")
 }
 
 // pageAll follows pages of size n through page, calling between before

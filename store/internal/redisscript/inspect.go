@@ -71,20 +71,25 @@ func (c *Core) Counts(ctx context.Context, p *store.CountsParams) ([]store.Group
 // head of each of its ready lists and the due part of its scheduled set.
 // A kind's is found among the first 1000 entries of each list (and 1000
 // due ones); a kind whose oldest ready instance waits deeper than that in
-// every list of its queue reports nothing ready there.
+// every list of its queue reports nothing ready there. A queue of one kind
+// costs one read of each list's head.
 func (c *Core) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, error) {
 	if p == nil || p.Now.IsZero() {
 		return nil, fmt.Errorf("%w: lag without Now; set LagParams.Now to the time readiness is judged at", store.ErrInvalid)
 	}
-	groups, err := c.Counts(ctx, &store.CountsParams{Queue: p.Queue, Kind: p.Kind})
+	groups, err := c.Counts(ctx, &store.CountsParams{Queue: p.Queue}) // every kind: a queue's walk needs them all
 	if err != nil {
 		return nil, err
 	}
+	// The queues, each followed by how many kinds it has (groups are
+	// ordered by queue).
 	var queues []string
 	for _, g := range groups {
-		if len(queues) == 0 || queues[len(queues)-1] != g.Queue {
-			queues = append(queues, g.Queue)
+		if len(queues) == 0 || queues[len(queues)-2] != g.Queue {
+			queues = append(queues, g.Queue, "0")
 		}
+		n, _ := strconv.Atoi(queues[len(queues)-1])
+		queues[len(queues)-1] = strconv.Itoa(n + 1)
 	}
 	oldest := map[[2]string]time.Time{}
 	if len(queues) > 0 {
@@ -107,6 +112,9 @@ func (c *Core) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, e
 	}
 	var b store.LagBuilder
 	for _, g := range groups {
+		if p.Kind != "" && g.Kind != p.Kind {
+			continue
+		}
 		b.Add(g.Queue, g.Kind, oldest[[2]string{g.Queue, g.Kind}])
 	}
 	return b.Result(p.Now), nil

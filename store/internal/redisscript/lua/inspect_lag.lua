@@ -2,7 +2,9 @@
 -- KEYS: the namespace keys (lib.lua); it also reads q:<queue>:... keys
 -- built from the prefix, safe under the namespace's hash tag like every
 -- script's.
--- ARGV: [1] prefix, [2] now (us), [3...] queue names.
+-- ARGV: [1] prefix, [2] now (us), then per queue two values: its name and
+--       how many kinds it has (a list's walk stops once that many kinds
+--       were found, so a queue of one kind reads one entry per list).
 -- Per queue it reads the due part of the scheduled set (at most SCAN
 -- members) and the first SCAN entries of each priority's ready list (the
 -- list's head became ready first), skipping stale entries and instances no
@@ -14,8 +16,8 @@
 local now = tonumber(ARGV[2])
 local SCAN = 1000
 local out = {}
-for qi = 3, #ARGV do
-	local queue = ARGV[qi]
+for qi = 3, #ARGV, 2 do
+	local queue, want = ARGV[qi], tonumber(ARGV[qi + 1])
 	local oldest, kinds = {}, {}
 	local function see(kind, runat)
 		if type(kind) == 'string' and type(runat) == 'number' and runat <= now then
@@ -42,28 +44,38 @@ for qi = 3, #ARGV do
 		end
 	end
 	for _, lvl in ipairs(redis.call('ZRANGE', levels_key(queue), 0, -1)) do
-		local ms = redis.call('LRANGE', PREFIX .. 'q:' .. queue .. ':r:' .. lvl, 0, SCAN - 1)
-		if #ms > 0 then
+		local rkey, from, found, nfound = PREFIX .. 'q:' .. queue .. ':r:' .. lvl, 0, {}, 0
+		while from < SCAN and nfound < want do
+			-- Small steps first: with one kind, the head is enough.
+			local step = math.min(SCAN - from, from == 0 and 8 or 100)
+			local ms = redis.call('LRANGE', rkey, from, from + step - 1)
+			from = from + step
+			if #ms == 0 then
+				break
+			end
 			local ids = {}
 			for j, m in ipairs(ms) do
 				ids[j] = string.sub(m, READY_HEAD + 1)
 			end
 			local sts, specs = hmget(K_ST, ids), hmget(K_INST, ids)
 			for j = 1, #ids do
+				local ok, _, seq, kind, _, _, _, runat = false
 				if specs[j] then
-					local ok, _, seq, kind, _, _, _, runat = pcall(cmsgpack.unpack_limit, specs[j], 6)
-					if ok and seq == unbe(ms[j], 1, 6) then
-						if not sts[j] then
-							see(kind, runat)
-						else
-							local t = state(sts[j])
-							if t and t[T_STATE] == S_SCHEDULED then
-								if t[T_RUNAT] ~= 0 then
-									runat = t[T_RUNAT]
-								end
-								see(kind, runat)
-							end
-						end
+					ok, _, seq, kind, _, _, _, runat = pcall(cmsgpack.unpack_limit, specs[j], 6)
+				end
+				-- Skip stale entries and instances no longer Scheduled.
+				local ready = ok and seq == unbe(ms[j], 1, 6)
+				if ready and sts[j] then
+					local t = state(sts[j])
+					ready = t and t[T_STATE] == S_SCHEDULED
+					if ready and t[T_RUNAT] ~= 0 then
+						runat = t[T_RUNAT]
+					end
+				end
+				if ready then
+					see(kind, runat)
+					if not found[kind] then
+						found[kind], nfound = true, nfound + 1
 					end
 				end
 			end
