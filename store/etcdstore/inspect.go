@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobkit/job/store"
@@ -69,90 +70,139 @@ func (s *Store) countMove(g *group, d *dynRec, from, to store.State, t time.Time
 	g.put(s.k.countDelta(t, s.nonce), mustJSON(&deltaRec{From: from, To: to, Queue: d.Queue, Kind: d.Kind}))
 }
 
-// foldPage is how many delta keys one fold reads and folds.
+// foldPage is how many delta keys one read (and one fold) takes.
 const foldPage = 5000
 
-// readCounts returns the counts as of one revision, folding the deltas it
-// read into n0 (best effort: a fold that loses a race is left for later).
-func (s *Store) readCounts(ctx context.Context) (map[[2]string]*store.GroupCount, error) {
-	for {
-		resp, err := s.cli.Txn(ctx).Then(
-			clientv3.OpGet(s.k.countBase()),
-			clientv3.OpGet(s.k.countDeltaPrefix(), clientv3.WithPrefix(), clientv3.WithLimit(foldPage),
-				clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)),
-		).Commit()
-		if err != nil {
+// counter sums the folded base and deltas by (queue, kind).
+type counter map[[2]string]*store.GroupCount
+
+func (c counter) group(q, k string) *store.GroupCount {
+	g := c[[2]string{q, k}]
+	if g == nil {
+		g = &store.GroupCount{Queue: q, Kind: k}
+		c[[2]string{q, k}] = g
+	}
+	return g
+}
+
+// add adds the delta keys kvs to c.
+func (c counter) add(kvs []*mvccpb.KeyValue) error {
+	for _, kv := range kvs {
+		var d deltaRec
+		if err := decode(string(kv.Key), kv.Value, &d); err != nil {
+			return err
+		}
+		g := c.group(d.Queue, d.Kind)
+		if d.From.Valid() {
+			g.States[d.From]--
+		}
+		if d.To.Valid() {
+			g.States[d.To]++
+		}
+	}
+	return nil
+}
+
+// record returns c as the value of n0.
+func (c counter) record() string {
+	var r countsRec
+	for _, g := range c {
+		r.Groups = append(r.Groups, groupRec{Queue: g.Queue, Kind: g.Kind, States: g.States[:]})
+	}
+	return mustJSON(&r)
+}
+
+func (c counter) clone() counter {
+	out := make(counter, len(c))
+	for k, g := range c {
+		cp := *g
+		out[k] = &cp
+	}
+	return out
+}
+
+// readCounts returns the counts as of one revision: n0 plus every delta,
+// read in pages at that revision. Then it folds the deltas it read into
+// n0, page by page, each fold one transaction guarded by n0's revision and
+// by no key of the folded range having changed since the read; it stops at
+// the first fold that loses a race (another Counts, or a delta written
+// into the range meanwhile), leaving the rest for a later call. Folding
+// never changes the counts, only where they are kept.
+func (s *Store) readCounts(ctx context.Context) (counter, error) {
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.k.countBase()),
+		clientv3.OpGet(s.k.countDeltaPrefix(), clientv3.WithPrefix(), clientv3.WithLimit(foldPage)),
+	).Commit()
+	if err != nil {
+		return nil, err
+	}
+	rev := resp.Header.Revision
+	baseKV := resp.Responses[0].GetResponseRange().Kvs
+	first := resp.Responses[1].GetResponseRange()
+	base := counter{}
+	var baseRev int64
+	if len(baseKV) > 0 {
+		baseRev = baseKV[0].ModRevision
+		var b countsRec
+		if err := decode(string(baseKV[0].Key), baseKV[0].Value, &b); err != nil {
 			return nil, err
 		}
-		rev := resp.Header.Revision
-		baseKV := resp.Responses[0].GetResponseRange().Kvs
-		deltas := resp.Responses[1].GetResponseRange()
-		out := map[[2]string]*store.GroupCount{}
-		grp := func(q, k string) *store.GroupCount {
-			g := out[[2]string{q, k}]
-			if g == nil {
-				g = &store.GroupCount{Queue: q, Kind: k}
-				out[[2]string{q, k}] = g
-			}
-			return g
-		}
-		var baseRev int64
-		if len(baseKV) > 0 {
-			baseRev = baseKV[0].ModRevision
-			var b countsRec
-			if err := decode(string(baseKV[0].Key), baseKV[0].Value, &b); err != nil {
-				return nil, err
-			}
-			for _, gr := range b.Groups {
-				g := grp(gr.Queue, gr.Kind)
-				for st, n := range gr.States {
-					if st < len(g.States) {
-						g.States[st] += n
-					}
+		for _, gr := range b.Groups {
+			g := base.group(gr.Queue, gr.Kind)
+			for st, n := range gr.States {
+				if st < len(g.States) {
+					g.States[st] += n
 				}
 			}
 		}
-		for _, kv := range deltas.Kvs {
-			var d deltaRec
-			if err := decode(string(kv.Key), kv.Value, &d); err != nil {
-				return nil, err
-			}
-			g := grp(d.Queue, d.Kind)
-			if d.From.Valid() {
-				g.States[d.From]--
-			}
-			if d.To.Valid() {
-				g.States[d.To]++
-			}
+	}
+	pages := [][]*mvccpb.KeyValue{first.Kvs}
+	more := first.More
+	for more {
+		last := pages[len(pages)-1]
+		from := string(last[len(last)-1].Key) + "\x00"
+		r, err := s.cli.Get(ctx, from, clientv3.WithRange(prefixEnd(s.k.countDeltaPrefix())), clientv3.WithLimit(foldPage), clientv3.WithRev(rev))
+		if err != nil {
+			return nil, err
 		}
-		if len(deltas.Kvs) == 0 {
-			return out, nil
+		if len(r.Kvs) == 0 {
+			break
 		}
-		// Fold what was read: n0 unchanged since, and no key of the folded
-		// range [first delta, last delta] changed since rev.
-		end := string(deltas.Kvs[len(deltas.Kvs)-1].Key) + "\x00"
-		var folded countsRec
-		for _, g := range out {
-			folded.Groups = append(folded.Groups, groupRec{Queue: g.Queue, Kind: g.Kind, States: g.States[:]})
+		pages = append(pages, r.Kvs)
+		more = r.More
+	}
+	total := base.clone()
+	for _, p := range pages {
+		if err := total.add(p); err != nil {
+			return nil, err
 		}
+	}
+	// Fold page by page: n0 becomes base plus the pages folded so far.
+	folded := base
+	for _, p := range pages {
+		if len(p) == 0 {
+			break
+		}
+		if err := folded.add(p); err != nil {
+			return nil, err
+		}
+		end := string(p[len(p)-1].Key) + "\x00"
 		fr, err := s.cli.Txn(ctx).If(
 			clientv3.Compare(clientv3.ModRevision(s.k.countBase()), "=", baseRev),
 			clientv3.Compare(clientv3.ModRevision(s.k.countDeltaPrefix()), "<", rev+1).WithRange(end),
 		).Then(
-			clientv3.OpPut(s.k.countBase(), mustJSON(&folded)),
+			clientv3.OpPut(s.k.countBase(), folded.record()),
 			clientv3.OpDelete(s.k.countDeltaPrefix(), clientv3.WithRange(end)),
 		).Commit()
 		if err != nil {
 			return nil, err
 		}
-		if !deltas.More {
-			return out, nil
-		}
 		if !fr.Succeeded {
-			return nil, fmt.Errorf("etcdstore: counts: more than %d unfolded deltas and the fold lost a race; try again", foldPage)
+			break
 		}
-		// More deltas than one page: folded one page, read on.
+		baseRev = fr.Header.Revision
 	}
+	return total, nil
 }
 
 // Counts implements store.Inspector from the folded counts and the
