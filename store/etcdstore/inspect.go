@@ -28,7 +28,8 @@ import (
 // guarded by n0's revision and by no delta key in the folded range having
 // changed since (a range compare), so a fold never loses a delta. Prune,
 // which the engine runs periodically, folds too, so deltas do not pile up
-// when nobody asks for counts.
+// when nobody asks for counts, and each handle folds in the background
+// after every foldEvery deltas it wrote, so a Counts reads few.
 
 // deltaSeq numbers this process's delta keys (with the handle's nonce and
 // the time, they are unique).
@@ -68,6 +69,56 @@ func (s *Store) countMove(g *group, d *dynRec, from, to store.State, t time.Time
 		return
 	}
 	g.put(s.k.countDelta(t, s.nonce), mustJSON(&deltaRec{From: from, To: to, Queue: d.Queue, Kind: d.Kind}))
+	if s.fold.written.Add(1)%foldEvery == 0 {
+		go s.foldSoon() // not here: the caller may hold s.mu
+	}
+}
+
+// foldEvery is how many deltas a handle writes between two background
+// folds, so the deltas a Counts reads stay few (a fold of foldEvery
+// deltas is one read and one transaction: a few ms per foldEvery
+// transitions).
+const foldEvery = 512
+
+// folder is a handle's background folding of count deltas: one goroutine,
+// started on the first fold, ended by Close.
+type folder struct {
+	written atomic.Int64
+	ch      chan struct{} // guarded by Store.mu
+}
+
+// foldSoon asks the handle's folding goroutine for a fold, starting it.
+func (s *Store) foldSoon() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	if s.fold.ch == nil {
+		s.fold.ch = make(chan struct{}, 1)
+		s.wg.Add(1)
+		go s.folding(s.fold.ch)
+	}
+	ch := s.fold.ch
+	s.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+	default: // one pending request is enough
+	}
+}
+
+func (s *Store) folding(ch chan struct{}) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-ch:
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, max(s.opTimeout, 15*time.Second))
+		_, _ = s.readCounts(ctx, -1) // best effort: a failed fold waits for the next
+		cancel()
+	}
 }
 
 // foldPage is how many delta keys one read (and one fold) takes.
@@ -128,7 +179,10 @@ func (c counter) clone() counter {
 // the first fold that loses a race (another Counts, or a delta written
 // into the range meanwhile), leaving the rest for a later call. Folding
 // never changes the counts, only where they are kept.
-func (s *Store) readCounts(ctx context.Context) (counter, error) {
+//
+// maxFold bounds the pages one call folds (negative: no bound), so a
+// Counts call stays short; the background fold and Prune fold them all.
+func (s *Store) readCounts(ctx context.Context, maxFold int) (counter, error) {
 	resp, err := s.cli.Txn(ctx).Then(
 		clientv3.OpGet(s.k.countBase()),
 		clientv3.OpGet(s.k.countDeltaPrefix(), clientv3.WithPrefix(), clientv3.WithLimit(foldPage)),
@@ -179,8 +233,8 @@ func (s *Store) readCounts(ctx context.Context) (counter, error) {
 	}
 	// Fold page by page: n0 becomes base plus the pages folded so far.
 	folded := base
-	for _, p := range pages {
-		if len(p) == 0 {
+	for i, p := range pages {
+		if len(p) == 0 || maxFold >= 0 && i >= maxFold {
 			break
 		}
 		if err := folded.add(p); err != nil {
@@ -216,7 +270,7 @@ func (s *Store) Counts(ctx context.Context, p *store.CountsParams) ([]store.Grou
 		return nil, s.wrap("counts", context.Background(), err)
 	}
 	defer cancel()
-	all, err := s.readCounts(ctx)
+	all, err := s.readCounts(ctx, 2)
 	if err != nil {
 		return nil, s.wrap("counts", ctx, err)
 	}

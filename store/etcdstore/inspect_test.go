@@ -3,6 +3,7 @@ package etcdstore_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -11,9 +12,9 @@ import (
 	"github.com/jobkit/job/store/storetest"
 )
 
-// TestCountsFoldsManyDeltas checks that Counts is exact with more pending
-// count deltas than one read takes (three per instance here: enqueue,
-// claim, finish), and that it folds them all, leaving none.
+// TestCountsFoldsManyDeltas checks that the count deltas (three per
+// instance here: enqueue, claim, finish) are folded in the background while
+// they are written, that Counts is exact, and that Counts folds the rest.
 func TestCountsFoldsManyDeltas(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
@@ -28,10 +29,11 @@ func TestCountsFoldsManyDeltas(t *testing.T) {
 		}
 		return r.Count
 	}
-	if n := pending(); n != 6000 {
-		t.Fatalf("%d count deltas before Counts, want 6000 (enqueue, claim, finish of 2000)", n)
+	if n := pending(); n >= 6000 {
+		t.Fatalf("%d count deltas before Counts, want fewer than the 6000 written (folded in the background)", n)
 	}
-	for range 2 {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		rows, err := s.Counts(context.Background(), &store.CountsParams{})
 		if err != nil {
 			t.Fatalf("Counts: %v", err)
@@ -44,8 +46,12 @@ func TestCountsFoldsManyDeltas(t *testing.T) {
 		if done != 2000 || other != 0 || len(rows) != 2 {
 			t.Fatalf("Counts = %+v; want 2000 completed in two queues and nothing else", rows)
 		}
-		if n := pending(); n != 0 {
-			t.Fatalf("%d count deltas after Counts, want all folded", n)
+		n := pending()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d count deltas left after Counts, want all folded", n)
 		}
 	}
 }

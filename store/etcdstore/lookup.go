@@ -440,7 +440,7 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 	if err == nil {
 		// Fold the counters' deltas (inspect.go), so they do not pile up
 		// when nobody reads the counts.
-		_, err = s.readCounts(ctx)
+		_, err = s.readCounts(ctx, -1)
 	}
 	return res, s.wrap("prune", ctx, err)
 }
