@@ -17,10 +17,11 @@ import (
 // Counters (store.Inspector). One counter key per (queue, kind, state)
 // would make every transition of a queue compare and rewrite the same key,
 // serialising every claim and finish of the cluster on it. Instead each
-// transition puts one small delta key of its own in the transaction that
-// makes it (countMove), which conflicts with nothing:
+// transaction that changes states puts one small delta key of its own, the
+// sum of its groups' count moves (countMove, countsOp), which conflicts
+// with nothing:
 //
-//	P n/<time><nonce><n>   a delta: the instance left state f, entered t
+//	P n/<time><nonce><n>   a delta: one transaction's count moves
 //	P n0                   the folded counts: every delta folded so far
 //
 // Counts reads n0 and the deltas at one revision (exact as of it), then
@@ -41,12 +42,21 @@ func (k keys) countDelta(t time.Time, nonce string) string {
 	return k.countDeltaPrefix() + tkey(t) + nonce + hex16(deltaSeq.Add(1))
 }
 
-// deltaRec is one delta key's value.
+// deltaRec is one count move of a delta key's value (a JSON array of
+// them): N instances of (Queue, Kind) left state From (0: new) for state
+// To (0: removed).
 type deltaRec struct {
-	From  store.State `json:"f,omitempty"` // 0: a new instance
-	To    store.State `json:"t,omitempty"` // 0: a removed instance
+	From  store.State `json:"f,omitempty"`
+	To    store.State `json:"t,omitempty"`
 	Queue string      `json:"q"`
 	Kind  string      `json:"k"`
+	N     int64       `json:"n"`
+}
+
+// countMoveRec is one count move a group makes, at time t.
+type countMoveRec struct {
+	deltaRec
+	t time.Time
 }
 
 // countsRec is the value of n0: the folded counts.
@@ -68,16 +78,47 @@ func (s *Store) countMove(g *group, d *dynRec, from, to store.State, t time.Time
 	if from == to {
 		return
 	}
-	g.put(s.k.countDelta(t, s.nonce), mustJSON(&deltaRec{From: from, To: to, Queue: d.Queue, Kind: d.Kind}))
-	if s.fold.written.Add(1)%foldEvery == 0 {
-		go s.foldSoon() // not here: the caller may hold s.mu
-	}
+	g.counts = append(g.counts, countMoveRec{deltaRec{From: from, To: to, Queue: d.Queue, Kind: d.Kind, N: 1}, t})
 }
 
-// foldEvery is how many deltas a handle writes between two background
-// folds, so the deltas a Counts reads stay few (a fold of foldEvery
-// deltas is one read and one transaction: a few ms per foldEvery
-// transitions).
+// countsOp returns the one delta key put of a transaction that applies gs
+// (the sum of their count moves), or false when they move nothing. A
+// transaction applies all of its groups or none, so its delta counts
+// exactly what it changed.
+func (s *Store) countsOp(gs []*group) (clientv3.Op, bool) {
+	sum := map[deltaRec]int64{}
+	var order []deltaRec
+	var t time.Time
+	for _, g := range gs {
+		for _, c := range g.counts {
+			k := c.deltaRec
+			k.N = 0
+			if _, ok := sum[k]; !ok {
+				order = append(order, k)
+			}
+			sum[k] += c.N
+			if c.t.After(t) {
+				t = c.t
+			}
+		}
+	}
+	if len(order) == 0 {
+		return clientv3.Op{}, false
+	}
+	recs := make([]deltaRec, len(order))
+	for i, k := range order {
+		k.N = sum[k]
+		recs[i] = k
+	}
+	if after := s.fold.written.Add(int64(len(gs))); after/foldEvery != (after-int64(len(gs)))/foldEvery {
+		go s.foldSoon() // not here: the caller may hold s.mu
+	}
+	return clientv3.OpPut(s.k.countDelta(t, s.nonce), mustJSON(recs)), true
+}
+
+// foldEvery is how many transitions a handle makes between two background
+// folds, so the deltas a Counts reads stay few (a fold is one read and one
+// transaction: a few ms per foldEvery transitions).
 const foldEvery = 512
 
 // folder is a handle's background folding of count deltas: one goroutine,
@@ -139,16 +180,18 @@ func (c counter) group(q, k string) *store.GroupCount {
 // add adds the delta keys kvs to c.
 func (c counter) add(kvs []*mvccpb.KeyValue) error {
 	for _, kv := range kvs {
-		var d deltaRec
-		if err := decode(string(kv.Key), kv.Value, &d); err != nil {
+		var ds []deltaRec
+		if err := decode(string(kv.Key), kv.Value, &ds); err != nil {
 			return err
 		}
-		g := c.group(d.Queue, d.Kind)
-		if d.From.Valid() {
-			g.States[d.From]--
-		}
-		if d.To.Valid() {
-			g.States[d.To]++
+		for _, d := range ds {
+			g := c.group(d.Queue, d.Kind)
+			if d.From.Valid() {
+				g.States[d.From] -= d.N
+			}
+			if d.To.Valid() {
+				g.States[d.To] += d.N
+			}
 		}
 	}
 	return nil

@@ -39,6 +39,7 @@ import (
 //	P lt/<time>/<id>/<uniq>            logs by time (value = level digit + kind)
 //	P lk/<kind>/<time>/<id>/<uniq>     logs of a kind by time (value = level digit)
 //	P bad/<key>                        quarantined undecodable ready-index entries
+//	P n0, P n/<time><nonce><n>         instance counts: folded, and one delta per transaction (inspect.go)
 type keys struct{ p string }
 
 func esc(s string) string { return url.PathEscape(s) }
