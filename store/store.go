@@ -32,6 +32,7 @@ type Store interface {
 	Events
 	Nodes
 	QueueAdmin
+	Inspector
 }
 
 // Queue holds instances that wait to run or are running. Every method is one
@@ -367,5 +368,9 @@ type Query struct {
 	Levels     []LogLevel // logs only: any of these levels
 	Since      time.Time  // at or after (CreatedAt, history Time, log Time)
 	Until      time.Time  // before
-	Limit      int        // at most this many; 0 means no limit
+	Limit      int        // at most this many; 0 means no limit (a Page lookup: DefaultPageSize)
+	// Cursor, for a Page lookup of the Inspector, is the Next of the
+	// previous page of the same query ("" for the first page); the Lookup
+	// methods ignore it.
+	Cursor string
 }

@@ -49,6 +49,8 @@ import (
 //	P n/<node>                         node registry record (nodes.go)
 //	P no/<owner>/<id>                  running attempts by owner: put by a claim, deleted
 //	                                   with p/<id>; RescueNodes reads a dead owner's
+//	                                   keys to rescue its attempts
+//	P cn0, P cn/<time><nonce><n>       instance counts: folded, and one delta per transaction (inspect.go)
 type keys struct{ p string }
 
 func esc(s string) string { return url.PathEscape(s) }

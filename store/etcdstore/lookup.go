@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -436,6 +437,11 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 	defer cancel()
 	res := &store.PruneResult{}
 	err = s.prune(ctx, p, res)
+	if err == nil {
+		// Fold the counters' deltas (inspect.go), so they do not pile up
+		// when nobody reads the counts.
+		_, err = s.readCounts(ctx, -1)
+	}
 	return res, s.wrap("prune", ctx, err)
 }
 
@@ -611,6 +617,7 @@ func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.Prun
 		last.del(s.k.running(id))
 		last.del(s.k.finished(d, id))
 		last.del(s.k.dyn(id))
+		s.countMove(last, d, d.State, 0, time.Time{})
 		if d.UniqueKey != "" {
 			ur, err := s.cli.Get(ctx, s.k.unique(d.UniqueKey))
 			if err != nil {

@@ -29,6 +29,7 @@ var _ store.Closer = (*Store)(nil)
 // d.State.
 func (s *Store) addHist(g *group, d *dynRec, from store.State, t time.Time, node, msg string, result []byte) {
 	if from != d.State {
+		s.countMove(g, d, from, d.State, t)
 		if from != 0 {
 			g.del(s.k.byState(from, d))
 			g.del(s.k.byKindState(from, d))
@@ -282,6 +283,7 @@ func (s *Store) assignSeqs(ctx context.Context, rev uint64, seqs []uint64) error
 func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo []int, seqs []uint64, urev map[string]int64, res []store.EnqueueResult) (int, error) {
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
+	var counted []*group
 	size := 0
 	n := 0
 	for _, i := range todo {
@@ -313,13 +315,17 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		}
 		// Never over an instance stored meanwhile under the same ID.
 		ucmp = append(ucmp, clientv3.Compare(clientv3.CreateRevision(s.k.dyn(in.ID)), "=", 0))
-		if n > 0 && (len(ops)+len(g.ops) > s.maxOps || len(cmps)+len(ucmp) > s.maxOps || size+g.size > s.maxTxn) {
+		if n > 0 && (len(ops)+len(g.ops) > s.maxOps-1 || len(cmps)+len(ucmp) > s.maxOps || size+g.size > s.maxTxn) {
 			break
 		}
+		counted = append(counted, g)
 		ops = append(ops, g.ops...)
 		cmps = append(cmps, ucmp...)
 		size += g.size
 		n++
+	}
+	if op, ok := s.countsOp(counted); ok {
+		ops = append(ops, op)
 	}
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {

@@ -46,6 +46,8 @@ type Store struct {
 	uniq      map[int64]clientv3.LeaseID // unique-key leases by expiry bucket
 	owned     map[string]ownedRec        // dynamic records of this handle's running claims
 	nodes     nodeView                   // the node registry as this handle sees it (nodes.go)
+
+	fold folder // background folding of count deltas (inspect.go)
 }
 
 // ownedRec is what a handle knows of an attempt it claimed: the dynamic

@@ -24,6 +24,10 @@ type group struct {
 	size   int
 	ref    int // the caller's index of what the group changes
 
+	// counts are the group's count moves (inspect.go), written as one
+	// delta key per transaction by countsOp.
+	counts []countMoveRec
+
 	applied bool
 	stale   bool  // a guard no longer held: the record changed under us
 	rev     int64 // the revision the group was applied at
@@ -56,7 +60,8 @@ func (s *Store) commit(ctx context.Context, gs []*group) error {
 		n, nops, ncmp, size := 0, 0, 0, 0
 		for n < len(pending) {
 			g := pending[n]
-			if n > 0 && (nops+len(g.ops) > s.maxOps || ncmp+len(g.guards) > s.maxOps || size+g.size > s.maxTxn) {
+			// One op stays free for the transaction's count delta.
+			if n > 0 && (nops+len(g.ops) > s.maxOps-1 || ncmp+len(g.guards) > s.maxOps || size+g.size > s.maxTxn) {
 				break
 			}
 			nops += len(g.ops)
@@ -73,6 +78,9 @@ func (s *Store) commit(ctx context.Context, gs []*group) error {
 				elses = append(elses, clientv3.OpGet(gd.key, clientv3.WithKeysOnly()))
 			}
 			thens = append(thens, g.ops...)
+		}
+		if op, ok := s.countsOp(batch); ok {
+			thens = append(thens, op) // last: the groups' responses keep their offsets
 		}
 		resp, err := s.cli.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
 		if err != nil {

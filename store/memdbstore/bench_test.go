@@ -3,7 +3,9 @@ package memdbstore_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/memdbstore"
+	"github.com/jobkit/job/store/storetest"
 )
 
 var benchBase = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
@@ -258,4 +261,28 @@ func newStore(tb testing.TB, opts ...memdbstore.Option) *memdbstore.Store {
 		tb.Fatal(err)
 	}
 	return s
+}
+
+// BenchmarkInspect measures counts, lag and first pages with a million
+// completed instances and 10k ready (storetest.BenchInspect). The scale
+// is JOBKIT_BENCH_COMPLETED (default 1000000).
+//
+//	go test -run '^$' -bench Inspect ./store/memdbstore/
+func BenchmarkInspect(b *testing.B) {
+	s, err := memdbstore.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchInspect(b, s, benchCompleted(b), 10000)
+}
+
+func benchCompleted(b *testing.B) int {
+	n := 1000000
+	if v := os.Getenv("JOBKIT_BENCH_COMPLETED"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("JOBKIT_BENCH_COMPLETED=%q: %v", v, err)
+		}
+	}
+	return n
 }

@@ -23,6 +23,7 @@ package memdbstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,6 +150,12 @@ type tables struct {
 	// collects the puts that add history records, for the event feed.
 	journal *[]putRec
 	lanes   laneIndex // the writer's count of ready entries per lane; nil in snapshots
+
+	// Inspection (inspect.go): counts by (queue, kind) and state, kept by
+	// countMove on every put and drop; waiting holds the Scheduled
+	// instances by (queue, kind, RunAt, Seq) for Lag.
+	counts  map[group][store.TimedOut + 1]int64
+	waiting *btree.BTreeG[*rec]
 }
 
 func newTables() tables {
@@ -162,6 +169,8 @@ func newTables() tables {
 		logsByTime: btree.NewG(degree, lessLogTime),
 		logsByInst: btree.NewG(degree, lessLogInst),
 		lanes:      laneIndex{},
+		counts:     map[group][store.TimedOut + 1]int64{},
+		waiting:    btree.NewG(degree, lessWaiting),
 	}
 }
 
@@ -177,6 +186,8 @@ func (t *tables) clone() *tables {
 		owned:      t.owned.Clone(),
 		logsByTime: t.logsByTime.Clone(),
 		logsByInst: t.logsByInst.Clone(),
+		counts:     maps.Clone(t.counts),
+		waiting:    t.waiting.Clone(),
 	}
 }
 
@@ -212,6 +223,7 @@ func (t *tables) put(old, r *rec) {
 	if t.journal != nil && (old == nil || r.histLen() > old.histLen()) {
 		*t.journal = append(*t.journal, putRec{old, r})
 	}
+	t.countMove(old, r)
 	t.byID.ReplaceOrInsert(r)
 	t.created.ReplaceOrInsert(r) // CreatedAt and Seq never change: replaces old
 	if idx := t.stateIndex(r.state); idx != nil {
@@ -224,6 +236,7 @@ func (t *tables) put(old, r *rec) {
 
 // drop removes r from every index.
 func (t *tables) drop(r *rec) {
+	t.countMove(r, nil)
 	t.byID.Delete(r)
 	t.created.Delete(r)
 	if idx := t.stateIndex(r.state); idx != nil {

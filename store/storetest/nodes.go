@@ -246,6 +246,11 @@ func testNodesRescueStaleOnly(t *testing.T, h Harness) {
 			t.Errorf("live node's %s: %v owned by %q, want processing by live", id, got.State, got.LeaseOwner)
 		}
 	}
+	// The counts follow the rescue (Inspector): the dead node's attempts
+	// left Processing, the live node's did not.
+	e.wantCounts("RescueNodes", map[string]int64{
+		"q-d/kind-a/scheduled": 1, "q-d/kind-a/canceled": 1, "q-l/kind-a/processing": 2,
+	})
 	// Nothing more to do; the node is listed dead.
 	if again := e.rescueNodes(e.open(), "rescuer2", at(3*time.Second), 100); len(again.Dead) != 0 || len(again.Rescued) != 0 {
 		t.Errorf("a second RescueNodes declared %v and rescued %v, want nothing", again.Dead, ids(again.Rescued))

@@ -129,6 +129,7 @@ func Run(t *testing.T, h Harness) {
 		{"Nodes", runNodes},
 		{"ClaimKinds", testClaimKinds}, {"ClaimLabels", testClaimLabels}, {"ClaimLanesNextRunAt", testClaimLanesNextRunAt}, {"QueuePause", testQueuePause}, {"ClaimsInvalid", testClaimsInvalid},
 	}
+	tests = append(tests, inspectTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

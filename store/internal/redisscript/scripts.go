@@ -94,20 +94,22 @@ type Script struct {
 // The scripts. Their contracts are in the comment at the top of each file
 // under lua/.
 var (
-	Enqueue     = load("enqueue", "")
-	Claim       = load("claim", "")
-	Renew       = load("renew", "allow-oom")
-	Finish      = load("finish", "")
-	Rescue      = load("rescue", "")
-	Cancel      = load("cancel", "")
-	AppendLogs  = load("append_logs", "")
-	OfInstances = load("of_instances", "no-writes")
-	Records     = load("records", "no-writes")
-	Plan        = load("plan", "no-writes")
-	Range       = load("stream_range", "no-writes")
-	Prune       = load("prune", "allow-oom")
-	EventsRead  = load("events", "no-writes")
-	QueueAdmin  = load("queue_admin", "")
+	Enqueue       = load("enqueue", "")
+	Claim         = load("claim", "")
+	Renew         = load("renew", "allow-oom")
+	Finish        = load("finish", "")
+	Rescue        = load("rescue", "")
+	Cancel        = load("cancel", "")
+	AppendLogs    = load("append_logs", "")
+	OfInstances   = load("of_instances", "no-writes")
+	Records       = load("records", "no-writes")
+	Plan          = load("plan", "no-writes")
+	Range         = load("stream_range", "no-writes")
+	Prune         = load("prune", "allow-oom")
+	EventsRead    = load("events", "no-writes")
+	InspectLag    = load("inspect_lag", "no-writes")
+	InspectCounts = load("inspect_counts", "no-writes")
+	QueueAdmin    = load("queue_admin", "")
 	// The node registry. A heartbeat may run while Redis is at its
 	// maxmemory, as Renew may: a node that cannot heartbeat fences itself.
 	NodesHeartbeat = load("nodes_heartbeat", "allow-oom")
@@ -117,7 +119,7 @@ var (
 
 // All lists every script, for plugins that prepare them up front.
 var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune,
-	EventsRead, QueueAdmin, NodesHeartbeat, NodesList, NodesRescue}
+	EventsRead, InspectLag, InspectCounts, QueueAdmin, NodesHeartbeat, NodesList, NodesRescue}
 
 // load builds the script of lua/<name>.lua with the given shebang flags
 // ("no-writes" marks it read-only).

@@ -36,6 +36,7 @@ if t[T_STATE] == S_PROCESSING then
 	change(id, t)
 else
 	redis.call('ZREM', sched_key(p[P_QUEUE]), sched_member(id, p[P_SEQ], p[P_PRIO]))
+	count_move(id, craw, S_SCHEDULED, S_CANCELED)
 	t[T_UPD] = now
 	change(id, t, S_CANCELED, '', '')
 	finalize(id, t, S_CANCELED, now)

@@ -333,6 +333,7 @@ while n < limit and li <= #levels do
 				-- after it was pruned: not this instance's place.
 			elseif specs[j] and not sts[j] then
 				claim_first(id)
+				count_move(id, specs[j], S_SCHEDULED, S_PROCESSING)
 				started(id, until_)
 				claimed[#claimed + 1] = {id, specs[j], 1}
 				n = n + 1
@@ -353,6 +354,7 @@ while n < limit and li <= #levels do
 						corrupt[#corrupt + 1] = id
 					end
 					change(id, t, S_PROCESSING, bad and ERR or '')
+					count_move(id, specs[j], S_SCHEDULED, S_PROCESSING)
 					started(id, until_)
 					claimed[#claimed + 1] = {id, specs[j], t[T_ATT]}
 					n = n + 1

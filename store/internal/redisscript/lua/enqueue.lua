@@ -104,6 +104,7 @@ for _, e in ipairs(stored) do
 	end
 	b.ids[#b.ids + 1] = id
 	place(id, queue, prio, e.seq, runat, now, false, lane_of(kind, labels))
+	count_add(queue, kind, S_SCHEDULED, 1)
 	out[e.j] = {0, id, e.seq}
 end
 for _, d in ipairs(dups) do
@@ -124,4 +125,5 @@ for q in pairs(queues) do
 	redis.call('SADD', K_QUEUES, q)
 end
 flush_ready()
+flush_counts()
 return out

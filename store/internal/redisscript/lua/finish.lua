@@ -87,6 +87,7 @@ local function one(j, id, attempt, st, run_at, release, result, err)
 		end
 	end
 	clear_lease(id, t)
+	count_move(id, nil, S_PROCESSING, st)
 	t[T_ERR] = err
 	t[T_UPD] = now
 	if st == S_SCHEDULED then

@@ -70,6 +70,9 @@
 --                               not finished (per-owner index for
 --                               nodes_rescue.lua; commit and clear_lease
 --                               keep it; see nodes_*.lua for the registry)
+--   cnt                  HASH   instances by state, queue and kind (see
+--                               count_move): field = state digit, queue
+--                               length (2 bytes), queue, kind
 -- That is safe on Redis Cluster because the prefix carries the namespace's
 -- hash tag: every such key hashes to the slot of KEYS[1].
 --
@@ -339,6 +342,63 @@ local function place(id, queue, prio, seq, runat, now, front, lane)
 	wake(queue)
 end
 
+-- ---- counters (inspect) ----
+
+-- Every transition counts itself through count_move, in the script that
+-- makes it; commit (and enqueue and prune, which do not commit) write the
+-- run's deltas with one HINCRBY per changed field, so the counts change
+-- in the same atomic step as the states they count.
+local K_CNT = PREFIX .. 'cnt'
+local cnt_delta = {}
+
+-- spec_qk returns the queue and kind of the spec raw (reading only its
+-- first three values), or nil.
+local function spec_qk(raw)
+	local ok, _, _, kind, queue = pcall(cmsgpack.unpack_limit, raw, 3)
+	if ok and type(kind) == 'string' and type(queue) == 'string' then
+		return queue, kind
+	end
+	return nil
+end
+
+-- count_add adds d to the count of (queue, kind) in state st.
+local function count_add(queue, kind, st, d)
+	local f = st .. be(#queue, 2) .. queue .. kind
+	cnt_delta[f] = (cnt_delta[f] or 0) + d
+end
+
+-- count_move counts instance id (its spec raw, or nil to read it) out of
+-- state from (nil: a new instance) and into state to (nil: removed).
+local function count_move(id, raw, from, to)
+	if from == to then
+		return
+	end
+	raw = raw or redis.call('HGET', K_INST, id)
+	local queue, kind
+	if raw then
+		queue, kind = spec_qk(raw)
+	end
+	if not queue then
+		return -- an undecodable spec is not counted
+	end
+	if from then
+		count_add(queue, kind, from, -1)
+	end
+	if to then
+		count_add(queue, kind, to, 1)
+	end
+end
+
+-- flush_counts writes the run's count deltas.
+local function flush_counts()
+	for f, d in pairs(cnt_delta) do
+		if d ~= 0 then
+			redis.call('HINCRBY', K_CNT, f, d)
+		end
+	end
+	cnt_delta = {}
+end
+
 -- ---- history ----
 
 -- xadd_at appends value to stream key with an entry ID whose milliseconds
@@ -498,6 +558,7 @@ local function commit(now, node, owner, until_)
 	end
 	flush_done(now)
 	flush_ready()
+	flush_counts()
 	recs, changed, changed_ids, firsts = {}, {}, {}, {}
 	chunked('SADD', K_RUN, run_add)
 	chunked('SREM', K_RUN, run_rem)

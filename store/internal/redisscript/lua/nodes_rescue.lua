@@ -56,6 +56,13 @@ local function take(id, t, owner)
 	local p = spec(craw)
 	local msg = 'node ' .. owner .. ' stopped heartbeating: declared dead and its attempt rescued'
 	local canceled = t[T_CANCEL] ~= 0
+	local to = S_SCHEDULED
+	if canceled then
+		to = S_CANCELED
+	elseif not p or (p[P_MAXR] >= 0 and t[T_ATT] > p[P_MAXR]) then
+		to = S_TERMINATED
+	end
+	count_move(id, craw, S_PROCESSING, to)
 	clear_lease(id, t)
 	t[T_ERR] = msg
 	t[T_UPD] = now

@@ -37,6 +37,7 @@ local function drop(id)
 		local raw = redis.call('HGET', K_ST, id)
 		local t = raw and state(raw)
 		nh = nh + (t and t[T_HN] or 2)
+		count_move(id, craw, t and t[T_STATE] or S_SCHEDULED, nil)
 		if p then
 			local kc = kind_count(p[P_KIND])
 			if redis.call('HINCRBY', K_CTR, kc, -1) <= 0 then
@@ -283,4 +284,5 @@ for _, ukey in ipairs(redis.call('ZRANGEBYSCORE', K_UNIQX, '-inf', num(now), 'LI
 		redis.call('HDEL', K_UNIQ, ukey)
 	end
 end
+flush_counts()
 return {ni, nh, nl}

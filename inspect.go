@@ -1,0 +1,160 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jobkit/job/store"
+)
+
+// GroupCount is how many instances of one kind in one queue are in each
+// state: States[Scheduled], States[Completed], ... (see store.GroupCount).
+type GroupCount = store.GroupCount
+
+// Lag is how far behind one queue or kind is: the RunAt of its oldest
+// ready instance and how long ago that was.
+type Lag = store.Lag
+
+// LagReport is the lag of every queue and every kind (see Manager.Lag).
+type LagReport = store.LagResult
+
+// HistoryPage is one page of state records, oldest first, with the cursor
+// of the next page (WithQueryCursor), "" after the last.
+type HistoryPage = store.HistoryPage
+
+// LogPage is one page of log records, oldest first, with the cursor of the
+// next page (WithQueryCursor), "" after the last.
+type LogPage = store.LogPage
+
+// InstancePage is one page of instances, newest first.
+type InstancePage struct {
+	Instances []Instance
+	// Next is the cursor of the next page, for WithQueryCursor; "" when
+	// this page is the last.
+	Next string
+}
+
+// DefaultPageSize is the page size of a Page method whose query sets no
+// limit; MaxPageSize is the largest limit a Page method takes.
+const (
+	DefaultPageSize = store.DefaultPageSize
+	MaxPageSize     = store.MaxPageSize
+)
+
+// WithQueryCursor continues a paged lookup (PageInstances, PageHistory,
+// PageLogs) after the page whose Next is cursor. The query must select
+// what it selected for that page; the limit may change.
+func WithQueryCursor(cursor string) QueryOption {
+	return func(q *Query) { q.q.Cursor = cursor }
+}
+
+// Counts returns how many instances are in each state, per queue and kind,
+// from counters the store keeps on every transition: it costs the same
+// with a million completed instances as with none. queue and kind narrow
+// the rows ("" matches all). Every queue and kind the store has seen has a
+// row, even when all its instances were pruned.
+func (m *Manager) Counts(ctx context.Context, queue, kind string) ([]GroupCount, error) {
+	rows, err := m.store.Counts(ctx, &store.CountsParams{Queue: queue, Kind: kind})
+	if err != nil {
+		return nil, fmt.Errorf("job: counts: %w", err)
+	}
+	return rows, nil
+}
+
+// Lag returns, for every queue and kind seen (narrowed by queue and kind,
+// "" matching all), how long its oldest ready instance (Scheduled, RunAt
+// at or before the manager's clock) has waited since its RunAt.
+func (m *Manager) Lag(ctx context.Context, queue, kind string) (*LagReport, error) {
+	r, err := m.store.Lag(ctx, &store.LagParams{Now: m.clock.Now(), Queue: queue, Kind: kind})
+	if err != nil {
+		return nil, fmt.Errorf("job: lag: %w", err)
+	}
+	return r, nil
+}
+
+// Queues returns the names of the queues the store has seen, sorted.
+func (m *Manager) Queues(ctx context.Context) ([]string, error) {
+	return m.seen(ctx, func(g *GroupCount) string { return g.Queue })
+}
+
+// Kinds returns the job kinds the store has seen instances of, sorted.
+func (m *Manager) Kinds(ctx context.Context) ([]string, error) {
+	return m.seen(ctx, func(g *GroupCount) string { return g.Kind })
+}
+
+func (m *Manager) seen(ctx context.Context, name func(*GroupCount) string) ([]string, error) {
+	rows, err := m.Counts(ctx, "", "")
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	var out []string
+	for i := range rows {
+		if n := name(&rows[i]); !set[n] {
+			set[n] = true
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// PageInstances returns one page of the instances q selects, newest
+// first: at most q's limit, DefaultPageSize when it sets none (a limit
+// above MaxPageSize is an error). Pass the page's Next to WithQueryCursor
+// for the next page; an instance stored for the whole paging is returned
+// once, never skipped nor repeated, whatever changes between pages. A
+// cursor that was changed, or made by another query, is an error wrapping
+// ErrInvalidOption.
+func (m *Manager) PageInstances(ctx context.Context, q *Query) (*InstancePage, error) {
+	sq, err := q.store()
+	if err != nil {
+		return nil, err
+	}
+	p, err := m.store.PageInstances(ctx, sq)
+	if p == nil {
+		return nil, pageErr("instances", err)
+	}
+	out := &InstancePage{Instances: make([]Instance, len(p.Instances)), Next: p.Next}
+	for i, r := range p.Instances {
+		out.Instances[i] = newInstance(r, m)
+	}
+	return out, pageErr("instances", err)
+}
+
+// PageHistory returns one page of the state records q selects, oldest
+// first by (Time, InstanceID, Seq); see PageInstances for pages and
+// cursors.
+func (m *Manager) PageHistory(ctx context.Context, q *Query) (*HistoryPage, error) {
+	sq, err := q.store()
+	if err != nil {
+		return nil, err
+	}
+	p, err := m.store.PageHistory(ctx, sq)
+	return p, pageErr("history", err)
+}
+
+// PageLogs returns one page of the log records q selects, oldest first by
+// (Time, InstanceID, Seq); see PageInstances for pages and cursors.
+func (m *Manager) PageLogs(ctx context.Context, q *Query) (*LogPage, error) {
+	sq, err := q.store()
+	if err != nil {
+		return nil, err
+	}
+	p, err := m.store.PageLogs(ctx, sq)
+	return p, pageErr("logs", err)
+}
+
+// pageErr wraps a page lookup's error; a bad cursor or page size (the
+// store's ErrInvalid) also wraps ErrInvalidOption.
+func pageErr(what string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrInvalid):
+		return fmt.Errorf("job: page %s: %w: %w", what, ErrInvalidOption, err)
+	}
+	return fmt.Errorf("job: page %s: %w", what, err)
+}
