@@ -67,16 +67,25 @@ func WithQueryUntil(t time.Time) QueryOption {
 	return func(q *Query) { q.q.Until = t }
 }
 
-// WithQueryLimit returns at most n results.
+// DefaultLookupLimit is how many results a Lookup method returns when the
+// query sets no limit (WithQueryLimit), so a lookup never returns an
+// unbounded result however much the store holds. To read everything, page
+// with PageInstances, PageHistory or PageLogs.
+const DefaultLookupLimit = store.MaxPageSize
+
+// WithQueryLimit returns at most n results (0: DefaultLookupLimit).
 func WithQueryLimit(n int) QueryOption {
 	return func(q *Query) { q.q.Limit = n }
 }
 
 func (q *Query) store() (*store.Query, error) {
 	if q == nil {
-		return &store.Query{}, nil
+		return &store.Query{Limit: DefaultLookupLimit}, nil
 	}
 	sq := q.q
+	if sq.Limit == 0 {
+		sq.Limit = DefaultLookupLimit
+	}
 	sq.States = append([]store.State(nil), q.q.States...)
 	sq.Levels = append([]store.LogLevel(nil), q.q.Levels...)
 	if err := sq.Validate(); err != nil {
