@@ -259,6 +259,8 @@ local function take(members, want)
 			down(1)
 		end
 	end
+	-- Hints are written and dropped in one HSET and one HDEL for all lanes.
+	local hset, hdel = {}, {}
 	for k = 1, nm do
 		local it = items[k]
 		if taken[k] > 0 then
@@ -266,16 +268,19 @@ local function take(members, want)
 		end
 		if empty[k] then
 			emptied[#emptied + 1] = members[k]
-			redis.call('HDEL', hkey, members[k])
+			hdel[#hdel + 1] = members[k]
 		elseif it and it[pos[k]] then
 			local hv = string.sub(it[pos[k]], 1, 13)
 			if hv ~= hints[k] then
-				redis.call('HSET', hkey, members[k], hv)
+				hset[#hset + 1] = members[k]
+				hset[#hset + 1] = hv
 			end
 		elseif taken[k] > 0 then
-			redis.call('HDEL', hkey, members[k]) -- unknown: read when next merged
+			hdel[#hdel + 1] = members[k] -- unknown: read when next merged
 		end
 	end
+	chunked('HSET', hkey, hset)
+	chunked('HDEL', hkey, hdel)
 	return out, emptied
 end
 

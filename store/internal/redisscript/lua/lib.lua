@@ -183,10 +183,18 @@ local function be(n, w)
 	end
 	return string.char(unpack(b))
 end
+local byte = string.byte
 local function unbe(s, i, w)
+	if w == 7 then -- RunAt: one call for the 7 bytes
+		local a, b, c, d, e, f, g = byte(s, i, i + 6)
+		return ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256) + g
+	elseif w == 6 then -- Seq
+		local a, b, c, d, e, f = byte(s, i, i + 5)
+		return (((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256) + f
+	end
 	local n = 0
 	for j = i, i + w - 1 do
-		n = n * 256 + string.byte(s, j)
+		n = n * 256 + byte(s, j)
 	end
 	return n
 end

@@ -1078,3 +1078,53 @@ func testLegacyReadyList(t *testing.T, h Harness) {
 		t.Fatalf("claim of any kind after the move: %v, want [lg-a]", got)
 	}
 }
+
+// testLaneMerge: claims merge lanes in the contract's order: priority
+// first, equal RunAt by Seq across lanes, and rescued instances back at
+// the front of their lanes ahead of what became ready after them, also
+// when a claimer of one kind took from between them; drained lanes leave
+// the lane index.
+func testLaneMerge(t *testing.T, h Harness) {
+	e := layout(t, h)
+	ctx := t.Context()
+	const q = "hq"
+	var ins []*store.Instance
+	for _, s := range []struct{ id, kind string }{{"x1", "a"}, {"y1", "b"}, {"x2", "a"}, {"y2", "b"}, {"x3", "a"}} {
+		in := inst(s.id, q)
+		in.Kind = s.kind
+		ins = append(ins, in)
+	}
+	z := inst("z", q)
+	z.Kind, z.Priority = "c", 5
+	e.enqueue(base, append(ins, z)...)
+	lanes := func() int64 {
+		n, _ := e.rc.ZCard(ctx, e.keys.Levels(q)).Result()
+		return n
+	}
+
+	now, until := at(time.Second), at(time.Minute)
+	if got := ids(e.claim(q, "w1", 3, now, until).Instances); !slices.Equal(got, []string{"z", "x1", "y1"}) {
+		t.Fatalf("first claim: %v, want [z x1 y1] (priority, then Seq across lanes)", got)
+	}
+	if n := lanes(); n != 2 {
+		t.Fatalf("after the first claim: %d lanes, want 2 (c drained)", n)
+	}
+	// z, x1 and y1 come back at the front of their lanes.
+	if got := e.rescue(at(2*time.Minute), 10); len(got) != 3 {
+		t.Fatalf("rescue: %d instances, want 3", len(got))
+	}
+	now, until = at(2*time.Minute+time.Second), at(3*time.Minute)
+	res, err := e.s.Claim(ctx, &store.ClaimParams{Queue: q, Owner: "w2", Limit: 1, Now: now, LeaseUntil: until, Kinds: []string{"b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(res.Instances); !slices.Equal(got, []string{"y1"}) {
+		t.Fatalf("claim of kind b after the rescue: %v, want [y1]", got)
+	}
+	if got := ids(e.claim(q, "w3", 10, now, until).Instances); !slices.Equal(got, []string{"z", "x1", "x2", "y2", "x3"}) {
+		t.Fatalf("claim of any kind after the rescue: %v, want [z x1 x2 y2 x3]", got)
+	}
+	if n := lanes(); n != 0 {
+		t.Fatalf("drained: %d lanes left, want none", n)
+	}
+}

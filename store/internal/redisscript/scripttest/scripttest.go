@@ -53,6 +53,7 @@ func Run(t *testing.T, h Harness) {
 		{"KindBucketLimitBigSecond", testKindBucketLimitBigSecond},
 		{"CancelReady", testCancelReady},
 		{"LegacyReadyList", testLegacyReadyList},
+		{"LaneMerge", testLaneMerge},
 		{"CancelReadyReused", testCancelReadyReused},
 		{"UUIDIDs", testUUIDIDs},
 		{"LookupByStateReadsOnlyItsState", testLookupByStateReadsOnlyItsState},
