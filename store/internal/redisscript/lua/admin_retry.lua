@@ -1,0 +1,74 @@
+-- admin_retry: move final instances back to Scheduled (store.Admin.Retry).
+-- KEYS: the namespace keys (lib.lua). The per-queue keys it builds
+--       (q:<queue>:r:<prio>, q:<queue>:s, q:<queue>:p) carry the
+--       namespace's hash tag, as lib.lua explains, so they are in KEYS[1]'s
+--       slot.
+-- ARGV: [1] prefix, [2] now (us), [3] node, [4] RunAt (us), [5] "1" to
+--       reset the attempt count to 0 (else it is kept), [6] the history
+--       record's error ("retried by <node>"), then the instance IDs.
+-- Each final instance gets State Scheduled at RunAt, its finish time,
+-- result, error, lease and cancel flag cleared, and a history record (one
+-- entry for the call); it goes into its queue (a ready list when RunAt <=
+-- now, else the scheduled set) and the queue's channel gets a PUBLISH.
+-- Its done-list member stays behind: prune skips a member whose instance
+-- is no longer in that state with that FinishedAt. A Canceled instance may
+-- still have a ready-list member (Cancel leaves it for a claim to drop);
+-- it is removed (LREM, O(length of that list)), so it cannot claim the
+-- instance before its new RunAt. Unique keys are not touched.
+-- Returns two values per ID: code (0 retried, 1 no such instance, 2 not in
+-- a final state, 3 the record cannot be decoded) and the State number the
+-- instance was in (0 when unknown). An ID given twice is answered 2 the
+-- second time.
+local now, node, runat = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local reset, msg = ARGV[5] == '1', ARGV[6]
+
+local out = {}
+for i = 7, #ARGV do
+	local id = ARGV[i]
+	local code, was = 0, 0
+	local craw = redis.call('HGET', K_INST, id)
+	local p = craw and spec(craw)
+	local t
+	if not craw then
+		code = 1
+	elseif not p then
+		code = 3
+	else
+		t = changed[id]
+		if not t then
+			local raw = redis.call('HGET', K_ST, id)
+			if raw then
+				t = state(raw)
+			else
+				t = fresh(p[P_RUNAT]) -- waiting for its first attempt
+			end
+		end
+		if not t then
+			code = 3
+		else
+			was = t[T_STATE]
+			if was < S_COMPLETED then
+				code = 2
+			end
+		end
+	end
+	if code == 0 then
+		if was == S_CANCELED then
+			redis.call('LREM', ready_key(p[P_QUEUE], p[P_PRIO]), 0, be(p[P_SEQ], 6) .. id)
+		end
+		t[T_STATE] = S_SCHEDULED
+		if reset then
+			t[T_ATT] = 0
+		end
+		t[T_RUNAT] = runat
+		t[T_OWNER], t[T_UNTIL], t[T_CANCEL] = '', 0, 0
+		t[T_UPD], t[T_FIN] = now, 0
+		t[T_RES], t[T_ERR] = '', ''
+		change(id, t, S_SCHEDULED, msg, '')
+		place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], runat, now, false)
+	end
+	out[#out + 1] = code
+	out[#out + 1] = was
+end
+commit(now, node)
+return out
