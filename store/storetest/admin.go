@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,6 +23,7 @@ func testAdmin(t *testing.T, h Harness) {
 		{"RetryRefused", testRetryRefused},
 		{"RetryUniqueKey", testRetryUniqueKey},
 		{"RetryThenPrune", testRetryThenPrune},
+		{"RetryWakes", testRetryWakes},
 		{"Delete", testDelete},
 		{"Many", testAdminMany},
 	} {
@@ -429,4 +431,25 @@ func testAdminMany(t *testing.T, h Harness) {
 	if err != nil || len(r.Lost) != n {
 		t.Fatalf("Renew after deleting all: %d lost, %v; want %d", len(r.Lost), err, n)
 	}
+}
+
+// testRetryWakes: a retry that makes an instance ready wakes the queue's
+// subscribers on another handle.
+func testRetryWakes(t *testing.T, h Harness) {
+	e := setup(t, h)
+	n, ok := e.s.(store.Notifier)
+	if !ok {
+		t.Log("store does not implement store.Notifier; nothing to check")
+		return
+	}
+	e.final("rw-1", store.Terminated, 0, time.Second)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	ch, err := n.Subscribe(ctx, "q-rw-1")
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	drain(ch)
+	e.retry(e.open(), store.RetryParams{IDs: []string{"rw-1"}, Now: at(time.Minute), Node: "n-admin"})
+	waitSignal(t, ch, "Retry from another handle")
 }
