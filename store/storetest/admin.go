@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ func testAdmin(t *testing.T, h Harness) {
 		{"RetryWakes", testRetryWakes},
 		{"Delete", testDelete},
 		{"Many", testAdminMany},
+		{"Concurrent", testAdminConcurrent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -452,4 +455,169 @@ func testRetryWakes(t *testing.T, h Harness) {
 	drain(ch)
 	e.retry(e.open(), store.RetryParams{IDs: []string{"rw-1"}, Now: at(time.Minute), Node: "n-admin"})
 	waitSignal(t, ch, "Retry from another handle")
+}
+
+// testAdminConcurrent deletes and retries instances from one handle while
+// claimers on other handles run them: a deleted instance is gone for good
+// (its owner's Finish is refused, and only for deleted ones), every other
+// ends Completed, and each retry runs exactly once more.
+func testAdminConcurrent(t *testing.T, h Harness) {
+	e := setup(t, h)
+	const n, queue = 150, "q-ac"
+	var all []string
+	var ins []*store.Instance
+	for i := range n {
+		id := fmt.Sprintf("ac-%03d", i)
+		all = append(all, id)
+		ins = append(ins, inst(id, queue))
+	}
+	e.enqueue(e.s, base, ins...)
+	var doomed, kept []string
+	for i, id := range all {
+		if i%3 == 0 {
+			doomed = append(doomed, id)
+		} else {
+			kept = append(kept, id)
+		}
+	}
+	now := at(time.Second)
+	var (
+		mu   sync.Mutex
+		lost = map[string]bool{}
+		errs []error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	// work claims and completes until the queue stays empty after stop
+	// is closed.
+	work := func(stop <-chan struct{}) {
+		var wg sync.WaitGroup
+		for c := range 3 {
+			s := e.open()
+			owner := fmt.Sprintf("w%d", c)
+			wg.Go(func() {
+				for {
+					stopped := false
+					select {
+					case <-stop:
+						stopped = true
+					default:
+					}
+					res, err := s.Claim(e.ctx, &store.ClaimParams{Queue: queue, Owner: owner, Limit: 4, Now: now, LeaseUntil: now.Add(lease)})
+					if err != nil {
+						fail(fmt.Errorf("claimer %s: %w", owner, err))
+						return
+					}
+					if len(res.Instances) == 0 {
+						if stopped {
+							return
+						}
+						runtime.Gosched()
+						continue
+					}
+					var outs []store.Outcome
+					for _, in := range res.Instances {
+						outs = append(outs, store.Outcome{ID: in.ID, Attempt: in.Attempt, State: store.Completed})
+					}
+					fr, err := s.Finish(e.ctx, &store.FinishParams{Owner: owner, Now: now, Outcomes: outs})
+					if err != nil {
+						fail(fmt.Errorf("claimer %s: Finish: %w", owner, err))
+						return
+					}
+					for i, r := range fr {
+						switch {
+						case errors.Is(r.Err, store.ErrLeaseLost):
+							mu.Lock()
+							lost[outs[i].ID] = true
+							mu.Unlock()
+						case r.Err != nil:
+							fail(fmt.Errorf("claimer %s: Finish %s: %w", owner, outs[i].ID, r.Err))
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	// Phase 1: delete a third while the queue is worked.
+	stop := make(chan struct{})
+	admin := e.open()
+	go func() {
+		defer close(stop)
+		for i := 0; i < len(doomed); i += 5 {
+			res, err := admin.Delete(e.ctx, &store.DeleteParams{IDs: doomed[i:min(i+5, len(doomed))], Now: now, Node: "n-admin"})
+			if err != nil {
+				fail(fmt.Errorf("Delete: %w", err))
+				return
+			}
+			for _, r := range res {
+				if r.Err != nil {
+					fail(fmt.Errorf("Delete %s: %w", r.ID, r.Err))
+				}
+			}
+		}
+	}()
+	work(stop)
+	if len(errs) > 0 {
+		t.Fatalf("while deleting: %v", errs)
+	}
+	for id := range lost {
+		if !slices.Contains(doomed, id) {
+			t.Fatalf("Finish of %s was refused, but it was not deleted", id)
+		}
+	}
+	for _, id := range doomed {
+		e.absent(e.s, id)
+		if h := e.history(e.s, &store.Query{InstanceID: id}); len(h) != 0 {
+			t.Fatalf("deleted %s has %d history records", id, len(h))
+		}
+	}
+	got := e.instances(e.s, &store.Query{States: []store.State{store.Scheduled, store.Processing, store.Completed}})
+	if len(got) != len(kept) {
+		t.Fatalf("%d instances left after deleting %d of %d, want %d", len(got), len(doomed), n, len(kept))
+	}
+	for _, in := range got {
+		if in.State != store.Completed || in.Attempt != 1 {
+			t.Fatalf("kept instance %s: %v attempt %d, want completed in attempt 1", in.ID, in.State, in.Attempt)
+		}
+	}
+	// Phase 2: retry the rest, a few at a time, while the queue is worked.
+	stop = make(chan struct{})
+	go func() {
+		defer close(stop)
+		for i := 0; i < len(kept); i += 7 {
+			res, err := admin.Retry(e.ctx, &store.RetryParams{IDs: kept[i:min(i+7, len(kept))], Now: now, Node: "n-admin"})
+			if err != nil {
+				fail(fmt.Errorf("Retry: %w", err))
+				return
+			}
+			for _, r := range res {
+				if r.Err != nil {
+					fail(fmt.Errorf("Retry %s: %w", r.ID, r.Err))
+				}
+			}
+		}
+	}()
+	work(stop)
+	if len(errs) > 0 {
+		t.Fatalf("while retrying: %v", errs)
+	}
+	for _, id := range kept {
+		in := e.get(e.s, id)
+		if in.State != store.Completed || in.Attempt != 2 {
+			t.Fatalf("retried %s: %v attempt %d, want completed in attempt 2", id, in.State, in.Attempt)
+		}
+		retries := 0
+		for _, h := range e.history(e.s, &store.Query{InstanceID: id}) {
+			if h.Error == store.RetryMessage("n-admin") {
+				retries++
+			}
+		}
+		if retries != 1 {
+			t.Fatalf("%s has %d retry records, want 1", id, retries)
+		}
+	}
 }
