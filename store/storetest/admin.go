@@ -26,6 +26,7 @@ func testAdmin(t *testing.T, h Harness) {
 		{"RetryUniqueKey", testRetryUniqueKey},
 		{"RetryThenPrune", testRetryThenPrune},
 		{"RetryWakes", testRetryWakes},
+		{"RetryEvent", testRetryEvent},
 		{"Delete", testDelete},
 		{"Many", testAdminMany},
 		{"Concurrent", testAdminConcurrent},
@@ -619,5 +620,18 @@ func testAdminConcurrent(t *testing.T, h Harness) {
 		if retries != 1 {
 			t.Fatalf("%s has %d retry records, want 1", id, retries)
 		}
+	}
+}
+
+// testRetryEvent: a retry is a state change like any other, so the feed
+// of events has it (a delete removes history and has none).
+func testRetryEvent(t *testing.T, h Harness) {
+	e := setup(t, h)
+	e.final("re-1", store.Canceled, 0, time.Second)
+	ch, _ := e.follow(e.open(), store.FollowParams{Cursor: e.cursor(e.s), InstanceID: "re-1"})
+	e.retry(e.open(), store.RetryParams{IDs: []string{"re-1"}, ResetAttempts: true, Now: at(time.Minute), Node: "n-admin"})
+	ev := next(t, ch, "the retry's event")
+	if ev.InstanceID != "re-1" || ev.State != store.Scheduled || ev.Error != store.RetryMessage("n-admin") || ev.Node != "n-admin" || !ev.Time.Equal(at(time.Minute)) {
+		t.Fatalf("event of a retry: %+v; want re-1 scheduled by n-admin at %v, error %q", ev, at(time.Minute), store.RetryMessage("n-admin"))
 	}
 }
