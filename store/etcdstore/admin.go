@@ -43,7 +43,7 @@ func (s *Store) Retry(ctx context.Context, p *store.RetryParams) ([]store.AdminR
 			return nil, s.wrap("retry", ctx, err)
 		}
 		var gs []*group
-		marks := map[string]int{}
+		marks := map[string]string{}
 		for j, i := range pending {
 			d, id := ds[j], ids[j]
 			switch {
@@ -73,7 +73,7 @@ func (s *Store) Retry(ctx context.Context, p *store.RetryParams) ([]store.AdminR
 			dv := mustJSON(&e)
 			g.put(s.k.dyn(id), dv)
 			s.addReady(g, &e, dv)
-			markPair(marks, e.Queue, e.Priority)
+			s.markLane(marks, &e)
 			gs = append(gs, g)
 		}
 		if err := s.ensureMarks(ctx, marks); err != nil {
@@ -231,6 +231,8 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 		switch {
 		case d.State == store.Scheduled:
 			last.del(s.k.ready(d))
+		case d.State == store.Processing && d.Owner != "":
+			last.del(s.k.ownedBy(d.Owner, id))
 		case d.State.Final():
 			last.del(s.k.finished(d, id))
 		}

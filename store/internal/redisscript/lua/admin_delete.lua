@@ -1,11 +1,12 @@
 -- admin_delete: remove instances in any state (store.Admin.Delete).
 -- KEYS: the namespace keys (lib.lua). The keys it builds (q:<queue>:s,
---       kd:, kb:, kn:<kind>, l:<id>) carry the namespace's hash tag, as
---       lib.lua explains, so they are in KEYS[1]'s slot.
+--       kd:, kb:, kn:<kind>, l:<id>, no:<owner>) carry the namespace's
+--       hash tag, as lib.lua explains, so they are in KEYS[1]'s slot.
 -- ARGV: [1] prefix, [2] now (us), then the instance IDs.
 -- A removed instance takes along what prune's removal takes (spec, state,
 -- log list and log entries, kind count and kind-bucket place, the unique
--- key it holds) and its scheduled-set member and run-set membership. What
+-- key it holds) and its scheduled-set member, run-set membership and
+-- place in its owner's set of running attempts (no:<owner>). What
 -- is left points at an instance that is gone and is dropped where it is
 -- read: a ready-list member (claims drop it, and tell it by its Seq from an
 -- instance that reuses the ID), a lease batch (rescue skips it), a
@@ -27,9 +28,13 @@ for i = 3, #ARGV do
 	else
 		local p = spec(craw)
 		local raw = redis.call('HGET', K_ST, id)
+		local t = raw and state(raw)
 		local was = S_SCHEDULED -- no state: waiting for its first attempt
 		if raw then
 			was = state_of(raw) or 0
+		end
+		if t and was == S_PROCESSING and t[T_OWNER] ~= '' then
+			redis.call('SREM', PREFIX .. 'no:' .. t[T_OWNER], id)
 		end
 		if p then
 			if was == S_SCHEDULED then

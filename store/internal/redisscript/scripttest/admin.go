@@ -49,8 +49,8 @@ func testAdminDeleteKeys(t *testing.T, h Harness) {
 	}
 	slices.Sort(keys)
 	// What may stay: counters, streams, sets of names, lease batches,
-	// ready lists and levels, done lists.
-	keep := []string{"ctr", "hist", "logs", "lease", "kinds", "queues", "q:q:r:", "q:q:p", "done:"}
+	// ready lists, their levels and head hints, done lists.
+	keep := []string{"ctr", "hist", "logs", "lease", "kinds", "queues", "q:q:r:", "q:q:p", "q:q:h", "done:"}
 	for _, k := range keys {
 		name := strings.TrimPrefix(k, e.keys.Prefix)
 		if !slices.ContainsFunc(keep, func(p string) bool { return strings.HasPrefix(name, p) }) {
