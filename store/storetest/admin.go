@@ -551,12 +551,12 @@ func testAdminConcurrent(t *testing.T, h Harness) {
 		for i := 0; i < len(doomed); i += 5 {
 			res, err := admin.Delete(e.ctx, &store.DeleteParams{IDs: doomed[i:min(i+5, len(doomed))], Now: now, Node: "n-admin"})
 			if err != nil {
-				fail(fmt.Errorf("Delete: %w", err))
+				fail(fmt.Errorf("delete: %w", err))
 				return
 			}
 			for _, r := range res {
 				if r.Err != nil {
-					fail(fmt.Errorf("Delete %s: %w", r.ID, r.Err))
+					fail(fmt.Errorf("delete %s: %w", r.ID, r.Err))
 				}
 			}
 		}
@@ -592,12 +592,12 @@ func testAdminConcurrent(t *testing.T, h Harness) {
 		for i := 0; i < len(kept); i += 7 {
 			res, err := admin.Retry(e.ctx, &store.RetryParams{IDs: kept[i:min(i+7, len(kept))], Now: now, Node: "n-admin"})
 			if err != nil {
-				fail(fmt.Errorf("Retry: %w", err))
+				fail(fmt.Errorf("retry: %w", err))
 				return
 			}
 			for _, r := range res {
 				if r.Err != nil {
-					fail(fmt.Errorf("Retry %s: %w", r.ID, r.Err))
+					fail(fmt.Errorf("retry %s: %w", r.ID, r.Err))
 				}
 			}
 		}
