@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -224,6 +225,7 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 	state := store.Scheduled // reported for an undecodable record
 	if derr == nil {
 		state = d.State
+		s.countMove(last, d, d.State, 0, time.Time{})
 		last.del(s.k.byCreated(d))
 		last.del(s.k.byKind(d))
 		last.del(s.k.byState(d.State, d))

@@ -6,7 +6,8 @@
 -- A removed instance takes along what prune's removal takes (spec, state,
 -- log list and log entries, kind count and kind-bucket place, the unique
 -- key it holds) and its scheduled-set member, run-set membership and
--- place in its owner's set of running attempts (no:<owner>). What
+-- place in its owner's set of running attempts (no:<owner>), and one off
+-- the count (cnt) of its queue, kind and state. What
 -- is left points at an instance that is gone and is dropped where it is
 -- read: a ready-list member (claims drop it, and tell it by its Seq from an
 -- instance that reuses the ID), a lease batch (rescue skips it), a
@@ -36,6 +37,7 @@ for i = 3, #ARGV do
 		if t and was == S_PROCESSING and t[T_OWNER] ~= '' then
 			redis.call('SREM', PREFIX .. 'no:' .. t[T_OWNER], id)
 		end
+		count_move(id, craw, was ~= 0 and was or S_SCHEDULED, nil)
 		if p then
 			if was == S_SCHEDULED then
 				redis.call('ZREM', sched_key(p[P_QUEUE]), sched_member(id, p[P_SEQ], p[P_PRIO]))
@@ -70,6 +72,7 @@ for i = 3, #ARGV do
 		removed = true
 	end
 end
+flush_counts()
 if removed then
 	local ms = math.floor(now / 1000)
 	if ms > tonumber(redis.call('HGET', K_CTR, 'hsweept') or '0') then

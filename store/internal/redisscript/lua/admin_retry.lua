@@ -15,7 +15,8 @@
 -- still have a member in its lane's ready list (Cancel leaves it for a
 -- claim to drop); it is removed (LREM, O(length of that list)), so it
 -- cannot claim the instance before its new RunAt. Unique keys are not
--- touched.
+-- touched. Each retry moves one from its final state's count (cnt) to
+-- Scheduled's.
 -- Returns two values per ID: code (0 retried, 1 no such instance, 2 not in
 -- a final state, 3 the record cannot be decoded) and the State number the
 -- instance was in (0 when unknown). An ID given twice is answered 2 the
@@ -74,6 +75,7 @@ for i = 7, #ARGV do
 		t[T_OWNER], t[T_UNTIL], t[T_CANCEL] = '', 0, 0
 		t[T_UPD], t[T_FIN] = now, 0
 		t[T_RES], t[T_ERR] = '', ''
+		count_move(id, craw, was, S_SCHEDULED)
 		change(id, t, S_SCHEDULED, msg, '')
 		place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], runat, now, false, lane)
 	end

@@ -50,7 +50,7 @@ func testAdminDeleteKeys(t *testing.T, h Harness) {
 	slices.Sort(keys)
 	// What may stay: counters, streams, sets of names, lease batches,
 	// ready lists, their levels and head hints, done lists.
-	keep := []string{"ctr", "hist", "logs", "lease", "kinds", "queues", "q:q:r:", "q:q:p", "q:q:h", "done:"}
+	keep := []string{"ctr", "cnt", "hist", "logs", "lease", "kinds", "queues", "q:q:r:", "q:q:p", "q:q:h", "done:"}
 	for _, k := range keys {
 		name := strings.TrimPrefix(k, e.keys.Prefix)
 		if !slices.ContainsFunc(keep, func(p string) bool { return strings.HasPrefix(name, p) }) {
@@ -62,6 +62,15 @@ func testAdminDeleteKeys(t *testing.T, h Harness) {
 	}
 	if f, err := e.rc.HKeys(ctx, e.key("ctr")).Result(); err != nil || slices.ContainsFunc(f, func(s string) bool { return strings.HasPrefix(s, "k:") }) {
 		t.Errorf("ctr fields %v (%v): a kind count is left", f, err)
+	}
+	rows, err := e.s.Counts(ctx, &store.CountsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Total() != 0 {
+			t.Errorf("Counts after deleting every instance: %s/%s has %v", r.Queue, r.Kind, r.States)
+		}
 	}
 	// Retention passes over the done-list member left behind, removes
 	// nothing, and its sweep frees the history entries.
