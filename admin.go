@@ -298,7 +298,12 @@ func (m *Manager) bulk(ctx context.Context, op string, q *Query, opts []AdminOpt
 			return res, nil // the range starts in the future: nothing yet
 		}
 	}
-	total := sq.Limit
+	// The caller's own Limit caps the operation (0: no cap), not the
+	// default limit of a lookup.
+	total := 0
+	if q != nil {
+		total = q.q.Limit
+	}
 	handled := map[string]bool{}
 	stuck := 0 // handled instances the last lookup returned again
 	for total <= 0 || res.Matched < total {
