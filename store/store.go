@@ -33,6 +33,7 @@ type Store interface {
 	Nodes
 	QueueAdmin
 	Inspector
+	Admin
 }
 
 // Queue holds instances that wait to run or are running. Every method is one

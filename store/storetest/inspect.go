@@ -158,13 +158,33 @@ func testInspectCounts(t *testing.T, h Harness) {
 		"q1/kb/canceled": 1, "q2/ka/canceled": 2,
 	})
 
+	// Admin: a retry moves a final instance back to Scheduled (refused
+	// ones change nothing); a delete takes one off its state's count,
+	// whatever the state.
+	rr, err := e.s.Retry(e.ctx, &store.RetryParams{IDs: []string{"n-fail", "n-b", "n-q2", "n-future", "n-unknown"}, Now: at(time.Hour), Node: "n"})
+	if err != nil || len(rr) != 5 || rr[0].Err != nil || rr[1].Err != nil || rr[2].Err != nil || rr[3].Err == nil || rr[4].Err == nil {
+		t.Fatalf("Retry: %+v, %v; want the first three retried, the others refused", rr, err)
+	}
+	e.wantCounts("retry", map[string]int64{
+		"q1/ka/scheduled": 4, "q1/ka/completed": 1, "q1/ka/terminated": 1, "q1/ka/timedout": 1,
+		"q1/kb/scheduled": 1, "q2/ka/scheduled": 1, "q2/ka/canceled": 1,
+	})
+	e.claimOne(e.s, "q2", "w3", at(2*time.Hour), "n-q2")
+	dr, err := e.s.Delete(e.ctx, &store.DeleteParams{IDs: []string{"n-done", "n-future", "n-b", "n-q2", "n-unknown"}, Now: at(2 * time.Hour), Node: "n"})
+	if err != nil || len(dr) != 5 || dr[0].Err != nil || dr[1].Err != nil || dr[2].Err != nil || dr[3].Err != nil || dr[4].Err == nil {
+		t.Fatalf("Delete: %+v, %v; want the first four deleted, the unknown one refused", dr, err)
+	}
+	e.wantCounts("delete", map[string]int64{
+		"q1/ka/scheduled": 3, "q1/ka/terminated": 1, "q1/ka/timedout": 1, "q2/ka/canceled": 1,
+	})
+
 	// Prune every finished instance: the counts drop, the groups stay.
 	res, err := e.s.Prune(e.ctx, &store.PruneParams{Now: at(3 * time.Hour), FinishedBefore: at(3 * time.Hour)})
 	if err != nil {
 		t.Fatalf("Prune: %v", err)
 	}
-	if res.Instances != 7 {
-		t.Fatalf("Prune removed %d instances, want 7", res.Instances)
+	if res.Instances != 3 {
+		t.Fatalf("Prune removed %d instances, want 3 (the others were retried or deleted)", res.Instances)
 	}
 	e.wantCounts("prune", map[string]int64{"q1/ka/scheduled": 3})
 	if _, groups := e.groupCounts(e.s, &store.CountsParams{}); !slices.Equal(groups, []string{"q1/ka", "q1/kb", "q2/ka"}) {

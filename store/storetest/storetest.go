@@ -128,6 +128,7 @@ func Run(t *testing.T, h Harness) {
 		{"Events", testEvents},
 		{"Nodes", runNodes},
 		{"ClaimKinds", testClaimKinds}, {"ClaimLabels", testClaimLabels}, {"ClaimLanesNextRunAt", testClaimLanesNextRunAt}, {"QueuePause", testQueuePause}, {"ClaimsInvalid", testClaimsInvalid},
+		{"Admin", testAdmin},
 	}
 	tests = append(tests, inspectTests...)
 	for _, tc := range tests {

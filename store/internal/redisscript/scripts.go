@@ -82,8 +82,8 @@ var luaFS embed.FS
 // changes half of what it would (without flags, Redis checks only at a
 // script's first write, and a claim, whose first writes free memory, went
 // on writing). Only Renew (so running attempts keep their leases instead of
-// being rescued and run twice) and Prune (which frees memory) may run
-// then; read-only scripts are no-writes.
+// being rescued and run twice), Prune and AdminDelete (which free memory)
+// may run then; read-only scripts are no-writes.
 type Script struct {
 	Name   string // file name without .lua
 	Source string
@@ -115,11 +115,15 @@ var (
 	NodesHeartbeat = load("nodes_heartbeat", "allow-oom")
 	NodesList      = load("nodes_list", "no-writes")
 	NodesRescue    = load("nodes_rescue", "")
+	// Admin: Retry and Delete. A delete may run at maxmemory, as Prune
+	// may: it frees memory.
+	AdminRetry  = load("admin_retry", "")
+	AdminDelete = load("admin_delete", "allow-oom")
 )
 
 // All lists every script, for plugins that prepare them up front.
 var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune,
-	EventsRead, InspectLag, InspectCounts, QueueAdmin, NodesHeartbeat, NodesList, NodesRescue}
+	EventsRead, InspectLag, InspectCounts, QueueAdmin, NodesHeartbeat, NodesList, NodesRescue, AdminRetry, AdminDelete}
 
 // load builds the script of lua/<name>.lua with the given shebang flags
 // ("no-writes" marks it read-only).

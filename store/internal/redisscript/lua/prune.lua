@@ -24,7 +24,9 @@
 -- records were counted with their instances; the sweep counts nothing.
 -- Final instances are removed oldest FinishedAt first across the done
 -- lists of the four final states and the late set, at most limit per call
--- in all; each removal also takes one off its kind's count in ctr.
+-- in all; each removal also takes one off its kind's count in ctr. A
+-- member left behind by a retried or deleted instance (see current) is
+-- dropped from its list and counts towards limit, but removes nothing.
 -- Returns {instances, history, logs} removed.
 local now, fin_before, keep = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local hist_before, logs_before, limit = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -96,7 +98,28 @@ local function oldest()
 	return id, t, from
 end
 
--- take drops the instance oldest returned and moves past it.
+-- current tells whether the done-list (from: its state) or late-set (from
+-- nil) member of id finished at t is the instance's place now: a retried
+-- instance (admin_retry) leaves its member behind, and so does a deleted
+-- one (admin_delete); such a member is passed over. A state that cannot
+-- be decoded is taken as current, so a damaged record is still removed.
+local function current(id, t, from)
+	local raw = redis.call('HGET', K_ST, id)
+	if not raw then
+		return false -- gone, or waiting for its first attempt
+	end
+	local s = state(raw)
+	if not s then
+		return true
+	end
+	if from then
+		return s[T_STATE] == from and s[T_FIN] == t
+	end
+	return s[T_STATE] >= S_COMPLETED and s[T_FIN] == t
+end
+
+-- take drops the instance oldest returned, when that member is still its
+-- place, and moves past it.
 local late_rm = {}
 local newest = 0 -- the newest FinishedAt removed by this call
 local function take(id, t, from)
@@ -109,7 +132,9 @@ local function take(id, t, from)
 		late_rm[#late_rm + 1] = id
 		li = li + 2
 	end
-	drop(id)
+	if current(id, t, from) then
+		drop(id)
+	end
 end
 
 local removed = 0

@@ -59,6 +59,7 @@ func Run(t *testing.T, h Harness) {
 		{"LookupByStateReadsOnlyItsState", testLookupByStateReadsOnlyItsState},
 		{"RunSet", testRunSet},
 		{"KindCounts", testKindCounts},
+		{"AdminDeleteKeys", testAdminDeleteKeys},
 		{"ManagerStartedBeforeServer", testManagerBeforeServer},
 		{"EventsServerRestart", testEventsRestart},
 	}

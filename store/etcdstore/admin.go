@@ -1,0 +1,301 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobkit/job/store"
+)
+
+var _ store.Admin = (*Store)(nil)
+
+// Retry implements store.Admin. Each instance is one group of writes
+// guarded by its dynamic record's ModRevision (new dynamic record, ready
+// key, state index, history record, and its finished-index key deleted),
+// the groups of a call sharing transactions; one that changed since it
+// was read is read again.
+func (s *Store) Retry(ctx context.Context, p *store.RetryParams) ([]store.AdminResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, s.wrap("retry", ctx, err)
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("retry", context.Background(), err)
+	}
+	defer cancel()
+	res, first := adminResults(p.IDs)
+	now, runAt := p.Now, p.ReadyAt()
+	msg := store.RetryMessage(p.Node)
+	pending := uniqueRefs(first)
+	for round := 0; len(pending) > 0; round++ {
+		if round > maxRounds {
+			return nil, s.wrap("retry", ctx, errors.New("gave up after repeated conflicts"))
+		}
+		ids := make([]string, len(pending))
+		for j, i := range pending {
+			ids[j] = p.IDs[i]
+		}
+		ds, revs, derrs, err := s.readDyn(ctx, ids)
+		if err != nil {
+			return nil, s.wrap("retry", ctx, err)
+		}
+		var gs []*group
+		marks := map[string]string{}
+		for j, i := range pending {
+			d, id := ds[j], ids[j]
+			switch {
+			case derrs[j] != nil:
+				res[i].Err = fmt.Errorf("etcdstore: retry %s: %w", id, derrs[j])
+				continue
+			case d == nil:
+				res[i].Err = fmt.Errorf("etcdstore: retry %s: %w", id, store.ErrNotFound)
+				continue
+			case !d.State.Final():
+				res[i].Err = fmt.Errorf("etcdstore: retry %s: it is %v; cancel it first or wait for it to finish: %w", id, d.State, store.ErrNotFinished)
+				continue
+			}
+			e := *d
+			e.State = store.Scheduled
+			if p.ResetAttempts {
+				e.Attempt = 0
+			}
+			e.RunAt = tn(runAt)
+			e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
+			e.Updated, e.Finished = tn(now), 0
+			e.Result, e.Error = nil, ""
+			e.HSeq++
+			g := &group{guards: []guard{{s.k.dyn(id), revs[j]}}, ref: i}
+			g.del(s.k.finished(d, id))
+			s.addHist(g, &e, d.State, now, p.Node, msg, nil)
+			dv := mustJSON(&e)
+			g.put(s.k.dyn(id), dv)
+			s.addReady(g, &e, dv)
+			s.markLane(marks, &e)
+			gs = append(gs, g)
+		}
+		if err := s.ensureMarks(ctx, marks); err != nil {
+			return nil, s.wrap("retry", ctx, err)
+		}
+		if err := s.commit(ctx, gs); err != nil {
+			return nil, s.wrap("retry", ctx, err)
+		}
+		pending = pending[:0]
+		for _, g := range gs {
+			if g.stale {
+				pending = append(pending, g.ref)
+				continue
+			}
+			res[g.ref].State = store.Scheduled
+		}
+	}
+	repeatResults(res, first, func(id string) error {
+		return fmt.Errorf("etcdstore: retry %s: it was retried by this call already: %w", id, store.ErrNotFinished)
+	})
+	return res, nil
+}
+
+// Delete implements store.Admin. An instance's keys go in groups of at
+// most the transaction's operation limit, every group guarded by its
+// dynamic record's ModRevision, the records themselves in the last one;
+// an instance that changed meanwhile is read again, so what a group
+// already removed (index entries of its history and logs) is removed
+// again with the rest. An instance with few history and log records is
+// removed in one transaction.
+func (s *Store) Delete(ctx context.Context, p *store.DeleteParams) ([]store.AdminResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, s.wrap("delete", ctx, err)
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, s.wrap("delete", context.Background(), err)
+	}
+	defer cancel()
+	res, first := adminResults(p.IDs)
+	pending := uniqueRefs(first)
+	for round := 0; len(pending) > 0; round++ {
+		if round > maxRounds {
+			return nil, s.wrap("delete", ctx, errors.New("gave up after repeated conflicts"))
+		}
+		var gs []*group
+		lasts := map[int]*group{}
+		states := map[int]store.State{}
+		for _, i := range pending {
+			id := p.IDs[i]
+			igs, st, err := s.deleteGroups(ctx, id)
+			if err != nil {
+				return nil, s.wrap("delete", ctx, err)
+			}
+			if igs == nil {
+				res[i].Err = fmt.Errorf("etcdstore: delete %s: %w", id, store.ErrNotFound)
+				continue
+			}
+			for _, g := range igs {
+				g.ref = i
+			}
+			lasts[i], states[i] = igs[len(igs)-1], st
+			gs = append(gs, igs...)
+		}
+		if err := s.commit(ctx, gs); err != nil {
+			return nil, s.wrap("delete", ctx, err)
+		}
+		pending = pending[:0]
+		for i, last := range lasts {
+			if last.applied {
+				res[i].State = states[i]
+				continue
+			}
+			pending = append(pending, i)
+		}
+	}
+	repeatResults(res, first, func(id string) error {
+		return fmt.Errorf("etcdstore: delete %s: it was deleted by this call already: %w", id, store.ErrNotFound)
+	})
+	return res, nil
+}
+
+// deleteGroups reads instance id and returns the groups that remove it
+// and the state it is in; nil groups when it is not stored.
+func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.State, error) {
+	rs, err := s.read(ctx, []clientv3.Op{
+		clientv3.OpGet(s.k.dyn(id)),
+		clientv3.OpGet(s.k.histPrefix(id), clientv3.WithPrefix()),
+		clientv3.OpGet(s.k.logPrefix(id), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	dkv := rs[0].GetKvs()
+	if len(dkv) == 0 {
+		return nil, 0, nil
+	}
+	rev := dkv[0].ModRevision
+	d, derr := decodeDyn(string(dkv[0].Key), dkv[0].Value)
+	var gs []*group
+	g := &group{guards: []guard{{s.k.dyn(id), rev}}}
+	flush := func() {
+		if len(g.ops) >= s.maxOps-16 {
+			gs = append(gs, g)
+			g = &group{guards: []guard{{s.k.dyn(id), rev}}}
+		}
+	}
+	kind := ""
+	if derr == nil {
+		kind = d.Kind
+	}
+	for _, kv := range rs[1].GetKvs() {
+		var h histRec
+		n, ok := parseHex16(string(kv.Key[len(s.k.histPrefix(id)):]))
+		if !ok || decode(string(kv.Key), kv.Value, &h) != nil {
+			continue
+		}
+		g.del(s.k.histTime(nt(h.Time), id, n))
+		g.del(s.k.histKind(h.Kind, nt(h.Time), id, n))
+		flush()
+	}
+	lp := s.k.logPrefix(id)
+	for _, kv := range rs[2].GetKvs() {
+		tail := string(kv.Key[len(lp):])
+		if len(tail) < 16 {
+			continue
+		}
+		t, ok := parseHex16(tail[:16])
+		if !ok {
+			continue
+		}
+		tm := nt(int64(t ^ 1<<63))
+		g.del(s.k.logTime(tm, id, tail[16:]))
+		if kind != "" {
+			g.del(s.k.logKind(kind, tm, id, tail[16:]))
+		}
+		flush()
+	}
+	if len(g.ops) > 0 {
+		gs = append(gs, g)
+	}
+	last := &group{guards: []guard{{s.k.dyn(id), rev}}}
+	last.del(s.k.histPrefix(id), clientv3.WithPrefix())
+	last.del(lp, clientv3.WithPrefix())
+	last.del(s.k.static(id))
+	last.del(s.k.running(id))
+	last.del(s.k.dyn(id))
+	state := store.Scheduled // reported for an undecodable record
+	if derr == nil {
+		state = d.State
+		s.countMove(last, d, d.State, 0, time.Time{})
+		last.del(s.k.byCreated(d))
+		last.del(s.k.byKind(d))
+		last.del(s.k.byState(d.State, d))
+		last.del(s.k.byKindState(d.State, d))
+		switch {
+		case d.State == store.Scheduled:
+			last.del(s.k.ready(d))
+		case d.State == store.Processing && d.Owner != "":
+			last.del(s.k.ownedBy(d.Owner, id))
+		case d.State.Final():
+			last.del(s.k.finished(d, id))
+		}
+		if d.UniqueKey != "" {
+			ur, err := s.cli.Get(ctx, s.k.unique(d.UniqueKey))
+			if err != nil {
+				return nil, 0, err
+			}
+			if kvs := ur.Kvs; len(kvs) > 0 {
+				var u uniqRec
+				if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.ID == id {
+					last.guards = append(last.guards, guard{string(kvs[0].Key), kvs[0].ModRevision})
+					last.del(string(kvs[0].Key))
+				}
+			}
+		}
+	}
+	return append(gs, last), state, nil
+}
+
+// adminResults returns one result per ID, each naming its ID, and for
+// each ID the index of its first occurrence.
+func adminResults(ids []string) ([]store.AdminResult, []int) {
+	res := make([]store.AdminResult, len(ids))
+	first := make([]int, len(ids))
+	at := make(map[string]int, len(ids))
+	for i, id := range ids {
+		res[i].ID = id
+		if j, ok := at[id]; ok {
+			first[i] = j
+			continue
+		}
+		at[id] = i
+		first[i] = i
+	}
+	return res, first
+}
+
+// uniqueRefs returns the indexes of the first occurrences.
+func uniqueRefs(first []int) []int {
+	var out []int
+	for i, f := range first {
+		if f == i {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// repeatResults answers the repeats of an ID as a second change of it
+// would have been answered after the first: the first's error when it
+// failed, else again(id).
+func repeatResults(res []store.AdminResult, first []int, again func(id string) error) {
+	for i, f := range first {
+		if f == i {
+			continue
+		}
+		if err := res[f].Err; err != nil {
+			res[i].Err = err
+		} else {
+			res[i].Err = again(res[i].ID)
+		}
+	}
+}
