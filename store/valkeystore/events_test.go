@@ -34,4 +34,9 @@ func TestFollowClientClosed(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("feed gave nothing within 5s of its client closing")
 	}
+	// The feed's goroutine has ended once its channel is closed; only
+	// then are the client's connections all given back and closed.
+	cancel()
+	for range ch {
+	}
 }
