@@ -350,7 +350,7 @@ func TestKeysStayUnderNamespace(t *testing.T) {
 		}
 	}
 	// Prune removes the instance and everything that hangs off it, except
-	// the queue's priority marker, the counter and the folded counts (n0,
+	// the queue's priority marker, the counter and the folded counts (cn0,
 	// which keeps the group seen, with zero counts).
 	res, err := s.Prune(ctx, &store.PruneParams{Now: t0.Add(time.Hour), FinishedBefore: t0.Add(time.Minute)})
 	if err != nil || res.Instances != 1 {

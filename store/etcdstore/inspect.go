@@ -21,12 +21,12 @@ import (
 // sum of its groups' count moves (countMove, countsOp), which conflicts
 // with nothing:
 //
-//	P n/<time><nonce><n>   a delta: one transaction's count moves
-//	P n0                   the folded counts: every delta folded so far
+//	P cn/<time><nonce><n>  a delta: one transaction's count moves
+//	P cn0                  the folded counts: every delta folded so far
 //
-// Counts reads n0 and the deltas at one revision (exact as of it), then
-// folds what it read into n0 and deletes those deltas in one transaction
-// guarded by n0's revision and by no delta key in the folded range having
+// Counts reads cn0 and the deltas at one revision (exact as of it), then
+// folds what it read into cn0 and deletes those deltas in one transaction
+// guarded by cn0's revision and by no delta key in the folded range having
 // changed since (a range compare), so a fold never loses a delta. Prune,
 // which the engine runs periodically, folds too, so deltas do not pile up
 // when nobody asks for counts, and each handle folds in the background
@@ -59,7 +59,7 @@ type countMoveRec struct {
 	t time.Time
 }
 
-// countsRec is the value of n0: the folded counts.
+// countsRec is the value of cn0: the folded counts.
 type countsRec struct {
 	Groups []groupRec `json:"g"`
 }
@@ -197,7 +197,7 @@ func (c counter) add(kvs []*mvccpb.KeyValue) error {
 	return nil
 }
 
-// record returns c as the value of n0.
+// record returns c as the value of cn0.
 func (c counter) record() string {
 	var r countsRec
 	for _, g := range c {
@@ -215,9 +215,9 @@ func (c counter) clone() counter {
 	return out
 }
 
-// readCounts returns the counts as of one revision: n0 plus every delta,
+// readCounts returns the counts as of one revision: cn0 plus every delta,
 // read in pages at that revision. Then it folds the deltas it read into
-// n0, page by page, each fold one transaction guarded by n0's revision and
+// cn0, page by page, each fold one transaction guarded by cn0's revision and
 // by no key of the folded range having changed since the read; it stops at
 // the first fold that loses a race (another Counts, or a delta written
 // into the range meanwhile), leaving the rest for a later call. Folding
@@ -274,7 +274,7 @@ func (s *Store) readCounts(ctx context.Context, maxFold int) (counter, error) {
 			return nil, err
 		}
 	}
-	// Fold page by page: n0 becomes base plus the pages folded so far.
+	// Fold page by page: cn0 becomes base plus the pages folded so far.
 	folded := base
 	for i, p := range pages {
 		if len(p) == 0 || maxFold >= 0 && i >= maxFold {
