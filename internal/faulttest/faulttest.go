@@ -80,16 +80,16 @@ type worker struct {
 	runlog string
 	cmd    *exec.Cmd
 	done   chan struct{}
-	stderr *strings.Builder
+	stderr *lockedWriter
 }
 
 func startWorker(t *testing.T, spec Spec, ns, node, dir string, extra ...string) *worker {
 	t.Helper()
 	bin := build(t)
-	w := &worker{node: node, runlog: filepath.Join(dir, node+".log"), done: make(chan struct{}), stderr: &strings.Builder{}}
+	w := &worker{node: node, runlog: filepath.Join(dir, node+".log"), done: make(chan struct{}), stderr: &lockedWriter{}}
 	args := append([]string{"-store", spec.Store, "-ns", ns, "-node", node, "-runlog", w.runlog}, spec.Args...)
 	w.cmd = exec.Command(bin, append(args, extra...)...)
-	w.cmd.Stderr = &lockedWriter{b: w.stderr}
+	w.cmd.Stderr = w.stderr
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := w.cmd.StdoutPipe()
 	if err != nil {
@@ -150,9 +150,11 @@ func (w *worker) stop(t *testing.T) {
 	}
 }
 
+// lockedWriter collects a worker's stderr: the worker writes it while the
+// test (or its cleanup, after a failure) reads it.
 type lockedWriter struct {
 	mu sync.Mutex
-	b  *strings.Builder
+	b  strings.Builder
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
@@ -160,6 +162,17 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
+
+// String returns what was written so far.
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// all is the lookup limit of the checks that must see every record of a
+// run (a lookup without a limit stops at job.DefaultLookupLimit).
+const all = 1 << 30
 
 // runLine is one line of a run log.
 type runLine struct {
@@ -347,7 +360,7 @@ func (r *run) finish(timeout time.Duration) []runLine {
 	t := r.t
 	ctx := context.Background()
 	completed := func() int {
-		insts, err := r.sched.LookupInstances(ctx, job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Completed)))
+		insts, err := r.sched.LookupInstances(ctx, job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Completed), job.WithQueryLimit(all)))
 		if err != nil {
 			t.Logf("lookup: %v", err) // the server may be coming back
 			return -1
@@ -374,7 +387,7 @@ func (r *run) finish(timeout time.Duration) []runLine {
 		}
 	}
 	// Nothing lost, nothing completed twice: one Completed record per job.
-	hist, err := r.sched.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Completed)))
+	hist, err := r.sched.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Completed), job.WithQueryLimit(all)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +531,7 @@ func Skew(t *testing.T, spec Spec, jobs int, sleep time.Duration) {
 	if per["node1"] > 0 || per["node2"] > 0 {
 		t.Errorf("managers with clocks 5 s off ran %d and %d jobs, want none (they must not claim while skewed)", per["node1"], per["node2"])
 	}
-	hist, err := r.sched.LookupInstanceHistory(context.Background(), job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Scheduled)))
+	hist, err := r.sched.LookupInstanceHistory(context.Background(), job.NewQuery(job.WithQueryKind("fault"), job.WithQueryState(job.Scheduled), job.WithQueryLimit(all)))
 	if err != nil {
 		t.Fatal(err)
 	}
