@@ -99,6 +99,9 @@ type Manager struct {
 	started time.Time
 	hbStop  chan struct{}
 	hbWG    sync.WaitGroup
+	// hbPending is a heartbeat call given up on that has not answered
+	// yet; only the heartbeat loop uses it.
+	hbPending *hbCall
 }
 
 // NewManager returns a manager configured by opts. It does not start

@@ -111,6 +111,11 @@ type NodeHealth struct {
 	Fenced bool
 	// Fences counts the times the manager fenced itself.
 	Fences int64
+	// HeartbeatRTT is the round trip of the last successful heartbeat. A
+	// heartbeat measures the skew only when its round trip is at most
+	// twice MaxClockSkew; while SkewKnown is false because every round
+	// trip was longer, the manager does not claim (it logs why).
+	HeartbeatRTT time.Duration
 }
 
 // nodeState is the manager's standing: set by the heartbeat loop, read by
@@ -123,6 +128,8 @@ type nodeState struct {
 	skewed    bool
 	fenced    bool
 	fences    int64
+	rtt       time.Duration // the last successful heartbeat's round trip
+	slowRTT   bool          // the last heartbeat was too slow to measure the skew
 	sig       chan struct{} // closed and replaced when ok() may have changed
 	beat      chan struct{} // a heartbeat succeeded (for the rescuer of dead nodes)
 }
@@ -183,6 +190,7 @@ func (m *Manager) Health() NodeHealth {
 	return NodeHealth{
 		LastHeartbeat: m.nodes.lastOK, ClockSkew: m.nodes.skew, SkewKnown: m.nodes.skewKnown,
 		MaxClockSkew: m.cfg.maxSkew, Skewed: m.nodes.skewed, Fenced: m.nodes.fenced, Fences: m.nodes.fences,
+		HeartbeatRTT: m.nodes.rtt,
 	}
 }
 
@@ -236,6 +244,18 @@ func (m *Manager) heartbeatLoop() {
 	}
 }
 
+// hbCall is a heartbeat call to the store: when it was sent and where its
+// reply arrives.
+type hbCall struct {
+	sent time.Time
+	done chan hbReply
+}
+
+type hbReply struct {
+	res *store.HeartbeatResult
+	err error
+}
+
 // heartbeat sends one heartbeat and acts on its answer; it reports
 // whether it succeeded.
 func (m *Manager) heartbeat() bool {
@@ -245,27 +265,34 @@ func (m *Manager) heartbeat() bool {
 	m.nodes.mu.Unlock()
 	// A call may take until the fence is due, not past it.
 	ctx, cancel := context.WithTimeout(context.Background(), max(m.cfg.heartbeat, left))
-	p := &store.HeartbeatParams{Node: m.nodeInfo(t1), Now: t1, DeadAfter: m.cfg.deadAfter}
-	type reply struct {
-		res *store.HeartbeatResult
-		err error
-	}
 	// The fence must not wait for a store call that ignores its ctx: give
 	// up on the call when its ctx ends (it finishes in the background).
-	ch := make(chan reply, 1)
-	go func() {
-		r, err := m.store.Heartbeat(ctx, p)
-		ch <- reply{r, err}
-	}()
+	// At most one call is in flight: while one that was given up on still
+	// runs, this attempt waits for it rather than starting another, so a
+	// store that ignores ctx cannot pile up calls.
+	call := m.hbPending
+	if call == nil {
+		call = &hbCall{sent: t1, done: make(chan hbReply, 1)}
+		p := &store.HeartbeatParams{Node: m.nodeInfo(t1), Now: t1, DeadAfter: m.cfg.deadAfter}
+		go func() {
+			r, err := m.store.Heartbeat(ctx, p)
+			call.done <- hbReply{r, err}
+		}()
+	}
 	var res *store.HeartbeatResult
 	var err error
 	select {
-	case r := <-ch:
+	case r := <-call.done:
+		m.hbPending = nil
 		res, err = r.res, r.err
 	case <-ctx.Done():
+		m.hbPending = call
 		err = fmt.Errorf("heartbeat: %w", ctx.Err())
 	}
 	cancel()
+	// A call that was given up on and then answered was sent earlier:
+	// liveness and skew are dated from when it was sent.
+	t1 = call.sent
 	t2 := m.clock.Now()
 	if err != nil {
 		m.nodes.mu.Lock()
@@ -299,6 +326,13 @@ func (m *Manager) heartbeat() bool {
 	unfenced := m.nodes.fenced
 	m.nodes.lastOK, m.nodes.fenced = t1, false
 	rtt := t2.Sub(t1)
+	m.nodes.rtt = rtt
+	slow := !res.StoreNow.IsZero() && rtt > 2*m.cfg.maxSkew
+	if slow && !m.nodes.slowRTT && !m.nodes.skewKnown {
+		m.log.Warn("heartbeat round trip too long to measure the clock skew: not claiming, rescuing expired leases or scheduling recurring ticks until a heartbeat is fast enough; raise the lease (WithLease) or WithMaxClockSkew, or bring the store closer",
+			"round_trip", rtt, "max_round_trip", 2*m.cfg.maxSkew)
+	}
+	m.nodes.slowRTT = slow
 	if !res.StoreNow.IsZero() && rtt <= 2*m.cfg.maxSkew {
 		skew := t1.Add(rtt / 2).Sub(res.StoreNow)
 		wasSkewed := m.nodes.skewed
