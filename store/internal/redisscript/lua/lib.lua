@@ -611,3 +611,37 @@ local function clear_lease(id, t)
 	t[T_CANCEL] = 0
 	run_rem[#run_rem + 1] = id
 end
+
+-- rescue_move takes back id, a Processing attempt whose owner is gone
+-- (its lease expired, or its node was declared dead), whose state is t:
+-- to Canceled when its cancel flag is set (its owner never saw the
+-- request), to Terminated when Attempt > MaxRetries or its spec is
+-- damaged, else to Scheduled at the front of its lane's ready list,
+-- keeping RunAt and its place (the attempt stays counted). msg is the
+-- history record's error. It returns the instance's raw spec.
+local function rescue_move(id, t, msg, now)
+	local craw = redis.call('HGET', K_INST, id)
+	local p = spec(craw)
+	local to = S_SCHEDULED
+	if t[T_CANCEL] ~= 0 then
+		to = S_CANCELED
+	elseif not p or (p[P_MAXR] >= 0 and t[T_ATT] > p[P_MAXR]) then
+		to = S_TERMINATED
+	end
+	count_move(id, craw, S_PROCESSING, to)
+	clear_lease(id, t)
+	t[T_ERR] = msg
+	t[T_UPD] = now
+	change(id, t, to, msg, '')
+	if to ~= S_SCHEDULED then
+		finalize(id, t, to, now)
+	else
+		t[T_STATE] = S_SCHEDULED
+		local runat = t[T_RUNAT]
+		if runat == 0 then
+			runat = p[P_RUNAT]
+		end
+		place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], runat, now, true, lane_of(p[P_KIND], p[P_LABELS]))
+	end
+	return craw
+end

@@ -19,36 +19,7 @@ local SCAN = 1000
 local moved, n = {}, 0
 
 local function take(id, t)
-	local craw = redis.call('HGET', K_INST, id)
-	local p = spec(craw)
-	local msg = 'lease of ' .. t[T_OWNER] .. ' expired'
-	local canceled = t[T_CANCEL] ~= 0
-	local to = S_SCHEDULED
-	if canceled then
-		to = S_CANCELED
-	elseif not p or (p[P_MAXR] >= 0 and t[T_ATT] > p[P_MAXR]) then
-		to = S_TERMINATED
-	end
-	count_move(id, craw, S_PROCESSING, to)
-	clear_lease(id, t)
-	t[T_ERR] = msg
-	t[T_UPD] = now
-	if canceled then
-		change(id, t, S_CANCELED, msg, '')
-		finalize(id, t, S_CANCELED, now)
-	elseif not p or (p[P_MAXR] >= 0 and t[T_ATT] > p[P_MAXR]) then
-		change(id, t, S_TERMINATED, msg, '')
-		finalize(id, t, S_TERMINATED, now)
-	else
-		change(id, t, S_SCHEDULED, msg, '')
-		t[T_STATE] = S_SCHEDULED
-		local runat = t[T_RUNAT]
-		if runat == 0 then
-			runat = p[P_RUNAT]
-		end
-		-- RunAt kept: due ones go to the front, keeping their place.
-		place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], runat, now, true, lane_of(p[P_KIND], p[P_LABELS]))
-	end
+	local craw = rescue_move(id, t, 'lease of ' .. t[T_OWNER] .. ' expired', now)
 	moved[#moved + 1] = {id, craw or ''}
 	n = n + 1
 end
