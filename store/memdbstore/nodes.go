@@ -167,24 +167,7 @@ func (s *Store) RescueNodes(ctx context.Context, p *store.RescueNodesParams) (*s
 		}
 		for _, old := range picked {
 			msg := fmt.Sprintf("node %s stopped heartbeating: declared dead and its attempt rescued", names[old.leaseOwner])
-			r := old.clone()
-			r.leaseOwner, r.leaseUntil = 0, 0
-			r.updatedAt = at
-			switch {
-			case old.cancelReq:
-				r.cancelReq = false
-				r.state = store.Canceled
-				r.setOutcome(msg, nil, at)
-			case r.retriesLeft():
-				r.state = store.Scheduled // runAt kept: it keeps its place in the queue
-				r.setOutcome(msg, nil, 0)
-				woken[names[r.qid]] = struct{}{}
-			default:
-				r.state = store.Terminated
-				r.setOutcome(msg, nil, at)
-			}
-			r.addHist(hist{state: r.state, attempt: r.attempt, t: at, seq: s.seq.Add(1), node: node, err: msg})
-			s.t.put(old, r)
+			r := s.rescueMove(old, msg, at, node, names, woken)
 			res.Rescued = append(res.Rescued, r.toInstance(names))
 		}
 		return nil

@@ -330,26 +330,8 @@ func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 			return len(expired) < p.Limit
 		})
 		for _, old := range expired {
-			r := old.clone()
 			msg := fmt.Sprintf("lease of %s expired at %s", names[old.leaseOwner], fromNanos(old.leaseUntil).Format(time.RFC3339Nano))
-			r.leaseOwner, r.leaseUntil = 0, 0
-			r.updatedAt = now
-			switch {
-			case old.cancelReq:
-				// Its owner never saw the request: it ends as asked.
-				r.cancelReq = false
-				r.state = store.Canceled
-				r.setOutcome(msg, nil, now)
-			case r.retriesLeft():
-				r.state = store.Scheduled // runAt kept: it keeps its place in the queue
-				r.setOutcome(msg, nil, 0)
-				woken[names[r.qid]] = struct{}{}
-			default:
-				r.state = store.Terminated
-				r.setOutcome(msg, nil, now)
-			}
-			r.addHist(hist{state: r.state, attempt: r.attempt, t: now, seq: s.seq.Add(1), node: node, err: msg})
-			s.t.put(old, r)
+			r := s.rescueMove(old, msg, now, node, names, woken)
 			out = append(out, r.toInstance(names))
 		}
 		return nil
@@ -359,6 +341,34 @@ func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 	}
 	s.notify(woken)
 	return out, nil
+}
+
+// rescueMove takes back old, a Processing attempt whose owner is gone (its
+// lease expired, or its node was declared dead), at time at: to Canceled
+// when a cancel was requested (its owner never saw the request), to
+// Scheduled keeping runAt and its place in the queue while retries are
+// left (waking the queue), else to Terminated; msg is the history
+// record's error. It stores and returns the new record. s.mu is held.
+func (s *Store) rescueMove(old *rec, msg string, at int64, node string, names []string, woken map[string]struct{}) *rec {
+	r := old.clone()
+	r.leaseOwner, r.leaseUntil = 0, 0
+	r.updatedAt = at
+	switch {
+	case old.cancelReq:
+		r.cancelReq = false
+		r.state = store.Canceled
+		r.setOutcome(msg, nil, at)
+	case r.retriesLeft():
+		r.state = store.Scheduled // runAt kept: it keeps its place in the queue
+		r.setOutcome(msg, nil, 0)
+		woken[names[r.qid]] = struct{}{}
+	default:
+		r.state = store.Terminated
+		r.setOutcome(msg, nil, at)
+	}
+	r.addHist(hist{state: r.state, attempt: r.attempt, t: at, seq: s.seq.Add(1), node: node, err: msg})
+	s.t.put(old, r)
+	return r
 }
 
 // Cancel implements store.Queue.
