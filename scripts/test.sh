@@ -117,6 +117,19 @@ if [[ -n $unformatted ]]; then
 	echo "$unformatted" >&2
 	exit 1
 fi
+# >>> codegen (issue 16): the API's generated code is committed; lint the
+# .proto sources and regenerate with the tools pinned in tools/go.mod (go
+# tool: built from the module cache, no downloaded binaries), then fail
+# when anything differs from what is committed.
+log "api: buf lint, buf format, buf generate"
+in_module api go generate .
+if [[ -n $(git status --porcelain --untracked-files=all -- api/gen) ]]; then
+	log "api/gen differs from the .proto sources: run 'go generate .' in api/ and commit"
+	git status --porcelain --untracked-files=all -- api/gen >&2
+	git diff --stat -- api/gen >&2
+	exit 1
+fi
+# <<< codegen
 for m in "${modules[@]}"; do
 	log "$m: go vet, go mod tidy -diff, staticcheck"
 	in_module "$m" go vet ./...

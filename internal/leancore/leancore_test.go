@@ -21,6 +21,9 @@ var heavy = []struct{ substr, what string }{
 	{"pgx", "pgx"},
 	{"jackc/", "pgx (jackc)"},
 	{"prometheus", "Prometheus"},
+	{"connectrpc", "connect-go"},
+	{"opentelemetry", "OpenTelemetry"},
+	{"spf13/cobra", "cobra"},
 }
 
 // goCmd runs the go command in dir outside any workspace, so it sees the
