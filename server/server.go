@@ -1,0 +1,153 @@
+// Package server serves the jobkit.v1 API (JobService, DefinitionService,
+// TriggerService, QueueService, NodeService) over gRPC, gRPC-Web and the
+// Connect protocol from one http.Handler, with gRPC health checking and
+// server reflection beside it. Each namespace is served by its own
+// *job.Manager; a request names its namespace in the Jobkit-Namespace
+// header. Bearer tokens with roles guard the services when configured.
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+
+	job "github.com/jobkit/job"
+	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
+)
+
+// NamespaceHeader is the request header that names the namespace a call
+// works on; without it the server uses Config.DefaultNamespace.
+const NamespaceHeader = "Jobkit-Namespace"
+
+// DefaultMaxRequestBytes is the request size limit when
+// Config.MaxRequestBytes is 0.
+const DefaultMaxRequestBytes = 4 << 20
+
+// Config configures a Server.
+type Config struct {
+	// Namespaces maps a namespace name to the Manager that serves it (each on its own
+	// store or store namespace). At least one. A request names its namespace in the
+	// Jobkit-Namespace header; without it, DefaultNamespace.
+	Namespaces       map[string]*job.Manager
+	DefaultNamespace string // "" means "default"
+	// Tokens, when not empty, turn authentication on: every call needs
+	// "Authorization: Bearer <token>" matching one of them. Empty: no authentication
+	// (jobd refuses that on a non-loopback address unless --insecure).
+	Tokens []Token
+	// MaxRequestBytes bounds a request message (0: 4 MiB); larger → ResourceExhausted
+	// with a message naming the limit.
+	MaxRequestBytes int
+	// Logger receives the server's own log lines (denied calls, internal
+	// errors); nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Role is what a token may do: RoleViewer reads; RoleOperator also schedules, cancels,
+// retries, pauses/resumes queues and triggers, runs triggers; RoleAdmin also writes
+// definitions and triggers and deletes; RoleWorker is for remote executors (no API calls
+// of these services).
+type Role string
+
+// The roles a Token may carry, from least to most privileged (RoleWorker
+// stands apart: it may call none of the jobkit.v1 services).
+const (
+	RoleViewer   Role = "viewer"
+	RoleOperator Role = "operator"
+	RoleAdmin    Role = "admin"
+	RoleWorker   Role = "worker"
+)
+
+// Token is one accepted bearer token, kept as the hex SHA-256 of the secret (never the
+// secret), compared in constant time.
+type Token struct {
+	Name       string // for logs ("ci-bot")
+	SHA256     string // hex of sha256(secret)
+	Role       Role
+	Namespaces []string // the namespaces it may use; "*" means all
+}
+
+// HashToken returns the hex SHA-256 of a secret, as Token.SHA256 wants it.
+func HashToken(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// Server serves jobkit.v1 (gRPC, gRPC-Web, Connect) plus gRPC health checking and server
+// reflection from one http.Handler.
+type Server struct {
+	cfg    Config
+	mux    *http.ServeMux
+	health *grpchealth.StaticChecker
+}
+
+// serviceNames lists the jobkit.v1 services the Server serves, for health
+// checking and reflection.
+var serviceNames = []string{
+	jobkitv1connect.JobServiceName,
+	jobkitv1connect.DefinitionServiceName,
+	jobkitv1connect.TriggerServiceName,
+	jobkitv1connect.QueueServiceName,
+	jobkitv1connect.NodeServiceName,
+}
+
+// New checks cfg and returns a Server for it.
+func New(cfg Config) (*Server, error) {
+	if len(cfg.Namespaces) == 0 {
+		return nil, errors.New("server: Config.Namespaces is empty; give at least one namespace and its *job.Manager")
+	}
+	if cfg.DefaultNamespace == "" {
+		cfg.DefaultNamespace = "default"
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	for name, m := range cfg.Namespaces {
+		if m == nil {
+			return nil, fmt.Errorf("server: namespace %q has a nil *job.Manager", name)
+		}
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), health: grpchealth.NewStaticChecker(serviceNames...)}
+	s.mux.Handle(jobkitv1connect.NewJobServiceHandler(jobkitv1connect.UnimplementedJobServiceHandler{}))
+	s.mux.Handle(jobkitv1connect.NewDefinitionServiceHandler(jobkitv1connect.UnimplementedDefinitionServiceHandler{}))
+	s.mux.Handle(jobkitv1connect.NewTriggerServiceHandler(jobkitv1connect.UnimplementedTriggerServiceHandler{}))
+	s.mux.Handle(jobkitv1connect.NewQueueServiceHandler(jobkitv1connect.UnimplementedQueueServiceHandler{}))
+	s.mux.Handle(jobkitv1connect.NewNodeServiceHandler(jobkitv1connect.UnimplementedNodeServiceHandler{}))
+	s.mux.Handle(grpchealth.NewHandler(s.health))
+	reflector := grpcreflect.NewStaticReflector(serviceNames...)
+	s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	return s, nil
+}
+
+// Drain marks every service NOT_SERVING in gRPC health checking, so that
+// load balancers stop sending new calls; calls in flight go on. jobd calls
+// it on SIGTERM before it shuts its http.Server down.
+func (s *Server) Drain() {
+	s.health.SetStatus("", grpchealth.StatusNotServing)
+	for _, name := range serviceNames {
+		s.health.SetStatus(name, grpchealth.StatusNotServing)
+	}
+}
+
+// ServeHTTP serves every protocol and service of the Server.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// Protocols returns the http.Protocols to serve with: HTTP/1.1 and HTTP/2 (h2c when no TLS).
+func Protocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
+}
