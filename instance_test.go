@@ -101,3 +101,41 @@ func TestResultsAndArgumentsInto(t *testing.T) {
 		t.Errorf("ArgumentsInto, wrong type: %v; want ErrInvalidArguments naming argument 1", err)
 	}
 }
+
+func TestInstanceRecordCopiesEveryStoredField(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t)
+	if err := m.RegisterJob(mustJob(t, job.WithKind("rec"), job.WithExecutor(func(n int) {}))); err != nil {
+		t.Fatal(err)
+	}
+	ji, err := m.ScheduleJob(ctx, "rec", job.WithArguments(7), job.WithUniqueKey("k", time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := job.InstanceRecord(ji)
+	if !ok {
+		t.Fatal("InstanceRecord of a scheduled instance: ok false")
+	}
+	if rec.ID != ji.ID() || string(rec.Args) != "[7]" || rec.Seq == 0 || rec.UniqueUntil.IsZero() {
+		t.Fatalf("record %+v does not match instance %v", rec, ji)
+	}
+	rec.Args[1] = '8'
+	again, _ := job.InstanceRecord(ji)
+	if string(again.Args) != "[7]" {
+		t.Fatalf("InstanceRecord hands out the instance's own record: args now %s", again.Args)
+	}
+	typed, err := job.Register(m, "rec-typed", func(context.Context, int) (int, error) { return 0, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, err := typed.Schedule(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, ok := job.InstanceRecord(ti); !ok || rec.ID != ti.ID() {
+		t.Fatalf("InstanceRecord of a TypedInstance: %v, %v", rec, ok)
+	}
+	if _, ok := job.InstanceRecord(nil); ok {
+		t.Fatal("InstanceRecord(nil): ok true")
+	}
+}
