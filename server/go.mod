@@ -7,19 +7,30 @@ go 1.26.0
 replace (
 	github.com/jobkit/job => ..
 	github.com/jobkit/job/api => ../api
+	github.com/jobkit/job/store/internal/redisscript => ../store/internal/redisscript
+	github.com/jobkit/job/store/internal/redisscript/scripttest => ../store/internal/redisscript/scripttest
+	github.com/jobkit/job/store/redisstore => ../store/redisstore
 )
 
 require (
+	connectrpc.com/connect v1.21.1
 	connectrpc.com/grpchealth v1.5.0
 	connectrpc.com/grpcreflect v1.3.1
 	github.com/jobkit/job v0.0.0
 	github.com/jobkit/job/api v0.0.0
+	github.com/jobkit/job/store/redisstore v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
-	connectrpc.com/connect v1.21.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
+	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 )

@@ -13,7 +13,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
+	"time"
 
+	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 
@@ -74,16 +77,24 @@ type Token struct {
 
 // HashToken returns the hex SHA-256 of a secret, as Token.SHA256 wants it.
 func HashToken(secret string) string {
+	return hex.EncodeToString(hashBytes(secret))
+}
+
+// hashBytes returns the SHA-256 of a secret.
+func hashBytes(secret string) []byte {
 	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
+	return sum[:]
 }
 
 // Server serves jobkit.v1 (gRPC, gRPC-Web, Connect) plus gRPC health checking and server
 // reflection from one http.Handler.
 type Server struct {
 	cfg    Config
+	tokens []token
 	mux    *http.ServeMux
 	health *grpchealth.StaticChecker
+	// followPoll and followSettle pace FollowLogs (tests shorten them).
+	followPoll, followSettle time.Duration
 }
 
 // serviceNames lists the jobkit.v1 services the Server serves, for health
@@ -96,35 +107,59 @@ var serviceNames = []string{
 	jobkitv1connect.NodeServiceName,
 }
 
-// New checks cfg and returns a Server for it.
+// New checks cfg and returns a Server for it: at least one namespace, no
+// nil manager, a DefaultNamespace that is served (when set), tokens with a
+// 64-hex-digit SHA256, a known role and served namespaces.
 func New(cfg Config) (*Server, error) {
 	if len(cfg.Namespaces) == 0 {
 		return nil, errors.New("server: Config.Namespaces is empty; give at least one namespace and its *job.Manager")
-	}
-	if cfg.DefaultNamespace == "" {
-		cfg.DefaultNamespace = "default"
-	}
-	if cfg.MaxRequestBytes == 0 {
-		cfg.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
 	}
 	for name, m := range cfg.Namespaces {
 		if m == nil {
 			return nil, fmt.Errorf("server: namespace %q has a nil *job.Manager", name)
 		}
+		if name == "" || name == "*" {
+			return nil, fmt.Errorf("server: namespace name %q; name it with letters, digits and \"._-\"", name)
+		}
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), health: grpchealth.NewStaticChecker(serviceNames...)}
-	s.mux.Handle(jobkitv1connect.NewJobServiceHandler(jobkitv1connect.UnimplementedJobServiceHandler{}))
-	s.mux.Handle(jobkitv1connect.NewDefinitionServiceHandler(jobkitv1connect.UnimplementedDefinitionServiceHandler{}))
-	s.mux.Handle(jobkitv1connect.NewTriggerServiceHandler(jobkitv1connect.UnimplementedTriggerServiceHandler{}))
-	s.mux.Handle(jobkitv1connect.NewQueueServiceHandler(jobkitv1connect.UnimplementedQueueServiceHandler{}))
-	s.mux.Handle(jobkitv1connect.NewNodeServiceHandler(jobkitv1connect.UnimplementedNodeServiceHandler{}))
-	s.mux.Handle(grpchealth.NewHandler(s.health))
+	if cfg.DefaultNamespace == "" {
+		cfg.DefaultNamespace = "default"
+	} else if _, ok := cfg.Namespaces[cfg.DefaultNamespace]; !ok {
+		return nil, fmt.Errorf("server: DefaultNamespace %q is not served (served: %s); add it to Namespaces or name a served one", cfg.DefaultNamespace, strings.Join(served(cfg.Namespaces), ", "))
+	}
+	switch {
+	case cfg.MaxRequestBytes < 0:
+		return nil, fmt.Errorf("server: MaxRequestBytes %d is negative; use 0 for the default (%d)", cfg.MaxRequestBytes, DefaultMaxRequestBytes)
+	case cfg.MaxRequestBytes == 0:
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	tokens, err := checkTokens(cfg.Tokens, cfg.Namespaces)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg: cfg, tokens: tokens, mux: http.NewServeMux(),
+		health:     grpchealth.NewStaticChecker(serviceNames...),
+		followPoll: followPoll, followSettle: followSettle,
+	}
+	opts := []connect.HandlerOption{
+		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
+		connect.WithInterceptors(guard{s}),
+	}
+	s.mux.Handle(jobkitv1connect.NewJobServiceHandler(jobService{s}, opts...))
+	s.mux.Handle(jobkitv1connect.NewDefinitionServiceHandler(definitionService{}, opts...))
+	s.mux.Handle(jobkitv1connect.NewTriggerServiceHandler(triggerService{}, opts...))
+	s.mux.Handle(jobkitv1connect.NewQueueServiceHandler(queueService{}, opts...))
+	s.mux.Handle(jobkitv1connect.NewNodeServiceHandler(nodeService{}, opts...))
+	// Health checking and reflection need no token.
+	open := connect.WithReadMaxBytes(cfg.MaxRequestBytes)
+	s.mux.Handle(grpchealth.NewHandler(s.health, open))
 	reflector := grpcreflect.NewStaticReflector(serviceNames...)
-	s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	s.mux.Handle(grpcreflect.NewHandlerV1(reflector, open))
+	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, open))
 	return s, nil
 }
 

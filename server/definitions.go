@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	pb "github.com/jobkit/job/api/gen/jobkit/v1"
+	"github.com/jobkit/job/store"
+)
+
+// definitionService implements jobkitv1connect.DefinitionServiceHandler
+// on the namespace's manager.
+type definitionService struct{}
+
+// CreateDefinition implements DefinitionService.CreateDefinition: a kind
+// that has a definition already is AlreadyExists.
+func (definitionService) CreateDefinition(ctx context.Context, req *connect.Request[pb.CreateDefinitionRequest]) (*connect.Response[pb.CreateDefinitionResponse], error) {
+	d, err := definitionFromProto(req.Msg.GetDefinition())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	got, err := managerOf(ctx).PutDefinition(ctx, d, 0)
+	if errors.Is(err, store.ErrConflict) {
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("%v; update it with UpdateDefinition, or delete it first", err))
+	}
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&pb.CreateDefinitionResponse{Definition: definitionToProto(got)}), nil
+}
+
+// GetDefinition implements DefinitionService.GetDefinition.
+func (definitionService) GetDefinition(ctx context.Context, req *connect.Request[pb.GetDefinitionRequest]) (*connect.Response[pb.GetDefinitionResponse], error) {
+	if req.Msg.GetKind() == "" {
+		return nil, invalid("kind is required; send the kind whose definition to read")
+	}
+	d, err := managerOf(ctx).Definition(ctx, req.Msg.GetKind())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&pb.GetDefinitionResponse{Definition: definitionToProto(d)}), nil
+}
+
+// ListDefinitions implements DefinitionService.ListDefinitions. The page
+// token is the last kind of the previous page.
+func (definitionService) ListDefinitions(ctx context.Context, req *connect.Request[pb.ListDefinitionsRequest]) (*connect.Response[pb.ListDefinitionsResponse], error) {
+	size, err := pageSize(req.Msg.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	size = min(size, store.MaxDefinitionsPage)
+	ds, err := managerOf(ctx).Definitions(ctx, req.Msg.GetPageToken(), size)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out := &pb.ListDefinitionsResponse{Definitions: make([]*pb.Definition, len(ds))}
+	for i, d := range ds {
+		out.Definitions[i] = definitionToProto(d)
+	}
+	if len(ds) == size {
+		out.NextPageToken = ds[len(ds)-1].Kind
+	}
+	return connect.NewResponse(out), nil
+}
+
+// UpdateDefinition implements DefinitionService.UpdateDefinition: NotFound
+// when the kind has no definition, FailedPrecondition when if_version is
+// set and the stored version differs.
+func (definitionService) UpdateDefinition(ctx context.Context, req *connect.Request[pb.UpdateDefinitionRequest]) (*connect.Response[pb.UpdateDefinitionResponse], error) {
+	d, err := definitionFromProto(req.Msg.GetDefinition())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	if req.Msg.GetIfVersion() < 0 {
+		return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0 to replace whatever is stored", req.Msg.GetIfVersion()))
+	}
+	m := managerOf(ctx)
+	version := req.Msg.GetIfVersion()
+	if version == 0 {
+		// Replace what is stored, but only what is stored: an update never
+		// creates.
+		cur, err := m.Definition(ctx, d.Kind)
+		if err != nil {
+			return nil, toConnect(notFoundHint(err, "create it with CreateDefinition"))
+		}
+		version = cur.Version
+	}
+	got, err := m.PutDefinition(ctx, d, version)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&pb.UpdateDefinitionResponse{Definition: definitionToProto(got)}), nil
+}
+
+// DeleteDefinition implements DefinitionService.DeleteDefinition.
+func (definitionService) DeleteDefinition(ctx context.Context, req *connect.Request[pb.DeleteDefinitionRequest]) (*connect.Response[pb.DeleteDefinitionResponse], error) {
+	if req.Msg.GetKind() == "" {
+		return nil, invalid("kind is required; send the kind whose definition to delete")
+	}
+	if req.Msg.GetIfVersion() < 0 {
+		return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0 to delete whatever is stored", req.Msg.GetIfVersion()))
+	}
+	if err := managerOf(ctx).DeleteDefinition(ctx, req.Msg.GetKind(), req.Msg.GetIfVersion()); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&pb.DeleteDefinitionResponse{}), nil
+}
+
+// notFoundHint adds a fix to an ErrNotFound error.
+func notFoundHint(err error, fix string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w; %s", err, fix)
+	}
+	return err
+}

@@ -1,0 +1,216 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+
+	job "github.com/jobkit/job"
+	pb "github.com/jobkit/job/api/gen/jobkit/v1"
+	"github.com/jobkit/job/store"
+)
+
+// Next fire times computed for a trigger that is read.
+const (
+	defaultNextFireTimes = 5
+	maxNextFireTimes     = 100
+)
+
+// triggerService implements jobkitv1connect.TriggerServiceHandler on the
+// namespace's manager.
+type triggerService struct{}
+
+// withNext converts a stored trigger with its next n fire times from now
+// (none while paused).
+func withNext(t *store.Trigger, n int) (*pb.Trigger, error) {
+	var next []time.Time
+	if !t.Paused {
+		var err error
+		if next, err = t.NextTimes(time.Now(), n); err != nil {
+			return nil, err
+		}
+	}
+	return triggerToProto(t, next), nil
+}
+
+// triggerResponse converts a stored trigger with the default number of
+// next fire times.
+func triggerResponse(t *store.Trigger) (*pb.Trigger, error) {
+	out, err := withNext(t, defaultNextFireTimes)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return out, nil
+}
+
+// CreateTrigger implements TriggerService.CreateTrigger: a taken name is
+// AlreadyExists; an invalid cron spec, interval or time zone, or arguments
+// that do not fit the kind's executor (when it is registered on this
+// server), InvalidArgument.
+func (triggerService) CreateTrigger(ctx context.Context, req *connect.Request[pb.CreateTriggerRequest]) (*connect.Response[pb.CreateTriggerResponse], error) {
+	t, err := triggerFromProto(req.Msg.GetTrigger())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	got, err := managerOf(ctx).PutTrigger(ctx, t, 0)
+	if errors.Is(err, store.ErrConflict) {
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("trigger %q exists already (%v); update it with UpdateTrigger, or delete it first", t.Name, err))
+	}
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out, err := triggerResponse(got)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.CreateTriggerResponse{Trigger: out}), nil
+}
+
+// GetTrigger implements TriggerService.GetTrigger.
+func (triggerService) GetTrigger(ctx context.Context, req *connect.Request[pb.GetTriggerRequest]) (*connect.Response[pb.GetTriggerResponse], error) {
+	if req.Msg.GetName() == "" {
+		return nil, invalid("name is required; send the trigger's name")
+	}
+	n := int(req.Msg.GetNextFireTimes())
+	switch {
+	case n < 0 || n > maxNextFireTimes:
+		return nil, invalid(fmt.Sprintf("next_fire_times %d; send 0 (for %d) up to %d", n, defaultNextFireTimes, maxNextFireTimes))
+	case n == 0:
+		n = defaultNextFireTimes
+	}
+	t, err := managerOf(ctx).GetTrigger(ctx, req.Msg.GetName())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out, err := withNext(t, n)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&pb.GetTriggerResponse{Trigger: out}), nil
+}
+
+// ListTriggers implements TriggerService.ListTriggers, in name order; the
+// page token is the store's.
+func (triggerService) ListTriggers(ctx context.Context, req *connect.Request[pb.ListTriggersRequest]) (*connect.Response[pb.ListTriggersResponse], error) {
+	size, err := pageSize(req.Msg.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	size = min(size, store.MaxTriggerPage)
+	ts, next, err := managerOf(ctx).ListTriggers(ctx, req.Msg.GetPageToken(), size)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out := &pb.ListTriggersResponse{NextPageToken: next, Triggers: make([]*pb.Trigger, len(ts))}
+	for i, t := range ts {
+		if out.Triggers[i], err = triggerResponse(t); err != nil {
+			return nil, err
+		}
+	}
+	return connect.NewResponse(out), nil
+}
+
+// UpdateTrigger implements TriggerService.UpdateTrigger: NotFound when
+// there is no such trigger, FailedPrecondition when if_version is set and
+// no longer holds. The scheduler's own fields (last tick, skips) are kept.
+func (triggerService) UpdateTrigger(ctx context.Context, req *connect.Request[pb.UpdateTriggerRequest]) (*connect.Response[pb.UpdateTriggerResponse], error) {
+	t, err := triggerFromProto(req.Msg.GetTrigger())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	if req.Msg.GetIfVersion() < 0 {
+		return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0 to replace whatever is stored", req.Msg.GetIfVersion()))
+	}
+	m := managerOf(ctx)
+	cur, err := m.GetTrigger(ctx, t.Name)
+	if err != nil {
+		return nil, toConnect(notFoundHint(err, "create it with CreateTrigger"))
+	}
+	version := req.Msg.GetIfVersion()
+	if version == 0 {
+		version = cur.Version
+	}
+	t.LastTick, t.LastInstanceID, t.Skipped, t.LastSkipped = cur.LastTick, cur.LastInstanceID, cur.Skipped, cur.LastSkipped
+	got, err := m.PutTrigger(ctx, t, version)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out, err := triggerResponse(got)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.UpdateTriggerResponse{Trigger: out}), nil
+}
+
+// DeleteTrigger implements TriggerService.DeleteTrigger.
+func (triggerService) DeleteTrigger(ctx context.Context, req *connect.Request[pb.DeleteTriggerRequest]) (*connect.Response[pb.DeleteTriggerResponse], error) {
+	if req.Msg.GetName() == "" {
+		return nil, invalid("name is required; send the name of the trigger to delete")
+	}
+	if err := managerOf(ctx).DeleteTrigger(ctx, req.Msg.GetName()); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&pb.DeleteTriggerResponse{}), nil
+}
+
+// PauseTrigger implements TriggerService.PauseTrigger.
+func (triggerService) PauseTrigger(ctx context.Context, req *connect.Request[pb.PauseTriggerRequest]) (*connect.Response[pb.PauseTriggerResponse], error) {
+	if req.Msg.GetName() == "" {
+		return nil, invalid("name is required; send the name of the trigger to pause")
+	}
+	t, err := managerOf(ctx).PauseTrigger(ctx, req.Msg.GetName())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out, err := triggerResponse(t)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.PauseTriggerResponse{Trigger: out}), nil
+}
+
+// ResumeTrigger implements TriggerService.ResumeTrigger.
+func (triggerService) ResumeTrigger(ctx context.Context, req *connect.Request[pb.ResumeTriggerRequest]) (*connect.Response[pb.ResumeTriggerResponse], error) {
+	if req.Msg.GetName() == "" {
+		return nil, invalid("name is required; send the name of the trigger to resume")
+	}
+	t, err := managerOf(ctx).ResumeTrigger(ctx, req.Msg.GetName())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out, err := triggerResponse(t)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.ResumeTriggerResponse{Trigger: out}), nil
+}
+
+// RunTrigger implements TriggerService.RunTrigger: one instance of the
+// trigger's kind with its arguments, due now, outside its schedule (a
+// paused trigger runs too: pausing stops ticks, not this).
+func (triggerService) RunTrigger(ctx context.Context, req *connect.Request[pb.RunTriggerRequest]) (*connect.Response[pb.RunTriggerResponse], error) {
+	if req.Msg.GetName() == "" {
+		return nil, invalid("name is required; send the name of the trigger to run")
+	}
+	m := managerOf(ctx)
+	t, err := m.GetTrigger(ctx, req.Msg.GetName())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	args, err := parseArgs(string(t.Args))
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	var opts []job.ScheduleOption
+	if len(args) > 0 {
+		opts = append(opts, job.WithArguments(args...))
+	}
+	ji, err := m.ScheduleJob(ctx, t.Kind, opts...)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&pb.RunTriggerResponse{Instance: instanceToProto(ji)}), nil
+}
