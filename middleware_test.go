@@ -292,3 +292,45 @@ func TestMiddlewareRunOutcome(t *testing.T) {
 		t.Errorf("executors ran for %v, want swallow and timeout only", ran)
 	}
 }
+
+// TestMiddlewareRunNextTwice checks that a Run middleware calling next
+// twice runs the executor once and fails the attempt.
+func TestMiddlewareRunNextTwice(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	runs := 0
+	twice := funcMiddleware{run: func(ctx context.Context, _ job.Instance, next func(context.Context) error) error {
+		if err := next(ctx); err != nil {
+			return err
+		}
+		return next(ctx)
+	}}
+	m := newManager(t, job.WithMiddleware(twice))
+	if err := m.RegisterJob(mustJob(t, job.WithKind("k"), job.WithMaxRetries(0), job.WithExecutor(func() {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+	}))); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := m.ScheduleJob(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var got job.Instance
+	waitFor(t, "a final state", func() bool {
+		got, err = m.LookupInstance(t.Context(), inst.ID())
+		return err == nil && got.State().Final()
+	})
+	if got.State() != job.Terminated || !strings.Contains(got.Error().Error(), "called next twice") {
+		t.Errorf("instance %v (%v), want Terminated: next was called twice", got.State(), got.Error())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if runs != 1 {
+		t.Errorf("the executor ran %d times, want once", runs)
+	}
+}
