@@ -49,6 +49,10 @@ type Instance interface {
 	// Labels are the labels a manager must have to run the instance
 	// (WithRequiredLabels), sorted; nil for none.
 	Labels() []string
+	// Metadata returns a copy of the string pairs stored with the
+	// instance when it was scheduled (WithMetadata, and what Middleware
+	// added, such as a trace context); nil for none.
+	Metadata() map[string]string
 	// Arguments returns the arguments. Inside an executor they have the
 	// executor's parameter types; read from a lookup they are decoded from
 	// JSON into generic values (numbers as json.Number). ArgumentsInto

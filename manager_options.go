@@ -79,6 +79,7 @@ type config struct {
 	triggerReload time.Duration
 	// The node registry (node.go).
 	heartbeat, deadAfter, maxSkew time.Duration
+	middleware                    []Middleware // WithMiddleware (middleware.go)
 }
 
 // ManagerOption configures a Manager.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/google/uuid"
 
@@ -51,6 +52,12 @@ func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...Schedule
 	if err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
+	return m.schedule(ctx, rec, func(ctx context.Context) (Instance, error) { return m.enqueueNew(ctx, kind, j, rec, &c) })
+}
+
+// enqueueNew stores rec, the new instance of j that a ScheduleJob of kind
+// with options c built, and returns what ScheduleJob returns.
+func (m *Manager) enqueueNew(ctx context.Context, kind string, j *Job, rec *store.Instance, c *scheduleConfig) (Instance, error) {
 	res, err := m.enq.enqueue(ctx, rec)
 	if err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
@@ -111,6 +118,7 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 		CreatedAt:  now,
 		RunAt:      now,
 		Labels:     j.labels,
+		Metadata:   maps.Clone(c.metadata),
 	}
 	if p := c.policy; p.queue != nil {
 		rec.Queue = *p.queue

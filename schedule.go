@@ -32,6 +32,7 @@ type scheduleConfig struct {
 	typedArgs   bool // the arguments came from a TypedJob's Schedule
 	tickKey     string
 	tickHoldTil time.Time
+	metadata    map[string]string // WithMetadata
 }
 
 // apply applies opts in order, stopping at the first error.

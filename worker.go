@@ -252,12 +252,16 @@ func (m *Manager) execute(a *attempt) {
 				ctx, cancel = context.WithTimeoutCause(ctx, a.timeout, ErrTimeout)
 				defer cancel()
 			}
-			results, err = a.job.exec.call(ctx, inst, args)
-			if err == nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
-				err = fmt.Errorf("%w after %v", ErrTimeout, a.timeout)
-			} else if err != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
-				err = fmt.Errorf("%w after %v: %w", ErrTimeout, a.timeout, err)
-			}
+			results, err = m.runAttempt(ctx, inst, func(ctx context.Context) ([]any, error) {
+				return a.job.exec.call(ctx, inst, args)
+			}, func(err error) error {
+				if err == nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
+					err = fmt.Errorf("%w after %v", ErrTimeout, a.timeout)
+				} else if err != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
+					err = fmt.Errorf("%w after %v: %w", ErrTimeout, a.timeout, err)
+				}
+				return err
+			})
 		}
 	}
 	if !a.settled.CompareAndSwap(false, true) {

@@ -98,6 +98,13 @@ type Instance struct {
 	// one. Stores keep them sorted, without duplicates (NormLabels); none
 	// means any claimer may take it.
 	Labels []string
+	// Metadata holds string pairs carried with the instance from schedule to
+	// every attempt, unchanged: a W3C trace context ("traceparent",
+	// "tracestate"), a request ID, a tenant. Stores keep them as given and
+	// return them on every read of the instance; nil and empty are the same
+	// (a store may return either). Bounded by MaxMetadataPairs and
+	// MaxMetadataBytes; keys are not empty.
+	Metadata map[string]string
 }
 
 // Clone returns a deep copy of in, so a store can hand out records that
@@ -112,7 +119,21 @@ func (in *Instance) Clone() *Instance {
 	if in.Labels != nil {
 		c.Labels = append([]string(nil), in.Labels...)
 	}
+	c.Metadata = CloneMetadata(in.Metadata)
 	return &c
+}
+
+// CloneMetadata returns a copy of md, nil when md is empty, so a store can
+// keep or hand out metadata its caller may change.
+func CloneMetadata(md map[string]string) map[string]string {
+	if len(md) == 0 {
+		return nil
+	}
+	c := make(map[string]string, len(md))
+	for k, v := range md {
+		c[k] = v
+	}
+	return c
 }
 
 func cloneBytes(b []byte) []byte {

@@ -3,12 +3,24 @@ package store
 import (
 	"fmt"
 	"math"
+	"unicode/utf8"
 )
 
 // MaxRetriesLimit is the largest Instance.MaxRetries a store keeps; more is
 // ErrInvalid from Enqueue (a negative value retries forever). Stores may
 // keep the retry limit and the attempt count in 32 bits.
 const MaxRetriesLimit = math.MaxInt32
+
+// Limits on Instance.Metadata: more is ErrInvalid from Enqueue. Metadata
+// rides along with every claim, so it is meant for a few short strings (a
+// trace context is two), not for payloads: put those in the arguments.
+const (
+	// MaxMetadataPairs is the most pairs one instance may carry.
+	MaxMetadataPairs = 32
+	// MaxMetadataBytes bounds the sum of the lengths of an instance's
+	// metadata keys and values.
+	MaxMetadataBytes = 4096
+)
 
 // Validate checks the parameters every plugin requires.
 func (p *ClaimParams) Validate() error {
@@ -55,6 +67,33 @@ func (in *Instance) Validate() error {
 	}
 	if err := ValidateLabels(in.Labels); err != nil {
 		return fmt.Errorf("instance %s: %w", in.ID, err)
+	}
+	if err := ValidateMetadata(in.Metadata); err != nil {
+		return fmt.Errorf("instance %s: %w", in.ID, err)
+	}
+	return nil
+}
+
+// ValidateMetadata checks md against the limits on Instance.Metadata: at
+// most MaxMetadataPairs pairs, MaxMetadataBytes of keys and values in all,
+// no empty key, all valid UTF-8 (so every store, JSON included, keeps them
+// byte for byte).
+func ValidateMetadata(md map[string]string) error {
+	if len(md) > MaxMetadataPairs {
+		return fmt.Errorf("%w: %d metadata pairs, more than MaxMetadataPairs (%d); carry fewer, or put data in the arguments", ErrInvalid, len(md), MaxMetadataPairs)
+	}
+	n := 0
+	for k, v := range md {
+		switch {
+		case k == "":
+			return fmt.Errorf("%w: metadata with an empty key (value %q); name every pair", ErrInvalid, v)
+		case !utf8.ValidString(k) || !utf8.ValidString(v):
+			return fmt.Errorf("%w: metadata pair %q is not valid UTF-8; encode binary values (base64)", ErrInvalid, k)
+		}
+		n += len(k) + len(v)
+	}
+	if n > MaxMetadataBytes {
+		return fmt.Errorf("%w: metadata of %d bytes, more than MaxMetadataBytes (%d); carry less, or put data in the arguments", ErrInvalid, n, MaxMetadataBytes)
 	}
 	return nil
 }

@@ -245,6 +245,9 @@ type staticRec struct {
 	Seq         uint64        `json:"seq"`
 	CreatedAt   int64         `json:"c"`
 	Labels      []string      `json:"lb,omitempty"` // required labels, normalised; absent before lanes
+	// Metadata is Instance.Metadata; absent when empty and in records of
+	// versions before it.
+	Metadata map[string]string `json:"md,omitempty"`
 }
 
 // dynRec is an instance's changing part (key s/<id>, and a copy in the
@@ -357,7 +360,7 @@ func newRecords(in *store.Instance) (*staticRec, *dynRec) {
 		ID: in.ID, Kind: in.Kind, Queue: in.Queue, Args: in.Args, Priority: in.Priority,
 		MaxRetries: in.MaxRetries, Timeout: in.Timeout, UniqueKey: in.UniqueKey,
 		UniqueUntil: tn(in.UniqueUntil), Seq: in.Seq, CreatedAt: tn(in.CreatedAt),
-		Labels: store.NormLabels(in.Labels),
+		Labels: store.NormLabels(in.Labels), Metadata: store.CloneMetadata(in.Metadata),
 	}
 	d := &dynRec{
 		State: store.Scheduled, RunAt: tn(in.RunAt), ID: in.ID, Kind: in.Kind, Queue: in.Queue,
@@ -384,6 +387,7 @@ func instance(st *staticRec, d *dynRec) *store.Instance {
 		in.Args = st.Args
 		in.Timeout = st.Timeout
 		in.UniqueUntil = nt(st.UniqueUntil)
+		in.Metadata = store.CloneMetadata(st.Metadata)
 	}
 	return in
 }

@@ -77,6 +77,7 @@ type extra struct {
 	finishedAt int64
 	result     []byte
 	err        string
+	meta       map[string]string // Instance.Metadata: never changed after enqueue
 }
 
 // hist is one history record of the instance that holds it.
@@ -206,6 +207,7 @@ func (r *rec) toInstance(names []string) *store.Instance {
 		in.FinishedAt = fromNanos(x.finishedAt)
 		in.Result = cloneBytes(x.result)
 		in.Error = x.err
+		in.Metadata = store.CloneMetadata(x.meta)
 	}
 	return in
 }

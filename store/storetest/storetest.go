@@ -82,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 		fn   func(t *testing.T, h Harness)
 	}{
 		{"EnqueueLookupRoundTrip", testEnqueueRoundTrip},
+		{"Metadata", testMetadata},
 		{"EnqueueBatch", testEnqueueBatch},
 		{"RecordsAreCopies", testRecordsAreCopies},
 		{"ClaimOrder", testClaimOrder},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -318,10 +319,51 @@ func encodeFullSpec(in *store.Instance, enq time.Time) string {
 	p.time(enq)
 	p.int(0)
 	p.int(-1)
-	if l := laneLabels(in.Labels); l != "" {
+	l, md := laneLabels(in.Labels), encodeMetadata(in.Metadata)
+	if l != "" || md != "" {
 		p.str(l)
 	}
+	if md != "" {
+		p.str(md)
+	}
 	return p.record()
+}
+
+// encodeMetadata returns metadata as the spec keeps it (lua/lib.lua
+// P_META): its keys and values as consecutive MessagePack strings, key
+// before value, in key order; "" for none.
+func encodeMetadata(md map[string]string) string {
+	if len(md) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	p := getPacker()
+	for _, k := range keys {
+		p.str(k)
+		p.str(md[k])
+	}
+	return p.record()
+}
+
+// decodeMetadata is the inverse of encodeMetadata; ok is false when raw
+// is not what it writes.
+func decodeMetadata(raw string) (md map[string]string, ok bool) {
+	u := newUnpacker(raw)
+	defer u.release()
+	md = map[string]string{}
+	for u.more() {
+		k := u.str()
+		v := u.str()
+		if u.err != nil || k == "" {
+			return nil, false
+		}
+		md[k] = v
+	}
+	return md, u.end() && len(md) > 0
 }
 
 // laneLabels returns labels as the spec keeps them (lua/lib.lua
@@ -356,12 +398,24 @@ func DecodeInstance(id, spec, state string) (*store.Instance, error) {
 	in.UpdatedAt = u.time() // P_ENQ
 	u.int()                 // P_HDELTA and P_HSEQ: the enqueue's history
 	u.int()                 // entry, which only the scripts read
-	if u.more() {           // P_LABELS, written only when there are labels
+	if u.more() {           // P_LABELS, written only when there are labels or metadata
 		l := u.str()
-		if len(l) < 2 || l[0] != 0 {
+		switch {
+		case l == "" && !u.more(): // "" is written only before metadata
+			return nil, corrupt("instance "+id, spec)
+		case l == "":
+		case len(l) < 2 || l[0] != 0:
+			return nil, corrupt("instance "+id, spec)
+		default:
+			in.Labels = strings.Split(l[1:], "\x00")
+		}
+	}
+	if u.more() { // P_META, written only when there is metadata
+		md, ok := decodeMetadata(u.str())
+		if !ok {
 			return nil, corrupt("instance "+id, spec)
 		}
-		in.Labels = strings.Split(l[1:], "\x00")
+		in.Metadata = md
 	}
 	if !u.end() {
 		return nil, corrupt("instance "+id, spec)

@@ -119,14 +119,15 @@ func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.Enq
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
 	}
-	args := make([]string, 0, 2+10*len(p.Instances))
+	args := make([]string, 0, 2+11*len(p.Instances))
 	args = append(args, us(p.Now), p.Node)
 	for _, in := range p.Instances {
 		if err := in.Validate(); err != nil {
 			return nil, err
 		}
 		args = append(args, EncodeID(in.ID), EncodeSpec(in), in.Kind, in.Queue, itoa(in.Priority),
-			us(in.RunAt), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt), laneLabels(in.Labels))
+			us(in.RunAt), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt), laneLabels(in.Labels),
+			encodeMetadata(in.Metadata))
 	}
 	if len(p.Instances) == 0 {
 		return []store.EnqueueResult{}, nil

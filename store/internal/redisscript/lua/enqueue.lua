@@ -1,9 +1,10 @@
 -- enqueue: store new instances in state Scheduled.
 -- KEYS: the namespace keys (lib.lua).
--- ARGV: [1] prefix, [2] now (us), [3] node, then per instance ten values:
---       ID, spec (its first ten values, see lib.lua), kind, queue,
+-- ARGV: [1] prefix, [2] now (us), [3] node, then per instance eleven
+--       values: ID, spec (its first ten values, see lib.lua), kind, queue,
 --       priority, RunAt (us), unique key, UniqueUntil (us), CreatedAt (us),
---       required labels (as P_LABELS holds them; '' for none).
+--       required labels (as P_LABELS holds them; '' for none), metadata (as
+--       P_META holds it; '' for none).
 -- Returns one {code, id, seq} per instance: code 0 stored (seq assigned),
 -- 1 duplicate unique key (id is the holder's), 2 an instance with this ID
 -- exists already (seq is its Seq; nothing changes, so a retried Enqueue is
@@ -16,7 +17,7 @@
 -- kind's ctr field) and to its queue, and the queue's channel gets a
 -- PUBLISH.
 local now, node = tonumber(ARGV[2]), ARGV[3]
-local N = 10
+local N = 11
 
 local ids = argv_ids(4, N)
 local old = hmget(K_INST, ids)
@@ -86,10 +87,13 @@ for _, e in ipairs(stored) do
 	local id, kind, queue = e.id, ARGV[i + 2], ARGV[i + 3]
 	local prio, runat, created = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 8])
 	specs[#specs + 1] = id
-	local labels = ARGV[i + 9]
+	local labels, meta = ARGV[i + 9], ARGV[i + 10]
 	local lspec = ''
-	if labels ~= '' then
+	if labels ~= '' or meta ~= '' then
 		lspec = cmsgpack.pack(labels)
+	end
+	if meta ~= '' then
+		lspec = lspec .. cmsgpack.pack(meta)
 	end
 	specs[#specs + 1] = cmsgpack.pack(e.seq) .. ARGV[i + 1] .. tail_ .. lspec
 	kinds[kind] = (kinds[kind] or 0) + 1

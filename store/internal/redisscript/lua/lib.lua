@@ -101,11 +101,14 @@ local function kind_count(kind) return 'k:' .. kind end
 local P_SEQ, P_KIND, P_QUEUE, P_ARGS, P_PRIO, P_RUNAT, P_MAXR = 1, 2, 3, 4, 5, 6, 7
 local P_UKEY, P_UUNTIL, P_CREATED, P_ENQ, P_HDELTA, P_HSEQ = 9, 10, 11, 12, 13, 14
 local NP = 14
--- P_LABELS, a 15th value only when the instance requires labels: them,
--- sorted, each behind a NUL byte ('\0a\0b'); enqueue appends it.
-local P_LABELS = 15
+-- P_LABELS, a 15th value only when the instance requires labels or
+-- carries metadata: the labels, sorted, each behind a NUL byte
+-- ('\0a\0b'; '' for none); enqueue appends it. P_META, a 16th value only
+-- when the instance carries metadata: the Go side's packing of its pairs
+-- (codec.go encodeMetadata), which the scripts never read.
+local P_LABELS, P_META = 15, 16
 local P_SCHEMA = {'number', 'string', 'string', 'string', 'number', 'number', 'number',
-	'number', 'string', 'number', 'number', 'number', 'number', 'number', 'string'}
+	'number', 'string', 'number', 'number', 'number', 'number', 'number', 'string', 'string'}
 
 -- spec decodes raw, or returns nil when raw is missing or not a spec.
 -- A spec without labels gets P_LABELS ''.
@@ -114,7 +117,7 @@ local function spec(raw)
 		return nil
 	end
 	local ok, p = pcall(function() return {cmsgpack.unpack(raw)} end)
-	if not ok or (#p ~= NP and #p ~= NP + 1) then
+	if not ok or #p < NP or #p > NP + 2 then
 		return nil
 	end
 	for i = 1, #p do
