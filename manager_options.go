@@ -79,6 +79,7 @@ type config struct {
 	triggerReload time.Duration
 	// The node registry (node.go).
 	heartbeat, deadAfter, maxSkew time.Duration
+	obs                           observers // WithObserver (observe.go)
 }
 
 // ManagerOption configures a Manager.
