@@ -66,8 +66,10 @@ type kindMetrics struct {
 	duration                                            prometheus.Observer
 }
 
-// queueMetrics are the metrics of one (kind, queue), resolved once.
+// queueMetrics are the metrics of one (kind, queue), and of its kind,
+// resolved once: an event of a kind and queue costs one map lookup.
 type queueMetrics struct {
+	kind               *kindMetrics
 	scheduled, retries prometheus.Counter
 	wait               prometheus.Observer
 }
@@ -172,8 +174,9 @@ func (c *Collector) Scheduled(ev job.ScheduledEvent) {
 
 // AttemptStarted counts an attempt and observes how long it waited.
 func (c *Collector) AttemptStarted(ev job.AttemptStartedEvent) {
-	c.kind(ev.Kind).executed.Inc()
-	c.queue(ev.Kind, ev.Queue).wait.Observe(ev.Wait.Seconds())
+	q := c.queue(ev.Kind, ev.Queue)
+	q.kind.executed.Inc()
+	q.wait.Observe(ev.Wait.Seconds())
 }
 
 // AttemptFinished counts an attempt's outcome and observes its duration.
@@ -181,11 +184,12 @@ func (c *Collector) AttemptFinished(ev job.AttemptFinishedEvent) {
 	if ev.HandedBack {
 		return
 	}
-	k := c.kind(ev.Kind)
+	q := c.queue(ev.Kind, ev.Queue)
+	k := q.kind
 	k.duration.Observe(ev.Duration.Seconds())
 	switch {
 	case ev.Retry:
-		c.queue(ev.Kind, ev.Queue).retries.Inc()
+		q.retries.Inc()
 	case ev.State == job.Completed:
 		k.completed.Inc()
 	case ev.State == job.Terminated:
@@ -259,6 +263,7 @@ func (c *Collector) queue(kind, queue string) *queueMetrics {
 	}
 	return c.byQueue.add(key, func() *queueMetrics {
 		return &queueMetrics{
+			kind:      c.kind(kind),
 			scheduled: c.scheduled.WithLabelValues(queue, kind), retries: c.retries.WithLabelValues(queue, kind),
 			wait: c.wait.WithLabelValues(queue, kind),
 		}
