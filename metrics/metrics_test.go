@@ -429,7 +429,7 @@ func testCollector(t *testing.T, st store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
+	reg := prometheus.NewPedanticRegistry() // checks what Collect sends against Describe
 	reg.MustRegister(col)
 	s := serve(t, reg)
 	m := runWork(t, st, col)
@@ -462,7 +462,7 @@ func TestGoJobNaming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
+	reg := prometheus.NewPedanticRegistry() // checks what Collect sends against Describe
 	reg.MustRegister(col)
 	s := serve(t, reg)
 	runWork(t, memStore(t), col)
@@ -522,7 +522,7 @@ func TestScrapeTTL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reg := prometheus.NewRegistry()
+		reg := prometheus.NewPedanticRegistry() // checks what Collect sends against Describe
 		reg.MustRegister(col)
 		s := serve(t, reg)
 		// A heartbeat interval far beyond the test: ListNodes is the
@@ -573,7 +573,7 @@ func TestOneCollectorPerManager(t *testing.T) {
 		t.Errorf("second manager on one collector: %v, want ErrInvalidOption naming the fix", err)
 	}
 
-	reg := prometheus.NewRegistry()
+	reg := prometheus.NewPedanticRegistry() // checks what Collect sends against Describe
 	s := serve(t, reg)
 	for _, ns := range []string{"blue", "green"} {
 		c, err := metrics.New(metrics.WithConstLabels(prometheus.Labels{"namespace": ns}))
