@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jobkit/job"
@@ -90,7 +91,7 @@ func (r *recorder) finishedOf(kind string) []job.AttemptFinishedEvent {
 func TestObserverEvents(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	m := newManager(t, job.WithObserver(rec), job.WithWorkers(4), job.WithQueues(job.DefaultQueue, "q2"))
+	m := newManager(t, job.WithObserver(rec), job.WithWorkers(4), job.WithQueues(job.DefaultQueue, "q2"), job.WithLogger(quietLogger()))
 	if rec.mgr != m || rec.attached != 1 {
 		t.Fatalf("ObserveManager got %p %d times, want the manager %p once", rec.mgr, rec.attached, m)
 	}
@@ -237,7 +238,7 @@ func TestObserverLeaseLostAndRescued(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	m := newManager(t, job.WithStore(st), job.WithObserver(rec), job.WithRescueInterval(5*time.Millisecond))
+	m := newManager(t, job.WithStore(st), job.WithObserver(rec), job.WithRescueInterval(5*time.Millisecond), job.WithLogger(quietLogger()))
 	release := make(chan struct{})
 	running := make(chan struct{}, 1)
 	if err := m.RegisterJob(mustJob(t, job.WithKind("block"), job.WithExecutor(func() {
@@ -338,3 +339,122 @@ type failingObserver struct {
 }
 
 func (f failingObserver) ObserveManager(*job.Manager) error { return f.err }
+
+// TestObserverFences: an attempt that cannot renew its lease is reported
+// lost with reason fence, one given up by a node whose heartbeats fail
+// with reason node, and the managers that rescue them report the rescue
+// (lease ended; node declared dead).
+func TestObserverFences(t *testing.T) {
+	t.Parallel()
+	t.Run("lease", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			mem := newMemdb(t)
+			cut := &faultStore{Store: mem}
+			recA, recB := &recorder{}, &recorder{}
+			a := newManager(t, job.WithStore(cut), job.WithNodeID("a"), job.WithObserver(recA), job.WithLogger(quietLogger()))
+			b := newManager(t, job.WithStore(mem), job.WithNodeID("b"), job.WithObserver(recB), job.WithLogger(quietLogger()))
+			var ov overlap
+			for _, m := range []*job.Manager{a, b} {
+				sleepJob(t, m, &ov, 2*time.Minute, nil)
+			}
+			ctx := context.Background()
+			if err := a.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.ScheduleJob(ctx, "work"); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			cut.cutOff(errors.New("store unreachable")) // renewals and claims fail; heartbeats go on
+			if err := b.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Minute)
+			synctest.Wait()
+			recA.mu.Lock()
+			if len(recA.lost) != 1 || recA.lost[0] != (job.LeaseLostEvent{Kind: "work", Queue: job.DefaultQueue, Attempt: 1, Reason: job.LeaseLostFence}) {
+				t.Errorf("a's lost leases %+v, want attempt 1 of work fenced", recA.lost)
+			}
+			recA.mu.Unlock()
+			recB.mu.Lock()
+			if len(recB.rescued) != 1 || recB.rescued[0] != (job.RescuedEvent{Kind: "work", Queue: job.DefaultQueue, State: job.Scheduled}) {
+				t.Errorf("b's rescues %+v, want work back to scheduled for its lease", recB.rescued)
+			}
+			recB.mu.Unlock()
+			if f := recB.finishedOf("work"); len(f) != 1 || f[0].State != job.Completed || f[0].Attempt != 2 || f[0].Duration != 2*time.Minute {
+				t.Errorf("b finished %+v, want attempt 2 completed after its 2 minutes", f)
+			}
+		})
+	})
+	t.Run("node", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			mem := newMemdb(t)
+			cs := &cutStore{Store: mem}
+			recA, recB := &recorder{}, &recorder{}
+			a := newManager(t, job.WithStore(cs), job.WithNodeID("a"), job.WithObserver(recA), job.WithLogger(quietLogger()))
+			b := newManager(t, job.WithStore(mem), job.WithNodeID("b"), job.WithObserver(recB), job.WithLogger(quietLogger()))
+			var ov overlap
+			for _, m := range []*job.Manager{a, b} {
+				sleepJob(t, m, &ov, 10*time.Second, nil)
+			}
+			ctx := context.Background()
+			if err := a.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.ScheduleJob(ctx, "work"); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+			if err := b.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cs.cut.Store(true) // heartbeats fail too
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			recA.mu.Lock()
+			if len(recA.lost) == 0 || recA.lost[0] != (job.LeaseLostEvent{Kind: "work", Queue: job.DefaultQueue, Attempt: 1, Reason: job.LeaseLostNode}) {
+				t.Errorf("a's lost leases %+v, want attempt 1 of work given up by the node's fence first", recA.lost)
+			}
+			recA.mu.Unlock()
+			recB.mu.Lock()
+			if len(recB.rescued) != 1 || recB.rescued[0] != (job.RescuedEvent{Kind: "work", Queue: job.DefaultQueue, State: job.Scheduled, DeadNode: true}) {
+				t.Errorf("b's rescues %+v, want work rescued from the dead node", recB.rescued)
+			}
+			recB.mu.Unlock()
+			if f := recB.finishedOf("work"); len(f) != 1 || f[0].State != job.Completed || f[0].Attempt != 2 {
+				t.Errorf("b finished %+v, want attempt 2 completed", f)
+			}
+			cs.cut.Store(false)
+		})
+	})
+	t.Run("renew", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			mem := newMemdb(t)
+			rec := &recorder{}
+			// One worker: the rescued instance waits for it, so the lost
+			// attempt is the one the renewal carries.
+			a := newManager(t, job.WithStore(mem), job.WithNodeID("a"), job.WithWorkers(1), job.WithObserver(rec), job.WithLogger(quietLogger()))
+			sleepJob(t, a, &overlap{}, 2*time.Minute, nil)
+			ctx := context.Background()
+			if err := a.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.ScheduleJob(ctx, "work"); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			// Another rescuer, its clock far ahead, takes the lease; a's
+			// next renewal finds it gone.
+			if moved, err := mem.Rescue(ctx, &store.RescueParams{Now: time.Now().Add(time.Hour), Limit: 1, Node: "other"}); err != nil || len(moved) != 1 {
+				t.Fatalf("rescue: %d, %v", len(moved), err)
+			}
+			time.Sleep(job.DefaultLease / 2)
+			synctest.Wait()
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if len(rec.lost) != 1 || rec.lost[0] != (job.LeaseLostEvent{Kind: "work", Queue: job.DefaultQueue, Attempt: 1, Reason: job.LeaseLostRenew}) {
+				t.Errorf("lost leases %+v, want attempt 1 of work lost at its renewal", rec.lost)
+			}
+		})
+	})
+}
