@@ -154,13 +154,17 @@ func New(opts ...Option) (*Collector, error) {
 }
 
 // ObserveManager makes m the manager whose figures a scrape reads; NewManager
-// calls it (see job.ManagerObserver). A Collector observes one manager: a
-// second one is an error.
+// calls it (see job.ManagerObserver). A Collector observes one manager,
+// once: a second manager, or the same one given it twice (which would count
+// every event twice), is an error.
 func (c *Collector) ObserveManager(m *job.Manager) error {
 	if m == nil {
 		return fmt.Errorf("%w: nil manager", ErrInvalidOption)
 	}
-	if !c.mgr.CompareAndSwap(nil, m) && c.mgr.Load() != m {
+	if !c.mgr.CompareAndSwap(nil, m) {
+		if c.mgr.Load() == m {
+			return fmt.Errorf("%w: this Collector was given to the manager twice (job.WithObserver); give it once", ErrInvalidOption)
+		}
 		return fmt.Errorf("%w: this Collector already observes manager %s; make one Collector per Manager (WithConstLabels tells them apart on one registry)",
 			ErrInvalidOption, c.mgr.Load().NodeID())
 	}

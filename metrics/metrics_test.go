@@ -558,7 +558,7 @@ func TestScrapeTTL(t *testing.T) {
 	}
 }
 
-// TestOneCollectorPerManager: a Collector observes one manager; two
+// TestOneCollectorPerManager: a Collector observes one manager, once; two
 // Collectors with distinct const labels share one registry.
 func TestOneCollectorPerManager(t *testing.T) {
 	t.Parallel()
@@ -568,6 +568,13 @@ func TestOneCollectorPerManager(t *testing.T) {
 	}
 	if _, err := job.NewManager(job.WithObserver(col), job.WithLogger(quiet)); err != nil {
 		t.Fatal(err)
+	}
+	twice, err := metrics.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := job.NewManager(job.WithObserver(twice), job.WithObserver(twice), job.WithLogger(quiet)); !errors.Is(err, metrics.ErrInvalidOption) || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("one collector given twice: %v, want ErrInvalidOption saying so", err)
 	}
 	if _, err := job.NewManager(job.WithObserver(col), job.WithLogger(quiet)); !errors.Is(err, metrics.ErrInvalidOption) || !strings.Contains(err.Error(), "one Collector per Manager") {
 		t.Errorf("second manager on one collector: %v, want ErrInvalidOption naming the fix", err)
