@@ -288,7 +288,7 @@ func (m *Manager) terminateUndecodable(u store.UndecodableRecord) {
 // the claim loop.
 func (m *Manager) subscribe(q string) {
 	defer m.bg.Done()
-	n, ok := m.store.(store.Notifier)
+	n, ok := m.cfg.store.(store.Notifier) // the store itself, not observedStore
 	if !ok {
 		return
 	}

@@ -15,6 +15,9 @@ type finishReq struct {
 	out  store.Outcome
 	inst *instance
 	err  error
+	// ended is when the executor returned (manager's clock), for
+	// observers; zero when the engine decided the end without it.
+	ended time.Time
 }
 
 // submit queues an outcome for the completer, waiting while its queue is
@@ -165,17 +168,20 @@ func (m *Manager) flush(batch []*finishReq) {
 		}
 	}
 	retryNow := false
+	now := m.clock.Now()
 	for i, r := range batch {
 		m.active.remove(r.a)
 		if res[i].Err != nil {
 			if errors.Is(res[i].Err, store.ErrLeaseLost) {
 				m.log.Warn("outcome discarded: lease lost", "instance", r.out.ID, "attempt", r.out.Attempt, "state", r.out.State)
+				m.cfg.obs.leaseLost(r.a.rec, LeaseLostFinish)
 			}
 			continue
 		}
-		if res[i].State == store.Scheduled && !r.out.RunAt.After(m.clock.Now()) {
+		if res[i].State == store.Scheduled && !r.out.RunAt.After(now) {
 			retryNow = true
 		}
+		m.cfg.obs.finished(r, res[i].State, now)
 		m.afterFinish(r, res[i].State)
 	}
 	m.unflushed.Add(-int64(len(batch)))

@@ -113,6 +113,7 @@ func (m *Manager) renewBatches(as []*attempt, until, now time.Time) bool {
 			// will be rejected on its own if the lease is really gone.
 			if m.giveUp(a) {
 				m.log.Warn("lease lost; canceling the attempt", "instance", r.ID, "attempt", r.Attempt)
+				m.cfg.obs.leaseLost(a.rec, LeaseLostRenew)
 				a.cancel(ErrLeaseLost)
 				m.active.remove(a)
 			}

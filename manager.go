@@ -148,6 +148,9 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	m.handlers.log = m.log
 	ch := make(chan struct{})
 	m.changed.Store(&ch)
+	if err := m.observe(); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 

@@ -80,6 +80,7 @@ type config struct {
 	// The node registry (node.go).
 	heartbeat, deadAfter, maxSkew time.Duration
 	middleware                    []Middleware // WithMiddleware (middleware.go)
+	obs                           observers    // WithObserver (observe.go)
 }
 
 // ManagerOption configures a Manager.

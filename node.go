@@ -365,6 +365,7 @@ func (m *Manager) fenceAll() int {
 		if m.giveUp(a) {
 			a.cancel(ErrLeaseLost)
 			m.active.remove(a)
+			m.cfg.obs.leaseLost(a.rec, LeaseLostNode)
 			n++
 		}
 	}

@@ -174,6 +174,7 @@ func (m *Manager) dispatch(recs []*store.Instance) {
 		}
 		as[i] = a
 		m.active.add(a)
+		m.cfg.obs.started(rec, now)
 	}
 	m.undecided.Add(int64(len(as)))
 	m.watch.add(as)
@@ -277,7 +278,7 @@ func (m *Manager) execute(a *attempt) {
 	if foreign != nil && out.State != store.Scheduled && out.State != store.Canceled {
 		out = *foreign // unless Stop handed it back or it was canceled meanwhile
 	}
-	m.submit(&finishReq{a: a, out: out, inst: inst, err: err})
+	m.submit(&finishReq{a: a, out: out, inst: inst, err: err, ended: m.clock.Now()})
 	m.decided()
 }
 
