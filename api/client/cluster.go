@@ -1,0 +1,67 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
+)
+
+// ListQueues returns every queue with its counts by state, its lag and
+// whether it is paused.
+func (c *Client) ListQueues(ctx context.Context) ([]*jobkitv1.Queue, error) {
+	res, err := c.queues.ListQueues(ctx, connect.NewRequest(&jobkitv1.ListQueuesRequest{}))
+	if err != nil {
+		return nil, wrap("list queues", err)
+	}
+	return res.Msg.GetQueues(), nil
+}
+
+// PauseQueue stops claims from the queue on every node; its instances
+// wait. It returns the queue after the change.
+func (c *Client) PauseQueue(ctx context.Context, name string) (*jobkitv1.Queue, error) {
+	op := fmt.Sprintf("pause queue %q", name)
+	if name == "" {
+		return nil, invalid(op, fmt.Errorf("empty queue name"))
+	}
+	res, err := c.queues.PauseQueue(ctx, connect.NewRequest(&jobkitv1.PauseQueueRequest{Name: name}))
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return res.Msg.GetQueue(), nil
+}
+
+// ResumeQueue lets nodes claim from a paused queue again.
+func (c *Client) ResumeQueue(ctx context.Context, name string) (*jobkitv1.Queue, error) {
+	op := fmt.Sprintf("resume queue %q", name)
+	if name == "" {
+		return nil, invalid(op, fmt.Errorf("empty queue name"))
+	}
+	res, err := c.queues.ResumeQueue(ctx, connect.NewRequest(&jobkitv1.ResumeQueueRequest{Name: name}))
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return res.Msg.GetQueue(), nil
+}
+
+// ListKinds returns every job kind the store has seen, with its counts and
+// lag.
+func (c *Client) ListKinds(ctx context.Context) ([]*jobkitv1.Kind, error) {
+	res, err := c.queues.ListKinds(ctx, connect.NewRequest(&jobkitv1.ListKindsRequest{}))
+	if err != nil {
+		return nil, wrap("list kinds", err)
+	}
+	return res.Msg.GetKinds(), nil
+}
+
+// ListNodes returns the nodes sharing the server's store: live ones and
+// those gone recently.
+func (c *Client) ListNodes(ctx context.Context) ([]*jobkitv1.Node, error) {
+	res, err := c.nodes.ListNodes(ctx, connect.NewRequest(&jobkitv1.ListNodesRequest{}))
+	if err != nil {
+		return nil, wrap("list nodes", err)
+	}
+	return res.Msg.GetNodes(), nil
+}

@@ -1,0 +1,90 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
+)
+
+// CreateTrigger stores a new trigger (a cron or interval schedule of a
+// kind) and returns it as stored; CodeAlreadyExists when its name is
+// taken, CodeInvalidArgument for an invalid cron spec.
+func (c *Client) CreateTrigger(ctx context.Context, t *jobkitv1.Trigger) (*jobkitv1.Trigger, error) {
+	op := fmt.Sprintf("create trigger %q", t.GetName())
+	res, err := c.triggers.CreateTrigger(ctx, connect.NewRequest(&jobkitv1.CreateTriggerRequest{Trigger: t}))
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return res.Msg.GetTrigger(), nil
+}
+
+// Trigger returns the trigger named name with its next nextFireTimes fire
+// times (0: 5); CodeNotFound when there is none.
+func (c *Client) Trigger(ctx context.Context, name string, nextFireTimes int) (*jobkitv1.Trigger, error) {
+	op := fmt.Sprintf("get trigger %q", name)
+	res, err := c.triggers.GetTrigger(ctx, connect.NewRequest(&jobkitv1.GetTriggerRequest{Name: name, NextFireTimes: int32(nextFireTimes)}))
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return res.Msg.GetTrigger(), nil
+}
+
+// Triggers returns one page of triggers sorted by name, and the next
+// page's token ("" after the last).
+func (c *Client) Triggers(ctx context.Context, pageSize int, pageToken string) ([]*jobkitv1.Trigger, string, error) {
+	res, err := c.triggers.ListTriggers(ctx, connect.NewRequest(&jobkitv1.ListTriggersRequest{
+		PageSize: int32(pageSize), PageToken: pageToken,
+	}))
+	if err != nil {
+		return nil, "", wrap("list triggers", err)
+	}
+	return res.Msg.GetTriggers(), res.Msg.GetNextPageToken(), nil
+}
+
+// UpdateTrigger replaces a stored trigger's schedule, arguments and
+// policies if its version is still ifVersion (0: whatever is stored).
+func (c *Client) UpdateTrigger(ctx context.Context, t *jobkitv1.Trigger, ifVersion int64) (*jobkitv1.Trigger, error) {
+	op := fmt.Sprintf("update trigger %q", t.GetName())
+	res, err := c.triggers.UpdateTrigger(ctx, connect.NewRequest(&jobkitv1.UpdateTriggerRequest{Trigger: t, IfVersion: ifVersion}))
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return res.Msg.GetTrigger(), nil
+}
+
+// DeleteTrigger deletes the trigger named name.
+func (c *Client) DeleteTrigger(ctx context.Context, name string) error {
+	_, err := c.triggers.DeleteTrigger(ctx, connect.NewRequest(&jobkitv1.DeleteTriggerRequest{Name: name}))
+	return wrap(fmt.Sprintf("delete trigger %q", name), err)
+}
+
+// PauseTrigger stops a trigger's ticks until ResumeTrigger.
+func (c *Client) PauseTrigger(ctx context.Context, name string) (*jobkitv1.Trigger, error) {
+	res, err := c.triggers.PauseTrigger(ctx, connect.NewRequest(&jobkitv1.PauseTriggerRequest{Name: name}))
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("pause trigger %q", name), err)
+	}
+	return res.Msg.GetTrigger(), nil
+}
+
+// ResumeTrigger starts a paused trigger's ticks again.
+func (c *Client) ResumeTrigger(ctx context.Context, name string) (*jobkitv1.Trigger, error) {
+	res, err := c.triggers.ResumeTrigger(ctx, connect.NewRequest(&jobkitv1.ResumeTriggerRequest{Name: name}))
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("resume trigger %q", name), err)
+	}
+	return res.Msg.GetTrigger(), nil
+}
+
+// RunTrigger schedules one instance of the trigger's kind and arguments
+// now, outside its schedule, and returns it.
+func (c *Client) RunTrigger(ctx context.Context, name string) (*Instance, error) {
+	res, err := c.triggers.RunTrigger(ctx, connect.NewRequest(&jobkitv1.RunTriggerRequest{Name: name}))
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("run trigger %q", name), err)
+	}
+	return newInstance(res.Msg.GetInstance()), nil
+}
