@@ -1,0 +1,250 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
+)
+
+// readMessage fills m from a JSON file in the API's form ("-": stdin).
+func readMessage(g *globals, file string, m proto.Message) error {
+	var b []byte
+	var err error
+	if file == "-" {
+		b, err = readAll(g.env.stdin)
+	} else {
+		b, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return usagef("-f: %v", err)
+	}
+	if err := protojson.Unmarshal(b, m); err != nil {
+		return usagef("-f %s: not a %s in JSON: %v", file, m.ProtoReflect().Descriptor().FullName(), err)
+	}
+	return nil
+}
+
+// defFlags are the fields of a definition a command line sets.
+type defFlags struct {
+	file        string
+	queue       string
+	priority    int
+	retries     int
+	timeout     time.Duration
+	labels      []string
+	description string
+	uniqueBy    string
+	uniqueTTL   time.Duration
+	ifVersion   int64
+}
+
+func (f *defFlags) add(cmd *cobra.Command, update bool) {
+	fl := cmd.Flags()
+	fl.StringVarP(&f.file, "file", "f", "", `read the definition from this JSON file (a jobkit.v1.Definition; "-": stdin); flags override its fields`)
+	fl.StringVar(&f.queue, "queue", "", "queue of its instances")
+	fl.IntVar(&f.priority, "priority", 0, "priority")
+	fl.IntVar(&f.retries, "retries", 0, "max retries (-1: forever)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "bound on each attempt")
+	fl.StringSliceVarP(&f.labels, "label", "l", nil, "labels a node must have to run it")
+	fl.StringVar(&f.description, "description", "", "what the kind does")
+	fl.StringVar(&f.uniqueBy, "unique-by", "", "make instances unique by args or key")
+	fl.DurationVar(&f.uniqueTTL, "unique-ttl", 0, "how long an instance holds its unique key")
+	if update {
+		fl.Int64Var(&f.ifVersion, "if-version", 0, "replace only if the stored version is this (default: the version read just before)")
+	}
+}
+
+// apply sets the fields whose flags were given on d.
+func (f *defFlags) apply(cmd *cobra.Command, d *jobkitv1.Definition) error {
+	fl := cmd.Flags()
+	if fl.Changed("queue") {
+		d.Queue = f.queue
+	}
+	if fl.Changed("priority") {
+		d.Priority = int32(f.priority)
+	}
+	if fl.Changed("retries") {
+		d.MaxRetries = int32(f.retries)
+	}
+	if fl.Changed("timeout") {
+		d.Timeout = durationpb.New(f.timeout)
+	}
+	if fl.Changed("label") {
+		d.Labels = f.labels
+	}
+	if fl.Changed("description") {
+		d.Description = f.description
+	}
+	if fl.Changed("unique-by") || fl.Changed("unique-ttl") {
+		if d.Unique == nil {
+			d.Unique = &jobkitv1.UniquePolicy{}
+		}
+		switch strings.ToLower(f.uniqueBy) {
+		case "":
+		case "args":
+			d.Unique.By = jobkitv1.UniqueBy_UNIQUE_BY_ARGS
+		case "key":
+			d.Unique.By = jobkitv1.UniqueBy_UNIQUE_BY_KEY
+		default:
+			return usagef("--unique-by %q: want args or key", f.uniqueBy)
+		}
+		if fl.Changed("unique-ttl") {
+			d.Unique.Ttl = durationpb.New(f.uniqueTTL)
+		}
+	}
+	return nil
+}
+
+func newDefinitionsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "definitions", Aliases: []string{"defs"}, Short: "Create, show, list, update and delete job definitions (kinds' policies as data)"}
+	var cf defFlags
+	create := &cobra.Command{
+		Use: "create KIND", Short: "Store a new definition", Args: exactArgs("KIND"),
+		Example: `  jobctl definitions create mail --queue mail --retries 5 --timeout 30s`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d := &jobkitv1.Definition{}
+			if cf.file != "" {
+				if err := readMessage(g, cf.file, d); err != nil {
+					return err
+				}
+			}
+			d.Kind = args[0]
+			if err := cf.apply(cmd, d); err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.callCtx(cmd.Context())
+			defer cancel()
+			got, err := c.CreateDefinition(ctx, d)
+			if err != nil {
+				return err
+			}
+			return printDefinitions(g, &jobkitv1.CreateDefinitionResponse{Definition: got}, got)
+		},
+	}
+	cf.add(create, false)
+
+	var uf defFlags
+	update := &cobra.Command{
+		Use: "update KIND", Short: "Change a stored definition (the fields given; the rest kept)", Args: exactArgs("KIND"),
+		Example: `  jobctl definitions update mail --retries 10`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.callCtx(cmd.Context())
+			defer cancel()
+			d, err := c.Definition(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			ifVersion := d.GetVersion()
+			if cmd.Flags().Changed("if-version") {
+				ifVersion = uf.ifVersion
+			}
+			if uf.file != "" {
+				d = &jobkitv1.Definition{}
+				if err := readMessage(g, uf.file, d); err != nil {
+					return err
+				}
+			}
+			d.Kind = args[0]
+			if err := uf.apply(cmd, d); err != nil {
+				return err
+			}
+			got, err := c.UpdateDefinition(ctx, d, ifVersion)
+			if err != nil {
+				return err
+			}
+			return printDefinitions(g, &jobkitv1.UpdateDefinitionResponse{Definition: got}, got)
+		},
+	}
+	uf.add(update, true)
+
+	var (
+		pageSize  int
+		pageToken string
+		delIf     int64
+	)
+	list := &cobra.Command{
+		Use: "list", Short: "List definitions by kind", Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.callCtx(cmd.Context())
+			defer cancel()
+			ds, next, err := c.Definitions(ctx, pageSize, pageToken)
+			if err != nil {
+				return err
+			}
+			return printDefinitions(g, &jobkitv1.ListDefinitionsResponse{Definitions: ds, NextPageToken: next}, ds...)
+		},
+	}
+	list.Flags().IntVar(&pageSize, "page-size", 0, "definitions per page (0: 100)")
+	list.Flags().StringVar(&pageToken, "page-token", "", "continue after the page that gave this token")
+	del := &cobra.Command{
+		Use: "delete KIND", Short: "Delete a definition", Args: exactArgs("KIND"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.callCtx(cmd.Context())
+			defer cancel()
+			if err := c.DeleteDefinition(ctx, args[0], delIf); err != nil {
+				return err
+			}
+			pr := g.printer()
+			if pr.structured() {
+				return pr.message(&jobkitv1.DeleteDefinitionResponse{}, false)
+			}
+			_, err = pr.w.Write([]byte("deleted definition " + args[0] + "\n"))
+			return err
+		},
+	}
+	del.Flags().Int64Var(&delIf, "if-version", 0, "delete only if the stored version is this")
+	cmd.AddCommand(create, &cobra.Command{
+		Use: "get KIND", Short: "Show a definition", Args: exactArgs("KIND"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.callCtx(cmd.Context())
+			defer cancel()
+			d, err := c.Definition(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return printDefinitions(g, &jobkitv1.GetDefinitionResponse{Definition: d}, d)
+		},
+	}, list, update, del)
+	return cmd
+}
+
+func printDefinitions(g *globals, res protoMsg, ds ...*jobkitv1.Definition) error {
+	pr := g.printer()
+	if pr.structured() {
+		return pr.message(res, false)
+	}
+	t := newTable(pr.w, "KIND", "QUEUE", "PRIORITY", "RETRIES", "TIMEOUT", "LABELS", "VERSION")
+	for _, d := range ds {
+		t.row(d.GetKind(), d.GetQueue(), strconv.Itoa(int(d.GetPriority())), strconv.Itoa(int(d.GetMaxRetries())),
+			dur(d.GetTimeout()), orDash(strings.Join(d.GetLabels(), ",")), i64(d.GetVersion()))
+	}
+	return t.flush()
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/jobkit/job/api/client"
+)
+
+// The exit codes jobctl documents (see the package comment).
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitNotFound    = 3
+	exitConflict    = 4
+	exitAuth        = 5
+	exitUnavailable = 6
+)
+
+// usageError is a mistake in the command line: exit code 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// exitCode returns the exit code of a command's error.
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		switch {
+		case errors.Is(err, context.Canceled):
+			return exitError
+		case errors.Is(err, context.DeadlineExceeded):
+			return exitUnavailable
+		}
+		return exitError
+	}
+	return codeExit(ce.Code())
+}
+
+// codeExit maps an API status code to an exit code.
+func codeExit(c client.Code) int {
+	switch c {
+	case client.CodeInvalidArgument:
+		return exitUsage
+	case client.CodeNotFound:
+		return exitNotFound
+	case client.CodeAlreadyExists, client.CodeFailedPrecondition, client.CodeAborted:
+		return exitConflict
+	case client.CodeUnauthenticated, client.CodePermissionDenied:
+		return exitAuth
+	case client.CodeUnavailable, client.CodeDeadlineExceeded:
+		return exitUnavailable
+	}
+	return exitError
+}
+
+// report prints err for a user and returns its exit code.
+func report(w io.Writer, err error) int {
+	code := exitCode(err)
+	if code != exitOK {
+		fmt.Fprintf(w, "jobctl: %v\n", err)
+		if code == exitUsage {
+			var ue *usageError
+			if errors.As(err, &ue) {
+				fmt.Fprintln(w, "Run 'jobctl --help' or 'jobctl COMMAND --help' for usage.")
+			}
+		}
+	}
+	return code
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	job "github.com/jobkit/job"
+	"github.com/jobkit/job/api/client"
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
+)
+
+func newInstanceCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "instance", Short: "Show or operate one instance by ID"}
+	cmd.AddCommand(
+		&cobra.Command{
+			Use: "get ID", Short: "Show an instance", Args: exactArgs("ID"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return oneInstance(g, cmd, func(c *client.Client, ctx ctxT) (*client.Instance, error) {
+					return c.LookupInstance(ctx, args[0])
+				}, func(in *jobkitv1.Instance) protoMsg { return &jobkitv1.GetInstanceResponse{Instance: in} })
+			},
+		},
+		&cobra.Command{
+			Use: "cancel ID", Short: "Cancel an instance (a running one is asked to stop)", Args: exactArgs("ID"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return oneInstance(g, cmd, func(c *client.Client, ctx ctxT) (*client.Instance, error) {
+					return c.CancelInstance(ctx, args[0])
+				}, func(in *jobkitv1.Instance) protoMsg { return &jobkitv1.CancelInstanceResponse{Instance: in} })
+			},
+		},
+		newInstanceRetryCmd(g),
+		&cobra.Command{
+			Use: "delete ID", Short: "Delete an instance with its history and logs", Args: exactArgs("ID"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				ctx, cancel := g.callCtx(cmd.Context())
+				defer cancel()
+				if err := c.DeleteInstance(ctx, args[0]); err != nil {
+					return err
+				}
+				pr := g.printer()
+				if pr.structured() {
+					return pr.message(&jobkitv1.DeleteInstanceResponse{}, false)
+				}
+				_, err = pr.w.Write([]byte("deleted " + args[0] + "\n"))
+				return err
+			},
+		},
+		newInstanceHistoryCmd(g),
+		newInstanceLogsCmd(g),
+	)
+	return cmd
+}
+
+func newInstanceRetryCmd(g *globals) *cobra.Command {
+	var (
+		reset bool
+		at    string
+	)
+	cmd := &cobra.Command{
+		Use: "retry ID", Short: "Run a finished instance again", Args: exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var opts []client.AdminOption
+			if reset {
+				opts = append(opts, client.WithResetAttempts())
+			}
+			if at != "" {
+				t, err := time.Parse(time.RFC3339Nano, at)
+				if err != nil {
+					return usagef("--at %q: want an RFC 3339 time", at)
+				}
+				opts = append(opts, client.WithRetryAt(t))
+			}
+			return oneInstance(g, cmd, func(c *client.Client, ctx ctxT) (*client.Instance, error) {
+				return c.RetryInstance(ctx, args[0], opts...)
+			}, func(in *jobkitv1.Instance) protoMsg { return &jobkitv1.RetryInstanceResponse{Instance: in} })
+		},
+	}
+	cmd.Flags().BoolVar(&reset, "reset-attempts", false, "count attempts from zero again")
+	cmd.Flags().StringVar(&at, "at", "", "run at this RFC 3339 time instead of now")
+	return cmd
+}
+
+// oneInstance runs a call that answers one instance and prints it.
+func oneInstance(g *globals, cmd *cobra.Command, call func(*client.Client, ctxT) (*client.Instance, error), wrap func(*jobkitv1.Instance) protoMsg) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := g.callCtx(cmd.Context())
+	defer cancel()
+	in, err := call(c, ctx)
+	if err != nil {
+		return err
+	}
+	pr := g.printer()
+	if pr.structured() {
+		return pr.message(wrap(in.Proto()), false)
+	}
+	return instanceDetail(pr, in)
+}
+
+// instanceDetail prints one instance as "FIELD  value" lines.
+func instanceDetail(pr *printer, in *client.Instance) error {
+	p := in.Proto()
+	t := newTable(pr.w, "FIELD", "VALUE")
+	t.row("id", p.GetId())
+	t.row("kind", p.GetKind())
+	t.row("queue", p.GetQueue())
+	t.row("state", stateName(p.GetState()))
+	t.row("args", orDash(p.GetArgsJson()))
+	t.row("priority", strconv.Itoa(int(p.GetPriority())))
+	t.row("attempt", strconv.Itoa(int(p.GetAttempt())))
+	t.row("max retries", strconv.Itoa(int(p.GetMaxRetries())))
+	t.row("timeout", dur(p.GetTimeout()))
+	t.row("run at", ts(p.GetRunAt()))
+	t.row("created", ts(p.GetCreatedAt()))
+	t.row("updated", ts(p.GetUpdatedAt()))
+	t.row("finished", ts(p.GetFinishedAt()))
+	t.row("unique key", orDash(p.GetUniqueKey()))
+	t.row("lease owner", orDash(p.GetLeaseOwner()))
+	t.row("cancel requested", strconv.FormatBool(p.GetCancelRequested()))
+	t.row("result", orDash(p.GetResultJson()))
+	t.row("error", orDash(p.GetError()))
+	return t.flush()
+}
+
+func newInstanceHistoryCmd(g *globals) *cobra.Command {
+	var (
+		pageSize  int
+		pageToken string
+	)
+	cmd := &cobra.Command{
+		Use: "history ID", Short: "Show an instance's state changes, oldest first", Args: exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.callCtx(cmd.Context())
+			defer cancel()
+			p, err := c.PageHistory(ctx, client.NewQuery(client.WithQueryInstanceID(args[0]),
+				client.WithQueryLimit(pageSize), client.WithQueryCursor(pageToken)))
+			if err != nil {
+				return err
+			}
+			pr := g.printer()
+			if pr.structured() {
+				return pr.message(&jobkitv1.ListHistoryResponse{Changes: p.Changes, NextPageToken: p.Next}, false)
+			}
+			t := newTable(pr.w, "TIME", "STATE", "ATTEMPT", "NODE", "ERROR")
+			for _, ch := range p.Changes {
+				t.row(ts(ch.GetTime()), stateName(ch.GetState()), strconv.Itoa(int(ch.GetAttempt())), orDash(ch.GetNode()), orDash(short(ch.GetError(), 60)))
+			}
+			return t.flush()
+		},
+	}
+	cmd.Flags().IntVar(&pageSize, "page-size", 0, "changes per page (0: 100)")
+	cmd.Flags().StringVar(&pageToken, "page-token", "", "continue after the page that gave this token")
+	return cmd
+}
+
+func newInstanceLogsCmd(g *globals) *cobra.Command {
+	var (
+		follow    bool
+		levels    []string
+		pageSize  int
+		pageToken string
+	)
+	cmd := &cobra.Command{
+		Use:   "logs ID",
+		Short: "Show the messages an instance's executor logged (--follow: until it finishes)",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lv, err := parseLevels(levels)
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			pr := g.printer()
+			if follow {
+				for rec, err := range c.FollowLogs(cmd.Context(), args[0], client.NewQuery(client.WithQueryLevel(lv...))) {
+					if err != nil {
+						return err
+					}
+					if pr.structured() {
+						err = pr.message(&jobkitv1.FollowLogsResponse{Record: rec}, true)
+					} else {
+						err = logLine(pr, rec)
+					}
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			ctx, cancel := g.callCtx(cmd.Context())
+			defer cancel()
+			p, err := c.PageLogs(ctx, client.NewQuery(client.WithQueryInstanceID(args[0]), client.WithQueryLevel(lv...),
+				client.WithQueryLimit(pageSize), client.WithQueryCursor(pageToken)))
+			if err != nil {
+				return err
+			}
+			if pr.structured() {
+				return pr.message(&jobkitv1.ListLogsResponse{Records: p.Records, NextPageToken: p.Next}, false)
+			}
+			for _, rec := range p.Records {
+				if err := logLine(pr, rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new records until the instance finishes")
+	cmd.Flags().StringSliceVar(&levels, "level", nil, "levels: debug, info, warn, error")
+	cmd.Flags().IntVar(&pageSize, "page-size", 0, "records per page (0: 100)")
+	cmd.Flags().StringVar(&pageToken, "page-token", "", "continue after the page that gave this token")
+	cmd.MarkFlagsMutuallyExclusive("follow", "page-token")
+	return cmd
+}
+
+// logLine prints a log record as "time level attempt message".
+func logLine(pr *printer, rec *jobkitv1.LogRecord) error {
+	_, err := pr.w.Write([]byte(ts(rec.GetTime()) + " " + job.LogLevel(rec.GetLevel()).String() + " #" +
+		strconv.Itoa(int(rec.GetAttempt())) + " " + rec.GetMessage() + "\n"))
+	return err
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	job "github.com/jobkit/job"
+	"github.com/jobkit/job/api/client"
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
+)
+
+func newScheduleCmd(g *globals) *cobra.Command {
+	var (
+		args, at, cron, tz, name                 string
+		in, jitter, timeout, uniqueTTL, interval time.Duration
+		retries, priority                        int
+		queue, uniqueKey, idemKey                string
+		meta                                     []string
+	)
+	cmd := &cobra.Command{
+		Use:   "schedule KIND",
+		Short: "Schedule one instance of a kind (or, with --cron/--interval, create a trigger)",
+		Example: `  jobctl schedule sum --args '[1,2]'
+  jobctl schedule mail --args '["a@example.com"]' --in 5m --retries 5 --queue mail
+  jobctl schedule report --cron '0 6 * * *' --name daily-report`,
+		Args: exactArgs("KIND"),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			kind := pos[0]
+			fl := cmd.Flags()
+			if cron != "" || interval != 0 {
+				for _, f := range []string{"at", "in", "jitter", "retries", "timeout", "priority", "queue", "unique-key", "unique-ttl", "idempotency-key", "meta"} {
+					if fl.Changed(f) {
+						return usagef("--%s does not apply to a trigger (--cron, --interval); set the kind's policy with jobctl definitions", f)
+					}
+				}
+				t := &jobkitv1.Trigger{Name: name, Kind: kind, ArgsJson: args, Cron: cron, TimeZone: tz}
+				if t.Name == "" {
+					t.Name = kind
+				}
+				if interval != 0 {
+					t.Interval = durationpb.New(interval)
+				}
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				ctx, cancel := g.callCtx(cmd.Context())
+				defer cancel()
+				got, err := c.CreateTrigger(ctx, t)
+				if err != nil {
+					return err
+				}
+				return printTriggers(g, &jobkitv1.CreateTriggerResponse{Trigger: got}, got)
+			}
+			for _, f := range []string{"name", "tz"} {
+				if fl.Changed(f) {
+					return usagef("--%s goes with --cron or --interval", f)
+				}
+			}
+			var opts []client.ScheduleOption
+			if args != "" {
+				opts = append(opts, client.WithArgumentsJSON(args))
+			}
+			if at != "" {
+				t, err := time.Parse(time.RFC3339Nano, at)
+				if err != nil {
+					return usagef("--at %q: want an RFC 3339 time (2026-11-23T21:00:00Z)", at)
+				}
+				opts = append(opts, client.WithScheduleAt(t))
+			}
+			if fl.Changed("at") && fl.Changed("in") {
+				return usagef("give one of --at and --in")
+			}
+			if fl.Changed("in") {
+				opts = append(opts, client.WithScheduleAfter(in))
+			}
+			if fl.Changed("jitter") {
+				opts = append(opts, client.WithJitter(jitter))
+			}
+			if fl.Changed("retries") {
+				opts = append(opts, client.WithMaxRetries(retries))
+			}
+			if fl.Changed("timeout") {
+				opts = append(opts, client.WithTimeout(timeout))
+			}
+			if fl.Changed("priority") {
+				opts = append(opts, client.WithPriority(job.Priority(priority)))
+			}
+			if fl.Changed("queue") {
+				opts = append(opts, client.WithQueue(queue))
+			}
+			if fl.Changed("unique-key") {
+				opts = append(opts, client.WithUniqueKey(uniqueKey, uniqueTTL))
+			} else if fl.Changed("unique-ttl") {
+				return usagef("--unique-ttl goes with --unique-key")
+			}
+			if fl.Changed("idempotency-key") {
+				opts = append(opts, client.WithIdempotencyKey(idemKey))
+			}
+			md, err := parsePairs("meta", meta)
+			if err != nil {
+				return err
+			}
+			if md != nil {
+				opts = append(opts, client.WithMetadata(md))
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.callCtx(cmd.Context())
+			defer cancel()
+			in, err := c.ScheduleJob(ctx, kind, opts...)
+			if err != nil {
+				return err
+			}
+			pr := g.printer()
+			if pr.structured() {
+				return pr.message(&jobkitv1.ScheduleResponse{Instance: in.Proto()}, false)
+			}
+			return instanceTable(pr, []*jobkitv1.Instance{in.Proto()})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&args, "args", "", `the executor's arguments as a JSON array: '[1, "a"]'`)
+	f.StringVar(&at, "at", "", "run at this RFC 3339 time")
+	f.DurationVar(&in, "in", 0, "run after this long (5m)")
+	f.DurationVar(&jitter, "jitter", 0, "delay by a random duration up to this")
+	f.IntVar(&retries, "retries", 0, "max retries of a failed attempt (-1: forever)")
+	f.DurationVar(&timeout, "timeout", 0, "bound on each attempt")
+	f.IntVar(&priority, "priority", 0, "priority: higher runs first")
+	f.StringVar(&queue, "queue", "", "queue, instead of the kind's")
+	f.StringVar(&uniqueKey, "unique-key", "", "refuse (exit 4) while another instance holds this key")
+	f.DurationVar(&uniqueTTL, "unique-ttl", 0, "how long the unique key is held (0: the kind's, else 24h)")
+	f.StringVar(&idemKey, "idempotency-key", "", "repeating the command with this key returns the first instance")
+	f.StringArrayVar(&meta, "meta", nil, "metadata key=value carried to every attempt (repeat)")
+	f.StringVar(&cron, "cron", "", `create a trigger on this cron spec instead ("0 6 * * *", "@hourly")`)
+	f.DurationVar(&interval, "interval", 0, "create a trigger firing at this interval instead")
+	f.StringVar(&tz, "tz", "", "the trigger's IANA time zone (default UTC)")
+	f.StringVar(&name, "name", "", "the trigger's name (default: KIND)")
+	cmd.MarkFlagsMutuallyExclusive("cron", "interval")
+	return cmd
+}
+
+func newScheduleBatchCmd(g *globals) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "schedule-batch -f FILE",
+		Short: "Schedule many instances in one call from a JSON Lines file",
+		Long: `schedule-batch reads one jobkit.v1.ScheduleRequest per line, in the
+API's JSON form ({"kind":"sum","argsJson":"[1,2]","delay":"300s"}), from
+FILE ("-": standard input), and schedules them in one call (at most 1000).
+Each line gets its own result. The exit code is 0 when every item was
+scheduled, else that of the first failed item's code.`,
+		Example: `  printf '%s\n' '{"kind":"sum","argsJson":"[1,2]"}' '{"kind":"sum","argsJson":"[3,4]","queue":"q"}' | jobctl schedule-batch -f -`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r io.Reader
+			if file == "-" {
+				r = g.env.stdin
+			} else {
+				fh, err := os.Open(file)
+				if err != nil {
+					return usagef("-f: %v", err)
+				}
+				defer fh.Close()
+				r = fh
+			}
+			var items []client.BatchItem
+			sc := bufio.NewScanner(r)
+			sc.Buffer(make([]byte, 64<<10), 16<<20)
+			for line := 1; sc.Scan(); line++ {
+				text := strings.TrimSpace(sc.Text())
+				if text == "" || strings.HasPrefix(text, "#") {
+					continue
+				}
+				req := &jobkitv1.ScheduleRequest{}
+				if err := protojson.Unmarshal([]byte(text), req); err != nil {
+					return usagef("%s line %d: not a jobkit.v1.ScheduleRequest in JSON: %v", file, line, err)
+				}
+				items = append(items, client.BatchItem{Kind: req.GetKind(), Options: []client.ScheduleOption{client.WithScheduleRequest(req)}})
+			}
+			if err := sc.Err(); err != nil {
+				return fmt.Errorf("read %s: %w", file, err)
+			}
+			if len(items) == 0 {
+				return usagef("%s holds no request", file)
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.callCtx(cmd.Context())
+			defer cancel()
+			results, err := c.ScheduleJobs(ctx, items...)
+			if err != nil {
+				return err
+			}
+			res := &jobkitv1.ScheduleBatchResponse{}
+			var first error
+			for _, r := range results {
+				br := &jobkitv1.ScheduleBatchResult{}
+				if r.Err != nil {
+					var ce *client.Error
+					if e, ok := r.Err.(*client.Error); ok {
+						ce = e
+						br.Error = &jobkitv1.ItemError{Code: ce.Code().String(), Message: ce.Message()}
+					}
+					if first == nil {
+						first = r.Err
+					}
+				} else {
+					br.Instance = r.Instance.Proto()
+				}
+				res.Results = append(res.Results, br)
+			}
+			pr := g.printer()
+			if pr.structured() {
+				if err := pr.message(res, false); err != nil {
+					return err
+				}
+			} else {
+				t := newTable(pr.w, "#", "ID", "KIND", "QUEUE", "STATE", "ERROR")
+				for i, r := range res.Results {
+					if e := r.GetError(); e != nil {
+						t.row(fmt.Sprint(i+1), "-", items[i].Kind, "-", "-", e.GetCode()+": "+e.GetMessage())
+						continue
+					}
+					in := r.GetInstance()
+					t.row(fmt.Sprint(i+1), in.GetId(), in.GetKind(), in.GetQueue(), stateName(in.GetState()), "-")
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
+			}
+			return first
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", `JSON Lines file of ScheduleRequests ("-": standard input)`)
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
