@@ -190,4 +190,3 @@ func (g *globals) callCtx(ctx context.Context) (context.Context, context.CancelF
 	}
 	return context.WithTimeout(ctx, g.callTimout)
 }
-
