@@ -172,8 +172,7 @@ func WithEventInstanceID(id string) EventOption {
 // server ends the feed; an error ends the sequence and is yielded last.
 // Resume after a disconnect with WithEventCursor(the last event's
 // Cursor): nothing is missed or repeated while the store retains it (an
-// expired cursor: CodeOutOfRange or CodeFailedPrecondition, as the server
-// answers).
+// expired cursor is CodeInvalidArgument; start again without one).
 func (c *Client) Watch(ctx context.Context, opts ...EventOption) iter.Seq2[*jobkitv1.Event, error] {
 	return func(yield func(*jobkitv1.Event, error) bool) {
 		req := &jobkitv1.WatchRequest{}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	job "github.com/jobkit/job"
+	"github.com/jobkit/job/server"
+)
+
+// Tokens of the test servers that turn authentication on.
+const (
+	adminSecret  = "admin-secret"
+	viewerSecret = "viewer-secret"
+)
+
+// testServer is a real jobkit server: server.New on an httptest listener
+// (HTTP/1.1 and h2c), in front of two started managers on in-memory
+// stores (namespaces "default" and "other") that run real executors:
+//
+//	sum(a, b int) int      logs "adding a and b", completes with a+b
+//	block()                runs until canceled
+type testServer struct {
+	url string
+	mgr *job.Manager // the default namespace's
+}
+
+func newTestServer(t *testing.T, auth bool) *testServer {
+	t.Helper()
+	mgrs := map[string]*job.Manager{}
+	for _, ns := range []string{"default", "other"} {
+		mgrs[ns] = newTestManager(t)
+	}
+	cfg := server.Config{Namespaces: mgrs, Logger: slog.New(slog.DiscardHandler)}
+	if auth {
+		cfg.Tokens = []server.Token{
+			{Name: "admin", SHA256: server.HashToken(adminSecret), Role: server.RoleAdmin, Namespaces: []string{"*"}},
+			{Name: "viewer", SHA256: server.HashToken(viewerSecret), Role: server.RoleViewer, Namespaces: []string{"default"}},
+		}
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(srv)
+	hs.Config.Protocols = server.Protocols()
+	hs.Start()
+	t.Cleanup(hs.Close)
+	return &testServer{url: hs.URL, mgr: mgrs["default"]}
+}
+
+func newTestManager(t *testing.T) *job.Manager {
+	t.Helper()
+	m, err := job.NewManager(job.WithWorkers(4), job.WithPollInterval(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range [][]job.JobOption{
+		{job.WithKind("sum"), job.WithExecutor(func(ji job.Instance, a, b int) int {
+			ji.Infof("adding %d and %d", a, b)
+			return a + b
+		})},
+		{job.WithKind("block"), job.WithExecutor(func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		})},
+	} {
+		j, err := job.NewJob(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.RegisterJob(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := m.Start(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		defer cancel()
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = m.Stop(sctx)
+	})
+	return m
+}
+
+// waitFor polls cond every 20 ms until it holds or 10 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
