@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,12 @@ func exitCode(err error) int {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return exitUsage
+	}
+	// A certificate the client does not trust is no outage: retrying
+	// does not help, so it is not exit 6.
+	var cv *tls.CertificateVerificationError
+	if errors.As(err, &cv) {
+		return exitError
 	}
 	var ce *client.Error
 	if !errors.As(err, &ce) {

@@ -18,7 +18,8 @@
 //	4  already exists or conflict (AlreadyExists, FailedPrecondition, Aborted)
 //	5  not authenticated or not allowed (Unauthenticated, PermissionDenied)
 //	6  server unavailable (Unavailable, DeadlineExceeded): not reachable,
-//	   or shutting down
+//	   or shutting down (a TLS certificate the client does not trust is
+//	   1: retrying does not help)
 //
 // Shell completion: jobctl completion bash|zsh|fish|powershell.
 package main
