@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -89,6 +91,10 @@ var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}
 // and every jobctl command an example.
 func TestDocExamples(t *testing.T) {
 	t.Parallel()
+	eachStore(t, testDocExamples)
+}
+
+func testDocExamples(t *testing.T, sk storeKind) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatalf("curl is needed to run doc/api.md's examples: %v (apt-get install curl)", err)
 	}
@@ -96,11 +102,8 @@ func TestDocExamples(t *testing.T) {
 	if len(examples) < 60 {
 		t.Fatalf("doc/api.md has %d sh examples; the parser lost some", len(examples))
 	}
-	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "jobctl"), ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	curlSrv, ctlSrv := newTestServer(t, false), newTestServer(t, false)
+	bin := buildJobctl(t)
+	curlSrv, ctlSrv := newTestServerOn(t, false, sk), newTestServerOn(t, false, sk)
 	vars := map[*testServer]map[string]string{curlSrv: {}, ctlSrv: {}}
 	for _, ex := range examples {
 		srv, cmdText := ctlSrv, ex.cmd
@@ -267,4 +270,30 @@ func waitFinal(t *testing.T, s *testServer, id string) {
 		in, err := c.LookupInstance(t.Context(), id)
 		return err == nil && in.State().Final() && in.State() != job.State(0)
 	})
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// buildJobctl builds the jobctl binary once per test binary and returns
+// the directory holding it (TestMain removes it).
+func buildJobctl(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "jobctl-bin-")
+		if buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", filepath.Join(buildDir, "jobctl"), ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildDir
 }

@@ -41,7 +41,10 @@ func (s *testServer) okJSON(t *testing.T, m proto.Message, args ...string) {
 // executor to complete the instance, and reads it back in every format.
 func TestScheduleRunInspect(t *testing.T) {
 	t.Parallel()
-	s := newTestServer(t, false)
+	eachStore(t, func(t *testing.T, sk storeKind) { scheduleRunInspect(t, newTestServerOn(t, false, sk)) })
+}
+
+func scheduleRunInspect(t *testing.T, s *testServer) {
 
 	var sr jobkitv1.ScheduleResponse
 	s.okJSON(t, &sr, "schedule", "sum", "--args", "[1,2]", "--retries", "5", "--priority", "10", "--timeout", "30s", "--unique-key", "u1", "--unique-ttl", "1h")
@@ -160,7 +163,10 @@ func TestPagingAcrossPages(t *testing.T) {
 // the exit code scripts branch on, and that refused calls changed nothing.
 func TestExitCodesAgainstServer(t *testing.T) {
 	t.Parallel()
-	s := newTestServer(t, false)
+	eachStore(t, func(t *testing.T, sk storeKind) { exitCodesAgainstServer(t, newTestServerOn(t, false, sk)) })
+}
+
+func exitCodesAgainstServer(t *testing.T, s *testServer) {
 	var later jobkitv1.ScheduleResponse
 	s.okJSON(t, &later, "schedule", "sum", "--args", "[1,2]", "--in", "1h", "--unique-key", "once")
 	s.ok(t, "definitions", "create", "report", "--queue", "reports")
@@ -255,7 +261,12 @@ func TestAuthExitCodes(t *testing.T) {
 // commands and checks each did what it says.
 func TestOperateInstancesQueuesDefinitionsTriggers(t *testing.T) {
 	t.Parallel()
-	s := newTestServer(t, false)
+	eachStore(t, func(t *testing.T, sk storeKind) {
+		operateInstancesQueuesDefinitionsTriggers(t, newTestServerOn(t, false, sk))
+	})
+}
+
+func operateInstancesQueuesDefinitionsTriggers(t *testing.T, s *testServer) {
 
 	// Cancel, retry, delete one instance.
 	var sr jobkitv1.ScheduleResponse

@@ -168,10 +168,7 @@ func TestYAMLOutputKeepsFieldsAndTypes(t *testing.T) {
 // environment, streams) is what the in-process tests assume.
 func TestBinary(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "jobctl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := filepath.Join(buildJobctl(t), "jobctl")
 	cmd := exec.Command(bin, "kinds")
 	cmd.Env = append(os.Environ(), "JOBCTL_ADDR="+deadAddr(t))
 	out, err := cmd.CombinedOutput()

@@ -2,13 +2,22 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	job "github.com/jobkit/job"
+	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/server"
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/memdbstore"
+	"github.com/jobkit/job/store/redisstore"
 )
 
 // Tokens of the test servers that turn authentication on.
@@ -19,7 +28,7 @@ const (
 
 // testServer is a real jobkit server: server.New on an httptest listener
 // (HTTP/1.1 and h2c), in front of two started managers on in-memory
-// stores (namespaces "default" and "other") that run real executors:
+// stores (newTestServerOn: another store) (namespaces "default" and "other") that run real executors:
 //
 //	sum(a, b int) int      logs "adding a and b", completes with a+b
 //	block()                runs until canceled
@@ -30,9 +39,62 @@ type testServer struct {
 
 func newTestServer(t *testing.T, auth bool) *testServer {
 	t.Helper()
+	return newTestServerOn(t, auth, memdb)
+}
+
+// storeKind makes the store of one namespace of a test server.
+type storeKind struct {
+	name string
+	open func(t *testing.T, ns string) store.Store
+}
+
+var (
+	memdb = storeKind{"memdb", func(t *testing.T, _ string) store.Store {
+		s, err := memdbstore.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}}
+	redisKind = storeKind{"redis", func(t *testing.T, ns string) store.Store {
+		c := redis.NewClient(&redis.Options{Addr: testserver.Redis(t), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		s, err := redisstore.New(c, redisstore.WithNamespace(fmt.Sprintf("jobctl-%d-%d-%s", os.Getpid(), nsSeq.Add(1), ns)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}}
+	// nsSeq keeps the Redis namespaces of one test run apart.
+	nsSeq atomic.Int64
+)
+
+// eachStore runs f as a subtest on the in-memory store and on Redis (the
+// test binary's own redis-server, or $JOBKIT_REDIS_ADDR's).
+func eachStore(t *testing.T, f func(t *testing.T, sk storeKind)) {
+	for _, sk := range []storeKind{memdb, redisKind} {
+		t.Run(sk.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, sk)
+		})
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testserver.StopAll()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// newTestServerOn is newTestServer on the stores sk makes.
+func newTestServerOn(t *testing.T, auth bool, sk storeKind) *testServer {
+	t.Helper()
 	mgrs := map[string]*job.Manager{}
 	for _, ns := range []string{"default", "other"} {
-		mgrs[ns] = newTestManager(t)
+		mgrs[ns] = newTestManager(t, sk.open(t, ns))
 	}
 	cfg := server.Config{Namespaces: mgrs, Logger: slog.New(slog.DiscardHandler)}
 	if auth {
@@ -52,9 +114,9 @@ func newTestServer(t *testing.T, auth bool) *testServer {
 	return &testServer{url: hs.URL, mgr: mgrs["default"]}
 }
 
-func newTestManager(t *testing.T) *job.Manager {
+func newTestManager(t *testing.T, st store.Store) *job.Manager {
 	t.Helper()
-	m, err := job.NewManager(job.WithWorkers(4), job.WithPollInterval(50*time.Millisecond))
+	m, err := job.NewManager(job.WithStore(st), job.WithWorkers(4), job.WithPollInterval(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

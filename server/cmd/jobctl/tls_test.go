@@ -19,7 +19,7 @@ import (
 // --insecure-skip-verify; over plain HTTP it speaks every protocol.
 func TestTLSAndProtocols(t *testing.T) {
 	t.Parallel()
-	srv, err := server.New(server.Config{Namespaces: map[string]*job.Manager{"default": newTestManager(t)}})
+	srv, err := server.New(server.Config{Namespaces: map[string]*job.Manager{"default": newTestManager(t, memdb.open(t, "default"))}})
 	if err != nil {
 		t.Fatal(err)
 	}
