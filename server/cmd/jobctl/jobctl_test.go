@@ -84,6 +84,7 @@ func TestUsageErrorsExitTwoAndSendNothing(t *testing.T) {
 		{[]string{"triggers", "create", "t", "--kind", "k", "--overlap", "sometimes"}, `--overlap "sometimes"`},
 		{[]string{"--protocol", "soap", "kinds"}, `unknown protocol "soap"`},
 		{[]string{"--token-file", "/does/not/exist", "kinds"}, "--token-file"},
+		{[]string{"--addr", "http://" + addr, "--insecure-skip-verify", "kinds"}, "need an https:// address"},
 	} {
 		r := jobctl(t, append([]string{"--addr", addr}, tc.args...)...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {

@@ -142,6 +142,9 @@ func (g *globals) client() (*client.Client, error) {
 			addr = "https://" + g.addr
 		}
 	}
+	if strings.HasPrefix(addr, "http://") && (g.tlsCA != "" || g.insecure) {
+		return nil, usagef("--tls-ca and --insecure-skip-verify need an https:// address; --addr is %s", g.addr)
+	}
 	proto, err := client.ParseProtocol(g.protocol)
 	if err != nil {
 		return nil, &usageError{err}
