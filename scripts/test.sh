@@ -27,6 +27,9 @@ cd "$(dirname "$0")/.."
 need_pkgs=()
 command -v redis-server >/dev/null || need_pkgs+=(redis-server)
 command -v etcd >/dev/null || need_pkgs+=(etcd-server)
+# >>> cli (issue 16): doc/api.md's examples run with curl (server/cmd/jobctl)
+command -v curl >/dev/null || need_pkgs+=(curl)
+# <<< cli
 ensure_packages ${need_pkgs[@]+"${need_pkgs[@]}"}
 # Debian starts the packaged services; the tests never use them.
 
