@@ -148,6 +148,8 @@ func New(cfg Config) (*Server, error) {
 	opts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
 		connect.WithInterceptors(guard{s}),
+		connect.WithCodec(strictJSON{"json"}),
+		connect.WithCodec(strictJSON{"json; charset=utf-8"}),
 	}
 	s.mux.Handle(jobkitv1connect.NewJobServiceHandler(jobService{s}, opts...))
 	s.mux.Handle(jobkitv1connect.NewDefinitionServiceHandler(definitionService{}, opts...))
