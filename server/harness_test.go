@@ -98,7 +98,7 @@ func (g *gate) get(key string) chan struct{} {
 //	tagged()                        needs label "gpu" (never runs here)
 func newManager(t *testing.T, st store.Store, g *gate) *job.Manager {
 	t.Helper()
-	m, err := job.NewManager(job.WithStore(st), job.WithWorkers(4), job.WithPollInterval(50*time.Millisecond))
+	m, err := job.NewManager(job.WithStore(st), job.WithWorkers(4), job.WithPollInterval(50*time.Millisecond), job.WithQueues("default", "slow"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,13 +168,19 @@ func newEnv(t *testing.T, b backend, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.srv, e.url = srv, serve(t, srv)
+	return e
+}
+
+// serve serves srv on a real loopback listener, HTTP/1.1 and h2c, until
+// the test ends, and returns its URL.
+func serve(t *testing.T, srv *Server) string {
 	srv.followPoll, srv.followSettle = 20*time.Millisecond, 200*time.Millisecond
 	hs := httptest.NewUnstartedServer(srv)
 	hs.Config.Protocols = Protocols()
 	hs.Start()
 	t.Cleanup(hs.Close)
-	e.srv, e.url = srv, hs.URL
-	return e
+	return hs.URL
 }
 
 // headerTransport adds a token and a namespace to every request.
