@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -59,11 +60,19 @@ func TestScheduleOptions(t *testing.T) {
 		if err != nil || two.Msg.GetInstance().GetId() != one.Msg.GetInstance().GetId() {
 			t.Fatalf("repeat with an idempotency key: %v, %v", two, err)
 		}
-		// Metadata waits for the engine's support (see metadata.go).
-		_, err = c.jobs.Schedule(ctx, connect.NewRequest(&pb.ScheduleRequest{Kind: "add", ArgsJson: "[1,2]", Metadata: map[string]string{"a": "b"}}))
-		wantCode(t, err, connect.CodeUnimplemented, "metadata")
-		if n := count(t, e.mgrs["default"]); n != 3 {
-			t.Fatalf("%d instances, want 3", n)
+		md := map[string]string{"request-id": "r-1", "tenant": "acme"}
+		withMD, err := c.jobs.Schedule(ctx, connect.NewRequest(&pb.ScheduleRequest{Kind: "add", ArgsJson: "[1,2]", Metadata: md}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := waitState(t, c, withMD.Msg.GetInstance().GetId(), pb.State_STATE_COMPLETED)
+		if !maps.Equal(done.GetMetadata(), md) || !maps.Equal(withMD.Msg.GetInstance().GetMetadata(), md) {
+			t.Fatalf("metadata %v, then %v; want %v", withMD.Msg.GetInstance().GetMetadata(), done.GetMetadata(), md)
+		}
+		_, err = c.jobs.Schedule(ctx, connect.NewRequest(&pb.ScheduleRequest{Kind: "add", ArgsJson: "[1,2]", Metadata: map[string]string{"": "x"}}))
+		wantCode(t, err, connect.CodeInvalidArgument, "empty key")
+		if n := count(t, e.mgrs["default"]); n != 4 {
+			t.Fatalf("%d instances, want 4", n)
 		}
 	})
 }
@@ -683,4 +692,53 @@ func TestBulkOperations(t *testing.T) {
 			t.Fatalf("%d left", n)
 		}
 	})
+}
+
+// TestDrainEndsStreams: Drain ends open Watch and FollowLogs streams with
+// Unavailable, so that an http.Server can shut down, and unary calls go
+// on.
+func TestDrainEndsStreams(t *testing.T) {
+	e := newEnv(t, backends[0], Config{})
+	ctx := context.Background()
+	c := e.dial(t, protocols[0], "", "")
+	res, err := c.jobs.Schedule(ctx, connect.NewRequest(&pb.ScheduleRequest{Kind: "step", ArgsJson: `["drain"]`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow, err := c.jobs.FollowLogs(ctx, connect.NewRequest(&pb.FollowLogsRequest{InstanceId: res.Msg.GetInstance().GetId()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !follow.Receive() {
+		t.Fatalf("FollowLogs: %v", follow.Err())
+	}
+	watch, err := c.jobs.Watch(ctx, connect.NewRequest(&pb.WatchRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 2)
+	go func() {
+		for watch.Receive() {
+		}
+		ended <- watch.Err()
+	}()
+	go func() {
+		for follow.Receive() {
+		}
+		ended <- follow.Err()
+	}()
+	e.srv.Drain()
+	e.srv.Drain() // again: nothing
+	for range 2 {
+		select {
+		case err := <-ended:
+			wantCode(t, err, connect.CodeUnavailable, "shutting down")
+		case <-time.After(15 * time.Second):
+			t.Fatal("a stream did not end on Drain")
+		}
+	}
+	if _, err := c.jobs.GetInstance(ctx, connect.NewRequest(&pb.GetInstanceRequest{Id: res.Msg.GetInstance().GetId()})); err != nil {
+		t.Fatalf("a unary call after Drain: %v", err)
+	}
+	close(e.gate.get("drain"))
 }

@@ -55,11 +55,10 @@ func TestRecordRoundTrip(t *testing.T) {
 		Attempt: 2, MaxRetries: 5, Timeout: time.Minute, UniqueKey: "key", UniqueUntil: t0.Add(time.Hour),
 		LeaseOwner: "node-1", LeaseUntil: t0.Add(time.Second), CancelRequested: true, Seq: 99,
 		CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0, FinishedAt: t0.Add(time.Minute), Result: []byte(`[3]`),
-		Error: "last error", Labels: []string{"gpu", "region=eu"},
+		Error: "last error", Labels: []string{"gpu", "region=eu"}, Metadata: map[string]string{"traceparent": "00-abc-def-01"},
 	}
 	p := recordToProto(rec)
-	// metadata waits for store.Instance.Metadata (see metadata.go).
-	allSet(t, p, "metadata")
+	allSet(t, p)
 	if p.GetState() != pb.State_STATE_PROCESSING || p.GetTimeout().AsDuration() != time.Minute || !p.GetRunAt().AsTime().Equal(t0) {
 		t.Fatalf("converted: %v", p)
 	}

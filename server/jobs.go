@@ -89,13 +89,7 @@ func scheduleOptions(req *pb.ScheduleRequest) (string, []job.ScheduleOption, err
 	if q := req.GetQueue(); q != "" {
 		opts = append(opts, job.WithQueue(q))
 	}
-	if md := req.GetMetadata(); len(md) > 0 {
-		o, err := metadataOption(md)
-		if err != nil {
-			return "", nil, err
-		}
-		opts = append(opts, o)
-	}
+	opts = append(opts, metadataOptions(req.GetMetadata())...)
 	return req.GetKind(), opts, nil
 }
 

@@ -1,32 +1,34 @@
 package server
 
 import (
-	"errors"
-
-	"connectrpc.com/connect"
+	"slices"
 
 	job "github.com/jobkit/job"
 	"github.com/jobkit/job/store"
 )
 
-// Metadata support waits for the tracing work of this session, which adds
-// store.Instance.Metadata and a schedule option that sets it. Until it is
-// on main, these three functions are the only place that knows.
-
-// recordMetadata returns the metadata a record carries (none yet: see
-// above; then r.Metadata).
+// recordMetadata returns the metadata a record carries.
 func recordMetadata(r *store.Instance) map[string]string {
-	_ = r
-	return nil
+	return store.CloneMetadata(r.Metadata)
 }
 
-// setRecordMetadata sets a record's metadata (see recordMetadata).
+// setRecordMetadata sets a record's metadata.
 func setRecordMetadata(r *store.Instance, md map[string]string) {
-	_, _ = r, md
+	r.Metadata = store.CloneMetadata(md)
 }
 
-// metadataOption returns the schedule option that carries md.
-func metadataOption(md map[string]string) (job.ScheduleOption, error) {
-	_ = md
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("metadata is not supported by this server's engine yet; schedule without metadata"))
+// metadataOptions returns the schedule options that carry md: one
+// job.WithMetadata per pair, in key order. The engine checks the limits
+// (store.MaxMetadataPairs, store.MaxMetadataBytes) when it stores them.
+func metadataOptions(md map[string]string) []job.ScheduleOption {
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	opts := make([]job.ScheduleOption, len(keys))
+	for i, k := range keys {
+		opts[i] = job.WithMetadata(k, md[k])
+	}
+	return opts
 }

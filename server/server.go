@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -95,6 +96,9 @@ type Server struct {
 	health *grpchealth.StaticChecker
 	// followPoll and followSettle pace FollowLogs (tests shorten them).
 	followPoll, followSettle time.Duration
+	// drained is closed by Drain; open streams end when it is.
+	drained   chan struct{}
+	drainOnce sync.Once
 }
 
 // serviceNames lists the jobkit.v1 services the Server serves, for health
@@ -144,6 +148,7 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, tokens: tokens, mux: http.NewServeMux(),
 		health:     grpchealth.NewStaticChecker(serviceNames...),
 		followPoll: followPoll, followSettle: followSettle,
+		drained: make(chan struct{}),
 	}
 	opts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
@@ -165,15 +170,25 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Drain marks every service NOT_SERVING in gRPC health checking, so that
-// load balancers stop sending new calls; calls in flight go on. jobd calls
-// it on SIGTERM before it shuts its http.Server down.
+// Drain prepares the Server to stop: it marks every service NOT_SERVING
+// in gRPC health checking, so that load balancers stop sending new calls,
+// and ends the open Watch and FollowLogs streams with Unavailable (a
+// client resumes elsewhere: Watch from the last event's cursor), so that
+// http.Server.Shutdown, which waits for calls in flight, can finish. Unary
+// calls in flight go on, and new ones are still served. jobd calls it on
+// SIGTERM, then shuts its http.Server down. Calling it again does nothing.
 func (s *Server) Drain() {
-	s.health.SetStatus("", grpchealth.StatusNotServing)
-	for _, name := range serviceNames {
-		s.health.SetStatus(name, grpchealth.StatusNotServing)
-	}
+	s.drainOnce.Do(func() {
+		s.health.SetStatus("", grpchealth.StatusNotServing)
+		for _, name := range serviceNames {
+			s.health.SetStatus(name, grpchealth.StatusNotServing)
+		}
+		close(s.drained)
+	})
 }
+
+// errDraining ends a stream when the Server drains.
+var errDraining = connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down; call again (Watch: from the cursor of the last event received) on another server or once it is back"))
 
 // ServeHTTP serves every protocol and service of the Server.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

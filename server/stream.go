@@ -51,15 +51,22 @@ func (h jobService) Watch(ctx context.Context, req *connect.Request[pb.WatchRequ
 	if err := stream.Send(nil); err != nil {
 		return err
 	}
-	for e := range events {
-		if e.Err != nil {
-			return watchErr(e.Err, req.Msg.GetCursor())
-		}
-		if err := stream.Send(&pb.WatchResponse{Event: eventToProto(&e)}); err != nil {
-			return err
+	for {
+		select {
+		case <-h.s.drained:
+			return errDraining
+		case e, ok := <-events:
+			if !ok {
+				return toConnect(ctx.Err())
+			}
+			if e.Err != nil {
+				return watchErr(e.Err, req.Msg.GetCursor())
+			}
+			if err := stream.Send(&pb.WatchResponse{Event: eventToProto(&e)}); err != nil {
+				return err
+			}
 		}
 	}
-	return toConnect(ctx.Err())
 }
 
 // watchErr converts a feed's error, naming the fix for a bad cursor.
@@ -116,6 +123,8 @@ func (h jobService) FollowLogs(ctx context.Context, req *connect.Request[pb.Foll
 		select {
 		case <-ctx.Done():
 			return toConnect(ctx.Err())
+		case <-h.s.drained:
+			return errDraining
 		case <-tick.C:
 		}
 	}
