@@ -153,6 +153,8 @@ type env struct {
 	url  string
 	mgrs map[string]*job.Manager
 	gate *gate
+	// gets counts the GET requests served, by path.
+	gets sync.Map
 }
 
 // newEnv serves namespaces "default" and "other" on b, with cfg's tokens
@@ -168,15 +170,26 @@ func newEnv(t *testing.T, b backend, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv, e.url = srv, serve(t, srv)
+	e.srv = srv
+	e.url = serve(t, srv, func(r *http.Request) {
+		if r.Method == http.MethodGet {
+			n, _ := e.gets.LoadOrStore(r.URL.Path, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+		}
+	})
 	return e
 }
 
 // serve serves srv on a real loopback listener, HTTP/1.1 and h2c, until
 // the test ends, and returns its URL.
-func serve(t *testing.T, srv *Server) string {
+func serve(t *testing.T, srv *Server, seen ...func(*http.Request)) string {
 	srv.followPoll, srv.followSettle = 20*time.Millisecond, 200*time.Millisecond
-	hs := httptest.NewUnstartedServer(srv)
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, f := range seen {
+			f(r)
+		}
+		srv.ServeHTTP(w, r)
+	}))
 	hs.Config.Protocols = Protocols()
 	hs.Start()
 	t.Cleanup(hs.Close)

@@ -123,7 +123,7 @@ func TestGRPCGoClient(t *testing.T) {
 	for _, s := range rr.GetListServicesResponse().GetService() {
 		names = append(names, s.GetName())
 	}
-	for _, want := range serviceNames {
+	for _, want := range append(slices.Clone(serviceNames), "grpc.health.v1.Health") {
 		if !slices.Contains(names, want) {
 			t.Fatalf("reflection lists %v, not %s", names, want)
 		}
@@ -133,6 +133,12 @@ func TestGRPCGoClient(t *testing.T) {
 	}
 	if rr, err = rc.Recv(); err != nil || len(rr.GetFileDescriptorResponse().GetFileDescriptorProto()) == 0 {
 		t.Fatalf("reflection of jobkit.v1.JobService: %v, %v", rr, err)
+	}
+	if err := rc.Send(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: "grpc.health.v1.Health"}}); err != nil {
+		t.Fatal(err)
+	}
+	if rr, err = rc.Recv(); err != nil || len(rr.GetFileDescriptorResponse().GetFileDescriptorProto()) == 0 {
+		t.Fatalf("reflection of grpc.health.v1.Health: %v, %v", rr, err)
 	}
 	_ = rc.CloseSend()
 

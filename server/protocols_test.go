@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"connectrpc.com/connect"
 
 	pb "github.com/jobkit/job/api/gen/jobkit/v1"
+	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
 )
 
 // TestEveryProtocolSchedulesAndReads schedules an instance with each
@@ -42,6 +44,20 @@ func TestEveryProtocolSchedulesAndReads(t *testing.T) {
 				}
 				if len(states) < 3 || states[len(states)-1] != pb.State_STATE_COMPLETED {
 					t.Fatalf("history states %v, want ... PROCESSING, COMPLETED", states)
+				}
+				gets := func() int64 {
+					n, ok := e.gets.Load(jobkitv1connect.JobServiceGetInstanceProcedure)
+					if !ok {
+						return 0
+					}
+					return n.(*atomic.Int64).Load()
+				}
+				before := gets()
+				if _, err := c.jobs.GetInstance(ctx, connect.NewRequest(&pb.GetInstanceRequest{Id: in.GetId()})); err != nil {
+					t.Fatal(err)
+				}
+				if usesGet := p.name == "connect-json-get"; (gets() > before) != usesGet {
+					t.Fatalf("GET requests of GetInstance went from %d to %d", before, gets())
 				}
 			})
 		}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -164,7 +165,7 @@ func New(cfg Config) (*Server, error) {
 	// Health checking and reflection need no token.
 	open := connect.WithReadMaxBytes(cfg.MaxRequestBytes)
 	s.mux.Handle(grpchealth.NewHandler(s.health, open))
-	reflector := grpcreflect.NewStaticReflector(serviceNames...)
+	reflector := grpcreflect.NewStaticReflector(append(slices.Clone(serviceNames), grpchealth.HealthV1ServiceName)...)
 	s.mux.Handle(grpcreflect.NewHandlerV1(reflector, open))
 	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, open))
 	return s, nil
