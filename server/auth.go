@@ -196,7 +196,9 @@ func (g guard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if err != nil {
 			return nil, err
 		}
-		return next(ctx, req)
+		res, err := next(ctx, req)
+		g.s.logFailure(req.Spec().Procedure, err)
+		return res, err
 	}
 }
 
@@ -212,6 +214,22 @@ func (g guard) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.S
 		if err != nil {
 			return err
 		}
-		return next(ctx, conn)
+		err = next(ctx, conn)
+		g.s.logFailure(conn.Spec().Procedure, err)
+		return err
+	}
+}
+
+// logFailure logs a call's error that is the server's or its store's
+// fault, not the caller's: the caller sees the message, the operator
+// should too.
+func (s *Server) logFailure(procedure string, err error) {
+	switch connect.CodeOf(err) {
+	case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss:
+		s.cfg.Logger.Error("jobkit server: call failed", "procedure", procedure, "err", err)
+	case connect.CodeUnavailable:
+		if !errors.Is(err, errDraining) {
+			s.cfg.Logger.Warn("jobkit server: call failed", "procedure", procedure, "err", err)
+		}
 	}
 }

@@ -78,19 +78,30 @@ func (definitionService) UpdateDefinition(ctx context.Context, req *connect.Requ
 		return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0 to replace whatever is stored", req.Msg.GetIfVersion()))
 	}
 	m := managerOf(ctx)
-	version := req.Msg.GetIfVersion()
-	if version == 0 {
-		// Replace what is stored, but only what is stored: an update never
-		// creates.
+	if v := req.Msg.GetIfVersion(); v != 0 {
+		got, err := m.PutDefinition(ctx, d, v)
+		if err != nil {
+			return nil, toConnect(err)
+		}
+		return connect.NewResponse(&pb.UpdateDefinitionResponse{Definition: definitionToProto(got)}), nil
+	}
+	// Replace what is stored, but only what is stored (an update never
+	// creates): a compare-and-set on the version read, again when another
+	// writer came in between.
+	var got *store.Definition
+	for try := 0; ; try++ {
 		cur, err := m.Definition(ctx, d.Kind)
 		if err != nil {
 			return nil, toConnect(notFoundHint(err, "create it with CreateDefinition"))
 		}
-		version = cur.Version
-	}
-	got, err := m.PutDefinition(ctx, d, version)
-	if err != nil {
-		return nil, toConnect(err)
+		got, err = m.PutDefinition(ctx, d, cur.Version)
+		if errors.Is(err, store.ErrConflict) && try < maxUpdateTries {
+			continue
+		}
+		if err != nil {
+			return nil, toConnect(err)
+		}
+		break
 	}
 	return connect.NewResponse(&pb.UpdateDefinitionResponse{Definition: definitionToProto(got)}), nil
 }
@@ -108,6 +119,10 @@ func (definitionService) DeleteDefinition(ctx context.Context, req *connect.Requ
 	}
 	return connect.NewResponse(&pb.DeleteDefinitionResponse{}), nil
 }
+
+// maxUpdateTries bounds the compare-and-set rounds of an update at any
+// version (if_version 0) that keeps losing to other writers.
+const maxUpdateTries = 5
 
 // notFoundHint adds a fix to an ErrNotFound error.
 func notFoundHint(err error, fix string) error {

@@ -125,18 +125,27 @@ func (triggerService) UpdateTrigger(ctx context.Context, req *connect.Request[pb
 		return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0 to replace whatever is stored", req.Msg.GetIfVersion()))
 	}
 	m := managerOf(ctx)
-	cur, err := m.GetTrigger(ctx, t.Name)
-	if err != nil {
-		return nil, toConnect(notFoundHint(err, "create it with CreateTrigger"))
-	}
-	version := req.Msg.GetIfVersion()
-	if version == 0 {
-		version = cur.Version
-	}
-	t.LastTick, t.LastInstanceID, t.Skipped, t.LastSkipped = cur.LastTick, cur.LastInstanceID, cur.Skipped, cur.LastSkipped
-	got, err := m.PutTrigger(ctx, t, version)
-	if err != nil {
-		return nil, toConnect(err)
+	var got *store.Trigger
+	for try := 0; ; try++ {
+		cur, err := m.GetTrigger(ctx, t.Name)
+		if err != nil {
+			return nil, toConnect(notFoundHint(err, "create it with CreateTrigger"))
+		}
+		version := req.Msg.GetIfVersion()
+		if version == 0 {
+			version = cur.Version
+		}
+		t.LastTick, t.LastInstanceID, t.Skipped, t.LastSkipped = cur.LastTick, cur.LastInstanceID, cur.Skipped, cur.LastSkipped
+		got, err = m.PutTrigger(ctx, t, version)
+		// At any version, a scheduler recording a tick in between is no
+		// reason to fail: read again and retry.
+		if errors.Is(err, store.ErrConflict) && req.Msg.GetIfVersion() == 0 && try < maxUpdateTries {
+			continue
+		}
+		if err != nil {
+			return nil, toConnect(err)
+		}
+		break
 	}
 	out, err := triggerResponse(got)
 	if err != nil {
