@@ -228,7 +228,7 @@ func (s *Server) logFailure(procedure string, err error) {
 	case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss:
 		s.cfg.Logger.Error("jobkit server: call failed", "procedure", procedure, "err", err)
 	case connect.CodeUnavailable:
-		if !errors.Is(err, errDraining) {
+		if !s.draining() {
 			s.cfg.Logger.Warn("jobkit server: call failed", "procedure", procedure, "err", err)
 		}
 	}

@@ -188,8 +188,21 @@ func (s *Server) Drain() {
 	})
 }
 
-// errDraining ends a stream when the Server drains.
-var errDraining = connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down; call again (Watch: from the cursor of the last event received) on another server or once it is back"))
+// errDraining returns the error that ends a stream when the Server
+// drains (a new one each time: connect-go may add to an error it sends).
+func errDraining() error {
+	return connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down; call again (Watch: from the cursor of the last event received) on another server or once it is back"))
+}
+
+// draining reports whether Drain was called.
+func (s *Server) draining() bool {
+	select {
+	case <-s.drained:
+		return true
+	default:
+		return false
+	}
+}
 
 // ServeHTTP serves every protocol and service of the Server.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

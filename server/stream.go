@@ -54,7 +54,7 @@ func (h jobService) Watch(ctx context.Context, req *connect.Request[pb.WatchRequ
 	for {
 		select {
 		case <-h.s.drained:
-			return errDraining
+			return errDraining()
 		case e, ok := <-events:
 			if !ok {
 				return toConnect(ctx.Err())
@@ -124,7 +124,7 @@ func (h jobService) FollowLogs(ctx context.Context, req *connect.Request[pb.Foll
 		case <-ctx.Done():
 			return toConnect(ctx.Err())
 		case <-h.s.drained:
-			return errDraining
+			return errDraining()
 		case <-tick.C:
 		}
 	}
