@@ -138,3 +138,37 @@ func TestNewChecksConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNamespaceWithoutHeader: without the header a call goes to
+// DefaultNamespace; when "default" is not served and none is named, it is
+// NotFound naming the header.
+func TestNamespaceWithoutHeader(t *testing.T) {
+	a := newManager(t, backends[0].open(t, "a"), &gate{})
+	b := newManager(t, backends[0].open(t, "b"), &gate{})
+	for _, c := range []struct {
+		def      string
+		wantCode connect.Code
+		inA      int
+	}{
+		{"", connect.CodeNotFound, 0},
+		{"a", 0, 1},
+	} {
+		srv, err := New(Config{Namespaces: map[string]*job.Manager{"a": a, "b": b}, DefaultNamespace: c.def})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &env{srv: srv, url: serve(t, srv)}
+		_, err = e.dial(t, connectJSON, "", "").jobs.Schedule(context.Background(), connect.NewRequest(&pb.ScheduleRequest{Kind: "add", ArgsJson: "[1,2]"}))
+		if c.wantCode != 0 {
+			wantCode(t, err, c.wantCode, `namespace "default" is not served here; served: a, b`, NamespaceHeader)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, a); n != c.inA {
+			t.Fatalf("default %q: %d instances in a, want %d", c.def, n, c.inA)
+		}
+		if n := count(t, b); n != 0 {
+			t.Fatalf("default %q: %d instances in b", c.def, n)
+		}
+	}
+}
