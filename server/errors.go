@@ -26,7 +26,7 @@ type codeRule struct {
 var codeRules = []codeRule{
 	{context.Canceled, connect.CodeCanceled, ""},
 	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, "give the call a longer deadline"},
-	{job.ErrUnknownKind, connect.CodeNotFound, ""},
+	{job.ErrUnknownKind, connect.CodeNotFound, "over the API: create its definition with DefinitionService.CreateDefinition, or run a node that registers the kind"},
 	{store.ErrNotFound, connect.CodeNotFound, "check the name or ID (list them to see what exists)"},
 	{store.ErrCursorExpired, connect.CodeInvalidArgument, "the cursor is older than what the store retains; start again without a cursor"},
 	{job.ErrInvalidArguments, connect.CodeInvalidArgument, ""},
