@@ -683,7 +683,10 @@ type InstanceFilter struct {
 	CreatedAfter *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_after,json=createdAfter,proto3" json:"created_after,omitempty"`
 	// Created before this time.
 	CreatedBefore *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_before,json=createdBefore,proto3" json:"created_before,omitempty"`
-	// Instances that require every one of these labels.
+	// Instances that require every one of these labels. The server applies
+	// this one to each page it reads, so with labels a page may hold fewer
+	// than page_size instances (even none) while next_page_token is set;
+	// bulk operations refuse it.
 	Labels        []string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
