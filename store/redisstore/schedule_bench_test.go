@@ -18,7 +18,8 @@ import (
 // BenchmarkScheduleBreakdown takes one ScheduleJob on Redis apart, one
 // call at a time from one goroutine (issue 19): a PING (the client's
 // round trip), a script that does nothing, the shared lib.lua prelude
-// alone, one store.Enqueue of one instance, and Manager.ScheduleJob.
+// alone (whole, as most scripts have it, and the part the enqueue script
+// has), one store.Enqueue of one instance, and Manager.ScheduleJob.
 // server-µs/call is Redis's own time (INFO commandstats).
 //
 //	go test -run '^$' -bench ScheduleBreakdown -benchtime 20000x ./store/redisstore/
@@ -30,9 +31,13 @@ func BenchmarkScheduleBreakdown(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lib, _, ok := strings.Cut(redisscript.Enqueue.Source, "\n-- ---- enqueue.lua ----")
+	lean, _, ok := strings.Cut(redisscript.Enqueue.Source, "\n-- ---- enqueue.lua ----")
 	if !ok {
 		b.Fatal("no enqueue.lua marker in the enqueue script")
+	}
+	full, _, ok := strings.Cut(redisscript.Claim.Source, "\n-- ---- claim.lua ----")
+	if !ok {
+		b.Fatal("no claim.lua marker in the claim script")
 	}
 	b.Run("ping", func(b *testing.B) {
 		for range b.N {
@@ -43,7 +48,8 @@ func BenchmarkScheduleBreakdown(b *testing.B) {
 	})
 	for _, tc := range []struct{ name, src string }{
 		{"script_bare", "return 1"},
-		{"script_lib", lib + "\nreturn 1"},
+		{"script_lib_full", full + "\nreturn 1"},
+		{"script_lib_enqueue", lean + "\nreturn 1"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			sc := redis.NewScript(tc.src)

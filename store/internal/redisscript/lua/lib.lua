@@ -441,6 +441,10 @@ local function xadd_at(key, skewf, t, value)
 	return redis.call('XADD', key, num(lms) .. '-*', 'r', value)
 end
 
+-- ---- state changes ----
+-- Enqueue, which only adds instances, is built without what follows (see
+-- scripts.go): Redis runs a script's top level on every call.
+
 -- A script run's state changes are gathered and written by commit: one
 -- history entry for the run (value: cmsgpack 't', now, node, then one
 -- array {id, state, attempt, error, result, seq} per record), and one HSET
