@@ -117,13 +117,20 @@ end
 chunked('HSET', K_INST, specs)
 for _, bkey in ipairs(blist) do
 	local b = buckets[bkey]
-	redis.call('APPEND', bkey, idlist(b.ids))
+	local list = idlist(b.ids)
+	-- Only a bucket this APPEND made is new to the kind's directory: prune
+	-- and delete drop a bucket and its directory entry together.
+	if redis.call('APPEND', bkey, list) == #list then
+		redis.call('ZADD', PREFIX .. 'kd:' .. b.kind, b.sec, num(b.sec))
+	end
 	redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, num(b.sec), #b.ids)
-	redis.call('ZADD', PREFIX .. 'kd:' .. b.kind, b.sec, num(b.sec))
 end
 for k, n in pairs(kinds) do
-	redis.call('SADD', K_KINDS, k)
-	redis.call('HINCRBY', K_CTR, kind_count(k), n)
+	-- The kinds set keeps every kind ever enqueued, so a kind already
+	-- counted is in it.
+	if redis.call('HINCRBY', K_CTR, kind_count(k), n) == n then
+		redis.call('SADD', K_KINDS, k)
+	end
 end
 for q in pairs(queues) do
 	redis.call('SADD', K_QUEUES, q)
