@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,31 @@ import (
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/internal/redisscript"
 )
+
+// serverCPU returns the CPU time the redis-server process has used
+// (INFO cpu: used_cpu_user + used_cpu_sys), in µs. Unlike commandstats'
+// usec, which is wall time, it does not grow while other processes on a
+// busy machine hold the CPU.
+func serverCPU(b *testing.B, c *redis.Client) float64 {
+	b.Helper()
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, k := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(line, k); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum += f
+			}
+		}
+	}
+	return sum * 1e6
+}
 
 // BenchmarkScheduleBreakdown takes one ScheduleJob on Redis apart, one
 // call at a time from one goroutine (issue 19): a PING (the client's
@@ -58,6 +84,7 @@ func BenchmarkScheduleBreakdown(b *testing.B) {
 				b.Fatal(err)
 			}
 			u0, n0 := serverMicros(b, c)
+			cpu0 := serverCPU(b, c)
 			for range b.N {
 				if err := sc.Run(ctx, c, keys.Script, args...).Err(); err != nil {
 					b.Fatal(err)
@@ -65,11 +92,13 @@ func BenchmarkScheduleBreakdown(b *testing.B) {
 			}
 			u1, n1 := serverMicros(b, c)
 			b.ReportMetric(float64(u1-u0)/float64(n1-n0), "server-µs/call")
+			b.ReportMetric((serverCPU(b, c)-cpu0)/float64(b.N), "server-cpu-µs/call")
 		})
 	}
 	s := newStore(b, c, ns)
 	b.Run("store_enqueue_1", func(b *testing.B) {
 		u0, n0 := serverMicros(b, c)
+		cpu0 := serverCPU(b, c)
 		for range b.N {
 			now := time.Now()
 			in := &store.Instance{ID: uuid.Must(uuid.NewV7()).String(), Kind: "email.send", Queue: "default",
@@ -80,6 +109,7 @@ func BenchmarkScheduleBreakdown(b *testing.B) {
 		}
 		u1, n1 := serverMicros(b, c)
 		b.ReportMetric(float64(u1-u0)/float64(n1-n0), "server-µs/call")
+		b.ReportMetric((serverCPU(b, c)-cpu0)/float64(b.N), "server-cpu-µs/call")
 	})
 	m, err := job.NewManager(job.WithStore(s))
 	if err != nil {
@@ -94,6 +124,7 @@ func BenchmarkScheduleBreakdown(b *testing.B) {
 	}
 	b.Run("schedulejob_1", func(b *testing.B) {
 		u0, n0 := serverMicros(b, c)
+		cpu0 := serverCPU(b, c)
 		for range b.N {
 			if _, err := m.ScheduleJob(ctx, "email.send", job.WithArguments("user@example.com", 42)); err != nil {
 				b.Fatal(err)
@@ -101,5 +132,91 @@ func BenchmarkScheduleBreakdown(b *testing.B) {
 		}
 		u1, n1 := serverMicros(b, c)
 		b.ReportMetric(float64(u1-u0)/float64(n1-n0), "server-µs/call")
+		b.ReportMetric((serverCPU(b, c)-cpu0)/float64(b.N), "server-cpu-µs/call")
 	})
+}
+
+// BenchmarkScheduleJob8 calls Manager.ScheduleJob from 8 goroutines, as
+// the bench program's 8-goroutine figure does; jobs/call is how many
+// calls group commit put into one store.Enqueue on average.
+//
+//	go test -run '^$' -bench ScheduleJob8 -benchtime 20000x ./store/redisstore/
+func BenchmarkScheduleJob8(b *testing.B) {
+	c := benchClient(b)
+	ns := fmt.Sprintf("bench_sched8_%d", time.Now().UnixNano())
+	m, err := job.NewManager(job.WithStore(newStore(b, c, ns)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := job.NewJob(job.WithKind("email.send"), job.WithExecutor(func(to string, n int) {}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.RegisterJob(j); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // a ctx that can end, as a service's would
+	defer cancel()
+	u0, n0 := serverMicros(b, c)
+	cpu0 := serverCPU(b, c)
+	b.SetParallelism(4) // 8 goroutines on 2 CPUs
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := m.ScheduleJob(ctx, "email.send", job.WithArguments("user@example.com", 42)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	u1, n1 := serverMicros(b, c)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric(float64(b.N)/float64(n1-n0), "jobs/call")
+	b.ReportMetric(float64(u1-u0)/float64(n1-n0), "server-µs/call")
+	b.ReportMetric((serverCPU(b, c)-cpu0)/float64(b.N), "server-cpu-µs/job")
+}
+
+// BenchmarkScheduleJobs1000 schedules batches of 1,000 with
+// Manager.ScheduleJobs, one call at a time (per-op time is per batch).
+//
+//	go test -run '^$' -bench ScheduleJobs1000 -benchtime 50x ./store/redisstore/
+func BenchmarkScheduleJobs1000(b *testing.B) {
+	c := benchClient(b)
+	ns := fmt.Sprintf("bench_batch_%d", time.Now().UnixNano())
+	m, err := job.NewManager(job.WithStore(newStore(b, c, ns)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := job.NewJob(job.WithKind("email.send"), job.WithExecutor(func(to string, n int) {}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.RegisterJob(j); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	items := make([]job.BatchItem, 1000)
+	for i := range items {
+		items[i] = job.BatchItem{Kind: "email.send", Options: []job.ScheduleOption{job.WithArguments("user@example.com", i)}}
+	}
+	mem0 := usedMemory(b, c)
+	u0, n0 := serverMicros(b, c)
+	cpu0 := serverCPU(b, c)
+	b.ResetTimer()
+	for range b.N {
+		res, err := m.ScheduleJobs(ctx, items...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res[0].Err != nil {
+			b.Fatal(res[0].Err)
+		}
+	}
+	b.StopTimer()
+	u1, n1 := serverMicros(b, c)
+	b.ReportMetric(float64(b.N*len(items))/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric(float64(u1-u0)/float64(n1-n0), "server-µs/call")
+	b.ReportMetric((serverCPU(b, c)-cpu0)/float64(b.N*len(items)), "server-cpu-µs/job")
+	b.ReportMetric(float64(usedMemory(b, c)-mem0)/float64(b.N*len(items)), "B/pending-job")
 }
