@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/jobkit/job/store"
 )
@@ -48,6 +50,13 @@ type BatchResult struct {
 // instance, or by an earlier item of the batch), which store nothing.
 // Items are stored in order, so their Seq follows the items' order.
 //
+// Each item passes through the manager's Schedule middleware (see
+// Middleware) as one ScheduleJob would: its chain may add metadata or
+// turn the item away; the chains of a store call's items run side by
+// side, one goroutine each, and their innermost next calls wait for the
+// one store call, made with ctx once every item has reached it or been
+// turned away.
+//
 // The error is nil when every store call went through, whatever the
 // items' own errors. A store call that fails (ctx ended, the connection
 // broke) stops the batch: ScheduleJobs returns the error, and the results
@@ -59,43 +68,8 @@ func (m *Manager) ScheduleJobs(ctx context.Context, items ...BatchItem) ([]Batch
 		return nil, fmt.Errorf("job: schedule %d instances: %w", len(items), err)
 	}
 	out := make([]BatchResult, len(items))
-	type pending struct {
-		i       int
-		j       *Job
-		rec     *store.Instance
-		idemKey string
-	}
-	batch := make([]pending, 0, min(len(items), MaxScheduleBatch))
+	chunk := make([]batchEntry, 0, min(len(items), MaxScheduleBatch))
 	jobs := map[string]*Job{}
-	var stored []int // indexes of new instances, for the handlers
-	var storedJobs []*Job
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		recs := make([]*store.Instance, len(batch))
-		for k, p := range batch {
-			recs[k] = p.rec
-		}
-		res, errs, err := m.enqueueSplit(ctx, recs)
-		if err != nil {
-			return err
-		}
-		for k, p := range batch {
-			if errs[k] != nil {
-				out[p.i].Err = fmt.Errorf("job: schedule %q: %w", p.rec.Kind, errs[k])
-				continue
-			}
-			inst, isNew, err := m.scheduled(ctx, p.rec, res[k], p.idemKey)
-			out[p.i] = BatchResult{Instance: inst, Err: err}
-			if isNew {
-				stored = append(stored, p.i)
-				storedJobs = append(storedJobs, p.j)
-			}
-		}
-		batch = batch[:0]
-		return nil
-	}
 	var failed error
 	for i, it := range items {
 		j, ok := jobs[it.Kind]
@@ -113,44 +87,174 @@ func (m *Manager) ScheduleJobs(ctx context.Context, items ...BatchItem) ([]Batch
 			continue
 		}
 		rec, err := m.newRecord(j, &c)
-		if err == nil {
-			err = rec.Validate()
-		}
 		if err != nil {
 			out[i].Err = fmt.Errorf("job: schedule %q: %w", it.Kind, err)
 			continue
 		}
-		batch = append(batch, pending{i: i, j: j, rec: rec, idemKey: c.idemKey})
-		if len(batch) == MaxScheduleBatch {
-			if failed = flush(); failed != nil {
+		chunk = append(chunk, batchEntry{i: i, j: j, rec: rec, idemKey: c.idemKey})
+		if len(chunk) == MaxScheduleBatch {
+			if failed = m.scheduleChunk(ctx, chunk, out); failed != nil {
 				break
 			}
+			chunk = chunk[:0]
 		}
 	}
-	if failed == nil {
-		failed = flush()
+	if failed == nil && len(chunk) > 0 {
+		failed = m.scheduleChunk(ctx, chunk, out)
 	}
 	if failed != nil {
 		failed = fmt.Errorf("job: schedule %d instances: %w", len(items), failed)
 		// The failed call's items and those not sent yet.
-		for _, p := range batch {
-			out[p.i].Err = failed
+		last := chunk[len(chunk)-1].i
+		for _, e := range chunk {
+			if out[e.i].Err == nil && out[e.i].Instance == nil {
+				out[e.i].Err = failed
+			}
 		}
-		if len(batch) > 0 {
-			for i := batch[len(batch)-1].i + 1; i < len(items); i++ {
-				if out[i].Err == nil && out[i].Instance == nil {
-					out[i].Err = failed
-				}
+		for i := last + 1; i < len(items); i++ {
+			if out[i].Err == nil && out[i].Instance == nil {
+				out[i].Err = failed
 			}
 		}
 	}
-	if len(stored) > 0 {
-		m.notifyLocal()
-		for k, i := range stored {
-			m.stateChanged(storedJobs[k], out[i].Instance, store.Scheduled)
+	return out, failed
+}
+
+// batchEntry is one item of a ScheduleJobs call that became a record.
+type batchEntry struct {
+	i       int // the item's index
+	j       *Job
+	rec     *store.Instance
+	idemKey string
+}
+
+// scheduleChunk stores the records of entries (at most MaxScheduleBatch)
+// in one store call and puts each item's outcome in out. With Schedule
+// middleware, each item passes through it as a ScheduleJob would: the
+// chains run side by side, and the store call is made once every item has
+// reached its innermost next or was turned away. It returns the error of
+// a store call that failed.
+func (m *Manager) scheduleChunk(ctx context.Context, entries []batchEntry, out []BatchResult) error {
+	if len(m.cfg.middleware) == 0 {
+		var send []batchEntry
+		for _, e := range entries {
+			err := checkMetadata(e.rec.Metadata)
+			if err == nil {
+				err = e.rec.Validate()
+			}
+			if err != nil {
+				out[e.i].Err = fmt.Errorf("job: schedule %q: %w", e.rec.Kind, err)
+				continue
+			}
+			send = append(send, e)
+		}
+		res, err := m.storeChunk(ctx, send)
+		if err != nil {
+			return err
+		}
+		for k, e := range send {
+			out[e.i] = BatchResult{Instance: res[k].inst, Err: res[k].err}
+		}
+		return nil
+	}
+	// With middleware: one goroutine per item runs its chain; the
+	// innermost next reports the item here and waits for its result.
+	type arrival struct {
+		k     int
+		reply chan batchOutcome
+	}
+	arrived := make(chan arrival, len(entries))
+	var wg sync.WaitGroup
+	for k, e := range entries {
+		wg.Go(func() {
+			reached := false
+			inst, err := m.schedule(ctx, e.rec, func(context.Context) (Instance, error) {
+				if err := e.rec.Validate(); err != nil {
+					return nil, fmt.Errorf("job: schedule %q: %w", e.rec.Kind, err)
+				}
+				reached = true
+				reply := make(chan batchOutcome, 1)
+				arrived <- arrival{k, reply}
+				r := <-reply
+				return r.inst, r.err
+			})
+			out[e.i] = BatchResult{Instance: inst, Err: err}
+			if !reached {
+				arrived <- arrival{k: -1}
+			}
+		})
+	}
+	var send []batchEntry
+	var replies []chan batchOutcome
+	for range entries {
+		if a := <-arrived; a.k >= 0 {
+			send = append(send, entries[a.k])
+			replies = append(replies, a.reply)
 		}
 	}
-	return out, failed
+	// Store in item order, so that Seq follows it.
+	order := make([]int, len(send))
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortFunc(order, func(a, b int) int { return send[a].i - send[b].i })
+	sorted := make([]batchEntry, len(send))
+	for k, o := range order {
+		sorted[k] = send[o]
+	}
+	res, err := m.storeChunk(ctx, sorted)
+	for k, o := range order {
+		if err != nil {
+			replies[o] <- batchOutcome{err: err}
+		} else {
+			replies[o] <- res[k]
+		}
+	}
+	wg.Wait()
+	return err
+}
+
+// batchOutcome is what ScheduleJob would return for one item.
+type batchOutcome struct {
+	inst Instance
+	err  error
+}
+
+// storeChunk stores the records of entries in one store call (see
+// enqueueSplit) and returns each one's outcome; new instances wake local
+// workers and reach the state-change handlers.
+func (m *Manager) storeChunk(ctx context.Context, entries []batchEntry) ([]batchOutcome, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	recs := make([]*store.Instance, len(entries))
+	for k, e := range entries {
+		recs[k] = e.rec
+	}
+	res, errs, err := m.enqueueSplit(ctx, recs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]batchOutcome, len(entries))
+	var fresh []int
+	for k, e := range entries {
+		if errs[k] != nil {
+			out[k].err = fmt.Errorf("job: schedule %q: %w", e.rec.Kind, errs[k])
+			continue
+		}
+		inst, isNew, err := m.scheduled(ctx, e.rec, res[k], e.idemKey)
+		out[k] = batchOutcome{inst, err}
+		if isNew {
+			fresh = append(fresh, k)
+		}
+	}
+	if len(fresh) > 0 {
+		m.notifyLocal()
+		for _, k := range fresh {
+			m.stateChanged(entries[k].j, out[k].inst, store.Scheduled)
+		}
+	}
+	return out, nil
 }
 
 // enqueueSplit stores recs in one store call. When the store refuses the

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/memdbstore"
 )
 
 // newBatchTest is newEnqueueTest with its gate open and a second kind,
@@ -90,12 +93,13 @@ func TestScheduleJobsRejectsBadItemsAlone(t *testing.T) {
 		{Kind: "k", Options: []ScheduleOption{WithArguments("in1"), WithUniqueKey("inbatch", time.Hour)}},
 		{Kind: "k", Options: []ScheduleOption{WithArguments("in2"), WithUniqueKey("inbatch", time.Hour)}},
 		{Kind: "sum", Options: []ScheduleOption{WithArguments(5, 6)}},
+		{Kind: "k", Options: []ScheduleOption{WithArguments("md"), WithMetadata("big", strings.Repeat("x", 5000))}},
 	}
 	res, err := e.m.ScheduleJobs(ctx, items...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantErrs := []error{nil, ErrUnknownKind, ErrInvalidArguments, ErrInvalidOption, ErrTooLarge, ErrDuplicate, nil, ErrDuplicate, nil}
+	wantErrs := []error{nil, ErrUnknownKind, ErrInvalidArguments, ErrInvalidOption, ErrTooLarge, ErrDuplicate, nil, ErrDuplicate, nil, ErrInvalidOption}
 	for i, r := range res {
 		if w := wantErrs[i]; w == nil && r.Err != nil || w != nil && !errors.Is(r.Err, w) {
 			t.Errorf("item %d: error %v, want %v", i, r.Err, w)
@@ -214,5 +218,88 @@ func TestScheduleJobsIdempotentRepeat(t *testing.T) {
 	}
 	if all, err := e.m.LookupInstances(ctx, NewQuery()); err != nil || len(all) != 2 {
 		t.Fatalf("%d instances stored (%v), want 2", len(all), err)
+	}
+}
+
+// tagMiddleware adds a metadata pair naming the item's first argument to
+// every instance it schedules, and turns away kind "refused" without
+// calling next.
+type tagMiddleware struct {
+	MiddlewareDefaults
+	mu    sync.Mutex
+	calls int
+}
+
+func (t *tagMiddleware) Schedule(ctx context.Context, info *ScheduleInfo, next func(context.Context) (Instance, error)) (Instance, error) {
+	t.mu.Lock()
+	t.calls++
+	t.mu.Unlock()
+	if info.Kind == "refused" {
+		return nil, fmt.Errorf("%w: refused by middleware", ErrInvalidOption)
+	}
+	info.Metadata["tag"] = "mw-" + info.ID
+	return next(ctx)
+}
+
+func TestScheduleJobsPassesEachItemThroughMiddleware(t *testing.T) {
+	st, err := memdbstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedStore{Store: st}
+	mw := &tagMiddleware{}
+	m, err := NewManager(WithStore(g), WithNodeID("n1"), WithMiddleware(mw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"k", "refused"} {
+		j, err := NewJob(WithKind(kind), WithExecutor(func(s string) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.RegisterJob(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	items := []BatchItem{
+		{Kind: "k", Options: []ScheduleOption{WithArguments("a"), WithMetadata("user", "1")}},
+		{Kind: "refused", Options: []ScheduleOption{WithArguments("b")}},
+		{Kind: "k", Options: []ScheduleOption{WithArguments("c")}},
+		{Kind: "k", Options: []ScheduleOption{WithArguments("d")}},
+	}
+	res, err := m.ScheduleJobs(ctx, items...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mw.calls != len(items) {
+		t.Fatalf("middleware saw %d schedules, want one per item (%d)", mw.calls, len(items))
+	}
+	if sizes, _ := g.calls(); !slices.Equal(sizes, []int{3}) {
+		t.Fatalf("store.Enqueue sizes %v, want [3]: the items the middleware let through, in one call", sizes)
+	}
+	if !errors.Is(res[1].Err, ErrInvalidOption) || res[1].Instance != nil {
+		t.Fatalf("refused item: %v, %v", res[1].Instance, res[1].Err)
+	}
+	var lastSeq uint64
+	for _, i := range []int{0, 2, 3} {
+		if res[i].Err != nil {
+			t.Fatalf("item %d: %v", i, res[i].Err)
+		}
+		got, err := m.LookupInstance(ctx, res[i].Instance.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := got.Metadata()
+		if md["tag"] != "mw-"+got.ID() || (i == 0) != (md["user"] == "1") {
+			t.Errorf("item %d stored metadata %v, want the middleware's tag (and the item's own pair)", i, md)
+		}
+		if recOf(got).Seq <= lastSeq {
+			t.Errorf("item %d: seq %d after %d, want item order", i, recOf(got).Seq, lastSeq)
+		}
+		lastSeq = recOf(got).Seq
+	}
+	if all, err := m.LookupInstances(ctx, NewQuery()); err != nil || len(all) != 3 {
+		t.Fatalf("%d instances stored (%v), want 3", len(all), err)
 	}
 }
