@@ -26,12 +26,28 @@ type gatedStore struct {
 	entered chan struct{} // gets a value as each call reaches the gate
 	sizes   []int
 	ctxErrs []error
+	// seen, when set, is called first thing in each Enqueue.
+	seen func(ctx context.Context, p *store.EnqueueParams)
+	// fail, when set, is returned by the calls it says true for (after
+	// seen), and they store nothing.
+	fail func(call int) error
+	n    int
 }
 
 func (g *gatedStore) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
 	g.mu.Lock()
-	gate := g.gate
+	gate, seen, fail := g.gate, g.seen, g.fail
+	g.n++
+	n := g.n
 	g.mu.Unlock()
+	if seen != nil {
+		seen(ctx, p)
+	}
+	if fail != nil {
+		if err := fail(n); err != nil {
+			return nil, err
+		}
+	}
 	if gate != nil {
 		g.entered <- struct{}{}
 		<-gate

@@ -62,29 +62,41 @@ func (m *Manager) enqueueNew(ctx context.Context, kind string, j *Job, rec *stor
 	if err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
+	inst, stored, err := m.scheduled(ctx, rec, res, c.idemKey)
+	if stored {
+		m.notifyLocal()
+		m.stateChanged(j, inst, store.Scheduled)
+	}
+	return inst, err
+}
+
+// scheduled turns the store's result for rec into what ScheduleJob
+// returns: the new instance; the holder and an error wrapping
+// ErrDuplicate; the instance stored first when an idempotency key
+// repeats; or the store's error for rec. stored reports a new instance:
+// the caller then wakes local workers and calls the state-change handler.
+func (m *Manager) scheduled(ctx context.Context, rec *store.Instance, res store.EnqueueResult, idemKey string) (inst Instance, stored bool, err error) {
+	kind := rec.Kind
 	if res.Err != nil {
 		if errors.Is(res.Err, store.ErrDuplicate) {
 			holder, lerr := m.LookupInstance(ctx, res.ID)
 			if lerr != nil {
-				return nil, fmt.Errorf("job: schedule %q: %w (and looking up holder %s: %v)", kind, res.Err, res.ID, lerr)
+				return nil, false, fmt.Errorf("job: schedule %q: %w (and looking up holder %s: %v)", kind, res.Err, res.ID, lerr)
 			}
-			return holder, fmt.Errorf("job: schedule %q with unique key %q: %w (held by instance %s)", kind, userUniqueKey(rec.UniqueKey), res.Err, res.ID)
+			return holder, false, fmt.Errorf("job: schedule %q with unique key %q: %w (held by instance %s)", kind, userUniqueKey(rec.UniqueKey), res.Err, res.ID)
 		}
-		return nil, fmt.Errorf("job: schedule %q: %w", kind, res.Err)
+		return nil, false, fmt.Errorf("job: schedule %q: %w", kind, res.Err)
 	}
 	if res.Existed {
 		// A repeat with an idempotency key: the instance stored first.
-		stored, err := m.LookupInstance(ctx, res.ID)
+		first, err := m.LookupInstance(ctx, res.ID)
 		if err != nil {
-			return nil, fmt.Errorf("job: schedule %q: instance %s is stored already (idempotency key %q), and looking it up: %w", kind, res.ID, c.idemKey, err)
+			return nil, false, fmt.Errorf("job: schedule %q: instance %s is stored already (idempotency key %q), and looking it up: %w", kind, res.ID, idemKey, err)
 		}
-		return stored, nil
+		return first, false, nil
 	}
 	rec.State, rec.Seq, rec.UpdatedAt = store.Scheduled, res.Seq, rec.CreatedAt
-	m.notifyLocal()
-	inst := newInstance(rec, m)
-	m.stateChanged(j, inst, store.Scheduled)
-	return inst, nil
+	return newInstance(rec, m), true, nil
 }
 
 // newRecord builds the stored record of a new instance of j.

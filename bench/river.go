@@ -208,3 +208,13 @@ func (q *riverQueue) Close(ctx context.Context) error {
 	_, err := q.sys.pool.Exec(ctx, "VACUUM FULL river_job")
 	return err
 }
+
+// InsertBatch stores the jobs with one InsertMany.
+func (q *riverQueue) InsertBatch(ctx context.Context, stamps []int64) error {
+	ps := make([]river.InsertManyParams, len(stamps))
+	for i, s := range stamps {
+		ps[i] = river.InsertManyParams{Args: benchArgs{T: s}, InsertOpts: &river.InsertOpts{Queue: q.name}}
+	}
+	_, err := q.sys.insert.InsertMany(ctx, ps)
+	return err
+}

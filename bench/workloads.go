@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -26,6 +27,8 @@ type params struct {
 	idleLimit time.Duration
 
 	schedN                             int
+	rateN                              int // ScheduleJob calls per rate run
+	batchN                             int // jobs per batch run (1,000 per call)
 	schedLead, schedSpread, schedLimit time.Duration
 
 	memN int
@@ -50,6 +53,7 @@ func quickParams() params {
 		burnSizes: []int{10_000}, burnWorkers: []int{64}, burnLimit: 20 * time.Second,
 		steadyRate: 500, steadyWorkers: 8, steadyDur: 3 * time.Second, steadyLimit: 8 * time.Second,
 		idleN: 10, idleLimit: 10 * time.Second,
+		rateN: 20_000, batchN: 200_000,
 		schedN: 40, schedLead: time.Second, schedSpread: 2 * time.Second, schedLimit: 9 * time.Second,
 		memN:   10_000,
 		depths: []int{1_000, 10_000}, depthK: 50, depthLimit: 15 * time.Second,
@@ -65,6 +69,7 @@ func fullParams() params {
 		burnWorkers: []int{8, 64}, burnBigWorkers: 64, burnLimit: 40 * time.Second,
 		steadyRate: 1000, steadyWorkers: 8, steadyDur: 10 * time.Second, steadyLimit: 30 * time.Second,
 		idleN: 40, idleLimit: 45 * time.Second,
+		rateN: 100_000, batchN: 1_000_000,
 		schedN: 200, schedLead: 2 * time.Second, schedSpread: 5 * time.Second, schedLimit: 20 * time.Second,
 		memN:   100_000,
 		depths: []int{1_000, 10_000, 100_000}, depthK: 100, depthLimit: 90 * time.Second,
@@ -112,6 +117,43 @@ func workloads(p params) []workload {
 		}
 	}
 	ws = append(ws, workload{
+		key: "schedule", title: "scheduling rate, no workers",
+		about: fmt.Sprintf("%s ready jobs stored one call each (jobkit ScheduleJob, asynq Enqueue, River Insert) with no worker running, from 1 goroutine and then from 8; calls/s over the wall time and one call's latency (from the 1-goroutine run). Batch: %s jobs stored 1,000 per call, one call at a time (jobkit ScheduleJobs, River InsertMany; asynq has no batch call). Limit %v per run.", count(p.rateN), count(p.batchN), p.burnLimit),
+		figs: []fig{{key: "1g calls/s", label: "1 goroutine", unit: "calls/s", prec: 0}, {key: "8g calls/s", label: "8 goroutines", unit: "calls/s", prec: 0},
+			{key: "p50 µs", label: "p50 (1 goroutine)", unit: "µs", lower: true, prec: 0}, {key: "p99 µs", label: "p99 (1 goroutine)", unit: "µs", lower: true, prec: 0},
+			{key: "batch jobs/s", label: "batch of 1,000", unit: "jobs/s", prec: 0}},
+		applies: notRecovery,
+		run: func(ctx context.Context, _ sysSpec, sys benchkit.System) benchkit.Result {
+			return benchkit.Repeat(p.runs, func() (benchkit.Sample, error) {
+				out := benchkit.Sample{}
+				s1, err := benchkit.ScheduleRate(ctx, sys, p.rateN, 1, p.burnLimit)
+				for k, v := range s1 {
+					if k == "calls/s" {
+						k = "1g calls/s"
+					}
+					out[k] = v
+				}
+				if err != nil {
+					return out, err
+				}
+				s8, err := benchkit.ScheduleRate(ctx, sys, p.rateN, 8, p.burnLimit)
+				if v, ok := s8["calls/s"]; ok {
+					out["8g calls/s"] = v
+				}
+				if err != nil {
+					return out, err
+				}
+				sb, err := benchkit.BatchRate(ctx, sys, p.batchN, 1000, p.burnLimit)
+				if v, ok := sb["jobs/s"]; ok {
+					out["batch jobs/s"] = v
+				}
+				if err != nil && errors.Is(err, benchkit.ErrCutShort) {
+					return out, err
+				}
+				return out, nil // no batch API: the cell stays empty
+			})
+		},
+	}, workload{
 		key: "steady", title: fmt.Sprintf("steady load %d jobs/s", p.steadyRate),
 		about: fmt.Sprintf("%d jobs/s inserted one by one (4 producers) for %v while %d workers run them; pick-up latency = executor start − insert call. Limit %v per run.", p.steadyRate, p.steadyDur, p.steadyWorkers, p.steadyLimit),
 		figs: []fig{{key: "p50 ms", label: "p50", unit: "ms", lower: true, prec: 2}, {key: "p99 ms", label: "p99", unit: "ms", lower: true, prec: 2},

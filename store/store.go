@@ -48,7 +48,10 @@ type Queue interface {
 	// has no error, the stored instance's Seq and Existed set, and nothing
 	// changes, so a retried Enqueue (after a call whose reply was lost) is
 	// idempotent. The store assigns Seq, increasing in enqueue order. A
-	// notifying store wakes the queue's subscribers.
+	// notifying store wakes the queue's subscribers. A call holding an
+	// instance that fails Validate (or, on a store with a size limit, one
+	// too large: ErrTooLarge) is refused as a whole with that error before
+	// anything is stored, so the caller can send the others again.
 	Enqueue(ctx context.Context, p *EnqueueParams) ([]EnqueueResult, error)
 
 	// Claim moves up to p.Limit ready instances of p.Queue (State Scheduled,

@@ -858,6 +858,28 @@ func testCancel(t *testing.T, h Harness) {
 	wantErr(t, "Cancel of an unknown instance", err, store.ErrNotFound)
 }
 
+// testEnqueueRefusedStoresNothing checks that a call holding one invalid
+// instance is refused as a whole, with ErrInvalid, before anything is
+// stored: the engine's batch (job.Manager.ScheduleJobs) relies on it to
+// send the rest again without the record at fault.
+func testEnqueueRefusedStoresNothing(t *testing.T, h Harness) {
+	e := setup(t, h)
+	good := inst("refused-good", "q-refused")
+	bad := inst("refused-bad", "q-refused")
+	bad.Kind = ""
+	res, err := e.s.Enqueue(e.ctx, &store.EnqueueParams{Instances: []*store.Instance{good, bad}, Node: "n", Now: base})
+	wantErr(t, "Enqueue of a batch holding an instance without a kind", err, store.ErrInvalid)
+	if res != nil {
+		t.Fatalf("refused Enqueue returned results %+v", res)
+	}
+	e.absent(e.s, "refused-good")
+	if hist := e.history(e.s, &store.Query{InstanceID: "refused-good"}); len(hist) != 0 {
+		t.Fatalf("a refused Enqueue left %d history records", len(hist))
+	}
+	e.enqueue(e.s, base, good) // the rest goes through on its own
+	e.get(e.s, "refused-good")
+}
+
 func testUniqueKey(t *testing.T, h Harness) {
 	e := setup(t, h)
 	holder := inst("u-holder", "q-u")

@@ -84,6 +84,7 @@ func Run(t *testing.T, h Harness) {
 		{"EnqueueLookupRoundTrip", testEnqueueRoundTrip},
 		{"Metadata", testMetadata},
 		{"EnqueueBatch", testEnqueueBatch},
+		{"EnqueueRefusedStoresNothing", testEnqueueRefusedStoresNothing},
 		{"RecordsAreCopies", testRecordsAreCopies},
 		{"ClaimOrder", testClaimOrder},
 		{"ClaimFutureHighPriorityDoesNotBlock", testClaimFutureDoesNotBlock},

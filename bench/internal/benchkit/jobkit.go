@@ -66,7 +66,10 @@ func NewJobkit(cfg JobkitConfig) (*Jobkit, error) {
 	switch cfg.Store {
 	case "memdb":
 	case "redis":
-		j.rdb = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, PoolSize: 64})
+		// ContextTimeoutEnabled, as redisstore's documentation recommends:
+		// without it the store waits for each call in a goroutine of its
+		// own, to return when ctx ends (see redisstore, "Timeouts").
+		j.rdb = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, PoolSize: 64, ContextTimeoutEnabled: true})
 	case "valkey":
 		c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{cfg.RedisAddr}, DisableCache: true})
 		if err != nil {
@@ -341,6 +344,28 @@ func (q *jobkitQueue) Insert(ctx context.Context, stamp int64, due time.Time) er
 	}
 	_, err := m.ScheduleJob(ctx, benchKind, opts...)
 	return err
+}
+
+// InsertBatch stores the jobs with one Manager.ScheduleJobs.
+func (q *jobkitQueue) InsertBatch(ctx context.Context, stamps []int64) error {
+	m := q.sched
+	if q.run != nil {
+		m = q.run
+	}
+	items := make([]job.BatchItem, len(stamps))
+	for i, s := range stamps {
+		items[i] = job.BatchItem{Kind: benchKind, Options: []job.ScheduleOption{job.WithArguments(s)}}
+	}
+	res, err := m.ScheduleJobs(ctx, items...)
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
 }
 
 func (q *jobkitQueue) Run(ctx context.Context, workers int, h Hooks) error {

@@ -82,6 +82,10 @@ local ems, eseq = string.match(eid, '^(%d+)-(%d+)$')
 local tail_ = cmsgpack.pack(now, tonumber(ems) - math.floor(now / 1000), tonumber(eseq))
 
 local specs, kinds, queues, buckets, blist = {}, {}, {}, {}, {}
+-- Per-instance work is kept to what differs between instances: the
+-- bucket of a (kind, second), the lane of a (kind, labels) and the count
+-- of a (queue, kind) are looked up in tables, not built again as strings.
+local bykind, lanes, qcounts = {}, {}, {}
 for _, e in ipairs(stored) do
 	local i = e.i
 	local id, kind, queue = e.id, ARGV[i + 2], ARGV[i + 3]
@@ -96,20 +100,42 @@ for _, e in ipairs(stored) do
 		lspec = lspec .. cmsgpack.pack(meta)
 	end
 	specs[#specs + 1] = cmsgpack.pack(e.seq) .. ARGV[i + 1] .. tail_ .. lspec
-	kinds[kind] = (kinds[kind] or 0) + 1
-	queues[queue] = true
+	local qc = qcounts[queue]
+	if not qc then
+		qc = {}
+		qcounts[queue] = qc
+		queues[queue] = true
+	end
+	qc[kind] = (qc[kind] or 0) + 1
 	local sec = math.floor(created / 1000000)
-	local bkey = PREFIX .. 'kb:' .. kind .. ':' .. num(sec)
-	local b = buckets[bkey]
+	local kb = bykind[kind]
+	if not kb then
+		kb, kinds[kind] = {}, 0
+		bykind[kind] = kb
+		lanes[kind] = {}
+	end
+	kinds[kind] = kinds[kind] + 1
+	local b = kb[sec]
 	if not b then
+		local bkey = PREFIX .. 'kb:' .. kind .. ':' .. num(sec)
 		b = {kind = kind, sec = sec, ids = {}}
+		kb[sec] = b
 		buckets[bkey] = b
 		blist[#blist + 1] = bkey
 	end
 	b.ids[#b.ids + 1] = id
-	place(id, queue, prio, e.seq, runat, now, false, lane_of(kind, labels))
-	count_add(queue, kind, S_SCHEDULED, 1)
+	local lane = lanes[kind][labels]
+	if not lane then
+		lane = lane_of(kind, labels)
+		lanes[kind][labels] = lane
+	end
+	place(id, queue, prio, e.seq, runat, now, false, lane)
 	out[e.j] = {0, id, e.seq}
+end
+for queue, qc in pairs(qcounts) do
+	for kind, n in pairs(qc) do
+		count_add(queue, kind, S_SCHEDULED, n)
+	end
 end
 for _, d in ipairs(dups) do
 	out[d[1]] = {2, d[2].id, d[2].seq}
@@ -117,13 +143,20 @@ end
 chunked('HSET', K_INST, specs)
 for _, bkey in ipairs(blist) do
 	local b = buckets[bkey]
-	redis.call('APPEND', bkey, idlist(b.ids))
+	local list = idlist(b.ids)
+	-- Only a bucket this APPEND made is new to the kind's directory: prune
+	-- and delete drop a bucket and its directory entry together.
+	if redis.call('APPEND', bkey, list) == #list then
+		redis.call('ZADD', PREFIX .. 'kd:' .. b.kind, b.sec, num(b.sec))
+	end
 	redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, num(b.sec), #b.ids)
-	redis.call('ZADD', PREFIX .. 'kd:' .. b.kind, b.sec, num(b.sec))
 end
 for k, n in pairs(kinds) do
-	redis.call('SADD', K_KINDS, k)
-	redis.call('HINCRBY', K_CTR, kind_count(k), n)
+	-- The kinds set keeps every kind ever enqueued, so a kind already
+	-- counted is in it.
+	if redis.call('HINCRBY', K_CTR, kind_count(k), n) == n then
+		redis.call('SADD', K_KINDS, k)
+	end
 end
 for q in pairs(queues) do
 	redis.call('SADD', K_QUEUES, q)

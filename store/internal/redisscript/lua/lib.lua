@@ -177,9 +177,21 @@ end
 
 -- be encodes the non-negative integer n as w big-endian bytes; unbe
 -- decodes w bytes of s from position i.
+local floor, char = math.floor, string.char
 local function be(n, w)
-	local b = {}
 	if n < 0 then n = 0 end
+	-- The widths the layout uses, without a table (a claim or an enqueue
+	-- encodes a few per instance).
+	if w == 2 then
+		return char(floor(n / 256) % 256, n % 256)
+	elseif w == 6 then
+		return char(floor(n / 1099511627776) % 256, floor(n / 4294967296) % 256, floor(n / 16777216) % 256,
+			floor(n / 65536) % 256, floor(n / 256) % 256, n % 256)
+	elseif w == 7 then
+		return char(floor(n / 281474976710656) % 256, floor(n / 1099511627776) % 256, floor(n / 4294967296) % 256,
+			floor(n / 16777216) % 256, floor(n / 65536) % 256, floor(n / 256) % 256, n % 256)
+	end
+	local b = {}
 	for i = w, 1, -1 do
 		b[i] = n % 256
 		n = math.floor(n / 256)
@@ -440,6 +452,10 @@ local function xadd_at(key, skewf, t, value)
 	end
 	return redis.call('XADD', key, num(lms) .. '-*', 'r', value)
 end
+
+-- ---- state changes ----
+-- Enqueue, which only adds instances, is built without what follows (see
+-- scripts.go): Redis runs a script's top level on every call.
 
 -- A script run's state changes are gathered and written by commit: one
 -- history entry for the run (value: cmsgpack 't', now, node, then one
