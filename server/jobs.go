@@ -128,22 +128,36 @@ func (h jobService) ScheduleBatch(ctx context.Context, req *connect.Request[pb.S
 	return connect.NewResponse(&pb.ScheduleBatchResponse{Results: results}), nil
 }
 
-// scheduleBatch schedules items on m, one result per item in order; an
-// item that fails stores nothing and gets its error, the others go on. It
-// returns an error only when ctx ends.
-//
-// BATCH SWAP POINT: this loops over ScheduleJob (whose concurrent calls
-// the engine's enqueuer already groups into store batches). When the
-// engine offers a batch scheduling call, replace the loop with it here;
-// nothing else in the server depends on how a batch is stored.
+// scheduleBatch schedules items on m with one Manager.ScheduleJobs call
+// (one atomic store call per job.MaxScheduleBatch items), one result per
+// item in order; an item that fails stores nothing and gets its error, the
+// others go on. It returns an error only when ctx ends.
 func scheduleBatch(ctx context.Context, m *job.Manager, items []*pb.ScheduleRequest) ([]*pb.ScheduleBatchResult, error) {
 	out := make([]*pb.ScheduleBatchResult, len(items))
+	batch := make([]job.BatchItem, 0, len(items))
+	at := make([]int, 0, len(items)) // batch index -> item index
 	for i, it := range items {
-		inst, err := schedule(ctx, m, it)
-		if err != nil && ctx.Err() != nil {
-			return nil, err
+		kind, opts, err := scheduleOptions(it)
+		if err != nil {
+			out[i] = batchResult(nil, err)
+			continue
 		}
-		out[i] = batchResult(inst, err)
+		batch = append(batch, job.BatchItem{Kind: kind, Options: opts})
+		at = append(at, i)
+	}
+	if len(batch) == 0 {
+		return out, nil
+	}
+	res, err := m.ScheduleJobs(ctx, batch...)
+	if err != nil && ctx.Err() != nil {
+		return nil, err
+	}
+	for j, r := range res {
+		if r.Err != nil {
+			out[at[j]] = batchResult(nil, r.Err)
+			continue
+		}
+		out[at[j]] = batchResult(instanceToProto(r.Instance), nil)
 	}
 	return out, nil
 }
