@@ -1,0 +1,93 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	pb "github.com/jobkit/job/api/gen/jobkit/v1"
+)
+
+// keepAlive is how often the event stream sends a comment when nothing
+// happens, so proxies do not close it.
+const keepAlive = 15 * time.Second
+
+// liveEvent is one change as the page's script receives it.
+type liveEvent struct {
+	ID    string `json:"id"`
+	Kind  string `json:"kind"`
+	Queue string `json:"queue"`
+	State string `json:"state"`
+}
+
+// events streams the namespace's changes to a page as Server-Sent Events,
+// read from JobService.Watch with the user's token: the page refreshes its
+// content when one arrives. Optional query "instance" narrows the feed to
+// one instance.
+func (c *Console) events(w http.ResponseWriter, r *http.Request) {
+	s := c.session(w, r)
+	if s == nil {
+		return
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming is not supported by this server", http.StatusInternalServerError)
+		return
+	}
+	ctx := r.Context()
+	stream, err := s.api.jobs.Watch(ctx, connect.NewRequest(&pb.WatchRequest{InstanceId: r.URL.Query().Get("instance")}))
+	if err != nil {
+		http.Error(w, apiMessage(err), http.StatusBadGateway)
+		return
+	}
+	defer stream.Close()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	_, _ = fmt.Fprint(w, "retry: 1000\n: open\n\n")
+	fl.Flush()
+
+	msgs := make(chan *pb.Event)
+	done := make(chan error, 1)
+	go func() {
+		for stream.Receive() {
+			if e := stream.Msg().GetEvent(); e != nil {
+				select {
+				case msgs <- e:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		done <- stream.Err()
+	}()
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-done:
+			if err != nil && ctx.Err() == nil {
+				c.cfg.Logger.Info("jobkit console: the change feed ended", "err", err)
+			}
+			return
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+		case e := <-msgs:
+			b, _ := json.Marshal(liveEvent{ID: e.GetInstanceId(), Kind: e.GetKind(), Queue: e.GetQueue(), State: stateName(e.GetState())})
+			if _, err := fmt.Fprintf(w, "event: change\ndata: %s\n\n", b); err != nil {
+				return
+			}
+			fl.Flush()
+		}
+	}
+}

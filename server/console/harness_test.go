@@ -1,0 +1,182 @@
+package console_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	job "github.com/jobkit/job"
+	pb "github.com/jobkit/job/api/gen/jobkit/v1"
+	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
+	"github.com/jobkit/job/server"
+	"github.com/jobkit/job/server/console"
+	"github.com/jobkit/job/store/memdbstore"
+)
+
+// The tokens of the test server, by role.
+const (
+	adminToken    = "admin-secret"
+	operatorToken = "operator-secret"
+	viewerToken   = "viewer-secret"
+	otherToken    = "other-ns-secret" // an admin of namespace "other" only
+)
+
+// env is a real jobkit server with real managers (memdb) and the console
+// mounted under /console/ on one listener.
+type env struct {
+	url     string // the listener's base URL
+	console string // the console's base URL
+	// failing makes "flaky" fail for good while set.
+	failing atomic.Bool
+	mgrs    map[string]*job.Manager
+}
+
+// newEnv serves namespaces "default" and "other" with executors:
+//
+//	greet(name string) string  logs two lines, completes "hi <name>"
+//	flaky()                    logs a line; fails for good while env.failing, else completes
+//	block()                    runs until canceled
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{mgrs: map[string]*job.Manager{}}
+	e.failing.Store(true)
+	for _, ns := range []string{"default", "other"} {
+		st, err := memdbstore.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := job.NewManager(job.WithStore(st), job.WithWorkers(4), job.WithPollInterval(50*time.Millisecond), job.WithNodeID("node-"+ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := func(opts ...job.JobOption) {
+			j, err := job.NewJob(opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.RegisterJob(j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reg(job.WithKind("greet"), job.WithExecutor(func(ji job.Instance, name string) string {
+			ji.Infof("hello %s", name)
+			ji.Warnf("bye %s", name)
+			return "hi " + name
+		}))
+		reg(job.WithKind("flaky"), job.WithExecutor(func(ji job.Instance) error {
+			ji.Infof("flaky attempt %d", ji.Attempt())
+			if e.failing.Load() {
+				return job.Permanent(errors.New("flaky failed on purpose"))
+			}
+			return nil
+		}))
+		reg(job.WithKind("block"), job.WithExecutor(func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}))
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := m.Start(ctx); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			defer cancel()
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer scancel()
+			_ = m.Stop(sctx)
+		})
+		e.mgrs[ns] = m
+	}
+	srv, err := server.New(server.Config{Namespaces: e.mgrs, Tokens: []server.Token{
+		{Name: "admin", SHA256: server.HashToken(adminToken), Role: server.RoleAdmin, Namespaces: []string{"*"}},
+		{Name: "operator", SHA256: server.HashToken(operatorToken), Role: server.RoleOperator, Namespaces: []string{"*"}},
+		{Name: "viewer", SHA256: server.HashToken(viewerToken), Role: server.RoleViewer, Namespaces: []string{"*"}},
+		{Name: "other", SHA256: server.HashToken(otherToken), Role: server.RoleAdmin, Namespaces: []string{"other"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	con, err := console.New(console.Config{API: srv, Prefix: "/console", Namespaces: []string{"default", "other"}, IdentityTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = con.Close() })
+	mux := http.NewServeMux()
+	mux.Handle("/console/", con)
+	mux.Handle("/", srv)
+	hs := httptest.NewUnstartedServer(mux)
+	hs.Config.Protocols = server.Protocols()
+	hs.Start()
+	t.Cleanup(hs.Close)
+	e.url, e.console = hs.URL, hs.URL+"/console"
+	return e
+}
+
+// jobs returns a JobService client over the network with token, in
+// namespace ns.
+func (e *env) jobs(token, ns string) jobkitv1connect.JobServiceClient {
+	return jobkitv1connect.NewJobServiceClient(http.DefaultClient, e.url, connect.WithInterceptors(auth{token, ns}))
+}
+
+// schedule schedules kind with args through the API as the admin.
+func (e *env) schedule(t *testing.T, kind, args string) *pb.Instance {
+	t.Helper()
+	res, err := e.jobs(adminToken, "default").Schedule(context.Background(), connect.NewRequest(&pb.ScheduleRequest{Kind: kind, ArgsJson: args}))
+	if err != nil {
+		t.Fatalf("schedule %s: %v", kind, err)
+	}
+	return res.Msg.GetInstance()
+}
+
+// waitState waits until instance id is in state want.
+func (e *env) waitState(t *testing.T, id string, want pb.State) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := e.jobs(adminToken, "default").GetInstance(context.Background(), connect.NewRequest(&pb.GetInstanceRequest{Id: id}))
+		if err == nil && res.Msg.GetInstance().GetState() == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance %s did not reach %v within 10 s (last: %v, %v)", id, want, res, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// auth adds a token and a namespace to every call.
+type auth struct{ token, ns string }
+
+func (a auth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", "Bearer "+a.token)
+		req.Header().Set("Jobkit-Namespace", a.ns)
+		return next(ctx, req)
+	}
+}
+
+func (a auth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (a auth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// browserless is an HTTP client with a cookie jar that does not follow
+// redirects, for the tests that read the console's answers themselves.
+func browserless(t *testing.T) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
