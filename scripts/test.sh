@@ -93,6 +93,17 @@ log "etcd $(etcd --version | awk 'NR==1{print $3}') on $JOBKIT_ETCD_ENDPOINTS (p
 # staticcheck 2026.2.2; its go.mod requires Go 1.26, the Go of this repository.
 staticcheck=honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
+# >>> console (issue 20): the web console's browser test drives Debian's
+# headless chromium (server/console/browser_test.go) and fails, naming the
+# fix, when chromium is missing: install it here when we can. The console
+# has no JavaScript build step and no npm dependency (its few lines of
+# script and style under server/console/web are written by hand and
+# embedded as they are), so there is no generated asset to check.
+if [[ -z ${JOBKIT_CHROMIUM:-} ]] && ! command -v chromium >/dev/null; then
+	ensure_packages chromium
+fi
+# <<< console
+
 # The modules: every directory with a go.mod (core first), relative to the
 # root. No go.work is committed, so none is read here; a developer's own
 # (make work) is ignored too, as every go command below runs with GOWORK=off.

@@ -61,7 +61,7 @@ type Config struct {
 	SessionKey []byte
 	// IdentityTTL is how long the console trusts what it learned of a token
 	// (its role and namespaces) before asking the server again. Defaults to
-	// 10 s; the server checks every call regardless.
+	// 30 s; the server checks every call regardless.
 	IdentityTTL time.Duration
 	// Logger receives the console's own log lines; nil means slog.Default().
 	Logger *slog.Logger
@@ -107,7 +107,7 @@ func New(cfg Config) (*Console, error) {
 		return nil, fmt.Errorf("console: SessionKey has %d bytes; give at least 32 random bytes, or none for a random key", len(cfg.SessionKey))
 	}
 	if cfg.IdentityTTL <= 0 {
-		cfg.IdentityTTL = 10 * time.Second
+		cfg.IdentityTTL = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -94,7 +95,7 @@ func newEnv(t *testing.T) *env {
 		})
 		e.mgrs[ns] = m
 	}
-	srv, err := server.New(server.Config{Namespaces: e.mgrs, Tokens: []server.Token{
+	srv, err := server.New(server.Config{Namespaces: e.mgrs, Logger: slog.New(slog.DiscardHandler), Tokens: []server.Token{
 		{Name: "admin", SHA256: server.HashToken(adminToken), Role: server.RoleAdmin, Namespaces: []string{"*"}},
 		{Name: "operator", SHA256: server.HashToken(operatorToken), Role: server.RoleOperator, Namespaces: []string{"*"}},
 		{Name: "viewer", SHA256: server.HashToken(viewerToken), Role: server.RoleViewer, Namespaces: []string{"*"}},

@@ -51,9 +51,11 @@ var funcs = template.FuncMap{
 	},
 	"state":  stateName,
 	"states": func() []string { return stateNames[1:] },
+	// short is the random tail of a UUIDv7 (its head is a timestamp, the
+	// same for instances made together).
 	"short": func(id string) string {
-		if len(id) > 8 {
-			return id[:8]
+		if len(id) > 12 {
+			return "…" + id[len(id)-12:]
 		}
 		return id
 	},

@@ -27,7 +27,6 @@
     });
     var zone = window.Intl ? Intl.DateTimeFormat().resolvedOptions().timeZone : "";
     root.querySelectorAll("input[data-tz]").forEach(function (i) { if (!i.value) i.value = zone; });
-    root.querySelectorAll("input[data-tz-default]").forEach(function (i) { if (!i.placeholder || i.placeholder === "UTC") i.placeholder = zone || "UTC"; });
     root.querySelectorAll("select[data-autosubmit]").forEach(function (s) {
       s.addEventListener("change", function () { s.form.submit(); });
     });
