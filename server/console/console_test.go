@@ -291,3 +291,57 @@ func TestEventsStreamAChangeWithinASecond(t *testing.T) {
 		t.Fatalf("the change reached the stream after %v, want within 1 s", d)
 	}
 }
+
+func TestEventsOfAnInstanceFollowItsLogsWhileItRuns(t *testing.T) {
+	e := newEnv(t)
+	c := browserless(t)
+	signIn(t, e, c, viewerToken)
+	inst := e.schedule(t, "steps", "")
+	e.waitState(t, inst.GetId(), pb.State_STATE_PROCESSING)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.console+"/events?instance="+inst.GetId(), nil)
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		r := bufio.NewReader(res.Body)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			select {
+			case lines <- line:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	// wait reads the stream until a data line holds want, or fails.
+	wait := func(want string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for line := range lines {
+			if strings.HasPrefix(line, "data: ") && strings.Contains(line, want) {
+				return time.Since(start)
+			}
+		}
+		t.Fatalf("the stream ended without a data line holding %s", want)
+		return 0
+	}
+	wait(`"log":"step 1"`) // logged before the page opened: sent first
+	e.step <- struct{}{}    // the executor logs "step 2"; its state stays PROCESSING
+	d := wait(`"log":"step 2"`)
+	t.Logf("a log line of a running instance reached the page's stream in %v", d)
+	if d > 2*time.Second {
+		t.Errorf("the log line took %v to reach the stream, want within 1 s (2 s allowed for a loaded machine)", d)
+	}
+	e.step <- struct{}{}
+	wait(`"state":"completed"`)
+}

@@ -20,13 +20,16 @@ type liveEvent struct {
 	ID    string `json:"id"`
 	Kind  string `json:"kind"`
 	Queue string `json:"queue"`
-	State string `json:"state"`
+	State string `json:"state,omitempty"`
+	// Log is a line the instance's executor logged (with ?instance=).
+	Log string `json:"log,omitempty"`
 }
 
 // events streams the namespace's changes to a page as Server-Sent Events,
 // read from JobService.Watch with the user's token: the page refreshes its
 // content when one arrives. Optional query "instance" narrows the feed to
-// one instance.
+// one instance and adds the lines its executor logs (JobService.FollowLogs),
+// so its page follows the logs while it runs.
 func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	s := c.session(w, r)
 	if s == nil {
@@ -38,12 +41,21 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	stream, err := s.api.jobs.Watch(ctx, connect.NewRequest(&pb.WatchRequest{InstanceId: r.URL.Query().Get("instance")}))
+	instance := r.URL.Query().Get("instance")
+	stream, err := s.api.jobs.Watch(ctx, connect.NewRequest(&pb.WatchRequest{InstanceId: instance}))
 	if err != nil {
 		http.Error(w, apiMessage(err), http.StatusBadGateway)
 		return
 	}
 	defer stream.Close()
+	var logs *connect.ServerStreamForClient[pb.FollowLogsResponse]
+	if instance != "" {
+		if logs, err = s.api.jobs.FollowLogs(ctx, connect.NewRequest(&pb.FollowLogsRequest{InstanceId: instance})); err != nil {
+			http.Error(w, apiMessage(err), http.StatusBadGateway)
+			return
+		}
+		defer logs.Close()
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -52,13 +64,13 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	_, _ = fmt.Fprint(w, "retry: 1000\n: open\n\n")
 	fl.Flush()
 
-	msgs := make(chan *pb.Event)
+	msgs := make(chan liveEvent)
 	done := make(chan error, 1)
 	go func() {
 		for stream.Receive() {
 			if e := stream.Msg().GetEvent(); e != nil {
 				select {
-				case msgs <- e:
+				case msgs <- liveEvent{ID: e.GetInstanceId(), Kind: e.GetKind(), Queue: e.GetQueue(), State: stateName(e.GetState())}:
 				case <-ctx.Done():
 					return
 				}
@@ -66,6 +78,21 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		}
 		done <- stream.Err()
 	}()
+	if logs != nil {
+		// The log stream ends when the instance is final; the change feed
+		// goes on (a retry makes it run again).
+		go func() {
+			for logs.Receive() {
+				if rec := logs.Msg().GetRecord(); rec != nil {
+					select {
+					case msgs <- liveEvent{ID: rec.GetInstanceId(), Kind: rec.GetKind(), Log: rec.GetMessage()}:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}()
+	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
@@ -83,7 +110,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			}
 			fl.Flush()
 		case e := <-msgs:
-			b, _ := json.Marshal(liveEvent{ID: e.GetInstanceId(), Kind: e.GetKind(), Queue: e.GetQueue(), State: stateName(e.GetState())})
+			b, _ := json.Marshal(e)
 			if _, err := fmt.Fprintf(w, "event: change\ndata: %s\n\n", b); err != nil {
 				return
 			}

@@ -36,6 +36,9 @@ type env struct {
 	console string // the console's base URL
 	// failing makes "flaky" fail for good while set.
 	failing atomic.Bool
+	// step holds "steps" between its log lines: one receive per line after
+	// the first.
+	step chan struct{}
 	mgrs    map[string]*job.Manager
 }
 
@@ -44,9 +47,10 @@ type env struct {
 //	greet(name string) string  logs two lines, completes "hi <name>"
 //	flaky()                    logs a line; fails for good while env.failing, else completes
 //	block()                    runs until canceled
+//	steps()                    logs "step 1", waits for env.step, logs "step 2", waits for it again, completes
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{mgrs: map[string]*job.Manager{}}
+	e := &env{mgrs: map[string]*job.Manager{}, step: make(chan struct{})}
 	e.failing.Store(true)
 	for _, ns := range []string{"default", "other"} {
 		st, err := memdbstore.New()
@@ -75,6 +79,17 @@ func newEnv(t *testing.T) *env {
 			ji.Infof("flaky attempt %d", ji.Attempt())
 			if e.failing.Load() {
 				return job.Permanent(errors.New("flaky failed on purpose"))
+			}
+			return nil
+		}))
+		reg(job.WithKind("steps"), job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
+			for i := 1; i <= 2; i++ {
+				ji.Infof("step %d", i)
+				select {
+				case <-e.step:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
 			return nil
 		}))
