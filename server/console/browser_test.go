@@ -220,8 +220,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#t-name"), "every-second"),
 		chromedp.SendKeys(chromedp.CSS("#t-kind"), "greet"),
 		chromedp.SendKeys(chromedp.CSS("#t-args"), `["tick"]`),
-		chromedp.SendKeys(chromedp.CSS("#t-cron"), "* * * * * *"),
-		chromedp.Click(chromedp.CSS("#t-create")))
+		chromedp.SendKeys(chromedp.CSS("#t-cron"), "* * * * * *"))
+	b.until("the next fire times previewed as the spec is typed", `document.querySelectorAll("#t-preview time").length === 5`)
+	b.do("submit the trigger", chromedp.Click(chromedp.CSS("#t-create")))
 	b.until("the trigger listed with its next fire times", `document.querySelectorAll('tr[data-trigger="every-second"] td.next time').length > 0`)
 	b.until("the live feed of /jobs", `document.body.dataset.live === "open"`)
 	b.until("the trigger's first tick shown", `document.querySelector('tr[data-trigger="every-second"] td.last-tick a') !== null`)

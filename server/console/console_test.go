@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // Europe/Paris on any machine
 
 	"connectrpc.com/connect"
 
@@ -336,7 +337,7 @@ func TestEventsOfAnInstanceFollowItsLogsWhileItRuns(t *testing.T) {
 		return 0
 	}
 	wait(`"log":"step 1"`) // logged before the page opened: sent first
-	e.step <- struct{}{}    // the executor logs "step 2"; its state stays PROCESSING
+	e.step <- struct{}{}   // the executor logs "step 2"; its state stays PROCESSING
 	d := wait(`"log":"step 2"`)
 	t.Logf("a log line of a running instance reached the page's stream in %v", d)
 	if d > 2*time.Second {
@@ -344,4 +345,37 @@ func TestEventsOfAnInstanceFollowItsLogsWhileItRuns(t *testing.T) {
 	}
 	e.step <- struct{}{}
 	wait(`"state":"completed"`)
+}
+
+func TestTriggerPreviewShowsNextFireTimesOrWhatIsWrong(t *testing.T) {
+	e := newEnv(t)
+	c := browserless(t)
+	signIn(t, e, c, viewerToken)
+	timeRE := regexp.MustCompile(`<time datetime="([^"]+)"`)
+	p := get(t, c, e.console+"/triggers/preview?"+url.Values{"cron": {"0 9 * * 1-5"}, "tz": {"Europe/Paris"}}.Encode())
+	got := timeRE.FindAllStringSubmatch(p.body, -1)
+	if p.status != http.StatusOK || len(got) != 5 {
+		t.Fatalf("status %d, %d times, want 200 and 5; body:\n%s", p.status, len(got), p.body)
+	}
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range got {
+		at, err := time.Parse(time.RFC3339, m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := at.In(paris); l.Hour() != 9 || l.Minute() != 0 || l.Weekday() == time.Saturday || l.Weekday() == time.Sunday {
+			t.Errorf("fire time %v is not 09:00 on a weekday in Paris", l)
+		}
+	}
+	p = get(t, c, e.console+"/triggers/preview?"+url.Values{"interval": {"30s"}}.Encode())
+	if n := len(timeRE.FindAllString(p.body, -1)); n != 5 {
+		t.Errorf("interval 30s: %d times, want 5; body:\n%s", n, p.body)
+	}
+	p = get(t, c, e.console+"/triggers/preview?"+url.Values{"cron": {"61 * * * *"}}.Encode())
+	if !strings.Contains(p.body, `class="error"`) || timeRE.MatchString(p.body) {
+		t.Errorf("a bad spec: want an error and no times; body:\n%s", p.body)
+	}
 }

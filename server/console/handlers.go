@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/jobkit/job/api/gen/jobkit/v1"
+	"github.com/jobkit/job/store"
 )
 
 // signInPage shows the token form.
@@ -554,4 +556,50 @@ func (c *Console) nodesPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, s, "nodes", http.StatusOK, map[string]any{"Nodes": res.Msg.GetNodes(), "Now": strconv.FormatInt(time.Now().Unix(), 10)})
+}
+
+// previewCount is how many fire times the trigger form previews.
+const previewCount = 5
+
+// triggerPreview answers the trigger form as its spec is typed: the next
+// fire times of a cron spec (in a time zone) or an interval, or what is
+// wrong with it. It reads the spec as the store does (store.Trigger).
+func (c *Console) triggerPreview(w http.ResponseWriter, r *http.Request) {
+	if s := c.session(w, r); s == nil {
+		return
+	}
+	q := r.URL.Query()
+	data := map[string]any{}
+	t := store.Trigger{Name: "preview", Kind: "preview", Cron: strings.TrimSpace(q.Get("cron")), TimeZone: strings.TrimSpace(q.Get("tz"))}
+	interval, err := parseDelay("interval", q.Get("interval"))
+	switch {
+	case err != nil:
+		data["Error"] = err.Error()
+	case t.Cron == "" && interval == nil:
+		data["Error"] = "Type a cron spec or an interval to see when it fires."
+	default:
+		if interval != nil {
+			t.Interval = interval.AsDuration()
+		}
+		var next []time.Time
+		if err = t.Validate(); err == nil {
+			next, err = t.NextTimes(time.Now(), previewCount)
+		}
+		if err != nil {
+			data["Error"] = err.Error()
+		}
+		times := make([]*timestamppb.Timestamp, len(next))
+		for i, n := range next {
+			times[i] = timestamppb.New(n)
+		}
+		data["Times"] = times
+	}
+	var buf strings.Builder
+	if err := c.pages["jobs"].ExecuteTemplate(&buf, "preview", data); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = io.WriteString(w, buf.String())
 }

@@ -39,7 +39,7 @@ type env struct {
 	// step holds "steps" between its log lines: one receive per line after
 	// the first.
 	step chan struct{}
-	mgrs    map[string]*job.Manager
+	mgrs map[string]*job.Manager
 }
 
 // newEnv serves namespaces "default" and "other" with executors:

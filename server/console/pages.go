@@ -203,6 +203,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /jobs", c.jobsPage)
 	m.HandleFunc("POST /schedule", c.schedule)
 	m.HandleFunc("POST /triggers", c.createTrigger)
+	m.HandleFunc("GET /triggers/preview", c.triggerPreview)
 	m.HandleFunc("POST /triggers/{name}/{action}", c.triggerAction)
 	m.HandleFunc("GET /nodes", c.nodesPage)
 	c.mux = m

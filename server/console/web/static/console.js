@@ -51,6 +51,43 @@
     });
   }
 
+  // preview shows a trigger form's next fire times as its spec is typed.
+  function preview(root) {
+    root.querySelectorAll("[data-preview]").forEach(function (out) {
+      var f = out.closest("form"), timer = null, seq = 0;
+      function update() {
+        var q = new URLSearchParams({ cron: f.elements.cron.value, tz: f.elements.tz.value, interval: f.elements.interval.value }), n = ++seq;
+        fetch(out.dataset.preview + "?" + q, { credentials: "same-origin", cache: "no-store" })
+          .then(function (r) { return r.ok ? r.text() : null; })
+          .then(function (html) { if (html !== null && n === seq) { out.innerHTML = html; enhance(out); } })
+          .catch(function () {});
+      }
+      ["cron", "tz", "interval"].forEach(function (name) {
+        f.elements[name].addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(update, 150); });
+      });
+      if (f.elements.cron.value || f.elements.interval.value) update();
+    });
+  }
+
+  // keep returns what the user typed in the forms (with an id) of root, so
+  // that a live refresh does not throw it away.
+  function keep(root) {
+    var out = [];
+    root.querySelectorAll("form[id] input[name], form[id] textarea[name]").forEach(function (el) {
+      if (el.type === "hidden" || el.type === "checkbox" || el.type === "submit" || el.value === el.defaultValue) return;
+      out.push([el.form.id, el.name, el.value]);
+    });
+    return out;
+  }
+
+  // restore puts kept values back into the refreshed forms.
+  function restore(root, kept) {
+    kept.forEach(function (k) {
+      var f = root.querySelector("form#" + CSS.escape(k[0]));
+      if (f && f.elements[k[1]]) f.elements[k[1]].value = k[2];
+    });
+  }
+
   // Live updates: on each change, fetch this page's content again (at most
   // every 250 ms) and put it in place, unless the user is typing in it.
   function live(main) {
@@ -74,8 +111,11 @@
         })
         .then(function (html) {
           if (html !== null && html !== undefined) {
+            var kept = keep(main);
             main.innerHTML = html;
+            restore(main, kept);
             enhance(main);
+            preview(main);
             document.body.dataset.refreshes = String(++refreshes);
           }
         })
@@ -90,6 +130,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     enhance(document);
+    preview(document);
     var main = document.getElementById("live");
     if (main && main.dataset.live && window.EventSource) live(main);
   });
