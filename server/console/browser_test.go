@@ -131,7 +131,7 @@ func (b *browser) signIn(e *env, token string) {
 	b.t.Helper()
 	b.do("open the sign-in page", chromedp.Navigate(e.console+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#signin")))
-	b.until("the queues page after signing in", `location.pathname === "/console/queues" && document.querySelector("#role") !== null`)
+	b.until("the overview after signing in", `location.pathname === "/console/" && document.querySelector("#role") !== null`)
 }
 
 // open navigates to a console page and waits for its live feed to open.
@@ -260,6 +260,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// The other pages.
+	b.open(e, "/")
+	b.until("the throughput chart with this minute's attempts", `document.querySelector('#chart-throughput polyline[data-series="completed"]') !== null && /completed \(this minute: [1-9]/.test(document.querySelector("#chart-throughput").innerText)`)
+	b.shot("overview")
 	b.open(e, "/nodes")
 	b.until("this node listed", `document.querySelector("#nodes").innerText.includes("node-default")`)
 	b.shot("nodes")

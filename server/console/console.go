@@ -53,6 +53,10 @@ type Config struct {
 	// Namespaces are the namespaces the server serves. A signed-in user
 	// sees those its token grants. Defaults to ["default"].
 	Namespaces []string
+	// Stats are the Overview's charts of each namespace: give the same
+	// *Stats to the namespace's Manager (job.WithObserver). A namespace
+	// without one shows no charts. Defaults to none.
+	Stats map[string]*Stats
 	// Title is shown in the page header. Defaults to "jobkit".
 	Title string
 	// SessionKey signs the per-session CSRF tokens; at least 32 bytes.

@@ -43,7 +43,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.setCookie(w, r, tokenCookie, token, 0)
-	http.Redirect(w, r, c.path("/queues"), http.StatusSeeOther)
+	http.Redirect(w, r, c.path("/"), http.StatusSeeOther)
 }
 
 // signOut forgets the session.
@@ -69,7 +69,7 @@ func (c *Console) switchNamespace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.setCookie(w, r, nsCookie, ns, 0)
-	http.Redirect(w, r, c.path("/queues"), http.StatusSeeOther)
+	http.Redirect(w, r, c.path("/"), http.StatusSeeOther)
 }
 
 // back redirects to the page the form was on, with a message.
@@ -602,4 +602,34 @@ func (c *Console) triggerPreview(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = io.WriteString(w, buf.String())
+}
+
+// overviewPage shows the last hour's charts (from Config.Stats), the depth
+// of the queues by state, and the live nodes.
+func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
+	s := c.session(w, r)
+	if s == nil {
+		return
+	}
+	queues, err := s.api.queues.ListQueues(r.Context(), connect.NewRequest(&pb.ListQueuesRequest{}))
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	nodes, err := s.api.nodes.ListNodes(r.Context(), connect.NewRequest(&pb.ListNodesRequest{}))
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	var live []*pb.Node
+	for _, n := range nodes.Msg.GetNodes() {
+		if n.GetStatus() == pb.NodeStatus_NODE_STATUS_LIVE {
+			live = append(live, n)
+		}
+	}
+	data := map[string]any{"Queues": queues.Msg.GetQueues(), "Nodes": live}
+	if st := c.cfg.Stats[s.ns]; st != nil {
+		data["Charts"] = overviewCharts(st.lastHour())
+	}
+	c.render(w, r, s, "overview", http.StatusOK, data)
 }

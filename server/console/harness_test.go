@@ -40,6 +40,8 @@ type env struct {
 	// the first.
 	step chan struct{}
 	mgrs map[string]*job.Manager
+	// stats are the Overview charts of each namespace, observing its manager.
+	stats map[string]*console.Stats
 }
 
 // newEnv serves namespaces "default" and "other" with executors:
@@ -50,14 +52,15 @@ type env struct {
 //	steps()                    logs "step 1", waits for env.step, logs "step 2", waits for it again, completes
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{mgrs: map[string]*job.Manager{}, step: make(chan struct{})}
+	e := &env{mgrs: map[string]*job.Manager{}, stats: map[string]*console.Stats{}, step: make(chan struct{})}
 	e.failing.Store(true)
 	for _, ns := range []string{"default", "other"} {
 		st, err := memdbstore.New()
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := job.NewManager(job.WithStore(st), job.WithWorkers(4), job.WithPollInterval(50*time.Millisecond), job.WithNodeID("node-"+ns))
+		e.stats[ns] = console.NewStats()
+		m, err := job.NewManager(job.WithStore(st), job.WithWorkers(4), job.WithPollInterval(50*time.Millisecond), job.WithNodeID("node-"+ns), job.WithObserver(e.stats[ns]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +122,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	con, err := console.New(console.Config{API: srv, Prefix: "/console", Namespaces: []string{"default", "other"}, IdentityTTL: time.Second})
+	con, err := console.New(console.Config{API: srv, Prefix: "/console", Stats: e.stats, Namespaces: []string{"default", "other"}, IdentityTTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

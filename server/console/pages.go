@@ -27,7 +27,7 @@ const fragmentHeader = "X-Jobkit-Fragment"
 
 // pageNames are the pages, each web/templates/<name>.html defining
 // "content" inside web/templates/layout.html.
-var pageNames = []string{"signin", "queues", "instances", "instance", "jobs", "nodes", "confirm", "error"}
+var pageNames = []string{"overview", "signin", "queues", "instances", "instance", "jobs", "nodes", "confirm", "error"}
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
@@ -186,9 +186,7 @@ func (c *Console) routes() {
 		w.Header().Set("Cache-Control", "public, max-age=300")
 		fileServer.ServeHTTP(w, r)
 	}))
-	m.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, c.path("/queues"), http.StatusFound)
-	})
+	m.HandleFunc("GET /{$}", c.overviewPage)
 	m.HandleFunc("GET /signin", c.signInPage)
 	m.HandleFunc("POST /signin", c.signIn)
 	m.HandleFunc("POST /signout", c.signOut)

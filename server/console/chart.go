@@ -1,0 +1,107 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"strings"
+	"time"
+)
+
+// chartSeries is one line of a chart.
+type chartSeries struct {
+	Name   string
+	Values []float64
+}
+
+// Chart geometry, in SVG user units.
+const (
+	chartW, chartH = 640.0, 180.0
+	chartLeft      = 56.0
+	chartBottom    = 22.0
+	chartTop       = 10.0
+)
+
+// lineChart draws series over the last hour as an SVG line chart, with
+// format naming a value (the y axis's maximum and the legend's latest
+// values). Its colours come from the stylesheet (classes s0, s1, ...), as
+// the Content-Security-Policy forbids inline styles.
+func lineChart(id, title string, series []chartSeries, format func(float64) string) template.HTML {
+	top := 0.0
+	n := 0
+	for _, s := range series {
+		n = max(n, len(s.Values))
+		for _, v := range s.Values {
+			top = max(top, v)
+		}
+	}
+	if top == 0 {
+		top = 1
+	}
+	plotW, plotH := chartW-chartLeft-8, chartH-chartTop-chartBottom
+	x := func(i int) float64 {
+		if n <= 1 {
+			return chartLeft
+		}
+		return chartLeft + plotW*float64(i)/float64(n-1)
+	}
+	y := func(v float64) float64 { return chartTop + plotH*(1-v/top) }
+	var b strings.Builder
+	var summary []string
+	for _, s := range series {
+		if len(s.Values) > 0 {
+			summary = append(summary, fmt.Sprintf("%s %s", s.Name, format(s.Values[len(s.Values)-1])))
+		}
+	}
+	fmt.Fprintf(&b, `<figure class="chart" id="%s"><figcaption>%s</figcaption>`, template.HTMLEscapeString(id), template.HTMLEscapeString(title))
+	fmt.Fprintf(&b, `<svg viewBox="0 0 %.0f %.0f" role="img" aria-label="%s"><title>%s; this minute: %s</title>`,
+		chartW, chartH, template.HTMLEscapeString(title), template.HTMLEscapeString(title), template.HTMLEscapeString(strings.Join(summary, ", ")))
+	fmt.Fprintf(&b, `<line class="axis" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, chartLeft, chartTop+plotH, chartLeft+plotW, chartTop+plotH)
+	fmt.Fprintf(&b, `<line class="axis" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, chartLeft, chartTop, chartLeft, chartTop+plotH)
+	fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, chartLeft-4, chartTop+8, template.HTMLEscapeString(format(top)))
+	fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="end">0</text>`, chartLeft-4, chartTop+plotH)
+	fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f">−60 min</text>`, chartLeft, chartH-6)
+	fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="end">now</text>`, chartLeft+plotW, chartH-6)
+	for i, s := range series {
+		pts := make([]string, len(s.Values))
+		for j, v := range s.Values {
+			pts[j] = fmt.Sprintf("%.1f,%.1f", x(j), y(v))
+		}
+		fmt.Fprintf(&b, `<polyline class="line s%d" data-series="%s" points="%s"/>`, i, template.HTMLEscapeString(s.Name), strings.Join(pts, " "))
+	}
+	b.WriteString(`</svg><ul class="legend">`)
+	for i, s := range series {
+		last := 0.0
+		if len(s.Values) > 0 {
+			last = s.Values[len(s.Values)-1]
+		}
+		fmt.Fprintf(&b, `<li><span class="swatch s%d"></span>%s <span class="muted">(this minute: %s)</span></li>`, i, template.HTMLEscapeString(s.Name), template.HTMLEscapeString(format(last)))
+	}
+	b.WriteString(`</ul></figure>`)
+	return template.HTML(b.String()) //nolint:gosec // every string in it is escaped above
+}
+
+// countFormat formats a count per minute.
+func countFormat(v float64) string { return fmt.Sprintf("%.0f/min", v) }
+
+// secondsFormat formats a duration given in seconds.
+func secondsFormat(v float64) string {
+	return time.Duration(v * float64(time.Second)).Round(time.Millisecond).String()
+}
+
+// overviewCharts draws the charts of figs.
+func overviewCharts(figs []minuteFigures) []template.HTML {
+	var done, failed, wait50, wait99, run50, run99 []float64
+	for _, f := range figs {
+		done = append(done, float64(f.Completed))
+		failed = append(failed, float64(f.Failed))
+		wait50 = append(wait50, f.WaitP50.Seconds())
+		wait99 = append(wait99, f.WaitP99.Seconds())
+		run50 = append(run50, f.RunP50.Seconds())
+		run99 = append(run99, f.RunP99.Seconds())
+	}
+	return []template.HTML{
+		lineChart("chart-throughput", "Throughput: attempts per minute", []chartSeries{{"completed", done}, {"failed", failed}}, countFormat),
+		lineChart("chart-wait", "Wait: ready to started", []chartSeries{{"p50", wait50}, {"p99", wait99}}, secondsFormat),
+		lineChart("chart-run", "Run time", []chartSeries{{"p50", run50}, {"p99", run99}}, secondsFormat),
+	}
+}

@@ -1,0 +1,12 @@
+package console
+
+import "time"
+
+// NewStatsAt returns a Stats on the clock now, for tests.
+func NewStatsAt(now func() time.Time) *Stats { return &Stats{now: now} }
+
+// MinuteFigures is minuteFigures, for tests.
+type MinuteFigures = minuteFigures
+
+// LastHour returns s.lastHour(), for tests.
+func (s *Stats) LastHour() []MinuteFigures { return s.lastHour() }
