@@ -3,6 +3,7 @@ package console_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/url"
@@ -105,7 +106,7 @@ func TestSignInKeepsTheTokenInAStrictHttpOnlyCookie(t *testing.T) {
 		t.Fatalf("sign in: status %d", p.status)
 	}
 	ck := p.header.Get("Set-Cookie")
-	for _, want := range []string{"jobkit_token=" + viewerToken, "Path=/console", "HttpOnly", "SameSite=Strict"} {
+	for _, want := range []string{"jobkit_token=" + base64.RawURLEncoding.EncodeToString([]byte(viewerToken)), "Path=/console", "HttpOnly", "SameSite=Strict"} {
 		if !strings.Contains(ck, want) {
 			t.Errorf("Set-Cookie %q lacks %q", ck, want)
 		}
@@ -377,5 +378,15 @@ func TestTriggerPreviewShowsNextFireTimesOrWhatIsWrong(t *testing.T) {
 	p = get(t, c, e.console+"/triggers/preview?"+url.Values{"cron": {"61 * * * *"}}.Encode())
 	if !strings.Contains(p.body, `class="error"`) || timeRE.MatchString(p.body) {
 		t.Errorf("a bad spec: want an error and no times; body:\n%s", p.body)
+	}
+}
+
+func TestATokenWithBytesACookieCannotHoldSignsIn(t *testing.T) {
+	e := newEnv(t)
+	c := browserless(t)
+	signIn(t, e, c, oddToken)
+	p := get(t, c, e.console+"/queues")
+	if p.status != http.StatusOK || !strings.Contains(p.body, `id="role">operator<`) {
+		t.Fatalf("after signing in with %q: status %d, body:\n%s", oddToken, p.status, p.body)
 	}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +43,8 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, nil, "signin", http.StatusUnauthorized, map[string]string{"Error": msg})
 		return
 	}
-	c.setCookie(w, r, tokenCookie, token, 0)
+	// Base64: a token may hold bytes a cookie value cannot (space, ";", '"').
+	c.setCookie(w, r, tokenCookie, base64.RawURLEncoding.EncodeToString([]byte(token)), 0)
 	http.Redirect(w, r, c.path("/"), http.StatusSeeOther)
 }
 

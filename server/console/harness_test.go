@@ -27,6 +27,8 @@ const (
 	operatorToken = "operator-secret"
 	viewerToken   = "viewer-secret"
 	otherToken    = "other-ns-secret" // an admin of namespace "other" only
+	// oddToken is an operator's token with bytes a cookie value cannot hold.
+	oddToken = `odd token; "quoted", back\\slash`
 )
 
 // env is a real jobkit server with real managers (memdb) and the console
@@ -118,6 +120,7 @@ func newEnv(t *testing.T) *env {
 		{Name: "operator", SHA256: server.HashToken(operatorToken), Role: server.RoleOperator, Namespaces: []string{"*"}},
 		{Name: "viewer", SHA256: server.HashToken(viewerToken), Role: server.RoleViewer, Namespaces: []string{"*"}},
 		{Name: "other", SHA256: server.HashToken(otherToken), Role: server.RoleAdmin, Namespaces: []string{"other"}},
+		{Name: "odd", SHA256: server.HashToken(oddToken), Role: server.RoleOperator, Namespaces: []string{"*"}},
 	}})
 	if err != nil {
 		t.Fatal(err)

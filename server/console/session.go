@@ -149,7 +149,13 @@ func (c *Console) session(w http.ResponseWriter, r *http.Request) *session {
 		c.toSignIn(w, r, "")
 		return nil
 	}
-	token := ck.Value
+	raw, err := base64.RawURLEncoding.DecodeString(ck.Value)
+	if err != nil {
+		c.clearCookie(w, r, tokenCookie)
+		c.toSignIn(w, r, "")
+		return nil
+	}
+	token := string(raw)
 	id, err := c.identify(r.Context(), token)
 	if err != nil {
 		msg := err.Error()
