@@ -3,22 +3,28 @@ package console_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/redis/go-redis/v9"
 
 	job "github.com/jobkit/job"
 	pb "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
+	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/server"
 	"github.com/jobkit/job/server/console"
+	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/memdbstore"
+	"github.com/jobkit/job/store/redisstore"
 )
 
 // The tokens of the test server, by role.
@@ -46,21 +52,53 @@ type env struct {
 	stats map[string]*console.Stats
 }
 
-// newEnv serves namespaces "default" and "other" with executors:
+// TestMain stops the redis-server the tests started, if any.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testserver.StopAll()
+	os.Exit(code)
+}
+
+// memdb opens an in-memory store.
+func memdb(t *testing.T, _ string) store.Store {
+	st, err := memdbstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// redisSeq keeps the Redis namespaces of one run's tests apart.
+var redisSeq atomic.Int64
+
+// redisStore opens a store on the test binary's redis-server
+// ($JOBKIT_REDIS_ADDR, or one it starts) in a namespace of its own.
+func redisStore(t *testing.T, ns string) store.Store {
+	c := redis.NewClient(&redis.Options{Addr: testserver.Redis(t), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	st, err := redisstore.New(c, redisstore.WithNamespace(fmt.Sprintf("console-%d-%d-%s", os.Getpid(), redisSeq.Add(1), ns)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// newEnv is newEnvOn(t, memdb).
+func newEnv(t *testing.T) *env { return newEnvOn(t, memdb) }
+
+// newEnvOn serves namespaces "default" and "other", each on a store open
+// makes, with executors:
 //
 //	greet(name string) string  logs two lines, completes "hi <name>"
 //	flaky()                    logs a line; fails for good while env.failing, else completes
 //	block()                    runs until canceled
 //	steps()                    logs "step 1", waits for env.step, logs "step 2", waits for it again, completes
-func newEnv(t *testing.T) *env {
+func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store) *env {
 	t.Helper()
 	e := &env{mgrs: map[string]*job.Manager{}, stats: map[string]*console.Stats{}, step: make(chan struct{})}
 	e.failing.Store(true)
 	for _, ns := range []string{"default", "other"} {
-		st, err := memdbstore.New()
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := open(t, ns)
 		e.stats[ns] = console.NewStats()
 		m, err := job.NewManager(job.WithStore(st), job.WithWorkers(4), job.WithPollInterval(50*time.Millisecond), job.WithNodeID("node-"+ns), job.WithObserver(e.stats[ns]))
 		if err != nil {
@@ -201,4 +239,27 @@ func browserless(t *testing.T) *http.Client {
 		t.Fatal(err)
 	}
 	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// scheduleMany schedules n instances of kind with arguments ["bulk"]
+// through the API, 1000 a call.
+func (e *env) scheduleMany(t *testing.T, kind string, n int) {
+	t.Helper()
+	for n > 0 {
+		batch := min(n, 1000)
+		items := make([]*pb.ScheduleRequest, batch)
+		for i := range items {
+			items[i] = &pb.ScheduleRequest{Kind: kind, ArgsJson: `["bulk"]`}
+		}
+		res, err := e.jobs(adminToken, "default").ScheduleBatch(context.Background(), connect.NewRequest(&pb.ScheduleBatchRequest{Items: items}))
+		if err != nil {
+			t.Fatalf("schedule %d %s: %v", batch, kind, err)
+		}
+		for _, r := range res.Msg.GetResults() {
+			if r.GetError() != nil {
+				t.Fatalf("schedule %s: %v", kind, r.GetError())
+			}
+		}
+		n -= batch
+	}
 }
