@@ -390,3 +390,30 @@ func TestATokenWithBytesACookieCannotHoldSignsIn(t *testing.T) {
 		t.Fatalf("after signing in with %q: status %d, body:\n%s", oddToken, p.status, p.body)
 	}
 }
+
+func TestInstancesFilterByLabels(t *testing.T) {
+	e := newEnv(t)
+	tagged := e.schedule(t, "tagged", "")
+	plain := e.schedule(t, "greet", `["x"]`)
+	c := browserless(t)
+	signIn(t, e, c, viewerToken)
+	for _, tc := range []struct {
+		labels    string
+		want, not string
+	}{
+		{"gpu", tagged.GetId(), plain.GetId()},
+		{" gpu , region=eu ", tagged.GetId(), plain.GetId()},
+		{"gpu,region=us", "", tagged.GetId()},
+	} {
+		p := get(t, c, e.console+"/instances?"+url.Values{"labels": {tc.labels}}.Encode())
+		if p.status != http.StatusOK {
+			t.Fatalf("labels %q: status %d", tc.labels, p.status)
+		}
+		if tc.want != "" && !strings.Contains(p.body, `data-id="`+tc.want+`"`) {
+			t.Errorf("labels %q: %s is not listed", tc.labels, tc.want)
+		}
+		if strings.Contains(p.body, `data-id="`+tc.not+`"`) {
+			t.Errorf("labels %q: %s is listed", tc.labels, tc.not)
+		}
+	}
+}

@@ -128,6 +128,7 @@ func (c *Console) queueAction(w http.ResponseWriter, r *http.Request) {
 // filterForm is the Instances page's filter as its form and URL hold it.
 type filterForm struct {
 	Kind, Queue string
+	Labels      string // comma-separated; instances requiring all of them
 	States      []string
 	From, To    string // datetime-local values, in TZ
 	TZ          string // the browser's IANA zone; "" is UTC
@@ -136,8 +137,13 @@ type filterForm struct {
 // parseFilter reads the filter from a query or a form.
 func parseFilter(v url.Values) (filterForm, *pb.InstanceFilter, error) {
 	f := filterForm{Kind: strings.TrimSpace(v.Get("kind")), Queue: strings.TrimSpace(v.Get("queue")),
-		From: v.Get("from"), To: v.Get("to"), TZ: v.Get("tz")}
+		Labels: strings.TrimSpace(v.Get("labels")), From: v.Get("from"), To: v.Get("to"), TZ: v.Get("tz")}
 	pf := &pb.InstanceFilter{Kind: f.Kind, Queue: f.Queue}
+	for l := range strings.SplitSeq(f.Labels, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			pf.Labels = append(pf.Labels, l)
+		}
+	}
 	for _, st := range v["state"] {
 		i := slices.Index(stateNames, st)
 		if i <= 0 {
@@ -176,7 +182,7 @@ func parseFilter(v url.Values) (filterForm, *pb.InstanceFilter, error) {
 // query encodes the filter for a URL.
 func (f filterForm) query() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"kind": f.Kind, "queue": f.Queue, "from": f.From, "to": f.To, "tz": f.TZ} {
+	for k, s := range map[string]string{"kind": f.Kind, "queue": f.Queue, "labels": f.Labels, "from": f.From, "to": f.To, "tz": f.TZ} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -189,7 +195,7 @@ func (f filterForm) query() url.Values {
 
 // empty reports whether the filter matches every instance.
 func (f filterForm) empty() bool {
-	return f.Kind == "" && f.Queue == "" && len(f.States) == 0 && f.From == "" && f.To == ""
+	return f.Kind == "" && f.Queue == "" && f.Labels == "" && len(f.States) == 0 && f.From == "" && f.To == ""
 }
 
 // instancesPage lists the instances a filter matches, a page at a time.

@@ -92,6 +92,7 @@ func newEnv(t *testing.T) *env { return newEnvOn(t, memdb) }
 //	greet(name string) string  logs two lines, completes "hi <name>"
 //	flaky()                    logs a line; fails for good while env.failing, else completes
 //	block()                    runs until canceled
+//	tagged()                   requires labels gpu and region=eu (no node here has them: never runs)
 //	steps()                    logs "step 1", waits for env.step, logs "step 2", waits for it again, completes
 func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store) *env {
 	t.Helper()
@@ -136,6 +137,7 @@ func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store) *env
 			}
 			return nil
 		}))
+		reg(job.WithKind("tagged"), job.WithExecutor(func() {}), job.WithRequiredLabels("gpu", "region=eu"))
 		reg(job.WithKind("block"), job.WithExecutor(func(ctx context.Context) error {
 			<-ctx.Done()
 			return ctx.Err()
