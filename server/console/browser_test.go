@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -134,6 +135,14 @@ func (b *browser) signIn(e *env, token string) {
 	b.until("the overview after signing in", `location.pathname === "/console/" && document.querySelector("#role") !== null`)
 }
 
+// click clicks the element sel selects, as a user would, retrying while a
+// live refresh replaces it under the pointer.
+func (b *browser) click(what, sel string) {
+	b.t.Helper()
+	js, _ := json.Marshal(sel)
+	b.until(what, fmt.Sprintf(`(() => { const el = document.querySelector(%s); if (!el) return false; el.click(); return true; })()`, js))
+}
+
 // open navigates to a console page and waits for its live feed to open.
 func (b *browser) open(e *env, path string) {
 	b.t.Helper()
@@ -179,10 +188,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		e.waitState(t, id, pb.State_STATE_TERMINATED)
 	}
 	b.open(e, "/instances")
-	b.do("filter by kind flaky and state terminated",
-		chromedp.SendKeys(chromedp.CSS("#f-kind"), "flaky"),
-		chromedp.Click(chromedp.CSS(`input[name="state"][value="terminated"]`)),
-		chromedp.Click(chromedp.CSS("#apply")))
+	b.do("type kind flaky in the filter", chromedp.SendKeys(chromedp.CSS("#f-kind"), "flaky"))
+	b.click("tick state terminated", `input[name="state"][value="terminated"]`)
+	b.click("apply the filter", "#apply")
 	b.until("the filtered list", `location.search.includes("kind=flaky") && document.querySelector("#instances") !== null`)
 	rows := eval[[]string](b, `Array.from(document.querySelectorAll("#instances tbody tr")).map(r => r.querySelector("td:nth-child(2)").textContent + "/" + r.dataset.state)`)
 	if len(rows) != len(failed) {
@@ -197,7 +205,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// Open one: its logs and history; retry it and see it complete.
 	id := failed[0]
-	b.do("open a failed instance", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#instances tr[data-id="%s"] a`, id))))
+	b.click("open a failed instance", fmt.Sprintf(`#instances tr[data-id="%s"] a`, id))
 	b.until("the instance page", fmt.Sprintf(`location.pathname.endsWith("%s") && document.body.dataset.live === "open"`, id))
 	if logs := eval[string](b, `document.querySelector("#logs").innerText`); !strings.Contains(logs, "flaky attempt 1") {
 		t.Errorf("the logs read %q, want the executor's line", logs)
@@ -211,7 +219,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	b.shot("instance-failed")
 	e.failing.Store(false)
-	b.do("retry it", chromedp.Click(chromedp.CSS("#retry")))
+	b.click("retry it", "#retry")
 	b.until("the retried instance completed, live", `document.querySelector("#state") && document.querySelector("#state").textContent === "completed"`)
 	b.until("the second attempt's log line", `document.querySelector("#logs").innerText.includes("flaky attempt 2")`)
 	b.shot("instance")
@@ -224,17 +232,17 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#t-args"), `["tick"]`),
 		chromedp.SendKeys(chromedp.CSS("#t-cron"), "* * * * * *"))
 	b.until("the next fire times previewed as the spec is typed", `document.querySelectorAll("#t-preview time").length === 5`)
-	b.do("submit the trigger", chromedp.Click(chromedp.CSS("#t-create")))
+	b.click("submit the trigger", "#t-create")
 	b.until("the trigger listed with its next fire times", `document.querySelectorAll('tr[data-trigger="every-second"] td.next time').length > 0`)
 	b.until("the live feed of /jobs", `document.body.dataset.live === "open"`)
 	b.until("the trigger's first tick shown", `document.querySelector('tr[data-trigger="every-second"] td.last-tick a') !== null`)
 	b.shot("jobs")
-	b.do("pause the trigger", chromedp.Click(chromedp.CSS(`tr[data-trigger="every-second"] button[data-action="pause"]`)))
+	b.click("pause the trigger", `tr[data-trigger="every-second"] button[data-action="pause"]`)
 	b.until("the trigger shown paused", `document.querySelector('tr[data-trigger="every-second"] td.status').textContent.includes("paused")`)
 
 	// Pause a queue: its work stops; bulk-cancel what waits in it.
 	b.open(e, "/queues")
-	b.do("pause queue default", chromedp.Click(chromedp.CSS(`tr[data-queue="default"] button[data-action="pause"]`)))
+	b.click("pause queue default", `tr[data-queue="default"] button[data-action="pause"]`)
 	b.until("queue default shown paused", `document.querySelector('tr[data-queue="default"] .status').textContent.includes("paused")`)
 	if !paused(t, e) {
 		t.Fatal("the server does not have queue default paused")
@@ -249,13 +257,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	for _, id := range waiting {
 		e.waitState(t, id, pb.State_STATE_SCHEDULED) // the paused queue runs nothing
 	}
-	b.do("bulk cancel", chromedp.Click(chromedp.CSS(`#bulk button[value="cancel"]`)))
+	b.click("bulk cancel", `#bulk button[value="cancel"]`)
 	b.until("the confirmation with its count", `document.querySelector("#confirm-count") !== null`)
 	if got := eval[string](b, `document.querySelector("#confirm-count strong").textContent`); got != "3" {
 		t.Fatalf("the confirmation counts %q, want 3", got)
 	}
 	b.shot("confirm")
-	b.do("confirm", chromedp.Click(chromedp.CSS("#confirm")))
+	b.click("confirm", "#confirm")
 	b.until("the result", `document.querySelector("#flash") && document.querySelector("#flash").textContent.includes("3 applied")`)
 	for _, id := range waiting {
 		e.waitState(t, id, pb.State_STATE_CANCELED)
@@ -276,7 +284,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.do("desktop width", chromedp.EmulateViewport(1280, 900))
 
 	// A viewer: no action buttons; the server refuses its forged action.
-	b.do("sign out", chromedp.Click(chromedp.CSS(`form[action="/console/signout"] button`)))
+	b.click("sign out", `form[action="/console/signout"] button`)
 	b.until("the sign-in page", `document.querySelector("#token") !== null`)
 	b.signIn(e, viewerToken)
 	for _, path := range []string{"/queues", "/instances", "/instances/" + id, "/jobs"} {

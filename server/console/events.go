@@ -48,6 +48,9 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stream.Close()
+	// Wait until the server has opened the feed (it sends its headers
+	// then), so that every change after the page's "open" reaches it.
+	stream.ResponseHeader()
 	var logs *connect.ServerStreamForClient[pb.FollowLogsResponse]
 	if instance != "" {
 		if logs, err = s.api.jobs.FollowLogs(ctx, connect.NewRequest(&pb.FollowLogsRequest{InstanceId: instance})); err != nil {

@@ -74,7 +74,11 @@
   function keep(root) {
     var out = [];
     root.querySelectorAll("form[id] input[name], form[id] textarea[name]").forEach(function (el) {
-      if (el.type === "hidden" || el.type === "checkbox" || el.type === "submit" || el.value === el.defaultValue) return;
+      if (el.type === "checkbox") {
+        if (el.checked !== el.defaultChecked) out.push([el.form.id, el.name, el.value, el.checked]);
+        return;
+      }
+      if (el.type === "hidden" || el.type === "submit" || el.value === el.defaultValue) return;
       out.push([el.form.id, el.name, el.value]);
     });
     return out;
@@ -84,16 +88,25 @@
   function restore(root, kept) {
     kept.forEach(function (k) {
       var f = root.querySelector("form#" + CSS.escape(k[0]));
-      if (f && f.elements[k[1]]) f.elements[k[1]].value = k[2];
+      if (!f) return;
+      if (k.length === 4) {
+        var box = f.querySelector("input[type=checkbox][name=\"" + CSS.escape(k[1]) + "\"][value=\"" + CSS.escape(k[2]) + "\"]");
+        if (box) box.checked = k[3];
+      } else if (f.elements[k[1]]) {
+        f.elements[k[1]].value = k[2];
+      }
     });
   }
 
   // Live updates: on each change, fetch this page's content again (at most
   // every 250 ms) and put it in place, unless the user is typing in it.
-  function live(main) {
+  function live(main, rendered) {
     var url = main.dataset.live, m = location.pathname.match(/\/instances\/([0-9a-fA-F-]{8,})$/);
     if (m) url += "?instance=" + encodeURIComponent(m[1]);
-    var pending = false, busy = false, last = 0, refreshes = 0;
+    // shown is the page content as the server last rendered it (before
+    // enhance), normalised by the browser's serialiser: a refresh that
+    // brings the same content leaves the page alone.
+    var pending = false, busy = false, last = 0, refreshes = 0, shown = rendered;
     function typing() {
       var a = document.activeElement;
       return a && main.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName) && a.type !== "checkbox" && a.type !== "submit";
@@ -110,28 +123,37 @@
           return r.ok ? r.text() : null;
         })
         .then(function (html) {
-          if (html !== null && html !== undefined) {
-            var kept = keep(main);
-            main.innerHTML = html;
-            restore(main, kept);
-            enhance(main);
-            preview(main);
-            document.body.dataset.refreshes = String(++refreshes);
-          }
+          if (html === null || html === undefined) return;
+          var t = document.createElement("template");
+          t.innerHTML = html;
+          if (t.innerHTML === shown) return;
+          if (typing()) { pending = true; return; }
+          shown = t.innerHTML;
+          var kept = keep(main);
+          main.innerHTML = html;
+          restore(main, kept);
+          enhance(main);
+          preview(main);
+          document.body.dataset.refreshes = String(++refreshes);
         })
         .catch(function () {})
-        .then(function () { busy = false; if (pending) refresh(); });
+        .then(function () { busy = false; if (pending) setTimeout(refresh, typing() ? 500 : 0); });
     }
     var es = new EventSource(url);
-    es.addEventListener("open", function () { document.body.dataset.live = "open"; });
+    // On (re)opening, refresh once: a change between the page's render and
+    // the feed's start (or during a reconnection) has no event of its own.
+    es.addEventListener("open", function () {
+      document.body.dataset.live = "open";
+      refresh();
+    });
     es.addEventListener("error", function () { document.body.dataset.live = "reconnecting"; });
     es.addEventListener("change", function () { refresh(); });
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    var main = document.getElementById("live"), rendered = main ? main.innerHTML : "";
     enhance(document);
     preview(document);
-    var main = document.getElementById("live");
-    if (main && main.dataset.live && window.EventSource) live(main);
+    if (main && main.dataset.live && window.EventSource) live(main, rendered);
   });
 })();
