@@ -271,7 +271,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The other pages.
 	b.open(e, "/")
-	b.until("the throughput chart with this minute's attempts", `document.querySelector('#chart-throughput polyline[data-series="completed"]') !== null && /completed \(this minute: [1-9]/.test(document.querySelector("#chart-throughput").innerText)`)
+	b.until("the throughput chart with the attempts of the hour", `document.querySelector('#chart-throughput polyline[data-series="completed"]') !== null && /completed \(now \d+\/min, peak [1-9]/.test(document.querySelector("#chart-throughput").innerText)`)
 	b.shot("overview")
 	b.open(e, "/nodes")
 	b.until("this node listed", `document.querySelector("#nodes").innerText.includes("node-default")`)

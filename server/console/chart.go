@@ -70,11 +70,15 @@ func lineChart(id, title string, series []chartSeries, format func(float64) stri
 	}
 	b.WriteString(`</svg><ul class="legend">`)
 	for i, s := range series {
-		last := 0.0
+		last, peak := 0.0, 0.0
 		if len(s.Values) > 0 {
 			last = s.Values[len(s.Values)-1]
 		}
-		fmt.Fprintf(&b, `<li><span class="swatch s%d"></span>%s <span class="muted">(this minute: %s)</span></li>`, i, template.HTMLEscapeString(s.Name), template.HTMLEscapeString(format(last)))
+		for _, v := range s.Values {
+			peak = max(peak, v)
+		}
+		fmt.Fprintf(&b, `<li><span class="swatch s%d"></span>%s <span class="muted">(now %s, peak %s)</span></li>`,
+			i, template.HTMLEscapeString(s.Name), template.HTMLEscapeString(format(last)), template.HTMLEscapeString(format(peak)))
 	}
 	b.WriteString(`</ul></figure>`)
 	return template.HTML(b.String()) //nolint:gosec // every string in it is escaped above
