@@ -20,7 +20,11 @@ import (
 // positions of one namespace are taken in commit order (the event feed
 // reads them in that order without gaps), and the counters, touched only
 // under that lock, never deadlock. It is always the transaction's last
-// statement, so the lock is held only until the commit.
+// statement, so the lock is held only until the commit. The one-statement
+// operations (enqueue, claim, finish) take it the same way, in a CTE that
+// first aggregates over every row the statement changes: PostgreSQL runs
+// data-modifying CTEs incrementally, and a lock taken after the first row
+// could otherwise be held while the statement waits on a later row's lock.
 type final struct {
 	hID, hKind, hQueue, hNode, hErr []string
 	hState                          []int16

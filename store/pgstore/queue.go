@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +19,7 @@ import (
 
 // stmts caches the statements of a schema, built once.
 type stmts struct {
-	insert, claim, next, update, lockRows string
+	insert, enqueue, claim, next, finish, update, lockRows string
 }
 
 var stmtCache sync.Map // quoted schema -> *stmts
@@ -40,6 +41,29 @@ func (s *Store) stmt() *stmts {
 	ORDER BY x.o
 	ON CONFLICT (ns, id) DO NOTHING
 	RETURNING id, seq`
+	// The enqueue of instances without unique keys: one statement
+	// inserts them, skipping IDs stored already, registers their queues,
+	// appends their Created and Scheduled records under the namespace's
+	// lock, counts them and notifies their queues.
+	st.enqueue = `WITH x AS (SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[],
+		$10::int8[], $11::int8[], $12::text[])
+		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, o)),
+ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout, created_at, updated_at, labels)
+	SELECT $1, x.id, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout, x.created, $2,
+		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END
+	FROM x ORDER BY x.o
+	ON CONFLICT (ns, id) DO NOTHING
+	RETURNING id, seq, kind, queue),
+q AS (INSERT INTO ` + s.t("queues") + ` (ns, name) SELECT DISTINCT $1, queue FROM ins ORDER BY 2 ON CONFLICT DO NOTHING RETURNING 1),
+l AS (SELECT pg_advisory_xact_lock($13) FROM (SELECT count(*) AS n FROM ins) AS z, (SELECT count(*) FROM q) AS zq WHERE z.n > 0),
+h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node)
+	SELECT $1, ins.id, ins.kind, ins.queue, v.state, 0, $2, $14 FROM ins, l, (VALUES (1::int2), (2::int2)) AS v(state)
+	ORDER BY ins.seq, v.state RETURNING 1),
+c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
+	SELECT $1, ins.queue, ins.kind, 2, count(*) FROM ins, l GROUP BY ins.queue, ins.kind ORDER BY 2, 3
+	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
+w AS (SELECT pg_notify($15, $16::text || d.queue) FROM (SELECT DISTINCT queue FROM ins) AS d, l)
+SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM ins`
 	// The claim: one statement picks the first ready instances the
 	// claimer may take, in claim order, skipping rows other claims hold,
 	// leases them, appends their history under the namespace's lock,
@@ -53,13 +77,14 @@ func (s *Store) stmt() *stmts {
 	st.claim = `WITH picked AS MATERIALIZED (
 	SELECT id FROM ` + inst + `
 	WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= $3 ` + filter + `
+		AND NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)
 	ORDER BY priority DESC, run_at, seq
 	LIMIT $4
 	FOR UPDATE SKIP LOCKED),
 u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner = $7, lease_until = $8, updated_at = $3
 	FROM picked WHERE i.ns = $1 AND i.id = picked.id
 	RETURNING ` + instColsOf("i") + `),
-l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT 1 FROM u LIMIT 1) AS z),
+l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
 h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node)
 	SELECT $1, u.id, u.kind, u.queue, 3, u.attempt, $3, $7 FROM u, l ORDER BY u.priority DESC, u.run_at, u.seq
 	RETURNING 1),
@@ -73,10 +98,37 @@ c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
 cl AS (UPDATE ` + s.t("claims") + ` SET seq = $10::int8, until = $8,
 		ids = coalesce((SELECT array_agg(id ORDER BY priority DESC, run_at, seq) FROM u), '{}'),
 		attempts = coalesce((SELECT array_agg(attempt ORDER BY priority DESC, run_at, seq) FROM u), '{}')
-	WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7
+	WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND NOT (until >= $3 AND seq >= $10::int8)
 	RETURNING 1)
 SELECT ` + instColsOf("u") + `, (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM cl)
 FROM u ORDER BY u.priority DESC, u.run_at, u.seq`
+	// The finish of attempts the owner holds: one statement applies the
+	// outcomes (a retry or release of an attempt whose cancel was
+	// requested ends Canceled, its RunAt and attempt kept), appends their
+	// history, moves their counters and notifies the queues of retries.
+	// An outcome whose row does not match (lease lost, or applied before)
+	// is not returned; Finish looks at those in a transaction of their own.
+	st.finish = `WITH x AS (SELECT * FROM unnest($2::text[], $3::int4[], $4::int2[], $5::int8[], $6::bool[], $7::bytea[], $8::text[])
+		WITH ORDINALITY AS x(id, attempt, state, run_at, release, result, error, o)),
+u AS (UPDATE ` + inst + ` i SET
+		state = CASE WHEN x.state = 2 AND i.cancel_req THEN 6 ELSE x.state END,
+		attempt = CASE WHEN x.state = 2 AND x.release AND NOT i.cancel_req THEN i.attempt - 1 ELSE i.attempt END,
+		run_at = CASE WHEN x.state = 2 AND NOT i.cancel_req THEN x.run_at ELSE i.run_at END,
+		finished_at = CASE WHEN x.state = 2 AND NOT i.cancel_req THEN 0 ELSE $10::int8 END,
+		lease_owner = NULL, lease_until = 0, cancel_req = false, result = x.result, error = x.error, updated_at = $10::int8
+	FROM x WHERE i.ns = $1 AND i.id = x.id AND i.state = 3 AND i.lease_owner = $9 AND i.attempt = x.attempt
+	RETURNING i.id, i.kind, i.queue, i.state, x.attempt AS oattempt, x.o, x.result, x.error),
+l AS (SELECT pg_advisory_xact_lock($11) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
+h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, error, result)
+	SELECT $1, u.id, u.kind, u.queue, u.state, u.oattempt, $10, $9, u.error, u.result FROM u, l ORDER BY u.o RETURNING 1),
+c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
+	SELECT $1, d.queue, d.kind, d.state, sum(d.n) FROM (
+		SELECT queue, kind, 3::int2 AS state, -1 AS n FROM u
+		UNION ALL SELECT queue, kind, state, 1 FROM u) AS d, l
+	GROUP BY d.queue, d.kind, d.state HAVING sum(d.n) <> 0 ORDER BY 2, 3, 4
+	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
+w AS (SELECT pg_notify($12, $13::text || d.queue) FROM (SELECT DISTINCT queue FROM u WHERE state = 2) AS d, l)
+SELECT u.o, u.state, (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM u`
 	st.next = `SELECT coalesce(min(run_at), 0) FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 ` + filterOf("$3", "$4")
 	st.update = `UPDATE ` + inst + ` i SET state = x.state, attempt = x.attempt, run_at = x.run_at,
 		lease_owner = nullif(x.owner, ''), lease_until = x.lease_until, cancel_req = x.cancel_req,
@@ -112,6 +164,9 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 		return []store.EnqueueResult{}, nil
 	}
 	now := nanos(p.Now)
+	if !slices.ContainsFunc(p.Instances, func(in *store.Instance) bool { return in.UniqueKey != "" }) {
+		return s.enqueuePlain(ctx, p)
+	}
 	var res []store.EnqueueResult
 	err := s.write(ctx, "enqueue", func(tx pgx.Tx) error {
 		res = make([]store.EnqueueResult, len(p.Instances))
@@ -266,6 +321,80 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 	return res, nil
 }
 
+// enqueuePlain enqueues instances without unique keys in one statement
+// (stmts.enqueue), then reads the Seq of those stored before.
+func (s *Store) enqueuePlain(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
+	n := len(p.Instances)
+	id, kind, queue, labels := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	args := make([][]byte, n)
+	prio, runAt, timeout, created := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	retries := make([]int32, n)
+	for i, in := range p.Instances {
+		id[i], kind[i], queue[i] = in.ID, in.Kind, in.Queue
+		labels[i] = strings.Join(store.NormLabels(in.Labels), ",")
+		args[i], prio[i], runAt[i] = in.Args, int64(in.Priority), nanos(in.RunAt)
+		timeout[i], created[i], retries[i] = int64(in.Timeout), nanos(in.CreatedAt), clamp32(in.MaxRetries)
+	}
+	q := s.q(ctx)
+	rows, err := q.Query(ctx, s.stmt().enqueue, s.cfg.ns, nanos(p.Now), id, kind, queue, args, prio, runAt, retries, timeout, created, labels,
+		s.lockKey, p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns)
+	if err != nil {
+		return nil, s.wrap(ctx, "enqueue", err)
+	}
+	got := make(map[string]int64, n)
+	for rows.Next() {
+		var sid string
+		var seq, a, b, c, d int64
+		if err := rows.Scan(&sid, &seq, &a, &b, &c, &d); err != nil {
+			rows.Close()
+			return nil, s.wrap(ctx, "enqueue", err)
+		}
+		got[sid] = seq
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "enqueue", err)
+	}
+	res := make([]store.EnqueueResult, n)
+	var missing []string
+	for i, in := range p.Instances {
+		if seq, ok := got[in.ID]; ok {
+			res[i] = store.EnqueueResult{ID: in.ID, Seq: uint64(seq)}
+			delete(got, in.ID) // the same ID later in the batch is a repeat
+			continue
+		}
+		missing = append(missing, in.ID)
+	}
+	if len(missing) == 0 {
+		return res, nil
+	}
+	// Stored before (or earlier in this batch): report the stored Seq.
+	rows, err = q.Query(ctx, `SELECT id, seq FROM `+s.t("instances")+` WHERE ns = $1 AND id = ANY($2::text[])`, s.cfg.ns, missing)
+	if err != nil {
+		return nil, s.wrap(ctx, "enqueue", err)
+	}
+	stored := map[string]int64{}
+	for rows.Next() {
+		var sid string
+		var seq int64
+		if err := rows.Scan(&sid, &seq); err != nil {
+			rows.Close()
+			return nil, s.wrap(ctx, "enqueue", err)
+		}
+		stored[sid] = seq
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "enqueue", err)
+	}
+	for i, in := range p.Instances {
+		if res[i].ID == "" {
+			res[i] = store.EnqueueResult{ID: in.ID, Seq: uint64(stored[in.ID]), Existed: true}
+		}
+	}
+	return res, nil
+}
+
 // Claim implements store.Queue: one statement (see stmts.claim), preceded
 // by a lock of the owner's claim record when p.ClaimSeq is set.
 func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
@@ -282,56 +411,61 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	if labels == nil {
 		labels = []string{}
 	}
-	err := s.write(ctx, "claim", func(tx pgx.Tx) error {
-		res.Instances, res.Undecodable = nil, nil
-		if p.ClaimSeq != 0 {
-			var seq, until int64
-			var ids []string
-			var attempts []int32
-			err := tx.QueryRow(ctx, `INSERT INTO `+s.t("claims")+` AS c (ns, owner, seq, until, ids, attempts) VALUES ($1, $2, 0, 0, '{}', '{}')
-				ON CONFLICT (ns, owner) DO UPDATE SET owner = c.owner RETURNING seq, until, ids, attempts`,
-				s.cfg.ns, p.Owner).Scan(&seq, &until, &ids, &attempts)
-			if err != nil {
-				return err
-			}
-			if until >= now && uint64(seq) >= p.ClaimSeq {
-				if uint64(seq) > p.ClaimSeq {
-					return nil // a call that arrived late, after a newer claim
+	st := s.stmt()
+	// One round trip: the batch's statements run in one implicit
+	// transaction. The claim record of a ClaimSeq is locked first; the
+	// claim statement takes nothing when it says the call is a repeat or
+	// late; the last statement reads NextRunAt after the claim.
+	var seq, until int64
+	var ids []string
+	var attempts []int32
+	var next int64
+	b := &pgx.Batch{}
+	if p.ClaimSeq != 0 {
+		b.Queue(`INSERT INTO `+s.t("claims")+` AS c (ns, owner, seq, until, ids, attempts) VALUES ($1, $2, 0, 0, '{}', '{}')
+			ON CONFLICT (ns, owner) DO UPDATE SET owner = c.owner RETURNING seq, until, ids, attempts`, s.cfg.ns, p.Owner).
+			QueryRow(func(r pgx.Row) error { return r.Scan(&seq, &until, &ids, &attempts) })
+	}
+	b.Queue(st.claim, s.cfg.ns, p.Queue, now, p.Limit, kinds, labels, p.Owner, nanos(p.LeaseUntil), s.lockKey, int64(p.ClaimSeq)).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				r := &row{}
+				var a, b, c int64
+				if err := rows.Scan(append(r.dest(), &a, &b, &c)...); err != nil {
+					return err
 				}
-				return s.repeatClaim(ctx, tx, p, ids, attempts, res)
+				in, err := r.instance()
+				if err != nil {
+					res.Undecodable = append(res.Undecodable, store.UndecodableRecord{LeaseRef: store.LeaseRef{ID: r.id, Attempt: int(r.attempt)}, Err: err})
+					continue
+				}
+				res.Instances = append(res.Instances, in)
 			}
-		}
-		rows, err := tx.Query(ctx, s.stmt().claim, s.cfg.ns, p.Queue, now, p.Limit, kinds, labels,
-			p.Owner, nanos(p.LeaseUntil), s.lockKey, int64(p.ClaimSeq))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			r := &row{}
-			var a, b, c int64
-			if err := rows.Scan(append(r.dest(), &a, &b, &c)...); err != nil {
-				return err
-			}
-			in, err := r.instance()
-			if err != nil {
-				res.Undecodable = append(res.Undecodable, store.UndecodableRecord{LeaseRef: store.LeaseRef{ID: r.id, Attempt: int(r.attempt)}, Err: err})
-				continue
-			}
-			res.Instances = append(res.Instances, in)
-		}
-		return rows.Err()
-	})
+			return rows.Err()
+		})
+	b.Queue(st.next, s.cfg.ns, p.Queue, kinds, labels).QueryRow(func(r pgx.Row) error { return r.Scan(&next) })
+	var err error
+	if tx := txFrom(ctx); tx != nil {
+		err = tx.SendBatch(ctx, b).Close()
+	} else {
+		err = s.pool.SendBatch(ctx, b).Close()
+	}
 	if err != nil {
-		return nil, err
+		return nil, s.wrap(ctx, "claim", err)
+	}
+	if p.ClaimSeq != 0 && until >= now && uint64(seq) >= p.ClaimSeq {
+		res.Instances, res.Undecodable = nil, nil
+		if uint64(seq) > p.ClaimSeq {
+			return res, nil // a call that arrived late, after a newer claim
+		}
+		// The repeat of the last claim: what it took and still holds.
+		err := s.write(ctx, "claim", func(tx pgx.Tx) error { return s.repeatClaim(ctx, tx, p, ids, attempts, res) })
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
 	if len(res.Instances)+len(res.Undecodable) < p.Limit {
-		var next int64
-		if err := s.q(ctx).QueryRow(ctx, s.stmt().next, s.cfg.ns, p.Queue, kinds, labels).Scan(&next); err != nil {
-			// The claim is committed: report what it took; the caller
-			// polls instead of sleeping until the next one.
-			return res, nil
-		}
 		res.NextRunAt = fromNanos(next)
 	}
 	return res, nil
@@ -493,12 +627,38 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 			return nil, fmt.Errorf("pgstore: finish: %w", err)
 		}
 	}
-	var res []store.FinishResult
+	res := make([]store.FinishResult, len(p.Outcomes))
+	// The fast path, one statement, when no ID is given twice.
+	seen := make(map[string]bool, len(p.Outcomes))
+	for _, o := range p.Outcomes {
+		seen[o.ID] = true
+	}
+	var rest []int // outcomes the fast path did not apply
+	if len(seen) == len(p.Outcomes) && len(p.Outcomes) > 0 {
+		done, err := s.finishFast(ctx, p, res)
+		if err != nil {
+			return nil, err
+		}
+		for i := range p.Outcomes {
+			if !done[i] {
+				rest = append(rest, i)
+			}
+		}
+	} else {
+		for i := range p.Outcomes {
+			rest = append(rest, i)
+		}
+	}
+	if len(rest) == 0 {
+		return res, nil
+	}
 	err := s.write(ctx, "finish", func(tx pgx.Tx) error {
-		res = make([]store.FinishResult, len(p.Outcomes))
-		ids := make([]string, len(p.Outcomes))
-		for i, o := range p.Outcomes {
-			ids[i] = o.ID
+		for _, i := range rest {
+			res[i] = store.FinishResult{}
+		}
+		ids := make([]string, len(rest))
+		for k, i := range rest {
+			ids[k] = p.Outcomes[i].ID
 		}
 		cur, bad, err := s.lockRows(ctx, tx, ids)
 		if err != nil {
@@ -508,7 +668,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 		changed := map[string]*store.Instance{}
 		var order []string
 		f := &final{}
-		for i := range p.Outcomes {
+		for _, i := range rest {
 			o := &p.Outcomes[i]
 			in := cur[o.ID]
 			if r := bad[o.ID]; r != nil {
@@ -571,6 +731,43 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 		return nil, err
 	}
 	return res, nil
+}
+
+// finishFast applies, in one statement, the outcomes whose attempts the
+// owner holds, sets their results in res, and reports which it applied.
+func (s *Store) finishFast(ctx context.Context, p *store.FinishParams, res []store.FinishResult) ([]bool, error) {
+	n := len(p.Outcomes)
+	ids, errs := make([]string, n), make([]string, n)
+	atts := make([]int32, n)
+	states := make([]int16, n)
+	runAt := make([]int64, n)
+	release := make([]bool, n)
+	results := make([][]byte, n)
+	for i, o := range p.Outcomes {
+		ids[i], errs[i], atts[i], states[i] = o.ID, o.Error, clamp32(o.Attempt), int16(o.State)
+		runAt[i], release[i], results[i] = nanos(o.RunAt), o.Release, o.Result
+	}
+	rows, err := s.q(ctx).Query(ctx, s.stmt().finish, s.cfg.ns, ids, atts, states, runAt, release, results, errs,
+		p.Owner, nanos(p.Now), s.lockKey, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns)
+	if err != nil {
+		return nil, s.wrap(ctx, "finish", err)
+	}
+	defer rows.Close()
+	done := make([]bool, n)
+	for rows.Next() {
+		var o int64
+		var st int16
+		var a, b, c int64
+		if err := rows.Scan(&o, &st, &a, &b, &c); err != nil {
+			return nil, s.wrap(ctx, "finish", err)
+		}
+		done[o-1] = true
+		res[o-1].State = store.State(st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "finish", err)
+	}
+	return done, nil
 }
 
 // lastHist is an instance's newest history record, as far as Finish

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math"
+	"net"
 	"sync"
 	"time"
 
@@ -232,7 +234,12 @@ func (s *Store) wrap(ctx context.Context, op string, err error) error {
 		}
 		return fmt.Errorf("pgstore: %s: %w", op, err)
 	}
-	return fmt.Errorf("pgstore: %s: %w (is PostgreSQL reachable? the store retries on the next call)", op, err)
+	var netErr net.Error
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &netErr) || errors.As(err, &connErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("pgstore: %s: %w (is PostgreSQL reachable? the next call tries again)", op, err)
+	}
+	return fmt.Errorf("pgstore: %s: %w", op, err)
 }
 
 // nanos returns t as Unix nanoseconds, 0 for the zero time, clamped to
