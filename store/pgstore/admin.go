@@ -92,10 +92,21 @@ func (s *Store) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, 
 	if p == nil || p.Now.IsZero() {
 		return nil, fmt.Errorf("%w: lag without Now", store.ErrInvalid)
 	}
-	rows, err := s.q(ctx).Query(ctx, `SELECT g.queue, g.kind, coalesce((SELECT i.run_at FROM `+s.t("instances")+` i
-			WHERE i.ns = $1 AND i.queue = g.queue AND i.kind = g.kind AND i.state = 2 AND i.run_at <= $4
-			ORDER BY i.run_at LIMIT 1), 0)
-		FROM (SELECT DISTINCT queue, kind FROM `+s.t("counts")+` WHERE ns = $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)) AS g`,
+	// Per group, one probe of the claim index per priority the queue
+	// holds (see stmts.next).
+	rows, err := s.q(ctx).Query(ctx, `WITH RECURSIVE g AS (SELECT DISTINCT queue, kind FROM `+s.t("counts")+`
+			WHERE ns = $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)),
+		q AS (SELECT DISTINCT queue FROM g),
+		p(queue, prio) AS (
+			SELECT q.queue, (SELECT priority FROM `+s.t("instances")+` WHERE ns = $1 AND queue = q.queue AND state = 2 ORDER BY priority DESC LIMIT 1) FROM q
+			UNION ALL
+			SELECT p.queue, (SELECT priority FROM `+s.t("instances")+` WHERE ns = $1 AND queue = p.queue AND state = 2 AND priority < p.prio
+				ORDER BY priority DESC LIMIT 1) FROM p WHERE p.prio IS NOT NULL)
+		SELECT g.queue, g.kind, coalesce(min((SELECT i.run_at FROM `+s.t("instances")+` i
+			WHERE i.ns = $1 AND i.queue = g.queue AND i.state = 2 AND i.priority = p.prio AND i.kind = g.kind AND i.run_at <= $4
+			ORDER BY i.priority DESC, i.run_at, i.seq LIMIT 1)), 0)
+		FROM g LEFT JOIN p ON p.queue = g.queue AND p.prio IS NOT NULL
+		GROUP BY g.queue, g.kind`,
 		s.cfg.ns, p.Queue, p.Kind, nanos(p.Now))
 	if err != nil {
 		return nil, s.wrap(ctx, "lag", err)

@@ -258,7 +258,7 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 	if !p.HistoryBefore.IsZero() {
 		err := s.write(ctx, "prune", func(tx pgx.Tx) error {
 			var n, top int64
-			err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM `+s.t("history")+` WHERE pos IN (
+			err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM `+s.t("history")+` WHERE ns = $1 AND pos IN (
 					SELECT pos FROM `+s.t("history")+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) RETURNING pos)
 				SELECT count(*), coalesce(max(pos), 0) FROM d`, s.cfg.ns, nanos(p.HistoryBefore), limit).Scan(&n, &top)
 			if err != nil {
@@ -273,7 +273,7 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 	}
 	if !p.LogsBefore.IsZero() {
 		var n int64
-		err := s.q(ctx).QueryRow(ctx, `WITH d AS (DELETE FROM `+s.t("logs")+` WHERE pos IN (
+		err := s.q(ctx).QueryRow(ctx, `WITH d AS (DELETE FROM `+s.t("logs")+` WHERE ns = $1 AND pos IN (
 				SELECT pos FROM `+s.t("logs")+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) RETURNING 1)
 			SELECT count(*) FROM d`, s.cfg.ns, nanos(p.LogsBefore), limit).Scan(&n)
 		if err != nil {
@@ -313,9 +313,10 @@ func (s *Store) removeWhere(ctx context.Context, tx pgx.Tx, sel string, args []a
 	}
 	q := `WITH d AS (DELETE FROM ` + s.t("instances") + ` WHERE ns = $1 AND id = ANY($2::text[])
 			RETURNING id, queue, kind, state, unique_key),
-		k AS (DELETE FROM ` + s.t("unique_keys") + ` u USING d WHERE u.ns = $1 AND u.key = d.unique_key AND u.id = d.id RETURNING 1),
-		h AS (DELETE FROM ` + s.t("history") + ` h USING d WHERE h.ns = $1 AND h.instance_id = d.id RETURNING h.pos),
-		lg AS (DELETE FROM ` + s.t("logs") + ` l USING d WHERE l.ns = $1 AND l.instance_id = d.id RETURNING 1)
+		k AS (DELETE FROM ` + s.t("unique_keys") + ` u WHERE u.ns = $1
+			AND u.key = ANY(ARRAY(SELECT unique_key FROM d WHERE unique_key IS NOT NULL)) AND u.id = ANY($2::text[]) RETURNING 1),
+		h AS (DELETE FROM ` + s.t("history") + ` h WHERE h.ns = $1 AND h.instance_id = ANY($2::text[]) RETURNING h.pos),
+		lg AS (DELETE FROM ` + s.t("logs") + ` l WHERE l.ns = $1 AND l.instance_id = ANY($2::text[]) RETURNING 1)
 		SELECT id, queue, kind, state, (SELECT count(*) FROM h), (SELECT coalesce(max(pos), 0) FROM h),
 			(SELECT count(*) FROM lg), (SELECT count(*) FROM k) FROM d`
 	rows, err = tx.Query(ctx, q, s.cfg.ns, ids)

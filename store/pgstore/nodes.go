@@ -118,7 +118,7 @@ func (s *Store) RescueNodes(ctx context.Context, p *store.RescueNodesParams) (*s
 			return err
 		}
 		rows, err = tx.Query(ctx, `SELECT `+instColsOf("i")+` FROM `+s.t("instances")+` i
-			WHERE i.ns = $1 AND i.state = 3 AND i.lease_owner IN (SELECT id FROM `+s.t("nodes")+` WHERE ns = $1 AND status = 3)
+			WHERE i.ns = $1 AND i.state = 3 AND i.lease_owner = ANY(ARRAY(SELECT id FROM `+s.t("nodes")+` WHERE ns = $1 AND status = 3))
 			LIMIT $2 FOR UPDATE OF i SKIP LOCKED`, s.cfg.ns, p.Limit)
 		if err != nil {
 			return err

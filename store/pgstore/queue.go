@@ -82,7 +82,7 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 	LIMIT $4
 	FOR UPDATE SKIP LOCKED),
 u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner = $7, lease_until = $8, updated_at = $3
-	FROM picked WHERE i.ns = $1 AND i.id = picked.id
+	WHERE i.ns = $1 AND i.id = ANY(ARRAY(SELECT id FROM picked))
 	RETURNING ` + instColsOf("i") + `),
 l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
 h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node)
@@ -108,6 +108,10 @@ FROM u ORDER BY u.priority DESC, u.run_at, u.seq`
 	// history, moves their counters and notifies the queues of retries.
 	// An outcome whose row does not match (lease lost, or applied before)
 	// is not returned; Finish looks at those in a transaction of their own.
+	// The state and owner are compared with IS NOT DISTINCT FROM, which no
+	// index serves: the rows are found through the primary key, never
+	// through the owner's or the leases' index (a generic plan made while
+	// the table looked empty took those and walked every running row).
 	st.finish = `WITH x AS (SELECT * FROM unnest($2::text[], $3::int4[], $4::int2[], $5::int8[], $6::bool[], $7::bytea[], $8::text[])
 		WITH ORDINALITY AS x(id, attempt, state, run_at, release, result, error, o)),
 u AS (UPDATE ` + inst + ` i SET
@@ -116,7 +120,8 @@ u AS (UPDATE ` + inst + ` i SET
 		run_at = CASE WHEN x.state = 2 AND NOT i.cancel_req THEN x.run_at ELSE i.run_at END,
 		finished_at = CASE WHEN x.state = 2 AND NOT i.cancel_req THEN 0 ELSE $10::int8 END,
 		lease_owner = NULL, lease_until = 0, cancel_req = false, result = x.result, error = x.error, updated_at = $10::int8
-	FROM x WHERE i.ns = $1 AND i.id = x.id AND i.state = 3 AND i.lease_owner = $9 AND i.attempt = x.attempt
+	FROM x WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id
+		AND i.state IS NOT DISTINCT FROM 3::int2 AND i.lease_owner IS NOT DISTINCT FROM $9::text AND i.attempt = x.attempt
 	RETURNING i.id, i.kind, i.queue, i.state, x.attempt AS oattempt, x.o, x.result, x.error),
 l AS (SELECT pg_advisory_xact_lock($11) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
 h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, error, result)
@@ -129,14 +134,24 @@ c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
 	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
 w AS (SELECT pg_notify($12, $13::text || d.queue) FROM (SELECT DISTINCT queue FROM u WHERE state = 2) AS d, l)
 SELECT u.o, u.state, (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM u`
-	st.next = `SELECT coalesce(min(run_at), 0) FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 ` + filterOf("$3", "$4")
+	// NextRunAt: the first waiting instance of each priority the queue
+	// holds (a skip over the claim index, one probe per priority), the
+	// earliest of them.
+	st.next = `WITH RECURSIVE p(prio) AS (
+	(SELECT priority FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 ORDER BY priority DESC LIMIT 1)
+	UNION ALL
+	SELECT (SELECT priority FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 AND priority < p.prio ORDER BY priority DESC LIMIT 1)
+	FROM p WHERE p.prio IS NOT NULL)
+SELECT coalesce(min((SELECT run_at FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 AND priority = p.prio ` + filterOf("$3", "$4") + `
+	ORDER BY priority DESC, run_at, seq LIMIT 1)), 0)
+FROM p WHERE p.prio IS NOT NULL`
 	st.update = `UPDATE ` + inst + ` i SET state = x.state, attempt = x.attempt, run_at = x.run_at,
 		lease_owner = nullif(x.owner, ''), lease_until = x.lease_until, cancel_req = x.cancel_req,
 		finished_at = x.finished, result = x.result, error = x.error, updated_at = x.updated
 	FROM unnest($2::text[], $3::int2[], $4::int4[], $5::int8[], $6::text[], $7::int8[], $8::bool[], $9::int8[],
 		$10::bytea[], $11::text[], $12::int8[])
 		AS x(id, state, attempt, run_at, owner, lease_until, cancel_req, finished, result, error, updated)
-	WHERE i.ns = $1 AND i.id = x.id`
+	WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id`
 	st.lockRows = `SELECT ` + instCols + ` FROM ` + inst + ` WHERE ns = $1 AND id = ANY($2::text[]) ORDER BY id FOR UPDATE`
 	stmtCache.Store(s.cfg.quoted, st)
 	return st
@@ -535,7 +550,8 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 	err := func() error {
 		rows, err := s.q(ctx).Query(ctx, `UPDATE `+s.t("instances")+` i SET lease_until = $5, updated_at = $6
 			FROM (SELECT DISTINCT * FROM unnest($2::text[], $3::int4[]) AS y(id, attempt)) AS x
-			WHERE i.ns = $1 AND i.id = x.id AND i.state = 3 AND i.lease_owner = $4 AND i.attempt = x.attempt
+			WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id
+			AND i.state IS NOT DISTINCT FROM 3::int2 AND i.lease_owner IS NOT DISTINCT FROM $4::text AND i.attempt = x.attempt
 			RETURNING i.id, i.attempt, i.cancel_req`, s.cfg.ns, ids, atts, p.Owner, nanos(p.Until), nanos(p.Now))
 		if err != nil {
 			return err

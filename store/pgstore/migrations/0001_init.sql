@@ -36,11 +36,10 @@ CREATE TABLE SCHEMA.instances (
 ) WITH (fillfactor = 80);
 
 -- The claim order: what is ready, highest priority first, then readiness.
+-- The only index of Scheduled instances, so no plan of the claim (a
+-- generic one, made while the table looked empty) can take another and
+-- sort the whole queue: NextRunAt and Lag read it one priority at a time.
 CREATE INDEX instances_ready ON SCHEMA.instances (ns, queue, priority DESC, run_at, seq) WHERE state = 2;
--- NextRunAt: the earliest waiting instance of a queue.
-CREATE INDEX instances_waiting ON SCHEMA.instances (ns, queue, run_at) WHERE state = 2;
--- Lag: the oldest ready instance per queue and kind.
-CREATE INDEX instances_lag ON SCHEMA.instances (ns, queue, kind, run_at) WHERE state = 2;
 -- Rescue of expired leases, and of dead nodes' attempts.
 CREATE INDEX instances_lease ON SCHEMA.instances (ns, lease_until) WHERE state = 3;
 CREATE INDEX instances_owner ON SCHEMA.instances (ns, lease_owner) WHERE state = 3;
@@ -62,7 +61,7 @@ CREATE TABLE SCHEMA.unique_keys (
 -- History: pos is taken under the namespace's transaction lock, so pos
 -- order is commit order (the event feed follows it).
 CREATE TABLE SCHEMA.history (
-	pos         bigint   NOT NULL DEFAULT nextval('SCHEMA.seq') PRIMARY KEY,
+	pos         bigint   NOT NULL DEFAULT nextval('SCHEMA.seq'),
 	ns          text     NOT NULL,
 	instance_id text     NOT NULL,
 	kind        text     NOT NULL,
@@ -72,14 +71,14 @@ CREATE TABLE SCHEMA.history (
 	t           bigint   NOT NULL,
 	node        text     NOT NULL DEFAULT '',
 	error       text     NOT NULL DEFAULT '',
-	result      bytea
+	result      bytea,
+	PRIMARY KEY (ns, pos) -- the event feed's order
 );
 CREATE INDEX history_instance ON SCHEMA.history (ns, instance_id, pos);
 CREATE INDEX history_time ON SCHEMA.history (ns, t, pos);
-CREATE INDEX history_feed ON SCHEMA.history (ns, pos);
 
 CREATE TABLE SCHEMA.logs (
-	pos         bigint   NOT NULL DEFAULT nextval('SCHEMA.seq') PRIMARY KEY,
+	pos         bigint   NOT NULL DEFAULT nextval('SCHEMA.seq'),
 	ns          text     NOT NULL,
 	instance_id text     NOT NULL,
 	kind        text     NOT NULL,
@@ -87,7 +86,8 @@ CREATE TABLE SCHEMA.logs (
 	level       smallint NOT NULL,
 	t           bigint   NOT NULL,
 	node        text     NOT NULL DEFAULT '',
-	message     text     NOT NULL
+	message     text     NOT NULL,
+	PRIMARY KEY (ns, pos)
 );
 CREATE INDEX logs_instance ON SCHEMA.logs (ns, instance_id, pos);
 CREATE INDEX logs_time ON SCHEMA.logs (ns, t, pos);
