@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,4 +54,46 @@ func BenchmarkClaimFinish(b *testing.B) {
 	}
 	b.ReportMetric(float64(claimT.Microseconds())/float64(b.N), "claim-µs/inst")
 	b.ReportMetric(float64(finishT.Microseconds())/float64(b.N), "finish-µs/inst")
+}
+
+// BenchmarkEnqueue measures store.Enqueue throughput: one instance per
+// call (8 callers at once) and batches of 1,000 per call.
+//
+//	JOBKIT_PG_URL=... go test -run '^$' -bench Enqueue -benchtime 20000x ./store/pgstore/
+func BenchmarkEnqueue(b *testing.B) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	inst := func(ns string, i int) *store.Instance {
+		return &store.Instance{ID: fmt.Sprintf("%s-%08d", ns, i), Kind: "k", Queue: "q", Args: []byte(`["user@example.com",42]`),
+			RunAt: now, CreatedAt: now, MaxRetries: 3}
+	}
+	b.Run("single", func(b *testing.B) {
+		s := open(b, "enq1-"+randHex(4))
+		var next atomic.Int64
+		b.SetParallelism(4) // 4 × GOMAXPROCS callers
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				i := int(next.Add(1))
+				if _, err := s.Enqueue(b.Context(), &store.EnqueueParams{Instances: []*store.Instance{inst("s", i)}, Now: now}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	})
+	b.Run("batch1000", func(b *testing.B) {
+		s := open(b, "enqb-"+randHex(4))
+		b.ResetTimer()
+		for i := 0; i < b.N; i += 1000 {
+			var ins []*store.Instance
+			for j := i; j < min(i+1000, b.N); j++ {
+				ins = append(ins, inst("b", j))
+			}
+			if _, err := s.Enqueue(b.Context(), &store.EnqueueParams{Instances: ins, Now: now}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	})
 }
