@@ -31,13 +31,13 @@ func (s *Store) stmt() *stmts {
 	inst := s.t("instances")
 	st := &stmts{}
 	st.insert = `INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout,
-		unique_key, unique_until, created_at, updated_at, labels)
+		unique_key, unique_until, created_at, updated_at, labels, metadata)
 	SELECT $1, x.id, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout,
 		nullif(x.ukey, ''), x.uuntil, x.created, $2,
-		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END
+		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END, nullif(x.md, '')::json
 	FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[], $10::int8[],
-		$11::text[], $12::int8[], $13::int8[], $14::text[])
-		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, ukey, uuntil, created, labels, o)
+		$11::text[], $12::int8[], $13::int8[], $14::text[], $15::text[])
+		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, ukey, uuntil, created, labels, md, o)
 	ORDER BY x.o
 	ON CONFLICT (ns, id) DO NOTHING
 	RETURNING id, seq`
@@ -46,11 +46,11 @@ func (s *Store) stmt() *stmts {
 	// appends their Created and Scheduled records under the namespace's
 	// lock, counts them and notifies their queues.
 	st.enqueue = `WITH x AS (SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[],
-		$10::int8[], $11::int8[], $12::text[])
-		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, o)),
-ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout, created_at, updated_at, labels)
+		$10::int8[], $11::int8[], $12::text[], $17::text[])
+		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, md, o)),
+ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout, created_at, updated_at, labels, metadata)
 	SELECT $1, x.id, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout, x.created, $2,
-		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END
+		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END, nullif(x.md, '')::json
 	FROM x ORDER BY x.o
 	ON CONFLICT (ns, id) DO NOTHING
 	RETURNING id, seq, kind, queue),
@@ -236,7 +236,7 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 		if len(add) > 0 {
 			n := len(add)
 			cols := struct {
-				id, kind, queue, ukey, labels     []string
+				id, kind, queue, ukey, labels, md []string
 				args                              [][]byte
 				prio, runAt, timeout, uu, created []int64
 				retries                           []int32
@@ -248,6 +248,7 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 				cols.queue = append(cols.queue, in.Queue)
 				cols.ukey = append(cols.ukey, in.UniqueKey)
 				cols.labels = append(cols.labels, strings.Join(store.NormLabels(in.Labels), ","))
+				cols.md = append(cols.md, encodeMetadata(in.Metadata))
 				cols.args = append(cols.args, in.Args)
 				cols.prio = append(cols.prio, int64(in.Priority))
 				cols.runAt = append(cols.runAt, nanos(in.RunAt))
@@ -257,7 +258,7 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 				cols.retries = append(cols.retries, clamp32(in.MaxRetries))
 			}
 			rows, err := tx.Query(ctx, s.stmt().insert, s.cfg.ns, now, cols.id, cols.kind, cols.queue, cols.args,
-				cols.prio, cols.runAt, cols.retries, cols.timeout, cols.ukey, cols.uu, cols.created, cols.labels)
+				cols.prio, cols.runAt, cols.retries, cols.timeout, cols.ukey, cols.uu, cols.created, cols.labels, cols.md)
 			if err != nil {
 				return err
 			}
@@ -340,19 +341,20 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 // (stmts.enqueue), then reads the Seq of those stored before.
 func (s *Store) enqueuePlain(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
 	n := len(p.Instances)
-	id, kind, queue, labels := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	id, kind, queue, labels, md := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	args := make([][]byte, n)
 	prio, runAt, timeout, created := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	retries := make([]int32, n)
 	for i, in := range p.Instances {
 		id[i], kind[i], queue[i] = in.ID, in.Kind, in.Queue
 		labels[i] = strings.Join(store.NormLabels(in.Labels), ",")
+		md[i] = encodeMetadata(in.Metadata)
 		args[i], prio[i], runAt[i] = in.Args, int64(in.Priority), nanos(in.RunAt)
 		timeout[i], created[i], retries[i] = int64(in.Timeout), nanos(in.CreatedAt), clamp32(in.MaxRetries)
 	}
 	q := s.q(ctx)
 	rows, err := q.Query(ctx, s.stmt().enqueue, s.cfg.ns, nanos(p.Now), id, kind, queue, args, prio, runAt, retries, timeout, created, labels,
-		s.lockKey, p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns)
+		s.lockKey, p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, md)
 	if err != nil {
 		return nil, s.wrap(ctx, "enqueue", err)
 	}

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // them; prefix them with an alias where a query needs one (instColsOf).
 const instCols = `id, seq, kind, queue, args, priority, run_at, state, attempt, max_retries, timeout,
 	unique_key, unique_until, lease_owner, lease_until, cancel_req, created_at, updated_at, finished_at,
-	result, error, labels`
+	result, error, labels, metadata::text`
 
 // instColsOf returns instCols qualified by alias.
 func instColsOf(alias string) string {
@@ -21,7 +22,7 @@ func instColsOf(alias string) string {
 		alias + ".priority, " + alias + ".run_at, " + alias + ".state, " + alias + ".attempt, " + alias + ".max_retries, " +
 		alias + ".timeout, " + alias + ".unique_key, " + alias + ".unique_until, " + alias + ".lease_owner, " +
 		alias + ".lease_until, " + alias + ".cancel_req, " + alias + ".created_at, " + alias + ".updated_at, " +
-		alias + ".finished_at, " + alias + ".result, " + alias + ".error, " + alias + ".labels"
+		alias + ".finished_at, " + alias + ".result, " + alias + ".error, " + alias + ".labels, " + alias + ".metadata::text"
 }
 
 // row is an instance row as scanned, before it is checked.
@@ -40,12 +41,13 @@ type row struct {
 	created, updated, finish int64
 	errMsg                   string
 	labels                   []string
+	metadata                 *string
 }
 
 func (r *row) dest() []any {
 	return []any{&r.id, &r.seq, &r.kind, &r.queue, &r.args, &r.priority, &r.runAt, &r.state, &r.attempt,
 		&r.maxRetries, &r.timeout, &r.uniqueKey, &r.uniqueUntil, &r.leaseOwner, &r.leaseUntil, &r.cancelReq,
-		&r.created, &r.updated, &r.finish, &r.result, &r.errMsg, &r.labels}
+		&r.created, &r.updated, &r.finish, &r.result, &r.errMsg, &r.labels, &r.metadata}
 }
 
 // instance checks r and returns it as a store.Instance; a row that breaks
@@ -74,6 +76,14 @@ func (r *row) instance() (*store.Instance, error) {
 	}
 	if len(r.labels) > 0 {
 		in.Labels = r.labels
+	}
+	if r.metadata != nil {
+		if err := json.Unmarshal([]byte(*r.metadata), &in.Metadata); err != nil {
+			return nil, fmt.Errorf("pgstore: instance %s: stored metadata: %v: %w", r.id, err, store.ErrCorrupt)
+		}
+		if len(in.Metadata) == 0 {
+			in.Metadata = nil
+		}
 	}
 	return in, nil
 }
@@ -108,4 +118,13 @@ func scanInstances(rows pgx.Rows) ([]*store.Instance, []*row, error) {
 		return out, bad, fmt.Errorf("%d undecodable instance rows left out, the first: %w", len(bad), firstBad)
 	}
 	return out, nil, nil
+}
+
+// encodeMetadata returns md as JSON text, "" for none (stored as NULL).
+func encodeMetadata(md map[string]string) string {
+	if len(md) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(md) // string pairs: cannot fail
+	return string(b)
 }

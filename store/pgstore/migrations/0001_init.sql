@@ -31,7 +31,9 @@ CREATE TABLE SCHEMA.instances (
 	result       bytea,
 	error        text     NOT NULL DEFAULT '',
 	labels       text[],
-	metadata     jsonb,
+	-- store.Instance.Metadata as JSON; json, not jsonb, which refuses a
+	-- \u0000 the contract allows in values.
+	metadata     json,
 	PRIMARY KEY (ns, id)
 ) WITH (fillfactor = 80);
 
