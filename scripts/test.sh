@@ -116,6 +116,13 @@ pg_port=$(free_port)
 	-c fsync=off -c full_page_writes=off -c max_connections=400 >>"$tmp/pg.log" 2>&1 &
 pids+=($!)
 wait_port "$pg_port" 30 "$!" pg
+# It listens before it accepts queries ("the database system is starting up").
+for ((i = 0; i < 600; i++)); do
+	"$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" -U jobkit -d postgres && break
+	sleep 0.05
+done
+"$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" -U jobkit -d postgres ||
+	{ log "postgres on port $pg_port is not ready after 30 s; its output:"; cat "$tmp/pg.log" >&2; exit 1; }
 export JOBKIT_PG_URL="postgres://jobkit@127.0.0.1:$pg_port/postgres?sslmode=disable"
 log "postgres $("$pg_bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$pg_port (pid ${pids[-1]})"
 # <<< pg

@@ -95,7 +95,32 @@ func RestartPostgres(t TB, old *Process) *Process {
 		t.Fatalf("%v", err)
 	}
 	p.group = true
+	if err := pgReady(bin, p); err != nil {
+		t.Fatalf("%v", err)
+	}
 	return p
+}
+
+// pgReady waits until p accepts queries: PostgreSQL listens before it
+// has finished starting (or recovering after a crash) and refuses
+// connections meanwhile ("the database system is starting up").
+func pgReady(bin string, p *Process) error {
+	host, port, _ := net.SplitHostPort(p.Addr)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := exec.Command(filepath.Join(bin, "pg_isready"), "-q", "-h", host, "-p", port, "-U", "jobkit", "-d", "postgres").Run()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.Exited():
+			return fmt.Errorf("testserver: postgres exited while starting; output:\n%s", p.Output())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("testserver: postgres on %s not ready within 60 s (pg_isready: %v); output:\n%s", p.Addr, err, p.Output())
+		}
+	}
 }
 
 // pgSetup finds PostgreSQL's programs and the credentials to run them.
@@ -161,6 +186,10 @@ func startPostgres() (*Process, error) {
 			dir, addr, 30*time.Second, cred)
 		if err == nil {
 			p.group = true
+			if err := pgReady(bin, p); err != nil {
+				p.Kill()
+				return nil, err
+			}
 			return p, nil
 		}
 		lastErr = err
