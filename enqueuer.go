@@ -49,6 +49,15 @@ type enqueueReq struct {
 
 // enqueue stores rec and returns its result.
 func (e *enqueuer) enqueue(ctx context.Context, rec *store.Instance) (store.EnqueueResult, error) {
+	if store.IsUnshared(ctx) {
+		// The call carries its caller's own state (a database
+		// transaction): it must not join, nor carry, anyone else's.
+		res, err := e.call(ctx, []*store.Instance{rec})
+		if err != nil {
+			return store.EnqueueResult{}, err
+		}
+		return res[0], nil
+	}
 	e.mu.Lock()
 	if !e.busy {
 		e.busy = true

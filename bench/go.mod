@@ -8,6 +8,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jobkit/job v0.0.0
 	github.com/jobkit/job/store/etcdstore v0.0.0
+	github.com/jobkit/job/store/pgstore v0.0.0
 	github.com/jobkit/job/store/redisstore v0.0.0
 	github.com/jobkit/job/store/valkeystore v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -63,6 +64,7 @@ replace (
 	github.com/jobkit/job/store/etcdstore => ../store/etcdstore
 	github.com/jobkit/job/store/internal/redisscript => ../store/internal/redisscript
 	github.com/jobkit/job/store/internal/redisscript/scripttest => ../store/internal/redisscript/scripttest
+	github.com/jobkit/job/store/pgstore => ../store/pgstore
 	github.com/jobkit/job/store/redisstore => ../store/redisstore
 	github.com/jobkit/job/store/valkeystore => ../store/valkeystore
 )

@@ -66,7 +66,7 @@ func specs() []sysSpec {
 		}
 		return sysSpec{name: name, tuned: tuned, recovery: tuned, store: store, about: about,
 			make: func(_ context.Context, e env) (benchkit.System, error) {
-				cfg := benchkit.JobkitConfig{Name: name, Store: store, RedisAddr: e.redisAddr, EtcdEndpoints: e.etcdEPs}
+				cfg := benchkit.JobkitConfig{Name: name, Store: store, RedisAddr: e.redisAddr, EtcdEndpoints: e.etcdEPs, PGURL: e.pgURL}
 				if tuned {
 					cfg.Lease, cfg.RescueInterval, cfg.Backoff = 2*time.Second, 250*time.Millisecond, job.ConstantBackoff(10*time.Millisecond)
 					cfg.EtcdLeaseTTL = 2 * time.Second
@@ -74,7 +74,7 @@ func specs() []sysSpec {
 				return benchkit.NewJobkit(cfg)
 			}}
 	}
-	out := []sysSpec{jk("memdb", false), jk("redis", false), jk("valkey", false), jk("etcd", false)}
+	out := []sysSpec{jk("memdb", false), jk("redis", false), jk("valkey", false), jk("etcd", false), jk("pg", false)}
 	out = append(out,
 		sysSpec{name: "asynq", peer: "asynq", store: "redis", about: "asynq defaults (TaskCheckInterval 1 s, DelayedTaskCheckInterval 5 s)",
 			make: func(_ context.Context, e env) (benchkit.System, error) {
@@ -95,7 +95,7 @@ func specs() []sysSpec {
 					fetchPollInterval: 50 * time.Millisecond, jobTimeout: time.Second, rescueStuckJobsAfter: 2 * time.Second})
 			}},
 	)
-	out = append(out, jk("redis", true), jk("valkey", true), jk("etcd", true))
+	out = append(out, jk("redis", true), jk("valkey", true), jk("etcd", true), jk("pg", true))
 	return out
 }
 
@@ -154,7 +154,7 @@ func main() {
 			needRedis = true
 		case "etcd":
 			needEtcd = true
-		case "postgres":
+		case "postgres", "pg":
 			needPG = true
 		}
 	}

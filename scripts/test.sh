@@ -90,6 +90,43 @@ wait_port "$etcd_port" 20 "$!" etcd
 export JOBKIT_ETCD_ENDPOINTS="127.0.0.1:$etcd_port"
 log "etcd $(etcd --version | awk 'NR==1{print $3}') on $JOBKIT_ETCD_ENDPOINTS (pid ${pids[-1]})"
 
+# >>> pg (issue 17): a private PostgreSQL for store/pgstore and its fault
+# tests, exported as JOBKIT_PG_URL. Debian's postgresql is installed when
+# missing. PostgreSQL refuses to run as root: as root, initdb and postgres
+# run with the uid/gid of Debian's "postgres" user through setpriv, which
+# execs, so the PID kept is the server's own and cleanup stops it by PID.
+# Durability is off (fsync, full_page_writes): a test server.
+pg_bin=$(compgen -G '/usr/lib/postgresql/*/bin/postgres' | sort -V | tail -n1 || true)
+if [[ -z $pg_bin ]] && ! command -v postgres >/dev/null; then
+	ensure_packages postgresql
+	pg_bin=$(compgen -G '/usr/lib/postgresql/*/bin/postgres' | sort -V | tail -n1 || true)
+fi
+pg_bin=$(dirname "${pg_bin:-$(command -v postgres)}")
+as_pg=()
+mkdir -p "$tmp/pg"
+if [[ $(id -u) -eq 0 ]]; then
+	chown postgres:postgres "$tmp/pg"
+	chmod 755 "$tmp"
+	as_pg=(setpriv --reuid=postgres --regid=postgres --init-groups)
+fi
+"${as_pg[@]}" "$pg_bin/initdb" -D "$tmp/pg/data" -U jobkit --auth=trust -E UTF8 --no-sync >"$tmp/pg.log" 2>&1 ||
+	{ log "initdb failed; its output:"; cat "$tmp/pg.log" >&2; exit 1; }
+pg_port=$(free_port)
+"${as_pg[@]}" "$pg_bin/postgres" -D "$tmp/pg/data" -p "$pg_port" -k "$tmp/pg" -c listen_addresses=127.0.0.1 \
+	-c fsync=off -c full_page_writes=off -c max_connections=400 >>"$tmp/pg.log" 2>&1 &
+pids+=($!)
+wait_port "$pg_port" 30 "$!" pg
+# It listens before it accepts queries ("the database system is starting up").
+for ((i = 0; i < 600; i++)); do
+	"$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" -U jobkit -d postgres && break
+	sleep 0.05
+done
+"$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" -U jobkit -d postgres ||
+	{ log "postgres on port $pg_port is not ready after 30 s; its output:"; cat "$tmp/pg.log" >&2; exit 1; }
+export JOBKIT_PG_URL="postgres://jobkit@127.0.0.1:$pg_port/postgres?sslmode=disable"
+log "postgres $("$pg_bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$pg_port (pid ${pids[-1]})"
+# <<< pg
+
 # staticcheck 2026.2.2; its go.mod requires Go 1.26, the Go of this repository.
 staticcheck=honnef.co/go/tools/cmd/staticcheck@v0.8.2
 

@@ -1,11 +1,13 @@
 package faulttest_test
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/valkey-io/valkey-go"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -14,6 +16,7 @@ import (
 	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/etcdstore"
+	"github.com/jobkit/job/store/pgstore"
 	"github.com/jobkit/job/store/redisstore"
 	"github.com/jobkit/job/store/valkeystore"
 )
@@ -85,10 +88,38 @@ func etcdSpecAt(eps []string) faulttest.Spec {
 	}}
 }
 
+func pgSpec(t *testing.T) faulttest.Spec { return pgSpecAt(testserver.Postgres(t)) }
+
+// pgSchema is the schema of the fault tests (the faultworker's).
+const pgSchema = "jobkit_fault"
+
+func pgSpecAt(url string) faulttest.Spec {
+	return faulttest.Spec{Store: "pg", Args: []string{"-pg", url}, Open: func(t testing.TB, ns string) store.Store {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			t.Fatalf("pgxpool: %v", err)
+		}
+		if err := pgstore.Migrate(ctx, pool, pgstore.WithSchema(pgSchema)); err != nil {
+			pool.Close()
+			t.Fatalf("PostgreSQL at %s: %v; is it running? (make test starts one and sets JOBKIT_PG_URL)", url, err)
+		}
+		s, err := pgstore.New(ctx, pool, pgstore.WithSchema(pgSchema), pgstore.WithNamespace(ns))
+		if err != nil {
+			pool.Close()
+			t.Fatalf("pgstore: %v", err)
+		}
+		t.Cleanup(func() { s.Close(); pool.Close() })
+		return s
+	}}
+}
+
 var specs = map[string]func(t *testing.T) faulttest.Spec{
 	"redis":  redisSpec,
 	"valkey": valkeySpec,
 	"etcd":   etcdSpec,
+	"pg":     pgSpec,
 }
 
 // TestKillOne runs its stores one after another, not in parallel: it
@@ -96,7 +127,7 @@ var specs = map[string]func(t *testing.T) faulttest.Spec{
 // settings), and nine worker processes on two cores would measure CPU
 // starvation instead.
 func TestKillOne(t *testing.T) {
-	for _, name := range []string{"redis", "valkey", "etcd"} {
+	for _, name := range []string{"redis", "valkey", "etcd", "pg"} {
 		t.Run(name, func(t *testing.T) {
 			faulttest.KillOne(t, specs[name](t), 3000, 40*time.Millisecond)
 		})
@@ -107,7 +138,7 @@ func TestKillOne(t *testing.T) {
 // each store in turn: no job runs twice, nothing is rescued, and the
 // skewed workers claim nothing.
 func TestClockSkew(t *testing.T) {
-	for _, name := range []string{"redis", "valkey", "etcd"} {
+	for _, name := range []string{"redis", "valkey", "etcd", "pg"} {
 		t.Run(name, func(t *testing.T) {
 			faulttest.Skew(t, specs[name](t), 600, 20*time.Millisecond)
 		})
@@ -142,6 +173,14 @@ func TestServerRestart(t *testing.T) {
 		faulttest.ServerRestart(t, etcdSpecAt([]string{srv.Addr}), 1500, 20*time.Millisecond, func() {
 			srv.Kill()
 			srv = testserver.RestartEtcd(t, srv)
+		})
+	})
+	t.Run("pg", func(t *testing.T) {
+		t.Parallel()
+		srv := testserver.StartPostgres(t)
+		faulttest.ServerRestart(t, pgSpecAt(testserver.PostgresURL(srv)), 1500, 20*time.Millisecond, func() {
+			srv.Kill()
+			srv = testserver.RestartPostgres(t, srv)
 		})
 	})
 }

@@ -3,8 +3,10 @@ module github.com/jobkit/job/internal/faulttest
 go 1.26.0
 
 require (
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jobkit/job v0.0.0
 	github.com/jobkit/job/store/etcdstore v0.0.0
+	github.com/jobkit/job/store/pgstore v0.0.0
 	github.com/jobkit/job/store/redisstore v0.0.0
 	github.com/jobkit/job/store/valkeystore v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -20,6 +22,9 @@ require (
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
@@ -30,6 +35,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
@@ -46,6 +52,7 @@ replace (
 	github.com/jobkit/job/store/etcdstore => ../../store/etcdstore
 	github.com/jobkit/job/store/internal/redisscript => ../../store/internal/redisscript
 	github.com/jobkit/job/store/internal/redisscript/scripttest => ../../store/internal/redisscript/scripttest
+	github.com/jobkit/job/store/pgstore => ../../store/pgstore
 	github.com/jobkit/job/store/redisstore => ../../store/redisstore
 	github.com/jobkit/job/store/valkeystore => ../../store/valkeystore
 )

@@ -38,6 +38,8 @@ type Process struct {
 	out  *syncBuffer
 	done chan struct{}
 	err  error
+	// group: Kill ends the server's whole process group.
+	group bool
 }
 
 var (
@@ -63,6 +65,11 @@ func Start(name, bin string, args []string, dir, addr string, timeout time.Durat
 	if err != nil {
 		return nil, fmt.Errorf("testserver: %s not found on PATH (%w); on Debian run `apt-get install %s`, or run `make test`, which installs it", bin, err, debianPackage(bin))
 	}
+	return start(name, path, args, dir, addr, timeout, nil)
+}
+
+// start is Start for the program at path, run with cred when not nil.
+func start(name, path string, args []string, dir, addr string, timeout time.Duration, cred *syscall.Credential) (*Process, error) {
 	p := &Process{Name: name, Addr: addr, Dir: dir, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(path, args...)
 	p.cmd.Dir = dir
@@ -70,7 +77,7 @@ func Start(name, bin string, args []string, dir, addr string, timeout time.Durat
 	p.cmd.Stderr = p.out
 	// Its own process group, so a Ctrl-C in the terminal does not race our
 	// orderly stop, and the server never outlives us by inheriting a group.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("testserver: start %s: %w", name, err)
 	}
@@ -130,7 +137,11 @@ func (p *Process) Exited() <-chan struct{} { return p.done }
 // Stop ends the server with SIGTERM and waits up to five seconds, then
 // kills it.
 func (p *Process) Stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	sig := syscall.SIGTERM
+	if p.group {
+		sig = syscall.SIGINT // PostgreSQL's fast shutdown: it does not wait for clients
+	}
+	_ = p.cmd.Process.Signal(sig)
 	select {
 	case <-p.done:
 	case <-time.After(5 * time.Second):
@@ -142,6 +153,10 @@ func (p *Process) Stop() {
 // for it to exit.
 func (p *Process) Kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	if p.group {
+		// A server of several processes (PostgreSQL) dies as a whole.
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
 	<-p.done
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/valkey-io/valkey-go"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,12 +22,13 @@ import (
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/etcdstore"
 	"github.com/jobkit/job/store/memdbstore"
+	"github.com/jobkit/job/store/pgstore"
 	"github.com/jobkit/job/store/redisstore"
 	"github.com/jobkit/job/store/valkeystore"
 )
 
 // Stores lists the stores a Jobkit system can run on.
-var Stores = []string{"memdb", "redis", "valkey", "etcd"}
+var Stores = []string{"memdb", "redis", "valkey", "etcd", "pg"}
 
 // JobkitConfig says which store a Jobkit system measures and how its
 // managers are set up. Zero durations keep jobkit's defaults.
@@ -39,6 +41,8 @@ type JobkitConfig struct {
 	RedisAddr string
 	// EtcdEndpoints are the etcd servers of the etcd store.
 	EtcdEndpoints []string
+	// PGURL is the PostgreSQL of the pg store (pgstore, schema PGSchema).
+	PGURL string
 	// Lease, RescueInterval and PollInterval set the managers' options of
 	// those names; Backoff, when set, replaces the default retry backoff.
 	Lease, RescueInterval, PollInterval time.Duration
@@ -54,8 +58,12 @@ type Jobkit struct {
 	rdb   *redis.Client
 	vk    valkey.Client
 	etcd  *clientv3.Client
+	pg    *pgxpool.Pool
 	quiet *slog.Logger
 }
+
+// PGSchema is the PostgreSQL schema of the pg store's tables.
+const PGSchema = "jobkit_bench"
 
 // NewJobkit connects the clients cfg's store needs.
 func NewJobkit(cfg JobkitConfig) (*Jobkit, error) {
@@ -84,6 +92,23 @@ func NewJobkit(cfg JobkitConfig) (*Jobkit, error) {
 			return nil, fmt.Errorf("etcd client: %w", err)
 		}
 		j.etcd = c
+	case "pg":
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cfgp, err := pgxpool.ParseConfig(cfg.PGURL)
+		if err != nil {
+			return nil, fmt.Errorf("pgx: %w", err)
+		}
+		cfgp.MaxConns = 32
+		p, err := pgxpool.NewWithConfig(ctx, cfgp)
+		if err != nil {
+			return nil, fmt.Errorf("pgx: %w", err)
+		}
+		if err := pgstore.Migrate(ctx, p, pgstore.WithSchema(PGSchema)); err != nil {
+			p.Close()
+			return nil, err
+		}
+		j.pg = p
 	default:
 		return nil, fmt.Errorf("unknown store %q; want one of %s", cfg.Store, strings.Join(Stores, ", "))
 	}
@@ -104,6 +129,9 @@ func (j *Jobkit) Close() {
 	if j.etcd != nil {
 		j.etcd.Close()
 	}
+	if j.pg != nil {
+		j.pg.Close()
+	}
 }
 
 // OpenStore returns a store handle on namespace ns (a fresh store for
@@ -122,6 +150,8 @@ func (j *Jobkit) OpenStore(ns string) (store.Store, error) {
 			opts = append(opts, etcdstore.WithLeaseTTL(j.cfg.EtcdLeaseTTL))
 		}
 		return opened(etcdstore.New(j.etcd, opts...))
+	case "pg":
+		return opened(pgstore.New(context.Background(), j.pg, pgstore.WithSchema(PGSchema), pgstore.WithNamespace(ns)))
 	}
 	return nil, fmt.Errorf("unknown store %q", j.cfg.Store)
 }
@@ -140,6 +170,10 @@ func (j *Jobkit) DropNamespace(ctx context.Context, ns string) {
 	switch {
 	case j.rdb != nil:
 		unlinkMatching(ctx, j.rdb, "jobkit:{"+ns+"}:*")
+	case j.pg != nil:
+		for _, t := range []string{"instances", "history", "logs", "counts", "queues", "claims", "unique_keys", "nodes", "meta", "definitions", "triggers"} {
+			_, _ = j.pg.Exec(ctx, "DELETE FROM "+PGSchema+"."+t+" WHERE ns = $1", ns)
+		}
 	case j.etcd != nil:
 		// A handle does no I/O until used; it only names the namespace's
 		// key prefix.
@@ -197,6 +231,8 @@ func (j *Jobkit) ServerMemoryName() string {
 		return "Redis used_memory"
 	case j.etcd != nil:
 		return "etcd dbSizeInUse"
+	case j.pg != nil:
+		return "PostgreSQL schema size"
 	}
 	return ""
 }
@@ -208,6 +244,10 @@ func (j *Jobkit) Memory(ctx context.Context) (Memory, error) {
 	switch {
 	case j.rdb != nil:
 		m.Server, err = RedisUsedMemory(ctx, j.rdb)
+	case j.pg != nil:
+		_, _ = j.pg.Exec(ctx, "VACUUM "+PGSchema+".instances")
+		err = j.pg.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::int8 FROM pg_class c
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind IN ('r', 'm')`, PGSchema).Scan(&m.Server)
 	case j.etcd != nil:
 		var st *clientv3.StatusResponse
 		if st, err = j.etcd.Status(ctx, j.etcd.Endpoints()[0]); err == nil {

@@ -1,6 +1,6 @@
 // Command faultworker is a jobkit manager process for fault tests: it runs
 // the "fault" job (log a start line, sleep, log an end line) and optionally
-// a recurring "tick" job, on a shared Redis, Valkey or etcd store, until it
+// a recurring "tick" job, on a shared Redis, Valkey, etcd or PostgreSQL store, until it
 // gets SIGTERM (stop cleanly) or SIGKILL (a crash). Every line it logs is
 // one write(2) to an O_APPEND file, so a SIGKILL loses none that were
 // written.
@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/valkey-io/valkey-go"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -26,14 +27,16 @@ import (
 	"github.com/jobkit/job"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/etcdstore"
+	"github.com/jobkit/job/store/pgstore"
 	"github.com/jobkit/job/store/redisstore"
 	"github.com/jobkit/job/store/valkeystore"
 )
 
 func main() {
-	storeName := flag.String("store", "redis", "redis, valkey or etcd")
+	storeName := flag.String("store", "redis", "redis, valkey, etcd or pg")
 	redisAddr := flag.String("redis-addr", "", "redis-server address")
 	etcdEndpoints := flag.String("etcd", "", "etcd endpoints, comma-separated")
+	pgURL := flag.String("pg", "", "PostgreSQL URL (store pg)")
 	ns := flag.String("ns", "", "namespace / key prefix")
 	node := flag.String("node", "", "node ID")
 	lease := flag.Duration("lease", 0, "lease (0: the library's default)")
@@ -57,7 +60,7 @@ func main() {
 		}
 	}
 
-	s, closeStore, err := open(*storeName, *redisAddr, *etcdEndpoints, *ns)
+	s, closeStore, err := open(*storeName, *redisAddr, *etcdEndpoints, *pgURL, *ns)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -123,6 +126,9 @@ func main() {
 	}
 }
 
+// PGSchema is the PostgreSQL schema the fault tests use.
+const PGSchema = "jobkit_fault"
+
 // offsetClock is the system clock moved by its value: a host whose clock
 // runs ahead (or behind).
 type offsetClock time.Duration
@@ -130,7 +136,7 @@ type offsetClock time.Duration
 func (c offsetClock) Now() time.Time                     { return time.Now().Add(time.Duration(c)) }
 func (c offsetClock) NewTimer(d time.Duration) job.Timer { return job.SystemClock{}.NewTimer(d) }
 
-func open(name, redisAddr, etcdEndpoints, ns string) (store.Store, func(), error) {
+func open(name, redisAddr, etcdEndpoints, pgURL, ns string) (store.Store, func(), error) {
 	switch name {
 	case "redis":
 		// As redisstore's docs ask: a call's ctx bounds it even while Redis
@@ -164,6 +170,25 @@ func open(name, redisAddr, etcdEndpoints, ns string) (store.Store, func(), error
 			return nil, nil, err
 		}
 		return s, func() { s.Close(); c.Close() }, nil
+	case "pg":
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		pool, err := pgxpool.New(ctx, pgURL)
+		if err != nil {
+			return nil, nil, err
+		}
+		// Every process migrates: Migrate is idempotent and safe to run
+		// from several at once.
+		if err := pgstore.Migrate(ctx, pool, pgstore.WithSchema(PGSchema)); err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		s, err := pgstore.New(ctx, pool, pgstore.WithSchema(PGSchema), pgstore.WithNamespace(ns))
+		if err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		return s, func() { s.Close(); pool.Close() }, nil
 	}
 	return nil, nil, fmt.Errorf("unknown store %q", name)
 }

@@ -1,0 +1,32 @@
+// Package pgstore is a jobkit store (store.Store) on PostgreSQL, through
+// github.com/jackc/pgx/v5 and a *pgxpool.Pool the caller owns.
+//
+//	pool, err := pgxpool.New(ctx, "postgres://...")
+//	err = pgstore.Migrate(ctx, pool)              // once per release, from any process
+//	st, err := pgstore.New(ctx, pool)             // refuses a missing, older or newer schema
+//	mgr, err := job.NewManager(job.WithStore(st))
+//
+// Tables live in one PostgreSQL schema (WithSchema, "jobkit" by default),
+// created and upgraded by Migrate from migrations embedded in the package:
+// versioned, idempotent, and safe to run from several processes at once.
+// Namespaces (WithNamespace) share a schema's tables.
+//
+// Claims are one statement: the first ready instances in claim order
+// (priority, then RunAt, then Seq), taken with FOR UPDATE SKIP LOCKED from
+// a partial index of what is Scheduled, leased, recorded in the history and
+// counted. Unique keys are the primary key of a table of their own, taken
+// with one upsert. Wake-ups go out with pg_notify inside the writing
+// transaction, so PostgreSQL delivers them at the commit, once per queue;
+// each Store listens on one connection of its own (Subscribe), reconnecting
+// when it is lost.
+//
+// Every write transaction ends with one statement that takes the
+// namespace's transaction-scoped advisory lock, appends the history
+// records and moves the per-group counters (Inspector.Counts reads them,
+// never walking the instances). History positions are therefore taken in
+// commit order, which is what lets an event feed (Follow) read them in
+// order without missing a record that commits late.
+//
+// WithTx runs a ScheduleJob inside the caller's pgx.Tx: the job exists if
+// and only if that transaction commits.
+package pgstore

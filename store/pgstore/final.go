@@ -1,0 +1,143 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobkit/job/store"
+)
+
+// final gathers what a write transaction appends at its end: history
+// records, changes of the per-group counters and the queues to wake. Its
+// statement takes the namespace's transaction lock first, so the history
+// positions of one namespace are taken in commit order (the event feed
+// reads them in that order without gaps), and the counters, touched only
+// under that lock, never deadlock. It is always the transaction's last
+// statement, so the lock is held only until the commit. The one-statement
+// operations (enqueue, claim, finish) take it the same way, in a CTE that
+// first aggregates over every row the statement changes: PostgreSQL runs
+// data-modifying CTEs incrementally, and a lock taken after the first row
+// could otherwise be held while the statement waits on a later row's lock.
+type final struct {
+	hID, hKind, hQueue, hNode, hErr []string
+	hState                          []int16
+	hAttempt                        []int32
+	hT                              []int64
+	hResult                         [][]byte
+
+	delta map[countKey]int64
+	wake  map[string]struct{}
+}
+
+type countKey struct {
+	queue, kind string
+	state       store.State
+}
+
+// hist appends a history record.
+func (f *final) hist(id, kind, queue string, state store.State, attempt int, t time.Time, node, errMsg string, result []byte) {
+	f.hID = append(f.hID, id)
+	f.hKind = append(f.hKind, kind)
+	f.hQueue = append(f.hQueue, queue)
+	f.hState = append(f.hState, int16(state))
+	f.hAttempt = append(f.hAttempt, int32(attempt))
+	f.hT = append(f.hT, nanos(t))
+	f.hNode = append(f.hNode, node)
+	f.hErr = append(f.hErr, errMsg)
+	f.hResult = append(f.hResult, result)
+}
+
+// move counts an instance of (queue, kind) leaving state from (0: new)
+// for state to (0: removed).
+func (f *final) move(queue, kind string, from, to store.State) {
+	if from == to {
+		return
+	}
+	if f.delta == nil {
+		f.delta = map[countKey]int64{}
+	}
+	if from != 0 {
+		f.delta[countKey{queue, kind, from}]--
+	}
+	if to != 0 {
+		f.delta[countKey{queue, kind, to}]++
+	}
+}
+
+// wakeQueue wakes the subscribers of queue at the commit.
+func (f *final) wakeQueue(queue string) {
+	if f.wake == nil {
+		f.wake = map[string]struct{}{}
+	}
+	f.wake[queue] = struct{}{}
+}
+
+func (f *final) empty() bool {
+	return len(f.hID) == 0 && len(f.delta) == 0 && len(f.wake) == 0
+}
+
+var finalSQL sync.Map // quoted schema -> statement
+
+func (s *Store) finalStmt() string {
+	if v, ok := finalSQL.Load(s.cfg.quoted); ok {
+		return v.(string)
+	}
+	q := fmt.Sprintf(`WITH l AS (SELECT pg_advisory_xact_lock($1)),
+h AS (INSERT INTO %[1]s (ns, instance_id, kind, queue, state, attempt, t, node, error, result)
+	SELECT $2, x.id, x.kind, x.queue, x.state, x.attempt, x.t, x.node, x.error, x.result
+	FROM l, unnest($3::text[], $4::text[], $5::text[], $6::int2[], $7::int4[], $8::int8[], $9::text[], $10::text[], $11::bytea[])
+		WITH ORDINALITY AS x(id, kind, queue, state, attempt, t, node, error, result, o)
+	ORDER BY x.o RETURNING 1),
+c AS (INSERT INTO %[2]s AS c (ns, queue, kind, state, n)
+	SELECT $2, y.queue, y.kind, y.state, y.n
+	FROM l, unnest($12::text[], $13::text[], $14::int2[], $15::int8[]) AS y(queue, kind, state, n)
+	ORDER BY 2, 3, 4
+	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
+w AS (SELECT pg_notify($16, p) FROM l, unnest($17::text[]) AS p)
+SELECT (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w)`, s.t("history"), s.t("counts"))
+	finalSQL.Store(s.cfg.quoted, q)
+	return q
+}
+
+// apply runs f's statement as the last of tx.
+func (s *Store) apply(ctx context.Context, tx pgx.Tx, f *final) error {
+	if f.empty() {
+		return nil
+	}
+	keys := make([]countKey, 0, len(f.delta))
+	for k := range f.delta {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b countKey) int {
+		return cmp.Or(cmp.Compare(a.queue, b.queue), cmp.Compare(a.kind, b.kind), cmp.Compare(a.state, b.state))
+	})
+	cq := make([]string, len(keys))
+	ck := make([]string, len(keys))
+	cs := make([]int16, len(keys))
+	cn := make([]int64, len(keys))
+	for i, k := range keys {
+		cq[i], ck[i], cs[i], cn[i] = k.queue, k.kind, int16(k.state), f.delta[k]
+	}
+	wake := make([]string, 0, len(f.wake))
+	for q := range f.wake {
+		wake = append(wake, s.payload(q))
+	}
+	slices.Sort(wake)
+	var a, b, c int64
+	return tx.QueryRow(ctx, s.finalStmt(), s.lockKey, s.cfg.ns,
+		f.hID, f.hKind, f.hQueue, f.hState, f.hAttempt, f.hT, f.hNode, f.hErr, f.hResult,
+		cq, ck, cs, cn, s.channel, wake).Scan(&a, &b, &c)
+}
+
+// payload is the notification of queue in the store's namespace: the
+// namespace's length, a colon, the namespace and the queue.
+func (s *Store) payload(queue string) string {
+	return strconv.Itoa(len(s.cfg.ns)) + ":" + s.cfg.ns + queue
+}

@@ -1,0 +1,354 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobkit/job/store"
+)
+
+// where builds a WHERE clause from conditions and their arguments.
+type where struct {
+	conds []string
+	args  []any
+}
+
+// add appends a condition; each "?" in cond becomes the next argument.
+func (w *where) add(cond string, args ...any) {
+	for _, a := range args {
+		w.args = append(w.args, a)
+		cond = strings.Replace(cond, "?", "$"+strconv.Itoa(len(w.args)), 1)
+	}
+	w.conds = append(w.conds, cond)
+}
+
+func (w *where) String() string { return strings.Join(w.conds, " AND ") }
+
+func limitClause(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return " LIMIT " + strconv.Itoa(n)
+}
+
+func states16(states []store.State) []int16 {
+	out := make([]int16, len(states))
+	for i, st := range states {
+		out[i] = int16(st)
+	}
+	return out
+}
+
+// LookupInstances implements store.History.
+func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("pgstore: lookup instances: %w", err)
+	}
+	w := &where{}
+	w.add("ns = ?", s.cfg.ns)
+	if q.InstanceID != "" {
+		w.add("id = ?", q.InstanceID)
+	}
+	if q.Kind != "" {
+		w.add("kind = ?", q.Kind)
+	}
+	if q.Queue != "" {
+		w.add("queue = ?", q.Queue)
+	}
+	if len(q.States) > 0 {
+		w.add("state = ANY(?::int2[])", states16(q.States))
+	}
+	if !q.Since.IsZero() {
+		w.add("created_at >= ?", nanos(q.Since))
+	}
+	if !q.Until.IsZero() {
+		w.add("created_at < ?", nanos(q.Until))
+	}
+	rows, err := s.q(ctx).Query(ctx, `SELECT `+instCols+` FROM `+s.t("instances")+` WHERE `+w.String()+
+		` ORDER BY created_at DESC, seq DESC`+limitClause(q.Limit), w.args...)
+	if err != nil {
+		return nil, s.wrap(ctx, "lookup instances", err)
+	}
+	out, _, err := scanInstances(rows)
+	if err != nil && !errors.Is(err, store.ErrCorrupt) {
+		return nil, s.wrap(ctx, "lookup instances", err)
+	}
+	if out == nil {
+		out = []*store.Instance{}
+	}
+	if err != nil {
+		return out, fmt.Errorf("pgstore: lookup instances: %w", err)
+	}
+	return out, nil
+}
+
+// LookupHistory implements store.History. Query.Queue is ignored, as the
+// contract says.
+func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.HistoryRecord, error) {
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("pgstore: lookup history: %w", err)
+	}
+	w := &where{}
+	w.add("ns = ?", s.cfg.ns)
+	if q.InstanceID != "" {
+		w.add("instance_id = ?", q.InstanceID)
+	}
+	if q.Kind != "" {
+		w.add("kind = ?", q.Kind)
+	}
+	if len(q.States) > 0 {
+		w.add("state = ANY(?::int2[])", states16(q.States))
+	}
+	if !q.Since.IsZero() {
+		w.add("t >= ?", nanos(q.Since))
+	}
+	if !q.Until.IsZero() {
+		w.add("t < ?", nanos(q.Until))
+	}
+	rows, err := s.q(ctx).Query(ctx, `SELECT pos, instance_id, kind, state, attempt, t, node, error, result FROM `+s.t("history")+
+		` WHERE `+w.String()+` ORDER BY t, pos`+limitClause(q.Limit), w.args...)
+	if err != nil {
+		return nil, s.wrap(ctx, "lookup history", err)
+	}
+	out := []*store.HistoryRecord{}
+	var bad []string
+	defer rows.Close()
+	for rows.Next() {
+		var h store.HistoryRecord
+		var pos, t int64
+		var st int16
+		var attempt int32
+		if err := rows.Scan(&pos, &h.InstanceID, &h.Kind, &st, &attempt, &t, &h.Node, &h.Error, &h.Result); err != nil {
+			return nil, s.wrap(ctx, "lookup history", err)
+		}
+		h.State, h.Attempt, h.Time, h.Seq = store.State(st), int(attempt), fromNanos(t), uint64(pos)
+		if !h.State.Valid() {
+			bad = append(bad, fmt.Sprintf("%s#%d", h.InstanceID, pos))
+			continue
+		}
+		out = append(out, &h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "lookup history", err)
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("pgstore: lookup history: records %s have no valid state, left out: %w", strings.Join(bad, ", "), store.ErrCorrupt)
+	}
+	return out, nil
+}
+
+// AppendLogs implements store.Logs in one statement.
+func (s *Store) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	n := len(recs)
+	id, kind, node, msg := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	att := make([]int32, n)
+	lvl := make([]int16, n)
+	t := make([]int64, n)
+	for i, l := range recs {
+		if l == nil || l.InstanceID == "" {
+			return fmt.Errorf("%w: log record without an instance ID", store.ErrInvalid)
+		}
+		id[i], kind[i], node[i], msg[i] = l.InstanceID, l.Kind, l.Node, l.Message
+		att[i], lvl[i], t[i] = clamp32(l.Attempt), int16(l.Level), nanos(l.Time)
+	}
+	_, err := s.q(ctx).Exec(ctx, `INSERT INTO `+s.t("logs")+` (ns, instance_id, kind, attempt, level, t, node, message)
+		SELECT $1, x.id, x.kind, x.attempt, x.level, x.t, x.node, x.msg
+		FROM unnest($2::text[], $3::text[], $4::int4[], $5::int2[], $6::int8[], $7::text[], $8::text[])
+			WITH ORDINALITY AS x(id, kind, attempt, level, t, node, msg, o)
+		ORDER BY x.o`, s.cfg.ns, id, kind, att, lvl, t, node, msg)
+	return s.wrap(ctx, "append logs", err)
+}
+
+// LookupLogs implements store.Logs.
+func (s *Store) LookupLogs(ctx context.Context, q *store.Query) ([]*store.LogRecord, error) {
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("pgstore: lookup logs: %w", err)
+	}
+	w := &where{}
+	w.add("ns = ?", s.cfg.ns)
+	if q.InstanceID != "" {
+		w.add("instance_id = ?", q.InstanceID)
+	}
+	if q.Kind != "" {
+		w.add("kind = ?", q.Kind)
+	}
+	if len(q.Levels) > 0 {
+		lv := make([]int16, len(q.Levels))
+		for i, l := range q.Levels {
+			lv[i] = int16(l)
+		}
+		w.add("level = ANY(?::int2[])", lv)
+	}
+	if !q.Since.IsZero() {
+		w.add("t >= ?", nanos(q.Since))
+	}
+	if !q.Until.IsZero() {
+		w.add("t < ?", nanos(q.Until))
+	}
+	rows, err := s.q(ctx).Query(ctx, `SELECT pos, instance_id, kind, attempt, level, t, node, message FROM `+s.t("logs")+
+		` WHERE `+w.String()+` ORDER BY t, pos`+limitClause(q.Limit), w.args...)
+	if err != nil {
+		return nil, s.wrap(ctx, "lookup logs", err)
+	}
+	defer rows.Close()
+	out := []*store.LogRecord{}
+	for rows.Next() {
+		var l store.LogRecord
+		var pos, t int64
+		var att int32
+		var lvl int16
+		if err := rows.Scan(&pos, &l.InstanceID, &l.Kind, &att, &lvl, &t, &l.Node, &l.Message); err != nil {
+			return nil, s.wrap(ctx, "lookup logs", err)
+		}
+		l.Attempt, l.Level, l.Time, l.Seq = int(att), store.LogLevel(lvl), fromNanos(t), uint64(pos)
+		out = append(out, &l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "lookup logs", err)
+	}
+	return out, nil
+}
+
+// DefaultPruneLimit is how many records one Prune removes per rule when
+// PruneParams.Limit is 0.
+const DefaultPruneLimit = 1000
+
+// Prune implements store.Pruner. Each rule removes at most Limit records
+// in one short transaction, oldest first, taking rows other calls hold
+// with SKIP LOCKED out of the batch.
+func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil prune parameters", store.ErrInvalid)
+	}
+	if p.KeepFinished < 0 || p.Limit < 0 {
+		return nil, fmt.Errorf("%w: prune with KeepFinished %d, Limit %d; want >= 0", store.ErrInvalid, p.KeepFinished, p.Limit)
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = DefaultPruneLimit
+	}
+	res := &store.PruneResult{}
+	inst := s.t("instances")
+	if !p.FinishedBefore.IsZero() {
+		err := s.write(ctx, "prune", func(tx pgx.Tx) error {
+			return s.removeWhere(ctx, tx, `SELECT id FROM `+inst+` WHERE ns = $1 AND state >= 4 AND finished_at < $2
+				ORDER BY finished_at LIMIT $3 FOR UPDATE SKIP LOCKED`, []any{s.cfg.ns, nanos(p.FinishedBefore), limit}, res, nil)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if p.KeepFinished > 0 {
+		err := s.write(ctx, "prune", func(tx pgx.Tx) error {
+			return s.removeWhere(ctx, tx, `SELECT id FROM `+inst+` WHERE ns = $1 AND state >= 4
+				ORDER BY finished_at DESC, seq DESC OFFSET $2 LIMIT $3 FOR UPDATE SKIP LOCKED`, []any{s.cfg.ns, p.KeepFinished, limit}, res, nil)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !p.HistoryBefore.IsZero() {
+		err := s.write(ctx, "prune", func(tx pgx.Tx) error {
+			var n, top int64
+			err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM `+s.t("history")+` WHERE ns = $1 AND pos IN (
+					SELECT pos FROM `+s.t("history")+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) RETURNING pos)
+				SELECT count(*), coalesce(max(pos), 0) FROM d`, s.cfg.ns, nanos(p.HistoryBefore), limit).Scan(&n, &top)
+			if err != nil {
+				return err
+			}
+			res.History += int(n)
+			return s.raiseFloor(ctx, tx, top)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !p.LogsBefore.IsZero() {
+		var n int64
+		err := s.q(ctx).QueryRow(ctx, `WITH d AS (DELETE FROM `+s.t("logs")+` WHERE ns = $1 AND pos IN (
+				SELECT pos FROM `+s.t("logs")+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) RETURNING 1)
+			SELECT count(*) FROM d`, s.cfg.ns, nanos(p.LogsBefore), limit).Scan(&n)
+		if err != nil {
+			return nil, s.wrap(ctx, "prune", err)
+		}
+		res.Logs += int(n)
+	}
+	return res, nil
+}
+
+// raiseFloor records that history up to pos was removed: event cursors
+// before it have expired.
+func (s *Store) raiseFloor(ctx context.Context, tx pgx.Tx, pos int64) error {
+	if pos == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO `+s.t("meta")+` AS m (ns, events_floor) VALUES ($1, $2)
+		ON CONFLICT (ns) DO UPDATE SET events_floor = greatest(m.events_floor, excluded.events_floor)`, s.cfg.ns, pos)
+	return err
+}
+
+// removeWhere deletes the instances whose IDs sel selects (locking
+// them), with their history, logs and unique keys, moving their counters.
+// found, when not nil, receives the state each removed instance was in;
+// when nil (a prune), the removed history expires the event cursors
+// before it. The rows are locked by a statement of their own, so the
+// delete's snapshot, taken after, sees every history record written
+// before the lock.
+func (s *Store) removeWhere(ctx context.Context, tx pgx.Tx, sel string, args []any, res *store.PruneResult, found map[string]store.State) error {
+	rows, err := tx.Query(ctx, sel, args...)
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	q := `WITH d AS (DELETE FROM ` + s.t("instances") + ` WHERE ns = $1 AND id = ANY($2::text[])
+			RETURNING id, queue, kind, state, unique_key),
+		k AS (DELETE FROM ` + s.t("unique_keys") + ` u WHERE u.ns = $1
+			AND u.key = ANY(ARRAY(SELECT unique_key FROM d WHERE unique_key IS NOT NULL)) AND u.id = ANY($2::text[]) RETURNING 1),
+		h AS (DELETE FROM ` + s.t("history") + ` h WHERE h.ns = $1 AND h.instance_id = ANY($2::text[]) RETURNING h.pos),
+		lg AS (DELETE FROM ` + s.t("logs") + ` l WHERE l.ns = $1 AND l.instance_id = ANY($2::text[]) RETURNING 1)
+		SELECT id, queue, kind, state, (SELECT count(*) FROM h), (SELECT coalesce(max(pos), 0) FROM h),
+			(SELECT count(*) FROM lg), (SELECT count(*) FROM k) FROM d`
+	rows, err = tx.Query(ctx, q, s.cfg.ns, ids)
+	if err != nil {
+		return err
+	}
+	f := &final{}
+	var hist, top, logs int64
+	for rows.Next() {
+		var id, queue, kind string
+		var st int16
+		var k int64
+		if err := rows.Scan(&id, &queue, &kind, &st, &hist, &top, &logs, &k); err != nil {
+			rows.Close()
+			return err
+		}
+		res.Instances++
+		f.move(queue, kind, store.State(st), 0)
+		if found != nil {
+			found[id] = store.State(st)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	res.History += int(hist)
+	res.Logs += int(logs)
+	if found == nil {
+		if err := s.raiseFloor(ctx, tx, top); err != nil {
+			return err
+		}
+	}
+	return s.apply(ctx, tx, f)
+}

@@ -1,0 +1,148 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobkit/job/store"
+)
+
+// clockSQL reads the database's clock as Unix nanoseconds: liveness is
+// judged on it alone (see store.Nodes).
+const clockSQL = `(extract(epoch FROM clock_timestamp()) * 1000000000)::int8`
+
+// Heartbeat implements store.Nodes in one statement: the node's record
+// is upserted with the database's clock, and records gone for longer
+// than Retain are deleted (a dead node's only once its attempts are
+// rescued).
+func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store.HeartbeatResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("pgstore: heartbeat: %w", err)
+	}
+	info := p.Node.Clone()
+	info.Status, info.GoneAt, info.LastSeen, info.StoreSeen = 0, time.Time{}, p.Now, time.Time{}
+	body, err := json.Marshal(info)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: heartbeat: encode node %s: %w", p.Node.ID, err)
+	}
+	status := store.NodeLive
+	if p.Leaving {
+		status = store.NodeLeft
+	}
+	var now int64
+	var old *int16
+	var a, b int64
+	err = s.q(ctx).QueryRow(ctx, `WITH now AS (SELECT `+clockSQL+` AS t),
+		old AS (SELECT status FROM `+s.t("nodes")+` WHERE ns = $1 AND id = $2 FOR UPDATE),
+		up AS (INSERT INTO `+s.t("nodes")+` AS n (ns, id, info, status, last_seen, store_seen, gone_at)
+			SELECT $1, $2, $3, $4::int2, $5, now.t, CASE WHEN $4::int2 = 4 THEN now.t ELSE 0 END FROM now
+			ON CONFLICT (ns, id) DO UPDATE SET info = excluded.info, status = excluded.status, last_seen = excluded.last_seen,
+				store_seen = excluded.store_seen, gone_at = excluded.gone_at
+			RETURNING 1),
+		del AS (DELETE FROM `+s.t("nodes")+` AS n USING now
+			WHERE n.ns = $1 AND n.id <> $2
+			AND now.t - (CASE WHEN n.status = 1 THEN n.store_seen ELSE n.gone_at END) > $6
+			AND NOT (n.status = 3 AND EXISTS (SELECT 1 FROM `+s.t("instances")+` i WHERE i.ns = $1 AND i.state = 3 AND i.lease_owner = n.id))
+			RETURNING 1)
+		SELECT now.t, (SELECT status FROM old), (SELECT count(*) FROM up), (SELECT count(*) FROM del) FROM now`,
+		s.cfg.ns, p.Node.ID, body, int16(status), nanos(p.Now), int64(p.RetainOrDefault())).Scan(&now, &old, &a, &b)
+	if err != nil {
+		return nil, s.wrap(ctx, "heartbeat", err)
+	}
+	return &store.HeartbeatResult{StoreNow: fromNanos(now), WasDead: old != nil && store.NodeStatus(*old) == store.NodeDead}, nil
+}
+
+// ListNodes implements store.Nodes.
+func (s *Store) ListNodes(ctx context.Context, p *store.ListNodesParams) ([]*store.NodeInfo, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("pgstore: list nodes: %w", err)
+	}
+	rows, err := s.q(ctx).Query(ctx, `SELECT id, info, status, last_seen, store_seen, gone_at, `+clockSQL+`
+		FROM `+s.t("nodes")+` WHERE ns = $1 ORDER BY id`, s.cfg.ns)
+	if err != nil {
+		return nil, s.wrap(ctx, "list nodes", err)
+	}
+	defer rows.Close()
+	out := []*store.NodeInfo{}
+	for rows.Next() {
+		var id string
+		var body []byte
+		var st int16
+		var last, seen, gone, now int64
+		if err := rows.Scan(&id, &body, &st, &last, &seen, &gone, &now); err != nil {
+			return nil, s.wrap(ctx, "list nodes", err)
+		}
+		n := &store.NodeInfo{}
+		if err := json.Unmarshal(body, n); err != nil {
+			n = &store.NodeInfo{} // an undecodable record still lists the node
+		}
+		n.ID, n.LastSeen, n.StoreSeen, n.GoneAt = id, fromNanos(last), fromNanos(seen), fromNanos(gone)
+		n.Status = store.NodeStatus(st)
+		if n.Status == store.NodeLive && time.Duration(now-seen) > p.DeadAfter {
+			n.Status = store.NodeStale
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "list nodes", err)
+	}
+	return out, nil
+}
+
+// RescueNodes implements store.Nodes. One UPDATE declares the silent
+// nodes dead (PostgreSQL re-checks its condition on a row another call
+// changed meanwhile, so exactly one call declares each); their attempts
+// are then taken through the owner index with SKIP LOCKED, so concurrent
+// rescuers split them.
+func (s *Store) RescueNodes(ctx context.Context, p *store.RescueNodesParams) (*store.RescueNodesResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("pgstore: rescue nodes: %w", err)
+	}
+	res := &store.RescueNodesResult{}
+	err := s.write(ctx, "rescue nodes", func(tx pgx.Tx) error {
+		res.Dead, res.Rescued = nil, nil
+		rows, err := tx.Query(ctx, `WITH now AS (SELECT `+clockSQL+` AS t),
+			ref AS (SELECT least(now.t, coalesce((SELECT store_seen FROM `+s.t("nodes")+` WHERE ns = $1 AND id = $2 AND status = 1), now.t)) AS r, now.t FROM now)
+			UPDATE `+s.t("nodes")+` n SET status = 3, gone_at = ref.t FROM ref
+			WHERE n.ns = $1 AND n.id <> $2 AND n.status = 1 AND ref.r - n.store_seen > $3
+			RETURNING n.id`, s.cfg.ns, p.Node, int64(p.DeadAfter))
+		if err != nil {
+			return err
+		}
+		res.Dead, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `SELECT `+instColsOf("i")+` FROM `+s.t("instances")+` i
+			WHERE i.ns = $1 AND i.state = 3 AND i.lease_owner = ANY(ARRAY(SELECT id FROM `+s.t("nodes")+` WHERE ns = $1 AND status = 3))
+			LIMIT $2 FOR UPDATE OF i SKIP LOCKED`, s.cfg.ns, p.Limit)
+		if err != nil {
+			return err
+		}
+		ins, _, err := scanInstances(rows)
+		if ins == nil && err != nil {
+			return err
+		}
+		f := &final{}
+		for _, in := range ins {
+			msg := fmt.Sprintf("node %s stopped heartbeating: declared dead and its attempt rescued", in.LeaseOwner)
+			rescueMove(f, in, msg, p.Now, p.Node)
+		}
+		if err := s.saveRows(ctx, tx, ins); err != nil {
+			return err
+		}
+		res.Rescued = ins
+		return s.apply(ctx, tx, f)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if res.Dead == nil {
+		res.Dead = []string{}
+	}
+	return res, nil
+}

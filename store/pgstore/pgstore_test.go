@@ -1,0 +1,102 @@
+package pgstore_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobkit/job/jobtest"
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/pgstore"
+	"github.com/jobkit/job/store/storetest"
+)
+
+// testSchema is the schema the tests share; namespaces keep them apart.
+const testSchema = "jobkit_test"
+
+var (
+	poolOnce sync.Once
+	pool     *pgxpool.Pool
+	poolErr  error
+)
+
+// dbURL returns JOBKIT_PG_URL, failing t when it is unset: the store's
+// tests run against a real PostgreSQL and never skip.
+func dbURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("JOBKIT_PG_URL")
+	if u == "" {
+		t.Fatal("JOBKIT_PG_URL is not set: run the tests with `make test` (scripts/test.sh starts a private PostgreSQL), " +
+			"or start one (Debian: apt-get install postgresql) and set JOBKIT_PG_URL=postgres://user@127.0.0.1:5432/db?sslmode=disable")
+	}
+	return u
+}
+
+// testPool returns the package's pool on JOBKIT_PG_URL with the test
+// schema migrated.
+func testPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	u := dbURL(t)
+	poolOnce.Do(func() {
+		cfg, err := pgxpool.ParseConfig(u)
+		if err != nil {
+			poolErr = err
+			return
+		}
+		cfg.MaxConns = 64
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		pool, poolErr = pgxpool.NewWithConfig(ctx, cfg)
+		if poolErr == nil {
+			poolErr = pool.Ping(ctx)
+		}
+		if poolErr == nil {
+			poolErr = pgstore.Migrate(ctx, pool, pgstore.WithSchema(testSchema))
+		}
+	})
+	if poolErr != nil {
+		t.Fatalf("PostgreSQL at JOBKIT_PG_URL (%s) is unreachable or unusable: %v; start it (make test does) or fix the URL", u, poolErr)
+	}
+	return pool
+}
+
+// open returns a store in namespace ns of the test schema, closed when t
+// ends.
+func open(t testing.TB, ns string, opts ...pgstore.Option) *pgstore.Store {
+	t.Helper()
+	p := testPool(t)
+	s, err := pgstore.New(t.Context(), p, append([]pgstore.Option{pgstore.WithSchema(testSchema), pgstore.WithNamespace(ns)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		Open: func(t testing.TB, ns string) store.Store {
+			return open(t, "conformance-"+ns, pgstore.WithPollInterval(20*time.Millisecond))
+		},
+		ExpireEvents: func(t testing.TB, s store.Store) {
+			// Prune every history record: cursors before expire.
+			_, err := s.Prune(t.Context(), &store.PruneParams{Now: time.Now(), HistoryBefore: time.Unix(1<<40, 0), Limit: 1 << 30})
+			if err != nil {
+				t.Fatalf("prune history: %v", err)
+			}
+		},
+	})
+}
+
+// TestManagerSuite runs the manager-level scenarios on PostgreSQL.
+func TestManagerSuite(t *testing.T) {
+	jobtest.Run(t, jobtest.Harness{
+		Open: func(t testing.TB, ns string) store.Store {
+			return open(t, "manager-"+ns)
+		},
+	})
+}

@@ -1,0 +1,951 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobkit/job/store"
+)
+
+// stmts caches the statements of a schema, built once.
+type stmts struct {
+	insert, enqueue, claim, next, finish, update, lockRows string
+}
+
+var stmtCache sync.Map // quoted schema -> *stmts
+
+func (s *Store) stmt() *stmts {
+	if v, ok := stmtCache.Load(s.cfg.quoted); ok {
+		return v.(*stmts)
+	}
+	inst := s.t("instances")
+	st := &stmts{}
+	st.insert = `INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout,
+		unique_key, unique_until, created_at, updated_at, labels, metadata)
+	SELECT $1, x.id, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout,
+		nullif(x.ukey, ''), x.uuntil, x.created, $2,
+		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END, nullif(x.md, '')::json
+	FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[], $10::int8[],
+		$11::text[], $12::int8[], $13::int8[], $14::text[], $15::text[])
+		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, ukey, uuntil, created, labels, md, o)
+	ORDER BY x.o
+	ON CONFLICT (ns, id) DO NOTHING
+	RETURNING id, seq`
+	// The enqueue of instances without unique keys: one statement
+	// inserts them, skipping IDs stored already, registers their queues,
+	// appends their Created and Scheduled records under the namespace's
+	// lock, counts them and notifies their queues.
+	st.enqueue = `WITH x AS (SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[],
+		$10::int8[], $11::int8[], $12::text[], $17::text[])
+		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, md, o)),
+ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout, created_at, updated_at, labels, metadata)
+	SELECT $1, x.id, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout, x.created, $2,
+		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END, nullif(x.md, '')::json
+	FROM x ORDER BY x.o
+	ON CONFLICT (ns, id) DO NOTHING
+	RETURNING id, seq, kind, queue),
+q AS (INSERT INTO ` + s.t("queues") + ` (ns, name) SELECT DISTINCT $1, queue FROM ins ORDER BY 2 ON CONFLICT DO NOTHING RETURNING 1),
+l AS (SELECT pg_advisory_xact_lock($13) FROM (SELECT count(*) AS n FROM ins) AS z, (SELECT count(*) FROM q) AS zq WHERE z.n > 0),
+h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node)
+	SELECT $1, ins.id, ins.kind, ins.queue, v.state, 0, $2, $14 FROM ins, l, (VALUES (1::int2), (2::int2)) AS v(state)
+	ORDER BY ins.seq, v.state RETURNING 1),
+c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
+	SELECT $1, ins.queue, ins.kind, 2, count(*) FROM ins, l GROUP BY ins.queue, ins.kind ORDER BY 2, 3
+	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
+w AS (SELECT pg_notify($15, $16::text || d.queue) FROM (SELECT DISTINCT queue FROM ins) AS d, l)
+SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM ins`
+	// The claim: one statement picks the first ready instances the
+	// claimer may take, in claim order, skipping rows other claims hold,
+	// leases them, appends their history under the namespace's lock,
+	// moves their counters and records the claim of a ClaimSeq.
+	filterOf := func(kinds, labels string) string {
+		return `AND (cardinality(` + kinds + `::text[]) = 0 OR kind = ANY(` + kinds + `::text[]))
+		AND (labels IS NULL OR labels <@ ` + labels + `::text[])
+		AND NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND paused)`
+	}
+	filter := filterOf("$5", "$6")
+	st.claim = `WITH picked AS MATERIALIZED (
+	SELECT id FROM ` + inst + `
+	WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= $3 ` + filter + `
+		AND NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)
+	ORDER BY priority DESC, run_at, seq
+	LIMIT $4
+	FOR UPDATE SKIP LOCKED),
+u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner = $7, lease_until = $8, updated_at = $3
+	WHERE i.ns = $1 AND i.id = ANY(ARRAY(SELECT id FROM picked))
+	RETURNING ` + instColsOf("i") + `),
+l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
+h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node)
+	SELECT $1, u.id, u.kind, u.queue, 3, u.attempt, $3, $7 FROM u, l ORDER BY u.priority DESC, u.run_at, u.seq
+	RETURNING 1),
+c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
+	SELECT $1, g.queue, g.kind, v.state, v.n
+	FROM (SELECT queue, kind, count(*) AS n FROM u GROUP BY 1, 2) AS g, l,
+		LATERAL (VALUES (2::int2, -g.n), (3::int2, g.n)) AS v(state, n)
+	ORDER BY 2, 3, 4
+	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n
+	RETURNING 1),
+cl AS (UPDATE ` + s.t("claims") + ` SET seq = $10::int8, until = $8,
+		ids = coalesce((SELECT array_agg(id ORDER BY priority DESC, run_at, seq) FROM u), '{}'),
+		attempts = coalesce((SELECT array_agg(attempt ORDER BY priority DESC, run_at, seq) FROM u), '{}')
+	WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND NOT (until >= $3 AND seq >= $10::int8)
+	RETURNING 1)
+SELECT ` + instColsOf("u") + `, (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM cl)
+FROM u ORDER BY u.priority DESC, u.run_at, u.seq`
+	// The finish of attempts the owner holds: one statement applies the
+	// outcomes (a retry or release of an attempt whose cancel was
+	// requested ends Canceled, its RunAt and attempt kept), appends their
+	// history, moves their counters and notifies the queues of retries.
+	// An outcome whose row does not match (lease lost, or applied before)
+	// is not returned; Finish looks at those in a transaction of their own.
+	// The state and owner are compared with IS NOT DISTINCT FROM, which no
+	// index serves: the rows are found through the primary key, never
+	// through the owner's or the leases' index (a generic plan made while
+	// the table looked empty took those and walked every running row).
+	st.finish = `WITH x AS (SELECT * FROM unnest($2::text[], $3::int4[], $4::int2[], $5::int8[], $6::bool[], $7::bytea[], $8::text[])
+		WITH ORDINALITY AS x(id, attempt, state, run_at, release, result, error, o)),
+u AS (UPDATE ` + inst + ` i SET
+		state = CASE WHEN x.state = 2 AND i.cancel_req THEN 6 ELSE x.state END,
+		attempt = CASE WHEN x.state = 2 AND x.release AND NOT i.cancel_req THEN i.attempt - 1 ELSE i.attempt END,
+		run_at = CASE WHEN x.state = 2 AND NOT i.cancel_req THEN x.run_at ELSE i.run_at END,
+		finished_at = CASE WHEN x.state = 2 AND NOT i.cancel_req THEN 0 ELSE $10::int8 END,
+		lease_owner = NULL, lease_until = 0, cancel_req = false, result = x.result, error = x.error, updated_at = $10::int8
+	FROM x WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id
+		AND i.state IS NOT DISTINCT FROM 3::int2 AND i.lease_owner IS NOT DISTINCT FROM $9::text AND i.attempt = x.attempt
+	RETURNING i.id, i.kind, i.queue, i.state, x.attempt AS oattempt, x.o, x.result, x.error),
+l AS (SELECT pg_advisory_xact_lock($11) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
+h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, error, result)
+	SELECT $1, u.id, u.kind, u.queue, u.state, u.oattempt, $10, $9, u.error, u.result FROM u, l ORDER BY u.o RETURNING 1),
+c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
+	SELECT $1, d.queue, d.kind, d.state, sum(d.n) FROM (
+		SELECT queue, kind, 3::int2 AS state, -1 AS n FROM u
+		UNION ALL SELECT queue, kind, state, 1 FROM u) AS d, l
+	GROUP BY d.queue, d.kind, d.state HAVING sum(d.n) <> 0 ORDER BY 2, 3, 4
+	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
+w AS (SELECT pg_notify($12, $13::text || d.queue) FROM (SELECT DISTINCT queue FROM u WHERE state = 2) AS d, l)
+SELECT u.o, u.state, (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM u`
+	// NextRunAt: the first waiting instance of each priority the queue
+	// holds (a skip over the claim index, one probe per priority), the
+	// earliest of them.
+	st.next = `WITH RECURSIVE p(prio) AS (
+	(SELECT priority FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 ORDER BY priority DESC LIMIT 1)
+	UNION ALL
+	SELECT (SELECT priority FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 AND priority < p.prio ORDER BY priority DESC LIMIT 1)
+	FROM p WHERE p.prio IS NOT NULL)
+SELECT coalesce(min((SELECT run_at FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 AND priority = p.prio ` + filterOf("$3", "$4") + `
+	ORDER BY priority DESC, run_at, seq LIMIT 1)), 0)
+FROM p WHERE p.prio IS NOT NULL`
+	st.update = `UPDATE ` + inst + ` i SET state = x.state, attempt = x.attempt, run_at = x.run_at,
+		lease_owner = nullif(x.owner, ''), lease_until = x.lease_until, cancel_req = x.cancel_req,
+		finished_at = x.finished, result = x.result, error = x.error, updated_at = x.updated
+	FROM unnest($2::text[], $3::int2[], $4::int4[], $5::int8[], $6::text[], $7::int8[], $8::bool[], $9::int8[],
+		$10::bytea[], $11::text[], $12::int8[])
+		AS x(id, state, attempt, run_at, owner, lease_until, cancel_req, finished, result, error, updated)
+	WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id`
+	st.lockRows = `SELECT ` + instCols + ` FROM ` + inst + ` WHERE ns = $1 AND id = ANY($2::text[]) ORDER BY id FOR UPDATE`
+	stmtCache.Store(s.cfg.quoted, st)
+	return st
+}
+
+func clamp32(n int) int32 {
+	return int32(max(min(n, math.MaxInt32), math.MinInt32))
+}
+
+// Enqueue implements store.Queue. New instances are inserted in one
+// statement; an ID stored already is reported Existed (the insert skips
+// it on its primary key); a unique key is taken with one upsert on the
+// key's primary key that replaces only an expired holder, so the database
+// decides which of two racing schedules holds it.
+func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
+	}
+	for _, in := range p.Instances {
+		if err := in.Validate(); err != nil {
+			return nil, fmt.Errorf("pgstore: enqueue: %w", err)
+		}
+	}
+	if len(p.Instances) == 0 {
+		return []store.EnqueueResult{}, nil
+	}
+	now := nanos(p.Now)
+	if !slices.ContainsFunc(p.Instances, func(in *store.Instance) bool { return in.UniqueKey != "" }) {
+		return s.enqueuePlain(ctx, p)
+	}
+	var res []store.EnqueueResult
+	err := s.write(ctx, "enqueue", func(tx pgx.Tx) error {
+		res = make([]store.EnqueueResult, len(p.Instances))
+		ids := make([]string, len(p.Instances))
+		for i, in := range p.Instances {
+			ids[i] = in.ID
+		}
+		existing := map[string]int64{}
+		rows, err := tx.Query(ctx, `SELECT id, seq FROM `+s.t("instances")+` WHERE ns = $1 AND id = ANY($2::text[])`, s.cfg.ns, ids)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			var seq int64
+			if err := rows.Scan(&id, &seq); err != nil {
+				return err
+			}
+			existing[id] = seq
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var add []int // indexes of p.Instances to insert
+		taken := map[string]bool{}
+		for i, in := range p.Instances {
+			if _, ok := existing[in.ID]; ok || taken[in.ID] {
+				continue // reported below
+			}
+			if in.UniqueKey != "" {
+				var holder string
+				err := tx.QueryRow(ctx, `INSERT INTO `+s.t("unique_keys")+` AS k (ns, key, id, until) VALUES ($1, $2, $3, $4)
+					ON CONFLICT (ns, key) DO UPDATE SET id = excluded.id, until = excluded.until WHERE k.until <= $5
+					RETURNING id`, s.cfg.ns, in.UniqueKey, in.ID, nanos(in.UniqueUntil), now).Scan(&holder)
+				if errors.Is(err, pgx.ErrNoRows) {
+					var until int64
+					if err := tx.QueryRow(ctx, `SELECT id, until FROM `+s.t("unique_keys")+` WHERE ns = $1 AND key = $2`, s.cfg.ns, in.UniqueKey).Scan(&holder, &until); err != nil {
+						return err
+					}
+					res[i] = store.EnqueueResult{ID: holder, Err: fmt.Errorf("pgstore: instance %s: unique key %q is held by %s until %v: %w",
+						in.ID, in.UniqueKey, holder, fromNanos(until), store.ErrDuplicate)}
+					continue
+				}
+				if err != nil {
+					return err
+				}
+			}
+			taken[in.ID] = true
+			add = append(add, i)
+		}
+		f := &final{}
+		if len(add) > 0 {
+			n := len(add)
+			cols := struct {
+				id, kind, queue, ukey, labels, md []string
+				args                              [][]byte
+				prio, runAt, timeout, uu, created []int64
+				retries                           []int32
+			}{}
+			for _, i := range add {
+				in := p.Instances[i]
+				cols.id = append(cols.id, in.ID)
+				cols.kind = append(cols.kind, in.Kind)
+				cols.queue = append(cols.queue, in.Queue)
+				cols.ukey = append(cols.ukey, in.UniqueKey)
+				cols.labels = append(cols.labels, strings.Join(store.NormLabels(in.Labels), ","))
+				cols.md = append(cols.md, encodeMetadata(in.Metadata))
+				cols.args = append(cols.args, in.Args)
+				cols.prio = append(cols.prio, int64(in.Priority))
+				cols.runAt = append(cols.runAt, nanos(in.RunAt))
+				cols.timeout = append(cols.timeout, int64(in.Timeout))
+				cols.uu = append(cols.uu, nanos(in.UniqueUntil))
+				cols.created = append(cols.created, nanos(in.CreatedAt))
+				cols.retries = append(cols.retries, clamp32(in.MaxRetries))
+			}
+			rows, err := tx.Query(ctx, s.stmt().insert, s.cfg.ns, now, cols.id, cols.kind, cols.queue, cols.args,
+				cols.prio, cols.runAt, cols.retries, cols.timeout, cols.ukey, cols.uu, cols.created, cols.labels, cols.md)
+			if err != nil {
+				return err
+			}
+			got := make(map[string]int64, n)
+			for rows.Next() {
+				var id string
+				var seq int64
+				if err := rows.Scan(&id, &seq); err != nil {
+					return err
+				}
+				got[id] = seq
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			queues := map[string]struct{}{}
+			for _, i := range add {
+				in := p.Instances[i]
+				seq, ok := got[in.ID]
+				if !ok {
+					continue // stored meanwhile by a racing Enqueue: reported below
+				}
+				res[i] = store.EnqueueResult{ID: in.ID, Seq: uint64(seq)}
+				f.hist(in.ID, in.Kind, in.Queue, store.Created, 0, p.Now, p.Node, "", nil)
+				f.hist(in.ID, in.Kind, in.Queue, store.Scheduled, 0, p.Now, p.Node, "", nil)
+				f.move(in.Queue, in.Kind, 0, store.Scheduled)
+				f.wakeQueue(in.Queue)
+				queues[in.Queue] = struct{}{}
+			}
+			if len(queues) > 0 {
+				names := make([]string, 0, len(queues))
+				for q := range queues {
+					names = append(names, q)
+				}
+				slices.Sort(names)
+				if _, err := tx.Exec(ctx, `INSERT INTO `+s.t("queues")+` (ns, name) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`, s.cfg.ns, names); err != nil {
+					return err
+				}
+			}
+		}
+		// Instances stored before (or by a racing call, or earlier in
+		// this batch) are reported with their stored Seq.
+		var missing []string
+		for i, in := range p.Instances {
+			if res[i].ID == "" && res[i].Err == nil {
+				missing = append(missing, in.ID)
+			}
+		}
+		if len(missing) > 0 {
+			rows, err := tx.Query(ctx, `SELECT id, seq FROM `+s.t("instances")+` WHERE ns = $1 AND id = ANY($2::text[])`, s.cfg.ns, missing)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var id string
+				var seq int64
+				if err := rows.Scan(&id, &seq); err != nil {
+					return err
+				}
+				existing[id] = seq
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			for i, in := range p.Instances {
+				if res[i].ID == "" && res[i].Err == nil {
+					res[i] = store.EnqueueResult{ID: in.ID, Seq: uint64(existing[in.ID]), Existed: true}
+				}
+			}
+		}
+		return s.apply(ctx, tx, f)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// enqueuePlain enqueues instances without unique keys in one statement
+// (stmts.enqueue), then reads the Seq of those stored before.
+func (s *Store) enqueuePlain(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
+	n := len(p.Instances)
+	id, kind, queue, labels, md := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	args := make([][]byte, n)
+	prio, runAt, timeout, created := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	retries := make([]int32, n)
+	for i, in := range p.Instances {
+		id[i], kind[i], queue[i] = in.ID, in.Kind, in.Queue
+		labels[i] = strings.Join(store.NormLabels(in.Labels), ",")
+		md[i] = encodeMetadata(in.Metadata)
+		args[i], prio[i], runAt[i] = in.Args, int64(in.Priority), nanos(in.RunAt)
+		timeout[i], created[i], retries[i] = int64(in.Timeout), nanos(in.CreatedAt), clamp32(in.MaxRetries)
+	}
+	q := s.q(ctx)
+	rows, err := q.Query(ctx, s.stmt().enqueue, s.cfg.ns, nanos(p.Now), id, kind, queue, args, prio, runAt, retries, timeout, created, labels,
+		s.lockKey, p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, md)
+	if err != nil {
+		return nil, s.wrap(ctx, "enqueue", err)
+	}
+	got := make(map[string]int64, n)
+	for rows.Next() {
+		var sid string
+		var seq, a, b, c, d int64
+		if err := rows.Scan(&sid, &seq, &a, &b, &c, &d); err != nil {
+			rows.Close()
+			return nil, s.wrap(ctx, "enqueue", err)
+		}
+		got[sid] = seq
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "enqueue", err)
+	}
+	res := make([]store.EnqueueResult, n)
+	var missing []string
+	for i, in := range p.Instances {
+		if seq, ok := got[in.ID]; ok {
+			res[i] = store.EnqueueResult{ID: in.ID, Seq: uint64(seq)}
+			delete(got, in.ID) // the same ID later in the batch is a repeat
+			continue
+		}
+		missing = append(missing, in.ID)
+	}
+	if len(missing) == 0 {
+		return res, nil
+	}
+	// Stored before (or earlier in this batch): report the stored Seq.
+	rows, err = q.Query(ctx, `SELECT id, seq FROM `+s.t("instances")+` WHERE ns = $1 AND id = ANY($2::text[])`, s.cfg.ns, missing)
+	if err != nil {
+		return nil, s.wrap(ctx, "enqueue", err)
+	}
+	stored := map[string]int64{}
+	for rows.Next() {
+		var sid string
+		var seq int64
+		if err := rows.Scan(&sid, &seq); err != nil {
+			rows.Close()
+			return nil, s.wrap(ctx, "enqueue", err)
+		}
+		stored[sid] = seq
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "enqueue", err)
+	}
+	for i, in := range p.Instances {
+		if res[i].ID == "" {
+			res[i] = store.EnqueueResult{ID: in.ID, Seq: uint64(stored[in.ID]), Existed: true}
+		}
+	}
+	return res, nil
+}
+
+// Claim implements store.Queue: one statement (see stmts.claim), preceded
+// by a lock of the owner's claim record when p.ClaimSeq is set.
+func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	res := &store.ClaimResult{}
+	now := nanos(p.Now)
+	kinds := p.Kinds
+	if kinds == nil {
+		kinds = []string{}
+	}
+	labels := store.NormLabels(p.Labels)
+	if labels == nil {
+		labels = []string{}
+	}
+	st := s.stmt()
+	// One round trip: the batch's statements run in one implicit
+	// transaction. The claim record of a ClaimSeq is locked first; the
+	// claim statement takes nothing when it says the call is a repeat or
+	// late; the last statement reads NextRunAt after the claim.
+	var seq, until int64
+	var ids []string
+	var attempts []int32
+	var next int64
+	b := &pgx.Batch{}
+	if p.ClaimSeq != 0 {
+		b.Queue(`INSERT INTO `+s.t("claims")+` AS c (ns, owner, seq, until, ids, attempts) VALUES ($1, $2, 0, 0, '{}', '{}')
+			ON CONFLICT (ns, owner) DO UPDATE SET owner = c.owner RETURNING seq, until, ids, attempts`, s.cfg.ns, p.Owner).
+			QueryRow(func(r pgx.Row) error { return r.Scan(&seq, &until, &ids, &attempts) })
+	}
+	b.Queue(st.claim, s.cfg.ns, p.Queue, now, p.Limit, kinds, labels, p.Owner, nanos(p.LeaseUntil), s.lockKey, int64(p.ClaimSeq)).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				r := &row{}
+				var a, b, c int64
+				if err := rows.Scan(append(r.dest(), &a, &b, &c)...); err != nil {
+					return err
+				}
+				in, err := r.instance()
+				if err != nil {
+					res.Undecodable = append(res.Undecodable, store.UndecodableRecord{LeaseRef: store.LeaseRef{ID: r.id, Attempt: int(r.attempt)}, Err: err})
+					continue
+				}
+				res.Instances = append(res.Instances, in)
+			}
+			return rows.Err()
+		})
+	b.Queue(st.next, s.cfg.ns, p.Queue, kinds, labels).QueryRow(func(r pgx.Row) error { return r.Scan(&next) })
+	var err error
+	if tx := txFrom(ctx); tx != nil {
+		err = tx.SendBatch(ctx, b).Close()
+	} else {
+		err = s.pool.SendBatch(ctx, b).Close()
+	}
+	if err != nil {
+		return nil, s.wrap(ctx, "claim", err)
+	}
+	if p.ClaimSeq != 0 && until >= now && uint64(seq) >= p.ClaimSeq {
+		res.Instances, res.Undecodable = nil, nil
+		if uint64(seq) > p.ClaimSeq {
+			return res, nil // a call that arrived late, after a newer claim
+		}
+		// The repeat of the last claim: what it took and still holds.
+		err := s.write(ctx, "claim", func(tx pgx.Tx) error { return s.repeatClaim(ctx, tx, p, ids, attempts, res) })
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	if len(res.Instances)+len(res.Undecodable) < p.Limit {
+		res.NextRunAt = fromNanos(next)
+	}
+	return res, nil
+}
+
+// repeatClaim answers the repeat of the owner's last claim: the attempts it
+// took that are still Processing under the owner.
+func (s *Store) repeatClaim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams, ids []string, attempts []int32, res *store.ClaimResult) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `SELECT `+instCols+` FROM `+s.t("instances")+` WHERE ns = $1 AND id = ANY($2::text[]) AND state = 3 AND lease_owner = $3`,
+		s.cfg.ns, ids, p.Owner)
+	if err != nil {
+		return err
+	}
+	ins, bad, _ := scanInstances(rows)
+	if ins == nil && bad == nil {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	byID := map[string]*store.Instance{}
+	for _, in := range ins {
+		byID[in.ID] = in
+	}
+	badID := map[string]*row{}
+	for _, r := range bad {
+		badID[r.id] = r
+	}
+	for i, id := range ids {
+		if in := byID[id]; in != nil && in.Attempt == int(attempts[i]) {
+			res.Instances = append(res.Instances, in)
+		} else if r := badID[id]; r != nil && r.attempt == attempts[i] {
+			_, err := r.instance()
+			res.Undecodable = append(res.Undecodable, store.UndecodableRecord{LeaseRef: store.LeaseRef{ID: id, Attempt: int(r.attempt)}, Err: err})
+		}
+	}
+	return nil
+}
+
+// Renew implements store.Queue in one statement.
+func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewResult, error) {
+	switch {
+	case p == nil:
+		return nil, fmt.Errorf("%w: nil renew parameters", store.ErrInvalid)
+	case p.Owner == "":
+		return nil, fmt.Errorf("%w: renew without an owner", store.ErrInvalid)
+	}
+	ids := make([]string, len(p.Leases))
+	atts := make([]int32, len(p.Leases))
+	for i, l := range p.Leases {
+		if l.ID == "" {
+			return nil, fmt.Errorf("%w: renew of a lease without an instance ID", store.ErrInvalid)
+		}
+		ids[i], atts[i] = l.ID, clamp32(l.Attempt)
+	}
+	res := &store.RenewResult{}
+	if len(ids) == 0 {
+		return res, s.wrap(ctx, "renew", ctx.Err())
+	}
+	type ref struct {
+		id string
+		a  int32
+	}
+	held := map[ref]bool{}
+	err := func() error {
+		rows, err := s.q(ctx).Query(ctx, `UPDATE `+s.t("instances")+` i SET lease_until = $5, updated_at = $6
+			FROM (SELECT DISTINCT * FROM unnest($2::text[], $3::int4[]) AS y(id, attempt)) AS x
+			WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id
+			AND i.state IS NOT DISTINCT FROM 3::int2 AND i.lease_owner IS NOT DISTINCT FROM $4::text AND i.attempt = x.attempt
+			RETURNING i.id, i.attempt, i.cancel_req`, s.cfg.ns, ids, atts, p.Owner, nanos(p.Until), nanos(p.Now))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r ref
+			var cancel bool
+			if err := rows.Scan(&r.id, &r.a, &cancel); err != nil {
+				return err
+			}
+			held[r] = cancel
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		return nil, s.wrap(ctx, "renew", err)
+	}
+	for i, l := range p.Leases {
+		cancel, ok := held[ref{ids[i], atts[i]}]
+		switch {
+		case !ok:
+			res.Lost = append(res.Lost, l)
+		case cancel:
+			res.CancelRequested = append(res.CancelRequested, l)
+		}
+	}
+	return res, nil
+}
+
+// lockRows locks and returns the instances ids names (those that exist),
+// in ID order so concurrent batches never deadlock. Undecodable rows come
+// back in bad.
+func (s *Store) lockRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*store.Instance, map[string]*row, error) {
+	rows, err := tx.Query(ctx, s.stmt().lockRows, s.cfg.ns, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	ins, bad, err := scanInstances(rows)
+	if ins == nil && bad == nil && err != nil {
+		return nil, nil, err
+	}
+	out := make(map[string]*store.Instance, len(ins))
+	for _, in := range ins {
+		out[in.ID] = in
+	}
+	badm := map[string]*row{}
+	for _, r := range bad {
+		badm[r.id] = r
+	}
+	return out, badm, nil
+}
+
+// saveRows writes the changed fields of ins (state, attempt, run time,
+// lease, cancel flag, outcome) in one statement.
+func (s *Store) saveRows(ctx context.Context, tx pgx.Tx, ins []*store.Instance) error {
+	if len(ins) == 0 {
+		return nil
+	}
+	n := len(ins)
+	id, owner, errs := make([]string, n), make([]string, n), make([]string, n)
+	state := make([]int16, n)
+	att := make([]int32, n)
+	runAt, lease, fin, upd := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	cancel := make([]bool, n)
+	result := make([][]byte, n)
+	for i, in := range ins {
+		id[i], owner[i], errs[i] = in.ID, in.LeaseOwner, in.Error
+		state[i], att[i] = int16(in.State), clamp32(in.Attempt)
+		runAt[i], lease[i], fin[i], upd[i] = nanos(in.RunAt), nanos(in.LeaseUntil), nanos(in.FinishedAt), nanos(in.UpdatedAt)
+		cancel[i], result[i] = in.CancelRequested, in.Result
+	}
+	_, err := tx.Exec(ctx, s.stmt().update, s.cfg.ns, id, state, att, runAt, owner, lease, cancel, fin, result, errs, upd)
+	return err
+}
+
+// Finish implements store.Queue: the attempts' rows are locked, each
+// outcome is checked against its row, and the changes, history and
+// counters are written in two statements.
+func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.FinishResult, error) {
+	switch {
+	case p == nil:
+		return nil, fmt.Errorf("%w: nil finish parameters", store.ErrInvalid)
+	case p.Owner == "":
+		return nil, fmt.Errorf("%w: finish without an owner", store.ErrInvalid)
+	}
+	for i := range p.Outcomes {
+		if err := p.Outcomes[i].Validate(); err != nil {
+			return nil, fmt.Errorf("pgstore: finish: %w", err)
+		}
+	}
+	res := make([]store.FinishResult, len(p.Outcomes))
+	// The fast path, one statement, when no ID is given twice.
+	seen := make(map[string]bool, len(p.Outcomes))
+	for _, o := range p.Outcomes {
+		seen[o.ID] = true
+	}
+	var rest []int // outcomes the fast path did not apply
+	if len(seen) == len(p.Outcomes) && len(p.Outcomes) > 0 {
+		done, err := s.finishFast(ctx, p, res)
+		if err != nil {
+			return nil, err
+		}
+		for i := range p.Outcomes {
+			if !done[i] {
+				rest = append(rest, i)
+			}
+		}
+	} else {
+		for i := range p.Outcomes {
+			rest = append(rest, i)
+		}
+	}
+	if len(rest) == 0 {
+		return res, nil
+	}
+	err := s.write(ctx, "finish", func(tx pgx.Tx) error {
+		for _, i := range rest {
+			res[i] = store.FinishResult{}
+		}
+		ids := make([]string, len(rest))
+		for k, i := range rest {
+			ids[k] = p.Outcomes[i].ID
+		}
+		cur, bad, err := s.lockRows(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		var lastNode map[string]lastHist
+		changed := map[string]*store.Instance{}
+		var order []string
+		f := &final{}
+		for _, i := range rest {
+			o := &p.Outcomes[i]
+			in := cur[o.ID]
+			if r := bad[o.ID]; r != nil {
+				_, derr := r.instance()
+				res[i].Err = fmt.Errorf("pgstore: finish %s attempt %d: %w", o.ID, o.Attempt, derr)
+				continue
+			}
+			if in == nil || in.State != store.Processing || in.LeaseOwner != p.Owner || in.Attempt != o.Attempt {
+				if in != nil {
+					if lastNode == nil {
+						if lastNode, err = s.lastHistory(ctx, tx, ids); err != nil {
+							return err
+						}
+					}
+					if _, seen := changed[o.ID]; !seen && applied(in, o, p.Owner, lastNode[o.ID]) {
+						res[i].State = in.State
+						continue
+					}
+				}
+				res[i].Err = fmt.Errorf("pgstore: finish %s attempt %d as %v: the attempt is no longer owned by %s: %w", o.ID, o.Attempt, o.State, p.Owner, store.ErrLeaseLost)
+				continue
+			}
+			state := o.State
+			if state == store.Scheduled && in.CancelRequested {
+				state = store.Canceled // the cancel wins over another attempt
+			}
+			old := in.State
+			in.State = state
+			in.LeaseOwner, in.LeaseUntil, in.CancelRequested = "", time.Time{}, false
+			in.UpdatedAt = p.Now
+			in.Error, in.Result = o.Error, bytes.Clone(o.Result)
+			if state == store.Scheduled {
+				in.RunAt = o.RunAt
+				if o.Release {
+					in.Attempt--
+				}
+				in.FinishedAt = time.Time{}
+				f.wakeQueue(in.Queue)
+			} else {
+				in.FinishedAt = p.Now
+			}
+			f.hist(in.ID, in.Kind, in.Queue, state, o.Attempt, p.Now, p.Owner, o.Error, in.Result)
+			f.move(in.Queue, in.Kind, old, state)
+			if _, ok := changed[in.ID]; !ok {
+				order = append(order, in.ID)
+			}
+			changed[in.ID] = in
+			res[i].State = state
+		}
+		save := make([]*store.Instance, len(order))
+		for i, id := range order {
+			save[i] = changed[id]
+		}
+		if err := s.saveRows(ctx, tx, save); err != nil {
+			return err
+		}
+		return s.apply(ctx, tx, f)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// finishFast applies, in one statement, the outcomes whose attempts the
+// owner holds, sets their results in res, and reports which it applied.
+func (s *Store) finishFast(ctx context.Context, p *store.FinishParams, res []store.FinishResult) ([]bool, error) {
+	n := len(p.Outcomes)
+	ids, errs := make([]string, n), make([]string, n)
+	atts := make([]int32, n)
+	states := make([]int16, n)
+	runAt := make([]int64, n)
+	release := make([]bool, n)
+	results := make([][]byte, n)
+	for i, o := range p.Outcomes {
+		ids[i], errs[i], atts[i], states[i] = o.ID, o.Error, clamp32(o.Attempt), int16(o.State)
+		runAt[i], release[i], results[i] = nanos(o.RunAt), o.Release, o.Result
+	}
+	rows, err := s.q(ctx).Query(ctx, s.stmt().finish, s.cfg.ns, ids, atts, states, runAt, release, results, errs,
+		p.Owner, nanos(p.Now), s.lockKey, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns)
+	if err != nil {
+		return nil, s.wrap(ctx, "finish", err)
+	}
+	defer rows.Close()
+	done := make([]bool, n)
+	for rows.Next() {
+		var o int64
+		var st int16
+		var a, b, c int64
+		if err := rows.Scan(&o, &st, &a, &b, &c); err != nil {
+			return nil, s.wrap(ctx, "finish", err)
+		}
+		done[o-1] = true
+		res[o-1].State = store.State(st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "finish", err)
+	}
+	return done, nil
+}
+
+// lastHist is an instance's newest history record, as far as Finish
+// needs it.
+type lastHist struct {
+	state   store.State
+	attempt int
+	node    string
+}
+
+func (s *Store) lastHistory(ctx context.Context, tx pgx.Tx, ids []string) (map[string]lastHist, error) {
+	rows, err := tx.Query(ctx, `SELECT DISTINCT ON (instance_id) instance_id, state, attempt, node FROM `+s.t("history")+`
+		WHERE ns = $1 AND instance_id = ANY($2::text[]) ORDER BY instance_id, pos DESC`, s.cfg.ns, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]lastHist{}
+	for rows.Next() {
+		var id string
+		var st int16
+		var h lastHist
+		if err := rows.Scan(&id, &st, &h.attempt, &h.node); err != nil {
+			return nil, err
+		}
+		h.state = store.State(st)
+		out[id] = h
+	}
+	return out, rows.Err()
+}
+
+// applied reports whether in is where outcome o of owner left it (see
+// store.Queue.Finish): a repeated Finish.
+func applied(in *store.Instance, o *store.Outcome, owner string, h lastHist) bool {
+	state := o.State
+	if state == store.Scheduled && in.State == store.Canceled {
+		state = store.Canceled
+	}
+	if h.state != state || h.node != owner || h.attempt != o.Attempt || in.State != state {
+		return false
+	}
+	if in.Error != o.Error || !bytes.Equal(in.Result, o.Result) {
+		return false
+	}
+	if state == store.Scheduled {
+		want := o.Attempt
+		if o.Release {
+			want--
+		}
+		return in.Attempt == want && in.RunAt.Equal(o.RunAt)
+	}
+	return in.Attempt == o.Attempt
+}
+
+// rescueMove takes back in, a Processing attempt whose owner is gone, at
+// at: Canceled when a cancel was requested, Scheduled keeping RunAt while
+// retries are left, else Terminated; msg is the history record's error.
+func rescueMove(f *final, in *store.Instance, msg string, at time.Time, node string) {
+	old := in.State
+	in.LeaseOwner, in.LeaseUntil = "", time.Time{}
+	in.UpdatedAt = at
+	in.Error, in.Result = msg, nil
+	switch {
+	case in.CancelRequested:
+		in.CancelRequested = false
+		in.State = store.Canceled
+		in.FinishedAt = at
+	case in.RetriesLeft():
+		in.State = store.Scheduled
+		in.FinishedAt = time.Time{}
+		f.wakeQueue(in.Queue)
+	default:
+		in.State = store.Terminated
+		in.FinishedAt = at
+	}
+	f.hist(in.ID, in.Kind, in.Queue, in.State, in.Attempt, at, node, msg, nil)
+	f.move(in.Queue, in.Kind, old, in.State)
+}
+
+// Rescue implements store.Queue: expired leases are taken with SKIP
+// LOCKED, so concurrent rescuers split them.
+func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Instance, error) {
+	switch {
+	case p == nil:
+		return nil, fmt.Errorf("%w: nil rescue parameters", store.ErrInvalid)
+	case p.Limit <= 0:
+		return nil, fmt.Errorf("%w: rescue limit %d, want > 0", store.ErrInvalid, p.Limit)
+	}
+	var out []*store.Instance
+	err := s.write(ctx, "rescue", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+instCols+` FROM `+s.t("instances")+`
+			WHERE ns = $1 AND state = 3 AND lease_until < $2 ORDER BY lease_until LIMIT $3 FOR UPDATE SKIP LOCKED`,
+			s.cfg.ns, nanos(p.Now), p.Limit)
+		if err != nil {
+			return err
+		}
+		ins, _, err := scanInstances(rows)
+		if ins == nil && err != nil && !errors.Is(err, store.ErrCorrupt) {
+			return err
+		}
+		f := &final{}
+		for _, in := range ins {
+			msg := fmt.Sprintf("lease of %s expired at %s", in.LeaseOwner, in.LeaseUntil.Format(time.RFC3339Nano))
+			rescueMove(f, in, msg, p.Now, p.Node)
+		}
+		if err := s.saveRows(ctx, tx, ins); err != nil {
+			return err
+		}
+		out = ins
+		return s.apply(ctx, tx, f)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Cancel implements store.Queue.
+func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Instance, error) {
+	switch {
+	case p == nil:
+		return nil, fmt.Errorf("%w: nil cancel parameters", store.ErrInvalid)
+	case p.ID == "":
+		return nil, fmt.Errorf("%w: cancel without an instance ID", store.ErrInvalid)
+	}
+	var out *store.Instance
+	err := s.write(ctx, "cancel", func(tx pgx.Tx) error {
+		cur, bad, err := s.lockRows(ctx, tx, []string{p.ID})
+		if err != nil {
+			return err
+		}
+		if r := bad[p.ID]; r != nil {
+			_, derr := r.instance()
+			return errStop{fmt.Errorf("pgstore: cancel %s: %w", p.ID, derr)}
+		}
+		in := cur[p.ID]
+		switch {
+		case in == nil:
+			return errStop{fmt.Errorf("pgstore: cancel %s: %w", p.ID, store.ErrNotFound)}
+		case in.State.Final():
+			return errStop{fmt.Errorf("pgstore: cancel %s: it is %v: %w", p.ID, in.State, store.ErrFinished)}
+		}
+		in.UpdatedAt = p.Now
+		f := &final{}
+		if in.State == store.Processing {
+			in.CancelRequested = true
+		} else {
+			f.move(in.Queue, in.Kind, in.State, store.Canceled)
+			in.State = store.Canceled
+			in.FinishedAt = p.Now
+			f.hist(in.ID, in.Kind, in.Queue, store.Canceled, in.Attempt, p.Now, p.Node, "", nil)
+		}
+		if err := s.saveRows(ctx, tx, []*store.Instance{in}); err != nil {
+			return err
+		}
+		out = in
+		return s.apply(ctx, tx, f)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,270 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobkit/job/store"
+)
+
+// DefaultSchema is the PostgreSQL schema the store's tables live in when
+// no WithSchema is given.
+const DefaultSchema = "jobkit"
+
+// Store is a store.Store on PostgreSQL. It is safe for concurrent use;
+// several Stores (in one process or many) on one database and namespace
+// act as one store.
+type Store struct {
+	pool    *pgxpool.Pool
+	cfg     *config
+	lockKey int64 // the namespace's transaction lock (see final)
+	channel string
+
+	lmu      sync.Mutex
+	listener *listener // started by the first Subscribe or Follow
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	wg        sync.WaitGroup
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+	_ store.Closer   = (*Store)(nil)
+)
+
+type config struct {
+	schema   string
+	quoted   string
+	ns       string
+	debounce time.Duration
+	poll     time.Duration
+}
+
+// Option configures New and Migrate.
+type Option func(*config) error
+
+// WithSchema sets the PostgreSQL schema of the store's tables (default
+// DefaultSchema), so several applications share one database each in a
+// schema of its own. Migrate and New must be given the same schema.
+func WithSchema(name string) Option {
+	return func(c *config) error {
+		if name == "" || len(name) > 50 {
+			return fmt.Errorf("%w: pgstore.WithSchema(%q): want a schema name of 1 to 50 bytes", store.ErrInvalid, name)
+		}
+		c.schema = name
+		return nil
+	}
+}
+
+// WithNamespace sets the namespace inside the schema (default ""):
+// handles of different namespaces share the tables but never see each
+// other's rows.
+func WithNamespace(ns string) Option {
+	return func(c *config) error { c.ns = ns; return nil }
+}
+
+// WithNotifyDebounce sets how long a Subscribe channel's wake-ups are
+// coalesced by the listener (default 0: a wake-up goes out as soon as a
+// notification arrives; the channel holds one pending value, so a burst
+// still costs one wake-up per read). Negative is invalid.
+func WithNotifyDebounce(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: pgstore.WithNotifyDebounce(%v); want 0 or more", store.ErrInvalid, d)
+		}
+		c.debounce = d
+		return nil
+	}
+}
+
+// WithPollInterval sets how often an event feed (Follow) reads the
+// history when no notification woke it (default 250 ms): notifications
+// make delivery prompt, the poll bounds it when one is lost (a reconnect
+// of the listening connection).
+func WithPollInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: pgstore.WithPollInterval(%v); want more than 0", store.ErrInvalid, d)
+		}
+		c.poll = d
+		return nil
+	}
+}
+
+func newConfig(opts []Option) (*config, error) {
+	c := &config{schema: DefaultSchema, poll: 250 * time.Millisecond}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	c.quoted = pgx.Identifier{c.schema}.Sanitize()
+	return c, nil
+}
+
+// New returns a store on pool's database, in the schema and namespace the
+// options choose. The schema must have been migrated to SchemaVersion
+// (Migrate): a missing or older schema, or one migrated by a newer
+// release, is an error wrapping ErrSchema that names the versions and the
+// fix. The caller owns pool: the store never closes it; Close stops only
+// the store's own listening connection and goroutines.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: pgstore.New with a nil pool; pass the *pgxpool.Pool of your database", store.ErrInvalid)
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSchema(ctx, pool, cfg); err != nil {
+		return nil, err
+	}
+	h := fnv.New64a()
+	h.Write([]byte("jobkit-ns\x00" + cfg.schema + "\x00" + cfg.ns))
+	ch := "jobkit_" + cfg.schema
+	if len(ch) > 63 {
+		ch = ch[:63]
+	}
+	return &Store{pool: pool, cfg: cfg, lockKey: int64(h.Sum64()), channel: ch, closed: make(chan struct{})}, nil
+}
+
+// Namespace returns the store's namespace.
+func (s *Store) Namespace() string { return s.cfg.ns }
+
+// Schema returns the PostgreSQL schema of the store's tables.
+func (s *Store) Schema() string { return s.cfg.schema }
+
+// Close stops the store's listening connection and feeds. It does not
+// close the pool, which the caller owns.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	s.wg.Wait()
+	return nil
+}
+
+// t returns the qualified name of table name.
+func (s *Store) t(name string) string { return s.cfg.quoted + "." + name }
+
+type txKey struct{}
+
+// WithTx returns a context that makes the store's calls made with it run
+// inside tx, the caller's transaction, instead of transactions of their
+// own: a job scheduled with it (Manager.ScheduleJob(WithTx(ctx, tx), ...))
+// exists if and only if tx commits, and no worker sees it before. Its
+// wake-up notification is sent by PostgreSQL at the commit. The context is
+// marked store.Unshared, so the engine never batches such a call with
+// other callers' schedules.
+//
+// From the Enqueue on, tx holds the namespace's write lock (the one that
+// puts history records in commit order) until it ends: keep the
+// transaction short after scheduling, and schedule late in it.
+func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
+	return store.Unshared(context.WithValue(ctx, txKey{}, tx))
+}
+
+func txFrom(ctx context.Context) pgx.Tx {
+	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
+	return tx
+}
+
+// write runs fn in a transaction: the caller's (WithTx) or one of its own,
+// committed when fn returns nil.
+func (s *Store) write(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
+	if tx := txFrom(ctx); tx != nil {
+		return s.wrap(ctx, op, fn(tx))
+	}
+	return s.wrap(ctx, op, pgx.BeginFunc(ctx, s.pool, fn))
+}
+
+// querier is what reads need: the pool, or the caller's transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// q returns the querier of ctx: the caller's transaction or the pool.
+func (s *Store) q(ctx context.Context) querier {
+	if tx := txFrom(ctx); tx != nil {
+		return tx
+	}
+	return s.pool
+}
+
+// errStop carries an error that fn returns on purpose (a contract error
+// such as ErrNotFound) out of a transaction, so wrap leaves it as it is.
+type errStop struct{ err error }
+
+func (e errStop) Error() string { return e.err.Error() }
+func (e errStop) Unwrap() error { return e.err }
+
+// wrap names the operation in err, keeps contract errors as they are, and
+// says what to check when the database cannot be reached.
+func (s *Store) wrap(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var stop errStop
+	if errors.As(err, &stop) {
+		return stop.err
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)) {
+		return fmt.Errorf("pgstore: %s: %w", op, ctx.Err())
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "53100": // disk_full
+			return fmt.Errorf("pgstore: %s: %w: %v", op, store.ErrFull, err)
+		case "54000": // program_limit_exceeded (a row too large)
+			return fmt.Errorf("pgstore: %s: %w: %v", op, store.ErrTooLarge, err)
+		}
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	var netErr net.Error
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &netErr) || errors.As(err, &connErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("pgstore: %s: %w (is PostgreSQL reachable? the next call tries again)", op, err)
+	}
+	return fmt.Errorf("pgstore: %s: %w", op, err)
+}
+
+// nanos returns t as Unix nanoseconds, 0 for the zero time, clamped to
+// the range int64 holds.
+func nanos(t time.Time) int64 {
+	switch {
+	case t.IsZero():
+		return 0
+	case t.Before(minTime):
+		return math.MinInt64
+	case t.After(maxTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// fromNanos is the inverse of nanos.
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
