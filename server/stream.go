@@ -97,6 +97,12 @@ func (h jobService) FollowLogs(ctx context.Context, req *connect.Request[pb.Foll
 	if _, err := m.LookupInstance(ctx, id); err != nil {
 		return toConnect(err)
 	}
+	// Send the headers now, as Watch does: the instance exists and the
+	// stream is open. Until a first record, a client would otherwise see
+	// nothing, and some (gRPC over HTTP/2) block in the call itself.
+	if err := stream.Send(nil); err != nil {
+		return err
+	}
 	f := &follower{m: m, id: id, levels: levels, seen: map[uint64]time.Time{}, send: func(r *store.LogRecord) error {
 		return stream.Send(&pb.FollowLogsResponse{Record: logToProto(r)})
 	}}
