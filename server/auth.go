@@ -118,7 +118,8 @@ func managerOf(ctx context.Context) *job.Manager {
 
 // admit authenticates and authorizes a call of procedure with header h,
 // and returns ctx with the namespace's manager. In order: a missing or
-// unknown token is Unauthenticated; an unknown namespace NotFound; a token
+// unknown token is Unauthenticated; an unknown namespace NotFound (naming
+// the served namespaces the token may use); a token
 // for another namespace, or with too low a role, PermissionDenied.
 func (s *Server) admit(ctx context.Context, procedure string, h http.Header) (context.Context, error) {
 	var who *token
@@ -135,7 +136,13 @@ func (s *Server) admit(ctx context.Context, procedure string, h http.Header) (co
 	}
 	m, ok := s.cfg.Namespaces[ns]
 	if !ok {
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("namespace %q is not served here; served: %s (name one in the %s header)", ns, strings.Join(served(s.cfg.Namespaces), ", "), NamespaceHeader))
+		// Name only the namespaces the caller may use: a token scoped to
+		// some is not told the names of the others.
+		names := served(s.cfg.Namespaces)
+		if who != nil && !slices.Contains(who.Namespaces, "*") {
+			names = slices.DeleteFunc(names, func(n string) bool { return !slices.Contains(who.Namespaces, n) })
+		}
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("namespace %q is not served here; served: %s (name one in the %s header)", ns, strings.Join(names, ", "), NamespaceHeader))
 	}
 	if who != nil {
 		if err := authorize(who, ns, procedure); err != nil {

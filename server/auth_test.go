@@ -68,12 +68,19 @@ func TestAuth(t *testing.T) {
 			wantCode(t, sched("v-secret", ""), connect.CodePermissionDenied, "needs role operator", `"viewer"`)
 			wantCode(t, sched("w-secret", ""), connect.CodePermissionDenied, "needs role operator", "worker")
 			wantCode(t, sched("o-secret", "other"), connect.CodePermissionDenied, `may not use namespace "other"`)
-			wantCode(t, sched("o-secret", "nowhere"), connect.CodeNotFound, `namespace "nowhere" is not served here; served: default, other`)
+			wantCode(t, sched("a-secret", "nowhere"), connect.CodeNotFound, `namespace "nowhere" is not served here; served: default, other`)
+			// A token scoped to some namespaces is not told the names of
+			// the others.
+			err := sched("o-secret", "nowhere")
+			wantCode(t, err, connect.CodeNotFound, `namespace "nowhere" is not served here; served: default (`)
+			if strings.Contains(err.Error(), "other") {
+				t.Errorf("a token for namespace default was told of namespace other: %v", err)
+			}
 			// An unknown namespace is not told to whom has no token.
 			wantCode(t, sched("", "nowhere"), connect.CodeUnauthenticated)
 
 			// Deleting is the admin's.
-			_, err := e.dial(t, p, "o-secret", "").jobs.DeleteInstances(ctx, connect.NewRequest(&pb.DeleteInstancesRequest{All: true}))
+			_, err = e.dial(t, p, "o-secret", "").jobs.DeleteInstances(ctx, connect.NewRequest(&pb.DeleteInstancesRequest{All: true}))
 			wantCode(t, err, connect.CodePermissionDenied, "needs role admin")
 			// Streams are guarded too.
 			st, err := e.dial(t, p, "", "").jobs.Watch(ctx, connect.NewRequest(&pb.WatchRequest{}))

@@ -97,7 +97,13 @@ func (h jobService) FollowLogs(ctx context.Context, req *connect.Request[pb.Foll
 	if _, err := m.LookupInstance(ctx, id); err != nil {
 		return toConnect(err)
 	}
-	f := &follower{m: m, id: id, levels: levels, seen: map[uint64]bool{}, send: func(r *store.LogRecord) error {
+	// Send the headers now, as Watch does: the instance exists and the
+	// stream is open. Until a first record, a client would otherwise see
+	// nothing, and some (gRPC over HTTP/2) block in the call itself.
+	if err := stream.Send(nil); err != nil {
+		return err
+	}
+	f := &follower{m: m, id: id, levels: levels, seen: map[uint64]time.Time{}, send: func(r *store.LogRecord) error {
 		return stream.Send(&pb.FollowLogsResponse{Record: logToProto(r)})
 	}}
 	tick := time.NewTicker(h.s.followPoll)
@@ -135,8 +141,11 @@ type follower struct {
 	m      *job.Manager
 	id     string
 	levels []store.LogLevel
-	seen   map[uint64]bool // Seq of the records sent
-	newest time.Time       // Time of the newest record sent
+	// seen holds the Seq and Time of the records sent that a round may
+	// read again (those within followSkew of newest); older ones are
+	// forgotten, so a long follow holds a bounded set, not every record.
+	seen   map[uint64]time.Time
+	newest time.Time // Time of the newest record sent
 	send   func(*store.LogRecord) error
 }
 
@@ -157,20 +166,32 @@ func (f *follower) round(ctx context.Context) error {
 			return toConnect(err)
 		}
 		for _, r := range page.Records {
-			if f.seen[r.Seq] {
+			if _, ok := f.seen[r.Seq]; ok {
 				continue
 			}
 			if err := f.send(r); err != nil {
 				return err
 			}
-			f.seen[r.Seq] = true
+			f.seen[r.Seq] = r.Time
 			if r.Time.After(f.newest) {
 				f.newest = r.Time
 			}
 		}
 		if page.Next == "" {
+			f.forget()
 			return nil
 		}
 		cursor = page.Next
+	}
+}
+
+// forget drops the records the next round cannot read again: those older
+// than its start, followSkew before the newest sent.
+func (f *follower) forget() {
+	from := f.newest.Add(-followSkew)
+	for seq, at := range f.seen {
+		if at.Before(from) {
+			delete(f.seen, seq)
+		}
 	}
 }

@@ -185,3 +185,24 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("completion bash: %v\n%.200s", err, out)
 	}
 }
+
+// TestHelpNeverPrintsTheToken: the token from JOBCTL_TOKEN must not show in
+// any help text (a flag's default is printed there), on the root or a
+// subcommand, nor in the completion script.
+func TestHelpNeverPrintsTheToken(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret-token-from-env"
+	envs := map[string]string{"JOBCTL_TOKEN": secret}
+	for _, args := range [][]string{
+		{"--help"},
+		{"schedule", "--help"},
+		{"instance", "logs", "--help"},
+		{"watch", "-h"},
+		{"completion", "bash"},
+	} {
+		r := jobctlEnv(t, envs, "", args...)
+		if strings.Contains(r.stdout+r.stderr, secret) {
+			t.Errorf("jobctl %s printed the token from JOBCTL_TOKEN:\n%s%s", strings.Join(args, " "), r.stdout, r.stderr)
+		}
+	}
+}

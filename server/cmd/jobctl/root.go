@@ -85,7 +85,10 @@ denied, 6 server unavailable.`,
 	f := root.PersistentFlags()
 	f.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
 	f.StringVar(&g.addr, "addr", envOr(g.env, "JOBCTL_ADDR", "http://127.0.0.1:8080"), "server address, http(s)://host:port (env JOBCTL_ADDR)")
-	f.StringVar(&g.token, "token", g.env.getenv("JOBCTL_TOKEN"), "bearer token (env JOBCTL_TOKEN)")
+	// The token's default is not JOBCTL_TOKEN's value: help prints a
+	// flag's default, and the token must never be printed. client()
+	// reads the variable.
+	f.StringVar(&g.token, "token", "", "bearer token (default: env JOBCTL_TOKEN; prefer --token-file or the env to keep it out of ps)")
 	f.StringVar(&g.tokenFile, "token-file", "", "read the bearer token from this file")
 	f.StringVarP(&g.namespace, "namespace", "n", g.env.getenv("JOBCTL_NAMESPACE"), "namespace (env JOBCTL_NAMESPACE; default: the server's)")
 	f.StringVar(&g.tlsCA, "tls-ca", "", "PEM file of the CA that signed the server's certificate")
@@ -150,6 +153,9 @@ func (g *globals) client() (*client.Client, error) {
 		return nil, &usageError{err}
 	}
 	token := g.token
+	if token == "" {
+		token = g.env.getenv("JOBCTL_TOKEN")
+	}
 	if g.tokenFile != "" {
 		b, err := os.ReadFile(g.tokenFile)
 		if err != nil {
