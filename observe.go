@@ -2,6 +2,8 @@ package job
 
 import (
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobkit/job/store"
@@ -17,7 +19,9 @@ import (
 // included), concurrently: its methods must be safe for concurrent use,
 // return quickly and never block, or they slow the engine down. Events are
 // passed by value and hold nothing to release; an Observer must not keep
-// the error of a StoreCallEvent beyond the call.
+// the error of a StoreCallEvent beyond the call. A panic in a method is
+// contained: logged (the first, then one in 10,000), the event dropped for
+// that observer, and the engine and the other observers go on.
 //
 // Events report what this manager did: a cluster's totals are the sum over
 // its managers. Embed NopObserver to implement only some methods and keep
@@ -290,9 +294,6 @@ func (m *Manager) observe() error {
 	if len(m.cfg.obs) == 0 {
 		return nil
 	}
-	st := &observedStore{Store: m.store, obs: m.cfg.obs}
-	m.store = st
-	m.enq.st = st
 	for _, o := range m.cfg.obs {
 		if mo, ok := o.(ManagerObserver); ok {
 			if err := mo.ObserveManager(m); err != nil {
@@ -300,7 +301,75 @@ func (m *Manager) observe() error {
 			}
 		}
 	}
+	guarded := make(observers, len(m.cfg.obs))
+	for i, o := range m.cfg.obs {
+		guarded[i] = &guardedObserver{o: o, log: m.log}
+	}
+	m.cfg.obs = guarded
+	st := &observedStore{Store: m.store, obs: m.cfg.obs}
+	m.store = st
+	m.enq.st = st
 	return nil
+}
+
+// guardedObserver contains an observer's panics: the engine goroutine that
+// tells it an event (a worker, the completer, a store call) goes on, and
+// the observers after it are still told. The first panic is logged at
+// Error, then every panicLogEvery-th, so a broken observer cannot flood
+// the log.
+type guardedObserver struct {
+	o      Observer
+	log    *slog.Logger
+	panics atomic.Int64
+}
+
+const panicLogEvery = 10000
+
+// contain is deferred by each method; it must call recover itself.
+func (g *guardedObserver) contain(method string) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if n := g.panics.Add(1); n == 1 || n%panicLogEvery == 0 {
+		g.log.Error("observer panicked; the event is dropped for it and the engine goes on",
+			"observer", fmt.Sprintf("%T", g.o), "method", method, "panic", fmt.Sprint(v), "panics", n)
+	}
+}
+
+func (g *guardedObserver) Scheduled(e ScheduledEvent) {
+	defer g.contain("Scheduled")
+	g.o.Scheduled(e)
+}
+
+func (g *guardedObserver) AttemptStarted(e AttemptStartedEvent) {
+	defer g.contain("AttemptStarted")
+	g.o.AttemptStarted(e)
+}
+
+func (g *guardedObserver) AttemptFinished(e AttemptFinishedEvent) {
+	defer g.contain("AttemptFinished")
+	g.o.AttemptFinished(e)
+}
+
+func (g *guardedObserver) LeaseLost(e LeaseLostEvent) {
+	defer g.contain("LeaseLost")
+	g.o.LeaseLost(e)
+}
+
+func (g *guardedObserver) Rescued(e RescuedEvent) {
+	defer g.contain("Rescued")
+	g.o.Rescued(e)
+}
+
+func (g *guardedObserver) Canceled(e CanceledEvent) {
+	defer g.contain("Canceled")
+	g.o.Canceled(e)
+}
+
+func (g *guardedObserver) StoreCall(e StoreCallEvent) {
+	defer g.contain("StoreCall")
+	g.o.StoreCall(e)
 }
 
 func (obs observers) started(rec *store.Instance, now time.Time) {

@@ -458,3 +458,58 @@ func TestObserverFences(t *testing.T) {
 		})
 	})
 }
+
+// panicky is an Observer whose every method panics.
+type panicky struct{ calls atomic.Int32 }
+
+func (p *panicky) Scheduled(job.ScheduledEvent) { p.calls.Add(1); panic("observer bug: Scheduled") }
+func (p *panicky) AttemptStarted(job.AttemptStartedEvent) {
+	p.calls.Add(1)
+	panic("observer bug: AttemptStarted")
+}
+func (p *panicky) AttemptFinished(job.AttemptFinishedEvent) {
+	p.calls.Add(1)
+	panic("observer bug: AttemptFinished")
+}
+func (p *panicky) LeaseLost(job.LeaseLostEvent) { p.calls.Add(1); panic("observer bug: LeaseLost") }
+func (p *panicky) Rescued(job.RescuedEvent)     { p.calls.Add(1); panic("observer bug: Rescued") }
+func (p *panicky) Canceled(job.CanceledEvent)   { p.calls.Add(1); panic("observer bug: Canceled") }
+func (p *panicky) StoreCall(job.StoreCallEvent) { p.calls.Add(1); panic("observer bug: StoreCall") }
+
+// TestObserverPanicContained: an observer that panics in every method
+// neither crashes the process nor changes what the engine does; the
+// observers after it are still told, and the work completes.
+func TestObserverPanicContained(t *testing.T) {
+	t.Parallel()
+	bad, rec := &panicky{}, &eventRecorder{}
+	m := newManager(t, job.WithObserver(bad), job.WithObserver(rec), job.WithWorkers(2), job.WithLogger(quietLogger()))
+	if err := m.RegisterJob(mustJob(t, job.WithKind("ok"), job.WithExecutor(func() error { return nil }))); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ji, err := m.ScheduleJob(ctx, "ok")
+	if err != nil {
+		t.Fatalf("ScheduleJob with a panicking observer: %v", err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Wait(waitCtx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.LookupInstance(ctx, ji.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State() != job.Completed {
+		t.Fatalf("instance %s with a panicking observer, want completed", got.State())
+	}
+	if bad.calls.Load() == 0 {
+		t.Fatal("the panicking observer was never called")
+	}
+	if n := len(rec.finishedOf("ok")); n != 1 {
+		t.Fatalf("the observer after the panicking one was told of %d finished attempts, want 1", n)
+	}
+}
