@@ -1225,38 +1225,13 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 			if d.LeaseUntil >= now && alive[d.LeaseID] {
 				continue // renewed meanwhile
 			}
-			e := *d
 			why := fmt.Sprintf("lease of %s expired at %v", d.Owner, nt(d.LeaseUntil).Format(time.RFC3339Nano))
 			if !alive[d.LeaseID] && d.LeaseUntil >= now {
 				why = fmt.Sprintf("lease of %s ended: its process stopped renewing its etcd lease %x", d.Owner, d.LeaseID)
 			}
-			canceled := e.Cancel // its owner never saw the request
-			e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
-			e.Updated = tn(p.Now)
-			e.Error = why
-			e.HSeq++
-			g := &group{guards: []guard{{s.k.dyn(e.ID), revs[j]}}}
-			if canceled || e.MaxRetries >= 0 && e.Attempt > e.MaxRetries {
-				e.State = store.Terminated
-				if canceled {
-					e.State = store.Canceled
-				}
-				e.Finished = now
-				s.addHist(g, &e, store.Processing, p.Now, p.Node, why, nil)
-				g.put(s.k.dyn(e.ID), mustJSON(&e))
-				g.put(s.k.finished(&e, e.ID), e.ID)
-			} else {
-				e.State = store.Scheduled // RunAt kept: it keeps its place in the queue
-				s.addHist(g, &e, store.Processing, p.Now, p.Node, why, nil)
-				dv := mustJSON(&e)
-				g.put(s.k.dyn(e.ID), dv)
-				s.addReady(g, &e, dv)
-			}
-			g.del(s.k.running(e.ID))
-			g.del(s.k.ownedBy(d.Owner, e.ID))
-			g.get(s.k.static(e.ID))
+			g, e := s.rescueMove(d, revs[j], p.Now, p.Node, why)
 			gs = append(gs, g)
-			dyns = append(dyns, &e)
+			dyns = append(dyns, e)
 		}
 		if len(gs) == 0 {
 			break
@@ -1285,6 +1260,43 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 		}
 	}
 	return out, nil
+}
+
+// rescueMove builds the change that takes d, a Processing record read at
+// revision rev whose owner is gone or whose lease ended, out of its owner's
+// hands: back to Scheduled with its RunAt kept (it keeps its place in the
+// queue), or to Canceled when a cancel was requested that the owner never
+// saw, or to Terminated when it has no retries left. why is the recorded
+// error. Lease rescue (Rescue) and dead-node rescue (RescueNodes) both use
+// it. The group reads the static record last, for the caller's result.
+func (s *Store) rescueMove(d *dynRec, rev int64, now time.Time, node, why string) (*group, *dynRec) {
+	e := *d
+	canceled := e.Cancel // its owner never saw the request
+	e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
+	e.Updated = tn(now)
+	e.Error = why
+	e.HSeq++
+	g := &group{guards: []guard{{s.k.dyn(e.ID), rev}}}
+	if canceled || e.MaxRetries >= 0 && e.Attempt > e.MaxRetries {
+		e.State = store.Terminated
+		if canceled {
+			e.State = store.Canceled
+		}
+		e.Finished = tn(now)
+		s.addHist(g, &e, store.Processing, now, node, why, nil)
+		g.put(s.k.dyn(e.ID), mustJSON(&e))
+		g.put(s.k.finished(&e, e.ID), e.ID)
+	} else {
+		e.State = store.Scheduled
+		s.addHist(g, &e, store.Processing, now, node, why, nil)
+		dv := mustJSON(&e)
+		g.put(s.k.dyn(e.ID), dv)
+		s.addReady(g, &e, dv)
+	}
+	g.del(s.k.running(e.ID))
+	g.del(s.k.ownedBy(d.Owner, e.ID))
+	g.get(s.k.static(e.ID))
+	return g, &e
 }
 
 // Cancel implements store.Queue.
