@@ -538,15 +538,6 @@ func (s *Store) rescueOwned(ctx context.Context, p *store.RescueNodesParams, own
 		g, e := s.rescueMove(d, revs[j], p.Now, p.Node, why)
 		gs, dyns = append(gs, g), append(dyns, e)
 	}
-	marks := map[string]string{}
-	for _, e := range dyns {
-		if e != nil && e.State == store.Scheduled {
-			s.markLane(marks, e)
-		}
-	}
-	if err := s.ensureMarks(ctx, marks); err != nil {
-		return 0, err
-	}
 	if err := s.commit(ctx, gs); err != nil {
 		return 0, err
 	}

@@ -45,44 +45,11 @@ func (s *Store) addHist(g *group, d *dynRec, from store.State, t time.Time, node
 	g.put(s.k.histKind(d.Kind, t, d.ID, d.HSeq), st)
 }
 
-// addReady puts d (Scheduled) into its queue's ready index. The queue's
-// priority marker must exist (ensureMarks).
+// addReady puts d (Scheduled) into its queue's ready index, and its lane
+// marker into the same transaction.
 func (s *Store) addReady(g *group, d *dynRec, val string) {
 	g.put(s.k.ready(d), val)
-}
-
-// ensureMarks writes the lane markers (marker key -> "") that this handle
-// has not seen yet. Markers are never deleted, so after the first time this
-// costs nothing.
-func (s *Store) ensureMarks(ctx context.Context, marks map[string]string) error {
-	var ops []clientv3.Op
-	var names []string
-	s.mu.Lock()
-	for key := range marks {
-		if !s.marked[key] {
-			ops = append(ops, clientv3.OpPut(key, ""))
-			names = append(names, key)
-		}
-	}
-	s.mu.Unlock()
-	for len(ops) > 0 {
-		n := min(len(ops), s.maxOps)
-		if _, err := s.cli.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
-			return err
-		}
-		ops = ops[n:]
-	}
-	s.mu.Lock()
-	for _, qp := range names {
-		s.marked[qp] = true
-	}
-	s.mu.Unlock()
-	return nil
-}
-
-// markLane adds the marker of d's lane (queue, priority, kind, labels) to m.
-func (s *Store) markLane(m map[string]string, d *dynRec) {
-	m[s.k.prioMarkPrefix(d.Queue)+laneMark(d.Priority, d.Kind, d.Labels)] = ""
+	g.marks = append(g.marks, s.k.laneMarker(d))
 }
 
 func (s *Store) checkSize(in *store.Instance, st *staticRec, d *dynRec) error {
@@ -125,13 +92,6 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 const seqShift = 16
 
 func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store.EnqueueResult) error {
-	marks := map[string]string{}
-	for _, in := range p.Instances {
-		s.markLane(marks, &dynRec{Queue: in.Queue, Priority: in.Priority, Kind: in.Kind, Labels: store.NormLabels(in.Labels)})
-	}
-	if err := s.ensureMarks(ctx, marks); err != nil {
-		return err
-	}
 	// Sequence numbers: an unconditional put of the counter key takes a
 	// ticket, the revision etcd gives that put, unique and increasing in
 	// commit order across every handle; instance i of the call gets
@@ -284,7 +244,7 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
 	var counted []*group
-	size := 0
+	size, nmarks := 0, 0
 	n := 0
 	for _, i := range todo {
 		in := p.Instances[i]
@@ -315,15 +275,17 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		}
 		// Never over an instance stored meanwhile under the same ID.
 		ucmp = append(ucmp, clientv3.Compare(clientv3.CreateRevision(s.k.dyn(in.ID)), "=", 0))
-		if n > 0 && (len(ops)+len(g.ops) > s.maxOps-1 || len(cmps)+len(ucmp) > s.maxOps || size+g.size > s.maxTxn) {
+		if n > 0 && (len(ops)+len(g.ops)+nmarks+len(g.marks) > s.maxOps-1 || len(cmps)+len(ucmp) > s.maxOps || size+g.size > s.maxTxn) {
 			break
 		}
+		nmarks += len(g.marks)
 		counted = append(counted, g)
 		ops = append(ops, g.ops...)
 		cmps = append(cmps, ucmp...)
 		size += g.size
 		n++
 	}
+	ops = appendMarks(ops, counted)
 	if op, ok := s.countsOp(counted); ok {
 		ops = append(ops, op)
 	}
@@ -515,6 +477,7 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 			if err != nil {
 				return nil, time.Time{}, false, err
 			}
+			var empty []string
 			for j, r := range reads {
 				if kvs := nrs[j].GetKvs(); len(kvs) > 0 {
 					if v, ok := parseHex16(string(kvs[0].Key[len(r.pp) : len(r.pp)+16])); ok {
@@ -523,12 +486,54 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 							next = t
 						}
 					}
+				} else if !r.legacy && !r.hinted && len(rs[r.at].GetKvs()) == 0 {
+					empty = append(empty, r.mark)
 				}
+			}
+			if err := s.dropEmptyLanes(ctx, q, empty); err != nil {
+				return nil, time.Time{}, false, err
 			}
 		}
 		return cands, next, false, nil
 	}
 	return nil, time.Time{}, false, errors.New("the queue's lanes keep changing; try again")
+}
+
+// dropEmptyLanes deletes the markers of queue q's lanes that a claim found
+// with no ready key and none due later, each in a transaction that checks
+// the lane's whole key range is still empty: an enqueue into the lane puts
+// the marker back in the transaction that adds its key, so either the
+// enqueue comes after the delete (and restores the marker) or the delete
+// fails. The check ranges the lane (etcd 3.4 walks it), so each handle
+// tries a lane at most once a second. The queue's known key keeps it listed
+// by ListQueues.
+func (s *Store) dropEmptyLanes(ctx context.Context, q string, marks []string) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	now := time.Now()
+	for _, mk := range marks {
+		key := s.k.prioMarkPrefix(q) + mk
+		s.mu.Lock()
+		last, tried := s.emptied[key]
+		if tried && now.Sub(last) < time.Second {
+			s.mu.Unlock()
+			continue
+		}
+		s.emptied[key] = now
+		if len(s.emptied) > 4096 {
+			clear(s.emptied)
+		}
+		s.mu.Unlock()
+		pp := s.k.prioPrefix(q, mk)
+		_, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(pp), "=", 0).WithRange(prefixEnd(pp))).
+			Then(clientv3.OpDelete(key), clientv3.OpPut(s.k.known(q), "")).Commit()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Claim implements store.Queue. It reads the head of each priority's
@@ -1087,15 +1092,6 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 			gs = append(gs, g)
 			dyns = append(dyns, &e)
 		}
-		marks := map[string]string{}
-		for _, e := range dyns {
-			if e.State == store.Scheduled {
-				s.markLane(marks, e)
-			}
-		}
-		if err := s.ensureMarks(ctx, marks); err != nil {
-			return nil, s.wrap("finish", ctx, err)
-		}
 		if err := s.commit(ctx, gs); err != nil {
 			return nil, s.wrap("finish", ctx, err)
 		}
@@ -1235,15 +1231,6 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 		}
 		if len(gs) == 0 {
 			break
-		}
-		marks := map[string]string{}
-		for _, e := range dyns {
-			if e != nil && e.State == store.Scheduled {
-				s.markLane(marks, e)
-			}
-		}
-		if err := s.ensureMarks(ctx, marks); err != nil {
-			return nil, err
 		}
 		if err := s.commit(ctx, gs); err != nil {
 			return nil, err

@@ -39,9 +39,9 @@ type Store struct {
 	lease     clientv3.LeaseID // this handle's etcd lease; 0 before the first claim or after it died
 	leaseDone chan struct{}    // closed when the keep-alive of lease ends
 	prios     map[string][]string
-	far       map[string]string // queue/prio -> far key of its ready range (see readReady)
-	marked    map[string]bool   // queue + "/" + prio markers known to exist
-	contended time.Time         // when a claim last lost a race
+	far       map[string]string    // queue/prio -> far key of its ready range (see readReady)
+	emptied   map[string]time.Time // lane marker -> when this handle last tried to delete it (dropEmptyLanes)
+	contended time.Time            // when a claim last lost a race
 	logCount  uint64
 	uniq      map[int64]clientv3.LeaseID // unique-key leases by expiry bucket
 	owned     map[string]ownedRec        // dynamic records of this handle's running claims
@@ -166,7 +166,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	s := &Store{
 		cli: client, ns: DefaultNamespace, ttl: 10, maxOps: 128,
 		maxValue: 512 << 10, maxTxn: 1<<20 + 64<<10, opTimeout: 15 * time.Second, window: 32,
-		prios: map[string][]string{}, far: map[string]string{}, marked: map[string]bool{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{},
+		prios: map[string][]string{}, far: map[string]string{}, emptied: map[string]time.Time{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{},
 	}
 	for _, o := range opts {
 		if o == nil {
