@@ -15,7 +15,9 @@ import (
 // order; names (ids, queues, kinds) are path-escaped, so they never contain
 // the "/" that separates key parts.
 //
-//	P seq                              sequence ticket: each Enqueue puts it, Seq = revision<<16 | i
+//	P seq                              not written any more (sequence numbers come from the
+//	                                   revision R an Enqueue reads: Seq = R<<24 | salt<<16 | i);
+//	                                   the event feed reads revisions through it
 //	P i/<id>                           static record: what never changes after enqueue
 //	P s/<id>                           dynamic record: state, attempt, lease, result
 //	P r/<queue>/<lane>/<runAt><seq>    ready index: one key per Scheduled instance,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,6 +20,11 @@ import (
 // Store is a store.Store on etcd. It is safe for concurrent use; several
 // Stores (in one process or many) in the same namespace share one queue.
 type Store struct {
+	// seqSalt tells apart the sequence numbers of Enqueue calls on
+	// several handles (or at once on this one) that read the same ticket
+	// (see enqueue); it starts at random.
+	seqSalt atomic.Uint32
+
 	cli       *clientv3.Client
 	ns        string
 	k         keys
@@ -183,6 +189,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	s.nonce = hex.EncodeToString(b[:])
+	s.seqSalt.Store(uint32(b[0]))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
