@@ -186,7 +186,7 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 		markRev := map[string]int64{}
 		for j, m := range lanes {
 			if kvs := ranges[len(ukeys)+len(pending)+j].GetKvs(); len(kvs) > 0 {
-				markRev[m] = kvs[0].ModRevision
+				markRev[m] = kvs[0].CreateRevision
 			}
 		}
 		existing := map[string]uint64{}
@@ -309,9 +309,10 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		size += g.size
 		n++
 	}
-	// A lane marker read in place is compared (a claim that deleted it
-	// meanwhile fails this transaction, and the call reads again); one that
-	// was absent is put.
+	// A lane marker read in place is compared on its creation revision,
+	// which puts of the marker by others leave alone (a claim that deleted
+	// it meanwhile fails this transaction, and the call reads again); one
+	// that was absent is put.
 	seen := map[string]bool{}
 	for _, g := range counted {
 		for _, m := range g.marks {
@@ -320,7 +321,7 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 			}
 			seen[m] = true
 			if rev := markRev[m]; rev > 0 {
-				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(m), "=", rev))
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(m), "=", rev))
 			} else {
 				ops = append(ops, clientv3.OpPut(m, ""))
 			}
