@@ -621,6 +621,39 @@ func ServerRestart(t *testing.T, spec Spec, jobs int, sleep time.Duration, resta
 	r.finish(120 * time.Second)
 }
 
+// Freeze runs three worker processes (with extra flags args, e.g. a short
+// lease) on one store and jobs of the "fault" kind, and when about a third
+// are done calls freeze (which stops the store's server, e.g. with SIGSTOP),
+// waits d, then calls thaw. A freeze longer than the leases makes the
+// workers fence their attempts and others rescue them: delivery is then
+// at-least-once. It checks that nothing is lost (every job completes, once),
+// that no attempt runs to its end twice, and logs how many jobs ran to
+// their end more than once (duplicate executions, allowed). It returns that
+// number.
+func Freeze(t *testing.T, spec Spec, jobs int, sleep time.Duration, args []string, d time.Duration, freeze, thaw func()) (dups int) {
+	r := startRun(t, spec, jobs, sleep, func(int) []string { return args })
+	waitFor(t, 60*time.Second, "a third of the jobs done", func() bool { return r.ended() >= jobs/3 })
+	freeze()
+	frozenAt := r.ended()
+	time.Sleep(d) // the fault itself: the server stays stopped this long
+	thaw()
+	t.Logf("server frozen for %v with %d of %d jobs run", d, frozenAt, jobs)
+	runs := r.finish(120 * time.Second)
+	ends := map[string]int{}
+	for _, l := range runs {
+		if l.op == "end" {
+			ends[l.id]++
+		}
+	}
+	for _, n := range ends {
+		if n > 1 {
+			dups++
+		}
+	}
+	t.Logf("%d of %d jobs ran to their end more than once (at-least-once after the freeze); none lost", dups, jobs)
+	return dups
+}
+
 // tail returns the last n bytes of s.
 func tail(s string, n int) string {
 	if len(s) > n {

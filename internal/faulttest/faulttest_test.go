@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -182,5 +183,28 @@ func TestServerRestart(t *testing.T) {
 			srv.Kill()
 			srv = testserver.RestartPostgres(t, srv)
 		})
+	})
+}
+
+// TestServerFrozen stops etcd with SIGSTOP for longer than both the
+// workers' lease (5 s here) and the store handles' etcd lease TTL (10 s),
+// then resumes it with SIGCONT. Workers fence what they cannot renew and the
+// rescued attempts run again: every job completes exactly once in the
+// store, duplicate executions are reported, none is lost.
+func TestServerFrozen(t *testing.T) {
+	t.Run("etcd", func(t *testing.T) {
+		t.Parallel()
+		srv := testserver.StartEtcd(t)
+		faulttest.Freeze(t, etcdSpecAt([]string{srv.Addr}), 600, 20*time.Millisecond, []string{"-lease", "5s"}, 12*time.Second,
+			func() {
+				if err := syscall.Kill(srv.PID(), syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func() {
+				if err := syscall.Kill(srv.PID(), syscall.SIGCONT); err != nil {
+					t.Fatal(err)
+				}
+			})
 	})
 }

@@ -44,7 +44,6 @@ func (s *Store) Retry(ctx context.Context, p *store.RetryParams) ([]store.AdminR
 			return nil, s.wrap("retry", ctx, err)
 		}
 		var gs []*group
-		marks := map[string]string{}
 		for j, i := range pending {
 			d, id := ds[j], ids[j]
 			switch {
@@ -74,11 +73,7 @@ func (s *Store) Retry(ctx context.Context, p *store.RetryParams) ([]store.AdminR
 			dv := mustJSON(&e)
 			g.put(s.k.dyn(id), dv)
 			s.addReady(g, &e, dv)
-			s.markLane(marks, &e)
 			gs = append(gs, g)
-		}
-		if err := s.ensureMarks(ctx, marks); err != nil {
-			return nil, s.wrap("retry", ctx, err)
 		}
 		if err := s.commit(ctx, gs); err != nil {
 			return nil, s.wrap("retry", ctx, err)

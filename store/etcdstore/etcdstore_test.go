@@ -115,13 +115,14 @@ func TestManagerSuite(t *testing.T) {
 	})
 }
 
-// compactAll compacts etcd at its current revision, so every event cursor
-// taken before expires (on the whole server: storetest calls it only
-// while no other events test runs).
+// compactAll writes a probe key and compacts etcd at the probe's revision,
+// so every event cursor taken before expires, the last write's events
+// included (on the whole server: storetest calls it only while no other
+// events test runs).
 func compactAll(t testing.TB, s store.Store) {
 	t.Helper()
 	cli := newClient(t, testserver.Etcd(t))
-	resp, err := cli.Get(t.Context(), "compact-probe")
+	resp, err := cli.Put(t.Context(), "compact-probe", "")
 	if err != nil {
 		t.Fatalf("etcd revision: %v", err)
 	}

@@ -15,7 +15,9 @@ import (
 // order; names (ids, queues, kinds) are path-escaped, so they never contain
 // the "/" that separates key parts.
 //
-//	P seq                              sequence ticket: each Enqueue puts it, Seq = revision<<16 | i
+//	P seq                              not written any more (sequence numbers come from the
+//	                                   revision R an Enqueue reads: Seq = R<<24 | salt<<16 | i);
+//	                                   the event feed reads revisions through it
 //	P i/<id>                           static record: what never changes after enqueue
 //	P s/<id>                           dynamic record: state, attempt, lease, result
 //	P r/<queue>/<lane>/<runAt><seq>    ready index: one key per Scheduled instance,
@@ -24,9 +26,12 @@ import (
 //	                                   value = a copy of the dynamic record
 //	                                   (r/<queue>/<prio>/<runAt><seq>: written
 //	                                   before lanes, still read)
-//	P qp/<queue>/<lane>                the lanes a queue has used (a claim ranges
-//	                                   each one the claimer may take); qp/<queue>/<prio>
+//	P qp/<queue>/<lane>                the lanes of a queue that hold instances (a claim
+//	                                   ranges each one the claimer may take); put in the
+//	                                   transaction that adds a ready key, deleted by a
+//	                                   claim that finds the lane empty; qp/<queue>/<prio>
 //	                                   before lanes
+//	P qk/<queue>                       a queue whose last lane marker was deleted (ListQueues)
 //	P pq/<queue>                       present while the queue is paused
 //	P p/<id>                           running set: one key per Processing instance,
 //	                                   value = its etcd lease and lease deadline
@@ -168,8 +173,18 @@ func (k keys) legacyReady(d *dynRec) string {
 }
 func (k keys) prioMarkPrefix(q string) string { return k.p + "qp/" + esc(q) + "/" }
 func (k keys) prioMarkRoot() string           { return k.p + "qp/" }
-func (k keys) paused(q string) string         { return k.p + "pq/" + esc(q) }
-func (k keys) pausedPrefix() string           { return k.p + "pq/" }
+
+// laneMarker is the marker key of d's lane.
+func (k keys) laneMarker(d *dynRec) string {
+	return k.prioMarkPrefix(d.Queue) + laneMark(d.Priority, d.Kind, d.Labels)
+}
+
+// known is present for a queue whose last lane marker was deleted, so
+// ListQueues still lists it.
+func (k keys) known(q string) string  { return k.p + "qk/" + esc(q) }
+func (k keys) knownRoot() string      { return k.p + "qk/" }
+func (k keys) paused(q string) string { return k.p + "pq/" + esc(q) }
+func (k keys) pausedPrefix() string   { return k.p + "pq/" }
 
 // laneMark names the lane of kind with the required labels at priority
 // prio, as its marker (qp/<queue>/<mark>) and ready range

@@ -76,3 +76,61 @@ func TestLegacyReadyKeys(t *testing.T) {
 		t.Fatalf("claim of kind k from keys of before: %v, want [la] (lc was canceled)", got)
 	}
 }
+
+// TestEmptyLaneMarkersDeleted: a claim that finds a lane with no instance
+// left (ready or due later) deletes its marker, so markers do not pile up
+// for every kind and label set ever enqueued; the queue stays listed, and an
+// instance enqueued afterwards through the same handle (which wrote the
+// marker before) is claimed again.
+func TestEmptyLaneMarkersDeleted(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	p := keyPrefix(ns)
+	cleanup(t, ns)
+	s := open(t, ns)
+	ctx := context.Background()
+	cli := newClient(t, testserver.Etcd(t))
+	markers := func() []string {
+		t.Helper()
+		resp, err := cli.Get(ctx, p+"qp/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, kv := range resp.Kvs {
+			out = append(out, strings.TrimPrefix(string(kv.Key), p))
+		}
+		return out
+	}
+	one, two := testInst("one"), testInst("two")
+	two.Kind = "other"
+	mustEnqueue(t, s, one, two)
+	if got := markers(); len(got) != 2 {
+		t.Fatalf("markers after enqueueing two kinds: %v, want 2", got)
+	}
+	for range 2 {
+		got := claimN(t, s, "w", 1)
+		if _, err := s.Finish(ctx, &store.FinishParams{Owner: "w", Now: t0, Outcomes: []store.Outcome{{ID: got[0].ID, Attempt: got[0].Attempt, State: store.Completed}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both lanes are empty now: the next claim finds nothing and drops them.
+	if got := claimN(t, s, "w", 1); len(got) != 0 {
+		t.Fatalf("claimed %v from an empty queue", got)
+	}
+	if got := markers(); len(got) != 0 {
+		t.Fatalf("markers of empty lanes left: %v", got)
+	}
+	qs, err := s.ListQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || qs[0].Name != one.Queue {
+		t.Fatalf("ListQueues after the lanes emptied: %+v, want %s", qs, one.Queue)
+	}
+	// The same handle enqueues into the dropped lane again.
+	mustEnqueue(t, s, testInst("three"))
+	if got := claimN(t, s, "w", 1); len(got) != 1 || got[0].ID != "three" {
+		t.Fatalf("claim after re-enqueueing into a dropped lane: %v, want three", got)
+	}
+}

@@ -535,42 +535,8 @@ func (s *Store) rescueOwned(ctx context.Context, p *store.RescueNodesParams, own
 		if len(dyns)-countNil(dyns) >= need {
 			continue
 		}
-		e := *d
-		canceled := e.Cancel
-		e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
-		e.Updated = tn(p.Now)
-		e.Error = why
-		e.HSeq++
-		g := &group{guards: []guard{{s.k.dyn(e.ID), revs[j]}}}
-		if canceled || e.MaxRetries >= 0 && e.Attempt > e.MaxRetries {
-			e.State = store.Terminated
-			if canceled {
-				e.State = store.Canceled
-			}
-			e.Finished = tn(p.Now)
-			s.addHist(g, &e, store.Processing, p.Now, p.Node, why, nil)
-			g.put(s.k.dyn(e.ID), mustJSON(&e))
-			g.put(s.k.finished(&e, e.ID), e.ID)
-		} else {
-			e.State = store.Scheduled // RunAt kept: it keeps its place in the queue
-			s.addHist(g, &e, store.Processing, p.Now, p.Node, why, nil)
-			dv := mustJSON(&e)
-			g.put(s.k.dyn(e.ID), dv)
-			s.addReady(g, &e, dv)
-		}
-		g.del(s.k.running(e.ID))
-		g.del(s.k.ownedBy(owner, e.ID))
-		g.get(s.k.static(e.ID))
-		gs, dyns = append(gs, g), append(dyns, &e)
-	}
-	marks := map[string]string{}
-	for _, e := range dyns {
-		if e != nil && e.State == store.Scheduled {
-			s.markLane(marks, e)
-		}
-	}
-	if err := s.ensureMarks(ctx, marks); err != nil {
-		return 0, err
+		g, e := s.rescueMove(d, revs[j], p.Now, p.Node, why)
+		gs, dyns = append(gs, g), append(dyns, e)
 	}
 	if err := s.commit(ctx, gs); err != nil {
 		return 0, err

@@ -45,44 +45,11 @@ func (s *Store) addHist(g *group, d *dynRec, from store.State, t time.Time, node
 	g.put(s.k.histKind(d.Kind, t, d.ID, d.HSeq), st)
 }
 
-// addReady puts d (Scheduled) into its queue's ready index. The queue's
-// priority marker must exist (ensureMarks).
+// addReady puts d (Scheduled) into its queue's ready index, and its lane
+// marker into the same transaction.
 func (s *Store) addReady(g *group, d *dynRec, val string) {
 	g.put(s.k.ready(d), val)
-}
-
-// ensureMarks writes the lane markers (marker key -> "") that this handle
-// has not seen yet. Markers are never deleted, so after the first time this
-// costs nothing.
-func (s *Store) ensureMarks(ctx context.Context, marks map[string]string) error {
-	var ops []clientv3.Op
-	var names []string
-	s.mu.Lock()
-	for key := range marks {
-		if !s.marked[key] {
-			ops = append(ops, clientv3.OpPut(key, ""))
-			names = append(names, key)
-		}
-	}
-	s.mu.Unlock()
-	for len(ops) > 0 {
-		n := min(len(ops), s.maxOps)
-		if _, err := s.cli.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
-			return err
-		}
-		ops = ops[n:]
-	}
-	s.mu.Lock()
-	for _, qp := range names {
-		s.marked[qp] = true
-	}
-	s.mu.Unlock()
-	return nil
-}
-
-// markLane adds the marker of d's lane (queue, priority, kind, labels) to m.
-func (s *Store) markLane(m map[string]string, d *dynRec) {
-	m[s.k.prioMarkPrefix(d.Queue)+laneMark(d.Priority, d.Kind, d.Labels)] = ""
+	g.marks = append(g.marks, s.k.laneMarker(d))
 }
 
 func (s *Store) checkSize(in *store.Instance, st *staticRec, d *dynRec) error {
@@ -94,10 +61,11 @@ func (s *Store) checkSize(in *store.Instance, st *staticRec, d *dynRec) error {
 	return nil
 }
 
-// Enqueue implements store.Queue. Sequence numbers come from a ticket (the
-// revision of a put of one counter key), so they increase in enqueue order
-// across every handle without enqueuers ever conflicting; unique keys are claimed create-if-absent (or
-// over an expired holder, compared on its revision).
+// Enqueue implements store.Queue. Sequence numbers come from a ticket (see
+// enqueue), so they increase in enqueue order across every handle; unique
+// keys are claimed create-if-absent (or over an expired holder, compared on
+// its revision). An uncontended call is one read-only and one write
+// transaction: one consensus round.
 func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
 	if p == nil {
 		return nil, s.wrap("enqueue", ctx, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid))
@@ -121,21 +89,23 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 	return res, s.wrap("enqueue", ctx, err)
 }
 
-// seqShift leaves room for 2^16-1 instances per sequence ticket.
-const seqShift = 16
+// A sequence number is ticket<<seqShift | salt<<16 | k: 2^16-1 instances
+// per ticket, 256 salts (see enqueue).
+const seqShift = 24
 
 func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store.EnqueueResult) error {
-	marks := map[string]string{}
-	for _, in := range p.Instances {
-		s.markLane(marks, &dynRec{Queue: in.Queue, Priority: in.Priority, Kind: in.Kind, Labels: store.NormLabels(in.Labels)})
-	}
-	if err := s.ensureMarks(ctx, marks); err != nil {
-		return err
-	}
-	// Sequence numbers: an unconditional put of the counter key takes a
-	// ticket, the revision etcd gives that put, unique and increasing in
-	// commit order across every handle; instance i of the call gets
-	// ticket<<16 | i+1. No enqueuer ever waits for another.
+	// Sequence numbers: the revision R of each round's read (below) is the
+	// ticket; the k-th instance still pending gets R<<24 | salt<<16 | k+1,
+	// the salt a number of this handle's that each round advances. A call that
+	// starts after another returned reads a higher revision than every one
+	// that call wrote at, so sequence numbers increase in enqueue order
+	// across every handle, at the cost of a read, not a consensus round.
+	// Calls on several handles (or at once on one) may read the same R;
+	// the salt tells them apart, and where two salts meet too (1 in 256)
+	// the write transaction's check that the instance's ready key and
+	// creation-index key (the keys its sequence number is part of) do not
+	// exist yet makes one call read again and renumber. Revisions stay
+	// below 2^40 for decades of writes at thousands a second.
 	seqs := make([]uint64, len(p.Instances))
 	pending := make([]int, len(p.Instances))
 	for i := range pending {
@@ -162,16 +132,26 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 				ukeys = append(ukeys, uk)
 			}
 		}
-		var ops []clientv3.Op
-		if round == 0 {
-			ops = append(ops, clientv3.OpPut(s.k.seq(), ""))
+		// The lane markers are read too: a write whose marker is in place
+		// compares its revision instead of putting it again.
+		var lanes []string
+		for _, i := range pending {
+			in := p.Instances[i]
+			m := s.k.laneMarker(&dynRec{Queue: in.Queue, Priority: in.Priority, Kind: in.Kind, Labels: store.NormLabels(in.Labels)})
+			if !slices.Contains(lanes, m) {
+				lanes = append(lanes, m)
+			}
 		}
+		var ops []clientv3.Op
 		for _, uk := range ukeys {
 			ops = append(ops, clientv3.OpGet(s.k.unique(uk)))
 		}
 		// Instances stored already (a repeated Enqueue) are not stored again.
 		for _, i := range pending {
 			ops = append(ops, clientv3.OpGet(s.k.dyn(p.Instances[i].ID)))
+		}
+		for _, m := range lanes {
+			ops = append(ops, clientv3.OpGet(m, clientv3.WithKeysOnly()))
 		}
 		held := map[string]uniqRec{}
 		urev := map[string]int64{}
@@ -188,10 +168,8 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 					ranges = append(ranges, rr)
 				}
 			}
-			if round == 0 && first {
-				if err := s.assignSeqs(ctx, uint64(resp.Header.Revision), seqs); err != nil {
-					return err
-				}
+			if first {
+				assignSeqs(uint64(resp.Header.Revision), uint64(s.seqSalt.Add(1)&0xff), pending, seqs)
 			}
 			first = false
 			ops = ops[n:]
@@ -203,6 +181,12 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 				if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.Until > now {
 					held[uk] = u
 				}
+			}
+		}
+		markRev := map[string]int64{}
+		for j, m := range lanes {
+			if kvs := ranges[len(ukeys)+len(pending)+j].GetKvs(); len(kvs) > 0 {
+				markRev[m] = kvs[0].CreateRevision
 			}
 		}
 		existing := map[string]uint64{}
@@ -247,7 +231,7 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 		}
 		pending = nil
 		for len(todo) > 0 {
-			n, err := s.enqueueBatch(ctx, p, todo, seqs, urev, res)
+			n, err := s.enqueueBatch(ctx, p, todo, seqs, urev, markRev, res)
 			if err != nil {
 				return err
 			}
@@ -261,30 +245,26 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 	return nil
 }
 
-// assignSeqs numbers the instances of one Enqueue call from ticket rev,
-// taking further tickets for calls of more than 2^16-1 instances.
-func (s *Store) assignSeqs(ctx context.Context, rev uint64, seqs []uint64) error {
-	const per = 1<<seqShift - 1
-	for i := range seqs {
-		if i > 0 && i%per == 0 {
-			tr, err := s.cli.Put(ctx, s.k.seq(), "")
-			if err != nil {
-				return err
-			}
-			rev = uint64(tr.Header.Revision)
-		}
-		seqs[i] = rev<<seqShift | uint64(i%per+1)
+// assignSeqs numbers the pending instances of one Enqueue round from
+// ticket rev and salt: R<<24 | salt<<16 | k+1 for the k-th, with R = rev,
+// rev+1, ... for each 2^16-1 of them (a call that big writes in thousands
+// of transactions, each one a revision, so a later call still reads a
+// higher ticket).
+func assignSeqs(rev, salt uint64, pending []int, seqs []uint64) {
+	const per = 1<<16 - 1
+	for k, i := range pending {
+		seqs[i] = (rev+uint64(k/per))<<seqShift | salt<<16 | uint64(k%per+1)
 	}
-	return nil
 }
 
 // enqueueBatch writes as many of todo as fit one transaction and returns
-// how many it wrote (0 when a unique key changed since it was read).
-func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo []int, seqs []uint64, urev map[string]int64, res []store.EnqueueResult) (int, error) {
+// how many it wrote (0 when a unique key or lane marker changed since it
+// was read, or a sequence number clashed: see enqueue).
+func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo []int, seqs []uint64, urev, markRev map[string]int64, res []store.EnqueueResult) (int, error) {
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
 	var counted []*group
-	size := 0
+	size, nmarks := 0, 0
 	n := 0
 	for _, i := range todo {
 		in := p.Instances[i]
@@ -313,16 +293,39 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 			g.put(s.k.unique(uk), mustJSON(&uniqRec{ID: in.ID, Until: tn(in.UniqueUntil)}), clientv3.WithLease(lease))
 			ucmp = append(ucmp, clientv3.Compare(clientv3.ModRevision(s.k.unique(uk)), "=", urev[uk]))
 		}
-		// Never over an instance stored meanwhile under the same ID.
-		ucmp = append(ucmp, clientv3.Compare(clientv3.CreateRevision(s.k.dyn(in.ID)), "=", 0))
-		if n > 0 && (len(ops)+len(g.ops) > s.maxOps-1 || len(cmps)+len(ucmp) > s.maxOps || size+g.size > s.maxTxn) {
+		// Never over an instance stored meanwhile under the same ID, nor
+		// over keys of another call's instance with the same sequence
+		// number and times.
+		ucmp = append(ucmp, clientv3.Compare(clientv3.CreateRevision(s.k.dyn(in.ID)), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(s.k.ready(d)), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(s.k.byCreated(d)), "=", 0))
+		if n > 0 && (len(ops)+len(g.ops)+nmarks+len(g.marks) > s.maxOps-1 || len(cmps)+len(ucmp)+nmarks+len(g.marks) > s.maxOps || size+g.size > s.maxTxn) {
 			break
 		}
+		nmarks += len(g.marks)
 		counted = append(counted, g)
 		ops = append(ops, g.ops...)
 		cmps = append(cmps, ucmp...)
 		size += g.size
 		n++
+	}
+	// A lane marker read in place is compared on its creation revision,
+	// which puts of the marker by others leave alone (a claim that deleted
+	// it meanwhile fails this transaction, and the call reads again); one
+	// that was absent is put.
+	seen := map[string]bool{}
+	for _, g := range counted {
+		for _, m := range g.marks {
+			if seen[m] {
+				continue
+			}
+			seen[m] = true
+			if rev := markRev[m]; rev > 0 {
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(m), "=", rev))
+			} else {
+				ops = append(ops, clientv3.OpPut(m, ""))
+			}
+		}
 	}
 	if op, ok := s.countsOp(counted); ok {
 		ops = append(ops, op)
@@ -386,7 +389,7 @@ type candidate struct {
 // key). On etcd 3.5 and later every read here is O(log n + window).
 func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, need int) (cands []candidate, next time.Time, paused bool, err error) {
 	q, now := p.Queue, p.Now
-	for range 4 {
+	for attempt := range 4 {
 		s.mu.Lock()
 		marks := s.prios[q]
 		s.mu.Unlock()
@@ -440,7 +443,13 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 			s.mu.Lock()
 			s.prios[q] = got
 			s.mu.Unlock()
-			continue
+			// Lanes only gone (emptied and dropped meanwhile): what was
+			// read still holds. A new lane is read in another round; when
+			// lanes keep appearing, this claim goes on with those read,
+			// and the watch brings the claimer back for the rest.
+			if attempt < 3 && slices.ContainsFunc(got, func(m string) bool { return !slices.Contains(marks, m) }) {
+				continue
+			}
 		}
 		if len(rs[1].GetKvs()) > 0 {
 			return nil, time.Time{}, true, nil
@@ -515,6 +524,7 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 			if err != nil {
 				return nil, time.Time{}, false, err
 			}
+			var empty []string
 			for j, r := range reads {
 				if kvs := nrs[j].GetKvs(); len(kvs) > 0 {
 					if v, ok := parseHex16(string(kvs[0].Key[len(r.pp) : len(r.pp)+16])); ok {
@@ -523,12 +533,54 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 							next = t
 						}
 					}
+				} else if !r.legacy && !r.hinted && len(rs[r.at].GetKvs()) == 0 {
+					empty = append(empty, r.mark)
 				}
+			}
+			if err := s.dropEmptyLanes(ctx, q, empty); err != nil {
+				return nil, time.Time{}, false, err
 			}
 		}
 		return cands, next, false, nil
 	}
-	return nil, time.Time{}, false, errors.New("the queue's lanes keep changing; try again")
+	return nil, time.Time{}, false, errors.New("the queue's lanes keep changing; try again") // not reached: the last round returns
+}
+
+// dropEmptyLanes deletes the markers of queue q's lanes that a claim found
+// with no ready key and none due later, each in a transaction that checks
+// the lane's whole key range is still empty: an enqueue into the lane puts
+// the marker back in the transaction that adds its key, so either the
+// enqueue comes after the delete (and restores the marker) or the delete
+// fails. The check ranges the lane (etcd 3.4 walks it), so each handle
+// tries a lane at most once a second. The queue's known key keeps it listed
+// by ListQueues.
+func (s *Store) dropEmptyLanes(ctx context.Context, q string, marks []string) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	now := time.Now()
+	for _, mk := range marks {
+		key := s.k.prioMarkPrefix(q) + mk
+		s.mu.Lock()
+		last, tried := s.emptied[key]
+		if tried && now.Sub(last) < time.Second {
+			s.mu.Unlock()
+			continue
+		}
+		s.emptied[key] = now
+		if len(s.emptied) > 4096 {
+			clear(s.emptied)
+		}
+		s.mu.Unlock()
+		pp := s.k.prioPrefix(q, mk)
+		_, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(pp), "=", 0).WithRange(prefixEnd(pp))).
+			Then(clientv3.OpDelete(key), clientv3.OpPut(s.k.known(q), "")).Commit()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Claim implements store.Queue. It reads the head of each priority's
@@ -1087,15 +1139,6 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 			gs = append(gs, g)
 			dyns = append(dyns, &e)
 		}
-		marks := map[string]string{}
-		for _, e := range dyns {
-			if e.State == store.Scheduled {
-				s.markLane(marks, e)
-			}
-		}
-		if err := s.ensureMarks(ctx, marks); err != nil {
-			return nil, s.wrap("finish", ctx, err)
-		}
 		if err := s.commit(ctx, gs); err != nil {
 			return nil, s.wrap("finish", ctx, err)
 		}
@@ -1225,50 +1268,16 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 			if d.LeaseUntil >= now && alive[d.LeaseID] {
 				continue // renewed meanwhile
 			}
-			e := *d
 			why := fmt.Sprintf("lease of %s expired at %v", d.Owner, nt(d.LeaseUntil).Format(time.RFC3339Nano))
 			if !alive[d.LeaseID] && d.LeaseUntil >= now {
 				why = fmt.Sprintf("lease of %s ended: its process stopped renewing its etcd lease %x", d.Owner, d.LeaseID)
 			}
-			canceled := e.Cancel // its owner never saw the request
-			e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
-			e.Updated = tn(p.Now)
-			e.Error = why
-			e.HSeq++
-			g := &group{guards: []guard{{s.k.dyn(e.ID), revs[j]}}}
-			if canceled || e.MaxRetries >= 0 && e.Attempt > e.MaxRetries {
-				e.State = store.Terminated
-				if canceled {
-					e.State = store.Canceled
-				}
-				e.Finished = now
-				s.addHist(g, &e, store.Processing, p.Now, p.Node, why, nil)
-				g.put(s.k.dyn(e.ID), mustJSON(&e))
-				g.put(s.k.finished(&e, e.ID), e.ID)
-			} else {
-				e.State = store.Scheduled // RunAt kept: it keeps its place in the queue
-				s.addHist(g, &e, store.Processing, p.Now, p.Node, why, nil)
-				dv := mustJSON(&e)
-				g.put(s.k.dyn(e.ID), dv)
-				s.addReady(g, &e, dv)
-			}
-			g.del(s.k.running(e.ID))
-			g.del(s.k.ownedBy(d.Owner, e.ID))
-			g.get(s.k.static(e.ID))
+			g, e := s.rescueMove(d, revs[j], p.Now, p.Node, why)
 			gs = append(gs, g)
-			dyns = append(dyns, &e)
+			dyns = append(dyns, e)
 		}
 		if len(gs) == 0 {
 			break
-		}
-		marks := map[string]string{}
-		for _, e := range dyns {
-			if e != nil && e.State == store.Scheduled {
-				s.markLane(marks, e)
-			}
-		}
-		if err := s.ensureMarks(ctx, marks); err != nil {
-			return nil, err
 		}
 		if err := s.commit(ctx, gs); err != nil {
 			return nil, err
@@ -1285,6 +1294,43 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 		}
 	}
 	return out, nil
+}
+
+// rescueMove builds the change that takes d, a Processing record read at
+// revision rev whose owner is gone or whose lease ended, out of its owner's
+// hands: back to Scheduled with its RunAt kept (it keeps its place in the
+// queue), or to Canceled when a cancel was requested that the owner never
+// saw, or to Terminated when it has no retries left. why is the recorded
+// error. Lease rescue (Rescue) and dead-node rescue (RescueNodes) both use
+// it. The group reads the static record last, for the caller's result.
+func (s *Store) rescueMove(d *dynRec, rev int64, now time.Time, node, why string) (*group, *dynRec) {
+	e := *d
+	canceled := e.Cancel // its owner never saw the request
+	e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
+	e.Updated = tn(now)
+	e.Error = why
+	e.HSeq++
+	g := &group{guards: []guard{{s.k.dyn(e.ID), rev}}}
+	if canceled || e.MaxRetries >= 0 && e.Attempt > e.MaxRetries {
+		e.State = store.Terminated
+		if canceled {
+			e.State = store.Canceled
+		}
+		e.Finished = tn(now)
+		s.addHist(g, &e, store.Processing, now, node, why, nil)
+		g.put(s.k.dyn(e.ID), mustJSON(&e))
+		g.put(s.k.finished(&e, e.ID), e.ID)
+	} else {
+		e.State = store.Scheduled
+		s.addHist(g, &e, store.Processing, now, node, why, nil)
+		dv := mustJSON(&e)
+		g.put(s.k.dyn(e.ID), dv)
+		s.addReady(g, &e, dv)
+	}
+	g.del(s.k.running(e.ID))
+	g.del(s.k.ownedBy(d.Owner, e.ID))
+	g.get(s.k.static(e.ID))
+	return g, &e
 }
 
 // Cancel implements store.Queue.

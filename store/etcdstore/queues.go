@@ -53,7 +53,7 @@ func (s *Store) ResumeQueue(ctx context.Context, p *store.QueueParams) error {
 }
 
 // ListQueues implements store.QueueAdmin, in name order: the queues with a
-// lane marker (enqueued into) and the paused ones.
+// lane marker or a known key (enqueued into) and the paused ones.
 func (s *Store) ListQueues(ctx context.Context) ([]store.QueueInfo, error) {
 	ctx, cancel, err := s.op(ctx)
 	if err != nil {
@@ -63,6 +63,7 @@ func (s *Store) ListQueues(ctx context.Context) ([]store.QueueInfo, error) {
 	rs, err := s.read(ctx, []clientv3.Op{
 		clientv3.OpGet(s.k.prioMarkRoot(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		clientv3.OpGet(s.k.pausedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(s.k.knownRoot(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	})
 	if err != nil {
 		return nil, s.wrap("list queues", ctx, err)
@@ -74,6 +75,10 @@ func (s *Store) ListQueues(ctx context.Context) ([]store.QueueInfo, error) {
 		if i := strings.IndexByte(rest, '/'); i > 0 {
 			qs[unesc(rest[:i])] = false
 		}
+	}
+	kp := s.k.knownRoot()
+	for _, kv := range rs[2].GetKvs() {
+		qs[unesc(string(kv.Key[len(kp):]))] = false
 	}
 	pp := s.k.pausedPrefix()
 	for _, kv := range rs[1].GetKvs() {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,6 +20,11 @@ import (
 // Store is a store.Store on etcd. It is safe for concurrent use; several
 // Stores (in one process or many) in the same namespace share one queue.
 type Store struct {
+	// seqSalt tells apart the sequence numbers of Enqueue calls on
+	// several handles (or at once on this one) that read the same ticket
+	// (see enqueue); it starts at random.
+	seqSalt atomic.Uint32
+
 	cli       *clientv3.Client
 	ns        string
 	k         keys
@@ -39,9 +45,9 @@ type Store struct {
 	lease     clientv3.LeaseID // this handle's etcd lease; 0 before the first claim or after it died
 	leaseDone chan struct{}    // closed when the keep-alive of lease ends
 	prios     map[string][]string
-	far       map[string]string // queue/prio -> far key of its ready range (see readReady)
-	marked    map[string]bool   // queue + "/" + prio markers known to exist
-	contended time.Time         // when a claim last lost a race
+	far       map[string]string    // queue/prio -> far key of its ready range (see readReady)
+	emptied   map[string]time.Time // lane marker -> when this handle last tried to delete it (dropEmptyLanes)
+	contended time.Time            // when a claim last lost a race
 	logCount  uint64
 	uniq      map[int64]clientv3.LeaseID // unique-key leases by expiry bucket
 	owned     map[string]ownedRec        // dynamic records of this handle's running claims
@@ -166,7 +172,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	s := &Store{
 		cli: client, ns: DefaultNamespace, ttl: 10, maxOps: 128,
 		maxValue: 512 << 10, maxTxn: 1<<20 + 64<<10, opTimeout: 15 * time.Second, window: 32,
-		prios: map[string][]string{}, far: map[string]string{}, marked: map[string]bool{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{},
+		prios: map[string][]string{}, far: map[string]string{}, emptied: map[string]time.Time{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{},
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -183,6 +189,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	s.nonce = hex.EncodeToString(b[:])
+	s.seqSalt.Store(uint32(b[0]))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }

@@ -24,6 +24,11 @@ type group struct {
 	size   int
 	ref    int // the caller's index of what the group changes
 
+	// marks are the lane markers the group's ready keys need: put once
+	// per transaction, in the transaction that adds the keys, so a claim
+	// that deletes an empty lane's marker never strands a new key.
+	marks []string
+
 	// counts are the group's count moves (inspect.go), written as one
 	// delta key per transaction by countsOp.
 	counts []countMoveRec
@@ -61,10 +66,10 @@ func (s *Store) commit(ctx context.Context, gs []*group) error {
 		for n < len(pending) {
 			g := pending[n]
 			// One op stays free for the transaction's count delta.
-			if n > 0 && (nops+len(g.ops) > s.maxOps-1 || ncmp+len(g.guards) > s.maxOps || size+g.size > s.maxTxn) {
+			if n > 0 && (nops+len(g.ops)+len(g.marks) > s.maxOps-1 || ncmp+len(g.guards) > s.maxOps || size+g.size > s.maxTxn) {
 				break
 			}
-			nops += len(g.ops)
+			nops += len(g.ops) + len(g.marks)
 			ncmp += len(g.guards)
 			size += g.size
 			n++
@@ -79,6 +84,7 @@ func (s *Store) commit(ctx context.Context, gs []*group) error {
 			}
 			thens = append(thens, g.ops...)
 		}
+		thens = appendMarks(thens, batch)
 		if op, ok := s.countsOp(batch); ok {
 			thens = append(thens, op) // last: the groups' responses keep their offsets
 		}
@@ -123,6 +129,25 @@ func (s *Store) commit(ctx context.Context, gs []*group) error {
 		pending = append(retry, pending[n:]...)
 	}
 	return nil
+}
+
+// appendMarks appends one put of each lane marker the groups need (after
+// their own operations, so their responses keep their offsets).
+func appendMarks(ops []clientv3.Op, gs []*group) []clientv3.Op {
+	var seen map[string]bool
+	for _, g := range gs {
+		for _, m := range g.marks {
+			if seen[m] {
+				continue
+			}
+			if seen == nil {
+				seen = map[string]bool{}
+			}
+			seen[m] = true
+			ops = append(ops, clientv3.OpPut(m, ""))
+		}
+	}
+	return ops
 }
 
 // read runs get operations in as few read-only transactions as the op limit
