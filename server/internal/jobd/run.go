@@ -1,0 +1,394 @@
+package jobd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/jobkit/job"
+	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
+	"github.com/jobkit/job/server"
+)
+
+// streamPaths are the server-streaming procedures: their calls last until
+// the client ends them, so a drain ends them itself once the managers have
+// stopped.
+var streamPaths = map[string]bool{
+	jobkitv1connect.JobServiceWatchProcedure:      true,
+	jobkitv1connect.JobServiceFollowLogsProcedure: true,
+	"/grpc.health.v1.Health/Watch":                true,
+}
+
+// daemon is one running jobd.
+type daemon struct {
+	cfg      *Config
+	log      *slog.Logger
+	stores   *stores
+	managers map[string]*job.Manager
+	api      *server.Server
+	draining atomic.Bool
+	// streams is the context of streaming calls, canceled by the drain.
+	streams      context.Context
+	cancelStream context.CancelFunc
+	errWriter    *connect.ErrorWriter
+}
+
+// serve runs jobd until ctx ends, then drains: the API stops taking new
+// calls (gRPC health NOT_SERVING, /readyz 503), the managers stop within
+// --drain-timeout (running attempts finish or are handed back), calls in
+// flight end, and serve returns nil when all of that went as designed.
+func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
+	if err := c.validateServe(); err != nil {
+		return err
+	}
+	var tokens []server.Token
+	if c.TokensFile != "" {
+		var err error
+		if tokens, err = loadTokens(c.TokensFile, c.Namespaces); err != nil {
+			return err
+		}
+	}
+	tlsOn := c.TLSCert != ""
+	loopback, err := isLoopback(c.Listen)
+	if err != nil {
+		return usagef("--listen %q: %v", c.Listen, err)
+	}
+	if !loopback {
+		switch {
+		case tlsOn && len(tokens) > 0:
+		case c.Insecure:
+			log.Warn("serving the API on a non-loopback address without TLS and tokens, as --insecure allows: anyone who reaches it can run and delete jobs",
+				"listen", c.Listen, "tls", tlsOn, "tokens", len(tokens))
+		default:
+			var missing []string
+			if !tlsOn {
+				missing = append(missing, "TLS (--tls-cert, --tls-key)")
+			}
+			if len(tokens) == 0 {
+				missing = append(missing, "tokens (--tokens-file)")
+			}
+			return usagef("refusing to listen on %s, which is not a loopback address, without %s: anyone who reaches it could run and delete jobs. Give them, listen on 127.0.0.1, or pass --insecure to serve it unprotected anyway",
+				c.Listen, strings.Join(missing, " and "))
+		}
+	}
+	var tlsCfg *tls.Config
+	if tlsOn {
+		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+
+	st, err := openStores(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+
+	d := &daemon{cfg: c, log: log, stores: st, managers: make(map[string]*job.Manager, len(c.Namespaces)), errWriter: connect.NewErrorWriter()}
+	d.streams, d.cancelStream = context.WithCancel(context.WithoutCancel(ctx))
+	defer d.cancelStream()
+	for _, ns := range c.Namespaces {
+		m, err := d.newManager(ns, o)
+		if err != nil {
+			d.stopManagers(time.Second)
+			return err
+		}
+		d.managers[ns] = m
+	}
+	// >>> metrics: register the metrics module's collector for each
+	// namespace's manager on a registry jobd owns, and serve it at
+	// /metrics with promhttp (see mux below), when the metrics module
+	// (github.com/jobkit/job/metrics) is on main.
+	// <<< metrics
+	for ns, m := range d.managers {
+		if err := m.Start(ctx); err != nil {
+			d.stopManagers(time.Second)
+			return fmt.Errorf("namespace %q: start the manager: %w", ns, err)
+		}
+	}
+	d.api, err = server.New(server.Config{
+		Namespaces: d.managers, DefaultNamespace: c.Namespaces[0], Tokens: tokens,
+		Logger: log.With("component", "api"),
+	})
+	if err != nil {
+		d.stopManagers(time.Second)
+		return err
+	}
+
+	health := http.NewServeMux()
+	health.HandleFunc("GET /healthz", d.healthz)
+	health.HandleFunc("GET /readyz", d.readyz)
+	// >>> metrics: health.Handle("GET /metrics", promhttp.HandlerFor(reg, ...))
+	// <<< metrics
+	apiMux := http.NewServeMux()
+	apiMux.Handle("/", d.gate(d.api))
+	if c.MetricsListen == "" {
+		apiMux.Handle("/healthz", health)
+		apiMux.Handle("/readyz", health)
+		apiMux.Handle("/metrics", health)
+	}
+
+	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	var servers []*http.Server
+	var addrs []any
+	serveErr := make(chan error, 2)
+	listen := func(addr string, h http.Handler, what string, tlsCfg *tls.Config) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("--%s %q: %w", what, addr, err)
+		}
+		srv := &http.Server{
+			Handler: h, Protocols: server.Protocols(), TLSConfig: tlsCfg, ErrorLog: errLog,
+			ReadHeaderTimeout: 10 * time.Second,
+		}
+		servers = append(servers, srv)
+		scheme := "http"
+		if tlsCfg != nil {
+			scheme = "https"
+			ln = tls.NewListener(ln, tlsCfg)
+		}
+		addrs = append(addrs, what, scheme+"://"+ln.Addr().String())
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("--%s %s: %w", what, addr, err)
+			}
+		}()
+		return nil
+	}
+	if tlsCfg != nil {
+		tlsCfg.NextProtos = []string{"h2", "http/1.1"}
+	}
+	if err := listen(c.Listen, apiMux, "listen", tlsCfg); err != nil {
+		d.stopManagers(time.Second)
+		return err
+	}
+	if c.MetricsListen != "" {
+		if err := listen(c.MetricsListen, health, "metrics-listen", nil); err != nil {
+			d.shutdownHTTP(servers, time.Second)
+			d.stopManagers(time.Second)
+			return err
+		}
+	}
+	log.Info("jobd listening", append(addrs, "store", st.describe, "namespaces", strings.Join(c.Namespaces, ","),
+		"auth", len(tokens) > 0, "workers", c.Workers, "scheduler", c.Scheduler, "node", d.nodeID())...)
+
+	var failed error
+	select {
+	case <-ctx.Done():
+		log.Info("draining: new API calls are refused, /readyz answers 503", "cause", context.Cause(ctx), "timeout", c.DrainTimeout)
+	case failed = <-serveErr:
+		log.Error("serving failed; draining", "err", failed)
+	}
+	return errors.Join(failed, d.drain(servers))
+}
+
+// nodeID is the node ID of the managers (the same in every namespace).
+func (d *daemon) nodeID() string {
+	for _, m := range d.managers {
+		return m.NodeID()
+	}
+	return ""
+}
+
+// newManager makes the manager of namespace ns.
+func (d *daemon) newManager(ns string, o *options) (*job.Manager, error) {
+	c := d.cfg
+	opts := []job.ManagerOption{
+		job.WithStore(d.stores.byNS[ns]),
+		job.WithWorkers(c.Workers),
+		job.WithQueues(c.Queues...),
+		job.WithScheduler(c.Scheduler),
+		job.WithLogger(d.log.With("namespace", ns)),
+	}
+	if c.NodeID != "" {
+		opts = append(opts, job.WithNodeID(c.NodeID))
+	} else if id := d.nodeID(); id != "" {
+		opts = append(opts, job.WithNodeID(id)) // one ID across namespaces
+	}
+	if len(c.Labels) > 0 {
+		opts = append(opts, job.WithLabels(c.Labels...))
+	}
+	opts = append(opts, o.managerOpts...)
+	m, err := job.NewManager(opts...)
+	if err != nil {
+		if errors.Is(err, job.ErrInvalidOption) {
+			return nil, usagef("%v", err)
+		}
+		return nil, fmt.Errorf("namespace %q: %w", ns, err)
+	}
+	if o.jobs != nil {
+		jobs, err := o.jobs(ns)
+		if err != nil {
+			return nil, fmt.Errorf("namespace %q: jobs: %w", ns, err)
+		}
+		for _, j := range jobs {
+			if err := m.RegisterJob(j); err != nil {
+				return nil, fmt.Errorf("namespace %q: register %s: %w", ns, j.Kind(), err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// gate refuses new API calls once the drain began, in the protocol of the
+// call (Connect, gRPC or gRPC-Web) with code Unavailable, and ends
+// streaming calls when the drain ends them.
+func (d *daemon) gate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.draining.Load() && !strings.HasPrefix(r.URL.Path, "/grpc.health.v1.Health/") {
+			err := connect.NewError(connect.CodeUnavailable, errors.New("jobd is draining (shutting down): call another jobd of the cluster, or retry after it restarts"))
+			if d.errWriter.IsSupported(r) {
+				_ = d.errWriter.Write(w, r, err)
+			} else {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			}
+			return
+		}
+		if streamPaths[r.URL.Path] {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			stop := context.AfterFunc(d.streams, cancel)
+			defer stop()
+			r = r.WithContext(ctx)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// healthz answers 200 while the process runs.
+func (d *daemon) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = fmt.Fprintln(w, "ok")
+}
+
+// readyz answers 200 when jobd may take calls: not draining, the store
+// reachable, and every namespace's manager healthy in the cluster (its
+// heartbeat measured the clock skew within bounds and it is not fenced).
+// Otherwise 503 with the reasons.
+func (d *daemon) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	var reasons []string
+	if d.draining.Load() {
+		reasons = append(reasons, "draining: jobd is shutting down")
+	}
+	if d.stores.ping != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		err := d.stores.ping(ctx)
+		cancel()
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("store unreachable (%s): %v", d.stores.describe, err))
+		}
+	}
+	for _, ns := range d.cfg.Namespaces {
+		h := d.managers[ns].Health()
+		switch {
+		case h.Fenced:
+			reasons = append(reasons, fmt.Sprintf("namespace %s: fenced: heartbeats into the store fail", ns))
+		case h.Skewed:
+			reasons = append(reasons, fmt.Sprintf("namespace %s: clock skew %v against the store is beyond %v", ns, h.ClockSkew, h.MaxClockSkew))
+		case !h.SkewKnown:
+			reasons = append(reasons, fmt.Sprintf("namespace %s: no heartbeat has measured the clock skew yet (last round trip %v)", ns, h.HeartbeatRTT))
+		}
+	}
+	if len(reasons) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintf(w, "not ready: %s\n", strings.Join(reasons, "; "))
+		return
+	}
+	_, _ = fmt.Fprintln(w, "ready")
+}
+
+// drain stops jobd: see serve.
+func (d *daemon) drain(servers []*http.Server) error {
+	start := time.Now()
+	d.draining.Store(true)
+	d.api.Drain()
+	err := d.stopManagers(d.cfg.DrainTimeout)
+	d.cancelStream()
+	left := max(d.cfg.DrainTimeout-time.Since(start), time.Second)
+	if herr := d.shutdownHTTP(servers, left); herr != nil {
+		err = errors.Join(err, herr)
+	}
+	if err != nil {
+		d.log.Error("drained with losses", "err", err, "took", time.Since(start).Round(time.Millisecond))
+		return err
+	}
+	d.log.Info("drained", "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// stopManagers stops every manager at once, each within timeout.
+func (d *daemon) stopManagers(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for ns, m := range d.managers {
+		wg.Go(func() {
+			if err := m.Stop(ctx); err != nil && !errors.Is(err, job.ErrNotRunning) {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("namespace %q: %w", ns, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// shutdownHTTP lets the calls in flight end within timeout, then closes
+// what is left.
+func (d *daemon) shutdownHTTP(servers []*http.Server, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var errs []error
+	for _, srv := range servers {
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+			errs = append(errs, fmt.Errorf("calls still in flight after the drain timeout were cut: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isLoopback reports whether addr (host:port) listens only on a loopback
+// interface. An empty host listens on every interface.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		if host == "" {
+			return false, nil
+		}
+		ips, err := net.LookupIP(host)
+		if err != nil {
+			return false, err
+		}
+		for _, ip := range ips {
+			if !ip.IsLoopback() {
+				return false, nil
+			}
+		}
+		return len(ips) > 0, nil
+	}
+	return ip.IsLoopback(), nil
+}
