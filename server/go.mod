@@ -7,9 +7,11 @@ go 1.26.0
 replace (
 	github.com/jobkit/job => ..
 	github.com/jobkit/job/api => ../api
+	github.com/jobkit/job/store/etcdstore => ../store/etcdstore
 	github.com/jobkit/job/store/internal/redisscript => ../store/internal/redisscript
 	github.com/jobkit/job/store/internal/redisscript/scripttest => ../store/internal/redisscript/scripttest
 	github.com/jobkit/job/store/redisstore => ../store/redisstore
+	github.com/jobkit/job/store/valkeystore => ../store/valkeystore
 )
 
 require (
@@ -19,9 +21,14 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/jobkit/job v0.0.0
 	github.com/jobkit/job/api v0.0.0
+	github.com/jobkit/job/store/etcdstore v0.0.0
 	github.com/jobkit/job/store/redisstore v0.0.0
+	github.com/jobkit/job/store/valkeystore v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.10
+	github.com/valkey-io/valkey-go v1.0.79
+	go.etcd.io/etcd/client/v3 v3.7.3
 	go.yaml.in/yaml/v3 v3.0.5
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -30,18 +37,26 @@ require (
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/coreos/go-semver v0.3.1 // indirect
+	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
-	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/net v0.60.0 // indirect
+	go.uber.org/multierr v1.11.0 // indirect
+	go.uber.org/zap v1.28.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
