@@ -3,10 +3,12 @@ module github.com/jobkit/job/bench
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/google/uuid v1.6.0
 	github.com/hibiken/asynq v0.26.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jobkit/job v0.0.0
+	github.com/jobkit/job/api v0.0.0
 	github.com/jobkit/job/store/etcdstore v0.0.0
 	github.com/jobkit/job/store/pgstore v0.0.0
 	github.com/jobkit/job/store/redisstore v0.0.0
@@ -53,7 +55,7 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/grpc v1.83.2 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 // The repository's other modules build against their current code here
@@ -61,6 +63,7 @@ require (
 // commands run from the repository root.
 replace (
 	github.com/jobkit/job => ..
+	github.com/jobkit/job/api => ../api
 	github.com/jobkit/job/store/etcdstore => ../store/etcdstore
 	github.com/jobkit/job/store/internal/redisscript => ../store/internal/redisscript
 	github.com/jobkit/job/store/internal/redisscript/scripttest => ../store/internal/redisscript/scripttest

@@ -49,7 +49,12 @@ func main() {
 		pending    = flag.Int("pending", 100_000, "pending instances in the memory run")
 		depths     = flag.String("depths", "1000,100000,1000000", "queue depths of the claim-cost run")
 		runs       = flag.Int("runs", 3, "runs per figure; the median is reported")
-		only       = flag.String("only", "", "comma-separated subset of: throughput, latency, memory, claim, soak (soak runs only when named)")
+		only       = flag.String("only", "", "comma-separated subset of: throughput, latency, memory, claim, soak, api (soak and api run only when named; api needs -store redis)")
+		jobdBin    = flag.String("jobd", "", "jobd binary of the api workloads (default: go build ../server/cmd/jobd of this repository)")
+		apiCalls   = flag.Int("api-calls", 20_000, "Schedule calls per single-call run of the api workloads")
+		apiBatches = flag.Int("api-batches", 100, "ScheduleBatch calls per batched run of the api workloads")
+		apiBatch   = flag.Int("api-batch-size", 1000, "jobs per ScheduleBatch call (at most 1000)")
+		apiClients = flag.String("api-clients", "1,16", "concurrent clients of the api workloads")
 		soakRate   = flag.Int("soak-rate", 2000, "jobs per second scheduled by the soak run")
 		soakFor    = flag.Duration("soak-for", 6*time.Minute, "how long the soak run schedules jobs")
 		soakEvery  = flag.Duration("soak-every", 15*time.Second, "how often the soak run samples memory")
@@ -154,6 +159,32 @@ func main() {
 		if err != nil {
 			fmt.Printf("\nsoak: %v\n", err)
 		}
+	}
+	if *only != "" && want("api") {
+		if *storeName != "redis" {
+			benchkit.Fatalf("-only api needs -store redis (jobd on Redis)")
+		}
+		cs, err := ints(*apiClients)
+		if err != nil {
+			log.Fatalf("-api-clients: %v", err)
+		}
+		bin := *jobdBin
+		if bin == "" {
+			dir, err := os.MkdirTemp("", "jobkit-bench-jobd-")
+			if err != nil {
+				benchkit.Fatalf("%v", err)
+			}
+			defer os.RemoveAll(dir)
+			if bin, err = benchkit.BuildJobd(dir); err != nil {
+				benchkit.Fatalf("%v", err)
+			}
+		}
+		e, err := benchkit.NewAPIEnv(ctx, bin, cfg.RedisAddr)
+		if err != nil {
+			benchkit.Fatalf("api: %v", err)
+		}
+		benchkit.APIRows(ctx, e, benchkit.APIPlan{Calls: *apiCalls, Batches: *apiBatches, BatchSize: *apiBatch, LatencyN: *latencyN, Clients: cs}, *runs, *limit, row)
+		e.Close()
 	}
 	if want("claim") {
 		for _, d := range ds {
