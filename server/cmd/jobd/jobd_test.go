@@ -199,6 +199,7 @@ func TestBadFlags(t *testing.T) {
 		{"bad log format", nil, []string{"--log-format", "xml"}, "--log-format"},
 		{"missing tokens file", nil, []string{"--tokens-file", "/nonexistent/tokens.yaml"}, "--tokens-file"},
 		{"postgres not built", nil, []string{"--store", "postgres", "--pg-url", "postgres://x"}, "not available in this build"},
+		{"bad metrics naming", nil, []string{"--metrics-naming", "statsd"}, "--metrics-naming"},
 		{"bad label", nil, []string{"--labels", "a b"}, "label"},
 	}
 	for _, tc := range cases {

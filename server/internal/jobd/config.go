@@ -73,6 +73,10 @@ type Config struct {
 	TokensFile      string
 	Insecure        bool
 
+	// MetricsNaming names the metrics: jobkit (jobkit_...) or go-job
+	// (go-job's own names, for its dashboards).
+	MetricsNaming string
+
 	// DrainTimeout bounds the drain on SIGTERM or SIGINT.
 	DrainTimeout time.Duration
 
@@ -98,6 +102,7 @@ func bindGlobal(fs *pflag.FlagSet, c *Config) {
 func bindServe(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "API address (gRPC, gRPC-Web, Connect on HTTP/1.1 and h2c)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "address of /metrics, /healthz and /readyz (default: the API's)")
+	fs.StringVar(&c.MetricsNaming, "metrics-naming", "jobkit", "metric names: jobkit (jobkit_...) or go-job (go_job_..., as go-job names them, for its dashboards)")
 	fs.IntVar(&c.Workers, "workers", 0, "instances run at once by each namespace's manager; jobd runs no executors of its own, so 0 (schedule only) unless built with some")
 	fs.StringSliceVar(&c.Queues, "queues", []string{"default"}, "queues the managers claim from, comma-separated or repeated")
 	fs.StringVar(&c.NodeID, "node-id", "", "node ID in leases, history and the node registry; unique in a cluster (default: host, PID and a random suffix)")
@@ -294,6 +299,9 @@ func (c *Config) validateServe() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return usagef("--tls-cert and --tls-key go together; give both or neither")
+	}
+	if c.MetricsNaming != "jobkit" && c.MetricsNaming != "go-job" {
+		return usagef("--metrics-naming %q: want jobkit or go-job", c.MetricsNaming)
 	}
 	if c.DrainTimeout <= 0 {
 		return usagef("--drain-timeout %v: want a positive duration such as 30s", c.DrainTimeout)

@@ -72,6 +72,7 @@ func TestPrecedence(t *testing.T) {
 		{"tls-key", "k1.pem", "k2.pem", "k3.pem", func(c *Config) any { return c.TLSKey }, "k1.pem", "k2.pem", "k3.pem"},
 		{"tokens-file", "t1.yaml", "t2.yaml", "t3.yaml", func(c *Config) any { return c.TokensFile }, "t1.yaml", "t2.yaml", "t3.yaml"},
 		{"insecure", "true", "false", "true", func(c *Config) any { return c.Insecure }, true, false, true},
+		{"metrics-naming", "go-job", "jobkit", "go-job", func(c *Config) any { return c.MetricsNaming }, "go-job", "jobkit", "go-job"},
 		{"drain-timeout", "5s", "6s", "7s", func(c *Config) any { return c.DrainTimeout }, 5 * time.Second, 6 * time.Second, 7 * time.Second},
 		{"log-level", "debug", "warn", "error", func(c *Config) any { return c.LogLevel }, "debug", "warn", "error"},
 		{"log-format", "json", "text", "json", func(c *Config) any { return c.LogFormat }, "json", "text", "json"},

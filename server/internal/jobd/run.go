@@ -16,7 +16,11 @@ import (
 	"connectrpc.com/connect"
 	"github.com/jobkit/job"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
+	"github.com/jobkit/job/metrics"
 	"github.com/jobkit/job/server"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // streamPaths are the server-streaming procedures: their calls last until
@@ -98,19 +102,32 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	d := &daemon{cfg: c, log: log, stores: st, managers: make(map[string]*job.Manager, len(c.Namespaces)), errWriter: connect.NewErrorWriter()}
 	d.streams, d.cancelStream = context.WithCancel(context.WithoutCancel(ctx))
 	defer d.cancelStream()
+	// The metrics: one Collector per namespace's manager, told apart by a
+	// namespace label, on a registry jobd owns (with the Go runtime's and
+	// the process's own collectors).
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	naming := metrics.JobkitNaming
+	if c.MetricsNaming == "go-job" {
+		naming = metrics.GoJobNaming
+	}
 	for _, ns := range c.Namespaces {
-		m, err := d.newManager(ns, o)
+		col, err := metrics.New(metrics.WithNaming(naming), metrics.WithConstLabels(prometheus.Labels{"namespace": ns}))
+		if err != nil {
+			d.stopManagers(time.Second)
+			return err
+		}
+		m, err := d.newManager(ns, o, job.WithObserver(col))
 		if err != nil {
 			d.stopManagers(time.Second)
 			return err
 		}
 		d.managers[ns] = m
+		if err := reg.Register(col); err != nil {
+			d.stopManagers(time.Second)
+			return fmt.Errorf("namespace %q: register its metrics: %w", ns, err)
+		}
 	}
-	// >>> metrics: register the metrics module's collector for each
-	// namespace's manager on a registry jobd owns, and serve it at
-	// /metrics with promhttp (see mux below), when the metrics module
-	// (github.com/jobkit/job/metrics) is on main.
-	// <<< metrics
 	for ns, m := range d.managers {
 		if err := m.Start(ctx); err != nil {
 			d.stopManagers(time.Second)
@@ -129,8 +146,9 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	health := http.NewServeMux()
 	health.HandleFunc("GET /healthz", d.healthz)
 	health.HandleFunc("GET /readyz", d.readyz)
-	// >>> metrics: health.Handle("GET /metrics", promhttp.HandlerFor(reg, ...))
-	// <<< metrics
+	health.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		Registry: reg, ErrorLog: promLog{log}, ErrorHandling: promhttp.ContinueOnError,
+	}))
 	apiMux := http.NewServeMux()
 	apiMux.Handle("/", d.gate(d.api))
 	if c.MetricsListen == "" {
@@ -201,8 +219,13 @@ func (d *daemon) nodeID() string {
 	return ""
 }
 
-// newManager makes the manager of namespace ns.
-func (d *daemon) newManager(ns string, o *options) (*job.Manager, error) {
+// promLog logs promhttp's errors.
+type promLog struct{ log *slog.Logger }
+
+func (l promLog) Println(v ...any) { l.log.Warn("/metrics", "err", fmt.Sprint(v...)) }
+
+// newManager makes the manager of namespace ns, with extra options.
+func (d *daemon) newManager(ns string, o *options, extra ...job.ManagerOption) (*job.Manager, error) {
 	c := d.cfg
 	opts := []job.ManagerOption{
 		job.WithStore(d.stores.byNS[ns]),
@@ -219,6 +242,7 @@ func (d *daemon) newManager(ns string, o *options) (*job.Manager, error) {
 	if len(c.Labels) > 0 {
 		opts = append(opts, job.WithLabels(c.Labels...))
 	}
+	opts = append(opts, extra...)
 	opts = append(opts, o.managerOpts...)
 	m, err := job.NewManager(opts...)
 	if err != nil {
