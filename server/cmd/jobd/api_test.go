@@ -210,6 +210,17 @@ func TestEtcd(t *testing.T) {
 	apiRoundTrip(t, grpcConn(t, p.api, nil), "", "", w)
 }
 
+// TestValkey: jobd on the Valkey store (valkey-go) against the test
+// redis-server; the worker, on the Redis store of the same namespace (the
+// two plugins share one key layout), runs what it schedules.
+func TestValkey(t *testing.T) {
+	t.Parallel()
+	ns := uniqueNS(t)
+	w := newRedisWorker(t, ns, 2, nil)
+	p := startJobd(t, jobdBin(), nil, "--store", "valkey", "--valkey-addr", redisAddr(t), "--namespace", ns)
+	apiRoundTrip(t, grpcConn(t, p.api, nil), "", "", w)
+}
+
 // TestTwoJobdOneRedis: two jobd on one Redis namespace serve the same
 // data with no leader: an instance scheduled on one is seen and canceled
 // on the other, and each lists both as nodes.

@@ -76,6 +76,10 @@ func TestMetricsListen(t *testing.T) {
 	if code, _, _ := get(p.api + "/readyz"); code == http.StatusOK {
 		t.Errorf("/readyz answers on the API's address %s too; want it only on %s", p.api, p.health)
 	}
+	p.signal(syscall.SIGINT)
+	if code := p.exitCode(30 * time.Second); code != 0 {
+		t.Errorf("exit status %d after SIGINT; want 0. Log:\n%s", code, p.logText())
+	}
 }
 
 // TestDrain: SIGTERM on a jobd whose worker runs an attempt: gRPC health
