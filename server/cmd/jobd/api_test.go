@@ -418,3 +418,23 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
 }
+
+// TestTriggers: jobd runs the scheduler of stored triggers (--scheduler,
+// on by default): a trigger created over the API fires, and its instances
+// run.
+func TestTriggers(t *testing.T) {
+	t.Parallel()
+	p := startJobd(t, testjobdBin(), nil, "--workers", "2")
+	code, raw := postJSON(t, p.api, jobkitv1connect.TriggerServiceCreateTriggerProcedure,
+		`{"trigger":{"name":"tick","kind":"echo","argsJson":"[\"tick\"]","interval":"1s"}}`, nil)
+	if code != http.StatusOK {
+		t.Fatalf("CreateTrigger: %d %s", code, raw)
+	}
+	waitFor(t, 20*time.Second, "an instance of the trigger to complete", func() (bool, string) {
+		var list struct {
+			Instances []instanceJSON `json:"instances"`
+		}
+		_, raw := callJSON(t, p.api, jobkitv1connect.JobServiceListInstancesProcedure, `{"filter":{"kind":"echo","states":["STATE_COMPLETED"]}}`, nil, &list)
+		return len(list.Instances) > 0 && list.Instances[0].ResultJSON == `["tick"]`, raw
+	})
+}
