@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jobkit/job"
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
+	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
@@ -281,4 +283,58 @@ func startRedis(t *testing.T) (addr string, stop func()) {
 		return err == nil, fmt.Sprint(err)
 	})
 	return addr, stop
+}
+
+// TestDrainEndsStreams: a Watch stream open at SIGTERM is ended by the
+// drain (the client sees the stream end and can resume elsewhere from its
+// cursor), so jobd exits 0 well before --drain-timeout.
+func TestDrainEndsStreams(t *testing.T) {
+	t.Parallel()
+	p := startJobd(t, jobdBin(), nil, "--drain-timeout", "60s")
+	conn, err := grpc.NewClient(strings.TrimPrefix(p.api, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	desc := &grpc.StreamDesc{StreamName: "Watch", ServerStreams: true}
+	stream, err := conn.NewStream(ctx, desc, jobkitv1connect.JobServiceWatchProcedure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.SendMsg(&jobkitv1.WatchRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	// The stream is open once its headers arrived.
+	if _, err := stream.Header(); err != nil {
+		t.Fatalf("Watch headers: %v", err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			var ev jobkitv1.WatchResponse
+			if err := stream.RecvMsg(&ev); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	p.signal(syscall.SIGTERM)
+	select {
+	case err := <-ended:
+		t.Logf("the stream ended: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the Watch stream did not end within 30 s of SIGTERM; log:\n%s", p.logText())
+	}
+	if code := p.exitCode(30 * time.Second); code != 0 {
+		t.Errorf("exit status %d; want 0. Log:\n%s", code, p.logText())
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the drain took %v with a stream open; want it well under --drain-timeout (60 s)", d)
+	}
 }
