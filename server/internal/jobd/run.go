@@ -204,7 +204,7 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	var failed error
 	select {
 	case <-ctx.Done():
-		log.Info("draining: new API calls are refused, /readyz answers 503", "cause", context.Cause(ctx), "timeout", c.DrainTimeout)
+		log.Info("draining: new API calls are refused, /readyz answers 503", "cause", context.Cause(ctx), "timeout", c.DrainTimeout.String())
 	case failed = <-serveErr:
 		log.Error("serving failed; draining", "err", failed)
 	}
@@ -346,10 +346,10 @@ func (d *daemon) drain(servers []*http.Server) error {
 		err = errors.Join(err, herr)
 	}
 	if err != nil {
-		d.log.Error("drained with losses", "err", err, "took", time.Since(start).Round(time.Millisecond))
+		d.log.Error("drained with losses", "err", err, "took", time.Since(start).Round(time.Millisecond).String())
 		return err
 	}
-	d.log.Info("drained", "took", time.Since(start).Round(time.Millisecond))
+	d.log.Info("drained", "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }
 
