@@ -26,8 +26,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// binDir holds the binaries TestMain builds: jobd, and testjobd (jobd
-// with the test executors echo, sleep and block linked in).
+// binDir holds the binaries TestMain builds: jobd, testjobd (jobd with
+// the test executors echo, sleep and block linked in) and jobctl.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 		for _, b := range []struct{ out, pkg string }{
 			{"jobd", "."},
 			{"testjobd", "../../internal/jobd/testjobd"},
+			{"jobctl", "../jobctl"},
 		} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -55,9 +56,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// jobdBin and testjobdBin are the built binaries.
+// jobdBin, testjobdBin and jobctlBin are the built binaries.
 func jobdBin() string     { return filepath.Join(binDir, "jobd") }
 func testjobdBin() string { return filepath.Join(binDir, "testjobd") }
+func jobctlBin() string   { return filepath.Join(binDir, "jobctl") }
 
 // proc is a running jobd.
 type proc struct {
