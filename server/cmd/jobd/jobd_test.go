@@ -338,3 +338,35 @@ func TestDrainEndsStreams(t *testing.T) {
 		t.Errorf("the drain took %v with a stream open; want it well under --drain-timeout (60 s)", d)
 	}
 }
+
+// TestDrainHandsBack: an attempt still running when --drain-timeout ends
+// is canceled and handed back (Scheduled again, the attempt not counted),
+// jobd exits 0, and the next jobd on the store runs it to its end.
+func TestDrainHandsBack(t *testing.T) {
+	t.Parallel()
+	ns := uniqueNS(t)
+	args := []string{"--publish-definitions", "--store", "redis", "--redis-addr", redisAddr(t), "--namespace", ns, "--workers", "2"}
+	p := startJobd(t, testjobdBin(), nil, append(args, "--drain-timeout", "2s")...)
+	producer := newRedisWorker(t, ns, 0, nil)
+	release := filepath.Join(t.TempDir(), "release")
+	ji, err := producer.ScheduleJob(context.Background(), "block", job.WithArguments(release))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, producer.Manager, ji.ID(), job.Processing)
+	p.signal(syscall.SIGTERM)
+	if code := p.exitCode(30 * time.Second); code != 0 {
+		t.Errorf("exit status %d; want 0 (the attempt was handed back). Log:\n%s", code, p.logText())
+	}
+	got, err := producer.LookupInstance(context.Background(), ji.ID())
+	if err != nil || got.State() != job.Scheduled || got.Attempt() != 0 {
+		t.Fatalf("after the drain: %v (attempt %d), %v; want Scheduled with the attempt not counted (0)", got.State(), got.Attempt(), err)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startJobd(t, testjobdBin(), nil, args...)
+	if done := waitState(t, producer.Manager, ji.ID(), job.Completed); done.Attempt() != 1 {
+		t.Errorf("completed at attempt %d; want 1", done.Attempt())
+	}
+}
