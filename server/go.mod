@@ -11,6 +11,7 @@ replace (
 	github.com/jobkit/job/store/etcdstore => ../store/etcdstore
 	github.com/jobkit/job/store/internal/redisscript => ../store/internal/redisscript
 	github.com/jobkit/job/store/internal/redisscript/scripttest => ../store/internal/redisscript/scripttest
+	github.com/jobkit/job/store/pgstore => ../store/pgstore
 	github.com/jobkit/job/store/redisstore => ../store/redisstore
 	github.com/jobkit/job/store/valkeystore => ../store/valkeystore
 )
@@ -20,10 +21,12 @@ require (
 	connectrpc.com/grpchealth v1.5.0
 	connectrpc.com/grpcreflect v1.3.1
 	github.com/chromedp/chromedp v0.23.0
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jobkit/job v0.0.0
 	github.com/jobkit/job/api v0.0.0
 	github.com/jobkit/job/metrics v0.0.0
 	github.com/jobkit/job/store/etcdstore v0.0.0
+	github.com/jobkit/job/store/pgstore v0.0.0
 	github.com/jobkit/job/store/redisstore v0.0.0
 	github.com/jobkit/job/store/valkeystore v0.0.0
 	github.com/prometheus/client_golang v1.23.2
@@ -51,6 +54,9 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
@@ -64,6 +70,7 @@ require (
 	go.uber.org/zap v1.28.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect

@@ -17,6 +17,7 @@ import (
 	"github.com/jobkit/job"
 	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
+	"github.com/jobkit/job/internal/testserver"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
@@ -204,7 +205,7 @@ func TestBadFlags(t *testing.T) {
 		{"half TLS", nil, []string{"--tls-cert", "c.pem"}, "--tls-cert and --tls-key"},
 		{"bad log format", nil, []string{"--log-format", "xml"}, "--log-format"},
 		{"missing tokens file", nil, []string{"--tokens-file", "/nonexistent/tokens.yaml"}, "--tokens-file"},
-		{"postgres not built", nil, []string{"--store", "postgres", "--pg-url", "postgres://x"}, "not available in this build"},
+		{"bad postgres URL", nil, []string{"--store", "postgres", "--pg-url", "postgres://x:y:z"}, "--pg-url"},
 		{"bad metrics naming", nil, []string{"--metrics-naming", "statsd"}, "--metrics-naming"},
 		{"bad label", nil, []string{"--labels", "a b"}, "label"},
 	}
@@ -230,9 +231,27 @@ func TestVersionAndMigrate(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "nothing to migrate") {
 		t.Errorf("jobd migrate --store redis: exit %d, %q; want 0 and nothing to migrate", code, stderr)
 	}
-	code, stderr = run(t, jobdBin(), nil, "migrate", "--store", "postgres", "--pg-url", "postgres://x")
-	if code != 2 || !strings.Contains(stderr, "not available in this build") {
-		t.Errorf("jobd migrate --store postgres: exit %d, %q; want 2 and not available in this build", code, stderr)
+}
+
+// TestPostgres: jobd migrate creates the PostgreSQL schema (and is
+// idempotent), then a jobd on PostgreSQL with executors linked in
+// schedules and runs an instance through the API.
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	url := testserver.Postgres(t)
+	for range 2 {
+		code, stderr := run(t, jobdBin(), nil, "migrate", "--store", "postgres", "--pg-url", url)
+		if code != 0 || !strings.Contains(stderr, "schema at version") {
+			t.Fatalf("jobd migrate --store postgres: exit %d, %q; want 0 and the schema version", code, stderr)
+		}
+	}
+	p := startJobd(t, testjobdBin(), nil, "--store", "postgres", "--pg-url", url, "--namespace", uniqueNS(t), "--workers", "2")
+	if !strings.Contains(p.logText(), `"store":"postgres at `) {
+		t.Errorf("the log does not say the store is postgres:\n%s", p.logText())
+	}
+	in := scheduleJSON(t, p.api, `{"kind":"echo","argsJson":"[\"pg\"]"}`, nil)
+	if done := waitStateJSON(t, p.api, in.ID, "STATE_COMPLETED", nil); done.ResultJSON != `["pg"]` {
+		t.Errorf("result %q; want [\"pg\"]", done.ResultJSON)
 	}
 }
 

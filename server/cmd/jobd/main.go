@@ -1,6 +1,7 @@
 // Command jobd serves the jobkit.v1 API (gRPC, gRPC-Web and Connect/JSON on
 // one port), /healthz, /readyz and /metrics on a store shared with the
-// services that run the jobs: memdb (in process), Redis, Valkey or etcd.
+// services that run the jobs: memdb (in process), Redis, Valkey, etcd or
+// PostgreSQL (after jobd migrate).
 // Several jobd on one store serve the same data with no leader; SIGTERM
 // drains one. With no flags it serves the embedded memdb store on
 // 127.0.0.1:8080:

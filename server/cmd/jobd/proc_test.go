@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jobkit/job"
+	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/etcdstore"
 	"github.com/jobkit/job/store/redisstore"
@@ -51,6 +52,7 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 		}
+		defer testserver.StopAll() // a PostgreSQL TestPostgres started
 		return m.Run()
 	}()
 	os.Exit(code)

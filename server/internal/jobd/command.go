@@ -87,7 +87,7 @@ func Main(args []string, stdout, stderr io.Writer, opts ...Option) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.Is(err, ErrUsage) || errors.Is(err, ErrStoreUnavailable):
+	case errors.Is(err, ErrUsage):
 		_, _ = fmt.Fprintln(stderr, message(err))
 		_, _ = fmt.Fprintln(stderr, "Run 'jobd --help' for the flags.")
 		return ExitUsage

@@ -4,21 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/etcdstore"
 	"github.com/jobkit/job/store/memdbstore"
+	"github.com/jobkit/job/store/pgstore"
 	"github.com/jobkit/job/store/redisstore"
 	"github.com/jobkit/job/store/valkeystore"
 	"github.com/redis/go-redis/v9"
 	"github.com/valkey-io/valkey-go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// ErrStoreUnavailable: the store named by --store is not built into this
-// jobd.
-var ErrStoreUnavailable = errors.New("jobd: store not available in this build")
 
 // stores is the store of each namespace, on one client jobd owns.
 type stores struct {
@@ -102,22 +101,59 @@ func openStores(ctx context.Context, c *Config) (*stores, error) {
 		}
 		st.describe = fmt.Sprintf("etcd at %v", c.EtcdEndpoints)
 	case StorePostgres:
-		// >>> pgstore: wire store/pgstore here when it is on main.
-		return nil, fmt.Errorf("%w: --store postgres needs store/pgstore, which this jobd was built without (it lands in a later release); use memdb, redis, valkey or etcd", ErrStoreUnavailable)
-		// <<< pgstore
+		pool, err := pgxpool.New(context.WithoutCancel(ctx), c.PGURL)
+		if err != nil {
+			return nil, usagef("--pg-url: %v", err)
+		}
+		var pss []*pgstore.Store
+		st.close = func() {
+			for _, s := range pss {
+				_ = s.Close()
+			}
+			pool.Close()
+		}
+		st.ping = pool.Ping
+		for _, ns := range c.Namespaces {
+			s, err := pgstore.New(ctx, pool, pgstore.WithNamespace(ns))
+			if err != nil {
+				st.close()
+				if errors.Is(err, pgstore.ErrSchema) {
+					return nil, fmt.Errorf("%w (run jobd migrate with the same --store and --pg-url first)", err)
+				}
+				return nil, fmt.Errorf("postgres: %w", err)
+			}
+			pss = append(pss, s)
+			st.byNS[ns] = s
+		}
+		st.describe = "postgres at " + redactURL(c.PGURL)
 	default:
 		return nil, usagef("--store %q: want one of memdb, redis, valkey, etcd, postgres", c.Store)
 	}
 	return st, nil
 }
 
+// redactURL hides the password of a connection URL, for the logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
 // migrate brings the store's schema up to date, for stores that have one.
-func migrate(_ context.Context, c *Config) (string, error) {
+func migrate(ctx context.Context, c *Config) (string, error) {
 	switch c.Store {
 	case StorePostgres:
-		// >>> pgstore: run store/pgstore's migrations here when it is on main.
-		return "", fmt.Errorf("%w: --store postgres needs store/pgstore, which this jobd was built without; nothing to migrate", ErrStoreUnavailable)
-		// <<< pgstore
+		pool, err := pgxpool.New(ctx, c.PGURL)
+		if err != nil {
+			return "", usagef("--pg-url: %v", err)
+		}
+		defer pool.Close()
+		if err := pgstore.Migrate(ctx, pool); err != nil {
+			return "", fmt.Errorf("migrate postgres at %s: %w", redactURL(c.PGURL), err)
+		}
+		return fmt.Sprintf("postgres at %s: schema at version %d", redactURL(c.PGURL), pgstore.SchemaVersion()), nil
 	default:
 		return fmt.Sprintf("store %s keeps no schema: nothing to migrate", c.Store), nil
 	}
