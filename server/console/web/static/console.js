@@ -129,11 +129,23 @@
           if (t.innerHTML === shown) return;
           if (typing()) { pending = true; return; }
           shown = t.innerHTML;
-          var kept = keep(main);
-          main.innerHTML = html;
-          restore(main, kept);
-          enhance(main);
-          preview(main);
+          // A page that marks its live parts (the instances list) has only
+          // those replaced: its forms stay the very elements the user is
+          // about to click or type in. Other pages are replaced whole, with
+          // typed values kept.
+          var parts = main.querySelectorAll("[data-live-part][id]");
+          if (parts.length) {
+            parts.forEach(function (p) {
+              var n = t.content.getElementById(p.id);
+              if (n) { p.replaceWith(n); enhance(n); }
+            });
+          } else {
+            var kept = keep(main);
+            main.innerHTML = html;
+            restore(main, kept);
+            enhance(main);
+            preview(main);
+          }
           document.body.dataset.refreshes = String(++refreshes);
         })
         .catch(function () {})
