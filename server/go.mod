@@ -8,6 +8,7 @@ replace (
 	github.com/jobkit/job => ..
 	github.com/jobkit/job/api => ../api
 	github.com/jobkit/job/metrics => ../metrics
+	github.com/jobkit/job/otel => ../otel
 	github.com/jobkit/job/store/etcdstore => ../store/etcdstore
 	github.com/jobkit/job/store/internal/redisscript => ../store/internal/redisscript
 	github.com/jobkit/job/store/internal/redisscript/scripttest => ../store/internal/redisscript/scripttest
@@ -25,6 +26,7 @@ require (
 	github.com/jobkit/job v0.0.0
 	github.com/jobkit/job/api v0.0.0
 	github.com/jobkit/job/metrics v0.0.0
+	github.com/jobkit/job/otel v0.0.0
 	github.com/jobkit/job/store/etcdstore v0.0.0
 	github.com/jobkit/job/store/pgstore v0.0.0
 	github.com/jobkit/job/store/redisstore v0.0.0
@@ -37,6 +39,7 @@ require (
 	github.com/spf13/pflag v1.0.10
 	github.com/valkey-io/valkey-go v1.0.79
 	go.etcd.io/etcd/client/v3 v3.7.3
+	go.opentelemetry.io/otel v1.45.0
 	go.yaml.in/yaml/v3 v3.0.6
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -49,6 +52,8 @@ require (
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -65,6 +70,9 @@ require (
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel/metric v1.45.0 // indirect
+	go.opentelemetry.io/otel/trace v1.45.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/propagation"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -205,9 +206,20 @@ func (s *Server) draining() bool {
 }
 
 // ServeHTTP serves every protocol and service of the Server.
+//
+// A call that carries a W3C trace context (the traceparent and tracestate
+// headers) is handled in that context, so an instance it schedules carries
+// the caller's trace to whichever process runs it (with the jobotel
+// middleware on the Manager).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("traceparent") != "" {
+		r = r.WithContext(traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// traceContext reads the W3C trace context of incoming calls.
+var traceContext propagation.TraceContext
 
 // Protocols returns the http.Protocols to serve with: HTTP/1.1 and HTTP/2 (h2c when no TLS).
 func Protocols() *http.Protocols {

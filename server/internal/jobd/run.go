@@ -17,7 +17,9 @@ import (
 	"github.com/jobkit/job"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
 	"github.com/jobkit/job/metrics"
+	jobotel "github.com/jobkit/job/otel"
 	"github.com/jobkit/job/server"
+	"github.com/jobkit/job/server/console"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -39,6 +41,7 @@ type daemon struct {
 	stores   *stores
 	managers map[string]*job.Manager
 	api      *server.Server
+	console  *console.Console
 	draining atomic.Bool
 	// streams is the context of streaming calls, canceled by the drain.
 	streams      context.Context
@@ -111,13 +114,21 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	if c.MetricsNaming == "go-job" {
 		naming = metrics.GoJobNaming
 	}
+	// The console's Overview charts: one Stats per namespace, told by its
+	// manager as an observer.
+	stats := make(map[string]*console.Stats, len(c.Namespaces))
 	for _, ns := range c.Namespaces {
+		stats[ns] = console.NewStats()
 		col, err := metrics.New(metrics.WithNaming(naming), metrics.WithConstLabels(prometheus.Labels{"namespace": ns}))
 		if err != nil {
 			d.stopManagers(time.Second)
 			return err
 		}
-		m, err := d.newManager(ns, o, job.WithObserver(col))
+		// jobotel.New: the trace context of the call that schedules (taken
+		// from its traceparent header by the API) travels in the instance's
+		// metadata to whichever process runs it; spans go to the global
+		// TracerProvider (none unless the build installs one).
+		m, err := d.newManager(ns, o, job.WithObserver(col), job.WithObserver(stats[ns]), jobotel.New())
 		if err != nil {
 			d.stopManagers(time.Second)
 			return err
@@ -143,6 +154,18 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 		return err
 	}
 
+	// The web console at /console/ (and / redirects there), calling the
+	// API in-process with each user's own token.
+	d.console, err = console.New(console.Config{
+		API: d.api, Prefix: "/console", Namespaces: c.Namespaces, Stats: stats,
+		Logger: log.With("component", "console"),
+	})
+	if err != nil {
+		d.stopManagers(time.Second)
+		return err
+	}
+	defer d.console.Close()
+
 	health := http.NewServeMux()
 	health.HandleFunc("GET /healthz", d.healthz)
 	health.HandleFunc("GET /readyz", d.readyz)
@@ -151,6 +174,8 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	}))
 	apiMux := http.NewServeMux()
 	apiMux.Handle("/", d.gate(d.api))
+	apiMux.Handle("/console/", d.console)
+	apiMux.Handle("GET /{$}", http.RedirectHandler("/console/", http.StatusFound))
 	if c.MetricsListen == "" {
 		apiMux.Handle("/healthz", health)
 		apiMux.Handle("/readyz", health)
@@ -341,6 +366,9 @@ func (d *daemon) drain(servers []*http.Server) error {
 	d.api.Drain()
 	err := d.stopManagers(d.cfg.DrainTimeout)
 	d.cancelStream()
+	if d.console != nil {
+		d.console.Close() // ends the console's live event streams
+	}
 	left := max(d.cfg.DrainTimeout-time.Since(start), time.Second)
 	if herr := d.shutdownHTTP(servers, left); herr != nil {
 		err = errors.Join(err, herr)
