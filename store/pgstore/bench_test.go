@@ -57,7 +57,8 @@ func BenchmarkClaimFinish(b *testing.B) {
 }
 
 // BenchmarkEnqueue measures store.Enqueue throughput: one instance per
-// call (8 callers at once) and batches of 1,000 per call.
+// call (8 callers at once) and batches of 1,000 per call, without and
+// with unique keys.
 //
 //	JOBKIT_PG_URL=... go test -run '^$' -bench Enqueue -benchtime 20000x ./store/pgstore/
 func BenchmarkEnqueue(b *testing.B) {
@@ -92,6 +93,30 @@ func BenchmarkEnqueue(b *testing.B) {
 			}
 			if _, err := s.Enqueue(b.Context(), &store.EnqueueParams{Instances: ins, Now: now}); err != nil {
 				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	})
+	// Batches of 1,000 whose instances each take a unique key of their
+	// own (the path that upserts unique_keys).
+	b.Run("batch1000unique", func(b *testing.B) {
+		s := open(b, "enqu-"+randHex(4))
+		b.ResetTimer()
+		for i := 0; i < b.N; i += 1000 {
+			var ins []*store.Instance
+			for j := i; j < min(i+1000, b.N); j++ {
+				in := inst("u", j)
+				in.UniqueKey, in.UniqueUntil = fmt.Sprintf("key-%08d", j), now.Add(time.Hour)
+				ins = append(ins, in)
+			}
+			res, err := s.Enqueue(b.Context(), &store.EnqueueParams{Instances: ins, Now: now})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range res {
+				if r.Err != nil || r.Existed {
+					b.Fatalf("enqueue of %s: %+v", r.ID, r)
+				}
 			}
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")

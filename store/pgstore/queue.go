@@ -19,7 +19,7 @@ import (
 
 // stmts caches the statements of a schema, built once.
 type stmts struct {
-	insert, enqueue, claim, next, finish, update, lockRows string
+	enqueue, claim, next, finish, update, lockRows string
 }
 
 var stmtCache sync.Map // quoted schema -> *stmts
@@ -30,26 +30,17 @@ func (s *Store) stmt() *stmts {
 	}
 	inst := s.t("instances")
 	st := &stmts{}
-	st.insert = `INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout,
-		unique_key, unique_until, created_at, updated_at, labels, metadata)
-	SELECT $1, x.id, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout,
-		nullif(x.ukey, ''), x.uuntil, x.created, $2,
-		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END, nullif(x.md, '')::json
-	FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[], $10::int8[],
-		$11::text[], $12::int8[], $13::int8[], $14::text[], $15::text[])
-		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, ukey, uuntil, created, labels, md, o)
-	ORDER BY x.o
-	ON CONFLICT (ns, id) DO NOTHING
-	RETURNING id, seq`
-	// The enqueue of instances without unique keys: one statement
-	// inserts them, skipping IDs stored already, registers their queues,
+	// The enqueue: one statement inserts the instances (their unique
+	// keys taken before), skipping IDs stored already, registers their queues,
 	// appends their Created and Scheduled records under the namespace's
 	// lock, counts them and notifies their queues.
 	st.enqueue = `WITH x AS (SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[],
-		$10::int8[], $11::int8[], $12::text[], $17::text[])
-		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, md, o)),
-ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout, created_at, updated_at, labels, metadata)
-	SELECT $1, x.id, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout, x.created, $2,
+		$10::int8[], $11::int8[], $12::text[], $17::text[], $18::text[], $19::int8[])
+		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, md, ukey, uuntil, o)),
+ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout,
+		unique_key, unique_until, created_at, updated_at, labels, metadata)
+	SELECT $1, x.id, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout,
+		nullif(x.ukey, ''), x.uuntil, x.created, $2,
 		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END, nullif(x.md, '')::json
 	FROM x ORDER BY x.o
 	ON CONFLICT (ns, id) DO NOTHING
@@ -161,11 +152,13 @@ func clamp32(n int) int32 {
 	return int32(max(min(n, math.MaxInt32), math.MinInt32))
 }
 
-// Enqueue implements store.Queue. New instances are inserted in one
-// statement; an ID stored already is reported Existed (the insert skips
-// it on its primary key); a unique key is taken with one upsert on the
-// key's primary key that replaces only an expired holder, so the database
-// decides which of two racing schedules holds it.
+// Enqueue implements store.Queue. New instances are inserted with one
+// statement (stmts.enqueue) that also appends their history and moves
+// their counters; an ID stored already is reported Existed (the insert
+// skips it on its primary key). The unique keys of a batch are taken
+// first, all in one upsert on the keys' primary key that replaces only an
+// expired holder, so the database decides which of two racing schedules
+// holds a key; the whole batch is one transaction.
 func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
@@ -178,7 +171,6 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 	if len(p.Instances) == 0 {
 		return []store.EnqueueResult{}, nil
 	}
-	now := nanos(p.Now)
 	if !slices.ContainsFunc(p.Instances, func(in *store.Instance) bool { return in.UniqueKey != "" }) {
 		return s.enqueuePlain(ctx, p)
 	}
@@ -189,114 +181,45 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 		for i, in := range p.Instances {
 			ids[i] = in.ID
 		}
-		existing := map[string]int64{}
-		rows, err := tx.Query(ctx, `SELECT id, seq FROM `+s.t("instances")+` WHERE ns = $1 AND id = ANY($2::text[])`, s.cfg.ns, ids)
+		existing, err := s.seqs(ctx, tx, ids)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var id string
-			var seq int64
-			if err := rows.Scan(&id, &seq); err != nil {
-				return err
+		// The candidates: instances not stored yet. A batch that repeats
+		// an ID or a unique key among them takes its keys one at a time,
+		// in batch order (a later repeat sees what an earlier one took);
+		// any other takes them all with one statement.
+		var cand []int
+		seenID, seenKey, repeat := map[string]bool{}, map[string]bool{}, false
+		for i, in := range p.Instances {
+			if _, ok := existing[in.ID]; ok {
+				continue
 			}
-			existing[id] = seq
-		}
-		if err := rows.Err(); err != nil {
-			return err
+			repeat = repeat || seenID[in.ID] || in.UniqueKey != "" && seenKey[in.UniqueKey]
+			seenID[in.ID] = true
+			if in.UniqueKey != "" {
+				seenKey[in.UniqueKey] = true
+			}
+			cand = append(cand, i)
 		}
 		var add []int // indexes of p.Instances to insert
-		taken := map[string]bool{}
-		for i, in := range p.Instances {
-			if _, ok := existing[in.ID]; ok || taken[in.ID] {
-				continue // reported below
-			}
-			if in.UniqueKey != "" {
-				var holder string
-				err := tx.QueryRow(ctx, `INSERT INTO `+s.t("unique_keys")+` AS k (ns, key, id, until) VALUES ($1, $2, $3, $4)
-					ON CONFLICT (ns, key) DO UPDATE SET id = excluded.id, until = excluded.until WHERE k.until <= $5
-					RETURNING id`, s.cfg.ns, in.UniqueKey, in.ID, nanos(in.UniqueUntil), now).Scan(&holder)
-				if errors.Is(err, pgx.ErrNoRows) {
-					var until int64
-					if err := tx.QueryRow(ctx, `SELECT id, until FROM `+s.t("unique_keys")+` WHERE ns = $1 AND key = $2`, s.cfg.ns, in.UniqueKey).Scan(&holder, &until); err != nil {
-						return err
-					}
-					res[i] = store.EnqueueResult{ID: holder, Err: fmt.Errorf("pgstore: instance %s: unique key %q is held by %s until %v: %w",
-						in.ID, in.UniqueKey, holder, fromNanos(until), store.ErrDuplicate)}
-					continue
-				}
-				if err != nil {
-					return err
-				}
-			}
-			taken[in.ID] = true
-			add = append(add, i)
+		if repeat {
+			add, err = s.takeKeysEach(ctx, tx, p, existing, res)
+		} else {
+			add, err = s.takeKeys(ctx, tx, p, cand, res)
 		}
-		f := &final{}
+		if err != nil {
+			return err
+		}
 		if len(add) > 0 {
-			n := len(add)
-			cols := struct {
-				id, kind, queue, ukey, labels, md []string
-				args                              [][]byte
-				prio, runAt, timeout, uu, created []int64
-				retries                           []int32
-			}{}
-			for _, i := range add {
-				in := p.Instances[i]
-				cols.id = append(cols.id, in.ID)
-				cols.kind = append(cols.kind, in.Kind)
-				cols.queue = append(cols.queue, in.Queue)
-				cols.ukey = append(cols.ukey, in.UniqueKey)
-				cols.labels = append(cols.labels, strings.Join(store.NormLabels(in.Labels), ","))
-				cols.md = append(cols.md, encodeMetadata(in.Metadata))
-				cols.args = append(cols.args, in.Args)
-				cols.prio = append(cols.prio, int64(in.Priority))
-				cols.runAt = append(cols.runAt, nanos(in.RunAt))
-				cols.timeout = append(cols.timeout, int64(in.Timeout))
-				cols.uu = append(cols.uu, nanos(in.UniqueUntil))
-				cols.created = append(cols.created, nanos(in.CreatedAt))
-				cols.retries = append(cols.retries, clamp32(in.MaxRetries))
-			}
-			rows, err := tx.Query(ctx, s.stmt().insert, s.cfg.ns, now, cols.id, cols.kind, cols.queue, cols.args,
-				cols.prio, cols.runAt, cols.retries, cols.timeout, cols.ukey, cols.uu, cols.created, cols.labels, cols.md)
+			got, err := s.insert(ctx, tx, p, add)
 			if err != nil {
 				return err
 			}
-			got := make(map[string]int64, n)
-			for rows.Next() {
-				var id string
-				var seq int64
-				if err := rows.Scan(&id, &seq); err != nil {
-					return err
-				}
-				got[id] = seq
-			}
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			queues := map[string]struct{}{}
 			for _, i := range add {
-				in := p.Instances[i]
-				seq, ok := got[in.ID]
-				if !ok {
-					continue // stored meanwhile by a racing Enqueue: reported below
-				}
-				res[i] = store.EnqueueResult{ID: in.ID, Seq: uint64(seq)}
-				f.hist(in.ID, in.Kind, in.Queue, store.Created, 0, p.Now, p.Node, "", nil)
-				f.hist(in.ID, in.Kind, in.Queue, store.Scheduled, 0, p.Now, p.Node, "", nil)
-				f.move(in.Queue, in.Kind, 0, store.Scheduled)
-				f.wakeQueue(in.Queue)
-				queues[in.Queue] = struct{}{}
-			}
-			if len(queues) > 0 {
-				names := make([]string, 0, len(queues))
-				for q := range queues {
-					names = append(names, q)
-				}
-				slices.Sort(names)
-				if _, err := tx.Exec(ctx, `INSERT INTO `+s.t("queues")+` (ns, name) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`, s.cfg.ns, names); err != nil {
-					return err
-				}
+				if seq, ok := got[p.Instances[i].ID]; ok {
+					res[i] = store.EnqueueResult{ID: p.Instances[i].ID, Seq: uint64(seq)}
+				} // else stored meanwhile by a racing Enqueue: reported below
 			}
 		}
 		// Instances stored before (or by a racing call, or earlier in
@@ -308,28 +231,17 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 			}
 		}
 		if len(missing) > 0 {
-			rows, err := tx.Query(ctx, `SELECT id, seq FROM `+s.t("instances")+` WHERE ns = $1 AND id = ANY($2::text[])`, s.cfg.ns, missing)
+			stored, err := s.seqs(ctx, tx, missing)
 			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var id string
-				var seq int64
-				if err := rows.Scan(&id, &seq); err != nil {
-					return err
-				}
-				existing[id] = seq
-			}
-			if err := rows.Err(); err != nil {
 				return err
 			}
 			for i, in := range p.Instances {
 				if res[i].ID == "" && res[i].Err == nil {
-					res[i] = store.EnqueueResult{ID: in.ID, Seq: uint64(existing[in.ID]), Existed: true}
+					res[i] = store.EnqueueResult{ID: in.ID, Seq: uint64(stored[in.ID]), Existed: true}
 				}
 			}
 		}
-		return s.apply(ctx, tx, f)
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -337,42 +249,195 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 	return res, nil
 }
 
-// enqueuePlain enqueues instances without unique keys in one statement
-// (stmts.enqueue), then reads the Seq of those stored before.
-func (s *Store) enqueuePlain(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
-	n := len(p.Instances)
-	id, kind, queue, labels, md := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	args := make([][]byte, n)
-	prio, runAt, timeout, created := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	retries := make([]int32, n)
-	for i, in := range p.Instances {
-		id[i], kind[i], queue[i] = in.ID, in.Kind, in.Queue
-		labels[i] = strings.Join(store.NormLabels(in.Labels), ",")
-		md[i] = encodeMetadata(in.Metadata)
-		args[i], prio[i], runAt[i] = in.Args, int64(in.Priority), nanos(in.RunAt)
-		timeout[i], created[i], retries[i] = int64(in.Timeout), nanos(in.CreatedAt), clamp32(in.MaxRetries)
-	}
-	q := s.q(ctx)
-	rows, err := q.Query(ctx, s.stmt().enqueue, s.cfg.ns, nanos(p.Now), id, kind, queue, args, prio, runAt, retries, timeout, created, labels,
-		s.lockKey, p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, md)
+// seqs returns the Seq of each of ids that is stored.
+func (s *Store) seqs(ctx context.Context, q querier, ids []string) (map[string]int64, error) {
+	rows, err := q.Query(ctx, `SELECT id, seq FROM `+s.t("instances")+` WHERE ns = $1 AND id = ANY($2::text[])`, s.cfg.ns, ids)
 	if err != nil {
-		return nil, s.wrap(ctx, "enqueue", err)
+		return nil, err
 	}
+	defer rows.Close()
+	got := make(map[string]int64, len(ids))
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			return nil, err
+		}
+		got[id] = seq
+	}
+	return got, rows.Err()
+}
+
+// takeKeys takes the unique keys of the instances p.Instances[cand] (no
+// ID and no key repeated among them) with one upsert, in key order, and
+// returns the indexes of the instances to insert: those without a key and
+// those whose key they took. An instance whose key is held by another
+// (unexpired) instance gets its ErrDuplicate in res.
+func (s *Store) takeKeys(ctx context.Context, tx pgx.Tx, p *store.EnqueueParams, cand []int, res []store.EnqueueResult) ([]int, error) {
+	var keys, ids []string
+	var until []int64
+	for _, i := range cand {
+		if in := p.Instances[i]; in.UniqueKey != "" {
+			keys, ids, until = append(keys, in.UniqueKey), append(ids, in.ID), append(until, nanos(in.UniqueUntil))
+		}
+	}
+	won := make(map[string]bool, len(keys))
+	if len(keys) > 0 {
+		// The conflicting rows are locked even where the WHERE refuses
+		// the update, so the holders read next cannot change before the
+		// commit.
+		rows, err := tx.Query(ctx, `INSERT INTO `+s.t("unique_keys")+` AS k (ns, key, id, until)
+			SELECT $1, u.key, u.id, u.until FROM unnest($2::text[], $3::text[], $4::int8[]) AS u(key, id, until) ORDER BY u.key
+			ON CONFLICT (ns, key) DO UPDATE SET id = excluded.id, until = excluded.until WHERE k.until <= $5
+			RETURNING key`, s.cfg.ns, keys, ids, until, nanos(p.Now))
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			won[k] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	type holder struct {
+		id    string
+		until int64
+	}
+	held := map[string]holder{}
+	if len(won) < len(keys) {
+		var lost []string
+		for _, k := range keys {
+			if !won[k] {
+				lost = append(lost, k)
+			}
+		}
+		rows, err := tx.Query(ctx, `SELECT key, id, until FROM `+s.t("unique_keys")+` WHERE ns = $1 AND key = ANY($2::text[])`, s.cfg.ns, lost)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k string
+			var h holder
+			if err := rows.Scan(&k, &h.id, &h.until); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			held[k] = h
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	add := make([]int, 0, len(cand))
+	for _, i := range cand {
+		in := p.Instances[i]
+		if in.UniqueKey != "" && !won[in.UniqueKey] {
+			h, ok := held[in.UniqueKey]
+			if !ok {
+				return nil, fmt.Errorf("unique key %q of instance %s was neither taken nor held", in.UniqueKey, in.ID)
+			}
+			res[i] = store.EnqueueResult{ID: h.id, Err: fmt.Errorf("pgstore: instance %s: unique key %q is held by %s until %v: %w",
+				in.ID, in.UniqueKey, h.id, fromNanos(h.until), store.ErrDuplicate)}
+			continue
+		}
+		add = append(add, i)
+	}
+	return add, nil
+}
+
+// takeKeysEach is takeKeys for a batch that repeats an ID or a unique key:
+// one upsert per instance, in batch order, skipping the IDs in existing and
+// those taken earlier in the batch.
+func (s *Store) takeKeysEach(ctx context.Context, tx pgx.Tx, p *store.EnqueueParams, existing map[string]int64, res []store.EnqueueResult) ([]int, error) {
+	var add []int
+	taken := map[string]bool{}
+	for i, in := range p.Instances {
+		if _, ok := existing[in.ID]; ok || taken[in.ID] {
+			continue // reported by Enqueue
+		}
+		if in.UniqueKey != "" {
+			var holder string
+			err := tx.QueryRow(ctx, `INSERT INTO `+s.t("unique_keys")+` AS k (ns, key, id, until) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (ns, key) DO UPDATE SET id = excluded.id, until = excluded.until WHERE k.until <= $5
+				RETURNING id`, s.cfg.ns, in.UniqueKey, in.ID, nanos(in.UniqueUntil), nanos(p.Now)).Scan(&holder)
+			if errors.Is(err, pgx.ErrNoRows) {
+				var until int64
+				if err := tx.QueryRow(ctx, `SELECT id, until FROM `+s.t("unique_keys")+` WHERE ns = $1 AND key = $2`, s.cfg.ns, in.UniqueKey).Scan(&holder, &until); err != nil {
+					return nil, err
+				}
+				res[i] = store.EnqueueResult{ID: holder, Err: fmt.Errorf("pgstore: instance %s: unique key %q is held by %s until %v: %w",
+					in.ID, in.UniqueKey, holder, fromNanos(until), store.ErrDuplicate)}
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		taken[in.ID] = true
+		add = append(add, i)
+	}
+	return add, nil
+}
+
+// insert runs stmts.enqueue for the instances p.Instances[idx] (all of
+// them when idx is nil) and returns the Seq of each it inserted; an ID
+// stored already is skipped.
+func (s *Store) insert(ctx context.Context, q querier, p *store.EnqueueParams, idx []int) (map[string]int64, error) {
+	n := len(p.Instances)
+	if idx != nil {
+		n = len(idx)
+	}
+	id, kind, queue, labels, md, ukey := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	args := make([][]byte, n)
+	prio, runAt, timeout, created, uuntil := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	retries := make([]int32, n)
+	for j := range n {
+		in := p.Instances[j]
+		if idx != nil {
+			in = p.Instances[idx[j]]
+		}
+		id[j], kind[j], queue[j] = in.ID, in.Kind, in.Queue
+		labels[j] = strings.Join(store.NormLabels(in.Labels), ",")
+		md[j] = encodeMetadata(in.Metadata)
+		args[j], prio[j], runAt[j] = in.Args, int64(in.Priority), nanos(in.RunAt)
+		timeout[j], created[j], retries[j] = int64(in.Timeout), nanos(in.CreatedAt), clamp32(in.MaxRetries)
+		ukey[j], uuntil[j] = in.UniqueKey, nanos(in.UniqueUntil)
+	}
+	rows, err := q.Query(ctx, s.stmt().enqueue, s.cfg.ns, nanos(p.Now), id, kind, queue, args, prio, runAt, retries, timeout, created, labels,
+		s.lockKey, p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, md, ukey, uuntil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
 	got := make(map[string]int64, n)
 	for rows.Next() {
 		var sid string
 		var seq, a, b, c, d int64
 		if err := rows.Scan(&sid, &seq, &a, &b, &c, &d); err != nil {
-			rows.Close()
-			return nil, s.wrap(ctx, "enqueue", err)
+			return nil, err
 		}
 		got[sid] = seq
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	return got, rows.Err()
+}
+
+// enqueuePlain enqueues instances without unique keys in one statement
+// (stmts.enqueue), then reads the Seq of those stored before.
+func (s *Store) enqueuePlain(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
+	q := s.q(ctx)
+	got, err := s.insert(ctx, q, p, nil)
+	if err != nil {
 		return nil, s.wrap(ctx, "enqueue", err)
 	}
-	res := make([]store.EnqueueResult, n)
+	res := make([]store.EnqueueResult, len(p.Instances))
 	var missing []string
 	for i, in := range p.Instances {
 		if seq, ok := got[in.ID]; ok {
@@ -386,22 +451,8 @@ func (s *Store) enqueuePlain(ctx context.Context, p *store.EnqueueParams) ([]sto
 		return res, nil
 	}
 	// Stored before (or earlier in this batch): report the stored Seq.
-	rows, err = q.Query(ctx, `SELECT id, seq FROM `+s.t("instances")+` WHERE ns = $1 AND id = ANY($2::text[])`, s.cfg.ns, missing)
+	stored, err := s.seqs(ctx, q, missing)
 	if err != nil {
-		return nil, s.wrap(ctx, "enqueue", err)
-	}
-	stored := map[string]int64{}
-	for rows.Next() {
-		var sid string
-		var seq int64
-		if err := rows.Scan(&sid, &seq); err != nil {
-			rows.Close()
-			return nil, s.wrap(ctx, "enqueue", err)
-		}
-		stored[sid] = seq
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, s.wrap(ctx, "enqueue", err)
 	}
 	for i, in := range p.Instances {
