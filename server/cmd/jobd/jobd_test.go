@@ -38,6 +38,10 @@ func TestNoFlags(t *testing.T) {
 	if st := grpcHealth(t, p.api, ""); st != grpc_health_v1.HealthCheckResponse_SERVING {
 		t.Errorf("gRPC health: %v; want SERVING", st)
 	}
+	// The web console: / redirects to /console/, which asks to sign in.
+	if code, body, err := get(p.api + "/"); code != http.StatusOK || err != nil || !strings.Contains(body, `id="token"`) {
+		t.Errorf("GET / (redirected to the console): %d %v; want 200 and the sign-in form, got:\n%s", code, err, body)
+	}
 	p.signal(syscall.SIGTERM)
 	if code := p.exitCode(30 * time.Second); code != 0 {
 		t.Errorf("exit status %d after SIGTERM; want 0. Log:\n%s", code, p.logText())
