@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"github.com/jobkit/job/api/client"
 	"strconv"
 	"strings"
 
@@ -14,17 +16,13 @@ func newQueuesCmd(g *globals) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use: "list", Short: "List queues with their counts and lag", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			qs, err := c.ListQueues(ctx)
-			if err != nil {
-				return err
-			}
-			return printQueues(g, &jobkitv1.ListQueuesResponse{Queues: qs}, qs...)
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				qs, err := c.ListQueues(ctx)
+				if err != nil {
+					return err
+				}
+				return printQueues(g, &jobkitv1.ListQueuesResponse{Queues: qs}, qs...)
+			})
 		},
 	})
 	for _, verb := range []string{"pause", "resume"} {
@@ -32,24 +30,20 @@ func newQueuesCmd(g *globals) *cobra.Command {
 			Use: verb + " QUEUE", Short: map[string]string{"pause": "Stop claims from a queue on every node", "resume": "Let nodes claim from a paused queue again"}[verb],
 			Args: exactArgs("QUEUE"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := g.client()
-				if err != nil {
-					return err
-				}
-				ctx, cancel := g.callCtx(cmd.Context())
-				defer cancel()
-				if verb == "pause" {
-					q, err := c.PauseQueue(ctx, args[0])
+				return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+					if verb == "pause" {
+						q, err := c.PauseQueue(ctx, args[0])
+						if err != nil {
+							return err
+						}
+						return printQueues(g, &jobkitv1.PauseQueueResponse{Queue: q}, q)
+					}
+					q, err := c.ResumeQueue(ctx, args[0])
 					if err != nil {
 						return err
 					}
-					return printQueues(g, &jobkitv1.PauseQueueResponse{Queue: q}, q)
-				}
-				q, err := c.ResumeQueue(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				return printQueues(g, &jobkitv1.ResumeQueueResponse{Queue: q}, q)
+					return printQueues(g, &jobkitv1.ResumeQueueResponse{Queue: q}, q)
+				})
 			},
 		})
 	}
@@ -76,27 +70,23 @@ func newKindsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use: "kinds", Short: "List the job kinds the store has seen, with counts and lag", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			ks, err := c.ListKinds(ctx)
-			if err != nil {
-				return err
-			}
-			pr := g.printer()
-			if pr.structured() {
-				return pr.message(&jobkitv1.ListKindsResponse{Kinds: ks}, false)
-			}
-			t := newTable(pr.w, "KIND", "SCHEDULED", "PROCESSING", "COMPLETED", "FAILED", "CANCELED", "LAG")
-			for _, k := range ks {
-				n := k.GetCounts()
-				t.row(k.GetName(), i64(n.GetScheduled()), i64(n.GetProcessing()), i64(n.GetCompleted()),
-					i64(n.GetTerminated()+n.GetTimedOut()), i64(n.GetCanceled()), dur(k.GetLag()))
-			}
-			return t.flush()
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				ks, err := c.ListKinds(ctx)
+				if err != nil {
+					return err
+				}
+				pr := g.printer()
+				if pr.structured() {
+					return pr.message(&jobkitv1.ListKindsResponse{Kinds: ks}, false)
+				}
+				t := newTable(pr.w, "KIND", "SCHEDULED", "PROCESSING", "COMPLETED", "FAILED", "CANCELED", "LAG")
+				for _, k := range ks {
+					n := k.GetCounts()
+					t.row(k.GetName(), i64(n.GetScheduled()), i64(n.GetProcessing()), i64(n.GetCompleted()),
+						i64(n.GetTerminated()+n.GetTimedOut()), i64(n.GetCanceled()), dur(k.GetLag()))
+				}
+				return t.flush()
+			})
 		},
 	}
 }
@@ -105,27 +95,23 @@ func newNodesCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use: "nodes", Short: "List the nodes sharing the server's store", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			ns, err := c.ListNodes(ctx)
-			if err != nil {
-				return err
-			}
-			pr := g.printer()
-			if pr.structured() {
-				return pr.message(&jobkitv1.ListNodesResponse{Nodes: ns}, false)
-			}
-			t := newTable(pr.w, "ID", "HOST", "STATUS", "WORKERS", "BUSY", "KINDS", "LAST SEEN")
-			for _, n := range ns {
-				status := strings.ToLower(strings.TrimPrefix(n.GetStatus().String(), "NODE_STATUS_"))
-				t.row(n.GetId(), orDash(n.GetHost()), status, strconv.Itoa(int(n.GetWorkers())), strconv.Itoa(int(n.GetBusy())),
-					orDash(strings.Join(n.GetKinds(), ",")), ts(n.GetLastSeen()))
-			}
-			return t.flush()
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				ns, err := c.ListNodes(ctx)
+				if err != nil {
+					return err
+				}
+				pr := g.printer()
+				if pr.structured() {
+					return pr.message(&jobkitv1.ListNodesResponse{Nodes: ns}, false)
+				}
+				t := newTable(pr.w, "ID", "HOST", "STATUS", "WORKERS", "BUSY", "KINDS", "LAST SEEN")
+				for _, n := range ns {
+					status := strings.ToLower(strings.TrimPrefix(n.GetStatus().String(), "NODE_STATUS_"))
+					t.row(n.GetId(), orDash(n.GetHost()), status, strconv.Itoa(int(n.GetWorkers())), strconv.Itoa(int(n.GetBusy())),
+						orDash(strings.Join(n.GetKinds(), ",")), ts(n.GetLastSeen()))
+				}
+				return t.flush()
+			})
 		},
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"github.com/jobkit/job/api/client"
 	"os"
 	"strconv"
 	"strings"
@@ -120,17 +122,13 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 			if err := cf.apply(cmd, d); err != nil {
 				return err
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			got, err := c.CreateDefinition(ctx, d)
-			if err != nil {
-				return err
-			}
-			return printDefinitions(g, &jobkitv1.CreateDefinitionResponse{Definition: got}, got)
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				got, err := c.CreateDefinition(ctx, d)
+				if err != nil {
+					return err
+				}
+				return printDefinitions(g, &jobkitv1.CreateDefinitionResponse{Definition: got}, got)
+			})
 		},
 	}
 	cf.add(create, false)
@@ -140,35 +138,31 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 		Use: "update KIND", Short: "Change a stored definition (the fields given; the rest kept)", Args: exactArgs("KIND"),
 		Example: `  jobctl definitions update mail --retries 10`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			d, err := c.Definition(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			ifVersion := d.GetVersion()
-			if cmd.Flags().Changed("if-version") {
-				ifVersion = uf.ifVersion
-			}
-			if uf.file != "" {
-				d = &jobkitv1.Definition{}
-				if err := readMessage(g, uf.file, d); err != nil {
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				d, err := c.Definition(ctx, args[0])
+				if err != nil {
 					return err
 				}
-			}
-			d.Kind = args[0]
-			if err := uf.apply(cmd, d); err != nil {
-				return err
-			}
-			got, err := c.UpdateDefinition(ctx, d, ifVersion)
-			if err != nil {
-				return err
-			}
-			return printDefinitions(g, &jobkitv1.UpdateDefinitionResponse{Definition: got}, got)
+				ifVersion := d.GetVersion()
+				if cmd.Flags().Changed("if-version") {
+					ifVersion = uf.ifVersion
+				}
+				if uf.file != "" {
+					d = &jobkitv1.Definition{}
+					if err := readMessage(g, uf.file, d); err != nil {
+						return err
+					}
+				}
+				d.Kind = args[0]
+				if err := uf.apply(cmd, d); err != nil {
+					return err
+				}
+				got, err := c.UpdateDefinition(ctx, d, ifVersion)
+				if err != nil {
+					return err
+				}
+				return printDefinitions(g, &jobkitv1.UpdateDefinitionResponse{Definition: got}, got)
+			})
 		},
 	}
 	uf.add(update, true)
@@ -181,17 +175,13 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List definitions by kind", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			ds, next, err := c.Definitions(ctx, pageSize, pageToken)
-			if err != nil {
-				return err
-			}
-			return printDefinitions(g, &jobkitv1.ListDefinitionsResponse{Definitions: ds, NextPageToken: next}, ds...)
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				ds, next, err := c.Definitions(ctx, pageSize, pageToken)
+				if err != nil {
+					return err
+				}
+				return printDefinitions(g, &jobkitv1.ListDefinitionsResponse{Definitions: ds, NextPageToken: next}, ds...)
+			})
 		},
 	}
 	list.Flags().IntVar(&pageSize, "page-size", 0, "definitions per page (0: 100)")
@@ -199,38 +189,30 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 	del := &cobra.Command{
 		Use: "delete KIND", Short: "Delete a definition", Args: exactArgs("KIND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := c.DeleteDefinition(ctx, args[0], delIf); err != nil {
+					return err
+				}
+				pr := g.printer()
+				if pr.structured() {
+					return pr.message(&jobkitv1.DeleteDefinitionResponse{}, false)
+				}
+				_, err := pr.w.Write([]byte("deleted definition " + args[0] + "\n"))
 				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			if err := c.DeleteDefinition(ctx, args[0], delIf); err != nil {
-				return err
-			}
-			pr := g.printer()
-			if pr.structured() {
-				return pr.message(&jobkitv1.DeleteDefinitionResponse{}, false)
-			}
-			_, err = pr.w.Write([]byte("deleted definition " + args[0] + "\n"))
-			return err
+			})
 		},
 	}
 	del.Flags().Int64Var(&delIf, "if-version", 0, "delete only if the stored version is this")
 	cmd.AddCommand(create, &cobra.Command{
 		Use: "get KIND", Short: "Show a definition", Args: exactArgs("KIND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			d, err := c.Definition(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return printDefinitions(g, &jobkitv1.GetDefinitionResponse{Definition: d}, d)
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				d, err := c.Definition(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return printDefinitions(g, &jobkitv1.GetDefinitionResponse{Definition: d}, d)
+			})
 		},
 	}, list, update, del)
 	return cmd

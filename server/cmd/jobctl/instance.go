@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -34,21 +35,17 @@ func newInstanceCmd(g *globals) *cobra.Command {
 		&cobra.Command{
 			Use: "delete ID", Short: "Delete an instance with its history and logs", Args: exactArgs("ID"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := g.client()
-				if err != nil {
+				return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+					if err := c.DeleteInstance(ctx, args[0]); err != nil {
+						return err
+					}
+					pr := g.printer()
+					if pr.structured() {
+						return pr.message(&jobkitv1.DeleteInstanceResponse{}, false)
+					}
+					_, err := pr.w.Write([]byte("deleted " + args[0] + "\n"))
 					return err
-				}
-				ctx, cancel := g.callCtx(cmd.Context())
-				defer cancel()
-				if err := c.DeleteInstance(ctx, args[0]); err != nil {
-					return err
-				}
-				pr := g.printer()
-				if pr.structured() {
-					return pr.message(&jobkitv1.DeleteInstanceResponse{}, false)
-				}
-				_, err = pr.w.Write([]byte("deleted " + args[0] + "\n"))
-				return err
+				})
 			},
 		},
 		newInstanceHistoryCmd(g),
@@ -138,26 +135,22 @@ func newInstanceHistoryCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "history ID", Short: "Show an instance's state changes, oldest first", Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			p, err := c.PageHistory(ctx, client.NewQuery(client.WithQueryInstanceID(args[0]),
-				client.WithQueryLimit(pageSize), client.WithQueryCursor(pageToken)))
-			if err != nil {
-				return err
-			}
-			pr := g.printer()
-			if pr.structured() {
-				return pr.message(&jobkitv1.ListHistoryResponse{Changes: p.Changes, NextPageToken: p.Next}, false)
-			}
-			t := newTable(pr.w, "TIME", "STATE", "ATTEMPT", "NODE", "ERROR")
-			for _, ch := range p.Changes {
-				t.row(ts(ch.GetTime()), stateName(ch.GetState()), strconv.Itoa(int(ch.GetAttempt())), orDash(ch.GetNode()), orDash(short(ch.GetError(), 60)))
-			}
-			return t.flush()
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				p, err := c.PageHistory(ctx, client.NewQuery(client.WithQueryInstanceID(args[0]),
+					client.WithQueryLimit(pageSize), client.WithQueryCursor(pageToken)))
+				if err != nil {
+					return err
+				}
+				pr := g.printer()
+				if pr.structured() {
+					return pr.message(&jobkitv1.ListHistoryResponse{Changes: p.Changes, NextPageToken: p.Next}, false)
+				}
+				t := newTable(pr.w, "TIME", "STATE", "ATTEMPT", "NODE", "ERROR")
+				for _, ch := range p.Changes {
+					t.row(ts(ch.GetTime()), stateName(ch.GetState()), strconv.Itoa(int(ch.GetAttempt())), orDash(ch.GetNode()), orDash(short(ch.GetError(), 60)))
+				}
+				return t.flush()
+			})
 		},
 	}
 	cmd.Flags().IntVar(&pageSize, "page-size", 0, "changes per page (0: 100)")

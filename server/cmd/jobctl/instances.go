@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -188,39 +189,35 @@ func newInstancesBulkCmd(g *globals, verb string) *cobra.Command {
 				}
 				opts = append(opts, client.WithRetryAt(t))
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			var r client.BulkResult
-			switch verb {
-			case "cancel":
-				r, err = c.CancelInstances(ctx, q, opts...)
-			case "retry":
-				r, err = c.RetryInstances(ctx, q, opts...)
-			case "delete":
-				r, err = c.DeleteInstances(ctx, q, opts...)
-			}
-			if err != nil {
-				return err
-			}
-			br := &jobkitv1.BulkResult{Matched: r.Matched, Applied: r.Applied, Skipped: r.Skipped}
-			pr := g.printer()
-			if pr.structured() {
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				var r client.BulkResult
 				switch verb {
 				case "cancel":
-					return pr.message(&jobkitv1.CancelInstancesResponse{Result: br}, false)
+					r, err = c.CancelInstances(ctx, q, opts...)
 				case "retry":
-					return pr.message(&jobkitv1.RetryInstancesResponse{Result: br}, false)
-				default:
-					return pr.message(&jobkitv1.DeleteInstancesResponse{Result: br}, false)
+					r, err = c.RetryInstances(ctx, q, opts...)
+				case "delete":
+					r, err = c.DeleteInstances(ctx, q, opts...)
 				}
-			}
-			t := newTable(pr.w, "MATCHED", "APPLIED", "SKIPPED")
-			t.row(strconv.FormatInt(r.Matched, 10), strconv.FormatInt(r.Applied, 10), strconv.FormatInt(r.Skipped, 10))
-			return t.flush()
+				if err != nil {
+					return err
+				}
+				br := &jobkitv1.BulkResult{Matched: r.Matched, Applied: r.Applied, Skipped: r.Skipped}
+				pr := g.printer()
+				if pr.structured() {
+					switch verb {
+					case "cancel":
+						return pr.message(&jobkitv1.CancelInstancesResponse{Result: br}, false)
+					case "retry":
+						return pr.message(&jobkitv1.RetryInstancesResponse{Result: br}, false)
+					default:
+						return pr.message(&jobkitv1.DeleteInstancesResponse{Result: br}, false)
+					}
+				}
+				t := newTable(pr.w, "MATCHED", "APPLIED", "SKIPPED")
+				t.row(strconv.FormatInt(r.Matched, 10), strconv.FormatInt(r.Applied, 10), strconv.FormatInt(r.Skipped, 10))
+				return t.flush()
+			})
 		},
 	}
 	f.add(cmd)

@@ -199,3 +199,15 @@ func (g *globals) callCtx(ctx context.Context) (context.Context, context.CancelF
 	}
 	return context.WithTimeout(ctx, g.callTimout)
 }
+
+// call runs f with a client built from the global flags and a context
+// bounded by --call-timeout: the frame of every command that makes calls.
+func (g *globals) call(cmd *cobra.Command, f func(ctx context.Context, c *client.Client) error) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := g.callCtx(cmd.Context())
+	defer cancel()
+	return f(ctx, c)
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -112,21 +113,17 @@ func newScheduleCmd(g *globals) *cobra.Command {
 			if md != nil {
 				opts = append(opts, client.WithMetadata(md))
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			in, err := c.ScheduleJob(ctx, kind, opts...)
-			if err != nil {
-				return err
-			}
-			pr := g.printer()
-			if pr.structured() {
-				return pr.message(&jobkitv1.ScheduleResponse{Instance: in.Proto()}, false)
-			}
-			return instanceTable(pr, []*jobkitv1.Instance{in.Proto()})
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				in, err := c.ScheduleJob(ctx, kind, opts...)
+				if err != nil {
+					return err
+				}
+				pr := g.printer()
+				if pr.structured() {
+					return pr.message(&jobkitv1.ScheduleResponse{Instance: in.Proto()}, false)
+				}
+				return instanceTable(pr, []*jobkitv1.Instance{in.Proto()})
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -194,54 +191,50 @@ scheduled, else that of the first failed item's code.`,
 			if len(items) == 0 {
 				return usagef("%s holds no request", file)
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			results, err := c.ScheduleJobs(ctx, items...)
-			if err != nil {
-				return err
-			}
-			res := &jobkitv1.ScheduleBatchResponse{}
-			var first error
-			for _, r := range results {
-				br := &jobkitv1.ScheduleBatchResult{}
-				if r.Err != nil {
-					var ce *client.Error
-					if e, ok := r.Err.(*client.Error); ok {
-						ce = e
-						br.Error = &jobkitv1.ItemError{Code: ce.Code().String(), Message: ce.Message()}
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				results, err := c.ScheduleJobs(ctx, items...)
+				if err != nil {
+					return err
+				}
+				res := &jobkitv1.ScheduleBatchResponse{}
+				var first error
+				for _, r := range results {
+					br := &jobkitv1.ScheduleBatchResult{}
+					if r.Err != nil {
+						var ce *client.Error
+						if e, ok := r.Err.(*client.Error); ok {
+							ce = e
+							br.Error = &jobkitv1.ItemError{Code: ce.Code().String(), Message: ce.Message()}
+						}
+						if first == nil {
+							first = r.Err
+						}
+					} else {
+						br.Instance = r.Instance.Proto()
 					}
-					if first == nil {
-						first = r.Err
+					res.Results = append(res.Results, br)
+				}
+				pr := g.printer()
+				if pr.structured() {
+					if err := pr.message(res, false); err != nil {
+						return err
 					}
 				} else {
-					br.Instance = r.Instance.Proto()
-				}
-				res.Results = append(res.Results, br)
-			}
-			pr := g.printer()
-			if pr.structured() {
-				if err := pr.message(res, false); err != nil {
-					return err
-				}
-			} else {
-				t := newTable(pr.w, "#", "ID", "KIND", "QUEUE", "STATE", "ERROR")
-				for i, r := range res.Results {
-					if e := r.GetError(); e != nil {
-						t.row(fmt.Sprint(i+1), "-", items[i].Kind, "-", "-", e.GetCode()+": "+e.GetMessage())
-						continue
+					t := newTable(pr.w, "#", "ID", "KIND", "QUEUE", "STATE", "ERROR")
+					for i, r := range res.Results {
+						if e := r.GetError(); e != nil {
+							t.row(fmt.Sprint(i+1), "-", items[i].Kind, "-", "-", e.GetCode()+": "+e.GetMessage())
+							continue
+						}
+						in := r.GetInstance()
+						t.row(fmt.Sprint(i+1), in.GetId(), in.GetKind(), in.GetQueue(), stateName(in.GetState()), "-")
 					}
-					in := r.GetInstance()
-					t.row(fmt.Sprint(i+1), in.GetId(), in.GetKind(), in.GetQueue(), stateName(in.GetState()), "-")
+					if err := t.flush(); err != nil {
+						return err
+					}
 				}
-				if err := t.flush(); err != nil {
-					return err
-				}
-			}
-			return first
+				return first
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", `JSON Lines file of ScheduleRequests ("-": standard input)`)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"github.com/jobkit/job/api/client"
 	"io"
 	"strings"
 	"time"
@@ -109,17 +111,13 @@ func newTriggersCmd(g *globals) *cobra.Command {
 			if t.Kind == "" {
 				return usagef("triggers create needs --kind")
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			got, err := c.CreateTrigger(ctx, t)
-			if err != nil {
-				return err
-			}
-			return printTriggers(g, &jobkitv1.CreateTriggerResponse{Trigger: got}, got)
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				got, err := c.CreateTrigger(ctx, t)
+				if err != nil {
+					return err
+				}
+				return printTriggers(g, &jobkitv1.CreateTriggerResponse{Trigger: got}, got)
+			})
 		},
 	}
 	cf.add(create, false)
@@ -128,36 +126,32 @@ func newTriggersCmd(g *globals) *cobra.Command {
 	update := &cobra.Command{
 		Use: "update NAME", Short: "Change a stored trigger (the fields given; the rest kept)", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			t, err := c.Trigger(ctx, args[0], 0)
-			if err != nil {
-				return err
-			}
-			ifVersion := t.GetVersion()
-			if cmd.Flags().Changed("if-version") {
-				ifVersion = uf.ifVersion
-			}
-			if uf.file != "" {
-				t = &jobkitv1.Trigger{}
-				if err := readMessage(g, uf.file, t); err != nil {
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				t, err := c.Trigger(ctx, args[0], 0)
+				if err != nil {
 					return err
 				}
-			}
-			t.Name = args[0]
-			t.NextFireTimes = nil
-			if err := uf.apply(cmd, t); err != nil {
-				return err
-			}
-			got, err := c.UpdateTrigger(ctx, t, ifVersion)
-			if err != nil {
-				return err
-			}
-			return printTriggers(g, &jobkitv1.UpdateTriggerResponse{Trigger: got}, got)
+				ifVersion := t.GetVersion()
+				if cmd.Flags().Changed("if-version") {
+					ifVersion = uf.ifVersion
+				}
+				if uf.file != "" {
+					t = &jobkitv1.Trigger{}
+					if err := readMessage(g, uf.file, t); err != nil {
+						return err
+					}
+				}
+				t.Name = args[0]
+				t.NextFireTimes = nil
+				if err := uf.apply(cmd, t); err != nil {
+					return err
+				}
+				got, err := c.UpdateTrigger(ctx, t, ifVersion)
+				if err != nil {
+					return err
+				}
+				return printTriggers(g, &jobkitv1.UpdateTriggerResponse{Trigger: got}, got)
+			})
 		},
 	}
 	uf.add(update, true)
@@ -166,29 +160,25 @@ func newTriggersCmd(g *globals) *cobra.Command {
 	get := &cobra.Command{
 		Use: "get NAME", Short: "Show a trigger with its next fire times", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			t, err := c.Trigger(ctx, args[0], next)
-			if err != nil {
-				return err
-			}
-			pr := g.printer()
-			if pr.structured() {
-				return pr.message(&jobkitv1.GetTriggerResponse{Trigger: t}, false)
-			}
-			if err := printTriggers(g, nil, t); err != nil {
-				return err
-			}
-			for _, ft := range t.GetNextFireTimes() {
-				if _, err := io.WriteString(pr.w, "next: "+ts(ft)+"\n"); err != nil {
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				t, err := c.Trigger(ctx, args[0], next)
+				if err != nil {
 					return err
 				}
-			}
-			return nil
+				pr := g.printer()
+				if pr.structured() {
+					return pr.message(&jobkitv1.GetTriggerResponse{Trigger: t}, false)
+				}
+				if err := printTriggers(g, nil, t); err != nil {
+					return err
+				}
+				for _, ft := range t.GetNextFireTimes() {
+					if _, err := io.WriteString(pr.w, "next: "+ts(ft)+"\n"); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 		},
 	}
 	get.Flags().IntVar(&next, "next", 0, "how many next fire times to show (0: 5)")
@@ -200,17 +190,13 @@ func newTriggersCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List triggers by name", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			ts, nextTok, err := c.Triggers(ctx, pageSize, pageToken)
-			if err != nil {
-				return err
-			}
-			return printTriggers(g, &jobkitv1.ListTriggersResponse{Triggers: ts, NextPageToken: nextTok}, ts...)
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				ts, nextTok, err := c.Triggers(ctx, pageSize, pageToken)
+				if err != nil {
+					return err
+				}
+				return printTriggers(g, &jobkitv1.ListTriggersResponse{Triggers: ts, NextPageToken: nextTok}, ts...)
+			})
 		},
 	}
 	list.Flags().IntVar(&pageSize, "page-size", 0, "triggers per page (0: 100)")
