@@ -86,6 +86,20 @@ type Instance interface {
 	Infof(format string, args ...any)
 	Warnf(format string, args ...any)
 	Errorf(format string, args ...any)
+
+	// SetProgress reports how far the running attempt got: fraction done
+	// in [0, 1] (clamped; NaN counts as 0) and a short message ("3 of 7
+	// files", cut to store.MaxProgressMessage bytes). It never waits for
+	// the store: the latest report is written at most once per
+	// ProgressInterval, and the last one before the attempt ends is
+	// written before its outcome. Manager.LookupProgress reads it. Outside
+	// a running attempt (an instance from a lookup) it does nothing.
+	SetProgress(fraction float64, message string)
+	// Progress returns the last progress reported through SetProgress on
+	// this instance (clamped as stored), or the zero Progress. An
+	// instance from a lookup has none: Manager.LookupProgress reads the
+	// stored one.
+	Progress() Progress
 }
 
 // instance is the Instance the manager hands out.
@@ -94,6 +108,7 @@ type instance struct {
 	args    []any // typed arguments, set inside an executor
 	results []any // typed results, set after a local run
 	logs    logSink
+	prog    *progressReporter // nil outside a running attempt
 }
 
 // logSink receives an instance's log records.
@@ -171,6 +186,20 @@ func (i *instance) Debugf(format string, args ...any) { i.log(store.LevelDebug, 
 func (i *instance) Infof(format string, args ...any)  { i.log(store.LevelInfo, format, args) }
 func (i *instance) Warnf(format string, args ...any)  { i.log(store.LevelWarn, format, args) }
 func (i *instance) Errorf(format string, args ...any) { i.log(store.LevelError, format, args) }
+
+func (i *instance) SetProgress(fraction float64, message string) {
+	if i.prog != nil {
+		i.prog.set(fraction, message)
+	}
+}
+
+func (i *instance) Progress() Progress {
+	if i.prog == nil {
+		return Progress{}
+	}
+	p, _ := i.prog.get()
+	return p
+}
 
 func (i *instance) log(level store.LogLevel, format string, args []any) {
 	if i.logs == nil {

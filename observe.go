@@ -235,6 +235,8 @@ const (
 	OpPageLogs
 	OpRetry
 	OpDelete
+	OpSetProgress
+	OpLookupProgress
 	numStoreOps
 )
 
@@ -249,6 +251,7 @@ var storeOpNames = [numStoreOps]string{
 	OpPauseQueue: "pause_queue", OpResumeQueue: "resume_queue", OpListQueues: "list_queues",
 	OpCounts: "counts", OpLag: "lag", OpPageInstances: "page_instances", OpPageHistory: "page_history",
 	OpPageLogs: "page_logs", OpRetry: "retry", OpDelete: "delete",
+	OpSetProgress: "set_progress", OpLookupProgress: "lookup_progress",
 }
 
 // String returns the operation's snake-case name ("claim").

@@ -111,6 +111,20 @@ func (s *observedStore) AppendLogs(ctx context.Context, recs []*store.LogRecord)
 	return err
 }
 
+func (s *observedStore) SetProgress(ctx context.Context, p *store.ProgressParams) error {
+	t := time.Now()
+	err := s.Store.SetProgress(ctx, p)
+	s.obs.storeCall(OpSetProgress, t, err)
+	return err
+}
+
+func (s *observedStore) LookupProgress(ctx context.Context, ids []string) ([]*store.ProgressRecord, error) {
+	t := time.Now()
+	res, err := s.Store.LookupProgress(ctx, ids)
+	s.obs.storeCall(OpLookupProgress, t, err)
+	return res, err
+}
+
 func (s *observedStore) LookupLogs(ctx context.Context, q *store.Query) ([]*store.LogRecord, error) {
 	t := time.Now()
 	res, err := s.Store.LookupLogs(ctx, q)

@@ -323,7 +323,7 @@ func TestObserverOptions(t *testing.T) {
 		}
 		seen[s] = true
 	}
-	if len(ops) != 34 || job.OpLookupInstances.String() != "lookup_instances" || job.StoreOp(0).String() != "StoreOp(0)" {
+	if len(ops) != 36 || job.OpLookupInstances.String() != "lookup_instances" || job.StoreOp(0).String() != "StoreOp(0)" {
 		t.Errorf("%d store ops; lookup_instances is %q", len(ops), job.OpLookupInstances)
 	}
 	for r, want := range map[job.LeaseLostReason]string{job.LeaseLostRenew: "renew", job.LeaseLostFence: "fence", job.LeaseLostNode: "node", job.LeaseLostFinish: "finish", 0: "LeaseLostReason(0)"} {

@@ -243,6 +243,7 @@ func (m *Manager) execute(a *attempt) {
 			err = Permanent(derr)
 		} else {
 			inst.args = valuesToAny(args)
+			inst.prog = m.newProgress(a.rec)
 			ctx := a.ctx
 			if a.timeout > 0 {
 				// The deadline the executor's ctx carries runs on real
@@ -266,13 +267,15 @@ func (m *Manager) execute(a *attempt) {
 		}
 	}
 	if !a.settled.CompareAndSwap(false, true) {
-		m.returned(a) // given up while it ran: lease lost, abandoned, or left by Stop
+		inst.prog.flush(false) // the attempt is no longer ours to report on
+		m.returned(a)          // given up while it ran: lease lost, abandoned, or left by Stop
 		if a.nodeFenced.Load() {
 			m.handBackFenced(a)
 		}
 		return
 	}
 	m.watch.remove(a)
+	inst.prog.flush(true) // the last report lands before the outcome
 	inst.results = results
 	out := m.outcome(a, results, err, context.Cause(a.ctx))
 	if foreign != nil && out.State != store.Scheduled && out.State != store.Canceled {

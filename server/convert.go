@@ -7,6 +7,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -527,4 +528,28 @@ func nodeToProto(n *store.NodeInfo) *pb.Node {
 // bulkToProto converts what a bulk operation did.
 func bulkToProto(r job.BulkResult) *pb.BulkResult {
 	return &pb.BulkResult{Matched: int64(r.Matched), Applied: int64(r.Applied), Skipped: int64(r.Skipped)}
+}
+
+// fillProgress sets the progress fields of ins from the store's progress
+// records (kept beside the instances, see store.Progress).
+func fillProgress(ctx context.Context, m *job.Manager, ins ...*pb.Instance) error {
+	ids := make([]string, 0, len(ins))
+	for _, in := range ins {
+		if in != nil {
+			ids = append(ids, in.GetId())
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	got, err := m.LookupProgress(ctx, ids...)
+	if err != nil {
+		return err
+	}
+	for _, in := range ins {
+		if p, ok := got[in.GetId()]; ok && in != nil {
+			in.Progress, in.ProgressMessage, in.ProgressAt = p.Fraction, p.Message, ts(p.Time)
+		}
+	}
+	return nil
 }

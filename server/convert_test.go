@@ -58,7 +58,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		Error: "last error", Labels: []string{"gpu", "region=eu"}, Metadata: map[string]string{"traceparent": "00-abc-def-01"},
 	}
 	p := recordToProto(rec)
-	allSet(t, p)
+	// Progress is kept beside the record: fillProgress sets it
+	// (TestInstanceProgress).
+	allSet(t, p, "progress", "progress_message", "progress_at")
 	if p.GetState() != pb.State_STATE_PROCESSING || p.GetTimeout().AsDuration() != time.Minute || !p.GetRunAt().AsTime().Equal(t0) {
 		t.Fatalf("converted: %v", p)
 	}

@@ -94,7 +94,8 @@ func (g *gate) get(key string) chan struct{} {
 //	greet(name string) string       logs two lines, completes "hi <name>"
 //	fail()                          fails for good
 //	block()                         runs until canceled
-//	step(key string)                logs "step 1", waits for gates[key], logs "step 2"
+//	step(key string)                logs "step 1", reports progress 0.5 "step 1 of 2",
+//	                                waits for gates[key], logs "step 2"
 //	tagged()                        needs label "gpu" (never runs here)
 func newManager(t *testing.T, st store.Store, g *gate) *job.Manager {
 	t.Helper()
@@ -124,6 +125,7 @@ func newManager(t *testing.T, st store.Store, g *gate) *job.Manager {
 	}))
 	reg(job.WithKind("step"), job.WithExecutor(func(ctx context.Context, ji job.Instance, key string) error {
 		ji.Infof("step 1")
+		ji.SetProgress(0.5, "step 1 of 2")
 		select {
 		case <-g.get(key):
 		case <-ctx.Done():

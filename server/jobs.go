@@ -184,7 +184,11 @@ func (h jobService) GetInstance(ctx context.Context, req *connect.Request[pb.Get
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&pb.GetInstanceResponse{Instance: instanceToProto(ji)}), nil
+	in := instanceToProto(ji)
+	if err := fillProgress(ctx, managerOf(ctx), in); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&pb.GetInstanceResponse{Instance: in}), nil
 }
 
 // pageSize checks a request's page size: 0 means job.DefaultPageSize.
@@ -293,6 +297,9 @@ func (h jobService) ListInstances(ctx context.Context, req *connect.Request[pb.L
 		if in := instanceToProto(ji); hasLabels(in, labels) {
 			out.Instances = append(out.Instances, in)
 		}
+	}
+	if err := fillProgress(ctx, managerOf(ctx), out.Instances...); err != nil {
+		return nil, toConnect(err)
 	}
 	return connect.NewResponse(out), nil
 }

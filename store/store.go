@@ -26,6 +26,7 @@ type Store interface {
 	Queue
 	History
 	Logs
+	Progress
 	Pruner
 	Definitions
 	Triggers

@@ -129,6 +129,20 @@ func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store) *env
 		reg(job.WithKind("steps"), job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
 			for i := 1; i <= 2; i++ {
 				ji.Infof("step %d", i)
+				ji.SetProgress(float64(i)/2, fmt.Sprintf("step %d of 2", i))
+				select {
+				case <-e.step:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		}))
+		// creep reports progress 0.25, then at e.step 0.75, then returns
+		// at e.step: its progress changes with no event in between.
+		reg(job.WithKind("creep"), job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
+			for _, f := range []float64{0.25, 0.75} {
+				ji.SetProgress(f, fmt.Sprintf("%.0f%% crept", f*100))
 				select {
 				case <-e.step:
 				case <-ctx.Done():

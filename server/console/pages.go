@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,6 +61,8 @@ var funcs = template.FuncMap{
 		return id
 	},
 	"final": func(s pb.State) bool { return s >= pb.State_STATE_COMPLETED },
+	// pct is a progress fraction as a whole percentage ("42").
+	"pct": func(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) },
 	"level": func(l pb.LogLevel) string {
 		return strings.ToLower(strings.TrimPrefix(l.String(), "LOG_LEVEL_"))
 	},

@@ -215,6 +215,7 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 	last.del(s.k.histPrefix(id), clientv3.WithPrefix())
 	last.del(lp, clientv3.WithPrefix())
 	last.del(s.k.static(id))
+	last.del(s.k.progress(id))
 	last.del(s.k.running(id))
 	last.del(s.k.dyn(id))
 	state := store.Scheduled // reported for an undecodable record

@@ -614,6 +614,7 @@ func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.Prun
 		last.del(s.k.byState(d.State, d))
 		last.del(s.k.byKindState(d.State, d))
 		last.del(s.k.static(id))
+		last.del(s.k.progress(id))
 		last.del(s.k.running(id))
 		last.del(s.k.finished(d, id))
 		last.del(s.k.dyn(id))

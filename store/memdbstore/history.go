@@ -331,6 +331,7 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 func (s *Store) remove(doomed []*rec, res *store.PruneResult) {
 	for _, r := range doomed {
 		s.t.drop(r)
+		delete(s.progress, r.id())
 		res.Instances++
 		res.History += r.histLen()
 		rows := s.t.instanceLogs(r.id())

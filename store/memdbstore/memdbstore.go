@@ -66,6 +66,9 @@ type Store struct {
 	// queues holds every queue enqueued into or paused, and whether it
 	// is paused; guarded by mu.
 	queues map[string]bool
+	// progress holds the progress reports of instances (store.Progress),
+	// by ID; guarded by mu, dropped with the instance.
+	progress map[string]store.ProgressRecord
 
 	claimMu     sync.Mutex             // serialises claims made with a ClaimSeq
 	claims      map[string]*ownerClaim // by owner: the last claim with a ClaimSeq

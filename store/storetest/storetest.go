@@ -114,6 +114,7 @@ func Run(t *testing.T, h Harness) {
 		{"LookupInstances", testLookupInstances},
 		{"LookupHistory", testLookupHistory},
 		{"Logs", testLogs},
+		{"Progress", testProgress},
 		{"PruneFinishedBefore", testPruneFinishedBefore},
 		{"PruneKeepFinished", testPruneKeepFinished},
 		{"PruneHistoryAndLogsBefore", testPruneHistoryLogsBefore},

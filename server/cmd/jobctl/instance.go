@@ -15,14 +15,7 @@ import (
 func newInstanceCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "instance", Short: "Show or operate one instance by ID"}
 	cmd.AddCommand(
-		&cobra.Command{
-			Use: "get ID", Short: "Show an instance", Args: exactArgs("ID"),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return oneInstance(g, cmd, func(c *client.Client, ctx ctxT) (*client.Instance, error) {
-					return c.LookupInstance(ctx, args[0])
-				}, func(in *jobkitv1.Instance) protoMsg { return &jobkitv1.GetInstanceResponse{Instance: in} })
-			},
-		},
+		newInstanceGetCmd(g),
 		&cobra.Command{
 			Use: "cancel ID", Short: "Cancel an instance (a running one is asked to stop)", Args: exactArgs("ID"),
 			RunE: func(cmd *cobra.Command, args []string) error {
@@ -52,6 +45,87 @@ func newInstanceCmd(g *globals) *cobra.Command {
 		newInstanceLogsCmd(g),
 	)
 	return cmd
+}
+
+func newInstanceGetCmd(g *globals) *cobra.Command {
+	var (
+		follow   bool
+		interval time.Duration
+	)
+	cmd := &cobra.Command{
+		Use: "get ID", Short: "Show an instance (--follow: its progress until it finishes)", Args: exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !follow {
+				return oneInstance(g, cmd, func(c *client.Client, ctx ctxT) (*client.Instance, error) {
+					return c.LookupInstance(ctx, args[0])
+				}, func(in *jobkitv1.Instance) protoMsg { return &jobkitv1.GetInstanceResponse{Instance: in} })
+			}
+			if interval <= 0 {
+				return usagef("--interval %v: want a positive duration (e.g. 1s)", interval)
+			}
+			return followInstance(g, cmd, args[0], interval)
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "re-read the instance and print its state and progress as they change, until it is final")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often --follow re-reads the instance")
+	return cmd
+}
+
+// followInstance re-reads instance id every interval and prints a line
+// (table output) or a GetInstanceResponse (json, yaml) whenever its state
+// or progress changed, until it reaches a final state.
+func followInstance(g *globals, cmd *cobra.Command, id string, interval time.Duration) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	pr := g.printer()
+	var last string
+	for {
+		ctx, cancel := g.callCtx(cmd.Context())
+		in, err := c.LookupInstance(ctx, id)
+		cancel()
+		if err != nil {
+			return err
+		}
+		p := in.Proto()
+		key := p.GetState().String() + "\x00" + strconv.FormatFloat(p.GetProgress(), 'g', -1, 64) + "\x00" + p.GetProgressMessage() + "\x00" + strconv.Itoa(int(p.GetAttempt()))
+		if key != last {
+			last = key
+			if pr.structured() {
+				err = pr.message(&jobkitv1.GetInstanceResponse{Instance: p}, true)
+			} else {
+				err = progressLine(pr, p)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if job.State(p.GetState()).Final() {
+			return nil
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-cmd.Context().Done():
+			t.Stop()
+			return cmd.Context().Err()
+		case <-t.C:
+		}
+	}
+}
+
+// progressLine prints "state  attempt  percent  message" for --follow.
+func progressLine(pr *printer, p *jobkitv1.Instance) error {
+	line := stateName(p.GetState()) + " #" + strconv.Itoa(int(p.GetAttempt())) + " " +
+		strconv.FormatFloat(p.GetProgress()*100, 'f', 0, 64) + "%"
+	if m := p.GetProgressMessage(); m != "" {
+		line += " " + m
+	}
+	if e := p.GetError(); e != "" && job.State(p.GetState()).Final() {
+		line += " error: " + short(e, 120)
+	}
+	_, err := pr.w.Write([]byte(line + "\n"))
+	return err
 }
 
 func newInstanceRetryCmd(g *globals) *cobra.Command {
@@ -124,6 +198,10 @@ func instanceDetail(pr *printer, in *client.Instance) error {
 	t.row("cancel requested", strconv.FormatBool(p.GetCancelRequested()))
 	t.row("result", orDash(p.GetResultJson()))
 	t.row("error", orDash(p.GetError()))
+	if p.GetProgressAt() != nil {
+		t.row("progress", strconv.FormatFloat(p.GetProgress()*100, 'f', 0, 64)+"% "+p.GetProgressMessage())
+		t.row("progress at", ts(p.GetProgressAt()))
+	}
 	return t.flush()
 }
 

@@ -129,6 +129,18 @@ func newTestManager(t *testing.T, st store.Store) *job.Manager {
 			<-ctx.Done()
 			return ctx.Err()
 		})},
+		// halves reports half its progress, waits for progressGate(key),
+		// then reports it all done.
+		{job.WithKind("halves"), job.WithExecutor(func(ctx context.Context, ji job.Instance, key string) error {
+			ji.SetProgress(0.5, "half way")
+			select {
+			case <-progressGate(key):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			ji.SetProgress(1, "all done")
+			return nil
+		})},
 	} {
 		j, err := job.NewJob(opts...)
 		if err != nil {

@@ -53,6 +53,8 @@
 //     tells when entries after a cursor were pruned.
 //   - logs (STREAM): one entry per log record; l:<id> (LIST) keeps an
 //     instance's log entry IDs.
+//   - prog (HASH): ID → the progress its running attempt last reported
+//     (store.Progress), removed with the instance.
 //   - uniq (HASH) and uniqx (ZSET): unique keys and their expiry.
 //   - w:<queue>: the pub/sub channel scripts PUBLISH to when work may be
 //     ready.
@@ -119,11 +121,15 @@ var (
 	// may: it frees memory.
 	AdminRetry  = load("admin_retry", "")
 	AdminDelete = load("admin_delete", "allow-oom")
+	// Progress of running attempts, kept beside the instances (prog).
+	ProgressSet    = loadLean("progress_set", "")
+	ProgressLookup = loadLean("progress_lookup", "no-writes")
 )
 
 // All lists every script, for plugins that prepare them up front.
 var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune,
-	EventsRead, InspectLag, InspectCounts, QueueAdmin, NodesHeartbeat, NodesList, NodesRescue, AdminRetry, AdminDelete}
+	EventsRead, InspectLag, InspectCounts, QueueAdmin, NodesHeartbeat, NodesList, NodesRescue, AdminRetry, AdminDelete,
+	ProgressSet, ProgressLookup}
 
 // libChanges starts the part of lib.lua that only scripts changing
 // stored instances use (history records of a change, commit, leases,

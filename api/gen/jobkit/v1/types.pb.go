@@ -475,9 +475,15 @@ type Instance struct {
 	// Labels a node must have to run it ("region=eu", "gpu").
 	Labels []string `protobuf:"bytes,22,rep,name=labels,proto3" json:"labels,omitempty"`
 	// String pairs carried from scheduling to every attempt (trace context).
-	Metadata      map[string]string `protobuf:"bytes,23,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Metadata map[string]string `protobuf:"bytes,23,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The progress the running (or last) attempt reported: the fraction
+	// done in [0, 1], a short message ("3 of 7 files") and when it was
+	// reported. Unset (0, "", no time) when it reported none.
+	Progress        float64                `protobuf:"fixed64,24,opt,name=progress,proto3" json:"progress,omitempty"`
+	ProgressMessage string                 `protobuf:"bytes,25,opt,name=progress_message,json=progressMessage,proto3" json:"progress_message,omitempty"`
+	ProgressAt      *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=progress_at,json=progressAt,proto3" json:"progress_at,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Instance) Reset() {
@@ -667,6 +673,27 @@ func (x *Instance) GetLabels() []string {
 func (x *Instance) GetMetadata() map[string]string {
 	if x != nil {
 		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Instance) GetProgress() float64 {
+	if x != nil {
+		return x.Progress
+	}
+	return 0
+}
+
+func (x *Instance) GetProgressMessage() string {
+	if x != nil {
+		return x.ProgressMessage
+	}
+	return ""
+}
+
+func (x *Instance) GetProgressAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ProgressAt
 	}
 	return nil
 }
@@ -2067,7 +2094,7 @@ var File_jobkit_v1_types_proto protoreflect.FileDescriptor
 
 const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x15jobkit/v1/types.proto\x12\tjobkit.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\a\n" +
+	"\x15jobkit/v1/types.proto\x12\tjobkit.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\b\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
@@ -2100,7 +2127,11 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"resultJson\x12\x14\n" +
 	"\x05error\x18\x15 \x01(\tR\x05error\x12\x16\n" +
 	"\x06labels\x18\x16 \x03(\tR\x06labels\x12=\n" +
-	"\bmetadata\x18\x17 \x03(\v2!.jobkit.v1.Instance.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x17 \x03(\v2!.jobkit.v1.Instance.MetadataEntryR\bmetadata\x12\x1a\n" +
+	"\bprogress\x18\x18 \x01(\x01R\bprogress\x12)\n" +
+	"\x10progress_message\x18\x19 \x01(\tR\x0fprogressMessage\x12;\n" +
+	"\vprogress_at\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"progressAt\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x02\n" +
@@ -2332,50 +2363,51 @@ var file_jobkit_v1_types_proto_depIdxs = []int32{
 	23, // 6: jobkit.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
 	23, // 7: jobkit.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
 	22, // 8: jobkit.v1.Instance.metadata:type_name -> jobkit.v1.Instance.MetadataEntry
-	0,  // 9: jobkit.v1.InstanceFilter.states:type_name -> jobkit.v1.State
-	23, // 10: jobkit.v1.InstanceFilter.created_after:type_name -> google.protobuf.Timestamp
-	23, // 11: jobkit.v1.InstanceFilter.created_before:type_name -> google.protobuf.Timestamp
-	0,  // 12: jobkit.v1.StateChange.state:type_name -> jobkit.v1.State
-	23, // 13: jobkit.v1.StateChange.time:type_name -> google.protobuf.Timestamp
-	1,  // 14: jobkit.v1.LogRecord.level:type_name -> jobkit.v1.LogLevel
-	23, // 15: jobkit.v1.LogRecord.time:type_name -> google.protobuf.Timestamp
-	0,  // 16: jobkit.v1.Event.state:type_name -> jobkit.v1.State
-	23, // 17: jobkit.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,  // 18: jobkit.v1.Backoff.kind:type_name -> jobkit.v1.BackoffKind
-	24, // 19: jobkit.v1.Backoff.base:type_name -> google.protobuf.Duration
-	24, // 20: jobkit.v1.Backoff.limit:type_name -> google.protobuf.Duration
-	3,  // 21: jobkit.v1.UniquePolicy.by:type_name -> jobkit.v1.UniqueBy
-	24, // 22: jobkit.v1.UniquePolicy.ttl:type_name -> google.protobuf.Duration
-	12, // 23: jobkit.v1.Definition.backoff:type_name -> jobkit.v1.Backoff
-	24, // 24: jobkit.v1.Definition.timeout:type_name -> google.protobuf.Duration
-	13, // 25: jobkit.v1.Definition.unique:type_name -> jobkit.v1.UniquePolicy
-	23, // 26: jobkit.v1.Definition.created_at:type_name -> google.protobuf.Timestamp
-	23, // 27: jobkit.v1.Definition.updated_at:type_name -> google.protobuf.Timestamp
-	24, // 28: jobkit.v1.Trigger.interval:type_name -> google.protobuf.Duration
-	4,  // 29: jobkit.v1.Trigger.overlap:type_name -> jobkit.v1.OverlapPolicy
-	5,  // 30: jobkit.v1.Trigger.missed:type_name -> jobkit.v1.MissedTickPolicy
-	24, // 31: jobkit.v1.Trigger.catch_up_within:type_name -> google.protobuf.Duration
-	23, // 32: jobkit.v1.Trigger.last_tick:type_name -> google.protobuf.Timestamp
-	23, // 33: jobkit.v1.Trigger.last_skipped:type_name -> google.protobuf.Timestamp
-	23, // 34: jobkit.v1.Trigger.created_at:type_name -> google.protobuf.Timestamp
-	23, // 35: jobkit.v1.Trigger.updated_at:type_name -> google.protobuf.Timestamp
-	23, // 36: jobkit.v1.Trigger.next_fire_times:type_name -> google.protobuf.Timestamp
-	16, // 37: jobkit.v1.Queue.counts:type_name -> jobkit.v1.StateCounts
-	23, // 38: jobkit.v1.Queue.oldest_ready_at:type_name -> google.protobuf.Timestamp
-	24, // 39: jobkit.v1.Queue.lag:type_name -> google.protobuf.Duration
-	16, // 40: jobkit.v1.Kind.counts:type_name -> jobkit.v1.StateCounts
-	23, // 41: jobkit.v1.Kind.oldest_ready_at:type_name -> google.protobuf.Timestamp
-	24, // 42: jobkit.v1.Kind.lag:type_name -> google.protobuf.Duration
-	23, // 43: jobkit.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	23, // 44: jobkit.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
-	24, // 45: jobkit.v1.Node.skew:type_name -> google.protobuf.Duration
-	6,  // 46: jobkit.v1.Node.status:type_name -> jobkit.v1.NodeStatus
-	23, // 47: jobkit.v1.Node.gone_at:type_name -> google.protobuf.Timestamp
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	23, // 9: jobkit.v1.Instance.progress_at:type_name -> google.protobuf.Timestamp
+	0,  // 10: jobkit.v1.InstanceFilter.states:type_name -> jobkit.v1.State
+	23, // 11: jobkit.v1.InstanceFilter.created_after:type_name -> google.protobuf.Timestamp
+	23, // 12: jobkit.v1.InstanceFilter.created_before:type_name -> google.protobuf.Timestamp
+	0,  // 13: jobkit.v1.StateChange.state:type_name -> jobkit.v1.State
+	23, // 14: jobkit.v1.StateChange.time:type_name -> google.protobuf.Timestamp
+	1,  // 15: jobkit.v1.LogRecord.level:type_name -> jobkit.v1.LogLevel
+	23, // 16: jobkit.v1.LogRecord.time:type_name -> google.protobuf.Timestamp
+	0,  // 17: jobkit.v1.Event.state:type_name -> jobkit.v1.State
+	23, // 18: jobkit.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,  // 19: jobkit.v1.Backoff.kind:type_name -> jobkit.v1.BackoffKind
+	24, // 20: jobkit.v1.Backoff.base:type_name -> google.protobuf.Duration
+	24, // 21: jobkit.v1.Backoff.limit:type_name -> google.protobuf.Duration
+	3,  // 22: jobkit.v1.UniquePolicy.by:type_name -> jobkit.v1.UniqueBy
+	24, // 23: jobkit.v1.UniquePolicy.ttl:type_name -> google.protobuf.Duration
+	12, // 24: jobkit.v1.Definition.backoff:type_name -> jobkit.v1.Backoff
+	24, // 25: jobkit.v1.Definition.timeout:type_name -> google.protobuf.Duration
+	13, // 26: jobkit.v1.Definition.unique:type_name -> jobkit.v1.UniquePolicy
+	23, // 27: jobkit.v1.Definition.created_at:type_name -> google.protobuf.Timestamp
+	23, // 28: jobkit.v1.Definition.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 29: jobkit.v1.Trigger.interval:type_name -> google.protobuf.Duration
+	4,  // 30: jobkit.v1.Trigger.overlap:type_name -> jobkit.v1.OverlapPolicy
+	5,  // 31: jobkit.v1.Trigger.missed:type_name -> jobkit.v1.MissedTickPolicy
+	24, // 32: jobkit.v1.Trigger.catch_up_within:type_name -> google.protobuf.Duration
+	23, // 33: jobkit.v1.Trigger.last_tick:type_name -> google.protobuf.Timestamp
+	23, // 34: jobkit.v1.Trigger.last_skipped:type_name -> google.protobuf.Timestamp
+	23, // 35: jobkit.v1.Trigger.created_at:type_name -> google.protobuf.Timestamp
+	23, // 36: jobkit.v1.Trigger.updated_at:type_name -> google.protobuf.Timestamp
+	23, // 37: jobkit.v1.Trigger.next_fire_times:type_name -> google.protobuf.Timestamp
+	16, // 38: jobkit.v1.Queue.counts:type_name -> jobkit.v1.StateCounts
+	23, // 39: jobkit.v1.Queue.oldest_ready_at:type_name -> google.protobuf.Timestamp
+	24, // 40: jobkit.v1.Queue.lag:type_name -> google.protobuf.Duration
+	16, // 41: jobkit.v1.Kind.counts:type_name -> jobkit.v1.StateCounts
+	23, // 42: jobkit.v1.Kind.oldest_ready_at:type_name -> google.protobuf.Timestamp
+	24, // 43: jobkit.v1.Kind.lag:type_name -> google.protobuf.Duration
+	23, // 44: jobkit.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	23, // 45: jobkit.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	24, // 46: jobkit.v1.Node.skew:type_name -> google.protobuf.Duration
+	6,  // 47: jobkit.v1.Node.status:type_name -> jobkit.v1.NodeStatus
+	23, // 48: jobkit.v1.Node.gone_at:type_name -> google.protobuf.Timestamp
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_jobkit_v1_types_proto_init() }

@@ -160,6 +160,12 @@
     });
     es.addEventListener("error", function () { document.body.dataset.live = "reconnecting"; });
     es.addEventListener("change", function () { refresh(); });
+    // Progress reports are not events (they would flood the feed): while
+    // the page shows the progress bar of a running instance, its content
+    // is fetched again every second, and only then.
+    setInterval(function () {
+      if (main.querySelector("progress[data-running]")) refresh();
+    }, 1000);
   }
 
   document.addEventListener("DOMContentLoaded", function () {

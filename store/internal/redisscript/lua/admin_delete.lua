@@ -61,6 +61,7 @@ for i = 3, #ARGV do
 		redis.call('SREM', K_RUN, id)
 		redis.call('HDEL', K_INST, id)
 		redis.call('HDEL', K_ST, id)
+		redis.call('HDEL', PREFIX .. 'prog', id)
 		local lkey = PREFIX .. 'l:' .. id
 		local eids = redis.call('LRANGE', lkey, 0, -1)
 		for j = 1, #eids, 1000 do

@@ -66,6 +66,8 @@
 --                               oldest across the four, and a lookup by a
 --                               final state reads only that state's list
 --   l:<id>               LIST   log entry IDs of one instance
+--   prog                 HASH   instance ID -> its reported progress
+--                               (progress_set.lua), removed with it
 --   no:<owner>           SET    IDs of the instances owner claimed and has
 --                               not finished (per-owner index for
 --                               nodes_rescue.lua; commit and clear_lease

@@ -59,6 +59,7 @@ local function drop(id)
 		end
 		redis.call('HDEL', K_INST, id)
 		redis.call('HDEL', K_ST, id)
+		redis.call('HDEL', PREFIX .. 'prog', id)
 		ni = ni + 1
 	end
 	local lkey = PREFIX .. 'l:' .. id
