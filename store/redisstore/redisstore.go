@@ -122,6 +122,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	for _, s := range redisscript.All {
 		r.scripts[s] = redis.NewScript(s.Source)
 	}
+	r.fn = redisscript.NewFunctions(r)
 	core, err := redisscript.NewCore(r, o.Namespace, "redisstore")
 	if err != nil {
 		return nil, fmt.Errorf("redisstore.New: %w", err)
@@ -147,6 +148,7 @@ func contextTimeouts(client redis.UniversalClient) bool {
 type runner struct {
 	c       redis.UniversalClient
 	scripts map[*redisscript.Script]*redis.Script
+	fn      *redisscript.Functions
 	// ctxTimeouts: the client honours ctx deadlines itself; otherwise
 	// calls whose ctx can end are waited for in bounded, see bounded.
 	ctxTimeouts bool
@@ -185,10 +187,47 @@ func toAny(ss []string) []any {
 	return out
 }
 
-// Run uses EVALSHA and falls back to EVAL on NOSCRIPT (go-redis's
-// Script.Run), so a flushed script cache costs one extra round trip.
+// Run calls s as a function of redisscript.Library (FCALL), loading the
+// library when the server lacks it, or on a server without Functions
+// runs it with EVALSHA (see redisscript.Functions).
 func (r *runner) Run(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {
-	return bounded(r, ctx, func() (any, error) { return r.run(ctx, s, keys, args) })
+	return bounded(r, ctx, func() (any, error) { return r.fn.Run(ctx, s, keys, args) })
+}
+
+// FCall implements redisscript.FunctionClient.
+func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []string) (any, error) {
+	var cmd *redis.Cmd
+	if ro {
+		cmd = r.c.FCallRO(ctx, fn, keys, toAny(args)...)
+	} else {
+		cmd = r.c.FCall(ctx, fn, keys, toAny(args)...)
+	}
+	v, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return normalize(v), err
+}
+
+// FunctionLoad implements redisscript.FunctionClient: on every primary of
+// a cluster or ring, on the server of a plain client.
+func (r *runner) FunctionLoad(ctx context.Context, lib redisscript.LibraryInfo) error {
+	load := func(ctx context.Context, c *redis.Client) error {
+		return c.FunctionLoadReplace(ctx, lib.Source).Err()
+	}
+	switch c := r.c.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, load)
+	case *redis.Ring:
+		return c.ForEachShard(ctx, load)
+	}
+	return r.c.FunctionLoadReplace(ctx, lib.Source).Err()
+}
+
+// Eval implements redisscript.FunctionClient: EVALSHA, and EVAL on
+// NOSCRIPT (go-redis's Script.Run).
+func (r *runner) Eval(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {
+	return r.run(ctx, s, keys, args)
 }
 
 func (r *runner) run(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {

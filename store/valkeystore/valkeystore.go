@@ -37,6 +37,7 @@ package valkeystore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -83,6 +84,7 @@ func New(client valkey.Client, opts ...Option) (*Store, error) {
 			r.scripts[s] = valkey.NewLuaScript(s.Source)
 		}
 	}
+	r.fn = redisscript.NewFunctions(r)
 	core, err := redisscript.NewCore(r, o.Namespace, "valkeystore")
 	if err != nil {
 		return nil, fmt.Errorf("valkeystore.New: %w", err)
@@ -94,11 +96,63 @@ func New(client valkey.Client, opts ...Option) (*Store, error) {
 type runner struct {
 	c       valkey.Client
 	scripts map[*redisscript.Script]*valkey.Lua
+	fn      *redisscript.Functions
 }
 
-// Run uses EVALSHA and falls back to EVAL on NOSCRIPT (valkey-go's
-// Lua.Exec), so a flushed script cache costs one extra round trip.
+// Run calls s as a function of redisscript.Library (FCALL), loading the
+// library when the server lacks it, or on a server without Functions
+// runs it with EVALSHA (see redisscript.Functions).
 func (r *runner) Run(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {
+	return r.fn.Run(ctx, s, keys, args)
+}
+
+// FCall implements redisscript.FunctionClient.
+func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []string) (any, error) {
+	var cmd valkey.Completed
+	if ro {
+		cmd = r.c.B().FcallRo().Function(fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	} else {
+		cmd = r.c.B().Fcall().Function(fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	}
+	m, err := r.c.Do(ctx, cmd).ToMessage()
+	if err != nil {
+		if valkey.IsValkeyNil(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return normalize(&m)
+}
+
+// FunctionLoad implements redisscript.FunctionClient: on every node the
+// client knows (a replica of a cluster refuses it, and has it from its
+// primary).
+func (r *runner) FunctionLoad(ctx context.Context, lib redisscript.LibraryInfo) error {
+	nodes := r.c.Nodes()
+	var firstErr error
+	loaded := false
+	for _, n := range nodes {
+		err := n.Do(ctx, n.B().FunctionLoad().Replace().FunctionCode(lib.Source).Build()).Error()
+		switch {
+		case err == nil:
+			loaded = true
+		case strings.HasPrefix(err.Error(), "READONLY"):
+		case firstErr == nil:
+			firstErr = err
+		}
+	}
+	if firstErr != nil || !loaded {
+		if firstErr == nil {
+			firstErr = fmt.Errorf("valkeystore: no primary took the Functions library %s", lib.Name)
+		}
+		return firstErr
+	}
+	return nil
+}
+
+// Eval implements redisscript.FunctionClient: EVALSHA, and EVAL on
+// NOSCRIPT (valkey-go's Lua.Exec).
+func (r *runner) Eval(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {
 	m, err := r.scripts[s].Exec(ctx, r.c, keys, args).ToMessage()
 	if err != nil {
 		if valkey.IsValkeyNil(err) {

@@ -68,15 +68,20 @@
 package redisscript
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"strings"
+	"sync"
 )
 
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// Script is one Lua script: a shebang line with the script's flags, then
-// lib.lua, then the script's own source.
+// Script is one Lua script. Source, for EVAL and servers without
+// Functions, is a shebang line with the script's flags, then lib.lua, then
+// the call's start (begin_head, begin_changes), then the script's own
+// source; Function names it in Library, which servers with Functions run.
 //
 // The flags (Redis 7 / Valkey 7.2 and later) make the server check, before
 // the script runs, what it may do. A script without allow-oom is refused
@@ -91,6 +96,13 @@ type Script struct {
 	Source string
 	// ReadOnly scripts write nothing.
 	ReadOnly bool
+	// Function is the script's name in Library (FCALL's first argument).
+	Function string
+	// flags of the shebang line ("" for none), src the script's own
+	// source, lean whether it uses only lib.lua's head, bare whether it
+	// uses none of lib.lua.
+	flags, src string
+	lean, bare bool
 }
 
 // The scripts. Their contracts are in the comment at the top of each file
@@ -176,7 +188,65 @@ func build(name, flags string, lib []byte) *Script {
 	}
 	b.WriteString("\n")
 	b.Write(lib)
-	b.WriteString("\n-- ---- " + name + ".lua ----\n")
+	b.WriteString("\nbegin_head()\n")
+	lean := len(lib) < len(libSource())
+	if !lean {
+		b.WriteString("begin_changes()\n")
+	}
+	b.WriteString("-- ---- " + name + ".lua ----\n")
 	b.Write(src)
-	return &Script{Name: name, Source: b.String(), ReadOnly: flags == "no-writes"}
+	return &Script{Name: name, Source: b.String(), ReadOnly: flags == "no-writes", flags: flags, src: string(src), lean: lean}
+}
+
+func libSource() []byte {
+	lib, err := luaFS.ReadFile("lua/lib.lua")
+	if err != nil {
+		panic(err)
+	}
+	return lib
+}
+
+// Library returns every script as one Redis Functions library (Redis 7.0 and
+// later, Valkey): loaded once per server with FUNCTION LOAD REPLACE, its
+// top level (lib.lua) runs once at load, not on every call as a script's
+// does, and each script is a function called with FCALL (FCALL_RO for
+// the read-only ones). Its name, and every function's, carries a hash of
+// its source, so nodes running different versions of jobkit on one
+// server each call their own.
+// Call it after package initialization (All is complete only then).
+var Library = sync.OnceValue(func() LibraryInfo { return buildLibrary(All) })
+
+// LibraryInfo is a Functions library: its name and its source for
+// FUNCTION LOAD.
+type LibraryInfo struct {
+	Name   string
+	Source string
+}
+
+func buildLibrary(all []*Script) LibraryInfo {
+	var body strings.Builder
+	body.WriteString("local KEYS, ARGV\n")
+	body.Write(libSource())
+	for _, s := range all {
+		body.WriteString("\n-- ---- " + s.Name + ".lua ----\n")
+		body.WriteString("redis.register_function{function_name = '@@_" + s.Name + "',")
+		if s.flags != "" {
+			body.WriteString(" flags = {'" + s.flags + "'},")
+		}
+		body.WriteString(" callback = function(keys, args)\nKEYS, ARGV = keys, args\n")
+		if !s.bare {
+			body.WriteString("begin_head()\n")
+		}
+		if !s.lean && !s.bare {
+			body.WriteString("begin_changes()\n")
+		}
+		body.WriteString(s.src)
+		body.WriteString("\nend}\n")
+	}
+	sum := sha1.Sum([]byte(body.String()))
+	name := "jobkit_" + hex.EncodeToString(sum[:8])
+	for _, s := range all {
+		s.Function = name + "_" + s.Name
+	}
+	return LibraryInfo{Name: name, Source: "#!lua name=" + name + "\n" + strings.ReplaceAll(body.String(), "'@@_", "'"+name+"_")}
 }

@@ -35,7 +35,7 @@ func loadBare(name, flags string) *Script {
 	if flags != "" {
 		head += " flags=" + flags
 	}
-	return &Script{Name: name, Source: head + "\n-- ---- " + name + ".lua ----\n" + string(src), ReadOnly: flags == "no-writes"}
+	return &Script{Name: name, Source: head + "\n-- ---- " + name + ".lua ----\n" + string(src), ReadOnly: flags == "no-writes", flags: flags, src: string(src), bare: true}
 }
 
 // triggerKeys are the KEYS of the trigger scripts: trig (HASH name ->

@@ -82,9 +82,13 @@
 -- Times are integers in microseconds since the Unix epoch (exact in a Lua
 -- number until the year 2255); 0 is the zero time.
 
-local K_INST, K_ST, K_CTR, K_HIST, K_LEASE, K_RUN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local K_UNIQ, K_UNIQX, K_KINDS, K_QUEUES, K_LOGS, K_LATE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local PREFIX = ARGV[1]
+-- What a call's KEYS and ARGV give, and every table a call fills, are set
+-- by begin_head (and begin_changes below) at the start of each call: the
+-- library is loaded once per server as Redis Functions, and its top level
+-- runs once, so nothing here may hold a value of one call into the next.
+local K_INST, K_ST, K_CTR, K_HIST, K_LEASE, K_RUN
+local K_UNIQ, K_UNIQX, K_KINDS, K_QUEUES, K_LOGS, K_LATE
+local PREFIX
 
 -- States, as store.State numbers them.
 local S_SCHEDULED, S_PROCESSING, S_COMPLETED = 2, 3, 4
@@ -179,7 +183,7 @@ end
 
 -- be encodes the non-negative integer n as w big-endian bytes; unbe
 -- decodes w bytes of s from position i.
-local floor, char = math.floor, string.char
+local floor, char -- math.floor, string.char (set by begin_head: a library's top level may not read them)
 local function be(n, w)
 	if n < 0 then n = 0 end
 	-- The widths the layout uses, without a table (a claim or an enqueue
@@ -200,7 +204,7 @@ local function be(n, w)
 	end
 	return string.char(unpack(b))
 end
-local byte = string.byte
+local byte -- string.byte (set by begin_head)
 local function unbe(s, i, w)
 	if w == 7 then -- RunAt: one call for the 7 bytes
 		local a, b, c, d, e, f, g = byte(s, i, i + 6)
@@ -297,7 +301,7 @@ local function sched_member(id, seq, prio)
 	return be(seq, 6) .. be(prio + PRIO_BIAS, 4) .. id
 end
 
-local woken = {}
+local woken
 -- wake tells the queue's subscribers (once per script run) that work may
 -- be ready earlier than they knew.
 local function wake(queue)
@@ -308,7 +312,7 @@ local function wake(queue)
 end
 
 -- Ready-list pushes are gathered per list and written by flush_ready.
-local pushes, push_lists = {}, {}
+local pushes, push_lists
 -- Front pushes (instances keeping their place) are ordered by RunAt, then
 -- Seq, so several put back at once keep their order too.
 local function push_ready(id, queue, prio, front, runat, seq, lane)
@@ -373,8 +377,8 @@ end
 -- makes it; commit (and enqueue and prune, which do not commit) write the
 -- run's deltas with one HINCRBY per changed field, so the counts change
 -- in the same atomic step as the states they count.
-local K_CNT = PREFIX .. 'cnt'
-local cnt_delta = {}
+local K_CNT
+local cnt_delta
 
 -- spec_qk returns the queue and kind of the spec raw (reading only its
 -- first three values), or nil.
@@ -455,6 +459,18 @@ local function xadd_at(key, skewf, t, value)
 	return redis.call('XADD', key, num(lms) .. '-*', 'r', value)
 end
 
+-- begin_head starts a call: its keys, its prefix, and empty gatherings.
+local function begin_head()
+	K_INST, K_ST, K_CTR, K_HIST, K_LEASE, K_RUN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+	K_UNIQ, K_UNIQX, K_KINDS, K_QUEUES, K_LOGS, K_LATE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+	PREFIX = ARGV[1]
+	floor, char, byte = math.floor, string.char, string.byte
+	woken = {}
+	pushes, push_lists = {}, {}
+	K_CNT = PREFIX .. 'cnt'
+	cnt_delta = {}
+end
+
 -- ---- state changes ----
 -- Enqueue, which only adds instances, is built without what follows (see
 -- scripts.go): Redis runs a script's top level on every call.
@@ -463,7 +479,7 @@ end
 -- history entry for the run (value: cmsgpack 't', now, node, then one
 -- array {id, state, attempt, error, result, seq} per record), and one HSET
 -- of every changed state, each with that entry's ID added to its refs.
-local recs, changed, changed_ids = {}, {}, {}
+local recs, changed, changed_ids
 
 -- change records t as id's new state; with hstate it also adds a history
 -- record of the transition to hstate.
@@ -484,7 +500,7 @@ end
 -- the run's owner, deadline and time, its history entry, 3 records), so
 -- it is packed once per run and its history record is built from packed
 -- parts, with no table per instance.
-local firsts, first_suffix = {}, nil
+local firsts, first_suffix
 local function claim_first(id)
 	if not first_suffix then
 		first_suffix = cmsgpack.pack(S_PROCESSING, 1, '', '', 3)
@@ -496,10 +512,10 @@ end
 -- Set updates gathered for commit: the IDs given a lease (all until the
 -- run's one deadline), the IDs that reached a final state (all at the
 -- run's one now; per state), and the IDs that started or stopped running.
-local lease_ids, lease_until, done_by = {}, 0, {}
-local run_add, run_rem = {}, {}
+local lease_ids, lease_until, done_by
+local run_add, run_rem
 -- own_rem: per owner, the IDs whose lease clear_lease dropped (no:<owner>).
-local own_rem = {}
+local own_rem
 
 -- lease records that id's lease now ends at until (one deadline per run).
 local function lease(id, until_)
@@ -665,4 +681,14 @@ local function rescue_move(id, t, msg, now)
 		place(id, p[P_QUEUE], p[P_PRIO], p[P_SEQ], runat, now, true, lane_of(p[P_KIND], p[P_LABELS]))
 	end
 	return craw
+end
+
+-- begin_changes empties the state changes' gatherings at the start of a
+-- call (after begin_head).
+local function begin_changes()
+	recs, changed, changed_ids = {}, {}, {}
+	firsts, first_suffix = {}, nil
+	lease_ids, lease_until, done_by = {}, 0, {}
+	run_add, run_rem = {}, {}
+	own_rem = {}
 end

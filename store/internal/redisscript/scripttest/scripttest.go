@@ -43,6 +43,9 @@ func Run(t *testing.T, h Harness) {
 		{"CorruptRecord", testCorruptRecord},
 		{"ForeignKeyType", testForeignKeyType},
 		{"ScriptCacheFlushed", testScriptFlush},
+		{"FunctionsFlushed", testFunctionFlush},
+		{"ServerRestartEmpty", testRestartEmpty},
+		{"WithoutFunctions", testWithoutFunctions},
 		{"WakeAcrossConnections", testWake},
 		{"ServerRestart", testRestart},
 		{"ClockBehind", testClockBehind},
@@ -225,6 +228,91 @@ func testScriptFlush(t *testing.T, h Harness) {
 		res := claim(t, s, "q", 1, base)
 		if g := ids(res.Instances); !slices.Equal(g, []string{id}) {
 			t.Fatalf("Claim after SCRIPT FLUSH returned %v, want %s", g, id)
+		}
+	}
+}
+
+// testFunctionFlush: the scripts run as a Functions library loaded once
+// per server; FUNCTION FLUSH between calls costs a reload, not an error,
+// for writing and read-only scripts alike.
+func testFunctionFlush(t *testing.T, h Harness) {
+	addr := testserver.Redis(t)
+	s := h.Open(t, addr, ns(t))
+	rc := raw(t, addr)
+	for i := range 5 {
+		if err := rc.FunctionFlush(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		id := "ff-" + string(rune('a'+i))
+		enqueue(t, s, inst(id, "q"))
+		if err := rc.FunctionFlush(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.LookupInstances(t.Context(), &store.Query{InstanceID: id})
+		if err != nil {
+			t.Fatalf("LookupInstances after FUNCTION FLUSH: %v", err)
+		}
+		if len(got) != 1 || got[0].ID != id {
+			t.Fatalf("LookupInstances after FUNCTION FLUSH returned %v, want %s", ids(got), id)
+		}
+		if err := rc.FunctionFlush(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		res := claim(t, s, "q", 1, base)
+		if g := ids(res.Instances); !slices.Equal(g, []string{id}) {
+			t.Fatalf("Claim after FUNCTION FLUSH returned %v, want %s", g, id)
+		}
+	}
+}
+
+// testRestartEmpty: a server restarted without persistence has neither
+// the data nor the Functions library; the store loads it again on its
+// next call.
+func testRestartEmpty(t *testing.T, h Harness) {
+	p := testserver.StartRedis(t)
+	s := h.Open(t, p.Addr, ns(t))
+	enqueue(t, s, inst("re-1", "q"))
+	p.Kill()
+	p = testserver.RestartRedis(t, p)
+	defer p.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := s.Enqueue(t.Context(), &store.EnqueueParams{Instances: []*store.Instance{inst("re-2", "q")}, Now: base})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Enqueue after the restart still fails after 10s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	res := claim(t, s, "q", 5, base)
+	if g := ids(res.Instances); !slices.Equal(g, []string{"re-2"}) {
+		t.Fatalf("Claim after the restart returned %v, want re-2 (re-1 went with the data)", g)
+	}
+}
+
+// testWithoutFunctions: on a server that refuses FCALL and FUNCTION (here
+// its ACL; Redis before 7.0 has neither command) the scripts run with
+// EVALSHA as before.
+func testWithoutFunctions(t *testing.T, h Harness) {
+	p := testserver.StartRedis(t)
+	defer p.Stop()
+	rc := raw(t, p.Addr)
+	if err := rc.Do(t.Context(), "ACL", "SETUSER", "default", "-fcall", "-fcall_ro", "-function").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := h.Open(t, p.Addr, ns(t))
+	for i := range 3 {
+		id := "nf-" + string(rune('a'+i))
+		enqueue(t, s, inst(id, "q"))
+		got, err := s.LookupInstances(t.Context(), &store.Query{InstanceID: id})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("LookupInstances without Functions: %v, %v", ids(got), err)
+		}
+		res := claim(t, s, "q", 1, base)
+		if g := ids(res.Instances); !slices.Equal(g, []string{id}) {
+			t.Fatalf("Claim without Functions returned %v, want %s", g, id)
 		}
 	}
 }
