@@ -98,7 +98,7 @@ func serverMicros(b *testing.B, c *redis.Client) (usec, calls int64) {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\r\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_fcall:", "cmdstat_fcall_ro:"} {
 			if v, ok := strings.CutPrefix(line, cmd); ok {
 				for _, f := range strings.Split(v, ",") {
 					k, val, _ := strings.Cut(f, "=")

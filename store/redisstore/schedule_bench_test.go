@@ -43,7 +43,8 @@ func serverCPU(b *testing.B, c *redis.Client) float64 {
 
 // BenchmarkScheduleBreakdown takes one ScheduleJob on Redis apart, one
 // call at a time from one goroutine (issue 19): a PING (the client's
-// round trip), a script that does nothing, the shared lib.lua prelude
+// round trip), a script that does nothing, a function that does nothing,
+// the shared lib.lua prelude
 // alone (whole, as most scripts have it, and the part the enqueue script
 // has), one store.Enqueue of one instance, and Manager.ScheduleJob.
 // server-µs/call is Redis's own time (INFO commandstats).
@@ -95,6 +96,25 @@ func BenchmarkScheduleBreakdown(b *testing.B) {
 			b.ReportMetric((serverCPU(b, c)-cpu0)/float64(b.N), "server-cpu-µs/call")
 		})
 	}
+	// A function that does nothing, called with the same keys: what a
+	// call of redisscript.Library costs before its own work.
+	b.Run("function_bare", func(b *testing.B) {
+		lib := "#!lua name=jobkit_bench_noop\nredis.register_function('jobkit_bench_noop', function(keys, args) return 1 end)"
+		if err := c.FunctionLoadReplace(ctx, lib).Err(); err != nil {
+			b.Fatal(err)
+		}
+		args := []any{keys.Prefix, "1", "n"}
+		u0, n0 := serverMicros(b, c)
+		cpu0 := serverCPU(b, c)
+		for range b.N {
+			if err := c.FCall(ctx, "jobkit_bench_noop", keys.Script, args...).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		u1, n1 := serverMicros(b, c)
+		b.ReportMetric(float64(u1-u0)/float64(n1-n0), "server-µs/call")
+		b.ReportMetric((serverCPU(b, c)-cpu0)/float64(b.N), "server-cpu-µs/call")
+	})
 	s := newStore(b, c, ns)
 	b.Run("store_enqueue_1", func(b *testing.B) {
 		u0, n0 := serverMicros(b, c)
