@@ -17,8 +17,8 @@
 //
 // Valkey is not packaged for the Debian release jobkit's CI runs on, so
 // this package's tests run against redis-server 7, which speaks the same
-// protocol and Lua API the scripts use (EVALSHA, cmsgpack, streams with
-// explicit millisecond IDs).
+// protocol and Lua API the scripts use (Functions and FCALL, EVALSHA on
+// servers without them, cmsgpack, streams with explicit millisecond IDs).
 //
 // Every call is bounded by its ctx (valkey-go returns at the ctx's end);
 // a call cut short may still have been applied, which the engine's

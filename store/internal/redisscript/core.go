@@ -14,9 +14,9 @@ import (
 // Runner is what a plugin supplies: its client library's way to run a
 // script and to listen on a channel.
 type Runner interface {
-	// Run evaluates s (EVALSHA, falling back to EVAL when the server
-	// answers NOSCRIPT) and returns its reply as nil, int64, string or []any
-	// of those.
+	// Run runs s (as a function of Library, or with EVALSHA on servers
+	// without Functions: see Functions) and returns its reply as nil,
+	// int64, string or []any of those.
 	Run(ctx context.Context, s *Script, keys, args []string) (any, error)
 	// Listen subscribes to channel and blocks until ctx ends or the
 	// subscription breaks, calling subscribed each time the server confirms
