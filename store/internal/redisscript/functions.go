@@ -54,15 +54,28 @@ func (f *Functions) Run(ctx context.Context, s *Script, keys, args []string) (an
 	case !functionNotFound(err):
 		return v, err
 	}
-	if err := f.c.FunctionLoad(ctx, Library()); err != nil {
-		if noFunctions(err) {
-			f.evalOnly.Store(true)
-			return f.c.Eval(ctx, s, keys, args)
+	// Load and call again; a FUNCTION FLUSH by someone else between the
+	// two (or a failover to a primary without the library) is met by
+	// loading again, a few times, as each reload costs one round trip.
+	for range loadAttempts {
+		if err := f.c.FunctionLoad(ctx, Library()); err != nil {
+			if noFunctions(err) {
+				f.evalOnly.Store(true)
+				return f.c.Eval(ctx, s, keys, args)
+			}
+			return nil, err
 		}
-		return nil, err
+		v, err = f.c.FCall(ctx, s.Function, s.ReadOnly, keys, args)
+		if err == nil || !functionNotFound(err) {
+			return v, err
+		}
 	}
-	return f.c.FCall(ctx, s.Function, s.ReadOnly, keys, args)
+	return v, err
 }
+
+// loadAttempts bounds the loads of one Run that keep finding the library
+// gone.
+const loadAttempts = 3
 
 // functionNotFound reports the server's answer to an FCALL of a function
 // it does not have ("ERR Function not found").

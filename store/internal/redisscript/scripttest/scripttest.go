@@ -235,10 +235,15 @@ func testScriptFlush(t *testing.T, h Harness) {
 // testFunctionFlush: the scripts run as a Functions library loaded once
 // per server; FUNCTION FLUSH between calls costs a reload, not an error,
 // for writing and read-only scripts alike.
+//
+// It runs on a redis-server of its own: FUNCTION FLUSH empties the whole
+// server, and on the shared one it would pull the library from under the
+// tests running beside it.
 func testFunctionFlush(t *testing.T, h Harness) {
-	addr := testserver.Redis(t)
-	s := h.Open(t, addr, ns(t))
-	rc := raw(t, addr)
+	p := testserver.StartRedis(t)
+	defer p.Stop()
+	s := h.Open(t, p.Addr, ns(t))
+	rc := raw(t, p.Addr)
 	for i := range 5 {
 		if err := rc.FunctionFlush(t.Context()).Err(); err != nil {
 			t.Fatal(err)
