@@ -107,6 +107,10 @@
     // enhance), normalised by the browser's serialiser: a refresh that
     // brings the same content leaves the page alone.
     var pending = false, busy = false, last = 0, refreshes = 0, shown = rendered;
+    // partShown is each live part's content as the server last rendered it.
+    var partShown = {}, t0 = document.createElement("template");
+    t0.innerHTML = rendered;
+    t0.content.querySelectorAll("[data-live-part][id]").forEach(function (p) { partShown[p.id] = p.innerHTML; });
     function typing() {
       var a = document.activeElement;
       return a && main.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName) && a.type !== "checkbox" && a.type !== "submit";
@@ -137,7 +141,10 @@
           if (parts.length) {
             parts.forEach(function (p) {
               var n = t.content.getElementById(p.id);
-              if (n) { p.replaceWith(n); enhance(n); }
+              if (!n || partShown[p.id] === n.innerHTML) return; // unchanged: left alone
+              partShown[p.id] = n.innerHTML;
+              p.replaceWith(n);
+              enhance(n);
             });
           } else {
             var kept = keep(main);
