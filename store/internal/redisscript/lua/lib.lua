@@ -649,6 +649,27 @@ local function clear_lease(id, t)
 	run_rem[#run_rem + 1] = id
 end
 
+-- unlist takes a removed instance (id, its spec p) out of its kind's count,
+-- its kind's creation bucket (dropping an emptied bucket) and the unique
+-- key it holds: what prune and admin delete both undo of an enqueue.
+local function unlist(id, p)
+	local kc = kind_count(p[P_KIND])
+	if redis.call('HINCRBY', K_CTR, kc, -1) <= 0 then
+		redis.call('HDEL', K_CTR, kc)
+	end
+	local sec = num(math.floor(p[P_CREATED] / 1000000))
+	local nkey = PREFIX .. 'kn:' .. p[P_KIND]
+	if redis.call('HINCRBY', nkey, sec, -1) <= 0 then
+		redis.call('HDEL', nkey, sec)
+		redis.call('DEL', PREFIX .. 'kb:' .. p[P_KIND] .. ':' .. sec)
+		redis.call('ZREM', PREFIX .. 'kd:' .. p[P_KIND], sec)
+	end
+	if p[P_UKEY] ~= '' and redis.call('HGET', K_UNIQ, p[P_UKEY]) == id then
+		redis.call('HDEL', K_UNIQ, p[P_UKEY])
+		redis.call('ZREM', K_UNIQX, p[P_UKEY])
+	end
+end
+
 -- rescue_move takes back id, a Processing attempt whose owner is gone
 -- (its lease expired, or its node was declared dead), whose state is t:
 -- to Canceled when its cancel flag is set (its owner never saw the

@@ -41,21 +41,7 @@ local function drop(id)
 		nh = nh + (t and t[T_HN] or 2)
 		count_move(id, craw, t and t[T_STATE] or S_SCHEDULED, nil)
 		if p then
-			local kc = kind_count(p[P_KIND])
-			if redis.call('HINCRBY', K_CTR, kc, -1) <= 0 then
-				redis.call('HDEL', K_CTR, kc)
-			end
-			local sec = num(math.floor(p[P_CREATED] / 1000000))
-			local nkey = PREFIX .. 'kn:' .. p[P_KIND]
-			if redis.call('HINCRBY', nkey, sec, -1) <= 0 then
-				redis.call('HDEL', nkey, sec)
-				redis.call('DEL', PREFIX .. 'kb:' .. p[P_KIND] .. ':' .. sec)
-				redis.call('ZREM', PREFIX .. 'kd:' .. p[P_KIND], sec)
-			end
-			if p[P_UKEY] ~= '' and redis.call('HGET', K_UNIQ, p[P_UKEY]) == id then
-				redis.call('HDEL', K_UNIQ, p[P_UKEY])
-				redis.call('ZREM', K_UNIQX, p[P_UKEY])
-			end
+			unlist(id, p)
 		end
 		redis.call('HDEL', K_INST, id)
 		redis.call('HDEL', K_ST, id)
