@@ -19,9 +19,9 @@ import (
 )
 
 // Store is what a plugin implements: the queue, the history and the logs,
-// plus retention, job definitions, stored triggers and the feed of state
-// changes (Events). Optional capabilities (Notifier) are discovered by type
-// assertion.
+// plus retention, job definitions, stored triggers, named documents
+// (Documents) and the feed of state changes (Events). Optional
+// capabilities (Notifier) are discovered by type assertion.
 type Store interface {
 	Queue
 	History
@@ -30,6 +30,7 @@ type Store interface {
 	Pruner
 	Definitions
 	Triggers
+	Documents
 	Events
 	Nodes
 	QueueAdmin

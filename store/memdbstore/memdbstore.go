@@ -78,6 +78,8 @@ type Store struct {
 
 	trigMu sync.Mutex // guards trig
 	trig   triggerTable
+
+	docs documentTable // named documents, see documents.go
 }
 
 // Option configures a Store given to New.

@@ -141,6 +141,7 @@ func Run(t *testing.T, h Harness) {
 		})
 	}
 	runTriggers(t, h)
+	runDocuments(t, h)
 }
 
 // base is the suite's fixed clock origin; every time is base plus an offset
