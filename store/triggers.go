@@ -110,6 +110,13 @@ type Trigger struct {
 	// CatchUpWithin bounds how old a missed tick MissedCatchUpOnce fires
 	// may be; required (positive) with that policy.
 	CatchUpWithin time.Duration `json:"catch_up_within,omitempty"`
+	// Calendar names a stored calendar (see Calendar) that shapes the
+	// ticks under CalendarPolicy; empty for none. Its ticks come from
+	// NextIn with the calendar's rules.
+	Calendar string `json:"calendar,omitempty"`
+	// CalendarPolicy says what the calendar does to the ticks; empty
+	// means CalendarWorkdays. Only with Calendar.
+	CalendarPolicy CalendarPolicy `json:"calendar_policy,omitempty"`
 
 	// LastTick is the time of the last tick fired (an instance scheduled
 	// for it, by any node). Maintained by the engine.
@@ -268,7 +275,7 @@ func (t *Trigger) Validate() error {
 		if _, err := t.schedule(); err != nil {
 			return bad("%v", err)
 		}
-		if n, _ := t.Next(time.Unix(0, 0)); n.IsZero() {
+		if n, _ := t.rawNext(time.Unix(0, 0)); n.IsZero() {
 			return bad("cron spec %q never fires (no such date)", t.Cron)
 		}
 	}
@@ -288,6 +295,17 @@ func (t *Trigger) Validate() error {
 		}
 	default:
 		return bad("unknown missed-tick policy %q; want %q or %q", t.Missed, MissedSkip, MissedCatchUpOnce)
+	}
+	if t.Calendar == "" && t.CalendarPolicy != "" {
+		return bad("calendar policy %q without a calendar; name the calendar (Calendar) or drop the policy", t.CalendarPolicy)
+	}
+	if t.Calendar != "" {
+		if err := CheckTriggerName(t.Calendar); err != nil {
+			return bad("calendar name: %v", err)
+		}
+		if err := CheckCalendarPolicy(t.CalendarPolicy); err != nil {
+			return bad("%v", err)
+		}
 	}
 	return nil
 }
@@ -349,9 +367,63 @@ func (t *Trigger) parseSchedule() (s cron.Schedule, err error) {
 }
 
 // Next returns the trigger's first tick after after, or the zero time
-// when its cron spec never fires again. It fails (ErrInvalid) only on a
-// trigger Validate rejects.
+// when its cron spec never fires again. It fails (ErrInvalid) on a
+// trigger Validate rejects, and on one that names a Calendar: its ticks
+// depend on the calendar, so they come from NextIn.
 func (t *Trigger) Next(after time.Time) (time.Time, error) {
+	if t.Calendar != "" {
+		return time.Time{}, fmt.Errorf("%w: trigger %q runs on calendar %q: compute its ticks with NextIn and the calendar's rules", ErrInvalid, t.Name, t.Calendar)
+	}
+	return t.rawNext(after)
+}
+
+// NextIn returns the trigger's first fire time after after, shaped by its
+// calendar, whose rules cal are (Calendar.Compile): the zero time when it
+// never fires again (within about five years). A trigger without a
+// Calendar ignores cal. A trigger that names one with a nil cal fails
+// with an error wrapping ErrNotFound (the calendar is not stored); with
+// the rules of another calendar, ErrInvalid.
+func (t *Trigger) NextIn(after time.Time, cal *CalendarRules) (time.Time, error) {
+	if t.Calendar == "" {
+		return t.rawNext(after)
+	}
+	if cal == nil {
+		return time.Time{}, fmt.Errorf("trigger %q: %w", t.Name, CalendarNotFound(t.Calendar))
+	}
+	if cal.Name() != t.Calendar {
+		return time.Time{}, fmt.Errorf("%w: trigger %q runs on calendar %q, not %q", ErrInvalid, t.Name, t.Calendar, cal.Name())
+	}
+	if _, err := t.rawNext(after); err != nil {
+		return time.Time{}, err
+	}
+	raw := func(x time.Time) time.Time { n, _ := t.rawNext(x); return n }
+	p := t.CalendarPolicy
+	if p == "" {
+		p = CalendarWorkdays
+	}
+	return cal.Next(raw, after, p), nil
+}
+
+// NextTimesIn returns the next n fire times after after (fewer when the
+// trigger stops firing), shaped by its calendar (see NextIn).
+func (t *Trigger) NextTimesIn(after time.Time, n int, cal *CalendarRules) ([]time.Time, error) {
+	out := make([]time.Time, 0, max(n, 0))
+	for range n {
+		next, err := t.NextIn(after, cal)
+		if err != nil {
+			return nil, err
+		}
+		if next.IsZero() {
+			break
+		}
+		out = append(out, next)
+		after = next
+	}
+	return out, nil
+}
+
+// rawNext is Next without the calendar.
+func (t *Trigger) rawNext(after time.Time) (time.Time, error) {
 	if t.Interval > 0 {
 		n := after.UnixNano()
 		d := int64(t.Interval)
