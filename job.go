@@ -36,6 +36,10 @@ type Job struct {
 	overlap       OverlapPolicy
 	missed        MissedTickPolicy
 	catchUpWithin time.Duration
+	// The stored calendar a recurring job runs on (WithCalendar), and its
+	// policy; empty: none.
+	calendar  string
+	calPolicy CalendarPolicy
 
 	onStateChange func(Instance, State)
 	onComplete    func(Instance, []any)
@@ -73,6 +77,9 @@ func NewJob(opts ...JobOption) (*Job, error) {
 	}
 	if j.recurring == nil && (j.overlap != "" || j.missed != "") {
 		return nil, fmt.Errorf("%w: job %q has an overlap or missed-tick policy but no schedule; add job.WithCronSpec or job.WithInterval", ErrInvalidJob, j.kind)
+	}
+	if j.recurring == nil && j.calendar != "" {
+		return nil, fmt.Errorf("%w: job %q runs on calendar %q but has no schedule; add job.WithCronSpec or job.WithInterval", ErrInvalidJob, j.kind, j.calendar)
 	}
 	if j.recurring != nil {
 		if _, err := j.exec.encodeArgs(j.recurring.args); err != nil {

@@ -28,6 +28,7 @@ type Manager struct {
 	log   *slog.Logger
 	clock Clock
 	node  string
+	cals  calendarCache // the calendars of recurring jobs (calendar.go)
 
 	mu      sync.Mutex
 	running bool

@@ -61,7 +61,14 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 		if !last.IsZero() && now.Sub(last) < r.tickHold()/2 {
 			from = last
 		}
-		tick := r.next(from)
+		tick, err := m.recurNext(j, from)
+		if err != nil { // its calendar is not stored, or cannot be read
+			m.log.Warn("recurring job schedules no tick until its calendar can be read", "kind", j.kind, "calendar", j.calendar, "err", err, "retry_in", m.cfg.triggerReload)
+			if !m.sleepUntil(now.Add(m.cfg.triggerReload), stop) {
+				return
+			}
+			continue
+		}
 		if tick.IsZero() { // a cron spec that never fires again
 			m.log.Warn("recurring job has no next tick", "kind", j.kind, "spec", r.spec)
 			return
@@ -128,7 +135,7 @@ func (m *Manager) sleepUntil(t time.Time, stop <-chan struct{}) bool {
 // at once, store one.
 func (m *Manager) catchUpTick(j *Job, stop <-chan struct{}) time.Time {
 	now := m.clock.Now()
-	latest := latestTick(j.recurring.next, now, now.Add(-j.catchUpWithin-time.Nanosecond))
+	latest := latestTick(m.recurNextFunc(j), now, now.Add(-j.catchUpWithin-time.Nanosecond))
 	if latest.IsZero() {
 		return time.Time{}
 	}

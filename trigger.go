@@ -132,6 +132,9 @@ func (m *Manager) PutTrigger(ctx context.Context, t *store.Trigger, ifVersion in
 	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("job: put trigger: %w", err)
 	}
+	if err := m.checkTriggerCalendar(ctx, t); err != nil {
+		return nil, fmt.Errorf("job: put trigger: %w", err)
+	}
 	if j, ok := m.reg.get(t.Kind); ok {
 		if _, err := j.exec.decodeArgs(t.Args); err != nil {
 			return nil, fmt.Errorf("job: put trigger %q: arguments for kind %q: %w", t.Name, t.Kind, err)
@@ -220,7 +223,7 @@ func (m *Manager) NextFireTimes(ctx context.Context, name string, n int) ([]time
 	if t.Paused {
 		return nil, nil
 	}
-	return t.NextTimes(m.clock.Now(), n)
+	return m.TriggerFireTimes(ctx, t, m.clock.Now(), n)
 }
 
 // triggersChanged makes the scheduler reload the triggers at once.
@@ -239,6 +242,16 @@ type triggerState struct {
 	since   time.Time
 	retryAt time.Time // after a failed fire: not before then
 	fails   int
+	// cal is the rules of t's calendar (nil without one, or while it is
+	// not stored: then nothing fires); calMissing says it was not found.
+	cal        *store.CalendarRules
+	calMissing bool
+}
+
+// next is the first tick of st's trigger after after, shaped by its
+// calendar.
+func (st *triggerState) next(after time.Time) (time.Time, error) {
+	return st.t.NextIn(after, st.cal)
 }
 
 // triggerBase is the time after which t's ticks are undecided by what is
@@ -289,7 +302,7 @@ func (m *Manager) triggerLoop() {
 				continue
 			}
 			at := st.retryAt
-			if n, err := st.t.Next(st.since); err == nil && !n.IsZero() && n.After(at) {
+			if n, err := st.next(st.since); err == nil && !n.IsZero() && n.After(at) {
 				at = n
 			}
 			if !at.IsZero() {
@@ -344,6 +357,7 @@ func (m *Manager) loadTriggers(states map[string]*triggerState) error {
 			delete(states, name)
 		}
 	}
+	m.triggerCalendars(ctx, states)
 	return nil
 }
 
@@ -362,17 +376,17 @@ func (m *Manager) runTrigger(st *triggerState, now time.Time, grace time.Duratio
 		onFrom = g
 	}
 	var fire []time.Time
-	for tk, _ := t.Next(onFrom); !tk.IsZero() && !tk.After(now) && len(fire) < 100; tk, _ = t.Next(tk) {
+	for tk, _ := st.next(onFrom); !tk.IsZero() && !tk.After(now) && len(fire) < 100; tk, _ = st.next(tk) {
 		fire = append(fire, tk)
 	}
-	if first, _ := t.Next(st.since); len(fire) == 0 && !first.IsZero() && !first.After(onFrom) {
+	if first, _ := st.next(st.since); len(fire) == 0 && !first.IsZero() && !first.After(onFrom) {
 		var missed time.Time
 		if t.Missed == store.MissedCatchUpOnce {
 			floor := st.since
 			if f := now.Add(-t.CatchUpWithin - time.Nanosecond); f.After(floor) {
 				floor = f
 			}
-			missed = latestTick(func(after time.Time) time.Time { n, _ := t.Next(after); return n }, onFrom, floor)
+			missed = latestTick(func(after time.Time) time.Time { n, _ := st.next(after); return n }, onFrom, floor)
 		}
 		if !missed.IsZero() {
 			m.log.Info("stored trigger catches up its latest missed tick", "trigger", t.Name, "tick", missed)
@@ -413,10 +427,11 @@ func (m *Manager) fireTrigger(st *triggerState, tick, now time.Time) error {
 		return err
 	}
 	st.t = cur
+	cal := m.triggerRules(ctx, st, cur)
 	if cur.Paused || !cur.LastTick.Before(tick) || !cur.LastSkipped.Before(tick) || cur.UpdatedAt.After(tick) {
 		return nil // paused, fired or skipped already, or changed since the tick
 	}
-	if n, err := cur.Next(tick.Add(-time.Nanosecond)); err != nil || !n.Equal(tick) {
+	if n, err := cur.NextIn(tick.Add(-time.Nanosecond), cal); err != nil || !n.Equal(tick) {
 		return nil // not a tick of its current schedule
 	}
 	if prev := cur.LastInstanceID; prev != "" && cur.Overlap != "" && cur.Overlap != store.OverlapAllow {
@@ -452,7 +467,7 @@ func (m *Manager) fireTrigger(st *triggerState, tick, now time.Time) error {
 			m.log.Info("stored trigger canceled its previous run (overlap policy replace)", "trigger", cur.Name, "tick", tick, "previous", prev)
 		}
 	}
-	rec, err := m.triggerRecord(ctx, cur, tick, now)
+	rec, err := m.triggerRecord(ctx, cur, cal, tick, now)
 	if err != nil {
 		return err
 	}
@@ -541,13 +556,13 @@ func triggerTickKey(t *store.Trigger, tick time.Time) string {
 // (as ScheduleJob takes it); a kind with neither gets the defaults
 // (DefaultQueue), so its ticks wait there, visible, for a manager that
 // runs the kind.
-func (m *Manager) triggerRecord(ctx context.Context, t *store.Trigger, tick, now time.Time) (*store.Instance, error) {
+func (m *Manager) triggerRecord(ctx context.Context, t *store.Trigger, cal *store.CalendarRules, tick, now time.Time) (*store.Instance, error) {
 	args := t.Args
 	if len(args) == 0 {
 		args = []byte("[]")
 	}
 	period := time.Minute
-	if n, err := t.Next(tick); err == nil && !n.IsZero() {
+	if n, err := t.NextIn(tick, cal); err == nil && !n.IsZero() {
 		period = n.Sub(tick)
 	}
 	hold := max(time.Minute, 2*period)

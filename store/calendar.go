@@ -33,6 +33,13 @@ type Calendar struct {
 	Dates []CalendarDate `json:"dates,omitempty"`
 	// Description is free text for people.
 	Description string `json:"description,omitempty"`
+
+	// Version, CreatedAt and UpdatedAt are those of the calendar's
+	// document (set by DecodeCalendar; not part of the body): pass Version
+	// back to replace or delete what was read.
+	Version   int64     `json:"-"`
+	CreatedAt time.Time `json:"-"`
+	UpdatedAt time.Time `json:"-"`
 }
 
 // CalendarDate is one day off of a calendar.
@@ -196,7 +203,7 @@ func DecodeCalendar(d *Document) (*Calendar, error) {
 	if err := json.Unmarshal(d.Body, &c); err != nil {
 		return nil, fmt.Errorf("%w: calendar %q: stored body is not a calendar: %v; store it again", ErrCorrupt, d.Name, err)
 	}
-	c.Name = d.Name
+	c.Name, c.Version, c.CreatedAt, c.UpdatedAt = d.Name, d.Version, d.CreatedAt, d.UpdatedAt
 	return &c, nil
 }
 

@@ -1,0 +1,350 @@
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jobkit/job/store"
+)
+
+// Calendars (store.Calendar) are data: a time zone, the working weekdays
+// and the dates off, kept as documents of store.CalendarCollection and
+// edited at run time by any process. A stored trigger names one in its
+// Calendar field, a recurring job with WithCalendar; the calendar's policy
+// then decides which ticks fire, and when.
+
+// CalendarPolicy says how a calendar shapes a recurring job's or a stored
+// trigger's ticks; see store.CalendarPolicy.
+type CalendarPolicy = store.CalendarPolicy
+
+// The calendar policies.
+const (
+	// CalendarWorkdays fires only the ticks on working days.
+	CalendarWorkdays = store.CalendarWorkdays
+	// CalendarSkipDates skips only the ticks on the calendar's dates.
+	CalendarSkipDates = store.CalendarSkipDates
+	// CalendarNextWorkday moves a tick on a day off to the next working
+	// day, at the same clock time in the calendar's zone.
+	CalendarNextWorkday = store.CalendarNextWorkday
+)
+
+// ErrCalendarInUse: a calendar cannot be deleted while a stored trigger
+// or a recurring job of this manager runs on it.
+var ErrCalendarInUse = errors.New("job: calendar in use")
+
+// WithCalendar makes a recurring job (WithCronSpec, WithInterval) run on
+// the stored calendar of that name under policy p (empty: CalendarWorkdays).
+// The calendar is read from the store when the job's ticker starts and
+// again every trigger reload interval (WithTriggerReload), so edits take
+// effect without a restart. While it is not stored the job schedules no
+// tick and logs a warning; ticks missed meanwhile follow the job's
+// missed-tick policy. A moved tick (CalendarNextWorkday) is keyed by the
+// time it moved to, the same on every manager, so it runs once per
+// cluster.
+func WithCalendar(name string, p CalendarPolicy) JobOption {
+	return jobOption(func(j *Job) error {
+		if err := store.CheckTriggerName(name); err != nil {
+			return fmt.Errorf("%w: calendar name: %w", ErrInvalidJob, err)
+		}
+		if err := store.CheckCalendarPolicy(p); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidJob, err)
+		}
+		if p == "" {
+			p = CalendarWorkdays
+		}
+		j.calendar, j.calPolicy = name, p
+		return nil
+	})
+}
+
+// PutCalendar creates (ifVersion 0), replaces (the Version read) or
+// writes whatever is stored (store.AnyVersion) the calendar c, after
+// checking it (store.Calendar.Validate: an invalid one, such as one whose
+// days are all off, is an error wrapping store.ErrInvalid and nothing is
+// stored). It returns the calendar as stored. Schedulers see the change
+// at their next reload (this manager's at once).
+func (m *Manager) PutCalendar(ctx context.Context, c *store.Calendar, ifVersion int64) (*store.Calendar, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("job: put calendar: %w", err)
+	}
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("job: put calendar %q: %w", c.Name, err)
+	}
+	d, err := m.store.PutDocument(ctx, &store.PutDocumentParams{Collection: store.CalendarCollection, Name: c.Name, Body: body, IfVersion: ifVersion, Now: m.clock.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("job: put calendar %q: %w", c.Name, err)
+	}
+	m.cals.forget(c.Name)
+	m.triggersChanged()
+	return store.DecodeCalendar(d)
+}
+
+// GetCalendar returns the stored calendar of that name, or an error
+// wrapping store.ErrNotFound that names it.
+func (m *Manager) GetCalendar(ctx context.Context, name string) (*store.Calendar, error) {
+	d, err := m.store.GetDocument(ctx, store.CalendarCollection, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("job: %w", store.CalendarNotFound(name))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("job: get calendar %q: %w", name, err)
+	}
+	c, err := store.DecodeCalendar(d)
+	if err != nil {
+		return nil, fmt.Errorf("job: %w", err)
+	}
+	return c, nil
+}
+
+// ListCalendars returns up to limit stored calendars (0:
+// store.DefaultDocumentPage) in name order after the name after, and the
+// after of the next page (empty on the last).
+func (m *Manager) ListCalendars(ctx context.Context, after string, limit int) ([]*store.Calendar, string, error) {
+	page, err := m.store.ListDocuments(ctx, &store.ListDocumentsParams{Collection: store.CalendarCollection, After: after, Limit: limit})
+	if err != nil {
+		return nil, "", fmt.Errorf("job: list calendars: %w", err)
+	}
+	out := make([]*store.Calendar, 0, len(page.Documents))
+	for _, d := range page.Documents {
+		c, err := store.DecodeCalendar(d)
+		if err != nil {
+			return nil, "", fmt.Errorf("job: list calendars: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, page.Next, nil
+}
+
+// DeleteCalendar deletes the stored calendar of that name (only at
+// ifVersion when not 0). It refuses, with an error wrapping
+// ErrCalendarInUse that names them, while stored triggers or recurring
+// jobs registered on this manager run on it: change or delete those
+// first. (A trigger created on another process at the same moment may
+// still name it; such a trigger fires no tick until the calendar is
+// stored again, and its scheduler logs why.)
+func (m *Manager) DeleteCalendar(ctx context.Context, name string, ifVersion int64) error {
+	users, err := m.CalendarUsers(ctx, name)
+	if err != nil {
+		return fmt.Errorf("job: delete calendar %q: %w", name, err)
+	}
+	if len(users) > 0 {
+		return fmt.Errorf("%w: calendar %q is used by %s; point them at another calendar or delete them first", ErrCalendarInUse, name, strings.Join(users, ", "))
+	}
+	if err := m.store.DeleteDocument(ctx, &store.DeleteDocumentParams{Collection: store.CalendarCollection, Name: name, IfVersion: ifVersion}); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("job: %w", store.CalendarNotFound(name))
+		}
+		return fmt.Errorf("job: delete calendar %q: %w", name, err)
+	}
+	m.cals.forget(name)
+	m.triggersChanged()
+	return nil
+}
+
+// CalendarUsers returns what runs on the calendar of that name: "trigger
+// <name>" for each stored trigger, "job <kind>" for each recurring job
+// registered on this manager, sorted.
+func (m *Manager) CalendarUsers(ctx context.Context, name string) ([]string, error) {
+	var users []string
+	after := ""
+	for {
+		page, err := m.store.ListTriggers(ctx, &store.ListTriggersParams{After: after, Limit: store.MaxTriggerPage})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range page.Triggers {
+			if t.Calendar == name {
+				users = append(users, fmt.Sprintf("trigger %q", t.Name))
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		after = page.Next
+	}
+	for _, j := range m.reg.all() {
+		if j.recurring != nil && j.calendar == name {
+			users = append(users, fmt.Sprintf("job %q", j.kind))
+		}
+	}
+	sort.Strings(users)
+	return users, nil
+}
+
+// CalendarRules returns the compiled rules of the stored calendar of that
+// name, or an error wrapping store.ErrNotFound that names it.
+func (m *Manager) CalendarRules(ctx context.Context, name string) (*store.CalendarRules, error) {
+	c, err := m.GetCalendar(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("job: stored calendar %q: %w", name, err)
+	}
+	return r, nil
+}
+
+// TriggerFireTimes returns the next n fire times after after of t, stored
+// or not, shaped by its calendar as stored now: what the scheduler would
+// fire (a paused trigger's included). A trigger that names a calendar
+// that is not stored is an error wrapping store.ErrNotFound that names
+// it.
+func (m *Manager) TriggerFireTimes(ctx context.Context, t *store.Trigger, after time.Time, n int) ([]time.Time, error) {
+	var cal *store.CalendarRules
+	if t.Calendar != "" {
+		r, err := m.CalendarRules(ctx, t.Calendar)
+		if err != nil {
+			return nil, fmt.Errorf("job: trigger %q: %w", t.Name, err)
+		}
+		cal = r
+	}
+	return t.NextTimesIn(after, n, cal)
+}
+
+// checkTriggerCalendar checks, before t is stored, that its calendar is
+// stored and lets it fire: a trigger that would never fire on it (a
+// Saturday schedule on working days) is refused.
+func (m *Manager) checkTriggerCalendar(ctx context.Context, t *store.Trigger) error {
+	if t.Calendar == "" {
+		return nil
+	}
+	ts, err := m.TriggerFireTimes(ctx, t, m.clock.Now(), 1)
+	if err != nil {
+		return err
+	}
+	if len(ts) == 0 {
+		return fmt.Errorf("%w: trigger %q never fires on calendar %q under policy %q (within five years); pick another schedule or policy", store.ErrInvalid, t.Name, t.Calendar, t.CalendarPolicy)
+	}
+	return nil
+}
+
+// calendarCache keeps the calendars recurring jobs run on, each read
+// again once it is older than the trigger reload interval.
+type calendarCache struct {
+	mu sync.Mutex
+	m  map[string]cachedCalendar
+}
+
+type cachedCalendar struct {
+	rules *store.CalendarRules
+	at    time.Time
+}
+
+func (c *calendarCache) forget(name string) {
+	c.mu.Lock()
+	delete(c.m, name)
+	c.mu.Unlock()
+}
+
+// rules returns the rules of calendar name, read from the store when the
+// cached ones are older than the reload interval. A calendar that cannot
+// be read keeps its last rules, if any, so a store hiccup does not stop
+// the job's ticks.
+func (m *Manager) cachedCalendar(name string) (*store.CalendarRules, error) {
+	now := m.clock.Now()
+	m.cals.mu.Lock()
+	c, ok := m.cals.m[name]
+	m.cals.mu.Unlock()
+	if ok && now.Sub(c.at) < m.cfg.triggerReload {
+		return c.rules, nil
+	}
+	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+	defer cancel()
+	r, err := m.CalendarRules(ctx, name)
+	if err != nil {
+		if ok && !errors.Is(err, store.ErrNotFound) {
+			return c.rules, nil
+		}
+		return nil, err
+	}
+	m.cals.mu.Lock()
+	if m.cals.m == nil {
+		m.cals.m = map[string]cachedCalendar{}
+	}
+	m.cals.m[name] = cachedCalendar{rules: r, at: now}
+	m.cals.mu.Unlock()
+	return r, nil
+}
+
+// recurNext returns the first tick of recurring job j after after,
+// shaped by its calendar; an error when the calendar is not stored.
+func (m *Manager) recurNext(j *Job, after time.Time) (time.Time, error) {
+	if j.calendar == "" {
+		return j.recurring.next(after), nil
+	}
+	r, err := m.cachedCalendar(j.calendar)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return r.Next(j.recurring.next, after, j.calPolicy), nil
+}
+
+// recurNextFunc is recurNext as a function of after alone, zero on an
+// error.
+func (m *Manager) recurNextFunc(j *Job) func(time.Time) time.Time {
+	return func(after time.Time) time.Time {
+		t, _ := m.recurNext(j, after)
+		return t
+	}
+}
+
+// triggerCalendars reads the calendars the triggers in states run on,
+// each once, and gives each trigger its rules (nil when its calendar is
+// not stored, so it fires nothing; logged when that changes).
+func (m *Manager) triggerCalendars(ctx context.Context, states map[string]*triggerState) {
+	rules := map[string]*store.CalendarRules{}
+	failed := map[string]error{}
+	for _, st := range states {
+		name := st.t.Calendar
+		if name == "" {
+			st.cal = nil
+			continue
+		}
+		if _, done := rules[name]; !done && failed[name] == nil {
+			r, err := m.CalendarRules(ctx, name)
+			if err != nil {
+				failed[name] = err
+			} else {
+				rules[name] = r
+			}
+		}
+		if err := failed[name]; err != nil {
+			if !errors.Is(err, store.ErrNotFound) && st.cal != nil && st.cal.Name() == name {
+				continue // unreadable for now: keep the rules it has
+			}
+			if st.cal != nil || !st.calMissing {
+				m.log.Warn("stored trigger fires no tick: its calendar cannot be read", "trigger", st.t.Name, "calendar", name, "err", err)
+			}
+			st.cal, st.calMissing = nil, true
+			continue
+		}
+		if st.calMissing {
+			m.log.Info("stored trigger's calendar is back; it fires again", "trigger", st.t.Name, "calendar", name)
+		}
+		st.cal, st.calMissing = rules[name], false
+	}
+}
+
+// triggerRules returns the rules for cur, a trigger just read, taking
+// st's when they are of its calendar and reading the calendar otherwise.
+func (m *Manager) triggerRules(ctx context.Context, st *triggerState, cur *store.Trigger) *store.CalendarRules {
+	if cur.Calendar == "" {
+		return nil
+	}
+	if st.cal != nil && st.cal.Name() == cur.Calendar {
+		return st.cal
+	}
+	r, err := m.CalendarRules(ctx, cur.Calendar)
+	if err != nil {
+		return nil
+	}
+	return r
+}

@@ -1,0 +1,321 @@
+package job_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobkit/job"
+	"github.com/jobkit/job/internal/fakeclock"
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/memdbstore"
+)
+
+// frCalendar is Monday to Friday in Europe/Paris, with Armistice Day 2026
+// (Wednesday 11 November) off and Christmas off every year. Summer time
+// ends there on Sunday 25 October 2026.
+func frCalendar() *store.Calendar {
+	return &store.Calendar{
+		Name:     "fr",
+		TimeZone: "Europe/Paris",
+		Workdays: []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday},
+		Dates: []store.CalendarDate{
+			{Date: "2026-11-11", Name: "Armistice"},
+			{Date: "2020-12-25", Name: "Christmas", Yearly: true},
+		},
+	}
+}
+
+// calendarCluster starts two managers on one memdb store and one fake
+// clock at start, with the kinds given registered (each a no-op).
+func calendarCluster(t *testing.T, start time.Time, kinds ...string) (*fakeclock.Clock, []*job.Manager) {
+	t.Helper()
+	clk := fakeclock.New(start)
+	s, err := memdbstore.New(memdbstore.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := make([]*job.Manager, 2)
+	for i := range ms {
+		ms[i] = newManager(t, job.WithStore(s), job.WithClock(clk), job.WithNodeID(fmt.Sprintf("n%d", i)),
+			job.WithTriggerReload(time.Hour), job.WithWorkers(0), job.WithLogger(quietLogger()))
+		for _, k := range kinds {
+			if err := ms[i].RegisterJob(mustJob(t, job.WithKind(k), job.WithExecutor(func() {}))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return clk, ms
+}
+
+// runAts returns the RunAt of every instance of kind, in UTC, as RFC 3339.
+func runAts(t *testing.T, m *job.Manager, kind string) map[string]bool {
+	t.Helper()
+	ins, err := m.LookupInstances(context.Background(), job.NewQuery(job.WithQueryKind(kind), job.WithQueryLimit(1000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, in := range ins {
+		k := in.RunAt().UTC().Format(time.RFC3339)
+		if out[k] {
+			t.Fatalf("kind %s: two instances due at %s", kind, k)
+		}
+		out[k] = true
+	}
+	return out
+}
+
+// parisDays returns 09:00 in Paris of each day from from to to (dates,
+// inclusive) that keep says to keep, as UTC RFC 3339.
+func parisDays(t *testing.T, from, to string, keep func(d time.Time) bool) []string {
+	t.Helper()
+	loc, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := time.ParseInLocation(time.DateOnly, from, loc)
+	l, _ := time.ParseInLocation(time.DateOnly, to, loc)
+	var out []string
+	for d := f; !d.After(l); d = d.AddDate(0, 0, 1) {
+		if keep(d) {
+			out = append(out, time.Date(d.Year(), d.Month(), d.Day(), 9, 0, 0, 0, loc).UTC().Format(time.RFC3339))
+		}
+	}
+	return out
+}
+
+// TestTriggerCalendarPolicies runs, on a fake clock and two managers,
+// stored triggers at 09:00 Paris time on the calendar fr for three weeks:
+// across a weekend, the end of summer time and a holiday, under each
+// policy, beside a control trigger without a calendar. The clock steps to
+// every control tick and waits for it, so the scheduler looks at every
+// tick of the calendar triggers; each must fire exactly when its policy
+// says, once in the cluster.
+func TestTriggerCalendarPolicies(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 10, 22, 12, 0, 0, 0, time.UTC) // Thursday
+	clk, ms := calendarCluster(t, start, "ctl", "wd", "sd", "nw")
+	ctx := context.Background()
+	for _, m := range ms {
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ms[0].PutCalendar(ctx, frCalendar(), 0); err != nil {
+		t.Fatal(err)
+	}
+	trig := func(name, cron string, p job.CalendarPolicy) *store.Trigger {
+		tr := &store.Trigger{Name: name, Kind: name, Cron: cron, TimeZone: "Europe/Paris", Missed: store.MissedSkip}
+		if p != "" {
+			tr.Calendar, tr.CalendarPolicy = "fr", p
+		}
+		return tr
+	}
+	for _, tr := range []*store.Trigger{
+		trig("ctl", "0 9 * * *", ""),
+		trig("wd", "0 9 * * *", job.CalendarWorkdays),
+		trig("sd", "0 9 * * *", job.CalendarSkipDates),
+		trig("nw", "0 9 * * SAT,WED", job.CalendarNextWorkday),
+	} {
+		if _, err := ms[1].PutTrigger(ctx, tr, 0); err != nil {
+			t.Fatalf("PutTrigger(%s): %v", tr.Name, err)
+		}
+	}
+	weekday := func(d time.Time) bool { return d.Weekday() != time.Saturday && d.Weekday() != time.Sunday }
+	holiday := func(d time.Time) bool { return d.Month() == time.November && d.Day() == 11 }
+	want := map[string][]string{
+		"ctl": parisDays(t, "2026-10-23", "2026-11-13", func(time.Time) bool { return true }),
+		"wd":  parisDays(t, "2026-10-23", "2026-11-13", func(d time.Time) bool { return weekday(d) && !holiday(d) }),
+		"sd":  parisDays(t, "2026-10-23", "2026-11-13", func(d time.Time) bool { return !holiday(d) }),
+		// Saturdays move to Monday, Wednesday 11 November to Thursday.
+		"nw": parisDays(t, "2026-10-23", "2026-11-13", func(d time.Time) bool {
+			return d.Weekday() == time.Monday || d.Weekday() == time.Wednesday && !holiday(d) || d.Format(time.DateOnly) == "2026-11-12"
+		}),
+	}
+	// The next fire times the API shows respect the calendar.
+	next, err := ms[0].NextFireTimes(ctx, "nw", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(formatTimes(next)); got != fmt.Sprint(want["nw"][:3]) {
+		t.Fatalf("NextFireTimes(nw) = %v, want %v", got, want["nw"][:3])
+	}
+	for _, tick := range want["ctl"] {
+		at, _ := time.Parse(time.RFC3339, tick)
+		clk.Set(at.Add(time.Millisecond))
+		waitFor(t, "tick "+tick, func() bool {
+			if !runAts(t, ms[0], "ctl")[tick] {
+				return false
+			}
+			for _, k := range []string{"wd", "sd", "nw"} {
+				if slicesContain(want[k], tick) && !runAts(t, ms[0], k)[tick] {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	for _, k := range []string{"ctl", "wd", "sd", "nw"} {
+		got := runAts(t, ms[1], k)
+		if len(got) != len(want[k]) {
+			t.Errorf("trigger %s fired %d times, want %d:\n got  %v\n want %v", k, len(got), len(want[k]), sortedKeys(got), want[k])
+			continue
+		}
+		for _, w := range want[k] {
+			if !got[w] {
+				t.Errorf("trigger %s did not fire at %s; fired %v", k, w, sortedKeys(got))
+			}
+		}
+	}
+}
+
+func slicesContain(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+func formatTimes(ts []time.Time) []string {
+	out := make([]string, len(ts))
+	for i, x := range ts {
+		out[i] = x.UTC().Format(time.RFC3339)
+	}
+	return out
+}
+
+// TestRecurringJobCalendar: a WithCronSpec job on a calendar schedules its
+// first tick on the next working day, not on the weekend; while its
+// calendar is not stored it schedules nothing, and once it is stored the
+// ticks come.
+func TestRecurringJobCalendar(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 10, 23, 12, 0, 0, 0, time.UTC) // Friday, after 09:00 Paris
+	clk := fakeclock.New(start)
+	s, err := memdbstore.New(memdbstore.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, job.WithStore(s), job.WithClock(clk), job.WithTriggerReload(time.Minute), job.WithWorkers(0), job.WithLogger(quietLogger()))
+	j := mustJob(t, job.WithKind("daily"), job.WithExecutor(func() {}),
+		job.WithCronSpec("CRON_TZ=Europe/Paris 0 9 * * *"), job.WithCalendar("fr", job.CalendarWorkdays))
+	if err := m.RegisterJob(j); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// No calendar yet: no tick, however long.
+	waitFor(t, "the ticker waits", func() bool { return clk.Timers() > 0 })
+	if got := runAts(t, m, "daily"); len(got) != 0 {
+		t.Fatalf("ticks scheduled without the calendar: %v", sortedKeys(got))
+	}
+	if _, err := m.PutCalendar(ctx, frCalendar(), 0); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute + time.Millisecond)
+	// Saturday and Sunday are off: the next tick is Monday 09:00 CET.
+	waitFor(t, "Monday's tick scheduled", func() bool { return runAts(t, m, "daily")["2026-10-26T08:00:00Z"] })
+	if got := runAts(t, m, "daily"); len(got) != 1 {
+		t.Fatalf("ticks: %v, want only Monday's", sortedKeys(got))
+	}
+	clk.Set(time.Date(2026, 10, 26, 8, 0, 0, 1000, time.UTC))
+	waitFor(t, "Tuesday's tick scheduled", func() bool { return runAts(t, m, "daily")["2026-10-27T08:00:00Z"] })
+
+	// The calendar cannot be deleted while the job runs on it.
+	err = m.DeleteCalendar(ctx, "fr", 0)
+	if !errors.Is(err, job.ErrCalendarInUse) || !strings.Contains(err.Error(), `job "daily"`) {
+		t.Fatalf("DeleteCalendar of a calendar in use: %v; want ErrCalendarInUse naming the job", err)
+	}
+}
+
+// TestCalendarBadInput: what a user gets wrong about calendars is refused
+// with an error that names it, and nothing is stored.
+func TestCalendarBadInput(t *testing.T) {
+	t.Parallel()
+	clk, ms := calendarCluster(t, time.Date(2026, 10, 22, 12, 0, 0, 0, time.UTC), "k")
+	m := ms[0]
+	ctx := context.Background()
+	// A calendar whose days are all off, an unknown zone.
+	allOff := frCalendar()
+	allOff.Workdays = nil
+	if _, err := m.PutCalendar(ctx, allOff, 0); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "never fire") {
+		t.Fatalf("PutCalendar with no working day: %v", err)
+	}
+	badZone := frCalendar()
+	badZone.TimeZone = "Europe/Atlantis"
+	if _, err := m.PutCalendar(ctx, badZone, 0); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "Europe/Atlantis") {
+		t.Fatalf("PutCalendar with an unknown zone: %v", err)
+	}
+	if _, err := m.GetCalendar(ctx, "fr"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused calendar was stored: %v", err)
+	}
+	// A trigger naming a missing calendar.
+	tr := &store.Trigger{Name: "t", Kind: "k", Cron: "0 9 * * *", Calendar: "fr"}
+	if _, err := m.PutTrigger(ctx, tr, 0); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `calendar "fr"`) {
+		t.Fatalf("PutTrigger naming a missing calendar: %v; want ErrNotFound naming it", err)
+	}
+	if _, err := m.GetTrigger(ctx, "t"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the trigger was stored: %v", err)
+	}
+	stored, err := m.PutCalendar(ctx, frCalendar(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A trigger that never fires on it.
+	sat := &store.Trigger{Name: "sat", Kind: "k", Cron: "0 9 * * SAT", Calendar: "fr"}
+	if _, err := m.PutTrigger(ctx, sat, 0); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "never fires") {
+		t.Fatalf("PutTrigger that never fires on its calendar: %v", err)
+	}
+	// Deleting a calendar a trigger uses is refused, naming the trigger.
+	if _, err := m.PutTrigger(ctx, tr, 0); err != nil {
+		t.Fatal(err)
+	}
+	err = m.DeleteCalendar(ctx, "fr", 0)
+	if !errors.Is(err, job.ErrCalendarInUse) || !strings.Contains(err.Error(), `trigger "t"`) {
+		t.Fatalf("DeleteCalendar in use: %v; want ErrCalendarInUse naming the trigger", err)
+	}
+	// A stale version is a conflict; the right one deletes once unused.
+	if err := m.DeleteTrigger(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteCalendar(ctx, "fr", stored.Version+1); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("DeleteCalendar at a stale version: %v", err)
+	}
+	if err := m.DeleteCalendar(ctx, "fr", stored.Version); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteCalendar(ctx, "fr", 0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("DeleteCalendar twice: %v", err)
+	}
+	// A job on a calendar without a schedule.
+	if _, err := job.NewJob(job.WithKind("x"), job.WithExecutor(func() {}), job.WithCalendar("fr", "")); !errors.Is(err, job.ErrInvalidJob) {
+		t.Fatalf("WithCalendar without a schedule: %v", err)
+	}
+	if _, err := job.NewJob(job.WithKind("x"), job.WithExecutor(func() {}), job.WithInterval(time.Hour), job.WithCalendar("fr", "weekends")); !errors.Is(err, job.ErrInvalidJob) {
+		t.Fatalf("WithCalendar with an unknown policy: %v", err)
+	}
+	_ = clk
+}
