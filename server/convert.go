@@ -405,6 +405,8 @@ func triggerToProto(t *store.Trigger, next []time.Time) *pb.Trigger {
 		Version:        t.Version,
 		CreatedAt:      ts(t.CreatedAt),
 		UpdatedAt:      ts(t.UpdatedAt),
+		Calendar:       t.Calendar,
+		CalendarPolicy: calendarPolicies[t.CalendarPolicy],
 	}
 	for _, n := range next {
 		out.NextFireTimes = append(out.NextFireTimes, timestamppb.New(n))
@@ -437,6 +439,10 @@ func triggerFromProto(p *pb.Trigger) (*store.Trigger, error) {
 	}
 	if t.Missed, ok = missedsBack[p.GetMissed()]; !ok {
 		return nil, fmt.Errorf("%w: trigger.missed %v; want MISSED_TICK_POLICY_SKIP or MISSED_TICK_POLICY_CATCH_UP_ONCE", store.ErrInvalid, p.GetMissed())
+	}
+	t.Calendar = p.GetCalendar()
+	if t.CalendarPolicy, ok = calendarPoliciesBack[p.GetCalendarPolicy()]; !ok {
+		return nil, fmt.Errorf("%w: trigger.calendar_policy %v; want CALENDAR_POLICY_WORKDAYS, CALENDAR_POLICY_SKIP_DATES or CALENDAR_POLICY_NEXT_WORKDAY", store.ErrInvalid, p.GetCalendarPolicy())
 	}
 	var err error
 	if t.Interval, err = fromDur("trigger.interval", p.GetInterval()); err != nil {

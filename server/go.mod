@@ -7,6 +7,7 @@ go 1.26.0
 replace (
 	github.com/jobkit/job => ..
 	github.com/jobkit/job/api => ../api
+	github.com/jobkit/job/icalimport => ../icalimport
 	github.com/jobkit/job/metrics => ../metrics
 	github.com/jobkit/job/otel => ../otel
 	github.com/jobkit/job/store/etcdstore => ../store/etcdstore
@@ -46,6 +47,11 @@ require (
 )
 
 require (
+	github.com/emersion/go-ical v0.0.0-20250329121855-f41e73efc392 // indirect
+	github.com/teambition/rrule-go v1.8.2 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
@@ -62,6 +68,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/jobkit/job/icalimport v0.0.0
 	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect

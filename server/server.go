@@ -163,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.Handle(jobkitv1connect.NewTriggerServiceHandler(triggerService{}, opts...))
 	s.mux.Handle(jobkitv1connect.NewQueueServiceHandler(queueService{}, opts...))
 	s.mux.Handle(jobkitv1connect.NewNodeServiceHandler(nodeService{}, opts...))
+	s.mux.Handle(jobkitv1connect.NewCalendarServiceHandler(calendarService{}, opts...))
 	// Health checking and reflection need no token.
 	open := connect.WithReadMaxBytes(cfg.MaxRequestBytes)
 	s.mux.Handle(grpchealth.NewHandler(s.health, open))

@@ -23,13 +23,18 @@ const (
 // namespace's manager.
 type triggerService struct{}
 
-// withNext converts a stored trigger with its next n fire times from now
-// (none while paused).
-func withNext(t *store.Trigger, n int) (*pb.Trigger, error) {
+// withNext converts a stored trigger with its next n fire times from now,
+// shaped by its calendar (none while paused, nor while its calendar is
+// not stored: it fires nothing then).
+func withNext(ctx context.Context, t *store.Trigger, n int) (*pb.Trigger, error) {
 	var next []time.Time
 	if !t.Paused {
 		var err error
-		if next, err = t.NextTimes(time.Now(), n); err != nil {
+		next, err = managerOf(ctx).TriggerFireTimes(ctx, t, time.Now(), n)
+		if errors.Is(err, store.ErrNotFound) && t.Calendar != "" {
+			next, err = nil, nil
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -38,8 +43,8 @@ func withNext(t *store.Trigger, n int) (*pb.Trigger, error) {
 
 // triggerResponse converts a stored trigger with the default number of
 // next fire times.
-func triggerResponse(t *store.Trigger) (*pb.Trigger, error) {
-	out, err := withNext(t, defaultNextFireTimes)
+func triggerResponse(ctx context.Context, t *store.Trigger) (*pb.Trigger, error) {
+	out, err := withNext(ctx, t, defaultNextFireTimes)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -62,7 +67,7 @@ func (triggerService) CreateTrigger(ctx context.Context, req *connect.Request[pb
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	out, err := triggerResponse(got)
+	out, err := triggerResponse(ctx, got)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +90,7 @@ func (triggerService) GetTrigger(ctx context.Context, req *connect.Request[pb.Ge
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	out, err := withNext(t, n)
+	out, err := withNext(ctx, t, n)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -106,7 +111,7 @@ func (triggerService) ListTriggers(ctx context.Context, req *connect.Request[pb.
 	}
 	out := &pb.ListTriggersResponse{NextPageToken: next, Triggers: make([]*pb.Trigger, len(ts))}
 	for i, t := range ts {
-		if out.Triggers[i], err = triggerResponse(t); err != nil {
+		if out.Triggers[i], err = triggerResponse(ctx, t); err != nil {
 			return nil, err
 		}
 	}
@@ -147,7 +152,7 @@ func (triggerService) UpdateTrigger(ctx context.Context, req *connect.Request[pb
 		}
 		break
 	}
-	out, err := triggerResponse(got)
+	out, err := triggerResponse(ctx, got)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +179,7 @@ func (triggerService) PauseTrigger(ctx context.Context, req *connect.Request[pb.
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	out, err := triggerResponse(t)
+	out, err := triggerResponse(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +195,7 @@ func (triggerService) ResumeTrigger(ctx context.Context, req *connect.Request[pb
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	out, err := triggerResponse(t)
+	out, err := triggerResponse(ctx, t)
 	if err != nil {
 		return nil, err
 	}

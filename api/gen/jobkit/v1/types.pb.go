@@ -371,6 +371,65 @@ func (MissedTickPolicy) EnumDescriptor() ([]byte, []int) {
 	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
+// CalendarPolicy says how a trigger's calendar shapes its ticks.
+type CalendarPolicy int32
+
+const (
+	// WORKDAYS.
+	CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED CalendarPolicy = 0
+	// Fire only the ticks on working days (a working weekday that is not
+	// one of the calendar's dates).
+	CalendarPolicy_CALENDAR_POLICY_WORKDAYS CalendarPolicy = 1
+	// Skip only the ticks on the calendar's dates.
+	CalendarPolicy_CALENDAR_POLICY_SKIP_DATES CalendarPolicy = 2
+	// Move a tick on a day off to the next working day, at the same clock
+	// time in the calendar's zone.
+	CalendarPolicy_CALENDAR_POLICY_NEXT_WORKDAY CalendarPolicy = 3
+)
+
+// Enum value maps for CalendarPolicy.
+var (
+	CalendarPolicy_name = map[int32]string{
+		0: "CALENDAR_POLICY_UNSPECIFIED",
+		1: "CALENDAR_POLICY_WORKDAYS",
+		2: "CALENDAR_POLICY_SKIP_DATES",
+		3: "CALENDAR_POLICY_NEXT_WORKDAY",
+	}
+	CalendarPolicy_value = map[string]int32{
+		"CALENDAR_POLICY_UNSPECIFIED":  0,
+		"CALENDAR_POLICY_WORKDAYS":     1,
+		"CALENDAR_POLICY_SKIP_DATES":   2,
+		"CALENDAR_POLICY_NEXT_WORKDAY": 3,
+	}
+)
+
+func (x CalendarPolicy) Enum() *CalendarPolicy {
+	p := new(CalendarPolicy)
+	*p = x
+	return p
+}
+
+func (x CalendarPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CalendarPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_jobkit_v1_types_proto_enumTypes[6].Descriptor()
+}
+
+func (CalendarPolicy) Type() protoreflect.EnumType {
+	return &file_jobkit_v1_types_proto_enumTypes[6]
+}
+
+func (x CalendarPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CalendarPolicy.Descriptor instead.
+func (CalendarPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{6}
+}
+
 // NodeStatus is a node's health as its heartbeats show it.
 type NodeStatus int32
 
@@ -415,11 +474,11 @@ func (x NodeStatus) String() string {
 }
 
 func (NodeStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_jobkit_v1_types_proto_enumTypes[6].Descriptor()
+	return file_jobkit_v1_types_proto_enumTypes[7].Descriptor()
 }
 
 func (NodeStatus) Type() protoreflect.EnumType {
-	return &file_jobkit_v1_types_proto_enumTypes[6]
+	return &file_jobkit_v1_types_proto_enumTypes[7]
 }
 
 func (x NodeStatus) Number() protoreflect.EnumNumber {
@@ -428,7 +487,7 @@ func (x NodeStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeStatus.Descriptor instead.
 func (NodeStatus) EnumDescriptor() ([]byte, []int) {
-	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 // Instance is one scheduled run of a job kind, with everything the store
@@ -1422,8 +1481,14 @@ type Trigger struct {
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// The next times it fires (empty while paused), computed when read.
 	NextFireTimes []*timestamppb.Timestamp `protobuf:"bytes,18,rep,name=next_fire_times,json=nextFireTimes,proto3" json:"next_fire_times,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The stored calendar (CalendarService) that shapes its ticks; "" for
+	// none.
+	Calendar string `protobuf:"bytes,19,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	// What the calendar does to its ticks; unset is WORKDAYS. Only with
+	// calendar.
+	CalendarPolicy CalendarPolicy `protobuf:"varint,20,opt,name=calendar_policy,json=calendarPolicy,proto3,enum=jobkit.v1.CalendarPolicy" json:"calendar_policy,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Trigger) Reset() {
@@ -1580,6 +1645,20 @@ func (x *Trigger) GetNextFireTimes() []*timestamppb.Timestamp {
 		return x.NextFireTimes
 	}
 	return nil
+}
+
+func (x *Trigger) GetCalendar() string {
+	if x != nil {
+		return x.Calendar
+	}
+	return ""
+}
+
+func (x *Trigger) GetCalendarPolicy() CalendarPolicy {
+	if x != nil {
+		return x.CalendarPolicy
+	}
+	return CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED
 }
 
 // StateCounts counts instances by state.
@@ -2202,7 +2281,7 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x8a\x06\n" +
+	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xea\x06\n" +
 	"\aTrigger\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1b\n" +
@@ -2224,7 +2303,9 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"created_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12B\n" +
-	"\x0fnext_fire_times\x18\x12 \x03(\v2\x1a.google.protobuf.TimestampR\rnextFireTimes\"\xdc\x01\n" +
+	"\x0fnext_fire_times\x18\x12 \x03(\v2\x1a.google.protobuf.TimestampR\rnextFireTimes\x12\x1a\n" +
+	"\bcalendar\x18\x13 \x01(\tR\bcalendar\x12B\n" +
+	"\x0fcalendar_policy\x18\x14 \x01(\x0e2\x19.jobkit.v1.CalendarPolicyR\x0ecalendarPolicy\"\xdc\x01\n" +
 	"\vStateCounts\x12\x18\n" +
 	"\acreated\x18\x01 \x01(\x03R\acreated\x12\x1c\n" +
 	"\tscheduled\x18\x02 \x01(\x03R\tscheduled\x12\x1e\n" +
@@ -2303,7 +2384,12 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\x10MissedTickPolicy\x12\"\n" +
 	"\x1eMISSED_TICK_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISSED_TICK_POLICY_SKIP\x10\x01\x12$\n" +
-	" MISSED_TICK_POLICY_CATCH_UP_ONCE\x10\x02*\x82\x01\n" +
+	" MISSED_TICK_POLICY_CATCH_UP_ONCE\x10\x02*\x91\x01\n" +
+	"\x0eCalendarPolicy\x12\x1f\n" +
+	"\x1bCALENDAR_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18CALENDAR_POLICY_WORKDAYS\x10\x01\x12\x1e\n" +
+	"\x1aCALENDAR_POLICY_SKIP_DATES\x10\x02\x12 \n" +
+	"\x1cCALENDAR_POLICY_NEXT_WORKDAY\x10\x03*\x82\x01\n" +
 	"\n" +
 	"NodeStatus\x12\x1b\n" +
 	"\x17NODE_STATUS_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -2324,7 +2410,7 @@ func file_jobkit_v1_types_proto_rawDescGZIP() []byte {
 	return file_jobkit_v1_types_proto_rawDescData
 }
 
-var file_jobkit_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_jobkit_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
 var file_jobkit_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_jobkit_v1_types_proto_goTypes = []any{
 	(State)(0),                    // 0: jobkit.v1.State
@@ -2333,81 +2419,83 @@ var file_jobkit_v1_types_proto_goTypes = []any{
 	(UniqueBy)(0),                 // 3: jobkit.v1.UniqueBy
 	(OverlapPolicy)(0),            // 4: jobkit.v1.OverlapPolicy
 	(MissedTickPolicy)(0),         // 5: jobkit.v1.MissedTickPolicy
-	(NodeStatus)(0),               // 6: jobkit.v1.NodeStatus
-	(*Instance)(nil),              // 7: jobkit.v1.Instance
-	(*InstanceFilter)(nil),        // 8: jobkit.v1.InstanceFilter
-	(*StateChange)(nil),           // 9: jobkit.v1.StateChange
-	(*LogRecord)(nil),             // 10: jobkit.v1.LogRecord
-	(*Event)(nil),                 // 11: jobkit.v1.Event
-	(*Backoff)(nil),               // 12: jobkit.v1.Backoff
-	(*UniquePolicy)(nil),          // 13: jobkit.v1.UniquePolicy
-	(*Definition)(nil),            // 14: jobkit.v1.Definition
-	(*Trigger)(nil),               // 15: jobkit.v1.Trigger
-	(*StateCounts)(nil),           // 16: jobkit.v1.StateCounts
-	(*Queue)(nil),                 // 17: jobkit.v1.Queue
-	(*Kind)(nil),                  // 18: jobkit.v1.Kind
-	(*Node)(nil),                  // 19: jobkit.v1.Node
-	(*BulkResult)(nil),            // 20: jobkit.v1.BulkResult
-	(*ItemError)(nil),             // 21: jobkit.v1.ItemError
-	nil,                           // 22: jobkit.v1.Instance.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(CalendarPolicy)(0),           // 6: jobkit.v1.CalendarPolicy
+	(NodeStatus)(0),               // 7: jobkit.v1.NodeStatus
+	(*Instance)(nil),              // 8: jobkit.v1.Instance
+	(*InstanceFilter)(nil),        // 9: jobkit.v1.InstanceFilter
+	(*StateChange)(nil),           // 10: jobkit.v1.StateChange
+	(*LogRecord)(nil),             // 11: jobkit.v1.LogRecord
+	(*Event)(nil),                 // 12: jobkit.v1.Event
+	(*Backoff)(nil),               // 13: jobkit.v1.Backoff
+	(*UniquePolicy)(nil),          // 14: jobkit.v1.UniquePolicy
+	(*Definition)(nil),            // 15: jobkit.v1.Definition
+	(*Trigger)(nil),               // 16: jobkit.v1.Trigger
+	(*StateCounts)(nil),           // 17: jobkit.v1.StateCounts
+	(*Queue)(nil),                 // 18: jobkit.v1.Queue
+	(*Kind)(nil),                  // 19: jobkit.v1.Kind
+	(*Node)(nil),                  // 20: jobkit.v1.Node
+	(*BulkResult)(nil),            // 21: jobkit.v1.BulkResult
+	(*ItemError)(nil),             // 22: jobkit.v1.ItemError
+	nil,                           // 23: jobkit.v1.Instance.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
 }
 var file_jobkit_v1_types_proto_depIdxs = []int32{
 	0,  // 0: jobkit.v1.Instance.state:type_name -> jobkit.v1.State
-	23, // 1: jobkit.v1.Instance.run_at:type_name -> google.protobuf.Timestamp
-	24, // 2: jobkit.v1.Instance.timeout:type_name -> google.protobuf.Duration
-	23, // 3: jobkit.v1.Instance.unique_until:type_name -> google.protobuf.Timestamp
-	23, // 4: jobkit.v1.Instance.lease_until:type_name -> google.protobuf.Timestamp
-	23, // 5: jobkit.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	23, // 6: jobkit.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	23, // 7: jobkit.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	22, // 8: jobkit.v1.Instance.metadata:type_name -> jobkit.v1.Instance.MetadataEntry
-	23, // 9: jobkit.v1.Instance.progress_at:type_name -> google.protobuf.Timestamp
+	24, // 1: jobkit.v1.Instance.run_at:type_name -> google.protobuf.Timestamp
+	25, // 2: jobkit.v1.Instance.timeout:type_name -> google.protobuf.Duration
+	24, // 3: jobkit.v1.Instance.unique_until:type_name -> google.protobuf.Timestamp
+	24, // 4: jobkit.v1.Instance.lease_until:type_name -> google.protobuf.Timestamp
+	24, // 5: jobkit.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	24, // 6: jobkit.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 7: jobkit.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	23, // 8: jobkit.v1.Instance.metadata:type_name -> jobkit.v1.Instance.MetadataEntry
+	24, // 9: jobkit.v1.Instance.progress_at:type_name -> google.protobuf.Timestamp
 	0,  // 10: jobkit.v1.InstanceFilter.states:type_name -> jobkit.v1.State
-	23, // 11: jobkit.v1.InstanceFilter.created_after:type_name -> google.protobuf.Timestamp
-	23, // 12: jobkit.v1.InstanceFilter.created_before:type_name -> google.protobuf.Timestamp
+	24, // 11: jobkit.v1.InstanceFilter.created_after:type_name -> google.protobuf.Timestamp
+	24, // 12: jobkit.v1.InstanceFilter.created_before:type_name -> google.protobuf.Timestamp
 	0,  // 13: jobkit.v1.StateChange.state:type_name -> jobkit.v1.State
-	23, // 14: jobkit.v1.StateChange.time:type_name -> google.protobuf.Timestamp
+	24, // 14: jobkit.v1.StateChange.time:type_name -> google.protobuf.Timestamp
 	1,  // 15: jobkit.v1.LogRecord.level:type_name -> jobkit.v1.LogLevel
-	23, // 16: jobkit.v1.LogRecord.time:type_name -> google.protobuf.Timestamp
+	24, // 16: jobkit.v1.LogRecord.time:type_name -> google.protobuf.Timestamp
 	0,  // 17: jobkit.v1.Event.state:type_name -> jobkit.v1.State
-	23, // 18: jobkit.v1.Event.time:type_name -> google.protobuf.Timestamp
+	24, // 18: jobkit.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 19: jobkit.v1.Backoff.kind:type_name -> jobkit.v1.BackoffKind
-	24, // 20: jobkit.v1.Backoff.base:type_name -> google.protobuf.Duration
-	24, // 21: jobkit.v1.Backoff.limit:type_name -> google.protobuf.Duration
+	25, // 20: jobkit.v1.Backoff.base:type_name -> google.protobuf.Duration
+	25, // 21: jobkit.v1.Backoff.limit:type_name -> google.protobuf.Duration
 	3,  // 22: jobkit.v1.UniquePolicy.by:type_name -> jobkit.v1.UniqueBy
-	24, // 23: jobkit.v1.UniquePolicy.ttl:type_name -> google.protobuf.Duration
-	12, // 24: jobkit.v1.Definition.backoff:type_name -> jobkit.v1.Backoff
-	24, // 25: jobkit.v1.Definition.timeout:type_name -> google.protobuf.Duration
-	13, // 26: jobkit.v1.Definition.unique:type_name -> jobkit.v1.UniquePolicy
-	23, // 27: jobkit.v1.Definition.created_at:type_name -> google.protobuf.Timestamp
-	23, // 28: jobkit.v1.Definition.updated_at:type_name -> google.protobuf.Timestamp
-	24, // 29: jobkit.v1.Trigger.interval:type_name -> google.protobuf.Duration
+	25, // 23: jobkit.v1.UniquePolicy.ttl:type_name -> google.protobuf.Duration
+	13, // 24: jobkit.v1.Definition.backoff:type_name -> jobkit.v1.Backoff
+	25, // 25: jobkit.v1.Definition.timeout:type_name -> google.protobuf.Duration
+	14, // 26: jobkit.v1.Definition.unique:type_name -> jobkit.v1.UniquePolicy
+	24, // 27: jobkit.v1.Definition.created_at:type_name -> google.protobuf.Timestamp
+	24, // 28: jobkit.v1.Definition.updated_at:type_name -> google.protobuf.Timestamp
+	25, // 29: jobkit.v1.Trigger.interval:type_name -> google.protobuf.Duration
 	4,  // 30: jobkit.v1.Trigger.overlap:type_name -> jobkit.v1.OverlapPolicy
 	5,  // 31: jobkit.v1.Trigger.missed:type_name -> jobkit.v1.MissedTickPolicy
-	24, // 32: jobkit.v1.Trigger.catch_up_within:type_name -> google.protobuf.Duration
-	23, // 33: jobkit.v1.Trigger.last_tick:type_name -> google.protobuf.Timestamp
-	23, // 34: jobkit.v1.Trigger.last_skipped:type_name -> google.protobuf.Timestamp
-	23, // 35: jobkit.v1.Trigger.created_at:type_name -> google.protobuf.Timestamp
-	23, // 36: jobkit.v1.Trigger.updated_at:type_name -> google.protobuf.Timestamp
-	23, // 37: jobkit.v1.Trigger.next_fire_times:type_name -> google.protobuf.Timestamp
-	16, // 38: jobkit.v1.Queue.counts:type_name -> jobkit.v1.StateCounts
-	23, // 39: jobkit.v1.Queue.oldest_ready_at:type_name -> google.protobuf.Timestamp
-	24, // 40: jobkit.v1.Queue.lag:type_name -> google.protobuf.Duration
-	16, // 41: jobkit.v1.Kind.counts:type_name -> jobkit.v1.StateCounts
-	23, // 42: jobkit.v1.Kind.oldest_ready_at:type_name -> google.protobuf.Timestamp
-	24, // 43: jobkit.v1.Kind.lag:type_name -> google.protobuf.Duration
-	23, // 44: jobkit.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	23, // 45: jobkit.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
-	24, // 46: jobkit.v1.Node.skew:type_name -> google.protobuf.Duration
-	6,  // 47: jobkit.v1.Node.status:type_name -> jobkit.v1.NodeStatus
-	23, // 48: jobkit.v1.Node.gone_at:type_name -> google.protobuf.Timestamp
-	49, // [49:49] is the sub-list for method output_type
-	49, // [49:49] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	25, // 32: jobkit.v1.Trigger.catch_up_within:type_name -> google.protobuf.Duration
+	24, // 33: jobkit.v1.Trigger.last_tick:type_name -> google.protobuf.Timestamp
+	24, // 34: jobkit.v1.Trigger.last_skipped:type_name -> google.protobuf.Timestamp
+	24, // 35: jobkit.v1.Trigger.created_at:type_name -> google.protobuf.Timestamp
+	24, // 36: jobkit.v1.Trigger.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 37: jobkit.v1.Trigger.next_fire_times:type_name -> google.protobuf.Timestamp
+	6,  // 38: jobkit.v1.Trigger.calendar_policy:type_name -> jobkit.v1.CalendarPolicy
+	17, // 39: jobkit.v1.Queue.counts:type_name -> jobkit.v1.StateCounts
+	24, // 40: jobkit.v1.Queue.oldest_ready_at:type_name -> google.protobuf.Timestamp
+	25, // 41: jobkit.v1.Queue.lag:type_name -> google.protobuf.Duration
+	17, // 42: jobkit.v1.Kind.counts:type_name -> jobkit.v1.StateCounts
+	24, // 43: jobkit.v1.Kind.oldest_ready_at:type_name -> google.protobuf.Timestamp
+	25, // 44: jobkit.v1.Kind.lag:type_name -> google.protobuf.Duration
+	24, // 45: jobkit.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	24, // 46: jobkit.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	25, // 47: jobkit.v1.Node.skew:type_name -> google.protobuf.Duration
+	7,  // 48: jobkit.v1.Node.status:type_name -> jobkit.v1.NodeStatus
+	24, // 49: jobkit.v1.Node.gone_at:type_name -> google.protobuf.Timestamp
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_jobkit_v1_types_proto_init() }
@@ -2420,7 +2508,7 @@ func file_jobkit_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobkit_v1_types_proto_rawDesc), len(file_jobkit_v1_types_proto_rawDesc)),
-			NumEnums:      7,
+			NumEnums:      8,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
