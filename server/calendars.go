@@ -21,13 +21,13 @@ import (
 func init() {
 	serviceNames = append(serviceNames, jobkitv1connect.CalendarServiceName)
 	maps.Copy(procedureRoles, map[string]Role{
-		jobkitv1connect.CalendarServiceCreateCalendarProcedure:   RoleAdmin,
-		jobkitv1connect.CalendarServiceGetCalendarProcedure:      RoleViewer,
-		jobkitv1connect.CalendarServiceListCalendarsProcedure:    RoleViewer,
-		jobkitv1connect.CalendarServiceUpdateCalendarProcedure:   RoleAdmin,
-		jobkitv1connect.CalendarServiceDeleteCalendarProcedure:   RoleAdmin,
-		jobkitv1connect.CalendarServiceImportCalendarProcedure:   RoleAdmin,
-		jobkitv1connect.CalendarServiceListFireTimesProcedure: RoleViewer,
+		jobkitv1connect.CalendarServiceCreateCalendarProcedure: RoleAdmin,
+		jobkitv1connect.CalendarServiceGetCalendarProcedure:    RoleViewer,
+		jobkitv1connect.CalendarServiceListCalendarsProcedure:  RoleViewer,
+		jobkitv1connect.CalendarServiceUpdateCalendarProcedure: RoleAdmin,
+		jobkitv1connect.CalendarServiceDeleteCalendarProcedure: RoleAdmin,
+		jobkitv1connect.CalendarServiceImportCalendarProcedure: RoleAdmin,
+		jobkitv1connect.CalendarServiceListFireTimesProcedure:  RoleViewer,
 	})
 	codeRules = append([]codeRule{{job.ErrCalendarInUse, connect.CodeFailedPrecondition, ""}}, codeRules...)
 }
