@@ -67,12 +67,18 @@ func WithCalendar(name string, p CalendarPolicy) JobOption {
 // writes whatever is stored (store.AnyVersion) the calendar c, after
 // checking it (store.Calendar.Validate: an invalid one, such as one whose
 // days are all off, is an error wrapping store.ErrInvalid and nothing is
-// stored). It returns the calendar as stored. Schedulers see the change
+// stored). It returns the calendar as stored, its weekdays from Monday
+// and its dates in date order. Schedulers see the change
 // at their next reload (this manager's at once).
 func (m *Manager) PutCalendar(ctx context.Context, c *store.Calendar, ifVersion int64) (*store.Calendar, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("job: put calendar: %w", err)
 	}
+	// Stored in a stable order: weekdays from Monday, dates by date.
+	c = c.Clone()
+	iso := func(d time.Weekday) int { return (int(d) + 6) % 7 }
+	sort.Slice(c.Workdays, func(i, j int) bool { return iso(c.Workdays[i]) < iso(c.Workdays[j]) })
+	sort.SliceStable(c.Dates, func(i, j int) bool { return c.Dates[i].Date < c.Dates[j].Date })
 	body, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("job: put calendar %q: %w", c.Name, err)

@@ -121,6 +121,8 @@ type Client struct {
 	nodes    jobkitv1connect.NodeServiceClient
 	defs     jobkitv1connect.DefinitionServiceClient
 	triggers jobkitv1connect.TriggerServiceClient
+	// calendars: see calendars.go.
+	calendars jobkitv1connect.CalendarServiceClient
 }
 
 // New returns a client of the server at baseURL ("http://127.0.0.1:8080",
@@ -161,6 +163,8 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		nodes:    jobkitv1connect.NewNodeServiceClient(hc, base, copts...),
 		defs:     jobkitv1connect.NewDefinitionServiceClient(hc, base, copts...),
 		triggers: jobkitv1connect.NewTriggerServiceClient(hc, base, copts...),
+
+		calendars: jobkitv1connect.NewCalendarServiceClient(hc, base, copts...),
 	}, nil
 }
 

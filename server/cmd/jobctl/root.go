@@ -103,6 +103,7 @@ denied, 6 server unavailable.`,
 		newInstancesCmd(g), newInstanceCmd(g),
 		newQueuesCmd(g), newKindsCmd(g), newNodesCmd(g),
 		newDefinitionsCmd(g), newTriggersCmd(g), newWatchCmd(g),
+		newCalendarsCmd(g),
 	)
 	markRun(root, g)
 	return root

@@ -28,6 +28,8 @@ type trigFlags struct {
 	missed        string
 	catchUpWithin time.Duration
 	ifVersion     int64
+	calendar      string
+	calPolicy     string
 }
 
 func (f *trigFlags) add(cmd *cobra.Command, update bool) {
@@ -42,6 +44,9 @@ func (f *trigFlags) add(cmd *cobra.Command, update bool) {
 	fl.StringVar(&f.overlap, "overlap", "", "when the previous tick still runs: allow, forbid or replace")
 	fl.StringVar(&f.missed, "missed", "", "ticks missed while no scheduler ran: skip or catch-up-once")
 	fl.DurationVar(&f.catchUpWithin, "catch-up-within", 0, "with --missed catch-up-once: how old a missed tick may be")
+	fl.StringVar(&f.calendar, "calendar", "", `run on this stored calendar (see "jobctl calendars"); "" for none`)
+	fl.StringVar(&f.calPolicy, "calendar-policy", "", "with --calendar: workdays (default), skip-dates or next-workday")
+	_ = cmd.RegisterFlagCompletionFunc("calendar-policy", fixedCompletion("workdays", "skip-dates", "next-workday"))
 	cmd.MarkFlagsMutuallyExclusive("cron", "interval")
 	_ = cmd.RegisterFlagCompletionFunc("overlap", fixedCompletion("allow", "forbid", "replace"))
 	_ = cmd.RegisterFlagCompletionFunc("missed", fixedCompletion("skip", "catch-up-once"))
@@ -86,6 +91,19 @@ func (f *trigFlags) apply(cmd *cobra.Command, t *jobkitv1.Trigger) error {
 	}
 	if fl.Changed("catch-up-within") {
 		t.CatchUpWithin = durationpb.New(f.catchUpWithin)
+	}
+	if fl.Changed("calendar") {
+		t.Calendar = f.calendar
+		if f.calendar == "" {
+			t.CalendarPolicy = jobkitv1.CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED
+		}
+	}
+	if fl.Changed("calendar-policy") {
+		p, err := parseCalendarPolicy(f.calPolicy)
+		if err != nil {
+			return err
+		}
+		t.CalendarPolicy = p
 	}
 	return nil
 }
@@ -285,6 +303,9 @@ func printTriggers(g *globals, res protoMsg, ts ...*jobkitv1.Trigger) error {
 		}
 		if tz := tr.GetTimeZone(); tz != "" {
 			sched += " (" + tz + ")"
+		}
+		if c := tr.GetCalendar(); c != "" {
+			sched += " on " + c + " (" + calendarPolicyStr(tr.GetCalendarPolicy()) + ")"
 		}
 		next := "-"
 		if n := tr.GetNextFireTimes(); len(n) > 0 {

@@ -1,0 +1,92 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
+)
+
+// CreateCalendar stores a new calendar (a zone, working weekdays and days
+// off) and returns it as stored; CodeAlreadyExists when its name is
+// taken, CodeInvalidArgument for an unknown zone, a malformed date or a
+// calendar whose days are all off.
+func (c *Client) CreateCalendar(ctx context.Context, cal *jobkitv1.Calendar) (*jobkitv1.Calendar, error) {
+	res, err := c.calendars.CreateCalendar(ctx, connect.NewRequest(&jobkitv1.CreateCalendarRequest{Calendar: cal}))
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("create calendar %q", cal.GetName()), err)
+	}
+	return res.Msg.GetCalendar(), nil
+}
+
+// Calendar returns the calendar named name, with the triggers that run on
+// it; CodeNotFound when there is none.
+func (c *Client) Calendar(ctx context.Context, name string) (*jobkitv1.Calendar, error) {
+	res, err := c.calendars.GetCalendar(ctx, connect.NewRequest(&jobkitv1.GetCalendarRequest{Name: name}))
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("get calendar %q", name), err)
+	}
+	return res.Msg.GetCalendar(), nil
+}
+
+// Calendars returns one page of calendars sorted by name, and the next
+// page's token ("" after the last).
+func (c *Client) Calendars(ctx context.Context, pageSize int, pageToken string) ([]*jobkitv1.Calendar, string, error) {
+	res, err := c.calendars.ListCalendars(ctx, connect.NewRequest(&jobkitv1.ListCalendarsRequest{PageSize: int32(pageSize), PageToken: pageToken}))
+	if err != nil {
+		return nil, "", wrap("list calendars", err)
+	}
+	return res.Msg.GetCalendars(), res.Msg.GetNextPageToken(), nil
+}
+
+// UpdateCalendar replaces a stored calendar if its version is still
+// ifVersion (0: whatever is stored).
+func (c *Client) UpdateCalendar(ctx context.Context, cal *jobkitv1.Calendar, ifVersion int64) (*jobkitv1.Calendar, error) {
+	res, err := c.calendars.UpdateCalendar(ctx, connect.NewRequest(&jobkitv1.UpdateCalendarRequest{Calendar: cal, IfVersion: ifVersion}))
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("update calendar %q", cal.GetName()), err)
+	}
+	return res.Msg.GetCalendar(), nil
+}
+
+// DeleteCalendar deletes the calendar named name (only at ifVersion when
+// not 0); CodeFailedPrecondition, naming them, while triggers run on it.
+func (c *Client) DeleteCalendar(ctx context.Context, name string, ifVersion int64) error {
+	_, err := c.calendars.DeleteCalendar(ctx, connect.NewRequest(&jobkitv1.DeleteCalendarRequest{Name: name, IfVersion: ifVersion}))
+	return wrap(fmt.Sprintf("delete calendar %q", name), err)
+}
+
+// ImportCalendar creates (or, with req.Replace, replaces) a calendar from
+// an iCalendar file and returns it with how many events the file held;
+// CodeInvalidArgument for a malformed file.
+func (c *Client) ImportCalendar(ctx context.Context, req *jobkitv1.ImportCalendarRequest) (*jobkitv1.Calendar, int, error) {
+	res, err := c.calendars.ImportCalendar(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, 0, wrap(fmt.Sprintf("import calendar %q", req.GetName()), err)
+	}
+	return res.Msg.GetCalendar(), int(res.Msg.GetEvents()), nil
+}
+
+// FireTimes returns the next fire times of a trigger shaped by a calendar
+// (see jobkitv1.ListFireTimesRequest), and those without the calendar.
+// A zero after means now.
+func (c *Client) FireTimes(ctx context.Context, req *jobkitv1.ListFireTimesRequest, after time.Time) (fire, raw []time.Time, err error) {
+	if !after.IsZero() {
+		req.After = timestamppb.New(after)
+	}
+	res, err := c.calendars.ListFireTimes(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, nil, wrap("list fire times", err)
+	}
+	for _, t := range res.Msg.GetFireTimes() {
+		fire = append(fire, t.AsTime())
+	}
+	for _, t := range res.Msg.GetRawFireTimes() {
+		raw = append(raw, t.AsTime())
+	}
+	return fire, raw, nil
+}
