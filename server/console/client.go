@@ -21,6 +21,8 @@ type clients struct {
 	triggers jobkitv1connect.TriggerServiceClient
 	queues   jobkitv1connect.QueueServiceClient
 	nodes    jobkitv1connect.NodeServiceClient
+	// calendars: see calendars.go.
+	calendars jobkitv1connect.CalendarServiceClient
 }
 
 // newClients returns the clients for token and namespace ns.
@@ -33,6 +35,8 @@ func (c *Console) newClients(token, ns string) *clients {
 		triggers: jobkitv1connect.NewTriggerServiceClient(hc, base, opts...),
 		queues:   jobkitv1connect.NewQueueServiceClient(hc, base, opts...),
 		nodes:    jobkitv1connect.NewNodeServiceClient(hc, base, opts...),
+
+		calendars: jobkitv1connect.NewCalendarServiceClient(hc, base, opts...),
 	}
 }
 

@@ -28,7 +28,8 @@ const fragmentHeader = "X-Jobkit-Fragment"
 
 // pageNames are the pages, each web/templates/<name>.html defining
 // "content" inside web/templates/layout.html.
-var pageNames = []string{"overview", "signin", "queues", "instances", "instance", "jobs", "nodes", "confirm", "error"}
+var pageNames = []string{"overview", "signin", "queues", "instances", "instance", "jobs", "nodes", "confirm", "error",
+	"calendars", "calendar"}
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
@@ -207,5 +208,11 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /triggers/preview", c.triggerPreview)
 	m.HandleFunc("POST /triggers/{name}/{action}", c.triggerAction)
 	m.HandleFunc("GET /nodes", c.nodesPage)
+	// Calendars (calendars.go).
+	m.HandleFunc("GET /calendars", c.calendarsPage)
+	m.HandleFunc("POST /calendars", c.createCalendar)
+	m.HandleFunc("POST /calendars/import", c.importCalendar)
+	m.HandleFunc("GET /calendars/{name}", c.calendarPage)
+	m.HandleFunc("POST /calendars/{name}/{action}", c.calendarAction)
 	c.mux = m
 }
