@@ -209,15 +209,17 @@ func (c *Console) calendarPage(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			data["PreviewError"] = apiMessage(err)
 		} else {
-			data["Preview"] = previewRows(ft.Msg.GetFireTimes(), ft.Msg.GetRawFireTimes())
+			data["Preview"] = previewRows(ft.Msg.GetFireTimes(), ft.Msg.GetRawFireTimes(), policy == "next-workday")
 		}
 	}
 	c.render(w, r, s, "calendar", http.StatusOK, data)
 }
 
 // previewRows merges fire times with the raw ones: each raw tick the
-// calendar drops is "skipped", a fire time that is no raw tick "moved".
-func previewRows(fire, raw []*timestamppb.Timestamp) []previewRow {
+// calendar drops is "skipped" (or, when moved is set, moved to the next
+// working day, where it may run with that day's own tick), a fire time
+// that is no raw tick "moved".
+func previewRows(fire, raw []*timestamppb.Timestamp, moved bool) []previewRow {
 	at := func(t *timestamppb.Timestamp) time.Time { return t.AsTime() }
 	fires := map[time.Time]bool{}
 	for _, f := range fire {
@@ -233,6 +235,8 @@ func previewRows(fire, raw []*timestamppb.Timestamp) []previewRow {
 	out := make([]previewRow, 0, len(all))
 	for _, t := range all {
 		switch {
+		case !fires[at(t)] && moved:
+			out = append(out, previewRow{At: t, What: "a day off: moved to the next working day, same time", Class: "skipped"})
 		case !fires[at(t)]:
 			out = append(out, previewRow{At: t, What: "skipped: a day off", Class: "skipped"})
 		case !raws[at(t)]:
