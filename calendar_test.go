@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jobkit/job"
-	"github.com/jobkit/job/internal/fakeclock"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/memdbstore"
 )
@@ -29,11 +29,18 @@ func frCalendar() *store.Calendar {
 	}
 }
 
-// calendarCluster starts two managers on one memdb store and one fake
-// clock at start, with the kinds given registered (each a no-op).
-func calendarCluster(t *testing.T, start time.Time, kinds ...string) (*fakeclock.Clock, []*job.Manager) {
+// The tests below run in a synctest bubble with offsetClock (skew_test.go)
+// moving the bubble's clock (which starts in 2000) to the calendar's
+// dates: time moves only when every goroutine waits, so a scheduler
+// computes each wake-up at one consistent instant.
+
+// calendarCluster starts, inside a synctest bubble, two managers on one
+// memdb store, with the bubble's clock moved to start and the kinds given
+// registered (each a no-op). Their background loops wake hourly, so weeks
+// of fake time cost little.
+func calendarCluster(t *testing.T, start time.Time, kinds ...string) (offsetClock, []*job.Manager, store.Store) {
 	t.Helper()
-	clk := fakeclock.New(start)
+	clk := offsetClock{d: start.Sub(time.Now())}
 	s, err := memdbstore.New(memdbstore.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
@@ -41,14 +48,22 @@ func calendarCluster(t *testing.T, start time.Time, kinds ...string) (*fakeclock
 	ms := make([]*job.Manager, 2)
 	for i := range ms {
 		ms[i] = newManager(t, job.WithStore(s), job.WithClock(clk), job.WithNodeID(fmt.Sprintf("n%d", i)),
-			job.WithTriggerReload(time.Hour), job.WithWorkers(0), job.WithLogger(quietLogger()))
+			job.WithTriggerReload(time.Hour), job.WithWorkers(0), job.WithLogger(quietLogger()), job.WithHeartbeat(10*time.Minute, time.Hour), job.WithLease(3*time.Hour),
+			job.WithPollInterval(time.Hour), job.WithRescueInterval(time.Hour), job.WithPruneInterval(time.Hour))
 		for _, k := range kinds {
 			if err := ms[i].RegisterJob(mustJob(t, job.WithKind(k), job.WithExecutor(func() {}))); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	return clk, ms
+	return clk, ms, s
+}
+
+// sleepUntil sleeps the bubble until clk reads at, then waits for every
+// goroutine to settle.
+func sleepUntil(clk offsetClock, at time.Time) {
+	time.Sleep(at.Sub(clk.Now()))
+	synctest.Wait()
 }
 
 // runAts returns the RunAt of every instance of kind, in UTC, as RFC 3339.
@@ -88,89 +103,75 @@ func parisDays(t *testing.T, from, to string, keep func(d time.Time) bool) []str
 	return out
 }
 
-// TestTriggerCalendarPolicies runs, on a fake clock and two managers,
-// stored triggers at 09:00 Paris time on the calendar fr for three weeks:
-// across a weekend, the end of summer time and a holiday, under each
-// policy, beside a control trigger without a calendar. The clock steps to
-// every control tick and waits for it, so the scheduler looks at every
-// tick of the calendar triggers; each must fire exactly when its policy
-// says, once in the cluster.
+// TestTriggerCalendarPolicies runs, in a synctest bubble with two
+// managers, stored triggers at 09:00 Paris time on the calendar fr for
+// three weeks: across a weekend, the end of summer time and a holiday,
+// under each policy, beside a control trigger without a calendar. Each
+// must fire exactly when its policy says, once in the cluster.
 func TestTriggerCalendarPolicies(t *testing.T) {
 	t.Parallel()
-	start := time.Date(2026, 10, 22, 12, 0, 0, 0, time.UTC) // Thursday
-	clk, ms := calendarCluster(t, start, "ctl", "wd", "sd", "nw")
-	ctx := context.Background()
-	for _, m := range ms {
-		if err := m.Start(ctx); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Date(2026, 10, 22, 12, 0, 0, 0, time.UTC) // Thursday
+		clk, ms, _ := calendarCluster(t, start, "ctl", "wd", "sd", "nw")
+		ctx := context.Background()
+		for _, m := range ms {
+			if err := m.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := ms[0].PutCalendar(ctx, frCalendar(), 0); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if _, err := ms[0].PutCalendar(ctx, frCalendar(), 0); err != nil {
-		t.Fatal(err)
-	}
-	trig := func(name, cron string, p job.CalendarPolicy) *store.Trigger {
-		tr := &store.Trigger{Name: name, Kind: name, Cron: cron, TimeZone: "Europe/Paris", Missed: store.MissedSkip}
-		if p != "" {
-			tr.Calendar, tr.CalendarPolicy = "fr", p
-		}
-		return tr
-	}
-	for _, tr := range []*store.Trigger{
-		trig("ctl", "0 9 * * *", ""),
-		trig("wd", "0 9 * * *", job.CalendarWorkdays),
-		trig("sd", "0 9 * * *", job.CalendarSkipDates),
-		trig("nw", "0 9 * * SAT,WED", job.CalendarNextWorkday),
-	} {
-		if _, err := ms[1].PutTrigger(ctx, tr, 0); err != nil {
-			t.Fatalf("PutTrigger(%s): %v", tr.Name, err)
-		}
-	}
-	weekday := func(d time.Time) bool { return d.Weekday() != time.Saturday && d.Weekday() != time.Sunday }
-	holiday := func(d time.Time) bool { return d.Month() == time.November && d.Day() == 11 }
-	want := map[string][]string{
-		"ctl": parisDays(t, "2026-10-23", "2026-11-13", func(time.Time) bool { return true }),
-		"wd":  parisDays(t, "2026-10-23", "2026-11-13", func(d time.Time) bool { return weekday(d) && !holiday(d) }),
-		"sd":  parisDays(t, "2026-10-23", "2026-11-13", func(d time.Time) bool { return !holiday(d) }),
-		// Saturdays move to Monday, Wednesday 11 November to Thursday.
-		"nw": parisDays(t, "2026-10-23", "2026-11-13", func(d time.Time) bool {
-			return d.Weekday() == time.Monday || d.Weekday() == time.Wednesday && !holiday(d) || d.Format(time.DateOnly) == "2026-11-12"
-		}),
-	}
-	// The next fire times the API shows respect the calendar.
-	next, err := ms[0].NextFireTimes(ctx, "nw", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := fmt.Sprint(formatTimes(next)); got != fmt.Sprint(want["nw"][:3]) {
-		t.Fatalf("NextFireTimes(nw) = %v, want %v", got, want["nw"][:3])
-	}
-	for _, tick := range want["ctl"] {
-		at, _ := time.Parse(time.RFC3339, tick)
-		clk.Set(at.Add(time.Millisecond))
-		waitFor(t, "tick "+tick, func() bool {
-			if !runAts(t, ms[0], "ctl")[tick] {
-				return false
+		trig := func(name, cron string, p job.CalendarPolicy) *store.Trigger {
+			tr := &store.Trigger{Name: name, Kind: name, Cron: cron, TimeZone: "Europe/Paris", Missed: store.MissedSkip}
+			if p != "" {
+				tr.Calendar, tr.CalendarPolicy = "fr", p
 			}
-			for _, k := range []string{"wd", "sd", "nw"} {
-				if slicesContain(want[k], tick) && !runAts(t, ms[0], k)[tick] {
-					return false
+			return tr
+		}
+		for _, tr := range []*store.Trigger{
+			trig("ctl", "0 9 * * *", ""),
+			trig("wd", "0 9 * * *", job.CalendarWorkdays),
+			trig("sd", "0 9 * * *", job.CalendarSkipDates),
+			trig("nw", "0 9 * * SAT,WED", job.CalendarNextWorkday),
+		} {
+			if _, err := ms[1].PutTrigger(ctx, tr, 0); err != nil {
+				t.Fatalf("PutTrigger(%s): %v", tr.Name, err)
+			}
+		}
+		weekday := func(d time.Time) bool { return d.Weekday() != time.Saturday && d.Weekday() != time.Sunday }
+		holiday := func(d time.Time) bool { return d.Month() == time.November && d.Day() == 11 }
+		want := map[string][]string{
+			"ctl": parisDays(t, "2026-10-23", "2026-11-13", func(time.Time) bool { return true }),
+			"wd":  parisDays(t, "2026-10-23", "2026-11-13", func(d time.Time) bool { return weekday(d) && !holiday(d) }),
+			"sd":  parisDays(t, "2026-10-23", "2026-11-13", func(d time.Time) bool { return !holiday(d) }),
+			// Saturdays move to Monday, Wednesday 11 November to Thursday.
+			"nw": parisDays(t, "2026-10-23", "2026-11-13", func(d time.Time) bool {
+				return d.Weekday() == time.Monday || d.Weekday() == time.Wednesday && !holiday(d) || d.Format(time.DateOnly) == "2026-11-12"
+			}),
+		}
+		// The next fire times the API shows respect the calendar.
+		next, err := ms[0].NextFireTimes(ctx, "nw", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(formatTimes(next)); got != fmt.Sprint(want["nw"][:3]) {
+			t.Fatalf("NextFireTimes(nw) = %v, want %v", got, want["nw"][:3])
+		}
+		sleepUntil(clk, time.Date(2026, 11, 13, 12, 0, 0, 0, time.UTC))
+		for _, k := range []string{"ctl", "wd", "sd", "nw"} {
+			got := runAts(t, ms[1], k)
+			if len(got) != len(want[k]) {
+				t.Errorf("trigger %s fired %d times, want %d:\n got  %v\n want %v", k, len(got), len(want[k]), sortedKeys(got), want[k])
+				continue
+			}
+			for _, w := range want[k] {
+				if !got[w] {
+					t.Errorf("trigger %s did not fire at %s; fired %v", k, w, sortedKeys(got))
 				}
 			}
-			return true
-		})
-	}
-	for _, k := range []string{"ctl", "wd", "sd", "nw"} {
-		got := runAts(t, ms[1], k)
-		if len(got) != len(want[k]) {
-			t.Errorf("trigger %s fired %d times, want %d:\n got  %v\n want %v", k, len(got), len(want[k]), sortedKeys(got), want[k])
-			continue
 		}
-		for _, w := range want[k] {
-			if !got[w] {
-				t.Errorf("trigger %s did not fire at %s; fired %v", k, w, sortedKeys(got))
-			}
-		}
-	}
+	})
 }
 
 func slicesContain(s []string, x string) bool {
@@ -211,51 +212,59 @@ func formatTimes(ts []time.Time) []string {
 // ticks come.
 func TestRecurringJobCalendar(t *testing.T) {
 	t.Parallel()
-	start := time.Date(2026, 10, 23, 12, 0, 0, 0, time.UTC) // Friday, after 09:00 Paris
-	clk := fakeclock.New(start)
-	s, err := memdbstore.New(memdbstore.WithClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newManager(t, job.WithStore(s), job.WithClock(clk), job.WithTriggerReload(time.Minute), job.WithWorkers(0), job.WithLogger(quietLogger()))
-	j := mustJob(t, job.WithKind("daily"), job.WithExecutor(func() {}),
-		job.WithCronSpec("CRON_TZ=Europe/Paris 0 9 * * *"), job.WithCalendar("fr", job.CalendarWorkdays))
-	if err := m.RegisterJob(j); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// No calendar yet: no tick, however long.
-	waitFor(t, "the ticker waits", func() bool { return clk.Timers() > 0 })
-	if got := runAts(t, m, "daily"); len(got) != 0 {
-		t.Fatalf("ticks scheduled without the calendar: %v", sortedKeys(got))
-	}
-	if _, err := m.PutCalendar(ctx, frCalendar(), 0); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(time.Minute + time.Millisecond)
-	// Saturday and Sunday are off: the next tick is Monday 09:00 CET.
-	waitFor(t, "Monday's tick scheduled", func() bool { return runAts(t, m, "daily")["2026-10-26T08:00:00Z"] })
-	if got := runAts(t, m, "daily"); len(got) != 1 {
-		t.Fatalf("ticks: %v, want only Monday's", sortedKeys(got))
-	}
-	clk.Set(time.Date(2026, 10, 26, 8, 0, 0, 1000, time.UTC))
-	waitFor(t, "Tuesday's tick scheduled", func() bool { return runAts(t, m, "daily")["2026-10-27T08:00:00Z"] })
-
-	// The calendar cannot be deleted while the job runs on it.
-	err = m.DeleteCalendar(ctx, "fr", 0)
-	if !errors.Is(err, job.ErrCalendarInUse) || !strings.Contains(err.Error(), `job "daily"`) {
-		t.Fatalf("DeleteCalendar of a calendar in use: %v; want ErrCalendarInUse naming the job", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Date(2026, 10, 23, 12, 0, 0, 0, time.UTC) // Friday, after 09:00 Paris
+		clk := offsetClock{d: start.Sub(time.Now())}
+		s, err := memdbstore.New(memdbstore.WithClock(clk.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := newManager(t, job.WithStore(s), job.WithClock(clk), job.WithTriggerReload(time.Minute), job.WithWorkers(0), job.WithLogger(quietLogger()),
+			job.WithHeartbeat(10*time.Minute, time.Hour), job.WithLease(3*time.Hour), job.WithPollInterval(time.Hour), job.WithRescueInterval(time.Hour), job.WithPruneInterval(time.Hour))
+		j := mustJob(t, job.WithKind("daily"), job.WithExecutor(func() {}),
+			job.WithCronSpec("CRON_TZ=Europe/Paris 0 9 * * *"), job.WithCalendar("fr", job.CalendarWorkdays))
+		if err := m.RegisterJob(j); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// No calendar yet: no tick, however long.
+		sleepUntil(clk, start.Add(time.Hour))
+		if got := runAts(t, m, "daily"); len(got) != 0 {
+			t.Fatalf("ticks scheduled without the calendar: %v", sortedKeys(got))
+		}
+		if _, err := m.PutCalendar(ctx, frCalendar(), 0); err != nil {
+			t.Fatal(err)
+		}
+		// Within a reload interval the job reads it. Saturday and Sunday
+		// are off: the next tick is Monday 09:00 CET.
+		sleepUntil(clk, start.Add(time.Hour+2*time.Minute))
+		if got := runAts(t, m, "daily"); len(got) != 1 || !got["2026-10-26T08:00:00Z"] {
+			t.Fatalf("ticks: %v, want only Monday's", sortedKeys(got))
+		}
+		sleepUntil(clk, time.Date(2026, 10, 26, 8, 0, 1, 0, time.UTC))
+		if got := runAts(t, m, "daily"); len(got) != 2 || !got["2026-10-27T08:00:00Z"] {
+			t.Fatalf("ticks: %v, want Monday's and Tuesday's", sortedKeys(got))
+		}
+		// The calendar cannot be deleted while the job runs on it.
+		err = m.DeleteCalendar(ctx, "fr", 0)
+		if !errors.Is(err, job.ErrCalendarInUse) || !strings.Contains(err.Error(), `job "daily"`) {
+			t.Fatalf("DeleteCalendar of a calendar in use: %v; want ErrCalendarInUse naming the job", err)
+		}
+	})
 }
 
 // TestCalendarBadInput: what a user gets wrong about calendars is refused
 // with an error that names it, and nothing is stored.
 func TestCalendarBadInput(t *testing.T) {
 	t.Parallel()
-	clk, ms := calendarCluster(t, time.Date(2026, 10, 22, 12, 0, 0, 0, time.UTC), "k")
+	synctest.Test(t, func(t *testing.T) { calendarBadInput(t) })
+}
+
+func calendarBadInput(t *testing.T) {
+	_, ms, _ := calendarCluster(t, time.Date(2026, 10, 22, 12, 0, 0, 0, time.UTC), "k")
 	m := ms[0]
 	ctx := context.Background()
 	// A calendar whose days are all off, an unknown zone.
@@ -317,5 +326,60 @@ func TestCalendarBadInput(t *testing.T) {
 	if _, err := job.NewJob(job.WithKind("x"), job.WithExecutor(func() {}), job.WithInterval(time.Hour), job.WithCalendar("fr", "weekends")); !errors.Is(err, job.ErrInvalidJob) {
 		t.Fatalf("WithCalendar with an unknown policy: %v", err)
 	}
-	_ = clk
+}
+
+// TestTriggerCalendarGoneFiresNothing: a trigger whose calendar vanished
+// from the store (deleted by a process that did not see the trigger yet)
+// fires no tick while it is gone, and fires again once it is stored.
+func TestTriggerCalendarGoneFiresNothing(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Date(2026, 10, 26, 6, 0, 0, 0, time.UTC) // Monday
+		clk, ms, st := calendarCluster(t, start, "ctl", "wd")
+		m := ms[0]
+		ctx := context.Background()
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.PutCalendar(ctx, frCalendar(), 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range []*store.Trigger{
+			{Name: "ctl", Kind: "ctl", Cron: "0 9 * * *", TimeZone: "Europe/Paris"},
+			{Name: "wd", Kind: "wd", Cron: "0 9 * * *", TimeZone: "Europe/Paris", Calendar: "fr"},
+		} {
+			if _, err := m.PutTrigger(ctx, tr, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sleepUntil(clk, time.Date(2026, 10, 26, 9, 0, 0, 0, time.UTC))
+		if got := runAts(t, m, "wd"); len(got) != 1 || !got["2026-10-26T08:00:00Z"] {
+			t.Fatalf("Monday's tick: %v", sortedKeys(got))
+		}
+		// The calendar goes behind the managers' backs (a Manager refuses
+		// while the trigger uses it).
+		if err := st.DeleteDocument(ctx, &store.DeleteDocumentParams{Collection: store.CalendarCollection, Name: "fr"}); err != nil {
+			t.Fatal(err)
+		}
+		sleepUntil(clk, time.Date(2026, 10, 28, 12, 0, 0, 0, time.UTC))
+		if got := runAts(t, m, "ctl"); len(got) != 3 {
+			t.Fatalf("control ticks: %v, want Monday to Wednesday", sortedKeys(got))
+		}
+		if got := runAts(t, m, "wd"); len(got) != 1 {
+			t.Fatalf("ticks while the calendar is gone: %v, want Monday's only", sortedKeys(got))
+		}
+		next, err := m.NextFireTimes(ctx, "wd", 3)
+		if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `calendar "fr"`) || len(next) != 0 {
+			t.Fatalf("NextFireTimes while the calendar is gone: %v, %v; want ErrNotFound naming it", next, err)
+		}
+		// Stored again (through another manager: the first sees it at its
+		// next reload): the ticks come again, none caught up.
+		if _, err := ms[1].PutCalendar(ctx, frCalendar(), 0); err != nil {
+			t.Fatal(err)
+		}
+		sleepUntil(clk, time.Date(2026, 10, 29, 9, 0, 0, 0, time.UTC))
+		if got := runAts(t, m, "wd"); len(got) != 2 || !got["2026-10-29T08:00:00Z"] {
+			t.Fatalf("ticks: %v, want Monday's and Thursday's", sortedKeys(got))
+		}
+	})
 }
