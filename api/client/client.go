@@ -208,7 +208,7 @@ func (h *headerClient) Do(r *http.Request) (*http.Response, error) {
 // Services returns the generated service clients the Client calls, for
 // calls it has no method for or to read response headers.
 func (c *Client) Services() Services {
-	return Services{Jobs: c.jobs, Queues: c.queues, Nodes: c.nodes, Definitions: c.defs, Triggers: c.triggers}
+	return Services{Jobs: c.jobs, Queues: c.queues, Nodes: c.nodes, Definitions: c.defs, Triggers: c.triggers, Calendars: c.calendars}
 }
 
 // Services are the generated clients of the five jobkit.v1 services, with
@@ -219,4 +219,6 @@ type Services struct {
 	Nodes       jobkitv1connect.NodeServiceClient
 	Definitions jobkitv1connect.DefinitionServiceClient
 	Triggers    jobkitv1connect.TriggerServiceClient
+	// Calendars is the CalendarService's client (calendars.go).
+	Calendars jobkitv1connect.CalendarServiceClient
 }
