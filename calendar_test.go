@@ -40,7 +40,7 @@ func frCalendar() *store.Calendar {
 // of fake time cost little.
 func calendarCluster(t *testing.T, start time.Time, kinds ...string) (offsetClock, []*job.Manager, store.Store) {
 	t.Helper()
-	clk := offsetClock{d: start.Sub(time.Now())}
+	clk := offsetClock{d: time.Until(start)}
 	s, err := memdbstore.New(memdbstore.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
@@ -174,15 +174,6 @@ func TestTriggerCalendarPolicies(t *testing.T) {
 	})
 }
 
-func slicesContain(s []string, x string) bool {
-	for _, v := range s {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
 func sortedKeys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -214,7 +205,7 @@ func TestRecurringJobCalendar(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Date(2026, 10, 23, 12, 0, 0, 0, time.UTC) // Friday, after 09:00 Paris
-		clk := offsetClock{d: start.Sub(time.Now())}
+		clk := offsetClock{d: time.Until(start)}
 		s, err := memdbstore.New(memdbstore.WithClock(clk.Now))
 		if err != nil {
 			t.Fatal(err)
