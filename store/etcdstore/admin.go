@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobkit/job/store"
@@ -14,8 +15,9 @@ import (
 var _ store.Admin = (*Store)(nil)
 
 // Retry implements store.Admin. Each instance is one group of writes
-// guarded by its dynamic record's ModRevision (new dynamic record, ready
-// key, state index, history record, and its finished-index key deleted),
+// guarded by its dynamic record's ModRevision (new dynamic record with
+// its history record appended, ready key, and its finished-index key
+// deleted),
 // the groups of a call sharing transactions; one that changed since it
 // was read is read again.
 func (s *Store) Retry(ctx context.Context, p *store.RetryParams) ([]store.AdminResult, error) {
@@ -57,7 +59,7 @@ func (s *Store) Retry(ctx context.Context, p *store.RetryParams) ([]store.AdminR
 				res[i].Err = fmt.Errorf("etcdstore: retry %s: it is %v; cancel it first or wait for it to finish: %w", id, d.State, store.ErrNotFinished)
 				continue
 			}
-			e := *d
+			e := d.next()
 			e.State = store.Scheduled
 			if p.ResetAttempts {
 				e.Attempt = 0
@@ -97,9 +99,8 @@ func (s *Store) Retry(ctx context.Context, p *store.RetryParams) ([]store.AdminR
 // most the transaction's operation limit, every group guarded by its
 // dynamic record's ModRevision, the records themselves in the last one;
 // an instance that changed meanwhile is read again, so what a group
-// already removed (index entries of its history and logs) is removed
-// again with the rest. An instance with few history and log records is
-// removed in one transaction.
+// already removed (index entries of its logs) is removed again with the
+// rest. An instance with few log records is removed in one transaction.
 func (s *Store) Delete(ctx context.Context, p *store.DeleteParams) ([]store.AdminResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, s.wrap("delete", ctx, err)
@@ -157,7 +158,6 @@ func (s *Store) Delete(ctx context.Context, p *store.DeleteParams) ([]store.Admi
 func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.State, error) {
 	rs, err := s.read(ctx, []clientv3.Op{
 		clientv3.OpGet(s.k.dyn(id)),
-		clientv3.OpGet(s.k.histPrefix(id), clientv3.WithPrefix()),
 		clientv3.OpGet(s.k.logPrefix(id), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	})
 	if err != nil {
@@ -169,30 +169,59 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 	}
 	rev := dkv[0].ModRevision
 	d, derr := decodeDyn(string(dkv[0].Key), dkv[0].Value)
-	var gs []*group
-	g := &group{guards: []guard{{s.k.dyn(id), rev}}}
-	flush := func() {
-		if len(g.ops) >= s.maxOps-16 {
-			gs = append(gs, g)
-			g = &group{guards: []guard{{s.k.dyn(id), rev}}}
-		}
-	}
 	kind := ""
 	if derr == nil {
 		kind = d.Kind
 	}
-	for _, kv := range rs[1].GetKvs() {
-		var h histRec
-		n, ok := parseHex16(string(kv.Key[len(s.k.histPrefix(id)):]))
-		if !ok || decode(string(kv.Key), kv.Value, &h) != nil {
-			continue
+	gs, lp := s.logDeletes(id, kind, rs[1].GetKvs(), guard{s.k.dyn(id), rev})
+	last := &group{guards: []guard{{s.k.dyn(id), rev}}}
+	last.del(lp, clientv3.WithPrefix())
+	last.del(s.k.static(id))
+	last.del(s.k.progress(id))
+	last.del(s.k.running(id))
+	last.del(s.k.dyn(id))
+	state := store.Scheduled // reported for an undecodable record
+	if derr == nil {
+		state = d.State
+		s.countMove(last, d, d.State, 0, time.Time{})
+		last.del(s.k.byCreated(d))
+		switch {
+		case d.State == store.Scheduled:
+			last.del(s.k.ready(d))
+		case d.State == store.Processing && d.Owner != "":
+			last.del(s.k.ownedBy(d.Owner, id))
+		case d.State.Final():
+			last.del(s.k.finished(d, id))
 		}
-		g.del(s.k.histTime(nt(h.Time), id, n))
-		g.del(s.k.histKind(h.Kind, nt(h.Time), id, n))
-		flush()
+		if d.UniqueKey != "" {
+			ug, err := s.uniqueDelete(ctx, d.UniqueKey, id)
+			if err != nil {
+				return nil, 0, err
+			}
+			if ug != nil {
+				last.guards = append(last.guards, *ug)
+				last.del(ug.key)
+			}
+		}
 	}
+	return append(gs, last), state, nil
+}
+
+// logDeletes returns the groups that delete the time and kind index
+// entries of instance id's log records (the keys under its log prefix,
+// lp, returned too), each guarded by gd when gd names a key.
+func (s *Store) logDeletes(id, kind string, logKeys []*mvccpb.KeyValue, gd guard) ([]*group, string) {
+	var gs []*group
+	mk := func() *group {
+		g := &group{}
+		if gd.key != "" {
+			g.guards = []guard{gd}
+		}
+		return g
+	}
+	g := mk()
 	lp := s.k.logPrefix(id)
-	for _, kv := range rs[2].GetKvs() {
+	for _, kv := range logKeys {
 		tail := string(kv.Key[len(lp):])
 		if len(tail) < 16 {
 			continue
@@ -206,49 +235,31 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 		if kind != "" {
 			g.del(s.k.logKind(kind, tm, id, tail[16:]))
 		}
-		flush()
+		if len(g.ops) >= s.maxOps-16 {
+			gs = append(gs, g)
+			g = mk()
+		}
 	}
 	if len(g.ops) > 0 {
 		gs = append(gs, g)
 	}
-	last := &group{guards: []guard{{s.k.dyn(id), rev}}}
-	last.del(s.k.histPrefix(id), clientv3.WithPrefix())
-	last.del(lp, clientv3.WithPrefix())
-	last.del(s.k.static(id))
-	last.del(s.k.progress(id))
-	last.del(s.k.running(id))
-	last.del(s.k.dyn(id))
-	state := store.Scheduled // reported for an undecodable record
-	if derr == nil {
-		state = d.State
-		s.countMove(last, d, d.State, 0, time.Time{})
-		last.del(s.k.byCreated(d))
-		last.del(s.k.byKind(d))
-		last.del(s.k.byState(d.State, d))
-		last.del(s.k.byKindState(d.State, d))
-		switch {
-		case d.State == store.Scheduled:
-			last.del(s.k.ready(d))
-		case d.State == store.Processing && d.Owner != "":
-			last.del(s.k.ownedBy(d.Owner, id))
-		case d.State.Final():
-			last.del(s.k.finished(d, id))
-		}
-		if d.UniqueKey != "" {
-			ur, err := s.cli.Get(ctx, s.k.unique(d.UniqueKey))
-			if err != nil {
-				return nil, 0, err
-			}
-			if kvs := ur.Kvs; len(kvs) > 0 {
-				var u uniqRec
-				if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.ID == id {
-					last.guards = append(last.guards, guard{string(kvs[0].Key), kvs[0].ModRevision})
-					last.del(string(kvs[0].Key))
-				}
-			}
+	return gs, lp
+}
+
+// uniqueDelete returns the guard of unique key uk when instance id holds
+// it (nil when another instance does, or nobody).
+func (s *Store) uniqueDelete(ctx context.Context, uk, id string) (*guard, error) {
+	ur, err := s.cli.Get(ctx, s.k.unique(uk))
+	if err != nil {
+		return nil, err
+	}
+	if kvs := ur.Kvs; len(kvs) > 0 {
+		var u uniqRec
+		if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.ID == id {
+			return &guard{string(kvs[0].Key), kvs[0].ModRevision}, nil
 		}
 	}
-	return append(gs, last), state, nil
+	return nil, nil
 }
 
 // adminResults returns one result per ID, each naming its ID, and for

@@ -17,9 +17,10 @@ import (
 
 var _ store.Events = (*Store)(nil)
 
-// evPos is a place in the feed: every history put of the revisions
+// evPos is a place in the feed: every history record of the revisions
 // before rev is delivered, and of rev the first skip, or all when skip is
-// -1. Only puts under the history prefix (h/) count.
+// -1. The history records of a revision are those its puts of dynamic
+// records (s/) appended (dynRec.HN), in key order, then record order.
 type evPos struct {
 	rev  int64
 	skip int
@@ -117,8 +118,9 @@ func (s *Store) check(ctx context.Context, p evPos) error {
 	return s.wrap("follow", ctx, err)
 }
 
-// Follow implements store.Events with an etcd Watch on the history
-// records (h/), from the revision after the cursor. etcd keeps every
+// Follow implements store.Events with an etcd Watch on the dynamic
+// records (s/), from the revision after the cursor: each put carries the
+// history records it appended. etcd keeps every
 // revision until it is compacted, so a cursor stays good until a
 // compaction passes it (history retention deletes records, but a watch
 // from before the delete still sees their puts). The feed holds one watch
@@ -189,7 +191,7 @@ func (s *Store) Follow(ctx context.Context, p *store.FollowParams) (<-chan store
 // feed watches from pos and delivers until ctx ends (nil) or the position
 // expires (the error).
 func (s *Store) feed(ctx context.Context, f *store.FollowParams, pos evPos, out chan<- store.Event) error {
-	prefix := s.k.p + "h/"
+	prefix := s.k.p + "s/"
 	backoff := 10 * time.Millisecond
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
@@ -235,37 +237,45 @@ func (s *Store) deliver(ctx context.Context, wch clientv3.WatchChan, f *store.Fo
 		if resp.Canceled || resp.Err() != nil {
 			return false, nil
 		}
-		evs := resp.Events
+		// The history records of the response, in order, each with the
+		// revision it was written at and its number among that revision's.
+		type histAt struct {
+			d   *dynRec
+			h   *histEnt
+			rev int64
+			n   int
+		}
+		var hs []histAt
 		var rev int64
-		n := 0 // history puts of rev so far
-		for i, e := range evs {
+		n := 0
+		for _, e := range resp.Events {
 			if e.Type != mvccpb.PUT {
 				continue
 			}
 			if e.Kv.ModRevision != rev {
 				rev, n = e.Kv.ModRevision, 0
 			}
-			n++
-			if rev < pos.rev || (rev == pos.rev && (pos.skip < 0 || n <= pos.skip)) {
+			d, err := decodeDyn(string(e.Kv.Key), e.Kv.Value)
+			if err != nil {
+				continue // LookupInstances reports it
+			}
+			app := d.appended()
+			for i := range app {
+				n++
+				hs = append(hs, histAt{d, &app[i], rev, n})
+			}
+		}
+		for i, x := range hs {
+			if x.rev < pos.rev || (x.rev == pos.rev && (pos.skip < 0 || x.n <= pos.skip)) {
 				continue // delivered already
 			}
-			last := true
-			for _, later := range evs[i+1:] {
-				if later.Type == mvccpb.PUT {
-					last = later.Kv.ModRevision != rev
-					break
-				}
-			}
-			*pos = evPos{rev: rev, skip: n}
-			if last {
+			*pos = evPos{rev: x.rev, skip: x.n}
+			if i == len(hs)-1 || hs[i+1].rev != x.rev {
 				pos.skip = -1
 			}
-			var h histRec
-			if decode(string(e.Kv.Key), e.Kv.Value, &h) != nil {
-				continue
-			}
+			h := x.h
 			ev := store.Event{
-				Cursor: pos.cursor(), InstanceID: h.ID, Kind: h.Kind, Queue: h.Queue, State: h.State,
+				Cursor: pos.cursor(), InstanceID: x.d.ID, Kind: x.d.Kind, Queue: x.d.Queue, State: h.State,
 				Attempt: h.Attempt, Time: nt(h.Time), Node: h.Node, Error: h.Error, Seq: h.Seq,
 			}
 			if !f.Match(&ev) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,22 +16,23 @@ import (
 // order; names (ids, queues, kinds) are path-escaped, so they never contain
 // the "/" that separates key parts.
 //
-//	P seq                              not written any more (sequence numbers come from the
-//	                                   revision R an Enqueue reads: Seq = R<<24 | salt<<16 | i);
-//	                                   the event feed reads revisions through it
+// Layout 2 (issue 18): an instance is a few keys, whatever its number of
+// transitions. Its history lives inside its dynamic record (appended in
+// the same put as the state change, the last maxHist records kept), and
+// the only per-instance index is the creation index, written once.
+//
+//	P seq                              never written; the event feed reads revisions through it
 //	P i/<id>                           static record: what never changes after enqueue
-//	P s/<id>                           dynamic record: state, attempt, lease, result
+//	P s/<id>                           dynamic record: state, attempt, lease, result, and the
+//	                                   instance's history records (dynRec.Hist)
 //	P r/<queue>/<lane>/<runAt><seq>    ready index: one key per Scheduled instance,
 //	                                   lane = <prio>/z<kind and labels> (laneMark),
 //	                                   prio = bit-inverted priority (highest first);
 //	                                   value = a copy of the dynamic record
-//	                                   (r/<queue>/<prio>/<runAt><seq>: written
-//	                                   before lanes, still read)
 //	P qp/<queue>/<lane>                the lanes of a queue that hold instances (a claim
 //	                                   ranges each one the claimer may take); put in the
 //	                                   transaction that adds a ready key, deleted by a
-//	                                   claim that finds the lane empty; qp/<queue>/<prio>
-//	                                   before lanes
+//	                                   claim that finds the lane empty
 //	P qk/<queue>                       a queue whose last lane marker was deleted (ListQueues)
 //	P pq/<queue>                       present while the queue is paused
 //	P p/<id>                           running set: one key per Processing instance,
@@ -39,14 +41,10 @@ import (
 //	                                   etcd lease: gone when the process is gone
 //	P u/<unique key>                   unique key holder and expiry, attached to an etcd
 //	                                   lease that outlives the expiry (garbage collection)
-//	P ic/<created><seq>                instances by creation time (value = id)
-//	P ik/<kind>/<created><seq>         instances of a kind by creation time
-//	P is/<state>/<created><seq>        instances in a state by creation time
-//	P isk/<kind>/<state>/<created><seq> instances of a kind in a state
+//	P ic/<created><seq>                instances by creation time, written once at enqueue;
+//	                                   value = <kind>/<id> (both escaped), so a lookup by
+//	                                   kind filters without reading records
 //	P f/<finished>/<id>                finished instances by finish time (retention)
-//	P h/<id>/<hseq>                    history records of one instance, in order
-//	P ht/<time>/<id>/<hseq>            history by time (value = state digit + kind)
-//	P hk/<kind>/<time>/<id>/<hseq>     history of a kind by time (value = state digit)
 //	P l/<id>/<time><uniq>              log records of one instance
 //	P lt/<time>/<id>/<uniq>            logs by time (value = level digit + kind)
 //	P lk/<kind>/<time>/<id>/<uniq>     logs of a kind by time (value = level digit)
@@ -56,6 +54,11 @@ import (
 //	                                   with p/<id>; RescueNodes reads a dead owner's
 //	                                   keys to rescue its attempts
 //	P cn0, P cn/<time><nonce><n>       instance counts: folded, and one delta per transaction (inspect.go)
+//
+// Layout 1 (before issue 18) also wrote history keys (h/, ht/, hk/) and
+// state, kind and creation indexes (is/, isk/, ik/, ic/ with the id as
+// value); this code does not read them (see doc/design.md on moving a
+// deployment over).
 type keys struct{ p string }
 
 func esc(s string) string { return url.PathEscape(s) }
@@ -211,29 +214,23 @@ func parseLaneMark(mark string) (kind string, labels []string, ok bool) {
 	return parts[0], parts[1:], true
 }
 func (k keys) byCreated(d *dynRec) string {
-	return k.p + "ic/" + tkey(nt(d.Created)) + hex16(d.Seq)
+	return k.createdPrefix() + tkey(nt(d.Created)) + hex16(d.Seq)
 }
-func (k keys) byState(st store.State, d *dynRec) string {
-	return k.p + "is/" + string(rune('0'+st)) + "/" + tkey(nt(d.Created)) + hex16(d.Seq)
-}
-func (k keys) byKindState(st store.State, d *dynRec) string {
-	return k.p + "isk/" + esc(d.Kind) + "/" + string(rune('0'+st)) + "/" + tkey(nt(d.Created)) + hex16(d.Seq)
-}
-func (k keys) byKind(d *dynRec) string {
-	return k.p + "ik/" + esc(d.Kind) + "/" + tkey(nt(d.Created)) + hex16(d.Seq)
+func (k keys) createdPrefix() string { return k.p + "ic/" }
+
+// createdVal is the value of d's creation-index key.
+func createdVal(d *dynRec) string { return esc(d.Kind) + "/" + esc(d.ID) }
+
+// parseCreatedVal splits a creation-index value into kind and id.
+func parseCreatedVal(v []byte) (kind, id string, ok bool) {
+	k, i, ok := strings.Cut(string(v), "/")
+	if !ok {
+		return "", "", false
+	}
+	return unesc(k), unesc(i), true
 }
 func (k keys) finished(d *dynRec, id string) string {
 	return k.p + "f/" + tkey(nt(d.Finished)) + "/" + esc(id)
-}
-func (k keys) histPrefix(id string) string { return k.p + "h/" + esc(id) + "/" }
-func (k keys) hist(id string, hseq uint64) string {
-	return k.histPrefix(id) + hex16(hseq)
-}
-func (k keys) histTime(t time.Time, id string, hseq uint64) string {
-	return k.p + "ht/" + tkey(t) + "/" + esc(id) + "/" + hex16(hseq)
-}
-func (k keys) histKind(kind string, t time.Time, id string, hseq uint64) string {
-	return k.p + "hk/" + esc(kind) + "/" + tkey(t) + "/" + esc(id) + "/" + hex16(hseq)
 }
 func (k keys) logPrefix(id string) string { return k.p + "l/" + esc(id) + "/" }
 func (k keys) logKey(id string, t time.Time, uniq string) string {
@@ -281,6 +278,12 @@ type dynRec struct {
 	Result     []byte      `json:"re,omitempty"`
 	Error      string      `json:"er,omitempty"`
 	HSeq       uint64      `json:"hs"` // the last history record's sequence number
+	// Hist is the instance's history, oldest first: the last maxHist
+	// records (Seq tells how many came before). HN is how many of them the
+	// write that stored this record appended: the event feed delivers
+	// those.
+	Hist []histEnt `json:"h,omitempty"`
+	HN   int       `json:"hn,omitempty"`
 	// Copies of static fields.
 	ID         string   `json:"id"`
 	Kind       string   `json:"k"`
@@ -305,11 +308,13 @@ type uniqRec struct {
 	Until int64  `json:"u"`
 }
 
-// histRec is a stored history record (h/<id>/<hseq>).
-type histRec struct {
-	ID      string      `json:"id"`
-	Kind    string      `json:"k"`
-	Queue   string      `json:"q,omitempty"` // for the event feed; absent in records of older versions
+// maxHist is how many history records an instance keeps inline: the
+// newest ones. A transition appends one (an enqueue two), so only an
+// instance retried some thirty times loses its oldest attempts' records.
+const maxHist = 64
+
+// histEnt is one history record inside a dynamic record.
+type histEnt struct {
 	State   store.State `json:"st"`
 	Attempt int         `json:"at,omitempty"`
 	Time    int64       `json:"t"`
@@ -317,6 +322,30 @@ type histRec struct {
 	Error   string      `json:"er,omitempty"`
 	Result  []byte      `json:"re,omitempty"`
 	Seq     uint64      `json:"seq"`
+}
+
+// next returns a copy of d to change for a new write: it shares no history
+// slice with d (an append never writes into d's) and has appended nothing
+// yet (HN 0).
+func (d *dynRec) next() dynRec {
+	e := *d
+	e.Hist = slices.Clip(d.Hist)
+	e.HN = 0
+	return e
+}
+
+// record is h as a store.HistoryRecord of instance d.
+func (d *dynRec) record(h *histEnt) *store.HistoryRecord {
+	return &store.HistoryRecord{
+		InstanceID: d.ID, Kind: d.Kind, State: h.State, Attempt: h.Attempt, Time: nt(h.Time),
+		Node: h.Node, Error: h.Error, Result: h.Result, Seq: h.Seq,
+	}
+}
+
+// appended returns the history records the write that stored d appended.
+func (d *dynRec) appended() []histEnt {
+	n := min(d.HN, len(d.Hist))
+	return d.Hist[len(d.Hist)-n:]
 }
 
 // logRec is a stored log record (l/<id>/...).
@@ -405,11 +434,4 @@ func instance(st *staticRec, d *dynRec) *store.Instance {
 		in.Metadata = store.CloneMetadata(st.Metadata)
 	}
 	return in
-}
-
-func (h *histRec) record() *store.HistoryRecord {
-	return &store.HistoryRecord{
-		InstanceID: h.ID, Kind: h.Kind, State: h.State, Attempt: h.Attempt, Time: nt(h.Time),
-		Node: h.Node, Error: h.Error, Result: h.Result, Seq: h.Seq,
-	}
 }

@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -86,14 +87,15 @@ func bounds(base string, q *store.Query) (string, string) {
 }
 
 // LookupInstances implements store.History. A query by instance is one
-// read; by kind it walks that kind's creation-time index, otherwise the
-// global one, in both cases only inside the query's time range, newest
-// first, and stops at the limit. A query by states walks one index per
-// state; every read of the lookup (each walk's pages and the records they
-// name) is at the revision of its first read, so the walks see one state
-// of the store: an instance that moves between two wanted states while the
-// lookup runs is found once, in the state it had at that revision, never
-// twice nor not at all.
+// read. A query for Scheduled and Processing instances only walks the
+// ready index and the running set (what is pending, never the finished
+// history); any other walks the creation index newest first inside the
+// query's time range, skipping other kinds by the index value, and stops
+// at the limit. Every read of the lookup (each walk's pages and the
+// records they name) is at the revision of its first read, so the walks
+// see one state of the store: an instance that moves between two wanted
+// states while the lookup runs is found once, in the state it had at that
+// revision, never twice nor not at all.
 func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
 	if err := q.Validate(); err != nil {
 		return nil, s.wrap("lookup instances", ctx, err)
@@ -110,7 +112,7 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 	var rev int64
 	seen := map[string]bool{}
 	full := func() bool { return q.Limit > 0 && len(out) >= q.Limit }
-	fetch := func(ids []string) error {
+	fetch := func(ids []string, capped bool) error {
 		ops := make([]clientv3.Op, 0, 2*len(ids))
 		var at []clientv3.OpOption
 		if rev != 0 {
@@ -139,7 +141,7 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 				continue
 			}
 			in := instance(st, d)
-			if q.MatchInstance(in) && !full() && !seen[in.ID] {
+			if q.MatchInstance(in) && !(capped && full()) && !seen[in.ID] {
 				seen[in.ID] = true
 				out = append(out, in)
 			}
@@ -147,66 +149,122 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 		return nil
 	}
 	if q.InstanceID != "" {
-		if err := fetch([]string{q.InstanceID}); err != nil {
+		if err := fetch([]string{q.InstanceID}, true); err != nil {
 			return nil, s.wrap("lookup instances", ctx, err)
 		}
 		return out, bad.err()
 	}
-	// One index walk per wanted state (or one over all), each newest
-	// first and stopping at the limit; several are merged.
-	var bases []string
-	switch {
-	case len(q.States) > 0:
-		for _, st := range slices.Compact(slices.Sorted(slices.Values(q.States))) {
-			d := string(rune('0' + st))
-			if q.Kind != "" {
-				bases = append(bases, s.k.p+"isk/"+esc(q.Kind)+"/"+d+"/")
-			} else {
-				bases = append(bases, s.k.p+"is/"+d+"/")
-			}
-		}
-	case q.Kind != "":
-		bases = []string{s.k.p + "ik/" + esc(q.Kind) + "/"}
-	default:
-		bases = []string{s.k.p + "ic/"}
-	}
-	var all []*store.Instance
-	for _, base := range bases {
-		out = nil
-		start, end := bounds(base, q)
-		var ids []string
-		var ferr error
-		err = s.scanAt(ctx, &rev, start, end, true, false, func(_ string, val []byte) bool {
-			ids = append(ids, string(val))
-			if len(ids) == page/2 {
-				ferr = fetch(ids)
-				ids = ids[:0]
-			}
-			return ferr == nil && !full()
-		})
-		if err == nil {
-			err = ferr
-		}
-		if err == nil && len(ids) > 0 && !full() {
-			err = fetch(ids)
-		}
+	if pendingOnly(q.States) {
+		err = s.lookupPending(ctx, q, &rev, func(ids []string) error { return fetch(ids, false) })
 		if err != nil {
 			return nil, s.wrap("lookup instances", ctx, err)
 		}
-		all = append(all, out...)
-	}
-	if len(bases) > 1 {
-		slices.SortFunc(all, func(a, b *store.Instance) int {
+		slices.SortFunc(out, func(a, b *store.Instance) int {
 			if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
 				return c
 			}
 			return cmpUint(b.Seq, a.Seq)
 		})
-		if q.Limit > 0 && len(all) > q.Limit {
-			all = all[:q.Limit]
+		if q.Limit > 0 && len(out) > q.Limit {
+			out = out[:q.Limit]
+		}
+		return out, bad.err()
+	}
+	start, end := bounds(s.k.createdPrefix(), q)
+	var ids []string
+	var ferr error
+	err = s.scanAt(ctx, &rev, start, end, true, false, func(key string, val []byte) bool {
+		kind, id, ok := parseCreatedVal(val)
+		if !ok {
+			bad.add(fmt.Errorf("etcd key %q: creation-index value %q is not <kind>/<id>", key, val))
+			return true
+		}
+		if q.Kind != "" && kind != q.Kind {
+			return true
+		}
+		ids = append(ids, id)
+		if len(ids) == page/2 {
+			ferr = fetch(ids, true)
+			ids = ids[:0]
+		}
+		return ferr == nil && !full()
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err == nil && len(ids) > 0 && !full() {
+		err = fetch(ids, true)
+	}
+	if err != nil {
+		return nil, s.wrap("lookup instances", ctx, err)
+	}
+	return out, bad.err()
+}
+
+// pendingOnly reports whether states names only Scheduled and Processing
+// (and at least one).
+func pendingOnly(states []store.State) bool {
+	if len(states) == 0 {
+		return false
+	}
+	for _, st := range states {
+		if st != store.Scheduled && st != store.Processing {
+			return false
 		}
 	}
-	return all, bad.err()
+	return true
+}
+
+// lookupPending hands fn the ids of the Scheduled instances (from the
+// ready index, whose values carry kind and creation time, so other kinds
+// and times are skipped unread) and of the Processing ones (from the
+// running set) that q may want, in batches, every page read at *rev.
+func (s *Store) lookupPending(ctx context.Context, q *store.Query, rev *int64, fn func([]string) error) error {
+	var ids []string
+	var ferr error
+	flush := func() {
+		if len(ids) > 0 && ferr == nil {
+			ferr = fn(ids)
+			ids = ids[:0]
+		}
+	}
+	if slices.Contains(q.States, store.Scheduled) {
+		rp := s.k.p + "r/"
+		err := s.scanAt(ctx, rev, rp, prefixEnd(rp), false, false, func(key string, val []byte) bool {
+			d, err := decodeDyn(key, val)
+			if err != nil {
+				return true // not a ready entry (a wake key), or quarantined at the next claim
+			}
+			c := nt(d.Created)
+			if q.Kind != "" && d.Kind != q.Kind || !q.Since.IsZero() && c.Before(q.Since) || !q.Until.IsZero() && !c.Before(q.Until) {
+				return true
+			}
+			ids = append(ids, d.ID)
+			if len(ids) == page/2 {
+				flush()
+			}
+			return ferr == nil
+		})
+		if err != nil {
+			return err
+		}
+		flush()
+	}
+	if slices.Contains(q.States, store.Processing) {
+		pp := s.k.runningPrefix()
+		err := s.scanAt(ctx, rev, pp, prefixEnd(pp), false, true, func(key string, _ []byte) bool {
+			ids = append(ids, unesc(key[len(pp):]))
+			if len(ids) == page/2 {
+				flush()
+			}
+			return ferr == nil
+		})
+		if err != nil {
+			return err
+		}
+		flush()
+	}
+	return ferr
 }
 
 func cmpUint(a, b uint64) int {
@@ -258,7 +316,12 @@ func (s *Store) walkIndex(ctx context.Context, base string, q *store.Query, keep
 	return err
 }
 
-// LookupHistory implements store.History.
+// LookupHistory implements store.History. A query by instance reads
+// its dynamic record, which holds its history. Any other walks the
+// creation index oldest first (other kinds skipped by the index value) and
+// reads the records it names in batches: a history record is never older
+// than its instance's creation, so a query with a limit stops once it
+// holds that many records older than the next instance's creation.
 func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.HistoryRecord, error) {
 	if err := q.Validate(); err != nil {
 		return nil, s.wrap("lookup history", ctx, err)
@@ -270,52 +333,112 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 	defer cancel()
 	var bad corruption
 	var out []*store.HistoryRecord
-	full := func() bool { return q.Limit > 0 && len(out) >= q.Limit }
-	add := func(key string, val []byte) {
-		var h histRec
-		if err := decode(key, val, &h); err != nil {
-			bad.add(err)
-			return
+	var rev int64
+	fetch := func(ids []string) error {
+		ops := make([]clientv3.Op, len(ids))
+		for j, id := range ids {
+			ops[j] = clientv3.OpGet(s.k.dyn(id), clientv3.WithRev(rev))
 		}
-		if r := h.record(); q.MatchHistory(r) && !full() {
-			out = append(out, r)
+		rs, err := s.read(ctx, ops)
+		if err != nil {
+			return err
 		}
-	}
-	if q.InstanceID != "" {
-		p := s.k.histPrefix(q.InstanceID)
-		err = s.scan(ctx, p, prefixEnd(p), false, false, func(key string, val []byte) bool {
-			add(key, val)
-			return !full()
-		})
-	} else {
-		base := s.k.p + "ht/"
-		if q.Kind != "" {
-			base = s.k.p + "hk/" + esc(q.Kind) + "/"
-		}
-		keep := func(d byte) bool {
-			return len(q.States) == 0 || slices.Contains(q.States, store.State(d-'0'))
-		}
-		err = s.walkIndex(ctx, base, q, keep, func(refs []indexRef) error {
-			ops := make([]clientv3.Op, len(refs))
-			for j, r := range refs {
-				ops[j] = clientv3.OpGet(s.k.histPrefix(r.id) + r.n)
+		for _, r := range rs {
+			kvs := r.GetKvs()
+			if len(kvs) == 0 {
+				continue
 			}
-			rs, err := s.read(ctx, ops)
+			d, err := decodeDyn(string(kvs[0].Key), kvs[0].Value)
 			if err != nil {
-				return err
+				bad.add(err)
+				continue
 			}
-			for _, r := range rs {
-				if kvs := r.GetKvs(); len(kvs) > 0 {
-					add(string(kvs[0].Key), kvs[0].Value)
+			for i := range d.Hist {
+				if r := d.record(&d.Hist[i]); q.MatchHistory(r) {
+					out = append(out, r)
 				}
 			}
-			return nil
-		}, full)
+		}
+		return nil
+	}
+	if q.InstanceID != "" {
+		if rev, err = s.revision(ctx); err == nil {
+			err = fetch([]string{q.InstanceID})
+		}
+	} else {
+		base := s.k.createdPrefix()
+		end := prefixEnd(base)
+		if !q.Until.IsZero() {
+			end = base + tkey(q.Until)
+		}
+		var ids []string
+		var ferr error
+		last := "" // time key of the last creation-index key walked
+		// enough reports whether the limit's worth of records are older
+		// than tk, the creation time key of every instance not yet read.
+		enough := func(tk string) bool {
+			if q.Limit <= 0 || len(out) < q.Limit {
+				return false
+			}
+			sortHistory(out)
+			out = out[:q.Limit]
+			return tkey(out[len(out)-1].Time) < tk
+		}
+		err = s.scanAt(ctx, &rev, base, end, false, false, func(key string, val []byte) bool {
+			kind, id, ok := parseCreatedVal(val)
+			tail := key[len(base):]
+			if !ok || len(tail) < 16 {
+				bad.add(fmt.Errorf("etcd key %q: creation-index entry is not <time><seq> = <kind>/<id>", key))
+				return true
+			}
+			if tk := tail[:16]; tk != last {
+				// Every instance read so far was created before tk.
+				if len(ids) >= page/2 {
+					if ferr = fetch(ids); ferr != nil {
+						return false
+					}
+					ids = ids[:0]
+					if enough(tk) {
+						return false
+					}
+				}
+				last = tk
+			}
+			if q.Kind != "" && kind != q.Kind {
+				return true
+			}
+			ids = append(ids, id)
+			return true
+		})
+		if err == nil {
+			err = ferr
+		}
+		if err == nil && len(ids) > 0 {
+			err = fetch(ids)
+		}
 	}
 	if err != nil {
 		return nil, s.wrap("lookup history", ctx, err)
 	}
+	sortHistory(out)
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
 	return out, bad.err()
+}
+
+// sortHistory orders history records oldest first by (Time, InstanceID,
+// Seq), the order of store.PageHistory.
+func sortHistory(hs []*store.HistoryRecord) {
+	slices.SortFunc(hs, func(a, b *store.HistoryRecord) int {
+		if c := a.Time.Compare(b.Time); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.InstanceID, b.InstanceID); c != 0 {
+			return c
+		}
+		return cmpUint(a.Seq, b.Seq)
+	})
 }
 
 // AppendLogs implements store.Logs. Records are written in batches of one
@@ -484,29 +607,11 @@ func (s *Store) prune(ctx context.Context, p *store.PruneParams, res *store.Prun
 		}
 	}
 	if !p.HistoryBefore.IsZero() {
-		base := s.k.p + "ht/"
-		var gs []*group
-		err := s.walkIndex(ctx, base, &store.Query{Until: p.HistoryBefore}, func(byte) bool { return true }, func(refs []indexRef) error {
-			for _, r := range refs {
-				n, _ := parseHex16(r.n)
-				t, _ := parseHex16(r.t)
-				tm := nt(int64(t ^ 1<<63))
-				g := &group{}
-				g.del(s.k.histTime(tm, r.id, n))
-				g.del(s.k.histKind(r.kind, tm, r.id, n))
-				g.del(s.k.hist(r.id, n))
-				gs = append(gs, g)
-			}
-			return nil
-		}, func() bool { return len(gs) >= limit })
+		n, err := s.pruneHistory(ctx, p.HistoryBefore, limit)
 		if err != nil {
 			return err
 		}
-		gs = gs[:min(len(gs), limit)]
-		if err := s.commit(ctx, gs); err != nil {
-			return err
-		}
-		res.History += len(gs)
+		res.History += n
 	}
 	if !p.LogsBefore.IsZero() {
 		base := s.k.p + "lt/"
@@ -535,15 +640,96 @@ func (s *Store) prune(ctx context.Context, p *store.PruneParams, res *store.Prun
 	return nil
 }
 
+// pruneHistory removes up to limit history records older than before from
+// the instances that hold them: it walks the creation index up to before
+// (a record is never older than its instance) and rewrites each record
+// that keeps old history without it, guarded by its revision (a Scheduled
+// instance's ready copy too, so a claim does not bring the old records
+// back). It returns how many records it removed.
+func (s *Store) pruneHistory(ctx context.Context, before time.Time, limit int) (int, error) {
+	base := s.k.createdPrefix()
+	cut := tn(before)
+	removed := 0
+	var ids []string
+	prune := func() error {
+		for round := 0; len(ids) > 0 && removed < limit; round++ {
+			if round > maxRounds {
+				return errors.New("prune history: gave up after repeated conflicts")
+			}
+			ds, revs, _, err := s.readDyn(ctx, ids)
+			if err != nil {
+				return err
+			}
+			var gs []*group
+			var again []string
+			counts := map[*group]int{}
+			budget := limit - removed
+			for j, d := range ds {
+				if d == nil || budget == 0 {
+					continue
+				}
+				old := 0
+				for old < len(d.Hist) && d.Hist[old].Time < cut && old < budget {
+					old++
+				}
+				if old == 0 {
+					continue
+				}
+				budget -= old
+				e := d.next()
+				e.Hist = append([]histEnt(nil), d.Hist[old:]...)
+				g := &group{guards: []guard{{s.k.dyn(d.ID), revs[j]}}, ref: j}
+				dv := mustJSON(&e)
+				g.put(s.k.dyn(d.ID), dv)
+				if e.State == store.Scheduled {
+					g.put(s.k.ready(&e), dv)
+				}
+				counts[g] = old
+				gs = append(gs, g)
+			}
+			if err := s.commit(ctx, gs); err != nil {
+				return err
+			}
+			for _, g := range gs {
+				if g.stale {
+					again = append(again, ids[g.ref])
+					continue
+				}
+				removed += counts[g]
+			}
+			ids = again
+		}
+		ids = ids[:0]
+		return nil
+	}
+	var perr error
+	err := s.scan(ctx, base, base+tkey(before), false, false, func(_ string, val []byte) bool {
+		if _, id, ok := parseCreatedVal(val); ok {
+			ids = append(ids, id)
+		}
+		if len(ids) == page/2 {
+			perr = prune()
+		}
+		return perr == nil && removed < limit
+	})
+	if err == nil {
+		err = perr
+	}
+	if err == nil && removed < limit {
+		err = prune()
+	}
+	return removed, err
+}
+
 // removeInstances deletes finished instances with their history, logs,
-// index entries and the unique key they still hold. Index entries go first
-// and the records last, so a call cut short is finished by the next one.
+// index entries and the unique key they still hold. Log index entries go
+// first and the records last, so a call cut short is finished by the
+// next one.
 func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.PruneResult) error {
 	for _, f := range ids {
 		id := f.id
 		rs, err := s.read(ctx, []clientv3.Op{
 			clientv3.OpGet(s.k.dyn(id)),
-			clientv3.OpGet(s.k.histPrefix(id), clientv3.WithPrefix()),
 			clientv3.OpGet(s.k.logPrefix(id), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		})
 		if err != nil {
@@ -566,53 +752,11 @@ func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.Prun
 		if !d.State.Final() {
 			continue
 		}
-		var gs []*group
-		g := &group{}
-		flush := func() {
-			if len(g.ops) >= s.maxOps-8 {
-				gs = append(gs, g)
-				g = &group{}
-			}
-		}
-		nh := 0
-		for _, kv := range rs[1].GetKvs() {
-			var h histRec
-			n, ok := parseHex16(string(kv.Key[len(s.k.histPrefix(id)):]))
-			if !ok || decode(string(kv.Key), kv.Value, &h) != nil {
-				continue
-			}
-			g.del(s.k.histTime(nt(h.Time), id, n))
-			g.del(s.k.histKind(d.Kind, nt(h.Time), id, n))
-			nh++
-			flush()
-		}
-		nl := 0
-		lp := s.k.logPrefix(id)
-		for _, kv := range rs[2].GetKvs() {
-			tail := string(kv.Key[len(lp):])
-			if len(tail) < 16 {
-				continue
-			}
-			t, ok := parseHex16(tail[:16])
-			if !ok {
-				continue
-			}
-			tm := nt(int64(t ^ 1<<63))
-			g.del(s.k.logTime(tm, id, tail[16:]))
-			g.del(s.k.logKind(d.Kind, tm, id, tail[16:]))
-			nl++
-			flush()
-		}
-		if len(g.ops) > 0 {
-			gs = append(gs, g)
-		}
+		gs, lp := s.logDeletes(id, d.Kind, rs[1].GetKvs(), guard{})
+		nl := len(rs[1].GetKvs())
 		last := &group{guards: []guard{{s.k.dyn(id), dkv[0].ModRevision}}}
-		last.del(s.k.histPrefix(id), clientv3.WithPrefix())
 		last.del(lp, clientv3.WithPrefix())
 		last.del(s.k.byCreated(d))
-		last.del(s.k.byKind(d))
-		last.del(s.k.byState(d.State, d))
-		last.del(s.k.byKindState(d.State, d))
 		last.del(s.k.static(id))
 		last.del(s.k.progress(id))
 		last.del(s.k.running(id))
@@ -620,16 +764,13 @@ func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.Prun
 		last.del(s.k.dyn(id))
 		s.countMove(last, d, d.State, 0, time.Time{})
 		if d.UniqueKey != "" {
-			ur, err := s.cli.Get(ctx, s.k.unique(d.UniqueKey))
+			ug, err := s.uniqueDelete(ctx, d.UniqueKey, id)
 			if err != nil {
 				return err
 			}
-			if kvs := ur.Kvs; len(kvs) > 0 {
-				var u uniqRec
-				if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.ID == id {
-					last.guards = append(last.guards, guard{string(kvs[0].Key), kvs[0].ModRevision})
-					last.del(string(kvs[0].Key))
-				}
+			if ug != nil {
+				last.guards = append(last.guards, *ug)
+				last.del(ug.key)
 			}
 		}
 		gs = append(gs, last)
@@ -638,7 +779,7 @@ func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.Prun
 		}
 		if last.applied {
 			res.Instances++
-			res.History += nh
+			res.History += len(d.Hist)
 			res.Logs += nl
 		}
 	}

@@ -24,25 +24,19 @@ var _ store.Store = (*Store)(nil)
 var _ store.Notifier = (*Store)(nil)
 var _ store.Closer = (*Store)(nil)
 
-// addHist adds the history record of d's current state (d.HSeq) to g, and
-// moves d in the state indexes from state from (0: not indexed yet) to
-// d.State.
+// addHist appends the history record of d's current state (d.HSeq) to
+// d's inline history, to be stored with d in the same put, and moves d in
+// the counts from state from (0: not counted yet) to d.State.
 func (s *Store) addHist(g *group, d *dynRec, from store.State, t time.Time, node, msg string, result []byte) {
 	if from != d.State {
 		s.countMove(g, d, from, d.State, t)
-		if from != 0 {
-			g.del(s.k.byState(from, d))
-			g.del(s.k.byKindState(from, d))
-		}
-		g.put(s.k.byState(d.State, d), d.ID)
-		g.put(s.k.byKindState(d.State, d), d.ID)
 	}
-	h := histRec{ID: d.ID, Kind: d.Kind, Queue: d.Queue, State: d.State, Attempt: d.Attempt, Time: tn(t), Node: node,
-		Error: msg, Result: result, Seq: d.HSeq}
-	st := string(rune('0' + d.State))
-	g.put(s.k.hist(d.ID, d.HSeq), mustJSON(&h))
-	g.put(s.k.histTime(t, d.ID, d.HSeq), st+esc(d.Kind))
-	g.put(s.k.histKind(d.Kind, t, d.ID, d.HSeq), st)
+	d.Hist = append(d.Hist, histEnt{State: d.State, Attempt: d.Attempt, Time: tn(t), Node: node,
+		Error: msg, Result: result, Seq: d.HSeq})
+	if over := len(d.Hist) - maxHist; over > 0 {
+		d.Hist = append([]histEnt(nil), d.Hist[over:]...)
+	}
+	d.HN++
 }
 
 // addReady puts d (Scheduled) into its queue's ready index, and its lane
@@ -276,14 +270,13 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		g.put(s.k.static(in.ID), mustJSON(st))
 		// Created, then Scheduled.
 		d.State, d.HSeq = store.Created, 1
-		s.addHist(g, d, store.Created, p.Now, p.Node, "", nil) // not indexed by state
+		s.addHist(g, d, store.Created, p.Now, p.Node, "", nil) // not counted
 		d.State, d.HSeq = store.Scheduled, 2
 		s.addHist(g, d, 0, p.Now, p.Node, "", nil)
 		dv := mustJSON(d)
 		g.put(s.k.dyn(in.ID), dv)
 		s.addReady(g, d, dv)
-		g.put(s.k.byCreated(d), in.ID)
-		g.put(s.k.byKind(d), in.ID)
+		g.put(s.k.byCreated(d), createdVal(d))
 		var ucmp []clientv3.Cmp
 		if uk := in.UniqueKey; uk != "" && in.UniqueUntil.After(p.Now) {
 			lease, err := s.uniqueLease(ctx, in.UniqueUntil.Sub(p.Now))
@@ -664,7 +657,7 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 				bad = append(bad, c)
 				continue
 			}
-			d := *cd
+			d := cd.next()
 			d.State = store.Processing
 			d.Attempt++
 			d.Owner = p.Owner
@@ -677,9 +670,9 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			// after the read stops the claim.
 			g := &group{guards: []guard{{c.key, c.rev}, {s.k.paused(p.Queue), 0}}}
 			g.del(c.key)
+			s.addHist(g, &d, store.Scheduled, p.Now, p.Owner, "", nil)
 			g.put(s.k.dyn(d.ID), mustJSON(&d))
 			g.put(s.k.running(d.ID), mustJSON(&runRec{LeaseID: d.LeaseID, LeaseUntil: d.LeaseUntil}))
-			s.addHist(g, &d, store.Scheduled, p.Now, p.Owner, "", nil)
 			g.put(s.k.ownedBy(p.Owner, d.ID), "") // per-owner index (nodes.go)
 			if p.ClaimSeq != 0 {
 				g.put(s.k.claimedPrefix(p.Owner)+esc(d.ID), hex16(p.ClaimSeq)+strconv.Itoa(d.Attempt), clientv3.WithLease(lease))
@@ -869,18 +862,18 @@ func (s *Store) terminateCorrupt(ctx context.Context, d *dynRec, node string, no
 		return err
 	}
 	kv := rs[0].GetKvs()[0]
-	e := *d
+	e := d.next()
 	e.State = store.Terminated
 	e.Owner, e.LeaseUntil, e.LeaseID = "", 0, 0
 	e.Finished, e.Updated = tn(now), tn(now)
 	e.Error = cause.Error()
 	e.HSeq++
 	g := &group{guards: []guard{{s.k.dyn(d.ID), kv.ModRevision}}}
+	s.addHist(g, &e, store.Processing, now, node, e.Error, nil)
 	g.put(s.k.dyn(d.ID), mustJSON(&e))
 	g.del(s.k.running(d.ID))
 	g.del(s.k.ownedBy(d.Owner, d.ID))
 	g.put(s.k.finished(&e, e.ID), e.ID)
-	s.addHist(g, &e, store.Processing, now, node, e.Error, nil)
 	return s.commit(ctx, []*group{g})
 }
 
@@ -987,7 +980,7 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 				res.Lost = append(res.Lost, l)
 				continue
 			}
-			e := *d
+			e := d.next()
 			e.LeaseUntil = tn(p.Until)
 			g := &group{guards: []guard{{s.k.dyn(l.ID), revs[i]}}, ref: i}
 			g.put(s.k.dyn(l.ID), mustJSON(&e))
@@ -1004,7 +997,7 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 				again = append(again, l)
 				continue
 			}
-			e := *ds[g.ref]
+			e := ds[g.ref].next()
 			e.LeaseUntil = tn(p.Until)
 			s.remember(&e, g.rev)
 			if ds[g.ref].Cancel {
@@ -1103,7 +1096,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 				res[i].Err = fmt.Errorf("%w: instance %s attempt %d is not running under owner %s", store.ErrLeaseLost, o.ID, o.Attempt, p.Owner)
 				continue
 			}
-			e := *d
+			e := d.next()
 			e.State = o.State
 			if o.State == store.Scheduled && d.Cancel {
 				// Canceled while the attempt ran, before a Renew told its
@@ -1179,19 +1172,11 @@ func (s *Store) applied(ctx context.Context, d *dynRec, o *store.Outcome, owner 
 			return false, nil
 		}
 	}
-	rs, err := s.read(ctx, []clientv3.Op{clientv3.OpGet(s.k.hist(d.ID, d.HSeq))})
-	if err != nil {
-		return false, err
-	}
-	kvs := rs[0].GetKvs()
-	if len(kvs) == 0 {
+	if len(d.Hist) == 0 {
 		return false, nil
 	}
-	var h histRec
-	if decode(string(kvs[0].Key), kvs[0].Value, &h) != nil {
-		return false, nil
-	}
-	return h.Node == owner && h.State == state, nil
+	h := d.Hist[len(d.Hist)-1]
+	return h.Seq == d.HSeq && h.Node == owner && h.State == state, nil
 }
 
 // Rescue implements store.Queue. A running instance is rescued when its
@@ -1304,7 +1289,7 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 // error. Lease rescue (Rescue) and dead-node rescue (RescueNodes) both use
 // it. The group reads the static record last, for the caller's result.
 func (s *Store) rescueMove(d *dynRec, rev int64, now time.Time, node, why string) (*group, *dynRec) {
-	e := *d
+	e := d.next()
 	canceled := e.Cancel // its owner never saw the request
 	e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
 	e.Updated = tn(now)
@@ -1364,7 +1349,7 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 		if d.State.Final() {
 			return instance(st, d), s.wrap(what, ctx, fmt.Errorf("%w: %s is %v", store.ErrFinished, p.ID, d.State))
 		}
-		e := *d
+		e := d.next()
 		g := &group{guards: []guard{{s.k.dyn(p.ID), kvs[0].ModRevision}}}
 		switch d.State {
 		case store.Processing:
