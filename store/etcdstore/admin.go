@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -178,7 +179,6 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 	last.del(lp, clientv3.WithPrefix())
 	last.del(s.k.static(id))
 	last.del(s.k.progress(id))
-	last.del(s.k.running(id))
 	last.del(s.k.dyn(id))
 	state := store.Scheduled // reported for an undecodable record
 	if derr == nil {
@@ -188,10 +188,16 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 		switch {
 		case d.State == store.Scheduled:
 			last.del(s.k.ready(d))
-		case d.State == store.Processing && d.Owner != "":
-			last.del(s.k.ownedBy(d.Owner, id))
 		case d.State.Final():
 			last.del(s.k.finished(d, id))
+		case d.State == store.Processing && d.Owner != "":
+			cks, err := s.endedClaimRecords(ctx, d)
+			if err != nil {
+				return nil, 0, err
+			}
+			for _, ck := range cks {
+				last.del(ck)
+			}
 		}
 		if d.UniqueKey != "" {
 			ug, err := s.uniqueDelete(ctx, d.UniqueKey, id)
@@ -205,6 +211,47 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 		}
 	}
 	return append(gs, last), state, nil
+}
+
+// endedClaimRecords returns the claim records of d's owner that list d's
+// attempt and no other attempt still running under them: deleting d ends
+// them.
+func (s *Store) endedClaimRecords(ctx context.Context, d *dynRec) ([]string, error) {
+	resp, err := s.cli.Get(ctx, s.k.claimRecOwner(d.Owner), clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, kv := range resp.Kvs {
+		var r claimRec
+		if decode(string(kv.Key), kv.Value, &r) != nil || len(r.IDs) != len(r.Attempts) {
+			continue
+		}
+		if !slices.Contains(r.IDs, d.ID) {
+			continue
+		}
+		var others []string
+		var attempts []int
+		for i, id := range r.IDs {
+			if id != d.ID {
+				others, attempts = append(others, id), append(attempts, r.Attempts[i])
+			}
+		}
+		ds, _, _, err := s.readDyn(ctx, others)
+		if err != nil {
+			return nil, err
+		}
+		running := false
+		for i, o := range ds {
+			if o != nil && o.State == store.Processing && o.Owner == d.Owner && o.Attempt == attempts[i] {
+				running = true
+			}
+		}
+		if !running {
+			out = append(out, string(kv.Key))
+		}
+	}
+	return out, nil
 }
 
 // logDeletes returns the groups that delete the time and kind index

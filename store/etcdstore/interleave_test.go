@@ -86,7 +86,7 @@ func TestLookupByStatesWhileInstancesMove(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	procIndex := p + "p/" // the running set
+	procIndex := p + "c/" // the claim records
 	var fired atomic.Bool
 	hook := func(key string) {
 		if !strings.HasPrefix(key, procIndex) || !fired.CompareAndSwap(false, true) {
@@ -111,7 +111,7 @@ func TestLookupByStatesWhileInstancesMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !fired.Load() {
-		t.Fatal("the hook never ran: the lookup did not walk the running set")
+		t.Fatal("the hook never ran: the lookup did not walk the claim records")
 	}
 	var ids []string
 	for _, in := range got {

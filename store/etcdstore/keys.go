@@ -35,8 +35,13 @@ import (
 //	                                   claim that finds the lane empty
 //	P qk/<queue>                       a queue whose last lane marker was deleted (ListQueues)
 //	P pq/<queue>                       present while the queue is paused
-//	P p/<id>                           running set: one key per Processing instance,
-//	                                   value = its etcd lease and lease deadline
+//	P c/<owner>/<claim seq>/<nonce><n> claim record: one per claim transaction, listing
+//	                                   the attempts it took (claimRec); it is the running
+//	                                   set and the owner index: Rescue reads the records
+//	                                   whose lease ended, RescueNodes a dead owner's, and a
+//	                                   repeated claim (same ClaimSeq) its own. Deleted by
+//	                                   the owner once all its attempts ended, or by a
+//	                                   rescuer that finds them ended
 //	P a/<lease>                        liveness key of one store handle, attached to its
 //	                                   etcd lease: gone when the process is gone
 //	P u/<unique key>                   unique key holder and expiry, attached to an etcd
@@ -50,14 +55,13 @@ import (
 //	P lk/<kind>/<time>/<id>/<uniq>     logs of a kind by time (value = level digit)
 //	P bad/<key>                        quarantined undecodable ready-index entries
 //	P n/<node>                         node registry record (nodes.go)
-//	P no/<owner>/<id>                  running attempts by owner: put by a claim, deleted
-//	                                   with p/<id>; RescueNodes reads a dead owner's
-//	                                   keys to rescue its attempts
+//	P cs/<owner>                       the ClaimSeq of owner's last claim, on its etcd lease
 //	P cn0, P cn/<time><nonce><n>       instance counts: folded, and one delta per transaction (inspect.go)
 //
-// Layout 1 (before issue 18) also wrote history keys (h/, ht/, hk/) and
+// Layout 1 (before issue 18) also wrote history keys (h/, ht/, hk/),
 // state, kind and creation indexes (is/, isk/, ik/, ic/ with the id as
-// value); this code does not read them (see doc/design.md on moving a
+// value), a running set (p/), an owner index (no/) and per-attempt claim
+// keys (cl/); this code does not read them (see doc/design.md on moving a
 // deployment over).
 type keys struct{ p string }
 
@@ -142,25 +146,23 @@ func prefixEnd(p string) string {
 func (k keys) seq() string             { return k.p + "seq" }
 func (k keys) static(id string) string { return k.p + "i/" + esc(id) }
 func (k keys) dyn(id string) string    { return k.p + "s/" + esc(id) }
-func (k keys) running(id string) string {
-	return k.p + "p/" + esc(id)
+
+// claimRecPrefix is the prefix of every claim record, claimRecOwner of
+// owner's, claimRecSeq of those of owner's claim number seq.
+func (k keys) claimRecPrefix() string             { return k.p + "c/" }
+func (k keys) claimRecOwner(owner string) string  { return k.claimRecPrefix() + esc(owner) + "/" }
+func (k keys) claimRecSeq(owner string, seq uint64) string {
+	return k.claimRecOwner(owner) + hex16(seq) + "/"
 }
-func (k keys) runningPrefix() string    { return k.p + "p/" }
 func (k keys) alive(lease int64) string { return k.p + "a/" + hex16(uint64(lease)) }
 func (k keys) alivePrefix() string      { return k.p + "a/" }
 func (k keys) unique(key string) string { return k.p + "u/" + esc(key) }
 func (k keys) node(id string) string    { return k.p + "n/" + esc(id) }
 func (k keys) nodePrefix() string       { return k.p + "n/" }
-func (k keys) ownedPrefix(owner string) string {
-	return k.p + "no/" + esc(owner) + "/"
-}
-func (k keys) ownedBy(owner, id string) string { return k.ownedPrefix(owner) + esc(id) }
 
-// claimSeqKey holds the ClaimSeq of owner's last claim (hex16), and
-// claimedPrefix the attempts that claim took (cl/<owner>/<id> -> hex16
-// seq + attempt); both live on the claiming handle's etcd lease.
-func (k keys) claimSeqKey(owner string) string   { return k.p + "cs/" + esc(owner) }
-func (k keys) claimedPrefix(owner string) string { return k.p + "cl/" + esc(owner) + "/" }
+// claimSeqKey holds the ClaimSeq of owner's last claim (hex16), on the
+// claiming handle's etcd lease.
+func (k keys) claimSeqKey(owner string) string { return k.p + "cs/" + esc(owner) }
 func (k keys) queuePrefix(q string) string       { return k.p + "r/" + esc(q) + "/" }
 func (k keys) prioPrefix(q string, prio string) string {
 	return k.queuePrefix(q) + prio + "/"
@@ -296,10 +298,24 @@ type dynRec struct {
 	Labels     []string `json:"lb,omitempty"` // as staticRec's: they name the lane
 }
 
-// runRec is the value of a running-set key (p/<id>).
-type runRec struct {
-	LeaseID    int64 `json:"li"`
-	LeaseUntil int64 `json:"lu"`
+// claimRec is the value of a claim record (c/...): the attempts one claim
+// transaction took, under which etcd lease and until when. It is written
+// once and never changed; Renew moves the deadlines in the dynamic
+// records, which stay the authority (see Rescue).
+type claimRec struct {
+	LeaseID    int64    `json:"li"`
+	LeaseUntil int64    `json:"lu"`
+	IDs        []string `json:"ids"`
+	Attempts   []int    `json:"at"`
+}
+
+// ownerOf returns the owner named by claim record key key.
+func (k keys) ownerOf(key string) string {
+	rest := key[len(k.claimRecPrefix()):]
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		return unesc(rest[:i])
+	}
+	return ""
 }
 
 // uniqRec is the value of a unique key (u/<key>).

@@ -88,7 +88,7 @@ func bounds(base string, q *store.Query) (string, string) {
 
 // LookupInstances implements store.History. A query by instance is one
 // read. A query for Scheduled and Processing instances only walks the
-// ready index and the running set (what is pending, never the finished
+// ready index and the claim records (what is pending, never the finished
 // history); any other walks the creation index newest first inside the
 // query's time range, skipping other kinds by the index value, and stops
 // at the limit. Every read of the lookup (each walk's pages and the
@@ -218,7 +218,8 @@ func pendingOnly(states []store.State) bool {
 // lookupPending hands fn the ids of the Scheduled instances (from the
 // ready index, whose values carry kind and creation time, so other kinds
 // and times are skipped unread) and of the Processing ones (from the
-// running set) that q may want, in batches, every page read at *rev.
+// claim records, which may also name attempts that ended: fn filters)
+// that q may want, in batches, every page read at *rev.
 func (s *Store) lookupPending(ctx context.Context, q *store.Query, rev *int64, fn func([]string) error) error {
 	var ids []string
 	var ferr error
@@ -251,11 +252,17 @@ func (s *Store) lookupPending(ctx context.Context, q *store.Query, rev *int64, f
 		flush()
 	}
 	if slices.Contains(q.States, store.Processing) {
-		pp := s.k.runningPrefix()
-		err := s.scanAt(ctx, rev, pp, prefixEnd(pp), false, true, func(key string, _ []byte) bool {
-			ids = append(ids, unesc(key[len(pp):]))
-			if len(ids) == page/2 {
-				flush()
+		cp := s.k.claimRecPrefix()
+		err := s.scanAt(ctx, rev, cp, prefixEnd(cp), false, false, func(key string, val []byte) bool {
+			var r claimRec
+			if decode(key, val, &r) != nil {
+				return true // Rescue drops it
+			}
+			for _, id := range r.IDs {
+				ids = append(ids, id)
+				if len(ids) >= page/2 {
+					flush()
+				}
 			}
 			return ferr == nil
 		})
@@ -759,7 +766,6 @@ func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.Prun
 		last.del(s.k.byCreated(d))
 		last.del(s.k.static(id))
 		last.del(s.k.progress(id))
-		last.del(s.k.running(id))
 		last.del(s.k.finished(d, id))
 		last.del(s.k.dyn(id))
 		s.countMove(last, d, d.State, 0, time.Time{})

@@ -501,65 +501,32 @@ func (s *Store) rescueNodes(ctx context.Context, p *store.RescueNodesParams) (*s
 }
 
 // rescueOwned rescues, into res, up to p.Limit - len(res.Rescued) running
-// attempts of owner claimed at or before revision upTo. It returns how many
-// index entries it found (0: none left).
+// attempts of owner claimed at or before revision upTo (read from its
+// claim records). It returns how many claim records it found (0: none
+// left).
 func (s *Store) rescueOwned(ctx context.Context, p *store.RescueNodesParams, owner string, upTo int64, res *store.RescueNodesResult) (int, error) {
 	need := p.Limit - len(res.Rescued)
-	prefix := s.k.ownedPrefix(owner)
-	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(upTo), clientv3.WithLimit(int64(need+s.window)))
+	prefix := s.k.claimRecOwner(owner)
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(upTo), clientv3.WithLimit(int64(need+s.window)))
 	if err != nil {
 		return 0, err
 	}
 	if len(resp.Kvs) == 0 {
 		return 0, nil
 	}
-	ids := make([]string, len(resp.Kvs))
-	for i, kv := range resp.Kvs {
-		ids[i] = unesc(string(kv.Key[len(prefix):]))
+	recs := make([]claimRecAt, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		r := claimRecAt{key: string(kv.Key), owner: owner}
+		if decode(r.key, kv.Value, &r.rec) != nil || len(r.rec.IDs) != len(r.rec.Attempts) {
+			r.rec = claimRec{} // unreadable: dropped
+		}
+		recs = append(recs, r)
 	}
-	ds, revs, derrs, err := s.readDyn(ctx, ids)
+	why := fmt.Sprintf("node %s stopped heartbeating: declared dead and its attempt rescued", owner)
+	got, _, err := s.rescueRecords(ctx, recs, need, p.Now, p.Node, func(*dynRec) string { return why })
 	if err != nil {
 		return 0, err
 	}
-	why := fmt.Sprintf("node %s stopped heartbeating: declared dead and its attempt rescued", owner)
-	var gs []*group
-	var dyns []*dynRec
-	for j, d := range ds {
-		if d == nil || derrs[j] != nil || d.State != store.Processing || d.Owner != owner {
-			// A stray index entry: drop it.
-			g := &group{guards: []guard{{s.k.dyn(ids[j]), revs[j]}}}
-			g.del(s.k.ownedBy(owner, ids[j]))
-			gs, dyns = append(gs, g), append(dyns, nil)
-			continue
-		}
-		if len(dyns)-countNil(dyns) >= need {
-			continue
-		}
-		g, e := s.rescueMove(d, revs[j], p.Now, p.Node, why)
-		gs, dyns = append(gs, g), append(dyns, e)
-	}
-	if err := s.commit(ctx, gs); err != nil {
-		return 0, err
-	}
-	for j, g := range gs {
-		if !g.applied || dyns[j] == nil {
-			continue
-		}
-		var st *staticRec
-		if kvs := g.resp[len(g.resp)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			st, _ = decodeStatic(string(kvs[0].Key), kvs[0].Value)
-		}
-		res.Rescued = append(res.Rescued, instance(st, dyns[j]))
-	}
+	res.Rescued = append(res.Rescued, got...)
 	return len(resp.Kvs), nil
-}
-
-func countNil(ds []*dynRec) int {
-	n := 0
-	for _, d := range ds {
-		if d == nil {
-			n++
-		}
-	}
-	return n
 }

@@ -667,16 +667,12 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			d.Updated = tn(p.Now)
 			d.HSeq++
 			// The pause key's absence is a guard too: a pause committed
-			// after the read stops the claim.
-			g := &group{guards: []guard{{c.key, c.rev}, {s.k.paused(p.Queue), 0}}}
+			// after the read stops the claim (compared once per
+			// transaction, however many picks share it).
+			g := &group{guards: []guard{{c.key, c.rev}, {s.k.paused(p.Queue), 0}}, ref: len(dyns)}
 			g.del(c.key)
 			s.addHist(g, &d, store.Scheduled, p.Now, p.Owner, "", nil)
 			g.put(s.k.dyn(d.ID), mustJSON(&d))
-			g.put(s.k.running(d.ID), mustJSON(&runRec{LeaseID: d.LeaseID, LeaseUntil: d.LeaseUntil}))
-			g.put(s.k.ownedBy(p.Owner, d.ID), "") // per-owner index (nodes.go)
-			if p.ClaimSeq != 0 {
-				g.put(s.k.claimedPrefix(p.Owner)+esc(d.ID), hex16(p.ClaimSeq)+strconv.Itoa(d.Attempt), clientv3.WithLease(lease))
-			}
 			g.get(s.k.static(d.ID))
 			gs, dyns = append(gs, g), append(dyns, &d)
 		}
@@ -685,7 +681,23 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 				return nil, err
 			}
 		}
-		if err := s.commit(ctx, gs); err != nil {
+		// Each transaction also writes the claim record of the attempts it
+		// takes (the running set and owner index in one key), and drops
+		// claim records of this handle whose attempts all ended.
+		extra := func(batch []*group, room int) ([]clientv3.Op, func()) {
+			rec := claimRec{LeaseID: int64(lease), LeaseUntil: tn(p.LeaseUntil)}
+			for _, g := range batch {
+				rec.IDs = append(rec.IDs, dyns[g.ref].ID)
+				rec.Attempts = append(rec.Attempts, dyns[g.ref].Attempt)
+			}
+			ck := s.claimRecKey(p.Owner, p.ClaimSeq)
+			for _, g := range batch {
+				g.ck = ck
+			}
+			drops, done := s.dropOps(room - 1)
+			return append([]clientv3.Op{clientv3.OpPut(ck, mustJSON(&rec))}, drops...), done
+		}
+		if err := s.commitX(ctx, gs, extra); err != nil {
 			return nil, err
 		}
 		stale := 0
@@ -708,7 +720,7 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 				}
 				continue
 			}
-			s.remember(dyns[j], g.rev)
+			s.remember(dyns[j], g.rev, g.ck)
 			res.Instances = append(res.Instances, instance(st, dyns[j]))
 		}
 		if stale > 0 {
@@ -749,10 +761,7 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 // The owner's keys live on the handle's etcd lease.
 func (s *Store) reserveClaim(ctx context.Context, p *store.ClaimParams, lease clientv3.LeaseID, res *store.ClaimResult) (fresh bool, err error) {
 	sk, want := s.k.claimSeqKey(p.Owner), hex16(p.ClaimSeq)
-	take := []clientv3.Op{
-		clientv3.OpPut(sk, want, clientv3.WithLease(lease)),
-		clientv3.OpDelete(s.k.claimedPrefix(p.Owner), clientv3.WithPrefix()),
-	}
+	take := []clientv3.Op{clientv3.OpPut(sk, want, clientv3.WithLease(lease))}
 	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(sk), "<", want)).Then(take...).Else(clientv3.OpGet(sk)).Commit()
 	if err != nil {
 		return false, err
@@ -777,25 +786,22 @@ func (s *Store) reserveClaim(ctx context.Context, p *store.ClaimParams, lease cl
 	if string(kvs[0].Value) != want {
 		return false, nil // a newer claim was applied: this call is stale
 	}
-	// A repeat: what the first call took, if still running under owner.
-	got, err := s.cli.Get(ctx, s.k.claimedPrefix(p.Owner), clientv3.WithPrefix())
+	// A repeat: what the first call took (its claim records), if still
+	// running under owner.
+	got, err := s.cli.Get(ctx, s.k.claimRecSeq(p.Owner, p.ClaimSeq), clientv3.WithPrefix())
 	if err != nil {
 		return false, err
 	}
-	var ids []string
-	attempts := map[string]int{}
+	var ids, cks []string
+	var attempts []int
 	for _, kv := range got.Kvs {
-		v := string(kv.Value)
-		if len(v) <= 16 || v[:16] != want {
+		var r claimRec
+		if decode(string(kv.Key), kv.Value, &r) != nil || len(r.IDs) != len(r.Attempts) {
 			continue
 		}
-		at, err := strconv.Atoi(v[16:])
-		if err != nil {
-			continue
+		for i, id := range r.IDs {
+			ids, cks, attempts = append(ids, id), append(cks, string(kv.Key)), append(attempts, r.Attempts[i])
 		}
-		id := unesc(string(kv.Key)[len(s.k.claimedPrefix(p.Owner)):])
-		ids = append(ids, id)
-		attempts[id] = at
 	}
 	if len(ids) == 0 {
 		return false, nil
@@ -808,7 +814,7 @@ func (s *Store) reserveClaim(ctx context.Context, p *store.ClaimParams, lease cl
 	if err != nil {
 		return false, err
 	}
-	for j, id := range ids {
+	for j := range ids {
 		skv, dkv := rs[2*j].GetKvs(), rs[2*j+1].GetKvs()
 		if len(skv) == 0 || len(dkv) == 0 {
 			continue
@@ -818,10 +824,10 @@ func (s *Store) reserveClaim(ctx context.Context, p *store.ClaimParams, lease cl
 			continue
 		}
 		d, err := decodeDyn(string(dkv[0].Key), dkv[0].Value)
-		if err != nil || d.State != store.Processing || d.Owner != p.Owner || d.Attempt != attempts[id] {
+		if err != nil || d.State != store.Processing || d.Owner != p.Owner || d.Attempt != attempts[j] {
 			continue
 		}
-		s.remember(d, dkv[0].ModRevision)
+		s.remember(d, dkv[0].ModRevision, cks[j])
 		res.Instances = append(res.Instances, instance(st, d))
 	}
 	return false, nil
@@ -871,8 +877,6 @@ func (s *Store) terminateCorrupt(ctx context.Context, d *dynRec, node string, no
 	g := &group{guards: []guard{{s.k.dyn(d.ID), kv.ModRevision}}}
 	s.addHist(g, &e, store.Processing, now, node, e.Error, nil)
 	g.put(s.k.dyn(d.ID), mustJSON(&e))
-	g.del(s.k.running(d.ID))
-	g.del(s.k.ownedBy(d.Owner, d.ID))
 	g.put(s.k.finished(&e, e.ID), e.ID)
 	return s.commit(ctx, []*group{g})
 }
@@ -984,7 +988,6 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 			e.LeaseUntil = tn(p.Until)
 			g := &group{guards: []guard{{s.k.dyn(l.ID), revs[i]}}, ref: i}
 			g.put(s.k.dyn(l.ID), mustJSON(&e))
-			g.put(s.k.running(l.ID), mustJSON(&runRec{LeaseID: e.LeaseID, LeaseUntil: e.LeaseUntil}))
 			gs = append(gs, g)
 		}
 		if err := s.commit(ctx, gs); err != nil {
@@ -999,7 +1002,7 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 			}
 			e := ds[g.ref].next()
 			e.LeaseUntil = tn(p.Until)
-			s.remember(&e, g.rev)
+			s.remember(&e, g.rev, "")
 			if ds[g.ref].Cancel {
 				res.CancelRequested = append(res.CancelRequested, l)
 			}
@@ -1109,6 +1112,11 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 			e.Result = nil
 			e.HSeq++
 			g := &group{guards: []guard{{s.k.dyn(o.ID), revs[j]}}, ref: i}
+			s.mu.Lock()
+			if ow, ok := s.owned[o.ID]; ok && ow.d.Attempt == o.Attempt {
+				g.ck = ow.ck
+			}
+			s.mu.Unlock()
 			if e.State == store.Scheduled {
 				if o.Release {
 					e.Attempt--
@@ -1127,12 +1135,17 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 				g.put(s.k.dyn(o.ID), mustJSON(&e))
 				g.put(s.k.finished(&e, e.ID), e.ID)
 			}
-			g.del(s.k.running(o.ID))
-			g.del(s.k.ownedBy(d.Owner, o.ID))
 			gs = append(gs, g)
 			dyns = append(dyns, &e)
 		}
-		if err := s.commit(ctx, gs); err != nil {
+		// A claim record goes with the transaction that ends the last of
+		// its attempts this handle runs; one whose attempts ended
+		// otherwise (lost, or finished by concurrent calls) goes with a
+		// later transaction (dropOps).
+		extra := func(batch []*group, room int) ([]clientv3.Op, func()) {
+			return s.finishDrops(batch, room)
+		}
+		if err := s.commitX(ctx, gs, extra); err != nil {
 			return nil, s.wrap("finish", ctx, err)
 		}
 		pending = pending[:0]
@@ -1205,20 +1218,29 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 		if err != nil {
 			return nil, err
 		}
-		// Page through the running set for expired entries.
-		var ids []string
-		from := s.k.runningPrefix()
+		// Page through the claim records for those whose lease ended (the
+		// deadline they were claimed with passed, or their handle's etcd
+		// lease is gone): only their attempts can be due.
+		var recs []claimRecAt
+		from := s.k.claimRecPrefix()
 		end := prefixEnd(from)
 		need := p.Limit - len(out)
-		for len(ids) < need+s.window {
+		members := 0
+		for members < need+s.window {
 			resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(1000))
 			if err != nil {
 				return nil, err
 			}
 			for _, kv := range resp.Kvs {
-				var r runRec
-				if decode(string(kv.Key), kv.Value, &r) != nil || r.LeaseUntil < now || !alive[r.LeaseID] {
-					ids = append(ids, unesc(string(kv.Key[len(s.k.runningPrefix()):])))
+				var r claimRec
+				key := string(kv.Key)
+				if decode(key, kv.Value, &r) != nil || len(r.IDs) != len(r.Attempts) {
+					recs = append(recs, claimRecAt{key: key}) // unreadable: dropped
+					continue
+				}
+				if r.LeaseUntil < now || !alive[r.LeaseID] {
+					recs = append(recs, claimRecAt{key: key, owner: s.k.ownerOf(key), rec: r})
+					members += len(r.IDs)
 				}
 			}
 			if !resp.More || len(resp.Kvs) == 0 {
@@ -1226,59 +1248,104 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 			}
 			from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 		}
-		if len(ids) == 0 {
+		if len(recs) == 0 {
 			break
 		}
-		if len(ids) > need {
-			// Rescuers on several nodes spread over the expired entries
-			// instead of all racing for the first ones.
-			rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-			ids = ids[:need]
-		}
-		ds, revs, derrs, err := s.readDyn(ctx, ids)
+		got, changed, err := s.rescueRecords(ctx, recs, need, p.Now, p.Node, func(d *dynRec) string {
+			switch {
+			case d.LeaseUntil >= now && alive[d.LeaseID]:
+				return "" // renewed
+			case !alive[d.LeaseID] && d.LeaseUntil >= now:
+				return fmt.Sprintf("lease of %s ended: its process stopped renewing its etcd lease %x", d.Owner, d.LeaseID)
+			}
+			return fmt.Sprintf("lease of %s expired at %v", d.Owner, nt(d.LeaseUntil).Format(time.RFC3339Nano))
+		})
 		if err != nil {
 			return nil, err
 		}
-		var gs []*group
-		var dyns []*dynRec
-		for j, d := range ds {
-			if d == nil || derrs[j] != nil || d.State != store.Processing {
-				// A stray running-set key: drop it.
-				g := &group{guards: []guard{{s.k.dyn(ids[j]), revs[j]}}}
-				g.del(s.k.running(ids[j]))
-				gs = append(gs, g)
-				dyns = append(dyns, nil)
-				continue
-			}
-			if d.LeaseUntil >= now && alive[d.LeaseID] {
-				continue // renewed meanwhile
-			}
-			why := fmt.Sprintf("lease of %s expired at %v", d.Owner, nt(d.LeaseUntil).Format(time.RFC3339Nano))
-			if !alive[d.LeaseID] && d.LeaseUntil >= now {
-				why = fmt.Sprintf("lease of %s ended: its process stopped renewing its etcd lease %x", d.Owner, d.LeaseID)
-			}
-			g, e := s.rescueMove(d, revs[j], p.Now, p.Node, why)
-			gs = append(gs, g)
-			dyns = append(dyns, e)
-		}
-		if len(gs) == 0 {
+		out = append(out, got...)
+		if !changed {
 			break
-		}
-		if err := s.commit(ctx, gs); err != nil {
-			return nil, err
-		}
-		for j, g := range gs {
-			if !g.applied || dyns[j] == nil {
-				continue
-			}
-			var st *staticRec
-			if kvs := g.resp[len(g.resp)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-				st, _ = decodeStatic(string(kvs[0].Key), kvs[0].Value)
-			}
-			out = append(out, instance(st, dyns[j]))
 		}
 	}
 	return out, nil
+}
+
+// claimRecAt is a claim record read, with its key and the owner it names.
+type claimRecAt struct {
+	key, owner string
+	rec        claimRec
+}
+
+// rescueRecords reads the attempts recs list and rescues (rescueMove) up
+// to need of those still running under their record for which why gives
+// a reason, rescuers on several nodes spread at random over them. A
+// record none of whose attempts runs any more is deleted. changed reports
+// whether anything was written.
+func (s *Store) rescueRecords(ctx context.Context, recs []claimRecAt, need int, now time.Time, node string, why func(d *dynRec) string) (out []*store.Instance, changed bool, err error) {
+	type member struct {
+		id      string
+		attempt int
+		rec     int
+	}
+	var ms []member
+	var ids []string
+	for ri, r := range recs {
+		for i, id := range r.rec.IDs {
+			ms = append(ms, member{id, r.rec.Attempts[i], ri})
+			ids = append(ids, id)
+		}
+	}
+	ds, revs, _, err := s.readDyn(ctx, ids)
+	if err != nil {
+		return nil, false, err
+	}
+	running := make([]int, len(recs))
+	var gs []*group
+	var dyns []*dynRec
+	rescues := 0
+	for _, j := range rand.Perm(len(ms)) {
+		m, d := ms[j], ds[j]
+		if d == nil || d.State != store.Processing || d.Owner != recs[m.rec].owner || d.Attempt != m.attempt {
+			continue // ended (or claimed again, under another record)
+		}
+		running[m.rec]++
+		w := why(d)
+		if w == "" || rescues >= need {
+			continue
+		}
+		g, e := s.rescueMove(d, revs[j], now, node, w)
+		gs, dyns = append(gs, g), append(dyns, e)
+		rescues++
+	}
+	for ri, r := range recs {
+		if running[ri] == 0 {
+			g := &group{}
+			g.del(r.key)
+			gs, dyns = append(gs, g), append(dyns, nil)
+		}
+	}
+	if len(gs) == 0 {
+		return nil, false, nil
+	}
+	if err := s.commit(ctx, gs); err != nil {
+		return nil, false, err
+	}
+	for j, g := range gs {
+		if !g.applied {
+			continue
+		}
+		changed = true
+		if dyns[j] == nil {
+			continue
+		}
+		var st *staticRec
+		if kvs := g.resp[len(g.resp)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			st, _ = decodeStatic(string(kvs[0].Key), kvs[0].Value)
+		}
+		out = append(out, instance(st, dyns[j]))
+	}
+	return out, changed, nil
 }
 
 // rescueMove builds the change that takes d, a Processing record read at
@@ -1312,8 +1379,6 @@ func (s *Store) rescueMove(d *dynRec, rev int64, now time.Time, node, why string
 		g.put(s.k.dyn(e.ID), dv)
 		s.addReady(g, &e, dv)
 	}
-	g.del(s.k.running(e.ID))
-	g.del(s.k.ownedBy(d.Owner, e.ID))
 	g.get(s.k.static(e.ID))
 	return g, &e
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,9 @@ type Store struct {
 	logCount  uint64
 	uniq      map[int64]clientv3.LeaseID // unique-key leases by expiry bucket
 	owned     map[string]ownedRec        // dynamic records of this handle's running claims
+	tally     map[string]int             // claim record key -> its attempts still in owned
+	lazyDel   []string                   // claim records whose attempts all ended, to delete
+	claimN    uint64                     // numbers this handle's claim records
 	nodes     nodeView                   // the node registry as this handle sees it (nodes.go)
 
 	fold folder // background folding of count deltas (inspect.go)
@@ -58,22 +62,121 @@ type Store struct {
 
 // ownedRec is what a handle knows of an attempt it claimed: the dynamic
 // record it wrote and at which revision, so Finish can write the outcome
-// guarded on that revision without reading it first.
+// guarded on that revision without reading it first, and the claim record
+// that lists it.
 type ownedRec struct {
 	d   dynRec
 	rev int64
+	ck  string
 }
 
-func (s *Store) remember(d *dynRec, rev int64) {
+// remember records d, written at rev, as an attempt this handle runs,
+// listed by claim record ck ("": the one it was remembered with before).
+func (s *Store) remember(d *dynRec, rev int64, ck string) {
 	s.mu.Lock()
-	s.owned[d.ID] = ownedRec{*d, rev}
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	old, ok := s.owned[d.ID]
+	switch {
+	case ck == "" && ok:
+		ck = old.ck
+	case ck != "" && (!ok || old.ck != ck):
+		if ok {
+			s.untally(old.ck)
+		}
+		s.tally[ck]++
+	}
+	s.owned[d.ID] = ownedRec{*d, rev, ck}
 }
 
+// forget drops id from the attempts this handle runs; a claim record none
+// of whose attempts it runs any more is deleted with its next write
+// (lazyDel).
 func (s *Store) forget(id string) {
 	s.mu.Lock()
-	delete(s.owned, id)
+	defer s.mu.Unlock()
+	if o, ok := s.owned[id]; ok {
+		delete(s.owned, id)
+		s.untally(o.ck)
+	}
+}
+
+// untally counts one attempt of claim record ck as ended; s.mu is held.
+func (s *Store) untally(ck string) {
+	n, ok := s.tally[ck]
+	if !ok {
+		return
+	}
+	if n <= 1 {
+		delete(s.tally, ck)
+		if len(s.lazyDel) < 4096 { // beyond, Rescue collects them
+			s.lazyDel = append(s.lazyDel, ck)
+		}
+		return
+	}
+	s.tally[ck] = n - 1
+}
+
+// claimRecKey names a new claim record of owner's claim number seq.
+func (s *Store) claimRecKey(owner string, seq uint64) string {
+	s.mu.Lock()
+	s.claimN++
+	n := s.claimN
 	s.mu.Unlock()
+	return s.k.claimRecSeq(owner, seq) + s.nonce + hex16(n)
+}
+
+// finishDrops returns deletes of the claim records whose every attempt
+// this handle still runs ends in batch (each group's ck), then dropOps's
+// with the room left, and the function that forgets them all once the
+// transaction carrying them succeeded.
+func (s *Store) finishDrops(batch []*group, room int) ([]clientv3.Op, func()) {
+	n := map[string]int{}
+	for _, g := range batch {
+		if g.ck != "" {
+			n[g.ck]++
+		}
+	}
+	var ops []clientv3.Op
+	var ended []string
+	s.mu.Lock()
+	for ck, c := range n {
+		if t, ok := s.tally[ck]; ok && t <= c && len(ops) < room {
+			ops = append(ops, clientv3.OpDelete(ck))
+			ended = append(ended, ck)
+		}
+	}
+	s.mu.Unlock()
+	more, done := s.dropOps(room - len(ops))
+	return append(ops, more...), func() {
+		done()
+		s.mu.Lock()
+		for _, ck := range ended {
+			delete(s.tally, ck) // forget then leaves it alone
+		}
+		s.mu.Unlock()
+	}
+}
+
+// dropOps returns deletes of up to room claim records this handle no
+// longer needs (lazyDel), and the function that forgets them once the
+// transaction carrying them succeeded.
+func (s *Store) dropOps(room int) ([]clientv3.Op, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(room, len(s.lazyDel))
+	if n <= 0 {
+		return nil, func() {}
+	}
+	keys := slices.Clone(s.lazyDel[:n])
+	ops := make([]clientv3.Op, n)
+	for i, k := range keys {
+		ops[i] = clientv3.OpDelete(k)
+	}
+	return ops, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.lazyDel = slices.DeleteFunc(s.lazyDel, func(k string) bool { return slices.Contains(keys, k) })
+	}
 }
 
 // Option configures a Store. New returns an error wrapping store.ErrInvalid
@@ -172,7 +275,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	s := &Store{
 		cli: client, ns: DefaultNamespace, ttl: 10, maxOps: 128,
 		maxValue: 512 << 10, maxTxn: 1<<20 + 64<<10, opTimeout: 15 * time.Second, window: 32,
-		prios: map[string][]string{}, far: map[string]string{}, emptied: map[string]time.Time{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{},
+		prios: map[string][]string{}, far: map[string]string{}, emptied: map[string]time.Time{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{}, tally: map[string]int{},
 	}
 	for _, o := range opts {
 		if o == nil {

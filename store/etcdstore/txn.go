@@ -33,6 +33,10 @@ type group struct {
 	// delta key per transaction by countsOp.
 	counts []countMoveRec
 
+	// ck is the claim record that lists the attempt a claim group takes
+	// (set by the claim's extra operations).
+	ck string
+
 	applied bool
 	stale   bool  // a guard no longer held: the record changed under us
 	rev     int64 // the revision the group was applied at
@@ -60,13 +64,30 @@ func (g *group) get(key string, opts ...clientv3.OpOption) {
 // valid are retried at once and the stale ones are marked, with no extra
 // read. On return every group is applied or stale, or an error is returned.
 func (s *Store) commit(ctx context.Context, gs []*group) error {
+	return s.commitX(ctx, gs, nil)
+}
+
+// extraOps returns operations a transaction of batch carries besides its
+// groups' (at most room of them), and a function to call when that
+// transaction succeeded.
+type extraOps func(batch []*group, room int) ([]clientv3.Op, func())
+
+// commitX is commit with extra operations in every transaction: extra is
+// called for each transaction it sends (again for a retry), so what it
+// adds can describe exactly the groups applied together. A guard that
+// several groups of a transaction share (the pause key of a claim) is
+// compared once.
+func (s *Store) commitX(ctx context.Context, gs []*group, extra extraOps) error {
+	reserve := 1 // the transaction's count delta
+	if extra != nil {
+		reserve += 2
+	}
 	pending := gs
 	for len(pending) > 0 {
 		n, nops, ncmp, size := 0, 0, 0, 0
 		for n < len(pending) {
 			g := pending[n]
-			// One op stays free for the transaction's count delta.
-			if n > 0 && (nops+len(g.ops)+len(g.marks) > s.maxOps-1 || ncmp+len(g.guards) > s.maxOps || size+g.size > s.maxTxn) {
+			if n > 0 && (nops+len(g.ops)+len(g.marks) > s.maxOps-reserve || ncmp+len(g.guards) > s.maxOps || size+g.size > s.maxTxn) {
 				break
 			}
 			nops += len(g.ops) + len(g.marks)
@@ -77,14 +98,25 @@ func (s *Store) commit(ctx context.Context, gs []*group) error {
 		batch := pending[:n]
 		var cmps []clientv3.Cmp
 		var thens, elses []clientv3.Op
+		at := map[guard]int{} // guard -> its compare's index
 		for _, g := range batch {
 			for _, gd := range g.guards {
+				if _, ok := at[gd]; ok {
+					continue
+				}
+				at[gd] = len(cmps)
 				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(gd.key), "=", gd.rev))
 				elses = append(elses, clientv3.OpGet(gd.key, clientv3.WithKeysOnly()))
 			}
 			thens = append(thens, g.ops...)
 		}
 		thens = appendMarks(thens, batch)
+		done := func() {}
+		if extra != nil {
+			var ops []clientv3.Op
+			ops, done = extra(batch, s.maxOps-1-len(thens))
+			thens = append(thens, ops...)
+		}
 		if op, ok := s.countsOp(batch); ok {
 			thens = append(thens, op) // last: the groups' responses keep their offsets
 		}
@@ -93,6 +125,7 @@ func (s *Store) commit(ctx context.Context, gs []*group) error {
 			return err
 		}
 		if resp.Succeeded {
+			done()
 			off := 0
 			for _, g := range batch {
 				g.applied = true
@@ -104,18 +137,16 @@ func (s *Store) commit(ctx context.Context, gs []*group) error {
 			continue
 		}
 		var retry []*group
-		i := 0
 		for _, g := range batch {
 			ok := true
 			for _, gd := range g.guards {
 				var rev int64
-				if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				if kvs := resp.Responses[at[gd]].GetResponseRange().GetKvs(); len(kvs) > 0 {
 					rev = kvs[0].ModRevision
 				}
 				if rev != gd.rev {
 					ok = false
 				}
-				i++
 			}
 			if ok {
 				retry = append(retry, g)
