@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobkit/job/store"
@@ -371,7 +373,9 @@ type candidate struct {
 // in the same transaction as the per-lane ranges, and reads again when the
 // markers differ from the cached ones. It ranges only the lanes the
 // claimer may take, and merges them by priority, RunAt and Seq; paused
-// reports a paused queue (and nothing is read).
+// reports a paused queue (and nothing is read). When seqKey is not
+// empty, its key (the owner's claim number) is read in the same
+// transaction and returned as seqKV (nil when absent).
 //
 // etcd before 3.5 walks the whole key range of a Range in its in-memory
 // index even when a limit is given, so a range over the whole ready set
@@ -380,7 +384,7 @@ type candidate struct {
 // ready range, and reads only up to it; only when that part of the queue
 // has been drained does it read the whole range once (and find the next far
 // key). On etcd 3.5 and later every read here is O(log n + window).
-func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, need int) (cands []candidate, next time.Time, paused bool, err error) {
+func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, need int, seqKey string) (cands []candidate, next time.Time, paused bool, seqKV *mvccpb.KeyValue, err error) {
 	q, now := p.Queue, p.Now
 	for attempt := range 4 {
 		s.mu.Lock()
@@ -389,6 +393,7 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 		ops := []clientv3.Op{
 			clientv3.OpGet(s.k.prioMarkPrefix(q), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 			clientv3.OpGet(s.k.paused(q), clientv3.WithKeysOnly()),
+			clientv3.OpGet(cmp.Or(seqKey, s.k.seq())), // seq: never written
 		}
 		type laneRead struct {
 			mark, pp, end string
@@ -425,7 +430,7 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 		}
 		rs, err := s.read(ctx, ops)
 		if err != nil {
-			return nil, time.Time{}, false, err
+			return nil, time.Time{}, false, nil, err
 		}
 		mp := s.k.prioMarkPrefix(q)
 		var got []string
@@ -444,8 +449,12 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 				continue
 			}
 		}
+		seqKV = nil
+		if kvs := rs[2].GetKvs(); seqKey != "" && len(kvs) > 0 {
+			seqKV = kvs[0]
+		}
 		if len(rs[1].GetKvs()) > 0 {
-			return nil, time.Time{}, true, nil
+			return nil, time.Time{}, true, seqKV, nil
 		}
 		// A hinted read that came back short: that part of the queue is
 		// drained; read the whole ready range of those lanes.
@@ -462,7 +471,7 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 			}
 			more, err := s.read(ctx, ops)
 			if err != nil {
-				return nil, time.Time{}, false, err
+				return nil, time.Time{}, false, nil, err
 			}
 			for _, j := range refresh {
 				r := &reads[j]
@@ -515,7 +524,7 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 			}
 			nrs, err := s.read(ctx, ops)
 			if err != nil {
-				return nil, time.Time{}, false, err
+				return nil, time.Time{}, false, nil, err
 			}
 			var empty []string
 			for j, r := range reads {
@@ -531,12 +540,12 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 				}
 			}
 			if err := s.dropEmptyLanes(ctx, q, empty); err != nil {
-				return nil, time.Time{}, false, err
+				return nil, time.Time{}, false, nil, err
 			}
 		}
-		return cands, next, false, nil
+		return cands, next, false, seqKV, nil
 	}
-	return nil, time.Time{}, false, errors.New("the queue's lanes keep changing; try again") // not reached: the last round returns
+	return nil, time.Time{}, false, nil, errors.New("the queue's lanes keep changing; try again") // not reached: the last round returns
 }
 
 // dropEmptyLanes deletes the markers of queue q's lanes that a claim found
@@ -577,8 +586,10 @@ func (s *Store) dropEmptyLanes(ctx context.Context, q string, marks []string) er
 }
 
 // Claim implements store.Queue. It reads the head of each priority's
-// ready range (one read transaction), then takes its picks in transactions
-// guarded by each ready key's ModRevision. Uncontended, it takes the head in
+// ready range (one read transaction, with the owner's claim number), then
+// takes its picks in transactions guarded by each ready key's ModRevision
+// (the first also takes the claim number: one consensus round for a
+// claim). Uncontended, it takes the head in
 // order; after a lost race (in this call or a recent one) it picks at random
 // among the first ready candidates, so concurrent claimers spread over the
 // queue and a lost race costs one retry. Claimed instances are tied to this
@@ -604,11 +615,17 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		return nil, err
 	}
 	res := &store.ClaimResult{}
-	if p.ClaimSeq != 0 {
-		fresh, err := s.reserveClaim(ctx, p, lease, res)
-		if err != nil || !fresh {
-			return res, err
-		}
+	// The owner's claim number (ClaimSeq) is read with the ready entries
+	// and taken by the first claim transaction, guarded on its revision
+	// (seqRev, 0 while it is absent); later transactions of the call are
+	// guarded on the revision that one wrote it at. A claim that takes
+	// nothing takes the number in a transaction of its own
+	// (reserveClaim), so a late call never claims after it.
+	sk, want := "", hex16(p.ClaimSeq)
+	reserved := p.ClaimSeq == 0
+	var seqRev int64
+	if !reserved {
+		sk = s.k.claimSeqKey(p.Owner)
 	}
 	s.mu.Lock()
 	lost := time.Since(s.contended) < time.Second
@@ -623,16 +640,36 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			res.NextRunAt = p.Now // work is ready but others keep winning
 			return res, nil
 		}
-		cands, next, paused, err := s.readReady(ctx, p, window, p.Limit-len(res.Instances))
+		readSeq := ""
+		if !reserved {
+			readSeq = sk
+		}
+		cands, next, paused, seqKV, err := s.readReady(ctx, p, window, p.Limit-len(res.Instances), readSeq)
 		if err != nil {
 			return nil, err
 		}
-		if paused {
-			return res, nil // nothing is claimed from a paused queue
+		if !reserved {
+			seqRev = 0
+			if seqKV != nil {
+				if string(seqKV.Value) >= want {
+					// A repeat (the same number: what that call took) or
+					// a late call (a lower one: nothing).
+					_, err := s.reserveClaim(ctx, p, lease, res)
+					return res, err
+				}
+				seqRev = seqKV.ModRevision
+			}
 		}
-		if len(cands) == 0 {
-			res.NextRunAt = next
-			return res, nil
+		if paused || len(cands) == 0 {
+			if !reserved {
+				if _, err := s.reserveClaim(ctx, p, lease, res); err != nil {
+					return nil, err
+				}
+			}
+			if !paused {
+				res.NextRunAt = next
+			}
+			return res, nil // nothing is claimed from a paused queue
 		}
 		need := p.Limit - len(res.Instances)
 		picks := cands
@@ -684,7 +721,7 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		// Each transaction also writes the claim record of the attempts it
 		// takes (the running set and owner index in one key), and drops
 		// claim records of this handle whose attempts all ended.
-		extra := func(batch []*group, room int) ([]clientv3.Op, func()) {
+		extra := func(batch []*group, room int) extraTxn {
 			rec := claimRec{LeaseID: int64(lease), LeaseUntil: tn(p.LeaseUntil)}
 			for _, g := range batch {
 				rec.IDs = append(rec.IDs, dyns[g.ref].ID)
@@ -694,10 +731,29 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			for _, g := range batch {
 				g.ck = ck
 			}
-			drops, done := s.dropOps(room - 1)
-			return append([]clientv3.Op{clientv3.OpPut(ck, mustJSON(&rec))}, drops...), done
+			x := s.dropOps(room - 2)
+			x.ops = append(x.ops, clientv3.OpPut(ck, mustJSON(&rec)))
+			if sk != "" {
+				x.guard = guard{sk, seqRev}
+				if !reserved {
+					x.ops = append(x.ops, clientv3.OpPut(sk, want, clientv3.WithLease(lease)))
+				}
+				drop := x.done
+				x.done = func(rev int64) {
+					drop(rev)
+					if !reserved {
+						reserved, seqRev = true, rev
+					}
+				}
+			}
+			return x
 		}
-		if err := s.commitX(ctx, gs, extra); err != nil {
+		if err := s.commitX(ctx, gs, extra); errors.Is(err, errGuardMoved) {
+			// Another claim of this owner took a number meanwhile: this
+			// one ends with what it has.
+			res.NextRunAt = p.Now
+			return res, nil
+		} else if err != nil {
 			return nil, err
 		}
 		stale := 0
@@ -1142,7 +1198,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 		// its attempts this handle runs; one whose attempts ended
 		// otherwise (lost, or finished by concurrent calls) goes with a
 		// later transaction (dropOps).
-		extra := func(batch []*group, room int) ([]clientv3.Op, func()) {
+		extra := func(batch []*group, room int) extraTxn {
 			return s.finishDrops(batch, room)
 		}
 		if err := s.commitX(ctx, gs, extra); err != nil {

@@ -129,7 +129,7 @@ func (s *Store) claimRecKey(owner string, seq uint64) string {
 // this handle still runs ends in batch (each group's ck), then dropOps's
 // with the room left, and the function that forgets them all once the
 // transaction carrying them succeeded.
-func (s *Store) finishDrops(batch []*group, room int) ([]clientv3.Op, func()) {
+func (s *Store) finishDrops(batch []*group, room int) extraTxn {
 	n := map[string]int{}
 	for _, g := range batch {
 		if g.ck != "" {
@@ -146,37 +146,37 @@ func (s *Store) finishDrops(batch []*group, room int) ([]clientv3.Op, func()) {
 		}
 	}
 	s.mu.Unlock()
-	more, done := s.dropOps(room - len(ops))
-	return append(ops, more...), func() {
-		done()
+	more := s.dropOps(room - len(ops))
+	return extraTxn{ops: append(ops, more.ops...), done: func(rev int64) {
+		more.done(rev)
 		s.mu.Lock()
 		for _, ck := range ended {
 			delete(s.tally, ck) // forget then leaves it alone
 		}
 		s.mu.Unlock()
-	}
+	}}
 }
 
 // dropOps returns deletes of up to room claim records this handle no
-// longer needs (lazyDel), and the function that forgets them once the
+// longer needs (lazyDel), with the function that forgets them once the
 // transaction carrying them succeeded.
-func (s *Store) dropOps(room int) ([]clientv3.Op, func()) {
+func (s *Store) dropOps(room int) extraTxn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := min(room, len(s.lazyDel))
 	if n <= 0 {
-		return nil, func() {}
+		return extraTxn{done: func(int64) {}}
 	}
 	keys := slices.Clone(s.lazyDel[:n])
 	ops := make([]clientv3.Op, n)
 	for i, k := range keys {
 		ops[i] = clientv3.OpDelete(k)
 	}
-	return ops, func() {
+	return extraTxn{ops: ops, done: func(int64) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.lazyDel = slices.DeleteFunc(s.lazyDel, func(k string) bool { return slices.Contains(keys, k) })
-	}
+	}}
 }
 
 // Option configures a Store. New returns an error wrapping store.ErrInvalid

@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -67,10 +68,24 @@ func (s *Store) commit(ctx context.Context, gs []*group) error {
 	return s.commitX(ctx, gs, nil)
 }
 
-// extraOps returns operations a transaction of batch carries besides its
-// groups' (at most room of them), and a function to call when that
-// transaction succeeded.
-type extraOps func(batch []*group, room int) ([]clientv3.Op, func())
+// extraOps returns what a transaction of batch carries besides its
+// groups': at most room operations.
+type extraOps func(batch []*group, room int) extraTxn
+
+// extraTxn is what extraOps adds to one transaction.
+type extraTxn struct {
+	ops []clientv3.Op
+	// guard, when its key is set, is one more condition of the whole
+	// transaction: when it does not hold, commitX returns errGuardMoved
+	// with the groups of the transaction neither applied nor stale.
+	guard guard
+	// done, when set, is called with the revision of the transaction
+	// once it succeeded.
+	done func(rev int64)
+}
+
+// errGuardMoved is commitX's error when an extra guard did not hold.
+var errGuardMoved = errors.New("etcdstore: a transaction's guard moved")
 
 // commitX is commit with extra operations in every transaction: extra is
 // called for each transaction it sends (again for a retry), so what it
@@ -111,11 +126,14 @@ func (s *Store) commitX(ctx context.Context, gs []*group, extra extraOps) error 
 			thens = append(thens, g.ops...)
 		}
 		thens = appendMarks(thens, batch)
-		done := func() {}
+		var x extraTxn
 		if extra != nil {
-			var ops []clientv3.Op
-			ops, done = extra(batch, s.maxOps-1-len(thens))
-			thens = append(thens, ops...)
+			x = extra(batch, s.maxOps-1-len(thens))
+			thens = append(thens, x.ops...)
+			if x.guard.key != "" {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(x.guard.key), "=", x.guard.rev))
+				elses = append(elses, clientv3.OpGet(x.guard.key, clientv3.WithKeysOnly()))
+			}
 		}
 		if op, ok := s.countsOp(batch); ok {
 			thens = append(thens, op) // last: the groups' responses keep their offsets
@@ -125,7 +143,9 @@ func (s *Store) commitX(ctx context.Context, gs []*group, extra extraOps) error 
 			return err
 		}
 		if resp.Succeeded {
-			done()
+			if x.done != nil {
+				x.done(resp.Header.Revision)
+			}
 			off := 0
 			for _, g := range batch {
 				g.applied = true
@@ -135,6 +155,15 @@ func (s *Store) commitX(ctx context.Context, gs []*group, extra extraOps) error 
 			}
 			pending = pending[n:]
 			continue
+		}
+		if x.guard.key != "" {
+			var rev int64
+			if kvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				rev = kvs[0].ModRevision
+			}
+			if rev != x.guard.rev {
+				return errGuardMoved
+			}
 		}
 		var retry []*group
 		for _, g := range batch {
