@@ -149,8 +149,8 @@ func (k keys) dyn(id string) string    { return k.p + "s/" + esc(id) }
 
 // claimRecPrefix is the prefix of every claim record, claimRecOwner of
 // owner's, claimRecSeq of those of owner's claim number seq.
-func (k keys) claimRecPrefix() string             { return k.p + "c/" }
-func (k keys) claimRecOwner(owner string) string  { return k.claimRecPrefix() + esc(owner) + "/" }
+func (k keys) claimRecPrefix() string            { return k.p + "c/" }
+func (k keys) claimRecOwner(owner string) string { return k.claimRecPrefix() + esc(owner) + "/" }
 func (k keys) claimRecSeq(owner string, seq uint64) string {
 	return k.claimRecOwner(owner) + hex16(seq) + "/"
 }
@@ -163,7 +163,7 @@ func (k keys) nodePrefix() string       { return k.p + "n/" }
 // claimSeqKey holds the ClaimSeq of owner's last claim (hex16), on the
 // claiming handle's etcd lease.
 func (k keys) claimSeqKey(owner string) string { return k.p + "cs/" + esc(owner) }
-func (k keys) queuePrefix(q string) string       { return k.p + "r/" + esc(q) + "/" }
+func (k keys) queuePrefix(q string) string     { return k.p + "r/" + esc(q) + "/" }
 func (k keys) prioPrefix(q string, prio string) string {
 	return k.queuePrefix(q) + prio + "/"
 }
