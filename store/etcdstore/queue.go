@@ -10,9 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -151,25 +151,11 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 		}
 		held := map[string]uniqRec{}
 		urev := map[string]int64{}
-		var ranges []*pb.RangeResponse
-		first := true
-		for len(ops) > 0 {
-			n := min(len(ops), s.maxOps)
-			resp, err := s.cli.Txn(ctx).Then(ops[:n]...).Commit()
-			if err != nil {
-				return err
-			}
-			for _, r := range resp.Responses {
-				if rr := r.GetResponseRange(); rr != nil {
-					ranges = append(ranges, rr)
-				}
-			}
-			if first {
-				assignSeqs(uint64(resp.Header.Revision), uint64(s.seqSalt.Add(1)&0xff), pending, seqs)
-			}
-			first = false
-			ops = ops[n:]
+		ranges, rev, err := s.readAll(ctx, ops)
+		if err != nil {
+			return err
 		}
+		assignSeqs(uint64(rev), uint64(s.seqSalt.Add(1)&0xff), pending, seqs)
 		for j, uk := range ukeys {
 			if kvs := ranges[j].GetKvs(); len(kvs) > 0 {
 				urev[uk] = kvs[0].ModRevision
@@ -225,21 +211,50 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 			}
 			todo = append(todo, i)
 		}
-		pending = nil
+		// The call's transactions are independent (each guarded by its
+		// own compares), so they are sent at once, up to enqueueInFlight
+		// at a time: etcd commits concurrent proposals in one consensus
+		// round and one fsync.
+		type chunk struct {
+			idx  []int
+			send func(context.Context) (bool, error)
+		}
+		var chunks []chunk
 		for len(todo) > 0 {
-			n, err := s.enqueueBatch(ctx, p, todo, seqs, urev, markRev, res)
+			n, send, err := s.enqueueBatch(ctx, p, todo, seqs, urev, markRev, res)
 			if err != nil {
 				return err
 			}
-			if n == 0 { // a unique key changed under us: read again
-				pending = todo
-				break
-			}
+			chunks = append(chunks, chunk{todo[:n], send})
 			todo = todo[n:]
+		}
+		ok := make([]bool, len(chunks))
+		errs := make([]error, len(chunks))
+		sem := make(chan struct{}, enqueueInFlight)
+		var wg sync.WaitGroup
+		for j, c := range chunks {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				ok[j], errs[j] = c.send(ctx)
+			})
+		}
+		wg.Wait()
+		pending = nil
+		for j, c := range chunks {
+			if errs[j] != nil {
+				return errs[j]
+			}
+			if !ok[j] { // a unique key or lane marker changed under us: read again
+				pending = append(pending, c.idx...)
+			}
 		}
 	}
 	return nil
 }
+
+// enqueueInFlight bounds the transactions one Enqueue call has in flight.
+const enqueueInFlight = 8
 
 // assignSeqs numbers the pending instances of one Enqueue round from
 // ticket rev and salt: R<<24 | salt<<16 | k+1 for the k-th, with R = rev,
@@ -253,10 +268,12 @@ func assignSeqs(rev, salt uint64, pending []int, seqs []uint64) {
 	}
 }
 
-// enqueueBatch writes as many of todo as fit one transaction and returns
-// how many it wrote (0 when a unique key or lane marker changed since it
-// was read, or a sequence number clashed: see enqueue).
-func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo []int, seqs []uint64, urev, markRev map[string]int64, res []store.EnqueueResult) (int, error) {
+// enqueueBatch builds the transaction that writes as many of todo as fit
+// one, and returns how many that is and the function that sends it. send
+// reports false when a unique key or lane marker changed since it was
+// read, or a sequence number clashed (see enqueue), and sets the results
+// of what it wrote otherwise.
+func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo []int, seqs []uint64, urev, markRev map[string]int64, res []store.EnqueueResult) (int, func(context.Context) (bool, error), error) {
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
 	var counted []*group
@@ -283,7 +300,7 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		if uk := in.UniqueKey; uk != "" && in.UniqueUntil.After(p.Now) {
 			lease, err := s.uniqueLease(ctx, in.UniqueUntil.Sub(p.Now))
 			if err != nil {
-				return 0, err
+				return 0, nil, err
 			}
 			g.put(s.k.unique(uk), mustJSON(&uniqRec{ID: in.ID, Until: tn(in.UniqueUntil)}), clientv3.WithLease(lease))
 			ucmp = append(ucmp, clientv3.Compare(clientv3.ModRevision(s.k.unique(uk)), "=", urev[uk]))
@@ -325,25 +342,28 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	if op, ok := s.countsOp(counted); ok {
 		ops = append(ops, op)
 	}
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
-	if err != nil {
-		if isLeaseNotFound(err) {
-			// A unique-key lease vanished (etcd restored, revoked): forget
-			// them all and go again.
-			s.mu.Lock()
-			clear(s.uniq)
-			s.mu.Unlock()
-			return 0, nil
+	send := func(ctx context.Context) (bool, error) {
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err != nil {
+			if isLeaseNotFound(err) {
+				// A unique-key lease vanished (etcd restored, revoked):
+				// forget them all and go again.
+				s.mu.Lock()
+				clear(s.uniq)
+				s.mu.Unlock()
+				return false, nil
+			}
+			return false, err
 		}
-		return 0, err
+		if !resp.Succeeded {
+			return false, nil
+		}
+		for _, i := range todo[:n] {
+			res[i] = store.EnqueueResult{ID: p.Instances[i].ID, Seq: seqs[i]}
+		}
+		return true, nil
 	}
-	if !resp.Succeeded {
-		return 0, nil
-	}
-	for _, i := range todo[:n] {
-		res[i] = store.EnqueueResult{ID: p.Instances[i].ID, Seq: seqs[i]}
-	}
-	return n, nil
+	return n, send, nil
 }
 
 // backoff sleeps a random time that grows with round, up to ~25 ms.

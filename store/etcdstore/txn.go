@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -208,6 +209,42 @@ func appendMarks(ops []clientv3.Op, gs []*group) []clientv3.Op {
 		}
 	}
 	return ops
+}
+
+// readAll is read with the transactions sent at once (up to
+// enqueueInFlight at a time); rev is the lowest revision they were read
+// at.
+func (s *Store) readAll(ctx context.Context, ops []clientv3.Op) (out []*pb.RangeResponse, rev int64, err error) {
+	var chunks [][]clientv3.Op
+	for len(ops) > 0 {
+		n := min(len(ops), s.maxOps)
+		chunks = append(chunks, ops[:n])
+		ops = ops[n:]
+	}
+	resps := make([]*clientv3.TxnResponse, len(chunks))
+	errs := make([]error, len(chunks))
+	sem := make(chan struct{}, enqueueInFlight)
+	var wg sync.WaitGroup
+	for j, c := range chunks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			resps[j], errs[j] = s.cli.Txn(ctx).Then(c...).Commit()
+		})
+	}
+	wg.Wait()
+	for j, resp := range resps {
+		if errs[j] != nil {
+			return nil, 0, errs[j]
+		}
+		if rev == 0 || resp.Header.Revision < rev {
+			rev = resp.Header.Revision
+		}
+		for _, r := range resp.Responses {
+			out = append(out, r.GetResponseRange())
+		}
+	}
+	return out, rev, nil
 }
 
 // read runs get operations in as few read-only transactions as the op limit
