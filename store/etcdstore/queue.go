@@ -695,8 +695,7 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		picks := cands
 		if len(cands) > need {
 			if lost {
-				perm := rand.Perm(len(cands))[:need]
-				slices.Sort(perm)
+				perm := headBiasedPicks(len(cands), need)
 				picks = make([]candidate, need)
 				for j, ix := range perm {
 					picks[j] = cands[ix]
@@ -826,6 +825,33 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			}
 		}
 	}
+}
+
+// headBiasedPicks returns need distinct indexes below n (need < n), in
+// order, drawn at random with the head favoured: index n·u² for a uniform
+// u, so the first eighth of the window is drawn about a third of the time.
+// Contended claimers still spread over the window (a collision costs a
+// retry), but the oldest ready work (rescued attempts keep their place at
+// the head) is not left waiting behind a uniform draw over the whole
+// window.
+func headBiasedPicks(n, need int) []int {
+	if 2*need >= n {
+		perm := rand.Perm(n)[:need]
+		slices.Sort(perm)
+		return perm
+	}
+	seen := make(map[int]bool, need)
+	out := make([]int, 0, need)
+	for len(out) < need {
+		u := rand.Float64()
+		ix := min(int(float64(n)*u*u), n-1)
+		if !seen[ix] {
+			seen[ix] = true
+			out = append(out, ix)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // reserveClaim makes p.ClaimSeq the owner's last claim number, in one
