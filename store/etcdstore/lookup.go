@@ -146,6 +146,10 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 		}
 		return nil
 	}
+	if q.Parent != "" && q.InstanceID == "" {
+		out, err := store.LookupShards(ctx, q, s.byIDs)
+		return out, s.wrap("lookup instances", ctx, err)
+	}
 	if q.InstanceID != "" {
 		if err := fetch([]string{q.InstanceID}); err != nil {
 			return nil, s.wrap("lookup instances", ctx, err)
