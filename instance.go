@@ -49,6 +49,14 @@ type Instance interface {
 	// Labels are the labels a manager must have to run the instance
 	// (WithRequiredLabels), sorted; nil for none.
 	Labels() []string
+	// Shard returns, for a shard of a sharded task (WithShards), its index
+	// (0 to count-1) and the task's shard count; for the task's parent, 0
+	// and the count; for any other instance, 0 and 0. Parent tells a shard
+	// from its parent.
+	Shard() (index, count int)
+	// Parent is the ID of the sharded task's parent a shard belongs to; ""
+	// for the parent itself and for any instance that is not a shard.
+	Parent() string
 	// Metadata returns a copy of the string pairs stored with the
 	// instance when it was scheduled (WithMetadata, and what Middleware
 	// added, such as a trace context); nil for none.
@@ -120,20 +128,22 @@ func newInstance(rec *store.Instance, logs logSink) *instance {
 	return &instance{rec: rec, logs: logs}
 }
 
-func (i *instance) ID() string             { return i.rec.ID }
-func (i *instance) Kind() string           { return i.rec.Kind }
-func (i *instance) Queue() string          { return i.rec.Queue }
-func (i *instance) State() State           { return i.rec.State }
-func (i *instance) Priority() Priority     { return Priority(i.rec.Priority) }
-func (i *instance) Attempt() int           { return i.rec.Attempt }
-func (i *instance) MaxRetries() int        { return i.rec.MaxRetries }
-func (i *instance) Timeout() time.Duration { return i.rec.Timeout }
-func (i *instance) RunAt() time.Time       { return i.rec.RunAt }
-func (i *instance) CreatedAt() time.Time   { return i.rec.CreatedAt }
-func (i *instance) UpdatedAt() time.Time   { return i.rec.UpdatedAt }
-func (i *instance) FinishedAt() time.Time  { return i.rec.FinishedAt }
-func (i *instance) UniqueKey() string      { return userUniqueKey(i.rec.UniqueKey) }
-func (i *instance) Labels() []string       { return append([]string(nil), i.rec.Labels...) }
+func (i *instance) ID() string                { return i.rec.ID }
+func (i *instance) Kind() string              { return i.rec.Kind }
+func (i *instance) Queue() string             { return i.rec.Queue }
+func (i *instance) State() State              { return i.rec.State }
+func (i *instance) Priority() Priority        { return Priority(i.rec.Priority) }
+func (i *instance) Attempt() int              { return i.rec.Attempt }
+func (i *instance) MaxRetries() int           { return i.rec.MaxRetries }
+func (i *instance) Timeout() time.Duration    { return i.rec.Timeout }
+func (i *instance) RunAt() time.Time          { return i.rec.RunAt }
+func (i *instance) CreatedAt() time.Time      { return i.rec.CreatedAt }
+func (i *instance) UpdatedAt() time.Time      { return i.rec.UpdatedAt }
+func (i *instance) FinishedAt() time.Time     { return i.rec.FinishedAt }
+func (i *instance) UniqueKey() string         { return userUniqueKey(i.rec.UniqueKey) }
+func (i *instance) Labels() []string          { return append([]string(nil), i.rec.Labels...) }
+func (i *instance) Shard() (index, count int) { return i.rec.ShardIndex, i.rec.ShardCount }
+func (i *instance) Parent() string            { return i.rec.Parent }
 
 func (i *instance) Arguments() []any {
 	if i.args != nil {

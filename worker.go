@@ -225,6 +225,10 @@ func (m *Manager) execute(a *attempt) {
 		}
 		return
 	}
+	if a.rec.IsShardParent() {
+		m.join(a) // a sharded task's parent runs no executor (shards.go)
+		return
+	}
 	var (
 		results []any
 		err     error
