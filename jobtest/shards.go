@@ -138,7 +138,7 @@ func testShardedCancel(t *testing.T, e *env) {
 // recheck.
 func testShardedRecheck(t *testing.T, e *env) {
 	j := mustJob(t, job.WithKind("shr"), job.WithExecutor(func() {}))
-	const recheck = 500 * time.Millisecond
+	const recheck = 3 * time.Second // long enough for the claim below to come first on a slow store
 	m := e.manager(t, []*job.Job{j}, job.WithShardRecheck(recheck))
 	p := schedule(t, m, "shr", job.WithShards(2))
 	s := e.store(t)
