@@ -1,4 +1,4 @@
--- jobkit schema version 4: sharded tasks (store.Instance.Parent,
+-- jobkit schema version 5: sharded tasks (store.Instance.Parent,
 -- ShardIndex, ShardCount). A shard names its parent; the partial index
 -- finds the shards of a parent (Query.Parent) without reading any other
 -- instance, and costs nothing for instances that are not shards.
