@@ -128,22 +128,20 @@ func newInstance(rec *store.Instance, logs logSink) *instance {
 	return &instance{rec: rec, logs: logs}
 }
 
-func (i *instance) ID() string                { return i.rec.ID }
-func (i *instance) Kind() string              { return i.rec.Kind }
-func (i *instance) Queue() string             { return i.rec.Queue }
-func (i *instance) State() State              { return i.rec.State }
-func (i *instance) Priority() Priority        { return Priority(i.rec.Priority) }
-func (i *instance) Attempt() int              { return i.rec.Attempt }
-func (i *instance) MaxRetries() int           { return i.rec.MaxRetries }
-func (i *instance) Timeout() time.Duration    { return i.rec.Timeout }
-func (i *instance) RunAt() time.Time          { return i.rec.RunAt }
-func (i *instance) CreatedAt() time.Time      { return i.rec.CreatedAt }
-func (i *instance) UpdatedAt() time.Time      { return i.rec.UpdatedAt }
-func (i *instance) FinishedAt() time.Time     { return i.rec.FinishedAt }
-func (i *instance) UniqueKey() string         { return userUniqueKey(i.rec.UniqueKey) }
-func (i *instance) Labels() []string          { return append([]string(nil), i.rec.Labels...) }
-func (i *instance) Shard() (index, count int) { return i.rec.ShardIndex, i.rec.ShardCount }
-func (i *instance) Parent() string            { return i.rec.Parent }
+func (i *instance) ID() string             { return i.rec.ID }
+func (i *instance) Kind() string           { return i.rec.Kind }
+func (i *instance) Queue() string          { return i.rec.Queue }
+func (i *instance) State() State           { return i.rec.State }
+func (i *instance) Priority() Priority     { return Priority(i.rec.Priority) }
+func (i *instance) Attempt() int           { return i.rec.Attempt }
+func (i *instance) MaxRetries() int        { return i.rec.MaxRetries }
+func (i *instance) Timeout() time.Duration { return i.rec.Timeout }
+func (i *instance) RunAt() time.Time       { return i.rec.RunAt }
+func (i *instance) CreatedAt() time.Time   { return i.rec.CreatedAt }
+func (i *instance) UpdatedAt() time.Time   { return i.rec.UpdatedAt }
+func (i *instance) FinishedAt() time.Time  { return i.rec.FinishedAt }
+func (i *instance) UniqueKey() string      { return userUniqueKey(i.rec.UniqueKey) }
+func (i *instance) Labels() []string       { return append([]string(nil), i.rec.Labels...) }
 
 func (i *instance) Arguments() []any {
 	if i.args != nil {

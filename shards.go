@@ -79,6 +79,9 @@ func WithShardRecheck(d time.Duration) ManagerOption {
 	}
 }
 
+func (i *instance) Shard() (index, count int) { return i.rec.ShardIndex, i.rec.ShardCount }
+func (i *instance) Parent() string            { return i.rec.Parent }
+
 func (m *Manager) shardRecheck() time.Duration {
 	if m.cfg.shardRecheck > 0 {
 		return m.cfg.shardRecheck
