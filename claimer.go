@@ -51,6 +51,9 @@ func (m *Manager) claimLoop() {
 		if !m.waitNodeOK(m.stopCh) {
 			return
 		}
+		if !m.waitSpreadPause() { // after handing shards back (shards_spread.go)
+			return
+		}
 		if pending != nil {
 			n, _, err := m.claim(pending.queue, pending.limit, pending.seq)
 			if err != nil {

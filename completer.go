@@ -169,6 +169,7 @@ func (m *Manager) flush(batch []*finishReq) {
 	}
 	retryNow := false
 	now := m.clock.Now()
+	var shardsEnded []*store.Instance // shards this batch ended (shards.go)
 	for i, r := range batch {
 		m.active.remove(r.a)
 		if res[i].Err != nil {
@@ -183,7 +184,11 @@ func (m *Manager) flush(batch []*finishReq) {
 		}
 		m.cfg.obs.finished(r, res[i].State, now)
 		m.afterFinish(r, res[i].State)
+		if r.a.rec.IsShard() && res[i].State.Final() {
+			shardsEnded = append(shardsEnded, &store.Instance{ID: r.out.ID, Parent: r.a.rec.Parent, State: res[i].State})
+		}
 	}
+	m.shardsEnded(m.writeCtx, shardsEnded)
 	m.unflushed.Add(-int64(len(batch)))
 	m.signalChanged()
 	if retryNow {

@@ -49,6 +49,14 @@ type Instance interface {
 	// Labels are the labels a manager must have to run the instance
 	// (WithRequiredLabels), sorted; nil for none.
 	Labels() []string
+	// Shard returns, for a shard of a sharded task (WithShards), its index
+	// (0 to count-1) and the task's shard count; for the task's parent, 0
+	// and the count; for any other instance, 0 and 0. Parent tells a shard
+	// from its parent.
+	Shard() (index, count int)
+	// Parent is the ID of the sharded task's parent a shard belongs to; ""
+	// for the parent itself and for any instance that is not a shard.
+	Parent() string
 	// Metadata returns a copy of the string pairs stored with the
 	// instance when it was scheduled (WithMetadata, and what Middleware
 	// added, such as a trace context); nil for none.

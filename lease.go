@@ -153,6 +153,7 @@ func (m *Manager) rescueLoop() {
 				m.log.Warn("rescue expired leases", "err", err)
 				break
 			}
+			m.shardsEnded(m.runCtx, rescued)
 			if len(rescued) > 0 {
 				m.log.Info("rescued instances with expired leases", "count", len(rescued))
 				m.notifyLocal()

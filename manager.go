@@ -103,6 +103,9 @@ type Manager struct {
 	// hbPending is a heartbeat call given up on that has not answered
 	// yet; only the heartbeat loop uses it.
 	hbPending *hbCall
+
+	// spread spreads the shards of a task over nodes (shards_spread.go).
+	spread spreadState
 }
 
 // NewManager returns a manager configured by opts. It does not start

@@ -58,6 +58,7 @@ type config struct {
 	renewInterval  time.Duration
 	pollInterval   time.Duration
 	rescueInterval time.Duration
+	shardRecheck   time.Duration // WithShardRecheck (shards.go); 0: DefaultShardRecheck
 	claimBatch     int
 	finishBatch    int
 	finishLinger   time.Duration

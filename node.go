@@ -419,6 +419,7 @@ func (m *Manager) nodeRescueLoop() {
 			if len(res.Dead) > 0 {
 				m.log.Warn("nodes stopped heartbeating; declared dead, rescuing their attempts", "nodes", res.Dead, "dead_after", m.cfg.deadAfter)
 			}
+			m.shardsEnded(m.runCtx, res.Rescued)
 			if len(res.Rescued) > 0 {
 				m.log.Info("rescued attempts of dead nodes", "count", len(res.Rescued))
 				m.notifyLocal()

@@ -73,6 +73,13 @@ func WithQueryUntil(t time.Time) QueryOption {
 // with PageInstances, PageHistory or PageLogs.
 const DefaultLookupLimit = store.MaxPageSize
 
+// WithQueryParent selects the shards of the sharded task whose parent
+// instance has that ID (see WithShards); lookups of history and logs
+// ignore it.
+func WithQueryParent(id string) QueryOption {
+	return func(q *Query) { q.q.Parent = id }
+}
+
 // WithQueryLimit returns at most n results (0: DefaultLookupLimit).
 func WithQueryLimit(n int) QueryOption {
 	return func(q *Query) { q.q.Limit = n }

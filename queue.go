@@ -52,6 +52,9 @@ func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...Schedule
 	if err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
+	if c.shards > 0 {
+		return m.schedule(ctx, rec, func(ctx context.Context) (Instance, error) { return m.enqueueSharded(ctx, j, rec, &c) })
+	}
 	return m.schedule(ctx, rec, func(ctx context.Context) (Instance, error) { return m.enqueueNew(ctx, kind, j, rec, &c) })
 }
 
@@ -193,6 +196,9 @@ func (m *Manager) CancelInstance(ctx context.Context, id string) (Instance, erro
 		}
 	} else if j, ok := m.reg.get(rec.Kind); ok && j.onStateChange != nil {
 		m.stateChanged(j, newInstance(rec, m), rec.State)
+	}
+	if err := m.canceledSharded(ctx, rec); err != nil {
+		return newInstance(rec, m), fmt.Errorf("job: cancel %s: %w", id, err)
 	}
 	return newInstance(rec, m), nil
 }

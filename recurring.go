@@ -365,6 +365,9 @@ func (r *recurrence) collectArgs() error {
 	if c.uniqueKey != "" {
 		return fmt.Errorf("%w: a recurring job cannot take WithUniqueKey; each tick is unique already", ErrInvalidJob)
 	}
+	if c.shards > 0 {
+		return fmt.Errorf("%w: a recurring job cannot take WithShards; schedule the sharded task from the job's executor with ScheduleJob", ErrInvalidJob)
+	}
 	if c.idemKey != "" {
 		return fmt.Errorf("%w: a recurring job cannot take WithIdempotencyKey; each tick is scheduled once per cluster already", ErrInvalidJob)
 	}

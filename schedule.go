@@ -33,6 +33,7 @@ type scheduleConfig struct {
 	tickKey     string
 	tickHoldTil time.Time
 	metadata    map[string]string // WithMetadata
+	shards      int               // WithShards (shards.go)
 }
 
 // apply applies opts in order, stopping at the first error.

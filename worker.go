@@ -225,6 +225,17 @@ func (m *Manager) execute(a *attempt) {
 		}
 		return
 	}
+	if a.rec.IsShardParent() {
+		m.join(a) // a sharded task's parent runs no executor (shards.go)
+		return
+	}
+	if a.rec.IsShard() {
+		if !m.keepShard(a.rec) { // spread over nodes (shards_spread.go)
+			m.handBackShard(a)
+			return
+		}
+		defer m.shardDone(a.rec)
+	}
 	var (
 		results []any
 		err     error

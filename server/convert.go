@@ -177,6 +177,9 @@ func recordToProto(r *store.Instance) *pb.Instance {
 		Error:           r.Error,
 		Labels:          r.Labels,
 		Metadata:        recordMetadata(r),
+		ParentId:        r.Parent,
+		ShardIndex:      clamp32(r.ShardIndex),
+		ShardCount:      clamp32(r.ShardCount),
 	}
 }
 
@@ -199,6 +202,7 @@ func recordFromProto(p *pb.Instance) (*store.Instance, error) {
 		MaxRetries: int(p.GetMaxRetries()), UniqueKey: p.GetUniqueKey(), LeaseOwner: p.GetLeaseOwner(),
 		CancelRequested: p.GetCancelRequested(), Seq: p.GetSeq(), Result: []byte(p.GetResultJson()),
 		Error: p.GetError(), Labels: p.GetLabels(),
+		Parent: p.GetParentId(), ShardIndex: int(p.GetShardIndex()), ShardCount: int(p.GetShardCount()),
 		RunAt: at("run_at", p.GetRunAt()), UniqueUntil: at("unique_until", p.GetUniqueUntil()),
 		LeaseUntil: at("lease_until", p.GetLeaseUntil()), CreatedAt: at("created_at", p.GetCreatedAt()),
 		UpdatedAt: at("updated_at", p.GetUpdatedAt()), FinishedAt: at("finished_at", p.GetFinishedAt()),

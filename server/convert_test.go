@@ -56,6 +56,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		LeaseOwner: "node-1", LeaseUntil: t0.Add(time.Second), CancelRequested: true, Seq: 99,
 		CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0, FinishedAt: t0.Add(time.Minute), Result: []byte(`[3]`),
 		Error: "last error", Labels: []string{"gpu", "region=eu"}, Metadata: map[string]string{"traceparent": "00-abc-def-01"},
+		Parent: "parent-1", ShardIndex: 2, ShardCount: 4,
 	}
 	p := recordToProto(rec)
 	// Progress is kept beside the record: fillProgress sets it

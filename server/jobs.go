@@ -90,6 +90,9 @@ func scheduleOptions(req *pb.ScheduleRequest) (string, []job.ScheduleOption, err
 		opts = append(opts, job.WithQueue(q))
 	}
 	opts = append(opts, metadataOptions(req.GetMetadata())...)
+	if n := req.GetShards(); n != 0 {
+		opts = append(opts, job.WithShards(int(n)))
+	}
 	return req.GetKind(), opts, nil
 }
 
@@ -255,6 +258,9 @@ func instanceQuery(f *pb.InstanceFilter) ([]job.QueryOption, []string, error) {
 	}
 	if !until.IsZero() {
 		opts = append(opts, job.WithQueryUntil(until))
+	}
+	if p := f.GetParentId(); p != "" {
+		opts = append(opts, job.WithQueryParent(p))
 	}
 	labels := f.GetLabels()
 	if err := store.ValidateLabels(labels); err != nil {

@@ -66,6 +66,9 @@ func queryHash(q *Query) [8]byte {
 	str(q.InstanceID)
 	str(q.Kind)
 	str(q.Queue)
+	if q.Parent != "" {
+		str("parent:" + q.Parent) // left out when empty: cursors made before Parent stay valid
+	}
 	states := slices.Clone(q.States)
 	slices.Sort(states)
 	levels := slices.Clone(q.Levels)

@@ -42,6 +42,7 @@ func (q *Query) MatchInstance(in *Instance) bool {
 	return (q.InstanceID == "" || q.InstanceID == in.ID) &&
 		(q.Kind == "" || q.Kind == in.Kind) &&
 		(q.Queue == "" || q.Queue == in.Queue) &&
+		(q.Parent == "" || q.Parent == in.Parent) &&
 		(len(q.States) == 0 || slices.Contains(q.States, in.State)) &&
 		q.InRange(in.CreatedAt)
 }

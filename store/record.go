@@ -105,6 +105,17 @@ type Instance struct {
 	// (a store may return either). Bounded by MaxMetadataPairs and
 	// MaxMetadataBytes; keys are not empty.
 	Metadata map[string]string
+	// Parent, ShardIndex and ShardCount make a sharded task: one parent
+	// instance (Parent "", ShardCount N) and N shards, each with Parent
+	// set to the parent's ID, its ShardIndex (0 to N-1), the same
+	// ShardCount, and the ID ShardID(Parent, ShardIndex). Each shard runs
+	// and retries on its own; the parent waits, Scheduled, until its
+	// shards are done (see Shards). All zero for an instance that is not
+	// part of a sharded task. Stores keep them as given and return them on
+	// every read; Query.Parent selects the shards of a parent.
+	Parent     string
+	ShardIndex int
+	ShardCount int
 }
 
 // Clone returns a deep copy of in, so a store can hand out records that

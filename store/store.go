@@ -36,6 +36,7 @@ type Store interface {
 	QueueAdmin
 	Inspector
 	Admin
+	Shards
 }
 
 // Queue holds instances that wait to run or are running. Every method is one
@@ -375,6 +376,11 @@ type Query struct {
 	Since      time.Time  // at or after (CreatedAt, history Time, log Time)
 	Until      time.Time  // before
 	Limit      int        // at most this many; 0 means no limit (a Page lookup: DefaultPageSize)
+	// Parent, for instance lookups, selects the shards of the sharded
+	// task whose parent has this ID (see Instance.Parent); history and
+	// log lookups ignore it. A store answers it without a scan (see
+	// LookupShards).
+	Parent string
 	// Cursor, for a Page lookup of the Inspector, is the Next of the
 	// previous page of the same query ("" for the first page); the Lookup
 	// methods ignore it.

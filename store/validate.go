@@ -65,6 +65,9 @@ func (in *Instance) Validate() error {
 	case in.UniqueKey != "" && in.UniqueUntil.IsZero():
 		return fmt.Errorf("%w: instance %s has unique key %q without an expiry", ErrInvalid, in.ID, in.UniqueKey)
 	}
+	if err := in.validateShard(); err != nil {
+		return err
+	}
 	if err := ValidateLabels(in.Labels); err != nil {
 		return fmt.Errorf("instance %s: %w", in.ID, err)
 	}

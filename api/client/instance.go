@@ -69,6 +69,16 @@ func (i *Instance) FinishedAt() time.Time { return asTime(i.pb.GetFinishedAt()) 
 // UniqueKey is the unique key the instance holds, if any.
 func (i *Instance) UniqueKey() string { return i.pb.GetUniqueKey() }
 
+// Shard returns a shard's index and its task's shard count; 0 and the
+// count for the task's parent; 0 and 0 for any other instance.
+func (i *Instance) Shard() (index, count int) {
+	return int(i.pb.GetShardIndex()), int(i.pb.GetShardCount())
+}
+
+// Parent is the ID of the sharded task's parent a shard belongs to; ""
+// for any other instance.
+func (i *Instance) Parent() string { return i.pb.GetParentId() }
+
 // Labels are the labels a node must have to run the instance; nil for
 // none.
 func (i *Instance) Labels() []string {

@@ -17,6 +17,7 @@ type Query struct {
 	states     []job.State
 	levels     []job.LogLevel
 	labels     []string
+	parent     string
 	since      time.Time
 	until      time.Time
 	limit      int
@@ -63,6 +64,10 @@ func WithQueryLabels(labels ...string) QueryOption {
 	return func(q *Query) { q.labels = append(q.labels, labels...) }
 }
 
+// WithQueryParent selects the shards of the sharded task whose parent
+// has that ID (instances only).
+func WithQueryParent(id string) QueryOption { return func(q *Query) { q.parent = id } }
+
 // WithQuerySince selects what happened at or after t (instances by
 // creation time, records by their time).
 func WithQuerySince(t time.Time) QueryOption { return func(q *Query) { q.since = t } }
@@ -94,6 +99,7 @@ func (q *Query) filter() *jobkitv1.InstanceFilter {
 		CreatedAfter:  tsOrNil(q.since),
 		CreatedBefore: tsOrNil(q.until),
 		Labels:        q.labels,
+		ParentId:      q.parent,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	job "github.com/jobkit/job"
 	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
+	"github.com/jobkit/job/store"
 )
 
 // ScheduleOption configures one instance scheduled with ScheduleJob or
@@ -176,6 +177,19 @@ func WithMetadata(md map[string]string) ScheduleOption {
 		for k, v := range md {
 			r.Metadata[k] = v
 		}
+		return nil
+	}
+}
+
+// WithShards schedules a sharded task of n shards (1 to 1000; see
+// job.WithShards): the call returns the task's parent, and
+// WithQueryParent lists its shards.
+func WithShards(n int) ScheduleOption {
+	return func(r *jobkitv1.ScheduleRequest) error {
+		if n < 1 || n > store.MaxShards {
+			return fmt.Errorf("WithShards(%d): want 1 to %d shards", n, store.MaxShards)
+		}
+		r.Shards = int32(n)
 		return nil
 	}
 }

@@ -339,9 +339,20 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inst := got.Msg.GetInstance()
+	var shards []*pb.Instance // a sharded task's parent lists its shards (issue 21)
+	if n := inst.GetShardCount(); n > 0 && inst.GetParentId() == "" {
+		res, err := s.api.jobs.ListInstances(ctx, connect.NewRequest(&pb.ListInstancesRequest{
+			Filter: &pb.InstanceFilter{ParentId: id}, PageSize: min(n, 1000)}))
+		if err != nil {
+			c.fail(w, r, s, err)
+			return
+		}
+		shards = res.Msg.GetInstances()
+		slices.SortFunc(shards, func(a, b *pb.Instance) int { return int(a.GetShardIndex()) - int(b.GetShardIndex()) })
+	}
 	c.render(w, r, s, "instance", http.StatusOK, map[string]any{
 		"I": inst, "History": hist.Msg.GetChanges(), "Logs": logs.Msg.GetRecords(),
-		"Args": pretty(inst.GetArgsJson()), "Result": pretty(inst.GetResultJson()),
+		"Args": pretty(inst.GetArgsJson()), "Result": pretty(inst.GetResultJson()), "Shards": shards,
 	})
 }
 

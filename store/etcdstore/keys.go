@@ -262,6 +262,11 @@ type staticRec struct {
 	// Metadata is Instance.Metadata; absent when empty and in records of
 	// versions before it.
 	Metadata map[string]string `json:"md,omitempty"`
+	// Parent, ShardIndex and ShardCount are Instance's shard fields;
+	// absent for an instance that is not part of a sharded task.
+	Parent     string `json:"sp,omitempty"`
+	ShardIndex int    `json:"si,omitempty"`
+	ShardCount int    `json:"sc,omitempty"`
 }
 
 // dynRec is an instance's changing part (key s/<id>, and a copy in the
@@ -421,6 +426,7 @@ func newRecords(in *store.Instance) (*staticRec, *dynRec) {
 		MaxRetries: in.MaxRetries, Timeout: in.Timeout, UniqueKey: in.UniqueKey,
 		UniqueUntil: tn(in.UniqueUntil), Seq: in.Seq, CreatedAt: tn(in.CreatedAt),
 		Labels: store.NormLabels(in.Labels), Metadata: store.CloneMetadata(in.Metadata),
+		Parent: in.Parent, ShardIndex: in.ShardIndex, ShardCount: in.ShardCount,
 	}
 	d := &dynRec{
 		State: store.Scheduled, RunAt: tn(in.RunAt), ID: in.ID, Kind: in.Kind, Queue: in.Queue,
@@ -448,6 +454,7 @@ func instance(st *staticRec, d *dynRec) *store.Instance {
 		in.Timeout = st.Timeout
 		in.UniqueUntil = nt(st.UniqueUntil)
 		in.Metadata = store.CloneMetadata(st.Metadata)
+		in.Parent, in.ShardIndex, in.ShardCount = st.Parent, st.ShardIndex, st.ShardCount
 	}
 	return in
 }

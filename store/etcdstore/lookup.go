@@ -148,6 +148,10 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 		}
 		return nil
 	}
+	if q.Parent != "" && q.InstanceID == "" {
+		out, err := store.LookupShards(ctx, q, s.byIDs)
+		return out, s.wrap("lookup instances", ctx, err)
+	}
 	if q.InstanceID != "" {
 		if err := fetch([]string{q.InstanceID}, true); err != nil {
 			return nil, s.wrap("lookup instances", ctx, err)

@@ -89,7 +89,8 @@ func (r *rec) matches(names []string, q *store.Query, since, until int64) bool {
 	return (q.Kind == "" || q.Kind == names[r.kind]) &&
 		(q.Queue == "" || q.Queue == names[r.qid]) &&
 		(len(q.States) == 0 || slices.Contains(q.States, r.state)) &&
-		r.createdAt >= since && r.createdAt < until
+		r.createdAt >= since && r.createdAt < until &&
+		(q.Parent == "" || r.x != nil && r.x.parent == q.Parent)
 }
 
 // LookupInstances implements store.History. A lookup by InstanceID is one
@@ -112,6 +113,17 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 			found = append(found, r)
 		}
 		return q.Limit <= 0 || len(found) < q.Limit
+	}
+	if q.Parent != "" && q.InstanceID == "" {
+		return store.LookupShards(ctx, q, func(_ context.Context, ids []string) ([]*store.Instance, error) {
+			out := make([]*store.Instance, 0, len(ids))
+			for _, id := range ids {
+				if r := t.get(&rec{}, id); r != nil {
+					out = append(out, r.toInstance(names))
+				}
+			}
+			return out, nil
+		})
 	}
 	indexes, inStates := t.states(q.States)
 	switch {

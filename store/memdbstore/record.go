@@ -78,6 +78,11 @@ type extra struct {
 	result     []byte
 	err        string
 	meta       map[string]string // Instance.Metadata: never changed after enqueue
+	// parent, shardIndex and shardCount are Instance's shard fields:
+	// never changed after enqueue.
+	parent     string
+	shardIndex int32
+	shardCount int32
 }
 
 // hist is one history record of the instance that holds it.
@@ -208,6 +213,7 @@ func (r *rec) toInstance(names []string) *store.Instance {
 		in.Result = cloneBytes(x.result)
 		in.Error = x.err
 		in.Metadata = store.CloneMetadata(x.meta)
+		in.Parent, in.ShardIndex, in.ShardCount = x.parent, int(x.shardIndex), int(x.shardCount)
 	}
 	return in
 }

@@ -60,6 +60,9 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 	if q.Queue != "" {
 		w.add("queue = ?", q.Queue)
 	}
+	if q.Parent != "" {
+		w.add("parent = ?", q.Parent) // instances_parent
+	}
 	if len(q.States) > 0 {
 		w.add("state = ANY(?::int2[])", states16(q.States))
 	}

@@ -35,13 +35,15 @@ func (s *Store) stmt() *stmts {
 	// appends their Created and Scheduled records under the namespace's
 	// lock, counts them and notifies their queues.
 	st.enqueue = `WITH x AS (SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[],
-		$10::int8[], $11::int8[], $12::text[], $17::text[], $18::text[], $19::int8[])
-		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, md, ukey, uuntil, o)),
+		$10::int8[], $11::int8[], $12::text[], $17::text[], $18::text[], $19::int8[], $20::text[], $21::int4[], $22::int4[])
+		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, md, ukey, uuntil,
+			parent, shard_index, shard_count, o)),
 ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout,
-		unique_key, unique_until, created_at, updated_at, labels, metadata)
+		unique_key, unique_until, created_at, updated_at, labels, metadata, parent, shard_index, shard_count)
 	SELECT $1, x.id, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout,
 		nullif(x.ukey, ''), x.uuntil, x.created, $2,
-		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END, nullif(x.md, '')::json
+		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END, nullif(x.md, '')::json,
+		nullif(x.parent, ''), x.shard_index, x.shard_count
 	FROM x ORDER BY x.o
 	ON CONFLICT (ns, id) DO NOTHING
 	RETURNING id, seq, kind, queue),
@@ -399,6 +401,7 @@ func (s *Store) insert(ctx context.Context, q querier, p *store.EnqueueParams, i
 	args := make([][]byte, n)
 	prio, runAt, timeout, created, uuntil := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	retries := make([]int32, n)
+	parent, shardIndex, shardCount := make([]string, n), make([]int32, n), make([]int32, n)
 	for j := range n {
 		in := p.Instances[j]
 		if idx != nil {
@@ -410,9 +413,10 @@ func (s *Store) insert(ctx context.Context, q querier, p *store.EnqueueParams, i
 		args[j], prio[j], runAt[j] = in.Args, int64(in.Priority), nanos(in.RunAt)
 		timeout[j], created[j], retries[j] = int64(in.Timeout), nanos(in.CreatedAt), clamp32(in.MaxRetries)
 		ukey[j], uuntil[j] = in.UniqueKey, nanos(in.UniqueUntil)
+		parent[j], shardIndex[j], shardCount[j] = in.Parent, clamp32(in.ShardIndex), clamp32(in.ShardCount)
 	}
 	rows, err := q.Query(ctx, s.stmt().enqueue, s.cfg.ns, nanos(p.Now), id, kind, queue, args, prio, runAt, retries, timeout, created, labels,
-		s.lockKey, p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, md, ukey, uuntil)
+		s.lockKey, p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, md, ukey, uuntil, parent, shardIndex, shardCount)
 	if err != nil {
 		return nil, err
 	}

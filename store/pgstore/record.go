@@ -14,7 +14,7 @@ import (
 // them; prefix them with an alias where a query needs one (instColsOf).
 const instCols = `id, seq, kind, queue, args, priority, run_at, state, attempt, max_retries, timeout,
 	unique_key, unique_until, lease_owner, lease_until, cancel_req, created_at, updated_at, finished_at,
-	result, error, labels, metadata::text`
+	result, error, labels, metadata::text, parent, shard_index, shard_count`
 
 // instColsOf returns instCols qualified by alias.
 func instColsOf(alias string) string {
@@ -22,7 +22,8 @@ func instColsOf(alias string) string {
 		alias + ".priority, " + alias + ".run_at, " + alias + ".state, " + alias + ".attempt, " + alias + ".max_retries, " +
 		alias + ".timeout, " + alias + ".unique_key, " + alias + ".unique_until, " + alias + ".lease_owner, " +
 		alias + ".lease_until, " + alias + ".cancel_req, " + alias + ".created_at, " + alias + ".updated_at, " +
-		alias + ".finished_at, " + alias + ".result, " + alias + ".error, " + alias + ".labels, " + alias + ".metadata::text"
+		alias + ".finished_at, " + alias + ".result, " + alias + ".error, " + alias + ".labels, " + alias + ".metadata::text, " +
+		alias + ".parent, " + alias + ".shard_index, " + alias + ".shard_count"
 }
 
 // row is an instance row as scanned, before it is checked.
@@ -42,12 +43,15 @@ type row struct {
 	errMsg                   string
 	labels                   []string
 	metadata                 *string
+	parent                   *string
+	shardIndex, shardCount   int32
 }
 
 func (r *row) dest() []any {
 	return []any{&r.id, &r.seq, &r.kind, &r.queue, &r.args, &r.priority, &r.runAt, &r.state, &r.attempt,
 		&r.maxRetries, &r.timeout, &r.uniqueKey, &r.uniqueUntil, &r.leaseOwner, &r.leaseUntil, &r.cancelReq,
-		&r.created, &r.updated, &r.finish, &r.result, &r.errMsg, &r.labels, &r.metadata}
+		&r.created, &r.updated, &r.finish, &r.result, &r.errMsg, &r.labels, &r.metadata,
+		&r.parent, &r.shardIndex, &r.shardCount}
 }
 
 // instance checks r and returns it as a store.Instance; a row that breaks
@@ -77,6 +81,10 @@ func (r *row) instance() (*store.Instance, error) {
 	if len(r.labels) > 0 {
 		in.Labels = r.labels
 	}
+	if r.parent != nil {
+		in.Parent = *r.parent
+	}
+	in.ShardIndex, in.ShardCount = int(r.shardIndex), int(r.shardCount)
 	if r.metadata != nil {
 		if err := json.Unmarshal([]byte(*r.metadata), &in.Metadata); err != nil {
 			return nil, fmt.Errorf("pgstore: instance %s: stored metadata: %v: %w", r.id, err, store.ErrCorrupt)

@@ -132,6 +132,7 @@ func Run(t *testing.T, h Harness) {
 		{"Nodes", runNodes},
 		{"ClaimKinds", testClaimKinds}, {"ClaimLabels", testClaimLabels}, {"ClaimLanesNextRunAt", testClaimLanesNextRunAt}, {"QueuePause", testQueuePause}, {"ClaimsInvalid", testClaimsInvalid},
 		{"Admin", testAdmin},
+		{"Shards", testShards}, {"ShardsInvalid", testShardsInvalid}, {"Wake", testWake},
 	}
 	tests = append(tests, inspectTests...)
 	for _, tc := range tests {

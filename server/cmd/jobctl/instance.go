@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -56,9 +58,7 @@ func newInstanceGetCmd(g *globals) *cobra.Command {
 		Use: "get ID", Short: "Show an instance (--follow: its progress until it finishes)", Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !follow {
-				return oneInstance(g, cmd, func(c *client.Client, ctx ctxT) (*client.Instance, error) {
-					return c.LookupInstance(ctx, args[0])
-				}, func(in *jobkitv1.Instance) protoMsg { return &jobkitv1.GetInstanceResponse{Instance: in} })
+				return getInstance(g, cmd, args[0])
 			}
 			if interval <= 0 {
 				return usagef("--interval %v: want a positive duration (e.g. 1s)", interval)
@@ -157,6 +157,50 @@ func newInstanceRetryCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// getInstance prints instance id; for the parent of a sharded task, a
+// table of its shards follows (in table output only: -o json and yaml
+// print the GetInstanceResponse, and jobctl instances list --parent
+// lists the shards).
+func getInstance(g *globals, cmd *cobra.Command, id string) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := g.callCtx(cmd.Context())
+	defer cancel()
+	in, err := c.LookupInstance(ctx, id)
+	if err != nil {
+		return err
+	}
+	pr := g.printer()
+	if pr.structured() {
+		return pr.message(&jobkitv1.GetInstanceResponse{Instance: in.Proto()}, false)
+	}
+	if err := instanceDetail(pr, in); err != nil {
+		return err
+	}
+	_, n := in.Shard()
+	if n == 0 || in.Parent() != "" {
+		return nil
+	}
+	p, err := c.PageInstances(ctx, client.NewQuery(client.WithQueryParent(id), client.WithQueryLimit(min(n, 1000))))
+	if err != nil {
+		return err
+	}
+	shards := slices.SortedFunc(slices.Values(p.Instances), func(a, b *client.Instance) int {
+		ia, _ := a.Shard()
+		ib, _ := b.Shard()
+		return ia - ib
+	})
+	fmt.Fprintln(pr.w)
+	t := newTable(pr.w, "SHARD", "ID", "STATE", "ATTEMPT", "RUNNING ON", "ERROR")
+	for _, s := range shards {
+		sp := s.Proto()
+		t.row(strconv.Itoa(int(sp.GetShardIndex())), sp.GetId(), stateName(sp.GetState()), strconv.Itoa(int(sp.GetAttempt())), orDash(sp.GetLeaseOwner()), orDash(short(sp.GetError(), 60)))
+	}
+	return t.flush()
+}
+
 // oneInstance runs a call that answers one instance and prints it.
 func oneInstance(g *globals, cmd *cobra.Command, call func(*client.Client, ctxT) (*client.Instance, error), wrap func(*jobkitv1.Instance) protoMsg) error {
 	c, err := g.client()
@@ -198,6 +242,13 @@ func instanceDetail(pr *printer, in *client.Instance) error {
 	t.row("cancel requested", strconv.FormatBool(p.GetCancelRequested()))
 	t.row("result", orDash(p.GetResultJson()))
 	t.row("error", orDash(p.GetError()))
+	switch {
+	case p.GetParentId() != "":
+		t.row("shard", fmt.Sprintf("%d of %d", p.GetShardIndex(), p.GetShardCount()))
+		t.row("parent", p.GetParentId())
+	case p.GetShardCount() > 0:
+		t.row("shards", strconv.Itoa(int(p.GetShardCount())))
+	}
 	if p.GetProgressAt() != nil {
 		t.row("progress", strconv.FormatFloat(p.GetProgress()*100, 'f', 0, 64)+"% "+p.GetProgressMessage())
 		t.row("progress at", ts(p.GetProgressAt()))

@@ -21,6 +21,7 @@ type filterFlags struct {
 	since  string
 	until  string
 	labels []string
+	parent string
 }
 
 func (f *filterFlags) add(cmd *cobra.Command) {
@@ -31,6 +32,7 @@ func (f *filterFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.since, "since", "", "created at or after: RFC 3339 time, or a duration ago (90m)")
 	fl.StringVar(&f.until, "until", "", "created before: RFC 3339 time, or a duration ago")
 	fl.StringSliceVarP(&f.labels, "label", "l", nil, "required labels the instances carry (repeat)")
+	fl.StringVar(&f.parent, "parent", "", "the shards of the sharded task with this parent ID")
 	_ = cmd.RegisterFlagCompletionFunc("state", fixedCompletion("created", "scheduled", "processing", "completed", "terminated", "canceled", "timedout", "failed"))
 }
 
@@ -53,8 +55,9 @@ func (f *filterFlags) query(extra ...client.QueryOption) (*client.Query, bool, e
 	opts := []client.QueryOption{
 		client.WithQueryKind(f.kind), client.WithQueryQueue(f.queue), client.WithQueryState(states...),
 		client.WithQuerySince(since), client.WithQueryUntil(until), client.WithQueryLabels(f.labels...),
+		client.WithQueryParent(f.parent),
 	}
-	narrow := len(states) > 0 || f.kind != "" || f.queue != "" || !since.IsZero() || !until.IsZero() || len(f.labels) > 0
+	narrow := len(states) > 0 || f.kind != "" || f.queue != "" || !since.IsZero() || !until.IsZero() || len(f.labels) > 0 || f.parent != ""
 	return client.NewQuery(append(opts, extra...)...), narrow, nil
 }
 

@@ -22,7 +22,7 @@ func newScheduleCmd(g *globals) *cobra.Command {
 	var (
 		args, at, cron, tz, name                 string
 		in, jitter, timeout, uniqueTTL, interval time.Duration
-		retries, priority                        int
+		retries, priority, shards                int
 		queue, uniqueKey, idemKey                string
 		meta                                     []string
 	)
@@ -37,7 +37,7 @@ func newScheduleCmd(g *globals) *cobra.Command {
 			kind := pos[0]
 			fl := cmd.Flags()
 			if cron != "" || interval != 0 {
-				for _, f := range []string{"at", "in", "jitter", "retries", "timeout", "priority", "queue", "unique-key", "unique-ttl", "idempotency-key", "meta"} {
+				for _, f := range []string{"at", "in", "jitter", "retries", "timeout", "priority", "queue", "unique-key", "unique-ttl", "idempotency-key", "meta", "shards"} {
 					if fl.Changed(f) {
 						return usagef("--%s does not apply to a trigger (--cron, --interval); set the kind's policy with jobctl definitions", f)
 					}
@@ -106,6 +106,9 @@ func newScheduleCmd(g *globals) *cobra.Command {
 			if fl.Changed("idempotency-key") {
 				opts = append(opts, client.WithIdempotencyKey(idemKey))
 			}
+			if fl.Changed("shards") {
+				opts = append(opts, client.WithShards(shards))
+			}
 			md, err := parsePairs("meta", meta)
 			if err != nil {
 				return err
@@ -139,6 +142,7 @@ func newScheduleCmd(g *globals) *cobra.Command {
 	f.DurationVar(&uniqueTTL, "unique-ttl", 0, "how long the unique key is held (0: the kind's, else 24h)")
 	f.StringVar(&idemKey, "idempotency-key", "", "repeating the command with this key returns the first instance")
 	f.StringArrayVar(&meta, "meta", nil, "metadata key=value carried to every attempt (repeat)")
+	f.IntVar(&shards, "shards", 0, "schedule a sharded task of this many shards (1 to 1000); prints its parent (jobctl instance get shows the shards)")
 	f.StringVar(&cron, "cron", "", `create a trigger on this cron spec instead ("0 6 * * *", "@hourly")`)
 	f.DurationVar(&interval, "interval", 0, "create a trigger firing at this interval instead")
 	f.StringVar(&tz, "tz", "", "the trigger's IANA time zone (default UTC)")

@@ -319,14 +319,42 @@ func encodeFullSpec(in *store.Instance, enq time.Time) string {
 	p.time(enq)
 	p.int(0)
 	p.int(-1)
-	l, md := laneLabels(in.Labels), encodeMetadata(in.Metadata)
-	if l != "" || md != "" {
+	l, md, sh := laneLabels(in.Labels), encodeMetadata(in.Metadata), encodeShard(in)
+	if l != "" || md != "" || sh != "" {
 		p.str(l)
 	}
-	if md != "" {
+	if md != "" || sh != "" {
 		p.str(md)
 	}
+	if sh != "" {
+		p.str(sh)
+	}
 	return p.record()
+}
+
+// encodeShard returns in's shard fields as the spec keeps them (lua/lib.lua
+// P_SHARD): the parent, the shard index and the shard count as MessagePack
+// values; "" for an instance that is not part of a sharded task.
+func encodeShard(in *store.Instance) string {
+	if in.Parent == "" && in.ShardCount == 0 {
+		return ""
+	}
+	p := getPacker()
+	p.str(in.Parent)
+	p.int(int64(in.ShardIndex))
+	p.int(int64(in.ShardCount))
+	return p.record()
+}
+
+// decodeShard is the inverse of encodeShard; ok is false when raw is not
+// what it writes.
+func decodeShard(raw string, in *store.Instance) (ok bool) {
+	u := newUnpacker(raw)
+	defer u.release()
+	in.Parent = u.str()
+	in.ShardIndex = int(u.int())
+	in.ShardCount = int(u.int())
+	return u.end() && in.ShardCount > 0
 }
 
 // encodeMetadata returns metadata as the spec keeps it (lua/lib.lua
@@ -410,12 +438,19 @@ func DecodeInstance(id, spec, state string) (*store.Instance, error) {
 			in.Labels = strings.Split(l[1:], "\x00")
 		}
 	}
-	if u.more() { // P_META, written only when there is metadata
-		md, ok := decodeMetadata(u.str())
-		if !ok {
+	if u.more() { // P_META, written only when there is metadata or shard fields
+		raw := u.str()
+		switch md, ok := decodeMetadata(raw); {
+		case ok:
+			in.Metadata = md
+		case raw != "" || !u.more(): // "" is written only before shard fields
 			return nil, corrupt("instance "+id, spec)
 		}
-		in.Metadata = md
+	}
+	if u.more() { // P_SHARD, written only for a sharded task's parent or shard
+		if !decodeShard(u.str(), in) {
+			return nil, corrupt("instance "+id, spec)
+		}
 	}
 	if !u.end() {
 		return nil, corrupt("instance "+id, spec)

@@ -119,7 +119,7 @@ func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.Enq
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
 	}
-	args := make([]string, 0, 2+11*len(p.Instances))
+	args := make([]string, 0, 2+12*len(p.Instances))
 	args = append(args, us(p.Now), p.Node)
 	for _, in := range p.Instances {
 		if err := in.Validate(); err != nil {
@@ -127,7 +127,7 @@ func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.Enq
 		}
 		args = append(args, EncodeID(in.ID), EncodeSpec(in), in.Kind, in.Queue, itoa(in.Priority),
 			us(in.RunAt), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt), laneLabels(in.Labels),
-			encodeMetadata(in.Metadata))
+			encodeMetadata(in.Metadata), encodeShard(in))
 	}
 	if len(p.Instances) == 0 {
 		return []store.EnqueueResult{}, nil
@@ -478,4 +478,21 @@ func (c *Core) Subscribe(ctx context.Context, queue string) (<-chan struct{}, er
 		// Keep trying in the background; the caller polls meanwhile.
 		return out, nil
 	}
+}
+
+// Wake implements store.Shards with one run of lua/wake.lua.
+func (c *Core) Wake(ctx context.Context, p *store.WakeParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if len(p.IDs) == 0 {
+		return ctx.Err()
+	}
+	args := make([]string, 0, 2+len(p.IDs))
+	args = append(args, us(p.Now), "")
+	for _, id := range p.IDs {
+		args = append(args, EncodeID(id))
+	}
+	_, err := c.run(ctx, Wake, args...)
+	return err
 }

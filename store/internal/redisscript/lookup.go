@@ -28,6 +28,9 @@ func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.In
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if q.Parent != "" && q.InstanceID == "" {
+		return store.LookupShards(ctx, q, c.byIDs)
+	}
 	if q.InstanceID != "" {
 		got, err := c.records(ctx, []string{EncodeID(q.InstanceID)})
 		in := got[EncodeID(q.InstanceID)]
@@ -412,6 +415,23 @@ func splitBucket(b string) ([]string, error) {
 		b = b[2+n:]
 	}
 	return out, nil
+}
+
+// byIDs reads the instances stored under ids, in the order of ids; it is
+// the store.GetInstances of store.LookupShards.
+func (c *Core) byIDs(ctx context.Context, ids []string) ([]*store.Instance, error) {
+	sids := make([]string, len(ids))
+	for i, id := range ids {
+		sids[i] = EncodeID(id)
+	}
+	got, err := c.records(ctx, sids)
+	out := make([]*store.Instance, 0, len(got))
+	for _, sid := range sids {
+		if in := got[sid]; in != nil {
+			out = append(out, in)
+		}
+	}
+	return out, err
 }
 
 // records reads the instances stored under sids (stored IDs), keyed by

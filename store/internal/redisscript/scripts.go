@@ -136,12 +136,14 @@ var (
 	// Progress of running attempts, kept beside the instances (prog).
 	ProgressSet    = loadLean("progress_set", "")
 	ProgressLookup = loadLean("progress_lookup", "no-writes")
+	// Wake makes the parent of a sharded task due now (store.Shards).
+	Wake = load("wake", "")
 )
 
 // All lists every script, for plugins that prepare them up front.
 var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune,
 	EventsRead, InspectLag, InspectCounts, QueueAdmin, NodesHeartbeat, NodesList, NodesRescue, AdminRetry, AdminDelete,
-	ProgressSet, ProgressLookup}
+	ProgressSet, ProgressLookup, Wake}
 
 // libChanges starts the part of lib.lua that only scripts changing
 // stored instances use (history records of a change, commit, leases,

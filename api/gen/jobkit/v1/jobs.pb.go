@@ -49,7 +49,11 @@ type ScheduleRequest struct {
 	Timeout    *durationpb.Duration `protobuf:"bytes,11,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	Queue      string               `protobuf:"bytes,12,opt,name=queue,proto3" json:"queue,omitempty"`
 	// String pairs carried to every attempt.
-	Metadata      map[string]string `protobuf:"bytes,13,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,13,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Schedule a sharded task of this many shards (1 to 1000, WithShards):
+	// the response's instance is its parent. 0 schedules one instance.
+	// Refused in ScheduleBatch.
+	Shards        int32 `protobuf:"varint,14,opt,name=shards,proto3" json:"shards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -173,6 +177,13 @@ func (x *ScheduleRequest) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *ScheduleRequest) GetShards() int32 {
+	if x != nil {
+		return x.Shards
+	}
+	return 0
 }
 
 type ScheduleResponse struct {
@@ -1646,7 +1657,7 @@ var File_jobkit_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_jobkit_v1_jobs_proto_rawDesc = "" +
 	"\n" +
-	"\x14jobkit/v1/jobs.proto\x12\tjobkit.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15jobkit/v1/types.proto\"\x8d\x05\n" +
+	"\x14jobkit/v1/jobs.proto\x12\tjobkit.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15jobkit/v1/types.proto\"\xa5\x05\n" +
 	"\x0fScheduleRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1b\n" +
 	"\targs_json\x18\x02 \x01(\tR\bargsJson\x121\n" +
@@ -1664,7 +1675,8 @@ const file_jobkit_v1_jobs_proto_rawDesc = "" +
 	"maxRetries\x88\x01\x01\x123\n" +
 	"\atimeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x14\n" +
 	"\x05queue\x18\f \x01(\tR\x05queue\x12D\n" +
-	"\bmetadata\x18\r \x03(\v2(.jobkit.v1.ScheduleRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\r \x03(\v2(.jobkit.v1.ScheduleRequest.MetadataEntryR\bmetadata\x12\x16\n" +
+	"\x06shards\x18\x0e \x01(\x05R\x06shards\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +

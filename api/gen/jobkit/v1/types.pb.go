@@ -541,8 +541,16 @@ type Instance struct {
 	Progress        float64                `protobuf:"fixed64,24,opt,name=progress,proto3" json:"progress,omitempty"`
 	ProgressMessage string                 `protobuf:"bytes,25,opt,name=progress_message,json=progressMessage,proto3" json:"progress_message,omitempty"`
 	ProgressAt      *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=progress_at,json=progressAt,proto3" json:"progress_at,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A sharded task (ScheduleRequest.shards) is a parent and its shards.
+	// On a shard: the parent's ID, the shard's index (0 to shard_count-1)
+	// and the task's shard count. On the parent: parent_id empty and
+	// shard_count set; it completes with one result per shard, in shard
+	// order. All unset for an instance that is not part of a sharded task.
+	ParentId      string `protobuf:"bytes,27,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	ShardIndex    int32  `protobuf:"varint,28,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
+	ShardCount    int32  `protobuf:"varint,29,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Instance) Reset() {
@@ -757,6 +765,27 @@ func (x *Instance) GetProgressAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Instance) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *Instance) GetShardIndex() int32 {
+	if x != nil {
+		return x.ShardIndex
+	}
+	return 0
+}
+
+func (x *Instance) GetShardCount() int32 {
+	if x != nil {
+		return x.ShardCount
+	}
+	return 0
+}
+
 // InstanceFilter selects instances. Every field set must match; an empty
 // filter matches every instance.
 type InstanceFilter struct {
@@ -773,7 +802,9 @@ type InstanceFilter struct {
 	// this one to each page it reads, so with labels a page may hold fewer
 	// than page_size instances (even none) while next_page_token is set;
 	// bulk operations refuse it.
-	Labels        []string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty"`
+	Labels []string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty"`
+	// The shards of the sharded task whose parent has this ID.
+	ParentId      string `protobuf:"bytes,7,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -848,6 +879,13 @@ func (x *InstanceFilter) GetLabels() []string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *InstanceFilter) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
 }
 
 // StateChange is one entry of an instance's history.
@@ -2173,7 +2211,7 @@ var File_jobkit_v1_types_proto protoreflect.FileDescriptor
 
 const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x15jobkit/v1/types.proto\x12\tjobkit.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\b\n" +
+	"\x15jobkit/v1/types.proto\x12\tjobkit.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\t\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
@@ -2210,17 +2248,23 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\bprogress\x18\x18 \x01(\x01R\bprogress\x12)\n" +
 	"\x10progress_message\x18\x19 \x01(\tR\x0fprogressMessage\x12;\n" +
 	"\vprogress_at\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"progressAt\x1a;\n" +
+	"progressAt\x12\x1b\n" +
+	"\tparent_id\x18\x1b \x01(\tR\bparentId\x12\x1f\n" +
+	"\vshard_index\x18\x1c \x01(\x05R\n" +
+	"shardIndex\x12\x1f\n" +
+	"\vshard_count\x18\x1d \x01(\x05R\n" +
+	"shardCount\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x02\n" +
 	"\x0eInstanceFilter\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12(\n" +
 	"\x06states\x18\x03 \x03(\x0e2\x10.jobkit.v1.StateR\x06states\x12?\n" +
 	"\rcreated_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\fcreatedAfter\x12A\n" +
 	"\x0ecreated_before\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rcreatedBefore\x12\x16\n" +
-	"\x06labels\x18\x06 \x03(\tR\x06labels\"\x91\x02\n" +
+	"\x06labels\x18\x06 \x03(\tR\x06labels\x12\x1b\n" +
+	"\tparent_id\x18\a \x01(\tR\bparentId\"\x91\x02\n" +
 	"\vStateChange\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x12\n" +

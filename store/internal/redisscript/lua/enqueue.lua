@@ -1,10 +1,11 @@
 -- enqueue: store new instances in state Scheduled.
 -- KEYS: the namespace keys (lib.lua).
--- ARGV: [1] prefix, [2] now (us), [3] node, then per instance eleven
+-- ARGV: [1] prefix, [2] now (us), [3] node, then per instance twelve
 --       values: ID, spec (its first ten values, see lib.lua), kind, queue,
 --       priority, RunAt (us), unique key, UniqueUntil (us), CreatedAt (us),
 --       required labels (as P_LABELS holds them; '' for none), metadata (as
---       P_META holds it; '' for none).
+--       P_META holds it; '' for none), shard (as P_SHARD holds it; '' for
+--       none).
 -- Returns one {code, id, seq} per instance: code 0 stored (seq assigned),
 -- 1 duplicate unique key (id is the holder's), 2 an instance with this ID
 -- exists already (seq is its Seq; nothing changes, so a retried Enqueue is
@@ -17,7 +18,7 @@
 -- kind's ctr field) and to its queue, and the queue's channel gets a
 -- PUBLISH.
 local now, node = tonumber(ARGV[2]), ARGV[3]
-local N = 11
+local N = 12
 
 local ids = argv_ids(4, N)
 local old = hmget(K_INST, ids)
@@ -91,13 +92,16 @@ for _, e in ipairs(stored) do
 	local id, kind, queue = e.id, ARGV[i + 2], ARGV[i + 3]
 	local prio, runat, created = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 8])
 	specs[#specs + 1] = id
-	local labels, meta = ARGV[i + 9], ARGV[i + 10]
+	local labels, meta, shard = ARGV[i + 9], ARGV[i + 10], ARGV[i + 11]
 	local lspec = ''
-	if labels ~= '' or meta ~= '' then
+	if labels ~= '' or meta ~= '' or shard ~= '' then
 		lspec = cmsgpack.pack(labels)
 	end
-	if meta ~= '' then
+	if meta ~= '' or shard ~= '' then
 		lspec = lspec .. cmsgpack.pack(meta)
+	end
+	if shard ~= '' then
+		lspec = lspec .. cmsgpack.pack(shard)
 	end
 	specs[#specs + 1] = cmsgpack.pack(e.seq) .. ARGV[i + 1] .. tail_ .. lspec
 	local qc = qcounts[queue]

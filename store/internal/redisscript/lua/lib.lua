@@ -111,10 +111,14 @@ local NP = 14
 -- carries metadata: the labels, sorted, each behind a NUL byte
 -- ('\0a\0b'; '' for none); enqueue appends it. P_META, a 16th value only
 -- when the instance carries metadata: the Go side's packing of its pairs
--- (codec.go encodeMetadata), which the scripts never read.
+-- (codec.go encodeMetadata), which the scripts never read. P_SHARD, a
+-- 17th value only for a sharded task's parent or shard: the Go side's
+-- packing of its parent, shard index and count (codec.go encodeShard),
+-- which the scripts never read either; P_LABELS and P_META are then ''
+-- when the instance has none.
 local P_LABELS, P_META = 15, 16
 local P_SCHEMA = {'number', 'string', 'string', 'string', 'number', 'number', 'number',
-	'number', 'string', 'number', 'number', 'number', 'number', 'number', 'string', 'string'}
+	'number', 'string', 'number', 'number', 'number', 'number', 'number', 'string', 'string', 'string'}
 
 -- spec decodes raw, or returns nil when raw is missing or not a spec.
 -- A spec without labels gets P_LABELS ''.
@@ -123,7 +127,7 @@ local function spec(raw)
 		return nil
 	end
 	local ok, p = pcall(function() return {cmsgpack.unpack(raw)} end)
-	if not ok or #p < NP or #p > NP + 2 then
+	if not ok or #p < NP or #p > NP + 3 then
 		return nil
 	end
 	for i = 1, #p do
