@@ -124,13 +124,13 @@ func New(opts Options) *Type {
 func (*Type) Type() string { return store.ExecutorWebhook }
 
 type compiled struct {
-	cfg      Config
-	method   string
-	url      *template.Template
-	headers  map[string]*template.Template
-	body     *template.Template
-	timeout  time.Duration
-	maxResp  int64
+	cfg     Config
+	method  string
+	url     *template.Template
+	headers map[string]*template.Template
+	body    *template.Template
+	timeout time.Duration
+	maxResp int64
 }
 
 // ParseConfig decodes and checks a webhook config: unknown fields, a
