@@ -64,10 +64,10 @@ func Run(t testing.TB, m *job.Manager, kind string, args ...any) job.Instance {
 	return Wait(t, m, a.ID(), job.Completed, job.Terminated, job.TimedOut, job.Canceled)
 }
 
-// Wait waits up to 30 s for instance id to reach one of states.
+// Wait waits up to 2 minutes for instance id to reach one of states.
 func Wait(t testing.TB, m *job.Manager, id string, states ...job.State) job.Instance {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		i, err := m.LookupInstance(context.Background(), id)
 		if err == nil && slices.Contains(states, i.State()) {
