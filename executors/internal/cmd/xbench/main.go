@@ -7,6 +7,7 @@
 //	go run ./internal/cmd/xbench -type wasm -n 20000
 //	go run ./internal/cmd/xbench -type wasm-go -n 500 -module greet.wasm
 //	go run ./internal/cmd/xbench -type coldstart -module greet.wasm
+//	go run ./internal/cmd/xbench -type go -n 20000   # the engine alone
 package main
 
 import (
@@ -35,7 +36,7 @@ var noopModule = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
 	0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b}
 
 func main() {
-	typ := flag.String("type", "webhook", "webhook, command, wasm (no-op module), wasm-go (-module, e.g. the greet example) or coldstart")
+	typ := flag.String("type", "webhook", "webhook, command, wasm (no-op module), wasm-go (-module, e.g. the greet example), coldstart, or go (a Go function that does nothing: the engine's own cost)")
 	n := flag.Int("n", 10000, "jobs")
 	workers := flag.Int("workers", 64, "workers")
 	module := flag.String("module", "", "a Go-built module for wasm-go and coldstart")
@@ -66,6 +67,7 @@ func run(typ string, n, workers int, module string) error {
 		args   []any
 	)
 	switch typ {
+	case "go":
 	case "webhook":
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 		defer srv.Close()
@@ -100,13 +102,27 @@ func run(typ string, n, workers int, module string) error {
 	default:
 		return fmt.Errorf("-type %q", typ)
 	}
-	m, err := job.NewManager(job.WithWorkers(workers), job.WithExecutorTypes(et), job.WithRetention(0, 0))
+	opts := []job.ManagerOption{job.WithWorkers(workers), job.WithRetention(0, 0)}
+	if et != nil {
+		opts = append(opts, job.WithExecutorTypes(et))
+	}
+	m, err := job.NewManager(opts...)
 	if err != nil {
 		return err
 	}
-	raw, _ := json.Marshal(config)
-	if _, err := m.PutDefinition(ctx, job.Definition{Kind: "bench", Executor: &store.ExecutorSpec{Type: et.Type(), Config: raw}}, 0); err != nil {
-		return err
+	if et == nil {
+		j, err := job.NewJob(job.WithKind("bench"), job.WithExecutor(func(context.Context) error { return nil }))
+		if err != nil {
+			return err
+		}
+		if err := m.RegisterJob(j); err != nil {
+			return err
+		}
+	} else {
+		raw, _ := json.Marshal(config)
+		if _, err := m.PutDefinition(ctx, job.Definition{Kind: "bench", Executor: &store.ExecutorSpec{Type: et.Type(), Config: raw}}, 0); err != nil {
+			return err
+		}
 	}
 	items := make([]job.BatchItem, 0, 1000)
 	for i := 0; i < n; i += len(items) {
