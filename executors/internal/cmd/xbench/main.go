@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/jobkit/job"
@@ -40,8 +41,19 @@ func main() {
 	n := flag.Int("n", 10000, "jobs")
 	workers := flag.Int("workers", 64, "workers")
 	module := flag.String("module", "", "a Go-built module for wasm-go and coldstart")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "xbench:", err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*typ, *n, *workers, *module); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "xbench:", err)
 		os.Exit(1)
 	}
