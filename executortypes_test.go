@@ -227,3 +227,43 @@ func TestExecutorTypeConflictsWithGoFunction(t *testing.T) {
 		t.Fatalf("two types of one name: %v", err)
 	}
 }
+
+// TestExecutorTypeRequiredLabels: a definition's required labels pick the
+// node that runs it, as for a Go kind.
+func TestExecutorTypeRequiredLabels(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := memStore(t)
+	plain := newManager(t, job.WithStore(s), job.WithWorkers(4), job.WithNodeID("plain"), job.WithExecutorTypes(echoType{"wasm"}))
+	gpu := newManager(t, job.WithStore(s), job.WithWorkers(4), job.WithNodeID("gpu"), job.WithLabels("gpu"), job.WithExecutorTypes(echoType{"wasm"}))
+	d := echoDef("render", `{"prefix":"r"}`)
+	d.Labels = []string{"gpu"}
+	if _, err := plain.PutDefinition(ctx, d, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*job.Manager{plain, gpu} {
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	for range 10 {
+		a, err := plain.ScheduleJob(ctx, "render")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, a.ID())
+	}
+	for _, id := range ids {
+		waitInstance(t, plain, id, job.Completed)
+		hist, err := plain.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstanceID(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hist {
+			if h.State == job.Processing && h.Node != "gpu" {
+				t.Fatalf("instance %s claimed by %q, want the node with the gpu label", id, h.Node)
+			}
+		}
+	}
+}
