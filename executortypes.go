@@ -106,8 +106,7 @@ func (j *Job) ExecutorType() string { return j.execType }
 // execSync is a manager's state for kinds defined as data.
 type execSync struct {
 	mu     sync.Mutex      // serialises reconciliations
-	warned map[string]bool // "<kind> <version>" whose conflict or error was logged
-	kick   chan struct{}
+	warned map[string]bool // "<kind> <version> <updated>" whose conflict or error was logged
 }
 
 // dataJob builds the job that runs d with t.
@@ -208,8 +207,6 @@ func (m *Manager) execSyncLoop(stop <-chan struct{}) {
 			t.Stop()
 			return
 		case <-t.C():
-		case <-m.xs.kick:
-			t.Stop()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := m.syncExecutors(ctx); err != nil {
@@ -228,7 +225,6 @@ func (m *Manager) startExecutors(ctx context.Context) error {
 	if err := m.syncExecutors(ctx); err != nil {
 		return fmt.Errorf("job: start: %w", err)
 	}
-	m.xs.kick = make(chan struct{}, 1)
 	m.bg.Add(1)
 	go m.execSyncLoop(m.stopCh)
 	return nil
