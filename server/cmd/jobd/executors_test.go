@@ -57,7 +57,7 @@ func executorsAsData(t *testing.T, st string) {
 		t.Fatal(err)
 	}
 	// The receiver verifies every request's signature.
-	var verified, bad atomic.Int32
+	var verified, bad, busy atomic.Int32
 	var authSeen atomic.Value
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -70,6 +70,11 @@ func executorsAsData(t *testing.T, st string) {
 		authSeen.Store(r.Header.Get("Authorization"))
 		if r.URL.Path == "/reject" {
 			http.Error(w, "no such build", http.StatusBadRequest)
+			return
+		}
+		if r.URL.Path == "/busy" && busy.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "busy", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte(`{"ok":true,"got":` + string(b) + `}`))
@@ -134,6 +139,12 @@ func executorsAsData(t *testing.T, st string) {
 	if verified.Load() != 1 || bad.Load() != 0 || authSeen.Load() != "Bearer "+e2eToken {
 		t.Fatalf("receiver: %d verified, %d refused, Authorization %v", verified.Load(), bad.Load(), authSeen.Load())
 	}
+	// 503 with Retry-After: 1, then 200: retried, no sooner than asked.
+	run(0, "definitions", "create", "busy", "--executor", "webhook", "--config", `{"url": "`+recv.URL+`/busy", "secret_ref": "hook-key"}`, "--retries", "3")
+	start := time.Now()
+	if in := test(0, "busy", `[]`); in.Instance.State != "STATE_COMPLETED" || in.Instance.Attempt != 2 || time.Since(start) < 900*time.Millisecond {
+		t.Fatalf("webhook 503 then 200: %+v after %v", in.Instance, time.Since(start))
+	}
 	// 400: permanent, one request; a forbidden destination: refused.
 	run(0, "definitions", "create", "reject", "--executor", "webhook", "--config", `{"url": "`+recv.URL+`/reject", "secret_ref": "hook-key"}`, "--retries", "3")
 	if in := test(1, "reject", `[]`); in.Instance.State != "STATE_TERMINATED" || in.Instance.Attempt != 1 || !strings.Contains(in.Instance.Error, "status 400") {
@@ -170,6 +181,40 @@ func executorsAsData(t *testing.T, st string) {
 	}
 	waitFor(t, 5*time.Second, "the timed-out command's process group to be gone", func() (bool, string) { return !groupAlive(pgid), "" })
 
+	// Cancel mid-run: the process group goes with the instance.
+	pidFile2 := filepath.Join(dir, "pid2")
+	run(0, "definitions", "create", "long", "--executor", "command",
+		"--config", `{"argv": ["echo $$ > \"$1\"; echo started; sleep 300 & sleep 300", "`+pidFile2+`"], "shell": true}`)
+	var sched struct {
+		Instance struct {
+			ID string `json:"id"`
+		} `json:"instance"`
+	}
+	if err := json.Unmarshal([]byte(run(0, "schedule", "long", "-o", "json")), &sched); err != nil {
+		t.Fatal(err)
+	}
+	var pgid2 int
+	waitFor(t, 30*time.Second, "the long command to start", func() (bool, string) {
+		b, _ := os.ReadFile(pidFile2)
+		pgid2, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil, string(b)
+	})
+	run(0, "instance", "cancel", sched.Instance.ID)
+	waitFor(t, 30*time.Second, "the canceled command's instance to end Canceled and its group to be gone", func() (bool, string) {
+		var got inst
+		_ = json.Unmarshal([]byte(run(0, "instance", "get", sched.Instance.ID, "-o", "json")), &got)
+		return got.Instance.State == "STATE_CANCELED" && !groupAlive(pgid2), got.Instance.State
+	})
+
+	// Wasm: a module that traps, uploaded as bytes.
+	trapFile := filepath.Join(dir, "trap.wasm")
+	_ = os.WriteFile(trapFile, []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x04, 0x01, 0x60, 0x00, 0x00, 0x03, 0x02, 0x01, 0x00,
+		0x07, 0x0a, 0x01, 0x06, '_', 's', 't', 'a', 'r', 't', 0x00, 0x00, 0x0a, 0x05, 0x01, 0x03, 0x00, 0x00, 0x0b}, 0o600)
+	run(0, "definitions", "create", "trap", "--executor", "wasm", "--wasm-file", trapFile, "--retries", "3")
+	if in := test(1, "trap", `[]`); in.Instance.State != "STATE_TERMINATED" || in.Instance.Attempt != 1 || !strings.Contains(in.Instance.Error, "trapped") {
+		t.Fatalf("wasm trap: %+v", in.Instance)
+	}
+
 	// Wasm: the example module built from Go, uploaded with jobctl.
 	wasmFile, err := greetWasm()
 	if err != nil {
@@ -200,7 +245,7 @@ func executorsAsData(t *testing.T, st string) {
 		} `json:"instances"`
 	}
 	_ = json.Unmarshal([]byte(ids), &list)
-	if len(list.Instances) < 8 {
+	if len(list.Instances) < 11 {
 		t.Fatalf("%d instances listed", len(list.Instances))
 	}
 	for _, i := range list.Instances {
