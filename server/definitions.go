@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/jobkit/job"
 	pb "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/store"
 )
@@ -14,7 +15,7 @@ import (
 // definitionService implements jobkitv1connect.DefinitionServiceHandler
 // on the namespace's manager.
 type definitionService struct {
-	modules ModuleStore // nil: no module uploads (see Config.WasmModules)
+	modules func(*job.Manager) ModuleStore // nil: no module uploads (see Config.WasmModules)
 }
 
 // CreateDefinition implements DefinitionService.CreateDefinition: a kind
@@ -24,7 +25,7 @@ func (s definitionService) CreateDefinition(ctx context.Context, req *connect.Re
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	if err := s.attachModule(&d, req.Msg.GetWasmModule()); err != nil {
+	if err := s.attachModule(ctx, &d, req.Msg.GetWasmModule()); err != nil {
 		return nil, err
 	}
 	got, err := managerOf(ctx).PutDefinition(ctx, d, 0)
@@ -79,7 +80,7 @@ func (s definitionService) UpdateDefinition(ctx context.Context, req *connect.Re
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	if err := s.attachModule(&d, req.Msg.GetWasmModule()); err != nil {
+	if err := s.attachModule(ctx, &d, req.Msg.GetWasmModule()); err != nil {
 		return nil, err
 	}
 	if req.Msg.GetIfVersion() < 0 {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -36,12 +37,16 @@ func executorFromProto(p *pb.ExecutorSpec) *store.ExecutorSpec {
 
 // attachModule stores module (when sent) and sets the wasm executor
 // config's "module" of d to its reference.
-func (s definitionService) attachModule(d *store.Definition, module []byte) error {
+func (s definitionService) attachModule(ctx context.Context, d *store.Definition, module []byte) error {
 	if len(module) == 0 {
 		return nil
 	}
-	if s.modules == nil {
-		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("this jobd keeps no WebAssembly modules; start it with --wasm-modules DIR, or send the definition without wasm_module and a \"module\" reference"))
+	var mods ModuleStore
+	if s.modules != nil {
+		mods = s.modules(managerOf(ctx))
+	}
+	if mods == nil {
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("this jobd keeps no WebAssembly modules; start it with --wasm (modules in the store) or --wasm-modules DIR, or send the definition without wasm_module and a \"module\" reference"))
 	}
 	if d.Executor == nil || d.Executor.Type != store.ExecutorWasm {
 		return invalid("wasm_module sent with a definition whose executor is not of type \"wasm\"; set definition.executor.type to wasm")
@@ -52,7 +57,7 @@ func (s definitionService) attachModule(d *store.Definition, module []byte) erro
 			return invalid(fmt.Sprintf("definition.executor.config_json is not a JSON object: %v", err))
 		}
 	}
-	ref, err := s.modules.Put(module)
+	ref, err := mods.Put(module)
 	if err != nil {
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("wasm_module: %w", err))
 	}

@@ -52,10 +52,11 @@ type Config struct {
 	// Logger receives the server's own log lines (denied calls, internal
 	// errors); nil means slog.Default().
 	Logger *slog.Logger
-	// WasmModules, when set, stores the WebAssembly modules sent with a
-	// definition (CreateDefinitionRequest.wasm_module, issue 22) and
-	// returns their references; nil refuses such requests.
-	WasmModules ModuleStore
+	// WasmModules, when set, returns where the namespace served by a
+	// manager keeps the WebAssembly modules sent with a definition
+	// (CreateDefinitionRequest.wasm_module, issue 22); nil (or a nil
+	// store) refuses such requests.
+	WasmModules func(m *job.Manager) ModuleStore
 }
 
 // ModuleStore keeps WebAssembly modules by content hash (the wasm

@@ -1,6 +1,7 @@
 package wasm_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/jobkit/job/executors/internal/xtest"
 	"github.com/jobkit/job/executors/wasm"
 	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/memdbstore"
 )
 
 // build compiles the Go program in dir to a wasip1 module, once per test
@@ -228,5 +230,70 @@ func TestWasmModulesOnDisk(t *testing.T) {
 	}
 	if _, err := mods.Get(wasm.Ref(trapModule)); !errors.Is(err, wasm.ErrNoModule) {
 		t.Fatalf("Get of a module never put = %v, want ErrNoModule", err)
+	}
+}
+
+// TestStoreModules: modules kept in a store's Documents, chunked, read
+// back through another handle and run; a changed chunk is refused.
+func TestStoreModules(t *testing.T) {
+	t.Parallel()
+	st, err := memdbstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods := wasm.NewStoreModules(st, 0)
+	if _, err := mods.Put([]byte("not wasm")); !errors.Is(err, wasm.ErrModule) {
+		t.Fatalf("Put of non-Wasm bytes = %v", err)
+	}
+	// Over one chunk: the no-op module with a custom section of 600 KiB.
+	big := append([]byte{}, noopModule...)
+	payload := make([]byte, 600<<10)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	sec := append([]byte{1, 'x'}, payload...) // name "x", then the bytes
+	big = append(big, 0x00)                   // custom section id
+	big = appendULEB(big, len(sec))
+	big = append(big, sec...)
+	ref, err := mods.Put(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := wasm.NewStoreModules(st, 0).Get(ref)
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("Get = %d bytes, %v; want the %d bytes put", len(got), err, len(big))
+	}
+	typ, err := wasm.New(wasm.Options{Modules: mods})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer typ.Close(context.Background())
+	m := xtest.Manager(t, typ)
+	xtest.Define(t, m, "big", store.ExecutorWasm, map[string]any{"module": ref}, 0, 0)
+	if inst := xtest.Run(t, m, "big"); inst.State() != job.Completed {
+		t.Fatalf("the module read from the store: state %v error %v", inst.State(), inst.Error())
+	}
+	// A chunk changed in the store is refused.
+	h, _ := wasm.ParseRef(ref)
+	if _, err := st.PutDocument(context.Background(), &store.PutDocumentParams{Collection: wasm.ModulesCollection, Name: h + ".0001", Body: []byte(`"AAAA"`), IfVersion: store.AnyVersion, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mods.Get(ref); !errors.Is(err, wasm.ErrModule) {
+		t.Fatalf("Get after a chunk changed = %v, want ErrModule", err)
+	}
+	if _, err := mods.Get(wasm.Ref([]byte("never"))); !errors.Is(err, wasm.ErrNoModule) {
+		t.Fatalf("Get of a module never put = %v, want ErrNoModule", err)
+	}
+}
+
+func appendULEB(b []byte, v int) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v != 0 {
+			b = append(b, c|0x80)
+			continue
+		}
+		return append(b, c)
 	}
 }

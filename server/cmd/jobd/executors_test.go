@@ -20,7 +20,8 @@ import (
 )
 
 // Executors as data (issue 22) through a bare jobd process, created and
-// test-run with the jobctl binary, on the embedded store and on Redis.
+// test-run with the jobctl binary, on the embedded store (Wasm modules in
+// a directory) and on Redis (Wasm modules in the store).
 
 const (
 	e2eSignKey = "e2e-sign-key-3b9f0c"
@@ -92,10 +93,13 @@ func executorsAsData(t *testing.T, st string) {
 	args := []string{"--workers", "4", "--namespace", uniqueNS(t),
 		"--webhook", "--webhook-allow", "127.0.0.1",
 		"--command-allow", "/bin/echo,/bin/sh",
-		"--wasm-modules", filepath.Join(dir, "modules"), "--wasm-cache-dir", filepath.Join(binDir, "wasm-cache"),
+		"--wasm-cache-dir", filepath.Join(binDir, "wasm-cache"),
 		"--secrets-dir", secretsDir}
 	if st == "redis" {
-		args = append(args, "--store", "redis", "--redis-addr", redisAddr(t))
+		// Modules kept in the store (shared by every jobd on it).
+		args = append(args, "--store", "redis", "--redis-addr", redisAddr(t), "--wasm")
+	} else {
+		args = append(args, "--wasm-modules", filepath.Join(dir, "modules"))
 	}
 	p := startJobd(t, jobdBin(), []string{"JOBD_SECRET_API_TOKEN=" + e2eToken}, args...)
 	env := []string{"JOBCTL_ADDR=" + p.api}

@@ -81,6 +81,7 @@ func TestPrecedence(t *testing.T) {
 		{"webhook-allow", "[10.0.0.0/8]", "a.example,b.example", "ns=c.example", func(c *Config) any { return c.Executors.WebhookAllow }, []string{"10.0.0.0/8"}, []string{"a.example", "b.example"}, []string{"ns=c.example"}},
 		{"webhook-strict", "true", "false", "true", func(c *Config) any { return c.Executors.WebhookStrict }, true, false, true},
 		{"command-allow", "[/bin/a]", "/bin/b,/bin/c", "/bin/d", func(c *Config) any { return c.Executors.CommandAllow }, []string{"/bin/a"}, []string{"/bin/b", "/bin/c"}, []string{"/bin/d"}},
+		{"wasm", "true", "false", "true", func(c *Config) any { return c.Executors.Wasm }, true, false, true},
 		{"wasm-modules", "/m1", "/m2", "/m3", func(c *Config) any { return c.Executors.WasmModules }, "/m1", "/m2", "/m3"},
 		{"wasm-max-module-mb", "1", "2", "3", func(c *Config) any { return c.Executors.WasmMaxModuleMB }, 1, 2, 3},
 		{"wasm-max-memory-mb", "4", "5", "6", func(c *Config) any { return c.Executors.WasmMaxMemoryMB }, 4, 5, 6},

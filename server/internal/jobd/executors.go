@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/spf13/pflag"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/jobkit/job/executors/wasm"
 	"github.com/jobkit/job/executors/webhook"
 	"github.com/jobkit/job/server"
+	"github.com/jobkit/job/store"
 	guard "github.com/jobkit/job/webhook"
 )
 
@@ -31,8 +33,11 @@ type ExecutorsConfig struct {
 	// CommandAllow lists the programs command definitions may run, as
 	// absolute paths; it enables the command type (--command-allow).
 	CommandAllow []string
-	// WasmModules is the directory of WebAssembly modules by content
-	// hash; it enables the wasm type (--wasm-modules).
+	// Wasm enables the wasm type with modules kept in the store, so every
+	// node on it (and namespace) runs the modules any was given (--wasm).
+	Wasm bool
+	// WasmModules, when set, keeps modules in this directory by content
+	// hash instead, and enables the wasm type (--wasm-modules).
 	WasmModules string
 	// WasmMaxModuleMB bounds an uploaded module (--wasm-max-module-mb).
 	WasmMaxModuleMB int
@@ -57,7 +62,8 @@ func bindExecutors(fs *pflag.FlagSet, c *ExecutorsConfig) {
 	fs.StringSliceVar(&c.WebhookAllow, "webhook-allow", nil, "webhook destinations allowed beyond the public internet: host, *.domain, IP or CIDR, optionally namespace=entry; repeatable")
 	fs.BoolVar(&c.WebhookStrict, "webhook-strict", false, "refuse public webhook destinations not on --webhook-allow too")
 	fs.StringSliceVar(&c.CommandAllow, "command-allow", nil, "run command definitions of these programs (absolute paths; /bin/sh to allow \"shell\": true); repeatable")
-	fs.StringVar(&c.WasmModules, "wasm-modules", "", "directory of WebAssembly modules by content hash; runs wasm definitions and takes module uploads")
+	fs.BoolVar(&c.Wasm, "wasm", false, "run wasm definitions, with the modules uploaded kept in the store (shared by every node on it)")
+	fs.StringVar(&c.WasmModules, "wasm-modules", "", "keep WebAssembly modules in this directory by content hash instead of the store (implies --wasm)")
 	fs.IntVar(&c.WasmMaxModuleMB, "wasm-max-module-mb", 32, "largest WebAssembly module uploaded, in MiB")
 	fs.IntVar(&c.WasmMaxMemoryMB, "wasm-max-memory-mb", wasm.DefaultMaxMemoryMB, "largest memory_mb a wasm definition may ask for")
 	fs.StringSliceVar(&c.WasmAllowDirs, "wasm-allow-dir", nil, "host directories wasm definitions may mount; repeatable")
@@ -67,8 +73,11 @@ func bindExecutors(fs *pflag.FlagSet, c *ExecutorsConfig) {
 
 // any reports whether a type is enabled.
 func (c *ExecutorsConfig) any() bool {
-	return c.Webhook || len(c.CommandAllow) > 0 || c.WasmModules != ""
+	return c.Webhook || len(c.CommandAllow) > 0 || c.wasm()
 }
+
+// wasm reports whether the wasm type is enabled.
+func (c *ExecutorsConfig) wasm() bool { return c.Wasm || c.WasmModules != "" }
 
 // validate checks the flags against the namespaces served.
 func (c *ExecutorsConfig) validate(namespaces []string) error {
@@ -106,13 +115,18 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// executorTypes holds the types a jobd built once for all namespaces.
+// executorTypes holds the types a jobd built once for all namespaces,
+// and the wasm types of namespaces keeping their modules in the store.
 type executorTypes struct {
 	cfg     *ExecutorsConfig
 	secrets secrets.Resolver
 	command *command.Type
-	wasm    *wasm.Type
-	modules *wasm.DirModules
+	wasm    *wasm.Type       // with --wasm-modules: one for the node
+	modules *wasm.DirModules // with --wasm-modules
+
+	mu         sync.Mutex
+	wasmByNS   map[string]*wasm.Type
+	modulesByN map[string]*wasm.StoreModules
 }
 
 // newExecutorTypes builds the node-wide types; nil when none is enabled.
@@ -120,7 +134,7 @@ func newExecutorTypes(c *ExecutorsConfig) (*executorTypes, error) {
 	if !c.any() {
 		return nil, nil
 	}
-	x := &executorTypes{cfg: c}
+	x := &executorTypes{cfg: c, wasmByNS: map[string]*wasm.Type{}, modulesByN: map[string]*wasm.StoreModules{}}
 	var rs []secrets.Resolver
 	if c.SecretsDir != "" {
 		rs = append(rs, secrets.Dir(c.SecretsDir))
@@ -143,9 +157,10 @@ func newExecutorTypes(c *ExecutorsConfig) (*executorTypes, error) {
 	return x, nil
 }
 
-// forNamespace returns the manager option enabling the types in ns:
-// webhooks get the namespace's allowlist.
-func (x *executorTypes) forNamespace(ns string) (job.ManagerOption, error) {
+// forNamespace returns the manager option enabling the types in ns, whose
+// store is st: webhooks get the namespace's allowlist, and without
+// --wasm-modules the wasm type keeps its modules in st.
+func (x *executorTypes) forNamespace(ns string, st store.Store) (job.ManagerOption, error) {
 	var types []job.ExecutorType
 	if x.cfg.Webhook {
 		var entries []string
@@ -166,33 +181,60 @@ func (x *executorTypes) forNamespace(ns string) (job.ManagerOption, error) {
 	if x.command != nil {
 		types = append(types, x.command)
 	}
-	if x.wasm != nil {
+	switch {
+	case x.wasm != nil:
 		types = append(types, x.wasm)
+	case x.cfg.Wasm:
+		mods := wasm.NewStoreModules(st, x.cfg.WasmMaxModuleMB<<20)
+		wt, err := wasm.New(wasm.Options{Modules: mods, MaxMemoryMB: x.cfg.WasmMaxMemoryMB, AllowDirs: x.cfg.WasmAllowDirs, CacheDir: x.cfg.WasmCacheDir})
+		if err != nil {
+			return nil, fmt.Errorf("--wasm: %w", err)
+		}
+		x.mu.Lock()
+		x.wasmByNS[ns], x.modulesByN[ns] = wt, mods
+		x.mu.Unlock()
+		types = append(types, wt)
 	}
 	return job.WithExecutorTypes(types...), nil
 }
 
-// moduleStore is where the API keeps uploaded modules; nil without
-// --wasm-modules.
-func (x *executorTypes) moduleStore() server.ModuleStore {
-	if x == nil || x.modules == nil {
+// moduleStore is where the API keeps the modules uploaded to namespace
+// ns; nil without the wasm type.
+func (x *executorTypes) moduleStore(ns string) server.ModuleStore {
+	switch {
+	case x == nil:
 		return nil
+	case x.modules != nil:
+		return x.modules
 	}
-	return x.modules
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if m := x.modulesByN[ns]; m != nil {
+		return m
+	}
+	return nil
 }
 
 // maxRequestBytes lets a request carry the largest module (0: the API's
 // default).
 func (x *executorTypes) maxRequestBytes() int {
-	if x == nil || x.modules == nil {
+	if x == nil || !x.cfg.wasm() {
 		return 0
 	}
-	return max(x.modules.MaxBytes()+1<<20, 4<<20)
+	return max(x.cfg.WasmMaxModuleMB<<20+1<<20, 4<<20)
 }
 
 // close releases the wasm runtimes.
 func (x *executorTypes) close() {
-	if x != nil && x.wasm != nil {
+	if x == nil {
+		return
+	}
+	if x.wasm != nil {
 		_ = x.wasm.Close(context.Background())
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, wt := range x.wasmByNS {
+		_ = wt.Close(context.Background())
 	}
 }

@@ -157,7 +157,7 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	d.api, err = server.New(server.Config{
 		Namespaces: d.managers, DefaultNamespace: c.Namespaces[0], Tokens: tokens,
 		Logger:      log.With("component", "api"),
-		WasmModules: d.xt.moduleStore(), MaxRequestBytes: d.xt.maxRequestBytes(),
+		WasmModules: d.moduleStore, MaxRequestBytes: d.xt.maxRequestBytes(),
 	})
 	if err != nil {
 		d.stopManagers(time.Second)
@@ -278,7 +278,7 @@ func (d *daemon) newManager(ns string, o *options, extra ...job.ManagerOption) (
 		opts = append(opts, job.WithLabels(c.Labels...))
 	}
 	if d.xt != nil { // issue 22
-		xo, err := d.xt.forNamespace(ns)
+		xo, err := d.xt.forNamespace(ns, d.stores.byNS[ns])
 		if err != nil {
 			return nil, err
 		}
@@ -305,6 +305,17 @@ func (d *daemon) newManager(ns string, o *options, extra ...job.ManagerOption) (
 		}
 	}
 	return m, nil
+}
+
+// moduleStore returns where the namespace served by m keeps uploaded
+// Wasm modules (issue 22).
+func (d *daemon) moduleStore(m *job.Manager) server.ModuleStore {
+	for ns, mm := range d.managers {
+		if mm == m {
+			return d.xt.moduleStore(ns)
+		}
+	}
+	return nil
 }
 
 // gate refuses new API calls once the drain began, in the protocol of the
