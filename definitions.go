@@ -116,11 +116,15 @@ func (m *Manager) PutDefinition(ctx context.Context, d Definition, ifVersion int
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("job: put definition: %w: %w", ErrInvalidJob, err)
 	}
+	if err := m.checkPutExecutor(&d); err != nil {
+		return nil, fmt.Errorf("job: put definition: %w", err)
+	}
 	got, err := m.store.PutDefinition(ctx, &store.PutDefinitionParams{Definition: &d, IfVersion: ifVersion, Now: m.clock.Now()})
 	m.defs.forget(d.Kind)
 	if err != nil {
 		return nil, fmt.Errorf("job: put definition %q: %w", d.Kind, err)
 	}
+	m.definitionChanged(got.Kind, got)
 	return got, nil
 }
 
@@ -158,6 +162,7 @@ func (m *Manager) DeleteDefinition(ctx context.Context, kind string, ifVersion i
 	if err != nil {
 		return fmt.Errorf("job: delete definition %q: %w", kind, err)
 	}
+	m.definitionChanged(kind, nil)
 	return nil
 }
 

@@ -41,6 +41,13 @@ type Job struct {
 	calendar  string
 	calPolicy CalendarPolicy
 
+	// A job built from a stored definition naming an executor type
+	// (executortypes.go): the type, and the definition's version and
+	// update time it was built from. execType is "" for a Go function.
+	execType   string
+	defVersion int64
+	defUpdated time.Time
+
 	onStateChange func(Instance, State)
 	onComplete    func(Instance, []any)
 	onTerminate   func(Instance, error)

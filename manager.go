@@ -63,6 +63,7 @@ type Manager struct {
 
 	enq          enqueuer // ScheduleJob's group commit
 	defs         defCache // jobs built from stored definitions (definitions.go)
+	xs           execSync // kinds run by executor types (executortypes.go)
 	pool         *pool
 	active       activeSet
 	finishMu     sync.RWMutex // guards finishCh against sends after close
@@ -168,6 +169,9 @@ func (m *Manager) RegisterJob(j *Job) error {
 	if j == nil {
 		return fmt.Errorf("%w: nil job", ErrInvalidJob)
 	}
+	if err := m.checkDataConflict(j); err != nil {
+		return err
+	}
 	if err := m.reg.add(j); err != nil {
 		return err
 	}
@@ -269,6 +273,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.running = true
 	m.stopCh = make(chan struct{})
+	if err := m.startExecutors(ctx); err != nil {
+		m.running = false
+		return err
+	}
 	m.runCtx, m.runCancel = context.WithCancelCause(context.Background())
 	m.finishCh = make(chan *finishReq, 4*m.cfg.finishBatch)
 	m.writeCtx, m.writeCancel = context.WithCancel(context.Background())

@@ -82,6 +82,10 @@ type config struct {
 	heartbeat, deadAfter, maxSkew time.Duration
 	middleware                    []Middleware // WithMiddleware (middleware.go)
 	obs                           observers    // WithObserver (observe.go)
+	// Executor types (issue 22, executortypes.go): WithExecutorTypes and
+	// how often the stored definitions are read.
+	execTypes map[string]ExecutorType
+	execSync  time.Duration
 }
 
 // ManagerOption configures a Manager.
@@ -324,6 +328,9 @@ func WithPruneInterval(d time.Duration) ManagerOption {
 }
 
 func (c *config) defaults() {
+	if c.execSync == 0 {
+		c.execSync = DefaultExecutorSync
+	}
 	if !c.workersSet {
 		c.workers = DefaultWorkers
 	}

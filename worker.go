@@ -370,7 +370,7 @@ func (m *Manager) outcome(a *attempt, results []any, err, cause error) store.Out
 			if a.job != nil {
 				backoff = a.job.backoff
 			}
-			out.State, out.RunAt = store.Scheduled, now.Add(backoff(a.rec.Attempt))
+			out.State, out.RunAt = store.Scheduled, now.Add(retryAfterDelay(err, backoff(a.rec.Attempt)))
 		}
 	}
 	return out

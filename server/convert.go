@@ -339,6 +339,7 @@ func definitionToProto(d *store.Definition) *pb.Definition {
 	if d.Unique != nil {
 		out.Unique = &pb.UniquePolicy{By: uniqueBys[d.Unique.By], Ttl: dur(d.Unique.TTL)}
 	}
+	out.Executor = executorToProto(d.Executor)
 	return out
 }
 
@@ -355,6 +356,7 @@ func definitionFromProto(p *pb.Definition) (store.Definition, error) {
 		MaxRetries:  int(p.GetMaxRetries()),
 		Labels:      p.GetLabels(),
 		Description: p.GetDescription(),
+		Executor:    executorFromProto(p.GetExecutor()),
 	}
 	var err error
 	if d.Timeout, err = fromDur("definition.timeout", p.GetTimeout()); err != nil {

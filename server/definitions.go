@@ -7,20 +7,26 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/jobkit/job"
 	pb "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/store"
 )
 
 // definitionService implements jobkitv1connect.DefinitionServiceHandler
 // on the namespace's manager.
-type definitionService struct{}
+type definitionService struct {
+	modules func(*job.Manager) ModuleStore // nil: no module uploads (see Config.WasmModules)
+}
 
 // CreateDefinition implements DefinitionService.CreateDefinition: a kind
 // that has a definition already is AlreadyExists.
-func (definitionService) CreateDefinition(ctx context.Context, req *connect.Request[pb.CreateDefinitionRequest]) (*connect.Response[pb.CreateDefinitionResponse], error) {
+func (s definitionService) CreateDefinition(ctx context.Context, req *connect.Request[pb.CreateDefinitionRequest]) (*connect.Response[pb.CreateDefinitionResponse], error) {
 	d, err := definitionFromProto(req.Msg.GetDefinition())
 	if err != nil {
 		return nil, toConnect(err)
+	}
+	if err := s.attachModule(ctx, &d, req.Msg.GetWasmModule()); err != nil {
+		return nil, err
 	}
 	got, err := managerOf(ctx).PutDefinition(ctx, d, 0)
 	if errors.Is(err, store.ErrConflict) {
@@ -69,10 +75,13 @@ func (definitionService) ListDefinitions(ctx context.Context, req *connect.Reque
 // UpdateDefinition implements DefinitionService.UpdateDefinition: NotFound
 // when the kind has no definition, FailedPrecondition when if_version is
 // set and the stored version differs.
-func (definitionService) UpdateDefinition(ctx context.Context, req *connect.Request[pb.UpdateDefinitionRequest]) (*connect.Response[pb.UpdateDefinitionResponse], error) {
+func (s definitionService) UpdateDefinition(ctx context.Context, req *connect.Request[pb.UpdateDefinitionRequest]) (*connect.Response[pb.UpdateDefinitionResponse], error) {
 	d, err := definitionFromProto(req.Msg.GetDefinition())
 	if err != nil {
 		return nil, toConnect(err)
+	}
+	if err := s.attachModule(ctx, &d, req.Msg.GetWasmModule()); err != nil {
+		return nil, err
 	}
 	if req.Msg.GetIfVersion() < 0 {
 		return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0 to replace whatever is stored", req.Msg.GetIfVersion()))

@@ -7,6 +7,7 @@ go 1.26.0
 replace (
 	github.com/jobkit/job => ..
 	github.com/jobkit/job/api => ../api
+	github.com/jobkit/job/executors => ../executors
 	github.com/jobkit/job/icalimport => ../icalimport
 	github.com/jobkit/job/metrics => ../metrics
 	github.com/jobkit/job/otel => ../otel
@@ -26,6 +27,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jobkit/job v0.0.0
 	github.com/jobkit/job/api v0.0.0
+	github.com/jobkit/job/executors v0.0.0
 	github.com/jobkit/job/metrics v0.0.0
 	github.com/jobkit/job/otel v0.0.0
 	github.com/jobkit/job/store/etcdstore v0.0.0
@@ -73,6 +75,7 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
+	github.com/tetratelabs/wazero v1.12.0 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect

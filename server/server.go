@@ -52,6 +52,19 @@ type Config struct {
 	// Logger receives the server's own log lines (denied calls, internal
 	// errors); nil means slog.Default().
 	Logger *slog.Logger
+	// WasmModules, when set, returns where the namespace served by a
+	// manager keeps the WebAssembly modules sent with a definition
+	// (CreateDefinitionRequest.wasm_module, issue 22); nil (or a nil
+	// store) refuses such requests.
+	WasmModules func(m *job.Manager) ModuleStore
+}
+
+// ModuleStore keeps WebAssembly modules by content hash (the wasm
+// executor's DirModules is one).
+type ModuleStore interface {
+	// Put checks and stores a module and returns its reference
+	// ("sha256:<hex>").
+	Put(module []byte) (ref string, err error)
 }
 
 // Role is what a token may do: RoleViewer reads; RoleOperator also schedules, cancels,
@@ -159,7 +172,7 @@ func New(cfg Config) (*Server, error) {
 		connect.WithCodec(strictJSON{"json; charset=utf-8"}),
 	}
 	s.mux.Handle(jobkitv1connect.NewJobServiceHandler(jobService{s}, opts...))
-	s.mux.Handle(jobkitv1connect.NewDefinitionServiceHandler(definitionService{}, opts...))
+	s.mux.Handle(jobkitv1connect.NewDefinitionServiceHandler(definitionService{modules: cfg.WasmModules}, opts...))
 	s.mux.Handle(jobkitv1connect.NewTriggerServiceHandler(triggerService{}, opts...))
 	s.mux.Handle(jobkitv1connect.NewQueueServiceHandler(queueService{}, opts...))
 	s.mux.Handle(jobkitv1connect.NewNodeServiceHandler(nodeService{}, opts...))

@@ -174,6 +174,11 @@ type Definition struct {
 	Labels []string `json:"labels,omitempty"`
 	// Description is free text for people.
 	Description string `json:"description,omitempty"`
+	// Executor, when set, names the built-in executor type that runs the
+	// kind (webhook, command, wasm) and its configuration, so managers
+	// that enable the type run it with no Go code (issue 22). Nil: the
+	// kind is run by a Go function registered under it.
+	Executor *ExecutorSpec `json:"executor,omitempty"`
 
 	// Version is assigned by the store: 1 when created, one more on each
 	// update. PutDefinitionParams.IfVersion and
@@ -315,6 +320,9 @@ func (d *Definition) Validate() error {
 	if err := d.Unique.Validate(); err != nil {
 		return wrap(err)
 	}
+	if err := d.Executor.Validate(); err != nil {
+		return wrap(err)
+	}
 	seen := make(map[string]bool, len(d.Labels))
 	for _, l := range d.Labels {
 		if err := ValidateLabel(l); err != nil {
@@ -373,5 +381,6 @@ func (d *Definition) Clone() *Definition {
 		u := *d.Unique
 		c.Unique = &u
 	}
+	c.Executor = d.Executor.Clone()
 	return &c
 }

@@ -89,6 +89,15 @@ func (v *versioned) definition(kind string) (*store.Definition, error) {
 		return nil, fmt.Errorf("pgstore: definition %q: %v: %w", kind, err, store.ErrCorrupt)
 	}
 	d.Kind, d.Version, d.CreatedAt, d.UpdatedAt = kind, v.version, fromNanos(v.created), fromNanos(v.updated)
+	if d.Executor != nil && len(d.Executor.Config) > 0 {
+		// jsonb keeps its own key order and spacing: back to the
+		// canonical form the definition was validated in.
+		c, err := store.CanonicalJSON(d.Executor.Config)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: definition %q: executor config: %v: %w", kind, err, store.ErrCorrupt)
+		}
+		d.Executor.Config = c
+	}
 	return d, nil
 }
 

@@ -128,6 +128,7 @@ func Run(t *testing.T, h Harness) {
 		{"DefinitionsInvalid", testDefinitionsInvalid},
 		{"DefinitionsList", testDefinitionsList},
 		{"DefinitionsShared", testDefinitionsShared},
+		{"DefinitionsExecutor", testDefinitionsExecutor},
 		{"Events", testEvents},
 		{"Nodes", runNodes},
 		{"ClaimKinds", testClaimKinds}, {"ClaimLabels", testClaimLabels}, {"ClaimLanesNextRunAt", testClaimLanesNextRunAt}, {"QueuePause", testQueuePause}, {"ClaimsInvalid", testClaimsInvalid},

@@ -108,9 +108,12 @@ func (f *defFlags) apply(cmd *cobra.Command, d *jobkitv1.Definition) error {
 func newDefinitionsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "definitions", Aliases: []string{"defs"}, Short: "Create, show, list, update and delete job definitions (kinds' policies as data)"}
 	var cf defFlags
+	var cx execFlags
 	create := &cobra.Command{
 		Use: "create KIND", Short: "Store a new definition", Args: exactArgs("KIND"),
-		Example: `  jobctl definitions create mail --queue mail --retries 5 --timeout 30s`,
+		Example: `  jobctl definitions create mail --queue mail --retries 5 --timeout 30s
+  jobctl definitions create notify --executor webhook --config '{"url": "https://hooks.example.com/x", "secret_ref": "hook-key"}'
+  jobctl definitions create greet --executor wasm --wasm-file greet.wasm`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d := &jobkitv1.Definition{}
 			if cf.file != "" {
@@ -122,8 +125,12 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 			if err := cf.apply(cmd, d); err != nil {
 				return err
 			}
+			module, err := cx.apply(cmd, d)
+			if err != nil {
+				return err
+			}
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				got, err := c.CreateDefinition(ctx, d)
+				got, err := createDefinition(ctx, c, d, module)
 				if err != nil {
 					return err
 				}
@@ -132,8 +139,10 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 		},
 	}
 	cf.add(create, false)
+	cx.add(create)
 
 	var uf defFlags
+	var ux execFlags
 	update := &cobra.Command{
 		Use: "update KIND", Short: "Change a stored definition (the fields given; the rest kept)", Args: exactArgs("KIND"),
 		Example: `  jobctl definitions update mail --retries 10`,
@@ -157,7 +166,11 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 				if err := uf.apply(cmd, d); err != nil {
 					return err
 				}
-				got, err := c.UpdateDefinition(ctx, d, ifVersion)
+				module, err := ux.apply(cmd, d)
+				if err != nil {
+					return err
+				}
+				got, err := updateDefinition(ctx, c, d, ifVersion, module)
 				if err != nil {
 					return err
 				}
@@ -166,6 +179,7 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 		},
 	}
 	uf.add(update, true)
+	ux.add(update)
 
 	var (
 		pageSize  int
@@ -214,7 +228,7 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 				return printDefinitions(g, &jobkitv1.GetDefinitionResponse{Definition: d}, d)
 			})
 		},
-	}, list, update, del)
+	}, list, update, del, newDefinitionTestCmd(g))
 	return cmd
 }
 
@@ -223,10 +237,23 @@ func printDefinitions(g *globals, res protoMsg, ds ...*jobkitv1.Definition) erro
 	if pr.structured() {
 		return pr.message(res, false)
 	}
-	t := newTable(pr.w, "KIND", "QUEUE", "PRIORITY", "RETRIES", "TIMEOUT", "LABELS", "VERSION")
+	// The EXECUTOR column (issue 22) only when a definition has one.
+	withExec := false
 	for _, d := range ds {
-		t.row(d.GetKind(), d.GetQueue(), strconv.Itoa(int(d.GetPriority())), strconv.Itoa(int(d.GetMaxRetries())),
-			dur(d.GetTimeout()), orDash(strings.Join(d.GetLabels(), ",")), i64(d.GetVersion()))
+		withExec = withExec || d.GetExecutor() != nil
+	}
+	cols := []string{"KIND", "QUEUE", "PRIORITY", "RETRIES", "TIMEOUT", "LABELS", "VERSION"}
+	if withExec {
+		cols = append(cols, "EXECUTOR")
+	}
+	t := newTable(pr.w, cols...)
+	for _, d := range ds {
+		row := []string{d.GetKind(), d.GetQueue(), strconv.Itoa(int(d.GetPriority())), strconv.Itoa(int(d.GetMaxRetries())),
+			dur(d.GetTimeout()), orDash(strings.Join(d.GetLabels(), ",")), i64(d.GetVersion())}
+		if withExec {
+			row = append(row, orDash(d.GetExecutor().GetType()))
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }

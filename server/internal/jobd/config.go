@@ -82,6 +82,11 @@ type Config struct {
 
 	LogLevel  string
 	LogFormat string
+
+	// >>> issue 22: executors as data — the built-in executor types this
+	// node enables, with their allowlists (executors.go).
+	Executors ExecutorsConfig
+	// <<< issue 22
 }
 
 // bindGlobal defines the flags every command takes: the configuration
@@ -113,6 +118,7 @@ func bindServe(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.TokensFile, "tokens-file", "", "YAML list of accepted tokens ({name, sha256, role, namespaces}); turns authentication on")
 	fs.BoolVar(&c.Insecure, "insecure", false, "allow a non-loopback --listen without TLS or tokens")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "how long SIGTERM waits for running attempts and calls in flight")
+	bindExecutors(fs, &c.Executors) // issue 22
 }
 
 // envName is the environment variable of a flag.
@@ -309,5 +315,5 @@ func (c *Config) validateServe() error {
 	if c.Listen == "" {
 		return usagef("--listen: give an address such as 127.0.0.1:8080")
 	}
-	return nil
+	return c.Executors.validate(c.Namespaces) // issue 22
 }

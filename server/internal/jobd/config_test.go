@@ -76,6 +76,18 @@ func TestPrecedence(t *testing.T) {
 		{"drain-timeout", "5s", "6s", "7s", func(c *Config) any { return c.DrainTimeout }, 5 * time.Second, 6 * time.Second, 7 * time.Second},
 		{"log-level", "debug", "warn", "error", func(c *Config) any { return c.LogLevel }, "debug", "warn", "error"},
 		{"log-format", "json", "text", "json", func(c *Config) any { return c.LogFormat }, "json", "text", "json"},
+		// issue 22: executors as data
+		{"webhook", "true", "false", "true", func(c *Config) any { return c.Executors.Webhook }, true, false, true},
+		{"webhook-allow", "[10.0.0.0/8]", "a.example,b.example", "ns=c.example", func(c *Config) any { return c.Executors.WebhookAllow }, []string{"10.0.0.0/8"}, []string{"a.example", "b.example"}, []string{"ns=c.example"}},
+		{"webhook-strict", "true", "false", "true", func(c *Config) any { return c.Executors.WebhookStrict }, true, false, true},
+		{"command-allow", "[/bin/a]", "/bin/b,/bin/c", "/bin/d", func(c *Config) any { return c.Executors.CommandAllow }, []string{"/bin/a"}, []string{"/bin/b", "/bin/c"}, []string{"/bin/d"}},
+		{"wasm", "true", "false", "true", func(c *Config) any { return c.Executors.Wasm }, true, false, true},
+		{"wasm-modules", "/m1", "/m2", "/m3", func(c *Config) any { return c.Executors.WasmModules }, "/m1", "/m2", "/m3"},
+		{"wasm-max-module-mb", "1", "2", "3", func(c *Config) any { return c.Executors.WasmMaxModuleMB }, 1, 2, 3},
+		{"wasm-max-memory-mb", "4", "5", "6", func(c *Config) any { return c.Executors.WasmMaxMemoryMB }, 4, 5, 6},
+		{"wasm-allow-dir", "[/d1]", "/d2,/d3", "/d4", func(c *Config) any { return c.Executors.WasmAllowDirs }, []string{"/d1"}, []string{"/d2", "/d3"}, []string{"/d4"}},
+		{"wasm-cache-dir", "/c1", "/c2", "/c3", func(c *Config) any { return c.Executors.WasmCacheDir }, "/c1", "/c2", "/c3"},
+		{"secrets-dir", "/s1", "/s2", "/s3", func(c *Config) any { return c.Executors.SecretsDir }, "/s1", "/s2", "/s3"},
 	}
 	// Every flag of jobd is in the table.
 	seen := map[string]bool{"config": true, "help": true}

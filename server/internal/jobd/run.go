@@ -47,6 +47,7 @@ type daemon struct {
 	streams      context.Context
 	cancelStream context.CancelFunc
 	errWriter    *connect.ErrorWriter
+	xt           *executorTypes // issue 22: built-in executor types; nil when none
 }
 
 // serve runs jobd until ctx ends, then drains: the API stops taking new
@@ -103,6 +104,14 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	defer st.close()
 
 	d := &daemon{cfg: c, log: log, stores: st, managers: make(map[string]*job.Manager, len(c.Namespaces)), errWriter: connect.NewErrorWriter()}
+	// Issue 22: the built-in executor types the flags enable.
+	if d.xt, err = newExecutorTypes(&c.Executors); err != nil {
+		return err
+	}
+	defer d.xt.close()
+	if d.xt != nil && c.Workers == 0 {
+		log.Warn("executor types are enabled but --workers is 0: this node runs none of their jobs")
+	}
 	d.streams, d.cancelStream = context.WithCancel(context.WithoutCancel(ctx))
 	defer d.cancelStream()
 	// The metrics: one Collector per namespace's manager, told apart by a
@@ -147,7 +156,8 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	}
 	d.api, err = server.New(server.Config{
 		Namespaces: d.managers, DefaultNamespace: c.Namespaces[0], Tokens: tokens,
-		Logger: log.With("component", "api"),
+		Logger:      log.With("component", "api"),
+		WasmModules: d.moduleStore, MaxRequestBytes: d.xt.maxRequestBytes(),
 	})
 	if err != nil {
 		d.stopManagers(time.Second)
@@ -267,6 +277,13 @@ func (d *daemon) newManager(ns string, o *options, extra ...job.ManagerOption) (
 	if len(c.Labels) > 0 {
 		opts = append(opts, job.WithLabels(c.Labels...))
 	}
+	if d.xt != nil { // issue 22
+		xo, err := d.xt.forNamespace(ns, d.stores.byNS[ns])
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, xo)
+	}
 	opts = append(opts, extra...)
 	opts = append(opts, o.managerOpts...)
 	m, err := job.NewManager(opts...)
@@ -288,6 +305,17 @@ func (d *daemon) newManager(ns string, o *options, extra ...job.ManagerOption) (
 		}
 	}
 	return m, nil
+}
+
+// moduleStore returns where the namespace served by m keeps uploaded
+// Wasm modules (issue 22).
+func (d *daemon) moduleStore(m *job.Manager) server.ModuleStore {
+	for ns, mm := range d.managers {
+		if mm == m {
+			return d.xt.moduleStore(ns)
+		}
+	}
+	return nil
 }
 
 // gate refuses new API calls once the drain began, in the protocol of the

@@ -24,7 +24,11 @@ const (
 type CreateDefinitionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// version, created_at and updated_at are ignored.
-	Definition    *Definition `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
+	Definition *Definition `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
+	// A WebAssembly module for a wasm executor: the receiving jobd stores it
+	// by content hash (size-limited, --wasm-modules) and sets the config's
+	// "module" to its reference ("sha256:...").
+	WasmModule    []byte `protobuf:"bytes,2,opt,name=wasm_module,json=wasmModule,proto3" json:"wasm_module,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -62,6 +66,13 @@ func (*CreateDefinitionRequest) Descriptor() ([]byte, []int) {
 func (x *CreateDefinitionRequest) GetDefinition() *Definition {
 	if x != nil {
 		return x.Definition
+	}
+	return nil
+}
+
+func (x *CreateDefinitionRequest) GetWasmModule() []byte {
+	if x != nil {
+		return x.WasmModule
 	}
 	return nil
 }
@@ -307,7 +318,9 @@ type UpdateDefinitionRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Definition *Definition            `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
 	// The version read; 0 replaces whatever version is stored.
-	IfVersion     int64 `protobuf:"varint,2,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
+	IfVersion int64 `protobuf:"varint,2,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
+	// As in CreateDefinitionRequest.
+	WasmModule    []byte `protobuf:"bytes,3,opt,name=wasm_module,json=wasmModule,proto3" json:"wasm_module,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -354,6 +367,13 @@ func (x *UpdateDefinitionRequest) GetIfVersion() int64 {
 		return x.IfVersion
 	}
 	return 0
+}
+
+func (x *UpdateDefinitionRequest) GetWasmModule() []byte {
+	if x != nil {
+		return x.WasmModule
+	}
+	return nil
 }
 
 type UpdateDefinitionResponse struct {
@@ -493,11 +513,13 @@ var File_jobkit_v1_definitions_proto protoreflect.FileDescriptor
 
 const file_jobkit_v1_definitions_proto_rawDesc = "" +
 	"\n" +
-	"\x1bjobkit/v1/definitions.proto\x12\tjobkit.v1\x1a\x15jobkit/v1/types.proto\"P\n" +
+	"\x1bjobkit/v1/definitions.proto\x12\tjobkit.v1\x1a\x15jobkit/v1/types.proto\"q\n" +
 	"\x17CreateDefinitionRequest\x125\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x15.jobkit.v1.DefinitionR\n" +
-	"definition\"Q\n" +
+	"definition\x12\x1f\n" +
+	"\vwasm_module\x18\x02 \x01(\fR\n" +
+	"wasmModule\"Q\n" +
 	"\x18CreateDefinitionResponse\x125\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x15.jobkit.v1.DefinitionR\n" +
@@ -514,13 +536,15 @@ const file_jobkit_v1_definitions_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"z\n" +
 	"\x17ListDefinitionsResponse\x127\n" +
 	"\vdefinitions\x18\x01 \x03(\v2\x15.jobkit.v1.DefinitionR\vdefinitions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"o\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x90\x01\n" +
 	"\x17UpdateDefinitionRequest\x125\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x15.jobkit.v1.DefinitionR\n" +
 	"definition\x12\x1d\n" +
 	"\n" +
-	"if_version\x18\x02 \x01(\x03R\tifVersion\"Q\n" +
+	"if_version\x18\x02 \x01(\x03R\tifVersion\x12\x1f\n" +
+	"\vwasm_module\x18\x03 \x01(\fR\n" +
+	"wasmModule\"Q\n" +
 	"\x18UpdateDefinitionResponse\x125\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x15.jobkit.v1.DefinitionR\n" +

@@ -1367,9 +1367,12 @@ type Definition struct {
 	Labels      []string `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty"`
 	Description string   `protobuf:"bytes,9,opt,name=description,proto3" json:"description,omitempty"`
 	// Assigned by the store: 1 when created, one more on each update.
-	Version       int64                  `protobuf:"varint,10,opt,name=version,proto3" json:"version,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Version   int64                  `protobuf:"varint,10,opt,name=version,proto3" json:"version,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The built-in executor type that runs the kind (issue 22); unset: a Go
+	// function registered under the kind runs it.
+	Executor      *ExecutorSpec `protobuf:"bytes,13,opt,name=executor,proto3" json:"executor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1488,6 +1491,70 @@ func (x *Definition) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Definition) GetExecutor() *ExecutorSpec {
+	if x != nil {
+		return x.Executor
+	}
+	return nil
+}
+
+// ExecutorSpec names a built-in executor type and its configuration
+// (doc/executors.md). A config never holds a secret's value, only the
+// names of secrets each node resolves.
+type ExecutorSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "webhook", "command" or "wasm".
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// The type's config, a JSON object of at most 64 KiB.
+	ConfigJson    string `protobuf:"bytes,2,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecutorSpec) Reset() {
+	*x = ExecutorSpec{}
+	mi := &file_jobkit_v1_types_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecutorSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecutorSpec) ProtoMessage() {}
+
+func (x *ExecutorSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_types_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecutorSpec.ProtoReflect.Descriptor instead.
+func (*ExecutorSpec) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ExecutorSpec) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ExecutorSpec) GetConfigJson() string {
+	if x != nil {
+		return x.ConfigJson
+	}
+	return ""
+}
+
 // Trigger schedules instances of a kind on a cron schedule or at a fixed
 // interval, once per tick across the cluster.
 type Trigger struct {
@@ -1531,7 +1598,7 @@ type Trigger struct {
 
 func (x *Trigger) Reset() {
 	*x = Trigger{}
-	mi := &file_jobkit_v1_types_proto_msgTypes[8]
+	mi := &file_jobkit_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1610,7 @@ func (x *Trigger) String() string {
 func (*Trigger) ProtoMessage() {}
 
 func (x *Trigger) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_types_proto_msgTypes[8]
+	mi := &file_jobkit_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1623,7 @@ func (x *Trigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trigger.ProtoReflect.Descriptor instead.
 func (*Trigger) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Trigger) GetName() string {
@@ -1715,7 +1782,7 @@ type StateCounts struct {
 
 func (x *StateCounts) Reset() {
 	*x = StateCounts{}
-	mi := &file_jobkit_v1_types_proto_msgTypes[9]
+	mi := &file_jobkit_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +1794,7 @@ func (x *StateCounts) String() string {
 func (*StateCounts) ProtoMessage() {}
 
 func (x *StateCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_types_proto_msgTypes[9]
+	mi := &file_jobkit_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +1807,7 @@ func (x *StateCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCounts.ProtoReflect.Descriptor instead.
 func (*StateCounts) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StateCounts) GetCreated() int64 {
@@ -1809,7 +1876,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_jobkit_v1_types_proto_msgTypes[10]
+	mi := &file_jobkit_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +1888,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_types_proto_msgTypes[10]
+	mi := &file_jobkit_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +1901,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Queue) GetName() string {
@@ -1885,7 +1952,7 @@ type Kind struct {
 
 func (x *Kind) Reset() {
 	*x = Kind{}
-	mi := &file_jobkit_v1_types_proto_msgTypes[11]
+	mi := &file_jobkit_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +1964,7 @@ func (x *Kind) String() string {
 func (*Kind) ProtoMessage() {}
 
 func (x *Kind) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_types_proto_msgTypes[11]
+	mi := &file_jobkit_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +1977,7 @@ func (x *Kind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Kind.ProtoReflect.Descriptor instead.
 func (*Kind) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Kind) GetName() string {
@@ -1970,7 +2037,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_jobkit_v1_types_proto_msgTypes[12]
+	mi := &file_jobkit_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2049,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_types_proto_msgTypes[12]
+	mi := &file_jobkit_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2062,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Node) GetId() string {
@@ -2104,7 +2171,7 @@ type BulkResult struct {
 
 func (x *BulkResult) Reset() {
 	*x = BulkResult{}
-	mi := &file_jobkit_v1_types_proto_msgTypes[13]
+	mi := &file_jobkit_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2183,7 @@ func (x *BulkResult) String() string {
 func (*BulkResult) ProtoMessage() {}
 
 func (x *BulkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_types_proto_msgTypes[13]
+	mi := &file_jobkit_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2196,7 @@ func (x *BulkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkResult.ProtoReflect.Descriptor instead.
 func (*BulkResult) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BulkResult) GetMatched() int64 {
@@ -2165,7 +2232,7 @@ type ItemError struct {
 
 func (x *ItemError) Reset() {
 	*x = ItemError{}
-	mi := &file_jobkit_v1_types_proto_msgTypes[14]
+	mi := &file_jobkit_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2177,7 +2244,7 @@ func (x *ItemError) String() string {
 func (*ItemError) ProtoMessage() {}
 
 func (x *ItemError) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_types_proto_msgTypes[14]
+	mi := &file_jobkit_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2190,7 +2257,7 @@ func (x *ItemError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemError.ProtoReflect.Descriptor instead.
 func (*ItemError) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ItemError) GetCode() string {
@@ -2307,7 +2374,7 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"`\n" +
 	"\fUniquePolicy\x12#\n" +
 	"\x02by\x18\x01 \x01(\x0e2\x13.jobkit.v1.UniqueByR\x02by\x12+\n" +
-	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\xd1\x03\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\x86\x04\n" +
 	"\n" +
 	"Definition\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
@@ -2325,7 +2392,12 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xea\x06\n" +
+	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x123\n" +
+	"\bexecutor\x18\r \x01(\v2\x17.jobkit.v1.ExecutorSpecR\bexecutor\"C\n" +
+	"\fExecutorSpec\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1f\n" +
+	"\vconfig_json\x18\x02 \x01(\tR\n" +
+	"configJson\"\xea\x06\n" +
 	"\aTrigger\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1b\n" +
@@ -2455,7 +2527,7 @@ func file_jobkit_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_jobkit_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_jobkit_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_jobkit_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_jobkit_v1_types_proto_goTypes = []any{
 	(State)(0),                    // 0: jobkit.v1.State
 	(LogLevel)(0),                 // 1: jobkit.v1.LogLevel
@@ -2473,73 +2545,75 @@ var file_jobkit_v1_types_proto_goTypes = []any{
 	(*Backoff)(nil),               // 13: jobkit.v1.Backoff
 	(*UniquePolicy)(nil),          // 14: jobkit.v1.UniquePolicy
 	(*Definition)(nil),            // 15: jobkit.v1.Definition
-	(*Trigger)(nil),               // 16: jobkit.v1.Trigger
-	(*StateCounts)(nil),           // 17: jobkit.v1.StateCounts
-	(*Queue)(nil),                 // 18: jobkit.v1.Queue
-	(*Kind)(nil),                  // 19: jobkit.v1.Kind
-	(*Node)(nil),                  // 20: jobkit.v1.Node
-	(*BulkResult)(nil),            // 21: jobkit.v1.BulkResult
-	(*ItemError)(nil),             // 22: jobkit.v1.ItemError
-	nil,                           // 23: jobkit.v1.Instance.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(*ExecutorSpec)(nil),          // 16: jobkit.v1.ExecutorSpec
+	(*Trigger)(nil),               // 17: jobkit.v1.Trigger
+	(*StateCounts)(nil),           // 18: jobkit.v1.StateCounts
+	(*Queue)(nil),                 // 19: jobkit.v1.Queue
+	(*Kind)(nil),                  // 20: jobkit.v1.Kind
+	(*Node)(nil),                  // 21: jobkit.v1.Node
+	(*BulkResult)(nil),            // 22: jobkit.v1.BulkResult
+	(*ItemError)(nil),             // 23: jobkit.v1.ItemError
+	nil,                           // 24: jobkit.v1.Instance.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
 }
 var file_jobkit_v1_types_proto_depIdxs = []int32{
 	0,  // 0: jobkit.v1.Instance.state:type_name -> jobkit.v1.State
-	24, // 1: jobkit.v1.Instance.run_at:type_name -> google.protobuf.Timestamp
-	25, // 2: jobkit.v1.Instance.timeout:type_name -> google.protobuf.Duration
-	24, // 3: jobkit.v1.Instance.unique_until:type_name -> google.protobuf.Timestamp
-	24, // 4: jobkit.v1.Instance.lease_until:type_name -> google.protobuf.Timestamp
-	24, // 5: jobkit.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	24, // 6: jobkit.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	24, // 7: jobkit.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	23, // 8: jobkit.v1.Instance.metadata:type_name -> jobkit.v1.Instance.MetadataEntry
-	24, // 9: jobkit.v1.Instance.progress_at:type_name -> google.protobuf.Timestamp
+	25, // 1: jobkit.v1.Instance.run_at:type_name -> google.protobuf.Timestamp
+	26, // 2: jobkit.v1.Instance.timeout:type_name -> google.protobuf.Duration
+	25, // 3: jobkit.v1.Instance.unique_until:type_name -> google.protobuf.Timestamp
+	25, // 4: jobkit.v1.Instance.lease_until:type_name -> google.protobuf.Timestamp
+	25, // 5: jobkit.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	25, // 6: jobkit.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	25, // 7: jobkit.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	24, // 8: jobkit.v1.Instance.metadata:type_name -> jobkit.v1.Instance.MetadataEntry
+	25, // 9: jobkit.v1.Instance.progress_at:type_name -> google.protobuf.Timestamp
 	0,  // 10: jobkit.v1.InstanceFilter.states:type_name -> jobkit.v1.State
-	24, // 11: jobkit.v1.InstanceFilter.created_after:type_name -> google.protobuf.Timestamp
-	24, // 12: jobkit.v1.InstanceFilter.created_before:type_name -> google.protobuf.Timestamp
+	25, // 11: jobkit.v1.InstanceFilter.created_after:type_name -> google.protobuf.Timestamp
+	25, // 12: jobkit.v1.InstanceFilter.created_before:type_name -> google.protobuf.Timestamp
 	0,  // 13: jobkit.v1.StateChange.state:type_name -> jobkit.v1.State
-	24, // 14: jobkit.v1.StateChange.time:type_name -> google.protobuf.Timestamp
+	25, // 14: jobkit.v1.StateChange.time:type_name -> google.protobuf.Timestamp
 	1,  // 15: jobkit.v1.LogRecord.level:type_name -> jobkit.v1.LogLevel
-	24, // 16: jobkit.v1.LogRecord.time:type_name -> google.protobuf.Timestamp
+	25, // 16: jobkit.v1.LogRecord.time:type_name -> google.protobuf.Timestamp
 	0,  // 17: jobkit.v1.Event.state:type_name -> jobkit.v1.State
-	24, // 18: jobkit.v1.Event.time:type_name -> google.protobuf.Timestamp
+	25, // 18: jobkit.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 19: jobkit.v1.Backoff.kind:type_name -> jobkit.v1.BackoffKind
-	25, // 20: jobkit.v1.Backoff.base:type_name -> google.protobuf.Duration
-	25, // 21: jobkit.v1.Backoff.limit:type_name -> google.protobuf.Duration
+	26, // 20: jobkit.v1.Backoff.base:type_name -> google.protobuf.Duration
+	26, // 21: jobkit.v1.Backoff.limit:type_name -> google.protobuf.Duration
 	3,  // 22: jobkit.v1.UniquePolicy.by:type_name -> jobkit.v1.UniqueBy
-	25, // 23: jobkit.v1.UniquePolicy.ttl:type_name -> google.protobuf.Duration
+	26, // 23: jobkit.v1.UniquePolicy.ttl:type_name -> google.protobuf.Duration
 	13, // 24: jobkit.v1.Definition.backoff:type_name -> jobkit.v1.Backoff
-	25, // 25: jobkit.v1.Definition.timeout:type_name -> google.protobuf.Duration
+	26, // 25: jobkit.v1.Definition.timeout:type_name -> google.protobuf.Duration
 	14, // 26: jobkit.v1.Definition.unique:type_name -> jobkit.v1.UniquePolicy
-	24, // 27: jobkit.v1.Definition.created_at:type_name -> google.protobuf.Timestamp
-	24, // 28: jobkit.v1.Definition.updated_at:type_name -> google.protobuf.Timestamp
-	25, // 29: jobkit.v1.Trigger.interval:type_name -> google.protobuf.Duration
-	4,  // 30: jobkit.v1.Trigger.overlap:type_name -> jobkit.v1.OverlapPolicy
-	5,  // 31: jobkit.v1.Trigger.missed:type_name -> jobkit.v1.MissedTickPolicy
-	25, // 32: jobkit.v1.Trigger.catch_up_within:type_name -> google.protobuf.Duration
-	24, // 33: jobkit.v1.Trigger.last_tick:type_name -> google.protobuf.Timestamp
-	24, // 34: jobkit.v1.Trigger.last_skipped:type_name -> google.protobuf.Timestamp
-	24, // 35: jobkit.v1.Trigger.created_at:type_name -> google.protobuf.Timestamp
-	24, // 36: jobkit.v1.Trigger.updated_at:type_name -> google.protobuf.Timestamp
-	24, // 37: jobkit.v1.Trigger.next_fire_times:type_name -> google.protobuf.Timestamp
-	6,  // 38: jobkit.v1.Trigger.calendar_policy:type_name -> jobkit.v1.CalendarPolicy
-	17, // 39: jobkit.v1.Queue.counts:type_name -> jobkit.v1.StateCounts
-	24, // 40: jobkit.v1.Queue.oldest_ready_at:type_name -> google.protobuf.Timestamp
-	25, // 41: jobkit.v1.Queue.lag:type_name -> google.protobuf.Duration
-	17, // 42: jobkit.v1.Kind.counts:type_name -> jobkit.v1.StateCounts
-	24, // 43: jobkit.v1.Kind.oldest_ready_at:type_name -> google.protobuf.Timestamp
-	25, // 44: jobkit.v1.Kind.lag:type_name -> google.protobuf.Duration
-	24, // 45: jobkit.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	24, // 46: jobkit.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
-	25, // 47: jobkit.v1.Node.skew:type_name -> google.protobuf.Duration
-	7,  // 48: jobkit.v1.Node.status:type_name -> jobkit.v1.NodeStatus
-	24, // 49: jobkit.v1.Node.gone_at:type_name -> google.protobuf.Timestamp
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	25, // 27: jobkit.v1.Definition.created_at:type_name -> google.protobuf.Timestamp
+	25, // 28: jobkit.v1.Definition.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 29: jobkit.v1.Definition.executor:type_name -> jobkit.v1.ExecutorSpec
+	26, // 30: jobkit.v1.Trigger.interval:type_name -> google.protobuf.Duration
+	4,  // 31: jobkit.v1.Trigger.overlap:type_name -> jobkit.v1.OverlapPolicy
+	5,  // 32: jobkit.v1.Trigger.missed:type_name -> jobkit.v1.MissedTickPolicy
+	26, // 33: jobkit.v1.Trigger.catch_up_within:type_name -> google.protobuf.Duration
+	25, // 34: jobkit.v1.Trigger.last_tick:type_name -> google.protobuf.Timestamp
+	25, // 35: jobkit.v1.Trigger.last_skipped:type_name -> google.protobuf.Timestamp
+	25, // 36: jobkit.v1.Trigger.created_at:type_name -> google.protobuf.Timestamp
+	25, // 37: jobkit.v1.Trigger.updated_at:type_name -> google.protobuf.Timestamp
+	25, // 38: jobkit.v1.Trigger.next_fire_times:type_name -> google.protobuf.Timestamp
+	6,  // 39: jobkit.v1.Trigger.calendar_policy:type_name -> jobkit.v1.CalendarPolicy
+	18, // 40: jobkit.v1.Queue.counts:type_name -> jobkit.v1.StateCounts
+	25, // 41: jobkit.v1.Queue.oldest_ready_at:type_name -> google.protobuf.Timestamp
+	26, // 42: jobkit.v1.Queue.lag:type_name -> google.protobuf.Duration
+	18, // 43: jobkit.v1.Kind.counts:type_name -> jobkit.v1.StateCounts
+	25, // 44: jobkit.v1.Kind.oldest_ready_at:type_name -> google.protobuf.Timestamp
+	26, // 45: jobkit.v1.Kind.lag:type_name -> google.protobuf.Duration
+	25, // 46: jobkit.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	25, // 47: jobkit.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	26, // 48: jobkit.v1.Node.skew:type_name -> google.protobuf.Duration
+	7,  // 49: jobkit.v1.Node.status:type_name -> jobkit.v1.NodeStatus
+	25, // 50: jobkit.v1.Node.gone_at:type_name -> google.protobuf.Timestamp
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_jobkit_v1_types_proto_init() }
@@ -2553,7 +2627,7 @@ func file_jobkit_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobkit_v1_types_proto_rawDesc), len(file_jobkit_v1_types_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,34 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
+)
+
+// CreateDefinitionWithModule is CreateDefinition for a definition run by
+// the wasm executor, sending the module's bytes: the jobd stores the
+// module by content hash and sets the config's "module" to its reference
+// (issue 22). The jobd must keep modules (--wasm-modules).
+func (c *Client) CreateDefinitionWithModule(ctx context.Context, d *jobkitv1.Definition, module []byte) (*jobkitv1.Definition, error) {
+	op := fmt.Sprintf("create definition %q", d.GetKind())
+	res, err := c.defs.CreateDefinition(ctx, connect.NewRequest(&jobkitv1.CreateDefinitionRequest{Definition: d, WasmModule: module}))
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return res.Msg.GetDefinition(), nil
+}
+
+// UpdateDefinitionWithModule is UpdateDefinition sending a new module, as
+// CreateDefinitionWithModule does.
+func (c *Client) UpdateDefinitionWithModule(ctx context.Context, d *jobkitv1.Definition, ifVersion int64, module []byte) (*jobkitv1.Definition, error) {
+	op := fmt.Sprintf("update definition %q", d.GetKind())
+	res, err := c.defs.UpdateDefinition(ctx, connect.NewRequest(&jobkitv1.UpdateDefinitionRequest{Definition: d, IfVersion: ifVersion, WasmModule: module}))
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return res.Msg.GetDefinition(), nil
+}

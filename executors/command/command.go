@@ -1,0 +1,443 @@
+// Package command is the command executor type: each attempt runs a
+// program from the node's allowlist, in a process group of its own.
+//
+// A definition's config (store.ExecutorSpec.Config):
+//
+//	{
+//	  "argv": ["/usr/bin/pg_dump", "--dbname", "{{index .Args 0}}"],
+//	  "append_args": false,          // append each instance argument to argv
+//	  "shell": false,                // argv[0] is a /bin/sh script; see below
+//	  "env": {"LANG": "C"},
+//	  "env_secrets": {"PGPASSWORD": "db-pass"},   // variable → secret name
+//	  "dir": "/var/backups",
+//	  "grace": "5s",                 // SIGTERM → SIGKILL; default 5s
+//	  "permanent_exit_codes": [2, 64]
+//	}
+//
+// Every argv entry is a text/template over the instance ({{.ID}},
+// {{.Kind}}, {{.Attempt}}, {{index .Args 0}}, {{json .Args}}) and becomes
+// exactly one argument: no shell sees it, so metacharacters in arguments
+// are data. argv[0] must be an absolute path on the node's allowlist.
+// Only with "shell": true does a shell run, and then explicitly:
+// argv[0] is the script (not a template), run as /bin/sh -c script with
+// the other entries as its positional parameters ("$1", ...), and
+// /bin/sh must be on the allowlist.
+//
+// The program gets no environment from the node: PATH, the config's env,
+// the secrets named by env_secrets, and JOBKIT_INSTANCE, JOBKIT_KIND,
+// JOBKIT_ATTEMPT and JOBKIT_ARGS (the arguments as a JSON array). Its
+// stdout and stderr are written to the instance's log line by line
+// (info and warn). Exit status 0 completes the instance with
+// {"exit_code": 0, "output": the last 4 KiB of stdout}; an exit code in
+// permanent_exit_codes ends it (job.Permanent); any other fails the
+// attempt, retried per the job's policy. When the attempt's context ends
+// (timeout, cancel, shutdown) the whole process group gets SIGTERM, then
+// SIGKILL after the grace period; and when the program exits, whatever it
+// left running in its group is killed, so nothing outlives an attempt
+// (a process that moves itself to a group or session of its own escapes
+// this, as from any supervisor without cgroups).
+//
+// The type is disabled unless a node enables it, with an allowlist: jobd
+// --command-allow. The node must also have the labels the definition
+// requires (the engine's label matching).
+package command
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"text/template"
+	"time"
+
+	"github.com/jobkit/job"
+	"github.com/jobkit/job/executors/internal/tmpl"
+	"github.com/jobkit/job/executors/secrets"
+	"github.com/jobkit/job/store"
+)
+
+// Config is a definition's command config; see the package documentation.
+type Config struct {
+	Argv               []string          `json:"argv"`
+	AppendArgs         bool              `json:"append_args,omitempty"`
+	Shell              bool              `json:"shell,omitempty"`
+	Env                map[string]string `json:"env,omitempty"`
+	EnvSecrets         map[string]string `json:"env_secrets,omitempty"`
+	Dir                string            `json:"dir,omitempty"`
+	Grace              string            `json:"grace,omitempty"`
+	PermanentExitCodes []int             `json:"permanent_exit_codes,omitempty"`
+}
+
+// Defaults and bounds.
+const (
+	DefaultGrace = 5 * time.Second
+	// Shell is the program a "shell": true definition runs.
+	Shell        = "/bin/sh"
+	maxArgBytes  = 128 << 10
+	maxLineBytes = 4 << 10
+	maxLogLines  = 10000
+	outputTail   = 4 << 10
+)
+
+// ErrConfig is the error of a config that can work nowhere.
+var ErrConfig = errors.New("command executor: invalid config")
+
+// ErrNotAllowed is the error of a program not on the node's allowlist.
+var ErrNotAllowed = errors.New("command executor: program not allowed")
+
+// Options configure the type on a node.
+type Options struct {
+	// Allow lists the programs definitions may run, as absolute paths
+	// (compared after filepath.Clean, so no symlink resolution). Empty:
+	// every attempt fails with ErrNotAllowed.
+	Allow []string
+	// Secrets resolves env_secrets. Nil: none resolve.
+	Secrets secrets.Resolver
+	// Path is the PATH programs get. Defaults to
+	// /usr/local/bin:/usr/bin:/bin.
+	Path string
+}
+
+// Type is the command executor type; create it with New.
+type Type struct {
+	opts  Options
+	allow map[string]bool
+}
+
+// New returns the command executor type configured by opts.
+func New(opts Options) *Type {
+	if opts.Path == "" {
+		opts.Path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	t := &Type{opts: opts, allow: map[string]bool{}}
+	for _, p := range opts.Allow {
+		t.allow[filepath.Clean(p)] = true
+	}
+	return t
+}
+
+// Type returns store.ExecutorCommand.
+func (*Type) Type() string { return store.ExecutorCommand }
+
+type compiled struct {
+	cfg   Config
+	argv  []*template.Template // argv[1:] (argv[0] too unless shell)
+	grace time.Duration
+}
+
+// ParseConfig decodes and checks a command config; a config that can
+// work nowhere is an error wrapping ErrConfig.
+func ParseConfig(raw []byte) (*Config, error) {
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: %v (fields: argv, append_args, shell, env, env_secrets, dir, grace, permanent_exit_codes)", ErrConfig, err)
+	}
+	if _, err := compile(&c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func compile(c *Config) (*compiled, error) {
+	x := &compiled{cfg: *c, grace: DefaultGrace}
+	if len(c.Argv) == 0 {
+		return nil, fmt.Errorf("%w: no argv; set \"argv\" to the program's absolute path and its arguments", ErrConfig)
+	}
+	if !c.Shell && (!filepath.IsAbs(c.Argv[0]) || strings.Contains(c.Argv[0], "{{")) {
+		return nil, fmt.Errorf("%w: argv[0] %q; want the program's absolute path (no template)", ErrConfig, c.Argv[0])
+	}
+	for i, a := range c.Argv {
+		if i == 0 {
+			continue
+		}
+		t, err := tmpl.Parse(fmt.Sprintf("argv[%d]", i), a, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		x.argv = append(x.argv, t)
+	}
+	for k, v := range c.Env {
+		if err := checkEnv(k, v); err != nil {
+			return nil, err
+		}
+	}
+	for k, name := range c.EnvSecrets {
+		if err := checkEnv(k, ""); err != nil {
+			return nil, err
+		}
+		if err := secrets.CheckName(name); err != nil {
+			return nil, fmt.Errorf("%w: env_secrets %s: %v", ErrConfig, k, err)
+		}
+	}
+	if c.Dir != "" && !filepath.IsAbs(c.Dir) {
+		return nil, fmt.Errorf("%w: dir %q; want an absolute path", ErrConfig, c.Dir)
+	}
+	if c.Grace != "" {
+		d, err := time.ParseDuration(c.Grace)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%w: grace %q; want a Go duration such as \"5s\"", ErrConfig, c.Grace)
+		}
+		x.grace = d
+	}
+	for _, code := range c.PermanentExitCodes {
+		if code < 1 || code > 255 {
+			return nil, fmt.Errorf("%w: permanent exit code %d; want 1 to 255", ErrConfig, code)
+		}
+	}
+	return x, nil
+}
+
+func checkEnv(k, v string) error {
+	if k == "" || strings.ContainsAny(k, "=\x00") || strings.HasPrefix(k, "JOBKIT_") {
+		return fmt.Errorf("%w: environment variable name %q (no '=', NUL or JOBKIT_ prefix)", ErrConfig, k)
+	}
+	if strings.ContainsRune(v, 0) {
+		return fmt.Errorf("%w: environment variable %s holds a NUL byte", ErrConfig, k)
+	}
+	return nil
+}
+
+// New builds the executor of a definition; a config that can work
+// nowhere is an error wrapping ErrConfig. A program this node does not
+// allow fails each attempt (ErrNotAllowed, permanently), since another
+// node may allow it.
+func (t *Type) New(d *job.Definition) (job.DataExecutor, error) {
+	c, err := ParseConfig(d.Executor.Config)
+	if err != nil {
+		return nil, err
+	}
+	x, _ := compile(c)
+	return func(ctx context.Context, inst job.Instance, args []json.RawMessage) (any, error) {
+		return t.run(ctx, x, inst, args)
+	}, nil
+}
+
+// Result is what a completed command attempt keeps as its result.
+type Result struct {
+	ExitCode int    `json:"exit_code"`
+	Output   string `json:"output,omitempty"`
+}
+
+func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []json.RawMessage) (any, error) {
+	prog := filepath.Clean(x.cfg.Argv[0])
+	if x.cfg.Shell {
+		prog = Shell
+	}
+	if !t.allow[prog] {
+		return nil, job.Permanent(fmt.Errorf("%w: %s is not on this node's allowlist (jobd --command-allow)", ErrNotAllowed, prog))
+	}
+	data, err := tmpl.NewData(inst, args)
+	if err != nil {
+		return nil, job.Permanent(err)
+	}
+	var argv []string
+	if x.cfg.Shell {
+		argv = []string{"-c", x.cfg.Argv[0], "jobkit"}
+	}
+	for _, a := range x.argv {
+		s, err := tmpl.Render(a, data, maxArgBytes)
+		if err != nil {
+			return nil, job.Permanent(err)
+		}
+		argv = append(argv, s)
+	}
+	if x.cfg.AppendArgs {
+		for _, a := range data.Args {
+			if s, ok := a.(string); ok {
+				argv = append(argv, s)
+			} else {
+				b, _ := json.Marshal(a)
+				argv = append(argv, string(b))
+			}
+		}
+	}
+	for _, a := range argv {
+		if strings.ContainsRune(a, 0) {
+			return nil, job.Permanent(fmt.Errorf("%w: an argument holds a NUL byte", job.ErrInvalidArguments))
+		}
+	}
+	rawArgs, _ := json.Marshal(args)
+	env := []string{"PATH=" + t.opts.Path, "JOBKIT_INSTANCE=" + data.ID, "JOBKIT_KIND=" + data.Kind,
+		fmt.Sprintf("JOBKIT_ATTEMPT=%d", data.Attempt), "JOBKIT_ARGS=" + string(rawArgs)}
+	for k, v := range x.cfg.Env {
+		env = append(env, k+"="+v)
+	}
+	for k, name := range x.cfg.EnvSecrets {
+		if t.opts.Secrets == nil {
+			return nil, job.Permanent(fmt.Errorf("env_secrets %s: %w: %q; this node has no secrets configured", k, secrets.ErrNotFound, name))
+		}
+		v, err := t.opts.Secrets(name)
+		if err != nil {
+			return nil, job.Permanent(fmt.Errorf("env_secrets %s: %w", k, err))
+		}
+		env = append(env, k+"="+string(v))
+	}
+	slices.Sort(env)
+
+	cmd := exec.Command(prog, argv...)
+	cmd.Env, cmd.Dir = env, x.cfg.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("command: pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("command: pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	startErr := cmd.Start()
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		return nil, job.Permanent(fmt.Errorf("command %s: start: %w", prog, startErr))
+	}
+	pgid := cmd.Process.Pid
+	inst.Infof("command %s started (pid %d, %d arguments)", prog, pgid, len(argv))
+
+	var wg sync.WaitGroup
+	var tail tailBuffer
+	var lines lineBudget
+	wg.Add(2)
+	go func() { defer wg.Done(); stream(outR, &lines, inst.Infof, &tail) }()
+	go func() { defer wg.Done(); stream(errR, &lines, inst.Warnf, nil) }()
+
+	waitCh := make(chan error, 1)
+	go func() { waitCh <- cmd.Wait() }()
+	var waitErr error
+	stopped := false
+	select {
+	case waitErr = <-waitCh:
+	case <-ctx.Done():
+		stopped = true
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		timer := time.NewTimer(x.grace)
+		select {
+		case waitErr = <-waitCh:
+			timer.Stop()
+		case <-timer.C:
+			inst.Warnf("command %s: still running %v after SIGTERM; SIGKILL to its process group", prog, x.grace)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			waitErr = <-waitCh
+		}
+	}
+	// Whatever the program left in its group goes with it; then the
+	// pipes' last writers are gone and the readers end.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second): // a process that left the group holds a pipe
+		outR.Close()
+		errR.Close()
+		<-done
+	}
+	outR.Close()
+	errR.Close()
+
+	if stopped {
+		cause := context.Cause(ctx)
+		inst.Warnf("command %s stopped: %v", prog, cause)
+		return nil, fmt.Errorf("command %s stopped: %w", prog, cause)
+	}
+	code := cmd.ProcessState.ExitCode()
+	if waitErr == nil && code == 0 {
+		return &Result{ExitCode: 0, Output: tail.String()}, nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(waitErr, &ee) && waitErr != nil {
+		return nil, fmt.Errorf("command %s: %w", prog, waitErr)
+	}
+	if code < 0 {
+		return nil, fmt.Errorf("command %s: %v", prog, cmd.ProcessState)
+	}
+	err = fmt.Errorf("command %s: exit status %d", prog, code)
+	if slices.Contains(x.cfg.PermanentExitCodes, code) {
+		return nil, job.Permanent(fmt.Errorf("%w (a permanent failure per the definition)", err))
+	}
+	return nil, err
+}
+
+// lineBudget bounds how many lines an attempt writes to its log.
+type lineBudget struct {
+	mu     sync.Mutex
+	n      int
+	warned bool
+}
+
+func (b *lineBudget) take() (ok, first bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n++
+	if b.n <= maxLogLines {
+		return true, false
+	}
+	if !b.warned {
+		b.warned = true
+		return false, true
+	}
+	return false, false
+}
+
+// stream writes r's lines to logf (each cut to maxLineBytes) and keeps
+// the end of it in tail when not nil.
+func stream(r io.Reader, budget *lineBudget, logf func(string, ...any), tail *tailBuffer) {
+	br := bufio.NewReaderSize(r, maxLineBytes)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if tail != nil {
+				tail.Write(line)
+			}
+			if ok, first := budget.take(); ok {
+				logf("%s", strings.TrimRight(string(line), "\r\n"))
+			} else if first {
+				logf("output beyond %d lines is not logged", maxLogLines)
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// tailBuffer keeps the last outputTail bytes written to it.
+type tailBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (t *tailBuffer) Write(p []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > outputTail {
+		t.b = append(t.b[:0], t.b[len(t.b)-outputTail:]...)
+	}
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.ToValidUTF8(string(t.b), "\uFFFD")
+}

@@ -1,0 +1,218 @@
+// Command xbench measures the built-in executor types for
+// doc/benchmarks.md (issue 22): jobs per second through a Manager on the
+// embedded store, and the cold start of a new Wasm module.
+//
+//	go run ./internal/cmd/xbench -type webhook -n 20000 -workers 64
+//	go run ./internal/cmd/xbench -type command -n 2000
+//	go run ./internal/cmd/xbench -type wasm -n 20000
+//	go run ./internal/cmd/xbench -type wasm-go -n 500 -module greet.wasm
+//	go run ./internal/cmd/xbench -type coldstart -module greet.wasm
+//	go run ./internal/cmd/xbench -type go -n 20000   # the engine alone
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/jobkit/job"
+	"github.com/jobkit/job/executors/command"
+	"github.com/jobkit/job/executors/secrets"
+	"github.com/jobkit/job/executors/wasm"
+	"github.com/jobkit/job/executors/webhook"
+	"github.com/jobkit/job/store"
+	guard "github.com/jobkit/job/webhook"
+)
+
+// noopModule's _start returns at once.
+var noopModule = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+	0x01, 0x04, 0x01, 0x60, 0x00, 0x00, 0x03, 0x02, 0x01, 0x00,
+	0x07, 0x0a, 0x01, 0x06, '_', 's', 't', 'a', 'r', 't', 0x00, 0x00,
+	0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b}
+
+func main() {
+	typ := flag.String("type", "webhook", "webhook, command, wasm (no-op module), wasm-go (-module, e.g. the greet example), coldstart, or go (a Go function that does nothing: the engine's own cost)")
+	n := flag.Int("n", 10000, "jobs")
+	workers := flag.Int("workers", 64, "workers")
+	module := flag.String("module", "", "a Go-built module for wasm-go and coldstart")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "xbench:", err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(*typ, *n, *workers, *module); err != nil {
+		pprof.StopCPUProfile()
+		fmt.Fprintln(os.Stderr, "xbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(typ string, n, workers int, module string) error {
+	ctx := context.Background()
+	tmp, err := os.MkdirTemp("", "xbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	mods, err := wasm.NewDirModules(tmp, 0)
+	if err != nil {
+		return err
+	}
+	if typ == "coldstart" {
+		return coldStart(ctx, mods, module)
+	}
+	var (
+		et     job.ExecutorType
+		config any
+		args   []any
+	)
+	switch typ {
+	case "go":
+	case "webhook":
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		defer srv.Close()
+		allow, _ := guard.ParseAllowlist("127.0.0.1")
+		et = webhook.New(webhook.Options{Guard: &guard.Guard{Allow: allow}, Secrets: secrets.Map(map[string]string{"k": "bench-secret"})})
+		config = map[string]any{"url": srv.URL + "/{{index .Args 0}}", "secret_ref": "k"}
+		args = []any{"x"}
+	case "command":
+		et = command.New(command.Options{Allow: []string{"/bin/true"}})
+		config = map[string]any{"argv": []string{"/bin/true"}}
+	case "wasm", "wasm-go":
+		b := noopModule
+		if typ == "wasm-go" {
+			if b, err = os.ReadFile(module); err != nil {
+				return err
+			}
+			args = []any{"bench"}
+		}
+		ref, err := mods.Put(b)
+		if err != nil {
+			return err
+		}
+		wt, err := wasm.New(wasm.Options{Modules: mods})
+		if err != nil {
+			return err
+		}
+		defer wt.Close(ctx)
+		if err := wt.Compile(ctx, ref, 0); err != nil { // cached: measure runs, not the compile
+			return err
+		}
+		et, config = wt, map[string]any{"module": ref}
+	default:
+		return fmt.Errorf("-type %q", typ)
+	}
+	opts := []job.ManagerOption{job.WithWorkers(workers), job.WithRetention(0, 0)}
+	if et != nil {
+		opts = append(opts, job.WithExecutorTypes(et))
+	}
+	m, err := job.NewManager(opts...)
+	if err != nil {
+		return err
+	}
+	if et == nil {
+		j, err := job.NewJob(job.WithKind("bench"), job.WithExecutor(func(context.Context) error { return nil }))
+		if err != nil {
+			return err
+		}
+		if err := m.RegisterJob(j); err != nil {
+			return err
+		}
+	} else {
+		raw, _ := json.Marshal(config)
+		if _, err := m.PutDefinition(ctx, job.Definition{Kind: "bench", Executor: &store.ExecutorSpec{Type: et.Type(), Config: raw}}, 0); err != nil {
+			return err
+		}
+	}
+	items := make([]job.BatchItem, 0, 1000)
+	for i := 0; i < n; i += len(items) {
+		items = items[:0]
+		for j := i; j < n && len(items) < 1000; j++ {
+			items = append(items, job.BatchItem{Kind: "bench", Options: []job.ScheduleOption{job.WithArguments(args...)}})
+		}
+		if _, err := m.ScheduleJobs(ctx, items...); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	if err := m.Start(ctx); err != nil {
+		return err
+	}
+	if err := m.Wait(ctx); err != nil {
+		return err
+	}
+	took := time.Since(start)
+	counts, err := m.Counts(ctx, "", "bench")
+	if err != nil {
+		return err
+	}
+	var done int64
+	for _, c := range counts {
+		done += c.States[store.Completed]
+	}
+	_ = m.Stop(ctx)
+	fmt.Printf("%s: %d jobs (%d completed), %d workers, %v: %.0f jobs/s\n", typ, n, done, workers, took.Round(time.Millisecond), float64(n)/took.Seconds())
+	if done != int64(n) {
+		return fmt.Errorf("%d of %d completed", done, n)
+	}
+	return nil
+}
+
+// coldStart times the first compile of a module never seen, with the
+// compiler and the interpreter, then a first and a cached run.
+func coldStart(ctx context.Context, mods *wasm.DirModules, module string) error {
+	for _, c := range []struct {
+		name string
+		b    func() ([]byte, error)
+	}{
+		{"no-op module", func() ([]byte, error) { return noopModule, nil }},
+		{module, func() ([]byte, error) { return os.ReadFile(module) }},
+	} {
+		if c.name == "" {
+			continue
+		}
+		b, err := c.b()
+		if err != nil {
+			return err
+		}
+		ref, err := mods.Put(b)
+		if err != nil {
+			return err
+		}
+		for _, interp := range []bool{false, true} {
+			wt, err := wasm.New(wasm.Options{Modules: mods, Interpreter: interp})
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := wt.Compile(ctx, ref, 0); err != nil {
+				return err
+			}
+			compile := time.Since(start)
+			start = time.Now()
+			if err := wt.Compile(ctx, ref, 0); err != nil {
+				return err
+			}
+			cached := time.Since(start)
+			engine := "compiler"
+			if interp {
+				engine = "interpreter"
+			}
+			fmt.Printf("coldstart %s (%d bytes, %s): compile %v, cached lookup %v\n", c.name, len(b), engine, compile.Round(time.Microsecond), cached.Round(time.Microsecond))
+			_ = wt.Close(ctx)
+		}
+	}
+	return nil
+}

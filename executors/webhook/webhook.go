@@ -1,0 +1,436 @@
+// Package webhook is the webhook executor type: each attempt is one
+// signed HTTP request built from the definition's config and the
+// instance's arguments.
+//
+// A definition's config (store.ExecutorSpec.Config):
+//
+//	{
+//	  "method": "POST",                                  // default POST
+//	  "url": "https://hooks.example.com/build/{{index .Args 0}}",
+//	  "headers": {"Authorization": "Bearer {{secret \"ci-token\"}}"},
+//	  "body": "{\"ref\": {{json (index .Args 1)}}}",     // default below
+//	  "timeout": "10s",                                  // default 30s
+//	  "secret_ref": "hook-key",                          // signing secret's name
+//	  "max_response_bytes": 65536                        // default 64 KiB
+//	}
+//
+// url, headers and body are text/template strings over the instance:
+// {{.ID}}, {{.Kind}}, {{.Attempt}}, {{.Args}} (the arguments decoded from
+// JSON), with json, urlquery, index and printf; header values may also
+// call {{secret "name"}}, which the node resolves (never the URL or the
+// body, which are logged). Without "body" the request carries
+// {"id","kind","attempt","args"} as JSON. Every request carries
+// Jobkit-Instance, Jobkit-Kind, Jobkit-Attempt and Idempotency-Key (the
+// instance ID), and is signed (Jobkit-Timestamp, Jobkit-Signature: see
+// package github.com/jobkit/job/webhook) with the secret secret_ref names;
+// a definition that means to send unsigned requests says "unsigned": true.
+//
+// A 2xx response completes the instance with {"status", "headers",
+// "body", "truncated"} (the body bounded). 429, 5xx and network errors
+// fail the attempt, so it is retried per the job's policy, no sooner than
+// a Retry-After asks; other statuses (4xx, and 3xx not followed) and a
+// refused destination end it at once (job.Permanent). The exchange is
+// written to the instance's log (method, URL, status, time, a bounded
+// excerpt of the response), never a secret.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jobkit/job"
+	"github.com/jobkit/job/executors/internal/tmpl"
+	"github.com/jobkit/job/executors/secrets"
+	"github.com/jobkit/job/store"
+	guard "github.com/jobkit/job/webhook"
+)
+
+// Config is a definition's webhook config; see the package documentation.
+type Config struct {
+	Method           string            `json:"method,omitempty"`
+	URL              string            `json:"url"`
+	Headers          map[string]string `json:"headers,omitempty"`
+	Body             *string           `json:"body,omitempty"`
+	Timeout          string            `json:"timeout,omitempty"`
+	SecretRef        string            `json:"secret_ref,omitempty"`
+	Unsigned         bool              `json:"unsigned,omitempty"`
+	MaxResponseBytes int64             `json:"max_response_bytes,omitempty"`
+}
+
+// Limits of a config and of what an attempt sends and keeps.
+const (
+	DefaultTimeout          = 30 * time.Second
+	DefaultMaxResponseBytes = 64 << 10
+	MaxResponseBytesLimit   = 1 << 20
+	// DefaultMaxBodyBytes bounds a rendered request body unless
+	// Options.MaxBodyBytes says otherwise.
+	DefaultMaxBodyBytes = 1 << 20
+	maxURLBytes         = 8 << 10
+	maxHeaderBytes      = 8 << 10
+	logExcerpt          = 512
+)
+
+// ErrConfig is the error of a config that can work nowhere.
+var ErrConfig = errors.New("webhook executor: invalid config")
+
+// Options configure the type on a node.
+type Options struct {
+	// Guard decides which destinations requests may reach; nil refuses
+	// every internal address (loopback, private, link-local, ...) and
+	// allows every public one. jobd builds one per namespace from
+	// --webhook-allow.
+	Guard *guard.Guard
+	// Secrets resolves secret_ref and {{secret}} names. Nil: none
+	// resolve, so only unsigned definitions without secrets run.
+	Secrets secrets.Resolver
+	// MaxBodyBytes bounds a rendered request body. Defaults to
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int
+	// Now is the signing clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Type is the webhook executor type; create it with New.
+type Type struct {
+	opts   Options
+	client *http.Client
+}
+
+// New returns the webhook executor type configured by opts.
+func New(opts Options) *Type {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Guard == nil {
+		opts.Guard = &guard.Guard{}
+	}
+	return &Type{opts: opts, client: opts.Guard.Client(0)}
+}
+
+// Type returns store.ExecutorWebhook.
+func (*Type) Type() string { return store.ExecutorWebhook }
+
+type compiled struct {
+	cfg     Config
+	method  string
+	url     *template.Template
+	headers map[string]*template.Template
+	body    *template.Template
+	timeout time.Duration
+	maxResp int64
+}
+
+// ParseConfig decodes and checks a webhook config: unknown fields, a
+// missing URL, a bad method, timeout or template are errors wrapping
+// ErrConfig.
+func ParseConfig(raw []byte) (*Config, error) {
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: %v (fields: method, url, headers, body, timeout, secret_ref, unsigned, max_response_bytes)", ErrConfig, err)
+	}
+	if _, err := compile(&c, func(string) (string, error) { return "", nil }); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// compile checks c and parses its templates; header values call secret.
+func compile(c *Config, secret func(string) (string, error)) (*compiled, error) {
+	x := &compiled{cfg: *c, headers: map[string]*template.Template{}, timeout: DefaultTimeout, maxResp: DefaultMaxResponseBytes}
+	x.method = strings.ToUpper(c.Method)
+	if x.method == "" {
+		x.method = http.MethodPost
+	}
+	switch x.method {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead:
+	default:
+		return nil, fmt.Errorf("%w: method %q; want GET, POST, PUT, PATCH, DELETE or HEAD", ErrConfig, c.Method)
+	}
+	if c.URL == "" {
+		return nil, fmt.Errorf("%w: no url; set \"url\" to the endpoint (a template)", ErrConfig)
+	}
+	var err error
+	noSecret := template.FuncMap{"secret": func(string) (string, error) {
+		return "", errors.New("secret is allowed only in header values")
+	}}
+	if x.url, err = tmpl.Parse("url", c.URL, noSecret); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if templateCalls(c.URL, "secret") {
+		return nil, fmt.Errorf("%w: url calls secret; secrets go in header values only (URLs are logged)", ErrConfig)
+	}
+	if c.Body != nil {
+		if templateCalls(*c.Body, "secret") {
+			return nil, fmt.Errorf("%w: body calls secret; secrets go in header values only (bodies are logged)", ErrConfig)
+		}
+		if x.body, err = tmpl.Parse("body", *c.Body, noSecret); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+	}
+	for name, v := range c.Headers {
+		if err := guard.CheckHeader(name, ""); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		if strings.HasPrefix(strings.ToLower(name), "jobkit-") {
+			return nil, fmt.Errorf("%w: header %q: Jobkit-* headers are set by the executor", ErrConfig, name)
+		}
+		calls := templateCalls(v, "secret")
+		if sensitive(name) && !calls && strings.TrimSpace(v) != "" {
+			return nil, fmt.Errorf("%w: header %q holds a literal value; credentials go by reference: {{secret \"name\"}}", ErrConfig, name)
+		}
+		t, err := tmpl.Parse("header "+name, v, template.FuncMap{"secret": secret})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		x.headers[http.CanonicalHeaderKey(name)] = t
+	}
+	if c.Timeout != "" {
+		d, err := time.ParseDuration(c.Timeout)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%w: timeout %q; want a Go duration such as \"10s\"", ErrConfig, c.Timeout)
+		}
+		x.timeout = d
+	}
+	if c.MaxResponseBytes < 0 || c.MaxResponseBytes > MaxResponseBytesLimit {
+		return nil, fmt.Errorf("%w: max_response_bytes %d; want 0 (default %d) up to %d", ErrConfig, c.MaxResponseBytes, DefaultMaxResponseBytes, MaxResponseBytesLimit)
+	}
+	if c.MaxResponseBytes > 0 {
+		x.maxResp = c.MaxResponseBytes
+	}
+	if c.SecretRef == "" && !c.Unsigned {
+		return nil, fmt.Errorf("%w: no secret_ref to sign requests with; name the node's signing secret, or set \"unsigned\": true", ErrConfig)
+	}
+	if c.SecretRef != "" {
+		if err := secrets.CheckName(c.SecretRef); err != nil {
+			return nil, fmt.Errorf("%w: secret_ref: %v", ErrConfig, err)
+		}
+	}
+	return x, nil
+}
+
+// templateCalls reports whether template text calls fn (roughly: the
+// name inside an action).
+func templateCalls(text, fn string) bool {
+	for rest := text; ; {
+		i := strings.Index(rest, "{{")
+		if i < 0 {
+			return false
+		}
+		j := strings.Index(rest[i:], "}}")
+		if j < 0 {
+			return false
+		}
+		for _, f := range strings.FieldsFunc(rest[i+2:i+j], func(r rune) bool { return r == ' ' || r == '(' || r == '|' || r == '-' }) {
+			if f == fn {
+				return true
+			}
+		}
+		rest = rest[i+j+2:]
+	}
+}
+
+func sensitive(name string) bool {
+	switch strings.ToLower(name) {
+	case "authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token":
+		return true
+	}
+	return false
+}
+
+// New builds the executor of a definition; a config that can work
+// nowhere is an error wrapping ErrConfig.
+func (t *Type) New(d *job.Definition) (job.DataExecutor, error) {
+	c, err := ParseConfig(d.Executor.Config)
+	if err != nil {
+		return nil, err
+	}
+	x, err := compile(c, t.secretFunc)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, inst job.Instance, args []json.RawMessage) (any, error) {
+		return t.run(ctx, x, inst, args)
+	}, nil
+}
+
+// Result is what a completed webhook attempt keeps as its result.
+type Result struct {
+	Status    int               `json:"status"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Body      string            `json:"body,omitempty"`
+	Truncated bool              `json:"truncated,omitempty"`
+}
+
+func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []json.RawMessage) (any, error) {
+	data, err := tmpl.NewData(inst, args)
+	if err != nil {
+		return nil, job.Permanent(err)
+	}
+	rawURL, err := tmpl.Render(x.url, data, maxURLBytes)
+	if err != nil {
+		return nil, job.Permanent(err)
+	}
+	u, err := url.Parse(strings.TrimSpace(rawURL))
+	if err != nil {
+		return nil, job.Permanent(fmt.Errorf("%w: the url template rendered %q, not a URL: %v", guard.ErrForbidden, rawURL, err))
+	}
+	if err := t.opts.Guard.CheckURL(u); err != nil {
+		return nil, job.Permanent(err)
+	}
+	var body []byte
+	if x.body != nil {
+		s, err := tmpl.Render(x.body, data, t.opts.MaxBodyBytes)
+		if err != nil {
+			return nil, job.Permanent(fmt.Errorf("%w (the body limit is %d bytes)", err, t.opts.MaxBodyBytes))
+		}
+		body = []byte(s)
+	} else {
+		raw := make([]json.RawMessage, len(args))
+		copy(raw, args)
+		body, _ = json.Marshal(map[string]any{"id": data.ID, "kind": data.Kind, "attempt": data.Attempt, "args": raw})
+		if len(body) > t.opts.MaxBodyBytes {
+			return nil, job.Permanent(fmt.Errorf("%w: request body of %d bytes; the limit is %d", guard.ErrTooLarge, len(body), t.opts.MaxBodyBytes))
+		}
+	}
+	h := http.Header{}
+	for name, ht := range x.headers {
+		v, err := tmpl.Render(ht, data, maxHeaderBytes)
+		if err != nil {
+			return nil, job.Permanent(err)
+		}
+		if err := guard.CheckHeader(name, v); err != nil {
+			return nil, job.Permanent(err)
+		}
+		h.Set(name, v)
+	}
+	if h.Get("Content-Type") == "" && len(body) > 0 {
+		h.Set("Content-Type", "application/json")
+	}
+	h.Set("User-Agent", "jobkit-webhook/1")
+	h.Set("Jobkit-Instance", data.ID)
+	h.Set("Jobkit-Kind", data.Kind)
+	h.Set("Jobkit-Attempt", strconv.Itoa(data.Attempt))
+	h.Set("Idempotency-Key", data.ID)
+	if x.cfg.SecretRef != "" {
+		secret, err := t.secret(x.cfg.SecretRef)
+		if err != nil {
+			return nil, job.Permanent(fmt.Errorf("sign the request: %w", err))
+		}
+		guard.SignHeader(h, secret, t.opts.Now(), body)
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, x.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, x.method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, job.Permanent(fmt.Errorf("%w: %v", guard.ErrForbidden, err))
+	}
+	req.Header = h
+	start := time.Now()
+	resp, err := t.client.Do(req)
+	took := time.Since(start).Round(time.Millisecond)
+	if err != nil {
+		switch {
+		case errors.Is(err, guard.ErrForbidden):
+			inst.Errorf("webhook %s %s refused: %v", x.method, u.Redacted(), err)
+			return nil, job.Permanent(err)
+		case ctx.Err() != nil:
+			return nil, err // the attempt's own timeout or cancel: the engine decides
+		case rctx.Err() != nil:
+			inst.Warnf("webhook %s %s: no response within %v", x.method, u.Redacted(), x.timeout)
+			return nil, fmt.Errorf("webhook %s %s: no response within the config's timeout %v", x.method, u.Redacted(), x.timeout)
+		}
+		inst.Warnf("webhook %s %s failed after %v: %v", x.method, u.Redacted(), took, err)
+		return nil, fmt.Errorf("webhook %s %s: %w", x.method, u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	rb, truncated, rerr := guard.ReadLimited(resp.Body, x.maxResp)
+	if rerr != nil && ctx.Err() != nil {
+		return nil, rerr
+	}
+	inst.Infof("webhook %s %s → %d in %v; response %s", x.method, u.Redacted(), resp.StatusCode, took, excerpt(rb, truncated))
+	res := &Result{Status: resp.StatusCode, Headers: map[string]string{}, Body: toText(rb), Truncated: truncated}
+	for k, v := range resp.Header {
+		if len(v) > 0 && !strings.EqualFold(k, "Set-Cookie") {
+			res.Headers[k] = v[0]
+		}
+	}
+	switch code := resp.StatusCode; {
+	case code >= 200 && code < 300:
+		return res, nil
+	case code == http.StatusTooManyRequests || code >= 500:
+		err := fmt.Errorf("webhook %s %s: status %d: %s", x.method, u.Redacted(), code, excerpt(rb, truncated))
+		if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			inst.Infof("webhook: the server asks to retry after %v", d)
+			return nil, job.RetryAfter(err, d)
+		}
+		return nil, err
+	default:
+		return nil, job.Permanent(fmt.Errorf("webhook %s %s: status %d (not retried): %s", x.method, u.Redacted(), code, excerpt(rb, truncated)))
+	}
+}
+
+func (t *Type) secret(name string) ([]byte, error) {
+	if t.opts.Secrets == nil {
+		return nil, fmt.Errorf("%w: %q; this node has no secrets configured", secrets.ErrNotFound, name)
+	}
+	return t.opts.Secrets(name)
+}
+
+func (t *Type) secretFunc(name string) (string, error) {
+	b, err := t.secret(name)
+	return string(b), err
+}
+
+// retryAfter parses a Retry-After header: seconds or an HTTP date, capped
+// at a day.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	var d time.Duration
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+		d = time.Duration(n) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	} else {
+		return 0, false
+	}
+	return min(max(d, 0), 24*time.Hour), true
+}
+
+func toText(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+func excerpt(b []byte, truncated bool) string {
+	s := toText(b)
+	if len(s) > logExcerpt {
+		s, truncated = s[:logExcerpt], true
+	}
+	if truncated {
+		s += "…"
+	}
+	if s == "" {
+		return "(empty)"
+	}
+	return strconv.Quote(s)
+}
