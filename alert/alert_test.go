@@ -113,9 +113,11 @@ type bundle struct {
 	recv   *receiver
 	ctx    context.Context
 	cancel context.CancelFunc
+	// stopRun ends the services' Run loops only.
+	stopRun context.CancelFunc
 }
 
-func setup(t *testing.T, jobs ...*job.Job) *bundle {
+func setup(t *testing.T, queues []string, jobs ...*job.Job) *bundle {
 	t.Helper()
 	t.Setenv("ALERT_TEST_SECRET", secret)
 	st, err := memdbstore.New()
@@ -124,7 +126,11 @@ func setup(t *testing.T, jobs ...*job.Job) *bundle {
 	}
 	b := &bundle{st: st, docs: newMemDocs(), recv: newReceiver(t)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	mgr, err := job.NewManager(job.WithStore(st), job.WithWorkers(2), job.WithNodeID("worker"), job.WithTriggerReload(100*time.Millisecond))
+	opts := []job.ManagerOption{job.WithStore(st), job.WithWorkers(2), job.WithNodeID("worker"), job.WithTriggerReload(100 * time.Millisecond)}
+	if len(queues) > 0 {
+		opts = append(opts, job.WithQueues(queues...))
+	}
+	mgr, err := job.NewManager(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,9 +170,11 @@ func setup(t *testing.T, jobs ...*job.Job) *bundle {
 }
 
 func (b *bundle) run(wg *sync.WaitGroup) {
+	ctx, cancel := context.WithCancel(b.ctx)
+	b.stopRun = cancel
 	for _, s := range b.svcs {
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = s.Run(b.ctx) }()
+		go func() { defer wg.Done(); _ = s.Run(ctx) }()
 	}
 }
 
@@ -195,7 +203,7 @@ func TestFailedAlertsOnceAndResolves(t *testing.T) {
 		}
 		return nil
 	}))
-	b := setup(t, flaky)
+	b := setup(t, nil, flaky)
 	if _, err := b.svcs[1].PutRule(b.ctx, &alert.Rule{Name: "flaky-fails", Condition: alert.Failed, Kind: "flaky", Failures: 2, Channels: []string{"hook"}}, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -410,7 +410,7 @@ func (e *evaluator) longRuns(ctx context.Context, rules []*Rule, triggers map[st
 			if ran := now.Sub(start); ran > r.Threshold {
 				next.fire(r, Subject{
 					Kind: in.Kind, Queue: in.Queue, Trigger: r.Trigger, InstanceID: in.ID, Attempt: in.Attempt,
-					Detail: fmt.Sprintf("attempt %d running for %v, above %v", in.Attempt, ran.Round(time.Second), r.Threshold),
+					Detail: fmt.Sprintf("attempt %d running for %v, above %v", in.Attempt, roundDur(ran), r.Threshold),
 				}, now, prev)
 			}
 		}
@@ -624,4 +624,13 @@ func (e *evaluator) noNodes(ctx context.Context, rules []*Rule, triggers map[str
 		}
 	}
 	return nil
+}
+
+// roundDur rounds d for people: to the millisecond below a minute, to the
+// second above.
+func roundDur(d time.Duration) time.Duration {
+	if d < time.Minute {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
