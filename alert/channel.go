@@ -15,8 +15,10 @@ type ChannelType string
 
 // The channel types.
 const (
-	// Webhook POSTs the notification as JSON, signed with HMAC-SHA256 of
-	// the secret SecretRef names (header Jobkit-Signature).
+	// Webhook POSTs the notification (a Payload) as JSON, signed with
+	// HMAC-SHA256 by the secret SecretRef names, as package webhook signs
+	// (headers Jobkit-Timestamp and Jobkit-Signature; webhook.Verify
+	// checks them).
 	Webhook ChannelType = "webhook"
 	// Chat POSTs {"text": "..."}, the incoming-webhook format of Slack and
 	// the chat tools compatible with it.

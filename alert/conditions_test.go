@@ -126,7 +126,7 @@ func TestLagOnPausedQueueRepeatsAndResolves(t *testing.T) {
 	ctx := context.Background()
 	clk := &manualClock{t: time.Now()}
 	rec := newReceiver(t)
-	svc, err := alert.New(alert.Config{Store: b.st, Docs: newMemDocs(), Node: "solo", Clock: clk})
+	svc, err := alert.New(alert.Config{Store: b.st, Docs: newMemDocs(), Node: "solo", Clock: clk, Guard: loopbackGuard(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

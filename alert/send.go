@@ -16,6 +16,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/jobkit/job/webhook"
 )
 
 // Payload is the JSON body of a Webhook notification.
@@ -96,10 +98,6 @@ func (p *Payload) text() string {
 	return b.String()
 }
 
-// SignatureHeader carries a Webhook notification's signature:
-// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">".
-const SignatureHeader = "Jobkit-Signature"
-
 // send delivers n through ch.
 func (s *Service) send(ctx context.Context, ch *Channel, n *Notification) error {
 	p := s.payload(n)
@@ -115,7 +113,9 @@ func (s *Service) send(ctx context.Context, ch *Channel, n *Notification) error 
 			if err != nil {
 				return err
 			}
-			hdr.Set(SignatureHeader, sign([]byte(secret), s.now(), body))
+			// Signed at the wall clock's time: the receiver checks it
+			// against its own.
+			webhook.SignHeader(hdr, []byte(secret), time.Now(), body)
 		}
 		return s.post(ctx, ch.URL, body, hdr)
 	case Chat:
@@ -140,7 +140,7 @@ func (s *Service) post(ctx context.Context, u string, body []byte, hdr http.Head
 	req.Header = hdr
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "jobkit-alert")
-	resp, err := s.cfg.HTTPClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		return err
 	}

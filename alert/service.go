@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/webhook"
 )
 
 // The collections alerting keeps.
@@ -67,13 +71,12 @@ type Config struct {
 	// ConsoleURL is the console's base address ("https://jobd.example/console"),
 	// for the links in notifications; empty leaves them out.
 	ConsoleURL string
-	// HTTPClient posts webhook and chat notifications; it should refuse
-	// the addresses the node forbids (the webhook executor's rules).
-	// Defaults to a client with a 10 s timeout.
-	HTTPClient *http.Client
-	// CheckURL refuses a webhook or chat address the node forbids, when a
-	// channel is stored; nil accepts any http(s) address.
-	CheckURL func(rawURL string) error
+	// Guard decides which addresses webhook and chat channels may reach,
+	// by the webhook executor's rules: loopback, link-local and private
+	// addresses are refused (when a channel is stored, and again at each
+	// connection) unless its Allow names them. Nil is the zero Guard,
+	// which allows public addresses only.
+	Guard *webhook.Guard
 	// KindKnown reports a kind this node knows of besides those the store
 	// has seen (registered on its manager); nil knows none.
 	KindKnown func(kind string) bool
@@ -97,9 +100,10 @@ type Config struct {
 // and the deliverer. Every jobd runs one per namespace on the shared
 // store; they need no leader.
 type Service struct {
-	cfg Config
-	log *slog.Logger
-	ev  *evaluator
+	cfg    Config
+	log    *slog.Logger
+	ev     *evaluator
+	client *http.Client // through cfg.Guard
 }
 
 // New checks cfg and returns a Service.
@@ -138,11 +142,11 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SendTimeout == 0 {
 		cfg.SendTimeout = 10 * time.Second
 	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: cfg.SendTimeout}
+	if cfg.Guard == nil {
+		cfg.Guard = &webhook.Guard{}
 	}
 	cfg.ConsoleURL = strings.TrimRight(cfg.ConsoleURL, "/")
-	s := &Service{cfg: cfg, log: cfg.Logger}
+	s := &Service{cfg: cfg, log: cfg.Logger, client: cfg.Guard.Client(cfg.SendTimeout)}
 	s.ev = newEvaluator(s)
 	return s, nil
 }
@@ -426,9 +430,9 @@ func (s *Service) PutChannel(ctx context.Context, c *Channel, ifVersion int64) (
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if c.URL != "" && s.cfg.CheckURL != nil {
-		if err := s.cfg.CheckURL(c.URL); err != nil {
-			return nil, fmt.Errorf("%w: channel %q: url %q: %v", ErrInvalid, c.Name, c.URL, err)
+	if c.URL != "" {
+		if err := s.checkURL(c.URL); err != nil {
+			return nil, fmt.Errorf("%w: channel %q: %w", ErrInvalid, c.Name, err)
 		}
 	}
 	d, err := s.putDoc(ctx, colChannels, c.Name, c, ifVersion)
@@ -438,6 +442,34 @@ func (s *Service) PutChannel(ctx context.Context, c *Channel, ifVersion int64) (
 	out := *c
 	out.Version, out.CreatedAt, out.UpdatedAt = d.Version, d.CreatedAt, d.UpdatedAt
 	return &out, nil
+}
+
+// checkURL refuses an address the Guard forbids: by its scheme and, for
+// an IP address or a name that resolves, by where it leads (a name that
+// does not resolve now is decided when a notification is sent).
+func (s *Service) checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Guard.CheckURL(u); err != nil {
+		return err
+	}
+	if _, err := netip.ParseAddr(u.Hostname()); err == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", u.Hostname())
+	if err != nil {
+		return nil // unreachable now; the guard decides at each send
+	}
+	for _, a := range addrs {
+		if err := s.cfg.Guard.CheckAddr(u.Hostname(), a.Unmap()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // GetChannel returns the channel of that name, or store.ErrNotFound.
