@@ -152,7 +152,10 @@ func TestFailingChannelRetriesAndShows(t *testing.T) {
 	if _, err := b.mgr.ScheduleJob(ctx, "bad"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the delivery after two refusals", 10*time.Second, func() bool { return len(b.recv.payloads()) == 1 })
+	waitFor(t, "the delivery after two refusals", 10*time.Second, func() bool {
+		st, err := b.svcs[1].ChannelStatus(ctx, "hook")
+		return err == nil && st.Delivered == 1
+	})
 	st, err := b.svcs[1].ChannelStatus(ctx, "hook")
 	if err != nil || st.Failed != 2 || st.Delivered != 1 || st.ConsecutiveFailures != 0 || !strings.Contains(st.LastError, "500") {
 		t.Fatalf("channel status %+v, %v; want 2 failed, 1 delivered, healthy again, the 500 kept", st, err)
