@@ -185,4 +185,12 @@ func TestLagOnPausedQueueRepeatsAndResolves(t *testing.T) {
 	if got := rec.events("lagging"); !equal(got, alert.Firing, alert.Repeat, alert.ResolvedEvent) {
 		t.Fatalf("after the queue drained: %v, want firing, repeat, resolved", got)
 	}
+	// The history keeps 30 days.
+	if page, err := svc.ListNotifications(ctx, "", 0, ""); err != nil || len(page.Notifications) != 3 {
+		t.Fatalf("history %v, %v; want 3", page, err)
+	}
+	step(31 * 24 * time.Hour)
+	if page, err := svc.ListNotifications(ctx, "", 0, ""); err != nil || len(page.Notifications) != 0 {
+		t.Fatalf("history after 31 days: %d notifications, %v; want none", len(page.Notifications), err)
+	}
 }

@@ -95,13 +95,13 @@ func (s *Service) deliverOne(ctx context.Context, d *Document) error {
 	}
 	if sendErr == nil {
 		n.Status, n.DeliveredAt, n.LastError, n.NextAttemptAt = Delivered, done, "", time.Time{}
-		s.recordChannel(ctx, n.Channel, nil, done)
 		if s.cfg.Observer != nil {
 			s.cfg.Observer.Delivered(s.cfg.Namespace, n.Channel, typ)
 		}
 		if err := s.updateHistory(ctx, n); err != nil {
 			return err
 		}
+		s.recordChannel(ctx, n.Channel, nil, done)
 		return drop()
 	}
 	n.LastError = sendErr.Error()

@@ -12,8 +12,8 @@ import (
 type Document struct {
 	Collection string
 	Name       string
-	// Data is the document's JSON.
-	Data []byte
+	// Body is the document's JSON.
+	Body json.RawMessage
 	// Version is assigned by the store at each write; a write that names
 	// a Version other than the stored one is store.ErrConflict.
 	Version   int64
@@ -23,7 +23,9 @@ type Document struct {
 
 // PutDocumentParams is the argument of Documents.PutDocument.
 type PutDocumentParams struct {
-	Document *Document
+	Collection string
+	Name       string
+	Body       json.RawMessage
 	// IfVersion is 0 to create (store.ErrConflict when the name is taken),
 	// the stored Version to replace it, or store.AnyVersion for either.
 	IfVersion int64
@@ -67,4 +69,4 @@ type Documents interface {
 	DeleteDocument(ctx context.Context, p *DeleteDocumentParams) error
 }
 
-func decodeInto(d *Document, v any) error { return json.Unmarshal(d.Data, v) }
+func decodeInto(d *Document, v any) error { return json.Unmarshal(d.Body, v) }

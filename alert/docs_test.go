@@ -24,7 +24,7 @@ func newMemDocs() *memDocs { return &memDocs{docs: map[string]map[string]*alert.
 func (m *memDocs) PutDocument(_ context.Context, p *alert.PutDocumentParams) (*alert.Document, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := p.Document
+	d := &alert.Document{Collection: p.Collection, Name: p.Name}
 	col := m.docs[d.Collection]
 	if col == nil {
 		col = map[string]*alert.Document{}
@@ -41,7 +41,7 @@ func (m *memDocs) PutDocument(_ context.Context, p *alert.PutDocumentParams) (*a
 		return nil, fmt.Errorf("%w: %s/%s at %d, not %d", store.ErrConflict, d.Collection, d.Name, have.Version, p.IfVersion)
 	}
 	m.ver++
-	out := &alert.Document{Collection: d.Collection, Name: d.Name, Data: slices.Clone(d.Data), Version: m.ver, CreatedAt: p.Now, UpdatedAt: p.Now}
+	out := &alert.Document{Collection: d.Collection, Name: d.Name, Body: slices.Clone(p.Body), Version: m.ver, CreatedAt: p.Now, UpdatedAt: p.Now}
 	if have != nil {
 		out.CreatedAt = have.CreatedAt
 	}

@@ -24,6 +24,8 @@ const stateName = "evaluator"
 type evalState struct {
 	Cursor string    `json:"cursor"`
 	StepAt time.Time `json:"step_at"`
+	// PrunedAt is when the notification history was last pruned.
+	PrunedAt time.Time `json:"pruned_at,omitzero"`
 	// Failures: per rule and kind, the failures in a row and the last.
 	Failures map[string]*failRun `json:"failures,omitempty"`
 	// LagSince: per rule and queue (or kind), since when the lag has been
@@ -132,6 +134,10 @@ func (s *Service) Step(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		prune := now.Sub(st.PrunedAt) >= time.Minute
+		if prune {
+			next.PrunedAt = now
+		}
 		_, err = s.putDoc(ctx, colState, stateName, next, ver)
 		switch {
 		case errors.Is(err, store.ErrConflict):
@@ -143,6 +149,11 @@ func (s *Service) Step(ctx context.Context) error {
 			return fmt.Errorf("alert: write the evaluator state: %w", err)
 		default:
 			st = next
+			if prune {
+				if err := s.pruneHistory(ctx, now); err != nil {
+					s.log.Warn("alert: prune the notification history", "namespace", s.cfg.Namespace, "err", err)
+				}
+			}
 		}
 	}
 	return s.reconcile(ctx, byName, st.Firing, now)
@@ -179,7 +190,7 @@ func (s *Service) loadState(ctx context.Context) (*evalState, int64, error) {
 // queries.
 func (e *evaluator) evaluate(ctx context.Context, st *evalState, rules []*Rule, now time.Time) (*evalState, error) {
 	next := &evalState{
-		Cursor: st.Cursor, StepAt: now,
+		Cursor: st.Cursor, StepAt: now, PrunedAt: st.PrunedAt,
 		Failures: maps.Clone(st.Failures), LagSince: map[string]time.Time{},
 		Ticks: map[string]*tickSeen{}, Firing: map[string]*firing{},
 	}
@@ -633,4 +644,27 @@ func roundDur(d time.Duration) time.Duration {
 		return d.Round(time.Millisecond)
 	}
 	return d.Round(time.Second)
+}
+
+// pruneHistory deletes the notifications older than Config.HistoryRetain:
+// their names sort after the name of the cutoff (newest first), so one
+// listing from there finds exactly them.
+func (s *Service) pruneHistory(ctx context.Context, now time.Time) error {
+	after := notificationID(now.Add(-s.cfg.HistoryRetain), "", 0, "")
+	for range 10 {
+		p, err := s.cfg.Docs.ListDocuments(ctx, &ListDocumentsParams{Collection: colNotifications, After: after, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		for _, d := range p.Documents {
+			err := s.cfg.Docs.DeleteDocument(ctx, &DeleteDocumentParams{Collection: colNotifications, Name: d.Name, IfVersion: d.Version})
+			if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
+				return err
+			}
+		}
+		if p.Next == "" || len(p.Documents) == 0 {
+			return nil
+		}
+	}
+	return nil
 }

@@ -93,6 +93,9 @@ type Config struct {
 	RetryBase, RetryMax time.Duration
 	// SendTimeout bounds one delivery attempt. Defaults to 10 s.
 	SendTimeout time.Duration
+	// HistoryRetain is how long notifications stay in the history.
+	// Defaults to 30 days.
+	HistoryRetain time.Duration
 }
 
 // Service is alerting for one namespace: the stored rules, silences,
@@ -142,6 +145,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SendTimeout == 0 {
 		cfg.SendTimeout = 10 * time.Second
 	}
+	if cfg.HistoryRetain <= 0 {
+		cfg.HistoryRetain = 30 * 24 * time.Hour
+	}
 	if cfg.Guard == nil {
 		cfg.Guard = &webhook.Guard{}
 	}
@@ -162,7 +168,7 @@ func (s *Service) getDoc(ctx context.Context, col, name string, v any) (*Documen
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(d.Data, v); err != nil {
+	if err := json.Unmarshal(d.Body, v); err != nil {
 		return nil, fmt.Errorf("alert: %s %q: %w: %v", col, name, store.ErrCorrupt, err)
 	}
 	return d, nil
@@ -175,7 +181,7 @@ func (s *Service) putDoc(ctx context.Context, col, name string, v any, ifVersion
 		return nil, fmt.Errorf("alert: encode %s %q: %w", col, name, err)
 	}
 	return s.cfg.Docs.PutDocument(ctx, &PutDocumentParams{
-		Document: &Document{Collection: col, Name: name, Data: b}, IfVersion: ifVersion, Now: s.now(),
+		Collection: col, Name: name, Body: b, IfVersion: ifVersion, Now: s.now(),
 	})
 }
 
@@ -204,7 +210,7 @@ func decodeAll[T any](ctx context.Context, s *Service, col string, set func(*T, 
 	var out []*T
 	err := s.listDocs(ctx, col, func(d *Document) error {
 		v := new(T)
-		if err := json.Unmarshal(d.Data, v); err != nil {
+		if err := json.Unmarshal(d.Body, v); err != nil {
 			s.log.Warn("alert: an undecodable document is left out", "collection", col, "name", d.Name, "err", err)
 			return nil
 		}
@@ -574,7 +580,7 @@ func (s *Service) ListNotifications(ctx context.Context, cursor string, limit in
 		}
 		for _, d := range p.Documents {
 			n := new(Notification)
-			if err := json.Unmarshal(d.Data, n); err != nil {
+			if err := json.Unmarshal(d.Body, n); err != nil {
 				continue
 			}
 			n.Version = d.Version
