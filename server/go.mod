@@ -6,6 +6,7 @@ go 1.26.0
 // (see "Module layout" in doc/design.md).
 replace (
 	github.com/jobkit/job => ..
+	github.com/jobkit/job/alert => ../alert
 	github.com/jobkit/job/api => ../api
 	github.com/jobkit/job/icalimport => ../icalimport
 	github.com/jobkit/job/metrics => ../metrics
@@ -25,6 +26,7 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jobkit/job v0.0.0
+	github.com/jobkit/job/alert v0.0.0
 	github.com/jobkit/job/api v0.0.0
 	github.com/jobkit/job/metrics v0.0.0
 	github.com/jobkit/job/otel v0.0.0

@@ -82,6 +82,15 @@ type Config struct {
 
 	LogLevel  string
 	LogFormat string
+
+	// Alerting (issue 23): Alerts runs the evaluator and the deliverer of
+	// each namespace; AlertInterval paces them; AlertConsoleURL is the
+	// console's address in notifications' links; AlertAllow names the
+	// webhook and chat destinations allowed beyond the public internet.
+	Alerts          bool
+	AlertInterval   time.Duration
+	AlertConsoleURL string
+	AlertAllow      []string
 }
 
 // bindGlobal defines the flags every command takes: the configuration
@@ -113,6 +122,11 @@ func bindServe(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.TokensFile, "tokens-file", "", "YAML list of accepted tokens ({name, sha256, role, namespaces}); turns authentication on")
 	fs.BoolVar(&c.Insecure, "insecure", false, "allow a non-loopback --listen without TLS or tokens")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "how long SIGTERM waits for running attempts and calls in flight")
+	// Alerting (issue 23).
+	fs.BoolVar(&c.Alerts, "alerts", true, "evaluate the stored alert rules and deliver their notifications (each incident is notified once however many jobd run)")
+	fs.DurationVar(&c.AlertInterval, "alert-interval", time.Second, "how often alert rules are evaluated and notifications delivered")
+	fs.StringVar(&c.AlertConsoleURL, "alert-console-url", "", "the console's address as operators reach it (\"https://jobs.example.com/console\"), for the links in notifications (default: none)")
+	fs.StringSliceVar(&c.AlertAllow, "alert-allow", nil, "webhook and chat destinations allowed besides public addresses: hosts, *.domains, IPs, CIDRs (loopback, private and link-local ones are refused otherwise)")
 }
 
 // envName is the environment variable of a flag.
