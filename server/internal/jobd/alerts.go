@@ -47,7 +47,8 @@ func (d *daemon) startAlerts(ctx context.Context, obs alert.Observer) (*alerting
 		st := d.stores.byNS[ns]
 		docs, err := documentsOf(st)
 		if err != nil {
-			return nil, fmt.Errorf("namespace %q: %w", ns, err)
+			d.log.Warn("alerting is off", "namespace", ns, "reason", err)
+			continue
 		}
 		svc, err := alert.New(alert.Config{
 			Namespace: ns, Store: st, Docs: docs, Node: m.NodeID(), ConsoleURL: c.AlertConsoleURL,
