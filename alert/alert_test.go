@@ -80,7 +80,6 @@ func (r *receiver) events(rule string) []alert.Event {
 // services (two "jobd") sharing it.
 type bundle struct {
 	st     *memdbstore.Store
-	docs   *memDocs
 	mgr    *job.Manager
 	svcs   []*alert.Service
 	recv   *receiver
@@ -97,7 +96,7 @@ func setup(t *testing.T, queues []string, jobs ...*job.Job) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bundle{st: st, docs: newMemDocs(), recv: newReceiver(t)}
+	b := &bundle{st: st, recv: newReceiver(t)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	opts := []job.ManagerOption{job.WithStore(st), job.WithWorkers(2), job.WithNodeID("worker"), job.WithTriggerReload(100 * time.Millisecond)}
 	if len(queues) > 0 {
@@ -119,7 +118,7 @@ func setup(t *testing.T, queues []string, jobs ...*job.Job) *bundle {
 	var wg sync.WaitGroup
 	for _, node := range []string{"jobd-a", "jobd-b"} {
 		svc, err := alert.New(alert.Config{
-			Store: st, Docs: b.docs, Node: node, Interval: 50 * time.Millisecond,
+			Store: st, Node: node, Interval: 50 * time.Millisecond,
 			RetryBase: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 			ConsoleURL: "http://jobd.test/console", Guard: loopbackGuard(t), KindKnown: func(k string) bool { _, err := mgr.LookupJob(k); return err == nil },
 		})
@@ -232,7 +231,7 @@ func waitSteps(t *testing.T, b *bundle, n int) {
 }
 
 func stateVersion(b *bundle) int64 {
-	d, err := b.docs.GetDocument(context.Background(), "alert-state", "evaluator")
+	d, err := b.st.GetDocument(context.Background(), "alert-state", "evaluator")
 	if err != nil {
 		return 0
 	}

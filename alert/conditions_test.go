@@ -126,11 +126,11 @@ func TestLagOnPausedQueueRepeatsAndResolves(t *testing.T) {
 	ctx := context.Background()
 	clk := &manualClock{t: time.Now()}
 	rec := newReceiver(t)
-	svc, err := alert.New(alert.Config{Store: b.st, Docs: newMemDocs(), Node: "solo", Clock: clk, Guard: loopbackGuard(t)})
+	svc, err := alert.New(alert.Config{Store: b.st, Node: "solo", Clock: clk, Guard: loopbackGuard(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.PutChannel(ctx, &alert.Channel{Name: "hook", Type: alert.Webhook, URL: rec.srv.URL, SecretRef: "env:ALERT_TEST_SECRET"}, 0); err != nil {
+	if _, err := svc.PutChannel(ctx, &alert.Channel{Name: "hook", Type: alert.Webhook, URL: rec.srv.URL, SecretRef: "env:ALERT_TEST_SECRET"}, store.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	m2 := b.mgr

@@ -15,9 +15,9 @@ import (
 // attempt is counted in the channel's status. It runs apart from the
 // engine, so a slow or failing channel never holds up a job.
 func (s *Service) Deliver(ctx context.Context) error {
-	var due []*Document
+	var due []*store.Document
 	now := s.now()
-	err := s.listDocs(ctx, colOutbox, func(d *Document) error {
+	err := s.listDocs(ctx, colOutbox, func(d *store.Document) error {
 		n := new(Notification)
 		if err := decodeInto(d, n); err != nil {
 			return nil
@@ -42,7 +42,7 @@ func (s *Service) Deliver(ctx context.Context) error {
 }
 
 // deliverOne claims one outbox entry, sends it, and records the outcome.
-func (s *Service) deliverOne(ctx context.Context, d *Document) error {
+func (s *Service) deliverOne(ctx context.Context, d *store.Document) error {
 	n := new(Notification)
 	if err := decodeInto(d, n); err != nil {
 		return err
@@ -57,7 +57,7 @@ func (s *Service) deliverOne(ctx context.Context, d *Document) error {
 		return fmt.Errorf("alert: claim notification %s: %w", d.Name, err)
 	}
 	drop := func() error {
-		err := s.cfg.Docs.DeleteDocument(ctx, &DeleteDocumentParams{Collection: colOutbox, Name: d.Name, IfVersion: claimed.Version})
+		err := s.cfg.Store.DeleteDocument(ctx, &store.DeleteDocumentParams{Collection: colOutbox, Name: d.Name, IfVersion: claimed.Version})
 		if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("alert: drop notification %s from the outbox: %w", d.Name, err)
 		}

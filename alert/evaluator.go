@@ -652,12 +652,12 @@ func roundDur(d time.Duration) time.Duration {
 func (s *Service) pruneHistory(ctx context.Context, now time.Time) error {
 	after := notificationID(now.Add(-s.cfg.HistoryRetain), "", 0, "")
 	for range 10 {
-		p, err := s.cfg.Docs.ListDocuments(ctx, &ListDocumentsParams{Collection: colNotifications, After: after, Limit: 1000})
+		p, err := s.cfg.Store.ListDocuments(ctx, &store.ListDocumentsParams{Collection: colNotifications, After: after, Limit: 1000})
 		if err != nil {
 			return err
 		}
 		for _, d := range p.Documents {
-			err := s.cfg.Docs.DeleteDocument(ctx, &DeleteDocumentParams{Collection: colNotifications, Name: d.Name, IfVersion: d.Version})
+			err := s.cfg.Store.DeleteDocument(ctx, &store.DeleteDocumentParams{Collection: colNotifications, Name: d.Name, IfVersion: d.Version})
 			if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
 				return err
 			}

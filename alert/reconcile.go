@@ -18,7 +18,7 @@ const resolvedRetain = 24 * time.Hour
 // when several evaluators reconcile at once each transition happens once
 // and is notified once; the loser of a race moves on.
 func (s *Service) reconcile(ctx context.Context, rules map[string]*Rule, fire map[string]*firing, now time.Time) error {
-	incs, err := decodeAll(ctx, s, colIncidents, func(v *Incident, d *Document) { v.Version = d.Version })
+	incs, err := decodeAll(ctx, s, colIncidents, func(v *Incident, d *store.Document) { v.Version = d.Version })
 	if err != nil {
 		return fmt.Errorf("alert: list incidents: %w", err)
 	}
@@ -83,7 +83,7 @@ func (s *Service) reconcile(ctx context.Context, rules map[string]*Rule, fire ma
 			next.State, next.LastEvent, next.ResolvedAt, next.NotifiedAt = Resolved, ResolvedEvent, now, now
 			errs = append(errs, s.transition(ctx, &next, in.Version, emit))
 		case now.Sub(in.ResolvedAt) > resolvedRetain:
-			err := s.cfg.Docs.DeleteDocument(ctx, &DeleteDocumentParams{Collection: colIncidents, Name: in.ID, IfVersion: in.Version})
+			err := s.cfg.Store.DeleteDocument(ctx, &store.DeleteDocumentParams{Collection: colIncidents, Name: in.ID, IfVersion: in.Version})
 			if err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
 				errs = append(errs, err)
 			}

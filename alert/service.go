@@ -59,11 +59,10 @@ type Config struct {
 	// console links. Defaults to "default".
 	Namespace string
 	// Store is the namespace's store: the evaluator follows its events and
-	// reads its counts, lag, triggers, nodes and definitions. Required.
+	// reads its counts, lag, triggers, nodes and definitions, and its
+	// documents (store.Documents) keep the rules, silences, channels,
+	// incidents, notifications and the evaluator's state. Required.
 	Store store.Store
-	// Docs keeps the rules, silences, channels, incidents, notifications
-	// and the evaluator's state. Required.
-	Docs Documents
 	// Node names this process in delivery claims. Required.
 	Node string
 	// Clock defaults to the wall clock.
@@ -114,8 +113,6 @@ func New(cfg Config) (*Service, error) {
 	switch {
 	case cfg.Store == nil:
 		return nil, errors.New("alert: Config.Store is nil; give the namespace's store")
-	case cfg.Docs == nil:
-		return nil, errors.New("alert: Config.Docs is nil; give the store's documents")
 	case cfg.Node == "":
 		return nil, errors.New("alert: Config.Node is empty; give the node's ID")
 	case cfg.Interval < 0 || cfg.MaxAttempts < 0 || cfg.RetryBase < 0 || cfg.RetryMax < 0 || cfg.SendTimeout < 0:
@@ -163,8 +160,8 @@ func (s *Service) Namespace() string { return s.cfg.Namespace }
 func (s *Service) now() time.Time { return s.cfg.Clock.Now() }
 
 // getDoc reads a document into v and returns its version.
-func (s *Service) getDoc(ctx context.Context, col, name string, v any) (*Document, error) {
-	d, err := s.cfg.Docs.GetDocument(ctx, col, name)
+func (s *Service) getDoc(ctx context.Context, col, name string, v any) (*store.Document, error) {
+	d, err := s.cfg.Store.GetDocument(ctx, col, name)
 	if err != nil {
 		return nil, err
 	}
@@ -175,22 +172,22 @@ func (s *Service) getDoc(ctx context.Context, col, name string, v any) (*Documen
 }
 
 // putDoc writes v as a document if ifVersion holds.
-func (s *Service) putDoc(ctx context.Context, col, name string, v any, ifVersion int64) (*Document, error) {
+func (s *Service) putDoc(ctx context.Context, col, name string, v any, ifVersion int64) (*store.Document, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("alert: encode %s %q: %w", col, name, err)
 	}
-	return s.cfg.Docs.PutDocument(ctx, &PutDocumentParams{
+	return s.cfg.Store.PutDocument(ctx, &store.PutDocumentParams{
 		Collection: col, Name: name, Body: b, IfVersion: ifVersion, Now: s.now(),
 	})
 }
 
 // listDocs reads a whole collection (the small ones: rules, silences,
 // channels, incidents, outbox), calling fn for each document.
-func (s *Service) listDocs(ctx context.Context, col string, fn func(*Document) error) error {
+func (s *Service) listDocs(ctx context.Context, col string, fn func(*store.Document) error) error {
 	after := ""
 	for {
-		p, err := s.cfg.Docs.ListDocuments(ctx, &ListDocumentsParams{Collection: col, After: after})
+		p, err := s.cfg.Store.ListDocuments(ctx, &store.ListDocumentsParams{Collection: col, After: after})
 		if err != nil {
 			return err
 		}
@@ -206,9 +203,9 @@ func (s *Service) listDocs(ctx context.Context, col string, fn func(*Document) e
 	}
 }
 
-func decodeAll[T any](ctx context.Context, s *Service, col string, set func(*T, *Document)) ([]*T, error) {
+func decodeAll[T any](ctx context.Context, s *Service, col string, set func(*T, *store.Document)) ([]*T, error) {
 	var out []*T
-	err := s.listDocs(ctx, col, func(d *Document) error {
+	err := s.listDocs(ctx, col, func(d *store.Document) error {
 		v := new(T)
 		if err := json.Unmarshal(d.Body, v); err != nil {
 			s.log.Warn("alert: an undecodable document is left out", "collection", col, "name", d.Name, "err", err)
@@ -272,7 +269,7 @@ func (s *Service) checkRefs(ctx context.Context, r *Rule) error {
 		}
 	}
 	for _, c := range r.Channels {
-		if _, err := s.cfg.Docs.GetDocument(ctx, colChannels, c); errors.Is(err, store.ErrNotFound) {
+		if _, err := s.cfg.Store.GetDocument(ctx, colChannels, c); errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: rule %q: channel %q does not exist; create it first or fix the name", ErrUnknown, r.Name, c)
 		} else if err != nil {
 			return fmt.Errorf("alert: rule %q: read channel %q: %w", r.Name, c, err)
@@ -368,7 +365,7 @@ func (s *Service) GetRule(ctx context.Context, name string) (*Rule, error) {
 
 // ListRules returns every rule, in name order.
 func (s *Service) ListRules(ctx context.Context) ([]*Rule, error) {
-	return decodeAll(ctx, s, colRules, func(r *Rule, d *Document) {
+	return decodeAll(ctx, s, colRules, func(r *Rule, d *store.Document) {
 		r.Version, r.CreatedAt, r.UpdatedAt = d.Version, d.CreatedAt, d.UpdatedAt
 	})
 }
@@ -376,7 +373,7 @@ func (s *Service) ListRules(ctx context.Context) ([]*Rule, error) {
 // DeleteRule removes a rule (only that Version when ifVersion is not 0);
 // its open incidents resolve at the next evaluation.
 func (s *Service) DeleteRule(ctx context.Context, name string, ifVersion int64) error {
-	if err := s.cfg.Docs.DeleteDocument(ctx, &DeleteDocumentParams{Collection: colRules, Name: name, IfVersion: ifVersion}); err != nil {
+	if err := s.cfg.Store.DeleteDocument(ctx, &store.DeleteDocumentParams{Collection: colRules, Name: name, IfVersion: ifVersion}); err != nil {
 		return fmt.Errorf("alert: delete rule %q: %w", name, err)
 	}
 	s.ev.wake()
@@ -390,7 +387,7 @@ func (s *Service) PutSilence(ctx context.Context, sl *Silence, ifVersion int64) 
 		return nil, err
 	}
 	if sl.Rule != "" {
-		if _, err := s.cfg.Docs.GetDocument(ctx, colRules, sl.Rule); errors.Is(err, store.ErrNotFound) {
+		if _, err := s.cfg.Store.GetDocument(ctx, colRules, sl.Rule); errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("%w: silence %q: rule %q does not exist; fix the name", ErrUnknown, sl.Name, sl.Rule)
 		} else if err != nil {
 			return nil, fmt.Errorf("alert: silence %q: read rule %q: %w", sl.Name, sl.Rule, err)
@@ -416,14 +413,14 @@ func (s *Service) PutSilence(ctx context.Context, sl *Silence, ifVersion int64) 
 // ListSilences returns every stored silence (ended ones too, until they
 // are deleted), in name order.
 func (s *Service) ListSilences(ctx context.Context) ([]*Silence, error) {
-	return decodeAll(ctx, s, colSilences, func(v *Silence, d *Document) {
+	return decodeAll(ctx, s, colSilences, func(v *Silence, d *store.Document) {
 		v.Version, v.CreatedAt, v.UpdatedAt = d.Version, d.CreatedAt, d.UpdatedAt
 	})
 }
 
 // DeleteSilence removes a silence.
 func (s *Service) DeleteSilence(ctx context.Context, name string, ifVersion int64) error {
-	if err := s.cfg.Docs.DeleteDocument(ctx, &DeleteDocumentParams{Collection: colSilences, Name: name, IfVersion: ifVersion}); err != nil {
+	if err := s.cfg.Store.DeleteDocument(ctx, &store.DeleteDocumentParams{Collection: colSilences, Name: name, IfVersion: ifVersion}); err != nil {
 		return fmt.Errorf("alert: delete silence %q: %w", name, err)
 	}
 	return nil
@@ -491,7 +488,7 @@ func (s *Service) GetChannel(ctx context.Context, name string) (*Channel, error)
 
 // ListChannels returns every channel, in name order.
 func (s *Service) ListChannels(ctx context.Context) ([]*Channel, error) {
-	return decodeAll(ctx, s, colChannels, func(v *Channel, d *Document) {
+	return decodeAll(ctx, s, colChannels, func(v *Channel, d *store.Document) {
 		v.Version, v.CreatedAt, v.UpdatedAt = d.Version, d.CreatedAt, d.UpdatedAt
 	})
 }
@@ -515,7 +512,7 @@ func (s *Service) DeleteChannel(ctx context.Context, name string, ifVersion int6
 	if len(users) > 0 {
 		return fmt.Errorf("%w: channel %q is notified by rule %s; take it out of them first", ErrInUse, name, strings.Join(users, ", "))
 	}
-	if err := s.cfg.Docs.DeleteDocument(ctx, &DeleteDocumentParams{Collection: colChannels, Name: name, IfVersion: ifVersion}); err != nil {
+	if err := s.cfg.Store.DeleteDocument(ctx, &store.DeleteDocumentParams{Collection: colChannels, Name: name, IfVersion: ifVersion}); err != nil {
 		return fmt.Errorf("alert: delete channel %q: %w", name, err)
 	}
 	return nil
@@ -534,7 +531,7 @@ func (s *Service) ChannelStatus(ctx context.Context, name string) (*ChannelStatu
 // ListIncidents returns the incidents in the given state (all when
 // empty), most recently opened first.
 func (s *Service) ListIncidents(ctx context.Context, state IncidentState) ([]*Incident, error) {
-	all, err := decodeAll(ctx, s, colIncidents, func(v *Incident, d *Document) { v.Version = d.Version })
+	all, err := decodeAll(ctx, s, colIncidents, func(v *Incident, d *store.Document) { v.Version = d.Version })
 	if err != nil {
 		return nil, err
 	}
@@ -574,7 +571,7 @@ func (s *Service) ListNotifications(ctx context.Context, cursor string, limit in
 	out := &NotificationPage{}
 	after := cursor
 	for {
-		p, err := s.cfg.Docs.ListDocuments(ctx, &ListDocumentsParams{Collection: colNotifications, After: after, Limit: limit})
+		p, err := s.cfg.Store.ListDocuments(ctx, &store.ListDocumentsParams{Collection: colNotifications, After: after, Limit: limit})
 		if err != nil {
 			return nil, fmt.Errorf("alert: list notifications: %w", err)
 		}
@@ -600,3 +597,5 @@ func (s *Service) ListNotifications(ctx context.Context, cursor string, limit in
 		after = p.Next
 	}
 }
+
+func decodeInto(d *store.Document, v any) error { return json.Unmarshal(d.Body, v) }

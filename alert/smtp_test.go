@@ -144,7 +144,7 @@ func TestEmailChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := alert.New(alert.Config{Store: st, Docs: newMemDocs(), Node: "n1", ConsoleURL: "https://jobd.example/console"})
+	svc, err := alert.New(alert.Config{Store: st, Node: "n1", ConsoleURL: "https://jobd.example/console"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,13 +45,8 @@ func (d *daemon) startAlerts(ctx context.Context, obs alert.Observer) (*alerting
 	}
 	for ns, m := range d.managers {
 		st := d.stores.byNS[ns]
-		docs, err := documentsOf(st)
-		if err != nil {
-			d.log.Warn("alerting is off", "namespace", ns, "reason", err)
-			continue
-		}
 		svc, err := alert.New(alert.Config{
-			Namespace: ns, Store: st, Docs: docs, Node: m.NodeID(), ConsoleURL: c.AlertConsoleURL,
+			Namespace: ns, Store: st, Node: m.NodeID(), ConsoleURL: c.AlertConsoleURL,
 			Guard: guard, KindKnown: registered(m), Observer: obs, Interval: c.AlertInterval,
 			Logger: d.log.With("component", "alerts", "namespace", ns),
 		})
