@@ -114,8 +114,17 @@ func (s *Service) Step(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The rules are read after the state, so a step that starts from a
-	// state written after a rule was stored evaluates that rule.
+	now := s.now()
+	stepping := st.StepAt.IsZero() || now.Sub(st.StepAt) >= s.cfg.Interval/2
+	var events []store.Event
+	cursor := st.Cursor
+	if stepping {
+		if events, cursor, err = s.ev.drain(ctx, st.Cursor); err != nil {
+			return err
+		}
+	}
+	// The rules are read after the events: every rule stored before the
+	// last event read judges it.
 	rules, err := s.ListRules(ctx)
 	if err != nil {
 		return err
@@ -128,9 +137,8 @@ func (s *Service) Step(ctx context.Context) error {
 			active = append(active, r)
 		}
 	}
-	now := s.now()
-	if st.StepAt.IsZero() || now.Sub(st.StepAt) >= s.cfg.Interval/2 {
-		next, err := s.ev.evaluate(ctx, st, active, now)
+	if stepping {
+		next, err := s.ev.evaluate(ctx, st, events, cursor, active, now)
 		if err != nil {
 			return err
 		}
@@ -185,10 +193,10 @@ func (s *Service) loadState(ctx context.Context) (*evalState, int64, error) {
 	return st, d.Version, nil
 }
 
-// evaluate returns the state after st: st's counters moved by the events
-// since st.Cursor, and the firing set from them and the inspection
+// evaluate returns the state after st: st's counters moved by events
+// (those up to cursor), and the firing set from them and the inspection
 // queries.
-func (e *evaluator) evaluate(ctx context.Context, st *evalState, rules []*Rule, now time.Time) (*evalState, error) {
+func (e *evaluator) evaluate(ctx context.Context, st *evalState, events []store.Event, cursor string, rules []*Rule, now time.Time) (*evalState, error) {
 	next := &evalState{
 		Cursor: st.Cursor, StepAt: now, PrunedAt: st.PrunedAt,
 		Failures: maps.Clone(st.Failures), LagSince: map[string]time.Time{},
@@ -216,10 +224,6 @@ func (e *evaluator) evaluate(ctx context.Context, st *evalState, rules []*Rule, 
 	}
 
 	// Failures, from the events.
-	events, cursor, err := e.drain(ctx, st.Cursor)
-	if err != nil {
-		return nil, err
-	}
 	next.Cursor = cursor
 	for _, ev := range events {
 		if ev.State != store.Terminated && ev.State != store.TimedOut && ev.State != store.Completed {
