@@ -58,7 +58,7 @@ func (s *Service) payload(n *Notification) *Payload {
 		case n.Incident != "":
 			p.ConsoleURL = base + "/alerts/incidents/" + url.PathEscape(n.Incident) + ns
 		default:
-			p.ConsoleURL = base + "/alerts/channels" + ns
+			p.ConsoleURL = base + "/alerts" + ns
 		}
 	}
 	return p
