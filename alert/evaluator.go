@@ -528,10 +528,10 @@ func (e *evaluator) ticks(rules []*Rule, triggers map[string]*store.Trigger, nex
 			} else if !t.Paused && t.LastSkipped.After(t.LastTick) {
 				why = append(why, "its last tick was skipped by the overlap policy")
 			}
-			if seen != nil && !seen.Tick.IsZero() && t.LastTick.After(seen.Tick) {
+			if seen != nil && t.LastTick.After(seen.Tick) {
 				from := seen.Tick
 				if t.UpdatedAt.After(from) {
-					from = t.UpdatedAt // ticks before a user's change (a resume) are not owed
+					from = t.UpdatedAt // ticks before its creation or a user's change (a resume) are not owed
 				}
 				if n := ticksBetween(t, from, t.LastTick) - int(t.Skipped-seen.Skipped); n > 0 {
 					why = append(why, fmt.Sprintf("%d tick(s) missed while no scheduler fired them", n))
