@@ -323,5 +323,10 @@ func (c *Config) validateServe() error {
 	if c.Listen == "" {
 		return usagef("--listen: give an address such as 127.0.0.1:8080")
 	}
+	if c.Alerts { // issue 23
+		if _, err := c.checkAlertFlags(); err != nil {
+			return err
+		}
+	}
 	return nil
 }

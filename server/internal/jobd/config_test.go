@@ -76,6 +76,11 @@ func TestPrecedence(t *testing.T) {
 		{"drain-timeout", "5s", "6s", "7s", func(c *Config) any { return c.DrainTimeout }, 5 * time.Second, 6 * time.Second, 7 * time.Second},
 		{"log-level", "debug", "warn", "error", func(c *Config) any { return c.LogLevel }, "debug", "warn", "error"},
 		{"log-format", "json", "text", "json", func(c *Config) any { return c.LogFormat }, "json", "text", "json"},
+		// Alerting (issue 23).
+		{"alerts", "false", "true", "false", func(c *Config) any { return c.Alerts }, false, true, false},
+		{"alert-interval", "2s", "3s", "4s", func(c *Config) any { return c.AlertInterval }, 2 * time.Second, 3 * time.Second, 4 * time.Second},
+		{"alert-console-url", "https://a/console", "https://b/console", "https://c/console", func(c *Config) any { return c.AlertConsoleURL }, "https://a/console", "https://b/console", "https://c/console"},
+		{"alert-allow", "[10.0.0.0/8]", "hooks.internal,*.corp", "127.0.0.1", func(c *Config) any { return c.AlertAllow }, []string{"10.0.0.0/8"}, []string{"hooks.internal", "*.corp"}, []string{"127.0.0.1"}},
 	}
 	// Every flag of jobd is in the table.
 	seen := map[string]bool{"config": true, "help": true}
