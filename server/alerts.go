@@ -465,5 +465,3 @@ func channelToProto(c *alert.Channel, st *alert.ChannelStatus) *pb.Channel {
 	}
 	return out
 }
-
-

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/jobkit/job/alert"
-	"github.com/jobkit/job/store/redisstore"
-	"github.com/redis/go-redis/v9"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
+	"github.com/jobkit/job/store/redisstore"
 	"github.com/jobkit/job/webhook"
+	"github.com/redis/go-redis/v9"
 )
 
 // alertSecret signs the webhook notifications of these tests; jobd reads

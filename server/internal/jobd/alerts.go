@@ -84,4 +84,3 @@ func registered(m *job.Manager) func(string) bool {
 		return err == nil
 	}
 }
-
