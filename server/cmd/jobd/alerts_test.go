@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,9 +16,7 @@ import (
 
 	"github.com/jobkit/job/alert"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
-	"github.com/jobkit/job/store/redisstore"
 	"github.com/jobkit/job/webhook"
-	"github.com/redis/go-redis/v9"
 )
 
 // alertSecret signs the webhook notifications of these tests; jobd reads
@@ -112,9 +109,18 @@ var alertEnv = []string{"JOBKIT_TEST_ALERT_SECRET=" + alertSecret}
 // node is SIGKILLed.
 func TestAlertsTwoJobdRedis(t *testing.T) {
 	t.Parallel()
+	testAlertsTwoJobd(t, []string{"--store", "redis", "--redis-addr", redisAddr(t)})
+}
+
+// TestAlertsTwoJobdEtcd is TestAlertsTwoJobdRedis on etcd.
+func TestAlertsTwoJobdEtcd(t *testing.T) {
+	t.Parallel()
+	testAlertsTwoJobd(t, []string{"--store", "etcd", "--etcd-endpoints", etcdEndpoints(t)})
+}
+
+func testAlertsTwoJobd(t *testing.T, common []string) {
 	ns, solo := uniqueNS(t), uniqueNS(t)+"-solo"
 	rec := newAlertReceiver(t)
-	common := []string{"--store", "redis", "--redis-addr", redisAddr(t)}
 	// The worker of ns runs echo, sleep and block; the only node of solo
 	// runs them there. Neither evaluates alerts.
 	startJobd(t, testjobdBin(), nil, append(common, "--namespace", ns, "--publish-definitions", "--workers", "4", "--alerts=false", "--node-id", "worker")...)
@@ -130,12 +136,7 @@ func TestAlertsTwoJobdRedis(t *testing.T) {
 			for _, j := range jobds {
 				t.Logf("jobd log:\n%s", lastLines(j.logText(), 40))
 			}
-			rdb := redis.NewClient(&redis.Options{Addr: redisAddr(t)})
-			defer rdb.Close()
-			st, _ := redisstore.New(rdb, redisstore.WithNamespace(ns))
-			if d, err := st.GetDocument(context.Background(), "alert-state", "evaluator"); err == nil {
-				t.Logf("evaluator state: %s", d.Body)
-			}
+
 		}
 	})
 	for _, n := range []string{ns, solo} {
