@@ -142,6 +142,11 @@ func (s *Service) post(ctx context.Context, u string, body []byte, hdr http.Head
 	req.Header.Set("User-Agent", "jobkit-alert")
 	resp, err := s.client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			// A chat address carries its token: name only its host.
+			return fmt.Errorf("POST %s: %w", redact(u), ue.Err)
+		}
 		return err
 	}
 	defer resp.Body.Close()
