@@ -6,6 +6,7 @@ go 1.26.0
 // (see "Module layout" in doc/design.md).
 replace (
 	github.com/jobkit/job => ..
+	github.com/jobkit/job/alert => ../alert
 	github.com/jobkit/job/api => ../api
 	github.com/jobkit/job/executors => ../executors
 	github.com/jobkit/job/icalimport => ../icalimport
@@ -24,8 +25,11 @@ require (
 	connectrpc.com/grpchealth v1.5.0
 	connectrpc.com/grpcreflect v1.3.1
 	github.com/chromedp/chromedp v0.23.0
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
+	github.com/emersion/go-smtp v0.25.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jobkit/job v0.0.0
+	github.com/jobkit/job/alert v0.0.0
 	github.com/jobkit/job/api v0.0.0
 	github.com/jobkit/job/executors v0.0.0
 	github.com/jobkit/job/metrics v0.0.0

@@ -24,6 +24,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	job "github.com/jobkit/job"
+	"github.com/jobkit/job/alert"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
 )
 
@@ -57,6 +58,9 @@ type Config struct {
 	// (CreateDefinitionRequest.wasm_module, issue 22); nil (or a nil
 	// store) refuses such requests.
 	WasmModules func(m *job.Manager) ModuleStore
+	// Alerts is each namespace's alerting (issue 23), served by
+	// AlertService; a namespace without one answers FailedPrecondition.
+	Alerts map[string]*alert.Service
 }
 
 // ModuleStore keeps WebAssembly modules by content hash (the wasm
@@ -124,6 +128,7 @@ var serviceNames = []string{
 	jobkitv1connect.TriggerServiceName,
 	jobkitv1connect.QueueServiceName,
 	jobkitv1connect.NodeServiceName,
+	jobkitv1connect.AlertServiceName,
 }
 
 // New checks cfg and returns a Server for it: at least one namespace, no
@@ -177,6 +182,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.Handle(jobkitv1connect.NewQueueServiceHandler(queueService{}, opts...))
 	s.mux.Handle(jobkitv1connect.NewNodeServiceHandler(nodeService{}, opts...))
 	s.mux.Handle(jobkitv1connect.NewCalendarServiceHandler(calendarService{}, opts...))
+	s.mux.Handle(jobkitv1connect.NewAlertServiceHandler(alertService{s}, opts...))
 	// Health checking and reflection need no token.
 	open := connect.WithReadMaxBytes(cfg.MaxRequestBytes)
 	s.mux.Handle(grpchealth.NewHandler(s.health, open))

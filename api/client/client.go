@@ -123,6 +123,7 @@ type Client struct {
 	triggers jobkitv1connect.TriggerServiceClient
 	// calendars: see calendars.go.
 	calendars jobkitv1connect.CalendarServiceClient
+	alerts    jobkitv1connect.AlertServiceClient
 }
 
 // New returns a client of the server at baseURL ("http://127.0.0.1:8080",
@@ -165,6 +166,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		triggers: jobkitv1connect.NewTriggerServiceClient(hc, base, copts...),
 
 		calendars: jobkitv1connect.NewCalendarServiceClient(hc, base, copts...),
+		alerts:    jobkitv1connect.NewAlertServiceClient(hc, base, copts...),
 	}, nil
 }
 

@@ -23,6 +23,7 @@ type clients struct {
 	nodes    jobkitv1connect.NodeServiceClient
 	// calendars: see calendars.go.
 	calendars jobkitv1connect.CalendarServiceClient
+	alerts    jobkitv1connect.AlertServiceClient
 }
 
 // newClients returns the clients for token and namespace ns.
@@ -37,6 +38,7 @@ func (c *Console) newClients(token, ns string) *clients {
 		nodes:    jobkitv1connect.NewNodeServiceClient(hc, base, opts...),
 
 		calendars: jobkitv1connect.NewCalendarServiceClient(hc, base, opts...),
+		alerts:    jobkitv1connect.NewAlertServiceClient(hc, base, opts...),
 	}
 }
 

@@ -29,7 +29,7 @@ const fragmentHeader = "X-Jobkit-Fragment"
 // pageNames are the pages, each web/templates/<name>.html defining
 // "content" inside web/templates/layout.html.
 var pageNames = []string{"overview", "signin", "queues", "instances", "instance", "jobs", "nodes", "confirm", "error",
-	"calendars", "calendar"}
+	"calendars", "calendar", "alerts", "incident"}
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
@@ -214,5 +214,6 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /calendars/import", c.importCalendar)
 	m.HandleFunc("GET /calendars/{name}", c.calendarPage)
 	m.HandleFunc("POST /calendars/{name}/{action}", c.calendarAction)
+	c.alertRoutes(m) // issue 23
 	c.mux = m
 }

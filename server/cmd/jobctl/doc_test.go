@@ -109,9 +109,10 @@ func testDocExamples(t *testing.T, sk storeKind) {
 		srv, cmdText := ctlSrv, ex.cmd
 		if ex.curl() {
 			srv = curlSrv
-			cmdText = strings.ReplaceAll(cmdText, "http://127.0.0.1:8080", srv.url)
 			cmdText = strings.ReplaceAll(cmdText, "curl ", "curl --fail-with-body ")
 		}
+		// The server's address, also where alert channels post to.
+		cmdText = strings.ReplaceAll(cmdText, "http://127.0.0.1:8080", srv.url)
 		env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "JOBCTL_ADDR="+srv.url)
 		for k, v := range vars[srv] {
 			env = append(env, k+"="+v)

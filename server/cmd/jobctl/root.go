@@ -104,6 +104,7 @@ denied, 6 server unavailable.`,
 		newQueuesCmd(g), newKindsCmd(g), newNodesCmd(g),
 		newDefinitionsCmd(g), newTriggersCmd(g), newWatchCmd(g),
 		newCalendarsCmd(g),
+		newAlertCmd(g),
 	)
 	markRun(root, g)
 	return root

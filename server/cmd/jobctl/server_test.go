@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"sync/atomic"
@@ -92,9 +93,10 @@ func TestMain(m *testing.M) {
 // newTestServerOn is newTestServer on the stores sk makes.
 func newTestServerOn(t *testing.T, auth bool, sk storeKind) *testServer {
 	t.Helper()
-	mgrs := map[string]*job.Manager{}
+	mgrs, stores := map[string]*job.Manager{}, map[string]store.Store{}
 	for _, ns := range []string{"default", "other"} {
-		mgrs[ns] = newTestManager(t, sk.open(t, ns))
+		stores[ns] = sk.open(t, ns)
+		mgrs[ns] = newTestManager(t, stores[ns])
 	}
 	cfg := server.Config{Namespaces: mgrs, Logger: slog.New(slog.DiscardHandler)}
 	if auth {
@@ -103,11 +105,16 @@ func newTestServerOn(t *testing.T, auth bool, sk storeKind) *testServer {
 			{Name: "viewer", SHA256: server.HashToken(viewerSecret), Role: server.RoleViewer, Namespaces: []string{"default"}},
 		}
 	}
+	cfg.Alerts = alertServices(t, mgrs, stores)
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewUnstartedServer(srv)
+	// POST /hook is the receiver of doc/api.md's alert channels.
+	mux := http.NewServeMux()
+	mux.Handle("/", srv)
+	mux.HandleFunc("POST /hook", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	hs := httptest.NewUnstartedServer(mux)
 	hs.Config.Protocols = server.Protocols()
 	hs.Start()
 	t.Cleanup(hs.Close)

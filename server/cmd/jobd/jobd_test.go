@@ -212,6 +212,8 @@ func TestBadFlags(t *testing.T) {
 		{"bad postgres URL", nil, []string{"--store", "postgres", "--pg-url", "postgres://x:y:z"}, "--pg-url"},
 		{"bad metrics naming", nil, []string{"--metrics-naming", "statsd"}, "--metrics-naming"},
 		{"bad label", nil, []string{"--labels", "a b"}, "label"},
+		{"bad alert interval", nil, []string{"--alert-interval", "0s"}, "--alert-interval 0s"},
+		{"bad alert allowlist", nil, []string{"--alert-allow", "http://x/"}, "--alert-allow"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -87,6 +87,14 @@ type Config struct {
 	// node enables, with their allowlists (executors.go).
 	Executors ExecutorsConfig
 	// <<< issue 22
+	// Alerting (issue 23): Alerts runs the evaluator and the deliverer of
+	// each namespace; AlertInterval paces them; AlertConsoleURL is the
+	// console's address in notifications' links; AlertAllow names the
+	// webhook and chat destinations allowed beyond the public internet.
+	Alerts          bool
+	AlertInterval   time.Duration
+	AlertConsoleURL string
+	AlertAllow      []string
 }
 
 // bindGlobal defines the flags every command takes: the configuration
@@ -119,6 +127,11 @@ func bindServe(fs *pflag.FlagSet, c *Config) {
 	fs.BoolVar(&c.Insecure, "insecure", false, "allow a non-loopback --listen without TLS or tokens")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "how long SIGTERM waits for running attempts and calls in flight")
 	bindExecutors(fs, &c.Executors) // issue 22
+	// Alerting (issue 23).
+	fs.BoolVar(&c.Alerts, "alerts", true, "evaluate the stored alert rules and deliver their notifications (each incident is notified once however many jobd run)")
+	fs.DurationVar(&c.AlertInterval, "alert-interval", time.Second, "how often alert rules are evaluated and notifications delivered")
+	fs.StringVar(&c.AlertConsoleURL, "alert-console-url", "", "the console's address as operators reach it (\"https://jobs.example.com/console\"), for the links in notifications (default: none)")
+	fs.StringSliceVar(&c.AlertAllow, "alert-allow", nil, "webhook and chat destinations allowed besides public addresses: hosts, *.domains, IPs, CIDRs (loopback, private and link-local ones are refused otherwise)")
 }
 
 // envName is the environment variable of a flag.
@@ -314,6 +327,11 @@ func (c *Config) validateServe() error {
 	}
 	if c.Listen == "" {
 		return usagef("--listen: give an address such as 127.0.0.1:8080")
+	}
+	if c.Alerts { // issue 23
+		if _, err := c.checkAlertFlags(); err != nil {
+			return err
+		}
 	}
 	return c.Executors.validate(c.Namespaces) // issue 22
 }

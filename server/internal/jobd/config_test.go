@@ -88,6 +88,11 @@ func TestPrecedence(t *testing.T) {
 		{"wasm-allow-dir", "[/d1]", "/d2,/d3", "/d4", func(c *Config) any { return c.Executors.WasmAllowDirs }, []string{"/d1"}, []string{"/d2", "/d3"}, []string{"/d4"}},
 		{"wasm-cache-dir", "/c1", "/c2", "/c3", func(c *Config) any { return c.Executors.WasmCacheDir }, "/c1", "/c2", "/c3"},
 		{"secrets-dir", "/s1", "/s2", "/s3", func(c *Config) any { return c.Executors.SecretsDir }, "/s1", "/s2", "/s3"},
+		// Alerting (issue 23).
+		{"alerts", "false", "true", "false", func(c *Config) any { return c.Alerts }, false, true, false},
+		{"alert-interval", "2s", "3s", "4s", func(c *Config) any { return c.AlertInterval }, 2 * time.Second, 3 * time.Second, 4 * time.Second},
+		{"alert-console-url", "https://a/console", "https://b/console", "https://c/console", func(c *Config) any { return c.AlertConsoleURL }, "https://a/console", "https://b/console", "https://c/console"},
+		{"alert-allow", "[10.0.0.0/8]", "hooks.internal,*.corp", "127.0.0.1", func(c *Config) any { return c.AlertAllow }, []string{"10.0.0.0/8"}, []string{"hooks.internal", "*.corp"}, []string{"127.0.0.1"}},
 	}
 	// Every flag of jobd is in the table.
 	seen := map[string]bool{"config": true, "help": true}

@@ -154,10 +154,20 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 			return fmt.Errorf("namespace %q: start the manager: %w", ns, err)
 		}
 	}
+	// Alerting (issue 23): each namespace's evaluator and deliverer.
+	alertMetrics := metrics.NewAlerts()
+	reg.MustRegister(alertMetrics)
+	alerts, err := d.startAlerts(ctx, alertMetrics)
+	if err != nil {
+		d.stopManagers(time.Second)
+		return err
+	}
+	defer alerts.stop()
 	d.api, err = server.New(server.Config{
 		Namespaces: d.managers, DefaultNamespace: c.Namespaces[0], Tokens: tokens,
 		Logger:      log.With("component", "api"),
 		WasmModules: d.moduleStore, MaxRequestBytes: d.xt.maxRequestBytes(),
+		Alerts: alerts.byNS,
 	})
 	if err != nil {
 		d.stopManagers(time.Second)
