@@ -231,6 +231,9 @@ func (g guard) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.S
 // fault, not the caller's: the caller sees the message, the operator
 // should too.
 func (s *Server) logFailure(procedure string, err error) {
+	if err == nil {
+		return // connect.CodeOf(nil) is CodeUnknown: a success is no failure
+	}
 	switch connect.CodeOf(err) {
 	case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss:
 		s.cfg.Logger.Error("jobkit server: call failed", "procedure", procedure, "err", err)
