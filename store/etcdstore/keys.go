@@ -41,7 +41,8 @@ import (
 //	                                   whose lease ended, RescueNodes a dead owner's, and a
 //	                                   repeated claim (same ClaimSeq) its own. Deleted by
 //	                                   the owner once all its attempts ended, or by a
-//	                                   rescuer that finds them ended
+//	                                   rescuer that finds them ended (a rescuer rewrites
+//	                                   it without those that ended)
 //	P a/<lease>                        liveness key of one store handle, attached to its
 //	                                   etcd lease: gone when the process is gone
 //	P u/<unique key>                   unique key holder and expiry, attached to an etcd
@@ -304,9 +305,10 @@ type dynRec struct {
 }
 
 // claimRec is the value of a claim record (c/...): the attempts one claim
-// transaction took, under which etcd lease and until when. It is written
-// once and never changed; Renew moves the deadlines in the dynamic
-// records, which stay the authority (see Rescue).
+// transaction took, under which etcd lease and until when. Its owner
+// writes it once and deletes it; a rescuer may rewrite it without the
+// attempts that ended (guarded on its revision). Renew moves the deadlines
+// in the dynamic records, which stay the authority (see Rescue).
 type claimRec struct {
 	LeaseID    int64    `json:"li"`
 	LeaseUntil int64    `json:"lu"`

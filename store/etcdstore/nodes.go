@@ -516,7 +516,7 @@ func (s *Store) rescueOwned(ctx context.Context, p *store.RescueNodesParams, own
 	}
 	recs := make([]claimRecAt, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		r := claimRecAt{key: string(kv.Key), owner: owner}
+		r := claimRecAt{key: string(kv.Key), owner: owner, rev: kv.ModRevision}
 		if decode(r.key, kv.Value, &r.rec) != nil || len(r.rec.IDs) != len(r.rec.Attempts) {
 			r.rec = claimRec{} // unreadable: dropped
 		}

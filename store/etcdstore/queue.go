@@ -1341,7 +1341,7 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 					continue
 				}
 				if r.LeaseUntil < now || !alive[r.LeaseID] {
-					recs = append(recs, claimRecAt{key: key, owner: s.k.ownerOf(key), rec: r})
+					recs = append(recs, claimRecAt{key: key, owner: s.k.ownerOf(key), rec: r, rev: kv.ModRevision})
 					members += len(r.IDs)
 				}
 			}
@@ -1373,16 +1373,21 @@ func (s *Store) rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 	return out, nil
 }
 
-// claimRecAt is a claim record read, with its key and the owner it names.
+// claimRecAt is a claim record read, with its key, the owner it names
+// and its ModRevision (0: not known).
 type claimRecAt struct {
 	key, owner string
 	rec        claimRec
+	rev        int64
 }
 
 // rescueRecords reads the attempts recs list and rescues (rescueMove) up
 // to need of those still running under their record for which why gives
-// a reason, rescuers on several nodes spread at random over them. A
-// record none of whose attempts runs any more is deleted. changed reports
+// a reason, rescuers on several nodes spread at random over them. A record
+// none of whose attempts runs any more is deleted; one some of whose
+// attempts ended is rewritten without them. Claim records are written
+// once by their claim and changed after only by this, guarded on their
+// revision. changed reports
 // whether anything was written.
 func (s *Store) rescueRecords(ctx context.Context, recs []claimRecAt, need int, now time.Time, node string, why func(d *dynRec) string) (out []*store.Instance, changed bool, err error) {
 	type member struct {
@@ -1391,18 +1396,21 @@ func (s *Store) rescueRecords(ctx context.Context, recs []claimRecAt, need int, 
 		rec     int
 	}
 	var ms []member
-	var ids []string
 	for ri, r := range recs {
 		for i, id := range r.rec.IDs {
 			ms = append(ms, member{id, r.rec.Attempts[i], ri})
-			ids = append(ids, id)
 		}
+	}
+	ids := make([]string, len(ms))
+	for j, m := range ms {
+		ids[j] = m.id
 	}
 	ds, revs, _, err := s.readDyn(ctx, ids)
 	if err != nil {
 		return nil, false, err
 	}
 	running := make([]int, len(recs))
+	still := make([]claimRec, len(recs)) // each record's attempts still running
 	var gs []*group
 	var dyns []*dynRec
 	rescues := 0
@@ -1412,6 +1420,8 @@ func (s *Store) rescueRecords(ctx context.Context, recs []claimRecAt, need int, 
 			continue // ended (or claimed again, under another record)
 		}
 		running[m.rec]++
+		still[m.rec].IDs = append(still[m.rec].IDs, m.id)
+		still[m.rec].Attempts = append(still[m.rec].Attempts, m.attempt)
 		w := why(d)
 		if w == "" || rescues >= need {
 			continue
@@ -1421,9 +1431,19 @@ func (s *Store) rescueRecords(ctx context.Context, recs []claimRecAt, need int, 
 		rescues++
 	}
 	for ri, r := range recs {
-		if running[ri] == 0 {
+		switch {
+		case running[ri] == 0:
 			g := &group{}
 			g.del(r.key)
+			gs, dyns = append(gs, g), append(dyns, nil)
+		case running[ri] < len(r.rec.IDs) && r.rev != 0:
+			// Forget the attempts that had ended when read (they never
+			// run under this record again), so later passes read less;
+			// guarded, so a record its owner deleted stays deleted.
+			n := r.rec
+			n.IDs, n.Attempts = still[ri].IDs, still[ri].Attempts
+			g := &group{guards: []guard{{r.key, r.rev}}}
+			g.put(r.key, mustJSON(&n))
 			gs, dyns = append(gs, g), append(dyns, nil)
 		}
 	}

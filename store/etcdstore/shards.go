@@ -47,7 +47,7 @@ func (s *Store) Wake(ctx context.Context, p *store.WakeParams) error {
 			if err != nil || d.State != store.Scheduled || d.RunAt <= now {
 				continue
 			}
-			e := *d
+			e := d.next() // no history appended: no event
 			e.RunAt, e.Updated = now, now
 			g := &group{guards: []guard{{s.k.dyn(id), kvs[0].ModRevision}}}
 			g.del(s.k.ready(d))
