@@ -14,10 +14,18 @@
     return rel.format(Math.round(s / 86400), "day");
   }
 
-  // enhance prepares the elements under root: local times, the time zone
-  // of filter forms, auto-submitting selects, confirmations, JSON checks.
+  // pick returns the elements sel selects in root, root included.
+  function pick(root, sel) {
+    var out = Array.prototype.slice.call(root.querySelectorAll(sel));
+    if (root.matches && root.matches(sel)) out.unshift(root);
+    return out;
+  }
+
+  // enhance prepares the elements in root (once each: a live refresh
+  // enhances only the elements it adds): local times, the time zone of
+  // filter forms, auto-submitting selects, confirmations, JSON checks.
   function enhance(root) {
-    root.querySelectorAll("time[datetime]").forEach(function (t) {
+    pick(root, "time[datetime]").forEach(function (t) {
       var v = t.getAttribute("datetime");
       if (!v) return;
       var d = new Date(v);
@@ -26,14 +34,14 @@
       t.textContent = d.toLocaleString() + " (" + relative(d) + ")";
     });
     var zone = window.Intl ? Intl.DateTimeFormat().resolvedOptions().timeZone : "";
-    root.querySelectorAll("input[data-tz]").forEach(function (i) { if (!i.value) i.value = zone; });
-    root.querySelectorAll("select[data-autosubmit]").forEach(function (s) {
+    pick(root, "input[data-tz]").forEach(function (i) { if (!i.value) i.value = zone; });
+    pick(root, "select[data-autosubmit]").forEach(function (s) {
       s.addEventListener("change", function () { s.form.submit(); });
     });
-    root.querySelectorAll("form[data-confirm]").forEach(function (f) {
+    pick(root, "form[data-confirm]").forEach(function (f) {
       f.addEventListener("submit", function (e) { if (!window.confirm(f.dataset.confirm)) e.preventDefault(); });
     });
-    root.querySelectorAll("form[data-json]").forEach(function (f) {
+    pick(root, "form[data-json]").forEach(function (f) {
       var field = f.elements[f.dataset.json], out = f.querySelector("[data-json-error]");
       function check() {
         var v = field.value.trim(), msg = "";
@@ -53,7 +61,7 @@
 
   // preview shows a trigger form's next fire times as its spec is typed.
   function preview(root) {
-    root.querySelectorAll("[data-preview]").forEach(function (out) {
+    pick(root, "[data-preview]").forEach(function (out) {
       var f = out.closest("form"), timer = null, seq = 0;
       function update() {
         var q = new URLSearchParams({ cron: f.elements.cron.value, tz: f.elements.tz.value, interval: f.elements.interval.value }), n = ++seq;
@@ -69,37 +77,75 @@
     });
   }
 
-  // keep returns what the user typed in the forms (with an id) of root, so
-  // that a live refresh does not throw it away.
-  function keep(root) {
-    var out = [];
-    root.querySelectorAll("form[id] input[name], form[id] textarea[name]").forEach(function (el) {
-      if (el.type === "checkbox") {
-        if (el.checked !== el.defaultChecked) out.push([el.form.id, el.name, el.value, el.checked]);
-        return;
-      }
-      if (el.type === "hidden" || el.type === "submit" || el.value === el.defaultValue) return;
-      out.push([el.form.id, el.name, el.value]);
-    });
-    return out;
+  // keyOf names an element among its siblings across refreshes: its id,
+  // or the record a row shows (data-id, data-queue, data-kind,
+  // data-trigger, data-definition, data-node). Unnamed elements pair up
+  // in order, so rows of a list that can gain rows in the middle need one.
+  function keyOf(n) {
+    if (n.nodeType !== 1) return "";
+    var k = n.id || n.getAttribute("data-id") || n.getAttribute("data-queue") || n.getAttribute("data-kind") ||
+      n.getAttribute("data-trigger") || n.getAttribute("data-definition") || n.getAttribute("data-node");
+    return k ? n.nodeName + "#" + k : "";
   }
 
-  // restore puts kept values back into the refreshed forms.
-  function restore(root, kept) {
-    kept.forEach(function (k) {
-      var f = root.querySelector("form#" + CSS.escape(k[0]));
-      if (!f) return;
-      if (k.length === 4) {
-        var box = f.querySelector("input[type=checkbox][name=\"" + CSS.escape(k[1]) + "\"][value=\"" + CSS.escape(k[2]) + "\"]");
-        if (box) box.checked = k[3];
-      } else if (f.elements[k[1]]) {
-        f.elements[k[1]].value = k[2];
-      }
+  // morph makes the children of el read as those of next (a freshly
+  // rendered copy) while keeping every element whose tag and key match:
+  // an element the user is pressing, typing in or has focused stays the
+  // very same node unless it changed itself. Attributes are synced (an
+  // input's value attribute is its default: a value the user typed stays),
+  // a <time> whose datetime is unchanged keeps its local text, and
+  // elements new to the page are returned for enhance.
+  function morph(el, next, added) {
+    var old = Array.prototype.slice.call(el.childNodes), keyed = {}, loose = [];
+    old.forEach(function (n) {
+      var k = keyOf(n);
+      if (k && !keyed[k]) keyed[k] = n; else loose.push(n);
     });
+    var used = new Set(), kids = Array.prototype.slice.call(next.childNodes);
+    kids.forEach(function (n, i) {
+      var k = keyOf(n), m = null;
+      if (k) {
+        m = keyed[k] && !used.has(keyed[k]) ? keyed[k] : null;
+      } else {
+        for (var j = 0; j < loose.length; j++) {
+          var c = loose[j];
+          if (!used.has(c) && !keyOf(c) && c.nodeType === n.nodeType && c.nodeName === n.nodeName) { m = c; break; }
+        }
+      }
+      if (m && m.nodeType === 1 && m.nodeName === "TIME" && m.getAttribute("datetime") !== n.getAttribute("datetime")) m = null;
+      if (m) {
+        used.add(m);
+        update(m, n, added);
+      } else {
+        m = document.importNode(n, true);
+        if (m.nodeType === 1) added.push(m);
+      }
+      if (el.childNodes[i] !== m) el.insertBefore(m, el.childNodes[i] || null);
+    });
+    old.forEach(function (n) { if (!used.has(n) && n.parentNode === el) el.removeChild(n); });
+  }
+
+  // update makes node cur read as next (same type and tag).
+  function update(cur, next, added) {
+    if (cur.nodeType !== 1) {
+      if (cur.nodeValue !== next.nodeValue) cur.nodeValue = next.nodeValue;
+      return;
+    }
+    // Kept as they are: a <time> of the same datetime (its local text),
+    // and what the script fills itself (the trigger preview, a JSON
+    // check's message; mark such an element data-client).
+    if (cur.nodeName === "TIME" || cur.hasAttribute("data-preview") || cur.hasAttribute("data-json-error") || cur.hasAttribute("data-client")) return;
+    Array.prototype.slice.call(cur.attributes).forEach(function (a) {
+      if (!next.hasAttribute(a.name)) cur.removeAttribute(a.name);
+    });
+    Array.prototype.slice.call(next.attributes).forEach(function (a) {
+      if (cur.getAttribute(a.name) !== a.value) cur.setAttribute(a.name, a.value);
+    });
+    morph(cur, next.nodeName === "TEMPLATE" ? next.content : next, added);
   }
 
   // Live updates: on each change, fetch this page's content again (at most
-  // every 250 ms) and put it in place, unless the user is typing in it.
+  // every 250 ms) and morph the page into it, changing only what changed.
   function live(main, rendered) {
     var url = main.dataset.live, m = location.pathname.match(/\/instances\/([0-9a-fA-F-]{8,})$/);
     if (m) url += "?instance=" + encodeURIComponent(m[1]);
@@ -107,17 +153,8 @@
     // enhance), normalised by the browser's serialiser: a refresh that
     // brings the same content leaves the page alone.
     var pending = false, busy = false, last = 0, refreshes = 0, shown = rendered;
-    // partShown is each live part's content as the server last rendered it.
-    var partShown = {}, t0 = document.createElement("template");
-    t0.innerHTML = rendered;
-    t0.content.querySelectorAll("[data-live-part][id]").forEach(function (p) { partShown[p.id] = p.innerHTML; });
-    function typing() {
-      var a = document.activeElement;
-      return a && main.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName) && a.type !== "checkbox" && a.type !== "submit";
-    }
     function refresh() {
       if (busy) { pending = true; return; }
-      if (typing()) { pending = true; setTimeout(refresh, 500); return; }
       var wait = 250 - (Date.now() - last);
       if (wait > 0) { pending = true; setTimeout(refresh, wait); return; }
       pending = false; busy = true; last = Date.now();
@@ -131,32 +168,16 @@
           var t = document.createElement("template");
           t.innerHTML = html;
           if (t.innerHTML === shown) return;
-          if (typing()) { pending = true; return; }
           shown = t.innerHTML;
-          // A page that marks its live parts (the instances list) has only
-          // those replaced: its forms stay the very elements the user is
-          // about to click or type in. Other pages are replaced whole, with
-          // typed values kept.
-          var parts = main.querySelectorAll("[data-live-part][id]");
-          if (parts.length) {
-            parts.forEach(function (p) {
-              var n = t.content.getElementById(p.id);
-              if (!n || partShown[p.id] === n.innerHTML) return; // unchanged: left alone
-              partShown[p.id] = n.innerHTML;
-              p.replaceWith(n);
-              enhance(n);
-            });
-          } else {
-            var kept = keep(main);
-            main.innerHTML = html;
-            restore(main, kept);
-            enhance(main);
-            preview(main);
-          }
+          // Only what changed is touched, so a button being clicked, a
+          // field being typed in and the focus all stay where they are.
+          var added = [];
+          morph(main, t.content, added);
+          added.forEach(function (n) { enhance(n); preview(n); });
           document.body.dataset.refreshes = String(++refreshes);
         })
         .catch(function () {})
-        .then(function () { busy = false; if (pending) setTimeout(refresh, typing() ? 500 : 0); });
+        .then(function () { busy = false; if (pending) setTimeout(refresh, 0); });
     }
     var es = new EventSource(url);
     // On (re)opening, refresh once: a change between the page's render and
