@@ -283,7 +283,9 @@ func hasLabels(in *pb.Instance, labels []string) bool {
 // kind, queue, states and creation time; the labels of the filter are
 // matched here, on each page the store returns, so a page may hold fewer
 // instances than page_size (even none) while next_page_token is set: keep
-// paging until it is empty.
+// paging until it is empty. With filter.text, the engine searches what the
+// rest of the filter selects (job.Manager.SearchInstances), reading at most
+// scan_limit instances a call.
 func (h jobService) ListInstances(ctx context.Context, req *connect.Request[pb.ListInstancesRequest]) (*connect.Response[pb.ListInstancesResponse], error) {
 	size, err := pageSize(req.Msg.GetPageSize())
 	if err != nil {
@@ -294,11 +296,20 @@ func (h jobService) ListInstances(ctx context.Context, req *connect.Request[pb.L
 		return nil, err
 	}
 	opts = append(opts, job.WithQueryLimit(size), job.WithQueryCursor(req.Msg.GetPageToken()))
-	page, err := managerOf(ctx).PageInstances(ctx, job.NewQuery(opts...))
+	var page *job.InstancePage
+	var scanned int
+	if text := req.Msg.GetFilter().GetText(); text != "" {
+		page, scanned, err = searchInstances(ctx, job.NewQuery(opts...), text, labels, req.Msg.GetScanLimit())
+	} else {
+		page, err = managerOf(ctx).PageInstances(ctx, job.NewQuery(opts...))
+		if page != nil {
+			scanned = len(page.Instances)
+		}
+	}
 	if err != nil {
 		return nil, pageErr(err, req.Msg.GetPageToken())
 	}
-	out := &pb.ListInstancesResponse{NextPageToken: page.Next, Instances: make([]*pb.Instance, 0, len(page.Instances))}
+	out := &pb.ListInstancesResponse{NextPageToken: page.Next, Instances: make([]*pb.Instance, 0, len(page.Instances)), Scanned: int64(scanned)}
 	for _, ji := range page.Instances {
 		if in := instanceToProto(ji); hasLabels(in, labels) {
 			out.Instances = append(out.Instances, in)
@@ -458,6 +469,9 @@ func bulkQuery(f *pb.InstanceFilter, all bool) (*job.Query, []job.AdminOption, e
 	}
 	if len(labels) > 0 {
 		return nil, nil, invalid("filter.labels cannot narrow a bulk operation; narrow it by kind, queue, states or time, or list the instances by labels and act on each ID")
+	}
+	if f.GetText() != "" {
+		return nil, nil, invalid("filter.text cannot narrow a bulk operation (the store cannot select by it); narrow it by kind, queue, states or time, or list the instances by text and act on each ID")
 	}
 	var admin []job.AdminOption
 	if all {

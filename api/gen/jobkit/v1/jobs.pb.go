@@ -467,7 +467,11 @@ type ListInstancesRequest struct {
 	// 0 means 100; at most 1000.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page; empty for the first.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// With filter.text: how many instances one call reads at most before it
+	// answers with what it found and a next_page_token to continue. 0 means
+	// 10,000; at most 100,000.
+	ScanLimit     int32 `protobuf:"varint,4,opt,name=scan_limit,json=scanLimit,proto3" json:"scan_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -523,11 +527,21 @@ func (x *ListInstancesRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListInstancesRequest) GetScanLimit() int32 {
+	if x != nil {
+		return x.ScanLimit
+	}
+	return 0
+}
+
 type ListInstancesResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Instances []*Instance            `protobuf:"bytes,1,rep,name=instances,proto3" json:"instances,omitempty"`
 	// Empty after the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many instances the server read for this page: with filter.text,
+	// the instances searched (a caller can say "searched N so far").
+	Scanned       int64 `protobuf:"varint,3,opt,name=scanned,proto3" json:"scanned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -574,6 +588,13 @@ func (x *ListInstancesResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+func (x *ListInstancesResponse) GetScanned() int64 {
+	if x != nil {
+		return x.Scanned
+	}
+	return 0
 }
 
 type ListHistoryRequest struct {
@@ -1694,15 +1715,18 @@ const file_jobkit_v1_jobs_proto_rawDesc = "" +
 	"\x12GetInstanceRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"F\n" +
 	"\x13GetInstanceResponse\x12/\n" +
-	"\binstance\x18\x01 \x01(\v2\x13.jobkit.v1.InstanceR\binstance\"\x85\x01\n" +
+	"\binstance\x18\x01 \x01(\v2\x13.jobkit.v1.InstanceR\binstance\"\xa4\x01\n" +
 	"\x14ListInstancesRequest\x121\n" +
 	"\x06filter\x18\x01 \x01(\v2\x19.jobkit.v1.InstanceFilterR\x06filter\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"r\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x1d\n" +
+	"\n" +
+	"scan_limit\x18\x04 \x01(\x05R\tscanLimit\"\x8c\x01\n" +
 	"\x15ListInstancesResponse\x121\n" +
 	"\tinstances\x18\x01 \x03(\v2\x13.jobkit.v1.InstanceR\tinstances\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x93\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x18\n" +
+	"\ascanned\x18\x03 \x01(\x03R\ascanned\"\x93\x02\n" +
 	"\x12ListHistoryRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x12\n" +

@@ -804,7 +804,14 @@ type InstanceFilter struct {
 	// bulk operations refuse it.
 	Labels []string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty"`
 	// The shards of the sharded task whose parent has this ID.
-	ParentId      string `protobuf:"bytes,7,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	ParentId string `protobuf:"bytes,7,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	// Instances whose arguments or result (their JSON text) or error
+	// contain this text, ignoring case. No store indexes it: the server
+	// reads what the other fields select, up to scan_limit instances a call
+	// (ListInstancesRequest), and tests each one, so a page may hold fewer
+	// than page_size instances while next_page_token is set; bulk
+	// operations refuse it.
+	Text          string `protobuf:"bytes,8,opt,name=text,proto3" json:"text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -884,6 +891,13 @@ func (x *InstanceFilter) GetLabels() []string {
 func (x *InstanceFilter) GetParentId() string {
 	if x != nil {
 		return x.ParentId
+	}
+	return ""
+}
+
+func (x *InstanceFilter) GetText() string {
+	if x != nil {
+		return x.Text
 	}
 	return ""
 }
@@ -2323,7 +2337,7 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"shardCount\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +
 	"\x0eInstanceFilter\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12(\n" +
@@ -2331,7 +2345,8 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\rcreated_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\fcreatedAfter\x12A\n" +
 	"\x0ecreated_before\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rcreatedBefore\x12\x16\n" +
 	"\x06labels\x18\x06 \x03(\tR\x06labels\x12\x1b\n" +
-	"\tparent_id\x18\a \x01(\tR\bparentId\"\x91\x02\n" +
+	"\tparent_id\x18\a \x01(\tR\bparentId\x12\x12\n" +
+	"\x04text\x18\b \x01(\tR\x04text\"\x91\x02\n" +
 	"\vStateChange\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x12\n" +
