@@ -203,6 +203,20 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	b.shot("instances")
 
+	// The same five by a search in errors, on the server, among all.
+	b.open(e, "/instances")
+	b.do("search the errors", chromedp.SendKeys(chromedp.CSS("#f-text"), "on PURPOSE"))
+	b.click("apply the search", "#apply")
+	b.until("the search's answer", `location.search.includes("text=on+PURPOSE") && document.querySelector("#search-info") !== null`)
+	rows = eval[[]string](b, `Array.from(document.querySelectorAll("#instances tbody tr")).map(r => r.querySelector("td:nth-child(2)").textContent + "/" + r.dataset.state)`)
+	if len(rows) != len(failed) || rows[0] != "flaky/terminated" {
+		t.Fatalf("the search shows %v, want the %d failed flaky instances", rows, len(failed))
+	}
+	if info := eval[string](b, `document.querySelector("#search-info").textContent`); !strings.Contains(info, "every instance this filter selects") {
+		t.Errorf("the search says %q, want it to have searched every instance", info)
+	}
+	b.shot("instances-search")
+
 	// Open one: its logs and history; retry it and see it complete.
 	id := failed[0]
 	b.click("open a failed instance", fmt.Sprintf(`#instances tr[data-id="%s"] a`, id))

@@ -67,6 +67,11 @@ type Config struct {
 	// (its role and namespaces) before asking the server again. Defaults to
 	// 30 s; the server checks every call regardless.
 	IdentityTTL time.Duration
+	// SearchScanLimit is how many instances the server reads at most for
+	// one page of a text search on the Instances page before it answers
+	// with what it found and a link to continue (ListInstancesRequest's
+	// scan_limit). Defaults to 0, the server's default (10,000).
+	SearchScanLimit int
 	// Logger receives the console's own log lines; nil means slog.Default().
 	Logger *slog.Logger
 }

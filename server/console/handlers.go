@@ -129,6 +129,7 @@ func (c *Console) queueAction(w http.ResponseWriter, r *http.Request) {
 type filterForm struct {
 	Kind, Queue string
 	Labels      string // comma-separated; instances requiring all of them
+	Text        string // searched in arguments, results and errors
 	States      []string
 	From, To    string // datetime-local values, in TZ
 	TZ          string // the browser's IANA zone; "" is UTC
@@ -137,8 +138,8 @@ type filterForm struct {
 // parseFilter reads the filter from a query or a form.
 func parseFilter(v url.Values) (filterForm, *pb.InstanceFilter, error) {
 	f := filterForm{Kind: strings.TrimSpace(v.Get("kind")), Queue: strings.TrimSpace(v.Get("queue")),
-		Labels: strings.TrimSpace(v.Get("labels")), From: v.Get("from"), To: v.Get("to"), TZ: v.Get("tz")}
-	pf := &pb.InstanceFilter{Kind: f.Kind, Queue: f.Queue}
+		Labels: strings.TrimSpace(v.Get("labels")), Text: strings.TrimSpace(v.Get("text")), From: v.Get("from"), To: v.Get("to"), TZ: v.Get("tz")}
+	pf := &pb.InstanceFilter{Kind: f.Kind, Queue: f.Queue, Text: f.Text}
 	for l := range strings.SplitSeq(f.Labels, ",") {
 		if l = strings.TrimSpace(l); l != "" {
 			pf.Labels = append(pf.Labels, l)
@@ -182,7 +183,7 @@ func parseFilter(v url.Values) (filterForm, *pb.InstanceFilter, error) {
 // query encodes the filter for a URL.
 func (f filterForm) query() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"kind": f.Kind, "queue": f.Queue, "labels": f.Labels, "from": f.From, "to": f.To, "tz": f.TZ} {
+	for k, s := range map[string]string{"kind": f.Kind, "queue": f.Queue, "labels": f.Labels, "text": f.Text, "from": f.From, "to": f.To, "tz": f.TZ} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -195,7 +196,7 @@ func (f filterForm) query() url.Values {
 
 // empty reports whether the filter matches every instance.
 func (f filterForm) empty() bool {
-	return f.Kind == "" && f.Queue == "" && f.Labels == "" && len(f.States) == 0 && f.From == "" && f.To == ""
+	return f.Kind == "" && f.Queue == "" && f.Labels == "" && f.Text == "" && len(f.States) == 0 && f.From == "" && f.To == ""
 }
 
 // instancesPage lists the instances a filter matches, a page at a time.
@@ -211,25 +212,36 @@ func (c *Console) instancesPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.api.jobs.ListInstances(r.Context(), connect.NewRequest(&pb.ListInstancesRequest{
-		Filter: filter, PageSize: 50, PageToken: q.Get("page"),
+		Filter: filter, PageSize: 50, PageToken: q.Get("page"), ScanLimit: int32(c.cfg.SearchScanLimit),
 	}))
 	if err != nil {
 		c.fail(w, r, s, err)
 		return
 	}
+	searched := res.Msg.GetScanned()
+	if form.Text != "" {
+		searched += int64(atoiOr(q.Get("searched"), 0))
+	}
 	next := ""
 	if t := res.Msg.GetNextPageToken(); t != "" {
 		v := form.query()
 		v.Set("page", t)
+		if form.Text != "" {
+			v.Set("searched", strconv.FormatInt(searched, 10))
+		}
 		next = c.path("/instances?" + v.Encode())
 	}
 	first := ""
 	if q.Get("page") != "" {
 		first = c.path("/instances?" + form.query().Encode())
 	}
-	c.render(w, r, s, "instances", http.StatusOK, map[string]any{
+	data := map[string]any{
 		"Filter": form, "Instances": res.Msg.GetInstances(), "Next": next, "First": first, "Empty": form.empty(),
-	})
+	}
+	if form.Text != "" {
+		data["Search"] = c.searchProgress(r.Context(), s.api, form, searched, next != "")
+	}
+	c.render(w, r, s, "instances", http.StatusOK, data)
 }
 
 // countLimit bounds how many instances the bulk confirmation counts one by

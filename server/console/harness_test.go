@@ -94,7 +94,7 @@ func newEnv(t *testing.T) *env { return newEnvOn(t, memdb) }
 //	block()                    runs until canceled
 //	tagged()                   requires labels gpu and region=eu (no node here has them: never runs)
 //	steps()                    logs "step 1", waits for env.step, logs "step 2", waits for it again, completes
-func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store) *env {
+func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store, config ...func(*console.Config)) *env {
 	t.Helper()
 	e := &env{mgrs: map[string]*job.Manager{}, stats: map[string]*console.Stats{}, step: make(chan struct{})}
 	e.failing.Store(true)
@@ -179,7 +179,11 @@ func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store) *env
 	if err != nil {
 		t.Fatal(err)
 	}
-	con, err := console.New(console.Config{API: srv, Prefix: "/console", Stats: e.stats, Namespaces: []string{"default", "other"}, IdentityTTL: time.Second})
+	cfg := console.Config{API: srv, Prefix: "/console", Stats: e.stats, Namespaces: []string{"default", "other"}, IdentityTTL: time.Second}
+	for _, f := range config {
+		f(&cfg)
+	}
+	con, err := console.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,10 @@
     var pending = false, busy = false, last = 0, refreshes = 0, shown = rendered;
     function refresh() {
       if (busy) { pending = true; return; }
-      var wait = 250 - (Date.now() - last);
+      // A page may ask for fewer refreshes (a text search re-reads up to
+      // thousands of instances): data-live-every, in milliseconds.
+      var slow = main.querySelector("[data-live-every]"), every = slow ? Number(slow.dataset.liveEvery) || 250 : 250;
+      var wait = every - (Date.now() - last);
       if (wait > 0) { pending = true; setTimeout(refresh, wait); return; }
       pending = false; busy = true; last = Date.now();
       fetch(location.href, { headers: { "X-Jobkit-Fragment": "1" }, credentials: "same-origin", cache: "no-store" })
