@@ -29,7 +29,7 @@ const fragmentHeader = "X-Jobkit-Fragment"
 // pageNames are the pages, each web/templates/<name>.html defining
 // "content" inside web/templates/layout.html.
 var pageNames = []string{"overview", "signin", "queues", "instances", "instance", "jobs", "nodes", "confirm", "error",
-	"calendars", "calendar", "alerts", "incident"}
+	"calendars", "calendar", "alerts", "incident", "trigger", "definition"}
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
@@ -207,6 +207,10 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /triggers", c.createTrigger)
 	m.HandleFunc("GET /triggers/preview", c.triggerPreview)
 	m.HandleFunc("POST /triggers/{name}/{action}", c.triggerAction)
+	m.HandleFunc("GET /triggers/{name}/edit", c.triggerEditPage)
+	m.HandleFunc("POST /triggers/{name}/edit", c.updateTrigger)
+	m.HandleFunc("GET /definitions/{kind}/edit", c.definitionEditPage)
+	m.HandleFunc("POST /definitions/{kind}/edit", c.updateDefinition)
 	m.HandleFunc("GET /nodes", c.nodesPage)
 	// Calendars (calendars.go).
 	m.HandleFunc("GET /calendars", c.calendarsPage)
