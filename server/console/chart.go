@@ -92,8 +92,9 @@ func secondsFormat(v float64) string {
 	return time.Duration(v * float64(time.Second)).Round(time.Millisecond).String()
 }
 
-// overviewCharts draws the charts of figs.
-func overviewCharts(figs []minuteFigures) []template.HTML {
+// overviewCharts draws the charts of figs; cluster says the attempts and
+// run times are every node's (Stats.Follow), else this process's.
+func overviewCharts(figs []minuteFigures, cluster bool) []template.HTML {
 	var done, failed, wait50, wait99, run50, run99 []float64
 	for _, f := range figs {
 		done = append(done, float64(f.Completed))
@@ -103,9 +104,13 @@ func overviewCharts(figs []minuteFigures) []template.HTML {
 		run50 = append(run50, f.RunP50.Seconds())
 		run99 = append(run99, f.RunP99.Seconds())
 	}
+	whose := "this process's attempts"
+	if cluster {
+		whose = "all nodes"
+	}
 	return []template.HTML{
-		lineChart("chart-throughput", "Throughput: attempts per minute", []chartSeries{{"completed", done}, {"failed", failed}}, countFormat),
-		lineChart("chart-wait", "Wait: ready to started", []chartSeries{{"p50", wait50}, {"p99", wait99}}, secondsFormat),
-		lineChart("chart-run", "Run time", []chartSeries{{"p50", run50}, {"p99", run99}}, secondsFormat),
+		lineChart("chart-throughput", "Throughput: attempts per minute ("+whose+")", []chartSeries{{"completed", done}, {"failed", failed}}, countFormat),
+		lineChart("chart-wait", "Wait: ready to started (this process's attempts)", []chartSeries{{"p50", wait50}, {"p99", wait99}}, secondsFormat),
+		lineChart("chart-run", "Run time ("+whose+")", []chartSeries{{"p50", run50}, {"p99", run99}}, secondsFormat),
 	}
 }

@@ -10,3 +10,6 @@ type MinuteFigures = minuteFigures
 
 // LastHour returns s.lastHour(), for tests.
 func (s *Stats) LastHour() []MinuteFigures { return s.lastHour() }
+
+// Following returns a channel closed once Follow's first feed is open.
+func (s *Stats) Following() <-chan struct{} { return s.opened() }

@@ -660,7 +660,7 @@ func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data := map[string]any{"Queues": queues.Msg.GetQueues(), "Nodes": live}
 	if st := c.cfg.Stats[s.ns]; st != nil {
-		data["Charts"] = overviewCharts(st.lastHour())
+		data["Charts"] = overviewCharts(st.lastHour(), st.following())
 	}
 	c.render(w, r, s, "overview", http.StatusOK, data)
 }

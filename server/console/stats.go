@@ -1,8 +1,10 @@
 package console
 
 import (
+	"context"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,8 +16,9 @@ import (
 // (ready to started) and run times of attempts, from which the page draws
 // p50 and p99. It is a job.Observer: give it to the Manager of a namespace
 // (job.WithObserver) and to the console (Config.Stats), so the process
-// keeps its own charts with no Prometheus. In a cluster each process sees
-// the attempts it ran.
+// keeps its own charts with no Prometheus. As an observer alone it sees
+// the attempts its process ran; with Follow it counts the attempts of the
+// whole cluster from the store's change feed (see Follow).
 //
 // Each bucket keeps at most statsSamples samples per figure (reservoir
 // sampling), so memory is bounded whatever the rate.
@@ -25,6 +28,28 @@ type Stats struct {
 
 	mu      sync.Mutex
 	buckets [statsMinutes]statsBucket
+	// cluster: Follow counts the attempts and their run times, so the
+	// observer's AttemptFinished is not counted again.
+	cluster bool
+	// open is closed once Follow's first feed is open.
+	open chan struct{}
+}
+
+// following reports whether Follow counts the attempts (of every node).
+func (s *Stats) following() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cluster
+}
+
+// opened returns the channel closed once Follow's first feed is open.
+func (s *Stats) opened() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open == nil {
+		s.open = make(chan struct{})
+	}
+	return s.open
 }
 
 // statsMinutes is how many one-minute buckets Stats keeps.
@@ -63,10 +88,21 @@ func NewStats() *Stats { return &Stats{now: time.Now} }
 
 // bucket returns the bucket of now, emptied if it held an older minute.
 // The caller holds mu.
-func (s *Stats) bucket() *statsBucket {
-	m := s.now().Unix() / 60
+func (s *Stats) bucket() *statsBucket { return s.bucketAt(s.now()) }
+
+// bucketAt returns the bucket of the minute of t, emptied if it held an
+// older minute, or nil when t is outside the hour kept (or ahead of now).
+// The caller holds mu.
+func (s *Stats) bucketAt(t time.Time) *statsBucket {
+	m, now := t.Unix()/60, s.now().Unix()/60
+	if m > now || m <= now-statsMinutes {
+		return nil
+	}
 	b := &s.buckets[m%statsMinutes]
 	if b.minute != m {
+		if b.minute > m {
+			return nil
+		}
 		*b = statsBucket{minute: m}
 	}
 	return b
@@ -88,6 +124,9 @@ func (s *Stats) AttemptFinished(e job.AttemptFinishedEvent) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.cluster {
+		return // Follow counts it, with every other node's
+	}
 	b := s.bucket()
 	switch {
 	case e.State == job.Completed:
@@ -138,4 +177,132 @@ func quantiles(samples []time.Duration) (p50, p99 time.Duration) {
 		return s[max(0, min(i, len(s)-1))]
 	}
 	return rank(0.50), rank(0.99)
+}
+
+// inflightLimit bounds the attempts Follow remembers the start of (the
+// running attempts of the cluster); beyond it, the oldest half is dropped
+// and those attempts finish with no run time.
+const inflightLimit = 100_000
+
+// attemptKey names one attempt of an instance.
+type attemptKey struct {
+	id      string
+	attempt int
+}
+
+// Follow counts into s the attempts of every node sharing m's store, read
+// from the namespace's change feed from now on, until ctx ends: completed
+// and failed attempts (a failure retried counts, as a hand-back at Stop
+// does not) at the minute the store recorded them, and their run times
+// (from the attempt's Processing event to its outcome). The wait times
+// stay those of the attempts this process runs, from the observer: the
+// feed carries no instance's ready time. A Stats that follows counts no
+// attempt through its observer, so give it to the Manager as well for the
+// wait times. m need not be started nor run any kind.
+//
+// Follow returns ctx's error when ctx ends. A feed that ends with an
+// error (the store lost its position: job.ErrCursorExpired) is followed
+// again from now: the attempts in between are not counted.
+func (s *Stats) Follow(ctx context.Context, m *job.Manager) error {
+	s.mu.Lock()
+	s.cluster = true
+	s.mu.Unlock()
+	inflight := map[attemptKey]time.Time{}
+	open := s.opened()
+	for {
+		feed, err := m.Events(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			select { // the store is away: try again in a second
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		select {
+		case <-open:
+		default:
+			close(open)
+		}
+		for e := range feed {
+			if e.Err != nil {
+				break
+			}
+			s.count(e, inflight)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// count takes one event of the feed into s.
+func (s *Stats) count(e job.Event, inflight map[attemptKey]time.Time) {
+	if e.State == job.Processing {
+		if len(inflight) >= inflightLimit {
+			dropOldest(inflight)
+		}
+		inflight[attemptKey{e.InstanceID, e.Attempt}] = e.Time
+		return
+	}
+	var completed bool
+	switch {
+	case e.State == job.Completed:
+		completed = true
+	case e.State == job.Terminated || e.State == job.TimedOut:
+	case e.State == job.Scheduled && e.Error != "" && !strings.HasPrefix(e.Error, handedBack):
+		// A retry after a failed attempt (or a rescue).
+	case e.State == job.Scheduled || e.State == job.Canceled:
+		delete(inflight, attemptKey{e.InstanceID, e.Attempt}) // handed back or canceled: neither
+		return
+	default:
+		return
+	}
+	// The attempt that ended: its number, or the one before when the
+	// outcome scheduled the next.
+	started, ok := inflight[attemptKey{e.InstanceID, e.Attempt}]
+	key := attemptKey{e.InstanceID, e.Attempt}
+	if !ok {
+		key.attempt--
+		started, ok = inflight[key]
+	}
+	if !ok && e.State == job.Scheduled {
+		return // a Scheduled event with an error that ends no attempt seen
+	}
+	delete(inflight, key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.bucketAt(e.Time)
+	if b == nil {
+		return
+	}
+	if completed {
+		b.completed++
+	} else {
+		b.failed++
+	}
+	if ok && !e.Time.Before(started) {
+		b.run.add(e.Time.Sub(started))
+	}
+}
+
+// handedBack starts the error of an attempt a stopping manager handed back.
+const handedBack = "handed back"
+
+// dropOldest removes the older half of the remembered attempt starts.
+func dropOldest(inflight map[attemptKey]time.Time) {
+	times := make([]time.Time, 0, len(inflight))
+	for _, t := range inflight {
+		times = append(times, t)
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	cut := times[len(times)/2]
+	for k, t := range inflight {
+		if t.Before(cut) {
+			delete(inflight, k)
+		}
+	}
 }

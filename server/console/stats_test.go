@@ -1,11 +1,15 @@
 package console_test
 
 import (
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	job "github.com/jobkit/job"
 	"github.com/jobkit/job/server/console"
+	"github.com/jobkit/job/store/memdbstore"
 )
 
 func TestStatsKeepTheLastHourByMinute(t *testing.T) {
@@ -67,5 +71,97 @@ func TestStatsBoundTheirSamples(t *testing.T) {
 	// A uniform sample of 0..999 ms: p50 near 500 ms, p99 near 990 ms.
 	if last.RunP50 < 400*time.Millisecond || last.RunP50 > 600*time.Millisecond || last.RunP99 < 950*time.Millisecond {
 		t.Errorf("run p50 %v p99 %v from a bounded sample of 0..999 ms", last.RunP50, last.RunP99)
+	}
+}
+
+// TestStatsFollowCountsTheClustersAttempts: a Stats that follows the change
+// feed through a manager that runs nothing counts the attempts another
+// manager on the same store ran: completed, failed (a retried failure and
+// a final one), with their run times; as that manager's observer too, it
+// counts none twice.
+func TestStatsFollowCountsTheClustersAttempts(t *testing.T) {
+	st, err := memdbstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stats := console.NewStats()
+	watcher, err := job.NewManager(job.WithStore(st), job.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	followed := make(chan error, 1)
+	go func() { followed <- stats.Follow(ctx, watcher) }()
+
+	worker, err := job.NewManager(job.WithStore(st), job.WithWorkers(2), job.WithObserver(stats))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once atomic.Bool
+	for _, j := range []struct {
+		kind string
+		run  func() error
+	}{
+		{"ok", func() error { return nil }},
+		{"bad", func() error { return job.Permanent(errors.New("no")) }},
+		{"flaky", func() error {
+			if once.CompareAndSwap(false, true) {
+				return errors.New("first time")
+			}
+			return nil
+		}},
+	} {
+		jj, err := job.NewJob(job.WithKind(j.kind), job.WithExecutor(j.run), job.WithBackoff(job.ConstantBackoff(time.Millisecond)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := worker.RegisterJob(jj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-stats.Following():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Follow did not open its feed within 10 s")
+	}
+	if err := worker.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = worker.Stop(sctx)
+	}()
+	total := func() (completed, failed, runs int64) {
+		for _, m := range stats.LastHour() {
+			completed += m.Completed
+			failed += m.Failed
+			if m.RunP50 > 0 {
+				runs++
+			}
+		}
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, k := range []string{"ok", "ok", "bad", "flaky"} {
+		if _, err := worker.ScheduleJob(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const want = 3 // two ok, flaky's second attempt
+	for {
+		c, f, runs := total()
+		if c == want && f == 2 && runs > 0 {
+			break
+		}
+		if c > want || f > 2 || time.Now().After(deadline) {
+			t.Fatalf("counted %d completed and %d failed (run times in %d minutes), want %d and 2", c, f, runs, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-followed; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Follow returned %v, want context.Canceled", err)
 	}
 }

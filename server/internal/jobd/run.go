@@ -124,7 +124,8 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 		naming = metrics.GoJobNaming
 	}
 	// The console's Overview charts: one Stats per namespace, told by its
-	// manager as an observer.
+	// manager as an observer (wait times) and following the namespace's
+	// change feed (attempts and run times of the whole cluster).
 	stats := make(map[string]*console.Stats, len(c.Namespaces))
 	for _, ns := range c.Namespaces {
 		stats[ns] = console.NewStats()
@@ -163,6 +164,11 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 		return err
 	}
 	defer alerts.stop()
+	// Issue 20: the Overview counts every node's attempts from the change
+	// feed (wait times stay this process's own), until the drain begins.
+	for ns, m := range d.managers {
+		go func() { _ = stats[ns].Follow(ctx, m) }()
+	}
 	d.api, err = server.New(server.Config{
 		Namespaces: d.managers, DefaultNamespace: c.Namespaces[0], Tokens: tokens,
 		Logger:      log.With("component", "api"),
