@@ -89,6 +89,8 @@ type Console struct {
 
 	mu         sync.Mutex
 	identities map[string]identityEntry
+	// bus tells open pages of the changes made here that have no event.
+	bus changeBus
 }
 
 // New checks cfg and returns a Console for it.

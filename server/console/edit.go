@@ -115,6 +115,7 @@ func (c *Console) updateTrigger(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, r, s, err)
 			return
 		}
+		c.bus.publish(s.ns)
 		c.back(w, r, "/jobs", "Trigger "+name+" saved.")
 		return
 	}
@@ -218,5 +219,6 @@ func (c *Console) updateDefinition(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, s, err)
 		return
 	}
+	c.bus.publish(s.ns)
 	c.back(w, r, "/jobs", "Definition "+kind+" saved.")
 }

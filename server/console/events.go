@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -59,6 +60,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		}
 		defer logs.Close()
 	}
+	// Subscribed before the stream answers, so no change after the page's
+	// "open" is missed.
+	changed, unsubscribe := c.bus.subscribe(s.ns)
+	defer unsubscribe()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -102,6 +107,11 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-changed:
+			if _, err := fmt.Fprint(w, "event: change\ndata: {\"config\":true}\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
 		case err := <-done:
 			if err != nil && ctx.Err() == nil {
 				c.cfg.Logger.Info("jobkit console: the change feed ended", "err", err)
@@ -118,6 +128,48 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			fl.Flush()
+		}
+	}
+}
+
+// changeBus tells the live pages of one console process about the changes
+// its users make that the change feed does not carry (it carries instance
+// state changes only): a queue paused or resumed, a trigger created,
+// changed, paused, resumed or deleted, a definition changed.
+type changeBus struct {
+	mu   sync.Mutex
+	subs map[chan struct{}]string // a page's channel → its namespace
+}
+
+// subscribe returns a channel that receives after each change in
+// namespace ns (changes close together may arrive as one), and the
+// function that ends the subscription.
+func (b *changeBus) subscribe(ns string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	b.mu.Lock()
+	if b.subs == nil {
+		b.subs = map[chan struct{}]string{}
+	}
+	b.subs[ch] = ns
+	b.mu.Unlock()
+	return ch, func() {
+		b.mu.Lock()
+		delete(b.subs, ch)
+		b.mu.Unlock()
+	}
+}
+
+// publish tells every page of namespace ns that something changed. It
+// never blocks: a page with a change pending needs no second one.
+func (b *changeBus) publish(ns string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ch, n := range b.subs {
+		if n == ns {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

@@ -122,6 +122,7 @@ func (c *Console) queueAction(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, s, err)
 		return
 	}
+	c.bus.publish(s.ns)
 	c.back(w, r, "/queues", fmt.Sprintf("Queue %s: %sd.", name, r.PathValue("action")))
 }
 
@@ -537,6 +538,7 @@ func (c *Console) createTrigger(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, s, err)
 		return
 	}
+	c.bus.publish(s.ns)
 	c.back(w, r, "/jobs", "Trigger "+t.Name+" created.")
 }
 
@@ -572,6 +574,7 @@ func (c *Console) triggerAction(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, s, err)
 		return
 	}
+	c.bus.publish(s.ns)
 	c.back(w, r, to, msg)
 }
 

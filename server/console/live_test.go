@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -118,4 +119,34 @@ func (e *env) queues(token string) jobkitv1connect.QueueServiceClient {
 // triggers returns a TriggerService client with token in namespace default.
 func (e *env) triggers(token string) jobkitv1connect.TriggerServiceClient {
 	return jobkitv1connect.NewTriggerServiceClient(http.DefaultClient, e.url, connect.WithInterceptors(auth{token, "default"}))
+}
+
+// TestAPauseMadeInTheConsoleReachesOpenPages: a queue paused and a trigger
+// created by one user show on another user's open pages within a second,
+// though neither change is an event of the change feed.
+func TestAPauseMadeInTheConsoleReachesOpenPages(t *testing.T) {
+	e := newEnv(t)
+	e.schedule(t, "tagged", "") // queue default exists, its instance waits for good
+	admin := browserless(t)
+	csrf := signIn(t, e, admin, adminToken)
+	b := newBrowser(t)
+	b.signIn(e, viewerToken)
+
+	b.open(e, "/queues")
+	b.until("queue default running", `document.querySelector('tr[data-queue="default"] .status').textContent.includes("running")`)
+	start := time.Now()
+	if p := post(t, admin, e.console+"/queues/default/pause", url.Values{"csrf": {csrf}}, nil); p.status != http.StatusSeeOther {
+		t.Fatalf("pause: %d %s", p.status, p.body)
+	}
+	b.until("queue default shown paused on the viewer's open page", `document.querySelector('tr[data-queue="default"] .status').textContent.includes("paused")`)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the pause showed after %v, want within 1 s", d)
+	}
+
+	b.open(e, "/jobs")
+	form := url.Values{"csrf": {csrf}, "name": {"pushed"}, "kind": {"greet"}, "args": {`["x"]`}, "cron": {"@daily"}}
+	if p := post(t, admin, e.console+"/triggers", form, nil); p.status != http.StatusSeeOther {
+		t.Fatalf("create trigger: %d %s", p.status, p.body)
+	}
+	b.until("the new trigger on the viewer's open page", `document.querySelector('tr[data-trigger="pushed"]') !== null`)
 }
