@@ -83,6 +83,25 @@ func redisStore(t *testing.T, ns string) store.Store {
 	return st
 }
 
+// envOptions change what newEnvOn makes.
+type envOptions struct {
+	console []func(*console.Config)
+	manager []job.ManagerOption
+}
+
+// envOption is an option of newEnvOn.
+type envOption func(*envOptions)
+
+// withConsole changes the console's configuration.
+func withConsole(f func(*console.Config)) envOption {
+	return func(o *envOptions) { o.console = append(o.console, f) }
+}
+
+// withManager adds options to every namespace's manager.
+func withManager(opts ...job.ManagerOption) envOption {
+	return func(o *envOptions) { o.manager = append(o.manager, opts...) }
+}
+
 // newEnv is newEnvOn(t, memdb).
 func newEnv(t *testing.T) *env { return newEnvOn(t, memdb) }
 
@@ -94,14 +113,18 @@ func newEnv(t *testing.T) *env { return newEnvOn(t, memdb) }
 //	block()                    runs until canceled
 //	tagged()                   requires labels gpu and region=eu (no node here has them: never runs)
 //	steps()                    logs "step 1", waits for env.step, logs "step 2", waits for it again, completes
-func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store, config ...func(*console.Config)) *env {
+func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store, opts ...envOption) *env {
 	t.Helper()
+	var o envOptions
+	for _, f := range opts {
+		f(&o)
+	}
 	e := &env{mgrs: map[string]*job.Manager{}, stats: map[string]*console.Stats{}, step: make(chan struct{})}
 	e.failing.Store(true)
 	for _, ns := range []string{"default", "other"} {
 		st := open(t, ns)
 		e.stats[ns] = console.NewStats()
-		m, err := job.NewManager(job.WithStore(st), job.WithWorkers(4), job.WithPollInterval(50*time.Millisecond), job.WithNodeID("node-"+ns), job.WithObserver(e.stats[ns]))
+		m, err := job.NewManager(append([]job.ManagerOption{job.WithStore(st), job.WithWorkers(4), job.WithPollInterval(50 * time.Millisecond), job.WithNodeID("node-" + ns), job.WithObserver(e.stats[ns])}, o.manager...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +203,7 @@ func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store, conf
 		t.Fatal(err)
 	}
 	cfg := console.Config{API: srv, Prefix: "/console", Stats: e.stats, Namespaces: []string{"default", "other"}, IdentityTTL: time.Second}
-	for _, f := range config {
+	for _, f := range o.console {
 		f(&cfg)
 	}
 	con, err := console.New(cfg)

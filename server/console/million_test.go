@@ -66,7 +66,7 @@ func TestMillionInstancesPage(t *testing.T) {
 			return filled
 		}
 		return open(t, ns)
-	})
+	}, withManager(job.WithRetention(0, 0))) // keep the million: by default a manager keeps the newest 100,000 finished
 
 	c := browserless(t)
 	signIn(t, e, c, viewerToken)
@@ -117,7 +117,7 @@ func TestMillionInstancesPage(t *testing.T) {
 func fill(t *testing.T, st store.Store, n int) {
 	t.Helper()
 	ctx := context.Background()
-	m, err := job.NewManager(job.WithStore(st), job.WithWorkers(64), job.WithNodeID("filler"))
+	m, err := job.NewManager(job.WithStore(st), job.WithWorkers(64), job.WithNodeID("filler"), job.WithRetention(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ var (
 // how many, continues a search that stopped at its scan limit, and offers
 // no bulk action on a search (the server refuses one).
 func TestInstancesSearchText(t *testing.T) {
-	e := newEnvOn(t, memdb, func(c *console.Config) { c.SearchScanLimit = 4 })
+	e := newEnvOn(t, memdb, withConsole(func(c *console.Config) { c.SearchScanLimit = 4 }))
 	var want []string
 	for _, name := range []string{"Ada", "Grace", "Linus", "Barbara", "Ken", "Adele"} {
 		id := e.schedule(t, "greet", `["`+name+`"]`).GetId()
