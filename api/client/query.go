@@ -18,6 +18,7 @@ type Query struct {
 	levels     []job.LogLevel
 	labels     []string
 	parent     string
+	text       string
 	since      time.Time
 	until      time.Time
 	limit      int
@@ -68,6 +69,13 @@ func WithQueryLabels(labels ...string) QueryOption {
 // has that ID (instances only).
 func WithQueryParent(id string) QueryOption { return func(q *Query) { q.parent = id } }
 
+// WithQueryText selects instances whose arguments, result or error
+// contain text, ignoring case (instances only). The server searches what
+// the rest of the query selects, reading at most 10,000 instances a page:
+// a page may hold fewer instances than its limit, even none, while it has
+// a next cursor. Bulk operations refuse it.
+func WithQueryText(text string) QueryOption { return func(q *Query) { q.text = text } }
+
 // WithQuerySince selects what happened at or after t (instances by
 // creation time, records by their time).
 func WithQuerySince(t time.Time) QueryOption { return func(q *Query) { q.since = t } }
@@ -100,6 +108,7 @@ func (q *Query) filter() *jobkitv1.InstanceFilter {
 		CreatedBefore: tsOrNil(q.until),
 		Labels:        q.labels,
 		ParentId:      q.parent,
+		Text:          q.text,
 	}
 }
 

@@ -87,6 +87,14 @@ func scheduleRunInspect(t *testing.T, s *testServer) {
 	if len(lr.GetInstances()) != 0 {
 		t.Fatalf("failed instances: %v", lr.GetInstances())
 	}
+	s.okJSON(t, &lr, "instances", "list", "--text", "[3]", "--all-pages")
+	if len(lr.GetInstances()) != 1 || lr.GetInstances()[0].GetId() != id {
+		t.Fatalf(`instances with text "[3]" (the result): %v`, lr.GetInstances())
+	}
+	s.okJSON(t, &lr, "instances", "list", "--text", "no such text", "--all-pages")
+	if len(lr.GetInstances()) != 0 {
+		t.Fatalf("instances with a text nowhere: %v", lr.GetInstances())
+	}
 	s.okJSON(t, &lr, "instances", "list", "--kind", "sum", "--since", "1h", "--all-pages")
 	if len(lr.GetInstances()) != 1 || lr.GetInstances()[0].GetId() != id {
 		t.Fatalf("instances since 1h: %v", lr.GetInstances())

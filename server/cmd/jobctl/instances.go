@@ -22,6 +22,7 @@ type filterFlags struct {
 	until  string
 	labels []string
 	parent string
+	text   string
 }
 
 func (f *filterFlags) add(cmd *cobra.Command) {
@@ -33,6 +34,7 @@ func (f *filterFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.until, "until", "", "created before: RFC 3339 time, or a duration ago")
 	fl.StringSliceVarP(&f.labels, "label", "l", nil, "required labels the instances carry (repeat)")
 	fl.StringVar(&f.parent, "parent", "", "the shards of the sharded task with this parent ID")
+	fl.StringVar(&f.text, "text", "", "text in the arguments, result or error, ignoring case (searched on the server, up to 10,000 instances a page; not for bulk actions)")
 	_ = cmd.RegisterFlagCompletionFunc("state", fixedCompletion("created", "scheduled", "processing", "completed", "terminated", "canceled", "timedout", "failed"))
 }
 
@@ -55,9 +57,9 @@ func (f *filterFlags) query(extra ...client.QueryOption) (*client.Query, bool, e
 	opts := []client.QueryOption{
 		client.WithQueryKind(f.kind), client.WithQueryQueue(f.queue), client.WithQueryState(states...),
 		client.WithQuerySince(since), client.WithQueryUntil(until), client.WithQueryLabels(f.labels...),
-		client.WithQueryParent(f.parent),
+		client.WithQueryParent(f.parent), client.WithQueryText(f.text),
 	}
-	narrow := len(states) > 0 || f.kind != "" || f.queue != "" || !since.IsZero() || !until.IsZero() || len(f.labels) > 0 || f.parent != ""
+	narrow := len(states) > 0 || f.kind != "" || f.queue != "" || !since.IsZero() || !until.IsZero() || len(f.labels) > 0 || f.parent != "" || f.text != ""
 	return client.NewQuery(append(opts, extra...)...), narrow, nil
 }
 
