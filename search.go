@@ -53,10 +53,10 @@ type SearchPage struct {
 // cannot search text, so this reads the selection a page at a time in
 // the engine and tests each instance: a call stops when it has q's limit
 // of matches (DefaultPageSize when q sets none) or has read p.ScanLimit
-// instances, and its Next continues from the last instance read. Reads
-// start at twice the page size (at least 100) and double up to
-// MaxPageSize, so a call costs a few page reads more than
-// ScanLimit/MaxPageSize at most, whatever the store holds; a rare text in a large selection takes several calls (each
+// instances, and its Next continues from the last instance read. The
+// first read takes twice the page size (at least 100), the next ones
+// MaxPageSize, so a call costs at most one page read more than
+// ScanLimit/MaxPageSize, whatever the store holds; a rare text in a large selection takes several calls (each
 // returning Scanned and Next, so a caller can say "searched N so far").
 // Narrow q (kind, states, time range) to make a search short.
 func (m *Manager) SearchInstances(ctx context.Context, q *Query, p SearchParams) (*SearchPage, error) {
@@ -87,15 +87,17 @@ func (m *Manager) SearchInstances(ctx context.Context, q *Query, p SearchParams)
 	}
 	out := &SearchPage{}
 	var corrupt error
-	// Reads start small and double up to MaxPageSize: when matches come
-	// early (a selective store filter, a common text) the store reads
-	// little; a store whose filter is sparse in its index (memdb's states
-	// across kinds) walks its index until a read is full.
+	// The first read is small: when matches come early (a selective store
+	// filter, a common text) the store reads little, which matters where
+	// a read walks an index until it is full (memdb's states across
+	// kinds). The next reads take MaxPageSize: where each read costs about
+	// the same whatever its size (Redis reads every instance of the
+	// cursor's second), fewer reads are cheaper.
 	chunk := min(max(2*size, 100), MaxPageSize)
 	for {
 		read := *sq
 		read.Limit = min(chunk, budget-out.Scanned)
-		chunk = min(2*chunk, MaxPageSize)
+		chunk = MaxPageSize
 		pg, err := m.store.PageInstances(ctx, &read)
 		if pg == nil {
 			return nil, pageErr("instances", err)
