@@ -79,12 +79,13 @@
 
   // keyOf names an element among its siblings across refreshes: its id,
   // or the record a row shows (data-id, data-queue, data-kind,
-  // data-trigger, data-definition, data-node). Unnamed elements pair up
+  // data-trigger, data-definition, data-node, data-calendar). Unnamed elements pair up
   // in order, so rows of a list that can gain rows in the middle need one.
   function keyOf(n) {
     if (n.nodeType !== 1) return "";
     var k = n.id || n.getAttribute("data-id") || n.getAttribute("data-queue") || n.getAttribute("data-kind") ||
-      n.getAttribute("data-trigger") || n.getAttribute("data-definition") || n.getAttribute("data-node");
+      n.getAttribute("data-trigger") || n.getAttribute("data-definition") || n.getAttribute("data-node") ||
+      n.getAttribute("data-calendar");
     return k ? n.nodeName + "#" + k : "";
   }
 
