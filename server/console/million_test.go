@@ -15,13 +15,16 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	job "github.com/jobkit/job"
+	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/pgstore"
 )
 
 // millionEnv is the environment variable that runs TestMillionInstancesPage:
-// "memdb" or "redis", optionally with the count after a colon
+// "memdb", "redis" or "pg", optionally with the count after a colon
 // ("redis:200000"; 1,000,000 by default).
 const millionEnv = "JOBKIT_CONSOLE_MILLION"
 
@@ -40,7 +43,7 @@ const millionEnv = "JOBKIT_CONSOLE_MILLION"
 func TestMillionInstancesPage(t *testing.T) {
 	spec := os.Getenv(millionEnv)
 	if spec == "" {
-		t.Skipf("a measurement: set %s=memdb or =redis (optionally :<count>) to run it", millionEnv)
+		t.Skipf("a measurement: set %s=memdb, =redis or =pg (optionally :<count>) to run it", millionEnv)
 	}
 	name, count, _ := strings.Cut(spec, ":")
 	n := 1_000_000
@@ -56,8 +59,10 @@ func TestMillionInstancesPage(t *testing.T) {
 		open = memdb
 	case "redis":
 		open = redisStore
+	case "pg":
+		open = pgStore
 	default:
-		t.Fatalf("%s=%q: name memdb or redis", millionEnv, spec)
+		t.Fatalf("%s=%q: name memdb, redis or pg", millionEnv, spec)
 	}
 	filled := open(t, "default")
 	fill(t, filled, n)
@@ -212,3 +217,23 @@ func pct(ds []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// pgStore opens a store on the test binary's PostgreSQL ($JOBKIT_PG_URL,
+// or one it starts), in a namespace of its own of a migrated schema.
+func pgStore(t *testing.T, ns string) store.Store {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testserver.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := pgstore.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	st, err := pgstore.New(ctx, pool, pgstore.WithNamespace(fmt.Sprintf("console-%d-%d-%s", os.Getpid(), redisSeq.Add(1), ns)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
