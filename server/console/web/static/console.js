@@ -77,15 +77,16 @@
     });
   }
 
-  // keyOf names an element among its siblings across refreshes: its id,
-  // or the record a row shows (data-id, data-queue, data-kind,
-  // data-trigger, data-definition, data-node, data-calendar). Unnamed elements pair up
-  // in order, so rows of a list that can gain rows in the middle need one.
+  // keyAttrs name the record a row shows; keyOf names an element among
+  // its siblings across refreshes by its id or the first of these. Unnamed
+  // elements pair up in order, so rows of a list that can gain rows in the
+  // middle need one.
+  var keyAttrs = ["data-id", "data-queue", "data-kind", "data-trigger", "data-definition", "data-node",
+    "data-calendar", "data-rule", "data-channel", "data-incident"];
   function keyOf(n) {
     if (n.nodeType !== 1) return "";
-    var k = n.id || n.getAttribute("data-id") || n.getAttribute("data-queue") || n.getAttribute("data-kind") ||
-      n.getAttribute("data-trigger") || n.getAttribute("data-definition") || n.getAttribute("data-node") ||
-      n.getAttribute("data-calendar");
+    var k = n.id;
+    for (var i = 0; !k && i < keyAttrs.length; i++) k = n.getAttribute(keyAttrs[i]);
     return k ? n.nodeName + "#" + k : "";
   }
 
