@@ -46,8 +46,9 @@ type Instance interface {
 	// tick's own key ("t:<kind>:<nanoseconds>"), which no user key can
 	// equal.
 	UniqueKey() string
-	// Labels are the labels a manager must have to run the instance
-	// (WithRequiredLabels), sorted; nil for none.
+	// Labels are the label requirements a manager's labels must satisfy
+	// to run the instance (WithRequiredLabels), in their compact form
+	// ("region=eu|us"), sorted; nil for none.
 	Labels() []string
 	// Shard returns, for a shard of a sharded task (WithShards), its index
 	// (0 to count-1) and the task's shard count; for the task's parent, 0

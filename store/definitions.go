@@ -168,9 +168,9 @@ type Definition struct {
 	// Unique, when set, makes scheduled instances unique (see
 	// UniquePolicy); nil means not unique.
 	Unique *UniquePolicy `json:"unique,omitempty"`
-	// Labels the node that runs an instance must have: "key=value" or a
-	// bare "key" (such as "region=eu" or "gpu"). No whitespace or commas,
-	// one "=" at most, no duplicates.
+	// Labels are what the node that runs an instance must satisfy: label
+	// requirements such as "region=eu", "region=eu|us", "gpu" or "!gpu"
+	// (see LabelRequirement for every form), no duplicates.
 	Labels []string `json:"labels,omitempty"`
 	// Description is free text for people.
 	Description string `json:"description,omitempty"`
@@ -325,7 +325,7 @@ func (d *Definition) Validate() error {
 	}
 	seen := make(map[string]bool, len(d.Labels))
 	for _, l := range d.Labels {
-		if err := ValidateLabel(l); err != nil {
+		if err := ValidateLabelRequirement(l); err != nil {
 			return wrap(err)
 		}
 		if seen[l] {
@@ -346,24 +346,6 @@ func ValidateKind(kind string) error {
 		return fmt.Errorf("%w: kind of %d bytes; keep it within %d", ErrInvalid, len(kind), MaxKindBytes)
 	case !utf8.ValidString(kind) || strings.ContainsFunc(kind, unicode.IsControl):
 		return fmt.Errorf("%w: kind %q holds invalid UTF-8 or control characters; use printable text", ErrInvalid, kind)
-	}
-	return nil
-}
-
-// ValidateLabel reports an unusable label as ErrInvalid. A label is
-// "key=value" or a bare "key": a non-empty key, one "=" at most, no
-// whitespace, commas or control characters, at most MaxLabelBytes.
-func ValidateLabel(l string) error {
-	key, _, _ := strings.Cut(l, "=")
-	switch {
-	case l == "" || key == "":
-		return fmt.Errorf("%w: label %q without a key; write \"key=value\" or \"key\"", ErrInvalid, l)
-	case len(l) > MaxLabelBytes:
-		return fmt.Errorf("%w: label of %d bytes; keep it within %d", ErrInvalid, len(l), MaxLabelBytes)
-	case strings.Count(l, "=") > 1:
-		return fmt.Errorf("%w: label %q has more than one \"=\"; write \"key=value\"", ErrInvalid, l)
-	case !utf8.ValidString(l) || strings.ContainsFunc(l, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == ',' }):
-		return fmt.Errorf("%w: label %q holds whitespace, a comma or a control character; one label per list entry, printable text", ErrInvalid, l)
 	}
 	return nil
 }

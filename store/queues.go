@@ -50,46 +50,14 @@ type QueueInfo struct {
 	Paused bool
 }
 
-// ValidateLabels checks the labels of an instance or a claimer: each one
-// as ValidateLabel does ("key=value" or a bare "key", printable, no
-// whitespace or commas), at most MaxLabels of them.
-func ValidateLabels(labels []string) error {
-	if len(labels) > MaxLabels {
-		return fmt.Errorf("%w: %d labels; at most %d", ErrInvalid, len(labels), MaxLabels)
-	}
-	for _, l := range labels {
-		if err := ValidateLabel(l); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// NormLabels returns labels sorted and without duplicates (nil for none),
-// the form stores keep and compare: two instances with the same set of
-// labels, in any order, wait in the same lane.
-func NormLabels(labels []string) []string {
-	if len(labels) == 0 {
-		return nil
-	}
-	out := slices.Clone(labels)
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 // Claimable reports whether a claimer with p's kinds and labels may take an
-// instance of kind whose required labels are labels: the claimer runs the
-// kind (or names no kinds) and has every label the instance requires. It
-// is the rule every store applies inside Claim; stores that keep lanes
-// apply it once per lane.
+// instance of kind whose label requirements are labels: the claimer runs
+// the kind (or names no kinds) and its labels satisfy every requirement
+// (LabelsSatisfy). It is the rule every store applies inside Claim; stores
+// that keep lanes apply it once per lane.
 func (p *ClaimParams) Claimable(kind string, labels []string) bool {
 	if len(p.Kinds) > 0 && !slices.Contains(p.Kinds, kind) {
 		return false
 	}
-	for _, l := range labels {
-		if !slices.Contains(p.Labels, l) {
-			return false
-		}
-	}
-	return true
+	return LabelsSatisfy(labels, p.Labels)
 }

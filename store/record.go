@@ -93,10 +93,12 @@ type Instance struct {
 	Result []byte
 	// Error is the last attempt's error message.
 	Error string
-	// Labels are what a claimer must have to take the instance ("region=eu",
-	// "gpu"): a claim takes it only when ClaimParams.Labels include every
-	// one. Stores keep them sorted, without duplicates (NormLabels); none
-	// means any claimer may take it.
+	// Labels are the label requirements a claimer must satisfy to take the
+	// instance ("region=eu", "region=eu|us", "region!=us", "gpu", "!gpu";
+	// see LabelRequirement): a claim takes it only when ClaimParams.Labels
+	// satisfy every one (LabelsSatisfy). Stores keep them as NormLabels
+	// returns them (compact forms, sorted, without duplicates), and apply
+	// them inside the atomic claim; none means any claimer may take it.
 	Labels []string
 	// Metadata holds string pairs carried with the instance from schedule to
 	// every attempt, unchanged: a W3C trace context ("traceparent",

@@ -227,9 +227,12 @@ type ClaimParams struct {
 	// of these kinds. Empty means any kind (a claimer that runs everything,
 	// and callers written before kinds were named).
 	Kinds []string
-	// Labels are the claimer's labels ("region=eu", or a bare "gpu"): the
-	// claim takes an instance only when these include every label the
-	// instance requires (Instance.Labels).
+	// Labels are the claimer's labels ("region=eu", or a bare "gpu";
+	// ValidateLabels): the claim takes an instance only when they satisfy
+	// every requirement of its Instance.Labels (LabelsSatisfy: equality,
+	// set membership, not-equal, exists, not exists). A claimer with no
+	// labels takes only instances whose requirements a node without labels
+	// satisfies: none, or only "!key" and "key!=value" ones.
 	//
 	// Kinds and Labels are applied inside the atomic claim; the order
 	// (see Queue.Claim) is kept among the instances the claimer may take,

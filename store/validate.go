@@ -68,7 +68,7 @@ func (in *Instance) Validate() error {
 	if err := in.validateShard(); err != nil {
 		return err
 	}
-	if err := ValidateLabels(in.Labels); err != nil {
+	if err := ValidateLabelRequirements(in.Labels); err != nil {
 		return fmt.Errorf("instance %s: %w", in.ID, err)
 	}
 	if err := ValidateMetadata(in.Metadata); err != nil {

@@ -503,8 +503,10 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 		cands = cands[:0]
 		for _, r := range reads {
 			for _, kv := range rs[r.at].GetKvs() {
-				if r.legacy && (len(p.Kinds) > 0 || len(p.Labels) > 0) {
-					// An entry of before lanes: its kind is in its value.
+				if r.legacy {
+					// An entry of before lanes: its kind and label
+					// requirements are in its value (a claimer with no
+					// labels may not take one that requires some).
 					if d, err := decodeDyn(string(kv.Key), kv.Value); err == nil && !p.Claimable(d.Kind, d.Labels) {
 						continue
 					}

@@ -149,12 +149,10 @@ type claimFilter struct {
 	seen   map[name]bool
 }
 
-// newClaimFilter returns the lane test of a claim with p, or nil when the
-// claimer takes any lane.
+// newClaimFilter returns the lane test of a claim with p. There is one
+// even for a claimer with no kinds and no labels: it takes any kind, but
+// only the lanes whose requirements a node without labels satisfies.
 func newClaimFilter(p *store.ClaimParams, names []string) func(name) bool {
-	if len(p.Kinds) == 0 && len(p.Labels) == 0 {
-		return nil
-	}
 	f := &claimFilter{p: p, names: names, sorted: slices.IsSorted(p.Kinds)}
 	return f.ok
 }
@@ -169,10 +167,13 @@ func (f *claimFilter) ok(lane name) bool {
 		kind, labels = ln[:i], laneLabels(ln)
 	}
 	var v bool
-	if f.sorted && len(f.p.Kinds) > 0 {
+	switch {
+	case len(labels) == 0 && len(f.p.Kinds) == 0:
+		v = true
+	case f.sorted && len(f.p.Kinds) > 0:
 		_, v = slices.BinarySearch(f.p.Kinds, kind)
 		v = v && (len(labels) == 0 || f.p.Claimable(kind, labels))
-	} else {
+	default:
 		v = f.p.Claimable(kind, labels)
 	}
 	if f.seen == nil {

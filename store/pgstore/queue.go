@@ -61,12 +61,13 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 	// claimer may take, in claim order, skipping rows other claims hold,
 	// leases them, appends their history under the namespace's lock,
 	// moves their counters and records the claim of a ClaimSeq.
-	filterOf := func(kinds, labels string) string {
+	filterOf := func(kinds, labels, keys string) string {
 		return `AND (cardinality(` + kinds + `::text[]) = 0 OR kind = ANY(` + kinds + `::text[]))
-		AND (labels IS NULL OR labels <@ ` + labels + `::text[])
+		AND (labels IS NULL OR labels <@ ` + labels + `::text[] OR NOT EXISTS (
+			SELECT 1 FROM unnest(labels) AS r(req) WHERE NOT ` + labelHolds("r.req", labels, keys) + `))
 		AND NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND paused)`
 	}
-	filter := filterOf("$5", "$6")
+	filter := filterOf("$5", "$6", "$11")
 	st.claim = `WITH picked AS MATERIALIZED (
 	SELECT id FROM ` + inst + `
 	WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= $3 ` + filter + `
@@ -135,7 +136,7 @@ SELECT u.o, u.state, (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT
 	UNION ALL
 	SELECT (SELECT priority FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 AND priority < p.prio ORDER BY priority DESC LIMIT 1)
 	FROM p WHERE p.prio IS NOT NULL)
-SELECT coalesce(min((SELECT run_at FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 AND priority = p.prio ` + filterOf("$3", "$4") + `
+SELECT coalesce(min((SELECT run_at FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 AND priority = p.prio ` + filterOf("$3", "$4", "$5") + `
 	ORDER BY priority DESC, run_at, seq LIMIT 1)), 0)
 FROM p WHERE p.prio IS NOT NULL`
 	st.update = `UPDATE ` + inst + ` i SET state = x.state, attempt = x.attempt, run_at = x.run_at,
@@ -148,6 +149,27 @@ FROM p WHERE p.prio IS NOT NULL`
 	st.lockRows = `SELECT ` + instCols + ` FROM ` + inst + ` WHERE ns = $1 AND id = ANY($2::text[]) ORDER BY id FOR UPDATE`
 	stmtCache.Store(s.cfg.quoted, st)
 	return st
+}
+
+// labelHolds is the SQL condition that the node labels (a text[]
+// parameter) with their keys (another, each label up to its "=")
+// satisfy the label requirement req, in the compact form stores keep, as
+// store.LabelRequirementHolds decides: "!key", "key", "key=v1|v2",
+// "key!=v1|v2". A requirement the node has as a label, such as
+// "region=eu", holds at once. The claim tries labels <@ first, so rows
+// written before requirement expressions cost what they did.
+func labelHolds(req, labels, keys string) string {
+	eq := `strpos(` + req + `, '=')`
+	vals := `regexp_split_to_table(substr(` + req + `, ` + eq + ` + 1), '\|')`
+	return `(CASE
+		WHEN ` + req + ` = ANY(` + labels + `::text[]) THEN true
+		WHEN left(` + req + `, 1) = '!' THEN NOT (substr(` + req + `, 2) = ANY(` + keys + `::text[]))
+		WHEN ` + eq + ` = 0 THEN ` + req + ` = ANY(` + keys + `::text[])
+		WHEN substr(` + req + `, ` + eq + ` - 1, 1) = '!' THEN NOT EXISTS (SELECT 1 FROM ` + vals + ` AS v(x)
+			WHERE left(` + req + `, ` + eq + ` - 2) || '=' || v.x = ANY(` + labels + `::text[]))
+		ELSE EXISTS (SELECT 1 FROM ` + vals + ` AS v(x)
+			WHERE left(` + req + `, ` + eq + ` - 1) || '=' || v.x = ANY(` + labels + `::text[]))
+		END)`
 }
 
 func clamp32(n int) int32 {
@@ -483,6 +505,10 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	if labels == nil {
 		labels = []string{}
 	}
+	keys := make([]string, len(labels))
+	for i, l := range labels {
+		keys[i], _, _ = strings.Cut(l, "=")
+	}
 	st := s.stmt()
 	// One round trip: the batch's statements run in one implicit
 	// transaction. The claim record of a ClaimSeq is locked first; the
@@ -498,7 +524,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			ON CONFLICT (ns, owner) DO UPDATE SET owner = c.owner RETURNING seq, until, ids, attempts`, s.cfg.ns, p.Owner).
 			QueryRow(func(r pgx.Row) error { return r.Scan(&seq, &until, &ids, &attempts) })
 	}
-	b.Queue(st.claim, s.cfg.ns, p.Queue, now, p.Limit, kinds, labels, p.Owner, nanos(p.LeaseUntil), s.lockKey, int64(p.ClaimSeq)).
+	b.Queue(st.claim, s.cfg.ns, p.Queue, now, p.Limit, kinds, labels, p.Owner, nanos(p.LeaseUntil), s.lockKey, int64(p.ClaimSeq), keys).
 		Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				r := &row{}
@@ -515,7 +541,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			}
 			return rows.Err()
 		})
-	b.Queue(st.next, s.cfg.ns, p.Queue, kinds, labels).QueryRow(func(r pgx.Row) error { return r.Scan(&next) })
+	b.Queue(st.next, s.cfg.ns, p.Queue, kinds, labels, keys).QueryRow(func(r pgx.Row) error { return r.Scan(&next) })
 	var err error
 	if tx := txFrom(ctx); tx != nil {
 		err = tx.SendBatch(ctx, b).Close()

@@ -6,7 +6,8 @@
 --       to 2^53), [8] how many kinds the claimer names (0: any kind), then
 --       those kinds, then the claimer's labels.
 -- A claim takes only from the lanes (lib.lua) whose kind the claimer
--- names and whose labels it has all of: it reads the queue's lane index
+-- names and whose label requirements its labels satisfy (holds, once per
+-- lane and call): it reads the queue's lane index
 -- (q:<queue>:p) once, and merges the heads of the lanes it may take, per
 -- priority, by RunAt then Seq; it never reads an entry of another lane.
 -- A paused queue (in the paused set, see queue_admin.lua) gives nothing
@@ -44,12 +45,39 @@ local skey, lkey = sched_key(queue), levels_key(queue)
 local okey = PREFIX .. 'o:' .. owner
 
 local nk = tonumber(ARGV[8] or '0')
-local any_kind, kinds, mine = nk == 0, {}, {}
+local any_kind, kinds, mine, mine_keys = nk == 0, {}, {}, {}
 for i = 9, 8 + nk do
 	kinds[ARGV[i]] = true
 end
 for i = 9 + nk, #ARGV do
-	mine[ARGV[i]] = true
+	local l = ARGV[i]
+	mine[l] = true
+	local e = string.find(l, '=', 1, true)
+	mine_keys[e and string.sub(l, 1, e - 1) or l] = true
+end
+-- holds tells whether the claimer's labels satisfy requirement r, as
+-- store.LabelRequirementHolds does, in the compact form stores keep:
+-- "!key" (no label key), "key" (key, bare or with a value), "key=v1|v2"
+-- (key=v1 or key=v2), "key!=v1|v2" (neither).
+local function holds(r)
+	if string.byte(r, 1) == 33 then -- '!'
+		return not mine_keys[string.sub(r, 2)]
+	end
+	local e = string.find(r, '=', 1, true)
+	if not e then
+		return mine_keys[r] == true
+	end
+	if mine[r] then
+		return true -- key=value, as the claimer has it
+	end
+	local neg = e > 1 and string.byte(r, e - 1) == 33
+	local key = string.sub(r, 1, neg and e - 2 or e - 1) .. '='
+	for v in string.gmatch(string.sub(r, e + 1) .. '|', '([^|]*)|') do
+		if mine[key .. v] then
+			return not neg
+		end
+	end
+	return neg
 end
 local lane_ok = {}
 if not any_kind then
@@ -69,7 +97,7 @@ local function may_take(lane)
 		local kind, labels = lane_parts(lane)
 		v = any_kind or kinds[kind] == true
 		for _, l in ipairs(labels) do
-			if not mine[l] then
+			if v and not holds(l) then
 				v = false
 			end
 		end

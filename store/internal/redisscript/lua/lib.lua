@@ -282,7 +282,8 @@ local function levels_key(queue) return PREFIX .. 'q:' .. queue .. ':p' end
 
 -- A lane is a kind with the labels its instances require: the kind's
 -- length, ':', the kind, then the labels as spec's P_LABELS has them. A
--- claim takes from the lanes whose kind and labels the claimer has.
+-- claim takes from the lanes whose kind the claimer runs and whose label
+-- requirements (store.LabelRequirement, compact forms) its labels satisfy.
 local function lane_of(kind, labels)
 	return num(#kind) .. ':' .. kind .. labels
 end
