@@ -191,7 +191,26 @@ func (h jobService) GetInstance(ctx context.Context, req *connect.Request[pb.Get
 	if err := fillProgress(ctx, managerOf(ctx), in); err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&pb.GetInstanceResponse{Instance: in}), nil
+	res := &pb.GetInstanceResponse{Instance: in}
+	if ji.State() == job.Scheduled {
+		ex, err := managerOf(ctx).ExplainWaiting(ctx, ji.ID())
+		if err != nil {
+			return nil, toConnect(err)
+		}
+		if ex.Reason != job.WaitNotWaiting { // claimed since the lookup
+			res.Waiting = waitingToProto(ex)
+		}
+	}
+	return connect.NewResponse(res), nil
+}
+
+// waitingToProto converts what Manager.ExplainWaiting says.
+func waitingToProto(ex *job.WaitExplanation) *pb.WaitExplanation {
+	out := &pb.WaitExplanation{Reason: string(ex.Reason), Message: ex.Message, MatchingNodes: ex.Matching}
+	for _, u := range ex.Unmatched {
+		out.UnmatchedNodes = append(out.UnmatchedNodes, &pb.NodeMismatch{Node: u.Node, Labels: u.Labels, Unmet: u.Unmet})
+	}
+	return out
 }
 
 // pageSize checks a request's page size: 0 means job.DefaultPageSize.
@@ -263,10 +282,10 @@ func instanceQuery(f *pb.InstanceFilter) ([]job.QueryOption, []string, error) {
 		opts = append(opts, job.WithQueryParent(p))
 	}
 	labels := f.GetLabels()
-	if err := store.ValidateLabels(labels); err != nil {
+	if err := store.ValidateLabelRequirements(labels); err != nil {
 		return nil, nil, toConnect(fmt.Errorf("filter.labels: %w", err))
 	}
-	return opts, labels, nil
+	return opts, store.NormLabels(labels), nil
 }
 
 // hasLabels reports whether an instance requires every one of labels.

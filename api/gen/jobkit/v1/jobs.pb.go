@@ -418,8 +418,11 @@ func (x *GetInstanceRequest) GetId() string {
 }
 
 type GetInstanceResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Instance      *Instance              `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Instance *Instance              `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
+	// Why the instance is not running yet, set while it is SCHEDULED
+	// (unset otherwise).
+	Waiting       *WaitExplanation `protobuf:"bytes,2,opt,name=waiting,proto3" json:"waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -461,6 +464,159 @@ func (x *GetInstanceResponse) GetInstance() *Instance {
 	return nil
 }
 
+func (x *GetInstanceResponse) GetWaiting() *WaitExplanation {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
+}
+
+// WaitExplanation says why a SCHEDULED instance is not running
+// (Manager.ExplainWaiting): its queue is paused, it is not due yet, no
+// live node runs its kind or claims from its queue, no live node's labels
+// satisfy its label requirements, every node that may run it is busy, or
+// it is ready and about to be claimed.
+type WaitExplanation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of "queue_paused", "not_due", "no_node_for_kind",
+	// "no_node_for_queue", "no_node_with_labels", "nodes_busy", "ready"
+	// (job.WaitReason); new reasons may be added.
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The same for people, naming the kind, the queue, the requirements and
+	// the nodes.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The live nodes that run the kind from the queue and whose labels
+	// satisfy the instance's requirements, by ID.
+	MatchingNodes []string `protobuf:"bytes,3,rep,name=matching_nodes,json=matchingNodes,proto3" json:"matching_nodes,omitempty"`
+	// The live nodes that run the kind from the queue but whose labels do
+	// not satisfy the requirements.
+	UnmatchedNodes []*NodeMismatch `protobuf:"bytes,4,rep,name=unmatched_nodes,json=unmatchedNodes,proto3" json:"unmatched_nodes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WaitExplanation) Reset() {
+	*x = WaitExplanation{}
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitExplanation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitExplanation) ProtoMessage() {}
+
+func (x *WaitExplanation) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitExplanation.ProtoReflect.Descriptor instead.
+func (*WaitExplanation) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *WaitExplanation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *WaitExplanation) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *WaitExplanation) GetMatchingNodes() []string {
+	if x != nil {
+		return x.MatchingNodes
+	}
+	return nil
+}
+
+func (x *WaitExplanation) GetUnmatchedNodes() []*NodeMismatch {
+	if x != nil {
+		return x.UnmatchedNodes
+	}
+	return nil
+}
+
+// NodeMismatch is a live node whose labels fail an instance's label
+// requirements.
+type NodeMismatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The node's labels.
+	Labels []string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty"`
+	// The requirements its labels do not satisfy.
+	Unmet         []string `protobuf:"bytes,3,rep,name=unmet,proto3" json:"unmet,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeMismatch) Reset() {
+	*x = NodeMismatch{}
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeMismatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeMismatch) ProtoMessage() {}
+
+func (x *NodeMismatch) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeMismatch.ProtoReflect.Descriptor instead.
+func (*NodeMismatch) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *NodeMismatch) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeMismatch) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *NodeMismatch) GetUnmet() []string {
+	if x != nil {
+		return x.Unmet
+	}
+	return nil
+}
+
 type ListInstancesRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Filter *InstanceFilter        `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
@@ -478,7 +634,7 @@ type ListInstancesRequest struct {
 
 func (x *ListInstancesRequest) Reset() {
 	*x = ListInstancesRequest{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[7]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +646,7 @@ func (x *ListInstancesRequest) String() string {
 func (*ListInstancesRequest) ProtoMessage() {}
 
 func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[7]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +659,7 @@ func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesRequest.ProtoReflect.Descriptor instead.
 func (*ListInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{7}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListInstancesRequest) GetFilter() *InstanceFilter {
@@ -548,7 +704,7 @@ type ListInstancesResponse struct {
 
 func (x *ListInstancesResponse) Reset() {
 	*x = ListInstancesResponse{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[8]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +716,7 @@ func (x *ListInstancesResponse) String() string {
 func (*ListInstancesResponse) ProtoMessage() {}
 
 func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[8]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +729,7 @@ func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesResponse.ProtoReflect.Descriptor instead.
 func (*ListInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{8}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListInstancesResponse) GetInstances() []*Instance {
@@ -614,7 +770,7 @@ type ListHistoryRequest struct {
 
 func (x *ListHistoryRequest) Reset() {
 	*x = ListHistoryRequest{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[9]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +782,7 @@ func (x *ListHistoryRequest) String() string {
 func (*ListHistoryRequest) ProtoMessage() {}
 
 func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[9]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +795,7 @@ func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryRequest.ProtoReflect.Descriptor instead.
 func (*ListHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{9}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListHistoryRequest) GetInstanceId() string {
@@ -701,7 +857,7 @@ type ListHistoryResponse struct {
 
 func (x *ListHistoryResponse) Reset() {
 	*x = ListHistoryResponse{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[10]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +869,7 @@ func (x *ListHistoryResponse) String() string {
 func (*ListHistoryResponse) ProtoMessage() {}
 
 func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[10]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +882,7 @@ func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryResponse.ProtoReflect.Descriptor instead.
 func (*ListHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{10}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListHistoryResponse) GetChanges() []*StateChange {
@@ -759,7 +915,7 @@ type ListLogsRequest struct {
 
 func (x *ListLogsRequest) Reset() {
 	*x = ListLogsRequest{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[11]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +927,7 @@ func (x *ListLogsRequest) String() string {
 func (*ListLogsRequest) ProtoMessage() {}
 
 func (x *ListLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[11]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +940,7 @@ func (x *ListLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLogsRequest.ProtoReflect.Descriptor instead.
 func (*ListLogsRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{11}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListLogsRequest) GetInstanceId() string {
@@ -846,7 +1002,7 @@ type ListLogsResponse struct {
 
 func (x *ListLogsResponse) Reset() {
 	*x = ListLogsResponse{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[12]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +1014,7 @@ func (x *ListLogsResponse) String() string {
 func (*ListLogsResponse) ProtoMessage() {}
 
 func (x *ListLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[12]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +1027,7 @@ func (x *ListLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLogsResponse.ProtoReflect.Descriptor instead.
 func (*ListLogsResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{12}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListLogsResponse) GetRecords() []*LogRecord {
@@ -899,7 +1055,7 @@ type FollowLogsRequest struct {
 
 func (x *FollowLogsRequest) Reset() {
 	*x = FollowLogsRequest{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[13]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1067,7 @@ func (x *FollowLogsRequest) String() string {
 func (*FollowLogsRequest) ProtoMessage() {}
 
 func (x *FollowLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[13]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1080,7 @@ func (x *FollowLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowLogsRequest.ProtoReflect.Descriptor instead.
 func (*FollowLogsRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{13}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FollowLogsRequest) GetInstanceId() string {
@@ -950,7 +1106,7 @@ type FollowLogsResponse struct {
 
 func (x *FollowLogsResponse) Reset() {
 	*x = FollowLogsResponse{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[14]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1118,7 @@ func (x *FollowLogsResponse) String() string {
 func (*FollowLogsResponse) ProtoMessage() {}
 
 func (x *FollowLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[14]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1131,7 @@ func (x *FollowLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowLogsResponse.ProtoReflect.Descriptor instead.
 func (*FollowLogsResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{14}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FollowLogsResponse) GetRecord() *LogRecord {
@@ -994,7 +1150,7 @@ type CancelInstanceRequest struct {
 
 func (x *CancelInstanceRequest) Reset() {
 	*x = CancelInstanceRequest{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[15]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1162,7 @@ func (x *CancelInstanceRequest) String() string {
 func (*CancelInstanceRequest) ProtoMessage() {}
 
 func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[15]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1175,7 @@ func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{15}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelInstanceRequest) GetId() string {
@@ -1040,7 +1196,7 @@ type CancelInstanceResponse struct {
 
 func (x *CancelInstanceResponse) Reset() {
 	*x = CancelInstanceResponse{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[16]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1208,7 @@ func (x *CancelInstanceResponse) String() string {
 func (*CancelInstanceResponse) ProtoMessage() {}
 
 func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[16]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1221,7 @@ func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{16}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelInstanceResponse) GetInstance() *Instance {
@@ -1088,7 +1244,7 @@ type RetryInstanceRequest struct {
 
 func (x *RetryInstanceRequest) Reset() {
 	*x = RetryInstanceRequest{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[17]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1256,7 @@ func (x *RetryInstanceRequest) String() string {
 func (*RetryInstanceRequest) ProtoMessage() {}
 
 func (x *RetryInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[17]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1269,7 @@ func (x *RetryInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryInstanceRequest.ProtoReflect.Descriptor instead.
 func (*RetryInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{17}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RetryInstanceRequest) GetId() string {
@@ -1146,7 +1302,7 @@ type RetryInstanceResponse struct {
 
 func (x *RetryInstanceResponse) Reset() {
 	*x = RetryInstanceResponse{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[18]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1314,7 @@ func (x *RetryInstanceResponse) String() string {
 func (*RetryInstanceResponse) ProtoMessage() {}
 
 func (x *RetryInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[18]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1327,7 @@ func (x *RetryInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryInstanceResponse.ProtoReflect.Descriptor instead.
 func (*RetryInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{18}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RetryInstanceResponse) GetInstance() *Instance {
@@ -1190,7 +1346,7 @@ type DeleteInstanceRequest struct {
 
 func (x *DeleteInstanceRequest) Reset() {
 	*x = DeleteInstanceRequest{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[19]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1358,7 @@ func (x *DeleteInstanceRequest) String() string {
 func (*DeleteInstanceRequest) ProtoMessage() {}
 
 func (x *DeleteInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[19]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1371,7 @@ func (x *DeleteInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteInstanceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{19}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteInstanceRequest) GetId() string {
@@ -1233,7 +1389,7 @@ type DeleteInstanceResponse struct {
 
 func (x *DeleteInstanceResponse) Reset() {
 	*x = DeleteInstanceResponse{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[20]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1401,7 @@ func (x *DeleteInstanceResponse) String() string {
 func (*DeleteInstanceResponse) ProtoMessage() {}
 
 func (x *DeleteInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[20]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1414,7 @@ func (x *DeleteInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteInstanceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{20}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{22}
 }
 
 type CancelInstancesRequest struct {
@@ -1273,7 +1429,7 @@ type CancelInstancesRequest struct {
 
 func (x *CancelInstancesRequest) Reset() {
 	*x = CancelInstancesRequest{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[21]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1441,7 @@ func (x *CancelInstancesRequest) String() string {
 func (*CancelInstancesRequest) ProtoMessage() {}
 
 func (x *CancelInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[21]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1454,7 @@ func (x *CancelInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstancesRequest.ProtoReflect.Descriptor instead.
 func (*CancelInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{21}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CancelInstancesRequest) GetFilter() *InstanceFilter {
@@ -1324,7 +1480,7 @@ type CancelInstancesResponse struct {
 
 func (x *CancelInstancesResponse) Reset() {
 	*x = CancelInstancesResponse{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[22]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1492,7 @@ func (x *CancelInstancesResponse) String() string {
 func (*CancelInstancesResponse) ProtoMessage() {}
 
 func (x *CancelInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[22]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1505,7 @@ func (x *CancelInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstancesResponse.ProtoReflect.Descriptor instead.
 func (*CancelInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{22}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CancelInstancesResponse) GetResult() *BulkResult {
@@ -1371,7 +1527,7 @@ type RetryInstancesRequest struct {
 
 func (x *RetryInstancesRequest) Reset() {
 	*x = RetryInstancesRequest{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[23]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1539,7 @@ func (x *RetryInstancesRequest) String() string {
 func (*RetryInstancesRequest) ProtoMessage() {}
 
 func (x *RetryInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[23]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1552,7 @@ func (x *RetryInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryInstancesRequest.ProtoReflect.Descriptor instead.
 func (*RetryInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{23}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RetryInstancesRequest) GetFilter() *InstanceFilter {
@@ -1436,7 +1592,7 @@ type RetryInstancesResponse struct {
 
 func (x *RetryInstancesResponse) Reset() {
 	*x = RetryInstancesResponse{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[24]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1604,7 @@ func (x *RetryInstancesResponse) String() string {
 func (*RetryInstancesResponse) ProtoMessage() {}
 
 func (x *RetryInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[24]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1617,7 @@ func (x *RetryInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryInstancesResponse.ProtoReflect.Descriptor instead.
 func (*RetryInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{24}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RetryInstancesResponse) GetResult() *BulkResult {
@@ -1481,7 +1637,7 @@ type DeleteInstancesRequest struct {
 
 func (x *DeleteInstancesRequest) Reset() {
 	*x = DeleteInstancesRequest{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[25]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1649,7 @@ func (x *DeleteInstancesRequest) String() string {
 func (*DeleteInstancesRequest) ProtoMessage() {}
 
 func (x *DeleteInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[25]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1662,7 @@ func (x *DeleteInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteInstancesRequest.ProtoReflect.Descriptor instead.
 func (*DeleteInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{25}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteInstancesRequest) GetFilter() *InstanceFilter {
@@ -1532,7 +1688,7 @@ type DeleteInstancesResponse struct {
 
 func (x *DeleteInstancesResponse) Reset() {
 	*x = DeleteInstancesResponse{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[26]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1700,7 @@ func (x *DeleteInstancesResponse) String() string {
 func (*DeleteInstancesResponse) ProtoMessage() {}
 
 func (x *DeleteInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[26]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1713,7 @@ func (x *DeleteInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteInstancesResponse.ProtoReflect.Descriptor instead.
 func (*DeleteInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{26}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteInstancesResponse) GetResult() *BulkResult {
@@ -1581,7 +1737,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[27]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1749,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[27]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1762,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{27}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchRequest) GetCursor() string {
@@ -1639,7 +1795,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[28]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1807,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_jobs_proto_msgTypes[28]
+	mi := &file_jobkit_v1_jobs_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1820,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{28}
+	return file_jobkit_v1_jobs_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -1713,9 +1869,19 @@ const file_jobkit_v1_jobs_proto_rawDesc = "" +
 	"\binstance\x18\x01 \x01(\v2\x13.jobkit.v1.InstanceR\binstance\x12*\n" +
 	"\x05error\x18\x02 \x01(\v2\x14.jobkit.v1.ItemErrorR\x05error\"$\n" +
 	"\x12GetInstanceRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"F\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"|\n" +
 	"\x13GetInstanceResponse\x12/\n" +
-	"\binstance\x18\x01 \x01(\v2\x13.jobkit.v1.InstanceR\binstance\"\xa4\x01\n" +
+	"\binstance\x18\x01 \x01(\v2\x13.jobkit.v1.InstanceR\binstance\x124\n" +
+	"\awaiting\x18\x02 \x01(\v2\x1a.jobkit.v1.WaitExplanationR\awaiting\"\xac\x01\n" +
+	"\x0fWaitExplanation\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12%\n" +
+	"\x0ematching_nodes\x18\x03 \x03(\tR\rmatchingNodes\x12@\n" +
+	"\x0funmatched_nodes\x18\x04 \x03(\v2\x17.jobkit.v1.NodeMismatchR\x0eunmatchedNodes\"P\n" +
+	"\fNodeMismatch\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
+	"\x06labels\x18\x02 \x03(\tR\x06labels\x12\x14\n" +
+	"\x05unmet\x18\x03 \x03(\tR\x05unmet\"\xa4\x01\n" +
 	"\x14ListInstancesRequest\x121\n" +
 	"\x06filter\x18\x01 \x01(\v2\x19.jobkit.v1.InstanceFilterR\x06filter\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -1826,7 +1992,7 @@ func file_jobkit_v1_jobs_proto_rawDescGZIP() []byte {
 	return file_jobkit_v1_jobs_proto_rawDescData
 }
 
-var file_jobkit_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_jobkit_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_jobkit_v1_jobs_proto_goTypes = []any{
 	(*ScheduleRequest)(nil),         // 0: jobkit.v1.ScheduleRequest
 	(*ScheduleResponse)(nil),        // 1: jobkit.v1.ScheduleResponse
@@ -1835,110 +2001,114 @@ var file_jobkit_v1_jobs_proto_goTypes = []any{
 	(*ScheduleBatchResult)(nil),     // 4: jobkit.v1.ScheduleBatchResult
 	(*GetInstanceRequest)(nil),      // 5: jobkit.v1.GetInstanceRequest
 	(*GetInstanceResponse)(nil),     // 6: jobkit.v1.GetInstanceResponse
-	(*ListInstancesRequest)(nil),    // 7: jobkit.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),   // 8: jobkit.v1.ListInstancesResponse
-	(*ListHistoryRequest)(nil),      // 9: jobkit.v1.ListHistoryRequest
-	(*ListHistoryResponse)(nil),     // 10: jobkit.v1.ListHistoryResponse
-	(*ListLogsRequest)(nil),         // 11: jobkit.v1.ListLogsRequest
-	(*ListLogsResponse)(nil),        // 12: jobkit.v1.ListLogsResponse
-	(*FollowLogsRequest)(nil),       // 13: jobkit.v1.FollowLogsRequest
-	(*FollowLogsResponse)(nil),      // 14: jobkit.v1.FollowLogsResponse
-	(*CancelInstanceRequest)(nil),   // 15: jobkit.v1.CancelInstanceRequest
-	(*CancelInstanceResponse)(nil),  // 16: jobkit.v1.CancelInstanceResponse
-	(*RetryInstanceRequest)(nil),    // 17: jobkit.v1.RetryInstanceRequest
-	(*RetryInstanceResponse)(nil),   // 18: jobkit.v1.RetryInstanceResponse
-	(*DeleteInstanceRequest)(nil),   // 19: jobkit.v1.DeleteInstanceRequest
-	(*DeleteInstanceResponse)(nil),  // 20: jobkit.v1.DeleteInstanceResponse
-	(*CancelInstancesRequest)(nil),  // 21: jobkit.v1.CancelInstancesRequest
-	(*CancelInstancesResponse)(nil), // 22: jobkit.v1.CancelInstancesResponse
-	(*RetryInstancesRequest)(nil),   // 23: jobkit.v1.RetryInstancesRequest
-	(*RetryInstancesResponse)(nil),  // 24: jobkit.v1.RetryInstancesResponse
-	(*DeleteInstancesRequest)(nil),  // 25: jobkit.v1.DeleteInstancesRequest
-	(*DeleteInstancesResponse)(nil), // 26: jobkit.v1.DeleteInstancesResponse
-	(*WatchRequest)(nil),            // 27: jobkit.v1.WatchRequest
-	(*WatchResponse)(nil),           // 28: jobkit.v1.WatchResponse
-	nil,                             // 29: jobkit.v1.ScheduleRequest.MetadataEntry
-	(*timestamppb.Timestamp)(nil),   // 30: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 31: google.protobuf.Duration
-	(*Instance)(nil),                // 32: jobkit.v1.Instance
-	(*ItemError)(nil),               // 33: jobkit.v1.ItemError
-	(*InstanceFilter)(nil),          // 34: jobkit.v1.InstanceFilter
-	(State)(0),                      // 35: jobkit.v1.State
-	(*StateChange)(nil),             // 36: jobkit.v1.StateChange
-	(LogLevel)(0),                   // 37: jobkit.v1.LogLevel
-	(*LogRecord)(nil),               // 38: jobkit.v1.LogRecord
-	(*BulkResult)(nil),              // 39: jobkit.v1.BulkResult
-	(*Event)(nil),                   // 40: jobkit.v1.Event
+	(*WaitExplanation)(nil),         // 7: jobkit.v1.WaitExplanation
+	(*NodeMismatch)(nil),            // 8: jobkit.v1.NodeMismatch
+	(*ListInstancesRequest)(nil),    // 9: jobkit.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),   // 10: jobkit.v1.ListInstancesResponse
+	(*ListHistoryRequest)(nil),      // 11: jobkit.v1.ListHistoryRequest
+	(*ListHistoryResponse)(nil),     // 12: jobkit.v1.ListHistoryResponse
+	(*ListLogsRequest)(nil),         // 13: jobkit.v1.ListLogsRequest
+	(*ListLogsResponse)(nil),        // 14: jobkit.v1.ListLogsResponse
+	(*FollowLogsRequest)(nil),       // 15: jobkit.v1.FollowLogsRequest
+	(*FollowLogsResponse)(nil),      // 16: jobkit.v1.FollowLogsResponse
+	(*CancelInstanceRequest)(nil),   // 17: jobkit.v1.CancelInstanceRequest
+	(*CancelInstanceResponse)(nil),  // 18: jobkit.v1.CancelInstanceResponse
+	(*RetryInstanceRequest)(nil),    // 19: jobkit.v1.RetryInstanceRequest
+	(*RetryInstanceResponse)(nil),   // 20: jobkit.v1.RetryInstanceResponse
+	(*DeleteInstanceRequest)(nil),   // 21: jobkit.v1.DeleteInstanceRequest
+	(*DeleteInstanceResponse)(nil),  // 22: jobkit.v1.DeleteInstanceResponse
+	(*CancelInstancesRequest)(nil),  // 23: jobkit.v1.CancelInstancesRequest
+	(*CancelInstancesResponse)(nil), // 24: jobkit.v1.CancelInstancesResponse
+	(*RetryInstancesRequest)(nil),   // 25: jobkit.v1.RetryInstancesRequest
+	(*RetryInstancesResponse)(nil),  // 26: jobkit.v1.RetryInstancesResponse
+	(*DeleteInstancesRequest)(nil),  // 27: jobkit.v1.DeleteInstancesRequest
+	(*DeleteInstancesResponse)(nil), // 28: jobkit.v1.DeleteInstancesResponse
+	(*WatchRequest)(nil),            // 29: jobkit.v1.WatchRequest
+	(*WatchResponse)(nil),           // 30: jobkit.v1.WatchResponse
+	nil,                             // 31: jobkit.v1.ScheduleRequest.MetadataEntry
+	(*timestamppb.Timestamp)(nil),   // 32: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 33: google.protobuf.Duration
+	(*Instance)(nil),                // 34: jobkit.v1.Instance
+	(*ItemError)(nil),               // 35: jobkit.v1.ItemError
+	(*InstanceFilter)(nil),          // 36: jobkit.v1.InstanceFilter
+	(State)(0),                      // 37: jobkit.v1.State
+	(*StateChange)(nil),             // 38: jobkit.v1.StateChange
+	(LogLevel)(0),                   // 39: jobkit.v1.LogLevel
+	(*LogRecord)(nil),               // 40: jobkit.v1.LogRecord
+	(*BulkResult)(nil),              // 41: jobkit.v1.BulkResult
+	(*Event)(nil),                   // 42: jobkit.v1.Event
 }
 var file_jobkit_v1_jobs_proto_depIdxs = []int32{
-	30, // 0: jobkit.v1.ScheduleRequest.run_at:type_name -> google.protobuf.Timestamp
-	31, // 1: jobkit.v1.ScheduleRequest.delay:type_name -> google.protobuf.Duration
-	31, // 2: jobkit.v1.ScheduleRequest.jitter:type_name -> google.protobuf.Duration
-	31, // 3: jobkit.v1.ScheduleRequest.unique_ttl:type_name -> google.protobuf.Duration
-	31, // 4: jobkit.v1.ScheduleRequest.timeout:type_name -> google.protobuf.Duration
-	29, // 5: jobkit.v1.ScheduleRequest.metadata:type_name -> jobkit.v1.ScheduleRequest.MetadataEntry
-	32, // 6: jobkit.v1.ScheduleResponse.instance:type_name -> jobkit.v1.Instance
+	32, // 0: jobkit.v1.ScheduleRequest.run_at:type_name -> google.protobuf.Timestamp
+	33, // 1: jobkit.v1.ScheduleRequest.delay:type_name -> google.protobuf.Duration
+	33, // 2: jobkit.v1.ScheduleRequest.jitter:type_name -> google.protobuf.Duration
+	33, // 3: jobkit.v1.ScheduleRequest.unique_ttl:type_name -> google.protobuf.Duration
+	33, // 4: jobkit.v1.ScheduleRequest.timeout:type_name -> google.protobuf.Duration
+	31, // 5: jobkit.v1.ScheduleRequest.metadata:type_name -> jobkit.v1.ScheduleRequest.MetadataEntry
+	34, // 6: jobkit.v1.ScheduleResponse.instance:type_name -> jobkit.v1.Instance
 	0,  // 7: jobkit.v1.ScheduleBatchRequest.items:type_name -> jobkit.v1.ScheduleRequest
 	4,  // 8: jobkit.v1.ScheduleBatchResponse.results:type_name -> jobkit.v1.ScheduleBatchResult
-	32, // 9: jobkit.v1.ScheduleBatchResult.instance:type_name -> jobkit.v1.Instance
-	33, // 10: jobkit.v1.ScheduleBatchResult.error:type_name -> jobkit.v1.ItemError
-	32, // 11: jobkit.v1.GetInstanceResponse.instance:type_name -> jobkit.v1.Instance
-	34, // 12: jobkit.v1.ListInstancesRequest.filter:type_name -> jobkit.v1.InstanceFilter
-	32, // 13: jobkit.v1.ListInstancesResponse.instances:type_name -> jobkit.v1.Instance
-	35, // 14: jobkit.v1.ListHistoryRequest.states:type_name -> jobkit.v1.State
-	30, // 15: jobkit.v1.ListHistoryRequest.since:type_name -> google.protobuf.Timestamp
-	30, // 16: jobkit.v1.ListHistoryRequest.until:type_name -> google.protobuf.Timestamp
-	36, // 17: jobkit.v1.ListHistoryResponse.changes:type_name -> jobkit.v1.StateChange
-	37, // 18: jobkit.v1.ListLogsRequest.levels:type_name -> jobkit.v1.LogLevel
-	30, // 19: jobkit.v1.ListLogsRequest.since:type_name -> google.protobuf.Timestamp
-	30, // 20: jobkit.v1.ListLogsRequest.until:type_name -> google.protobuf.Timestamp
-	38, // 21: jobkit.v1.ListLogsResponse.records:type_name -> jobkit.v1.LogRecord
-	37, // 22: jobkit.v1.FollowLogsRequest.levels:type_name -> jobkit.v1.LogLevel
-	38, // 23: jobkit.v1.FollowLogsResponse.record:type_name -> jobkit.v1.LogRecord
-	32, // 24: jobkit.v1.CancelInstanceResponse.instance:type_name -> jobkit.v1.Instance
-	30, // 25: jobkit.v1.RetryInstanceRequest.run_at:type_name -> google.protobuf.Timestamp
-	32, // 26: jobkit.v1.RetryInstanceResponse.instance:type_name -> jobkit.v1.Instance
-	34, // 27: jobkit.v1.CancelInstancesRequest.filter:type_name -> jobkit.v1.InstanceFilter
-	39, // 28: jobkit.v1.CancelInstancesResponse.result:type_name -> jobkit.v1.BulkResult
-	34, // 29: jobkit.v1.RetryInstancesRequest.filter:type_name -> jobkit.v1.InstanceFilter
-	30, // 30: jobkit.v1.RetryInstancesRequest.run_at:type_name -> google.protobuf.Timestamp
-	39, // 31: jobkit.v1.RetryInstancesResponse.result:type_name -> jobkit.v1.BulkResult
-	34, // 32: jobkit.v1.DeleteInstancesRequest.filter:type_name -> jobkit.v1.InstanceFilter
-	39, // 33: jobkit.v1.DeleteInstancesResponse.result:type_name -> jobkit.v1.BulkResult
-	40, // 34: jobkit.v1.WatchResponse.event:type_name -> jobkit.v1.Event
-	0,  // 35: jobkit.v1.JobService.Schedule:input_type -> jobkit.v1.ScheduleRequest
-	2,  // 36: jobkit.v1.JobService.ScheduleBatch:input_type -> jobkit.v1.ScheduleBatchRequest
-	5,  // 37: jobkit.v1.JobService.GetInstance:input_type -> jobkit.v1.GetInstanceRequest
-	7,  // 38: jobkit.v1.JobService.ListInstances:input_type -> jobkit.v1.ListInstancesRequest
-	9,  // 39: jobkit.v1.JobService.ListHistory:input_type -> jobkit.v1.ListHistoryRequest
-	11, // 40: jobkit.v1.JobService.ListLogs:input_type -> jobkit.v1.ListLogsRequest
-	13, // 41: jobkit.v1.JobService.FollowLogs:input_type -> jobkit.v1.FollowLogsRequest
-	15, // 42: jobkit.v1.JobService.CancelInstance:input_type -> jobkit.v1.CancelInstanceRequest
-	17, // 43: jobkit.v1.JobService.RetryInstance:input_type -> jobkit.v1.RetryInstanceRequest
-	19, // 44: jobkit.v1.JobService.DeleteInstance:input_type -> jobkit.v1.DeleteInstanceRequest
-	21, // 45: jobkit.v1.JobService.CancelInstances:input_type -> jobkit.v1.CancelInstancesRequest
-	23, // 46: jobkit.v1.JobService.RetryInstances:input_type -> jobkit.v1.RetryInstancesRequest
-	25, // 47: jobkit.v1.JobService.DeleteInstances:input_type -> jobkit.v1.DeleteInstancesRequest
-	27, // 48: jobkit.v1.JobService.Watch:input_type -> jobkit.v1.WatchRequest
-	1,  // 49: jobkit.v1.JobService.Schedule:output_type -> jobkit.v1.ScheduleResponse
-	3,  // 50: jobkit.v1.JobService.ScheduleBatch:output_type -> jobkit.v1.ScheduleBatchResponse
-	6,  // 51: jobkit.v1.JobService.GetInstance:output_type -> jobkit.v1.GetInstanceResponse
-	8,  // 52: jobkit.v1.JobService.ListInstances:output_type -> jobkit.v1.ListInstancesResponse
-	10, // 53: jobkit.v1.JobService.ListHistory:output_type -> jobkit.v1.ListHistoryResponse
-	12, // 54: jobkit.v1.JobService.ListLogs:output_type -> jobkit.v1.ListLogsResponse
-	14, // 55: jobkit.v1.JobService.FollowLogs:output_type -> jobkit.v1.FollowLogsResponse
-	16, // 56: jobkit.v1.JobService.CancelInstance:output_type -> jobkit.v1.CancelInstanceResponse
-	18, // 57: jobkit.v1.JobService.RetryInstance:output_type -> jobkit.v1.RetryInstanceResponse
-	20, // 58: jobkit.v1.JobService.DeleteInstance:output_type -> jobkit.v1.DeleteInstanceResponse
-	22, // 59: jobkit.v1.JobService.CancelInstances:output_type -> jobkit.v1.CancelInstancesResponse
-	24, // 60: jobkit.v1.JobService.RetryInstances:output_type -> jobkit.v1.RetryInstancesResponse
-	26, // 61: jobkit.v1.JobService.DeleteInstances:output_type -> jobkit.v1.DeleteInstancesResponse
-	28, // 62: jobkit.v1.JobService.Watch:output_type -> jobkit.v1.WatchResponse
-	49, // [49:63] is the sub-list for method output_type
-	35, // [35:49] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	34, // 9: jobkit.v1.ScheduleBatchResult.instance:type_name -> jobkit.v1.Instance
+	35, // 10: jobkit.v1.ScheduleBatchResult.error:type_name -> jobkit.v1.ItemError
+	34, // 11: jobkit.v1.GetInstanceResponse.instance:type_name -> jobkit.v1.Instance
+	7,  // 12: jobkit.v1.GetInstanceResponse.waiting:type_name -> jobkit.v1.WaitExplanation
+	8,  // 13: jobkit.v1.WaitExplanation.unmatched_nodes:type_name -> jobkit.v1.NodeMismatch
+	36, // 14: jobkit.v1.ListInstancesRequest.filter:type_name -> jobkit.v1.InstanceFilter
+	34, // 15: jobkit.v1.ListInstancesResponse.instances:type_name -> jobkit.v1.Instance
+	37, // 16: jobkit.v1.ListHistoryRequest.states:type_name -> jobkit.v1.State
+	32, // 17: jobkit.v1.ListHistoryRequest.since:type_name -> google.protobuf.Timestamp
+	32, // 18: jobkit.v1.ListHistoryRequest.until:type_name -> google.protobuf.Timestamp
+	38, // 19: jobkit.v1.ListHistoryResponse.changes:type_name -> jobkit.v1.StateChange
+	39, // 20: jobkit.v1.ListLogsRequest.levels:type_name -> jobkit.v1.LogLevel
+	32, // 21: jobkit.v1.ListLogsRequest.since:type_name -> google.protobuf.Timestamp
+	32, // 22: jobkit.v1.ListLogsRequest.until:type_name -> google.protobuf.Timestamp
+	40, // 23: jobkit.v1.ListLogsResponse.records:type_name -> jobkit.v1.LogRecord
+	39, // 24: jobkit.v1.FollowLogsRequest.levels:type_name -> jobkit.v1.LogLevel
+	40, // 25: jobkit.v1.FollowLogsResponse.record:type_name -> jobkit.v1.LogRecord
+	34, // 26: jobkit.v1.CancelInstanceResponse.instance:type_name -> jobkit.v1.Instance
+	32, // 27: jobkit.v1.RetryInstanceRequest.run_at:type_name -> google.protobuf.Timestamp
+	34, // 28: jobkit.v1.RetryInstanceResponse.instance:type_name -> jobkit.v1.Instance
+	36, // 29: jobkit.v1.CancelInstancesRequest.filter:type_name -> jobkit.v1.InstanceFilter
+	41, // 30: jobkit.v1.CancelInstancesResponse.result:type_name -> jobkit.v1.BulkResult
+	36, // 31: jobkit.v1.RetryInstancesRequest.filter:type_name -> jobkit.v1.InstanceFilter
+	32, // 32: jobkit.v1.RetryInstancesRequest.run_at:type_name -> google.protobuf.Timestamp
+	41, // 33: jobkit.v1.RetryInstancesResponse.result:type_name -> jobkit.v1.BulkResult
+	36, // 34: jobkit.v1.DeleteInstancesRequest.filter:type_name -> jobkit.v1.InstanceFilter
+	41, // 35: jobkit.v1.DeleteInstancesResponse.result:type_name -> jobkit.v1.BulkResult
+	42, // 36: jobkit.v1.WatchResponse.event:type_name -> jobkit.v1.Event
+	0,  // 37: jobkit.v1.JobService.Schedule:input_type -> jobkit.v1.ScheduleRequest
+	2,  // 38: jobkit.v1.JobService.ScheduleBatch:input_type -> jobkit.v1.ScheduleBatchRequest
+	5,  // 39: jobkit.v1.JobService.GetInstance:input_type -> jobkit.v1.GetInstanceRequest
+	9,  // 40: jobkit.v1.JobService.ListInstances:input_type -> jobkit.v1.ListInstancesRequest
+	11, // 41: jobkit.v1.JobService.ListHistory:input_type -> jobkit.v1.ListHistoryRequest
+	13, // 42: jobkit.v1.JobService.ListLogs:input_type -> jobkit.v1.ListLogsRequest
+	15, // 43: jobkit.v1.JobService.FollowLogs:input_type -> jobkit.v1.FollowLogsRequest
+	17, // 44: jobkit.v1.JobService.CancelInstance:input_type -> jobkit.v1.CancelInstanceRequest
+	19, // 45: jobkit.v1.JobService.RetryInstance:input_type -> jobkit.v1.RetryInstanceRequest
+	21, // 46: jobkit.v1.JobService.DeleteInstance:input_type -> jobkit.v1.DeleteInstanceRequest
+	23, // 47: jobkit.v1.JobService.CancelInstances:input_type -> jobkit.v1.CancelInstancesRequest
+	25, // 48: jobkit.v1.JobService.RetryInstances:input_type -> jobkit.v1.RetryInstancesRequest
+	27, // 49: jobkit.v1.JobService.DeleteInstances:input_type -> jobkit.v1.DeleteInstancesRequest
+	29, // 50: jobkit.v1.JobService.Watch:input_type -> jobkit.v1.WatchRequest
+	1,  // 51: jobkit.v1.JobService.Schedule:output_type -> jobkit.v1.ScheduleResponse
+	3,  // 52: jobkit.v1.JobService.ScheduleBatch:output_type -> jobkit.v1.ScheduleBatchResponse
+	6,  // 53: jobkit.v1.JobService.GetInstance:output_type -> jobkit.v1.GetInstanceResponse
+	10, // 54: jobkit.v1.JobService.ListInstances:output_type -> jobkit.v1.ListInstancesResponse
+	12, // 55: jobkit.v1.JobService.ListHistory:output_type -> jobkit.v1.ListHistoryResponse
+	14, // 56: jobkit.v1.JobService.ListLogs:output_type -> jobkit.v1.ListLogsResponse
+	16, // 57: jobkit.v1.JobService.FollowLogs:output_type -> jobkit.v1.FollowLogsResponse
+	18, // 58: jobkit.v1.JobService.CancelInstance:output_type -> jobkit.v1.CancelInstanceResponse
+	20, // 59: jobkit.v1.JobService.RetryInstance:output_type -> jobkit.v1.RetryInstanceResponse
+	22, // 60: jobkit.v1.JobService.DeleteInstance:output_type -> jobkit.v1.DeleteInstanceResponse
+	24, // 61: jobkit.v1.JobService.CancelInstances:output_type -> jobkit.v1.CancelInstancesResponse
+	26, // 62: jobkit.v1.JobService.RetryInstances:output_type -> jobkit.v1.RetryInstancesResponse
+	28, // 63: jobkit.v1.JobService.DeleteInstances:output_type -> jobkit.v1.DeleteInstancesResponse
+	30, // 64: jobkit.v1.JobService.Watch:output_type -> jobkit.v1.WatchResponse
+	51, // [51:65] is the sub-list for method output_type
+	37, // [37:51] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_jobkit_v1_jobs_proto_init() }
@@ -1954,7 +2124,7 @@ func file_jobkit_v1_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobkit_v1_jobs_proto_rawDesc), len(file_jobkit_v1_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
