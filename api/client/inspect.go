@@ -11,7 +11,8 @@ import (
 )
 
 // LookupInstance returns the instance with the given ID, or an error with
-// CodeNotFound (errors.Is job.ErrNotFound).
+// CodeNotFound (errors.Is job.ErrNotFound). While it is Scheduled, its
+// Waiting says why it is not running yet.
 func (c *Client) LookupInstance(ctx context.Context, id string) (*Instance, error) {
 	op := "get instance " + id
 	if id == "" {
@@ -21,7 +22,9 @@ func (c *Client) LookupInstance(ctx context.Context, id string) (*Instance, erro
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	return newInstance(res.Msg.GetInstance()), nil
+	in := newInstance(res.Msg.GetInstance())
+	in.waiting = res.Msg.GetWaiting()
+	return in, nil
 }
 
 // InstancePage is one page of instances, newest first.

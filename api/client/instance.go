@@ -16,7 +16,8 @@ import (
 // snapshot, with the accessors of job.Instance that make sense away from
 // the executor. Safe for concurrent use.
 type Instance struct {
-	pb *jobkitv1.Instance
+	pb      *jobkitv1.Instance
+	waiting *jobkitv1.WaitExplanation // set by LookupInstance while Scheduled
 }
 
 func newInstance(pb *jobkitv1.Instance) *Instance {
@@ -25,6 +26,30 @@ func newInstance(pb *jobkitv1.Instance) *Instance {
 	}
 	return &Instance{pb: pb}
 }
+
+// Waiting says why the instance is not running yet, as the server's
+// Manager.ExplainWaiting found when LookupInstance read it: nil when it
+// was not Scheduled, or when the instance came from another call.
+func (i *Instance) Waiting() *job.WaitExplanation {
+	if i.waiting == nil {
+		return nil
+	}
+	w := i.waiting
+	ex := &job.WaitExplanation{ID: i.pb.GetId(), Reason: job.WaitReason(w.GetReason()), Message: w.GetMessage(),
+		Requires: i.Labels(), Matching: append([]string(nil), w.GetMatchingNodes()...)}
+	if i.pb.GetRunAt() != nil {
+		ex.RunAt = i.pb.GetRunAt().AsTime()
+	}
+	for _, u := range w.GetUnmatchedNodes() {
+		ex.Unmatched = append(ex.Unmatched, job.NodeMismatch{Node: u.GetNode(),
+			Labels: append([]string(nil), u.GetLabels()...), Unmet: append([]string(nil), u.GetUnmet()...)})
+	}
+	return ex
+}
+
+// WaitingProto returns the explanation message the server sent with the
+// instance (see Waiting), or nil. Do not change it.
+func (i *Instance) WaitingProto() *jobkitv1.WaitExplanation { return i.waiting }
 
 // Proto returns the instance message the server sent. Do not change it.
 func (i *Instance) Proto() *jobkitv1.Instance { return i.pb }

@@ -366,6 +366,7 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, s, "instance", http.StatusOK, map[string]any{
 		"I": inst, "History": hist.Msg.GetChanges(), "Logs": logs.Msg.GetRecords(),
 		"Args": pretty(inst.GetArgsJson()), "Result": pretty(inst.GetResultJson()), "Shards": shards,
+		"Waiting": got.Msg.GetWaiting(), // why a scheduled instance does not run (issue 21)
 	})
 }
 

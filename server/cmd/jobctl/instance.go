@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,7 +24,7 @@ func newInstanceCmd(g *globals) *cobra.Command {
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return oneInstance(g, cmd, func(c *client.Client, ctx ctxT) (*client.Instance, error) {
 					return c.CancelInstance(ctx, args[0])
-				}, func(in *jobkitv1.Instance) protoMsg { return &jobkitv1.CancelInstanceResponse{Instance: in} })
+				}, func(in *client.Instance) protoMsg { return &jobkitv1.CancelInstanceResponse{Instance: in.Proto()} })
 			},
 		},
 		newInstanceRetryCmd(g),
@@ -149,7 +150,7 @@ func newInstanceRetryCmd(g *globals) *cobra.Command {
 			}
 			return oneInstance(g, cmd, func(c *client.Client, ctx ctxT) (*client.Instance, error) {
 				return c.RetryInstance(ctx, args[0], opts...)
-			}, func(in *jobkitv1.Instance) protoMsg { return &jobkitv1.RetryInstanceResponse{Instance: in} })
+			}, func(in *client.Instance) protoMsg { return &jobkitv1.RetryInstanceResponse{Instance: in.Proto()} })
 		},
 	}
 	cmd.Flags().BoolVar(&reset, "reset-attempts", false, "count attempts from zero again")
@@ -174,7 +175,7 @@ func getInstance(g *globals, cmd *cobra.Command, id string) error {
 	}
 	pr := g.printer()
 	if pr.structured() {
-		return pr.message(&jobkitv1.GetInstanceResponse{Instance: in.Proto()}, false)
+		return pr.message(&jobkitv1.GetInstanceResponse{Instance: in.Proto(), Waiting: in.WaitingProto()}, false)
 	}
 	if err := instanceDetail(pr, in); err != nil {
 		return err
@@ -202,7 +203,7 @@ func getInstance(g *globals, cmd *cobra.Command, id string) error {
 }
 
 // oneInstance runs a call that answers one instance and prints it.
-func oneInstance(g *globals, cmd *cobra.Command, call func(*client.Client, ctxT) (*client.Instance, error), wrap func(*jobkitv1.Instance) protoMsg) error {
+func oneInstance(g *globals, cmd *cobra.Command, call func(*client.Client, ctxT) (*client.Instance, error), wrap func(*client.Instance) protoMsg) error {
 	c, err := g.client()
 	if err != nil {
 		return err
@@ -215,7 +216,7 @@ func oneInstance(g *globals, cmd *cobra.Command, call func(*client.Client, ctxT)
 	}
 	pr := g.printer()
 	if pr.structured() {
-		return pr.message(wrap(in.Proto()), false)
+		return pr.message(wrap(in), false)
 	}
 	return instanceDetail(pr, in)
 }
@@ -252,6 +253,13 @@ func instanceDetail(pr *printer, in *client.Instance) error {
 	if p.GetProgressAt() != nil {
 		t.row("progress", strconv.FormatFloat(p.GetProgress()*100, 'f', 0, 64)+"% "+p.GetProgressMessage())
 		t.row("progress at", ts(p.GetProgressAt()))
+	}
+	t.row("labels", orDash(strings.Join(p.GetLabels(), " ")))
+	if w := in.WaitingProto(); w != nil {
+		t.row("waiting", w.GetReason()+": "+w.GetMessage())
+		for _, u := range w.GetUnmatchedNodes() {
+			t.row("  node "+u.GetNode(), "has ["+strings.Join(u.GetLabels(), " ")+"], fails ["+strings.Join(u.GetUnmet(), " ")+"]")
+		}
 	}
 	return t.flush()
 }

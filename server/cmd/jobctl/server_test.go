@@ -136,6 +136,8 @@ func newTestManager(t *testing.T, st store.Store) *job.Manager {
 			<-ctx.Done()
 			return ctx.Err()
 		})},
+		// needs-gpu requires a label no test node has: it waits.
+		{job.WithKind("needs-gpu"), job.WithExecutor(func() {}), job.WithRequiredLabels("gpu")},
 		// halves reports half its progress, waits for progressGate(key),
 		// then reports it all done.
 		{job.WithKind("halves"), job.WithExecutor(func(ctx context.Context, ji job.Instance, key string) error {
