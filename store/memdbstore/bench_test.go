@@ -286,3 +286,12 @@ func benchCompleted(b *testing.B) int {
 	}
 	return n
 }
+
+// BenchmarkClaimLabels: claim cost with label requirements of before
+// ("plain") and with expressions ("expr"), against none
+// (storetest.BenchmarkClaimLabels; doc/benchmarks.md, "Issue 21"):
+//
+//	go test -run '^$' -bench ClaimLabels -benchtime 20000x -count 3 ./store/memdbstore/
+func BenchmarkClaimLabels(b *testing.B) {
+	storetest.BenchmarkClaimLabels(b, func(b *testing.B) store.Store { return newStore(b) }, 100_000)
+}

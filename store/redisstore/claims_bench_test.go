@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobkit/job"
 	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/storetest"
 )
 
 // kindsJobs is how many jobs one run of BenchmarkClaimKinds burns down.
@@ -127,4 +128,19 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkClaimLabels: claim cost with label requirements of before
+// ("plain") and with expressions ("expr"), against none, on a
+// redis-server of the benchmark's own (storetest.BenchmarkClaimLabels;
+// doc/benchmarks.md, "Issue 21"):
+//
+//	go test -run '^$' -bench ClaimLabels -benchtime 5000x -count 3 ./store/redisstore/
+func BenchmarkClaimLabels(b *testing.B) {
+	c := benchClient(b)
+	n := 0
+	storetest.BenchmarkClaimLabels(b, func(b *testing.B) store.Store {
+		n++
+		return newStore(b, c, fmt.Sprintf("lbench%d_%d", n, time.Now().UnixNano()))
+	}, 100_000)
 }
