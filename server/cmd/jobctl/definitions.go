@@ -55,7 +55,7 @@ func (f *defFlags) add(cmd *cobra.Command, update bool) {
 	fl.IntVar(&f.priority, "priority", 0, "priority")
 	fl.IntVar(&f.retries, "retries", 0, "max retries (-1: forever)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on each attempt")
-	fl.StringSliceVarP(&f.labels, "label", "l", nil, "labels a node must have to run it")
+	fl.StringSliceVarP(&f.labels, "label", "l", nil, "label requirements a node must satisfy to run it, repeated or comma-separated: region=eu, region=eu|us (one of), region!=eu, gpu (has the key), !gpu (lacks it)")
 	fl.StringVar(&f.description, "description", "", "what the kind does")
 	fl.StringVar(&f.uniqueBy, "unique-by", "", "make instances unique by args or key")
 	fl.DurationVar(&f.uniqueTTL, "unique-ttl", 0, "how long an instance holds its unique key")

@@ -531,7 +531,9 @@ type Instance struct {
 	ResultJson string `protobuf:"bytes,20,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
 	// The last attempt's error message.
 	Error string `protobuf:"bytes,21,opt,name=error,proto3" json:"error,omitempty"`
-	// Labels a node must have to run it ("region=eu", "gpu").
+	// Label requirements a node's labels must satisfy to run it
+	// ("region=eu", "region=eu|us", "region!=us", "gpu", "!gpu"; see
+	// store.LabelRequirement), in their compact form.
 	Labels []string `protobuf:"bytes,22,rep,name=labels,proto3" json:"labels,omitempty"`
 	// String pairs carried from scheduling to every attempt (trace context).
 	Metadata map[string]string `protobuf:"bytes,23,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -1377,7 +1379,8 @@ type Definition struct {
 	Timeout *durationpb.Duration `protobuf:"bytes,6,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// Unset: not unique.
 	Unique *UniquePolicy `protobuf:"bytes,7,opt,name=unique,proto3" json:"unique,omitempty"`
-	// Labels a node must have to run its instances.
+	// Label requirements a node's labels must satisfy to run its instances
+	// ("region=eu", "region in (eu,us)", "!gpu"; see store.LabelRequirement).
 	Labels      []string `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty"`
 	Description string   `protobuf:"bytes,9,opt,name=description,proto3" json:"description,omitempty"`
 	// Assigned by the store: 1 when created, one more on each update.
