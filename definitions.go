@@ -211,7 +211,7 @@ func WithDefinition(d Definition) JobOption {
 		j.kind, j.queue, j.priority, j.maxRetries, j.timeout = d.Kind, d.Queue, Priority(d.Priority), d.MaxRetries, d.Timeout
 		j.backoff, j.backoffSpec, j.backoffFunc = backoffOf(d.Backoff), d.Backoff, false
 		c := d.Clone()
-		j.unique, j.labels, j.description = c.Unique, c.Labels, c.Description
+		j.unique, j.labels, j.description = c.Unique, store.NormLabels(c.Labels), c.Description
 		return nil
 	})
 }

@@ -177,3 +177,28 @@ func TestRequiredLabelsInvalid(t *testing.T) {
 		t.Errorf("a definition requiring %q: %v; want it valid", d.Labels, err)
 	}
 }
+
+// TestDefinitionLabelsNormalised: a job built from a definition whose
+// requirements use the set form schedules instances that carry the
+// compact form, as the store keeps it.
+func TestDefinitionLabelsNormalised(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newManager(t, job.WithStore(newMemdb(t)), job.WithLogger(quietLogger()))
+	j := mustJob(t, job.WithDefinition(job.Definition{Kind: "k", Labels: []string{"region in (us,eu)", "!gpu"}}), job.WithExecutor(func() {}))
+	if err := m.RegisterJob(j); err != nil {
+		t.Fatal(err)
+	}
+	ji, err := m.ScheduleJob(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"!gpu", "region=eu|us"}
+	if !slices.Equal(ji.Labels(), want) {
+		t.Errorf("scheduled instance labels %q; want %q", ji.Labels(), want)
+	}
+	got, err := m.LookupInstance(ctx, ji.ID())
+	if err != nil || !slices.Equal(got.Labels(), want) {
+		t.Errorf("stored instance labels %q, %v; want %q", got.Labels(), err, want)
+	}
+}
