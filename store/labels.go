@@ -322,9 +322,12 @@ func hasLabelValue(have []string, key, value string) bool {
 }
 
 // LabelRequirementHolds reports whether a node with the labels have
-// satisfies the requirement req. A malformed req holds for no node. It
-// reads the compact form without allocating; this is the reference every
-// store's claim follows.
+// satisfies the requirement req, in any form LabelRequirement lists. It
+// reads the compact form without allocating (the set forms are parsed);
+// this is the reference every store's claim follows. req is meant to be
+// valid: stores hold only requirements Instance.Validate accepted, and
+// what a malformed one yields is not specified (one with parentheses that
+// does not parse holds for no node).
 func LabelRequirementHolds(req string, have []string) bool {
 	if strings.ContainsAny(req, "()") {
 		r, err := ParseLabelRequirement(req)
@@ -353,8 +356,9 @@ func LabelRequirementHolds(req string, have []string) bool {
 }
 
 // LabelsSatisfy reports whether a node with the labels have satisfies
-// every requirement in required (see LabelRequirement); none required is
-// satisfied by every node, a node without labels included.
+// every requirement in required (see LabelRequirement and
+// LabelRequirementHolds); none required is satisfied by every node, a
+// node without labels included.
 func LabelsSatisfy(required, have []string) bool {
 	for _, r := range required {
 		if !LabelRequirementHolds(r, have) {

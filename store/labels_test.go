@@ -167,7 +167,7 @@ func TestLabelsSatisfy(t *testing.T) {
 			t.Errorf("LabelsSatisfy(%q): satisfied by %v; want %v", c.req, got, c.want)
 		}
 	}
-	if LabelsSatisfy([]string{"region in (eu"}, []string{"region=eu"}) {
+	if LabelsSatisfy([]string{"region in (eu"}, []string{"region=eu"}) || LabelsSatisfy([]string{"region in (eu)x"}, []string{"region=eu"}) {
 		t.Error("a malformed requirement is satisfied; want it to hold for no node")
 	}
 }
