@@ -60,6 +60,10 @@ var procedureRoles = map[string]Role{
 	jobkitv1connect.QueueServiceListKindsProcedure:   RoleViewer,
 
 	jobkitv1connect.NodeServiceListNodesProcedure: RoleViewer,
+
+	jobkitv1connect.ExecutorServiceWhyWaitingProcedure: RoleViewer,
+	jobkitv1connect.ExecutorServiceConnectProcedure:    RoleWorker,
+	jobkitv1connect.ExecutorServiceCallProcedure:       RoleWorker,
 }
 
 // token is a configured Token with its hash decoded.
@@ -150,7 +154,7 @@ func (s *Server) admit(ctx context.Context, procedure string, h http.Header) (co
 			return nil, err
 		}
 	}
-	return context.WithValue(ctx, managerKey{}, m), nil
+	return context.WithValue(context.WithValue(ctx, managerKey{}, m), namespaceKey{}, ns), nil
 }
 
 // authenticate finds the configured token whose hash is that of the
@@ -185,6 +189,13 @@ func authorize(tok *token, ns, procedure string) error {
 	need, ok := procedureRoles[procedure]
 	if !ok {
 		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("procedure %s is not open to any token", procedure))
+	}
+	if need == RoleWorker {
+		// Remote executors: a worker token, or an admin's.
+		if tok.Role != RoleWorker && tok.Role != RoleAdmin {
+			return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s is for remote executors: it needs a token with role worker (or admin); token %q has role %s", procedure, tok.Name, tok.Role))
+		}
+		return nil
 	}
 	if rank[tok.Role] < rank[need] {
 		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s needs role %s or higher; token %q has role %s (use a token with that role)", procedure, need, tok.Name, tok.Role))

@@ -26,6 +26,7 @@ import (
 	job "github.com/jobkit/job"
 	"github.com/jobkit/job/alert"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
+	"github.com/jobkit/job/store"
 )
 
 // NamespaceHeader is the request header that names the namespace a call
@@ -61,6 +62,11 @@ type Config struct {
 	// Alerts is each namespace's alerting (issue 23), served by
 	// AlertService; a namespace without one answers FailedPrecondition.
 	Alerts map[string]*alert.Service
+	// ExecutorStores maps a namespace to the store its remote executors
+	// reach through ExecutorService (issue 21): the same store its
+	// Manager uses. A namespace without one answers ExecutorService calls
+	// with Unimplemented.
+	ExecutorStores map[string]store.Store
 }
 
 // ModuleStore keeps WebAssembly modules by content hash (the wasm
@@ -118,6 +124,10 @@ type Server struct {
 	// drained is closed by Drain; open streams end when it is.
 	drained   chan struct{}
 	drainOnce sync.Once
+
+	// sessMu guards the connected remote workers' sessions (executors.go).
+	sessMu   sync.Mutex
+	sessions map[string]*session
 }
 
 // serviceNames lists the jobkit.v1 services the Server serves, for health
@@ -129,6 +139,7 @@ var serviceNames = []string{
 	jobkitv1connect.QueueServiceName,
 	jobkitv1connect.NodeServiceName,
 	jobkitv1connect.AlertServiceName,
+	jobkitv1connect.ExecutorServiceName,
 }
 
 // New checks cfg and returns a Server for it: at least one namespace, no
@@ -168,7 +179,12 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, tokens: tokens, mux: http.NewServeMux(),
 		health:     grpchealth.NewStaticChecker(serviceNames...),
 		followPoll: followPoll, followSettle: followSettle,
-		drained: make(chan struct{}),
+		drained: make(chan struct{}), sessions: make(map[string]*session),
+	}
+	for ns := range cfg.ExecutorStores {
+		if _, ok := cfg.Namespaces[ns]; !ok {
+			return nil, fmt.Errorf("server: ExecutorStores names namespace %q, which is not served (served: %s)", ns, strings.Join(served(cfg.Namespaces), ", "))
+		}
 	}
 	opts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
@@ -183,6 +199,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.Handle(jobkitv1connect.NewNodeServiceHandler(nodeService{}, opts...))
 	s.mux.Handle(jobkitv1connect.NewCalendarServiceHandler(calendarService{}, opts...))
 	s.mux.Handle(jobkitv1connect.NewAlertServiceHandler(alertService{s}, opts...))
+	s.mux.Handle(jobkitv1connect.NewExecutorServiceHandler(executorService{s}, opts...))
 	// Health checking and reflection need no token.
 	open := connect.WithReadMaxBytes(cfg.MaxRequestBytes)
 	s.mux.Handle(grpchealth.NewHandler(s.health, open))

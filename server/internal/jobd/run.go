@@ -173,7 +173,8 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 		Namespaces: d.managers, DefaultNamespace: c.Namespaces[0], Tokens: tokens,
 		Logger:      log.With("component", "api"),
 		WasmModules: d.moduleStore, MaxRequestBytes: d.xt.maxRequestBytes(),
-		Alerts: alerts.byNS,
+		Alerts:         alerts.byNS,
+		ExecutorStores: d.stores.byNS, // remote executors (issue 21)
 	})
 	if err != nil {
 		d.stopManagers(time.Second)

@@ -1,0 +1,591 @@
+// Package remote makes an ordinary jobkit Manager a remote executor: a
+// worker in your service that reaches its namespace's store through jobd,
+// over one bidirectional stream per process, instead of holding a store
+// client of its own.
+//
+//	st, err := remote.Dial(ctx, remote.Options{
+//		Address: "http://jobd.internal:8080", Token: secret, Namespace: "prod",
+//	})
+//	mgr, err := job.NewManager(job.WithStore(st), job.WithLabels("gpu"), job.WithWorkers(4))
+//	err = mgr.RegisterJob(render)      // as always
+//	err = mgr.Start(ctx)
+//
+// The Store that Dial returns implements store.Store, so everything the
+// engine does (retries, timeouts, cancel, logs, history, handlers, fencing)
+// is the same engine doing the same thing. What differs is the way there:
+//
+//   - The session stream (ExecutorService.Connect) carries what names the
+//     worker's node: claims, lease renewals, outcomes, heartbeats, logs and
+//     progress. jobd claims from its store on the worker's behalf (owner:
+//     the worker's node; kinds and labels: those the engine's claims carry)
+//     and pushes tasks while the worker has credit (free slots); the
+//     engine's Claim takes them from the buffer, so an idle worker starts a
+//     task one network hop after jobd's store saw it.
+//   - Every other call of the contract is a unary call (ExecutorService.Call)
+//     or, for the event feed, a server stream (ExecutorService.Follow).
+//
+// Errors keep their sentinels across the network (package wire):
+// errors.Is(err, store.ErrNotFound) holds as against a local store.
+//
+// When the stream breaks, the Store reconnects with full-jitter backoff
+// (Options.MinBackoff..MaxBackoff), says hello again with the attempts it
+// holds, and calls made meanwhile wait for the new stream up to
+// Options.ReconnectWait. A worker that comes back within the cluster's
+// fence window (half its dead threshold, job.WithHeartbeat) resumes its
+// running attempts: their leases are still its own. One that does not is
+// fenced by its own engine (its heartbeats fail), which cancels its
+// running attempts, while jobd, which stopped heartbeating the worker's
+// node when the stream broke, lets the store's rescue run them elsewhere.
+package remote
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
+	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
+	"github.com/jobkit/job/api/remote/wire"
+	"github.com/jobkit/job/store"
+)
+
+// NamespaceHeader is the request header naming the namespace.
+const NamespaceHeader = "Jobkit-Namespace"
+
+// ErrDisconnected: the session stream to jobd is down and did not come
+// back within Options.ReconnectWait. The call's outcome is unknown to the
+// worker (it may have been applied); the engine treats it like a lost
+// reply from a store.
+var ErrDisconnected = errors.New("remote: not connected to jobd")
+
+// ErrRefused: jobd refused the session (a wrong token, a token for another
+// namespace or role, an unknown namespace). Dial returns it at once
+// instead of retrying.
+var ErrRefused = errors.New("remote: jobd refused the session")
+
+// Options configures Dial.
+type Options struct {
+	// Address is jobd's base URL: "http://host:port" (HTTP/2 without TLS)
+	// or "https://host:port". Required. Several jobd of one cluster may
+	// be given, comma-separated: the Store connects to the first that
+	// answers and, when its session breaks, to the next in turn.
+	Address string
+	// Token is the bearer token (role worker, or admin) for Namespace;
+	// empty when jobd runs without authentication.
+	Token string
+	// Namespace is the namespace to work in; empty means jobd's default.
+	Namespace string
+	// NodeID is the worker's node ID, as job.WithNodeID sets it. Empty:
+	// the Store learns it from the engine's first heartbeat or claim.
+	NodeID string
+	// Kinds are announced in the hello; the engine's claims name the kinds
+	// it runs anyway. Optional.
+	Kinds []string
+	// Labels are announced in the hello; set the worker's labels with
+	// job.WithLabels, which its claims carry. Optional.
+	Labels []string
+	// Slots are announced in the hello (the engine's heartbeats report
+	// its worker count anyway). Optional.
+	Slots int
+	// TLSConfig is used for an https:// Address; nil means the system's.
+	TLSConfig *tls.Config
+	// HTTPClient replaces the client the package builds (it must speak
+	// HTTP/2: h2c for http://). TLSConfig does not apply to it.
+	HTTPClient connect.HTTPClient
+	// MinBackoff and MaxBackoff bound the full-jitter backoff between
+	// reconnection attempts. Default to 50ms and 2s.
+	MinBackoff, MaxBackoff time.Duration
+	// ReconnectWait bounds how long a call waits for a session while the
+	// stream is down before it fails with ErrDisconnected. Defaults to 1s.
+	ReconnectWait time.Duration
+	// Logger receives connection events. Defaults to slog.Default().
+	Logger *slog.Logger
+	// NoPush turns pushing off: jobd claims only when the engine calls
+	// Claim (one round trip per claim) and forwards the store's wake-ups
+	// instead. For the store contract suite, and for callers that claim
+	// for many owners through one Store; a worker wants the default.
+	NoPush bool
+}
+
+// Store is a store.Store whose every call goes to jobd. It is safe for
+// concurrent use. Close ends the session.
+type Store struct {
+	opts    Options
+	addrs   []string
+	clients []jobkitv1connect.ExecutorServiceClient
+	// cur is the index of the jobd in use (addrs, clients).
+	cur atomic.Int32
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	nextID atomic.Uint64
+
+	mu sync.Mutex
+	// sess is the live session, nil while disconnected; connected is
+	// closed (and replaced) whenever a session comes up.
+	sess      *session
+	connected chan struct{}
+	node      string
+	kinds     []string
+	labels    []string
+	slots     int
+	// held are the attempts the worker holds (claimed, not finished).
+	held map[store.LeaseRef]struct{}
+	// buffer holds pushed tasks per queue, not yet taken by a Claim.
+	buffer map[string][]*store.Instance
+	// subs are the engine's wake-up subscriptions per queue.
+	subs map[string]map[chan struct{}]struct{}
+	// sessions counts the sessions opened (1 after Dial).
+	sessions int
+}
+
+// session is one live Connect stream.
+type session struct {
+	stream *connect.BidiStreamForClient[jobkitv1.ConnectRequest, jobkitv1.ConnectResponse]
+	sendMu sync.Mutex
+	// pending are the calls waiting for their reply, by id.
+	pendingMu sync.Mutex
+	pending   map[uint64]chan *jobkitv1.StoreReply
+	done      chan struct{}
+	id        string
+	server    string
+}
+
+// Dial connects to jobd and returns the Store once jobd has welcomed the
+// session. It fails at once with ErrRefused when jobd refuses the session
+// (wrong token, namespace), and otherwise keeps trying until ctx ends. The
+// Store keeps reconnecting in the background until Close.
+func Dial(ctx context.Context, o Options) (*Store, error) {
+	var addrs []string
+	scheme := ""
+	for _, a := range strings.Split(o.Address, ",") {
+		a = strings.TrimSuffix(strings.TrimSpace(a), "/")
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("remote: Address %q: want http://host:port or https://host:port of jobd (several comma-separated)", a)
+		}
+		if scheme != "" && u.Scheme != scheme {
+			return nil, fmt.Errorf("remote: Address %q mixes http and https; use one scheme", o.Address)
+		}
+		scheme = u.Scheme
+		addrs = append(addrs, a)
+	}
+	if strings.ContainsAny(o.Token, "\r\n") {
+		return nil, errors.New("remote: the token contains a line break; trim it (a token file's trailing newline?)")
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 50 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 2 * time.Second
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		return nil, fmt.Errorf("remote: MaxBackoff %v is under MinBackoff %v", o.MaxBackoff, o.MinBackoff)
+	}
+	if o.ReconnectWait <= 0 {
+		o.ReconnectWait = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	hc := o.HTTPClient
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		var ps http.Protocols
+		if scheme == "http" {
+			ps.SetUnencryptedHTTP2(true)
+		} else {
+			ps.SetHTTP2(true)
+			if o.TLSConfig != nil {
+				tr.TLSClientConfig = o.TLSConfig.Clone()
+			}
+		}
+		tr.Protocols = &ps
+		hc = &http.Client{Transport: tr}
+	}
+	hc = &headerClient{next: hc, token: o.Token, namespace: o.Namespace}
+	s := &Store{
+		opts:      o,
+		addrs:     addrs,
+		log:       o.Logger.With("component", "jobkit-remote", "jobd", o.Address),
+		done:      make(chan struct{}),
+		connected: make(chan struct{}),
+		node:      o.NodeID,
+		kinds:     o.Kinds,
+		labels:    o.Labels,
+		slots:     o.Slots,
+		held:      make(map[store.LeaseRef]struct{}),
+		buffer:    make(map[string][]*store.Instance),
+		subs:      make(map[string]map[chan struct{}]struct{}),
+	}
+	for _, a := range addrs {
+		s.clients = append(s.clients, jobkitv1connect.NewExecutorServiceClient(hc, a, connect.WithGRPC()))
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go s.run(first)
+	select {
+	case err := <-first:
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		return s, nil
+	case <-ctx.Done():
+		s.Close()
+		return nil, fmt.Errorf("remote: dial %s: %w", o.Address, context.Cause(ctx))
+	}
+}
+
+// Close ends the session and the reconnection loop. Calls in flight fail
+// with ErrDisconnected.
+func (s *Store) Close() error {
+	s.cancel()
+	<-s.done
+	return nil
+}
+
+// Sessions returns how many sessions the Store has opened (1 after Dial;
+// one more per reconnection).
+func (s *Store) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions
+}
+
+// run keeps a session open until Close: connect, hello, read; on a break,
+// back off (full jitter) and connect again. The outcome of the first
+// attempt that gets an answer goes to first.
+func (s *Store) run(first chan<- error) {
+	defer close(s.done)
+	for try := 0; ; try++ {
+		welcomed, err := s.connectOnce(first)
+		if s.ctx.Err() != nil {
+			return
+		}
+		if welcomed {
+			try = 0 // it had been up: reconnect soon
+			first = nil
+		} else if first != nil && errors.Is(err, ErrRefused) {
+			first <- err
+			return
+		}
+		if err != nil {
+			s.log.Warn("session to jobd down; reconnecting", "jobd", s.addrs[s.cur.Load()], "err", err)
+			if len(s.addrs) > 1 {
+				s.cur.Store((s.cur.Load() + 1) % int32(len(s.addrs)))
+			}
+		}
+		ceil := min(s.opts.MaxBackoff, s.opts.MinBackoff<<min(try, 16))
+		t := time.NewTimer(rand.N(ceil + 1)) // full jitter
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// connectOnce opens one session and serves it until it breaks. welcomed
+// reports that jobd welcomed it; the first welcome is also sent to first
+// (when not nil) at once.
+func (s *Store) connectOnce(first chan<- error) (welcomed bool, _ error) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	stream := s.client().Connect(ctx)
+	sess := &session{stream: stream, pending: make(map[uint64]chan *jobkitv1.StoreReply), done: make(chan struct{})}
+	// Ending ctx alone does not end a Receive while the request body is
+	// open (the HTTP/2 transport is busy sending it): close it too.
+	stop := context.AfterFunc(ctx, func() {
+		sess.sendMu.Lock()
+		defer sess.sendMu.Unlock()
+		_ = stream.CloseRequest()
+	})
+	defer stop()
+	s.mu.Lock()
+	hello := &jobkitv1.Hello{NodeId: s.node, Labels: s.labels, Slots: int32(s.slots), PullOnly: s.opts.NoPush}
+	for _, k := range s.kinds {
+		hello.Kinds = append(hello.Kinds, &jobkitv1.KindSignature{Kind: k})
+	}
+	for ref := range s.held {
+		hello.Held = append(hello.Held, &jobkitv1.LeaseRef{Id: ref.ID, Attempt: int64(ref.Attempt)})
+	}
+	s.mu.Unlock()
+	if err := sess.send(&jobkitv1.ConnectRequest{Msg: &jobkitv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
+		_, rerr := stream.Receive()
+		return false, classify(errors.Join(err, rerr))
+	}
+	msg, err := stream.Receive()
+	if err != nil {
+		return false, classify(err)
+	}
+	w := msg.GetWelcome()
+	if w == nil {
+		return false, fmt.Errorf("remote: jobd answered the hello with %T, not a welcome", msg.GetMsg())
+	}
+	sess.id, sess.server = w.GetSessionId(), w.GetServerNodeId()
+	s.mu.Lock()
+	s.sess = sess
+	s.sessions++
+	close(s.connected)
+	s.connected = make(chan struct{})
+	var queues []string
+	for q, subs := range s.subs {
+		if len(subs) > 0 {
+			queues = append(queues, q)
+		}
+	}
+	s.mu.Unlock()
+	if s.opts.NoPush {
+		// Subscriptions made from now on send their own (jobd ignores a
+		// repeated one).
+		for _, q := range queues {
+			_ = sess.send(subscribeMsg(q))
+		}
+	}
+	s.log.Info("session to jobd up", "session", sess.id, "jobd_node", sess.server)
+	if first != nil {
+		select {
+		case first <- nil:
+		default:
+		}
+	}
+	err = s.read(sess)
+	s.mu.Lock()
+	s.sess = nil
+	s.mu.Unlock()
+	close(sess.done)
+	sess.sendMu.Lock()
+	_ = stream.CloseRequest()
+	sess.sendMu.Unlock()
+	return true, fmt.Errorf("session %s ended: %w", sess.id, err)
+}
+
+// classify marks refusals (which no retry fixes) with ErrRefused.
+func classify(err error) error {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnauthenticated, connect.CodePermissionDenied, connect.CodeNotFound, connect.CodeInvalidArgument, connect.CodeUnimplemented:
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	return err
+}
+
+// read receives jobd's messages until the stream breaks.
+func (s *Store) read(sess *session) error {
+	for {
+		msg, err := sess.stream.Receive()
+		if err != nil {
+			return err
+		}
+		switch m := msg.GetMsg().(type) {
+		case *jobkitv1.ConnectResponse_Reply:
+			sess.pendingMu.Lock()
+			ch := sess.pending[m.Reply.GetId()]
+			delete(sess.pending, m.Reply.GetId())
+			sess.pendingMu.Unlock()
+			if ch != nil {
+				ch <- m.Reply
+			}
+		case *jobkitv1.ConnectResponse_Tasks:
+			s.receiveTasks(sess, m.Tasks)
+		case *jobkitv1.ConnectResponse_Wake:
+			s.mu.Lock()
+			s.wakeLocked(m.Wake.GetQueue())
+			s.mu.Unlock()
+		default:
+			s.log.Warn("unexpected message from jobd; ignored", "type", fmt.Sprintf("%T", m))
+		}
+	}
+}
+
+// receiveTasks buffers pushed tasks, acknowledges them and wakes the
+// engine's claim loop.
+func (s *Store) receiveTasks(sess *session, t *jobkitv1.Tasks) {
+	ack := &jobkitv1.Ack{}
+	var got []*store.Instance
+	for _, b := range t.GetInstancesJson() {
+		in := new(store.Instance)
+		if err := json.Unmarshal(b, in); err != nil {
+			s.log.Error("undecodable task from jobd; its lease will lapse and it will be rescued", "err", err)
+			continue
+		}
+		got = append(got, in)
+		ack.Tasks = append(ack.Tasks, &jobkitv1.LeaseRef{Id: in.ID, Attempt: int64(in.Attempt)})
+	}
+	s.mu.Lock()
+	for _, in := range got {
+		s.held[store.LeaseRef{ID: in.ID, Attempt: in.Attempt}] = struct{}{}
+	}
+	s.buffer[t.GetQueue()] = append(s.buffer[t.GetQueue()], got...)
+	s.wakeLocked(t.GetQueue())
+	s.mu.Unlock()
+	_ = sess.send(&jobkitv1.ConnectRequest{Msg: &jobkitv1.ConnectRequest_Ack{Ack: ack}})
+}
+
+// wakeLocked wakes the subscribers of queue q. Called with s.mu held.
+func (s *Store) wakeLocked(q string) {
+	for ch := range s.subs[q] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// subscribeMsg asks jobd for the wake-ups of queue q.
+func subscribeMsg(q string) *jobkitv1.ConnectRequest {
+	return &jobkitv1.ConnectRequest{Msg: &jobkitv1.ConnectRequest_Subscribe{Subscribe: &jobkitv1.Subscribe{Queue: q}}}
+}
+
+// client returns the client of the jobd in use.
+func (s *Store) client() jobkitv1connect.ExecutorServiceClient {
+	return s.clients[s.cur.Load()]
+}
+
+// send sends one message on the session.
+func (sess *session) send(m *jobkitv1.ConnectRequest) error {
+	sess.sendMu.Lock()
+	defer sess.sendMu.Unlock()
+	return sess.stream.Send(m)
+}
+
+// current returns the live session, waiting for one up to
+// Options.ReconnectWait (or ctx).
+func (s *Store) current(ctx context.Context) (*session, error) {
+	var timer <-chan time.Time
+	for {
+		s.mu.Lock()
+		sess, wait := s.sess, s.connected
+		s.mu.Unlock()
+		if sess != nil {
+			return sess, nil
+		}
+		if timer == nil {
+			t := time.NewTimer(s.opts.ReconnectWait)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case <-wait:
+		case <-timer:
+			return nil, fmt.Errorf("%w (%s) for %v", ErrDisconnected, s.opts.Address, s.opts.ReconnectWait)
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-s.ctx.Done():
+			return nil, fmt.Errorf("%w: the store is closed", ErrDisconnected)
+		}
+	}
+}
+
+// sessionCall makes one store call on the session stream and decodes its
+// result into out (when not nil).
+func (s *Store) sessionCall(ctx context.Context, method string, params, out any) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("remote: %s: %w", method, context.Cause(ctx))
+	}
+	b, err := encodeParams(method, params)
+	if err != nil {
+		return err
+	}
+	sess, err := s.current(ctx)
+	if err != nil {
+		return err
+	}
+	id := s.nextID.Add(1)
+	ch := make(chan *jobkitv1.StoreReply, 1)
+	sess.pendingMu.Lock()
+	sess.pending[id] = ch
+	sess.pendingMu.Unlock()
+	defer func() {
+		sess.pendingMu.Lock()
+		delete(sess.pending, id)
+		sess.pendingMu.Unlock()
+	}()
+	if err := sess.send(&jobkitv1.ConnectRequest{Msg: &jobkitv1.ConnectRequest_Call{Call: &jobkitv1.StoreCall{Id: id, Method: method, ParamsJson: b}}}); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrDisconnected, method, err)
+	}
+	select {
+	case r := <-ch:
+		return decodeReply(method, r, out)
+	case <-sess.done:
+		return fmt.Errorf("%w: the session ended before jobd answered %s", ErrDisconnected, method)
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// unaryCall makes one store call with ExecutorService.Call.
+func (s *Store) unaryCall(ctx context.Context, method string, params, out any) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("remote: %s: %w", method, context.Cause(ctx))
+	}
+	b, err := encodeParams(method, params)
+	if err != nil {
+		return err
+	}
+	res, err := s.client().Call(ctx, connect.NewRequest(&jobkitv1.CallRequest{Call: &jobkitv1.StoreCall{Method: method, ParamsJson: b}}))
+	if err != nil {
+		return connectError(method, err)
+	}
+	return decodeReply(method, res.Msg.GetReply(), out)
+}
+
+// connectError turns an error of a unary call into a store error: a call
+// refused for bad parameters wraps store.ErrInvalid, one that never
+// reached jobd's store ErrDisconnected.
+func connectError(method string, err error) error {
+	switch connect.CodeOf(err) {
+	case connect.CodeInvalidArgument:
+		return fmt.Errorf("%w: %s: %v", store.ErrInvalid, method, err)
+	case connect.CodeCanceled:
+		return fmt.Errorf("remote: %s: %w", method, context.Canceled)
+	case connect.CodeDeadlineExceeded:
+		return fmt.Errorf("remote: %s: %w", method, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrDisconnected, method, err)
+}
+
+// decodeReply decodes a reply's result into out and returns its error.
+func decodeReply(method string, r *jobkitv1.StoreReply, out any) error {
+	if r == nil {
+		return fmt.Errorf("remote: %s: empty reply from jobd", method)
+	}
+	if out != nil && len(r.GetResultJson()) > 0 {
+		if err := json.Unmarshal(r.GetResultJson(), out); err != nil {
+			return fmt.Errorf("%w: %s: undecodable result from jobd: %v", store.ErrCorrupt, method, err)
+		}
+	}
+	return wire.DecodeError(r.GetError())
+}
+
+// headerClient adds the token and namespace headers to every request.
+type headerClient struct {
+	next      connect.HTTPClient
+	token     string
+	namespace string
+}
+
+func (h *headerClient) Do(r *http.Request) (*http.Response, error) {
+	if h.token != "" {
+		r.Header.Set("Authorization", "Bearer "+h.token)
+	}
+	if h.namespace != "" {
+		r.Header.Set(NamespaceHeader, h.namespace)
+	}
+	return h.next.Do(r)
+}

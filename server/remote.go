@@ -1,0 +1,714 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	pb "github.com/jobkit/job/api/gen/jobkit/v1"
+	"github.com/jobkit/job/api/remote/wire"
+	"github.com/jobkit/job/store"
+)
+
+// Remote executors (issue 21): ExecutorService. See doc/design.md,
+// "Remote executors", for the protocol.
+
+// sessionMethods are the store methods a worker calls on its session
+// stream; Call refuses them.
+var sessionMethods = map[string]bool{
+	wire.MethodClaim: true, wire.MethodRenew: true, wire.MethodFinish: true,
+	wire.MethodHeartbeat: true, wire.MethodRescue: true, wire.MethodRescueNodes: true,
+	wire.MethodAppendLogs: true, wire.MethodSetProgress: true,
+}
+
+// maxSessionCalls bounds the calls of one session that jobd applies at
+// once; further calls wait (the stream stops being read), which is the
+// back-pressure a worker that never reads its replies meets.
+const maxSessionCalls = 64
+
+// errSessionClosed: a send after the session's handler returned.
+var errSessionClosed = errors.New("session closed")
+
+// executorService implements jobkit.v1.ExecutorService.
+type executorService struct{ s *Server }
+
+// namespaceKey is the context key of the call's namespace name.
+type namespaceKey struct{}
+
+// storeOf returns the store of the call's namespace, or an Unimplemented
+// error when the server serves no remote executors there.
+func (s *Server) storeOf(ctx context.Context) (string, store.Store, error) {
+	ns, _ := ctx.Value(namespaceKey{}).(string)
+	st := s.cfg.ExecutorStores[ns]
+	if st == nil {
+		return ns, nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("this server serves no remote executors in namespace %q (jobd serves them in every namespace; a server.Server needs Config.ExecutorStores)", ns))
+	}
+	return ns, st, nil
+}
+
+// Call implements ExecutorService.Call: one store call that is not part
+// of a session.
+func (e executorService) Call(ctx context.Context, req *connect.Request[pb.CallRequest]) (*connect.Response[pb.CallResponse], error) {
+	_, st, err := e.s.storeOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := req.Msg.GetCall()
+	if sessionMethods[c.GetMethod()] {
+		return nil, invalid(fmt.Sprintf("%s is a session call: send it on the ExecutorService.Connect stream of the worker", c.GetMethod()))
+	}
+	p, err := wire.Decode(c.GetMethod(), c.GetParamsJson())
+	if err != nil {
+		return nil, invalid(err.Error())
+	}
+	res, err := wire.Apply(ctx, st, c.GetMethod(), p)
+	return connect.NewResponse(&pb.CallResponse{Reply: reply(0, res, err)}), nil
+}
+
+// reply encodes a store call's result and error.
+func reply(id uint64, res any, err error) *pb.StoreReply {
+	r := &pb.StoreReply{Id: id, Error: wire.EncodeError(err)}
+	if res != nil {
+		b, merr := json.Marshal(res)
+		if merr != nil {
+			r.Error = wire.EncodeError(errors.Join(err, fmt.Errorf("jobd: encode the result: %w", merr)))
+		} else {
+			r.ResultJson = b
+		}
+	}
+	return r
+}
+
+// credit is what a worker may still be pushed from one queue.
+type credit struct {
+	limit  int
+	kinds  []string
+	labels []string
+	lease  time.Duration
+	// offset is the worker's clock minus jobd's, as its last claim showed.
+	offset time.Duration
+}
+
+// session is one connected worker's state on this jobd.
+type session struct {
+	id    string
+	ns    string
+	st    store.Store
+	s     *Server
+	send  func(*pb.ConnectResponse) error
+	start time.Time
+
+	mu sync.Mutex
+	// node is the worker's node ID: the owner of the leases it holds.
+	node   string
+	labels []string
+	kinds  []string
+	slots  int
+	// inflight are the attempts claimed for the worker and not finished.
+	inflight map[store.LeaseRef]struct{}
+	// peak is the most attempts the worker had in flight at once.
+	peak    int
+	credits map[string]*credit
+	// wake wakes the pusher.
+	wake chan struct{}
+	// subscribed are the queues whose store wake-ups the pusher follows.
+	subscribed map[string]bool
+	// signatures are the executor signatures the hello announced, by kind
+	// (guarded by Server.sessMu).
+	signatures map[string]string
+	// pullOnly: the worker claims itself, jobd pushes nothing (Hello).
+	pullOnly bool
+	// leaving: the worker's last heartbeat said it stops; nothing more
+	// is pushed until it heartbeats as running again.
+	leaving bool
+	// pushMu is held by the pusher while it claims and sends.
+	pushMu sync.Mutex
+	// wakes are the queues whose store wake-ups go to a pull-only worker.
+	wakes map[string]bool
+}
+
+// forwardWakes forwards the store's wake-ups of queue q to the worker as
+// Wake messages until the session ends (once per queue).
+func (x *session) forwardWakes(ctx context.Context, q string) {
+	n, ok := x.st.(store.Notifier)
+	x.mu.Lock()
+	dup := x.wakes[q]
+	x.wakes[q] = true
+	x.mu.Unlock()
+	if !ok || dup {
+		return
+	}
+	ch, err := n.Subscribe(ctx, q)
+	if err != nil {
+		x.s.cfg.Logger.Warn("jobkit server: subscribe to a queue's wake-ups for a remote worker", "session", x.id, "queue", q, "err", err)
+		return
+	}
+	go func() {
+		for range ch {
+			if x.send(&pb.ConnectResponse{Msg: &pb.ConnectResponse_Wake{Wake: &pb.Wake{Queue: q}}}) != nil {
+				return
+			}
+		}
+	}()
+}
+
+// SessionInfo describes one connected worker session (for tests and
+// operators).
+type SessionInfo struct {
+	ID        string
+	Namespace string
+	Node      string
+	Labels    []string
+	Kinds     []string
+	Slots     int
+	// InFlight is how many of the worker's attempts are claimed and not
+	// finished; PeakInFlight the most there ever were at once.
+	InFlight, PeakInFlight int
+	Since                  time.Time
+}
+
+// Sessions lists the remote workers connected to this server.
+func (s *Server) Sessions() []SessionInfo {
+	s.sessMu.Lock()
+	all := make([]*session, 0, len(s.sessions))
+	for _, x := range s.sessions {
+		all = append(all, x)
+	}
+	s.sessMu.Unlock()
+	out := make([]SessionInfo, 0, len(all))
+	for _, x := range all {
+		x.mu.Lock()
+		out = append(out, SessionInfo{
+			ID: x.id, Namespace: x.ns, Node: x.node, Labels: slices.Clone(x.labels), Kinds: slices.Clone(x.kinds),
+			Slots: x.slots, InFlight: len(x.inflight), PeakInFlight: x.peak, Since: x.start,
+		})
+		x.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return a.Since.Compare(b.Since) })
+	return out
+}
+
+// Connect implements ExecutorService.Connect: one worker's session.
+func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream[pb.ConnectRequest, pb.ConnectResponse]) error {
+	ns, st, err := e.s.storeOf(ctx)
+	if err != nil {
+		return err
+	}
+	first, err := stream.Receive()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return invalid(fmt.Sprintf("the first message of a session must be a hello, not %T", first.GetMsg()))
+	}
+	if err := store.ValidateLabels(hello.GetLabels()); err != nil {
+		return invalid("hello: " + err.Error())
+	}
+	if hello.GetSlots() < 0 {
+		return invalid(fmt.Sprintf("hello: slots %d; want 0 (unknown yet) or more", hello.GetSlots()))
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	var sendMu sync.Mutex
+	sendClosed := false
+	defer func() {
+		sendMu.Lock()
+		sendClosed = true
+		sendMu.Unlock()
+	}()
+	x := &session{
+		id: hex.EncodeToString(b[:]), ns: ns, st: st, s: e.s, start: time.Now(),
+		send: func(m *pb.ConnectResponse) error {
+			sendMu.Lock()
+			defer sendMu.Unlock()
+			if sendClosed {
+				return errSessionClosed
+			}
+			return stream.Send(m)
+		},
+		node: hello.GetNodeId(), labels: hello.GetLabels(), slots: int(hello.GetSlots()),
+		inflight: make(map[store.LeaseRef]struct{}), credits: make(map[string]*credit),
+		wake: make(chan struct{}, 1), subscribed: make(map[string]bool),
+		pullOnly: hello.GetPullOnly(), wakes: make(map[string]bool),
+	}
+	for _, k := range hello.GetKinds() {
+		x.kinds = append(x.kinds, k.GetKind())
+	}
+	for _, h := range hello.GetHeld() {
+		x.inflight[store.LeaseRef{ID: h.GetId(), Attempt: int(h.GetAttempt())}] = struct{}{}
+	}
+	x.peak = len(x.inflight)
+	if err := e.s.register(x, hello.GetKinds()); err != nil {
+		return err
+	}
+	defer e.s.unregister(x)
+	log := e.s.cfg.Logger.With("session", x.id, "namespace", ns, "worker_node", x.node)
+	log.Info("jobkit server: remote worker connected", "labels", x.labels, "slots", x.slots, "held", len(x.inflight))
+	defer func() {
+		log.Info("jobkit server: remote worker disconnected", "peak_in_flight", x.peak)
+	}()
+	server := ""
+	if m, ok := ctx.Value(managerKey{}).(interface{ NodeID() string }); ok && m != nil {
+		server = m.NodeID()
+	}
+	if err := x.send(&pb.ConnectResponse{Msg: &pb.ConnectResponse_Welcome{Welcome: &pb.Welcome{SessionId: x.id, ServerNodeId: server}}}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { x.push(ctx) })
+	calls := make(chan struct{}, maxSessionCalls)
+	for {
+		msg, err := stream.Receive()
+		if err != nil {
+			if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		switch m := msg.GetMsg().(type) {
+		case *pb.ConnectRequest_Call:
+			select {
+			case calls <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			case <-e.s.drained:
+				return errDraining()
+			}
+			wg.Go(func() {
+				defer func() { <-calls }()
+				r := x.call(ctx, m.Call)
+				if err := x.send(&pb.ConnectResponse{Msg: &pb.ConnectResponse_Reply{Reply: r}}); err != nil {
+					cancel()
+				}
+			})
+		case *pb.ConnectRequest_Credit:
+			c := m.Credit
+			if c.GetLimit() < 0 || c.GetQueue() == "" {
+				return invalid(fmt.Sprintf("credit for queue %q with limit %d: name a queue and a limit >= 0", c.GetQueue(), c.GetLimit()))
+			}
+			x.mu.Lock()
+			cr := x.credits[c.GetQueue()]
+			if cr == nil {
+				cr = &credit{lease: 30 * time.Second}
+				x.credits[c.GetQueue()] = cr
+			}
+			cr.limit = int(c.GetLimit())
+			if c.GetLeaseMillis() > 0 {
+				cr.lease = time.Duration(c.GetLeaseMillis()) * time.Millisecond
+			}
+			if c.GetKinds() != nil {
+				cr.kinds = c.GetKinds()
+			}
+			if c.GetLabels() != nil {
+				cr.labels = c.GetLabels()
+			}
+			x.mu.Unlock()
+			x.poke()
+		case *pb.ConnectRequest_Subscribe:
+			if x.pullOnly {
+				x.forwardWakes(ctx, m.Subscribe.GetQueue())
+			}
+		case *pb.ConnectRequest_Ack:
+			// The worker holds the pushed tasks: nothing to undo.
+		case *pb.ConnectRequest_Hello:
+			return invalid("a second hello on a session: open a new session to say hello again")
+		default:
+			return invalid(fmt.Sprintf("unknown session message %T: this jobd may be older than the worker's jobkit", m))
+		}
+	}
+}
+
+// poke wakes the pusher.
+func (x *session) poke() {
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+// call applies one session store call. A call naming an owner other than
+// the session's node is applied as it is, outside the session's flow
+// control (the contract suite uses many owners on one store handle).
+func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
+	method := c.GetMethod()
+	if !sessionMethods[method] {
+		return reply(c.GetId(), nil, fmt.Errorf("%w: %s is not a session call: call it with ExecutorService.Call", store.ErrInvalid, method))
+	}
+	p, err := wire.Decode(method, c.GetParamsJson())
+	if err != nil {
+		return reply(c.GetId(), nil, err)
+	}
+	received := time.Now()
+	x.mu.Lock()
+	var claim *store.ClaimParams
+	switch p := p.(type) {
+	case *store.ClaimParams:
+		if p != nil && x.bind(p.Owner) {
+			claim = p
+			cp := *p
+			if x.slots > 0 && !x.pullOnly {
+				// Flow control: never more in flight than slots. A
+				// pull-only session is not capped (the contract suite
+				// claims beyond a node's slots; the engine never does).
+				cp.Limit = min(cp.Limit, x.slots-len(x.inflight))
+			}
+			if cp.Limit <= 0 {
+				x.mu.Unlock()
+				return reply(c.GetId(), &wire.ClaimResult{}, nil)
+			}
+			p2 := cp
+			claim = &p2
+		}
+	case *store.HeartbeatParams:
+		if p != nil && x.bind(p.Node.ID) {
+			if p.Node.Workers > 0 {
+				x.slots = p.Node.Workers
+			}
+			x.labels, x.kinds = p.Node.Labels, p.Node.Kinds
+			x.leaving = p.Leaving
+		}
+	}
+	leaving := x.leaving
+	x.mu.Unlock()
+	if leaving {
+		// The worker stops: push nothing more. Holding pushMu waits for a
+		// push under way, so every task pushed precedes this call's reply
+		// on the stream, and the worker hands back what it did not take.
+		x.pushMu.Lock()
+		x.mu.Lock()
+		clear(x.credits)
+		x.mu.Unlock()
+		x.pushMu.Unlock()
+	}
+	if claim != nil {
+		p = claim
+	}
+	res, err := wire.Apply(ctx, x.st, method, p)
+	x.after(p, res, err, received)
+	return reply(c.GetId(), res, err)
+}
+
+// bind binds the session to node on its first call naming one, and
+// reports whether node is the session's. Called with x.mu held.
+func (x *session) bind(node string) bool {
+	if x.node == "" {
+		x.node = node
+	}
+	return node != "" && node == x.node
+}
+
+// after updates the session's flow control with a call's outcome.
+func (x *session) after(p any, res any, err error, received time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	switch p := p.(type) {
+	case *store.ClaimParams:
+		if p == nil || p.Owner != x.node {
+			return
+		}
+		r, _ := res.(*wire.ClaimResult)
+		n := 0
+		if r != nil {
+			for _, in := range r.Instances {
+				x.inflight[store.LeaseRef{ID: in.ID, Attempt: in.Attempt}] = struct{}{}
+			}
+			for _, u := range r.Undecodable {
+				x.inflight[u.LeaseRef] = struct{}{}
+			}
+			n = len(r.Instances) + len(r.Undecodable)
+			x.peak = max(x.peak, len(x.inflight))
+		}
+		if err != nil || x.pullOnly {
+			return
+		}
+		// What the claim did not fill stays as credit: the pusher
+		// sends what becomes ready later.
+		cr := x.credits[p.Queue]
+		if cr == nil {
+			cr = &credit{}
+			x.credits[p.Queue] = cr
+		}
+		cr.limit = max(p.Limit-n, 0)
+		cr.kinds, cr.labels = p.Kinds, p.Labels
+		cr.lease = p.LeaseUntil.Sub(p.Now)
+		cr.offset = p.Now.Sub(received)
+		if cr.limit > 0 {
+			x.poke()
+		}
+	case *store.RenewParams:
+		if r, _ := res.(*store.RenewResult); r != nil && p != nil && p.Owner == x.node {
+			for _, l := range r.Lost {
+				delete(x.inflight, l)
+			}
+		}
+	case *store.FinishParams:
+		rs, _ := res.([]wire.FinishResult)
+		if p == nil || p.Owner != x.node || len(rs) != len(p.Outcomes) {
+			return
+		}
+		for i, o := range p.Outcomes {
+			if rs[i].Err == nil || slices.Contains(rs[i].Err.Sentinels, "lease_lost") {
+				delete(x.inflight, store.LeaseRef{ID: o.ID, Attempt: o.Attempt})
+			}
+		}
+		x.poke()
+	}
+}
+
+// pushPoll is how often the pusher looks for ready work of a queue whose
+// store sends no wake-ups.
+const pushPoll = 100 * time.Millisecond
+
+// push claims for the worker while it has credit and free slots, and
+// sends what it claimed. It waits for a wake-up of the store (a Notifier),
+// the earliest next run time a claim reported, or pushPoll.
+func (x *session) push(ctx context.Context) {
+	storeWake := make(chan struct{}, 1)
+	notifier, _ := x.st.(store.Notifier)
+	var next time.Time
+	for {
+		wait := pushPoll
+		if notifier != nil {
+			wait = time.Minute
+		}
+		if !next.IsZero() {
+			wait = min(wait, max(time.Until(next), time.Millisecond))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-x.wake:
+		case <-storeWake:
+		case <-t.C:
+		}
+		t.Stop()
+		next = time.Time{}
+		if !x.pushOnce(ctx, notifier, storeWake, &next) {
+			return
+		}
+	}
+}
+
+// pushOnce claims and pushes once for every queue with credit; it returns
+// false when the session's stream is gone.
+func (x *session) pushOnce(ctx context.Context, notifier store.Notifier, storeWake chan struct{}, next *time.Time) bool {
+	x.pushMu.Lock()
+	defer x.pushMu.Unlock()
+	x.mu.Lock()
+	type job struct {
+		queue  string
+		p      store.ClaimParams
+		offset time.Duration
+	}
+	var todo []job
+	free := len(x.inflight)
+	for q, cr := range x.credits {
+		if notifier != nil && !x.subscribed[q] {
+			x.subscribed[q] = true
+			ch, err := notifier.Subscribe(ctx, q)
+			if err == nil {
+				go func() {
+					for range ch {
+						select {
+						case storeWake <- struct{}{}:
+						default:
+						}
+					}
+				}()
+			}
+		}
+		limit := cr.limit
+		if x.slots > 0 {
+			limit = min(limit, x.slots-free)
+		}
+		if limit <= 0 || x.node == "" || x.leaving {
+			continue
+		}
+		now := time.Now().Add(cr.offset)
+		todo = append(todo, job{q, store.ClaimParams{
+			Queue: q, Owner: x.node, Limit: limit, Now: now, LeaseUntil: now.Add(cr.lease),
+			Kinds: cr.kinds, Labels: cr.labels,
+		}, cr.offset})
+		free += limit
+	}
+	x.mu.Unlock()
+	for _, j := range todo {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		r, err := x.st.Claim(cctx, &j.p)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				x.s.cfg.Logger.Warn("jobkit server: claim for a remote worker failed", "session", x.id, "queue", j.queue, "err", err)
+				*next = time.Now().Add(pushPoll)
+			}
+			continue
+		}
+		if at := r.NextRunAt.Add(-j.offset); !r.NextRunAt.IsZero() && len(r.Instances) < j.p.Limit && (next.IsZero() || at.Before(*next)) {
+			*next = at
+		}
+		if len(r.Instances) == 0 {
+			continue
+		}
+		msg := &pb.Tasks{Queue: j.queue}
+		x.mu.Lock()
+		for _, in := range r.Instances {
+			x.inflight[store.LeaseRef{ID: in.ID, Attempt: in.Attempt}] = struct{}{}
+			b, _ := json.Marshal(in)
+			msg.InstancesJson = append(msg.InstancesJson, b)
+		}
+		x.peak = max(x.peak, len(x.inflight))
+		if cr := x.credits[j.queue]; cr != nil {
+			cr.limit = max(cr.limit-len(r.Instances), 0)
+		}
+		x.mu.Unlock()
+		for _, u := range r.Undecodable {
+			// Nothing to push: finish it as the engine would.
+			_, _ = x.st.Finish(ctx, &store.FinishParams{Owner: x.node, Now: time.Now(), Outcomes: []store.Outcome{{ID: u.ID, Attempt: u.Attempt, State: store.Terminated, Error: u.Err.Error()}}})
+		}
+		if err := x.send(&pb.ConnectResponse{Msg: &pb.ConnectResponse_Tasks{Tasks: msg}}); err != nil {
+			return false
+		}
+		if len(r.Instances) == j.p.Limit {
+			x.poke() // maybe more
+		}
+	}
+	return true
+}
+
+// register adds a session to the server's, refusing it when it announces a
+// kind with an executor signature that differs from the one another
+// connected worker of the namespace announced for it: instances of that
+// kind would decode on one and fail on the other. Workers that announce no
+// signature are not checked.
+func (s *Server) register(x *session, kinds []*pb.KindSignature) error {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	x.signatures = make(map[string]string)
+	for _, k := range kinds {
+		if k.GetFingerprint() == "" {
+			continue
+		}
+		for _, o := range s.sessions {
+			if o.ns != x.ns {
+				continue
+			}
+			if fp, ok := o.signatures[k.GetKind()]; ok && fp != k.GetFingerprint() {
+				return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
+					"kind %q: this worker's executor has signature %s, but worker %s (connected) runs it with %s; deploy one signature of a kind per namespace (or give the new one another kind)",
+					k.GetKind(), k.GetFingerprint(), o.node, fp))
+			}
+		}
+		x.signatures[k.GetKind()] = k.GetFingerprint()
+	}
+	s.sessions[x.id] = x
+	return nil
+}
+
+// unregister removes a session.
+func (s *Server) unregister(x *session) {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	delete(s.sessions, x.id)
+}
+
+// The reasons WhyWaiting gives.
+const (
+	reasonNotWaiting     = "not_waiting"
+	reasonQueuePaused    = "queue_paused"
+	reasonNoRunnerKind   = "no_runner_for_kind"
+	reasonNoRunnerLabels = "no_runner_with_labels"
+	reasonNotDue         = "not_due"
+	reasonQueued         = "queued"
+)
+
+// WhyWaiting implements ExecutorService.WhyWaiting: why a Scheduled
+// instance has not started, judged from the node registry (every live
+// manager, in-process or remote, heartbeats its kinds, labels and queues
+// there).
+func (e executorService) WhyWaiting(ctx context.Context, req *connect.Request[pb.WhyWaitingRequest]) (*connect.Response[pb.WhyWaitingResponse], error) {
+	_, st, err := e.s.storeOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id := req.Msg.GetInstanceId()
+	if id == "" {
+		return nil, invalid("WhyWaiting: give instance_id")
+	}
+	ins, err := st.LookupInstances(ctx, &store.Query{InstanceID: id, Limit: 1})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	if len(ins) == 0 {
+		return nil, toConnect(fmt.Errorf("%w: instance %s", store.ErrNotFound, id))
+	}
+	in := ins[0]
+	now := time.Now()
+	res := &pb.WhyWaitingResponse{}
+	if in.State != store.Scheduled {
+		res.Reason, res.Detail = reasonNotWaiting, fmt.Sprintf("instance %s is %s, not waiting to run", id, in.State)
+		return connect.NewResponse(res), nil
+	}
+	res.Waiting = true
+	queues, err := st.ListQueues(ctx)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	for _, q := range queues {
+		if q.Name == in.Queue && q.Paused {
+			res.Reason, res.Detail = reasonQueuePaused, fmt.Sprintf("queue %q is paused: resume it (jobctl queues resume %s)", in.Queue, in.Queue)
+			return connect.NewResponse(res), nil
+		}
+	}
+	nodes, err := st.ListNodes(ctx, &store.ListNodesParams{Now: now, DeadAfter: time.Second})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	var forKind []*store.NodeInfo
+	for _, n := range nodes {
+		if n.Status != store.NodeLive || n.Workers == 0 || len(n.Kinds) == 0 || !slices.Contains(n.Kinds, in.Kind) {
+			continue
+		}
+		if len(n.Queues) > 0 && !slices.Contains(n.Queues, in.Queue) {
+			continue
+		}
+		forKind = append(forKind, n)
+		cp := store.ClaimParams{Kinds: n.Kinds, Labels: n.Labels}
+		if cp.Claimable(in.Kind, in.Labels) {
+			res.Runners = append(res.Runners, n.ID)
+		}
+	}
+	switch {
+	case len(forKind) == 0:
+		res.Reason, res.Detail = reasonNoRunnerKind, fmt.Sprintf("no live node or connected worker runs kind %q from queue %q: start a worker that registers it; the instance runs as soon as one connects", in.Kind, in.Queue)
+	case len(res.Runners) == 0:
+		var have []string
+		for _, n := range forKind {
+			have = append(have, fmt.Sprintf("%s [%s]", n.ID, strings.Join(n.Labels, ",")))
+		}
+		res.Reason, res.Detail = reasonNoRunnerLabels, fmt.Sprintf("kind %q requires labels [%s]; the live nodes that run it have %s: start a worker with those labels", in.Kind, strings.Join(in.Labels, ","), strings.Join(have, "; "))
+	case in.RunAt.After(now):
+		res.Reason, res.Detail = reasonNotDue, fmt.Sprintf("it is due at %s", in.RunAt.UTC().Format(time.RFC3339Nano))
+	default:
+		res.Reason, res.Detail = reasonQueued, fmt.Sprintf("%d live node(s) may run it (%s); it waits its turn behind other work", len(res.Runners), strings.Join(res.Runners, ", "))
+	}
+	return connect.NewResponse(res), nil
+}
