@@ -146,3 +146,13 @@ func TestUnencodableResultKept(t *testing.T) {
 		t.Errorf("results %s: want the func kept as text", got)
 	}
 }
+
+func TestJobSignature(t *testing.T) {
+	j, err := NewJob(WithKind("sig"), WithExecutor(func(ctx context.Context, a, b int) (int, error) { return a + b, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := j.Signature(), "func(context.Context, int, int) (int, error)"; got != want {
+		t.Fatalf("Signature() = %q, want %q", got, want)
+	}
+}
