@@ -35,8 +35,15 @@ func executorServer(t *testing.T, st store.Store, tokens []Token, namespaces ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv, serve(t, srv)
+	url := serve(t, srv)
+	serversMu.Lock()
+	servers[url] = srv
+	serversMu.Unlock()
+	return srv, url
 }
+
+// serversMu guards servers.
+var serversMu sync.Mutex
 
 // TestRemoteStoreConformance runs the store contract suite against
 // remote.Store: every call crosses the network to a jobd server (over

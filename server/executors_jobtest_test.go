@@ -7,13 +7,17 @@ import (
 	"github.com/jobkit/job/api/remote"
 	"github.com/jobkit/job/jobtest"
 	"github.com/jobkit/job/store"
-	"github.com/jobkit/job/store/memdbstore"
 )
 
 // TestRemoteManagerScenarios runs the manager-level scenario suite with
 // every manager's store a remote.Store: each manager is a remote executor
-// of a jobd server (over TCP, h2c) on a memdb store, with pushed tasks.
+// of a jobd server (over TCP, h2c) with pushed tasks, on each backend
+// (memdb, Redis).
 func TestRemoteManagerScenarios(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) { runRemoteScenarios(t, b) })
+}
+
+func runRemoteScenarios(t *testing.T, b backend) {
 	var mu sync.Mutex
 	urls := map[string]string{}
 	jobtest.Run(t, jobtest.Harness{Open: func(tb testing.TB, ns string) store.Store {
@@ -21,12 +25,7 @@ func TestRemoteManagerScenarios(t *testing.T) {
 		mu.Lock()
 		url, ok := urls[ns]
 		if !ok {
-			st, err := memdbstore.New()
-			if err != nil {
-				mu.Unlock()
-				t.Fatal(err)
-			}
-			_, url = executorServer(t, st, nil, "ns")
+			_, url = executorServer(t, b.open(t, ns), nil, "ns")
 			urls[ns] = url
 		}
 		mu.Unlock()

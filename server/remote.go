@@ -266,9 +266,11 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		cancel() // ends the pusher and the calls under way
+		wg.Wait()
+	}()
 	wg.Go(func() { x.push(ctx) })
 	calls := make(chan struct{}, maxSessionCalls)
 	for {
@@ -348,12 +350,12 @@ func (x *session) poke() {
 // control (the contract suite uses many owners on one store handle).
 func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 	method := c.GetMethod()
-	if !sessionMethods[method] {
-		return reply(c.GetId(), nil, fmt.Errorf("%w: %s is not a session call: call it with ExecutorService.Call", store.ErrInvalid, method))
-	}
 	p, err := wire.Decode(method, c.GetParamsJson())
 	if err != nil {
 		return reply(c.GetId(), nil, err)
+	}
+	if !sessionMethods[method] {
+		return reply(c.GetId(), nil, fmt.Errorf("%w: %s is not a session call: call it with ExecutorService.Call", store.ErrInvalid, method))
 	}
 	received := time.Now()
 	x.mu.Lock()

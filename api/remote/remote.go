@@ -55,6 +55,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	job "github.com/jobkit/job"
 	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
 	"github.com/jobkit/job/api/remote/wire"
@@ -93,6 +94,11 @@ type Options struct {
 	// Kinds are announced in the hello; the engine's claims name the kinds
 	// it runs anyway. Optional.
 	Kinds []string
+	// Jobs are announced in the hello with their executors' signatures
+	// (job.Job.Signature): jobd refuses the session (Dial fails with
+	// ErrRefused) when another connected worker of the namespace runs one
+	// of these kinds with another signature. Optional.
+	Jobs []*job.Job
 	// Labels are announced in the hello; set the worker's labels with
 	// job.WithLabels, which its claims carry. Optional.
 	Labels []string
@@ -163,6 +169,8 @@ type session struct {
 	done      chan struct{}
 	id        string
 	server    string
+	// acks are sent by a goroutine of their own (see receiveTasks).
+	acks chan *jobkitv1.ConnectRequest
 }
 
 // Dial connects to jobd and returns the Store once jobd has welcomed the
@@ -308,7 +316,7 @@ func (s *Store) connectOnce(first chan<- error) (welcomed bool, _ error) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	stream := s.client().Connect(ctx)
-	sess := &session{stream: stream, pending: make(map[uint64]chan *jobkitv1.StoreReply), done: make(chan struct{})}
+	sess := &session{stream: stream, pending: make(map[uint64]chan *jobkitv1.StoreReply), done: make(chan struct{}), acks: make(chan *jobkitv1.ConnectRequest, 1024)}
 	// Ending ctx alone does not end a Receive while the request body is
 	// open (the HTTP/2 transport is busy sending it): close it too.
 	stop := context.AfterFunc(ctx, func() {
@@ -321,6 +329,9 @@ func (s *Store) connectOnce(first chan<- error) (welcomed bool, _ error) {
 	hello := &jobkitv1.Hello{NodeId: s.node, Labels: s.labels, Slots: int32(s.slots), PullOnly: s.opts.NoPush}
 	for _, k := range s.kinds {
 		hello.Kinds = append(hello.Kinds, &jobkitv1.KindSignature{Kind: k})
+	}
+	for _, j := range s.opts.Jobs {
+		hello.Kinds = append(hello.Kinds, &jobkitv1.KindSignature{Kind: j.Kind(), Fingerprint: j.Signature()})
 	}
 	for ref := range s.held {
 		hello.Held = append(hello.Held, &jobkitv1.LeaseRef{Id: ref.ID, Attempt: int64(ref.Attempt)})
@@ -365,6 +376,18 @@ func (s *Store) connectOnce(first chan<- error) (welcomed bool, _ error) {
 		default:
 		}
 	}
+	go func() {
+		for {
+			select {
+			case m := <-sess.acks:
+				if sess.send(m) != nil {
+					return
+				}
+			case <-sess.done:
+				return
+			}
+		}
+	}()
 	err = s.read(sess)
 	s.mu.Lock()
 	s.sess = nil
@@ -379,7 +402,7 @@ func (s *Store) connectOnce(first chan<- error) (welcomed bool, _ error) {
 // classify marks refusals (which no retry fixes) with ErrRefused.
 func classify(err error) error {
 	switch connect.CodeOf(err) {
-	case connect.CodeUnauthenticated, connect.CodePermissionDenied, connect.CodeNotFound, connect.CodeInvalidArgument, connect.CodeUnimplemented:
+	case connect.CodeUnauthenticated, connect.CodePermissionDenied, connect.CodeNotFound, connect.CodeInvalidArgument, connect.CodeUnimplemented, connect.CodeFailedPrecondition:
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	return err
@@ -434,7 +457,13 @@ func (s *Store) receiveTasks(sess *session, t *jobkitv1.Tasks) {
 	s.buffer[t.GetQueue()] = append(s.buffer[t.GetQueue()], got...)
 	s.wakeLocked(t.GetQueue())
 	s.mu.Unlock()
-	_ = sess.send(&jobkitv1.ConnectRequest{Msg: &jobkitv1.ConnectRequest_Ack{Ack: ack}})
+	// Never send from the read loop: a send blocked on a full stream
+	// would stop the replies that unblock it from being read. Acks are
+	// advisory: one that finds the queue full is dropped.
+	select {
+	case sess.acks <- &jobkitv1.ConnectRequest{Msg: &jobkitv1.ConnectRequest_Ack{Ack: ack}}:
+	default:
+	}
 }
 
 // wakeLocked wakes the subscribers of queue q. Called with s.mu held.

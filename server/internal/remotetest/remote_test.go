@@ -25,6 +25,7 @@ import (
 
 	job "github.com/jobkit/job"
 	"github.com/jobkit/job/api/remote"
+	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/server"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/memdbstore"
@@ -53,6 +54,7 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 		}
+		defer testserver.StopAll()
 		return m.Run()
 	}()
 	os.Exit(code)
