@@ -132,7 +132,7 @@ type Store struct {
 	addrs   []string
 	clients []jobkitv1connect.ExecutorServiceClient
 	// cur is the index of the jobd in use (addrs, clients).
-	cur atomic.Int32
+	cur    atomic.Int32
 	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
