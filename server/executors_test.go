@@ -370,3 +370,44 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestExecutorCreditWhileOutcomesLag: a worker frees a slot before its
+// outcome reaches jobd, so its next claim can find jobd still counting
+// the slot busy. What jobd holds back then stays credit, pushed once the
+// outcome lands: a one-slot worker whose poll interval is a minute runs
+// 30 tasks back to back, not one a minute.
+func TestExecutorCreditWhileOutcomesLag(t *testing.T) {
+	st, _ := memdbstore.New()
+	_, url := executorServer(t, st, nil, "default")
+	rs, err := remote.Dial(t.Context(), remote.Options{Address: url, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	m, err := job.NewManager(job.WithStore(rs), job.WithWorkers(1), job.WithPollInterval(time.Minute), job.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _ := job.NewJob(job.WithKind("noop"), job.WithExecutor(func() {}))
+	if err := m.RegisterJob(j); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = m.Stop(ctx)
+	}()
+	const n = 30
+	for range n {
+		if _, err := m.ScheduleJob(t.Context(), "noop"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCond(t, "30 tasks complete on the one-slot worker", func() bool {
+		ins, _ := st.LookupInstances(t.Context(), &store.Query{Kind: "noop", States: []store.State{store.Completed}})
+		return len(ins) == n
+	})
+}

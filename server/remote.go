@@ -360,23 +360,28 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 	received := time.Now()
 	x.mu.Lock()
 	var claim *store.ClaimParams
+	want := 0 // what the worker asked for: its credit
 	switch p := p.(type) {
 	case *store.ClaimParams:
 		if p != nil && x.bind(p.Owner) {
-			claim = p
 			cp := *p
+			want = p.Limit
 			if x.slots > 0 && !x.pullOnly {
 				// Flow control: never more in flight than slots. A
 				// pull-only session is not capped (the contract suite
 				// claims beyond a node's slots; the engine never does).
+				// The worker frees a slot before its outcome reaches
+				// jobd, so what the cap holds back stays credit: the
+				// pusher sends it as outcomes arrive.
 				cp.Limit = min(cp.Limit, x.slots-len(x.inflight))
 			}
 			if cp.Limit <= 0 {
+				x.setCredit(p, want, received)
 				x.mu.Unlock()
+				x.poke()
 				return reply(c.GetId(), &wire.ClaimResult{}, nil)
 			}
-			p2 := cp
-			claim = &p2
+			claim = &cp
 		}
 	case *store.HeartbeatParams:
 		if p != nil && x.bind(p.Node.ID) {
@@ -403,7 +408,7 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 		p = claim
 	}
 	res, err := wire.Apply(ctx, x.st, method, p)
-	x.after(p, res, err, received)
+	x.after(p, want, res, err, received)
 	return reply(c.GetId(), res, err)
 }
 
@@ -417,7 +422,7 @@ func (x *session) bind(node string) bool {
 }
 
 // after updates the session's flow control with a call's outcome.
-func (x *session) after(p any, res any, err error, received time.Time) {
+func (x *session) after(p any, want int, res any, err error, received time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	switch p := p.(type) {
@@ -442,16 +447,7 @@ func (x *session) after(p any, res any, err error, received time.Time) {
 		}
 		// What the claim did not fill stays as credit: the pusher
 		// sends what becomes ready later.
-		cr := x.credits[p.Queue]
-		if cr == nil {
-			cr = &credit{}
-			x.credits[p.Queue] = cr
-		}
-		cr.limit = max(p.Limit-n, 0)
-		cr.kinds, cr.labels = p.Kinds, p.Labels
-		cr.lease = p.LeaseUntil.Sub(p.Now)
-		cr.offset = p.Now.Sub(received)
-		if cr.limit > 0 {
+		if x.setCredit(p, want-n, received) > 0 {
 			x.poke()
 		}
 	case *store.RenewParams:
@@ -472,6 +468,21 @@ func (x *session) after(p any, res any, err error, received time.Time) {
 		}
 		x.poke()
 	}
+}
+
+// setCredit makes limit the credit of p's queue, with p's kinds, labels
+// and lease, and returns it. Called with x.mu held.
+func (x *session) setCredit(p *store.ClaimParams, limit int, received time.Time) int {
+	cr := x.credits[p.Queue]
+	if cr == nil {
+		cr = &credit{}
+		x.credits[p.Queue] = cr
+	}
+	cr.limit = max(limit, 0)
+	cr.kinds, cr.labels = p.Kinds, p.Labels
+	cr.lease = p.LeaseUntil.Sub(p.Now)
+	cr.offset = p.Now.Sub(received)
+	return cr.limit
 }
 
 // pushPoll is how often the pusher looks for ready work of a queue whose

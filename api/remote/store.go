@@ -36,10 +36,11 @@ func (s *Store) learn(node string, kinds, labels []string, slots int) {
 	}
 }
 
-// Claim returns the tasks jobd pushed for p.Queue, up to p.Limit, when it
-// pushed some; otherwise it claims through the session (jobd claims from
-// its store for this worker, and keeps the rest of p.Limit as credit: it
-// pushes what becomes ready later, and Subscribe wakes the engine).
+// Claim returns the tasks jobd pushed for p.Queue, up to p.Limit; when
+// they are fewer, it claims the rest through the session (jobd claims
+// from its store for this worker, and keeps what that leaves of p.Limit
+// as credit: it pushes what becomes ready later, and Subscribe wakes the
+// engine).
 func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
 	if p == nil || p.Limit <= 0 {
 		return nil, fmt.Errorf("%w: claim limit must be > 0", store.ErrInvalid)
@@ -49,30 +50,41 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	}
 	s.learn(p.Owner, p.Kinds, p.Labels, 0)
 	s.mu.Lock()
+	var took []*store.Instance
 	if buf := s.buffer[p.Queue]; len(buf) > 0 {
 		n := min(len(buf), p.Limit)
-		out := slices.Clone(buf[:n])
+		took = slices.Clone(buf[:n])
 		s.buffer[p.Queue] = slices.Delete(buf, 0, n)
-		s.mu.Unlock()
-		return &store.ClaimResult{Instances: out}, nil
 	}
 	s.mu.Unlock()
-	var r *wire.ClaimResult
-	err := s.sessionCall(ctx, wire.MethodClaim, p, &r)
-	res := r.Store()
-	if res != nil {
-		s.mu.Lock()
-		for _, in := range res.Instances {
-			s.held[store.LeaseRef{ID: in.ID, Attempt: in.Attempt}] = struct{}{}
-		}
-		s.mu.Unlock()
+	if len(took) == p.Limit {
+		return &store.ClaimResult{Instances: took}, nil
 	}
+	// Claim the rest through the session: this also tells jobd the
+	// credit left (what the claim does not fill), so it pushes more.
+	cp := *p
+	cp.Limit -= len(took)
+	var r *wire.ClaimResult
+	err := s.sessionCall(ctx, wire.MethodClaim, &cp, &r)
+	res := r.Store()
 	if err != nil {
+		if len(took) > 0 {
+			// Keep what was pushed for the repeat of this claim.
+			s.mu.Lock()
+			s.buffer[p.Queue] = append(took, s.buffer[p.Queue]...)
+			s.mu.Unlock()
+		}
 		return res, err
 	}
 	if res == nil {
 		res = &store.ClaimResult{}
 	}
+	s.mu.Lock()
+	for _, in := range res.Instances {
+		s.held[store.LeaseRef{ID: in.ID, Attempt: in.Attempt}] = struct{}{}
+	}
+	s.mu.Unlock()
+	res.Instances = append(took, res.Instances...)
 	return res, nil
 }
 
