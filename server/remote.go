@@ -117,8 +117,11 @@ type session struct {
 	// inflight are the attempts claimed for the worker and not finished.
 	inflight map[store.LeaseRef]struct{}
 	// peak is the most attempts the worker had in flight at once.
-	peak    int
-	credits map[string]*credit
+	peak int
+	// reserved are slots held by claims under way (theirs until they
+	// return), so two claims at once never exceed the slots together.
+	reserved int
+	credits  map[string]*credit
 	// wake wakes the pusher.
 	wake chan struct{}
 	// subscribed are the queues whose store wake-ups the pusher follows.
@@ -360,7 +363,8 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 	received := time.Now()
 	x.mu.Lock()
 	var claim *store.ClaimParams
-	want := 0 // what the worker asked for: its credit
+	want := 0     // what the worker asked for: its credit
+	reserved := 0 // slots this claim holds until it returns
 	switch p := p.(type) {
 	case *store.ClaimParams:
 		if p != nil && x.bind(p.Owner) {
@@ -373,7 +377,11 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 				// The worker frees a slot before its outcome reaches
 				// jobd, so what the cap holds back stays credit: the
 				// pusher sends it as outcomes arrive.
-				cp.Limit = min(cp.Limit, x.slots-len(x.inflight))
+				cp.Limit = min(cp.Limit, x.slots-len(x.inflight)-x.reserved)
+				if cp.Limit > 0 {
+					x.reserved += cp.Limit
+					reserved = cp.Limit
+				}
 			}
 			if cp.Limit <= 0 {
 				x.setCredit(p, want, received)
@@ -408,7 +416,7 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 		p = claim
 	}
 	res, err := wire.Apply(ctx, x.st, method, p)
-	x.after(p, want, res, err, received)
+	x.after(p, want, reserved, res, err, received)
 	return reply(c.GetId(), res, err)
 }
 
@@ -422,9 +430,10 @@ func (x *session) bind(node string) bool {
 }
 
 // after updates the session's flow control with a call's outcome.
-func (x *session) after(p any, want int, res any, err error, received time.Time) {
+func (x *session) after(p any, want, reserved int, res any, err error, received time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.reserved -= reserved
 	switch p := p.(type) {
 	case *store.ClaimParams:
 		if p == nil || p.Owner != x.node {
@@ -533,7 +542,6 @@ func (x *session) pushOnce(ctx context.Context, notifier store.Notifier, storeWa
 		offset time.Duration
 	}
 	var todo []job
-	free := len(x.inflight)
 	for q, cr := range x.credits {
 		if notifier != nil && !x.subscribed[q] {
 			x.subscribed[q] = true
@@ -551,7 +559,7 @@ func (x *session) pushOnce(ctx context.Context, notifier store.Notifier, storeWa
 		}
 		limit := cr.limit
 		if x.slots > 0 {
-			limit = min(limit, x.slots-free)
+			limit = min(limit, x.slots-len(x.inflight)-x.reserved)
 		}
 		if limit <= 0 || x.node == "" || x.leaving {
 			continue
@@ -561,13 +569,22 @@ func (x *session) pushOnce(ctx context.Context, notifier store.Notifier, storeWa
 			Queue: q, Owner: x.node, Limit: limit, Now: now, LeaseUntil: now.Add(cr.lease),
 			Kinds: cr.kinds, Labels: cr.labels,
 		}, cr.offset})
-		free += limit
+		x.reserved += limit
 	}
 	x.mu.Unlock()
 	for _, j := range todo {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		r, err := x.st.Claim(cctx, &j.p)
 		cancel()
+		x.mu.Lock()
+		x.reserved -= j.p.Limit // what it claimed counts in inflight below
+		if err == nil {
+			for _, in := range r.Instances {
+				x.inflight[store.LeaseRef{ID: in.ID, Attempt: in.Attempt}] = struct{}{}
+			}
+			x.peak = max(x.peak, len(x.inflight))
+		}
+		x.mu.Unlock()
 		if err != nil {
 			if ctx.Err() == nil {
 				x.s.cfg.Logger.Warn("jobkit server: claim for a remote worker failed", "session", x.id, "queue", j.queue, "err", err)
@@ -584,11 +601,9 @@ func (x *session) pushOnce(ctx context.Context, notifier store.Notifier, storeWa
 		msg := &pb.Tasks{Queue: j.queue}
 		x.mu.Lock()
 		for _, in := range r.Instances {
-			x.inflight[store.LeaseRef{ID: in.ID, Attempt: in.Attempt}] = struct{}{}
 			b, _ := json.Marshal(in)
 			msg.InstancesJson = append(msg.InstancesJson, b)
 		}
-		x.peak = max(x.peak, len(x.inflight))
 		if cr := x.credits[j.queue]; cr != nil {
 			cr.limit = max(cr.limit-len(r.Instances), 0)
 		}
