@@ -134,6 +134,8 @@ type session struct {
 	// leaving: the worker's last heartbeat said it stops; nothing more
 	// is pushed until it heartbeats as running again.
 	leaving bool
+	// ctx ends with the session.
+	ctx context.Context
 	// pushMu is held by the pusher while it claims and sends.
 	pushMu sync.Mutex
 	// wakes are the queues whose store wake-ups go to a pull-only worker.
@@ -142,19 +144,22 @@ type session struct {
 
 // forwardWakes forwards the store's wake-ups of queue q to the worker as
 // Wake messages until the session ends (once per queue).
-func (x *session) forwardWakes(ctx context.Context, q string) {
+func (x *session) forwardWakes(ctx context.Context, q string) error {
 	n, ok := x.st.(store.Notifier)
 	x.mu.Lock()
 	dup := x.wakes[q]
 	x.wakes[q] = true
 	x.mu.Unlock()
 	if !ok || dup {
-		return
+		return nil
 	}
 	ch, err := n.Subscribe(ctx, q)
 	if err != nil {
+		x.mu.Lock()
+		delete(x.wakes, q)
+		x.mu.Unlock()
 		x.s.cfg.Logger.Warn("jobkit server: subscribe to a queue's wake-ups for a remote worker", "session", x.id, "queue", q, "err", err)
-		return
+		return err
 	}
 	go func() {
 		for range ch {
@@ -163,6 +168,7 @@ func (x *session) forwardWakes(ctx context.Context, q string) {
 			}
 		}
 	}()
+	return nil
 }
 
 // SessionInfo describes one connected worker session (for tests and
@@ -269,6 +275,7 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	x.ctx = ctx
 	var wg sync.WaitGroup
 	defer func() {
 		cancel() // ends the pusher and the calls under way
@@ -328,7 +335,7 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 			x.poke()
 		case *pb.ConnectRequest_Subscribe:
 			if x.pullOnly {
-				x.forwardWakes(ctx, m.Subscribe.GetQueue())
+				_ = x.forwardWakes(ctx, m.Subscribe.GetQueue())
 			}
 		case *pb.ConnectRequest_Ack:
 			// The worker holds the pushed tasks: nothing to undo.
@@ -353,6 +360,16 @@ func (x *session) poke() {
 // control (the contract suite uses many owners on one store handle).
 func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 	method := c.GetMethod()
+	if method == wire.MethodSubscribe {
+		var sp wire.SubscribeParams
+		if err := json.Unmarshal(c.GetParamsJson(), &sp); err != nil || sp.Queue == "" {
+			return reply(c.GetId(), nil, fmt.Errorf("%w: Subscribe: name a queue", store.ErrInvalid))
+		}
+		if !x.pullOnly {
+			return reply(c.GetId(), nil, nil) // pushed tasks are the wake-ups
+		}
+		return reply(c.GetId(), nil, x.forwardWakes(x.ctx, sp.Queue))
+	}
 	p, err := wire.Decode(method, c.GetParamsJson())
 	if err != nil {
 		return reply(c.GetId(), nil, err)

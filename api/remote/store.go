@@ -205,8 +205,15 @@ func (s *Store) Subscribe(ctx context.Context, queue string) (<-chan struct{}, e
 	sess := s.sess
 	s.mu.Unlock()
 	if s.opts.NoPush && sess != nil {
-		// A session that comes up later subscribes in its hello.
-		_ = sess.send(subscribeMsg(queue))
+		// Wait until jobd follows the queue's wake-ups, so a change made
+		// after Subscribe returns wakes the channel. A session that comes
+		// up later subscribes again when it starts.
+		if err := s.sessionCall(ctx, wire.MethodSubscribe, &wire.SubscribeParams{Queue: queue}, nil); err != nil && !errors.Is(err, ErrDisconnected) {
+			s.mu.Lock()
+			delete(s.subs[queue], ch)
+			s.mu.Unlock()
+			return nil, err
+		}
 	}
 	out := make(chan struct{}, 1)
 	go func() {
@@ -513,4 +520,49 @@ func (s *Store) followNext(ctx context.Context, fp store.FollowParams, wait time
 		out[i] = ev.Store()
 	}
 	return out, nil
+}
+
+// PutDocument goes as a unary call.
+func (s *Store) PutDocument(ctx context.Context, p *store.PutDocumentParams) (*store.Document, error) {
+	var r *wire.Document
+	err := s.unaryCall(ctx, "PutDocument", wire.EncodePutDocument(p), &r)
+	return r.Store(), err
+}
+
+// GetDocument goes as a unary call.
+func (s *Store) GetDocument(ctx context.Context, collection, name string) (*store.Document, error) {
+	var r *wire.Document
+	err := s.unaryCall(ctx, "GetDocument", &wire.DocumentKey{Collection: collection, Name: name}, &r)
+	return r.Store(), err
+}
+
+// ListDocuments goes as a unary call.
+func (s *Store) ListDocuments(ctx context.Context, p *store.ListDocumentsParams) (*store.DocumentPage, error) {
+	var r *wire.DocumentPage
+	err := s.unaryCall(ctx, "ListDocuments", p, &r)
+	if r == nil {
+		return nil, err
+	}
+	out := &store.DocumentPage{Next: r.Next}
+	for _, d := range r.Documents {
+		out.Documents = append(out.Documents, d.Store())
+	}
+	return out, err
+}
+
+// DeleteDocument goes as a unary call.
+func (s *Store) DeleteDocument(ctx context.Context, p *store.DeleteDocumentParams) error {
+	return s.unaryCall(ctx, "DeleteDocument", p, nil)
+}
+
+// PruneDocuments goes as a unary call.
+func (s *Store) PruneDocuments(ctx context.Context, p *store.PruneDocumentsParams) (int, error) {
+	var n int
+	err := s.unaryCall(ctx, "PruneDocuments", p, &n)
+	return n, err
+}
+
+// Wake (sharded tasks) goes as a unary call.
+func (s *Store) Wake(ctx context.Context, p *store.WakeParams) error {
+	return s.unaryCall(ctx, "Wake", p, nil)
 }

@@ -13,9 +13,12 @@ require (
 	connectrpc.com/grpchealth v1.5.0 // indirect
 	connectrpc.com/grpcreflect v1.3.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/emersion/go-ical v0.0.0-20250329121855-f41e73efc392 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/jobkit/job/icalimport v0.0.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
+	github.com/teambition/rrule-go v1.8.2 // indirect
 	go.opentelemetry.io/otel v1.45.0 // indirect
 	go.opentelemetry.io/otel/trace v1.45.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
@@ -26,6 +29,8 @@ require (
 replace (
 	github.com/jobkit/job => ../..
 	github.com/jobkit/job/api => ../../api
+	github.com/jobkit/job/executors => ../../executors
+	github.com/jobkit/job/icalimport => ../../icalimport
 	github.com/jobkit/job/metrics => ../../metrics
 	github.com/jobkit/job/otel => ../../otel
 	github.com/jobkit/job/server => ../../server

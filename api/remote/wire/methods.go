@@ -33,6 +33,12 @@ func def[P any, R any](call func(ctx context.Context, st store.Store, p P) (R, e
 	}
 }
 
+// DocumentKey names a document: the parameters of GetDocument.
+type DocumentKey struct {
+	Collection string
+	Name       string
+}
+
 // none is the result of a method that returns only an error.
 type none struct{}
 
@@ -155,6 +161,37 @@ var methods = map[string]method{
 		return st.PageLogs(ctx, q)
 	}),
 	MethodFollowNext: def(followNext),
+	"PutDocument": def(func(ctx context.Context, st store.Store, p *PutDocument) (*Document, error) {
+		d, err := st.PutDocument(ctx, p.Store())
+		return EncodeDocument(d), err
+	}),
+	"GetDocument": def(func(ctx context.Context, st store.Store, p *DocumentKey) (*Document, error) {
+		if p == nil {
+			p = &DocumentKey{}
+		}
+		d, err := st.GetDocument(ctx, p.Collection, p.Name)
+		return EncodeDocument(d), err
+	}),
+	"ListDocuments": def(func(ctx context.Context, st store.Store, p *store.ListDocumentsParams) (*DocumentPage, error) {
+		pg, err := st.ListDocuments(ctx, p)
+		if pg == nil {
+			return nil, err
+		}
+		out := &DocumentPage{Next: pg.Next}
+		for _, d := range pg.Documents {
+			out.Documents = append(out.Documents, EncodeDocument(d))
+		}
+		return out, err
+	}),
+	"DeleteDocument": errOnly(func(ctx context.Context, st store.Store, p *store.DeleteDocumentParams) error {
+		return st.DeleteDocument(ctx, p)
+	}),
+	"PruneDocuments": def(func(ctx context.Context, st store.Store, p *store.PruneDocumentsParams) (int, error) {
+		return st.PruneDocuments(ctx, p)
+	}),
+	"Wake": errOnly(func(ctx context.Context, st store.Store, p *store.WakeParams) error {
+		return st.Wake(ctx, p)
+	}),
 	"Retry": def(func(ctx context.Context, st store.Store, p *store.RetryParams) ([]AdminResult, error) {
 		rs, err := st.Retry(ctx, p)
 		return encodeAdmin(rs), err

@@ -31,7 +31,17 @@ const (
 	MethodRescueNodes = "RescueNodes"
 	MethodAppendLogs  = "AppendLogs"
 	MethodSetProgress = "SetProgress"
+	// MethodSubscribe (a session call of a pull-only worker, not a store
+	// method: its parameters are a SubscribeParams) makes jobd forward
+	// the store's wake-ups of a queue as Wake messages; jobd answers once
+	// it follows them.
+	MethodSubscribe = "Subscribe"
 )
+
+// SubscribeParams are the parameters of MethodSubscribe.
+type SubscribeParams struct {
+	Queue string
+}
 
 // ErrUnknownMethod: a call names no method of the store contract.
 var ErrUnknownMethod = errors.New("remote: unknown store method")
@@ -200,4 +210,63 @@ func (e Event) Store() store.Event {
 	out := e.Event
 	out.Err = e.Err.decode()
 	return out
+}
+
+// Document is store.Document on the wire: its Body as bytes (base64), not
+// as a JSON value, so it arrives byte for byte (encoding/json compacts a
+// json.RawMessage) and a missing body stays missing.
+type Document struct {
+	Collection           string
+	Name                 string
+	Body                 []byte
+	Version              int64
+	CreatedAt, UpdatedAt time.Time
+}
+
+// EncodeDocument returns d as it travels (nil for nil).
+func EncodeDocument(d *store.Document) *Document {
+	if d == nil {
+		return nil
+	}
+	return &Document{Collection: d.Collection, Name: d.Name, Body: d.Body, Version: d.Version, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+}
+
+// Store returns d as the store package has it (nil for nil).
+func (d *Document) Store() *store.Document {
+	if d == nil {
+		return nil
+	}
+	return &store.Document{Collection: d.Collection, Name: d.Name, Body: d.Body, Version: d.Version, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+}
+
+// DocumentPage is store.DocumentPage on the wire.
+type DocumentPage struct {
+	Documents []*Document
+	Next      string
+}
+
+// PutDocument is store.PutDocumentParams on the wire (Body as bytes, as
+// in Document).
+type PutDocument struct {
+	Collection string
+	Name       string
+	Body       []byte
+	IfVersion  int64
+	Now        time.Time
+}
+
+// EncodePutDocument returns p as it travels (nil for nil).
+func EncodePutDocument(p *store.PutDocumentParams) *PutDocument {
+	if p == nil {
+		return nil
+	}
+	return &PutDocument{Collection: p.Collection, Name: p.Name, Body: p.Body, IfVersion: p.IfVersion, Now: p.Now}
+}
+
+// Store returns p as the store package has it (nil for nil).
+func (p *PutDocument) Store() *store.PutDocumentParams {
+	if p == nil {
+		return nil
+	}
+	return &store.PutDocumentParams{Collection: p.Collection, Name: p.Name, Body: p.Body, IfVersion: p.IfVersion, Now: p.Now}
 }
