@@ -134,6 +134,11 @@ type session struct {
 	// leaving: the worker's last heartbeat said it stops; nothing more
 	// is pushed until it heartbeats as running again.
 	leaving bool
+	// engine: the session's node heartbeats through it, so an engine
+	// consumes what is pushed. A handle that only claims (a tool, a test
+	// using the store directly) gets no credit: nothing is pushed to it
+	// that no engine would take.
+	engine bool
 	// ctx ends with the session.
 	ctx context.Context
 	// pushMu is held by the pusher while it claims and sends.
@@ -401,7 +406,9 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 				}
 			}
 			if cp.Limit <= 0 {
-				x.setCredit(p, want, received)
+				if x.engine {
+					x.setCredit(p, want, received)
+				}
 				x.mu.Unlock()
 				x.poke()
 				return reply(c.GetId(), &wire.ClaimResult{}, nil)
@@ -415,6 +422,7 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 			}
 			x.labels, x.kinds = p.Node.Labels, p.Node.Kinds
 			x.leaving = p.Leaving
+			x.engine = true
 		}
 	}
 	leaving := x.leaving
@@ -468,7 +476,7 @@ func (x *session) after(p any, want, reserved int, res any, err error, received 
 			n = len(r.Instances) + len(r.Undecodable)
 			x.peak = max(x.peak, len(x.inflight))
 		}
-		if err != nil || x.pullOnly {
+		if err != nil || x.pullOnly || !x.engine {
 			return
 		}
 		// What the claim did not fill stays as credit: the pusher
