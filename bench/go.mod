@@ -34,6 +34,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/jobkit/job/alert v0.0.0 // indirect
 	github.com/jobkit/job/icalimport v0.0.0 // indirect
 	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
 	github.com/riverqueue/river/riverdriver v0.51.1 // indirect
@@ -71,6 +72,7 @@ require (
 // commands run from the repository root.
 replace (
 	github.com/jobkit/job => ..
+	github.com/jobkit/job/alert => ../alert
 	github.com/jobkit/job/api => ../api
 	github.com/jobkit/job/executors => ../executors
 	github.com/jobkit/job/icalimport => ../icalimport

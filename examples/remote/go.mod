@@ -16,6 +16,7 @@ require (
 	github.com/emersion/go-ical v0.0.0-20250329121855-f41e73efc392 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/jobkit/job/alert v0.0.0 // indirect
 	github.com/jobkit/job/icalimport v0.0.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/teambition/rrule-go v1.8.2 // indirect
@@ -28,6 +29,7 @@ require (
 // (see "Module layout" in doc/design.md).
 replace (
 	github.com/jobkit/job => ../..
+	github.com/jobkit/job/alert => ../../alert
 	github.com/jobkit/job/api => ../../api
 	github.com/jobkit/job/executors => ../../executors
 	github.com/jobkit/job/icalimport => ../../icalimport

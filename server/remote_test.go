@@ -1,13 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -321,54 +318,6 @@ func TestExecutorSilentWorker(t *testing.T) {
 			t.Fatalf("%s ran on the silent worker", h.InstanceID)
 		}
 	}
-}
-
-// TestSuccessfulCallsLogNothing: a call that succeeds is not logged as a
-// failure (connect.CodeOf(nil) is CodeUnknown, which the failure log
-// once took for an internal error).
-func TestSuccessfulCallsLogNothing(t *testing.T) {
-	st, _ := memdbstore.New()
-	m, err := job.NewManager(job.WithStore(st), job.WithWorkers(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf syncBuffer
-	srv, err := New(Config{Namespaces: map[string]*job.Manager{"default": m}, ExecutorStores: map[string]store.Store{"default": st},
-		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := serve(t, srv)
-	rs, err := remote.Dial(t.Context(), remote.Options{Address: url, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rs.LookupInstances(t.Context(), &store.Query{}); err != nil {
-		t.Fatal(err)
-	}
-	rs.Close()
-	waitCond(t, "the session ends", func() bool { return len(srv.Sessions()) == 0 })
-	if s := buf.String(); s != "" {
-		t.Fatalf("successful calls logged:\n%s", s)
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestExecutorCreditWhileOutcomesLag: a worker frees a slot before its
