@@ -61,9 +61,8 @@ var procedureRoles = map[string]Role{
 
 	jobkitv1connect.NodeServiceListNodesProcedure: RoleViewer,
 
-	jobkitv1connect.ExecutorServiceWhyWaitingProcedure: RoleViewer,
-	jobkitv1connect.ExecutorServiceConnectProcedure:    RoleWorker,
-	jobkitv1connect.ExecutorServiceCallProcedure:       RoleWorker,
+	jobkitv1connect.ExecutorServiceConnectProcedure: RoleWorker,
+	jobkitv1connect.ExecutorServiceCallProcedure:    RoleWorker,
 }
 
 // token is a configured Token with its hash decoded.

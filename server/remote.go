@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -681,87 +680,4 @@ func (s *Server) unregister(x *session) {
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
 	delete(s.sessions, x.id)
-}
-
-// The reasons WhyWaiting gives.
-const (
-	reasonNotWaiting     = "not_waiting"
-	reasonQueuePaused    = "queue_paused"
-	reasonNoRunnerKind   = "no_runner_for_kind"
-	reasonNoRunnerLabels = "no_runner_with_labels"
-	reasonNotDue         = "not_due"
-	reasonQueued         = "queued"
-)
-
-// WhyWaiting implements ExecutorService.WhyWaiting: why a Scheduled
-// instance has not started, judged from the node registry (every live
-// manager, in-process or remote, heartbeats its kinds, labels and queues
-// there).
-func (e executorService) WhyWaiting(ctx context.Context, req *connect.Request[pb.WhyWaitingRequest]) (*connect.Response[pb.WhyWaitingResponse], error) {
-	_, st, err := e.s.storeOf(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id := req.Msg.GetInstanceId()
-	if id == "" {
-		return nil, invalid("WhyWaiting: give instance_id")
-	}
-	ins, err := st.LookupInstances(ctx, &store.Query{InstanceID: id, Limit: 1})
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	if len(ins) == 0 {
-		return nil, toConnect(fmt.Errorf("%w: instance %s", store.ErrNotFound, id))
-	}
-	in := ins[0]
-	now := time.Now()
-	res := &pb.WhyWaitingResponse{}
-	if in.State != store.Scheduled {
-		res.Reason, res.Detail = reasonNotWaiting, fmt.Sprintf("instance %s is %s, not waiting to run", id, in.State)
-		return connect.NewResponse(res), nil
-	}
-	res.Waiting = true
-	queues, err := st.ListQueues(ctx)
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	for _, q := range queues {
-		if q.Name == in.Queue && q.Paused {
-			res.Reason, res.Detail = reasonQueuePaused, fmt.Sprintf("queue %q is paused: resume it (jobctl queues resume %s)", in.Queue, in.Queue)
-			return connect.NewResponse(res), nil
-		}
-	}
-	nodes, err := st.ListNodes(ctx, &store.ListNodesParams{Now: now, DeadAfter: time.Second})
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	var forKind []*store.NodeInfo
-	for _, n := range nodes {
-		if n.Status != store.NodeLive || n.Workers == 0 || len(n.Kinds) == 0 || !slices.Contains(n.Kinds, in.Kind) {
-			continue
-		}
-		if len(n.Queues) > 0 && !slices.Contains(n.Queues, in.Queue) {
-			continue
-		}
-		forKind = append(forKind, n)
-		cp := store.ClaimParams{Kinds: n.Kinds, Labels: n.Labels}
-		if cp.Claimable(in.Kind, in.Labels) {
-			res.Runners = append(res.Runners, n.ID)
-		}
-	}
-	switch {
-	case len(forKind) == 0:
-		res.Reason, res.Detail = reasonNoRunnerKind, fmt.Sprintf("no live node or connected worker runs kind %q from queue %q: start a worker that registers it; the instance runs as soon as one connects", in.Kind, in.Queue)
-	case len(res.Runners) == 0:
-		var have []string
-		for _, n := range forKind {
-			have = append(have, fmt.Sprintf("%s [%s]", n.ID, strings.Join(n.Labels, ",")))
-		}
-		res.Reason, res.Detail = reasonNoRunnerLabels, fmt.Sprintf("kind %q requires labels [%s]; the live nodes that run it have %s: start a worker with those labels", in.Kind, strings.Join(in.Labels, ","), strings.Join(have, "; "))
-	case in.RunAt.After(now):
-		res.Reason, res.Detail = reasonNotDue, fmt.Sprintf("it is due at %s", in.RunAt.UTC().Format(time.RFC3339Nano))
-	default:
-		res.Reason, res.Detail = reasonQueued, fmt.Sprintf("%d live node(s) may run it (%s); it waits its turn behind other work", len(res.Runners), strings.Join(res.Runners, ", "))
-	}
-	return connect.NewResponse(res), nil
 }

@@ -124,8 +124,6 @@ type Client struct {
 	// calendars: see calendars.go.
 	calendars jobkitv1connect.CalendarServiceClient
 	alerts    jobkitv1connect.AlertServiceClient
-	// executors is ExecutorService (issue 21): WhyWaiting.
-	executors jobkitv1connect.ExecutorServiceClient
 }
 
 // New returns a client of the server at baseURL ("http://127.0.0.1:8080",
@@ -169,8 +167,6 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 
 		calendars: jobkitv1connect.NewCalendarServiceClient(hc, base, copts...),
 		alerts:    jobkitv1connect.NewAlertServiceClient(hc, base, copts...),
-		// remote executors (issue 21)
-		executors: jobkitv1connect.NewExecutorServiceClient(hc, base, copts...),
 	}, nil
 }
 

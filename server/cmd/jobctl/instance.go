@@ -19,7 +19,6 @@ func newInstanceCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "instance", Short: "Show or operate one instance by ID"}
 	cmd.AddCommand(
 		newInstanceGetCmd(g),
-		newInstanceWhyCmd(g),
 		&cobra.Command{
 			Use: "cancel ID", Short: "Cancel an instance (a running one is asked to stop)", Args: exactArgs("ID"),
 			RunE: func(cmd *cobra.Command, args []string) error {
@@ -364,26 +363,4 @@ func logLine(pr *printer, rec *jobkitv1.LogRecord) error {
 	_, err := pr.w.Write([]byte(ts(rec.GetTime()) + " " + job.LogLevel(rec.GetLevel()).String() + " #" +
 		strconv.Itoa(int(rec.GetAttempt())) + " " + rec.GetMessage() + "\n"))
 	return err
-}
-
-// newInstanceWhyCmd is "instance why ID": why a scheduled instance waits
-// (issue 21).
-func newInstanceWhyCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use: "why ID", Short: "Say why a scheduled instance has not started (no worker for its kind or labels, paused, not due, queued)", Args: exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				w, err := c.WhyWaiting(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				pr := g.printer()
-				if pr.structured() {
-					return pr.message(w, false)
-				}
-				_, err = fmt.Fprintf(pr.w, "%s: %s\n", w.GetReason(), w.GetDetail())
-				return err
-			})
-		},
-	}
 }

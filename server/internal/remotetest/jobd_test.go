@@ -179,24 +179,27 @@ func TestNamespaceIsolation(t *testing.T) {
 		}
 	}
 	why := whyWaiting(t, js.url, "secret-v", "b", bIDs[0])
-	if why.GetReason() != "no_runner_for_kind" {
-		t.Fatalf("WhyWaiting for b's task: %v, want no_runner_for_kind", why)
+	if why.GetReason() != "no_node_for_kind" {
+		t.Fatalf("GetInstance's waiting for b's task: %v, want no_node_for_kind", why)
 	}
 	// Once a worker of b connects, they run.
 	startWorker(t, js.url, "wb", "-token", "secret-b", "-ns", "b")
 	waitDone(t, cb, bIDs, 30*time.Second)
 }
 
-// whyWaiting calls ExecutorService.WhyWaiting.
-func whyWaiting(t *testing.T, url, token, ns, id string) *pb.WhyWaitingResponse {
+// whyWaiting asks JobService.GetInstance why the instance waits.
+func whyWaiting(t *testing.T, url, token, ns, id string) *pb.WaitExplanation {
 	t.Helper()
-	c := jobkitv1connect.NewExecutorServiceClient(http.DefaultClient, url)
-	req := connect.NewRequest(&pb.WhyWaitingRequest{InstanceId: id})
+	c := jobkitv1connect.NewJobServiceClient(http.DefaultClient, url)
+	req := connect.NewRequest(&pb.GetInstanceRequest{Id: id})
 	req.Header().Set("Authorization", "Bearer "+token)
 	req.Header().Set(server.NamespaceHeader, ns)
-	res, err := c.WhyWaiting(t.Context(), req)
+	res, err := c.GetInstance(t.Context(), req)
 	if err != nil {
-		t.Fatalf("WhyWaiting: %v", err)
+		t.Fatalf("GetInstance: %v", err)
 	}
-	return res.Msg
+	if res.Msg.GetWaiting() == nil {
+		t.Fatalf("GetInstance of a Scheduled instance says nothing of why it waits: %v", res.Msg)
+	}
+	return res.Msg.GetWaiting()
 }

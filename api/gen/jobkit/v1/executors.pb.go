@@ -1095,125 +1095,6 @@ func (x *StoreError) GetMessage() string {
 	return ""
 }
 
-type WhyWaitingRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *WhyWaitingRequest) Reset() {
-	*x = WhyWaitingRequest{}
-	mi := &file_jobkit_v1_executors_proto_msgTypes[16]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *WhyWaitingRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*WhyWaitingRequest) ProtoMessage() {}
-
-func (x *WhyWaitingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_executors_proto_msgTypes[16]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use WhyWaitingRequest.ProtoReflect.Descriptor instead.
-func (*WhyWaitingRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{16}
-}
-
-func (x *WhyWaitingRequest) GetInstanceId() string {
-	if x != nil {
-		return x.InstanceId
-	}
-	return ""
-}
-
-type WhyWaitingResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// waiting reports that the instance is Scheduled (false: the reason says
-	// what it is instead).
-	Waiting bool `protobuf:"varint,1,opt,name=waiting,proto3" json:"waiting,omitempty"`
-	// reason is one of "not_waiting", "not_due", "no_runner_for_kind",
-	// "no_runner_with_labels", "queue_paused", "queued" (a matching runner
-	// is live; it waits its turn).
-	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	// detail says it in words, naming the kind, labels and runners.
-	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
-	// runners are the live nodes (and connected workers) that may run it.
-	Runners       []string `protobuf:"bytes,4,rep,name=runners,proto3" json:"runners,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *WhyWaitingResponse) Reset() {
-	*x = WhyWaitingResponse{}
-	mi := &file_jobkit_v1_executors_proto_msgTypes[17]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *WhyWaitingResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*WhyWaitingResponse) ProtoMessage() {}
-
-func (x *WhyWaitingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_executors_proto_msgTypes[17]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use WhyWaitingResponse.ProtoReflect.Descriptor instead.
-func (*WhyWaitingResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{17}
-}
-
-func (x *WhyWaitingResponse) GetWaiting() bool {
-	if x != nil {
-		return x.Waiting
-	}
-	return false
-}
-
-func (x *WhyWaitingResponse) GetReason() string {
-	if x != nil {
-		return x.Reason
-	}
-	return ""
-}
-
-func (x *WhyWaitingResponse) GetDetail() string {
-	if x != nil {
-		return x.Detail
-	}
-	return ""
-}
-
-func (x *WhyWaitingResponse) GetRunners() []string {
-	if x != nil {
-		return x.Runners
-	}
-	return nil
-}
-
 var File_jobkit_v1_executors_proto protoreflect.FileDescriptor
 
 const file_jobkit_v1_executors_proto_rawDesc = "" +
@@ -1283,20 +1164,10 @@ const file_jobkit_v1_executors_proto_rawDesc = "" +
 	"\n" +
 	"StoreError\x12\x1c\n" +
 	"\tsentinels\x18\x01 \x03(\tR\tsentinels\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"4\n" +
-	"\x11WhyWaitingRequest\x12\x1f\n" +
-	"\vinstance_id\x18\x01 \x01(\tR\n" +
-	"instanceId\"x\n" +
-	"\x12WhyWaitingResponse\x12\x18\n" +
-	"\awaiting\x18\x01 \x01(\bR\awaiting\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x18\n" +
-	"\arunners\x18\x04 \x03(\tR\arunners2\xe0\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage2\x90\x01\n" +
 	"\x0fExecutorService\x12D\n" +
 	"\aConnect\x12\x19.jobkit.v1.ConnectRequest\x1a\x1a.jobkit.v1.ConnectResponse(\x010\x01\x127\n" +
-	"\x04Call\x12\x16.jobkit.v1.CallRequest\x1a\x17.jobkit.v1.CallResponse\x12N\n" +
-	"\n" +
-	"WhyWaiting\x12\x1c.jobkit.v1.WhyWaitingRequest\x1a\x1d.jobkit.v1.WhyWaitingResponse\"\x03\x90\x02\x01B2Z0github.com/jobkit/job/api/gen/jobkit/v1;jobkitv1b\x06proto3"
+	"\x04Call\x12\x16.jobkit.v1.CallRequest\x1a\x17.jobkit.v1.CallResponseB2Z0github.com/jobkit/job/api/gen/jobkit/v1;jobkitv1b\x06proto3"
 
 var (
 	file_jobkit_v1_executors_proto_rawDescOnce sync.Once
@@ -1310,26 +1181,24 @@ func file_jobkit_v1_executors_proto_rawDescGZIP() []byte {
 	return file_jobkit_v1_executors_proto_rawDescData
 }
 
-var file_jobkit_v1_executors_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_jobkit_v1_executors_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_jobkit_v1_executors_proto_goTypes = []any{
-	(*ConnectRequest)(nil),     // 0: jobkit.v1.ConnectRequest
-	(*ConnectResponse)(nil),    // 1: jobkit.v1.ConnectResponse
-	(*Hello)(nil),              // 2: jobkit.v1.Hello
-	(*KindSignature)(nil),      // 3: jobkit.v1.KindSignature
-	(*LeaseRef)(nil),           // 4: jobkit.v1.LeaseRef
-	(*Welcome)(nil),            // 5: jobkit.v1.Welcome
-	(*Credit)(nil),             // 6: jobkit.v1.Credit
-	(*Tasks)(nil),              // 7: jobkit.v1.Tasks
-	(*Subscribe)(nil),          // 8: jobkit.v1.Subscribe
-	(*Wake)(nil),               // 9: jobkit.v1.Wake
-	(*Ack)(nil),                // 10: jobkit.v1.Ack
-	(*CallRequest)(nil),        // 11: jobkit.v1.CallRequest
-	(*CallResponse)(nil),       // 12: jobkit.v1.CallResponse
-	(*StoreCall)(nil),          // 13: jobkit.v1.StoreCall
-	(*StoreReply)(nil),         // 14: jobkit.v1.StoreReply
-	(*StoreError)(nil),         // 15: jobkit.v1.StoreError
-	(*WhyWaitingRequest)(nil),  // 16: jobkit.v1.WhyWaitingRequest
-	(*WhyWaitingResponse)(nil), // 17: jobkit.v1.WhyWaitingResponse
+	(*ConnectRequest)(nil),  // 0: jobkit.v1.ConnectRequest
+	(*ConnectResponse)(nil), // 1: jobkit.v1.ConnectResponse
+	(*Hello)(nil),           // 2: jobkit.v1.Hello
+	(*KindSignature)(nil),   // 3: jobkit.v1.KindSignature
+	(*LeaseRef)(nil),        // 4: jobkit.v1.LeaseRef
+	(*Welcome)(nil),         // 5: jobkit.v1.Welcome
+	(*Credit)(nil),          // 6: jobkit.v1.Credit
+	(*Tasks)(nil),           // 7: jobkit.v1.Tasks
+	(*Subscribe)(nil),       // 8: jobkit.v1.Subscribe
+	(*Wake)(nil),            // 9: jobkit.v1.Wake
+	(*Ack)(nil),             // 10: jobkit.v1.Ack
+	(*CallRequest)(nil),     // 11: jobkit.v1.CallRequest
+	(*CallResponse)(nil),    // 12: jobkit.v1.CallResponse
+	(*StoreCall)(nil),       // 13: jobkit.v1.StoreCall
+	(*StoreReply)(nil),      // 14: jobkit.v1.StoreReply
+	(*StoreError)(nil),      // 15: jobkit.v1.StoreError
 }
 var file_jobkit_v1_executors_proto_depIdxs = []int32{
 	2,  // 0: jobkit.v1.ConnectRequest.hello:type_name -> jobkit.v1.Hello
@@ -1349,12 +1218,10 @@ var file_jobkit_v1_executors_proto_depIdxs = []int32{
 	15, // 14: jobkit.v1.StoreReply.error:type_name -> jobkit.v1.StoreError
 	0,  // 15: jobkit.v1.ExecutorService.Connect:input_type -> jobkit.v1.ConnectRequest
 	11, // 16: jobkit.v1.ExecutorService.Call:input_type -> jobkit.v1.CallRequest
-	16, // 17: jobkit.v1.ExecutorService.WhyWaiting:input_type -> jobkit.v1.WhyWaitingRequest
-	1,  // 18: jobkit.v1.ExecutorService.Connect:output_type -> jobkit.v1.ConnectResponse
-	12, // 19: jobkit.v1.ExecutorService.Call:output_type -> jobkit.v1.CallResponse
-	17, // 20: jobkit.v1.ExecutorService.WhyWaiting:output_type -> jobkit.v1.WhyWaitingResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
+	1,  // 17: jobkit.v1.ExecutorService.Connect:output_type -> jobkit.v1.ConnectResponse
+	12, // 18: jobkit.v1.ExecutorService.Call:output_type -> jobkit.v1.CallResponse
+	17, // [17:19] is the sub-list for method output_type
+	15, // [15:17] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -1384,7 +1251,7 @@ func file_jobkit_v1_executors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobkit_v1_executors_proto_rawDesc), len(file_jobkit_v1_executors_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

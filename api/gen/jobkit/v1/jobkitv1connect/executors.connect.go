@@ -37,9 +37,6 @@ const (
 	ExecutorServiceConnectProcedure = "/jobkit.v1.ExecutorService/Connect"
 	// ExecutorServiceCallProcedure is the fully-qualified name of the ExecutorService's Call RPC.
 	ExecutorServiceCallProcedure = "/jobkit.v1.ExecutorService/Call"
-	// ExecutorServiceWhyWaitingProcedure is the fully-qualified name of the ExecutorService's
-	// WhyWaiting RPC.
-	ExecutorServiceWhyWaitingProcedure = "/jobkit.v1.ExecutorService/WhyWaiting"
 )
 
 // ExecutorServiceClient is a client for the jobkit.v1.ExecutorService service.
@@ -54,11 +51,6 @@ type ExecutorServiceClient interface {
 	// Call runs one store operation of the contract that is not part of the
 	// session (see StoreCall for the encoding).
 	Call(context.Context, *connect.Request[v1.CallRequest]) (*connect.Response[v1.CallResponse], error)
-	// WhyWaiting says why a Scheduled instance waits: no live node or
-	// connected worker runs its kind, or none of those that do has the
-	// labels it requires, or it is simply not due yet or queued behind
-	// others.
-	WhyWaiting(context.Context, *connect.Request[v1.WhyWaitingRequest]) (*connect.Response[v1.WhyWaitingResponse], error)
 }
 
 // NewExecutorServiceClient constructs a client for the jobkit.v1.ExecutorService service. By
@@ -84,21 +76,13 @@ func NewExecutorServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(executorServiceMethods.ByName("Call")),
 			connect.WithClientOptions(opts...),
 		),
-		whyWaiting: connect.NewClient[v1.WhyWaitingRequest, v1.WhyWaitingResponse](
-			httpClient,
-			baseURL+ExecutorServiceWhyWaitingProcedure,
-			connect.WithSchema(executorServiceMethods.ByName("WhyWaiting")),
-			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
-			connect.WithClientOptions(opts...),
-		),
 	}
 }
 
 // executorServiceClient implements ExecutorServiceClient.
 type executorServiceClient struct {
-	connect    *connect.Client[v1.ConnectRequest, v1.ConnectResponse]
-	call       *connect.Client[v1.CallRequest, v1.CallResponse]
-	whyWaiting *connect.Client[v1.WhyWaitingRequest, v1.WhyWaitingResponse]
+	connect *connect.Client[v1.ConnectRequest, v1.ConnectResponse]
+	call    *connect.Client[v1.CallRequest, v1.CallResponse]
 }
 
 // Connect calls jobkit.v1.ExecutorService.Connect.
@@ -109,11 +93,6 @@ func (c *executorServiceClient) Connect(ctx context.Context) *connect.BidiStream
 // Call calls jobkit.v1.ExecutorService.Call.
 func (c *executorServiceClient) Call(ctx context.Context, req *connect.Request[v1.CallRequest]) (*connect.Response[v1.CallResponse], error) {
 	return c.call.CallUnary(ctx, req)
-}
-
-// WhyWaiting calls jobkit.v1.ExecutorService.WhyWaiting.
-func (c *executorServiceClient) WhyWaiting(ctx context.Context, req *connect.Request[v1.WhyWaitingRequest]) (*connect.Response[v1.WhyWaitingResponse], error) {
-	return c.whyWaiting.CallUnary(ctx, req)
 }
 
 // ExecutorServiceHandler is an implementation of the jobkit.v1.ExecutorService service.
@@ -128,11 +107,6 @@ type ExecutorServiceHandler interface {
 	// Call runs one store operation of the contract that is not part of the
 	// session (see StoreCall for the encoding).
 	Call(context.Context, *connect.Request[v1.CallRequest]) (*connect.Response[v1.CallResponse], error)
-	// WhyWaiting says why a Scheduled instance waits: no live node or
-	// connected worker runs its kind, or none of those that do has the
-	// labels it requires, or it is simply not due yet or queued behind
-	// others.
-	WhyWaiting(context.Context, *connect.Request[v1.WhyWaitingRequest]) (*connect.Response[v1.WhyWaitingResponse], error)
 }
 
 // NewExecutorServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -154,21 +128,12 @@ func NewExecutorServiceHandler(svc ExecutorServiceHandler, opts ...connect.Handl
 		connect.WithSchema(executorServiceMethods.ByName("Call")),
 		connect.WithHandlerOptions(opts...),
 	)
-	executorServiceWhyWaitingHandler := connect.NewUnaryHandler(
-		ExecutorServiceWhyWaitingProcedure,
-		svc.WhyWaiting,
-		connect.WithSchema(executorServiceMethods.ByName("WhyWaiting")),
-		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
-		connect.WithHandlerOptions(opts...),
-	)
 	return "/jobkit.v1.ExecutorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ExecutorServiceConnectProcedure:
 			executorServiceConnectHandler.ServeHTTP(w, r)
 		case ExecutorServiceCallProcedure:
 			executorServiceCallHandler.ServeHTTP(w, r)
-		case ExecutorServiceWhyWaitingProcedure:
-			executorServiceWhyWaitingHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -184,8 +149,4 @@ func (UnimplementedExecutorServiceHandler) Connect(context.Context, *connect.Bid
 
 func (UnimplementedExecutorServiceHandler) Call(context.Context, *connect.Request[v1.CallRequest]) (*connect.Response[v1.CallResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.ExecutorService.Call is not implemented"))
-}
-
-func (UnimplementedExecutorServiceHandler) WhyWaiting(context.Context, *connect.Request[v1.WhyWaitingRequest]) (*connect.Response[v1.WhyWaitingResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.ExecutorService.WhyWaiting is not implemented"))
 }
