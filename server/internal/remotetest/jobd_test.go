@@ -134,7 +134,7 @@ func TestKillJobd(t *testing.T) {
 }
 
 // TestNamespaceIsolation: a worker token for namespace a can neither
-// receive nor see b's tasks; b's tasks wait, and WhyWaiting says why.
+// receive nor see b's tasks; b's tasks wait, and GetInstance says why.
 func TestNamespaceIsolation(t *testing.T) {
 	tokens := []server.Token{
 		{Name: "worker-a", SHA256: server.HashToken("secret-a"), Role: server.RoleWorker, Namespaces: []string{"a"}},
