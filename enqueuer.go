@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jobkit/job/store"
 )
@@ -160,7 +161,7 @@ func (r *enqueueReq) complete(res []store.EnqueueResult, err error) {
 // call is one store.Enqueue; it checks the store returned one result per
 // record.
 func (e *enqueuer) call(ctx context.Context, recs []*store.Instance) ([]store.EnqueueResult, error) {
-	res, err := e.st.Enqueue(ctx, &store.EnqueueParams{Instances: recs, Node: e.node, Now: e.clock.Now()})
+	res, err := e.st.Enqueue(ctx, &store.EnqueueParams{Instances: recs, Node: e.node, Now: enqueueTime(e.clock, recs)})
 	if err != nil {
 		return nil, err
 	}
@@ -206,4 +207,20 @@ func indexOf(rs []*enqueueReq, r *enqueueReq) int {
 		}
 	}
 	return -1
+}
+
+// enqueueTime is the time an Enqueue of recs records (its Created and
+// Scheduled history): the clock's, but never later than a record's
+// CreatedAt. A record's RunAt is no earlier than its CreatedAt and a claim
+// may take it from RunAt on, stamping Processing with the claim's time; a
+// Created stamped at the later moment of the store call could then sort
+// after the Processing of a claim made in between.
+func enqueueTime(c Clock, recs []*store.Instance) time.Time {
+	now := c.Now()
+	for _, r := range recs {
+		if !r.CreatedAt.IsZero() && r.CreatedAt.Before(now) {
+			now = r.CreatedAt
+		}
+	}
+	return now
 }

@@ -120,7 +120,7 @@ func (m *Manager) enqueueSharded(ctx context.Context, j *Job, rec *store.Instanc
 	if rec.UniqueKey != "" {
 		first = first[:1]
 	}
-	res, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: first, Node: m.node, Now: m.clock.Now()})
+	res, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: first, Node: m.node, Now: enqueueTime(m.clock, first)})
 	if err == nil && len(res) != len(first) {
 		err = fmt.Errorf("store returned %d results for %d instances", len(res), len(first))
 	}
@@ -139,7 +139,7 @@ func (m *Manager) enqueueSharded(ctx context.Context, j *Job, rec *store.Instanc
 	if len(first) == 1 || !stored {
 		// The shards of a parent stored alone, or of one stored before
 		// (an idempotency key's repeat): stored if missing.
-		if _, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: shards, Node: m.node, Now: m.clock.Now()}); err != nil {
+		if _, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: shards, Node: m.node, Now: enqueueTime(m.clock, shards)}); err != nil {
 			m.log.Warn("sharded task stored without its shards; its first join adds them", "instance", rec.ID, "kind", kind, "err", err)
 		}
 	}
