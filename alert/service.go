@@ -298,16 +298,17 @@ func (s *Service) kindKnown(ctx context.Context, kind string) (bool, error) {
 	if len(rows) > 0 {
 		return true, nil
 	}
-	nodes, err := st.ListNodes(ctx, &store.ListNodesParams{Now: s.now(), DeadAfter: deadAfter})
+	return s.anyNode(ctx, func(n *store.NodeInfo) bool { return slices.Contains(n.Kinds, kind) })
+}
+
+// anyNode reports whether a node of the registry (live, or dead for less
+// than deadAfter) satisfies has.
+func (s *Service) anyNode(ctx context.Context, has func(*store.NodeInfo) bool) (bool, error) {
+	nodes, err := s.cfg.Store.ListNodes(ctx, &store.ListNodesParams{Now: s.now(), DeadAfter: deadAfter})
 	if err != nil {
 		return false, fmt.Errorf("alert: list nodes: %w", err)
 	}
-	for _, n := range nodes {
-		if slices.Contains(n.Kinds, kind) {
-			return true, nil
-		}
-	}
-	return false, nil
+	return slices.ContainsFunc(nodes, has), nil
 }
 
 // queueKnown reports whether the namespace knows queue: instances in it,
@@ -321,14 +322,8 @@ func (s *Service) queueKnown(ctx context.Context, queue string) (bool, error) {
 	if len(rows) > 0 {
 		return true, nil
 	}
-	nodes, err := st.ListNodes(ctx, &store.ListNodesParams{Now: s.now(), DeadAfter: deadAfter})
-	if err != nil {
-		return false, fmt.Errorf("alert: list nodes: %w", err)
-	}
-	for _, n := range nodes {
-		if slices.Contains(n.Queues, queue) {
-			return true, nil
-		}
+	if ok, err := s.anyNode(ctx, func(n *store.NodeInfo) bool { return slices.Contains(n.Queues, queue) }); ok || err != nil {
+		return ok, err
 	}
 	after := ""
 	for {
