@@ -1,9 +1,11 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,10 @@ import (
 // keepAlive is how often the event stream sends a comment when nothing
 // happens, so proxies do not close it.
 const keepAlive = 15 * time.Second
+
+// pauseCheck is how often a live page's feed compares the queues' paused
+// flags, so a pause made outside this console shows within about as long.
+const pauseCheck = time.Second
 
 // liveEvent is one change as the page's script receives it.
 type liveEvent struct {
@@ -103,10 +109,26 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
+	// Pauses made outside this console (another jobd, jobctl, a user's own
+	// Manager) have no event in the change feed: compare the queues'
+	// paused flags every pauseCheck and tell the page when they changed.
+	pauses := time.NewTicker(pauseCheck)
+	defer pauses.Stop()
+	paused, _ := s.pausedQueues(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-pauses.C:
+			now, err := s.pausedQueues(ctx)
+			if err != nil || now == paused {
+				continue
+			}
+			paused = now
+			if _, err := fmt.Fprint(w, "event: change\ndata: {\"config\":true}\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
 		case <-changed:
 			if _, err := fmt.Fprint(w, "event: change\ndata: {\"config\":true}\n\n"); err != nil {
 				return
@@ -172,4 +194,21 @@ func (b *changeBus) publish(ns string) {
 			}
 		}
 	}
+}
+
+// pausedQueues returns the names of the namespace's paused queues, joined:
+// one ListQueues call, with the session's token.
+func (s *session) pausedQueues(ctx context.Context) (string, error) {
+	res, err := s.api.queues.ListQueues(ctx, connect.NewRequest(&pb.ListQueuesRequest{}))
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, q := range res.Msg.GetQueues() {
+		if q.GetPaused() {
+			b.WriteString(q.GetName())
+			b.WriteByte(0)
+		}
+	}
+	return b.String(), nil
 }

@@ -150,3 +150,28 @@ func TestAPauseMadeInTheConsoleReachesOpenPages(t *testing.T) {
 	}
 	b.until("the new trigger on the viewer's open page", `document.querySelector('tr[data-trigger="pushed"]') !== null`)
 }
+
+// TestAPauseMadeElsewhereReachesOpenPages: a queue paused outside this
+// console (another jobd, jobctl, a Manager of the user's own) shows on an
+// open Queues page within about a second, though the change feed carries
+// no event for it.
+func TestAPauseMadeElsewhereReachesOpenPages(t *testing.T) {
+	e := newEnv(t)
+	e.schedule(t, "tagged", "") // queue default exists, its instance waits for good
+	b := newBrowser(t)
+	b.signIn(e, viewerToken)
+	b.open(e, "/queues")
+	b.until("queue default running", `document.querySelector('tr[data-queue="default"] .status').textContent.includes("running")`)
+	start := time.Now()
+	if err := e.mgrs["default"].PauseQueue(t.Context(), "default"); err != nil {
+		t.Fatal(err)
+	}
+	b.until("queue default shown paused on the open page", `document.querySelector('tr[data-queue="default"] .status').textContent.includes("paused")`)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the pause showed after %v, want within about a second", d)
+	}
+	if err := e.mgrs["default"].ResumeQueue(t.Context(), "default"); err != nil {
+		t.Fatal(err)
+	}
+	b.until("queue default shown running again", `document.querySelector('tr[data-queue="default"] .status').textContent.includes("running")`)
+}
