@@ -575,7 +575,10 @@ func TestCutConnection(t *testing.T) {
 			js := startServer(t, nil)
 			journal := filepath.Join(t.TempDir(), "journal")
 			px := startProxy(t, js.url)
-			a := startWorker(t, px.url(), "a", "-slots", "4", "-journal", journal)
+			// Reconnections at most 50 ms apart, so that a worker back
+			// from a short cut is back within its fence window (with
+			// the default, up to 2 s, it was up to chance).
+			a := startWorker(t, px.url(), "a", "-slots", "4", "-journal", journal, "-max-backoff", "50ms")
 			c := client(t, js.url, "", "")
 			ids := enqueue(t, c, 4, task{kind: "sleep", args: "[2500]", retries: 3})
 			waitFor(t, 10*time.Second, "a runs the four tasks", func() bool {

@@ -45,6 +45,7 @@ func run() error {
 	slots := flag.Int("slots", 4, "worker slots")
 	journal := flag.String("journal", "", "file to append attempt starts and ends to")
 	fence := flag.Duration("dead-after", time.Second, "the cluster's dead threshold (heartbeats every quarter of it)")
+	maxBackoff := flag.Duration("max-backoff", 0, "the longest wait between reconnections (0: remote's default)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -52,7 +53,7 @@ func run() error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	st, err := remote.Dial(dctx, remote.Options{Address: *addr, Token: *token, Namespace: *ns, NodeID: *node, Logger: log})
+	st, err := remote.Dial(dctx, remote.Options{Address: *addr, Token: *token, Namespace: *ns, NodeID: *node, Logger: log, MaxBackoff: *maxBackoff})
 	if err != nil {
 		return err
 	}
