@@ -18,9 +18,10 @@ import (
 // happens, so proxies do not close it.
 const keepAlive = 15 * time.Second
 
-// pauseCheck is how often a live page's feed compares the queues' paused
-// flags, so a pause made outside this console shows within about as long.
-const pauseCheck = time.Second
+// configCheck is how often a live page's feed compares the digest of the
+// queues' paused flags, the triggers and the definitions, so a change made
+// outside this console shows within about as long.
+const configCheck = time.Second
 
 // liveEvent is one change as the page's script receives it.
 type liveEvent struct {
@@ -109,22 +110,23 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
-	// Pauses made outside this console (another jobd, jobctl, a user's own
-	// Manager) have no event in the change feed: compare the queues'
-	// paused flags every pauseCheck and tell the page when they changed.
-	pauses := time.NewTicker(pauseCheck)
-	defer pauses.Stop()
-	paused, _ := s.pausedQueues(ctx)
+	// Queue pauses, triggers and definitions changed outside this console
+	// (another jobd, jobctl, a user's own Manager) have no event in the
+	// change feed: compare their digest every configCheck and tell the
+	// page when it changed.
+	config := time.NewTicker(configCheck)
+	defer config.Stop()
+	digest, _ := s.configDigest(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-pauses.C:
-			now, err := s.pausedQueues(ctx)
-			if err != nil || now == paused {
+		case <-config.C:
+			now, err := s.configDigest(ctx)
+			if err != nil || now == digest {
 				continue
 			}
-			paused = now
+			digest = now
 			if _, err := fmt.Fprint(w, "event: change\ndata: {\"config\":true}\n\n"); err != nil {
 				return
 			}
@@ -196,19 +198,34 @@ func (b *changeBus) publish(ns string) {
 	}
 }
 
-// pausedQueues returns the names of the namespace's paused queues, joined:
-// one ListQueues call, with the session's token.
-func (s *session) pausedQueues(ctx context.Context) (string, error) {
-	res, err := s.api.queues.ListQueues(ctx, connect.NewRequest(&pb.ListQueuesRequest{}))
+// configDigest sums up what the change feed has no event for: the paused
+// queues, and each trigger's and definition's name and version (a
+// trigger's version also moves when it fires). Three List calls with the
+// session's token, the first page of each (up to 1,000).
+func (s *session) configDigest(ctx context.Context) (string, error) {
+	var b strings.Builder
+	qs, err := s.api.queues.ListQueues(ctx, connect.NewRequest(&pb.ListQueuesRequest{}))
 	if err != nil {
 		return "", err
 	}
-	var b strings.Builder
-	for _, q := range res.Msg.GetQueues() {
+	for _, q := range qs.Msg.GetQueues() {
 		if q.GetPaused() {
-			b.WriteString(q.GetName())
-			b.WriteByte(0)
+			fmt.Fprintf(&b, "q %s\x00", q.GetName())
 		}
+	}
+	ts, err := s.api.triggers.ListTriggers(ctx, connect.NewRequest(&pb.ListTriggersRequest{PageSize: 1000}))
+	if err != nil {
+		return "", err
+	}
+	for _, t := range ts.Msg.GetTriggers() {
+		fmt.Fprintf(&b, "t %s %d\x00", t.GetName(), t.GetVersion())
+	}
+	ds, err := s.api.defs.ListDefinitions(ctx, connect.NewRequest(&pb.ListDefinitionsRequest{PageSize: 1000}))
+	if err != nil {
+		return "", err
+	}
+	for _, d := range ds.Msg.GetDefinitions() {
+		fmt.Fprintf(&b, "d %s %d\x00", d.GetKind(), d.GetVersion())
 	}
 	return b.String(), nil
 }

@@ -15,6 +15,7 @@ import (
 
 	pb "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
+	"github.com/jobkit/job/store"
 )
 
 // press puts the mouse button down on the middle of the element sel
@@ -174,4 +175,30 @@ func TestAPauseMadeElsewhereReachesOpenPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.until("queue default shown running again", `document.querySelector('tr[data-queue="default"] .status').textContent.includes("running")`)
+}
+
+// TestATriggerMadeElsewhereReachesOpenPages: a trigger created or paused
+// outside this console (jobctl, another jobd, a user's Manager) shows on
+// an open Jobs page within about a second, though the change feed carries
+// no event for it.
+func TestATriggerMadeElsewhereReachesOpenPages(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t)
+	b.signIn(e, viewerToken)
+	b.open(e, "/jobs")
+	m := e.mgrs["default"]
+	start := time.Now()
+	tr, err := m.PutTrigger(t.Context(), &store.Trigger{Name: "elsewhere", Kind: "greet", Args: []byte(`["x"]`), Cron: "@daily"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.until("the trigger made elsewhere on the open page", `document.querySelector('tr[data-trigger="elsewhere"]') !== null`)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the trigger showed after %v, want within about a second", d)
+	}
+	tr.Paused = true
+	if _, err := m.PutTrigger(t.Context(), tr, tr.Version); err != nil {
+		t.Fatal(err)
+	}
+	b.until("the trigger shown paused", `document.querySelector('tr[data-trigger="elsewhere"]').textContent.includes("paused")`)
 }
