@@ -4,18 +4,18 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 
 	"connectrpc.com/connect"
 
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
+	"github.com/jobkit/job/api/internal/transport"
 )
 
 // NamespaceHeader is the request header that names the namespace a call
 // acts in; the server uses its default namespace when it is absent.
-const NamespaceHeader = "Jobkit-Namespace"
+const NamespaceHeader = transport.NamespaceHeader
 
 // Protocol is the wire protocol the client speaks. The server serves all
 // three on one port.
@@ -144,9 +144,10 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	}
 	hc := c.httpClient
 	if hc == nil {
-		hc = defaultHTTPClient(u.Scheme, c.protocol, c.tlsConfig)
+		// gRPC over http:// needs h2c; the rest work over HTTP/1.1 or HTTP/2.
+		hc = transport.Client(u.Scheme, c.tlsConfig, c.protocol == ProtocolGRPC)
 	}
-	hc = &headerClient{next: hc, token: c.token, namespace: c.namespace}
+	hc = transport.WithHeaders(hc, c.token, c.namespace)
 	var copts []connect.ClientOption
 	switch c.protocol {
 	case ProtocolGRPC:
@@ -168,43 +169,6 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		calendars: jobkitv1connect.NewCalendarServiceClient(hc, base, copts...),
 		alerts:    jobkitv1connect.NewAlertServiceClient(hc, base, copts...),
 	}, nil
-}
-
-// defaultHTTPClient returns an HTTP client for the scheme and protocol:
-// gRPC over http:// needs h2c, the rest work over HTTP/1.1 or HTTP/2.
-func defaultHTTPClient(scheme string, p Protocol, tc *tls.Config) *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if tc != nil {
-		tr.TLSClientConfig = tc.Clone()
-	}
-	if p == ProtocolGRPC {
-		var ps http.Protocols
-		if scheme == "http" {
-			ps.SetUnencryptedHTTP2(true)
-		} else {
-			ps.SetHTTP2(true)
-		}
-		tr.Protocols = &ps
-	}
-	return &http.Client{Transport: tr}
-}
-
-// headerClient adds the token and namespace headers to every request,
-// unary or streaming.
-type headerClient struct {
-	next      connect.HTTPClient
-	token     string
-	namespace string
-}
-
-func (h *headerClient) Do(r *http.Request) (*http.Response, error) {
-	if h.token != "" {
-		r.Header.Set("Authorization", "Bearer "+h.token)
-	}
-	if h.namespace != "" {
-		r.Header.Set(NamespaceHeader, h.namespace)
-	}
-	return h.next.Do(r)
 }
 
 // Services returns the generated service clients the Client calls, for

@@ -46,7 +46,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -58,12 +57,13 @@ import (
 	job "github.com/jobkit/job"
 	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
+	"github.com/jobkit/job/api/internal/transport"
 	"github.com/jobkit/job/api/remote/wire"
 	"github.com/jobkit/job/store"
 )
 
 // NamespaceHeader is the request header naming the namespace.
-const NamespaceHeader = "Jobkit-Namespace"
+const NamespaceHeader = transport.NamespaceHeader
 
 // ErrDisconnected: the session stream to jobd is down and did not come
 // back within Options.ReconnectWait. The call's outcome is unknown to the
@@ -212,20 +212,9 @@ func Dial(ctx context.Context, o Options) (*Store, error) {
 	}
 	hc := o.HTTPClient
 	if hc == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		var ps http.Protocols
-		if scheme == "http" {
-			ps.SetUnencryptedHTTP2(true)
-		} else {
-			ps.SetHTTP2(true)
-			if o.TLSConfig != nil {
-				tr.TLSClientConfig = o.TLSConfig.Clone()
-			}
-		}
-		tr.Protocols = &ps
-		hc = &http.Client{Transport: tr}
+		hc = transport.Client(scheme, o.TLSConfig, true)
 	}
-	hc = &headerClient{next: hc, token: o.Token, namespace: o.Namespace}
+	hc = transport.WithHeaders(hc, o.Token, o.Namespace)
 	s := &Store{
 		opts:      o,
 		addrs:     addrs,
@@ -600,21 +589,4 @@ func decodeReply(method string, r *jobkitv1.StoreReply, out any) error {
 		}
 	}
 	return wire.DecodeError(r.GetError())
-}
-
-// headerClient adds the token and namespace headers to every request.
-type headerClient struct {
-	next      connect.HTTPClient
-	token     string
-	namespace string
-}
-
-func (h *headerClient) Do(r *http.Request) (*http.Response, error) {
-	if h.token != "" {
-		r.Header.Set("Authorization", "Bearer "+h.token)
-	}
-	if h.namespace != "" {
-		r.Header.Set(NamespaceHeader, h.namespace)
-	}
-	return h.next.Do(r)
 }
