@@ -407,17 +407,23 @@ func (t *Trigger) NextIn(after time.Time, cal *CalendarRules) (time.Time, error)
 // NextTimesIn returns the next n fire times after after (fewer when the
 // trigger stops firing), shaped by its calendar (see NextIn).
 func (t *Trigger) NextTimesIn(after time.Time, n int, cal *CalendarRules) ([]time.Time, error) {
+	return nextTimes(after, n, func(x time.Time) (time.Time, error) { return t.NextIn(x, cal) })
+}
+
+// nextTimes calls next from after on, each time from the time it gave,
+// up to n times or until it gives the zero time (no more ticks).
+func nextTimes(after time.Time, n int, next func(time.Time) (time.Time, error)) ([]time.Time, error) {
 	out := make([]time.Time, 0, max(n, 0))
 	for range n {
-		next, err := t.NextIn(after, cal)
+		t, err := next(after)
 		if err != nil {
 			return nil, err
 		}
-		if next.IsZero() {
+		if t.IsZero() {
 			break
 		}
-		out = append(out, next)
-		after = next
+		out = append(out, t)
+		after = t
 	}
 	return out, nil
 }
@@ -450,19 +456,7 @@ func (t *Trigger) rawNext(after time.Time) (time.Time, error) {
 // NextTimes returns the next n ticks after after (fewer when a cron spec
 // stops firing).
 func (t *Trigger) NextTimes(after time.Time, n int) ([]time.Time, error) {
-	out := make([]time.Time, 0, max(n, 0))
-	for range n {
-		next, err := t.Next(after)
-		if err != nil {
-			return nil, err
-		}
-		if next.IsZero() {
-			break
-		}
-		out = append(out, next)
-		after = next
-	}
-	return out, nil
+	return nextTimes(after, n, t.Next)
 }
 
 // Clone returns a deep copy of t.
