@@ -113,34 +113,11 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 	seen := map[string]bool{}
 	full := func() bool { return q.Limit > 0 && len(out) >= q.Limit }
 	fetch := func(ids []string, capped bool) error {
-		ops := make([]clientv3.Op, 0, 2*len(ids))
-		var at []clientv3.OpOption
-		if rev != 0 {
-			at = append(at, clientv3.WithRev(rev))
-		}
-		for _, id := range ids {
-			ops = append(ops, clientv3.OpGet(s.k.static(id), at...), clientv3.OpGet(s.k.dyn(id), at...))
-		}
-		rs, err := s.read(ctx, ops)
+		ins, err := s.readInstances(ctx, ids, rev, &bad)
 		if err != nil {
 			return err
 		}
-		for j := range ids {
-			skv, dkv := rs[2*j].GetKvs(), rs[2*j+1].GetKvs()
-			if len(skv) == 0 || len(dkv) == 0 {
-				continue // removed meanwhile
-			}
-			st, err := decodeStatic(string(skv[0].Key), skv[0].Value)
-			if err != nil {
-				bad.add(err)
-				continue
-			}
-			d, err := decodeDyn(string(dkv[0].Key), dkv[0].Value)
-			if err != nil {
-				bad.add(err)
-				continue
-			}
-			in := instance(st, d)
+		for _, in := range ins {
 			if q.MatchInstance(in) && !(capped && full()) && !seen[in.ID] {
 				seen[in.ID] = true
 				out = append(out, in)

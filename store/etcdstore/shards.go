@@ -74,15 +74,30 @@ func (s *Store) Wake(ctx context.Context, p *store.WakeParams) error {
 // read at one revision); it is the store.GetInstances of
 // store.LookupShards.
 func (s *Store) byIDs(ctx context.Context, ids []string) ([]*store.Instance, error) {
+	var bad corruption
+	out, err := s.readInstances(ctx, ids, 0, &bad)
+	if err != nil {
+		return nil, err
+	}
+	return out, bad.err()
+}
+
+// readInstances reads the instances stored under ids in one read (at
+// revision rev when it is not 0) and returns those found, in the order of
+// ids; one gone meanwhile is left out, an undecodable one is added to bad.
+func (s *Store) readInstances(ctx context.Context, ids []string, rev int64, bad *corruption) ([]*store.Instance, error) {
+	var at []clientv3.OpOption
+	if rev != 0 {
+		at = append(at, clientv3.WithRev(rev))
+	}
 	ops := make([]clientv3.Op, 0, 2*len(ids))
 	for _, id := range ids {
-		ops = append(ops, clientv3.OpGet(s.k.static(id)), clientv3.OpGet(s.k.dyn(id)))
+		ops = append(ops, clientv3.OpGet(s.k.static(id), at...), clientv3.OpGet(s.k.dyn(id), at...))
 	}
 	rs, err := s.read(ctx, ops)
 	if err != nil {
 		return nil, err
 	}
-	var bad corruption
 	out := make([]*store.Instance, 0, len(ids))
 	for j := range ids {
 		skv, dkv := rs[2*j].GetKvs(), rs[2*j+1].GetKvs()
@@ -101,5 +116,5 @@ func (s *Store) byIDs(ctx context.Context, ids []string) ([]*store.Instance, err
 		}
 		out = append(out, instance(st, d))
 	}
-	return out, bad.err()
+	return out, nil
 }
