@@ -157,6 +157,8 @@ func around(url string, n int, args []string) {
 	row("watch events sent", d("etcd_debugging_mvcc_events_total")/f, "")
 	row("bytes received", d("etcd_network_client_grpc_received_bytes_total")/f, " B")
 	row("bytes sent", d("etcd_network_client_grpc_sent_bytes_total")/f, " B")
+	txnLat := `{grpc_method="Txn",grpc_service="etcdserverpb.KV",grpc_type="unary"}`
+	row("Txn latency inside etcd, mean (needs --metrics extensive)", mean(d("grpc_server_handling_seconds_sum"+txnLat), d("grpc_server_handling_seconds_count"+txnLat)), " ms")
 	row("WAL fsync mean", mean(d("etcd_disk_wal_fsync_duration_seconds_sum"), d("etcd_disk_wal_fsync_duration_seconds_count")), " ms")
 	row("backend commit mean", mean(d("etcd_disk_backend_commit_duration_seconds_sum"), d("etcd_disk_backend_commit_duration_seconds_count")), " ms")
 	if err != nil {
