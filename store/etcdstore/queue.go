@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -420,6 +421,7 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 			hinted        bool
 			legacy        bool // a priority range written before lanes
 			at            int  // index of the value range in the results
+			nextAt        int  // index of the next-due read in the results (0: not read with them)
 		}
 		var reads []laneRead
 		addFull := func(r *laneRead) {
@@ -447,6 +449,22 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 				addFull(&r)
 			}
 			reads = append(reads, r)
+		}
+		// When this queue's last claim found fewer ready than it asked for
+		// (a queue its workers keep drained), the next due time will be
+		// needed again: it is read with the rest, not in a request of its
+		// own (on etcd 3.4 every request copies the server's buffer of
+		// uncommitted writes, so requests, not keys, are what a claim
+		// costs). Otherwise it is read only when needed: that range
+		// holds every instance scheduled for later, which etcd 3.4 walks.
+		s.mu.Lock()
+		short, known := s.short[q]
+		s.mu.Unlock()
+		if short || !known {
+			for j := range reads {
+				reads[j].nextAt = len(ops)
+				ops = append(ops, nextDueOp(reads[j].pp, reads[j].end))
+			}
 		}
 		rs, err := s.read(ctx, ops)
 		if err != nil {
@@ -538,15 +556,31 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 		if len(cands) > window {
 			cands = cands[:window]
 		}
+		s.mu.Lock()
+		s.short[q] = len(cands) < need
+		s.mu.Unlock()
 		if len(cands) < need {
-			// Few ready: find when the next one will be.
+			// Few ready: find when the next one will be (read already
+			// when this queue was short last time).
+			nrs := make([]*pb.RangeResponse, len(reads))
 			ops = ops[:0]
-			for _, r := range reads {
-				ops = append(ops, clientv3.OpGet(r.end, clientv3.WithRange(prefixEnd(r.pp)), clientv3.WithLimit(1), clientv3.WithKeysOnly()))
+			var unread []int
+			for j, r := range reads {
+				if r.nextAt > 0 {
+					nrs[j] = rs[r.nextAt]
+					continue
+				}
+				unread = append(unread, j)
+				ops = append(ops, nextDueOp(r.pp, r.end))
 			}
-			nrs, err := s.read(ctx, ops)
-			if err != nil {
-				return nil, time.Time{}, false, nil, err
+			if len(ops) > 0 {
+				more, err := s.read(ctx, ops)
+				if err != nil {
+					return nil, time.Time{}, false, nil, err
+				}
+				for k, j := range unread {
+					nrs[j] = more[k]
+				}
 			}
 			var empty []string
 			for j, r := range reads {
@@ -568,6 +602,12 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 		return cands, next, false, seqKV, nil
 	}
 	return nil, time.Time{}, false, nil, errors.New("the queue's lanes keep changing; try again") // not reached: the last round returns
+}
+
+// nextDueOp reads the first key of lane prefix pp from end (the ready
+// range's end: the first instance due later).
+func nextDueOp(pp, end string) clientv3.Op {
+	return clientv3.OpGet(end, clientv3.WithRange(prefixEnd(pp)), clientv3.WithLimit(1), clientv3.WithKeysOnly())
 }
 
 // dropEmptyLanes deletes the markers of queue q's lanes that a claim found

@@ -47,6 +47,7 @@ type Store struct {
 	leaseDone chan struct{}    // closed when the keep-alive of lease ends
 	prios     map[string][]string
 	far       map[string]string    // queue/prio -> far key of its ready range (see readReady)
+	short     map[string]bool      // queue -> its last claim found fewer ready than it asked for (see readReady)
 	emptied   map[string]time.Time // lane marker -> when this handle last tried to delete it (dropEmptyLanes)
 	contended time.Time            // when a claim last lost a race
 	logCount  uint64
@@ -275,7 +276,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	s := &Store{
 		cli: client, ns: DefaultNamespace, ttl: 10, maxOps: 128,
 		maxValue: 512 << 10, maxTxn: 1<<20 + 64<<10, opTimeout: 15 * time.Second, window: 32,
-		prios: map[string][]string{}, far: map[string]string{}, emptied: map[string]time.Time{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{}, tally: map[string]int{},
+		prios: map[string][]string{}, far: map[string]string{}, short: map[string]bool{}, emptied: map[string]time.Time{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{}, tally: map[string]int{},
 	}
 	for _, o := range opts {
 		if o == nil {
