@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"text/template"
+	"text/template/parse"
 
 	"github.com/jobkit/job"
 )
@@ -25,13 +26,50 @@ type Data struct {
 func NewData(inst job.Instance, args []json.RawMessage) (*Data, error) {
 	d := &Data{ID: inst.ID(), Kind: inst.Kind(), Attempt: inst.Attempt(), Args: make([]any, len(args))}
 	for i, a := range args {
-		dec := json.NewDecoder(bytes.NewReader(a))
-		dec.UseNumber()
-		if err := dec.Decode(&d.Args[i]); err != nil {
+		v, err := decodeArg(a)
+		if err != nil {
 			return nil, fmt.Errorf("%w: argument %d is not JSON: %v", job.ErrInvalidArguments, i+1, err)
 		}
+		d.Args[i] = v
 	}
 	return d, nil
+}
+
+// decodeArg decodes one JSON value, numbers as json.Number. A string, the
+// commonest argument, skips the decoder that objects and arrays need.
+func decodeArg(a json.RawMessage) (any, error) {
+	a = bytes.TrimSpace(a)
+	if len(a) > 0 && a[0] == '"' {
+		var s string
+		if err := json.Unmarshal(a, &s); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(a))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Text returns the text of a template without actions, which renders the
+// same for every instance, and whether t is one.
+func Text(t *template.Template) (string, bool) {
+	if t == nil || t.Tree == nil || t.Tree.Root == nil {
+		return "", t != nil
+	}
+	switch nodes := t.Tree.Root.Nodes; len(nodes) {
+	case 0:
+		return "", true
+	case 1:
+		if tn, ok := nodes[0].(*parse.TextNode); ok {
+			return string(tn.Text), true
+		}
+	}
+	return "", false
 }
 
 // Funcs are the functions every template may call besides text/template's
@@ -59,6 +97,12 @@ func Parse(name, text string, extra template.FuncMap) (*template.Template, error
 
 // Render runs t on d, bounded to max bytes (0: unbounded).
 func Render(t *template.Template, d any, max int) (string, error) {
+	if s, ok := Text(t); ok {
+		if max > 0 && len(s) > max {
+			return "", fmt.Errorf("%w: render %s: rendered text over %d bytes", job.ErrInvalidArguments, t.Name(), max)
+		}
+		return s, nil
+	}
 	var b limitedBuffer
 	b.max = max
 	if err := t.Execute(&b, d); err != nil {
