@@ -15,10 +15,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime/pprof"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jobkit/job"
@@ -77,11 +80,18 @@ func run(typ string, n, workers int, module string) error {
 		et     job.ExecutorType
 		config any
 		args   []any
+		conns  atomic.Int64 // connections the webhook server accepted
 	)
 	switch typ {
 	case "go":
 	case "webhook":
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
+		}
+		srv.Start()
 		defer srv.Close()
 		allow, _ := guard.ParseAllowlist("127.0.0.1")
 		et = webhook.New(webhook.Options{Guard: &guard.Guard{Allow: allow}, Secrets: secrets.Map(map[string]string{"k": "bench-secret"})})
@@ -146,6 +156,7 @@ func run(typ string, n, workers int, module string) error {
 			return err
 		}
 	}
+	cpu0 := cpuTime()
 	start := time.Now()
 	if err := m.Start(ctx); err != nil {
 		return err
@@ -154,6 +165,7 @@ func run(typ string, n, workers int, module string) error {
 		return err
 	}
 	took := time.Since(start)
+	cpu := cpuTime() - cpu0
 	counts, err := m.Counts(ctx, "", "bench")
 	if err != nil {
 		return err
@@ -163,11 +175,26 @@ func run(typ string, n, workers int, module string) error {
 		done += c.States[store.Completed]
 	}
 	_ = m.Stop(ctx)
-	fmt.Printf("%s: %d jobs (%d completed), %d workers, %v: %.0f jobs/s\n", typ, n, done, workers, took.Round(time.Millisecond), float64(n)/took.Seconds())
+	fmt.Printf("%s: %d jobs (%d completed), %d workers, %v: %.0f jobs/s; process CPU %v (%.1f µs a job)", typ, n, done, workers, took.Round(time.Millisecond), float64(n)/took.Seconds(), cpu.Round(time.Millisecond), float64(cpu.Microseconds())/float64(n))
+	if typ == "webhook" {
+		fmt.Printf("; %d connections", conns.Load())
+	}
+	fmt.Println()
 	if done != int64(n) {
 		return fmt.Errorf("%d of %d completed", done, n)
 	}
 	return nil
+}
+
+// cpuTime is the CPU the process used so far (user and system, its
+// waited-for children included): a figure the machine's load changes far
+// less than the wall clock.
+func cpuTime() time.Duration {
+	var self, kids syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
 }
 
 // coldStart times the first compile of a module never seen, with the
