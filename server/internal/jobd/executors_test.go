@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestExecutorFlagsRefused: executor flags jobd cannot use are usage
@@ -20,6 +21,8 @@ func TestExecutorFlagsRefused(t *testing.T) {
 		{"unknown namespace", ExecutorsConfig{Webhook: true, WebhookAllow: []string{"prod=10.0.0.1"}, WasmMaxModuleMB: 1, WasmMaxMemoryMB: 1}, `namespace "prod" is not served`},
 		{"relative program", ExecutorsConfig{CommandAllow: []string{"sh"}, WasmMaxModuleMB: 1, WasmMaxMemoryMB: 1}, "--command-allow"},
 		{"zero module size", ExecutorsConfig{WasmMaxMemoryMB: 1}, "--wasm-max-module-mb"},
+		{"grace too short", ExecutorsConfig{Wasm: true, WasmModuleGrace: time.Second, WasmMaxModuleMB: 1, WasmMaxMemoryMB: 1}, "--wasm-module-grace"},
+		{"negative interval", ExecutorsConfig{Wasm: true, WasmCollectEvery: -time.Second, WasmMaxModuleMB: 1, WasmMaxMemoryMB: 1}, "--wasm-collect-every"},
 	} {
 		err := tc.c.validate([]string{"default"})
 		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.want) {
