@@ -8,13 +8,16 @@
 //	go run ./internal/cmd/xbench -type wasm-go -n 500 -module greet.wasm
 //	go run ./internal/cmd/xbench -type coldstart -module greet.wasm
 //	go run ./internal/cmd/xbench -type go -n 20000   # the engine alone
+//	go run ./internal/cmd/xbench -type plainhttp -n 20000   # HTTP alone
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -40,7 +43,7 @@ var noopModule = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
 	0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b}
 
 func main() {
-	typ := flag.String("type", "webhook", "webhook, command, wasm (no-op module), wasm-go (-module, e.g. the greet example), coldstart, or go (a Go function that does nothing: the engine's own cost)")
+	typ := flag.String("type", "webhook", "webhook, command, wasm (no-op module), wasm-go (-module, e.g. the greet example), coldstart, go (a Go function that does nothing: the engine's own cost), or plainhttp (the webhook's POSTs through plain net/http, no jobkit)")
 	n := flag.Int("n", 10000, "jobs")
 	workers := flag.Int("workers", 64, "workers")
 	module := flag.String("module", "", "a Go-built module for wasm-go and coldstart")
@@ -75,6 +78,9 @@ func run(typ string, n, workers int, module string) error {
 	}
 	if typ == "coldstart" {
 		return coldStart(ctx, mods, module)
+	}
+	if typ == "plainhttp" {
+		return plainHTTP(n, workers)
 	}
 	var (
 		et     job.ExecutorType
@@ -183,6 +189,49 @@ func run(typ string, n, workers int, module string) error {
 	if done != int64(n) {
 		return fmt.Errorf("%d of %d completed", done, n)
 	}
+	return nil
+}
+
+// plainHTTP sends n signed-size POSTs from workers goroutines through a
+// plain net/http client to the same no-op server as -type webhook, with
+// no jobkit at all: the floor of HTTP itself in this process.
+func plainHTTP(n, workers int) error {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	body := []byte(`{"id":"0192d7a0-0000-7000-8000-000000000000","kind":"bench","attempt":1,"args":["x"]}`)
+	var next atomic.Int64
+	errs := make(chan error, workers)
+	cpu0 := cpuTime()
+	start := time.Now()
+	for range workers {
+		go func() {
+			for next.Add(1) <= int64(n) {
+				resp, err := c.Post(srv.URL+"/x", "application/json", bytes.NewReader(body))
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	took, cpu := time.Since(start), cpuTime()-cpu0
+	fmt.Printf("plainhttp: %d requests, %d goroutines, %v: %.0f requests/s; process CPU %v (%.1f µs a request); %d connections\n", n, workers, took.Round(time.Millisecond), float64(n)/took.Seconds(), cpu.Round(time.Millisecond), float64(cpu.Microseconds())/float64(n), conns.Load())
 	return nil
 }
 
