@@ -127,10 +127,10 @@ func (*Type) Type() string { return store.ExecutorWebhook }
 type compiled struct {
 	cfg     Config
 	method  string
-	url     *template.Template
-	headers map[string]*template.Template // by canonical name
-	static  map[string]string             // headers without actions, rendered once
-	body    *template.Template
+	url     *tmpl.Template
+	headers map[string]*tmpl.Template // by canonical name
+	static  map[string]string         // headers without actions, rendered once
+	body    *tmpl.Template
 	timeout time.Duration
 	maxResp int64
 }
@@ -153,7 +153,7 @@ func ParseConfig(raw []byte) (*Config, error) {
 
 // compile checks c and parses its templates; header values call secret.
 func compile(c *Config, secret func(string) (string, error)) (*compiled, error) {
-	x := &compiled{cfg: *c, headers: map[string]*template.Template{}, timeout: DefaultTimeout, maxResp: DefaultMaxResponseBytes}
+	x := &compiled{cfg: *c, headers: map[string]*tmpl.Template{}, timeout: DefaultTimeout, maxResp: DefaultMaxResponseBytes}
 	x.method = strings.ToUpper(c.Method)
 	if x.method == "" {
 		x.method = http.MethodPost
