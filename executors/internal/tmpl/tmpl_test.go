@@ -27,9 +27,9 @@ func TestFastPathMatchesTextTemplate(t *testing.T) {
 		"{{ index .Args 0 -}}  x  {{- index .Args 1 }}",
 		"{{(index .Args 0)}}",
 		"{{index .Args 5}}",
-		"{{.Args}}",                     // not a fast one
+		"{{.Args}}",                      // not a fast one
 		"{{printf \"%s/%v\" .Kind .ID}}", // not a fast one
-		"{{if .Args}}yes{{end}}",        // not a fast one
+		"{{if .Args}}yes{{end}}",         // not a fast one
 		"{{with index .Args 0}}{{.}}{{end}}",
 	}
 	argSets := [][]string{
