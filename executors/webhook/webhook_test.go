@@ -225,6 +225,12 @@ func TestWebhookSSRFRefused(t *testing.T) {
 	if inst := xtest.Run(t, ml, "inject", "bob\r\nX-Admin: true"); inst.State() != job.Terminated || !strings.Contains(inst.Error().Error(), "header injection") {
 		t.Fatalf("header injection: state %v error %v", inst.State(), inst.Error())
 	}
+	// ... and through the URL: a CR/LF in the rendered URL never reaches
+	// the request line.
+	xtest.Define(t, ml, "inject-url", store.ExecutorWebhook, map[string]any{"url": "{{index .Args 0}}", "unsigned": true}, 3, 0)
+	if inst := xtest.Run(t, ml, "inject-url", srv.URL+"/a\r\nX-Admin: true"); inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "not a URL") {
+		t.Fatalf("CR/LF in the URL: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	}
 	// A body over the limit.
 	small := webhook.New(webhook.Options{Guard: &guard.Guard{Allow: mustAllow(t, "127.0.0.1")}, MaxBodyBytes: 100})
 	ms := xtest.Manager(t, small)
