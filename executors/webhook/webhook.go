@@ -346,12 +346,12 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 	if len(h["Content-Type"]) == 0 && len(body) > 0 {
 		h["Content-Type"] = contentJSON
 	}
-	attempt := strconv.Itoa(data.Attempt)
+	vals := [3]string{data.ID, data.Kind, strconv.Itoa(data.Attempt)} // one allocation for three values
 	h["User-Agent"] = userAgent
-	h["Jobkit-Instance"] = []string{data.ID}
-	h["Jobkit-Kind"] = []string{data.Kind}
-	h["Jobkit-Attempt"] = []string{attempt}
-	h["Idempotency-Key"] = h["Jobkit-Instance"]
+	h["Jobkit-Instance"] = vals[0:1:1]
+	h["Jobkit-Kind"] = vals[1:2:2]
+	h["Jobkit-Attempt"] = vals[2:3:3]
+	h["Idempotency-Key"] = vals[0:1:1]
 	if x.cfg.SecretRef != "" {
 		secret, err := t.secret(x.cfg.SecretRef)
 		if err != nil {
