@@ -116,7 +116,7 @@ func (m *Manager) PutDefinition(ctx context.Context, d Definition, ifVersion int
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("job: put definition: %w: %w", ErrInvalidJob, err)
 	}
-	if err := m.checkPutExecutor(&d); err != nil {
+	if err := m.checkPutExecutor(ctx, &d); err != nil {
 		return nil, fmt.Errorf("job: put definition: %w", err)
 	}
 	got, err := m.store.PutDefinition(ctx, &store.PutDefinitionParams{Definition: &d, IfVersion: ifVersion, Now: m.clock.Now()})

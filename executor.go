@@ -202,19 +202,21 @@ func encodeResults(results []any) []byte {
 	if len(results) == 0 {
 		return nil
 	}
-	raw := make([]json.RawMessage, len(results))
+	// Each element is json.Marshal's own output, compact and valid, so
+	// the array is joined as is (marshalling a []json.RawMessage would
+	// scan and compact every element again).
+	out := []byte{'['}
 	for i, r := range results {
 		b, err := json.Marshal(r)
 		if err != nil {
 			b, _ = json.Marshal(fmt.Sprintf("%v", r))
 		}
-		raw[i] = b
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, b...)
 	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil
-	}
-	return b
+	return append(out, ']')
 }
 
 // decodeJSONArray decodes a stored JSON array into generic values (numbers

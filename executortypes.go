@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,10 +52,15 @@ const DefaultExecutorSync = 2 * time.Second
 // unregistering the kinds they define. RegisteredKinds lists them beside
 // the Go kinds; Job.ExecutorType tells them apart.
 //
-// A kind cannot be both: RegisterJob of a Go function of a kind a stored
-// definition runs with an executor type fails with ErrDuplicateKind, and
-// a definition naming a type for a kind registered as a Go function here
-// is not run by this manager (logged, and PutDefinition through it fails).
+// A kind cannot be both, on any manager, whether it enables executor
+// types or not: RegisterJob of a Go function of a kind whose stored
+// definition names an executor type fails with ErrDuplicateKind, and so
+// does Start of a manager whose Go kind gained such a definition after
+// RegisterJob; PutDefinition of a definition naming a type for a kind
+// registered as a Go function on this manager or on a live node of the
+// registry fails with ErrDuplicateKind naming the node. (Two processes
+// doing both at the same moment can still race; the manager with the
+// type enabled then logs the conflict and runs its Go function.)
 // Two types of the same name are an error wrapping ErrInvalidOption.
 func WithExecutorTypes(types ...ExecutorType) ManagerOption {
 	return func(c *config) error {
@@ -232,16 +238,14 @@ func (m *Manager) startExecutors(ctx context.Context) error {
 
 // checkDataConflict refuses to register a Go function j of a kind a
 // stored definition runs with an executor type: the registry holds its
-// data job, or (with executor types enabled) the store says so.
+// data job, or the store's definition of the kind names an executor. Every
+// manager checks, whether or not it enables executor types.
 func (m *Manager) checkDataConflict(j *Job) error {
 	if j.execType != "" {
 		return nil
 	}
 	if cur, ok := m.reg.get(j.kind); ok && cur.execType != "" {
-		return fmt.Errorf("%w: %q is run here by the %s executor of its stored definition; delete the definition's executor (or the definition) to register a Go function, or pick another kind", ErrDuplicateKind, j.kind, cur.execType)
-	}
-	if len(m.cfg.execTypes) == 0 {
-		return nil
+		return fmt.Errorf("%w: %q is run here by the %s executor of its stored definition, so it cannot also be registered as a Go function; delete the definition's executor (or the definition) to register a Go function, or pick another kind", ErrDuplicateKind, j.kind, cur.execType)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 	defer cancel()
@@ -250,27 +254,83 @@ func (m *Manager) checkDataConflict(j *Job) error {
 	case errors.Is(err, store.ErrNotFound):
 		return nil
 	case err != nil:
-		return fmt.Errorf("job: register %q: read its stored definition: %w", j.kind, err)
+		return fmt.Errorf("job: register %q: read its stored definition (a kind stored with an executor cannot be a Go function too): %w", j.kind, err)
 	case d.Executor != nil:
-		return fmt.Errorf("%w: %q has a stored definition run by the %s executor; delete the definition's executor (or the definition) to register a Go function, or pick another kind", ErrDuplicateKind, j.kind, d.Executor.Type)
+		return goVersusData(j.kind, d.Executor.Type)
 	}
 	return nil
 }
 
+func goVersusData(kind, typ string) error {
+	return fmt.Errorf("%w: %q has a stored definition run by the %s executor, so it cannot also be registered as a Go function; delete the definition's executor (or the definition) to register a Go function, or pick another kind", ErrDuplicateKind, kind, typ)
+}
+
+// checkGoKindsStored refuses to start a manager one of whose Go kinds has
+// gained a stored definition with an executor since RegisterJob (before
+// Start no node lists the kind, so PutDefinition could not see it).
+func (m *Manager) checkGoKindsStored(ctx context.Context) error {
+	goKinds := map[string]bool{}
+	for _, j := range m.reg.all() {
+		if j.execType == "" {
+			goKinds[j.kind] = true
+		}
+	}
+	if len(goKinds) == 0 {
+		return nil
+	}
+	for after := ""; ; {
+		page, err := m.store.ListDefinitions(ctx, &store.ListDefinitionsParams{After: after, Limit: store.MaxDefinitionsPage})
+		if err != nil {
+			return fmt.Errorf("job: start: read the stored definitions (a kind stored with an executor cannot be a Go function too): %w", err)
+		}
+		for _, d := range page {
+			if d.Executor != nil && goKinds[d.Kind] {
+				return fmt.Errorf("job: start: %w", goVersusData(d.Kind, d.Executor.Type))
+			}
+		}
+		if len(page) < store.MaxDefinitionsPage {
+			return nil
+		}
+		after = page[len(page)-1].Kind
+	}
+}
+
 // checkPutExecutor refuses a definition naming an executor type for a
-// kind registered here as a Go function, and one whose config the type
-// enabled here cannot use.
-func (m *Manager) checkPutExecutor(d *Definition) error {
+// kind registered as a Go function — here, or on a live node of the
+// registry (unless the stored definition names an executor already, so
+// the nodes listing the kind run it as data) — and one whose config the
+// type enabled here cannot use.
+func (m *Manager) checkPutExecutor(ctx context.Context, d *Definition) error {
 	if d.Executor == nil {
 		return nil
 	}
 	if cur, ok := m.reg.get(d.Kind); ok && cur.execType == "" {
-		return fmt.Errorf("%w: %q is registered on this manager as a Go function; a definition naming the %s executor would run it twice over; unregister the job or pick another kind", ErrDuplicateKind, d.Kind, d.Executor.Type)
+		return fmt.Errorf("%w: %q is registered on this manager (node %s) as a Go function; a definition naming the %s executor would run it twice over; unregister the job or pick another kind", ErrDuplicateKind, d.Kind, m.node, d.Executor.Type)
 	}
 	if t := m.cfg.execTypes[d.Executor.Type]; t != nil {
 		if _, err := t.New(d.Clone()); err != nil {
 			return fmt.Errorf("%w: the %s executor config of %q: %w", ErrInvalidJob, d.Executor.Type, d.Kind, err)
 		}
+	}
+	cur, err := m.store.GetDefinition(ctx, d.Kind)
+	switch {
+	case err == nil && cur.Executor != nil:
+		return nil // run as data already: the nodes listing it run the definition
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("read the stored definition of %q (to check no node runs it as a Go function): %w", d.Kind, err)
+	}
+	nodes, err := m.store.ListNodes(ctx, &store.ListNodesParams{Now: m.clock.Now(), DeadAfter: m.cfg.deadAfter})
+	if err != nil {
+		return fmt.Errorf("read the node registry (to check no node runs %q as a Go function): %w", d.Kind, err)
+	}
+	var goNodes []string
+	for _, n := range nodes {
+		if n.ID != m.node && !n.Status.Gone() && slices.Contains(n.Kinds, d.Kind) {
+			goNodes = append(goNodes, n.ID)
+		}
+	}
+	if len(goNodes) > 0 {
+		return fmt.Errorf("%w: %q is registered as a Go function on node %s (the node registry lists it); a definition naming the %s executor would run it twice over; unregister the job there, or pick another kind", ErrDuplicateKind, d.Kind, strings.Join(goNodes, ", "), d.Executor.Type)
 	}
 	return nil
 }

@@ -264,6 +264,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	if m.stopped {
 		return fmt.Errorf("%w: a stopped manager cannot start again; create a new one", ErrNotRunning)
 	}
+	if err := m.checkGoKindsStored(ctx); err != nil {
+		return err
+	}
 	if m.cfg.publishDefs {
 		for _, j := range m.reg.all() {
 			if err := m.publish(ctx, j); err != nil {

@@ -285,3 +285,26 @@ func TestReadLimited(t *testing.T) {
 		t.Fatalf("ReadLimited of a 64 MiB body = %d bytes, truncated %v, %v", len(b), trunc, err)
 	}
 }
+
+func TestSignerMatchesSignHeader(t *testing.T) {
+	t.Parallel()
+	secret := []byte("s3cret")
+	s := webhook.NewSigner(secret)
+	at := time.Unix(1_700_000_000, 0)
+	for _, body := range [][]byte{nil, []byte(`{"a":1}`), []byte(strings.Repeat("x", 5000))} {
+		for range 3 { // the second and third reuse the pooled state
+			want, got := http.Header{}, http.Header{}
+			webhook.SignHeader(want, secret, at, body)
+			s.SignHeader(got, at, body)
+			if got.Get(webhook.HeaderSignature) != want.Get(webhook.HeaderSignature) || got.Get(webhook.HeaderTimestamp) != want.Get(webhook.HeaderTimestamp) {
+				t.Fatalf("Signer %v, SignHeader %v", got, want)
+			}
+			if err := webhook.Verify(secret, got, body, at, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !s.Secret(secret) || s.Secret([]byte("other")) {
+		t.Fatal("Secret does not tell the signer's secret from another")
+	}
+}

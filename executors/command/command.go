@@ -57,7 +57,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"text/template"
 	"time"
 
 	"github.com/jobkit/job"
@@ -131,7 +130,7 @@ func (*Type) Type() string { return store.ExecutorCommand }
 
 type compiled struct {
 	cfg   Config
-	argv  []*template.Template // argv[1:] (argv[0] too unless shell)
+	argv  []*tmpl.Template // argv[1:] (argv[0] too unless shell)
 	grace time.Duration
 }
 

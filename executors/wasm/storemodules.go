@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobkit/job/store"
@@ -26,9 +27,10 @@ const chunkBytes = (store.MaxDocumentBytes - 1024) / 4 * 3
 // the manifest, so a manifest is only ever read with all its chunks. A
 // module read back whose bytes do not hash to its name is refused.
 type StoreModules struct {
-	docs    store.Documents
-	max     int
-	timeout time.Duration
+	docs     store.Documents
+	max      int
+	timeout  time.Duration
+	gcCursor atomic.Pointer[string] // where the next Collect pass starts
 }
 
 // NewStoreModules returns the modules kept in docs (a store of a
@@ -57,11 +59,12 @@ func (s *StoreModules) Put(b []byte) (string, error) {
 	h, _ := ParseRef(ref)
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	if _, err := s.docs.GetDocument(ctx, ModulesCollection, h); err == nil {
-		return ref, nil
-	} else if !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.docs.GetDocument(ctx, ModulesCollection, h); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return "", fmt.Errorf("wasm modules: %w", err)
 	}
+	// A module kept already is written again, chunks then manifest: that
+	// refreshes its time (and version), so Collect keeps it for another
+	// grace period, and repairs one a collection half deleted.
 	now := time.Now()
 	n := 0
 	for off := 0; off < len(b); off += chunkBytes {

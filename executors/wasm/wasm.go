@@ -555,7 +555,11 @@ func (d *DirModules) Put(b []byte) (string, error) {
 	h, _ := ParseRef(ref)
 	final := filepath.Join(d.dir, h+".wasm")
 	if _, err := os.Stat(final); err == nil {
-		return ref, nil
+		// Refresh its time: Collect keeps it another grace period.
+		now := time.Now()
+		if err := os.Chtimes(final, now, now); err == nil {
+			return ref, nil
+		}
 	}
 	f, err := os.CreateTemp(d.dir, ".upload-*")
 	if err != nil {

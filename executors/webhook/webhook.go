@@ -41,9 +41,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 	"unicode/utf8"
@@ -102,8 +102,9 @@ type Options struct {
 
 // Type is the webhook executor type; create it with New.
 type Type struct {
-	opts   Options
-	client *http.Client
+	opts    Options
+	client  *http.Client
+	signers sync.Map // secret_ref → *guard.Signer of its current secret
 }
 
 // New returns the webhook executor type configured by opts.
@@ -126,9 +127,10 @@ func (*Type) Type() string { return store.ExecutorWebhook }
 type compiled struct {
 	cfg     Config
 	method  string
-	url     *template.Template
-	headers map[string]*template.Template
-	body    *template.Template
+	url     *tmpl.Template
+	headers map[string]*tmpl.Template // by canonical name
+	static  map[string]string         // headers without actions, rendered once
+	body    *tmpl.Template
 	timeout time.Duration
 	maxResp int64
 }
@@ -151,7 +153,7 @@ func ParseConfig(raw []byte) (*Config, error) {
 
 // compile checks c and parses its templates; header values call secret.
 func compile(c *Config, secret func(string) (string, error)) (*compiled, error) {
-	x := &compiled{cfg: *c, headers: map[string]*template.Template{}, timeout: DefaultTimeout, maxResp: DefaultMaxResponseBytes}
+	x := &compiled{cfg: *c, headers: map[string]*tmpl.Template{}, timeout: DefaultTimeout, maxResp: DefaultMaxResponseBytes}
 	x.method = strings.ToUpper(c.Method)
 	if x.method == "" {
 		x.method = http.MethodPost
@@ -196,6 +198,16 @@ func compile(c *Config, secret func(string) (string, error)) (*compiled, error) 
 		t, err := tmpl.Parse("header "+name, v, template.FuncMap{"secret": secret})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		if v, ok := tmpl.Text(t); ok {
+			if err := guard.CheckHeader(name, v); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+			}
+			if x.static == nil {
+				x.static = map[string]string{}
+			}
+			x.static[http.CanonicalHeaderKey(name)] = v
+			continue
 		}
 		x.headers[http.CanonicalHeaderKey(name)] = t
 	}
@@ -268,6 +280,19 @@ func (t *Type) New(d *job.Definition) (job.DataExecutor, error) {
 	}, nil
 }
 
+// defaultBody is the request body of a config without "body".
+type defaultBody struct {
+	ID      string            `json:"id"`
+	Kind    string            `json:"kind"`
+	Attempt int               `json:"attempt"`
+	Args    []json.RawMessage `json:"args"`
+}
+
+var (
+	contentJSON = []string{"application/json"}
+	userAgent   = []string{"jobkit-webhook/1"}
+)
+
 // Result is what a completed webhook attempt keeps as its result.
 type Result struct {
 	Status    int               `json:"status"`
@@ -285,13 +310,6 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 	if err != nil {
 		return nil, job.Permanent(err)
 	}
-	u, err := url.Parse(strings.TrimSpace(rawURL))
-	if err != nil {
-		return nil, job.Permanent(fmt.Errorf("%w: the url template rendered %q, not a URL: %v", guard.ErrForbidden, rawURL, err))
-	}
-	if err := t.opts.Guard.CheckURL(u); err != nil {
-		return nil, job.Permanent(err)
-	}
 	var body []byte
 	if x.body != nil {
 		s, err := tmpl.Render(x.body, data, t.opts.MaxBodyBytes)
@@ -300,14 +318,21 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 		}
 		body = []byte(s)
 	} else {
-		raw := make([]json.RawMessage, len(args))
-		copy(raw, args)
-		body, _ = json.Marshal(map[string]any{"id": data.ID, "kind": data.Kind, "attempt": data.Attempt, "args": raw})
+		if args == nil {
+			args = []json.RawMessage{}
+		}
+		body, _ = json.Marshal(defaultBody{ID: data.ID, Kind: data.Kind, Attempt: data.Attempt, Args: args})
 		if len(body) > t.opts.MaxBodyBytes {
 			return nil, job.Permanent(fmt.Errorf("%w: request body of %d bytes; the limit is %d", guard.ErrTooLarge, len(body), t.opts.MaxBodyBytes))
 		}
 	}
-	h := http.Header{}
+	// Header values are set under their canonical names directly (no
+	// re-canonicalising per request): static ones as compiled, templated
+	// ones rendered and checked for CR/LF here.
+	h := make(http.Header, len(x.static)+len(x.headers)+8)
+	for name, v := range x.static {
+		h[name] = []string{v}
+	}
 	for name, ht := range x.headers {
 		v, err := tmpl.Render(ht, data, maxHeaderBytes)
 		if err != nil {
@@ -316,29 +341,36 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 		if err := guard.CheckHeader(name, v); err != nil {
 			return nil, job.Permanent(err)
 		}
-		h.Set(name, v)
+		h[name] = []string{v}
 	}
-	if h.Get("Content-Type") == "" && len(body) > 0 {
-		h.Set("Content-Type", "application/json")
+	if len(h["Content-Type"]) == 0 && len(body) > 0 {
+		h["Content-Type"] = contentJSON
 	}
-	h.Set("User-Agent", "jobkit-webhook/1")
-	h.Set("Jobkit-Instance", data.ID)
-	h.Set("Jobkit-Kind", data.Kind)
-	h.Set("Jobkit-Attempt", strconv.Itoa(data.Attempt))
-	h.Set("Idempotency-Key", data.ID)
+	vals := [3]string{data.ID, data.Kind, strconv.Itoa(data.Attempt)} // one allocation for three values
+	h["User-Agent"] = userAgent
+	h["Jobkit-Instance"] = vals[0:1:1]
+	h["Jobkit-Kind"] = vals[1:2:2]
+	h["Jobkit-Attempt"] = vals[2:3:3]
+	h["Idempotency-Key"] = vals[0:1:1]
 	if x.cfg.SecretRef != "" {
 		secret, err := t.secret(x.cfg.SecretRef)
 		if err != nil {
 			return nil, job.Permanent(fmt.Errorf("sign the request: %w", err))
 		}
-		guard.SignHeader(h, secret, t.opts.Now(), body)
+		t.signer(x.cfg.SecretRef, secret).SignHeader(h, t.opts.Now(), body)
 	}
 
 	rctx, cancel := context.WithTimeout(ctx, x.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, x.method, u.String(), bytes.NewReader(body))
+	// The request parses the rendered URL once; the guard checks that
+	// parse, which is what the transport dials.
+	req, err := http.NewRequestWithContext(rctx, x.method, strings.TrimSpace(rawURL), bytes.NewReader(body))
 	if err != nil {
-		return nil, job.Permanent(fmt.Errorf("%w: %v", guard.ErrForbidden, err))
+		return nil, job.Permanent(fmt.Errorf("%w: the url template rendered %q, not a URL: %v", guard.ErrForbidden, rawURL, err))
+	}
+	u := req.URL
+	if err := t.opts.Guard.CheckURL(u); err != nil {
+		return nil, job.Permanent(err)
 	}
 	req.Header = h
 	start := time.Now()
@@ -359,12 +391,19 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 		return nil, fmt.Errorf("webhook %s %s: %w", x.method, u.Redacted(), err)
 	}
 	defer resp.Body.Close()
-	rb, truncated, rerr := guard.ReadLimited(resp.Body, x.maxResp)
+	var (
+		rb        []byte
+		truncated bool
+		rerr      error
+	)
+	if resp.ContentLength != 0 && x.method != http.MethodHead {
+		rb, truncated, rerr = guard.ReadLimited(resp.Body, x.maxResp)
+	}
 	if rerr != nil && ctx.Err() != nil {
 		return nil, rerr
 	}
 	inst.Infof("webhook %s %s → %d in %v; response %s", x.method, u.Redacted(), resp.StatusCode, took, excerpt(rb, truncated))
-	res := &Result{Status: resp.StatusCode, Headers: map[string]string{}, Body: toText(rb), Truncated: truncated}
+	res := &Result{Status: resp.StatusCode, Headers: make(map[string]string, len(resp.Header)), Body: toText(rb), Truncated: truncated}
 	for k, v := range resp.Header {
 		if len(v) > 0 && !strings.EqualFold(k, "Set-Cookie") {
 			res.Headers[k] = v[0]
@@ -390,6 +429,19 @@ func (t *Type) secret(name string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %q; this node has no secrets configured", secrets.ErrNotFound, name)
 	}
 	return t.opts.Secrets(name)
+}
+
+// signer returns the Signer of secret, the current value of ref (the
+// secrets are resolved on every attempt, so a rotated one replaces it).
+func (t *Type) signer(ref string, secret []byte) *guard.Signer {
+	if v, ok := t.signers.Load(ref); ok {
+		if s := v.(*guard.Signer); s.Secret(secret) {
+			return s
+		}
+	}
+	s := guard.NewSigner(secret)
+	t.signers.Store(ref, s)
+	return s
 }
 
 func (t *Type) secretFunc(name string) (string, error) {

@@ -225,6 +225,12 @@ func TestWebhookSSRFRefused(t *testing.T) {
 	if inst := xtest.Run(t, ml, "inject", "bob\r\nX-Admin: true"); inst.State() != job.Terminated || !strings.Contains(inst.Error().Error(), "header injection") {
 		t.Fatalf("header injection: state %v error %v", inst.State(), inst.Error())
 	}
+	// ... and through the URL: a CR/LF in the rendered URL never reaches
+	// the request line.
+	xtest.Define(t, ml, "inject-url", store.ExecutorWebhook, map[string]any{"url": "{{index .Args 0}}", "unsigned": true}, 3, 0)
+	if inst := xtest.Run(t, ml, "inject-url", srv.URL+"/a\r\nX-Admin: true"); inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "not a URL") {
+		t.Fatalf("CR/LF in the URL: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	}
 	// A body over the limit.
 	small := webhook.New(webhook.Options{Guard: &guard.Guard{Allow: mustAllow(t, "127.0.0.1")}, MaxBodyBytes: 100})
 	ms := xtest.Manager(t, small)
@@ -268,3 +274,33 @@ func mustAllow(t *testing.T, entries ...string) *guard.Allowlist {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// TestWebhookSecretRotated: the node resolves the signing secret on every
+// attempt, so a rotated secret signs the next request (the executor keeps
+// the keyed HMAC of a secret between requests, never past its rotation).
+func TestWebhookSecretRotated(t *testing.T) {
+	t.Parallel()
+	var cur atomic.Value
+	cur.Store("first-secret")
+	verr := make(chan error, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		verr <- guard.Verify([]byte(cur.Load().(string)), r.Header, b, time.Now(), time.Minute)
+	}))
+	defer srv.Close()
+	allow := mustAllow(t, "127.0.0.1")
+	typ := webhook.New(webhook.Options{Guard: &guard.Guard{Allow: allow}, Secrets: func(name string) ([]byte, error) {
+		return []byte(cur.Load().(string)), nil
+	}})
+	m := xtest.Manager(t, typ)
+	xtest.Define(t, m, "rotate", store.ExecutorWebhook, map[string]any{"url": srv.URL, "secret_ref": "hook-key"}, 0, 0)
+	for _, s := range []string{"first-secret", "second-secret"} {
+		cur.Store(s)
+		if inst := xtest.Run(t, m, "rotate"); inst.State() != job.Completed {
+			t.Fatalf("state %v, error %v", inst.State(), inst.Error())
+		}
+		if err := <-verr; err != nil {
+			t.Fatalf("signed with %q: the receiver could not verify: %v", s, err)
+		}
+	}
+}

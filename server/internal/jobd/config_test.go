@@ -88,6 +88,8 @@ func TestPrecedence(t *testing.T) {
 		{"wasm-allow-dir", "[/d1]", "/d2,/d3", "/d4", func(c *Config) any { return c.Executors.WasmAllowDirs }, []string{"/d1"}, []string{"/d2", "/d3"}, []string{"/d4"}},
 		{"wasm-cache-dir", "/c1", "/c2", "/c3", func(c *Config) any { return c.Executors.WasmCacheDir }, "/c1", "/c2", "/c3"},
 		{"secrets-dir", "/s1", "/s2", "/s3", func(c *Config) any { return c.Executors.SecretsDir }, "/s1", "/s2", "/s3"},
+		{"wasm-module-grace", "2h", "3h", "4h", func(c *Config) any { return c.Executors.WasmModuleGrace }, 2 * time.Hour, 3 * time.Hour, 4 * time.Hour},
+		{"wasm-collect-every", "1m", "2m", "0s", func(c *Config) any { return c.Executors.WasmCollectEvery }, time.Minute, 2 * time.Minute, time.Duration(0)},
 		// Alerting (issue 23).
 		{"alerts", "false", "true", "false", func(c *Config) any { return c.Alerts }, false, true, false},
 		{"alert-interval", "2s", "3s", "4s", func(c *Config) any { return c.AlertInterval }, 2 * time.Second, 3 * time.Second, 4 * time.Second},

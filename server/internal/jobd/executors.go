@@ -3,8 +3,10 @@ package jobd
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -47,6 +49,13 @@ type ExecutorsConfig struct {
 	WasmAllowDirs []string
 	// WasmCacheDir keeps compiled modules across restarts.
 	WasmCacheDir string
+	// WasmModuleGrace is how long an uploaded module no definition names
+	// is kept after its last upload before it is deleted
+	// (--wasm-module-grace; 0: wasm.DefaultModuleGrace).
+	WasmModuleGrace time.Duration
+	// WasmCollectEvery is how often the unused modules are collected
+	// (--wasm-collect-every); 0 never.
+	WasmCollectEvery time.Duration
 	// SecretsDir holds one file per secret a config names; besides it,
 	// JOBD_SECRET_<NAME> environment variables (--secrets-dir).
 	SecretsDir string
@@ -68,6 +77,8 @@ func bindExecutors(fs *pflag.FlagSet, c *ExecutorsConfig) {
 	fs.IntVar(&c.WasmMaxMemoryMB, "wasm-max-memory-mb", wasm.DefaultMaxMemoryMB, "largest memory_mb a wasm definition may ask for")
 	fs.StringSliceVar(&c.WasmAllowDirs, "wasm-allow-dir", nil, "host directories wasm definitions may mount; repeatable")
 	fs.StringVar(&c.WasmCacheDir, "wasm-cache-dir", "", "directory keeping compiled WebAssembly modules across restarts")
+	fs.DurationVar(&c.WasmModuleGrace, "wasm-module-grace", wasm.DefaultModuleGrace, "keep an uploaded WebAssembly module no definition names this long after its last upload, then delete it")
+	fs.DurationVar(&c.WasmCollectEvery, "wasm-collect-every", wasm.DefaultCollectEvery, "how often to delete the WebAssembly modules no definition names (0: never)")
 	fs.StringVar(&c.SecretsDir, "secrets-dir", "", "directory of secrets (one file each) that executor configs name; JOBD_SECRET_<NAME> variables are read too")
 }
 
@@ -99,6 +110,9 @@ func (c *ExecutorsConfig) validate(namespaces []string) error {
 		if !strings.HasPrefix(p, "/") {
 			return usagef("--command-allow %q: want an absolute path", p)
 		}
+	}
+	if (c.WasmModuleGrace != 0 && c.WasmModuleGrace < time.Minute) || c.WasmCollectEvery < 0 {
+		return usagef("--wasm-module-grace %v, --wasm-collect-every %v: want a grace of a minute or more (an upload and the definition naming it must fit in it), and an interval of 0 (never) or more", c.WasmModuleGrace, c.WasmCollectEvery)
 	}
 	if c.WasmMaxModuleMB < 1 || c.WasmMaxMemoryMB < 1 {
 		return usagef("--wasm-max-module-mb and --wasm-max-memory-mb: want 1 or more")
@@ -213,6 +227,49 @@ func (x *executorTypes) moduleStore(ns string) server.ModuleStore {
 		return m
 	}
 	return nil
+}
+
+// startCollectors starts deleting the modules no definition names
+// (issue 22): one collector per namespace keeping its modules in its
+// store, or one for --wasm-modules reading every namespace's definitions.
+// The returned func stops them and waits.
+func (x *executorTypes) startCollectors(ctx context.Context, stores map[string]store.Store, log *slog.Logger) (stop func()) {
+	if x == nil || !x.cfg.wasm() || x.cfg.WasmCollectEvery <= 0 {
+		return func() {}
+	}
+	var cs []*wasm.Collector
+	report := func(where string) func([]string, error) {
+		return func(deleted []string, err error) {
+			if err != nil {
+				log.Warn("wasm modules: collecting the unused ones failed; retrying at the next pass", "modules", where, "error", err)
+			}
+			if len(deleted) > 0 {
+				log.Info("wasm modules: deleted modules no definition names", "modules", where, "deleted", deleted)
+			}
+		}
+	}
+	grace, every := x.cfg.WasmModuleGrace, x.cfg.WasmCollectEvery
+	if x.modules != nil {
+		var defs []wasm.DefinitionLister
+		for _, st := range stores {
+			defs = append(defs, st)
+		}
+		cs = append(cs, &wasm.Collector{Modules: x.modules, Defs: defs, Grace: grace, Every: every, Report: report(x.cfg.WasmModules)})
+	} else {
+		x.mu.Lock()
+		for ns, mods := range x.modulesByN {
+			if st := stores[ns]; st != nil {
+				cs = append(cs, &wasm.Collector{Modules: mods, Defs: []wasm.DefinitionLister{st}, Grace: grace, Every: every, Report: report("namespace " + ns)})
+			}
+		}
+		x.mu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() { c.Run(ctx) })
+	}
+	return func() { cancel(); wg.Wait() }
 }
 
 // maxRequestBytes lets a request carry the largest module (0: the API's

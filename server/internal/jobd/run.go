@@ -155,6 +155,8 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 			return fmt.Errorf("namespace %q: start the manager: %w", ns, err)
 		}
 	}
+	// Issue 22: delete the uploaded Wasm modules no definition names.
+	defer d.xt.startCollectors(ctx, d.stores.byNS, log.With("component", "wasm-modules"))()
 	// Alerting (issue 23): each namespace's evaluator and deliverer.
 	alertMetrics := metrics.NewAlerts()
 	reg.MustRegister(alertMetrics)

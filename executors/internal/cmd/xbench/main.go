@@ -8,17 +8,24 @@
 //	go run ./internal/cmd/xbench -type wasm-go -n 500 -module greet.wasm
 //	go run ./internal/cmd/xbench -type coldstart -module greet.wasm
 //	go run ./internal/cmd/xbench -type go -n 20000   # the engine alone
+//	go run ./internal/cmd/xbench -type plainhttp -n 20000   # HTTP alone
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jobkit/job"
@@ -37,12 +44,23 @@ var noopModule = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
 	0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b}
 
 func main() {
-	typ := flag.String("type", "webhook", "webhook, command, wasm (no-op module), wasm-go (-module, e.g. the greet example), coldstart, or go (a Go function that does nothing: the engine's own cost)")
+	typ := flag.String("type", "webhook", "webhook, command, wasm (no-op module), wasm-go (-module, e.g. the greet example), coldstart, go (a Go function that does nothing: the engine's own cost), or plainhttp (the webhook's POSTs through plain net/http, no jobkit)")
 	n := flag.Int("n", 10000, "jobs")
 	workers := flag.Int("workers", 64, "workers")
 	module := flag.String("module", "", "a Go-built module for wasm-go and coldstart")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile (every allocation sampled at 4 KiB) to this file after the run")
 	flag.Parse()
+	if *memprofile != "" {
+		runtime.MemProfileRate = 4096
+		defer func() {
+			f, err := os.Create(*memprofile)
+			if err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -73,15 +91,25 @@ func run(typ string, n, workers int, module string) error {
 	if typ == "coldstart" {
 		return coldStart(ctx, mods, module)
 	}
+	if typ == "plainhttp" {
+		return plainHTTP(n, workers)
+	}
 	var (
 		et     job.ExecutorType
 		config any
 		args   []any
+		conns  atomic.Int64 // connections the webhook server accepted
 	)
 	switch typ {
 	case "go":
 	case "webhook":
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
+		}
+		srv.Start()
 		defer srv.Close()
 		allow, _ := guard.ParseAllowlist("127.0.0.1")
 		et = webhook.New(webhook.Options{Guard: &guard.Guard{Allow: allow}, Secrets: secrets.Map(map[string]string{"k": "bench-secret"})})
@@ -146,6 +174,7 @@ func run(typ string, n, workers int, module string) error {
 			return err
 		}
 	}
+	cpu0 := cpuTime()
 	start := time.Now()
 	if err := m.Start(ctx); err != nil {
 		return err
@@ -154,6 +183,7 @@ func run(typ string, n, workers int, module string) error {
 		return err
 	}
 	took := time.Since(start)
+	cpu := cpuTime() - cpu0
 	counts, err := m.Counts(ctx, "", "bench")
 	if err != nil {
 		return err
@@ -163,11 +193,69 @@ func run(typ string, n, workers int, module string) error {
 		done += c.States[store.Completed]
 	}
 	_ = m.Stop(ctx)
-	fmt.Printf("%s: %d jobs (%d completed), %d workers, %v: %.0f jobs/s\n", typ, n, done, workers, took.Round(time.Millisecond), float64(n)/took.Seconds())
+	fmt.Printf("%s: %d jobs (%d completed), %d workers, %v: %.0f jobs/s; process CPU %v (%.1f µs a job)", typ, n, done, workers, took.Round(time.Millisecond), float64(n)/took.Seconds(), cpu.Round(time.Millisecond), float64(cpu.Microseconds())/float64(n))
+	if typ == "webhook" {
+		fmt.Printf("; %d connections", conns.Load())
+	}
+	fmt.Println()
 	if done != int64(n) {
 		return fmt.Errorf("%d of %d completed", done, n)
 	}
 	return nil
+}
+
+// plainHTTP sends n signed-size POSTs from workers goroutines through a
+// plain net/http client to the same no-op server as -type webhook, with
+// no jobkit at all: the floor of HTTP itself in this process.
+func plainHTTP(n, workers int) error {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	body := []byte(`{"id":"0192d7a0-0000-7000-8000-000000000000","kind":"bench","attempt":1,"args":["x"]}`)
+	var next atomic.Int64
+	errs := make(chan error, workers)
+	cpu0 := cpuTime()
+	start := time.Now()
+	for range workers {
+		go func() {
+			for next.Add(1) <= int64(n) {
+				resp, err := c.Post(srv.URL+"/x", "application/json", bytes.NewReader(body))
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	took, cpu := time.Since(start), cpuTime()-cpu0
+	fmt.Printf("plainhttp: %d requests, %d goroutines, %v: %.0f requests/s; process CPU %v (%.1f µs a request); %d connections\n", n, workers, took.Round(time.Millisecond), float64(n)/took.Seconds(), cpu.Round(time.Millisecond), float64(cpu.Microseconds())/float64(n), conns.Load())
+	return nil
+}
+
+// cpuTime is the CPU the process used so far (user and system, its
+// waited-for children included): a figure the machine's load changes far
+// less than the wall clock.
+func cpuTime() time.Duration {
+	var self, kids syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
 }
 
 // coldStart times the first compile of a module never seen, with the
