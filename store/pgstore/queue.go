@@ -507,7 +507,8 @@ func (s *Store) enqueuePlain(ctx context.Context, p *store.EnqueueParams) ([]sto
 }
 
 // Claim implements store.Queue: one statement (see stmts.claim), preceded
-// by a lock of the owner's claim record when p.ClaimSeq is set.
+// by a lock of the owner's claim record when p.ClaimSeq is set, and
+// followed, when it took less than p.Limit, by the NextRunAt probe.
 func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
@@ -534,7 +535,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	// One round trip: the batch's statements run in one implicit
 	// transaction. The claim record of a ClaimSeq is locked first; the
 	// claim statement takes nothing when it says the call is a repeat or
-	// late; the last statement reads NextRunAt after the claim.
+	// late. NextRunAt is read after the commit, when it is needed.
 	var seq, until int64
 	var ids []string
 	var attempts []int32
@@ -562,7 +563,6 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			}
 			return rows.Err()
 		})
-	b.Queue(st.next, s.cfg.ns, p.Queue, kinds, labels, keys, both).QueryRow(func(r pgx.Row) error { return r.Scan(&next) })
 	var err error
 	if tx := txFrom(ctx); tx != nil {
 		err = tx.SendBatch(ctx, b).Close()
@@ -585,6 +585,13 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		return res, nil
 	}
 	if len(res.Instances)+len(res.Undecodable) < p.Limit {
+		// NextRunAt only for a claim that took less than it asked, after
+		// the claim's commit: a full claim (the busy case) skips it, and
+		// the probe never runs under the namespace's lock, which the
+		// claim's transaction holds until it commits.
+		if err := s.q(ctx).QueryRow(ctx, st.next, s.cfg.ns, p.Queue, kinds, labels, keys, both).Scan(&next); err != nil {
+			return nil, s.wrap(ctx, "claim", err)
+		}
 		res.NextRunAt = fromNanos(next)
 	}
 	return res, nil
