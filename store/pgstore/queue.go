@@ -19,7 +19,7 @@ import (
 
 // stmts caches the statements of a schema, built once.
 type stmts struct {
-	enqueue, claim, next, finish, update, lockRows string
+	enqueue, claim, next, finish, update, renew, lockRows string
 }
 
 var stmtCache sync.Map // quoted schema -> *stmts
@@ -147,6 +147,11 @@ FROM p WHERE p.prio IS NOT NULL`
 		$10::bytea[], $11::text[], $12::int8[])
 		AS x(id, state, attempt, run_at, owner, lease_until, cancel_req, finished, result, error, updated)
 	WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id`
+	st.renew = `UPDATE ` + inst + ` i SET lease_until = $5, updated_at = $6
+	FROM (SELECT DISTINCT * FROM unnest($2::text[], $3::int4[]) AS y(id, attempt)) AS x
+	WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id
+		AND i.state IS NOT DISTINCT FROM 3::int2 AND i.lease_owner IS NOT DISTINCT FROM $4::text AND i.attempt = x.attempt
+	RETURNING i.id, i.attempt, i.cancel_req`
 	st.lockRows = `SELECT ` + instCols + ` FROM ` + inst + ` WHERE ns = $1 AND id = ANY($2::text[]) ORDER BY id FOR UPDATE`
 	stmtCache.Store(s.cfg.quoted, st)
 	return st
@@ -502,7 +507,8 @@ func (s *Store) enqueuePlain(ctx context.Context, p *store.EnqueueParams) ([]sto
 }
 
 // Claim implements store.Queue: one statement (see stmts.claim), preceded
-// by a lock of the owner's claim record when p.ClaimSeq is set.
+// by a lock of the owner's claim record when p.ClaimSeq is set, and
+// followed, when it took less than p.Limit, by the NextRunAt probe.
 func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
@@ -529,7 +535,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	// One round trip: the batch's statements run in one implicit
 	// transaction. The claim record of a ClaimSeq is locked first; the
 	// claim statement takes nothing when it says the call is a repeat or
-	// late; the last statement reads NextRunAt after the claim.
+	// late. NextRunAt is read after the commit, when it is needed.
 	var seq, until int64
 	var ids []string
 	var attempts []int32
@@ -557,7 +563,6 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			}
 			return rows.Err()
 		})
-	b.Queue(st.next, s.cfg.ns, p.Queue, kinds, labels, keys, both).QueryRow(func(r pgx.Row) error { return r.Scan(&next) })
 	var err error
 	if tx := txFrom(ctx); tx != nil {
 		err = tx.SendBatch(ctx, b).Close()
@@ -580,6 +585,13 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		return res, nil
 	}
 	if len(res.Instances)+len(res.Undecodable) < p.Limit {
+		// NextRunAt only for a claim that took less than it asked, after
+		// the claim's commit: a full claim (the busy case) skips it, and
+		// the probe never runs under the namespace's lock, which the
+		// claim's transaction holds until it commits.
+		if err := s.q(ctx).QueryRow(ctx, st.next, s.cfg.ns, p.Queue, kinds, labels, keys, both).Scan(&next); err != nil {
+			return nil, s.wrap(ctx, "claim", err)
+		}
 		res.NextRunAt = fromNanos(next)
 	}
 	return res, nil
@@ -646,16 +658,7 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 		a  int32
 	}
 	held := map[ref]bool{}
-	err := func() error {
-		rows, err := s.q(ctx).Query(ctx, `UPDATE `+s.t("instances")+` i SET lease_until = $5, updated_at = $6
-			FROM (SELECT DISTINCT * FROM unnest($2::text[], $3::int4[]) AS y(id, attempt)) AS x
-			WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id
-			AND i.state IS NOT DISTINCT FROM 3::int2 AND i.lease_owner IS NOT DISTINCT FROM $4::text AND i.attempt = x.attempt
-			RETURNING i.id, i.attempt, i.cancel_req`, s.cfg.ns, ids, atts, p.Owner, nanos(p.Until), nanos(p.Now))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
+	err := hashJoined(ctx, s.b(ctx), s.stmt().renew, []any{s.cfg.ns, ids, atts, p.Owner, nanos(p.Until), nanos(p.Now)}, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r ref
 			var cancel bool
@@ -665,7 +668,7 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 			held[r] = cancel
 		}
 		return rows.Err()
-	}()
+	})
 	if err != nil {
 		return nil, s.wrap(ctx, "renew", err)
 	}
@@ -723,8 +726,7 @@ func (s *Store) saveRows(ctx context.Context, tx pgx.Tx, ins []*store.Instance) 
 		runAt[i], lease[i], fin[i], upd[i] = nanos(in.RunAt), nanos(in.LeaseUntil), nanos(in.FinishedAt), nanos(in.UpdatedAt)
 		cancel[i], result[i] = in.CancelRequested, in.Result
 	}
-	_, err := tx.Exec(ctx, s.stmt().update, s.cfg.ns, id, state, att, runAt, owner, lease, cancel, fin, result, errs, upd)
-	return err
+	return hashJoined(ctx, tx, s.stmt().update, []any{s.cfg.ns, id, state, att, runAt, owner, lease, cancel, fin, result, errs, upd}, nil)
 }
 
 // Finish implements store.Queue: the attempts' rows are locked, each
@@ -862,24 +864,22 @@ func (s *Store) finishFast(ctx context.Context, p *store.FinishParams, res []sto
 		ids[i], errs[i], atts[i], states[i] = o.ID, o.Error, clamp32(o.Attempt), int16(o.State)
 		runAt[i], release[i], results[i] = nanos(o.RunAt), o.Release, o.Result
 	}
-	rows, err := s.q(ctx).Query(ctx, s.stmt().finish, s.cfg.ns, ids, atts, states, runAt, release, results, errs,
-		p.Owner, nanos(p.Now), s.lockKey, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns)
-	if err != nil {
-		return nil, s.wrap(ctx, "finish", err)
-	}
-	defer rows.Close()
 	done := make([]bool, n)
-	for rows.Next() {
-		var o int64
-		var st int16
-		var a, b, c int64
-		if err := rows.Scan(&o, &st, &a, &b, &c); err != nil {
-			return nil, s.wrap(ctx, "finish", err)
+	err := hashJoined(ctx, s.b(ctx), s.stmt().finish, []any{s.cfg.ns, ids, atts, states, runAt, release, results, errs,
+		p.Owner, nanos(p.Now), s.lockKey, s.channel, strconv.Itoa(len(s.cfg.ns)) + ":" + s.cfg.ns}, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var o int64
+			var st int16
+			var a, b, c int64
+			if err := rows.Scan(&o, &st, &a, &b, &c); err != nil {
+				return err
+			}
+			done[o-1] = true
+			res[o-1].State = store.State(st)
 		}
-		done[o-1] = true
-		res[o-1].State = store.State(st)
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, s.wrap(ctx, "finish", err)
 	}
 	return done, nil
