@@ -1,0 +1,204 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/internal/redisscript"
+)
+
+// enqueuePart is a variant of the enqueue function with one part of its
+// work taken out: each edit replaces a piece of redisscript.Library's
+// source (old must occur exactly n times).
+type enqueuePart struct {
+	name  string
+	edits []partEdit
+	ukey  bool // call it with a unique key
+	// alone: the library holds lib.lua and the enqueue function only,
+	// not the other scripts' functions.
+	alone bool
+}
+
+type partEdit struct {
+	old, new string
+	n        int
+}
+
+// enqueueParts are the variants BenchmarkEnqueueParts times. Each takes
+// out one part of the enqueue function's work, so the difference from
+// "full" is that part's cost; "bare" is a function that returns at once
+// with the same keys and arguments (the call's own cost).
+var enqueueParts = []enqueuePart{
+	{name: "full"},
+	{name: "full_unique_key", ukey: true},
+	{name: "full_library_of_enqueue_alone", alone: true},
+	{name: "no_publish", edits: []partEdit{{"redis.call('PUBLISH', PREFIX .. 'w:' .. queue, '1')", "", 1}}},
+	{name: "no_history_xadd", edits: []partEdit{{
+		"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry))",
+		"local eid = '1-0'", 1}}},
+	{name: "no_kind_buckets", edits: []partEdit{
+		{"if redis.call('APPEND', bkey, list) == #list then", "if false then", 1},
+		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, num(b.sec), #b.ids)", "", 1}}},
+	{name: "no_kind_count", edits: []partEdit{{"if redis.call('HINCRBY', K_CTR, kind_count(k), n) == n then", "if false then", 1}}},
+	{name: "no_state_counts", edits: []partEdit{{"flush_ready()\nflush_counts()\nreturn out", "flush_ready()\ncnt_delta = {}\nreturn out", 1}}},
+	{name: "no_queues_sadd", edits: []partEdit{{"redis.call('SADD', K_QUEUES, q)", "", 1}}},
+	{name: "no_lane_index", edits: []partEdit{
+		{"redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)", "", 1},
+		{"redis.call('HSETNX', heads_key(p.queue), p.member, string.sub(p.back[1], 1, 13))", "", 1}}},
+	{name: "no_ready_push", edits: []partEdit{{"chunked('RPUSH', key, p.back)", "", 1}}},
+	{name: "no_lookup_hmget", edits: []partEdit{{"local old = hmget(K_INST, ids)", "local old = {}", 1}}},
+	{name: "no_seq_hincrby", edits: []partEdit{{"local last = redis.call('HINCRBY', K_CTR, 'seq', #stored)", "local last = #stored", 1}}},
+	{name: "no_inst_hset", edits: []partEdit{{"chunked('HSET', K_INST, specs)", "", 1}}},
+	{name: "no_redis_calls", edits: []partEdit{
+		{"redis.call('PUBLISH', PREFIX .. 'w:' .. queue, '1')", "", 1},
+		{"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry))", "local eid = '1-0'", 1},
+		{"if redis.call('APPEND', bkey, list) == #list then", "if false then", 1},
+		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, num(b.sec), #b.ids)", "", 1},
+		{"if redis.call('HINCRBY', K_CTR, kind_count(k), n) == n then", "if false then", 1},
+		{"flush_ready()\nflush_counts()\nreturn out", "flush_ready()\ncnt_delta = {}\nreturn out", 1},
+		{"redis.call('SADD', K_QUEUES, q)", "", 1},
+		{"redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)", "", 1},
+		{"redis.call('HSETNX', heads_key(p.queue), p.member, string.sub(p.back[1], 1, 13))", "", 1},
+		{"chunked('RPUSH', key, p.back)", "", 1},
+		{"local old = hmget(K_INST, ids)", "local old = {}", 1},
+		{"local last = redis.call('HINCRBY', K_CTR, 'seq', #stored)", "local last = #stored", 1},
+		{"chunked('HSET', K_INST, specs)", "", 1},
+	}},
+	{name: "bare", edits: []partEdit{{"local now, node = tonumber(ARGV[2]), ARGV[3]\n", "do return {} end\n", 1}}},
+}
+
+// partLibrary returns Library's source as library name with p's edits,
+// and the name of its enqueue function.
+func partLibrary(b *testing.B, p enqueuePart, name string) (string, string) {
+	b.Helper()
+	lib := redisscript.Library()
+	src := strings.ReplaceAll(lib.Source, lib.Name, name)
+	for _, e := range p.edits {
+		if got := strings.Count(src, e.old); got != e.n {
+			b.Fatalf("%s: %q occurs %d times in the library, want %d", p.name, e.old, got, e.n)
+		}
+		src = strings.ReplaceAll(src, e.old, e.new)
+	}
+	if p.alone {
+		parts := strings.Split(src, "\n-- ---- ")
+		kept := parts[:1]
+		for _, part := range parts[1:] {
+			if !strings.Contains(part, "register_function") || strings.HasPrefix(part, "enqueue.lua ----") {
+				kept = append(kept, part)
+			}
+		}
+		src = strings.Join(kept, "\n-- ---- ")
+	}
+	return src, name + "_enqueue"
+}
+
+// BenchmarkEnqueueParts breaks the enqueue function's time inside Redis
+// down by part (issue 19): each variant of enqueueParts is loaded as a
+// library of its own (the only one loaded while it is timed) and called with one instance at a time, the
+// variants taking turns in rounds so that a change in the machine's load
+// falls on all of them. server-µs/call is commandstats' usec of FCALL
+// (the function's run: wall time inside Redis, which a busy machine
+// inflates little at this scale); server-cpu-µs/call the redis-server
+// process's CPU time (INFO cpu), which includes reading the request and
+// writing the reply. Each figure is the median of the rounds.
+//
+//	go test -run '^$' -bench EnqueueParts ./store/redisstore/
+//
+// (5 rounds of 2,000 calls per variant; JOBKIT_PARTS_ROUNDS sets the
+// number of rounds.)
+func BenchmarkEnqueueParts(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	type variant struct {
+		p         enqueuePart
+		src, fn   string
+		keys      []string
+		prefix    string
+		usec, cpu []float64
+	}
+	var vs []*variant
+	stamp := time.Now().UnixNano()
+	for i, p := range enqueueParts {
+		name := fmt.Sprintf("jkparts_%d", i)
+		src, fn := partLibrary(b, p, name)
+		keys, err := redisscript.NewKeys(fmt.Sprintf("bench_parts_%d_%d", stamp, i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		vs = append(vs, &variant{p: p, src: src, fn: fn, keys: keys.Script, prefix: keys.Prefix})
+	}
+	const perRound = 2000
+	seq := 0
+	call := func(v *variant) {
+		seq++
+		now := time.Now()
+		in := &store.Instance{ID: uuid.Must(uuid.NewV7()).String(), Kind: "email.send", Queue: "default",
+			Args: []byte(`["user@example.com",42]`), RunAt: now, CreatedAt: now, MaxRetries: 3}
+		if v.p.ukey {
+			in.UniqueKey = "u" + strconv.Itoa(seq)
+			in.UniqueUntil = now.Add(time.Hour)
+		}
+		us := func(t time.Time) string {
+			if t.IsZero() {
+				return "0"
+			}
+			return strconv.FormatInt(t.UnixMicro(), 10)
+		}
+		args := []any{v.prefix, us(now), "bench-node", redisscript.EncodeID(in.ID), redisscript.EncodeSpec(in), in.Kind, in.Queue,
+			"0", us(in.RunAt), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt), "", "", ""}
+		if err := c.FCall(ctx, v.fn, v.keys, args...).Err(); err != nil {
+			b.Fatalf("%s: %v", v.p.name, err)
+		}
+	}
+	// Only the variant being timed is loaded: Redis keeps every library
+	// in one Lua state, whose garbage collector walks all of them.
+	load := func(v *variant) {
+		if err := c.FunctionFlush(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.FunctionLoad(ctx, v.src).Err(); err != nil {
+			b.Fatalf("%s: %v", v.p.name, err)
+		}
+		for range 100 { // warm up: every key exists before the timing
+			call(v)
+		}
+	}
+	rounds := 5
+	if n, err := strconv.Atoi(os.Getenv("JOBKIT_PARTS_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	for range rounds {
+		for _, v := range vs {
+			load(v)
+			u0, n0 := serverMicros(b, c)
+			cpu0 := serverCPU(b, c)
+			for range perRound {
+				call(v)
+			}
+			cpu1 := serverCPU(b, c)
+			u1, n1 := serverMicros(b, c)
+			v.usec = append(v.usec, float64(u1-u0)/float64(n1-n0))
+			v.cpu = append(v.cpu, (cpu1-cpu0)/perRound)
+		}
+	}
+	median := func(xs []float64) float64 {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	for _, v := range vs {
+		b.Run(v.p.name, func(b *testing.B) {
+			b.ReportMetric(median(v.usec), "server-µs/call")
+			b.ReportMetric(median(v.cpu), "server-cpu-µs/call")
+		})
+	}
+}
