@@ -1,11 +1,13 @@
 -- enqueue: store new instances in state Scheduled.
 -- KEYS: the namespace keys (lib.lua).
--- ARGV: [1] prefix, [2] now (us), [3] node, then per instance twelve
+-- ARGV: [1] prefix, [2] now (us), [3] node, then per instance thirteen
 --       values: ID, spec (its first ten values, see lib.lua), kind, queue,
 --       priority, RunAt (us), unique key, UniqueUntil (us), CreatedAt (us),
 --       required labels (as P_LABELS holds them; '' for none), metadata (as
 --       P_META holds it; '' for none), shard (as P_SHARD holds it; '' for
---       none).
+--       none), and RunAt as be(RunAt, 7) when RunAt <= now ('' when not:
+--       the Go side tells a due instance, so the script converts no time
+--       to or from text for it).
 -- Returns one {code, id, seq} per instance: code 0 stored (seq assigned),
 -- 1 duplicate unique key (id is the holder's), 2 an instance with this ID
 -- exists already (seq is its Seq; nothing changes, so a retried Enqueue is
@@ -18,7 +20,7 @@
 -- kind's ctr field) and to its queue, and the queue's channel gets a
 -- PUBLISH.
 local now, node = tonumber(ARGV[2]), ARGV[3]
-local N = 12
+local N = 13
 -- Times stay the Go side's decimal text where only their text is needed
 -- (the ms of the history entry's ID, the second of a kind bucket):
 -- converting a number to text costs more than most of what follows.
@@ -101,7 +103,7 @@ local bykind, lanes, qcounts = {}, {}, {}
 for _, e in ipairs(stored) do
 	local i = e.i
 	local id, kind, queue = e.id, ARGV[i + 2], ARGV[i + 3]
-	local prio, runat = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+	local prio, runat7 = tonumber(ARGV[i + 4]), ARGV[i + 12]
 	specs[#specs + 1] = id
 	local labels, meta, shard = ARGV[i + 9], ARGV[i + 10], ARGV[i + 11]
 	local lspec = ''
@@ -143,7 +145,13 @@ for _, e in ipairs(stored) do
 		lane = lane_of(kind, labels)
 		lanes[kind][labels] = lane
 	end
-	place(id, queue, prio, e.seq, runat, now, false, lane)
+	-- place, with the due check made by the Go side
+	if runat7 ~= '' then
+		push_ready(id, queue, prio, false, nil, e.seq, lane, runat7)
+	else
+		redis.call('ZADD', sched_key(queue), ARGV[i + 5], sched_member(id, e.seq, prio))
+	end
+	wake(queue)
 	out[e.j] = {0, id, e.seq}
 end
 for _, d in ipairs(dups) do

@@ -361,10 +361,11 @@ end
 local pushes, push_lists
 -- Front pushes (instances keeping their place) are ordered by RunAt, then
 -- Seq, so several put back at once keep their order too.
-local function push_ready(id, queue, prio, front, runat, seq, lane)
+-- runat7, when given, is be(runat, 7) made by the caller.
+local function push_ready(id, queue, prio, front, runat, seq, lane, runat7)
 	local member = level_member(prio, lane)
 	local key = ready_key(queue, member)
-	local m = be(runat, 7) .. be(seq, 6) .. id
+	local m = (runat7 or be(runat, 7)) .. be(seq, 6) .. id
 	local p = pushes[key]
 	if not p then
 		p = {queue = queue, prio = prio, member = member, back = {}, front = {}}
