@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,8 +114,19 @@ func partLibrary(b *testing.B, p enqueuePart, name string) (string, string) {
 //
 //	go test -run '^$' -bench EnqueueParts ./store/redisstore/
 //
-// (5 rounds of 2,000 calls per variant; JOBKIT_PARTS_ROUNDS sets the
-// number of rounds.)
+// (5 rounds of 2,000 calls per variant; JOBKIT_PARTS_ROUNDS and
+// JOBKIT_PARTS_CALLS set them, JOBKIT_PARTS_ONLY=full,bare picks
+// variants.)
+//
+// Instructions, which no load on the machine changes: run redis-server
+// under valgrind's callgrind and give its PID and output file; each
+// variant then also reports server-instr/call, the instructions Redis
+// executed per call (callgrind_control dumps before and after the calls,
+// no INFO between them):
+//
+//	valgrind --tool=callgrind --callgrind-out-file=/tmp/cg/out redis-server --port 27420 ... &
+//	JOBKIT_BENCH_REDIS_ADDR=127.0.0.1:27420 JOBKIT_PARTS_CALLGRIND=$PID:/tmp/cg/out \
+//	  JOBKIT_PARTS_ROUNDS=1 JOBKIT_PARTS_CALLS=300 go test -run '^$' -bench EnqueueParts ./store/redisstore/
 func BenchmarkEnqueueParts(b *testing.B) {
 	c := benchClient(b)
 	ctx := context.Background()
@@ -123,19 +136,35 @@ func BenchmarkEnqueueParts(b *testing.B) {
 		keys      []string
 		prefix    string
 		usec, cpu []float64
+		instr     []float64
+		n12       bool
 	}
 	var vs []*variant
 	stamp := time.Now().UnixNano()
+	only := map[string]bool{}
+	for _, n := range strings.Split(os.Getenv("JOBKIT_PARTS_ONLY"), ",") {
+		if n != "" {
+			only[n] = true
+		}
+	}
 	for i, p := range enqueueParts {
+		if len(only) > 0 && !only[p.name] {
+			continue
+		}
 		name := fmt.Sprintf("jkparts_%d", i)
 		src, fn := partLibrary(b, p, name)
 		keys, err := redisscript.NewKeys(fmt.Sprintf("bench_parts_%d_%d", stamp, i))
 		if err != nil {
 			b.Fatal(err)
 		}
-		vs = append(vs, &variant{p: p, src: src, fn: fn, keys: keys.Script, prefix: keys.Prefix})
+		vs = append(vs, &variant{p: p, src: src, fn: fn, keys: keys.Script, prefix: keys.Prefix,
+			n12: strings.Contains(src, "\nlocal N = 12\n")})
 	}
-	const perRound = 2000
+	perRound := 2000
+	if n, err := strconv.Atoi(os.Getenv("JOBKIT_PARTS_CALLS")); err == nil && n > 0 {
+		perRound = n
+	}
+	cg := os.Getenv("JOBKIT_PARTS_CALLGRIND")
 	seq := 0
 	call := func(v *variant) {
 		seq++
@@ -154,6 +183,9 @@ func BenchmarkEnqueueParts(b *testing.B) {
 		}
 		args := []any{v.prefix, us(now), "bench-node", redisscript.EncodeID(in.ID), redisscript.EncodeSpec(in), in.Kind, in.Queue,
 			"0", us(in.RunAt), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt), "", "", "", be7(in.RunAt.UnixMicro())}
+		if v.n12 {
+			args = args[:len(args)-1] // a script of 12 values per instance (before 72320b8)
+		}
 		if err := c.FCall(ctx, v.fn, v.keys, args...).Err(); err != nil {
 			b.Fatalf("%s: %v", v.p.name, err)
 		}
@@ -178,6 +210,14 @@ func BenchmarkEnqueueParts(b *testing.B) {
 	for range rounds {
 		for _, v := range vs {
 			load(v)
+			if cg != "" {
+				callgrindDump(b, cg)
+				for range perRound {
+					call(v)
+				}
+				v.instr = append(v.instr, callgrindDump(b, cg)/float64(perRound))
+				continue
+			}
 			u0, n0 := serverMicros(b, c)
 			cpu0 := serverCPU(b, c)
 			for range perRound {
@@ -186,7 +226,7 @@ func BenchmarkEnqueueParts(b *testing.B) {
 			cpu1 := serverCPU(b, c)
 			u1, n1 := serverMicros(b, c)
 			v.usec = append(v.usec, float64(u1-u0)/float64(n1-n0))
-			v.cpu = append(v.cpu, (cpu1-cpu0)/perRound)
+			v.cpu = append(v.cpu, (cpu1-cpu0)/float64(perRound))
 		}
 	}
 	median := func(xs []float64) float64 {
@@ -196,6 +236,10 @@ func BenchmarkEnqueueParts(b *testing.B) {
 	}
 	for _, v := range vs {
 		b.Run(v.p.name, func(b *testing.B) {
+			if cg != "" {
+				b.ReportMetric(median(v.instr), "server-instr/call")
+				return
+			}
 			b.ReportMetric(median(v.usec), "server-µs/call")
 			b.ReportMetric(median(v.cpu), "server-cpu-µs/call")
 		})
@@ -211,4 +255,52 @@ func be7(us int64) string {
 		us >>= 8
 	}
 	return string(b[:])
+}
+
+// callgrindDump has the callgrind of spec ("PID:output file") dump its
+// counts and returns the instructions of that dump: those executed since
+// the previous one.
+func callgrindDump(b *testing.B, spec string) float64 {
+	b.Helper()
+	pid, out, ok := strings.Cut(spec, ":")
+	if !ok {
+		b.Fatalf("JOBKIT_PARTS_CALLGRIND=%q: want PID:output-file", spec)
+	}
+	before, _ := filepath.Glob(out + ".*")
+	if msg, err := exec.Command("callgrind_control", "-d", pid).CombinedOutput(); err != nil {
+		b.Fatalf("callgrind_control: %v: %s", err, msg)
+	}
+	// The dump file can appear after callgrind_control returns.
+	var after []string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		after, _ = filepath.Glob(out + ".*")
+		if len(after) == len(before)+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("callgrind_control -d %s: %d dump files before, %d after 30s", pid, len(before), len(after))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	last, lastN := "", -1
+	for _, f := range after {
+		if n, err := strconv.Atoi(f[strings.LastIndex(f, ".")+1:]); err == nil && n > lastN {
+			last, lastN = f, n
+		}
+	}
+	data, err := os.ReadFile(last)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "totals: "); ok {
+			n, err := strconv.ParseFloat(strings.Fields(v)[0], 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("%s: no totals line", last)
+	return 0
 }
