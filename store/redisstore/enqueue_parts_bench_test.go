@@ -184,7 +184,7 @@ func BenchmarkEnqueueParts(b *testing.B) {
 		args := []any{v.prefix, us(now), "bench-node", redisscript.EncodeID(in.ID), redisscript.EncodeSpec(in), in.Kind, in.Queue,
 			"0", us(in.RunAt), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt), "", "", "", be7(in.RunAt.UnixMicro())}
 		if v.n12 {
-			args = args[:len(args)-1] // a script of 12 values per instance (before 72320b8)
+			args = args[:len(args)-1] // a script of 12 values per instance (before 88cc5b4)
 		}
 		if err := c.FCall(ctx, v.fn, v.keys, args...).Err(); err != nil {
 			b.Fatalf("%s: %v", v.p.name, err)
