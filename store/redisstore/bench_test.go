@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,12 @@ var benchServer struct {
 func benchClient(b *testing.B) *redis.Client {
 	b.Helper()
 	benchServer.once.Do(func() {
+		// A server of the caller's (one run under valgrind, say); else
+		// one of the benchmarks' own.
+		if addr := os.Getenv("JOBKIT_BENCH_REDIS_ADDR"); addr != "" {
+			benchServer.addr = addr
+			return
+		}
 		benchServer.addr = testserver.StartRedis(b).Addr
 	})
 	c := redis.NewClient(&redis.Options{Addr: benchServer.addr, PoolSize: 32})

@@ -85,6 +85,20 @@ func us(t time.Time) string { return strconv.FormatInt(Micros(t), 10) }
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
+// be7 is lib.lua's be(us, 7): us (0 when negative) in 7 big-endian bytes,
+// as ready-list entries begin.
+func be7(us int64) string {
+	if us < 0 {
+		us = 0
+	}
+	var b [7]byte
+	for i := 6; i >= 0; i-- {
+		b[i] = byte(us)
+		us >>= 8
+	}
+	return string(b[:])
+}
+
 // reply helpers: a malformed reply is a bug or a foreign script, not data.
 func asArray(v any) []any {
 	a, _ := v.([]any)
@@ -119,15 +133,20 @@ func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.Enq
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
 	}
-	args := make([]string, 0, 2+12*len(p.Instances))
-	args = append(args, us(p.Now), p.Node)
+	args := make([]string, 0, 2+13*len(p.Instances))
+	now := Micros(p.Now)
+	args = append(args, strconv.FormatInt(now, 10), p.Node)
 	for _, in := range p.Instances {
 		if err := in.Validate(); err != nil {
 			return nil, err
 		}
+		runat, due := Micros(in.RunAt), ""
+		if runat <= now {
+			due = be7(runat)
+		}
 		args = append(args, EncodeID(in.ID), EncodeSpec(in), in.Kind, in.Queue, itoa(in.Priority),
-			us(in.RunAt), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt), laneLabels(in.Labels),
-			encodeMetadata(in.Metadata), encodeShard(in))
+			strconv.FormatInt(runat, 10), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt), laneLabels(in.Labels),
+			encodeMetadata(in.Metadata), encodeShard(in), due)
 	}
 	if len(p.Instances) == 0 {
 		return []store.EnqueueResult{}, nil

@@ -1,11 +1,13 @@
 -- enqueue: store new instances in state Scheduled.
 -- KEYS: the namespace keys (lib.lua).
--- ARGV: [1] prefix, [2] now (us), [3] node, then per instance twelve
+-- ARGV: [1] prefix, [2] now (us), [3] node, then per instance thirteen
 --       values: ID, spec (its first ten values, see lib.lua), kind, queue,
 --       priority, RunAt (us), unique key, UniqueUntil (us), CreatedAt (us),
 --       required labels (as P_LABELS holds them; '' for none), metadata (as
 --       P_META holds it; '' for none), shard (as P_SHARD holds it; '' for
---       none).
+--       none), and RunAt as be(RunAt, 7) when RunAt <= now ('' when not:
+--       the Go side tells a due instance, so the script converts no time
+--       to or from text for it).
 -- Returns one {code, id, seq} per instance: code 0 stored (seq assigned),
 -- 1 duplicate unique key (id is the holder's), 2 an instance with this ID
 -- exists already (seq is its Seq; nothing changes, so a retried Enqueue is
@@ -18,7 +20,11 @@
 -- kind's ctr field) and to its queue, and the queue's channel gets a
 -- PUBLISH.
 local now, node = tonumber(ARGV[2]), ARGV[3]
-local N = 12
+local N = 13
+-- Times stay the Go side's decimal text where only their text is needed
+-- (the ms of the history entry's ID, the second of a kind bucket):
+-- converting a number to text costs more than most of what follows.
+local now_ms = div_pow10(ARGV[2], 3)
 
 local ids = argv_ids(4, N)
 local old = hmget(K_INST, ids)
@@ -26,7 +32,10 @@ local old = hmget(K_INST, ids)
 local out, stored, mine, dups = {}, {}, {}, {}
 for j = 1, #ids do
 	local i = 4 + (j - 1) * N
-	local id, ukey, uuntil = ARGV[i], ARGV[i + 6], tonumber(ARGV[i + 7])
+	local id, ukey, uuntil = ARGV[i], ARGV[i + 6], 0
+	if ukey ~= '' then
+		uuntil = tonumber(ARGV[i + 7])
+	end
 	if old[j] then
 		local o = spec(old[j])
 		if o then
@@ -78,11 +87,15 @@ for k, e in ipairs(stored) do
 	e.seq = last - #stored + k
 	entry[k] = cmsgpack.pack(e.id)
 end
-local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry))
-local ems, eseq = string.match(eid, '^(%d+)-(%d+)$')
-local tail_ = cmsgpack.pack(now, tonumber(ems) - math.floor(now / 1000), tonumber(eseq))
+local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry), now_ms)
+local dash = string.find(eid, '-', 1, true)
+local ems, hdelta = string.sub(eid, 1, dash - 1), 0
+if ems ~= now_ms then
+	hdelta = tonumber(ems) - math.floor(now / 1000)
+end
+local tail_ = cmsgpack.pack(now, hdelta, tonumber(string.sub(eid, dash + 1)))
 
-local specs, kinds, queues, buckets, blist = {}, {}, {}, {}, {}
+local specs, kinds, buckets, blist = {}, {}, {}, {}
 -- Per-instance work is kept to what differs between instances: the
 -- bucket of a (kind, second), the lane of a (kind, labels) and the count
 -- of a (queue, kind) are looked up in tables, not built again as strings.
@@ -90,7 +103,7 @@ local bykind, lanes, qcounts = {}, {}, {}
 for _, e in ipairs(stored) do
 	local i = e.i
 	local id, kind, queue = e.id, ARGV[i + 2], ARGV[i + 3]
-	local prio, runat, created = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 8])
+	local prio, runat7 = tonumber(ARGV[i + 4]), ARGV[i + 12]
 	specs[#specs + 1] = id
 	local labels, meta, shard = ARGV[i + 9], ARGV[i + 10], ARGV[i + 11]
 	local lspec = ''
@@ -108,10 +121,9 @@ for _, e in ipairs(stored) do
 	if not qc then
 		qc = {}
 		qcounts[queue] = qc
-		queues[queue] = true
 	end
 	qc[kind] = (qc[kind] or 0) + 1
-	local sec = math.floor(created / 1000000)
+	local sec = div_pow10(ARGV[i + 8], 6) or num(math.floor(tonumber(ARGV[i + 8]) / 1000000))
 	local kb = bykind[kind]
 	if not kb then
 		kb, kinds[kind] = {}, 0
@@ -121,7 +133,7 @@ for _, e in ipairs(stored) do
 	kinds[kind] = kinds[kind] + 1
 	local b = kb[sec]
 	if not b then
-		local bkey = PREFIX .. 'kb:' .. kind .. ':' .. num(sec)
+		local bkey = PREFIX .. 'kb:' .. kind .. ':' .. sec
 		b = {kind = kind, sec = sec, ids = {}}
 		kb[sec] = b
 		buckets[bkey] = b
@@ -133,13 +145,14 @@ for _, e in ipairs(stored) do
 		lane = lane_of(kind, labels)
 		lanes[kind][labels] = lane
 	end
-	place(id, queue, prio, e.seq, runat, now, false, lane)
-	out[e.j] = {0, id, e.seq}
-end
-for queue, qc in pairs(qcounts) do
-	for kind, n in pairs(qc) do
-		count_add(queue, kind, S_SCHEDULED, n)
+	-- place, with the due check made by the Go side
+	if runat7 ~= '' then
+		push_ready(id, queue, prio, false, nil, e.seq, lane, runat7)
+	else
+		redis.call('ZADD', sched_key(queue), ARGV[i + 5], sched_member(id, e.seq, prio))
 	end
+	wake(queue)
+	out[e.j] = {0, id, e.seq}
 end
 for _, d in ipairs(dups) do
 	out[d[1]] = {2, d[2].id, d[2].seq}
@@ -151,9 +164,9 @@ for _, bkey in ipairs(blist) do
 	-- Only a bucket this APPEND made is new to the kind's directory: prune
 	-- and delete drop a bucket and its directory entry together.
 	if redis.call('APPEND', bkey, list) == #list then
-		redis.call('ZADD', PREFIX .. 'kd:' .. b.kind, b.sec, num(b.sec))
+		redis.call('ZADD', PREFIX .. 'kd:' .. b.kind, b.sec, b.sec)
 	end
-	redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, num(b.sec), #b.ids)
+	redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, b.sec, #b.ids)
 end
 for k, n in pairs(kinds) do
 	-- The kinds set keeps every kind ever enqueued, so a kind already
@@ -162,9 +175,20 @@ for k, n in pairs(kinds) do
 		redis.call('SADD', K_KINDS, k)
 	end
 end
-for q in pairs(queues) do
-	redis.call('SADD', K_QUEUES, q)
+-- The counts, and the queues set: a count field of a queue exists only
+-- once an enqueue to the queue added it to the set (nothing takes a queue
+-- out of the set or a field out of cnt), so only a field this HINCRBY
+-- made (or one back at zero) needs the SADD.
+for queue, qc in pairs(qcounts) do
+	local new = false
+	for kind, n in pairs(qc) do
+		if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), n) == n then
+			new = true
+		end
+	end
+	if new then
+		redis.call('SADD', K_QUEUES, queue)
+	end
 end
 flush_ready()
-flush_counts()
 return out

@@ -181,8 +181,45 @@ local function fresh(runat)
 end
 
 -- num formats an integer without an exponent (tostring would print 1.7e+15).
+-- Number formatting is among the dearest things a script does (a
+-- string.format('%.0f') of a time in µs costs about as much as a Redis
+-- call from Lua): '%d' is used for the integers a double holds exactly,
+-- and the small ones (lengths, priorities, the seconds of a few buckets)
+-- are formatted once per library load and kept in smallnum, which only
+-- ever maps a number to its own digits.
+-- wide_d tells whether '%d' formats 2^40 right (a C long of 64 bits;
+-- set at the first num of a large number).
+local smallnum, wide_d = {}, nil
 local function num(n)
+	if n % 1 ~= 0 or (n == 0 and 1 / n < 0) then -- a fraction, or -0 ('-0')
+		return string.format('%.0f', n)
+	end
+	if n >= -1024 and n < 1024 then
+		local s = smallnum[n]
+		if not s then
+			s = string.format('%d', n)
+			smallnum[n] = s
+		end
+		return s
+	end
+	if wide_d == nil then
+		wide_d = string.format('%d', 1099511627776) == '1099511627776'
+	end
+	if wide_d and n > -9007199254740992 and n < 9007199254740992 then
+		return string.format('%d', n)
+	end
 	return string.format('%.0f', n)
+end
+
+-- div_pow10 returns the digits of floor(n / 10^k) for s, the decimal
+-- digits of the integer n as the Go side formats it, without converting
+-- a number to text (see num): those digits less the last k when n is at
+-- least 10^k; nil for a smaller or negative n (the caller computes it).
+local function div_pow10(s, k)
+	if #s > k and string.byte(s, 1) ~= 45 then -- 45: '-'
+		return string.sub(s, 1, -k - 1)
+	end
+	return nil
 end
 
 -- be encodes the non-negative integer n as w big-endian bytes; unbe
@@ -224,10 +261,14 @@ local function unbe(s, i, w)
 	return n
 end
 
+-- chunked sends cmd key args in calls of at most 1,000 arguments and
+-- returns the last call's reply (nil when args is empty).
 local function chunked(cmd, key, args)
+	local r
 	for i = 1, #args, 1000 do
-		redis.call(cmd, key, unpack(args, i, math.min(i + 999, #args)))
+		r = redis.call(cmd, key, unpack(args, i, math.min(i + 999, #args)))
 	end
+	return r
 end
 
 -- argv_ids returns ARGV[first], ARGV[first + stride], ...: the IDs of a
@@ -320,10 +361,11 @@ end
 local pushes, push_lists
 -- Front pushes (instances keeping their place) are ordered by RunAt, then
 -- Seq, so several put back at once keep their order too.
-local function push_ready(id, queue, prio, front, runat, seq, lane)
+-- runat7, when given, is be(runat, 7) made by the caller.
+local function push_ready(id, queue, prio, front, runat, seq, lane, runat7)
 	local member = level_member(prio, lane)
 	local key = ready_key(queue, member)
-	local m = be(runat, 7) .. be(seq, 6) .. id
+	local m = (runat7 or be(runat, 7)) .. be(seq, 6) .. id
 	local p = pushes[key]
 	if not p then
 		p = {queue = queue, prio = prio, member = member, back = {}, front = {}}
@@ -337,30 +379,46 @@ local function push_ready(id, queue, prio, front, runat, seq, lane)
 	end
 end
 
+-- flush_ready writes the gathered pushes. It returns the set of queues
+-- that had a ready list pushed to which was empty before (nil if none).
 local function flush_ready()
+	local filled
 	for _, key in ipairs(push_lists) do
 		local p = pushes[key]
-		chunked('RPUSH', key, p.back)
-		-- LPUSH reverses its arguments; push the front ones last to first
-		-- so they keep their order.
-		table.sort(p.front, function(a, b)
-			if a[2] ~= b[2] then return a[2] < b[2] end
-			return a[3] < b[3]
-		end)
-		local rev = {}
-		for i = #p.front, 1, -1 do
-			rev[#rev + 1] = p.front[i][1]
+		local len = chunked('RPUSH', key, p.back)
+		if #p.front > 0 then
+			-- LPUSH reverses its arguments; push the front ones last to
+			-- first so they keep their order.
+			table.sort(p.front, function(a, b)
+				if a[2] ~= b[2] then return a[2] < b[2] end
+				return a[3] < b[3]
+			end)
+			local rev = {}
+			for i = #p.front, 1, -1 do
+				rev[#rev + 1] = p.front[i][1]
+			end
+			len = chunked('LPUSH', key, rev)
 		end
-		chunked('LPUSH', key, rev)
-		redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)
+		-- A list that held entries before these pushes is in the lane
+		-- index already (claim drops a lane's member only with its list
+		-- emptied, in the same script), and its head hint, if any, is at
+		-- or before its head, which back pushes do not move: only a list
+		-- these pushes started needs the index entry and the hint.
+		local was_empty = len == #p.back + #p.front
+		if was_empty then
+			redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)
+			filled = filled or {}
+			filled[p.queue] = true
+		end
 		-- Keep the head hint at or before the list's head.
 		if #p.front > 0 then
 			redis.call('HSET', heads_key(p.queue), p.member, string.sub(p.front[1][1], 1, 13))
-		else
+		elseif was_empty then
 			redis.call('HSETNX', heads_key(p.queue), p.member, string.sub(p.back[1], 1, 13))
 		end
 	end
 	pushes, push_lists = {}, {}
+	return filled
 end
 
 -- place puts a Scheduled instance in its queue: its lane's ready list when due at
@@ -395,9 +453,14 @@ local function spec_qk(raw)
 	return nil
 end
 
+-- count_field is the cnt field of (queue, kind) in state st.
+local function count_field(st, queue, kind)
+	return num(st) .. be(#queue, 2) .. queue .. kind
+end
+
 -- count_add adds d to the count of (queue, kind) in state st.
 local function count_add(queue, kind, st, d)
-	local f = st .. be(#queue, 2) .. queue .. kind
+	local f = count_field(st, queue, kind)
 	cnt_delta[f] = (cnt_delta[f] or 0) + d
 end
 
@@ -442,9 +505,10 @@ end
 -- never before its time and at most skew after it. The common case is one
 -- XADD; only a clock behind the stream costs the reads and writes of the
 -- raise.
-local function xadd_at(key, skewf, t, value)
+-- tms, when given, is floor(t / 1000) in decimal (see div_pow10).
+local function xadd_at(key, skewf, t, value, tms)
 	local ms = math.floor(t / 1000)
-	local eid = redis.pcall('XADD', key, num(ms) .. '-*', 'r', value)
+	local eid = redis.pcall('XADD', key, (tms or num(ms)) .. '-*', 'r', value)
 	if type(eid) == 'string' then
 		return eid
 	end
