@@ -254,7 +254,11 @@ func (m *Manager) checkDataConflict(j *Job) error {
 	case errors.Is(err, store.ErrNotFound):
 		return nil
 	case err != nil:
-		return fmt.Errorf("job: register %q: read its stored definition (a kind stored with an executor cannot be a Go function too): %w", j.kind, err)
+		// The store is unreachable (a manager may be set up before its
+		// server is up): Start checks every Go kind again, and keeps
+		// checking in the background until it can read the definitions.
+		m.log.Debug("register: the stored definition could not be read; Start checks again", "kind", j.kind, "error", err)
+		return nil
 	case d.Executor != nil:
 		return goVersusData(j.kind, d.Executor.Type)
 	}
@@ -292,6 +296,35 @@ func (m *Manager) checkGoKindsStored(ctx context.Context) error {
 			return nil
 		}
 		after = page[len(page)-1].Kind
+	}
+}
+
+// recheckGoKindsLoop runs checkGoKindsStored until the store answers,
+// when Start could not read the stored definitions (the store was down):
+// a conflict found then is logged as an error, since the manager already
+// runs its Go function. It backs off from 1 s to 30 s between tries.
+func (m *Manager) recheckGoKindsLoop(stop <-chan struct{}) {
+	defer m.bg.Done()
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		t := m.clock.NewTimer(wait)
+		select {
+		case <-stop:
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := m.checkGoKindsStored(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, ErrDuplicateKind):
+			m.log.Error("a Go kind of this manager has a stored definition with an executor; both would run it", "error", err)
+			return
+		default:
+			m.log.Warn("reading the stored definitions failed; retrying", "error", err, "retry_in", min(2*wait, 30*time.Second))
+		}
 	}
 }
 

@@ -264,8 +264,16 @@ func (m *Manager) Start(ctx context.Context) error {
 	if m.stopped {
 		return fmt.Errorf("%w: a stopped manager cannot start again; create a new one", ErrNotRunning)
 	}
+	// A kind stored with an executor cannot also be a Go function here.
+	// A store that cannot be read now (not up yet) is checked again in
+	// the background once running (recheckGoKindsLoop).
+	recheck := false
 	if err := m.checkGoKindsStored(ctx); err != nil {
-		return err
+		if errors.Is(err, ErrDuplicateKind) {
+			return err
+		}
+		m.log.Warn("start: the stored definitions could not be read; checking again in the background", "error", err)
+		recheck = true
 	}
 	if m.cfg.publishDefs {
 		for _, j := range m.reg.all() {
@@ -279,6 +287,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.startExecutors(ctx); err != nil {
 		m.running = false
 		return err
+	}
+	if recheck {
+		m.bg.Add(1)
+		go m.recheckGoKindsLoop(m.stopCh)
 	}
 	m.runCtx, m.runCancel = context.WithCancelCause(context.Background())
 	m.finishCh = make(chan *finishReq, 4*m.cfg.finishBatch)
