@@ -33,6 +33,8 @@ type Stats struct {
 	cluster bool
 	// open is closed once Follow's first feed is open.
 	open chan struct{}
+	// lagEvery is how often Follow samples the store's lag.
+	lagEvery time.Duration
 }
 
 // following reports whether Follow counts the attempts (of every node).
@@ -63,6 +65,9 @@ type statsBucket struct {
 	minute            int64 // Unix minute it holds; others are stale
 	completed, failed int64
 	wait, run         reservoir
+	// lag is the largest lag sampled in the minute: the age of the oldest
+	// ready instance of any queue (Manager.Lag).
+	lag time.Duration
 }
 
 // reservoir is a bounded uniform sample of durations.
@@ -84,7 +89,11 @@ func (r *reservoir) add(d time.Duration) {
 }
 
 // NewStats returns an empty Stats.
-func NewStats() *Stats { return &Stats{now: time.Now} }
+func NewStats() *Stats { return &Stats{now: time.Now, lagEvery: defaultLagEvery} }
+
+// defaultLagEvery is how often Follow samples the lag: one Manager.Lag
+// (a read of each queue's ready heads, bounded per queue) every 10 s.
+const defaultLagEvery = 10 * time.Second
 
 // bucket returns the bucket of now, emptied if it held an older minute.
 // The caller holds mu.
@@ -144,6 +153,9 @@ type minuteFigures struct {
 	Start                            time.Time
 	Completed, Failed                int64
 	WaitP50, WaitP99, RunP50, RunP99 time.Duration
+	// Lag is the largest lag sampled in the minute (0: none ready, or
+	// not sampled).
+	Lag time.Duration
 }
 
 // lastHour returns the figures of the last statsMinutes minutes, oldest
@@ -159,6 +171,7 @@ func (s *Stats) lastHour() []minuteFigures {
 			f.Completed, f.Failed = b.completed, b.failed
 			f.WaitP50, f.WaitP99 = quantiles(b.wait.samples)
 			f.RunP50, f.RunP99 = quantiles(b.run.samples)
+			f.Lag = b.lag
 		}
 		out = append(out, f)
 	}
@@ -209,6 +222,7 @@ func (s *Stats) Follow(ctx context.Context, m *job.Manager) error {
 	s.mu.Unlock()
 	inflight := map[attemptKey]time.Time{}
 	open := s.opened()
+	go s.sampleLags(ctx, m)
 	for {
 		feed, err := m.Events(ctx)
 		if err != nil {
@@ -286,6 +300,43 @@ func (s *Stats) count(e job.Event, inflight map[attemptKey]time.Time) {
 	}
 	if ok && !e.Time.Before(started) {
 		b.run.add(e.Time.Sub(started))
+	}
+}
+
+// sampleLags samples the lag of m's store now and every lagEvery until
+// ctx ends.
+func (s *Stats) sampleLags(ctx context.Context, m *job.Manager) {
+	every := s.lagEvery
+	if every <= 0 {
+		every = defaultLagEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		s.sampleLag(ctx, m)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sampleLag reads the lag of every queue once and keeps the largest in
+// the minute's bucket. A failed read (the store away) is no sample.
+func (s *Stats) sampleLag(ctx context.Context, m *job.Manager) {
+	r, err := m.Lag(ctx, "", "")
+	if err != nil {
+		return
+	}
+	var worst time.Duration
+	for _, q := range r.Queues {
+		worst = max(worst, q.Age)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.bucket(); b != nil {
+		b.lag = max(b.lag, worst)
 	}
 }
 

@@ -165,3 +165,48 @@ func TestStatsFollowCountsTheClustersAttempts(t *testing.T) {
 		t.Fatalf("Follow returned %v, want context.Canceled", err)
 	}
 }
+
+// TestStatsFollowSamplesTheLag: a following Stats samples the store's lag
+// (the oldest ready instance of any queue, whoever enqueued it) into the
+// minute's bucket, keeping the largest sample.
+func TestStatsFollowSamplesTheLag(t *testing.T) {
+	st, err := memdbstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stats := console.NewStats()
+	stats.SetLagEvery(20 * time.Millisecond)
+	watcher, err := job.NewManager(job.WithStore(st), job.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = stats.Follow(ctx, watcher) }()
+	// Another node enqueues an instance that has been ready for 90 s;
+	// nobody runs it.
+	other, err := job.NewManager(job.WithStore(st), job.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jj, err := job.NewJob(job.WithKind("late"), job.WithExecutor(func() error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.RegisterJob(jj); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ScheduleJob(ctx, "late", job.WithScheduleAt(time.Now().Add(-90*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h := stats.LastHour()
+		if lag := h[len(h)-1].Lag; lag >= 90*time.Second && lag < 100*time.Second {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the minute's lag is %v after 10 s, want about 90 s", lag)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
