@@ -111,7 +111,7 @@ func overviewCharts(figs []minuteFigures, cluster bool) []template.HTML {
 	}
 	charts := []template.HTML{
 		lineChart("chart-throughput", "Throughput: attempts per minute ("+whose+")", []chartSeries{{"completed", done}, {"failed", failed}}, countFormat),
-		lineChart("chart-wait", "Wait: ready to started (this process's attempts)", []chartSeries{{"p50", wait50}, {"p99", wait99}}, secondsFormat),
+		lineChart("chart-wait", "Wait: ready to started ("+whose+")", []chartSeries{{"p50", wait50}, {"p99", wait99}}, secondsFormat),
 		lineChart("chart-run", "Run time ("+whose+")", []chartSeries{{"p50", run50}, {"p99", run99}}, secondsFormat),
 	}
 	if cluster {

@@ -12,13 +12,14 @@ import (
 )
 
 // Stats keeps the figures of the console's Overview charts for the last
-// hour, in one-minute buckets: attempts completed and failed, and the wait
+// hour, in one-minute buckets: attempts completed and failed, the wait
 // (ready to started) and run times of attempts, from which the page draws
-// p50 and p99. It is a job.Observer: give it to the Manager of a namespace
-// (job.WithObserver) and to the console (Config.Stats), so the process
-// keeps its own charts with no Prometheus. As an observer alone it sees
-// the attempts its process ran; with Follow it counts the attempts of the
-// whole cluster from the store's change feed (see Follow).
+// p50 and p99, and the lag. It is a job.Observer: give it to the Manager
+// of a namespace (job.WithObserver) and to the console (Config.Stats), so
+// the process keeps its own charts with no Prometheus. As an observer
+// alone it sees the attempts its process ran; with Follow it counts the
+// attempts of the whole cluster from the store's change feed and samples
+// the store's lag (see Follow).
 //
 // Each bucket keeps at most statsSamples samples per figure (reservoir
 // sampling), so memory is bounded whatever the rate.
@@ -121,8 +122,11 @@ func (s *Stats) bucketAt(t time.Time) *statsBucket {
 // started.
 func (s *Stats) AttemptStarted(e job.AttemptStartedEvent) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cluster {
+		return // Follow counts it, with every other node's
+	}
 	s.bucket().wait.add(e.Wait)
-	s.mu.Unlock()
 }
 
 // AttemptFinished counts a completed or failed attempt and records its run
@@ -206,12 +210,11 @@ type attemptKey struct {
 // Follow counts into s the attempts of every node sharing m's store, read
 // from the namespace's change feed from now on, until ctx ends: completed
 // and failed attempts (a failure retried counts, as a hand-back at Stop
-// does not) at the minute the store recorded them, and their run times
-// (from the attempt's Processing event to its outcome). The wait times
-// stay those of the attempts this process runs, from the observer: the
-// feed carries no instance's ready time. A Stats that follows counts no
-// attempt through its observer, so give it to the Manager as well for the
-// wait times. m need not be started nor run any kind.
+// does not) at the minute the store recorded them, their run times (from
+// the attempt's Processing event to its outcome) and their wait times
+// (from the Processing event's ReadyAt to the event). A Stats that
+// follows counts nothing through its observer, so nothing counts twice.
+// m need not be started nor run any kind.
 //
 // Follow returns ctx's error when ctx ends. A feed that ends with an
 // error (the store lost its position: job.ErrCursorExpired) is followed
@@ -260,6 +263,13 @@ func (s *Stats) count(e job.Event, inflight map[attemptKey]time.Time) {
 			dropOldest(inflight)
 		}
 		inflight[attemptKey{e.InstanceID, e.Attempt}] = e.Time
+		if !e.ReadyAt.IsZero() {
+			s.mu.Lock()
+			if b := s.bucketAt(e.Time); b != nil {
+				b.wait.add(max(e.Time.Sub(e.ReadyAt), 0))
+			}
+			s.mu.Unlock()
+		}
 		return
 	}
 	var completed bool
