@@ -286,7 +286,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	// The other pages.
 	b.open(e, "/")
 	b.until("the throughput chart with the attempts of the hour", `document.querySelector('#chart-throughput polyline[data-series="completed"]') !== null && /completed \(now \d+\/min, peak [1-9]/.test(document.querySelector("#chart-throughput").innerText)`)
-	b.shot("overview")
+	// overview.png is TestJobdOverviewChartsInBrowser's: a jobd process's
+	// charts of the whole cluster, lag included.
 	b.open(e, "/nodes")
 	b.until("this node listed", `document.querySelector("#nodes").innerText.includes("node-default")`)
 	b.shot("nodes")
