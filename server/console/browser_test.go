@@ -151,9 +151,10 @@ func (b *browser) open(e *env, path string) {
 }
 
 // TestConsoleInBrowser drives the console in headless Chromium against a
-// server whose namespaces are on Redis.
+// jobd process on Redis, whose executors run on worker nodes (the env's
+// managers) beside it.
 func TestConsoleInBrowser(t *testing.T) {
-	e := newEnvOn(t, redisStore)
+	e := newJobdEnv(t)
 	b := newBrowser(t)
 
 	// Sign in.

@@ -3,14 +3,9 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +13,6 @@ import (
 
 	job "github.com/jobkit/job"
 	"github.com/jobkit/job/internal/testserver"
-	"github.com/jobkit/job/server"
 	"github.com/jobkit/job/store/redisstore"
 )
 
@@ -29,60 +23,9 @@ import (
 // they waited (from the change feed's ready times), and the lag of a kind
 // nobody runs (sampled from the store).
 func TestJobdOverviewChartsInBrowser(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "jobd")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/jobd")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build jobd: %v\n%s", err, out)
-	}
 	addr := testserver.Redis(t)
 	ns := fmt.Sprintf("charts-%d", os.Getpid())
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens.yaml")
-	if err := os.WriteFile(tokens, []byte(fmt.Sprintf("- name: admin\n  sha256: %s\n  role: admin\n  namespaces: [\"*\"]\n", server.HashToken(adminToken))), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(bin, "--store", "redis", "--redis-addr", addr, "--namespace", ns,
-		"--listen", listen, "--tokens-file", tokens, "--workers", "0", "--node-id", "jobd-charts")
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("jobd's output:\n%s", logs.String())
-		}
-	})
-	base := "http://" + listen
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		r, err := http.Get(base + "/readyz")
-		if err == nil {
-			r.Body.Close()
-			if r.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jobd not ready within 60 s (last: %v); its output:\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	base := startJobd(t, addr, ns)
 
 	// Another node: a manager in this process on the same store, running
 	// kind "work"; and one that only schedules kind "late", which nobody
@@ -157,7 +100,7 @@ func TestJobdOverviewChartsInBrowser(t *testing.T) {
 		return v
 	}
 	var wait99, lag string
-	deadline = time.Now().Add(40 * time.Second)
+	deadline := time.Now().Add(40 * time.Second)
 	for {
 		b.open(e, "/")
 		wait99 = eval[string](b, `(() => { const l = Array.from(document.querySelectorAll("#chart-wait .legend li")).find(li => li.textContent.startsWith("p99")); return l ? l.textContent : ""; })()`)
@@ -185,23 +128,4 @@ func TestJobdOverviewChartsInBrowser(t *testing.T) {
 		t.Errorf("the throughput legend reads %q, want the 10 attempts the other node completed", throughput)
 	}
 	b.shot("overview")
-}
-
-// syncBuffer is a bytes buffer safe for a process's output and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.buf = append(s.buf, p...)
-	return len(p), nil
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return string(s.buf)
 }
