@@ -132,6 +132,18 @@ type Event struct {
 	// Seq is the history record's Seq: it orders the records of one
 	// instance.
 	Seq uint64
+	// ReadyAt is set on Processing events only: when the claimed attempt
+	// became ready, the instance's RunAt as the claim found it (its
+	// enqueue's RunAt, a retry's backoff end; a rescued instance keeps its
+	// RunAt), so Time - ReadyAt is how long the attempt waited, ready,
+	// before a node started it. memdb and etcd deliver the RunAt the claim
+	// recorded. Redis, Valkey and PostgreSQL read it from the instance as
+	// they deliver the event, and leave it zero when they cannot tell it
+	// any more: the instance was removed, or became ready for a later
+	// attempt, before the feed read the event (a feed reading live is
+	// seconds behind at most; a feed catching up from an old cursor may
+	// miss some).
+	ReadyAt time.Time
 	// Err, when set, is why the feed ended; the other fields are zero.
 	Err error
 }

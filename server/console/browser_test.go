@@ -151,9 +151,10 @@ func (b *browser) open(e *env, path string) {
 }
 
 // TestConsoleInBrowser drives the console in headless Chromium against a
-// server whose namespaces are on Redis.
+// jobd process on Redis, whose executors run on worker nodes (the env's
+// managers) beside it.
 func TestConsoleInBrowser(t *testing.T) {
-	e := newEnvOn(t, redisStore)
+	e := newJobdEnv(t)
 	b := newBrowser(t)
 
 	// Sign in.
@@ -286,7 +287,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	// The other pages.
 	b.open(e, "/")
 	b.until("the throughput chart with the attempts of the hour", `document.querySelector('#chart-throughput polyline[data-series="completed"]') !== null && /completed \(now \d+\/min, peak [1-9]/.test(document.querySelector("#chart-throughput").innerText)`)
-	b.shot("overview")
+	// overview.png is TestJobdOverviewChartsInBrowser's: a jobd process's
+	// charts of the whole cluster, lag included.
 	b.open(e, "/nodes")
 	b.until("this node listed", `document.querySelector("#nodes").innerText.includes("node-default")`)
 	b.shot("nodes")

@@ -95,7 +95,7 @@ func secondsFormat(v float64) string {
 // overviewCharts draws the charts of figs; cluster says the attempts and
 // run times are every node's (Stats.Follow), else this process's.
 func overviewCharts(figs []minuteFigures, cluster bool) []template.HTML {
-	var done, failed, wait50, wait99, run50, run99 []float64
+	var done, failed, wait50, wait99, run50, run99, lag []float64
 	for _, f := range figs {
 		done = append(done, float64(f.Completed))
 		failed = append(failed, float64(f.Failed))
@@ -103,14 +103,21 @@ func overviewCharts(figs []minuteFigures, cluster bool) []template.HTML {
 		wait99 = append(wait99, f.WaitP99.Seconds())
 		run50 = append(run50, f.RunP50.Seconds())
 		run99 = append(run99, f.RunP99.Seconds())
+		lag = append(lag, f.Lag.Seconds())
 	}
 	whose := "this process's attempts"
 	if cluster {
 		whose = "all nodes"
 	}
-	return []template.HTML{
+	charts := []template.HTML{
 		lineChart("chart-throughput", "Throughput: attempts per minute ("+whose+")", []chartSeries{{"completed", done}, {"failed", failed}}, countFormat),
-		lineChart("chart-wait", "Wait: ready to started (this process's attempts)", []chartSeries{{"p50", wait50}, {"p99", wait99}}, secondsFormat),
+		lineChart("chart-wait", "Wait: ready to started ("+whose+")", []chartSeries{{"p50", wait50}, {"p99", wait99}}, secondsFormat),
 		lineChart("chart-run", "Run time ("+whose+")", []chartSeries{{"p50", run50}, {"p99", run99}}, secondsFormat),
 	}
+	if cluster {
+		// Sampled from the store by Follow: every node's queues.
+		charts = append(charts, lineChart("chart-lag", "Lag: wait of the oldest ready instance (all queues, sampled every 10 s)",
+			[]chartSeries{{"largest", lag}}, secondsFormat))
+	}
+	return charts
 }

@@ -56,6 +56,9 @@ type env struct {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testserver.StopAll()
+	if jobdDir != "" {
+		_ = os.RemoveAll(jobdDir)
+	}
 	os.Exit(code)
 }
 
@@ -87,6 +90,10 @@ func redisStore(t *testing.T, ns string) store.Store {
 type envOptions struct {
 	console []func(*console.Config)
 	manager []job.ManagerOption
+	// jobdRedis, when set, serves the API and the console from a jobd
+	// process on that Redis (the env's managers are worker nodes beside
+	// it), not from this process.
+	jobdRedis string
 }
 
 // envOption is an option of newEnvOn.
@@ -104,6 +111,26 @@ func withManager(opts ...job.ManagerOption) envOption {
 
 // newEnv is newEnvOn(t, memdb).
 func newEnv(t *testing.T) *env { return newEnvOn(t, memdb) }
+
+// newJobdEnv is newEnvOn with a jobd process serving the API and the
+// console, on a redis-server of the test's own (namespaces "default" and
+// "other", as jobd names them), and the env's managers as the worker
+// nodes that run the executors.
+func newJobdEnv(t *testing.T) *env {
+	t.Helper()
+	p := testserver.StartRedis(t)
+	t.Cleanup(p.Stop)
+	open := func(t *testing.T, ns string) store.Store {
+		c := redis.NewClient(&redis.Options{Addr: p.Addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		st, err := redisstore.New(c, redisstore.WithNamespace(ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	return newEnvOn(t, open, func(o *envOptions) { o.jobdRedis = p.Addr })
+}
 
 // newEnvOn serves namespaces "default" and "other", each on a store open
 // makes, with executors:
@@ -192,13 +219,20 @@ func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store, opts
 		})
 		e.mgrs[ns] = m
 	}
-	srv, err := server.New(server.Config{Namespaces: e.mgrs, Logger: slog.New(slog.DiscardHandler), Tokens: []server.Token{
-		{Name: "admin", SHA256: server.HashToken(adminToken), Role: server.RoleAdmin, Namespaces: []string{"*"}},
-		{Name: "operator", SHA256: server.HashToken(operatorToken), Role: server.RoleOperator, Namespaces: []string{"*"}},
-		{Name: "viewer", SHA256: server.HashToken(viewerToken), Role: server.RoleViewer, Namespaces: []string{"*"}},
-		{Name: "other", SHA256: server.HashToken(otherToken), Role: server.RoleAdmin, Namespaces: []string{"other"}},
-		{Name: "odd", SHA256: server.HashToken(oddToken), Role: server.RoleOperator, Namespaces: []string{"*"}},
-	}})
+	if o.jobdRedis != "" {
+		// jobd schedules only kinds it has a definition of (it runs none).
+		for _, m := range e.mgrs {
+			for _, k := range []string{"greet", "flaky", "steps", "creep", "block"} {
+				if _, err := m.PutDefinition(context.Background(), job.Definition{Kind: k, MaxRetries: 3}, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		e.url = startJobd(t, o.jobdRedis, "default", "other")
+		e.console = e.url + "/console"
+		return e
+	}
+	srv, err := server.New(server.Config{Namespaces: e.mgrs, Logger: slog.New(slog.DiscardHandler), Tokens: testTokens()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,3 +202,26 @@ func TestATriggerMadeElsewhereReachesOpenPages(t *testing.T) {
 	}
 	b.until("the trigger shown paused", `document.querySelector('tr[data-trigger="elsewhere"]').textContent.includes("paused")`)
 }
+
+// TestSearchPageRefreshesNoSoonerThanItAsks: a text search page asks for
+// live refreshes at most every 5 s (each re-reads up to thousands of
+// instances), and that holds for the refresh made when its live feed
+// opens too: loading a search page runs the search once, not twice at
+// once. An ordinary page refreshes as soon as its feed opens.
+func TestSearchPageRefreshesNoSoonerThanItAsks(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t)
+	b.signIn(e, adminToken)
+	// firstFetch is when (ms after navigation start) the page's first
+	// live refresh was requested, or -1.
+	const firstFetch = `(() => { const f = performance.getEntriesByType("resource").filter(r => r.initiatorType === "fetch" && r.name === location.href); return f.length ? f[0].startTime : -1; })()`
+
+	b.open(e, "/instances?kind=greet")
+	b.until("the ordinary page's refresh on open", firstFetch+` >= 0`)
+
+	b.open(e, "/instances?text=nothing-matches")
+	b.until("the search page's first refresh (within 10 s)", firstFetch+` >= 0`)
+	if at := eval[float64](b, firstFetch); at < 4500 {
+		t.Errorf("the search page refreshed %.0f ms after it loaded, want no sooner than its 5 s", at)
+	}
+}

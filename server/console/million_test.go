@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -80,6 +81,13 @@ func TestMillionInstancesPage(t *testing.T) {
 		{"failed of one kind", "/instances?kind=pay&state=terminated", `card declined`},
 		{"search in errors, failed only", "/instances?text=DECLINED&state=terminated", `card declined`},
 		{"search in errors, all (one scan limit)", "/instances?text=DECLINED", `id="search-info"`},
+	}
+	// The search continued from where the one above stopped (its "continue
+	// searching" link: the next scan limit's worth, older instances).
+	if m := moreRE.FindStringSubmatch(get(t, c, e.console+"/instances?text=DECLINED").body); m != nil {
+		pages = append(pages, struct{ name, path, want string }{"search in errors, all, continued", strings.TrimPrefix(html.UnescapeString(m[1]), "/console"), `id="search-info"`})
+	} else {
+		t.Error(`the search among all offers no "continue searching" link`)
 	}
 	for _, p := range pages {
 		var ttfb, total []time.Duration

@@ -12,13 +12,14 @@ import (
 )
 
 // Stats keeps the figures of the console's Overview charts for the last
-// hour, in one-minute buckets: attempts completed and failed, and the wait
+// hour, in one-minute buckets: attempts completed and failed, the wait
 // (ready to started) and run times of attempts, from which the page draws
-// p50 and p99. It is a job.Observer: give it to the Manager of a namespace
-// (job.WithObserver) and to the console (Config.Stats), so the process
-// keeps its own charts with no Prometheus. As an observer alone it sees
-// the attempts its process ran; with Follow it counts the attempts of the
-// whole cluster from the store's change feed (see Follow).
+// p50 and p99, and the lag. It is a job.Observer: give it to the Manager
+// of a namespace (job.WithObserver) and to the console (Config.Stats), so
+// the process keeps its own charts with no Prometheus. As an observer
+// alone it sees the attempts its process ran; with Follow it counts the
+// attempts of the whole cluster from the store's change feed and samples
+// the store's lag (see Follow).
 //
 // Each bucket keeps at most statsSamples samples per figure (reservoir
 // sampling), so memory is bounded whatever the rate.
@@ -33,6 +34,8 @@ type Stats struct {
 	cluster bool
 	// open is closed once Follow's first feed is open.
 	open chan struct{}
+	// lagEvery is how often Follow samples the store's lag.
+	lagEvery time.Duration
 }
 
 // following reports whether Follow counts the attempts (of every node).
@@ -63,6 +66,9 @@ type statsBucket struct {
 	minute            int64 // Unix minute it holds; others are stale
 	completed, failed int64
 	wait, run         reservoir
+	// lag is the largest lag sampled in the minute: the age of the oldest
+	// ready instance of any queue (Manager.Lag).
+	lag time.Duration
 }
 
 // reservoir is a bounded uniform sample of durations.
@@ -84,7 +90,11 @@ func (r *reservoir) add(d time.Duration) {
 }
 
 // NewStats returns an empty Stats.
-func NewStats() *Stats { return &Stats{now: time.Now} }
+func NewStats() *Stats { return &Stats{now: time.Now, lagEvery: defaultLagEvery} }
+
+// defaultLagEvery is how often Follow samples the lag: one Manager.Lag
+// (a read of each queue's ready heads, bounded per queue) every 10 s.
+const defaultLagEvery = 10 * time.Second
 
 // bucket returns the bucket of now, emptied if it held an older minute.
 // The caller holds mu.
@@ -112,8 +122,11 @@ func (s *Stats) bucketAt(t time.Time) *statsBucket {
 // started.
 func (s *Stats) AttemptStarted(e job.AttemptStartedEvent) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cluster {
+		return // Follow counts it, with every other node's
+	}
 	s.bucket().wait.add(e.Wait)
-	s.mu.Unlock()
 }
 
 // AttemptFinished counts a completed or failed attempt and records its run
@@ -144,6 +157,9 @@ type minuteFigures struct {
 	Start                            time.Time
 	Completed, Failed                int64
 	WaitP50, WaitP99, RunP50, RunP99 time.Duration
+	// Lag is the largest lag sampled in the minute (0: none ready, or
+	// not sampled).
+	Lag time.Duration
 }
 
 // lastHour returns the figures of the last statsMinutes minutes, oldest
@@ -159,6 +175,7 @@ func (s *Stats) lastHour() []minuteFigures {
 			f.Completed, f.Failed = b.completed, b.failed
 			f.WaitP50, f.WaitP99 = quantiles(b.wait.samples)
 			f.RunP50, f.RunP99 = quantiles(b.run.samples)
+			f.Lag = b.lag
 		}
 		out = append(out, f)
 	}
@@ -193,12 +210,11 @@ type attemptKey struct {
 // Follow counts into s the attempts of every node sharing m's store, read
 // from the namespace's change feed from now on, until ctx ends: completed
 // and failed attempts (a failure retried counts, as a hand-back at Stop
-// does not) at the minute the store recorded them, and their run times
-// (from the attempt's Processing event to its outcome). The wait times
-// stay those of the attempts this process runs, from the observer: the
-// feed carries no instance's ready time. A Stats that follows counts no
-// attempt through its observer, so give it to the Manager as well for the
-// wait times. m need not be started nor run any kind.
+// does not) at the minute the store recorded them, their run times (from
+// the attempt's Processing event to its outcome) and their wait times
+// (from the Processing event's ReadyAt to the event). A Stats that
+// follows counts nothing through its observer, so nothing counts twice.
+// m need not be started nor run any kind.
 //
 // Follow returns ctx's error when ctx ends. A feed that ends with an
 // error (the store lost its position: job.ErrCursorExpired) is followed
@@ -209,6 +225,7 @@ func (s *Stats) Follow(ctx context.Context, m *job.Manager) error {
 	s.mu.Unlock()
 	inflight := map[attemptKey]time.Time{}
 	open := s.opened()
+	go s.sampleLags(ctx, m)
 	for {
 		feed, err := m.Events(ctx)
 		if err != nil {
@@ -246,6 +263,13 @@ func (s *Stats) count(e job.Event, inflight map[attemptKey]time.Time) {
 			dropOldest(inflight)
 		}
 		inflight[attemptKey{e.InstanceID, e.Attempt}] = e.Time
+		if !e.ReadyAt.IsZero() {
+			s.mu.Lock()
+			if b := s.bucketAt(e.Time); b != nil {
+				b.wait.add(max(e.Time.Sub(e.ReadyAt), 0))
+			}
+			s.mu.Unlock()
+		}
 		return
 	}
 	var completed bool
@@ -286,6 +310,43 @@ func (s *Stats) count(e job.Event, inflight map[attemptKey]time.Time) {
 	}
 	if ok && !e.Time.Before(started) {
 		b.run.add(e.Time.Sub(started))
+	}
+}
+
+// sampleLags samples the lag of m's store now and every lagEvery until
+// ctx ends.
+func (s *Stats) sampleLags(ctx context.Context, m *job.Manager) {
+	every := s.lagEvery
+	if every <= 0 {
+		every = defaultLagEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		s.sampleLag(ctx, m)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sampleLag reads the lag of every queue once and keeps the largest in
+// the minute's bucket. A failed read (the store away) is no sample.
+func (s *Stats) sampleLag(ctx context.Context, m *job.Manager) {
+	r, err := m.Lag(ctx, "", "")
+	if err != nil {
+		return
+	}
+	var worst time.Duration
+	for _, q := range r.Queues {
+		worst = max(worst, q.Age)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.bucket(); b != nil {
+		b.lag = max(b.lag, worst)
 	}
 }
 

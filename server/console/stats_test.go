@@ -77,8 +77,8 @@ func TestStatsBoundTheirSamples(t *testing.T) {
 // TestStatsFollowCountsTheClustersAttempts: a Stats that follows the change
 // feed through a manager that runs nothing counts the attempts another
 // manager on the same store ran: completed, failed (a retried failure and
-// a final one), with their run times; as that manager's observer too, it
-// counts none twice.
+// a final one), with their run times and wait times (from the events'
+// ready times); as that manager's observer too, it counts none twice.
 func TestStatsFollowCountsTheClustersAttempts(t *testing.T) {
 	st, err := memdbstore.New()
 	if err != nil {
@@ -133,35 +133,88 @@ func TestStatsFollowCountsTheClustersAttempts(t *testing.T) {
 		defer scancel()
 		_ = worker.Stop(sctx)
 	}()
-	total := func() (completed, failed, runs int64) {
+	total := func() (completed, failed, runs int64, wait99 time.Duration) {
 		for _, m := range stats.LastHour() {
 			completed += m.Completed
 			failed += m.Failed
 			if m.RunP50 > 0 {
 				runs++
 			}
+			wait99 = max(wait99, m.WaitP99)
 		}
 		return
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, k := range []string{"ok", "ok", "bad", "flaky"} {
-		if _, err := worker.ScheduleJob(ctx, k); err != nil {
+		var opts []job.ScheduleOption
+		if k == "bad" { // ready for 30 s already: its wait is 30 s
+			opts = append(opts, job.WithScheduleAt(time.Now().Add(-30*time.Second)))
+		}
+		if _, err := worker.ScheduleJob(ctx, k, opts...); err != nil {
 			t.Fatal(err)
 		}
 	}
 	const want = 3 // two ok, flaky's second attempt
 	for {
-		c, f, runs := total()
-		if c == want && f == 2 && runs > 0 {
+		c, f, runs, wait99 := total()
+		if c == want && f == 2 && runs > 0 && wait99 >= 30*time.Second {
+			if wait99 > 40*time.Second {
+				t.Fatalf("wait p99 %v, want the 30 s the instance waited", wait99)
+			}
 			break
 		}
 		if c > want || f > 2 || time.Now().After(deadline) {
-			t.Fatalf("counted %d completed and %d failed (run times in %d minutes), want %d and 2", c, f, runs, want)
+			t.Fatalf("counted %d completed and %d failed (run times in %d minutes; wait p99 %v), want %d and 2 (and 30 s)", c, f, runs, wait99, want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
 	if err := <-followed; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Follow returned %v, want context.Canceled", err)
+	}
+}
+
+// TestStatsFollowSamplesTheLag: a following Stats samples the store's lag
+// (the oldest ready instance of any queue, whoever enqueued it) into the
+// minute's bucket, keeping the largest sample.
+func TestStatsFollowSamplesTheLag(t *testing.T) {
+	st, err := memdbstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stats := console.NewStats()
+	stats.SetLagEvery(20 * time.Millisecond)
+	watcher, err := job.NewManager(job.WithStore(st), job.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = stats.Follow(ctx, watcher) }()
+	// Another node enqueues an instance that has been ready for 90 s;
+	// nobody runs it.
+	other, err := job.NewManager(job.WithStore(st), job.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jj, err := job.NewJob(job.WithKind("late"), job.WithExecutor(func() error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.RegisterJob(jj); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ScheduleJob(ctx, "late", job.WithScheduleAt(time.Now().Add(-90*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h := stats.LastHour()
+		if lag := h[len(h)-1].Lag; lag >= 90*time.Second && lag < 100*time.Second {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the minute's lag is %v after 10 s, want about 90 s", lag)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -278,6 +278,9 @@ func (s *Store) deliver(ctx context.Context, wch clientv3.WatchChan, f *store.Fo
 				Cursor: pos.cursor(), InstanceID: x.d.ID, Kind: x.d.Kind, Queue: x.d.Queue, State: h.State,
 				Attempt: h.Attempt, Time: nt(h.Time), Node: h.Node, Error: h.Error, Seq: h.Seq,
 			}
+			if h.State == store.Processing {
+				ev.ReadyAt = nt(x.d.RunAt) // the record as the claim wrote it
+			}
 			if !f.Match(&ev) {
 				continue
 			}

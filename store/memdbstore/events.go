@@ -144,6 +144,11 @@ func (l *eventLog) event(e ringEvent, n uint64, names []string) store.Event {
 	default:
 		h := &r.hist()[e.i]
 		ev.State, ev.Attempt, ev.Time, ev.Node, ev.Error, ev.Seq = h.state, int(h.attempt), fromNanos(h.t), h.node, h.err, h.seq
+		if h.state == store.Processing {
+			// r is the record as the claim left it: RunAt is what it
+			// waited for.
+			ev.ReadyAt = fromNanos(r.runAt)
+		}
 	}
 	return ev
 }

@@ -175,8 +175,13 @@ var errClosed = errors.New("pgstore: store closed")
 // feedOnce delivers the records after *pos, at most feedBatch, advancing
 // *pos; it returns how many it read.
 func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, pos *int64, out chan<- store.Event) (int, error) {
+	// A Processing record's ready time is the instance's run_at while the
+	// instance is at that attempt and not Scheduled again (a retry moves
+	// run_at to the next attempt's).
 	rows, err := s.pool.Query(ctx, `SELECT coalesce((SELECT events_floor FROM `+s.t("meta")+` WHERE ns = $1), 0), h.pos,
-			h.instance_id, h.kind, h.queue, h.state, h.attempt, h.t, h.node, h.error
+			h.instance_id, h.kind, h.queue, h.state, h.attempt, h.t, h.node, h.error,
+			CASE WHEN h.state = 3 THEN (SELECT i.run_at FROM `+s.t("instances")+` i
+				WHERE i.ns = $1 AND i.id = h.instance_id AND i.attempt = h.attempt AND i.state <> 2) END
 		FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT * FROM `+s.t("history")+` WHERE ns = $1 AND pos > $2 ORDER BY pos LIMIT $3) AS h ON true`,
 		s.cfg.ns, *pos, feedBatch)
 	if err != nil {
@@ -185,11 +190,11 @@ func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, pos *int64,
 	var evs []store.Event
 	var floor int64
 	for rows.Next() {
-		var hp, t *int64
+		var hp, t, ready *int64
 		var id, kind, queue, node, msg *string
 		var st *int16
 		var att *int32
-		if err := rows.Scan(&floor, &hp, &id, &kind, &queue, &st, &att, &t, &node, &msg); err != nil {
+		if err := rows.Scan(&floor, &hp, &id, &kind, &queue, &st, &att, &t, &node, &msg, &ready); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -198,6 +203,9 @@ func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, pos *int64,
 		}
 		evs = append(evs, store.Event{Cursor: s.cursor(*hp), InstanceID: *id, Kind: *kind, Queue: *queue,
 			State: store.State(*st), Attempt: int(*att), Time: fromNanos(*t), Node: *node, Error: *msg, Seq: uint64(*hp)})
+		if ready != nil {
+			evs[len(evs)-1].ReadyAt = fromNanos(*ready)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

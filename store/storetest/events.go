@@ -201,6 +201,51 @@ func testEventsTransitions(t *testing.T, h Harness) {
 	quiet(t, ch, "after a cancel request on a running instance")
 }
 
+// testEventsReadyAt: a Processing event carries when its attempt became
+// ready (the RunAt the claim found: the enqueue's, then a retry's), so a
+// follower can chart wait times of every node; other events carry none.
+// Each step's events are taken before the next step, as a live feed reads
+// them (Redis, Valkey and PostgreSQL read the ready time as they deliver).
+func testEventsReadyAt(t *testing.T, h Harness) {
+	e := setup(t, h)
+	ch, _ := e.follow(e.s, store.FollowParams{Cursor: e.cursor(e.s)})
+	in := inst("ra-1", "q-ra")
+	in.RunAt = at(time.Second)
+	e.enqueue(e.s, base, in)
+	e.claimOne(e.s, "q-ra", "w1", at(5*time.Second), "ra-1")
+	evs := take(t, ch, 3, "enqueue and first claim")
+	for _, ev := range evs[:2] {
+		if !ev.ReadyAt.IsZero() {
+			t.Fatalf("the %v event of an enqueue has ReadyAt %v, want none", ev.State, ev.ReadyAt)
+		}
+	}
+	if ev := evs[2]; ev.State != store.Processing || !ev.ReadyAt.Equal(at(time.Second)) {
+		t.Fatalf("first claim: got %s with ReadyAt %v, want Processing ready at %v (the RunAt)", fmtEvent(ev), ev.ReadyAt, at(time.Second))
+	}
+
+	// A retry ready at 10 s, claimed at 12 s.
+	e.finishOK(e.s, "w1", at(6*time.Second), store.Outcome{ID: "ra-1", Attempt: 1, State: store.Scheduled, RunAt: at(10 * time.Second), Error: "again"})
+	e.claimOne(e.s, "q-ra", "w2", at(12*time.Second), "ra-1")
+	evs = take(t, ch, 2, "retry and second claim")
+	if ev := evs[0]; ev.State != store.Scheduled || !ev.ReadyAt.IsZero() {
+		t.Fatalf("retry: got %s with ReadyAt %v, want Scheduled with none", fmtEvent(ev), ev.ReadyAt)
+	}
+	if ev := evs[1]; ev.State != store.Processing || ev.Attempt != 2 || !ev.ReadyAt.Equal(at(10*time.Second)) {
+		t.Fatalf("second claim: got %s with ReadyAt %v, want attempt 2 ready at %v (the retry's RunAt)", fmtEvent(ev), ev.ReadyAt, at(10*time.Second))
+	}
+	e.finishOK(e.s, "w2", at(13*time.Second), store.Outcome{ID: "ra-1", Attempt: 2, State: store.Completed, Result: []byte(`[1]`)})
+	if ev := next(t, ch, "completion"); ev.State != store.Completed || !ev.ReadyAt.IsZero() {
+		t.Fatalf("completion: got %s with ReadyAt %v, want Completed with none", fmtEvent(ev), ev.ReadyAt)
+	}
+
+	// A feed that reads the second claim after the instance completed
+	// still has its ready time on every store.
+	ch2, _ := e.follow(e.open(), store.FollowParams{InstanceID: "ra-1", Cursor: evs[0].Cursor})
+	if ev := next(t, ch2, "second claim read again"); ev.State != store.Processing || !ev.ReadyAt.Equal(at(10*time.Second)) {
+		t.Fatalf("second claim read after the completion: got %s with ReadyAt %v, want ready at %v", fmtEvent(ev), ev.ReadyAt, at(10*time.Second))
+	}
+}
+
 // testEventsFilters: kind and instance filters keep only what they name;
 // a follow from now (no cursor) sees only later events.
 func testEventsFilters(t *testing.T, h Harness) {
@@ -465,6 +510,7 @@ func testEvents(t *testing.T, h Harness) {
 			{"Filters", testEventsFilters},
 			{"Resume", testEventsResume},
 			{"End", testEventsEnd},
+			{"ReadyAt", testEventsReadyAt},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()

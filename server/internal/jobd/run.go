@@ -123,9 +123,9 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	if c.MetricsNaming == "go-job" {
 		naming = metrics.GoJobNaming
 	}
-	// The console's Overview charts: one Stats per namespace, told by its
-	// manager as an observer (wait times) and following the namespace's
-	// change feed (attempts and run times of the whole cluster).
+	// The console's Overview charts: one Stats per namespace, following
+	// the namespace's change feed (attempts, wait and run times of the
+	// whole cluster) and sampling its lag (Stats.Follow).
 	stats := make(map[string]*console.Stats, len(c.Namespaces))
 	for _, ns := range c.Namespaces {
 		stats[ns] = console.NewStats()
@@ -166,8 +166,8 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 		return err
 	}
 	defer alerts.stop()
-	// Issue 20: the Overview counts every node's attempts from the change
-	// feed (wait times stay this process's own), until the drain begins.
+	// Issue 20: the Overview counts every node's attempts, wait and run
+	// times from the change feed, until the drain begins.
 	for ns, m := range d.managers {
 		go func() { _ = stats[ns].Follow(ctx, m) }()
 	}

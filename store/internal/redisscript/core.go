@@ -33,6 +33,8 @@ type Core struct {
 	r    Runner
 	keys Keys
 	name string // the plugin's name for error messages
+	// order keeps the sorted order keys of big seconds (lookup_order.go).
+	order orderCache
 }
 
 // NewCore returns a Core for namespace ns. name prefixes error messages

@@ -112,7 +112,16 @@ func (c *Core) parseCursor(s string) (position, error) {
 type eventsRead struct {
 	last, deleted streamID
 	entries       []streamEntry
-	meta          map[string][2]string // stored ID -> kind, queue
+	meta          map[string]eventMeta // by stored ID
+}
+
+// eventMeta is what the events script read of an instance: its kind and
+// queue, and the attempt its state is at with when that attempt became
+// ready (a Processing event of that attempt gets it as ReadyAt).
+type eventMeta struct {
+	kind, queue string
+	attempt     int
+	ready       time.Time
 }
 
 type streamEntry struct {
@@ -135,7 +144,7 @@ func (c *Core) readEvents(ctx context.Context, from *streamID) (*eventsRead, err
 	if len(a) != 4 {
 		return nil, fmt.Errorf("%s: events: malformed reply", c.name)
 	}
-	r := &eventsRead{meta: map[string][2]string{}}
+	r := &eventsRead{meta: map[string]eventMeta{}}
 	var ok1, ok2 bool
 	r.last, ok1 = parseStreamID(asString(a[0]))
 	r.deleted, ok2 = parseStreamID(asString(a[1]))
@@ -151,8 +160,17 @@ func (c *Core) readEvents(ctx context.Context, from *streamID) (*eventsRead, err
 		r.entries = append(r.entries, streamEntry{id, asString(flat[i+1])})
 	}
 	meta := asArray(a[3])
-	for i := 0; i+2 < len(meta); i += 3 {
-		r.meta[asString(meta[i])] = [2]string{asString(meta[i+1]), asString(meta[i+2])}
+	for i := 0; i+4 < len(meta); i += 5 {
+		att, err1 := strconv.Atoi(asString(meta[i+3]))
+		us, err2 := strconv.ParseInt(asString(meta[i+4]), 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%s: events: malformed instance attempt %v or ready time %v", c.name, meta[i+3], meta[i+4])
+		}
+		m := eventMeta{kind: asString(meta[i+1]), queue: asString(meta[i+2]), attempt: att}
+		if us != 0 {
+			m.ready = FromMicros(us)
+		}
+		r.meta[asString(meta[i])] = m
 	}
 	return r, nil
 }
@@ -313,7 +331,7 @@ func (c *Core) feed(ctx context.Context, f *store.FollowParams, pos position, r 
 
 // deliver sends the records of entry e after pos that match f, moving pos
 // past each, and sets waited when out was full; false when ctx ended.
-func (c *Core) deliver(ctx context.Context, f *store.FollowParams, pos *position, e streamEntry, meta map[string][2]string, out chan<- store.Event, waited *bool) bool {
+func (c *Core) deliver(ctx context.Context, f *store.FollowParams, pos *position, e streamEntry, meta map[string]eventMeta, out chan<- store.Event, waited *bool) bool {
 	switch d := e.id.cmp(pos.id); {
 	case d < 0, d == 0 && pos.skip < 0:
 		return true // delivered already
@@ -338,7 +356,10 @@ func (c *Core) deliver(ctx context.Context, f *store.FollowParams, pos *position
 			Time: h.Time, Node: h.Node, Error: h.Error, Seq: h.Seq,
 		}
 		if m, ok := meta[EncodeID(h.InstanceID)]; ok {
-			ev.Kind, ev.Queue = m[0], m[1]
+			ev.Kind, ev.Queue = m.kind, m.queue
+			if h.State == store.Processing && h.Attempt == m.attempt {
+				ev.ReadyAt = m.ready
+			}
 		}
 		if !f.Match(&ev) {
 			continue

@@ -78,9 +78,20 @@ func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.In
 		}
 		for _, k := range kinds {
 			matched := 0
-			err := c.eachBucket(ctx, k, q.Since, q.Until, func(sids []string, last bool) (bool, error) {
-				matched += match(sids)
-				return !last || q.Limit == 0 || matched < q.Limit, nil
+			err := c.eachSecond(ctx, k, q.Since, q.Until, func(sec int64, raw string, all, fresh []string) (bool, error) {
+				if q.Limit > 0 && len(all) > bigBucket {
+					// A big second: read its newest first, only as many
+					// as still wanted (lookup_order.go).
+					n, err := c.newestOfSecond(ctx, k, sec, raw, all, q.Since, q.Until, q.Limit-matched, match)
+					matched += n
+					return matched < q.Limit, err
+				}
+				for len(fresh) > 0 {
+					n := min(len(fresh), 1000)
+					matched += match(fresh[:n])
+					fresh = fresh[n:]
+				}
+				return q.Limit == 0 || matched < q.Limit, nil
 			})
 			if err != nil {
 				return nil, err
@@ -337,13 +348,14 @@ func (c *Core) kinds(ctx context.Context, kind string) ([]string, error) {
 	return out, nil
 }
 
-// eachBucket calls fn with the stored IDs of each bucket of kind whose
-// second overlaps [since, until), newest second first, in parts of at most
-// 1000 (last is true for a second's last part), until fn returns false. An
-// ID is passed once even when it is in two buckets (enqueued again after
-// it was pruned). A second's IDs are in enqueue order, not CreatedAt
-// order, so a caller that wants the newest stops only after a last part.
-func (c *Core) eachBucket(ctx context.Context, kind string, since, until time.Time, fn func(sids []string, last bool) (bool, error)) error {
+// eachSecond calls fn with each bucket of kind whose second overlaps
+// [since, until), newest second first, until fn returns false: the
+// second, the bucket's bytes, its stored IDs (all) and those of them not
+// passed before (fresh: an ID is in two buckets when it was enqueued
+// again after it was pruned). A second's IDs are in enqueue order, not
+// CreatedAt order, so a caller that wants the newest reads a second whole
+// or in its order (newestOfSecond).
+func (c *Core) eachSecond(ctx context.Context, kind string, since, until time.Time, fn func(sec int64, raw string, all, fresh []string) (bool, error)) error {
 	maxS, minS := "+inf", "-inf"
 	if !until.IsZero() {
 		maxS = strconv.FormatInt(floorDiv(Micros(until)-1, 1e6), 10)
@@ -365,24 +377,20 @@ func (c *Core) eachBucket(ctx context.Context, kind string, since, until time.Ti
 			if err != nil {
 				return c.wrap(ctx, "lookup", err)
 			}
-			sids, err := splitBucket(asString(b))
+			raw := asString(b)
+			sids, err := splitBucket(raw)
 			if err != nil {
 				return fmt.Errorf("%s: lookup: kind %q second %d: %w", c.name, kind, sec, err)
 			}
-			fresh := sids[:0]
+			fresh := make([]string, 0, len(sids))
 			for _, sid := range sids {
 				if !seen[sid] {
 					seen[sid] = true
 					fresh = append(fresh, sid)
 				}
 			}
-			for len(fresh) > 0 {
-				n := min(len(fresh), 1000)
-				more, err := fn(fresh[:n], n == len(fresh))
-				if err != nil || !more {
-					return err
-				}
-				fresh = fresh[n:]
+			if more, err := fn(sec, raw, sids, fresh); err != nil || !more {
+				return err
 			}
 		}
 		if len(secs) < page {

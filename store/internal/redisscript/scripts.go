@@ -117,6 +117,7 @@ var (
 	AppendLogs    = load("append_logs", "")
 	OfInstances   = load("of_instances", "no-writes")
 	Records       = load("records", "no-writes")
+	OrderKeys     = loadLean("order_keys", "no-writes")
 	Plan          = load("plan", "no-writes")
 	Range         = load("stream_range", "no-writes")
 	Prune         = load("prune", "allow-oom")
@@ -141,7 +142,7 @@ var (
 )
 
 // All lists every script, for plugins that prepare them up front.
-var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, Plan, Range, Prune,
+var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, OrderKeys, Plan, Range, Prune,
 	EventsRead, InspectLag, InspectCounts, QueueAdmin, NodesHeartbeat, NodesList, NodesRescue, AdminRetry, AdminDelete,
 	ProgressSet, ProgressLookup, Wake}
 

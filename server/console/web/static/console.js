@@ -155,6 +155,10 @@
     // enhance), normalised by the browser's serialiser: a refresh that
     // brings the same content leaves the page alone.
     var pending = false, busy = false, last = 0, refreshes = 0, shown = rendered;
+    // A page that asks for few refreshes was just rendered fresh: its
+    // refresh on open waits out the same interval, so loading a text
+    // search runs it once, not twice at once.
+    if (main.querySelector("[data-live-every]")) last = Date.now();
     function refresh() {
       if (busy) { pending = true; return; }
       // A page may ask for fewer refreshes (a text search re-reads up to

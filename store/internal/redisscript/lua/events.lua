@@ -7,7 +7,9 @@
 -- and the largest ID ever deleted from it ('0-0' for none, or when the
 -- stream does not exist), up to count entries from ARGV[2] as a flat list
 -- {id, value, ...}, and the kind and queue of every instance those entries
--- hold records of, flat {instance, kind, queue, ...} (instances that are
+-- hold records of, with the attempt its state is at and when that attempt
+-- became ready (0, 0 when it is Scheduled again or never ran), flat
+-- {instance, kind, queue, attempt, ready (us), ...} (instances that are
 -- gone are left out). Read in one script, the bounds and the entries agree:
 -- when deleted is not after ARGV[2], no entry after ARGV[2] was deleted
 -- before this read, so the entries are all there are. Read-only.
@@ -46,15 +48,29 @@ if from ~= '' then
 			end
 		end
 	end
-	local specs = hmget(K_INST, ids)
+	local specs, sts = hmget(K_INST, ids), hmget(K_ST, ids)
 	for i, id in ipairs(ids) do
 		if specs[i] then
-			-- Seq, kind and queue lead the spec: decode only those.
-			local ok, _, _, kind, queue = pcall(cmsgpack.unpack_limit, specs[i], 3)
+			-- Seq, kind, queue, args, priority and RunAt lead the spec:
+			-- decode only those.
+			local ok, _, _, kind, queue, _, _, runat = pcall(cmsgpack.unpack_limit, specs[i], 6)
 			if ok and type(kind) == 'string' and type(queue) == 'string' then
+				-- The attempt whose ready time is known and that time: the
+				-- state's attempt and RunAt (0: the spec's) while it is not
+				-- Scheduled again (then RunAt is the next attempt's).
+				local att, ready = 0, 0
+				local t = sts[i] and state(sts[i])
+				if t and t[T_STATE] ~= S_SCHEDULED and t[T_ATT] > 0 then
+					att, ready = t[T_ATT], t[T_RUNAT]
+					if ready == 0 and type(runat) == 'number' then
+						ready = runat
+					end
+				end
 				meta[#meta + 1] = id
 				meta[#meta + 1] = kind
 				meta[#meta + 1] = queue
+				meta[#meta + 1] = num(att)
+				meta[#meta + 1] = num(ready)
 			end
 		end
 	end
