@@ -342,7 +342,12 @@ func refusal(typ string, err error) (fieldErrors, bool) {
 	msg := apiMessage(err)
 	errs := fieldErrors{"": msg}
 	if f := fieldOf(typ, msg); f != "" {
-		errs[f] = msg
+		// At the field, only what the executor says of it.
+		short := msg
+		if _, rest, ok := strings.Cut(msg, "invalid config: "); ok {
+			short = rest
+		}
+		errs[f] = short
 	}
 	return errs, true
 }
