@@ -1,8 +1,10 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/jobkit/job"
 	pb "github.com/jobkit/job/api/gen/jobkit/v1"
+	"github.com/jobkit/job/executors/command"
+	"github.com/jobkit/job/executors/wasm"
 	xwebhook "github.com/jobkit/job/executors/webhook"
 	"github.com/jobkit/job/webhook"
 )
@@ -143,5 +147,95 @@ func TestExecutorFormsCheckSaveAndTestRun(t *testing.T) {
 	}
 	if got, _ := e.defs(adminToken).GetDefinition(context.Background(), connect.NewRequest(&pb.GetDefinitionRequest{Kind: "hook"})); got.Msg.GetDefinition().GetVersion() != 2 {
 		t.Fatal("the viewer's forged edit changed the definition")
+	}
+}
+
+// TestExecutorFormsOfCommandAndWasm: the command form builds argv, the
+// environment and permanent exit codes, and its test run shows the exit
+// code and the output; the wasm form's module reference and upload are
+// checked by the server, refused at the module field.
+func TestExecutorFormsOfCommandAndWasm(t *testing.T) {
+	mods, err := wasm.NewDirModules(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := wasm.New(wasm.Options{Modules: mods})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wt.Close(context.Background()) })
+	e := newEnvOn(t, memdb, withManager(job.WithExecutorTypes(command.New(command.Options{Allow: []string{"/bin/sh"}}), wt)))
+	c := browserless(t)
+	csrf := signIn(t, e, c, adminToken)
+	if p := get(t, c, e.console+"/executors/new?type=command"); !strings.Contains(p.body, `id="x-argv"`) || !strings.Contains(p.body, `id="x-shell"`) {
+		t.Fatalf("the command form:\n%s", p.body)
+	}
+
+	// Shell only when ticked: a script as argv[0] without it is refused
+	// at the argv field.
+	form := url.Values{"csrf": {csrf}, "type": {"command"}, "kind": {"say"}, "queue": {"default"}, "retries": {"0"},
+		"argv": {"echo \"$GREETING, $1\"; echo to stderr >&2\r\n{{index .Args 0}}"}, "env": {"GREETING=hello"},
+		"permanent_exit_codes": {"2, 64"}, "grace": {"1s"}, "action": {"save"}}
+	if p := post(t, c, e.console+"/executors/new", form, nil); p.status != http.StatusBadRequest || !strings.Contains(p.body, `id="x-argv-error"`) {
+		t.Fatalf("a script without shell ticked: status %d:\n%s", p.status, p.body)
+	}
+	form.Set("permanent_exit_codes", "2, x")
+	form.Set("shell", "on")
+	if p := post(t, c, e.console+"/executors/new", form, nil); p.status != http.StatusBadRequest || !strings.Contains(p.body, `id="x-permanent_exit_codes-error"`) {
+		t.Fatalf("an exit code that is not a number: status %d:\n%s", p.status, p.body)
+	}
+	form.Set("permanent_exit_codes", "2, 64")
+	if p := post(t, c, e.console+"/executors/new", form, nil); p.status != http.StatusSeeOther {
+		t.Fatalf("save: status %d:\n%s", p.status, p.body)
+	}
+	got, err := e.defs(adminToken).GetDefinition(context.Background(), connect.NewRequest(&pb.GetDefinitionRequest{Kind: "say"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := got.Msg.GetDefinition().GetExecutor().GetConfigJson(); cfg != `{"argv":["echo \"$GREETING, $1\"; echo to stderr \u003e\u00262","{{index .Args 0}}"],"env":{"GREETING":"hello"},"grace":"1s","permanent_exit_codes":[2,64],"shell":true}` {
+		t.Fatalf("the stored config: %s", cfg)
+	}
+	p := post(t, c, e.console+"/executors/say/test", url.Values{"csrf": {csrf}, "args": {`["world"]`}}, nil)
+	loc := p.header.Get("Location")
+	id := strings.TrimSuffix(strings.SplitN(loc, "run=", 2)[1], "#run")
+	e.waitState(t, id, pb.State_STATE_COMPLETED)
+	p = get(t, c, e.url+loc)
+	for _, want := range []string{`id="run-exit">0<`, "hello, world", "to stderr"} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the command's test run page lacks %q:\n%s", want, p.body)
+		}
+	}
+	// The edit form shows the stored config back as it was typed.
+	p = get(t, c, e.console+"/executors/say")
+	if !strings.Contains(p.body, "GREETING=hello") || !strings.Contains(p.body, `value="2, 64"`) || !strings.Contains(p.body, `name="shell" id="x-shell" checked`) {
+		t.Errorf("the edit form does not show the stored config:\n%s", p.body)
+	}
+
+	// Wasm: a reference that is not one, refused at the module field.
+	form = url.Values{"csrf": {csrf}, "type": {"wasm"}, "kind": {"mod"}, "queue": {"default"}, "retries": {"0"},
+		"module": {"sha256:nothex"}, "memory_mb": {"16"}, "action": {"check"}}
+	if p := post(t, c, e.console+"/executors/new", form, nil); p.status != http.StatusBadRequest || !strings.Contains(p.body, `id="x-module-error"`) {
+		t.Fatalf("a bad module reference: status %d:\n%s", p.status, p.body)
+	}
+	// An upload (multipart), to a server that keeps no modules: refused
+	// at the module field too, saying how to enable them.
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for k, v := range map[string]string{"csrf": csrf, "type": "wasm", "kind": "mod", "queue": "default", "memory_mb": "16", "action": "check"} {
+		_ = mw.WriteField(k, v)
+	}
+	fw, _ := mw.CreateFormFile("module_file", "m.wasm")
+	_, _ = fw.Write([]byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00})
+	_ = mw.Close()
+	req, _ := http.NewRequest(http.MethodPost, e.console+"/executors/new", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `id="x-module-error"`) || !strings.Contains(string(b), "--wasm") {
+		t.Fatalf("an upload to a server without a module store: status %d:\n%s", res.StatusCode, b)
 	}
 }
