@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -531,6 +532,11 @@ func (c *Console) executorPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := got.Msg.GetDefinition()
+	if d.GetExecutor() == nil {
+		// A Go kind's policy: its own form.
+		http.Redirect(w, r, c.path("/definitions/"+url.PathEscape(d.GetKind())+"/edit"), http.StatusSeeOther)
+		return
+	}
 	p := execPage{F: formOf(d), D: d, Types: executorTypes}
 	if p.Run, err = c.runOf(r, s, d); err != nil {
 		c.fail(w, r, s, err)

@@ -127,6 +127,14 @@ func TestExecutorFormsCheckSaveAndTestRun(t *testing.T) {
 		t.Fatalf("a stale save: status %d:\n%s", p.status, p.body)
 	}
 
+	// A definition without an executor type has its own form.
+	if _, err := e.defs(adminToken).CreateDefinition(context.Background(), connect.NewRequest(&pb.CreateDefinitionRequest{Definition: &pb.Definition{Kind: "plain", Queue: "default"}})); err != nil {
+		t.Fatal(err)
+	}
+	if p := get(t, c, e.console+"/executors/plain"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/definitions/plain/edit" {
+		t.Errorf("the executor page of a definition without one: status %d location %q", p.status, p.header.Get("Location"))
+	}
+
 	// A viewer: no forms, and its forged posts are refused by the server.
 	v := browserless(t)
 	vcsrf := signIn(t, e, v, viewerToken)
