@@ -105,6 +105,10 @@ func TestExecutorFormsCheckSaveAndTestRun(t *testing.T) {
 	if !strings.Contains(p.body, `data-definition="hook"`) || !strings.Contains(p.body, "202 Accepted") {
 		t.Errorf("the executors list lacks hook's last run:\n%s", p.body)
 	}
+	// The Jobs page's definitions link the executor type to this page.
+	if p := get(t, c, e.console+"/jobs"); !strings.Contains(p.body, `href="/console/executors/hook" class="badge"`) {
+		t.Errorf("the Jobs page does not link hook's executor to its page:\n%s", p.body)
+	}
 	// Bad arguments are refused before anything is scheduled.
 	if p := post(t, c, e.console+"/executors/hook/test", url.Values{"csrf": {csrf}, "args": {`{"not": "an array"}`}}, nil); p.status != http.StatusBadRequest {
 		t.Errorf("test run with an object for arguments: status %d, want 400", p.status)
