@@ -21,29 +21,24 @@ import (
 	"github.com/jobkit/job/server"
 )
 
-// jobdBinary builds jobd once per test binary.
-var jobdBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "console-jobd-")
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "jobd")
+// buildJobd builds jobd into a directory of the test's (the build cache
+// makes a second build quick).
+func buildJobd(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "jobd")
 	cmd := exec.Command("go", "build", "-o", out, "../cmd/jobd")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ../cmd/jobd: %v\n%s", err, b)
+		t.Fatalf("go build ../cmd/jobd: %v\n%s", err, b)
 	}
-	return out, nil
-})
+	return out
+}
 
 // startJobd runs a real jobd process with args (plus a loopback listener,
 // JSON logs and the test tokens), waits until it answers, stops it
 // (SIGTERM) when the test ends, and returns its base URL.
 func startJobd(t *testing.T, args ...string) string {
 	t.Helper()
-	bin, err := jobdBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := buildJobd(t)
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
 	var y strings.Builder
 	for _, tk := range []struct{ name, secret, role string }{{"admin", adminToken, "admin"}, {"operator", operatorToken, "operator"}, {"viewer", viewerToken, "viewer"}} {
