@@ -110,13 +110,7 @@ func (m *Manager) jobFor(ctx context.Context, kind string) (*Job, error) {
 // Managers with a registered job of the kind keep using their job's own
 // policy; the definition serves those without it (see ScheduleJob).
 func (m *Manager) PutDefinition(ctx context.Context, d Definition, ifVersion int64) (*Definition, error) {
-	if d.Queue == "" {
-		d.Queue = DefaultQueue
-	}
-	if err := d.Validate(); err != nil {
-		return nil, fmt.Errorf("job: put definition: %w: %w", ErrInvalidJob, err)
-	}
-	if err := m.checkPutExecutor(ctx, &d); err != nil {
+	if err := m.prepareDefinition(ctx, &d); err != nil {
 		return nil, fmt.Errorf("job: put definition: %w", err)
 	}
 	got, err := m.store.PutDefinition(ctx, &store.PutDefinitionParams{Definition: &d, IfVersion: ifVersion, Now: m.clock.Now()})

@@ -267,3 +267,43 @@ func TestExecutorTypeRequiredLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckDefinition: CheckDefinition refuses what PutDefinition
+// refuses, with the same errors, returns what it would store, and stores
+// nothing.
+func TestCheckDefinition(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newManager(t, job.WithStore(memStore(t)), job.WithWorkers(0), job.WithExecutorTypes(echoType{"wasm"}))
+	got, err := w.CheckDefinition(ctx, echoDef("data", `{ "prefix" : "x" }`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Queue != job.DefaultQueue || string(got.Executor.Config) != `{"prefix":"x"}` {
+		t.Fatalf("checked definition: queue %q config %s, want the default queue and canonical JSON", got.Queue, got.Executor.Config)
+	}
+	if _, err := w.Definition(ctx, "data"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after CheckDefinition, Definition = %v, want ErrNotFound (nothing stored)", err)
+	}
+	// A config the type refuses: the error PutDefinition gives.
+	bad := echoDef("data", `{"other": 1}`)
+	_, checkErr := w.CheckDefinition(ctx, bad)
+	_, putErr := w.PutDefinition(ctx, bad, 0)
+	if !errors.Is(checkErr, job.ErrInvalidJob) || !errors.Is(putErr, job.ErrInvalidJob) ||
+		!strings.Contains(checkErr.Error(), `want {"prefix"`) || !strings.Contains(putErr.Error(), `want {"prefix"`) {
+		t.Fatalf("a config the type refuses: check %v, put %v; want both ErrInvalidJob naming the fix", checkErr, putErr)
+	}
+	// A field the store refuses.
+	neg := echoDef("data", `{"prefix":"x"}`)
+	neg.MaxRetries = -5
+	if _, err := w.CheckDefinition(ctx, neg); !errors.Is(err, job.ErrInvalidJob) || !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("max retries -5: %v, want ErrInvalidJob and store.ErrInvalid", err)
+	}
+	// A kind registered here as a Go function.
+	if err := w.RegisterJob(mustJob(t, job.WithKind("code"), job.WithExecutor(func() {}))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.CheckDefinition(ctx, echoDef("code", `{"prefix":"x"}`)); !errors.Is(err, job.ErrDuplicateKind) {
+		t.Fatalf("a Go kind: %v, want ErrDuplicateKind", err)
+	}
+}

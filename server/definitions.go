@@ -25,8 +25,15 @@ func (s definitionService) CreateDefinition(ctx context.Context, req *connect.Re
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	if err := s.attachModule(ctx, &d, req.Msg.GetWasmModule()); err != nil {
+	if err := s.attachModule(ctx, &d, req.Msg.GetWasmModule(), req.Msg.GetValidateOnly()); err != nil {
 		return nil, err
+	}
+	if req.Msg.GetValidateOnly() {
+		p, err := validateDefinition(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&pb.CreateDefinitionResponse{Definition: p}), nil
 	}
 	got, err := managerOf(ctx).PutDefinition(ctx, d, 0)
 	if errors.Is(err, store.ErrConflict) {
@@ -80,11 +87,18 @@ func (s definitionService) UpdateDefinition(ctx context.Context, req *connect.Re
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	if err := s.attachModule(ctx, &d, req.Msg.GetWasmModule()); err != nil {
+	if err := s.attachModule(ctx, &d, req.Msg.GetWasmModule(), req.Msg.GetValidateOnly()); err != nil {
 		return nil, err
 	}
 	if req.Msg.GetIfVersion() < 0 {
 		return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0 to replace whatever is stored", req.Msg.GetIfVersion()))
+	}
+	if req.Msg.GetValidateOnly() {
+		p, err := validateDefinition(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&pb.UpdateDefinitionResponse{Definition: p}), nil
 	}
 	m := managerOf(ctx)
 	if v := req.Msg.GetIfVersion(); v != 0 {

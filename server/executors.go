@@ -36,8 +36,9 @@ func executorFromProto(p *pb.ExecutorSpec) *store.ExecutorSpec {
 }
 
 // attachModule stores module (when sent) and sets the wasm executor
-// config's "module" of d to its reference.
-func (s definitionService) attachModule(ctx context.Context, d *store.Definition, module []byte) error {
+// config's "module" of d to its reference. With checkOnly it checks the
+// module and sets the reference, storing nothing.
+func (s definitionService) attachModule(ctx context.Context, d *store.Definition, module []byte, checkOnly bool) error {
 	if len(module) == 0 {
 		return nil
 	}
@@ -48,6 +49,14 @@ func (s definitionService) attachModule(ctx context.Context, d *store.Definition
 	if mods == nil {
 		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("this jobd keeps no WebAssembly modules; start it with --wasm (modules in the store) or --wasm-modules DIR, or send the definition without wasm_module and a \"module\" reference"))
 	}
+	put := mods.Put
+	if checkOnly {
+		mc, ok := mods.(ModuleChecker)
+		if !ok {
+			return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("this jobd's module store cannot check a module without storing it; send validate_only without wasm_module"))
+		}
+		put = mc.Check
+	}
 	if d.Executor == nil || d.Executor.Type != store.ExecutorWasm {
 		return invalid("wasm_module sent with a definition whose executor is not of type \"wasm\"; set definition.executor.type to wasm")
 	}
@@ -57,11 +66,22 @@ func (s definitionService) attachModule(ctx context.Context, d *store.Definition
 			return invalid(fmt.Sprintf("definition.executor.config_json is not a JSON object: %v", err))
 		}
 	}
-	ref, err := mods.Put(module)
+	ref, err := put(module)
 	if err != nil {
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("wasm_module: %w", err))
 	}
 	cfg["module"], _ = json.Marshal(ref)
 	d.Executor.Config, _ = json.Marshal(cfg)
 	return nil
+}
+
+// validateDefinition answers a validate_only request: d checked as a
+// create or update would check it (Manager.CheckDefinition), as it would
+// be stored, storing nothing.
+func validateDefinition(ctx context.Context, d store.Definition) (*pb.Definition, error) {
+	got, err := managerOf(ctx).CheckDefinition(ctx, d)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return definitionToProto(got), nil
 }

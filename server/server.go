@@ -77,6 +77,14 @@ type ModuleStore interface {
 	Put(module []byte) (ref string, err error)
 }
 
+// ModuleChecker is an optional interface of a ModuleStore: Check checks a
+// module as Put does and returns the reference Put would, storing
+// nothing. A validate-only definition request that carries a module needs
+// it (DefinitionService, validate_only).
+type ModuleChecker interface {
+	Check(module []byte) (ref string, err error)
+}
+
 // Role is what a token may do: RoleViewer reads; RoleOperator also schedules, cancels,
 // retries, pauses/resumes queues and triggers, runs triggers; RoleAdmin also writes
 // definitions and triggers and deletes; RoleWorker is for remote executors (no API calls

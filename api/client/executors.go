@@ -32,3 +32,17 @@ func (c *Client) UpdateDefinitionWithModule(ctx context.Context, d *jobkitv1.Def
 	}
 	return res.Msg.GetDefinition(), nil
 }
+
+// CheckDefinition sends d (and module, nil for none) to be checked as a
+// create would check it — its fields, and its executor config on a jobd
+// that enables the executor's type — and returns it as it would be
+// stored, storing nothing (validate_only). A module is checked and
+// referenced, not stored.
+func (c *Client) CheckDefinition(ctx context.Context, d *jobkitv1.Definition, module []byte) (*jobkitv1.Definition, error) {
+	op := fmt.Sprintf("check definition %q", d.GetKind())
+	res, err := c.defs.CreateDefinition(ctx, connect.NewRequest(&jobkitv1.CreateDefinitionRequest{Definition: d, WasmModule: module, ValidateOnly: true}))
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return res.Msg.GetDefinition(), nil
+}

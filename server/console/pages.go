@@ -219,5 +219,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /calendars/{name}", c.calendarPage)
 	m.HandleFunc("POST /calendars/{name}/{action}", c.calendarAction)
 	c.alertRoutes(m) // issue 23
+	// Executor definitions (issue 22, executors.go).
+	c.executorRoutes(m)
 	c.mux = m
 }

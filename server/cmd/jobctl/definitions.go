@@ -130,7 +130,7 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				got, err := createDefinition(ctx, c, d, module)
+				got, err := createDefinition(ctx, c, d, module, cx.check)
 				if err != nil {
 					return err
 				}
@@ -170,7 +170,7 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				got, err := updateDefinition(ctx, c, d, ifVersion, module)
+				got, err := updateDefinition(ctx, c, d, ifVersion, module, ux.check)
 				if err != nil {
 					return err
 				}

@@ -25,6 +25,7 @@ type execFlags struct {
 	executor string
 	config   string
 	wasmFile string
+	check    bool
 }
 
 func (f *execFlags) add(cmd *cobra.Command) {
@@ -32,6 +33,7 @@ func (f *execFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.executor, "executor", "", `run the kind with a built-in executor: webhook, command or wasm ("none" removes it)`)
 	fl.StringVar(&f.config, "config", "", `the executor's config, a JSON object ("@file": read it from a file); doc/executors.md`)
 	fl.StringVar(&f.wasmFile, "wasm-file", "", "a WebAssembly module to upload; the jobd stores it by content hash and sets the config's module")
+	fl.BoolVar(&f.check, "check", false, "only have the server check the definition, as a save would (the executor config too, on a jobd that enables its type), and print it as it would be stored; nothing is stored")
 }
 
 // apply sets the executor of d from the flags given, and returns the
@@ -173,15 +175,23 @@ func newDefinitionTestCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// createOrUpdate calls the API with or without a module.
-func createDefinition(ctx context.Context, c *client.Client, d *jobkitv1.Definition, module []byte) (*jobkitv1.Definition, error) {
+// createDefinition calls the API with or without a module; with check,
+// it only has the server check the definition.
+func createDefinition(ctx context.Context, c *client.Client, d *jobkitv1.Definition, module []byte, check bool) (*jobkitv1.Definition, error) {
+	if check {
+		return c.CheckDefinition(ctx, d, module)
+	}
 	if module != nil {
 		return c.CreateDefinitionWithModule(ctx, d, module)
 	}
 	return c.CreateDefinition(ctx, d)
 }
 
-func updateDefinition(ctx context.Context, c *client.Client, d *jobkitv1.Definition, ifVersion int64, module []byte) (*jobkitv1.Definition, error) {
+// updateDefinition is createDefinition for a stored definition.
+func updateDefinition(ctx context.Context, c *client.Client, d *jobkitv1.Definition, ifVersion int64, module []byte, check bool) (*jobkitv1.Definition, error) {
+	if check {
+		return c.CheckDefinition(ctx, d, module)
+	}
 	if module != nil {
 		return c.UpdateDefinitionWithModule(ctx, d, ifVersion, module)
 	}

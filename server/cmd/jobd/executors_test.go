@@ -143,6 +143,35 @@ func executorsAsData(t *testing.T, st string) {
 	if verified.Load() != 1 || bad.Load() != 0 || authSeen.Load() != "Bearer "+e2eToken {
 		t.Fatalf("receiver: %d verified, %d refused, Authorization %v", verified.Load(), bad.Load(), authSeen.Load())
 	}
+	// Edit: --check has the server check a change and stores nothing (a
+	// bad URL template refused, naming it); then the change is saved and
+	// the next run uses it.
+	if code, out := jobctl(t, env, "definitions", "update", "hook", "--config", `{"url": "`+recv.URL+`/v2/{{index .Args 0"}`, "--check"); code == 0 || !strings.Contains(out, "template url") {
+		t.Fatalf("update --check with a bad URL template: exit %d\n%s", code, out)
+	}
+	hookV2 := `{"url": "` + recv.URL + `/v2/{{index .Args 0}}", "secret_ref": "hook-key", "headers": {"Authorization": "Bearer {{secret \"api-token\"}}"}}`
+	if out := run(0, "definitions", "update", "hook", "--config", hookV2, "--check", "-o", "json"); !strings.Contains(out, "/v2/") {
+		t.Fatalf("update --check of a good config:\n%s", out)
+	}
+	var stored struct {
+		Definition struct {
+			Version string `json:"version"`
+		} `json:"definition"`
+	}
+	if out := run(0, "definitions", "get", "hook", "-o", "json"); strings.Contains(out, "/v2/") || json.Unmarshal([]byte(out), &stored) != nil || stored.Definition.Version != "1" {
+		t.Fatalf("update --check stored something:\n%s", out)
+	}
+	run(0, "definitions", "update", "hook", "--config", hookV2)
+	if out := run(0, "definitions", "test", "hook", "--args", `["b2"]`); !strings.Contains(out, "/v2/b2") || !strings.Contains(out, "completed") {
+		t.Fatalf("the edited webhook's test run:\n%s", out)
+	}
+	if code, out := jobctl(t, env, "definitions", "create", "nohook", "--executor", "webhook", "--config", `{"method": "BREW", "url": "https://example.com/"}`, "--check"); code == 0 || !strings.Contains(out, "method") {
+		t.Fatalf("create --check with a bad method: exit %d\n%s", code, out)
+	}
+	if code, _ := jobctl(t, env, "definitions", "get", "nohook"); code == 0 {
+		t.Fatal("create --check stored the definition")
+	}
+
 	// 503 with Retry-After: 1, then 200: retried, no sooner than asked.
 	run(0, "definitions", "create", "busy", "--executor", "webhook", "--config", `{"url": "`+recv.URL+`/busy", "secret_ref": "hook-key"}`, "--retries", "3")
 	start := time.Now()
@@ -167,6 +196,11 @@ func executorsAsData(t *testing.T, st string) {
 	out := run(0, "definitions", "test", "say", "--args", `["hello"]`)
 	if !strings.Contains(out, `"exit_code":0`) || !strings.Contains(out, "  hello") {
 		t.Fatalf("definitions test table output:\n%s", out)
+	}
+	// Edit the command: the next run runs the new argv.
+	run(0, "definitions", "update", "say", "--config", `{"argv": ["/bin/echo", "edited:", "{{index .Args 0}}"]}`)
+	if out := run(0, "definitions", "test", "say", "--args", `["hello"]`); !strings.Contains(out, "edited: hello") {
+		t.Fatalf("the edited command's test run:\n%s", out)
 	}
 	run(0, "definitions", "create", "id", "--executor", "command", "--config", `{"argv": ["/usr/bin/id"]}`)
 	if in := test(1, "id", `[]`); in.Instance.State != "STATE_TERMINATED" || !strings.Contains(in.Instance.Error, "not on this node's allowlist") {
@@ -230,6 +264,18 @@ func executorsAsData(t *testing.T, st string) {
 	}
 	if in := test(0, "greet", `["jobd"]`); in.Instance.State != "STATE_COMPLETED" || !strings.Contains(in.Instance.ResultJSON, "hello, jobd") {
 		t.Fatalf("wasm: %+v", in.Instance)
+	}
+	// Edit the wasm definition: a new config with the module uploaded again
+	// (checked first: the reference it would get, nothing stored).
+	if out := run(0, "definitions", "update", "greet", "--wasm-file", wasmFile, "--config", `{"memory_mb": 32}`, "--check", "-o", "json"); !strings.Contains(out, `\"module\":\"sha256:`) {
+		t.Fatalf("update --check with a module:\n%s", out)
+	}
+	run(0, "definitions", "update", "greet", "--wasm-file", wasmFile, "--config", `{"memory_mb": 32}`)
+	if out := run(0, "definitions", "get", "greet", "-o", "json"); !strings.Contains(out, `\"memory_mb\":32`) || !strings.Contains(out, `\"module\":\"sha256:`) {
+		t.Fatalf("the edited wasm definition:\n%s", out)
+	}
+	if in := test(0, "greet", `["again"]`); in.Instance.State != "STATE_COMPLETED" || !strings.Contains(in.Instance.ResultJSON, "hello, again") {
+		t.Fatalf("the edited wasm definition's run: %+v", in.Instance)
 	}
 	// Not Wasm at all: refused at upload.
 	notWasm := filepath.Join(dir, "x.wasm")

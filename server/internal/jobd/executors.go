@@ -219,12 +219,12 @@ func (x *executorTypes) moduleStore(ns string) server.ModuleStore {
 	case x == nil:
 		return nil
 	case x.modules != nil:
-		return x.modules
+		return checkedModules{x.modules}
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if m := x.modulesByN[ns]; m != nil {
-		return m
+		return checkedModules{m}
 	}
 	return nil
 }
@@ -270,6 +270,26 @@ func (x *executorTypes) startCollectors(ctx context.Context, stores map[string]s
 		wg.Go(func() { c.Run(ctx) })
 	}
 	return func() { cancel(); wg.Wait() }
+}
+
+// checkedModules is a module store that can also check a module without
+// storing it (server.ModuleChecker, for validate-only requests).
+type checkedModules struct {
+	mods interface {
+		Put([]byte) (string, error)
+		MaxBytes() int
+	}
+}
+
+// Put checks and stores b.
+func (c checkedModules) Put(b []byte) (string, error) { return c.mods.Put(b) }
+
+// Check checks b as Put does and returns its reference, storing nothing.
+func (c checkedModules) Check(b []byte) (string, error) {
+	if err := wasm.CheckModule(b, c.mods.MaxBytes()); err != nil {
+		return "", err
+	}
+	return wasm.Ref(b), nil
 }
 
 // maxRequestBytes lets a request carry the largest module (0: the API's

@@ -28,7 +28,13 @@ type CreateDefinitionRequest struct {
 	// A WebAssembly module for a wasm executor: the receiving jobd stores it
 	// by content hash (size-limited, --wasm-modules) and sets the config's
 	// "module" to its reference ("sha256:...").
-	WasmModule    []byte `protobuf:"bytes,2,opt,name=wasm_module,json=wasmModule,proto3" json:"wasm_module,omitempty"`
+	WasmModule []byte `protobuf:"bytes,2,opt,name=wasm_module,json=wasmModule,proto3" json:"wasm_module,omitempty"`
+	// validate_only checks the definition as a create would (its fields,
+	// and its executor config on a jobd that enables the executor's type;
+	// a module's header, size and reference) and answers with the
+	// definition as it would be stored, storing nothing (not even the
+	// module). Errors are those of a create except ALREADY_EXISTS.
+	ValidateOnly  bool `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -75,6 +81,13 @@ func (x *CreateDefinitionRequest) GetWasmModule() []byte {
 		return x.WasmModule
 	}
 	return nil
+}
+
+func (x *CreateDefinitionRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
 }
 
 type CreateDefinitionResponse struct {
@@ -320,7 +333,10 @@ type UpdateDefinitionRequest struct {
 	// The version read; 0 replaces whatever version is stored.
 	IfVersion int64 `protobuf:"varint,2,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
 	// As in CreateDefinitionRequest.
-	WasmModule    []byte `protobuf:"bytes,3,opt,name=wasm_module,json=wasmModule,proto3" json:"wasm_module,omitempty"`
+	WasmModule []byte `protobuf:"bytes,3,opt,name=wasm_module,json=wasmModule,proto3" json:"wasm_module,omitempty"`
+	// As in CreateDefinitionRequest: check, answer with the definition as
+	// it would be stored, store nothing (if_version is not compared).
+	ValidateOnly  bool `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -374,6 +390,13 @@ func (x *UpdateDefinitionRequest) GetWasmModule() []byte {
 		return x.WasmModule
 	}
 	return nil
+}
+
+func (x *UpdateDefinitionRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
 }
 
 type UpdateDefinitionResponse struct {
@@ -513,13 +536,14 @@ var File_jobkit_v1_definitions_proto protoreflect.FileDescriptor
 
 const file_jobkit_v1_definitions_proto_rawDesc = "" +
 	"\n" +
-	"\x1bjobkit/v1/definitions.proto\x12\tjobkit.v1\x1a\x15jobkit/v1/types.proto\"q\n" +
+	"\x1bjobkit/v1/definitions.proto\x12\tjobkit.v1\x1a\x15jobkit/v1/types.proto\"\x96\x01\n" +
 	"\x17CreateDefinitionRequest\x125\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x15.jobkit.v1.DefinitionR\n" +
 	"definition\x12\x1f\n" +
 	"\vwasm_module\x18\x02 \x01(\fR\n" +
-	"wasmModule\"Q\n" +
+	"wasmModule\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"Q\n" +
 	"\x18CreateDefinitionResponse\x125\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x15.jobkit.v1.DefinitionR\n" +
@@ -536,7 +560,7 @@ const file_jobkit_v1_definitions_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"z\n" +
 	"\x17ListDefinitionsResponse\x127\n" +
 	"\vdefinitions\x18\x01 \x03(\v2\x15.jobkit.v1.DefinitionR\vdefinitions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x90\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb5\x01\n" +
 	"\x17UpdateDefinitionRequest\x125\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x15.jobkit.v1.DefinitionR\n" +
@@ -544,7 +568,8 @@ const file_jobkit_v1_definitions_proto_rawDesc = "" +
 	"\n" +
 	"if_version\x18\x02 \x01(\x03R\tifVersion\x12\x1f\n" +
 	"\vwasm_module\x18\x03 \x01(\fR\n" +
-	"wasmModule\"Q\n" +
+	"wasmModule\x12#\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\"Q\n" +
 	"\x18UpdateDefinitionResponse\x125\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x15.jobkit.v1.DefinitionR\n" +
