@@ -21,24 +21,12 @@ import (
 	"github.com/jobkit/job/server"
 )
 
-// buildJobd builds jobd into a directory of the test's (the build cache
-// makes a second build quick).
-func buildJobd(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "jobd")
-	cmd := exec.Command("go", "build", "-o", out, "../cmd/jobd")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ../cmd/jobd: %v\n%s", err, b)
-	}
-	return out
-}
-
-// startJobd runs a real jobd process with args (plus a loopback listener,
+// startJobdArgs runs a real jobd process (built once, jobdBinary) with args (plus a loopback listener,
 // JSON logs and the test tokens), waits until it answers, stops it
 // (SIGTERM) when the test ends, and returns its base URL.
-func startJobd(t *testing.T, args ...string) string {
+func startJobdArgs(t *testing.T, args ...string) string {
 	t.Helper()
-	bin := buildJobd(t)
+	bin := jobdBinary(t)
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
 	var y strings.Builder
 	for _, tk := range []struct{ name, secret, role string }{{"admin", adminToken, "admin"}, {"operator", operatorToken, "operator"}, {"viewer", viewerToken, "viewer"}} {
@@ -125,7 +113,7 @@ func TestExecutorFormsInBrowser(t *testing.T) {
 		_, _ = fmt.Fprintf(w, `{"queued": true, "got": %s}`, b)
 	}))
 	defer recv.Close()
-	base := startJobd(t, "--workers", "2", "--webhook", "--webhook-allow", "127.0.0.1")
+	base := startJobdArgs(t, "--workers", "2", "--webhook", "--webhook-allow", "127.0.0.1")
 	e := &env{url: base, console: base + "/console"}
 	b := newBrowser(t)
 	b.signIn(e, adminToken)
