@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -144,6 +145,8 @@ type session struct {
 	pushMu sync.Mutex
 	// wakes are the queues whose store wake-ups go to a pull-only worker.
 	wakes map[string]bool
+	// received and sent count the session's stream messages.
+	received, sent atomic.Int64
 }
 
 // forwardWakes forwards the store's wake-ups of queue q to the worker as
@@ -188,6 +191,10 @@ type SessionInfo struct {
 	// finished; PeakInFlight the most there ever were at once.
 	InFlight, PeakInFlight int
 	Since                  time.Time
+	// Received and Sent count the stream messages of the session so far
+	// (the hello and welcome included): with the tasks it ran, what one
+	// task costs on the wire.
+	Received, Sent int64
 }
 
 // Sessions lists the remote workers connected to this server.
@@ -204,6 +211,7 @@ func (s *Server) Sessions() []SessionInfo {
 		out = append(out, SessionInfo{
 			ID: x.id, Namespace: x.ns, Node: x.node, Labels: slices.Clone(x.labels), Kinds: slices.Clone(x.kinds),
 			Slots: x.slots, InFlight: len(x.inflight), PeakInFlight: x.peak, Since: x.start,
+			Received: x.received.Load(), Sent: x.sent.Load(),
 		})
 		x.mu.Unlock()
 	}
@@ -242,18 +250,19 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 	}()
 	x := &session{
 		id: hex.EncodeToString(b[:]), ns: ns, st: st, s: e.s, start: time.Now(),
-		send: func(m *pb.ConnectResponse) error {
-			sendMu.Lock()
-			defer sendMu.Unlock()
-			if sendClosed {
-				return errSessionClosed
-			}
-			return stream.Send(m)
-		},
 		node: hello.GetNodeId(), labels: hello.GetLabels(), slots: int(hello.GetSlots()),
 		inflight: make(map[store.LeaseRef]struct{}), credits: make(map[string]*credit),
 		wake: make(chan struct{}, 1), subscribed: make(map[string]bool),
 		pullOnly: hello.GetPullOnly(), wakes: make(map[string]bool),
+	}
+	x.send = func(m *pb.ConnectResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if sendClosed {
+			return errSessionClosed
+		}
+		x.sent.Add(1)
+		return stream.Send(m)
 	}
 	for _, k := range hello.GetKinds() {
 		x.kinds = append(x.kinds, k.GetKind())
@@ -262,6 +271,7 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 		x.inflight[store.LeaseRef{ID: h.GetId(), Attempt: int(h.GetAttempt())}] = struct{}{}
 	}
 	x.peak = len(x.inflight)
+	x.received.Add(1) // the hello
 	if err := e.s.register(x, hello.GetKinds()); err != nil {
 		return err
 	}
@@ -298,6 +308,7 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 			}
 			return err
 		}
+		x.received.Add(1)
 		switch m := msg.GetMsg().(type) {
 		case *pb.ConnectRequest_Call:
 			select {
