@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	pb "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/api/remote"
+	"github.com/jobkit/job/api/remote/wire"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/memdbstore"
 )
@@ -148,5 +151,114 @@ func TestExecutorClaimFromBuffer(t *testing.T) {
 	waitPush("b is pushed on the credit the buffered claim left")
 	if r, err := claim(ctx); err != nil || len(r.Instances) != 1 || r.Instances[0].ID != "b" {
 		t.Fatalf("claim after the second push: %v, %v; want b", r, err)
+	}
+}
+
+// TestExecutorSessionEncodings: a worker that reads msgpack gets its
+// tasks and replies in msgpack; one that says nothing of encodings (an
+// older worker) gets JSON, as before.
+func TestExecutorSessionEncodings(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		encodings []string
+		want      string
+	}{
+		{"msgpack", []string{"cbor", wire.Msgpack}, wire.Msgpack},
+		{"json", nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, _ := memdbstore.New()
+			_, url := executorServer(t, st, nil, "default")
+			s := rawSession(t, url, "", "")
+			if err := s.Send(hello(&pb.Hello{NodeId: "n", Slots: 4, Encodings: c.encodings})); err != nil {
+				t.Fatal(err)
+			}
+			w, err := s.Receive()
+			if err != nil || w.GetWelcome() == nil {
+				t.Fatalf("welcome: %v, %v", w, err)
+			}
+			if got := w.GetWelcome().GetEncoding(); got != c.want {
+				t.Fatalf("welcome encoding %q, want %q", got, c.want)
+			}
+			now := time.Now()
+			call := func(id uint64, method string, params any) {
+				t.Helper()
+				sc := &pb.StoreCall{Id: id, Method: method}
+				var err error
+				if c.want == wire.Msgpack {
+					sc.ParamsMsgpack, err = wire.MarshalMsgpack(params)
+				} else {
+					sc.ParamsJson, err = json.Marshal(params)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Send(&pb.ConnectRequest{Msg: &pb.ConnectRequest_Call{Call: sc}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reply := func() *pb.StoreReply {
+				t.Helper()
+				for {
+					m, err := s.Receive()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if r := m.GetReply(); r != nil {
+						if r.GetError() != nil {
+							t.Fatalf("reply %d: %v", r.GetId(), r.GetError())
+						}
+						return r
+					}
+				}
+			}
+			// A heartbeat first (calls run at once, in no set order): a
+			// session whose node never heartbeat gets no credit.
+			call(1, wire.MethodHeartbeat, &store.HeartbeatParams{Node: store.NodeInfo{ID: "n", Workers: 4, Kinds: []string{"k"}}, Now: now, DeadAfter: time.Minute, Retain: time.Hour})
+			reply()
+			call(2, wire.MethodClaim, &store.ClaimParams{Queue: "default", Owner: "n", Limit: 4, Now: now, LeaseUntil: now.Add(time.Minute), Kinds: []string{"k"}})
+			if r := reply(); (c.want == wire.Msgpack) != (len(r.GetResultMsgpack()) > 0) {
+				t.Fatalf("claim reply: json %q, msgpack %x; want the session's encoding %q", r.GetResultJson(), r.GetResultMsgpack(), c.want)
+			}
+			if _, err := st.Enqueue(t.Context(), &store.EnqueueParams{Now: now, Instances: []*store.Instance{
+				{ID: "a", Kind: "k", Queue: "default", Args: []byte(`[1]`), RunAt: now, CreatedAt: now, Metadata: map[string]string{"m": "v"}},
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				m, err := s.Receive()
+				if err != nil {
+					t.Fatal(err)
+				}
+				tasks := m.GetTasks()
+				if tasks == nil {
+					continue
+				}
+				var got []*store.Instance
+				if c.want == wire.Msgpack {
+					if len(tasks.GetInstancesJson()) > 0 {
+						t.Fatal("tasks in JSON on a msgpack session")
+					}
+					if err := wire.UnmarshalMsgpack(tasks.GetInstancesMsgpack(), &got); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					if len(tasks.GetInstancesMsgpack()) > 0 {
+						t.Fatal("tasks in msgpack on a JSON session")
+					}
+					for _, b := range tasks.GetInstancesJson() {
+						in := new(store.Instance)
+						if err := json.Unmarshal(b, in); err != nil {
+							t.Fatal(err)
+						}
+						got = append(got, in)
+					}
+				}
+				if len(got) != 1 || got[0].ID != "a" || got[0].LeaseOwner != "n" || string(got[0].Args) != "[1]" || got[0].Metadata["m"] != "v" {
+					t.Fatalf("pushed %+v, want a, leased to n, with its args and metadata", got)
+				}
+				return
+			}
+		})
 	}
 }
