@@ -220,29 +220,19 @@ func (s *Store) Subscribe(ctx context.Context, queue string) (<-chan struct{}, e
 			return nil, err
 		}
 	}
-	out := make(chan struct{}, 1)
+	// The read loop wakes ch itself (wakeLocked, under s.mu): no
+	// goroutine between a push and the engine's claim loop.
 	go func() {
-		defer close(out)
-		defer func() {
-			s.mu.Lock()
-			delete(s.subs[queue], ch)
-			s.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-ch:
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			case <-ctx.Done():
-				return
-			case <-s.ctx.Done():
-				return
-			}
+		select {
+		case <-ctx.Done():
+		case <-s.ctx.Done():
 		}
+		s.mu.Lock()
+		delete(s.subs[queue], ch)
+		close(ch)
+		s.mu.Unlock()
 	}()
-	return out, nil
+	return ch, nil
 }
 
 // Enqueue goes as a unary call.
