@@ -70,7 +70,7 @@ func readRedisCost(ctx context.Context, rdb *redis.Client) redisCost {
 
 // counts are the calls jobd makes to its store for the workers.
 type counts struct {
-	claim, finish, renew, heartbeat, other atomic.Int64
+	claim, finish, renew, heartbeat atomic.Int64
 }
 
 // countingStore counts the calls a store.Store gets (jobd's, for its
