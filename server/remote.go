@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -74,14 +75,31 @@ func (e executorService) Call(ctx context.Context, req *connect.Request[pb.CallR
 	return connect.NewResponse(&pb.CallResponse{Reply: reply(0, res, err)}), nil
 }
 
-// reply encodes a store call's result and error.
+// reply encodes a store call's result (in JSON) and error.
 func reply(id uint64, res any, err error) *pb.StoreReply {
+	return replyIn(id, res, err, false)
+}
+
+// replyIn encodes a store call's result, in wire.Msgpack when msgpack is
+// set (the call came in it) or JSON, and its error.
+func replyIn(id uint64, res any, err error, msgpack bool) *pb.StoreReply {
 	r := &pb.StoreReply{Id: id, Error: wire.EncodeError(err)}
 	if res != nil {
-		b, merr := json.Marshal(res)
-		if merr != nil {
-			r.Error = wire.EncodeError(errors.Join(err, fmt.Errorf("jobd: encode the result: %w", merr)))
+		var (
+			b    []byte
+			merr error
+		)
+		if msgpack {
+			b, merr = wire.MarshalMsgpack(res)
 		} else {
+			b, merr = json.Marshal(res)
+		}
+		switch {
+		case merr != nil:
+			r.Error = wire.EncodeError(errors.Join(err, fmt.Errorf("jobd: encode the result: %w", merr)))
+		case msgpack:
+			r.ResultMsgpack = b
+		default:
 			r.ResultJson = b
 		}
 	}
@@ -144,6 +162,11 @@ type session struct {
 	pushMu sync.Mutex
 	// wakes are the queues whose store wake-ups go to a pull-only worker.
 	wakes map[string]bool
+	// received and sent count the session's stream messages.
+	received, sent atomic.Int64
+	// msgpack: the session's encoding is wire.Msgpack (the worker said
+	// it reads it): tasks are pushed in it.
+	msgpack bool
 }
 
 // forwardWakes forwards the store's wake-ups of queue q to the worker as
@@ -188,6 +211,10 @@ type SessionInfo struct {
 	// finished; PeakInFlight the most there ever were at once.
 	InFlight, PeakInFlight int
 	Since                  time.Time
+	// Received and Sent count the stream messages of the session so far
+	// (the hello and welcome included): with the tasks it ran, what one
+	// task costs on the wire.
+	Received, Sent int64
 }
 
 // Sessions lists the remote workers connected to this server.
@@ -204,6 +231,7 @@ func (s *Server) Sessions() []SessionInfo {
 		out = append(out, SessionInfo{
 			ID: x.id, Namespace: x.ns, Node: x.node, Labels: slices.Clone(x.labels), Kinds: slices.Clone(x.kinds),
 			Slots: x.slots, InFlight: len(x.inflight), PeakInFlight: x.peak, Since: x.start,
+			Received: x.received.Load(), Sent: x.sent.Load(),
 		})
 		x.mu.Unlock()
 	}
@@ -242,18 +270,20 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 	}()
 	x := &session{
 		id: hex.EncodeToString(b[:]), ns: ns, st: st, s: e.s, start: time.Now(),
-		send: func(m *pb.ConnectResponse) error {
-			sendMu.Lock()
-			defer sendMu.Unlock()
-			if sendClosed {
-				return errSessionClosed
-			}
-			return stream.Send(m)
-		},
 		node: hello.GetNodeId(), labels: hello.GetLabels(), slots: int(hello.GetSlots()),
 		inflight: make(map[store.LeaseRef]struct{}), credits: make(map[string]*credit),
 		wake: make(chan struct{}, 1), subscribed: make(map[string]bool),
 		pullOnly: hello.GetPullOnly(), wakes: make(map[string]bool),
+		msgpack: slices.Contains(hello.GetEncodings(), wire.Msgpack),
+	}
+	x.send = func(m *pb.ConnectResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if sendClosed {
+			return errSessionClosed
+		}
+		x.sent.Add(1)
+		return stream.Send(m)
 	}
 	for _, k := range hello.GetKinds() {
 		x.kinds = append(x.kinds, k.GetKind())
@@ -262,6 +292,7 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 		x.inflight[store.LeaseRef{ID: h.GetId(), Attempt: int(h.GetAttempt())}] = struct{}{}
 	}
 	x.peak = len(x.inflight)
+	x.received.Add(1) // the hello
 	if err := e.s.register(x, hello.GetKinds()); err != nil {
 		return err
 	}
@@ -275,7 +306,11 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 	if m, ok := ctx.Value(managerKey{}).(interface{ NodeID() string }); ok && m != nil {
 		server = m.NodeID()
 	}
-	if err := x.send(&pb.ConnectResponse{Msg: &pb.ConnectResponse_Welcome{Welcome: &pb.Welcome{SessionId: x.id, ServerNodeId: server}}}); err != nil {
+	welcome := &pb.Welcome{SessionId: x.id, ServerNodeId: server}
+	if x.msgpack {
+		welcome.Encoding = wire.Msgpack
+	}
+	if err := x.send(&pb.ConnectResponse{Msg: &pb.ConnectResponse_Welcome{Welcome: welcome}}); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -298,6 +333,7 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 			}
 			return err
 		}
+		x.received.Add(1)
 		switch m := msg.GetMsg().(type) {
 		case *pb.ConnectRequest_Call:
 			select {
@@ -364,9 +400,17 @@ func (x *session) poke() {
 // control (the contract suite uses many owners on one store handle).
 func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 	method := c.GetMethod()
+	mp := len(c.GetParamsMsgpack()) > 0
+	reply := func(id uint64, res any, err error) *pb.StoreReply { return replyIn(id, res, err, mp) }
 	if method == wire.MethodSubscribe {
 		var sp wire.SubscribeParams
-		if err := json.Unmarshal(c.GetParamsJson(), &sp); err != nil || sp.Queue == "" {
+		var err error
+		if mp {
+			err = wire.UnmarshalMsgpack(c.GetParamsMsgpack(), &sp)
+		} else {
+			err = json.Unmarshal(c.GetParamsJson(), &sp)
+		}
+		if err != nil || sp.Queue == "" {
 			return reply(c.GetId(), nil, fmt.Errorf("%w: Subscribe: name a queue", store.ErrInvalid))
 		}
 		if !x.pullOnly {
@@ -374,7 +418,15 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 		}
 		return reply(c.GetId(), nil, x.forwardWakes(x.ctx, sp.Queue))
 	}
-	p, err := wire.Decode(method, c.GetParamsJson())
+	var (
+		p   any
+		err error
+	)
+	if mp {
+		p, err = wire.DecodeMsgpack(method, c.GetParamsMsgpack())
+	} else {
+		p, err = wire.Decode(method, c.GetParamsJson())
+	}
 	if err != nil {
 		return reply(c.GetId(), nil, err)
 	}
@@ -623,11 +675,18 @@ func (x *session) pushOnce(ctx context.Context, notifier store.Notifier, storeWa
 			continue
 		}
 		msg := &pb.Tasks{Queue: j.queue}
-		x.mu.Lock()
-		for _, in := range r.Instances {
-			b, _ := json.Marshal(in)
-			msg.InstancesJson = append(msg.InstancesJson, b)
+		if x.msgpack {
+			if msg.InstancesMsgpack, err = wire.MarshalMsgpack(r.Instances); err != nil {
+				x.s.cfg.Logger.Warn("jobkit server: encode tasks for a remote worker in msgpack; sending them in JSON", "session", x.id, "err", err)
+			}
 		}
+		if len(msg.InstancesMsgpack) == 0 {
+			for _, in := range r.Instances {
+				b, _ := json.Marshal(in)
+				msg.InstancesJson = append(msg.InstancesJson, b)
+			}
+		}
+		x.mu.Lock()
 		if cr := x.credits[j.queue]; cr != nil {
 			cr.limit = max(cr.limit-len(r.Instances), 0)
 		}

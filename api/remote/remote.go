@@ -47,6 +47,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -171,6 +172,8 @@ type session struct {
 	server    string
 	// acks are sent by a goroutine of their own (see receiveTasks).
 	acks chan *jobkitv1.ConnectRequest
+	// msgpack: jobd chose wire.Msgpack for the session's calls.
+	msgpack bool
 }
 
 // Dial connects to jobd and returns the Store once jobd has welcomed the
@@ -230,7 +233,10 @@ func Dial(ctx context.Context, o Options) (*Store, error) {
 		subs:      make(map[string]map[chan struct{}]struct{}),
 	}
 	for _, a := range addrs {
-		s.clients = append(s.clients, jobkitv1connect.NewExecutorServiceClient(hc, a, connect.WithGRPC()))
+		// No gzip: a session carries many small messages, and compressing
+		// each one cost jobd more CPU than any other part of a pushed
+		// task (doc/benchmarks.md, "Issue 21: remote executor speed").
+		s.clients = append(s.clients, jobkitv1connect.NewExecutorServiceClient(hc, a, connect.WithGRPC(), connect.WithAcceptCompression("gzip", nil, nil)))
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	first := make(chan error, 1)
@@ -315,7 +321,7 @@ func (s *Store) connectOnce(first chan<- error) (welcomed bool, _ error) {
 	})
 	defer stop()
 	s.mu.Lock()
-	hello := &jobkitv1.Hello{NodeId: s.node, Labels: s.labels, Slots: int32(s.slots), PullOnly: s.opts.NoPush}
+	hello := &jobkitv1.Hello{NodeId: s.node, Labels: s.labels, Slots: int32(s.slots), PullOnly: s.opts.NoPush, Encodings: []string{wire.Msgpack}}
 	for _, k := range s.kinds {
 		hello.Kinds = append(hello.Kinds, &jobkitv1.KindSignature{Kind: k})
 	}
@@ -339,6 +345,7 @@ func (s *Store) connectOnce(first chan<- error) (welcomed bool, _ error) {
 		return false, fmt.Errorf("remote: jobd answered the hello with %T, not a welcome", msg.GetMsg())
 	}
 	sess.id, sess.server = w.GetSessionId(), w.GetServerNodeId()
+	sess.msgpack = w.GetEncoding() == wire.Msgpack
 	s.mu.Lock()
 	s.sess = sess
 	s.sessions++
@@ -430,6 +437,12 @@ func (s *Store) read(sess *session) error {
 func (s *Store) receiveTasks(sess *session, t *jobkitv1.Tasks) {
 	ack := &jobkitv1.Ack{}
 	var got []*store.Instance
+	if b := t.GetInstancesMsgpack(); len(b) > 0 {
+		if err := wire.UnmarshalMsgpack(b, &got); err != nil {
+			s.log.Error("undecodable tasks from jobd; their leases will lapse and they will be rescued", "err", err)
+			got = nil
+		}
+	}
 	for _, b := range t.GetInstancesJson() {
 		in := new(store.Instance)
 		if err := json.Unmarshal(b, in); err != nil {
@@ -437,6 +450,9 @@ func (s *Store) receiveTasks(sess *session, t *jobkitv1.Tasks) {
 			continue
 		}
 		got = append(got, in)
+	}
+	got = slices.DeleteFunc(got, func(in *store.Instance) bool { return in == nil })
+	for _, in := range got {
 		ack.Tasks = append(ack.Tasks, &jobkitv1.LeaseRef{Id: in.ID, Attempt: int64(in.Attempt)})
 	}
 	s.mu.Lock()
@@ -516,15 +532,20 @@ func (s *Store) sessionCall(ctx context.Context, method string, params, out any)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("remote: %s: %w", method, context.Cause(ctx))
 	}
-	b, err := encodeParams(method, params)
-	if err != nil {
-		return err
-	}
 	sess, err := s.current(ctx)
 	if err != nil {
 		return err
 	}
+	call := &jobkitv1.StoreCall{Method: method}
+	if sess.msgpack {
+		if call.ParamsMsgpack, err = wire.MarshalMsgpack(params); err != nil {
+			return fmt.Errorf("%w: %s: encode the parameters: %v", store.ErrInvalid, method, err)
+		}
+	} else if call.ParamsJson, err = encodeParams(method, params); err != nil {
+		return err
+	}
 	id := s.nextID.Add(1)
+	call.Id = id
 	ch := make(chan *jobkitv1.StoreReply, 1)
 	sess.pendingMu.Lock()
 	sess.pending[id] = ch
@@ -534,7 +555,7 @@ func (s *Store) sessionCall(ctx context.Context, method string, params, out any)
 		delete(sess.pending, id)
 		sess.pendingMu.Unlock()
 	}()
-	if err := sess.send(&jobkitv1.ConnectRequest{Msg: &jobkitv1.ConnectRequest_Call{Call: &jobkitv1.StoreCall{Id: id, Method: method, ParamsJson: b}}}); err != nil {
+	if err := sess.send(&jobkitv1.ConnectRequest{Msg: &jobkitv1.ConnectRequest_Call{Call: call}}); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrDisconnected, method, err)
 	}
 	select {
@@ -583,7 +604,11 @@ func decodeReply(method string, r *jobkitv1.StoreReply, out any) error {
 	if r == nil {
 		return fmt.Errorf("remote: %s: empty reply from jobd", method)
 	}
-	if out != nil && len(r.GetResultJson()) > 0 {
+	if out != nil && len(r.GetResultMsgpack()) > 0 {
+		if err := wire.UnmarshalMsgpack(r.GetResultMsgpack(), out); err != nil {
+			return fmt.Errorf("%w: %s: undecodable result from jobd: %v", store.ErrCorrupt, method, err)
+		}
+	} else if out != nil && len(r.GetResultJson()) > 0 {
 		if err := json.Unmarshal(r.GetResultJson(), out); err != nil {
 			return fmt.Errorf("%w: %s: undecodable result from jobd: %v", store.ErrCorrupt, method, err)
 		}

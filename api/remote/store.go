@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/api/remote/wire"
 	"github.com/jobkit/job/store"
 )
@@ -36,11 +38,12 @@ func (s *Store) learn(node string, kinds, labels []string, slots int) {
 	}
 }
 
-// Claim returns the tasks jobd pushed for p.Queue, up to p.Limit; when
-// they are fewer, it claims the rest through the session (jobd claims
-// from its store for this worker, and keeps what that leaves of p.Limit
-// as credit: it pushes what becomes ready later, and Subscribe wakes the
-// engine).
+// Claim returns the tasks jobd pushed for p.Queue, up to p.Limit, at once,
+// and tells jobd in passing (a Credit message) how many more it may push.
+// When none were pushed, it claims through the session (jobd claims from
+// its store for this worker, and keeps what that leaves of p.Limit as
+// credit). Either way jobd pushes what becomes ready later, and Subscribe
+// wakes the engine.
 func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
 	if p == nil || p.Limit <= 0 {
 		return nil, fmt.Errorf("%w: claim limit must be > 0", store.ErrInvalid)
@@ -56,24 +59,27 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		took = slices.Clone(buf[:n])
 		s.buffer[p.Queue] = slices.Delete(buf, 0, n)
 	}
+	sess := s.sess
 	s.mu.Unlock()
-	if len(took) == p.Limit {
+	if len(took) > 0 {
+		// Start what jobd pushed at once: a claim of the rest would put a
+		// round trip to jobd and its store before these tasks start. jobd
+		// learns the credit left from a Credit message instead, and
+		// pushes what becomes ready (waking the engine).
+		if len(took) < p.Limit && sess != nil {
+			_ = sess.send(&jobkitv1.ConnectRequest{Msg: &jobkitv1.ConnectRequest_Credit{Credit: &jobkitv1.Credit{
+				Queue: p.Queue, Limit: int32(min(p.Limit-len(took), math.MaxInt32)), LeaseMillis: max(p.LeaseUntil.Sub(p.Now).Milliseconds(), 1),
+				Kinds: p.Kinds, Labels: p.Labels,
+			}}})
+		}
 		return &store.ClaimResult{Instances: took}, nil
 	}
-	// Claim the rest through the session: this also tells jobd the
-	// credit left (what the claim does not fill), so it pushes more.
-	cp := *p
-	cp.Limit -= len(took)
+	// Claim through the session: this also tells jobd the credit left
+	// (what the claim does not fill), so it pushes more.
 	var r *wire.ClaimResult
-	err := s.sessionCall(ctx, wire.MethodClaim, &cp, &r)
+	err := s.sessionCall(ctx, wire.MethodClaim, p, &r)
 	res := r.Store()
 	if err != nil {
-		if len(took) > 0 {
-			// Keep what was pushed for the repeat of this claim.
-			s.mu.Lock()
-			s.buffer[p.Queue] = append(took, s.buffer[p.Queue]...)
-			s.mu.Unlock()
-		}
 		return res, err
 	}
 	if res == nil {
@@ -84,7 +90,6 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		s.held[store.LeaseRef{ID: in.ID, Attempt: in.Attempt}] = struct{}{}
 	}
 	s.mu.Unlock()
-	res.Instances = append(took, res.Instances...)
 	return res, nil
 }
 
@@ -215,29 +220,19 @@ func (s *Store) Subscribe(ctx context.Context, queue string) (<-chan struct{}, e
 			return nil, err
 		}
 	}
-	out := make(chan struct{}, 1)
+	// The read loop wakes ch itself (wakeLocked, under s.mu): no
+	// goroutine between a push and the engine's claim loop.
 	go func() {
-		defer close(out)
-		defer func() {
-			s.mu.Lock()
-			delete(s.subs[queue], ch)
-			s.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-ch:
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			case <-ctx.Done():
-				return
-			case <-s.ctx.Done():
-				return
-			}
+		select {
+		case <-ctx.Done():
+		case <-s.ctx.Done():
 		}
+		s.mu.Lock()
+		delete(s.subs[queue], ch)
+		close(ch)
+		s.mu.Unlock()
 	}()
-	return out, nil
+	return ch, nil
 }
 
 // Enqueue goes as a unary call.

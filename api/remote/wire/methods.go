@@ -8,10 +8,12 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// method is one store method: how to decode its parameters and apply them.
+// method is one store method: how to decode its parameters (JSON or
+// Msgpack) and apply them.
 type method struct {
-	decode func([]byte) (any, error)
-	apply  func(ctx context.Context, st store.Store, p any) (any, error)
+	decode        func([]byte) (any, error)
+	decodeMsgpack func([]byte) (any, error)
+	apply         func(ctx context.Context, st store.Store, p any) (any, error)
 }
 
 // def builds a method whose parameters are a P and whose store call
@@ -22,6 +24,15 @@ func def[P any, R any](call func(ctx context.Context, st store.Store, p P) (R, e
 			var p P
 			if len(b) > 0 {
 				if err := json.Unmarshal(b, &p); err != nil {
+					return nil, fmt.Errorf("%w: undecodable parameters: %v", store.ErrInvalid, err)
+				}
+			}
+			return p, nil
+		},
+		decodeMsgpack: func(b []byte) (any, error) {
+			var p P
+			if len(b) > 0 {
+				if err := UnmarshalMsgpack(b, &p); err != nil {
 					return nil, fmt.Errorf("%w: undecodable parameters: %v", store.ErrInvalid, err)
 				}
 			}

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,12 +45,13 @@ func main() {
 	n := flag.Int("n", 50000, "tasks per throughput run")
 	slots := flag.Int("slots", 64, "worker slots per process (or per in-process manager)")
 	samples := flag.Int("samples", 300, "pick-up latency samples")
+	prof := flag.String("profile", "", "write CPU and allocation profiles of the throughput runs (this process and each worker) to files starting with this path")
 	flag.Parse()
 	var err error
 	if *worker {
-		err = runWorker(*addr, *slots)
+		err = runWorker(*addr, *slots, *prof)
 	} else {
-		err = run(*redisAddr, *n, *slots, *samples)
+		err = run(*redisAddr, *n, *slots, *samples, *prof)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "remote-bench:", err)
@@ -65,8 +68,10 @@ func noop() *job.Job {
 	return j
 }
 
-func runWorker(addr string, slots int) error {
+func runWorker(addr string, slots int, prof string) error {
 	ctx := context.Background()
+	stopProfile := profile(prof)
+	m0 := mallocs()
 	st, err := remote.Dial(ctx, remote.Options{Address: addr, Logger: quiet})
 	if err != nil {
 		return err
@@ -85,14 +90,17 @@ func runWorker(addr string, slots int) error {
 	_, _ = os.Stdin.Read(make([]byte, 1)) // until the parent closes stdin
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return m.Stop(sctx)
+	err = m.Stop(sctx)
+	stopProfile()
+	fmt.Printf("mallocs %d\n", mallocs()-m0)
+	return err
 }
 
 func openStore(rdb *redis.Client, ns string) (store.Store, error) {
 	return redisstore.New(rdb, redisstore.WithNamespace(ns))
 }
 
-func run(redisAddr string, n, slots, samples int) error {
+func run(redisAddr string, n, slots, samples int, prof string) error {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64})
 	defer rdb.Close()
@@ -107,16 +115,37 @@ func run(redisAddr string, n, slots, samples int) error {
 			if err != nil {
 				return err
 			}
-			stop, err := startRunners(ctx, rdb, st, ns, remoteMode, procs, slots)
+			path := ""
+			if prof != "" {
+				path = fmt.Sprintf("%s-%s-w%d", prof, mode(remoteMode), procs)
+			}
+			rs, err := startRunners(ctx, rdb, st, ns, remoteMode, procs, slots, path)
 			if err != nil {
 				return err
 			}
+			stopProfile := profile(path)
+			cpu0, m0, r0 := cpuTime(), mallocs(), readRedisCost(ctx, rdb)
+			load0 := loadavg()
 			rate, err := throughput(ctx, st, n)
-			stop()
+			msgsIn, msgsOut := rs.messages()
+			cpu1, m1, r1 := cpuTime(), mallocs(), readRedisCost(ctx, rdb)
+			load1 := loadavg()
+			stopProfile()
+			wcpu, wmallocs := rs.stop()
 			if err != nil {
 				return err
 			}
-			fmt.Printf("throughput  %-10s workers=%d: %8.0f tasks/s\n", mode(remoteMode), procs, rate)
+			fmt.Printf("throughput  %-10s workers=%d: %8.0f tasks/s   (load %s -> %s)\n", mode(remoteMode), procs, rate, load0, load1)
+			per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+			fmt.Printf("  cpu µs/task: this process %.1f, workers %.1f, redis %.1f; allocs/task: this process %.0f, workers %.0f; redis commands/task %.2f\n",
+				per(cpu1-cpu0), per(wcpu), per(r1.cpu-r0.cpu), float64(m1-m0)/float64(n), float64(wmallocs)/float64(n), float64(r1.commands-r0.commands)/float64(n))
+			if remoteMode {
+				c := &rs.calls
+				fn := float64(n)
+				fmt.Printf("  jobd store calls/task: claim %.3f finish %.3f renew %.3f heartbeat %.3f; stream messages/task to jobd %.3f from jobd %.3f; bytes/task to jobd %.0f from jobd %.0f\n",
+					float64(c.claim.Load())/fn, float64(c.finish.Load())/fn, float64(c.renew.Load())/fn, float64(c.heartbeat.Load())/fn,
+					float64(msgsIn)/fn, float64(msgsOut)/fn, float64(rs.bytesIn.Load())/fn, float64(rs.bytesOut.Load())/fn)
+			}
 		}
 	}
 	for _, remoteMode := range []bool{true, false} {
@@ -125,16 +154,17 @@ func run(redisAddr string, n, slots, samples int) error {
 		if err != nil {
 			return err
 		}
-		stop, err := startRunners(ctx, rdb, st, ns, remoteMode, 1, slots)
+		rs, err := startRunners(ctx, rdb, st, ns, remoteMode, 1, slots, "")
 		if err != nil {
 			return err
 		}
+		load0 := loadavg()
 		p50, p99, err := pickup(ctx, st, samples)
-		stop()
+		rs.stop()
 		if err != nil {
 			return err
 		}
-		fmt.Printf("pick-up     %-10s idle worker: p50 %v  p99 %v  (%d samples)\n", mode(remoteMode), p50, p99, samples)
+		fmt.Printf("pick-up     %-10s idle worker: p50 %v  p99 %v  (%d samples; load %s -> %s)\n", mode(remoteMode), p50, p99, samples, load0, loadavg())
 	}
 	return nil
 }
@@ -146,15 +176,59 @@ func mode(remote bool) string {
 	return "in-process"
 }
 
+// loadavg returns the 1-minute load average.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}
+
+// runners are the runners of one run and what jobd counted of them.
+type runners struct {
+	stops []func()
+	// workers' CPU time and allocations, known once they stopped.
+	wcpu     time.Duration
+	wmallocs uint64
+	// calls are jobd's store calls for the workers; bytesIn and bytesOut
+	// the bytes on jobd's listener.
+	calls             counts
+	bytesIn, bytesOut atomic.Int64
+	api               *server.Server
+}
+
+// stop stops the runners and returns the workers' CPU time and
+// allocations.
+func (r *runners) stop() (time.Duration, uint64) {
+	for _, s := range slices.Backward(r.stops) {
+		s()
+	}
+	return r.wcpu, r.wmallocs
+}
+
+// messages returns the stream messages jobd received and sent so far.
+func (r *runners) messages() (in, out int64) {
+	if r.api == nil {
+		return 0, 0
+	}
+	for _, s := range r.api.Sessions() {
+		in += s.Received
+		out += s.Sent
+	}
+	return in, out
+}
+
 // startRunners starts procs runners of noop on st: worker processes
 // connected to a jobd served here (remote), or managers in this process.
-func startRunners(ctx context.Context, rdb *redis.Client, st store.Store, ns string, remoteMode bool, procs, slots int) (func(), error) {
-	var stops []func()
-	stopAll := func() {
-		for _, s := range slices.Backward(stops) {
-			s()
-		}
-	}
+// Workers write profiles to prof-worker<i> when prof is set.
+func startRunners(ctx context.Context, rdb *redis.Client, st store.Store, ns string, remoteMode bool, procs, slots int, prof string) (*runners, error) {
+	rs := &runners{}
+	stopAll := func() { rs.stop() }
 	if !remoteMode {
 		for range procs {
 			s, err := openStore(rdb, ns)
@@ -171,13 +245,13 @@ func startRunners(ctx context.Context, rdb *redis.Client, st store.Store, ns str
 			if err := m.Start(ctx); err != nil {
 				return nil, err
 			}
-			stops = append(stops, func() {
+			rs.stops = append(rs.stops, func() {
 				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				defer cancel()
 				_ = m.Stop(sctx)
 			})
 		}
-		return stopAll, nil
+		return rs, nil
 	}
 	sched, err := job.NewManager(job.WithStore(st), job.WithWorkers(0), job.WithLogger(quiet))
 	if err != nil {
@@ -186,47 +260,65 @@ func startRunners(ctx context.Context, rdb *redis.Client, st store.Store, ns str
 	if err := sched.Start(ctx); err != nil {
 		return nil, err
 	}
-	stops = append(stops, func() { _ = sched.Stop(context.Background()) })
-	api, err := server.New(server.Config{Namespaces: map[string]*job.Manager{"default": sched}, ExecutorStores: map[string]store.Store{"default": st}, Logger: quiet})
+	rs.stops = append(rs.stops, func() { _ = sched.Stop(context.Background()) })
+	api, err := server.New(server.Config{Namespaces: map[string]*job.Manager{"default": sched}, ExecutorStores: map[string]store.Store{"default": countingStore{st, &rs.calls}}, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
+	rs.api = api
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	hs := &http.Server{Handler: api, Protocols: server.Protocols(), ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	stops = append(stops, func() { hs.Close() })
+	go hs.Serve(countingListener{ln, &rs.bytesIn, &rs.bytesOut})
+	rs.stops = append(rs.stops, func() { hs.Close() })
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	for range procs {
-		cmd := exec.Command(self, "-worker", "-addr", "http://"+ln.Addr().String(), "-slots", strconv.Itoa(slots))
+	for i := range procs {
+		args := []string{"-worker", "-addr", "http://" + ln.Addr().String(), "-slots", strconv.Itoa(slots)}
+		if prof != "" {
+			args = append(args, "-profile", fmt.Sprintf("%s-worker%d", prof, i))
+		}
+		cmd := exec.Command(self, args...)
 		stdin, _ := cmd.StdinPipe()
 		out, _ := cmd.StdoutPipe()
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			return nil, err
 		}
-		buf := make([]byte, 6)
-		if _, err := out.Read(buf); err != nil || !strings.HasPrefix(string(buf), "ready") {
-			return nil, fmt.Errorf("worker did not start: %v", err)
+		lines := bufio.NewScanner(out)
+		if !lines.Scan() || lines.Text() != "ready" {
+			stopAll()
+			return nil, fmt.Errorf("worker did not start: %v", lines.Err())
 		}
-		stops = append(stops, func() {
+		rs.stops = append(rs.stops, func() {
 			stdin.Close()
 			done := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(done) }()
+			go func() {
+				for lines.Scan() {
+					if v, ok := strings.CutPrefix(lines.Text(), "mallocs "); ok {
+						n, _ := strconv.ParseUint(v, 10, 64)
+						rs.wmallocs += n
+					}
+				}
+				_ = cmd.Wait()
+				close(done)
+			}()
 			select {
 			case <-done:
 			case <-time.After(10 * time.Second):
 				_ = cmd.Process.Signal(syscall.SIGKILL)
 				<-done
 			}
+			if ps := cmd.ProcessState; ps != nil {
+				rs.wcpu += ps.UserTime() + ps.SystemTime()
+			}
 		})
 	}
-	return stopAll, nil
+	return rs, nil
 }
 
 // throughput enqueues n noop tasks in batches and returns tasks per

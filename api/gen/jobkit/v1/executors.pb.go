@@ -302,7 +302,10 @@ type Hello struct {
 	// Claim, and forwards the store's wake-ups of the queues the worker
 	// subscribes to instead (the store contract suite runs this way, as it
 	// claims for many owners through one handle).
-	PullOnly      bool `protobuf:"varint,7,opt,name=pull_only,json=pullOnly,proto3" json:"pull_only,omitempty"`
+	PullOnly bool `protobuf:"varint,7,opt,name=pull_only,json=pullOnly,proto3" json:"pull_only,omitempty"`
+	// encodings are the encodings the worker reads and writes besides JSON
+	// ("msgpack"); jobd picks one in Welcome.encoding.
+	Encodings     []string `protobuf:"bytes,8,rep,name=encodings,proto3" json:"encodings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -384,6 +387,13 @@ func (x *Hello) GetPullOnly() bool {
 		return x.PullOnly
 	}
 	return false
+}
+
+func (x *Hello) GetEncodings() []string {
+	if x != nil {
+		return x.Encodings
+	}
+	return nil
 }
 
 // KindSignature names a kind and, when the worker knows it, a fingerprint
@@ -501,7 +511,14 @@ type Welcome struct {
 	// session_id names this session in jobd's logs.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// server_node_id is the node ID of the jobd that serves the session.
-	ServerNodeId  string `protobuf:"bytes,2,opt,name=server_node_id,json=serverNodeId,proto3" json:"server_node_id,omitempty"`
+	ServerNodeId string `protobuf:"bytes,2,opt,name=server_node_id,json=serverNodeId,proto3" json:"server_node_id,omitempty"`
+	// encoding is the one of Hello.encodings jobd uses on this session
+	// ("msgpack": MessagePack of the same Go types JSON would carry, field
+	// names as their JSON names): it pushes tasks in it
+	// (Tasks.instances_msgpack) and reads session calls in it
+	// (StoreCall.params_msgpack, answered in StoreReply.result_msgpack).
+	// Empty: JSON only.
+	Encoding      string `protobuf:"bytes,3,opt,name=encoding,proto3" json:"encoding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -546,6 +563,13 @@ func (x *Welcome) GetSessionId() string {
 func (x *Welcome) GetServerNodeId() string {
 	if x != nil {
 		return x.ServerNodeId
+	}
+	return ""
+}
+
+func (x *Welcome) GetEncoding() string {
+	if x != nil {
+		return x.Encoding
 	}
 	return ""
 }
@@ -632,13 +656,16 @@ func (x *Credit) GetLabels() []string {
 	return nil
 }
 
-// Tasks carries claimed attempts, JSON-encoded store.Instance records.
+// Tasks carries claimed attempts: store.Instance records, each
+// JSON-encoded, or all of them as one MessagePack array when the session's
+// encoding is "msgpack".
 type Tasks struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	InstancesJson [][]byte               `protobuf:"bytes,2,rep,name=instances_json,json=instancesJson,proto3" json:"instances_json,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Queue            string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	InstancesJson    [][]byte               `protobuf:"bytes,2,rep,name=instances_json,json=instancesJson,proto3" json:"instances_json,omitempty"`
+	InstancesMsgpack []byte                 `protobuf:"bytes,3,opt,name=instances_msgpack,json=instancesMsgpack,proto3" json:"instances_msgpack,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Tasks) Reset() {
@@ -681,6 +708,13 @@ func (x *Tasks) GetQueue() string {
 func (x *Tasks) GetInstancesJson() [][]byte {
 	if x != nil {
 		return x.InstancesJson
+	}
+	return nil
+}
+
+func (x *Tasks) GetInstancesMsgpack() []byte {
+	if x != nil {
+		return x.InstancesMsgpack
 	}
 	return nil
 }
@@ -918,7 +952,10 @@ type StoreCall struct {
 	// method is the store.Store method ("Enqueue", "LookupInstances", ...).
 	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
 	// params_json is the JSON of the method's parameters.
-	ParamsJson    []byte `protobuf:"bytes,3,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	ParamsJson []byte `protobuf:"bytes,3,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	// params_msgpack replaces params_json on a session whose encoding is
+	// "msgpack"; the reply then carries result_msgpack.
+	ParamsMsgpack []byte `protobuf:"bytes,4,opt,name=params_msgpack,json=paramsMsgpack,proto3" json:"params_msgpack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -974,6 +1011,13 @@ func (x *StoreCall) GetParamsJson() []byte {
 	return nil
 }
 
+func (x *StoreCall) GetParamsMsgpack() []byte {
+	if x != nil {
+		return x.ParamsMsgpack
+	}
+	return nil
+}
+
 // StoreReply is the result of a StoreCall.
 type StoreReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -981,7 +1025,10 @@ type StoreReply struct {
 	// result_json is the JSON of the method's result (empty on error).
 	ResultJson []byte `protobuf:"bytes,2,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
 	// error is set when the call failed.
-	Error         *StoreError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Error *StoreError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// result_msgpack replaces result_json in the reply to a call made with
+	// params_msgpack.
+	ResultMsgpack []byte `protobuf:"bytes,4,opt,name=result_msgpack,json=resultMsgpack,proto3" json:"result_msgpack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1033,6 +1080,13 @@ func (x *StoreReply) GetResultJson() []byte {
 func (x *StoreReply) GetError() *StoreError {
 	if x != nil {
 		return x.Error
+	}
+	return nil
+}
+
+func (x *StoreReply) GetResultMsgpack() []byte {
+	if x != nil {
+		return x.ResultMsgpack
 	}
 	return nil
 }
@@ -1112,7 +1166,7 @@ const file_jobkit_v1_executors_proto_rawDesc = "" +
 	"\x05tasks\x18\x02 \x01(\v2\x10.jobkit.v1.TasksH\x00R\x05tasks\x12-\n" +
 	"\x05reply\x18\x03 \x01(\v2\x15.jobkit.v1.StoreReplyH\x00R\x05reply\x12%\n" +
 	"\x04wake\x18\x04 \x01(\v2\x0f.jobkit.v1.WakeH\x00R\x04wakeB\x05\n" +
-	"\x03msg\"\xdc\x01\n" +
+	"\x03msg\"\xfa\x01\n" +
 	"\x05Hello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12.\n" +
 	"\x05kinds\x18\x02 \x03(\v2\x18.jobkit.v1.KindSignatureR\x05kinds\x12\x16\n" +
@@ -1120,26 +1174,29 @@ const file_jobkit_v1_executors_proto_rawDesc = "" +
 	"\x05slots\x18\x04 \x01(\x05R\x05slots\x12\x16\n" +
 	"\x06queues\x18\x05 \x03(\tR\x06queues\x12'\n" +
 	"\x04held\x18\x06 \x03(\v2\x13.jobkit.v1.LeaseRefR\x04held\x12\x1b\n" +
-	"\tpull_only\x18\a \x01(\bR\bpullOnly\"E\n" +
+	"\tpull_only\x18\a \x01(\bR\bpullOnly\x12\x1c\n" +
+	"\tencodings\x18\b \x03(\tR\tencodings\"E\n" +
 	"\rKindSignature\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"4\n" +
 	"\bLeaseRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
-	"\aattempt\x18\x02 \x01(\x03R\aattempt\"N\n" +
+	"\aattempt\x18\x02 \x01(\x03R\aattempt\"j\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12$\n" +
-	"\x0eserver_node_id\x18\x02 \x01(\tR\fserverNodeId\"\x85\x01\n" +
+	"\x0eserver_node_id\x18\x02 \x01(\tR\fserverNodeId\x12\x1a\n" +
+	"\bencoding\x18\x03 \x01(\tR\bencoding\"\x85\x01\n" +
 	"\x06Credit\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12!\n" +
 	"\flease_millis\x18\x03 \x01(\x03R\vleaseMillis\x12\x14\n" +
 	"\x05kinds\x18\x04 \x03(\tR\x05kinds\x12\x16\n" +
-	"\x06labels\x18\x05 \x03(\tR\x06labels\"D\n" +
+	"\x06labels\x18\x05 \x03(\tR\x06labels\"q\n" +
 	"\x05Tasks\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
-	"\x0einstances_json\x18\x02 \x03(\fR\rinstancesJson\"!\n" +
+	"\x0einstances_json\x18\x02 \x03(\fR\rinstancesJson\x12+\n" +
+	"\x11instances_msgpack\x18\x03 \x01(\fR\x10instancesMsgpack\"!\n" +
 	"\tSubscribe\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x1c\n" +
 	"\x04Wake\x12\x14\n" +
@@ -1149,18 +1206,20 @@ const file_jobkit_v1_executors_proto_rawDesc = "" +
 	"\vCallRequest\x12(\n" +
 	"\x04call\x18\x01 \x01(\v2\x14.jobkit.v1.StoreCallR\x04call\";\n" +
 	"\fCallResponse\x12+\n" +
-	"\x05reply\x18\x01 \x01(\v2\x15.jobkit.v1.StoreReplyR\x05reply\"T\n" +
+	"\x05reply\x18\x01 \x01(\v2\x15.jobkit.v1.StoreReplyR\x05reply\"{\n" +
 	"\tStoreCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1f\n" +
 	"\vparams_json\x18\x03 \x01(\fR\n" +
-	"paramsJson\"j\n" +
+	"paramsJson\x12%\n" +
+	"\x0eparams_msgpack\x18\x04 \x01(\fR\rparamsMsgpack\"\x91\x01\n" +
 	"\n" +
 	"StoreReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
 	"\vresult_json\x18\x02 \x01(\fR\n" +
 	"resultJson\x12+\n" +
-	"\x05error\x18\x03 \x01(\v2\x15.jobkit.v1.StoreErrorR\x05error\"D\n" +
+	"\x05error\x18\x03 \x01(\v2\x15.jobkit.v1.StoreErrorR\x05error\x12%\n" +
+	"\x0eresult_msgpack\x18\x04 \x01(\fR\rresultMsgpack\"D\n" +
 	"\n" +
 	"StoreError\x12\x1c\n" +
 	"\tsentinels\x18\x01 \x03(\tR\tsentinels\x12\x18\n" +
