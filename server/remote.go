@@ -731,6 +731,7 @@ func (s *Server) register(x *session, kinds []*pb.KindSignature) error {
 		x.signatures[k.GetKind()] = k.GetFingerprint()
 	}
 	s.sessions[x.id] = x
+	s.followCancelsLocked(x)
 	return nil
 }
 
@@ -739,4 +740,5 @@ func (s *Server) unregister(x *session) {
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
 	delete(s.sessions, x.id)
+	s.unfollowCancelsLocked(x)
 }
