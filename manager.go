@@ -306,8 +306,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.logWG.Add(1)
 	go m.logWriter(m.logCh)
 	m.renewStop = make(chan struct{})
-	m.renewWG.Add(1)
+	m.renewWG.Add(2)
 	go m.renewLoop()
+	go m.watchCancels() // issue 21: cancels pushed by the store
 	m.started = m.clock.Now()
 	m.nodes.mu.Lock()
 	m.nodes.lastOK = m.started // the fence window runs from the start

@@ -301,7 +301,8 @@ func testCancelRemote(t *testing.T, e *env) {
 	// instance Canceled all the same, since the store keeps the request.
 	runner := e.manager(t, []*job.Job{j}, job.WithLease(300*time.Millisecond))
 	other, ji := cancelFromOther(t, e, runner, "block", started)
-	// The runner sees the request at its next lease renewal.
+	// The runner sees the request at once where the store reports cancels
+	// (store.CancelNotifier), else at its next lease renewal.
 	waitState(t, other, ji.ID(), job.Canceled, deadline)
 }
 
@@ -350,8 +351,9 @@ func testCancelRemoteThenFail(t *testing.T, e *env) {
 			seen = append(seen, fmt.Sprintf("%v/%v", st, ji.State()))
 		}),
 	)
-	// A lease far longer than the test: no renewal carries the request.
-	runner := e.manager(t, []*job.Job{j}, job.WithLease(time.Minute))
+	// A lease far longer than the test: no renewal carries the request,
+	// and the store's cancel notices do not reach this runner.
+	runner := e.manager(t, []*job.Job{j}, job.WithLease(time.Minute), job.WithStore(withoutCancelNotices(e.store(t))))
 	other, ji := cancelFromOther(t, e, runner, "flaky", started)
 	close(fail)
 	got := waitState(t, other, ji.ID(), job.Canceled, deadline)

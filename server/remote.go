@@ -375,7 +375,10 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 			x.poke()
 		case *pb.ConnectRequest_Subscribe:
 			if x.pullOnly {
-				_ = x.forwardWakes(ctx, m.Subscribe.GetQueue())
+				// Not in the read loop's way: a subscription can take
+				// seconds to confirm.
+				q := m.Subscribe.GetQueue()
+				wg.Go(func() { _ = x.forwardWakes(ctx, q) })
 			}
 		case *pb.ConnectRequest_Ack:
 			// The worker holds the pushed tasks: nothing to undo.
@@ -621,17 +624,28 @@ func (x *session) pushOnce(ctx context.Context, notifier store.Notifier, storeWa
 	for q, cr := range x.credits {
 		if notifier != nil && !x.subscribed[q] {
 			x.subscribed[q] = true
-			ch, err := notifier.Subscribe(ctx, q)
-			if err == nil {
-				go func() {
-					for range ch {
-						select {
-						case storeWake <- struct{}{}:
-						default:
-						}
+			// Not under x.mu, nor in the pusher's way: a subscription
+			// can take seconds to confirm (a Redis SUBSCRIBE on a fresh
+			// connection), and the session's calls (heartbeats, renewals)
+			// must not wait for it, or the worker fences itself.
+			go func() {
+				ch, err := notifier.Subscribe(ctx, q)
+				if err != nil {
+					return
+				}
+				// Look again: what became ready while the subscription
+				// was confirmed sent no wake-up.
+				select {
+				case storeWake <- struct{}{}:
+				default:
+				}
+				for range ch {
+					select {
+					case storeWake <- struct{}{}:
+					default:
 					}
-				}()
-			}
+				}
+			}()
 		}
 		limit := cr.limit
 		if x.slots > 0 {
@@ -731,6 +745,7 @@ func (s *Server) register(x *session, kinds []*pb.KindSignature) error {
 		x.signatures[k.GetKind()] = k.GetFingerprint()
 	}
 	s.sessions[x.id] = x
+	s.followCancelsLocked(x)
 	return nil
 }
 
@@ -739,4 +754,5 @@ func (s *Server) unregister(x *session) {
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
 	delete(s.sessions, x.id)
+	s.unfollowCancelsLocked(x)
 }

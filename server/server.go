@@ -136,6 +136,9 @@ type Server struct {
 	// sessMu guards the connected remote workers' sessions (executors.go).
 	sessMu   sync.Mutex
 	sessions map[string]*session
+	// cancelFeeds follow each namespace's cancel notices while workers of
+	// it are connected (remote_cancel.go); guarded by sessMu.
+	cancelFeeds map[string]*cancelFeed
 }
 
 // serviceNames lists the jobkit.v1 services the Server serves, for health

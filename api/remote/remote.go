@@ -158,6 +158,8 @@ type Store struct {
 	subs map[string]map[chan struct{}]struct{}
 	// sessions counts the sessions opened (1 after Dial).
 	sessions int
+	// cancelSubs are the SubscribeCancels channels (cancels.go).
+	cancelSubs map[chan store.LeaseRef]struct{}
 }
 
 // session is one live Connect stream.
@@ -426,6 +428,8 @@ func (s *Store) read(sess *session) error {
 			s.mu.Lock()
 			s.wakeLocked(m.Wake.GetQueue())
 			s.mu.Unlock()
+		case *jobkitv1.ConnectResponse_Cancel:
+			s.receiveCancel(m.Cancel)
 		default:
 			s.log.Warn("unexpected message from jobd; ignored", "type", fmt.Sprintf("%T", m))
 		}

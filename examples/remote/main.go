@@ -2,7 +2,9 @@
 // store, and two worker processes (this same program, run again with
 // -worker) that connect to it over one stream each, with different
 // labels. Tasks that require the label gpu run only on the gpu worker; the
-// others run on either. It prints where each task ran, and exits.
+// others run on either. Then one encode task runs in four shards spread
+// over both workers, and its parent gathers their results in shard order.
+// It prints where each task and each shard ran, and exits.
 //
 //	go run ./examples/remote
 //
@@ -62,7 +64,22 @@ func jobs() []*job.Job {
 		}
 		return j
 	}
-	return []*job.Job{mk(job.WithKind("render")), mk(job.WithKind("render-gpu"), job.WithRequiredLabels("gpu"))}
+	// encode is run as a sharded task: each shard encodes its part of
+	// the video (it learns which from its Instance) and takes a moment, so
+	// the shards run at once on both workers.
+	encode, err := job.NewJob(job.WithKind("encode"), job.WithExecutor(func(ctx context.Context, ji job.Instance, seconds int) (string, error) {
+		i, n := ji.Shard()
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		return fmt.Sprintf("seconds %d-%d encoded", i*seconds/n, (i+1)*seconds/n), nil
+	}))
+	if err != nil {
+		panic(err)
+	}
+	return []*job.Job{mk(job.WithKind("render")), mk(job.WithKind("render-gpu"), job.WithRequiredLabels("gpu")), encode}
 }
 
 // run serves jobd in this process on the embedded store, starts the two
@@ -179,6 +196,51 @@ func run() error {
 		}
 		fmt.Printf("frame %d: %s (needs %s) ran on %s: %s\n", frame, ins[0].Kind, need, ran[id], ins[0].Result)
 	}
+	return sharded(wctx, sched, st)
+}
+
+// shards is how many shards the sharded task has.
+const shards = 4
+
+// sharded schedules one encode task in shards over both workers, waits
+// for its parent, and prints where each shard ran and the results the
+// parent gathered, in shard order.
+func sharded(ctx context.Context, sched *job.Manager, st store.Store) error {
+	p, err := sched.ScheduleJob(ctx, "encode", job.WithArguments(60), job.WithShards(shards))
+	if err != nil {
+		return err
+	}
+	for {
+		ins, err := sched.LookupInstances(ctx, job.NewQuery(job.WithQueryInstance(p)))
+		if err != nil {
+			return err
+		}
+		if len(ins) == 1 && ins[0].State().Final() {
+			if ins[0].State() != job.Completed {
+				return fmt.Errorf("the sharded task ended %v: %v", ins[0].State(), ins[0].Error())
+			}
+			p = ins[0]
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the sharded task did not complete: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	parts, err := st.LookupInstances(ctx, &store.Query{Parent: p.ID()})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(parts, func(a, b *store.Instance) int { return a.ShardIndex - b.ShardIndex })
+	for _, s := range parts {
+		hist, err := st.LookupHistory(ctx, &store.Query{InstanceID: s.ID, States: []store.State{store.Completed}})
+		if err != nil || len(hist) == 0 {
+			return errors.Join(err, fmt.Errorf("shard %d (%s) has no Completed record", s.ShardIndex, s.ID))
+		}
+		fmt.Printf("shard %d of %d ran on %s: %s\n", s.ShardIndex, s.ShardCount, hist[len(hist)-1].Node, s.Result)
+	}
+	fmt.Printf("encode (%d shards) gathered in shard order: %v\n", shards, p.Results())
 	return nil
 }
 

@@ -135,6 +135,16 @@ func TestKillOne(t *testing.T) {
 	}
 }
 
+// TestKillOneRemote is TestKillOne with the workers as remote executors
+// (issue 21): managers on remote.Dial to a jobd process on Redis. A
+// SIGKILLed worker's stream breaks; its jobs run again elsewhere within
+// 2 s, every job completes exactly once in the store, and no two runs of
+// one job overlap.
+func TestKillOneRemote(t *testing.T) {
+	addr := testserver.Redis(t)
+	faulttest.KillOne(t, faulttest.RemoteSpec(addr, redisSpecAt(addr).Open), 1500, 40*time.Millisecond)
+}
+
 // TestClockSkew runs three workers, one 5 s ahead and one 5 s behind, on
 // each store in turn: no job runs twice, nothing is rescued, and the
 // skewed workers claim nothing.

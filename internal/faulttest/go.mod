@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jobkit/job v0.0.0
+	github.com/jobkit/job/api v0.0.0
 	github.com/jobkit/job/store/etcdstore v0.0.0
 	github.com/jobkit/job/store/pgstore v0.0.0
 	github.com/jobkit/job/store/redisstore v0.0.0
@@ -15,6 +16,7 @@ require (
 )
 
 require (
+	connectrpc.com/connect v1.21.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
@@ -41,7 +43,7 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/grpc v1.83.2 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 // The repository's other modules build against their current code here
@@ -49,6 +51,7 @@ require (
 // commands run from the repository root.
 replace (
 	github.com/jobkit/job => ../..
+	github.com/jobkit/job/api => ../../api
 	github.com/jobkit/job/store/etcdstore => ../../store/etcdstore
 	github.com/jobkit/job/store/internal/redisscript => ../../store/internal/redisscript
 	github.com/jobkit/job/store/internal/redisscript/scripttest => ../../store/internal/redisscript/scripttest

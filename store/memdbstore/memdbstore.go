@@ -54,6 +54,8 @@ type Store struct {
 
 	subMu sync.Mutex
 	subs  map[string]map[*subscriber]struct{} // by queue
+	// cancelSubs are the SubscribeCancels channels (guarded by subMu).
+	cancelSubs map[*cancelSub]struct{}
 
 	// events is the ring of the latest events (store.Events); journal
 	// gathers, under the write lock, the puts that added history, which
@@ -128,9 +130,10 @@ func New(opts ...Option) (*Store, error) {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
-	_ store.Events   = (*Store)(nil)
+	_ store.Store          = (*Store)(nil)
+	_ store.Notifier       = (*Store)(nil)
+	_ store.CancelNotifier = (*Store)(nil)
+	_ store.Events         = (*Store)(nil)
 )
 
 // degree is the B-trees' minimum degree: a node holds up to 2*degree-1

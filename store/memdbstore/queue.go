@@ -408,5 +408,8 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 	if err != nil {
 		return nil, err
 	}
+	if out.State == store.Processing {
+		s.noticeCancel(store.LeaseRef{ID: out.ID, Attempt: out.Attempt})
+	}
 	return out, nil
 }

@@ -95,8 +95,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
+	_ store.Store          = (*Store)(nil)
+	_ store.Notifier       = (*Store)(nil)
+	_ store.CancelNotifier = (*Store)(nil)
 )
 
 // Option configures a Store.
@@ -270,7 +271,7 @@ func (r *runner) do(ctx context.Context, args ...string) (any, error) {
 	return normalize(v), err
 }
 
-func (r *runner) Listen(ctx context.Context, channel string, subscribed, message func()) error {
+func (r *runner) Listen(ctx context.Context, channel string, subscribed func(), message func(string)) error {
 	ps := r.c.Subscribe(ctx)
 	defer ps.Close()
 	// Receive does not watch ctx while it waits for a message; closing the
@@ -296,11 +297,11 @@ func (r *runner) Listen(ctx context.Context, channel string, subscribed, message
 			// The caller subscribes again with backoff.
 			return err
 		}
-		switch m.(type) {
+		switch m := m.(type) {
 		case *redis.Subscription:
 			subscribed()
 		case *redis.Message:
-			message()
+			message(m.Payload)
 		}
 	}
 }

@@ -123,6 +123,7 @@ func Run(t *testing.T, h Harness) {
 		{"CanceledContext", testCanceledContext},
 		{"InvalidParams", testInvalidParams},
 		{"Notifier", testNotifier},
+		{"CancelNotifier", testCancelNotifier},
 		{"DefinitionsCRUD", testDefinitionsCRUD},
 		{"DefinitionsConflict", testDefinitionsConflict},
 		{"DefinitionsInvalid", testDefinitionsInvalid},

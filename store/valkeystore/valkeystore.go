@@ -53,8 +53,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
+	_ store.Store          = (*Store)(nil)
+	_ store.Notifier       = (*Store)(nil)
+	_ store.CancelNotifier = (*Store)(nil)
 )
 
 // Option configures a Store.
@@ -206,11 +207,11 @@ func (r *runner) Do(ctx context.Context, args ...string) (any, error) {
 // Listen subscribes on a dedicated connection; its hooks report the
 // subscription and the messages, and its error channel a broken
 // connection.
-func (r *runner) Listen(ctx context.Context, channel string, subscribed, message func()) error {
+func (r *runner) Listen(ctx context.Context, channel string, subscribed func(), message func(string)) error {
 	dc, release := r.c.Dedicate()
 	defer release()
 	wait := dc.SetPubSubHooks(valkey.PubSubHooks{
-		OnMessage: func(valkey.PubSubMessage) { message() },
+		OnMessage: func(m valkey.PubSubMessage) { message(m.Message) },
 		OnSubscription: func(s valkey.PubSubSubscription) {
 			if s.Kind == "subscribe" {
 				subscribed()

@@ -1,6 +1,7 @@
 // Command faultworker is a jobkit manager process for fault tests: it runs
 // the "fault" job (log a start line, sleep, log an end line) and optionally
-// a recurring "tick" job, on a shared Redis, Valkey, etcd or PostgreSQL store, until it
+// a recurring "tick" job, on a shared Redis, Valkey, etcd or PostgreSQL store
+// (or, with -store remote, through jobd: a remote executor), until it
 // gets SIGTERM (stop cleanly) or SIGKILL (a crash). Every line it logs is
 // one write(2) to an O_APPEND file, so a SIGKILL loses none that were
 // written.
@@ -25,6 +26,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobkit/job"
+	"github.com/jobkit/job/api/remote"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/etcdstore"
 	"github.com/jobkit/job/store/pgstore"
@@ -33,10 +35,11 @@ import (
 )
 
 func main() {
-	storeName := flag.String("store", "redis", "redis, valkey, etcd or pg")
+	storeName := flag.String("store", "redis", "redis, valkey, etcd, pg or remote")
 	redisAddr := flag.String("redis-addr", "", "redis-server address")
 	etcdEndpoints := flag.String("etcd", "", "etcd endpoints, comma-separated")
 	pgURL := flag.String("pg", "", "PostgreSQL URL (store pg)")
+	jobd := flag.String("jobd", "", "jobd's base URL (store remote: a remote executor through jobd)")
 	ns := flag.String("ns", "", "namespace / key prefix")
 	node := flag.String("node", "", "node ID")
 	lease := flag.Duration("lease", 0, "lease (0: the library's default)")
@@ -60,7 +63,7 @@ func main() {
 		}
 	}
 
-	s, closeStore, err := open(*storeName, *redisAddr, *etcdEndpoints, *pgURL, *ns)
+	s, closeStore, err := open(*storeName, *redisAddr, *etcdEndpoints, *pgURL, *jobd, *ns, *node)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -136,8 +139,20 @@ type offsetClock time.Duration
 func (c offsetClock) Now() time.Time                     { return time.Now().Add(time.Duration(c)) }
 func (c offsetClock) NewTimer(d time.Duration) job.Timer { return job.SystemClock{}.NewTimer(d) }
 
-func open(name, redisAddr, etcdEndpoints, pgURL, ns string) (store.Store, func(), error) {
+func open(name, redisAddr, etcdEndpoints, pgURL, jobd, ns, node string) (store.Store, func(), error) {
 	switch name {
+	case "remote":
+		// An ordinary manager whose store is jobd (issue 21): its claims,
+		// renewals and heartbeats go over one stream to jobd, which
+		// holds the real store.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := remote.Dial(ctx, remote.Options{Address: jobd, Namespace: ns, NodeID: node,
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { s.Close() }, nil
 	case "redis":
 		// As redisstore's docs ask: a call's ctx bounds it even while Redis
 		// does not answer, not only go-redis's own read timeout.

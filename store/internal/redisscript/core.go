@@ -21,8 +21,9 @@ type Runner interface {
 	// Listen subscribes to channel and blocks until ctx ends or the
 	// subscription breaks, calling subscribed each time the server confirms
 	// the subscription (again after a reconnect) and message for every
-	// message. It returns ctx's error or why the subscription broke.
-	Listen(ctx context.Context, channel string, subscribed, message func()) error
+	// message with its payload. It returns ctx's error or why the
+	// subscription broke.
+	Listen(ctx context.Context, channel string, subscribed func(), message func(payload string)) error
 	// Do runs one plain command (used for lookups that read indexes).
 	Do(ctx context.Context, args ...string) (any, error)
 }
@@ -51,8 +52,9 @@ func NewCore(r Runner, ns, name string) (*Core, error) {
 func (c *Core) Keys() Keys { return c.keys }
 
 var (
-	_ store.Store    = (*Core)(nil)
-	_ store.Notifier = (*Core)(nil)
+	_ store.Store          = (*Core)(nil)
+	_ store.Notifier       = (*Core)(nil)
+	_ store.CancelNotifier = (*Core)(nil)
 )
 
 func (c *Core) run(ctx context.Context, s *Script, args ...string) (any, error) {
@@ -470,7 +472,7 @@ func (c *Core) Subscribe(ctx context.Context, queue string) (<-chan struct{}, er
 		backoff := 10 * time.Millisecond
 		for ctx.Err() == nil {
 			start := time.Now()
-			_ = c.r.Listen(ctx, c.keys.Wake(queue), subscribed, signal)
+			_ = c.r.Listen(ctx, c.keys.Wake(queue), subscribed, func(string) { signal() })
 			if ctx.Err() != nil {
 				return
 			}

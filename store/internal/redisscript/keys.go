@@ -91,3 +91,7 @@ func (k Keys) KindBucket(kind string, sec int64) string {
 
 // Wake is the pub/sub channel of queue.
 func (k Keys) Wake(queue string) string { return k.Prefix + "w:" + queue }
+
+// Cancels is the pub/sub channel lua/cancel.lua publishes the cancels of
+// running attempts to: "<attempt> <encoded ID>".
+func (k Keys) Cancels() string { return k.Prefix + "cancels" }

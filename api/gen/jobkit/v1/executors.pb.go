@@ -168,6 +168,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Tasks
 	//	*ConnectResponse_Reply
 	//	*ConnectResponse_Wake
+	//	*ConnectResponse_Cancel
 	Msg           isConnectResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -246,6 +247,15 @@ func (x *ConnectResponse) GetWake() *Wake {
 	return nil
 }
 
+func (x *ConnectResponse) GetCancel() *Cancel {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectResponse_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Msg interface {
 	isConnectResponse_Msg()
 }
@@ -261,8 +271,8 @@ type ConnectResponse_Tasks struct {
 }
 
 type ConnectResponse_Reply struct {
-	// Reply answers a Call of the same id. Cancel flags travel in the
-	// replies to Renew, as store.RenewResult.CancelRequested.
+	// Reply answers a Call of the same id. Cancel flags also travel in
+	// the replies to Renew, as store.RenewResult.CancelRequested.
 	Reply *StoreReply `protobuf:"bytes,3,opt,name=reply,proto3,oneof"`
 }
 
@@ -272,6 +282,11 @@ type ConnectResponse_Wake struct {
 	Wake *Wake `protobuf:"bytes,4,opt,name=wake,proto3,oneof"`
 }
 
+type ConnectResponse_Cancel struct {
+	// Cancel asks the worker to cancel attempts it holds at once.
+	Cancel *Cancel `protobuf:"bytes,5,opt,name=cancel,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Tasks) isConnectResponse_Msg() {}
@@ -279,6 +294,8 @@ func (*ConnectResponse_Tasks) isConnectResponse_Msg() {}
 func (*ConnectResponse_Reply) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Wake) isConnectResponse_Msg() {}
+
+func (*ConnectResponse_Cancel) isConnectResponse_Msg() {}
 
 // Hello introduces a worker process.
 type Hello struct {
@@ -809,6 +826,56 @@ func (x *Wake) GetQueue() string {
 	return ""
 }
 
+// Cancel asks a worker to cancel attempts it holds: jobd sends it when a
+// cancel is requested on one of them (by any caller on the namespace's
+// store, where the store reports cancels: store.CancelNotifier), so the
+// attempt stops at once rather than at its next lease renewal, which
+// reports the request anyway. A pull-only session gets every cancel of
+// the namespace's running attempts.
+type Cancel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tasks         []*LeaseRef            `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cancel) Reset() {
+	*x = Cancel{}
+	mi := &file_jobkit_v1_executors_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cancel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cancel) ProtoMessage() {}
+
+func (x *Cancel) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_executors_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
+func (*Cancel) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Cancel) GetTasks() []*LeaseRef {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
 // Ack acknowledges pushed tasks.
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -819,7 +886,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_jobkit_v1_executors_proto_msgTypes[10]
+	mi := &file_jobkit_v1_executors_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +898,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_executors_proto_msgTypes[10]
+	mi := &file_jobkit_v1_executors_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +911,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{10}
+	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Ack) GetTasks() []*LeaseRef {
@@ -863,7 +930,7 @@ type CallRequest struct {
 
 func (x *CallRequest) Reset() {
 	*x = CallRequest{}
-	mi := &file_jobkit_v1_executors_proto_msgTypes[11]
+	mi := &file_jobkit_v1_executors_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +942,7 @@ func (x *CallRequest) String() string {
 func (*CallRequest) ProtoMessage() {}
 
 func (x *CallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_executors_proto_msgTypes[11]
+	mi := &file_jobkit_v1_executors_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +955,7 @@ func (x *CallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallRequest.ProtoReflect.Descriptor instead.
 func (*CallRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{11}
+	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CallRequest) GetCall() *StoreCall {
@@ -907,7 +974,7 @@ type CallResponse struct {
 
 func (x *CallResponse) Reset() {
 	*x = CallResponse{}
-	mi := &file_jobkit_v1_executors_proto_msgTypes[12]
+	mi := &file_jobkit_v1_executors_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +986,7 @@ func (x *CallResponse) String() string {
 func (*CallResponse) ProtoMessage() {}
 
 func (x *CallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_executors_proto_msgTypes[12]
+	mi := &file_jobkit_v1_executors_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +999,7 @@ func (x *CallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResponse.ProtoReflect.Descriptor instead.
 func (*CallResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{12}
+	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CallResponse) GetReply() *StoreReply {
@@ -962,7 +1029,7 @@ type StoreCall struct {
 
 func (x *StoreCall) Reset() {
 	*x = StoreCall{}
-	mi := &file_jobkit_v1_executors_proto_msgTypes[13]
+	mi := &file_jobkit_v1_executors_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1041,7 @@ func (x *StoreCall) String() string {
 func (*StoreCall) ProtoMessage() {}
 
 func (x *StoreCall) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_executors_proto_msgTypes[13]
+	mi := &file_jobkit_v1_executors_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1054,7 @@ func (x *StoreCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreCall.ProtoReflect.Descriptor instead.
 func (*StoreCall) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{13}
+	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StoreCall) GetId() uint64 {
@@ -1035,7 +1102,7 @@ type StoreReply struct {
 
 func (x *StoreReply) Reset() {
 	*x = StoreReply{}
-	mi := &file_jobkit_v1_executors_proto_msgTypes[14]
+	mi := &file_jobkit_v1_executors_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1114,7 @@ func (x *StoreReply) String() string {
 func (*StoreReply) ProtoMessage() {}
 
 func (x *StoreReply) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_executors_proto_msgTypes[14]
+	mi := &file_jobkit_v1_executors_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1127,7 @@ func (x *StoreReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreReply.ProtoReflect.Descriptor instead.
 func (*StoreReply) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{14}
+	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StoreReply) GetId() uint64 {
@@ -1107,7 +1174,7 @@ type StoreError struct {
 
 func (x *StoreError) Reset() {
 	*x = StoreError{}
-	mi := &file_jobkit_v1_executors_proto_msgTypes[15]
+	mi := &file_jobkit_v1_executors_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1119,7 +1186,7 @@ func (x *StoreError) String() string {
 func (*StoreError) ProtoMessage() {}
 
 func (x *StoreError) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_executors_proto_msgTypes[15]
+	mi := &file_jobkit_v1_executors_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1132,7 +1199,7 @@ func (x *StoreError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreError.ProtoReflect.Descriptor instead.
 func (*StoreError) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{15}
+	return file_jobkit_v1_executors_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StoreError) GetSentinels() []string {
@@ -1160,12 +1227,13 @@ const file_jobkit_v1_executors_proto_rawDesc = "" +
 	"\x04call\x18\x03 \x01(\v2\x14.jobkit.v1.StoreCallH\x00R\x04call\x12\"\n" +
 	"\x03ack\x18\x04 \x01(\v2\x0e.jobkit.v1.AckH\x00R\x03ack\x124\n" +
 	"\tsubscribe\x18\x05 \x01(\v2\x14.jobkit.v1.SubscribeH\x00R\tsubscribeB\x05\n" +
-	"\x03msg\"\xc8\x01\n" +
+	"\x03msg\"\xf5\x01\n" +
 	"\x0fConnectResponse\x12.\n" +
 	"\awelcome\x18\x01 \x01(\v2\x12.jobkit.v1.WelcomeH\x00R\awelcome\x12(\n" +
 	"\x05tasks\x18\x02 \x01(\v2\x10.jobkit.v1.TasksH\x00R\x05tasks\x12-\n" +
 	"\x05reply\x18\x03 \x01(\v2\x15.jobkit.v1.StoreReplyH\x00R\x05reply\x12%\n" +
-	"\x04wake\x18\x04 \x01(\v2\x0f.jobkit.v1.WakeH\x00R\x04wakeB\x05\n" +
+	"\x04wake\x18\x04 \x01(\v2\x0f.jobkit.v1.WakeH\x00R\x04wake\x12+\n" +
+	"\x06cancel\x18\x05 \x01(\v2\x11.jobkit.v1.CancelH\x00R\x06cancelB\x05\n" +
 	"\x03msg\"\xfa\x01\n" +
 	"\x05Hello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12.\n" +
@@ -1200,7 +1268,9 @@ const file_jobkit_v1_executors_proto_rawDesc = "" +
 	"\tSubscribe\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x1c\n" +
 	"\x04Wake\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"0\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"3\n" +
+	"\x06Cancel\x12)\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x13.jobkit.v1.LeaseRefR\x05tasks\"0\n" +
 	"\x03Ack\x12)\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x13.jobkit.v1.LeaseRefR\x05tasks\"7\n" +
 	"\vCallRequest\x12(\n" +
@@ -1240,7 +1310,7 @@ func file_jobkit_v1_executors_proto_rawDescGZIP() []byte {
 	return file_jobkit_v1_executors_proto_rawDescData
 }
 
-var file_jobkit_v1_executors_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_jobkit_v1_executors_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_jobkit_v1_executors_proto_goTypes = []any{
 	(*ConnectRequest)(nil),  // 0: jobkit.v1.ConnectRequest
 	(*ConnectResponse)(nil), // 1: jobkit.v1.ConnectResponse
@@ -1252,38 +1322,41 @@ var file_jobkit_v1_executors_proto_goTypes = []any{
 	(*Tasks)(nil),           // 7: jobkit.v1.Tasks
 	(*Subscribe)(nil),       // 8: jobkit.v1.Subscribe
 	(*Wake)(nil),            // 9: jobkit.v1.Wake
-	(*Ack)(nil),             // 10: jobkit.v1.Ack
-	(*CallRequest)(nil),     // 11: jobkit.v1.CallRequest
-	(*CallResponse)(nil),    // 12: jobkit.v1.CallResponse
-	(*StoreCall)(nil),       // 13: jobkit.v1.StoreCall
-	(*StoreReply)(nil),      // 14: jobkit.v1.StoreReply
-	(*StoreError)(nil),      // 15: jobkit.v1.StoreError
+	(*Cancel)(nil),          // 10: jobkit.v1.Cancel
+	(*Ack)(nil),             // 11: jobkit.v1.Ack
+	(*CallRequest)(nil),     // 12: jobkit.v1.CallRequest
+	(*CallResponse)(nil),    // 13: jobkit.v1.CallResponse
+	(*StoreCall)(nil),       // 14: jobkit.v1.StoreCall
+	(*StoreReply)(nil),      // 15: jobkit.v1.StoreReply
+	(*StoreError)(nil),      // 16: jobkit.v1.StoreError
 }
 var file_jobkit_v1_executors_proto_depIdxs = []int32{
 	2,  // 0: jobkit.v1.ConnectRequest.hello:type_name -> jobkit.v1.Hello
 	6,  // 1: jobkit.v1.ConnectRequest.credit:type_name -> jobkit.v1.Credit
-	13, // 2: jobkit.v1.ConnectRequest.call:type_name -> jobkit.v1.StoreCall
-	10, // 3: jobkit.v1.ConnectRequest.ack:type_name -> jobkit.v1.Ack
+	14, // 2: jobkit.v1.ConnectRequest.call:type_name -> jobkit.v1.StoreCall
+	11, // 3: jobkit.v1.ConnectRequest.ack:type_name -> jobkit.v1.Ack
 	8,  // 4: jobkit.v1.ConnectRequest.subscribe:type_name -> jobkit.v1.Subscribe
 	5,  // 5: jobkit.v1.ConnectResponse.welcome:type_name -> jobkit.v1.Welcome
 	7,  // 6: jobkit.v1.ConnectResponse.tasks:type_name -> jobkit.v1.Tasks
-	14, // 7: jobkit.v1.ConnectResponse.reply:type_name -> jobkit.v1.StoreReply
+	15, // 7: jobkit.v1.ConnectResponse.reply:type_name -> jobkit.v1.StoreReply
 	9,  // 8: jobkit.v1.ConnectResponse.wake:type_name -> jobkit.v1.Wake
-	3,  // 9: jobkit.v1.Hello.kinds:type_name -> jobkit.v1.KindSignature
-	4,  // 10: jobkit.v1.Hello.held:type_name -> jobkit.v1.LeaseRef
-	4,  // 11: jobkit.v1.Ack.tasks:type_name -> jobkit.v1.LeaseRef
-	13, // 12: jobkit.v1.CallRequest.call:type_name -> jobkit.v1.StoreCall
-	14, // 13: jobkit.v1.CallResponse.reply:type_name -> jobkit.v1.StoreReply
-	15, // 14: jobkit.v1.StoreReply.error:type_name -> jobkit.v1.StoreError
-	0,  // 15: jobkit.v1.ExecutorService.Connect:input_type -> jobkit.v1.ConnectRequest
-	11, // 16: jobkit.v1.ExecutorService.Call:input_type -> jobkit.v1.CallRequest
-	1,  // 17: jobkit.v1.ExecutorService.Connect:output_type -> jobkit.v1.ConnectResponse
-	12, // 18: jobkit.v1.ExecutorService.Call:output_type -> jobkit.v1.CallResponse
-	17, // [17:19] is the sub-list for method output_type
-	15, // [15:17] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	10, // 9: jobkit.v1.ConnectResponse.cancel:type_name -> jobkit.v1.Cancel
+	3,  // 10: jobkit.v1.Hello.kinds:type_name -> jobkit.v1.KindSignature
+	4,  // 11: jobkit.v1.Hello.held:type_name -> jobkit.v1.LeaseRef
+	4,  // 12: jobkit.v1.Cancel.tasks:type_name -> jobkit.v1.LeaseRef
+	4,  // 13: jobkit.v1.Ack.tasks:type_name -> jobkit.v1.LeaseRef
+	14, // 14: jobkit.v1.CallRequest.call:type_name -> jobkit.v1.StoreCall
+	15, // 15: jobkit.v1.CallResponse.reply:type_name -> jobkit.v1.StoreReply
+	16, // 16: jobkit.v1.StoreReply.error:type_name -> jobkit.v1.StoreError
+	0,  // 17: jobkit.v1.ExecutorService.Connect:input_type -> jobkit.v1.ConnectRequest
+	12, // 18: jobkit.v1.ExecutorService.Call:input_type -> jobkit.v1.CallRequest
+	1,  // 19: jobkit.v1.ExecutorService.Connect:output_type -> jobkit.v1.ConnectResponse
+	13, // 20: jobkit.v1.ExecutorService.Call:output_type -> jobkit.v1.CallResponse
+	19, // [19:21] is the sub-list for method output_type
+	17, // [17:19] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_jobkit_v1_executors_proto_init() }
@@ -1303,6 +1376,7 @@ func file_jobkit_v1_executors_proto_init() {
 		(*ConnectResponse_Tasks)(nil),
 		(*ConnectResponse_Reply)(nil),
 		(*ConnectResponse_Wake)(nil),
+		(*ConnectResponse_Cancel)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1310,7 +1384,7 @@ func file_jobkit_v1_executors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobkit_v1_executors_proto_rawDesc), len(file_jobkit_v1_executors_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -4,7 +4,8 @@
 -- A Scheduled instance becomes Canceled with a history record: it leaves
 -- the scheduled set at once, and a ready list when a claim next pops it
 -- (claims skip what is no longer Scheduled). A Processing one gets its
--- cancel flag set, which its owner sees at the next renew.
+-- cancel flag set, which its owner sees at the next renew, and the
+-- cancels channel gets a PUBLISH of "<attempt> <encoded ID>".
 -- Returns {code, spec, state}: code 0 done (spec and the new state), 1 no
 -- such instance, 2 already final (spec and state as stored), 3 corrupt
 -- record.
@@ -34,6 +35,8 @@ if t[T_STATE] == S_PROCESSING then
 	t[T_CANCEL] = 1
 	t[T_UPD] = now
 	change(id, t)
+	-- Tell the node running it at once (store.CancelNotifier).
+	redis.call('PUBLISH', PREFIX .. 'cancels', string.format('%d', t[T_ATT]) .. ' ' .. id)
 else
 	redis.call('ZREM', sched_key(p[P_QUEUE]), sched_member(id, p[P_SEQ], p[P_PRIO]))
 	count_move(id, craw, S_SCHEDULED, S_CANCELED)

@@ -81,7 +81,7 @@ func (r *hookRunner) Do(ctx context.Context, args ...string) (any, error) {
 	return strs(v), err
 }
 
-func (r *hookRunner) Listen(ctx context.Context, _ string, _, _ func()) error {
+func (r *hookRunner) Listen(ctx context.Context, _ string, _ func(), _ func(string)) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
