@@ -247,7 +247,7 @@ func (m *Manager) checkDataConflict(j *Job) error {
 	if cur, ok := m.reg.get(j.kind); ok && cur.execType != "" {
 		return fmt.Errorf("%w: %q is run here by the %s executor of its stored definition, so it cannot also be registered as a Go function; delete the definition's executor (or the definition) to register a Go function, or pick another kind", ErrDuplicateKind, j.kind, cur.execType)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), conflictCheckTimeout)
 	defer cancel()
 	d, err := m.store.GetDefinition(ctx, j.kind)
 	switch {
@@ -298,6 +298,12 @@ func (m *Manager) checkGoKindsStored(ctx context.Context) error {
 		after = page[len(page)-1].Kind
 	}
 }
+
+// conflictCheckTimeout bounds the reads of RegisterJob's and Start's
+// Go-function-versus-definition checks: a store that is not up yet (some
+// clients wait for the server until the deadline) must not hold either
+// call; Start leaves a check it could not finish to recheckGoKindsLoop.
+const conflictCheckTimeout = 2 * time.Second
 
 // recheckGoKindsLoop runs checkGoKindsStored until the store answers,
 // when Start could not read the stored definitions (the store was down):

@@ -268,7 +268,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	// A store that cannot be read now (not up yet) is checked again in
 	// the background once running (recheckGoKindsLoop).
 	recheck := false
-	if err := m.checkGoKindsStored(ctx); err != nil {
+	cctx, ccancel := context.WithTimeout(ctx, conflictCheckTimeout)
+	err := m.checkGoKindsStored(cctx)
+	ccancel()
+	if err != nil {
 		if errors.Is(err, ErrDuplicateKind) {
 			return err
 		}
