@@ -47,23 +47,7 @@ func (c *Core) SubscribeCancels(ctx context.Context) (<-chan store.LeaseRef, err
 	}
 	go func() {
 		defer close(out)
-		backoff := 10 * time.Millisecond
-		for ctx.Err() == nil {
-			start := time.Now()
-			_ = c.r.Listen(ctx, c.keys.Cancels(), subscribed, message)
-			if ctx.Err() != nil {
-				return
-			}
-			if time.Since(start) > 5*time.Second {
-				backoff = 10 * time.Millisecond
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 2*time.Second)
-		}
+		c.listenAlways(ctx, c.keys.Cancels(), subscribed, message)
 	}()
 	select {
 	case <-first:

@@ -439,6 +439,30 @@ func (c *Core) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRes
 	return &store.PruneResult{Instances: int(asInt(a[0])), History: int(asInt(a[1])), Logs: int(asInt(a[2]))}, nil
 }
 
+// listenAlways listens on channel until ctx ends, subscribing again after
+// a broken connection with backoff (10 ms doubling to 2 s, back to 10 ms
+// after a subscription that lasted 5 s); subscribed runs at each
+// (re)subscription, message for each message.
+func (c *Core) listenAlways(ctx context.Context, channel string, subscribed func(), message func(string)) {
+	backoff := 10 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		_ = c.r.Listen(ctx, channel, subscribed, message)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			backoff = 10 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
 // Subscribe implements store.Notifier: a SUBSCRIBE to the queue's channel,
 // which the enqueue, finish (retry, release) and rescue scripts PUBLISH to.
 // It returns once the server confirmed the subscription. A broken
@@ -469,23 +493,7 @@ func (c *Core) Subscribe(ctx context.Context, queue string) (<-chan struct{}, er
 	}
 	go func() {
 		defer close(out)
-		backoff := 10 * time.Millisecond
-		for ctx.Err() == nil {
-			start := time.Now()
-			_ = c.r.Listen(ctx, c.keys.Wake(queue), subscribed, func(string) { signal() })
-			if ctx.Err() != nil {
-				return
-			}
-			if time.Since(start) > 5*time.Second {
-				backoff = 10 * time.Millisecond
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 2*time.Second)
-		}
+		c.listenAlways(ctx, c.keys.Wake(queue), subscribed, func(string) { signal() })
 	}()
 	select {
 	case <-first:
