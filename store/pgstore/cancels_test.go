@@ -3,8 +3,11 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	job "github.com/jobkit/job"
 	"github.com/jobkit/job/store"
@@ -151,5 +154,55 @@ func TestCancelNoticesCommittedOnly(t *testing.T) {
 	case ref := <-ch:
 		t.Fatalf("a second notice %+v; want none", ref)
 	default:
+	}
+}
+
+// TestCancelNoticesAfterReconnect: when the listening connection is
+// killed, the store reconnects and cancel notices arrive again.
+func TestCancelNoticesAfterReconnect(t *testing.T) {
+	p := testPool(t)
+	ns := "cancel-reconnect-" + randHex(4)
+	s, other := open(t, ns), open(t, ns)
+	ch, err := s.SubscribeCancels(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := p.Query(t.Context(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1", `LISTEN "jobkit_`+testSchema+`"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil || len(killed) == 0 {
+		t.Fatalf("killed %v listening connections (%v); want at least the store's", killed, err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	i := 0
+	waitFor(t, "a cancel notice after the reconnect", func() bool {
+		i++
+		id := fmt.Sprintf("r-%d", i)
+		in := &store.Instance{ID: id, Kind: "k", Queue: "q", RunAt: now, CreatedAt: now}
+		if _, err := other.Enqueue(t.Context(), &store.EnqueueParams{Instances: []*store.Instance{in}, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := other.Claim(t.Context(), &store.ClaimParams{Queue: "q", Owner: "w1", Limit: 1, Now: now, LeaseUntil: now.Add(time.Hour), ClaimSeq: uint64(i)})
+		if err != nil || len(res.Instances) != 1 {
+			t.Fatalf("claim: %+v, %v", res, err)
+		}
+		if _, err := other.Cancel(t.Context(), &store.CancelParams{ID: id, Now: now, Node: "n"}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			select {
+			case ref := <-ch:
+				if ref.ID == id {
+					return true
+				}
+			case <-time.After(200 * time.Millisecond):
+				return false
+			}
+		}
+	})
+	if i > 1 {
+		t.Logf("a notice after %d cancels", i)
 	}
 }

@@ -185,8 +185,12 @@ func (s *Store) listenOnce(ctx context.Context, l *listener, first *bool) error 
 	}
 	conn := pc.Hijack()
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()+"; LISTEN "+pgx.Identifier{s.cancels}.Sanitize()); err != nil {
-		return err
+	// The wake-up channel last: pg_stat_activity shows the connection's
+	// last statement, LISTEN "jobkit_<schema>".
+	for _, ch := range []string{s.cancels, s.channel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
 	}
 	if *first {
 		close(l.ready)
