@@ -24,6 +24,7 @@ func harness() storetest.Harness {
 	var mu sync.Mutex
 	stores := map[string]*memdbstore.Store{}
 	return storetest.Harness{
+		CancelNotifier: true,
 		Open: func(t testing.TB, ns string) store.Store {
 			mu.Lock()
 			defer mu.Unlock()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jobkit/job/store"
 )
 
 // listener is a store's one listening connection: it LISTENs on the
@@ -19,7 +21,10 @@ type listener struct {
 	mu     sync.Mutex
 	queues map[string]map[chan struct{}]struct{}
 	all    map[chan struct{}]struct{}
-	ready  chan struct{} // closed once the first LISTEN is in force
+	// cancels are the SubscribeCancels channels, fed from the schema's
+	// cancel channel.
+	cancels map[chan store.LeaseRef]struct{}
+	ready   chan struct{} // closed once the first LISTEN is in force
 }
 
 func poke(ch chan struct{}) {
@@ -34,7 +39,7 @@ func (s *Store) ensureListener() *listener {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
 	if s.listener == nil {
-		s.listener = &listener{queues: map[string]map[chan struct{}]struct{}{}, all: map[chan struct{}]struct{}{}, ready: make(chan struct{})}
+		s.listener = &listener{queues: map[string]map[chan struct{}]struct{}{}, all: map[chan struct{}]struct{}{}, cancels: map[chan store.LeaseRef]struct{}{}, ready: make(chan struct{})}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -180,8 +185,12 @@ func (s *Store) listenOnce(ctx context.Context, l *listener, first *bool) error 
 	}
 	conn := pc.Hijack()
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
-		return err
+	// The wake-up channel last: pg_stat_activity shows the connection's
+	// last statement, LISTEN "jobkit_<schema>".
+	for _, ch := range []string{s.cancels, s.channel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
 	}
 	if *first {
 		close(l.ready)
@@ -194,6 +203,12 @@ func (s *Store) listenOnce(ctx context.Context, l *listener, first *bool) error 
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if n.Channel == s.cancels {
+			if ref, ok := s.parseCancel(n.Payload); ok {
+				l.noticeCancel(ref)
+			}
+			continue
 		}
 		if q, ok := strings.CutPrefix(n.Payload, prefix); ok {
 			l.wake(q)

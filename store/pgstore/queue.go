@@ -1038,6 +1038,12 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 		if err := s.saveRows(ctx, tx, []*store.Instance{in}); err != nil {
 			return err
 		}
+		if in.State == store.Processing {
+			// Delivered at commit: SubscribeCancels.
+			if err := s.notifyCancel(ctx, tx, in.Attempt, in.ID); err != nil {
+				return err
+			}
+		}
 		out = in
 		return s.apply(ctx, tx, f)
 	})

@@ -30,6 +30,7 @@ type Store struct {
 	cfg     *config
 	lockKey int64 // the namespace's transaction lock (see final)
 	channel string
+	cancels string // the schema's cancel channel (SubscribeCancels)
 
 	lmu      sync.Mutex
 	listener *listener // started by the first Subscribe or Follow
@@ -138,7 +139,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if len(ch) > 63 {
 		ch = ch[:63]
 	}
-	return &Store{pool: pool, cfg: cfg, lockKey: int64(h.Sum64()), channel: ch, closed: make(chan struct{})}, nil
+	return &Store{pool: pool, cfg: cfg, lockKey: int64(h.Sum64()), channel: ch, cancels: cancelChannel(cfg.schema), closed: make(chan struct{})}, nil
 }
 
 // Namespace returns the store's namespace.

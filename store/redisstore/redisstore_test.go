@@ -39,6 +39,7 @@ func client(t testing.TB) *redis.Client {
 func TestConformance(t *testing.T) {
 	c := client(t)
 	storetest.Run(t, storetest.Harness{
+		CancelNotifier: true,
 		Open: func(t testing.TB, ns string) store.Store {
 			return newStore(t, c, ns)
 		},

@@ -15,6 +15,9 @@ import (
 func testCancelNotifier(t *testing.T, h Harness) {
 	e := setup(t, h)
 	n, ok := e.s.(store.CancelNotifier)
+	if !ok && h.CancelNotifier {
+		t.Fatalf("the harness says the store implements store.CancelNotifier, but %T does not", e.s)
+	}
 	if !ok {
 		t.Log("store does not implement store.CancelNotifier; nothing to check")
 		return

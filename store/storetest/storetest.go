@@ -68,6 +68,10 @@ type Harness struct {
 	// its reading from the nodes' clocks (etcdstore), so with one node it
 	// reads that node's clock.
 	NodeClock bool
+
+	// CancelNotifier says the store implements store.CancelNotifier: the
+	// suite then fails when it does not, instead of skipping its check.
+	CancelNotifier bool
 }
 
 // Run runs the whole suite against h, each check as a parallel sub-test with

@@ -59,6 +59,7 @@ func newClient(t testing.TB, addr string) valkey.Client {
 func TestConformance(t *testing.T) {
 	c := newClient(t, testserver.Redis(t))
 	storetest.Run(t, storetest.Harness{
+		CancelNotifier: true,
 		Open: func(t testing.TB, ns string) store.Store {
 			return newStore(t, c, ns)
 		},
