@@ -34,7 +34,8 @@ func harness() storetest.Harness {
 			}
 			return s
 		},
-		ExpireEvents: overflowEvents,
+		ExpireEvents:   overflowEvents,
+		CancelNotifier: true,
 	}
 }
 

@@ -8,13 +8,17 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// testCancelNotifier checks store.CancelNotifier where the store has it: a
-// cancel requested on a running attempt through another handle reaches a
-// subscriber, naming that attempt; a cancel of a Scheduled instance sends
-// nothing; ending ctx closes the channel.
+// testCancelNotifier checks store.CancelNotifier where the store has it
+// (required when Harness.CancelNotifier says so): a cancel requested on a
+// running attempt through another handle reaches a subscriber, naming that
+// attempt; a cancel of a Scheduled instance sends nothing; ending ctx
+// closes the channel.
 func testCancelNotifier(t *testing.T, h Harness) {
 	e := setup(t, h)
 	n, ok := e.s.(store.CancelNotifier)
+	if !ok && h.CancelNotifier {
+		t.Fatalf("the harness says the store implements store.CancelNotifier, but %T does not", e.s)
+	}
 	if !ok {
 		t.Log("store does not implement store.CancelNotifier; nothing to check")
 		return

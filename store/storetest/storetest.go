@@ -68,6 +68,11 @@ type Harness struct {
 	// its reading from the nodes' clocks (etcdstore), so with one node it
 	// reads that node's clock.
 	NodeClock bool
+
+	// CancelNotifier says the store implements store.CancelNotifier: the
+	// CancelNotifier check then fails when it does not, instead of
+	// passing with nothing to check.
+	CancelNotifier bool
 }
 
 // Run runs the whole suite against h, each check as a parallel sub-test with

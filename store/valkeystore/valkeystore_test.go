@@ -62,7 +62,8 @@ func TestConformance(t *testing.T) {
 		Open: func(t testing.TB, ns string) store.Store {
 			return newStore(t, c, ns)
 		},
-		ExpireEvents: scripttest.ExpireEvents,
+		ExpireEvents:   scripttest.ExpireEvents,
+		CancelNotifier: true,
 	})
 }
 
