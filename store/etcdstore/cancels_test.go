@@ -3,10 +3,14 @@ package etcdstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobkit/job"
+	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/store/etcdstore"
 )
 
 // TestCancelOtherNodeAtOnce: on etcd, a cancel asked through one manager
@@ -16,6 +20,7 @@ import (
 // here). The attempt's context ends with ErrCanceled and the instance ends
 // Canceled.
 func TestCancelOtherNodeAtOnce(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	cleanup(t, ns)
 	ctx := t.Context()
@@ -88,5 +93,58 @@ func TestCancelOtherNodeAtOnce(t *testing.T) {
 			t.Fatalf("%d canceled instances 15s after the cancel; want 1", len(got))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCancelNoticesConcurrent: cancels of many running attempts at once,
+// from several handles, each reach a subscriber, although they all put
+// the namespace's one notice key (each put is a revision of its own).
+func TestCancelNoticesConcurrent(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	cleanup(t, ns)
+	s := open(t, ns)
+	ch, err := s.SubscribeCancels(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	var ins []*store.Instance
+	for i := range n {
+		ins = append(ins, testInst(fmt.Sprintf("cc%02d", i)))
+	}
+	mustEnqueue(t, s, ins...)
+	if got := claimN(t, s, "w", n); len(got) != n {
+		t.Fatalf("claimed %d; want %d", len(got), n)
+	}
+	handles := []*etcdstore.Store{open(t, ns), open(t, ns), open(t, ns), open(t, ns)}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			id := fmt.Sprintf("cc%02d", i)
+			if _, err := handles[i%len(handles)].Cancel(t.Context(), &store.CancelParams{ID: id, Now: t0, Node: "n"}); err != nil {
+				t.Errorf("Cancel %s: %v", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	want := map[store.LeaseRef]bool{}
+	for i := range n {
+		want[store.LeaseRef{ID: fmt.Sprintf("cc%02d", i), Attempt: 1}] = true
+	}
+	timeout := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case ref, ok := <-ch:
+			if !ok {
+				t.Fatal("the channel closed")
+			}
+			if !want[ref] {
+				t.Fatalf("notice %+v: not one of the attempts canceled, or twice", ref)
+			}
+			delete(want, ref)
+		case <-timeout:
+			t.Fatalf("%d notices missing 10s after the cancels: %v", len(want), want)
+		}
 	}
 }
