@@ -99,5 +99,6 @@ func TestRemoteStoreConformance(t *testing.T) {
 			}
 		},
 		ConcurrentInstances: 500,
+		CancelNotifier:      true, // jobd relays its store's notices on the session
 	})
 }

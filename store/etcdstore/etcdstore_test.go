@@ -101,8 +101,9 @@ func TestConformance(t *testing.T) {
 		Open: func(t testing.TB, ns string) store.Store {
 			return open(t, "conformance-"+ns)
 		},
-		ExpireEvents: compactAll,
-		NodeClock:    true,
+		ExpireEvents:   compactAll,
+		NodeClock:      true,
+		CancelNotifier: true,
 	})
 }
 

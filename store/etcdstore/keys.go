@@ -58,6 +58,8 @@ import (
 //	P n/<node>                         node registry record (nodes.go)
 //	P cs/<owner>                       the ClaimSeq of owner's last claim, on its etcd lease
 //	P cn0, P cn/<time><nonce><n>       instance counts: folded, and one delta per transaction (inspect.go)
+//	P cc                               the last cancel notice, "<attempt> <id>": put by a Cancel of a
+//	                                   Processing attempt, watched by SubscribeCancels (cancels.go)
 //
 // Layout 1 (before issue 18) also wrote history keys (h/, ht/, hk/),
 // state, kind and creation indexes (is/, isk/, ik/, ic/ with the id as

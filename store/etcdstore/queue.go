@@ -1588,6 +1588,7 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 			e.Cancel = true
 			e.Updated = tn(p.Now)
 			g.put(s.k.dyn(p.ID), mustJSON(&e))
+			g.put(s.k.cancelNotice(), cancelNoticeValue(p.ID, d.Attempt)) // SubscribeCancels (cancels.go)
 		default:
 			if d.State == store.Scheduled {
 				g.del(s.k.ready(d))

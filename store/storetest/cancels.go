@@ -8,10 +8,11 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// testCancelNotifier checks store.CancelNotifier where the store has it: a
-// cancel requested on a running attempt through another handle reaches a
-// subscriber, naming that attempt; a cancel of a Scheduled instance sends
-// nothing; ending ctx closes the channel.
+// testCancelNotifier checks store.CancelNotifier where the store has it
+// (required when Harness.CancelNotifier says so): a cancel requested on a
+// running attempt through another handle reaches a subscriber, naming that
+// attempt; a cancel of a Scheduled instance sends nothing; ending ctx
+// closes the channel.
 func testCancelNotifier(t *testing.T, h Harness) {
 	e := setup(t, h)
 	n, ok := e.s.(store.CancelNotifier)

@@ -70,7 +70,8 @@ type Harness struct {
 	NodeClock bool
 
 	// CancelNotifier says the store implements store.CancelNotifier: the
-	// suite then fails when it does not, instead of skipping its check.
+	// CancelNotifier check then fails when it does not, instead of
+	// passing with nothing to check.
 	CancelNotifier bool
 }
 
