@@ -223,17 +223,23 @@ func (m *Manager) execSyncLoop(stop <-chan struct{}) {
 }
 
 // startExecutors adopts the stored definitions at Start, before the
-// first claim, and starts the loop that follows them; m.mu is held.
-func (m *Manager) startExecutors(ctx context.Context) error {
+// first claim (when the store answers), and starts the loop that follows
+// them; m.mu is held.
+func (m *Manager) startExecutors(ctx context.Context) {
 	if len(m.cfg.execTypes) == 0 {
-		return nil
+		return
 	}
-	if err := m.syncExecutors(ctx); err != nil {
-		return fmt.Errorf("job: start: %w", err)
+	// A store that cannot be read yet (not up) does not stop Start: the
+	// loop reads the definitions again every execSync, and the data kinds
+	// run from the first read that succeeds.
+	sctx, cancel := context.WithTimeout(ctx, conflictCheckTimeout)
+	err := m.syncExecutors(sctx)
+	cancel()
+	if err != nil {
+		m.log.Warn("executor types: the stored definitions could not be read at start; retrying", "error", err, "retry_in", m.cfg.execSync)
 	}
 	m.bg.Add(1)
 	go m.execSyncLoop(m.stopCh)
-	return nil
 }
 
 // checkDataConflict refuses to register a Go function j of a kind a

@@ -129,3 +129,40 @@ func TestGoKindRecheckQuietWithoutConflict(t *testing.T) {
 		}
 	})
 }
+
+// A manager with executor types starts while the stored definitions cannot
+// be read, and runs a data kind once the store answers (the sync loop
+// reads them again), instead of failing Start.
+func TestExecutorTypesStartBeforeStoreAnswers(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := newMemdb(t)
+		prod := newManager(t, job.WithStore(mem), job.WithWorkers(0))
+		if _, err := prod.PutDefinition(ctx, echoDef("data", `{"prefix":"x"}`), 0); err != nil {
+			t.Fatal(err)
+		}
+		s := &defsDownStore{Store: mem}
+		s.down.Store(true)
+		w := newManager(t, job.WithStore(s), job.WithWorkers(1), job.WithExecutorTypes(echoType{"wasm"}))
+		if err := w.Start(ctx); err != nil {
+			t.Fatalf("Start with the definitions unreadable: %v, want nil (read again by the sync loop)", err)
+		}
+		inst, err := prod.ScheduleJob(ctx, "data", job.WithArguments("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if i, err := prod.LookupInstance(ctx, inst.ID()); err != nil || i.State() == job.Completed {
+			t.Fatalf("before the definitions could be read: %v, %v; want it waiting", i, err)
+		}
+		s.down.Store(false)
+		time.Sleep(job.DefaultExecutorSync + 5*time.Second)
+		synctest.Wait()
+		i, err := prod.LookupInstance(ctx, inst.ID())
+		if err != nil || i.State() != job.Completed {
+			t.Fatalf("after the store answered: %v, %v; want Completed", i, err)
+		}
+	})
+}

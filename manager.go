@@ -287,10 +287,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.running = true
 	m.stopCh = make(chan struct{})
-	if err := m.startExecutors(ctx); err != nil {
-		m.running = false
-		return err
-	}
+	m.startExecutors(ctx)
 	if recheck {
 		m.bg.Add(1)
 		go m.recheckGoKindsLoop(m.stopCh)
