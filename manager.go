@@ -547,8 +547,7 @@ func (m *Manager) Wait(ctx context.Context) error {
 }
 
 func (m *Manager) idle(ctx context.Context) (bool, error) {
-	// Handlers before logs: a handler's logs are queued before it returns.
-	if m.active.len() > 0 || m.unflushed.Load() > 0 || m.handlers.pending.Load() > 0 || m.logsQueued.Load() > 0 {
+	if m.busy() {
 		return false, nil
 	}
 	now := m.clock.Now()
@@ -569,5 +568,15 @@ func (m *Manager) idle(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 	}
-	return true, nil
+	// Again: an attempt claimed, run and finished while the store was read
+	// (a wide window through jobd's round trips) is no longer pending
+	// there, but its logs, outcome or handlers may still be on their way.
+	return !m.busy(), nil
+}
+
+// busy says the manager still runs attempts or has outcomes, handler
+// calls or logs not yet written. Handlers before logs: a handler's logs
+// are queued before it returns.
+func (m *Manager) busy() bool {
+	return m.active.len() > 0 || m.unflushed.Load() > 0 || m.handlers.pending.Load() > 0 || m.logsQueued.Load() > 0
 }
