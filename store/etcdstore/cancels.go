@@ -53,13 +53,7 @@ const cancelBuffer = 64
 // compacted past it meanwhile. The channel is closed when ctx ends or the
 // store is closed.
 func (s *Store) SubscribeCancels(ctx context.Context) (<-chan store.LeaseRef, error) {
-	s.mu.Lock()
-	closed := s.closed
-	if !closed {
-		s.wg.Add(1)
-	}
-	s.mu.Unlock()
-	if closed {
+	if !s.goBackground() {
 		return nil, s.wrap("subscribe to cancels", ctx, errClosed)
 	}
 	// The revision now, so the watch starts here whenever etcd sets it up.

@@ -152,13 +152,7 @@ func (s *Store) Follow(ctx context.Context, p *store.FollowParams) (<-chan store
 			return nil, err
 		}
 	}
-	s.mu.Lock()
-	closed := s.closed
-	if !closed {
-		s.wg.Add(1)
-	}
-	s.mu.Unlock()
-	if closed {
+	if !s.goBackground() {
 		return nil, s.wrap("follow", ctx, errClosed)
 	}
 	f := *p

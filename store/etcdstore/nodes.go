@@ -310,13 +310,7 @@ func (s *Store) watchNodes(deadAfter time.Duration) {
 		v.mu.Unlock()
 		return
 	}
-	s.mu.Lock()
-	closed := s.closed
-	if !closed {
-		s.wg.Add(1)
-	}
-	s.mu.Unlock()
-	if closed {
+	if !s.goBackground() {
 		v.mu.Unlock()
 		return
 	}

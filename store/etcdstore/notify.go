@@ -16,13 +16,7 @@ func (s *Store) Subscribe(ctx context.Context, queue string) (<-chan struct{}, e
 	if queue == "" {
 		return nil, s.wrap("subscribe", ctx, fmt.Errorf("subscribe without a queue"))
 	}
-	s.mu.Lock()
-	closed := s.closed
-	if !closed {
-		s.wg.Add(1)
-	}
-	s.mu.Unlock()
-	if closed {
+	if !s.goBackground() {
 		return nil, s.wrap("subscribe", ctx, errClosed)
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))

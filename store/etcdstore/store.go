@@ -336,6 +336,19 @@ func (s *Store) Close() error {
 
 var errClosed = errors.New("etcdstore: store is closed")
 
+// goBackground counts a goroutine of the store's (a watch, a follower) in
+// s.wg unless the store is closed, and reports whether it did; Close waits
+// for the counted ones.
+func (s *Store) goBackground() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
 // op returns the context of one store call: ctx, bounded by the op timeout
 // when it has no earlier deadline.
 func (s *Store) op(ctx context.Context) (context.Context, context.CancelFunc, error) {
