@@ -80,6 +80,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -153,6 +154,31 @@ type runner struct {
 	// ctxTimeouts: the client honours ctx deadlines itself; otherwise
 	// calls whose ctx can end are waited for in bounded, see bounded.
 	ctxTimeouts bool
+	keys        atomic.Pointer[boxedKeys] // see boxKeys
+}
+
+// boxedKeys is a key slice made into interface values, for the slice it
+// was made of.
+type boxedKeys struct {
+	of  *string // &keys[0]
+	n   int
+	all []any
+}
+
+// boxKeys returns keys as interface values. The store's Core passes the
+// same key slice to every script call, so the values made for the last
+// slice seen are reused while the slice is the same (same first element,
+// same length, never written after the Core is made).
+func (r *runner) boxKeys(keys []string) []any {
+	if len(keys) == 0 {
+		return nil
+	}
+	if b := r.keys.Load(); b != nil && b.of == &keys[0] && b.n == len(keys) {
+		return b.all
+	}
+	b := &boxedKeys{of: &keys[0], n: len(keys), all: toAny(keys)}
+	r.keys.Store(b)
+	return b.all
 }
 
 // bounded runs call and returns its result, or ctx's error as soon as ctx
@@ -195,14 +221,27 @@ func (r *runner) Run(ctx context.Context, s *redisscript.Script, keys, args []st
 	return bounded(r, ctx, func() (any, error) { return r.fn.Run(ctx, s, keys, args) })
 }
 
-// FCall implements redisscript.FunctionClient.
+// FCall implements redisscript.FunctionClient. It builds the command's
+// arguments itself, as go-redis's FCall would lay them out, so that each
+// argument is made an interface value once (FCall takes []any and copies
+// it) and the keys, the same slice on every call of a store, not at all:
+// they are boxed once and kept (see boxKeys).
 func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []string) (any, error) {
-	var cmd *redis.Cmd
+	name := "fcall"
 	if ro {
-		cmd = r.c.FCallRO(ctx, fn, keys, toAny(args)...)
-	} else {
-		cmd = r.c.FCall(ctx, fn, keys, toAny(args)...)
+		name = "fcall_ro"
 	}
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, name, fn, len(keys))
+	cmdArgs = append(cmdArgs, r.boxKeys(keys)...)
+	for _, a := range args {
+		cmdArgs = append(cmdArgs, a)
+	}
+	cmd := redis.NewCmd(ctx, cmdArgs...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3) // cluster routing, as FCall sets it
+	}
+	_ = r.c.Process(ctx, cmd)
 	v, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
