@@ -222,10 +222,15 @@ func (r *runner) Run(ctx context.Context, s *redisscript.Script, keys, args []st
 }
 
 // FCall implements redisscript.FunctionClient. It builds the command's
-// arguments itself, as go-redis's FCall would lay them out, so that each
-// argument is made an interface value once (FCall takes []any and copies
-// it) and the keys, the same slice on every call of a store, not at all:
-// they are boxed once and kept (see boxKeys).
+// arguments itself, as go-redis's FCall would lay them out, without an
+// allocation per argument: the keys, the same slice on every call of a
+// store, are made interface values once and kept (see boxKeys), and each
+// argument is passed as a *string into args (go-redis writes a *string
+// as its string; a string in an interface value is a heap copy of its
+// header), which stays untouched until the call returns. go-redis's
+// FCall took a []any that it copied, with every key boxed again. So a
+// go-redis hook that prints the command sees these arguments (binary
+// record encodings, mostly) as pointers.
 func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []string) (any, error) {
 	name := "fcall"
 	if ro {
@@ -234,8 +239,8 @@ func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []str
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	cmdArgs = append(cmdArgs, name, fn, len(keys))
 	cmdArgs = append(cmdArgs, r.boxKeys(keys)...)
-	for _, a := range args {
-		cmdArgs = append(cmdArgs, a)
+	for i := range args {
+		cmdArgs = append(cmdArgs, &args[i])
 	}
 	cmd := redis.NewCmd(ctx, cmdArgs...)
 	if len(keys) > 0 {
