@@ -181,12 +181,18 @@ func (r *runner) boxKeys(keys []string) []any {
 	return b.all
 }
 
+// direct reports whether a call under ctx can be left to the client:
+// the client watches ctx itself, or ctx never ends.
+func (r *runner) direct(ctx context.Context) bool {
+	return r.ctxTimeouts || ctx.Done() == nil
+}
+
 // bounded runs call and returns its result, or ctx's error as soon as ctx
 // ends, when the client does not watch ctx itself: go-redis without
 // ContextTimeoutEnabled waits for its ReadTimeout whatever ctx says. The
 // call then ends on its own in the background.
 func bounded(r *runner, ctx context.Context, call func() (any, error)) (any, error) {
-	if r.ctxTimeouts || ctx.Done() == nil {
+	if r.direct(ctx) {
 		return call()
 	}
 	type result struct {
@@ -218,6 +224,9 @@ func toAny(ss []string) []any {
 // library when the server lacks it, or on a server without Functions
 // runs it with EVALSHA (see redisscript.Functions).
 func (r *runner) Run(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {
+	if r.direct(ctx) { // no closure to allocate on the usual path
+		return r.fn.Run(ctx, s, keys, args)
+	}
 	return bounded(r, ctx, func() (any, error) { return r.fn.Run(ctx, s, keys, args) })
 }
 
@@ -304,6 +313,9 @@ func normalize(v any) any {
 }
 
 func (r *runner) Do(ctx context.Context, args ...string) (any, error) {
+	if r.direct(ctx) {
+		return r.do(ctx, args...)
+	}
 	return bounded(r, ctx, func() (any, error) { return r.do(ctx, args...) })
 }
 
