@@ -254,15 +254,16 @@ func jittered(d time.Duration, f float64) time.Duration {
 // encodeJSONArgs encodes the arguments of a kind whose executor is not
 // known here as a JSON array; they are checked where they run.
 func encodeJSONArgs(args []any) ([]byte, error) {
-	raw := make([]json.RawMessage, len(args))
+	out := make([]byte, 1, 64)
+	out[0] = '['
 	for i, a := range args {
 		b, err := json.Marshal(a)
 		if err != nil {
 			return nil, fmt.Errorf("%w: argument %d (%T) cannot be encoded: %v", ErrInvalidArguments, i+1, a, err)
 		}
-		raw[i] = b
+		out = appendArrayElem(out, i, b)
 	}
-	return json.Marshal(raw)
+	return append(out, ']'), nil
 }
 
 // argsUniqueKey is the unique key of an instance of kind with the encoded

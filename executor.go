@@ -87,24 +87,57 @@ func decodable(t reflect.Type) error {
 
 // encodeArgs checks args against the executor's parameters and encodes them
 // as a JSON array. Each argument is encoded and decoded into its parameter's
-// type, so a mismatch is found before anything is stored.
+// type, so a mismatch is found before anything is stored; an argument of
+// exactly its parameter's predeclared type (a string for a string, an int
+// for an int: see sameBasicType) always decodes, and is not decoded.
 func (e *executor) encodeArgs(args []any) ([]byte, error) {
 	if err := e.checkCount(len(args)); err != nil {
 		return nil, err
 	}
-	raw := make([]json.RawMessage, len(args))
+	out := make([]byte, 1, 64)
+	out[0] = '['
 	for i, a := range args {
 		b, err := json.Marshal(a)
 		if err != nil {
 			return nil, fmt.Errorf("%w: argument %d (%T) cannot be encoded: %v", ErrInvalidArguments, i+1, a, err)
 		}
-		p := e.paramType(i)
-		if _, err := decodeArg(b, p); err != nil {
-			return nil, fmt.Errorf("%w: argument %d is %T, executor wants %s: %v", ErrInvalidArguments, i+1, a, p, err)
+		if p := e.paramType(i); !sameBasicType(a, p) {
+			if _, err := decodeArg(b, p); err != nil {
+				return nil, fmt.Errorf("%w: argument %d is %T, executor wants %s: %v", ErrInvalidArguments, i+1, a, p, err)
+			}
 		}
-		raw[i] = b
+		out = appendArrayElem(out, i, b)
 	}
-	return json.Marshal(raw)
+	return append(out, ']'), nil
+}
+
+// appendArrayElem appends b, the i-th element of a JSON array begun in
+// out, with its separating comma. json.Marshal's output is compact and
+// HTML-escaped already, so the array is the bytes json.Marshal gives for
+// the elements as a []json.RawMessage.
+func appendArrayElem(out []byte, i int, b []byte) []byte {
+	if i > 0 {
+		out = append(out, ',')
+	}
+	return append(out, b...)
+}
+
+// sameBasicType reports whether a is a value of exactly t, and t is a
+// predeclared string, bool, integer or float type: JSON that json.Marshal
+// made of such a value always decodes into t, so checking it would find
+// nothing.
+func sameBasicType(a any, t reflect.Type) bool {
+	if t.PkgPath() != "" || reflect.TypeOf(a) != t {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.String, reflect.Bool,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
 }
 
 func (e *executor) checkCount(n int) error {

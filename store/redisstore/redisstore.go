@@ -80,6 +80,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -153,6 +154,37 @@ type runner struct {
 	// ctxTimeouts: the client honours ctx deadlines itself; otherwise
 	// calls whose ctx can end are waited for in bounded, see bounded.
 	ctxTimeouts bool
+	keys        atomic.Pointer[boxedKeys] // see boxKeys
+}
+
+// boxedKeys is a key slice made into interface values, for the slice it
+// was made of.
+type boxedKeys struct {
+	of  *string // &keys[0]
+	n   int
+	all []any
+}
+
+// boxKeys returns keys as interface values. The store's Core passes the
+// same key slice to every script call, so the values made for the last
+// slice seen are reused while the slice is the same (same first element,
+// same length, never written after the Core is made).
+func (r *runner) boxKeys(keys []string) []any {
+	if len(keys) == 0 {
+		return nil
+	}
+	if b := r.keys.Load(); b != nil && b.of == &keys[0] && b.n == len(keys) {
+		return b.all
+	}
+	b := &boxedKeys{of: &keys[0], n: len(keys), all: toAny(keys)}
+	r.keys.Store(b)
+	return b.all
+}
+
+// direct reports whether a call under ctx can be left to the client:
+// the client watches ctx itself, or ctx never ends.
+func (r *runner) direct(ctx context.Context) bool {
+	return r.ctxTimeouts || ctx.Done() == nil
 }
 
 // bounded runs call and returns its result, or ctx's error as soon as ctx
@@ -160,7 +192,7 @@ type runner struct {
 // ContextTimeoutEnabled waits for its ReadTimeout whatever ctx says. The
 // call then ends on its own in the background.
 func bounded(r *runner, ctx context.Context, call func() (any, error)) (any, error) {
-	if r.ctxTimeouts || ctx.Done() == nil {
+	if r.direct(ctx) {
 		return call()
 	}
 	type result struct {
@@ -192,17 +224,38 @@ func toAny(ss []string) []any {
 // library when the server lacks it, or on a server without Functions
 // runs it with EVALSHA (see redisscript.Functions).
 func (r *runner) Run(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {
+	if r.direct(ctx) { // no closure to allocate on the usual path
+		return r.fn.Run(ctx, s, keys, args)
+	}
 	return bounded(r, ctx, func() (any, error) { return r.fn.Run(ctx, s, keys, args) })
 }
 
-// FCall implements redisscript.FunctionClient.
+// FCall implements redisscript.FunctionClient. It builds the command's
+// arguments itself, as go-redis's FCall would lay them out, without an
+// allocation per argument: the keys, the same slice on every call of a
+// store, are made interface values once and kept (see boxKeys), and each
+// argument is passed as a *string into args (go-redis writes a *string
+// as its string; a string in an interface value is a heap copy of its
+// header), which stays untouched until the call returns. go-redis's
+// FCall took a []any that it copied, with every key boxed again. So a
+// go-redis hook that prints the command sees these arguments (binary
+// record encodings, mostly) as pointers.
 func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []string) (any, error) {
-	var cmd *redis.Cmd
+	name := "fcall"
 	if ro {
-		cmd = r.c.FCallRO(ctx, fn, keys, toAny(args)...)
-	} else {
-		cmd = r.c.FCall(ctx, fn, keys, toAny(args)...)
+		name = "fcall_ro"
 	}
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, name, fn, len(keys))
+	cmdArgs = append(cmdArgs, r.boxKeys(keys)...)
+	for i := range args {
+		cmdArgs = append(cmdArgs, &args[i])
+	}
+	cmd := redis.NewCmd(ctx, cmdArgs...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3) // cluster routing, as FCall sets it
+	}
+	_ = r.c.Process(ctx, cmd)
 	v, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
@@ -260,6 +313,9 @@ func normalize(v any) any {
 }
 
 func (r *runner) Do(ctx context.Context, args ...string) (any, error) {
+	if r.direct(ctx) {
+		return r.do(ctx, args...)
+	}
 	return bounded(r, ctx, func() (any, error) { return r.do(ctx, args...) })
 }
 
