@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -154,21 +155,27 @@ func TestExecutorClaimFromBuffer(t *testing.T) {
 	}
 }
 
-// TestExecutorSessionEncodings: a worker that reads msgpack gets its
-// tasks and replies in msgpack; one that says nothing of encodings (an
-// older worker) gets JSON, as before.
+// TestExecutorSessionEncodings: a worker that reads msgpack-keyed gets its
+// tasks and replies in it; one that offers only msgpack (an older worker)
+// gets msgpack; one that says nothing of encodings (older still) gets
+// JSON, as before; and an older jobd (one that knows only msgpack) answers
+// a new worker's offer with msgpack.
 func TestExecutorSessionEncodings(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		encodings []string
+		server    []string // the server's encodings; nil: all it knows
 		want      string
 	}{
-		{"msgpack", []string{"cbor", wire.Msgpack}, wire.Msgpack},
-		{"json", nil, ""},
+		{"msgpack-keyed", []string{wire.MsgpackKeyed, wire.Msgpack}, nil, wire.MsgpackKeyed},
+		{"msgpack", []string{"cbor", wire.Msgpack}, nil, wire.Msgpack},
+		{"older jobd", []string{wire.MsgpackKeyed, wire.Msgpack}, []string{wire.Msgpack}, wire.Msgpack},
+		{"json", nil, nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, _ := memdbstore.New()
-			_, url := executorServer(t, st, nil, "default")
+			srv, url := executorServer(t, st, nil, "default")
+			srv.setEncodings(c.server)
 			s := rawSession(t, url, "", "")
 			if err := s.Send(hello(&pb.Hello{NodeId: "n", Slots: 4, Encodings: c.encodings})); err != nil {
 				t.Fatal(err)
@@ -185,9 +192,12 @@ func TestExecutorSessionEncodings(t *testing.T) {
 				t.Helper()
 				sc := &pb.StoreCall{Id: id, Method: method}
 				var err error
-				if c.want == wire.Msgpack {
+				switch c.want {
+				case wire.MsgpackKeyed:
+					sc.ParamsMsgpack, err = wire.MarshalKeyed(params)
+				case wire.Msgpack:
 					sc.ParamsMsgpack, err = wire.MarshalMsgpack(params)
-				} else {
+				default:
 					sc.ParamsJson, err = json.Marshal(params)
 				}
 				if err != nil {
@@ -217,8 +227,15 @@ func TestExecutorSessionEncodings(t *testing.T) {
 			call(1, wire.MethodHeartbeat, &store.HeartbeatParams{Node: store.NodeInfo{ID: "n", Workers: 4, Kinds: []string{"k"}}, Now: now, DeadAfter: time.Minute, Retain: time.Hour})
 			reply()
 			call(2, wire.MethodClaim, &store.ClaimParams{Queue: "default", Owner: "n", Limit: 4, Now: now, LeaseUntil: now.Add(time.Minute), Kinds: []string{"k"}})
-			if r := reply(); (c.want == wire.Msgpack) != (len(r.GetResultMsgpack()) > 0) {
+			r := reply()
+			if (c.want != "") != (len(r.GetResultMsgpack()) > 0) {
 				t.Fatalf("claim reply: json %q, msgpack %x; want the session's encoding %q", r.GetResultJson(), r.GetResultMsgpack(), c.want)
+			}
+			var cr *wire.ClaimResult
+			if c.want == wire.MsgpackKeyed {
+				if err := wire.UnmarshalKeyed(r.GetResultMsgpack(), &cr); err != nil {
+					t.Fatalf("claim reply in %s: %v", c.want, err)
+				}
 			}
 			if _, err := st.Enqueue(t.Context(), &store.EnqueueParams{Now: now, Instances: []*store.Instance{
 				{ID: "a", Kind: "k", Queue: "default", Args: []byte(`[1]`), RunAt: now, CreatedAt: now, Metadata: map[string]string{"m": "v"}},
@@ -235,11 +252,15 @@ func TestExecutorSessionEncodings(t *testing.T) {
 					continue
 				}
 				var got []*store.Instance
-				if c.want == wire.Msgpack {
+				if c.want != "" {
 					if len(tasks.GetInstancesJson()) > 0 {
 						t.Fatal("tasks in JSON on a msgpack session")
 					}
-					if err := wire.UnmarshalMsgpack(tasks.GetInstancesMsgpack(), &got); err != nil {
+					unmarshal := wire.UnmarshalMsgpack
+					if c.want == wire.MsgpackKeyed {
+						unmarshal = wire.UnmarshalKeyed
+					}
+					if err := unmarshal(tasks.GetInstancesMsgpack(), &got); err != nil {
 						t.Fatal(err)
 					}
 				} else {
@@ -256,6 +277,28 @@ func TestExecutorSessionEncodings(t *testing.T) {
 				}
 				if len(got) != 1 || got[0].ID != "a" || got[0].LeaseOwner != "n" || string(got[0].Args) != "[1]" || got[0].Metadata["m"] != "v" {
 					t.Fatalf("pushed %+v, want a, leased to n, with its args and metadata", got)
+				}
+				// Its outcome, in the session's encoding, and the results.
+				call(3, wire.MethodFinish, &store.FinishParams{Owner: "n", Now: time.Now(), Outcomes: []store.Outcome{
+					{ID: "a", Attempt: got[0].Attempt, State: store.Completed, Result: []byte(`[2]`)},
+					{ID: "a", Attempt: got[0].Attempt + 1, State: store.Completed},
+				}})
+				r := reply()
+				var rs []wire.FinishResult
+				switch c.want {
+				case wire.MsgpackKeyed:
+					err = wire.UnmarshalKeyed(r.GetResultMsgpack(), &rs)
+				case wire.Msgpack:
+					err = wire.UnmarshalMsgpack(r.GetResultMsgpack(), &rs)
+				default:
+					err = json.Unmarshal(r.GetResultJson(), &rs)
+				}
+				if err != nil || len(rs) != 2 || rs[0].State != store.Completed || rs[0].Err != nil || rs[1].Err == nil || !slices.Contains(rs[1].Err.Sentinels, "lease_lost") {
+					t.Fatalf("finish results %+v, %v; want a completed, then lease_lost for an attempt the worker never had", rs, err)
+				}
+				ins, err := st.LookupInstances(t.Context(), &store.Query{InstanceID: "a"})
+				if err != nil || len(ins) != 1 || ins[0].State != store.Completed || string(ins[0].Result) != "[2]" {
+					t.Fatalf("a in the store: %+v, %v; want completed with [2]", ins, err)
 				}
 				return
 			}
