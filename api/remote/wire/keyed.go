@@ -117,13 +117,19 @@ const (
 // MarshalKeyed encodes v in MsgpackKeyed: the types it has keys for in
 // their keyed form, anything else as MarshalMsgpack does.
 func MarshalKeyed(v any) ([]byte, error) {
+	// Room for what a no-op task takes, so the buffer grows once or not
+	// at all.
 	switch v := v.(type) {
 	case []*store.Instance:
-		return AppendInstances(nil, v), nil
+		return AppendInstances(make([]byte, 0, 8+160*len(v)), v), nil
 	case *store.FinishParams:
-		return appendFinishParams(nil, v), nil
+		n := 0
+		if v != nil {
+			n = len(v.Outcomes)
+		}
+		return appendFinishParams(make([]byte, 0, 64+80*n), v), nil
 	case []FinishResult:
-		return appendFinishResults(nil, v), nil
+		return appendFinishResults(make([]byte, 0, 8+4*len(v)), v), nil
 	case *store.ClaimParams:
 		return appendClaimParams(nil, v), nil
 	case *ClaimResult:

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -140,5 +141,59 @@ func TestKeyedBadParams(t *testing.T) {
 	p, err := DecodeKeyed(MethodRenew, b)
 	if err != nil || p.(*store.RenewParams).Owner != "n" {
 		t.Fatalf("renew in msgpack: %v, %v", p, err)
+	}
+}
+
+// benchTasks are 32 pushed no-op tasks and their outcomes, as in
+// bench/cmd/remote-bench.
+func benchTasks() ([]*store.Instance, *store.FinishParams, []FinishResult) {
+	now := time.Now()
+	var ins []*store.Instance
+	fp := &store.FinishParams{Owner: "vm-1234-0123abcd", Now: now}
+	var rs []FinishResult
+	for i := range 32 {
+		id := fmt.Sprintf("0b5e6c1c-5f0e-4a7e-9d2a-%012d", i)
+		ins = append(ins, &store.Instance{ID: id, Kind: "noop", Queue: "default", Args: []byte("[]"), RunAt: now, State: store.Processing,
+			Attempt: 1, MaxRetries: 3, LeaseOwner: fp.Owner, LeaseUntil: now.Add(30 * time.Second), Seq: uint64(1000 + i), CreatedAt: now, UpdatedAt: now})
+		fp.Outcomes = append(fp.Outcomes, store.Outcome{ID: id, Attempt: 1, State: store.Completed, Result: []byte("[1795502344336029093]")})
+		rs = append(rs, FinishResult{State: store.Completed})
+	}
+	return ins, fp, rs
+}
+
+// BenchmarkSessionEncoding: what one push of 32 tasks and the Finish of
+// their outcomes cost to encode and decode, both ends together, in each
+// session encoding.
+func BenchmarkSessionEncoding(b *testing.B) {
+	ins, fp, rs := benchTasks()
+	for _, enc := range []struct {
+		name      string
+		marshal   func(any) ([]byte, error)
+		unmarshal func([]byte, any) error
+	}{
+		{Msgpack, MarshalMsgpack, UnmarshalMsgpack},
+		{MsgpackKeyed, MarshalKeyed, UnmarshalKeyed},
+	} {
+		b.Run(enc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			size := 0
+			for b.Loop() {
+				size = 0
+				for _, v := range []struct{ in, out any }{
+					{ins, new([]*store.Instance)}, {fp, new(*store.FinishParams)}, {rs, new([]FinishResult)},
+				} {
+					buf, err := enc.marshal(v.in)
+					if err != nil {
+						b.Fatal(err)
+					}
+					size += len(buf)
+					if err := enc.unmarshal(buf, v.out); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(size)/32, "bytes/task")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/32, "ns/task")
+		})
 	}
 }
