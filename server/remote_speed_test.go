@@ -305,3 +305,108 @@ func TestExecutorSessionEncodings(t *testing.T) {
 		})
 	}
 }
+
+// TestExecutorStandingCredit: on a msgpack-keyed session that jobd pushes
+// on, a claim that finds nothing pushed returns at once, without a round
+// trip to jobd (the engine's claim loop claims each time a slot frees,
+// and a round trip each time was most of a session's messages), and the
+// credit it left stands: what becomes ready is pushed, never more than
+// the worker's slots in flight.
+func TestExecutorStandingCredit(t *testing.T) {
+	mem, _ := memdbstore.New()
+	st := &gatedStore{Store: mem, open: make(chan struct{})}
+	defer func() {
+		if st.gated.Load() {
+			close(st.open)
+		}
+	}()
+	srv, url := executorServer(t, st, nil, "default")
+	rs, err := remote.Dial(t.Context(), remote.Options{Address: url, NodeID: "n1", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	ctx := t.Context()
+	now := time.Now()
+	if _, err := rs.Heartbeat(ctx, &store.HeartbeatParams{Node: store.NodeInfo{ID: "n1", Workers: 4, Kinds: []string{"k"}}, Now: now, DeadAfter: time.Minute, Retain: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	pushed, err := rs.Subscribe(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(ctx context.Context, limit int) (*store.ClaimResult, error) {
+		now := time.Now()
+		return rs.Claim(ctx, &store.ClaimParams{Queue: "default", Owner: "n1", Limit: limit, Now: now, LeaseUntil: now.Add(time.Minute), Kinds: []string{"k"}})
+	}
+	enqueue := func(ids ...string) {
+		t.Helper()
+		now := time.Now()
+		var ins []*store.Instance
+		for _, id := range ids {
+			ins = append(ins, &store.Instance{ID: id, Kind: "k", Queue: "default", Args: []byte("[]"), RunAt: now, CreatedAt: now})
+		}
+		if _, err := mem.Enqueue(ctx, &store.EnqueueParams{Now: now, Instances: ins}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var took []*store.Instance
+	// take waits for pushes and claims until it holds n tasks in all.
+	take := func(n int) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for len(took) < n {
+			select {
+			case <-pushed:
+			case <-deadline:
+				t.Fatalf("took %d tasks, want %d", len(took), n)
+			}
+			r, err := claim(ctx, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			took = append(took, r.Instances...)
+		}
+	}
+	if r, err := claim(ctx, 4); err != nil || len(r.Instances) != 0 { // credit 4, through jobd
+		t.Fatalf("first claim: %v, %v", r, err)
+	}
+	enqueue("a")
+	take(1)
+	// jobd has had: the hello, the heartbeat, the first claim and the
+	// Credit that taking a left behind.
+	received := func() int64 {
+		ss := srv.Sessions()
+		if len(ss) != 1 {
+			t.Fatalf("sessions %+v, want one", ss)
+		}
+		return ss[0].Received
+	}
+	waitCond(t, "jobd received 4 messages", func() bool { return received() == 4 })
+	st.gated.Store(true) // from now, a claim that reaches the store waits
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if r, err := claim(cctx, 3); err != nil || len(r.Instances) != 0 {
+		t.Fatalf("claim with nothing pushed: %v, %v; want nothing at once, without a round trip to jobd and its store", r, err)
+	}
+	if n := received(); n != 4 {
+		t.Fatalf("jobd received %d messages, want still 4: a claim with nothing pushed sent one", n)
+	}
+	st.gated.Store(false)
+	close(st.open)
+	// The credit stands: what becomes ready is pushed, up to the slots.
+	enqueue("b", "c", "d", "e", "f")
+	take(4)
+	ss := srv.Sessions()
+	if len(ss) != 1 || ss[0].InFlight != 4 || ss[0].PeakInFlight > 4 {
+		t.Fatalf("sessions %+v; want one with 4 in flight, never more", ss)
+	}
+	// An outcome frees a slot: e is pushed on the standing credit.
+	if _, err := rs.Finish(ctx, &store.FinishParams{Owner: "n1", Now: time.Now(), Outcomes: []store.Outcome{{ID: took[0].ID, Attempt: took[0].Attempt, State: store.Completed}}}); err != nil {
+		t.Fatal(err)
+	}
+	take(5)
+	if ss := srv.Sessions(); ss[0].PeakInFlight > 4 {
+		t.Fatalf("peak in flight %d with 4 slots", ss[0].PeakInFlight)
+	}
+}

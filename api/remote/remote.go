@@ -178,6 +178,13 @@ type session struct {
 	// session's calls; keyed: wire.MsgpackKeyed (which also means jobd
 	// expects no acks of pushed tasks).
 	msgpack, keyed bool
+	// pushed: jobd pushed tasks on this session, so it holds credit for
+	// the worker's claims (see Store.Claim).
+	pushed atomic.Bool
+	// credits are, per queue, what jobd may still push by the last Credit
+	// sent on this session, less what it pushed since (guarded by
+	// Store.mu).
+	credits map[string]*sentCredit
 }
 
 // Dial connects to jobd and returns the Store once jobd has welcomed the
@@ -315,7 +322,7 @@ func (s *Store) connectOnce(first chan<- error) (welcomed bool, _ error) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	stream := s.client().Connect(ctx)
-	sess := &session{stream: stream, pending: make(map[uint64]chan *jobkitv1.StoreReply), done: make(chan struct{}), acks: make(chan *jobkitv1.ConnectRequest, 1024)}
+	sess := &session{stream: stream, pending: make(map[uint64]chan *jobkitv1.StoreReply), done: make(chan struct{}), acks: make(chan *jobkitv1.ConnectRequest, 1024), credits: make(map[string]*sentCredit)}
 	// Ending ctx alone does not end a Receive while the request body is
 	// open (the HTTP/2 transport is busy sending it): close it too.
 	stop := context.AfterFunc(ctx, func() {
@@ -462,7 +469,11 @@ func (s *Store) receiveTasks(sess *session, t *jobkitv1.Tasks) {
 		got = append(got, in)
 	}
 	got = slices.DeleteFunc(got, func(in *store.Instance) bool { return in == nil })
+	sess.pushed.Store(true)
 	s.mu.Lock()
+	if c := sess.credits[t.GetQueue()]; c != nil {
+		c.limit = max(c.limit-len(got), 0)
+	}
 	for _, in := range got {
 		s.held[store.LeaseRef{ID: in.ID, Attempt: in.Attempt}] = struct{}{}
 	}
