@@ -77,19 +77,50 @@ func (e executorService) Call(ctx context.Context, req *connect.Request[pb.CallR
 
 // reply encodes a store call's result (in JSON) and error.
 func reply(id uint64, res any, err error) *pb.StoreReply {
-	return replyIn(id, res, err, false)
+	return replyIn(id, res, err, false, "")
 }
 
-// replyIn encodes a store call's result, in wire.Msgpack when msgpack is
-// set (the call came in it) or JSON, and its error.
-func replyIn(id uint64, res any, err error, msgpack bool) *pb.StoreReply {
+// sessionEncodings are the session encodings jobd speaks besides JSON,
+// most preferred first.
+var sessionEncodings = []string{wire.MsgpackKeyed, wire.Msgpack}
+
+// chooseEncoding returns the first of the server's encodings that the
+// worker offers, or "" (JSON).
+func (s *Server) chooseEncoding(offered []string) string {
+	s.sessMu.Lock()
+	ours := s.encodings
+	s.sessMu.Unlock()
+	if ours == nil {
+		ours = sessionEncodings
+	}
+	for _, e := range ours {
+		if slices.Contains(offered, e) {
+			return e
+		}
+	}
+	return ""
+}
+
+// setEncodings narrows the server's session encodings to encodings (nil:
+// all it knows), for tests that play an older jobd.
+func (s *Server) setEncodings(encodings []string) {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	s.encodings = encodings
+}
+
+// replyIn encodes a store call's result, in the session's binary encoding
+// enc when msgpack is set (the call came in it) or JSON, and its error.
+func replyIn(id uint64, res any, err error, msgpack bool, enc string) *pb.StoreReply {
 	r := &pb.StoreReply{Id: id, Error: wire.EncodeError(err)}
 	if res != nil {
 		var (
 			b    []byte
 			merr error
 		)
-		if msgpack {
+		if msgpack && enc == wire.MsgpackKeyed {
+			b, merr = wire.MarshalKeyed(res)
+		} else if msgpack {
 			b, merr = wire.MarshalMsgpack(res)
 		} else {
 			b, merr = json.Marshal(res)
@@ -164,9 +195,12 @@ type session struct {
 	wakes map[string]bool
 	// received and sent count the session's stream messages.
 	received, sent atomic.Int64
-	// msgpack: the session's encoding is wire.Msgpack (the worker said
-	// it reads it): tasks are pushed in it.
-	msgpack bool
+	// encoding is the session's binary encoding (wire.MsgpackKeyed or
+	// wire.Msgpack, which the worker said it reads), "" for JSON: tasks
+	// are pushed in it, and calls made in it are answered in it.
+	encoding string
+	// pushBuf is the pusher's buffer for encoding tasks (under pushMu).
+	pushBuf []byte
 }
 
 // forwardWakes forwards the store's wake-ups of queue q to the worker as
@@ -274,7 +308,7 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 		inflight: make(map[store.LeaseRef]struct{}), credits: make(map[string]*credit),
 		wake: make(chan struct{}, 1), subscribed: make(map[string]bool),
 		pullOnly: hello.GetPullOnly(), wakes: make(map[string]bool),
-		msgpack: slices.Contains(hello.GetEncodings(), wire.Msgpack),
+		encoding: e.s.chooseEncoding(hello.GetEncodings()),
 	}
 	x.send = func(m *pb.ConnectResponse) error {
 		sendMu.Lock()
@@ -306,10 +340,7 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 	if m, ok := ctx.Value(managerKey{}).(interface{ NodeID() string }); ok && m != nil {
 		server = m.NodeID()
 	}
-	welcome := &pb.Welcome{SessionId: x.id, ServerNodeId: server}
-	if x.msgpack {
-		welcome.Encoding = wire.Msgpack
-	}
+	welcome := &pb.Welcome{SessionId: x.id, ServerNodeId: server, Encoding: x.encoding}
 	if err := x.send(&pb.ConnectResponse{Msg: &pb.ConnectResponse_Welcome{Welcome: welcome}}); err != nil {
 		return err
 	}
@@ -404,7 +435,7 @@ func (x *session) poke() {
 func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 	method := c.GetMethod()
 	mp := len(c.GetParamsMsgpack()) > 0
-	reply := func(id uint64, res any, err error) *pb.StoreReply { return replyIn(id, res, err, mp) }
+	reply := func(id uint64, res any, err error) *pb.StoreReply { return replyIn(id, res, err, mp, x.encoding) }
 	if method == wire.MethodSubscribe {
 		var sp wire.SubscribeParams
 		var err error
@@ -425,7 +456,9 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 		p   any
 		err error
 	)
-	if mp {
+	if mp && x.encoding == wire.MsgpackKeyed {
+		p, err = wire.DecodeKeyed(method, c.GetParamsMsgpack())
+	} else if mp {
 		p, err = wire.DecodeMsgpack(method, c.GetParamsMsgpack())
 	} else {
 		p, err = wire.Decode(method, c.GetParamsJson())
@@ -689,7 +722,13 @@ func (x *session) pushOnce(ctx context.Context, notifier store.Notifier, storeWa
 			continue
 		}
 		msg := &pb.Tasks{Queue: j.queue}
-		if x.msgpack {
+		switch x.encoding {
+		case wire.MsgpackKeyed:
+			// The buffer is reused: Send has copied the message out
+			// before the next push.
+			x.pushBuf = wire.AppendInstances(x.pushBuf[:0], r.Instances)
+			msg.InstancesMsgpack = x.pushBuf
+		case wire.Msgpack:
 			if msg.InstancesMsgpack, err = wire.MarshalMsgpack(r.Instances); err != nil {
 				x.s.cfg.Logger.Warn("jobkit server: encode tasks for a remote worker in msgpack; sending them in JSON", "session", x.id, "err", err)
 			}

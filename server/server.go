@@ -139,6 +139,10 @@ type Server struct {
 	// cancelFeeds follow each namespace's cancel notices while workers of
 	// it are connected (remote_cancel.go); guarded by sessMu.
 	cancelFeeds map[string]*cancelFeed
+	// encodings are the session encodings the server speaks, most
+	// preferred first, nil for all it knows (remote.go); tests narrow
+	// them to play an older jobd. Guarded by sessMu.
+	encodings []string
 }
 
 // serviceNames lists the jobkit.v1 services the Server serves, for health

@@ -174,8 +174,17 @@ type session struct {
 	server    string
 	// acks are sent by a goroutine of their own (see receiveTasks).
 	acks chan *jobkitv1.ConnectRequest
-	// msgpack: jobd chose wire.Msgpack for the session's calls.
-	msgpack bool
+	// msgpack: jobd chose wire.Msgpack or wire.MsgpackKeyed for the
+	// session's calls; keyed: wire.MsgpackKeyed (which also means jobd
+	// expects no acks of pushed tasks).
+	msgpack, keyed bool
+	// pushed: jobd pushed tasks on this session, so it holds credit for
+	// the worker's claims (see Store.Claim).
+	pushed atomic.Bool
+	// credits are, per queue, what jobd may still push by the last Credit
+	// sent on this session, less what it pushed since (guarded by
+	// Store.mu).
+	credits map[string]*sentCredit
 }
 
 // Dial connects to jobd and returns the Store once jobd has welcomed the
@@ -313,7 +322,7 @@ func (s *Store) connectOnce(first chan<- error) (welcomed bool, _ error) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	stream := s.client().Connect(ctx)
-	sess := &session{stream: stream, pending: make(map[uint64]chan *jobkitv1.StoreReply), done: make(chan struct{}), acks: make(chan *jobkitv1.ConnectRequest, 1024)}
+	sess := &session{stream: stream, pending: make(map[uint64]chan *jobkitv1.StoreReply), done: make(chan struct{}), acks: make(chan *jobkitv1.ConnectRequest, 1024), credits: make(map[string]*sentCredit)}
 	// Ending ctx alone does not end a Receive while the request body is
 	// open (the HTTP/2 transport is busy sending it): close it too.
 	stop := context.AfterFunc(ctx, func() {
@@ -323,7 +332,7 @@ func (s *Store) connectOnce(first chan<- error) (welcomed bool, _ error) {
 	})
 	defer stop()
 	s.mu.Lock()
-	hello := &jobkitv1.Hello{NodeId: s.node, Labels: s.labels, Slots: int32(s.slots), PullOnly: s.opts.NoPush, Encodings: []string{wire.Msgpack}}
+	hello := &jobkitv1.Hello{NodeId: s.node, Labels: s.labels, Slots: int32(s.slots), PullOnly: s.opts.NoPush, Encodings: []string{wire.MsgpackKeyed, wire.Msgpack}}
 	for _, k := range s.kinds {
 		hello.Kinds = append(hello.Kinds, &jobkitv1.KindSignature{Kind: k})
 	}
@@ -347,7 +356,8 @@ func (s *Store) connectOnce(first chan<- error) (welcomed bool, _ error) {
 		return false, fmt.Errorf("remote: jobd answered the hello with %T, not a welcome", msg.GetMsg())
 	}
 	sess.id, sess.server = w.GetSessionId(), w.GetServerNodeId()
-	sess.msgpack = w.GetEncoding() == wire.Msgpack
+	sess.keyed = w.GetEncoding() == wire.MsgpackKeyed
+	sess.msgpack = sess.keyed || w.GetEncoding() == wire.Msgpack
 	s.mu.Lock()
 	s.sess = sess
 	s.sessions++
@@ -439,10 +449,13 @@ func (s *Store) read(sess *session) error {
 // receiveTasks buffers pushed tasks, acknowledges them and wakes the
 // engine's claim loop.
 func (s *Store) receiveTasks(sess *session, t *jobkitv1.Tasks) {
-	ack := &jobkitv1.Ack{}
 	var got []*store.Instance
 	if b := t.GetInstancesMsgpack(); len(b) > 0 {
-		if err := wire.UnmarshalMsgpack(b, &got); err != nil {
+		unmarshal := wire.UnmarshalMsgpack
+		if sess.keyed {
+			unmarshal = wire.UnmarshalKeyed
+		}
+		if err := unmarshal(b, &got); err != nil {
 			s.log.Error("undecodable tasks from jobd; their leases will lapse and they will be rescued", "err", err)
 			got = nil
 		}
@@ -456,16 +469,26 @@ func (s *Store) receiveTasks(sess *session, t *jobkitv1.Tasks) {
 		got = append(got, in)
 	}
 	got = slices.DeleteFunc(got, func(in *store.Instance) bool { return in == nil })
-	for _, in := range got {
-		ack.Tasks = append(ack.Tasks, &jobkitv1.LeaseRef{Id: in.ID, Attempt: int64(in.Attempt)})
-	}
+	sess.pushed.Store(true)
 	s.mu.Lock()
+	if c := sess.credits[t.GetQueue()]; c != nil {
+		c.limit = max(c.limit-len(got), 0)
+	}
 	for _, in := range got {
 		s.held[store.LeaseRef{ID: in.ID, Attempt: in.Attempt}] = struct{}{}
 	}
 	s.buffer[t.GetQueue()] = append(s.buffer[t.GetQueue()], got...)
 	s.wakeLocked(t.GetQueue())
 	s.mu.Unlock()
+	if sess.keyed {
+		// A jobd that speaks MsgpackKeyed reads no acks: they would cost
+		// both ends a message per push for nothing.
+		return
+	}
+	ack := &jobkitv1.Ack{}
+	for _, in := range got {
+		ack.Tasks = append(ack.Tasks, &jobkitv1.LeaseRef{Id: in.ID, Attempt: int64(in.Attempt)})
+	}
 	// Never send from the read loop: a send blocked on a full stream
 	// would stop the replies that unblock it from being read. Acks are
 	// advisory: one that finds the queue full is dropped.
@@ -542,7 +565,11 @@ func (s *Store) sessionCall(ctx context.Context, method string, params, out any)
 	}
 	call := &jobkitv1.StoreCall{Method: method}
 	if sess.msgpack {
-		if call.ParamsMsgpack, err = wire.MarshalMsgpack(params); err != nil {
+		marshal := wire.MarshalMsgpack
+		if sess.keyed {
+			marshal = wire.MarshalKeyed
+		}
+		if call.ParamsMsgpack, err = marshal(params); err != nil {
 			return fmt.Errorf("%w: %s: encode the parameters: %v", store.ErrInvalid, method, err)
 		}
 	} else if call.ParamsJson, err = encodeParams(method, params); err != nil {
@@ -564,7 +591,7 @@ func (s *Store) sessionCall(ctx context.Context, method string, params, out any)
 	}
 	select {
 	case r := <-ch:
-		return decodeReply(method, r, out)
+		return decodeReplyIn(method, r, out, sess.keyed)
 	case <-sess.done:
 		return fmt.Errorf("%w: the session ended before jobd answered %s", ErrDisconnected, method)
 	case <-ctx.Done():
@@ -605,11 +632,21 @@ func connectError(method string, err error) error {
 
 // decodeReply decodes a reply's result into out and returns its error.
 func decodeReply(method string, r *jobkitv1.StoreReply, out any) error {
+	return decodeReplyIn(method, r, out, false)
+}
+
+// decodeReplyIn is decodeReply for a session whose encoding is
+// wire.MsgpackKeyed when keyed is set.
+func decodeReplyIn(method string, r *jobkitv1.StoreReply, out any, keyed bool) error {
 	if r == nil {
 		return fmt.Errorf("remote: %s: empty reply from jobd", method)
 	}
 	if out != nil && len(r.GetResultMsgpack()) > 0 {
-		if err := wire.UnmarshalMsgpack(r.GetResultMsgpack(), out); err != nil {
+		unmarshal := wire.UnmarshalMsgpack
+		if keyed {
+			unmarshal = wire.UnmarshalKeyed
+		}
+		if err := unmarshal(r.GetResultMsgpack(), out); err != nil {
 			return fmt.Errorf("%w: %s: undecodable result from jobd: %v", store.ErrCorrupt, method, err)
 		}
 	} else if out != nil && len(r.GetResultJson()) > 0 {

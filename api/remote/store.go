@@ -60,17 +60,35 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		s.buffer[p.Queue] = slices.Delete(buf, 0, n)
 	}
 	sess := s.sess
+	slots := s.slots
 	s.mu.Unlock()
-	if len(took) > 0 {
+	// On a msgpack-keyed session that jobd pushes on, a claim that finds
+	// nothing pushed makes no round trip either: jobd holds credit for
+	// the queue and pushes what becomes ready, waking the engine.
+	standing := sess != nil && sess.keyed && sess.pushed.Load() && !s.opts.NoPush
+	if len(took) > 0 || standing {
 		// Start what jobd pushed at once: a claim of the rest would put a
 		// round trip to jobd and its store before these tasks start. jobd
 		// learns the credit left from a Credit message instead, and
 		// pushes what becomes ready (waking the engine).
-		if len(took) < p.Limit && sess != nil {
-			_ = sess.send(&jobkitv1.ConnectRequest{Msg: &jobkitv1.ConnectRequest_Credit{Credit: &jobkitv1.Credit{
-				Queue: p.Queue, Limit: int32(min(p.Limit-len(took), math.MaxInt32)), LeaseMillis: max(p.LeaseUntil.Sub(p.Now).Milliseconds(), 1),
-				Kinds: p.Kinds, Labels: p.Labels,
-			}}})
+		if want := p.Limit - len(took); want > 0 && sess != nil {
+			limit := want
+			if standing {
+				// Grant what the worker's slots hold, and say so again
+				// only when jobd may have pushed most of it: jobd caps
+				// every push by the slots less what it counts in flight
+				// (which a slot the engine frees is until its outcome
+				// lands), so no more than the slots are ever in flight,
+				// and the engine's claim loop, which claims each time a
+				// slot frees, sends no message per task.
+				limit = max(want, slots)
+			}
+			if s.creditDue(sess, p, want, limit) {
+				_ = sess.send(&jobkitv1.ConnectRequest{Msg: &jobkitv1.ConnectRequest_Credit{Credit: &jobkitv1.Credit{
+					Queue: p.Queue, Limit: int32(min(limit, math.MaxInt32)), LeaseMillis: max(p.LeaseUntil.Sub(p.Now).Milliseconds(), 1),
+					Kinds: p.Kinds, Labels: p.Labels,
+				}}})
+			}
 		}
 		return &store.ClaimResult{Instances: took}, nil
 	}
@@ -91,6 +109,33 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	}
 	s.mu.Unlock()
 	return res, nil
+}
+
+// sentCredit is a Credit message sent on a session: its limit less the
+// tasks pushed since, and the claim parameters it carried.
+type sentCredit struct {
+	limit         int
+	kinds, labels []string
+	lease         time.Duration
+}
+
+// creditDue reports whether a claim of p that leaves want slots unfilled
+// must send jobd a Credit of limit: unless jobd may still push want or
+// more by the last Credit this session sent (less what it pushed since),
+// for the same kinds, labels and lease. Only a msgpack-keyed session
+// skips a Credit; on others every claim that takes pushed tasks tells
+// jobd the rest, as before. It records the Credit it says is due as
+// sent.
+func (s *Store) creditDue(sess *session, p *store.ClaimParams, want, limit int) bool {
+	lease := p.LeaseUntil.Sub(p.Now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := sess.credits[p.Queue]
+	if sess.keyed && c != nil && c.limit >= want && c.lease == lease && slices.Equal(c.kinds, p.Kinds) && slices.Equal(c.labels, p.Labels) {
+		return false
+	}
+	sess.credits[p.Queue] = &sentCredit{limit: limit, kinds: slices.Clone(p.Kinds), labels: slices.Clone(p.Labels), lease: lease}
+	return true
 }
 
 // Renew renews leases through the session.
