@@ -1,0 +1,222 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobkit/job/store"
+)
+
+// internalPool returns a pool on JOBKIT_PG_URL and a fresh schema name,
+// dropped when t ends.
+func internalPool(t *testing.T, prefix string) (*pgxpool.Pool, string) {
+	t.Helper()
+	u := os.Getenv("JOBKIT_PG_URL")
+	if u == "" {
+		t.Fatal("JOBKIT_PG_URL is not set: run the tests with `make test` (scripts/test.sh starts a private PostgreSQL)")
+	}
+	pool, err := pgxpool.New(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := fmt.Sprintf("jk_%s_%d", prefix, time.Now().UnixNano())
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		pool.Close()
+	})
+	return pool, schema
+}
+
+// nextEvent returns the next event of ch within 10 s.
+func nextEvent(t *testing.T, ch <-chan store.Event) store.Event {
+	t.Helper()
+	select {
+	case e, ok := <-ch:
+		if !ok || e.Err != nil {
+			t.Fatalf("feed ended: open %v, %v", ok, e.Err)
+		}
+		return e
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10 s")
+	}
+	return store.Event{}
+}
+
+// TestEnqueueOneHistoryRow: an enqueue writes one history row per instance
+// (migration 0007), which the history lookups and the event feed read as
+// the two records the contract asks for, Created then Scheduled, each with
+// a Seq and a cursor of its own.
+func TestEnqueueOneHistoryRow(t *testing.T) {
+	ctx := t.Context()
+	pool, schema := internalPool(t, "fold")
+	if err := Migrate(ctx, pool, WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, pool, WithSchema(schema), WithNamespace("fold"), WithPollInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cur, err := s.EventCursor(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	const n = 50
+	var ins []*store.Instance
+	for i := range n {
+		ins = append(ins, &store.Instance{ID: fmt.Sprintf("j-%02d", i), Kind: "k", Queue: "q", RunAt: now, CreatedAt: now})
+	}
+	if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: ins, Now: now, Node: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+s.t("history")+" WHERE ns = 'fold'").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != n {
+		t.Fatalf("%d history rows after enqueuing %d instances; want one each", rows, n)
+	}
+
+	hist, err := s.LookupHistory(ctx, &store.Query{InstanceID: "j-07"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 2 || hist[0].State != store.Created || hist[1].State != store.Scheduled ||
+		hist[0].Seq >= hist[1].Seq || hist[0].Node != "n1" || !hist[0].Time.Equal(now) || hist[0].Attempt != 0 {
+		t.Fatalf("history of j-07: %+v; want Created then Scheduled by n1 at %v, Seqs increasing", records(hist), now)
+	}
+	created, err := s.LookupHistory(ctx, &store.Query{States: []store.State{store.Created}})
+	if err != nil || len(created) != n || slices.ContainsFunc(created, func(h *store.HistoryRecord) bool { return h.State != store.Created }) {
+		t.Fatalf("Created records: %d, %v; want %d, all Created", len(created), err, n)
+	}
+	sched, err := s.LookupHistory(ctx, &store.Query{States: []store.State{store.Scheduled}, Limit: 3})
+	if err != nil || len(sched) != 3 || slices.ContainsFunc(sched, func(h *store.HistoryRecord) bool { return h.State != store.Scheduled }) {
+		t.Fatalf("Scheduled records, limit 3: %+v, %v; want 3 Scheduled", records(sched), err)
+	}
+	lim, err := s.LookupHistory(ctx, &store.Query{Limit: 3})
+	if err != nil || len(lim) != 3 || lim[0].State != store.Created || lim[1].State != store.Scheduled || lim[2].State != store.Created {
+		t.Fatalf("records, limit 3: %+v, %v; want Created, Scheduled, Created", records(lim), err)
+	}
+
+	// The feed: 2n events in order; following from a Created event's
+	// cursor delivers its Scheduled event next.
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := s.Follow(fctx, &store.FollowParams{Cursor: cur})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []store.Event
+	for range 2 * n {
+		evs = append(evs, nextEvent(t, ch))
+	}
+	for i, e := range evs {
+		want := store.Created
+		if i%2 == 1 {
+			want = store.Scheduled
+		}
+		if e.InstanceID != ins[i/2].ID || e.State != want || i > 0 && e.Seq <= evs[i-1].Seq {
+			t.Fatalf("event %d: %s %v Seq %d (previous Seq %d); want %s %v, Seqs increasing", i, e.InstanceID, e.State, e.Seq, evs[max(i-1, 0)].Seq, ins[i/2].ID, want)
+		}
+	}
+	cancel()
+	ch2, err := s.Follow(ctx, &store.FollowParams{Cursor: evs[10].Cursor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := nextEvent(t, ch2); e.InstanceID != evs[11].InstanceID || e.State != store.Scheduled || e.Seq != evs[11].Seq {
+		t.Fatalf("after the cursor of %s Created: %s %v Seq %d; want %s Scheduled Seq %d", evs[10].InstanceID, e.InstanceID, e.State, e.Seq, evs[11].InstanceID, evs[11].Seq)
+	}
+
+	// A prune counts both records of a row.
+	res, err := s.Prune(ctx, &store.PruneParams{Now: now, HistoryBefore: now.Add(time.Second), Limit: 1000})
+	if err != nil || res.History != 2*n {
+		t.Fatalf("prune of the history: %+v, %v; want %d records", res, err, 2*n)
+	}
+}
+
+func records(hs []*store.HistoryRecord) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, fmt.Sprintf("%s:%v@%d", h.InstanceID, h.State, h.Seq))
+	}
+	return out
+}
+
+// TestUpgradeFromVersion6: history written by version 6 (one row per
+// record) reads the same after migration 0007, and an event cursor given
+// out then ("pg1-") follows from where it was.
+func TestUpgradeFromVersion6(t *testing.T) {
+	ctx := t.Context()
+	pool, schema := internalPool(t, "up6")
+	q := pgx.Identifier{schema}.Sanitize()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA "+q+"; CREATE TABLE "+q+".jobkit_version (version integer NOT NULL, migrated_at timestamptz NOT NULL DEFAULT now())"); err != nil {
+			return err
+		}
+		for _, m := range migrations()[:6] {
+			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "SCHEMA.", q+".")); err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO "+q+".jobkit_version (version) VALUES (6)")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What version 6 wrote for an enqueue and a claim: one row per record.
+	var pos []int64
+	for _, st := range []int{1, 2, 3} {
+		var p int64
+		if err := pool.QueryRow(ctx, "INSERT INTO "+q+".history (ns, instance_id, kind, queue, state, attempt, t, node) VALUES ('up', 'old', 'k', 'q', $1, $2, 1000, 'n1') RETURNING pos",
+			st, max(st-2, 0)).Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		pos = append(pos, p)
+	}
+	if err := Migrate(ctx, pool, WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, pool, WithSchema(schema), WithNamespace("up"), WithPollInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	hist, err := s.LookupHistory(ctx, &store.Query{InstanceID: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := records(hist); !slices.Equal(got, []string{
+		"old:created@" + strconv.FormatInt(2*pos[0]+1, 10),
+		"old:scheduled@" + strconv.FormatInt(2*pos[1]+1, 10),
+		"old:processing@" + strconv.FormatInt(2*pos[2]+1, 10),
+	}) {
+		t.Fatalf("history of version 6 after the migration: %v", got)
+	}
+	old := "pg1-" + s.cursorTag() + "-" + strconv.FormatInt(pos[0], 10)
+	ch, err := s.Follow(ctx, &store.FollowParams{Cursor: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := nextEvent(t, ch); e.InstanceID != "old" || e.State != store.Scheduled || e.Seq != uint64(2*pos[1]+1) {
+		t.Fatalf("first event after the version 6 cursor %s: %s %v Seq %d; want old Scheduled Seq %d", old, e.InstanceID, e.State, e.Seq, 2*pos[1]+1)
+	}
+	if e := nextEvent(t, ch); e.State != store.Processing {
+		t.Fatalf("second event: %s %v; want old Processing", e.InstanceID, e.State)
+	}
+	var owner bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q+".instances_owner").Scan(&owner); err != nil || owner {
+		t.Fatalf("instances_owner still there after migration 0007 (%v)", err)
+	}
+}
