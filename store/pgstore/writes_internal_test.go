@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -218,5 +219,145 @@ func TestUpgradeFromVersion6(t *testing.T) {
 	var owner bool
 	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q+".instances_owner").Scan(&owner); err != nil || owner {
 		t.Fatalf("instances_owner still there after migration 0007 (%v)", err)
+	}
+}
+
+// TestEnqueueCopyStoresWhatTheStatementStores: a batch stored with COPY
+// (enqueueCopy) reads back field for field as the same batch stored by
+// the one-statement path, Seqs increase in batch order, an ID stored
+// already makes the batch take the statement path (that instance
+// Existed), and the claim's label filter sees the COPY's label_expr.
+func TestEnqueueCopyStoresWhatTheStatementStores(t *testing.T) {
+	ctx := t.Context()
+	pool, schema := internalPool(t, "copy")
+	if err := Migrate(ctx, pool, WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	open := func(ns string) *Store {
+		s, err := New(ctx, pool, WithSchema(schema), WithNamespace(ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	batch := func() []*store.Instance {
+		var ins []*store.Instance
+		for i := range 2 * copyMin {
+			in := &store.Instance{ID: fmt.Sprintf("j-%03d", i), Kind: fmt.Sprintf("k%d", i%3), Queue: fmt.Sprintf("q%d", i%2),
+				Priority: i % 5, RunAt: now.Add(time.Duration(i) * time.Millisecond), CreatedAt: now.Add(-time.Second),
+				MaxRetries: i % 4, Timeout: time.Duration(i) * time.Second}
+			if i%2 == 0 {
+				in.Args = []byte(fmt.Sprintf(`{"n":%d}`, i))
+			}
+			switch i % 4 {
+			case 1:
+				in.Labels = []string{"region=eu", "gpu"}
+			case 2:
+				in.Labels = []string{"!gpu"}
+			case 3:
+				in.Metadata = map[string]string{"tenant": "t" + strconv.Itoa(i), "z": "\u0000"}
+				in.ID, in.Parent, in.ShardIndex, in.ShardCount = store.ShardID("p", i), "p", i, 200
+			}
+			ins = append(ins, in)
+		}
+		return ins
+	}
+	copied, stated := open("copy"), open("stmt")
+	p := &store.EnqueueParams{Instances: batch(), Now: now, Node: "n1"}
+	if !canCopy(ctx, p) {
+		t.Fatal("canCopy refuses a plain batch of 2*copyMin")
+	}
+	res, err := copied.enqueueCopy(ctx, p) // what Enqueue runs for p
+	if err != nil {
+		t.Fatal(err)
+	}
+	res0 := res
+	for i := range res {
+		if res[i].Err != nil || res[i].Existed || res[i].ID != p.Instances[i].ID || i > 0 && res[i].Seq <= res[i-1].Seq {
+			t.Fatalf("result %d: %+v (previous Seq %d); want stored, Seqs increasing", i, res[i], res[max(i-1, 0)].Seq)
+		}
+	}
+	all := batch()
+	for i := 0; i < len(all); i += 10 {
+		if _, err := stated.Enqueue(ctx, &store.EnqueueParams{Instances: all[i:min(i+10, len(all))], Now: now, Node: "n1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := copied.LookupInstances(ctx, &store.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := stated.LookupInstances(ctx, &store.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != len(all) || len(b) != len(all) {
+		t.Fatalf("%d instances stored with COPY, %d with the statement; want %d each", len(a), len(b), len(all))
+	}
+	for i := range a {
+		x, y := *a[i], *b[i]
+		x.Seq, y.Seq = 0, 0
+		if fmt.Sprintf("%+v", x) != fmt.Sprintf("%+v", y) {
+			t.Fatalf("stored with COPY:\n%+v\nwith the statement:\n%+v", x, y)
+		}
+	}
+	ha, err := copied.LookupHistory(ctx, &store.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := stated.LookupHistory(ctx, &store.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ha) != 2*len(all) || len(hb) != len(ha) {
+		t.Fatalf("history: %d records after COPY, %d after the statement; want %d each", len(ha), len(hb), 2*len(all))
+	}
+	ca, err := copied.Counts(ctx, &store.CountsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := stated.Counts(ctx, &store.CountsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ca) != 6 || fmt.Sprint(ca) != fmt.Sprint(cb) {
+		t.Fatalf("counts after COPY %v, after the statement %v; want the same, 6 groups", ca, cb)
+	}
+	// Label expressions: "!gpu" (every fourth, from j-002) is taken by a
+	// claimer without gpu, "region=eu,gpu" is not.
+	cl, err := copied.Claim(ctx, &store.ClaimParams{Queue: "q0", Owner: "w", Limit: 1000, Now: now.Add(time.Hour),
+		LeaseUntil: now.Add(2 * time.Hour), Labels: []string{"region=us"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range cl.Instances {
+		if slices.Contains(in.Labels, "gpu") || slices.Contains(in.Labels, "region=eu") {
+			t.Fatalf("claim without gpu took %s with labels %v", in.ID, in.Labels)
+		}
+	}
+	if len(cl.Instances) != copyMin {
+		t.Fatalf("claim of q0 without gpu took %d; want %d (the even ones: no labels, or !gpu)", len(cl.Instances), copyMin)
+	}
+
+	// A batch holding a stored ID goes the statement's way.
+	again := batch()[:copyMin]
+	again = append(again, &store.Instance{ID: "new", Kind: "k", Queue: "q0", RunAt: now, CreatedAt: now})
+	pa := &store.EnqueueParams{Instances: again, Now: now}
+	if _, err := copied.enqueueCopy(ctx, pa); !errors.Is(err, errCopyConflict) {
+		t.Fatalf("COPY of a batch holding stored IDs: %v; want errCopyConflict", err)
+	}
+	res, err = copied.Enqueue(ctx, pa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res[:copyMin] {
+		if !r.Existed || r.Seq != res0[i].Seq {
+			t.Fatalf("result %d of a repeated batch: %+v; want Existed with the stored Seq", i, r)
+		}
+	}
+	if r := res[copyMin]; r.Existed || r.Err != nil || r.Seq == 0 {
+		t.Fatalf("the new instance of a repeated batch: %+v; want stored", r)
 	}
 }
