@@ -54,11 +54,23 @@ for sys in "${systems[@]}"; do
 	lsn0=$(psql -At -c 'SELECT pg_current_wal_lsn()')
 	load0=$(cut -d' ' -f1-3 /proc/loadavg)
 	t0=$(date -u +%H:%M:%S)
+	# What the client backends wait on, sampled every 50 ms during the
+	# run (one line per active backend per sample).
+	(while :; do
+		command psql -X -At "$url" -c "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity
+			WHERE backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid()" 2>/dev/null
+		sleep 0.05
+	done >"$tmp/waits") &
+	sampler=$!
 	out=$("$bench" -mode quick -pg-url "$url" -systems "$sys" -only "$only" -runs 1 -burn-sizes "$n" \
-		-burn-limit 10m -out '' "${extra[@]}" 2>&1) || { echo "$out"; exit 1; }
+		-burn-limit 10m -out '' "${extra[@]}" 2>&1) || { kill $sampler; echo "$out"; exit 1; }
+	kill $sampler
+	wait $sampler 2>/dev/null || true
 	load1=$(cut -d' ' -f1-3 /proc/loadavg)
 	echo "=== $sys, $only of $n jobs, $t0 UTC, load before $load0, after $load1"
 	echo "$out" | grep -E '^\| *(jobkit|river|system|burn|batch)|jobs/s' | head -8 || true
+	echo "active client backends by wait (samples every 50 ms):"
+	sort "$tmp/waits" | uniq -c | sort -rn | head -6
 	sleep 1 # pg_stat_wal and the table counters are flushed at most once a second
 	psql -c "SELECT pg_stat_force_next_flush()" >/dev/null 2>&1 || true
 	psql -v n="$n" -v lsn0="$lsn0" <<'SQL'

@@ -26,27 +26,28 @@ var instColsCopy = []string{"ns", "id", "seq", "kind", "queue", "args", "priorit
 var copyTail sync.Map // quoted schema -> statement
 
 // copyTailStmt is what follows the COPY of a batch's instances: their
-// queues registered, their history rows (Created and Scheduled: one row
-// each, migration 0007) appended under the namespace's lock, taken after
-// every row lock the statement may wait for, their counters moved and
-// their queues notified.
+// queues registered, the namespace's lock taken (after every row lock the
+// statement may wait for), their counters moved and their queues
+// notified. Their history rows are copied next, under the lock.
 func (s *Store) copyTailStmt() string {
 	if v, ok := copyTail.Load(s.cfg.quoted); ok {
 		return v.(string)
 	}
-	q := `WITH x AS (SELECT * FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS x(id, kind, queue, o)),
+	q := `WITH x AS (SELECT * FROM unnest($2::text[], $3::text[]) AS x(kind, queue)),
 q AS (INSERT INTO ` + s.t("queues") + ` (ns, name) SELECT DISTINCT $1, queue FROM x ORDER BY 2 ON CONFLICT DO NOTHING RETURNING 1),
-l AS (SELECT pg_advisory_xact_lock($6) FROM (SELECT count(*) FROM q) AS zq),
-h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, created)
-	SELECT $1, x.id, x.kind, x.queue, 2, 0, $2, $7, true FROM x, l ORDER BY x.o RETURNING 1),
+l AS (SELECT pg_advisory_xact_lock($4) FROM (SELECT count(*) FROM q) AS zq),
 c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
 	SELECT $1, x.queue, x.kind, 2, count(*) FROM x, l GROUP BY x.queue, x.kind ORDER BY 2, 3
 	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
-w AS (SELECT pg_notify($8, $9::text || d.queue) FROM (SELECT DISTINCT queue FROM x) AS d, l)
-SELECT (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w)`
+w AS (SELECT pg_notify($5, $6::text || d.queue) FROM (SELECT DISTINCT queue FROM x) AS d, l)
+SELECT (SELECT count(*) FROM l), (SELECT count(*) FROM c), (SELECT count(*) FROM w)`
 	copyTail.Store(s.cfg.quoted, q)
 	return q
 }
+
+// histColsCopy are the history columns enqueueCopy gives; pos is the
+// column's default, taken under the namespace's lock.
+var histColsCopy = []string{"ns", "instance_id", "kind", "queue", "state", "attempt", "t", "node", "created"}
 
 // errCopyConflict: the COPY of a batch met an instance ID stored already.
 var errCopyConflict = errors.New("pgstore: an instance of the batch is stored already")
@@ -75,8 +76,8 @@ func canCopy(ctx context.Context, p *store.EnqueueParams) bool {
 // enqueueCopy stores a batch canCopy accepts in one transaction: the
 // batch's Seqs taken in batch order, the instances written with COPY
 // (PostgreSQL then fills heap pages several rows per WAL record, and
-// there is no speculative insertion as with ON CONFLICT), then
-// copyTailStmt. A batch holding an ID stored already is rolled back and
+// there is no speculative insertion as with ON CONFLICT), copyTailStmt,
+// then the history rows with COPY. A batch holding an ID stored already is rolled back and
 // errCopyConflict returned: the caller stores it the other way, which
 // reports that instance Existed.
 func (s *Store) enqueueCopy(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
@@ -124,8 +125,16 @@ func (s *Store) enqueueCopy(ctx context.Context, p *store.EnqueueParams) ([]stor
 			return err
 		}
 		var a, b, c int64
-		if err := tx.QueryRow(ctx, s.copyTailStmt(), s.cfg.ns, now, ids, kinds, queues, s.lockKey, p.Node,
+		if err := tx.QueryRow(ctx, s.copyTailStmt(), s.cfg.ns, kinds, queues, s.lockKey,
 			s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns).Scan(&a, &b, &c); err != nil {
+			return err
+		}
+		// The Created and Scheduled records, one row each (migration
+		// 0007), in batch order.
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{s.cfg.schema, "history"}, histColsCopy, pgx.CopyFromSlice(n, func(i int) ([]any, error) {
+			return []any{s.cfg.ns, ids[i], kinds[i], queues[i], int16(store.Scheduled), int32(0), now, p.Node, true}, nil
+		}))
+		if err != nil {
 			return err
 		}
 		for i, in := range p.Instances {

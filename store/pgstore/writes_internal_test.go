@@ -314,6 +314,13 @@ func TestEnqueueCopyStoresWhatTheStatementStores(t *testing.T) {
 	if len(ha) != 2*len(all) || len(hb) != len(ha) {
 		t.Fatalf("history: %d records after COPY, %d after the statement; want %d each", len(ha), len(hb), 2*len(all))
 	}
+	for i, in := range p.Instances {
+		c, sc := ha[2*i], ha[2*i+1]
+		if c.InstanceID != in.ID || sc.InstanceID != in.ID || c.State != store.Created || sc.State != store.Scheduled ||
+			c.Node != "n1" || !c.Time.Equal(now) || c.Seq >= sc.Seq || i > 0 && c.Seq <= ha[2*i-1].Seq {
+			t.Fatalf("history records %d and %d after COPY: %+v, %+v; want %s Created then Scheduled by n1, in batch order", 2*i, 2*i+1, *c, *sc, in.ID)
+		}
+	}
 	ca, err := copied.Counts(ctx, &store.CountsParams{})
 	if err != nil {
 		t.Fatal(err)
