@@ -61,7 +61,9 @@ w AS (SELECT pg_notify($15, $16::text || d.queue) FROM (SELECT DISTINCT queue FR
 SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM ins`
 	// The claim: one statement picks the first ready instances the
 	// claimer may take, in claim order, skipping rows other claims hold,
-	// leases them, appends their history under the namespace's lock,
+	// leases them (found again by the tuple IDs the pick locked: a TID
+	// scan, no walk down the primary key; a locked row's version cannot
+	// move until the transaction ends), appends their history under the namespace's lock,
 	// moves their counters and records the claim of a ClaimSeq.
 	filterOf := func(kinds, labels, keys, both string) string {
 		return `AND (cardinality(` + kinds + `::text[]) = 0 OR kind = ANY(` + kinds + `::text[]))
@@ -71,14 +73,14 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 	}
 	filter := filterOf("$5", "$6", "$11", "$12")
 	st.claim = `WITH picked AS MATERIALIZED (
-	SELECT id FROM ` + inst + `
+	SELECT ctid FROM ` + inst + `
 	WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= $3 ` + filter + `
 		AND NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)
 	ORDER BY priority DESC, run_at, seq
 	LIMIT $4
 	FOR UPDATE SKIP LOCKED),
 u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner = $7, lease_until = $8, updated_at = $3
-	WHERE i.ns = $1 AND i.id = ANY(ARRAY(SELECT id FROM picked))
+	WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM picked)) AND i.ns = $1
 	RETURNING ` + instColsOf("i") + `),
 l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
 h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node)

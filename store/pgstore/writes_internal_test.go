@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -366,5 +367,76 @@ func TestEnqueueCopyStoresWhatTheStatementStores(t *testing.T) {
 	}
 	if r := res[copyMin]; r.Existed || r.Err != nil || r.Seq == 0 {
 		t.Fatalf("the new instance of a repeated batch: %+v; want stored", r)
+	}
+}
+
+// TestClaimFindsRowsByTID: the claim's update finds the rows its pick
+// locked by their tuple IDs (a TID scan), not by walking down the primary
+// key once per row, in the generic plan the store gets after a few calls,
+// behind a queue of 10,000 waiting instances.
+func TestClaimFindsRowsByTID(t *testing.T) {
+	ctx := t.Context()
+	pool, schema := internalPool(t, "tid")
+	if err := Migrate(ctx, pool, WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, pool, WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for b := range 11 {
+		var ins []*store.Instance
+		for i := range 1000 {
+			at := now.Add(time.Hour) // waiting
+			if b == 0 && i < 64 {
+				at = now // ready
+			}
+			ins = append(ins, &store.Instance{ID: fmt.Sprintf("j-%d-%04d", b, i), Kind: "k", Queue: "q", RunAt: at, CreatedAt: now})
+		}
+		if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: ins, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE "+s.t("instances")); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Prepare(ctx, "jk_claim", s.stmt().claim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	args := []any{s.cfg.ns, "q", nanos(now), int64(32), []string{}, []string{}, "w", nanos(now.Add(time.Minute)), s.lockKey, int64(0), []string{}, []string{}}
+	params := make([]string, len(args))
+	for i, a := range args {
+		params[i] = sqlLiteral(t, a)
+	}
+	var plan []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE jk_claim("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	var doc []struct{ Plan node }
+	if err := json.Unmarshal(plan, &doc); err != nil || len(doc) != 1 {
+		t.Fatalf("plan %s: %v", plan, err)
+	}
+	var tid, pkey bool
+	var walk func(nd *node)
+	walk = func(nd *node) {
+		tid = tid || nd.Type == "Tid Scan" && nd.Alias == "i"
+		pkey = pkey || nd.Alias == "i" && strings.Contains(nd.Type, "Index")
+		for i := range nd.Plans {
+			walk(&nd.Plans[i])
+		}
+	}
+	walk(&doc[0].Plan)
+	if !tid || pkey {
+		t.Fatalf("the claim's update: TID scan %v, index scan %v; want the TID scan only. Plan: %s", tid, pkey, plan)
 	}
 }
