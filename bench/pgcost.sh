@@ -14,8 +14,9 @@
 #   e.g. bench/pgcost.sh /tmp/jkbench 100000 jobkit-pg river-tuned
 #
 # JKBENCH is a built bench program (cd bench && go build -o /tmp/jkbench .).
-# PGCOST_ONLY=schedule measures the schedule workload instead (its batch
-# part stores N jobs 1,000 per call with -mode quick's sizes).
+# PGCOST_ONLY=schedule measures the schedule workload instead; give its
+# sizes after "--" (-rate-calls R -batch-jobs B) and N = 2R + B, the jobs
+# it stores (R one call each from 1 goroutine, R from 8, B 1,000 per call).
 set -euo pipefail
 bench=$1 n=$2
 shift 2
@@ -48,7 +49,8 @@ psql -c 'CREATE EXTENSION pg_stat_statements'
 for sys in "${systems[@]}"; do
 	# A first, unmeasured run creates the schemas (migrations) so the
 	# measured one counts only the jobs' work.
-	"$bench" -mode quick -pg-url "$url" -systems "$sys" -only "$only" -runs 1 -burn-sizes 1000 -out '' >/dev/null 2>&1 || true
+	"$bench" -mode quick -pg-url "$url" -systems "$sys" -only "$only" -runs 1 -burn-sizes 1000 -out '' \
+		"${extra[@]}" >/dev/null 2>&1 || true
 	psql -c 'VACUUM ANALYZE' -c 'CHECKPOINT'
 	psql -c "SELECT pg_stat_statements_reset(), pg_stat_reset(), pg_stat_reset_shared('wal')" >/dev/null
 	lsn0=$(psql -At -c 'SELECT pg_current_wal_lsn()')
