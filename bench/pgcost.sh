@@ -44,6 +44,8 @@ trap 'kill -INT $pgpid 2>/dev/null; wait $pgpid 2>/dev/null; rm -rf "$tmp"' EXIT
 url="postgres://bench@127.0.0.1:$port/postgres?sslmode=disable"
 for ((i = 0; i < 600; i++)); do "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" -U bench -d postgres && break; sleep 0.05; done
 psql() { command psql -X -q -v ON_ERROR_STOP=1 "$url" "$@"; }
+# utime + stime + cutime + cstime of the postmaster, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15 + $16 + $17}' "/proc/$pgpid/stat"; }
 psql -c 'CREATE EXTENSION pg_stat_statements'
 
 for sys in "${systems[@]}"; do
@@ -56,23 +58,41 @@ for sys in "${systems[@]}"; do
 	lsn0=$(psql -At -c 'SELECT pg_current_wal_lsn()')
 	load0=$(cut -d' ' -f1-3 /proc/loadavg)
 	t0=$(date -u +%H:%M:%S)
-	# What the client backends wait on, sampled every 50 ms during the
-	# run (one line per active backend per sample).
-	(while :; do
-		command psql -X -At "$url" -c "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity
-			WHERE backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid()" 2>/dev/null
-		sleep 0.05
-	done >"$tmp/waits") &
-	sampler=$!
-	out=$("$bench" -mode quick -pg-url "$url" -systems "$sys" -only "$only" -runs 1 -burn-sizes "$n" \
-		-burn-limit 10m -out '' "${extra[@]}" 2>&1) || { kill $sampler; echo "$out"; exit 1; }
-	kill $sampler
-	wait $sampler 2>/dev/null || true
+	# PGCOST_SAMPLE=1: what the client backends wait on, sampled every
+	# 50 ms during the run (one line per active backend per sample). Each
+	# sample is a connection of its own, whose CPU the server's includes.
+	: >"$tmp/waits"
+	sampler=
+	if [[ ${PGCOST_SAMPLE:-} == 1 ]]; then
+		(while :; do
+			command psql -X -At "$url" -c "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity
+				WHERE backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid()" 2>/dev/null
+			sleep 0.05
+		done >"$tmp/waits") &
+		sampler=$!
+	fi
+	# CPU: the server's (the postmaster's own and its exited children's:
+	# the bench's connections end when it exits, autovacuum workers when
+	# done) and the bench program's, in clock ticks.
+	srv0=$(cpu_ticks)
+	out=$(/usr/bin/time -f 'client-cpu %U %S' "$bench" -mode quick -pg-url "$url" -systems "$sys" -only "$only" -runs 1 -burn-sizes "$n" \
+		-burn-limit 10m -out '' "${extra[@]}" 2>&1) || { [[ -n $sampler ]] && kill $sampler; echo "$out"; exit 1; }
+	if [[ -n $sampler ]]; then
+		kill $sampler
+		wait $sampler 2>/dev/null || true
+	fi
+	sleep 1
+	srv1=$(cpu_ticks)
 	load1=$(cut -d' ' -f1-3 /proc/loadavg)
 	echo "=== $sys, $only of $n jobs, $t0 UTC, load before $load0, after $load1"
 	echo "$out" | grep -E '^\| *(jobkit|river|system|burn|batch)|jobs/s' | head -8 || true
-	echo "active client backends by wait (samples every 50 ms):"
-	sort "$tmp/waits" | uniq -c | sort -rn | head -6
+	read -r _ cu cs <<<"$(echo "$out" | grep '^client-cpu')"
+	python3 -c "import sys; n=$n; t=$(getconf CLK_TCK)
+print(f'CPU per job: server {($srv1 - $srv0) / t / n * 1e6:.0f} µs, bench program {($cu + $cs) / n * 1e6:.0f} µs')"
+	if [[ -n $sampler ]]; then
+		echo "active client backends by wait (samples every 50 ms; their connections are in the server CPU):"
+		sort "$tmp/waits" | uniq -c | sort -rn | head -6
+	fi
 	sleep 1 # pg_stat_wal and the table counters are flushed at most once a second
 	psql -c "SELECT pg_stat_force_next_flush()" >/dev/null 2>&1 || true
 	psql -v n="$n" -v lsn0="$lsn0" <<'SQL'
