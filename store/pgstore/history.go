@@ -277,9 +277,17 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 	if !p.HistoryBefore.IsZero() {
 		err := s.write(ctx, "prune", func(tx pgx.Tx) error {
 			var n, top int64
-			err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM `+s.t("history")+` WHERE ns = $1 AND pos IN (
-					SELECT pos FROM `+s.t("history")+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) RETURNING pos, created)
-				SELECT count(*) + count(*) FILTER (WHERE created), coalesce(max(pos), 0) FROM d`, s.cfg.ns, nanos(p.HistoryBefore), limit).Scan(&n, &top)
+			// Limit counts records, and a row with created set holds two
+			// (migration 0007): the oldest rows whose records fit are
+			// deleted; when the limit ends inside such a row, its Created
+			// record alone is removed (created cleared).
+			h := s.t("history")
+			err := tx.QueryRow(ctx, `WITH c AS (SELECT pos, created, sum(CASE WHEN created THEN 2 ELSE 1 END) OVER (ORDER BY t, pos) AS acc
+					FROM (SELECT pos, t, created FROM `+h+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) AS o),
+				d AS (DELETE FROM `+h+` WHERE ns = $1 AND pos IN (SELECT pos FROM c WHERE acc <= $3) RETURNING pos, created),
+				u AS (UPDATE `+h+` SET created = false WHERE ns = $1 AND pos = (SELECT pos FROM c WHERE created AND acc = $3 + 1) RETURNING pos)
+				SELECT (SELECT count(*) + count(*) FILTER (WHERE created) FROM d) + (SELECT count(*) FROM u),
+					greatest((SELECT coalesce(max(pos), 0) FROM d), (SELECT coalesce(max(pos), 0) FROM u))`, s.cfg.ns, nanos(p.HistoryBefore), limit).Scan(&n, &top)
 			if err != nil {
 				return err
 			}

@@ -440,3 +440,57 @@ func TestClaimFindsRowsByTID(t *testing.T) {
 		t.Fatalf("the claim's update: TID scan %v, index scan %v; want the TID scan only. Plan: %s", tid, pkey, plan)
 	}
 }
+
+// TestPruneHistoryLimitCountsRecords: Prune's Limit bounds the history
+// records a call removes, and a row holds two (Created and Scheduled):
+// a limit that ends inside such a row removes its Created record alone.
+func TestPruneHistoryLimitCountsRecords(t *testing.T) {
+	ctx := t.Context()
+	pool, schema := internalPool(t, "prune")
+	if err := Migrate(ctx, pool, WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, pool, WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for i := range 4 {
+		in := &store.Instance{ID: fmt.Sprintf("j-%d", i), Kind: "k", Queue: "q", RunAt: now, CreatedAt: now}
+		if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: []*store.Instance{in}, Now: now.Add(time.Duration(i) * time.Millisecond)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func() []string {
+		hs, err := s.LookupHistory(ctx, &store.Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, h := range hs {
+			out = append(out, h.InstanceID+":"+h.State.String())
+		}
+		return out
+	}
+	before := now.Add(time.Hour)
+	for _, c := range []struct {
+		limit int
+		want  []string
+	}{
+		{3, []string{"j-1:scheduled", "j-2:created", "j-2:scheduled", "j-3:created", "j-3:scheduled"}},
+		{1, []string{"j-2:created", "j-2:scheduled", "j-3:created", "j-3:scheduled"}},
+		{1, []string{"j-2:scheduled", "j-3:created", "j-3:scheduled"}},
+		{2, []string{"j-3:scheduled"}},
+	} {
+		res, err := s.Prune(ctx, &store.PruneParams{Now: now, HistoryBefore: before, Limit: c.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := left()
+		removed := res.History
+		if removed > c.limit || !slices.Equal(got, c.want) {
+			t.Fatalf("prune with limit %d: removed %d, left %v; want at most %d removed, %v left", c.limit, removed, got, c.limit, c.want)
+		}
+	}
+}
