@@ -494,3 +494,109 @@ func TestPruneHistoryLimitCountsRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestShortClaimSkipsDelayedEntries: a claim that finds fewer ready
+// instances than its limit does not read the queue's instances scheduled
+// for later (10,000 here, over three priorities): it reads each priority
+// only up to its first entry not yet due, in the generic plan the store
+// gets after a few calls. It still takes the ready ones in claim order.
+func TestShortClaimSkipsDelayedEntries(t *testing.T) {
+	ctx := t.Context()
+	pool, schema := internalPool(t, "delayed")
+	if err := Migrate(ctx, pool, WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, pool, WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for b := range 10 {
+		var ins []*store.Instance
+		for i := range 1000 {
+			ins = append(ins, &store.Instance{ID: fmt.Sprintf("later-%d-%04d", b, i), Kind: "k", Queue: "q", Priority: i % 3,
+				RunAt: now.Add(time.Hour + time.Duration(i)*time.Millisecond), CreatedAt: now})
+		}
+		if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: ins, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ready []*store.Instance
+	for i := range 6 {
+		ready = append(ready, &store.Instance{ID: fmt.Sprintf("ready-%d", i), Kind: "k", Queue: "q", Priority: i % 3,
+			RunAt: now.Add(-time.Duration(i) * time.Second), CreatedAt: now})
+	}
+	if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: ready, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+s.t("instances")); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Prepare(ctx, "jk_claim", s.stmt().claim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	args := []any{s.cfg.ns, "q", nanos(now), int64(32), []string{}, []string{}, "w", nanos(now.Add(time.Minute)), s.lockKey, int64(0), []string{}, []string{}}
+	params := make([]string, len(args))
+	for i, a := range args {
+		params[i] = sqlLiteral(t, a)
+	}
+	var plan []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE jk_claim("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	var doc []struct{ Plan bufNode }
+	if err := json.Unmarshal(plan, &doc); err != nil || len(doc) != 1 {
+		t.Fatalf("plan %s: %v", plan, err)
+	}
+	bufs := 0
+	var walk func(nd *bufNode)
+	walk = func(nd *bufNode) {
+		if nd.Index == "instances_ready" {
+			bufs += nd.Hit + nd.Read
+		}
+		for i := range nd.Plans {
+			walk(&nd.Plans[i])
+		}
+	}
+	walk(&doc[0].Plan)
+	t.Logf("the claim read %d buffers of instances_ready", bufs)
+	// 10,000 entries fill ~60 leaf pages; six ready ones and a probe of
+	// each of the three priorities need a few pages each.
+	if bufs == 0 || bufs > 30 {
+		t.Fatalf("the claim read %d buffers of instances_ready; want a few per priority, not the delayed entries. Plan: %s", bufs, plan)
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: 32, Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, in := range res.Instances {
+		got = append(got, in.ID)
+	}
+	// Priority 2 first (ready-5 ready before ready-2), then 1, then 0.
+	if want := []string{"ready-5", "ready-2", "ready-4", "ready-1", "ready-3", "ready-0"}; !slices.Equal(got, want) {
+		t.Fatalf("claimed %v; want %v", got, want)
+	}
+}
+
+// bufNode is a plan node of EXPLAIN (BUFFERS, FORMAT JSON), as far as a
+// test reads it.
+type bufNode struct {
+	Type  string    `json:"Node Type"`
+	Index string    `json:"Index Name"`
+	Hit   int       `json:"Shared Hit Blocks"`
+	Read  int       `json:"Shared Read Blocks"`
+	Plans []bufNode `json:"Plans"`
+}
