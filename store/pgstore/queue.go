@@ -72,28 +72,13 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 		AND NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND paused)`
 	}
 	filter := filterOf("$5", "$6", "$11", "$12")
-	// The pick walks the queue's priorities from the highest (one probe
-	// of instances_ready each, as NextRunAt does) and reads each only up
-	// to its first instance not yet due: priority = p AND run_at <= now
-	// bound the index scan, where run_at <= now alone (behind priority in
-	// the index) would not, and a claim that finds fewer ready instances
-	// than its limit would read every instance scheduled for later. The
-	// walk goes only as far as the LIMIT pulls it.
-	st.claim = `WITH RECURSIVE pr(prio) AS (
-	(SELECT priority FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 ORDER BY priority DESC LIMIT 1)
-	UNION ALL
-	SELECT (SELECT priority FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 AND priority < pr.prio ORDER BY priority DESC LIMIT 1)
-	FROM pr WHERE pr.prio IS NOT NULL),
-picked AS MATERIALIZED (
-	SELECT x.ctid FROM pr, LATERAL (
-		SELECT ctid FROM ` + inst + `
-		WHERE ns = $1 AND queue = $2 AND state = 2 AND priority = pr.prio AND run_at <= $3 ` + filter + `
-			AND NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)
-		ORDER BY priority DESC, run_at, seq
-		LIMIT $4
-		FOR UPDATE SKIP LOCKED) AS x
-	WHERE pr.prio IS NOT NULL
-	LIMIT $4),
+	st.claim = `WITH picked AS MATERIALIZED (
+	SELECT ctid FROM ` + inst + `
+	WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= $3 ` + filter + `
+		AND NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)
+	ORDER BY priority DESC, run_at, seq
+	LIMIT $4
+	FOR UPDATE SKIP LOCKED),
 u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner = $7, lease_until = $8, updated_at = $3
 	WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM picked)) AND i.ns = $1
 	RETURNING ` + instColsOf("i") + `),
