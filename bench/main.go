@@ -113,6 +113,13 @@ func main() {
 	redisAddr := flag.String("redis-addr", "", "use this redis-server instead of starting one")
 	etcdEPs := flag.String("etcd", "", "use these etcd endpoints instead of starting etcd")
 	pgURL := flag.String("pg-url", "", "use this PostgreSQL database instead of starting a server")
+	// Issue 17: one burn-down size on its own (100k jobs with 64 workers,
+	// the issue's figure) without the rest of full mode.
+	burnSizes := flag.String("burn-sizes", "", "comma-separated burn-down sizes (jobs), replacing the mode's")
+	burnWorkers := flag.String("burn-workers", "", "comma-separated burn-down worker counts, replacing the mode's")
+	burnLimit := flag.Duration("burn-limit", 0, "time limit of one burn-down, schedule or batch run (default: the mode's)")
+	rateCalls := flag.Int("rate-calls", 0, "ScheduleJob calls per single-call rate run of the schedule workload (default: the mode's)")
+	batchJobs := flag.Int("batch-jobs", 0, "jobs per batch run of the schedule workload, 1,000 per call (default: the mode's)")
 	flag.Parse()
 	switch *mode {
 	case "quick":
@@ -124,6 +131,15 @@ func main() {
 	}
 	if *runs > 0 {
 		p.runs = *runs
+	}
+	if err := p.override(*burnSizes, *burnWorkers, *burnLimit); err != nil {
+		log.Fatal(err)
+	}
+	if *rateCalls > 0 {
+		p.rateN = *rateCalls
+	}
+	if *batchJobs > 0 {
+		p.batchN = *batchJobs
 	}
 	p.mode = *mode
 	want := func(list, name string) bool { return list == "" || strings.Contains(","+list+",", ","+name+",") }

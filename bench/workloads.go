@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,6 +77,39 @@ func fullParams() params {
 		claimDepths: []int{1_000, 100_000, 1_000_000}, etcdClaimMax: 10_000, claimLimit: 120 * time.Second,
 		recK: 4, recLimit: 150 * time.Second, recDefaults: true, recRuns: 3,
 	}
+}
+
+// override replaces the burn-down sizes, worker counts and time limit
+// with the flags' where they are set (issue 17: 100k jobs with 64
+// workers alone).
+func (p *params) override(sizes, workers string, limit time.Duration) error {
+	parse := func(flagName, list string) ([]int, error) {
+		var out []int
+		for f := range strings.SplitSeq(list, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("-%s %q: want comma-separated positive integers", flagName, list)
+			}
+			out = append(out, n)
+		}
+		return out, nil
+	}
+	var err error
+	if sizes != "" {
+		if p.burnSizes, err = parse("burn-sizes", sizes); err != nil {
+			return err
+		}
+	}
+	if workers != "" {
+		if p.burnWorkers, err = parse("burn-workers", workers); err != nil {
+			return err
+		}
+		p.burnBigWorkers = 0
+	}
+	if limit > 0 {
+		p.burnLimit = limit
+	}
+	return nil
 }
 
 // fig is one figure a workload reports.

@@ -20,10 +20,11 @@
 // each Store listens on one connection of its own (Subscribe), reconnecting
 // when it is lost.
 //
-// Every write transaction ends with one statement that takes the
-// namespace's transaction-scoped advisory lock, appends the history
-// records and moves the per-group counters (Inspector.Counts reads them,
-// never walking the instances). History positions are therefore taken in
+// Every write transaction ends by taking the namespace's
+// transaction-scoped advisory lock, appending the history records (an
+// enqueue's Created and Scheduled records are one row) and moving the
+// per-group counters (Inspector.Counts reads them, never walking the
+// instances); a large batch is stored with COPY. History positions are therefore taken in
 // commit order, which is what lets an event feed (Follow) read them in
 // order without missing a record that commits late.
 //

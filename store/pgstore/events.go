@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -12,10 +13,23 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// Event cursors are "pg1-<tag>-<pos>": the position of the last history
+// Event cursors are "pg2-<tag>-<rec>": the number of the last history
 // record delivered, and a tag of the schema and namespace so a cursor of
-// another store is refused. History positions are taken in commit order
-// (see final), so following them in order misses nothing.
+// another store is refused. A history row at position pos holds record
+// 2*pos+1, and, when its created flag is set (migration 0007), the
+// instance's Created record 2*pos just before it (recNum). History
+// positions are taken in commit order (see final), so following them in
+// order misses nothing. A "pg1-<tag>-<pos>" cursor, given out before
+// version 7, names position pos: record 2*pos+1.
+
+// recNum is the number of a record of the history row at pos: its own
+// (created false), or the Created record the row holds.
+func recNum(pos int64, created bool) int64 {
+	if created {
+		return 2 * pos
+	}
+	return 2*pos + 1
+}
 
 func (s *Store) cursorTag() string {
 	h := fnv.New32a()
@@ -23,23 +37,27 @@ func (s *Store) cursorTag() string {
 	return fmt.Sprintf("%08x", h.Sum32())
 }
 
-func (s *Store) cursor(pos int64) string {
-	return "pg1-" + s.cursorTag() + "-" + strconv.FormatInt(pos, 10)
+func (s *Store) cursor(rec int64) string {
+	return "pg2-" + s.cursorTag() + "-" + strconv.FormatInt(rec, 10)
 }
 
+// parseCursor returns the record number c names.
 func (s *Store) parseCursor(c string) (int64, error) {
 	parts := strings.Split(c, "-")
-	if len(parts) != 3 || parts[0] != "pg1" {
+	if len(parts) != 3 || parts[0] != "pg2" && parts[0] != "pg1" {
 		return 0, fmt.Errorf("%w: event cursor %q is not a pgstore cursor; take one with EventCursor", store.ErrInvalid, c)
 	}
 	if parts[1] != s.cursorTag() {
 		return 0, fmt.Errorf("%w: event cursor %q belongs to another schema or namespace than %q/%q", store.ErrInvalid, c, s.cfg.schema, s.cfg.ns)
 	}
-	pos, err := strconv.ParseInt(parts[2], 10, 64)
-	if err != nil || pos < 0 {
+	n, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || n < 0 || parts[0] == "pg1" && n > (math.MaxInt64-1)/2 {
 		return 0, fmt.Errorf("%w: event cursor %q is malformed", store.ErrInvalid, c)
 	}
-	return pos, nil
+	if parts[0] == "pg1" {
+		return recNum(n, false), nil
+	}
+	return n, nil
 }
 
 // EventCursor implements store.Events.
@@ -51,27 +69,29 @@ func (s *Store) EventCursor(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", s.wrap(ctx, "event cursor", err)
 	}
-	return s.cursor(pos), nil
+	return s.cursor(recNum(pos, false)), nil
 }
 
-// check returns an error when pos is from the future (never given out) or
-// before what the history still holds.
-func (s *Store) checkPos(ctx context.Context, pos int64) error {
+// checkPos returns an error when record rec is from the future (never
+// given out) or before what the history still holds.
+func (s *Store) checkPos(ctx context.Context, rec int64) error {
 	var last, floor int64
 	err := s.q(ctx).QueryRow(ctx, `SELECT (SELECT last_value FROM `+s.t("seq")+`),
 		coalesce((SELECT events_floor FROM `+s.t("meta")+` WHERE ns = $1), 0)`, s.cfg.ns).Scan(&last, &floor)
 	if err != nil {
 		return s.wrap(ctx, "follow", err)
 	}
-	if pos > last {
-		return fmt.Errorf("%w: event cursor at position %d is from the future (the newest is %d); take one with EventCursor", store.ErrInvalid, pos, last)
+	if rec > recNum(last, false) {
+		return fmt.Errorf("%w: event cursor at record %d is from the future (the newest is %d); take one with EventCursor", store.ErrInvalid, rec, recNum(last, false))
 	}
-	return s.expired(pos, floor)
+	return s.expired(rec, floor)
 }
 
-func (s *Store) expired(pos, floor int64) error {
-	if pos < floor {
-		return fmt.Errorf("pgstore: follow from position %d: history up to %d was pruned: %w; catch up: take a cursor with EventCursor, list the instances, then follow from that cursor", pos, floor, store.ErrCursorExpired)
+// expired returns ErrCursorExpired when record rec is before the records
+// of the rows up to position floor, which were pruned.
+func (s *Store) expired(rec, floor int64) error {
+	if rec < recNum(floor, false) {
+		return fmt.Errorf("pgstore: follow from record %d: history up to %d was pruned: %w; catch up: take a cursor with EventCursor, list the instances, then follow from that cursor", rec, recNum(floor, false), store.ErrCursorExpired)
 	}
 	return nil
 }
@@ -172,37 +192,48 @@ func isExpired(err error) bool { return errors.Is(err, store.ErrCursorExpired) }
 
 var errClosed = errors.New("pgstore: store closed")
 
-// feedOnce delivers the records after *pos, at most feedBatch, advancing
-// *pos; it returns how many it read.
-func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, pos *int64, out chan<- store.Event) (int, error) {
-	// A Processing record's ready time is the instance's run_at while the
-	// instance is at that attempt and not Scheduled again (a retry moves
-	// run_at to the next attempt's).
-	rows, err := s.pool.Query(ctx, `SELECT coalesce((SELECT events_floor FROM `+s.t("meta")+` WHERE ns = $1), 0), h.pos,
+// feedOnce delivers the records after record *rec, from at most
+// feedBatch history rows, advancing *rec; it returns how many rows it
+// read.
+func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, rec *int64, out chan<- store.Event) (int, error) {
+	// The rows holding a record after *rec: pos >= (*rec+1)/2 (see
+	// recNum). A Processing record's ready time is the instance's run_at
+	// while the instance is at that attempt and not Scheduled again (a
+	// retry moves run_at to the next attempt's).
+	rows, err := s.pool.Query(ctx, `SELECT coalesce((SELECT events_floor FROM `+s.t("meta")+` WHERE ns = $1), 0), h.pos, h.created,
 			h.instance_id, h.kind, h.queue, h.state, h.attempt, h.t, h.node, h.error,
 			CASE WHEN h.state = 3 THEN (SELECT i.run_at FROM `+s.t("instances")+` i
 				WHERE i.ns = $1 AND i.id = h.instance_id AND i.attempt = h.attempt AND i.state <> 2) END
-		FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT * FROM `+s.t("history")+` WHERE ns = $1 AND pos > $2 ORDER BY pos LIMIT $3) AS h ON true`,
-		s.cfg.ns, *pos, feedBatch)
+		FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT * FROM `+s.t("history")+` WHERE ns = $1 AND pos >= $2 ORDER BY pos LIMIT $3) AS h ON true`,
+		s.cfg.ns, (*rec+1)/2, feedBatch)
 	if err != nil {
 		return 0, err
 	}
 	var evs []store.Event
 	var floor int64
+	n := 0
 	for rows.Next() {
 		var hp, t, ready *int64
+		var created *bool
 		var id, kind, queue, node, msg *string
 		var st *int16
 		var att *int32
-		if err := rows.Scan(&floor, &hp, &id, &kind, &queue, &st, &att, &t, &node, &msg, &ready); err != nil {
+		if err := rows.Scan(&floor, &hp, &created, &id, &kind, &queue, &st, &att, &t, &node, &msg, &ready); err != nil {
 			rows.Close()
 			return 0, err
 		}
 		if hp == nil {
 			continue
 		}
-		evs = append(evs, store.Event{Cursor: s.cursor(*hp), InstanceID: *id, Kind: *kind, Queue: *queue,
-			State: store.State(*st), Attempt: int(*att), Time: fromNanos(*t), Node: *node, Error: *msg, Seq: uint64(*hp)})
+		n++
+		if *created && recNum(*hp, true) > *rec {
+			c := recNum(*hp, true)
+			evs = append(evs, store.Event{Cursor: s.cursor(c), InstanceID: *id, Kind: *kind, Queue: *queue,
+				State: store.Created, Time: fromNanos(*t), Node: *node, Seq: uint64(c)})
+		}
+		c := recNum(*hp, false)
+		evs = append(evs, store.Event{Cursor: s.cursor(c), InstanceID: *id, Kind: *kind, Queue: *queue,
+			State: store.State(*st), Attempt: int(*att), Time: fromNanos(*t), Node: *node, Error: *msg, Seq: uint64(c)})
 		if ready != nil {
 			evs[len(evs)-1].ReadyAt = fromNanos(*ready)
 		}
@@ -211,7 +242,7 @@ func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, pos *int64,
 	if err := rows.Err(); err != nil {
 		return 0, err
 	}
-	if err := s.expired(*pos, floor); err != nil {
+	if err := s.expired(*rec, floor); err != nil {
 		return 0, err
 	}
 	for i := range evs {
@@ -225,7 +256,7 @@ func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, pos *int64,
 				return 0, errClosed
 			}
 		}
-		*pos = int64(e.Seq)
+		*rec = int64(e.Seq)
 	}
-	return len(evs), nil
+	return n, nil
 }

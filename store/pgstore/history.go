@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -105,7 +106,9 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 		w.add("kind = ?", q.Kind)
 	}
 	if len(q.States) > 0 {
-		w.add("state = ANY(?::int2[])", states16(q.States))
+		// A row holding a Created record (migration 0007) matches when
+		// either of its records does.
+		w.add("(state = ANY(?::int2[]) OR created AND 1 = ANY(?::int2[]))", states16(q.States), states16(q.States))
 	}
 	if !q.Since.IsZero() {
 		w.add("t >= ?", nanos(q.Since))
@@ -113,7 +116,9 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 	if !q.Until.IsZero() {
 		w.add("t < ?", nanos(q.Until))
 	}
-	rows, err := s.q(ctx).Query(ctx, `SELECT pos, instance_id, kind, state, attempt, t, node, error, result FROM `+s.t("history")+
+	// LIMIT counts rows; each holds at least one matching record, so the
+	// rows read hold at least the records asked for.
+	rows, err := s.q(ctx).Query(ctx, `SELECT pos, created, instance_id, kind, state, attempt, t, node, error, result FROM `+s.t("history")+
 		` WHERE `+w.String()+` ORDER BY t, pos`+limitClause(q.Limit), w.args...)
 	if err != nil {
 		return nil, s.wrap(ctx, "lookup history", err)
@@ -121,20 +126,31 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 	out := []*store.HistoryRecord{}
 	var bad []string
 	defer rows.Close()
+	want := func(st store.State) bool { return len(q.States) == 0 || slices.Contains(q.States, st) }
 	for rows.Next() {
 		var h store.HistoryRecord
 		var pos, t int64
+		var created bool
 		var st int16
 		var attempt int32
-		if err := rows.Scan(&pos, &h.InstanceID, &h.Kind, &st, &attempt, &t, &h.Node, &h.Error, &h.Result); err != nil {
+		if err := rows.Scan(&pos, &created, &h.InstanceID, &h.Kind, &st, &attempt, &t, &h.Node, &h.Error, &h.Result); err != nil {
 			return nil, s.wrap(ctx, "lookup history", err)
 		}
-		h.State, h.Attempt, h.Time, h.Seq = store.State(st), int(attempt), fromNanos(t), uint64(pos)
+		h.State, h.Attempt, h.Time, h.Seq = store.State(st), int(attempt), fromNanos(t), uint64(recNum(pos, false))
+		if created && want(store.Created) {
+			out = append(out, &store.HistoryRecord{InstanceID: h.InstanceID, Kind: h.Kind, State: store.Created,
+				Time: h.Time, Node: h.Node, Seq: uint64(recNum(pos, true))})
+		}
 		if !h.State.Valid() {
 			bad = append(bad, fmt.Sprintf("%s#%d", h.InstanceID, pos))
 			continue
 		}
-		out = append(out, &h)
+		if want(h.State) {
+			out = append(out, &h)
+		}
+	}
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.wrap(ctx, "lookup history", err)
@@ -261,9 +277,17 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 	if !p.HistoryBefore.IsZero() {
 		err := s.write(ctx, "prune", func(tx pgx.Tx) error {
 			var n, top int64
-			err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM `+s.t("history")+` WHERE ns = $1 AND pos IN (
-					SELECT pos FROM `+s.t("history")+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) RETURNING pos)
-				SELECT count(*), coalesce(max(pos), 0) FROM d`, s.cfg.ns, nanos(p.HistoryBefore), limit).Scan(&n, &top)
+			// Limit counts records, and a row with created set holds two
+			// (migration 0007): the oldest rows whose records fit are
+			// deleted; when the limit ends inside such a row, its Created
+			// record alone is removed (created cleared).
+			h := s.t("history")
+			err := tx.QueryRow(ctx, `WITH c AS (SELECT pos, created, sum(CASE WHEN created THEN 2 ELSE 1 END) OVER (ORDER BY t, pos) AS acc
+					FROM (SELECT pos, t, created FROM `+h+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) AS o),
+				d AS (DELETE FROM `+h+` WHERE ns = $1 AND pos IN (SELECT pos FROM c WHERE acc <= $3) RETURNING pos, created),
+				u AS (UPDATE `+h+` SET created = false WHERE ns = $1 AND pos = (SELECT pos FROM c WHERE created AND acc = $3 + 1) RETURNING pos)
+				SELECT (SELECT count(*) + count(*) FILTER (WHERE created) FROM d) + (SELECT count(*) FROM u),
+					greatest((SELECT coalesce(max(pos), 0) FROM d), (SELECT coalesce(max(pos), 0) FROM u))`, s.cfg.ns, nanos(p.HistoryBefore), limit).Scan(&n, &top)
 			if err != nil {
 				return err
 			}
@@ -318,9 +342,9 @@ func (s *Store) removeWhere(ctx context.Context, tx pgx.Tx, sel string, args []a
 			RETURNING id, queue, kind, state, unique_key),
 		k AS (DELETE FROM ` + s.t("unique_keys") + ` u WHERE u.ns = $1
 			AND u.key = ANY(ARRAY(SELECT unique_key FROM d WHERE unique_key IS NOT NULL)) AND u.id = ANY($2::text[]) RETURNING 1),
-		h AS (DELETE FROM ` + s.t("history") + ` h WHERE h.ns = $1 AND h.instance_id = ANY($2::text[]) RETURNING h.pos),
+		h AS (DELETE FROM ` + s.t("history") + ` h WHERE h.ns = $1 AND h.instance_id = ANY($2::text[]) RETURNING h.pos, h.created),
 		lg AS (DELETE FROM ` + s.t("logs") + ` l WHERE l.ns = $1 AND l.instance_id = ANY($2::text[]) RETURNING 1)
-		SELECT id, queue, kind, state, (SELECT count(*) FROM h), (SELECT coalesce(max(pos), 0) FROM h),
+		SELECT id, queue, kind, state, (SELECT count(*) + count(*) FILTER (WHERE created) FROM h), (SELECT coalesce(max(pos), 0) FROM h),
 			(SELECT count(*) FROM lg), (SELECT count(*) FROM k) FROM d`
 	rows, err = tx.Query(ctx, q, s.cfg.ns, ids)
 	if err != nil {

@@ -32,8 +32,9 @@ func (s *Store) stmt() *stmts {
 	st := &stmts{}
 	// The enqueue: one statement inserts the instances (their unique
 	// keys taken before), skipping IDs stored already, registers their queues,
-	// appends their Created and Scheduled records under the namespace's
-	// lock, counts them and notifies their queues.
+	// appends their Created and Scheduled records (one history row each,
+	// created: see migration 0007) under the namespace's lock, counts them
+	// and notifies their queues.
 	st.enqueue = `WITH x AS (SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[],
 		$10::int8[], $11::int8[], $12::text[], $17::text[], $18::text[], $19::int8[], $20::text[], $21::int4[], $22::int4[])
 		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, md, ukey, uuntil,
@@ -50,9 +51,9 @@ ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, s
 	RETURNING id, seq, kind, queue),
 q AS (INSERT INTO ` + s.t("queues") + ` (ns, name) SELECT DISTINCT $1, queue FROM ins ORDER BY 2 ON CONFLICT DO NOTHING RETURNING 1),
 l AS (SELECT pg_advisory_xact_lock($13) FROM (SELECT count(*) AS n FROM ins) AS z, (SELECT count(*) FROM q) AS zq WHERE z.n > 0),
-h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node)
-	SELECT $1, ins.id, ins.kind, ins.queue, v.state, 0, $2, $14 FROM ins, l, (VALUES (1::int2), (2::int2)) AS v(state)
-	ORDER BY ins.seq, v.state RETURNING 1),
+h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, created)
+	SELECT $1, ins.id, ins.kind, ins.queue, 2, 0, $2, $14, true FROM ins, l
+	ORDER BY ins.seq RETURNING 1),
 c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
 	SELECT $1, ins.queue, ins.kind, 2, count(*) FROM ins, l GROUP BY ins.queue, ins.kind ORDER BY 2, 3
 	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
@@ -60,7 +61,9 @@ w AS (SELECT pg_notify($15, $16::text || d.queue) FROM (SELECT DISTINCT queue FR
 SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM ins`
 	// The claim: one statement picks the first ready instances the
 	// claimer may take, in claim order, skipping rows other claims hold,
-	// leases them, appends their history under the namespace's lock,
+	// leases them (found again by the tuple IDs the pick locked: a TID
+	// scan, no walk down the primary key; a locked row's version cannot
+	// move until the transaction ends), appends their history under the namespace's lock,
 	// moves their counters and records the claim of a ClaimSeq.
 	filterOf := func(kinds, labels, keys, both string) string {
 		return `AND (cardinality(` + kinds + `::text[]) = 0 OR kind = ANY(` + kinds + `::text[]))
@@ -70,14 +73,14 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 	}
 	filter := filterOf("$5", "$6", "$11", "$12")
 	st.claim = `WITH picked AS MATERIALIZED (
-	SELECT id FROM ` + inst + `
+	SELECT ctid FROM ` + inst + `
 	WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= $3 ` + filter + `
 		AND NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)
 	ORDER BY priority DESC, run_at, seq
 	LIMIT $4
 	FOR UPDATE SKIP LOCKED),
 u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner = $7, lease_until = $8, updated_at = $3
-	WHERE i.ns = $1 AND i.id = ANY(ARRAY(SELECT id FROM picked))
+	WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM picked)) AND i.ns = $1
 	RETURNING ` + instColsOf("i") + `),
 l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
 h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node)
@@ -472,9 +475,16 @@ func (s *Store) insert(ctx context.Context, q querier, p *store.EnqueueParams, i
 	return got, rows.Err()
 }
 
-// enqueuePlain enqueues instances without unique keys in one statement
-// (stmts.enqueue), then reads the Seq of those stored before.
+// enqueuePlain enqueues instances without unique keys: a large batch of
+// its own with COPY (enqueueCopy), else in one statement (stmts.enqueue),
+// then reads the Seq of those stored before.
 func (s *Store) enqueuePlain(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
+	if canCopy(ctx, p) {
+		res, err := s.enqueueCopy(ctx, p)
+		if !errors.Is(err, errCopyConflict) {
+			return res, s.wrap(ctx, "enqueue", err)
+		}
+	}
 	q := s.q(ctx)
 	got, err := s.insert(ctx, q, p, nil)
 	if err != nil {

@@ -1,0 +1,149 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/jobkit/job/store"
+)
+
+// copyMin is the smallest batch Enqueue stores with COPY. Below it the
+// one statement of stmts.enqueue (one round trip) costs less than COPY's
+// transaction of four.
+const copyMin = 64
+
+// instColsCopy are the columns enqueueCopy gives, in its rows' order.
+var instColsCopy = []string{"ns", "id", "seq", "kind", "queue", "args", "priority", "run_at", "state", "max_retries", "timeout",
+	"unique_until", "created_at", "updated_at", "labels", "metadata", "parent", "shard_index", "shard_count", "label_expr"}
+
+var copyTail sync.Map // quoted schema -> statement
+
+// copyTailStmt is what follows the COPY of a batch's instances: their
+// queues registered, the namespace's lock taken (after every row lock the
+// statement may wait for), their counters moved and their queues
+// notified. Their history rows are copied next, under the lock.
+func (s *Store) copyTailStmt() string {
+	if v, ok := copyTail.Load(s.cfg.quoted); ok {
+		return v.(string)
+	}
+	q := `WITH x AS (SELECT * FROM unnest($2::text[], $3::text[]) AS x(kind, queue)),
+q AS (INSERT INTO ` + s.t("queues") + ` (ns, name) SELECT DISTINCT $1, queue FROM x ORDER BY 2 ON CONFLICT DO NOTHING RETURNING 1),
+l AS (SELECT pg_advisory_xact_lock($4) FROM (SELECT count(*) FROM q) AS zq),
+c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
+	SELECT $1, x.queue, x.kind, 2, count(*) FROM x, l GROUP BY x.queue, x.kind ORDER BY 2, 3
+	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
+w AS (SELECT pg_notify($5, $6::text || d.queue) FROM (SELECT DISTINCT queue FROM x) AS d, l)
+SELECT (SELECT count(*) FROM l), (SELECT count(*) FROM c), (SELECT count(*) FROM w)`
+	copyTail.Store(s.cfg.quoted, q)
+	return q
+}
+
+// histColsCopy are the history columns enqueueCopy gives; pos is the
+// column's default, taken under the namespace's lock.
+var histColsCopy = []string{"ns", "instance_id", "kind", "queue", "state", "attempt", "t", "node", "created"}
+
+// errCopyConflict: the COPY of a batch met an instance ID stored already.
+var errCopyConflict = errors.New("pgstore: an instance of the batch is stored already")
+
+// canCopy reports whether enqueueCopy may store p: a batch of copyMin or
+// more, in a transaction of the store's own (a COPY that fails on a stored
+// ID would abort a caller's transaction), without a unique key or an ID
+// given twice.
+func canCopy(ctx context.Context, p *store.EnqueueParams) bool {
+	if len(p.Instances) < copyMin || txFrom(ctx) != nil {
+		return false
+	}
+	seen := make(map[string]struct{}, len(p.Instances))
+	for _, in := range p.Instances {
+		if in.UniqueKey != "" {
+			return false
+		}
+		if _, ok := seen[in.ID]; ok {
+			return false
+		}
+		seen[in.ID] = struct{}{}
+	}
+	return true
+}
+
+// enqueueCopy stores a batch canCopy accepts in one transaction: the
+// batch's Seqs taken in batch order, the instances written with COPY
+// (PostgreSQL then fills heap pages several rows per WAL record, and
+// there is no speculative insertion as with ON CONFLICT), copyTailStmt,
+// then the history rows with COPY. A batch holding an ID stored already is rolled back and
+// errCopyConflict returned: the caller stores it the other way, which
+// reports that instance Existed.
+func (s *Store) enqueueCopy(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
+	n := len(p.Instances)
+	res := make([]store.EnqueueResult, n)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT nextval('`+strings.ReplaceAll(s.t("seq"), "'", "''")+`') FROM generate_series(1, $1)`, n)
+		if err != nil {
+			return err
+		}
+		seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		slices.Sort(seqs)
+		now := nanos(p.Now)
+		ids, kinds, queues := make([]string, n), make([]string, n), make([]string, n)
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{s.cfg.schema, "instances"}, instColsCopy, pgx.CopyFromSlice(n, func(i int) ([]any, error) {
+			in := p.Instances[i]
+			ids[i], kinds[i], queues[i] = in.ID, in.Kind, in.Queue
+			var labels []string
+			var expr bool
+			if l := store.NormLabels(in.Labels); len(l) > 0 {
+				labels = l
+				for _, r := range l {
+					expr = expr || strings.ContainsAny(r, "!|")
+				}
+			}
+			var md, parent any
+			if m := encodeMetadata(in.Metadata); m != "" {
+				md = m
+			}
+			if in.Parent != "" {
+				parent = in.Parent
+			}
+			return []any{s.cfg.ns, in.ID, seqs[i], in.Kind, in.Queue, in.Args, int64(in.Priority), nanos(in.RunAt), int16(store.Scheduled),
+				clamp32(in.MaxRetries), int64(in.Timeout), nanos(in.UniqueUntil), nanos(in.CreatedAt), now, labels, md, parent,
+				clamp32(in.ShardIndex), clamp32(in.ShardCount), expr}, nil
+		}))
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "instances_pkey" {
+				return errCopyConflict
+			}
+			return err
+		}
+		var a, b, c int64
+		if err := tx.QueryRow(ctx, s.copyTailStmt(), s.cfg.ns, kinds, queues, s.lockKey,
+			s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns).Scan(&a, &b, &c); err != nil {
+			return err
+		}
+		// The Created and Scheduled records, one row each (migration
+		// 0007), in batch order.
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{s.cfg.schema, "history"}, histColsCopy, pgx.CopyFromSlice(n, func(i int) ([]any, error) {
+			return []any{s.cfg.ns, ids[i], kinds[i], queues[i], int16(store.Scheduled), int32(0), now, p.Node, true}, nil
+		}))
+		if err != nil {
+			return err
+		}
+		for i, in := range p.Instances {
+			res[i] = store.EnqueueResult{ID: in.ID, Seq: uint64(seqs[i])}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
