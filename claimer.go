@@ -228,7 +228,7 @@ func (m *Manager) releasePending(p *pendingClaim) {
 	for _, rec := range res.Instances {
 		ctx, cancel := context.WithCancelCause(m.runCtx)
 		a := &attempt{rec: rec, ctx: ctx, cancel: cancel}
-		a.settled.Store(true)
+		a.settled.Store(settledGivenUp)
 		m.active.add(a)
 		m.submit(&finishReq{a: a, inst: newInstance(rec.Clone(), m), out: store.Outcome{
 			ID: rec.ID, Attempt: rec.Attempt, State: store.Scheduled, RunAt: rec.RunAt, Release: true,
@@ -279,7 +279,7 @@ func (m *Manager) terminateUndecodable(u store.UndecodableRecord) {
 	rec := &store.Instance{ID: u.ID, Attempt: u.Attempt}
 	ctx, cancel := context.WithCancelCause(m.runCtx)
 	a := &attempt{rec: rec, ctx: ctx, cancel: cancel}
-	a.settled.Store(true)
+	a.settled.Store(settledGivenUp)
 	m.active.add(a)
 	err := errors.Join(ErrPermanent, u.Err)
 	m.submit(&finishReq{a: a, out: store.Outcome{ID: u.ID, Attempt: u.Attempt, State: store.Terminated, Error: u.Err.Error()}, inst: newInstance(rec, m), err: err})

@@ -97,7 +97,7 @@
 // recorded timed out and the goroutine, which Go cannot stop, keeps its
 // worker slot until it returns (Manager.Stuck). Stop cancels the attempts
 // still running when its ctx ends and hands back those whose executors
-// return; doc/design.md states these guarantees precisely.
+// return on that cancel; doc/design.md states these guarantees precisely.
 //
 // # States
 //

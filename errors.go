@@ -50,11 +50,14 @@ var (
 	// ErrLeaseLost: the manager lost the attempt's lease (another manager
 	// rescued it), or could not renew it in time, so another manager may
 	// rescue it soon; the attempt's context is canceled with this cause and
-	// its outcome is discarded.
+	// its outcome is discarded. When the node fenced itself (its heartbeats
+	// failed, see WithHeartbeat) the lease may still be its own: the
+	// outcome is written then, and the store refuses it if lost.
 	ErrLeaseLost = store.ErrLeaseLost
 	// ErrShutdown: the manager is stopping; running attempts are canceled
-	// with this cause and, once their executors return, handed back to the
-	// queue.
+	// with this cause and, once their executors return on it, handed back
+	// to the queue (an executor that returns nil or an error of its own ran
+	// to its end: its outcome is recorded).
 	ErrShutdown = errors.New("job: manager shutting down")
 	// ErrNotRunning: the call needs a started manager.
 	ErrNotRunning = errors.New("job: manager not running")

@@ -344,8 +344,11 @@ func (m *Manager) Start(ctx context.Context) error {
 
 // Stop stops claiming and scheduling, lets running attempts finish until
 // ctx ends, then cancels those still running (their context's cause is
-// ErrShutdown) and hands back the attempts whose executors return, so
-// another manager can run them at once without counting the attempt.
+// ErrShutdown) and hands back the attempts whose executors return on that
+// cancel (an error wrapping context.Canceled or ErrShutdown), so another
+// manager can run them at once without counting the attempt; one whose
+// executor returns anything else ran to its end and has its outcome
+// recorded as usual.
 //
 // Stop is bounded by ctx. When ctx has a deadline, Stop keeps the end of
 // it (half the time left, at most the stop allowance: a sixth of the
@@ -497,9 +500,10 @@ func (m *Manager) drain(ctx context.Context) error {
 }
 
 // handBack cancels the attempts still running with cause ErrShutdown and
-// waits until ctx ends for their executors to return; each one that does
-// is handed back (see outcome: Scheduled at its old run time, attempt not
-// counted). It never hands back an attempt whose executor still runs:
+// waits until ctx ends for their executors to return; each one stopped by
+// the cancel is handed back (see outcome: Scheduled at its old run time,
+// attempt not counted), each one that ran to its end all the same has its
+// outcome recorded. It never hands back an attempt whose executor still runs:
 // those are given up, their leases no longer renewed, and it returns how
 // many.
 func (m *Manager) handBack(ctx context.Context) int {

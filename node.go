@@ -44,8 +44,11 @@ const Version = "v0.0.0-dev"
 // rescue them; so an executor must return within the other half of
 // deadAfter after its context is canceled for an instance never to run
 // twice at once after a partition. An attempt fenced this way whose
-// executor returns is handed back (Scheduled at its run time, the attempt
-// not counted) unless it was rescued meanwhile.
+// executor returns on that cancel (an error wrapping context.Canceled or
+// ErrLeaseLost) is handed back (Scheduled at its run time, the attempt not
+// counted); one whose executor returns anything else ran to its end and
+// has that outcome recorded. Either is refused by the store when another
+// node rescued the instance meanwhile.
 func WithHeartbeat(interval, deadAfter time.Duration) ManagerOption {
 	return func(c *config) error {
 		if interval < 10*time.Millisecond {
@@ -356,13 +359,15 @@ func (m *Manager) heartbeat() bool {
 }
 
 // fenceAll gives up every attempt this manager runs: their contexts are
-// canceled with ErrLeaseLost, and each whose executor returns is handed
-// back unless another node rescued it meanwhile. It returns how many.
+// canceled with ErrLeaseLost. Once its executor returns, each one's
+// outcome is written (handed back, the attempt not counted, when the
+// fence stopped it or it had not started; see execute and outcome), and
+// the store refuses it when another node rescued the instance meanwhile.
+// It returns how many.
 func (m *Manager) fenceAll() int {
 	n := 0
 	for _, a := range m.active.snapshot() {
-		a.nodeFenced.Store(true)
-		if m.giveUp(a) {
+		if m.giveUpAs(a, settledFenced) {
 			a.cancel(ErrLeaseLost)
 			m.active.remove(a)
 			m.cfg.obs.leaseLost(a.rec, LeaseLostNode)
@@ -379,16 +384,19 @@ func (m *Manager) fencedNow() bool {
 	return m.nodes.fenced
 }
 
-// handBackFenced hands back an attempt given up by a fence once its
-// executor has returned: Scheduled at its run time, the attempt not
-// counted. The store refuses it (ErrLeaseLost) when another node rescued
-// the instance meanwhile.
+// handBackFenced hands back an attempt given up by a fence before it ran:
+// Scheduled at its run time, the attempt not counted. The store refuses
+// it (ErrLeaseLost) when another node rescued the instance meanwhile. An
+// attempt whose executor ran is not handed back here: execute writes
+// what it returned.
 func (m *Manager) handBackFenced(a *attempt) {
 	m.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m), out: store.Outcome{
-		ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true,
-		Error: "handed back: " + ErrLeaseLost.Error() + " (the node fenced itself: its heartbeats failed)",
+		ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true, Error: fencedHandBack,
 	}})
 }
+
+// fencedHandBack is the error of an attempt handed back by a fence.
+var fencedHandBack = "handed back: " + ErrLeaseLost.Error() + " (the node fenced itself: its heartbeats failed)"
 
 // nodeRescueLoop rescues the attempts of dead nodes after each
 // successful heartbeat (the store measures a node's silence up to the

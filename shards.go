@@ -167,18 +167,25 @@ func (m *Manager) join(a *attempt) {
 		out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Canceled, Error: ErrCanceled.Error()}
 		results, jerr = nil, ErrCanceled
 	}
-	if !a.settled.CompareAndSwap(false, true) {
-		m.returned(a) // given up meanwhile (lease lost, Stop)
-		if a.nodeFenced.Load() {
-			m.handBackFenced(a)
-		}
+	ours := a.settle()
+	if !ours && !a.fenced() {
+		m.returned(a, false) // given up meanwhile (lease lost, Stop)
 		return
 	}
-	m.watch.remove(a)
+	if ours {
+		m.watch.remove(a)
+	} else {
+		// Fenced meanwhile: what the join found is written all the same
+		// (a look-up the fence cut short already made it a hand-back);
+		// the store refuses it if the parent was rescued meanwhile.
+		m.returned(a, true)
+	}
 	inst := newInstance(a.rec.Clone(), m)
 	inst.results = results
 	m.submit(&finishReq{a: a, out: out, inst: inst, err: jerr, ended: m.clock.Now()})
-	m.decided()
+	if ours {
+		m.decided()
+	}
 }
 
 // joinOutcome decides the parent p's outcome from its shards' states.

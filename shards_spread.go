@@ -133,9 +133,9 @@ func hasAll(have, want []string) bool {
 
 // handBackShard hands a shard back instead of running it (see keepShard).
 func (m *Manager) handBackShard(a *attempt) {
-	if !a.settled.CompareAndSwap(false, true) {
-		m.returned(a)
-		if a.nodeFenced.Load() {
+	if !a.settle() { // the shard did not run: a fenced one is handed back
+		m.returned(a, false)
+		if a.fenced() {
 			m.handBackFenced(a)
 		}
 		return

@@ -84,10 +84,12 @@ type attempt struct {
 	job    *Job // nil when the kind is not registered here
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	// settled is set once, by whoever decides the attempt's end first: the
-	// executor's return, or the engine giving the attempt up while the
-	// executor runs (a lost or lapsing lease, an abandoned timeout, Stop).
-	settled atomic.Bool
+	// settled is set once (from unsettled), by whoever decides the
+	// attempt's end first: the executor's return (settledRun), or the
+	// engine giving the attempt up while the executor runs: a lost or
+	// lapsing lease, an abandoned timeout, Stop (settledGivenUp), or the
+	// node's fence (settledFenced).
+	settled atomic.Int32
 
 	start   time.Time     // when it was dispatched, on the manager's clock
 	timeout time.Duration // the attempt's timeout; 0 for none
@@ -100,10 +102,29 @@ type attempt struct {
 	// the system clock the deadline its context carries does that, so the
 	// executor sees context.DeadlineExceeded as Go code expects.
 	clockTimeout bool
-	// nodeFenced: given up because the node fenced itself (node.go); once
-	// its executor returns it is handed back.
-	nodeFenced atomic.Bool
 }
+
+// How an attempt's end was decided (attempt.settled).
+const (
+	unsettled      int32 = iota
+	settledRun           // its executor (or join step) returned first
+	settledGivenUp       // the engine gave it up: its outcome is not this executor's to write
+	// settledFenced: the node fenced itself (node.go). Its lease may
+	// still be this node's: once the executor returns, its outcome is
+	// written unless the fence stopped it, and the store's lease check
+	// refuses it if another node rescued the instance meanwhile.
+	settledFenced
+)
+
+// settle decides a's end as its executor's; false when it was already
+// decided (given up or fenced).
+func (a *attempt) settle() bool { return a.settled.CompareAndSwap(unsettled, settledRun) }
+
+// isSettled reports whether a's end is decided.
+func (a *attempt) isSettled() bool { return a.settled.Load() != unsettled }
+
+// fenced reports whether a was given up by the node's fence.
+func (a *attempt) fenced() bool { return a.settled.Load() == settledFenced }
 
 func (a *attempt) ref() store.LeaseRef { return store.LeaseRef{ID: a.rec.ID, Attempt: a.rec.Attempt} }
 
@@ -218,9 +239,9 @@ func (m *Manager) runWorker(a *attempt, stop <-chan struct{}) {
 func (m *Manager) execute(a *attempt) {
 	defer m.pool.release()
 	defer a.cancel(nil)
-	if a.settled.Load() { // given up before it started
-		m.returned(a)
-		if a.nodeFenced.Load() {
+	if a.isSettled() { // given up before it started: it did not run
+		m.returned(a, false)
+		if a.fenced() {
 			m.handBackFenced(a)
 		}
 		return
@@ -277,15 +298,21 @@ func (m *Manager) execute(a *attempt) {
 			})
 		}
 	}
-	if !a.settled.CompareAndSwap(false, true) {
+	ours := a.settle()
+	if !ours && !a.fenced() {
 		inst.prog.flush(false) // the attempt is no longer ours to report on
-		m.returned(a)          // given up while it ran: lease lost, abandoned, or left by Stop
-		if a.nodeFenced.Load() {
-			m.handBackFenced(a)
-		}
+		m.returned(a, false)   // given up while it ran: lease lost, abandoned, or left by Stop
 		return
 	}
-	m.watch.remove(a)
+	if ours {
+		m.watch.remove(a)
+	} else {
+		// Fenced while it ran: the fence only canceled it, the store may
+		// still hold its lease. What the executor returned is recorded (a
+		// hand-back if the fence stopped it, see outcome); the store
+		// refuses it if the instance was rescued meanwhile.
+		m.returned(a, true)
+	}
 	inst.prog.flush(true) // the last report lands before the outcome
 	inst.results = results
 	out := m.outcome(a, results, err, context.Cause(a.ctx))
@@ -293,16 +320,21 @@ func (m *Manager) execute(a *attempt) {
 		out = *foreign // unless Stop handed it back or it was canceled meanwhile
 	}
 	m.submit(&finishReq{a: a, out: out, inst: inst, err: err, ended: m.clock.Now()})
-	m.decided()
+	if ours {
+		m.decided() // a fence decided it already
+	}
 }
 
 // giveUp decides a's end while its executor may still run: the caller
 // then cancels it (and writes its outcome, or leaves it to its lease). It
 // reports false when a's end was already decided. Until the executor
 // returns it is counted by Stuck, and keeps its worker slot.
-func (m *Manager) giveUp(a *attempt) bool {
+func (m *Manager) giveUp(a *attempt) bool { return m.giveUpAs(a, settledGivenUp) }
+
+// giveUpAs is giveUp, recording how (settledGivenUp or settledFenced).
+func (m *Manager) giveUpAs(a *attempt, how int32) bool {
 	m.stuck.Add(1) // before the swap, so that returned never sees it early
-	if !a.settled.CompareAndSwap(false, true) {
+	if !a.settled.CompareAndSwap(unsettled, how) {
 		m.stuck.Add(-1)
 		return false
 	}
@@ -322,11 +354,15 @@ func (m *Manager) decided() {
 	}
 }
 
-// returned notes that the executor of an attempt given up has returned.
-func (m *Manager) returned(a *attempt) {
+// returned notes that the executor of an attempt given up has returned;
+// kept: its outcome is written all the same (a fenced attempt's).
+func (m *Manager) returned(a *attempt, kept bool) {
 	m.stuck.Add(-1)
-	m.log.Info("executor of a given-up attempt returned; its result is discarded",
-		"instance", a.rec.ID, "kind", a.rec.Kind, "attempt", a.rec.Attempt, "after", m.clock.Now().Sub(a.start))
+	msg := "executor of a given-up attempt returned; its result is discarded"
+	if kept {
+		msg = "executor of an attempt canceled by the node's fence returned; recording its outcome unless another node rescued the instance meanwhile"
+	}
+	m.log.Info(msg, "instance", a.rec.ID, "kind", a.rec.Kind, "attempt", a.rec.Attempt, "after", m.clock.Now().Sub(a.start))
 }
 
 // Stuck returns how many executors are still running after the manager
@@ -338,17 +374,31 @@ func (m *Manager) returned(a *attempt) {
 // executor ignores its ctx.
 func (m *Manager) Stuck() int { return int(m.stuck.Load()) }
 
+// stoppedBy reports whether err, returned by an executor whose context
+// was canceled with cause, says that the cancel stopped it: it wraps
+// context.Canceled or the cause itself. Any other return (nil, or an error
+// of its own) means the executor ran to its end.
+func stoppedBy(err, cause error) bool {
+	return err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, cause))
+}
+
 // outcome decides how an attempt ended, given what its executor returned
-// and the cause its context was canceled with, if any.
+// and the cause its context was canceled with, if any. An executor the
+// engine stopped (Stop, or the node's fence) is handed back, its attempt
+// not counted; one that ran to its end all the same has its real outcome,
+// so a completed run is not run again and no attempt number runs twice.
 func (m *Manager) outcome(a *attempt, results []any, err, cause error) store.Outcome {
 	out := store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt}
 	now := m.clock.Now()
 	switch {
-	case errors.Is(cause, ErrShutdown):
+	case errors.Is(cause, ErrShutdown) && stoppedBy(err, cause):
 		// Keep the original run time: the instance keeps its place in the
 		// queue instead of going behind everything scheduled since.
 		out.State, out.RunAt, out.Release = store.Scheduled, a.rec.RunAt, true
 		out.Error = "handed back: " + ErrShutdown.Error()
+	case errors.Is(cause, ErrLeaseLost) && stoppedBy(err, cause):
+		out.State, out.RunAt, out.Release = store.Scheduled, a.rec.RunAt, true
+		out.Error = fencedHandBack
 	case errors.Is(cause, ErrCanceled):
 		out.State, out.Error = store.Canceled, ErrCanceled.Error()
 	case err == nil:

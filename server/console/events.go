@@ -71,6 +71,11 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	// "open" is missed.
 	changed, unsubscribe := c.bus.subscribe(s.ns)
 	defer unsubscribe()
+	// The same for changes made elsewhere: the digest they are compared
+	// against is read before "open" (the page refreshes on "open"). Read
+	// after it, a pause made meanwhile was in the first digest and never
+	// told to a page that had read the queue still running.
+	digest, _ := s.configDigest(ctx)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -116,7 +121,6 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	// page when it changed.
 	config := time.NewTicker(configCheck)
 	defer config.Stop()
-	digest, _ := s.configDigest(ctx)
 	for {
 		select {
 		case <-ctx.Done():

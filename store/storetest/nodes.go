@@ -30,6 +30,7 @@ var nodesTests = []struct {
 	{"NodesRescueConcurrent", testNodesRescueConcurrent},
 	{"NodesLeftNotRescued", testNodesLeftNotRescued},
 	{"NodesRescuerSilentToo", testNodesRescuerSilent},
+	{"NodesLateFinishAfterRescue", testNodesLateFinishAfterRescue},
 	{"NodesInvalidParams", testNodesInvalid},
 }
 
@@ -345,6 +346,55 @@ func testNodesRescueConcurrent(t *testing.T, h Harness) {
 	if len(missing) > 0 || len(twice) > 0 {
 		t.Errorf("rescue from three handles: %d never rescued %v, %d rescued more than once %v", len(missing), missing, len(twice), twice)
 	}
+}
+
+// testNodesLateFinishAfterRescue: a node that fenced itself (its
+// heartbeats failed) and was declared dead writes its outcomes late, once
+// it reaches the store again. Whatever they are, the store refuses each
+// one (ErrLeaseLost) and writes nothing, while the rescued instance waits
+// and after another node claimed it again (attempt 2): the rescue is what
+// decides, so an instance never ends twice.
+func testNodesLateFinishAfterRescue(t *testing.T, h Harness) {
+	e := setup(t, h)
+	cases := outcomeCases()
+	e.heartbeat(e.s, "fenced", at(0), false, 0)
+	fenced := e.claimedBy("fenced", "lf", len(cases))
+	waitUntil(t, "node fenced declared dead", func() bool {
+		return len(e.rescueNodes(e.s, "rescuer", at(3*time.Second), 100).Dead) > 0
+	})
+	e.rescueNodes(e.s, "rescuer", at(3*time.Second), 100)
+	late := func(when string, now time.Time) {
+		t.Helper()
+		for i, c := range cases {
+			id := fenced[i]
+			before := e.get(e.s, id)
+			hbefore := e.history(e.s, &store.Query{InstanceID: id})
+			o := c.out
+			o.ID, o.Attempt = id, 1
+			errs := e.finish(e.open(), "fenced", now, o)
+			wantErr(t, "late Finish ("+c.name+") of a node declared dead, "+when, errs[0].Err, store.ErrLeaseLost)
+			checkRecord(t, "instance after a late "+c.name+" "+when, before, e.get(e.s, id))
+			if hafter := e.history(e.s, &store.Query{InstanceID: id}); len(hafter) != len(hbefore) {
+				t.Fatalf("late Finish (%s) %s added history: %d records, had %d", c.name, when, len(hafter), len(hbefore))
+			}
+		}
+	}
+	for _, id := range fenced {
+		if got := e.get(e.s, id); got.State != store.Scheduled || got.LeaseOwner != "" || got.Attempt != 1 {
+			t.Fatalf("rescued %s: %v owned by %q attempt %d, want Scheduled, no owner, attempt 1", id, got.State, got.LeaseOwner, got.Attempt)
+		}
+	}
+	late("while the rescued instance waits", at(4*time.Second))
+	res := e.claim(e.s, "q-lf", "w2", len(cases), at(5*time.Second))
+	if len(res.Instances) != len(cases) {
+		t.Fatalf("claimed %d rescued instances again, want %d", len(res.Instances), len(cases))
+	}
+	for _, in := range res.Instances {
+		if in.Attempt != 2 {
+			t.Fatalf("rescued %s claimed again with attempt %d, want 2", in.ID, in.Attempt)
+		}
+	}
+	late("after another node claimed it again", at(6*time.Second))
 }
 
 func testNodesLeftNotRescued(t *testing.T, h Harness) {

@@ -567,9 +567,17 @@ func TestCutConnection(t *testing.T) {
 		name   string
 		cutFor time.Duration
 		resume bool
+		// deadAfter is both workers' dead threshold: the fence window
+		// is half of it, counted from the last heartbeat that got
+		// through, and heartbeats go every quarter of it. With 1 s, a
+		// 200 ms cut right before a heartbeat was due left the worker
+		// 50 ms to reconnect and heartbeat before it fenced (under -race
+		// on a loaded machine it did, and ran the tasks again); with
+		// 4 s it has at least 800 ms.
+		deadAfter time.Duration
 	}{
-		{"resume", 200 * time.Millisecond, true},
-		{"fenced", 3 * time.Second, false},
+		{"resume", 200 * time.Millisecond, true, 4 * time.Second},
+		{"fenced", 3 * time.Second, false, time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			js := startServer(t, nil)
@@ -578,13 +586,14 @@ func TestCutConnection(t *testing.T) {
 			// Reconnections at most 50 ms apart, so that a worker back
 			// from a short cut is back within its fence window (with
 			// the default, up to 2 s, it was up to chance).
-			a := startWorker(t, px.url(), "a", "-slots", "4", "-journal", journal, "-max-backoff", "50ms")
+			dead := "-dead-after=" + tc.deadAfter.String()
+			a := startWorker(t, px.url(), "a", "-slots", "4", "-journal", journal, "-max-backoff", "50ms", dead)
 			c := client(t, js.url, "", "")
 			ids := enqueue(t, c, 4, task{kind: "sleep", args: "[2500]", retries: 3})
 			waitFor(t, 10*time.Second, "a runs the four tasks", func() bool {
 				return len(readJournal(t, journal)) == 4
 			})
-			startWorker(t, js.url, "b", "-slots", "4", "-journal", journal)
+			startWorker(t, js.url, "b", "-slots", "4", "-journal", journal, dead)
 			px.setCut(true)
 			time.Sleep(tc.cutFor) // the length of the cut is what the test is about
 			px.setCut(false)
