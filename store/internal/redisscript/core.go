@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -132,25 +133,144 @@ func asString(v any) string {
 	return ""
 }
 
+// EnqueueArgs returns the arguments of the enqueue script for p after
+// the namespace prefix (lua/enqueue.lua's ARGV from [2]) and the encoded
+// IDs of p's instances, or the validation error of the first invalid
+// instance. Core.Enqueue sends them; benchmarks that call the script
+// directly build them here too.
+//
+// What is the same for a run of consecutive instances (kind, queue,
+// priority, labels, the second of CreatedAt, whether due, which optional
+// values they carry) is sent once per run, with the run's part of the
+// history entry and of its kind bucket made here: the per-instance work
+// left to Redis, whose one thread every enqueue shares, is each
+// instance's record, its ready-list or scheduled entry and its share of
+// a few variadic calls.
+func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
+	n := len(p.Instances)
+	now := Micros(p.Now)
+	ids = make([]string, n)
+	repeats := ""
+	var seen map[string]struct{}
+	if n > 1 {
+		seen = make(map[string]struct{}, n)
+	}
+	for i, in := range p.Instances {
+		if err := in.Validate(); err != nil {
+			return nil, nil, err
+		}
+		ids[i] = EncodeID(in.ID)
+		if seen != nil && repeats == "" {
+			if _, ok := seen[ids[i]]; ok {
+				repeats = "r"
+			}
+			seen[ids[i]] = struct{}{}
+		}
+	}
+	args = make([]string, 0, 4+n+3*n+9)
+	args = append(args, strconv.FormatInt(now, 10), p.Node, itoa(n), repeats)
+	args = append(args, ids...)
+	var (
+		run        enqueueRun
+		hist, bkt  []byte
+		runStart   = -1
+		count      int
+		insts      []string
+		lastLabels []string
+		lastLane   string
+	)
+	flush := func() {
+		if runStart < 0 {
+			return
+		}
+		args = append(args, run.kind, run.queue, itoa(run.prio), run.labels, strconv.FormatInt(run.created, 10), run.flags(), itoa(count),
+			string(hist), string(bkt))
+		args = append(args, insts...)
+		hist, bkt, insts, count = hist[:0], bkt[:0], insts[:0], 0
+	}
+	for i, in := range p.Instances {
+		runat := Micros(in.RunAt)
+		lane := lastLane
+		if !slices.Equal(in.Labels, lastLabels) {
+			lane, lastLabels = laneLabels(in.Labels), in.Labels
+			lastLane = lane
+		}
+		tail := specTail(lane, encodeMetadata(in.Metadata), encodeShard(in))
+		r := enqueueRun{kind: in.Kind, queue: in.Queue, prio: in.Priority, labels: lane,
+			due: runat <= now, x: tail != "", u: in.UniqueKey != ""}
+		r.created = floorDiv(Micros(in.CreatedAt), 1_000_000)
+		if runStart < 0 || r != run {
+			flush()
+			run, runStart = r, i
+		}
+		id := ids[i]
+		hist = appendMsgpackStr(hist, id)
+		bkt = append(bkt, byte(len(id)>>8), byte(len(id)))
+		bkt = append(bkt, id...)
+		count++
+		place := strconv.FormatInt(runat, 10)
+		if r.due {
+			place = be7(runat)
+		}
+		insts = append(insts, EncodeSpec(in), place)
+		if r.x {
+			insts = append(insts, tail)
+		}
+		if r.u {
+			insts = append(insts, in.UniqueKey, us(in.UniqueUntil))
+		}
+	}
+	flush()
+	return args, ids, nil
+}
+
+// enqueueRun is what the instances of one run of lua/enqueue.lua's
+// arguments share.
+type enqueueRun struct {
+	kind, queue, labels string
+	prio                int
+	created             int64 // the second of CreatedAt
+	due, x, u           bool
+}
+
+func (r enqueueRun) flags() string {
+	f := ""
+	if r.due {
+		f += "d"
+	}
+	if r.x {
+		f += "x"
+	}
+	if r.u {
+		f += "u"
+	}
+	return f
+}
+
+// appendMsgpackStr appends s as cmsgpack.pack(s) does in Redis's Lua: a
+// MessagePack str of the smallest width.
+func appendMsgpackStr(b []byte, s string) []byte {
+	switch n := len(s); {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n <= 0xff:
+		b = append(b, 0xd9, byte(n))
+	case n <= 0xffff:
+		b = append(b, 0xda, byte(n>>8), byte(n))
+	default:
+		b = append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, s...)
+}
+
 // Enqueue implements store.Queue.
 func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
 	}
-	args := make([]string, 0, 2+13*len(p.Instances))
-	now := Micros(p.Now)
-	args = append(args, strconv.FormatInt(now, 10), p.Node)
-	for _, in := range p.Instances {
-		if err := in.Validate(); err != nil {
-			return nil, err
-		}
-		runat, due := Micros(in.RunAt), ""
-		if runat <= now {
-			due = be7(runat)
-		}
-		args = append(args, EncodeID(in.ID), EncodeSpec(in), in.Kind, in.Queue, itoa(in.Priority),
-			strconv.FormatInt(runat, 10), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt), laneLabels(in.Labels),
-			encodeMetadata(in.Metadata), encodeShard(in), due)
+	args, ids, err := EnqueueArgs(p)
+	if err != nil {
+		return nil, err
 	}
 	if len(p.Instances) == 0 {
 		return []store.EnqueueResult{}, nil
@@ -159,31 +279,49 @@ func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.Enq
 	if err != nil {
 		return nil, err
 	}
-	rows := asArray(v)
-	if len(rows) != len(p.Instances) {
-		return nil, fmt.Errorf("%s: enqueue: %d replies for %d instances", c.name, len(rows), len(p.Instances))
+	return c.enqueueResults(p, ids, asArray(v))
+}
+
+// enqueueResults decodes lua/enqueue.lua's reply a: the stored count, the
+// first Seq, then code, place, ID and Seq of each instance not stored.
+func (c *Core) enqueueResults(p *store.EnqueueParams, ids []string, a []any) ([]store.EnqueueResult, error) {
+	n := len(p.Instances)
+	if len(a) < 2 || (len(a)-2)%4 != 0 || int(asInt(a[0]))+(len(a)-2)/4 != n {
+		return nil, fmt.Errorf("%s: enqueue: malformed reply for %d instances: %v", c.name, n, a)
 	}
-	out := make([]store.EnqueueResult, len(rows))
-	for i, row := range rows {
-		f := asArray(row)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("%s: enqueue: malformed reply %v", c.name, row)
+	out := make([]store.EnqueueResult, n)
+	done := make([]bool, n)
+	for k := 2; k < len(a); k += 4 {
+		j := int(asInt(a[k+1])) - 1
+		if j < 0 || j >= n || done[j] {
+			return nil, fmt.Errorf("%s: enqueue: malformed reply for %d instances: %v", c.name, n, a)
 		}
-		in := p.Instances[i]
-		id, err := DecodeID(asString(f[1]))
+		done[j] = true
+		in := p.Instances[j]
+		id, err := DecodeID(asString(a[k+2]))
 		if err != nil {
 			return nil, fmt.Errorf("%s: enqueue: %w", c.name, err)
 		}
-		switch asInt(f[0]) {
-		case 0:
-			out[i] = store.EnqueueResult{ID: id, Seq: uint64(asInt(f[2]))}
+		switch asInt(a[k]) {
 		case 2:
-			out[i] = store.EnqueueResult{ID: id, Seq: uint64(asInt(f[2])), Existed: true}
+			out[j] = store.EnqueueResult{ID: id, Seq: uint64(asInt(a[k+3])), Existed: true}
 		case 1:
-			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by instance %s", store.ErrDuplicate, in.ID, in.UniqueKey, id)}
+			out[j] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by instance %s", store.ErrDuplicate, in.ID, in.UniqueKey, id)}
 		default:
-			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: the record stored under this ID cannot be decoded", store.ErrCorrupt, id)}
+			out[j] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: the record stored under this ID cannot be decoded", store.ErrCorrupt, id)}
 		}
+	}
+	seq := uint64(asInt(a[1]))
+	for j := range out {
+		if done[j] {
+			continue
+		}
+		id, err := DecodeID(ids[j])
+		if err != nil {
+			return nil, fmt.Errorf("%s: enqueue: %w", c.name, err)
+		}
+		out[j] = store.EnqueueResult{ID: id, Seq: seq}
+		seq++
 	}
 	return out, nil
 }
