@@ -67,19 +67,19 @@ var enqueueBatchParts = []enqueuePart{
 	{name: "no_ready_push", edits: []partEdit{{"local len = chunked('RPUSH', key, p.back)", "local len = #p.back", 1}}},
 	{name: "no_lookup_hmget", edits: []partEdit{{"local v = redis.call('HMGET', K_INST, unpack(ARGV, I0 + a, I0 + b))", "local v = {}", 1}}},
 	{name: "no_history_xadd", edits: []partEdit{{
-		"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry), now_ms)",
+		"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. entry, now_ms)",
 		"local eid = now_ms .. '-0'", 1}}},
 	{name: "no_kind_buckets", edits: []partEdit{
-		{"if redis.call('APPEND', bkey, list) == #list then", "if false then", 1},
-		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, b.sec, b.count)", "", 1}}},
+		{"if redis.call('APPEND', PREFIX .. 'kb:' .. kind .. ':' .. sec, list) == #list then", "if false then", 1},
+		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. kind, sec, count)", "", 1}}},
 	{name: "no_redis_calls", edits: noRedisCalls()},
 	// The Lua work alone, less one more part each.
 	{name: "lua_no_spec_concat", edits: append(noRedisCalls(), partEdit{"specs[nspec] = phi .. low .. ARGV[i] .. tail_\n", "specs[nspec] = id\n", 1})},
 	{name: "lua_no_entry_concat", edits: append(noRedisCalls(), partEdit{"back[nb] = ARGV[i + 1] .. bhi .. low .. id", "back[nb] = id", 1})},
-	{name: "lua_no_instance_loop", edits: append(noRedisCalls(), partEdit{"			i = i + r.stride\n		end\n		-- counts, bucket, wake-up", "			i = i + r.stride\n			break\n		end\n		-- counts, bucket, wake-up", 1})},
+	{name: "lua_no_instance_loop", edits: append(noRedisCalls(), partEdit{"			i = i + stride\n		end\n		cl.stored", "			i = i + stride\n			break\n		end\n		cl.stored", 1})},
 	// Returning early: the work before a point of the function.
-	{name: "upto_runs", edits: []partEdit{{"\n-- The runs.\n", "\ndo return {} end\n", 1}}},
-	{name: "upto_repeats", edits: []partEdit{{"\n-- Repeated IDs", "\ndo return {} end\n--", 1}}},
+	{name: "upto_classes", edits: []partEdit{{"\n-- The classes, by their number", "\ndo return {} end\n--", 1}}},
+	{name: "upto_unique_keys", edits: []partEdit{{"\n-- Unique keys (only", "\ndo return {} end\n--", 1}}},
 	{name: "upto_seq", edits: []partEdit{{"\n-- Seq: one counter step", "\ndo return {} end\n--", 1}}},
 	{name: "upto_instances", edits: []partEdit{{"\nlocal specs, nspec = {}, 0\n", "\ndo return {} end\nlocal specs, nspec = {}, 0\n", 1}}},
 	{name: "bare", edits: []partEdit{{"local now, node = tonumber(ARGV[2]), ARGV[3]\n", "do return {} end\n", 1}}},
@@ -239,9 +239,9 @@ func medianOf(xs []float64) float64 {
 func noRedisCalls() []partEdit {
 	return []partEdit{
 		{"redis.call('PUBLISH', PREFIX .. 'w:' .. queue, '1')", "", 1},
-		{"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry), now_ms)", "local eid = now_ms .. '-0'", 1},
-		{"if redis.call('APPEND', bkey, list) == #list then", "if false then", 1},
-		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, b.sec, b.count)", "", 1},
+		{"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. entry, now_ms)", "local eid = now_ms .. '-0'", 1},
+		{"if redis.call('APPEND', PREFIX .. 'kb:' .. kind .. ':' .. sec, list) == #list then", "if false then", 1},
+		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. kind, sec, count)", "", 1},
 		{"if redis.call('HINCRBY', K_CTR, kind_count(k), c) == c then", "if false then", 1},
 		{"if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), c) == c then", "if false then", 1},
 		{"redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)", "", 1},

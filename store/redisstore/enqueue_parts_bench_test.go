@@ -45,11 +45,11 @@ var enqueueParts = []enqueuePart{
 	{name: "full_library_of_enqueue_alone", alone: true},
 	{name: "no_publish", edits: []partEdit{{"redis.call('PUBLISH', PREFIX .. 'w:' .. queue, '1')", "", 1}}},
 	{name: "no_history_xadd", edits: []partEdit{{
-		"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry), now_ms)",
+		"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. entry, now_ms)",
 		"local eid = now_ms .. '-0'", 1}}},
 	{name: "no_kind_buckets", edits: []partEdit{
-		{"if redis.call('APPEND', bkey, list) == #list then", "if false then", 1},
-		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, b.sec, b.count)", "", 1}}},
+		{"if redis.call('APPEND', PREFIX .. 'kb:' .. kind .. ':' .. sec, list) == #list then", "if false then", 1},
+		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. kind, sec, count)", "", 1}}},
 	{name: "no_kind_count", edits: []partEdit{{"if redis.call('HINCRBY', K_CTR, kind_count(k), c) == c then", "if false then", 1}}},
 	{name: "no_state_counts", edits: []partEdit{{"if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), c) == c then", "if true then", 1}}},
 	{name: "no_queues_sadd", edits: []partEdit{{"if new then\n\t\tredis.call('SADD', K_QUEUES, queue)", "if new then", 1}}},

@@ -139,112 +139,141 @@ func asString(v any) string {
 // instance. Core.Enqueue sends them; benchmarks that call the script
 // directly build them here too.
 //
-// What is the same for a run of consecutive instances (kind, queue,
+// What many instances share is sent once: their class (kind, queue,
 // priority, labels, the second of CreatedAt, whether due, which optional
-// values they carry) is sent once per run, with the run's part of the
-// history entry and of its kind bucket made here: the per-instance work
-// left to Redis, whose one thread every enqueue shares, is each
-// instance's record, its ready-list or scheduled entry and its share of
-// a few variadic calls.
+// values they carry), made here with the history entry's part for all
+// of them and each kind bucket's part. Redis, whose one thread every
+// enqueue shares, is left per instance with its record, its ready-list
+// or scheduled entry and its share of a few variadic calls.
 func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 	n := len(p.Instances)
 	now := Micros(p.Now)
 	ids = make([]string, n)
-	repeats := ""
-	var seen map[string]struct{}
-	if n > 1 {
-		seen = make(map[string]struct{}, n)
-	}
+	var idSeen, keySeen map[string]struct{}
+	flags := ""
 	for i, in := range p.Instances {
 		if err := in.Validate(); err != nil {
 			return nil, nil, err
 		}
 		ids[i] = EncodeID(in.ID)
-		if seen != nil && repeats == "" {
-			if _, ok := seen[ids[i]]; ok {
-				repeats = "r"
+		if n > 1 && !strings.Contains(flags, "r") {
+			if idSeen == nil {
+				idSeen = make(map[string]struct{}, n)
 			}
-			seen[ids[i]] = struct{}{}
+			if _, ok := idSeen[ids[i]]; ok {
+				flags += "r"
+			}
+			idSeen[ids[i]] = struct{}{}
+		}
+		if in.UniqueKey != "" && !strings.Contains(flags, "k") {
+			if keySeen == nil {
+				keySeen = map[string]struct{}{}
+			}
+			if _, ok := keySeen[in.UniqueKey]; ok {
+				flags += "k"
+			}
+			keySeen[in.UniqueKey] = struct{}{}
 		}
 	}
-	args = make([]string, 0, 4+n+3*n+9)
-	args = append(args, strconv.FormatInt(now, 10), p.Node, itoa(n), repeats)
-	args = append(args, ids...)
+	type bucket struct {
+		kind, sec string
+		count     int
+		part      []byte
+	}
 	var (
-		run        enqueueRun
-		hist, bkt  []byte
-		runStart   = -1
-		count      int
-		insts      []string
+		hist       []byte
+		classes    []enqueueClass
+		classNum   = map[enqueueClass]string{}
+		buckets    []*bucket
+		bucketOf   = map[[2]string]*bucket{}
+		runs       = make([]string, 0, 3*n+2)
+		runClass   = ""
+		runCount   = 0
+		runAt      = -1 // where the current run's count goes in runs
 		lastLabels []string
 		lastLane   string
 	)
-	flush := func() {
-		if runStart < 0 {
-			return
-		}
-		args = append(args, run.kind, run.queue, itoa(run.prio), run.labels, strconv.FormatInt(run.created, 10), run.flags(), itoa(count),
-			string(hist), string(bkt))
-		args = append(args, insts...)
-		hist, bkt, insts, count = hist[:0], bkt[:0], insts[:0], 0
-	}
 	for i, in := range p.Instances {
 		runat := Micros(in.RunAt)
 		lane := lastLane
-		if !slices.Equal(in.Labels, lastLabels) {
+		if i == 0 || !slices.Equal(in.Labels, lastLabels) {
 			lane, lastLabels = laneLabels(in.Labels), in.Labels
 			lastLane = lane
 		}
 		tail := specTail(lane, encodeMetadata(in.Metadata), encodeShard(in))
-		r := enqueueRun{kind: in.Kind, queue: in.Queue, prio: in.Priority, labels: lane,
-			due: runat <= now, x: tail != "", u: in.UniqueKey != ""}
-		r.created = floorDiv(Micros(in.CreatedAt), 1_000_000)
-		if runStart < 0 || r != run {
-			flush()
-			run, runStart = r, i
+		cl := enqueueClass{kind: in.Kind, queue: in.Queue, prio: in.Priority, labels: lane,
+			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= now, x: tail != "", u: in.UniqueKey != ""}
+		num, ok := classNum[cl]
+		if !ok {
+			classes = append(classes, cl)
+			num = itoa(len(classes))
+			classNum[cl] = num
 		}
+		if num != runClass || runAt < 0 {
+			if runAt >= 0 {
+				runs[runAt] = itoa(runCount)
+			}
+			runs = append(runs, num, "")
+			runClass, runCount, runAt = num, 0, len(runs)-1
+		}
+		runCount++
 		id := ids[i]
 		hist = appendMsgpackStr(hist, id)
-		bkt = append(bkt, byte(len(id)>>8), byte(len(id)))
-		bkt = append(bkt, id...)
-		count++
+		bk := [2]string{in.Kind, strconv.FormatInt(cl.sec, 10)}
+		b := bucketOf[bk]
+		if b == nil {
+			b = &bucket{kind: bk[0], sec: bk[1]}
+			bucketOf[bk] = b
+			buckets = append(buckets, b)
+		}
+		b.count++
+		b.part = append(b.part, byte(len(id)>>8), byte(len(id)))
+		b.part = append(b.part, id...)
 		place := strconv.FormatInt(runat, 10)
-		if r.due {
+		if cl.due {
 			place = be7(runat)
 		}
-		insts = append(insts, EncodeSpec(in), place)
-		if r.x {
-			insts = append(insts, tail)
+		runs = append(runs, EncodeSpec(in), place)
+		if cl.x {
+			runs = append(runs, tail)
 		}
-		if r.u {
-			insts = append(insts, in.UniqueKey, us(in.UniqueUntil))
+		if cl.u {
+			runs = append(runs, in.UniqueKey, us(in.UniqueUntil))
 		}
 	}
-	flush()
+	if runAt >= 0 {
+		runs[runAt] = itoa(runCount)
+	}
+	args = make([]string, 0, 7+n+6*len(classes)+4*len(buckets)+len(runs))
+	args = append(args, strconv.FormatInt(now, 10), p.Node, itoa(n), flags, itoa(len(classes)), itoa(len(buckets)), string(hist))
+	args = append(args, ids...)
+	for _, cl := range classes {
+		f := 0
+		if cl.due {
+			f |= 1
+		}
+		if cl.x {
+			f |= 2
+		}
+		if cl.u {
+			f |= 4
+		}
+		args = append(args, cl.kind, cl.queue, itoa(cl.prio), cl.labels, strconv.FormatInt(cl.sec, 10), string(rune('0'+f)))
+	}
+	for _, b := range buckets {
+		args = append(args, b.kind, b.sec, itoa(b.count), string(b.part))
+	}
+	args = append(args, runs...)
 	return args, ids, nil
 }
 
-// enqueueRun is what the instances of one run of lua/enqueue.lua's
+// enqueueClass is what the instances of one class of lua/enqueue.lua's
 // arguments share.
-type enqueueRun struct {
+type enqueueClass struct {
 	kind, queue, labels string
 	prio                int
-	created             int64 // the second of CreatedAt
+	sec                 int64 // the second of CreatedAt
 	due, x, u           bool
-}
-
-func (r enqueueRun) flags() string {
-	f := ""
-	if r.due {
-		f += "d"
-	}
-	if r.x {
-		f += "x"
-	}
-	if r.u {
-		f += "u"
-	}
-	return f
 }
 
 // appendMsgpackStr appends s as cmsgpack.pack(s) does in Redis's Lua: a

@@ -1,24 +1,31 @@
 -- enqueue: store new instances in state Scheduled.
 -- KEYS: the namespace keys (lib.lua).
--- ARGV: [1] prefix, [2] now (us), [3] node, [4] n, the number of
---       instances, [5] 'r' when an ID occurs more than once among them
---       (else ''), [6 .. 5+n] their IDs, then the instances in runs (see
---       codec.go enqueueArgs): consecutive instances alike in kind, queue,
---       priority, labels, the second of CreatedAt and what their
---       arguments carry share one run. A run is nine values:
---         kind, queue, priority, labels (as P_LABELS holds them; '' for
---         none), the second of CreatedAt (decimal), flags ('d': due at
---         now; 'x': each instance carries a spec tail; 'u': each carries
---         a unique key), the number of its instances, the history entry
---         part of its IDs (each as cmsgpack packs it) and its kind bucket
---         part (each ID behind its length in 2 bytes),
---       then per instance: its spec (the ten values the Go side writes,
---       see lib.lua), its RunAt (be(RunAt, 7) when due, else decimal),
---       with 'x' the spec's tail (P_LABELS, P_META, P_SHARD as the spec
---       keeps them), with 'u' its unique key and UniqueUntil (us).
--- The Go side does per run what is the same for every instance of it, so
--- the per-instance work here is the record, its ready-list or scheduled
--- entry and its share of a few variadic calls.
+-- ARGV: (made by core.go's EnqueueArgs)
+--   [1] prefix, [2] now (us), [3] node, [4] n, the number of instances,
+--   [5] flags of the call: 'r' when an ID occurs more than once among the
+--       instances, 'k' when a unique key does ('' for neither),
+--   [6] C, the number of classes, [7] B, the number of kind buckets,
+--   [8] the history entry's part for all n instances (each ID as
+--       cmsgpack packs it, in order),
+--   then the n IDs, in order,
+--   then C classes of six values: kind, queue, priority, labels (as
+--       P_LABELS holds them; '' for none), the second of CreatedAt
+--       (decimal), and a digit of flags: 1 due at now, 2 each instance
+--       carries a spec tail, 4 each carries a unique key,
+--   then B buckets of four values: kind, second, the number of the
+--       instances in it, its part (each ID behind its length in 2
+--       bytes, in order),
+--   then runs of consecutive instances of one class: the class's number
+--       (1 to C, decimal), the number of instances, then per instance its
+--       spec (the ten values the Go side writes, see lib.lua), its RunAt
+--       (be(RunAt, 7) when due, else decimal), with flag 2 the spec's
+--       tail (P_LABELS, P_META, P_SHARD as the spec keeps them), with
+--       flag 4 its unique key and UniqueUntil (us).
+-- What is the same for many instances is sent and worked out once; per
+-- instance the script builds its record and its ready-list or scheduled
+-- entry, and adds them to a few variadic calls. The history entry's and
+-- the buckets' parts are the Go side's when every instance is stored, and
+-- made here from the stored ones when not.
 -- Returns {stored, first seq, then code, j, id, seq per instance not
 -- stored}: the instances stored have Seqs first, first + 1, ... in their
 -- order; j is an instance's place (1-based), code 1 duplicate unique key
@@ -36,11 +43,14 @@ local now, node = tonumber(ARGV[2]), ARGV[3]
 -- (the ms of the history entry's ID): converting a number to text costs
 -- more than most of what follows.
 local now_ms = div_pow10(ARGV[2], 3)
-local n = tonumber(ARGV[4])
-local I0 = 5 -- ARGV[I0 + j] is instance j's ID
+local n, C, B = tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local I0 = 8 -- ARGV[I0 + j] is instance j's ID
+local C0 = I0 + n -- class c's values start at ARGV[C0 + 6c - 5]
+local B0 = C0 + 6 * C -- bucket b's at ARGV[B0 + 4b - 3]
+local R0 = B0 + 4 * B + 1 -- the first run
 
 -- rej[j] = {code, id, seq} for an instance not stored (code 4: a later
--- occurrence of an ID stored by this call, seq filled in below).
+-- occurrence of an ID stored by this call; seq is the first's place).
 local rej, nrej = {}, 0
 for a = 1, n, 1000 do
 	local b = math.min(a + 999, n)
@@ -59,96 +69,94 @@ for a = 1, n, 1000 do
 	end
 end
 
--- The runs.
-local runs = {}
-do
-	local i, j = I0 + n + 1, 1
-	while j <= n do
-		local flags = ARGV[i + 5]
-		local r = {kind = ARGV[i], queue = ARGV[i + 1], prio = tonumber(ARGV[i + 2]), labels = ARGV[i + 3],
-			sec = ARGV[i + 4], due = string.find(flags, 'd', 1, true) ~= nil, x = string.find(flags, 'x', 1, true) ~= nil,
-			u = string.find(flags, 'u', 1, true) ~= nil, count = tonumber(ARGV[i + 6]), hist = ARGV[i + 7],
-			bucket = ARGV[i + 8], j = j, i = i + 9}
-		r.stride = 2
-		if r.x then r.stride = r.stride + 1 end
-		if r.u then r.stride = r.stride + 2 end
-		runs[#runs + 1] = r
-		i = r.i + r.count * r.stride
-		j = j + r.count
-	end
+-- The classes, by their number as the runs give it.
+local classes = {}
+for c = 1, C do
+	local i = C0 + 6 * c - 5
+	local f = byte(ARGV[i + 5]) - 48
+	local cl = {kind = ARGV[i], queue = ARGV[i + 1], prio = ARGV[i + 2], labels = ARGV[i + 3], sec = ARGV[i + 4],
+		due = f % 2 == 1, x = f % 4 >= 2, u = f >= 4, stored = 0}
+	cl.stride = 2 + (cl.x and 1 or 0) + (cl.u and 2 or 0)
+	classes[num(c)] = cl
 end
 
--- Repeated IDs (only when the Go side saw some): a later occurrence of an
--- ID stored by this call is reported as existing, with the Seq the first
--- got; a later occurrence of one not stored is tried again.
-local firstof
-if ARGV[5] == 'r' then
+-- Unique keys (only for runs of a class with flag 4) and repeated IDs
+-- (only when the Go side saw some): one HMGET of the keys of a run, the
+-- decisions in order, one HSET and one ZADD of the keys taken. With 'k'
+-- a key taken earlier in the call counts; with 'r' a later occurrence of
+-- an ID stored by this call is reported as existing, with the Seq the
+-- first got, and a later occurrence of one not stored is tried again.
+local firstof, held, uuntil_of
+if string.find(ARGV[5], 'r', 1, true) then
 	firstof = {}
 end
--- Unique keys: one HMGET of every key the call's instances hold, then
--- the decisions in order (a key taken earlier in the call counts), then
--- one HSET and one ZADD of the keys taken.
-local held, fetched, uuntil_of, utake, uzadd = {}, {}, {}, nil, nil
-for _, r in ipairs(runs) do
-	if r.u then
-		local ukeys, i = {}, r.i
-		for j = r.j, r.j + r.count - 1 do
-			if not rej[j] then
-				ukeys[#ukeys + 1] = ARGV[i + r.stride - 2]
-			end
-			i = i + r.stride
-		end
-		local v = hmget(K_UNIQ, ukeys)
-		for k, ukey in ipairs(ukeys) do
-			if fetched[ukey] == nil then
-				fetched[ukey] = v[k]
-			end
-		end
-	end
-	if r.u or firstof then
-		local i = r.i
-		for j = r.j, r.j + r.count - 1 do
-			local id = ARGV[I0 + j]
-			if firstof and not rej[j] and firstof[id] then
-				rej[j] = {4, id, firstof[id]}
-				nrej = nrej + 1
-			end
-			if r.u and not rej[j] then
-				local ukey = ARGV[i + r.stride - 2]
-				local uuntil = tonumber(ARGV[i + r.stride - 1])
-				local holder = held[ukey]
-				if holder == nil then
-					holder = fetched[ukey]
+if string.find(ARGV[5], 'k', 1, true) then
+	held, uuntil_of = {}, {}
+end
+local utake, uzadd
+do
+	local i, j = R0, 1
+	while j <= n do
+		local cl, cnt = classes[ARGV[i]], tonumber(ARGV[i + 1])
+		i = i + 2
+		local stride = cl.stride
+		if cl.u or firstof then
+			local v
+			if cl.u then
+				local ukeys, k = {}, 0
+				for q = i + stride - 2, i + stride * cnt - 2, stride do
+					k = k + 1
+					ukeys[k] = ARGV[q]
 				end
-				local dup
-				if holder and holder ~= id then
-					local until_ = uuntil_of[holder]
-					if not until_ then
-						local h = spec(redis.call('HGET', K_INST, holder))
-						until_ = h and h[P_UUNTIL] or 0
-					end
-					if until_ > now then
-						dup = holder
-					end
-				end
-				if dup then
-					rej[j] = {1, dup, 0}
+				v = hmget(K_UNIQ, ukeys)
+			end
+			for k = 1, cnt do
+				local jj = j + k - 1
+				local id = ARGV[I0 + jj]
+				if firstof and not rej[jj] and firstof[id] then
+					rej[jj] = {4, id, firstof[id]}
 					nrej = nrej + 1
-				else
-					held[ukey] = id
-					uuntil_of[id] = uuntil
-					utake, uzadd = utake or {}, uzadd or {}
-					utake[#utake + 1] = ukey
-					utake[#utake + 1] = id
-					uzadd[#uzadd + 1] = uuntil
-					uzadd[#uzadd + 1] = ukey
+				end
+				if cl.u and not rej[jj] then
+					local q = i + stride * k - 2
+					local ukey = ARGV[q]
+					local holder = v[k]
+					if held and held[ukey] ~= nil then
+						holder = held[ukey]
+					end
+					local dup
+					if holder and holder ~= id then
+						local until_ = uuntil_of and uuntil_of[holder]
+						if not until_ then
+							local h = spec(redis.call('HGET', K_INST, holder))
+							until_ = h and h[P_UUNTIL] or 0
+						end
+						if until_ > now then
+							dup = holder
+						end
+					end
+					if dup then
+						rej[jj] = {1, dup, 0}
+						nrej = nrej + 1
+					else
+						if held then
+							held[ukey] = id
+							uuntil_of[id] = tonumber(ARGV[q + 1])
+						end
+						utake, uzadd = utake or {}, uzadd or {}
+						utake[#utake + 1] = ukey
+						utake[#utake + 1] = id
+						uzadd[#uzadd + 1] = ARGV[q + 1]
+						uzadd[#uzadd + 1] = ukey
+					end
+				end
+				if firstof and not rej[jj] then
+					firstof[id] = jj
 				end
 			end
-			if firstof and not rej[j] then
-				firstof[id] = j
-			end
-			i = i + r.stride
 		end
+		i = i + stride * cnt
+		j = j + cnt
 	end
 end
 if utake then
@@ -156,19 +164,7 @@ if utake then
 	chunked('ZADD', K_UNIQX, uzadd)
 end
 
--- How many of each run are stored.
-local stored = 0
-for _, r in ipairs(runs) do
-	r.stored = r.count
-	if nrej > 0 then
-		for j = r.j, r.j + r.count - 1 do
-			if rej[j] then
-				r.stored = r.stored - 1
-			end
-		end
-	end
-	stored = stored + r.stored
-end
+local stored = n - nrej
 if stored == 0 then
 	local out = {0, 0}
 	for j = 1, n do
@@ -185,21 +181,18 @@ end
 local last = redis.call('HINCRBY', K_CTR, 'seq', stored)
 local first = last - stored + 1
 
--- The history entry: a run's IDs as the Go side packed them, or, for a
--- run with instances not stored, its stored ones packed here.
-local entry = {}
-for _, r in ipairs(runs) do
-	if r.stored == r.count then
-		entry[#entry + 1] = r.hist
-	elseif r.stored > 0 then
-		for j = r.j, r.j + r.count - 1 do
-			if not rej[j] then
-				entry[#entry + 1] = cmsgpack.pack(ARGV[I0 + j])
-			end
+-- The history entry.
+local entry = ARGV[8]
+if nrej > 0 then
+	local parts = {}
+	for j = 1, n do
+		if not rej[j] then
+			parts[#parts + 1] = cmsgpack.pack(ARGV[I0 + j])
 		end
 	end
+	entry = table.concat(parts)
 end
-local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry), now_ms)
+local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. entry, now_ms)
 local dash = string.find(eid, '-', 1, true)
 local ems, hdelta = string.sub(eid, 1, dash - 1), 0
 if ems ~= now_ms then
@@ -207,52 +200,69 @@ if ems ~= now_ms then
 end
 local tail_ = cmsgpack.pack(now, hdelta, tonumber(string.sub(eid, dash + 1)))
 
--- The bytes of Seq as cmsgpack packs it and as be(seq, 6) writes it,
--- but the last: the same for 256 Seqs in a row (cmsgpack's widths change
--- at 128 and at multiples of 256), so they are made once per 256.
-local LOWS = byte_strings()
+-- Kind buckets made here (only with instances not stored): per kind and
+-- second, the stored IDs in order.
+local rebuilt, rlist
+if nrej > 0 then
+	rebuilt, rlist = {}, {}
+end
 
+-- The bytes of Seq as cmsgpack packs it and as be(seq, 6) writes it,
+-- but the last, are the same for 256 Seqs in a row (cmsgpack's widths
+-- change at 128 and at multiples of 256): made once per 256.
+local LOWS = byte_strings()
 local specs, nspec = {}, 0
-local sched = {} -- scheduled set key -> score, member, ...
-local sched_keys = {}
-local buckets, blist = {}, {}
-local kinds, qcounts, lanes = {}, {}, {}
+local sched, sched_keys = {}, {} -- scheduled set key -> score, member, ...
+local lanes = {}
 local seq, phi, bhi = first - 1, nil, nil
-for _, r in ipairs(runs) do
-	if r.stored > 0 then
-		local kind, queue = r.kind, r.queue
-		local lk = lanes[kind]
-		if not lk then
-			lk = {}
-			lanes[kind] = lk
-		end
-		local lane = lk[r.labels]
-		if not lane then
-			lane = lane_of(kind, r.labels)
-			lk[r.labels] = lane
-		end
-		local back, nb, zs, nz, prio4
-		if r.due then
-			back = ready_back(queue, r.prio, lane)
-			nb = #back
-		else
-			local sk = sched_key(queue)
-			zs = sched[sk]
-			if not zs then
-				zs = {}
-				sched[sk] = zs
-				sched_keys[#sched_keys + 1] = sk
+do
+	local i, j = R0, 1
+	while j <= n do
+		local cl, cnt = classes[ARGV[i]], tonumber(ARGV[i + 1])
+		i = i + 2
+		if not cl.back and not cl.zs then
+			-- first use of the class: its lane and where its entries go
+			local lk = lanes[cl.kind]
+			if not lk then
+				lk = {}
+				lanes[cl.kind] = lk
 			end
-			nz = #zs
-			prio4 = be(r.prio + PRIO_BIAS, 4)
+			local lane = lk[cl.labels]
+			if not lane then
+				lane = lane_of(cl.kind, cl.labels)
+				lk[cl.labels] = lane
+			end
+			if cl.due then
+				cl.back = ready_back(cl.queue, tonumber(cl.prio), lane)
+			else
+				local sk = sched_key(cl.queue)
+				local zs = sched[sk]
+				if not zs then
+					zs = {}
+					sched[sk] = zs
+					sched_keys[#sched_keys + 1] = sk
+				end
+				cl.zs = zs
+				cl.prio4 = be(tonumber(cl.prio) + PRIO_BIAS, 4)
+			end
+			if rebuilt then
+				local bkey = PREFIX .. 'kb:' .. cl.kind .. ':' .. cl.sec
+				local b = rebuilt[bkey]
+				if not b then
+					b = {kind = cl.kind, sec = cl.sec, ids = {}}
+					rebuilt[bkey] = b
+					rlist[#rlist + 1] = bkey
+				end
+				cl.bucket = b.ids
+			end
 		end
-		local x, i, ids = r.x, r.i, nil
-		if r.stored < r.count then
-			ids = {}
-		end
-		for j = r.j, r.j + r.count - 1 do
-			if not rej[j] then
+		local back, zs, prio4, x, ids = cl.back, cl.zs, cl.prio4, cl.x, cl.bucket
+		local nb, nz = back and #back, zs and #zs
+		local stride, done = cl.stride, 0
+		for jj = j, j + cnt - 1 do
+			if not rej[jj] then
 				seq = seq + 1
+				done = done + 1
 				local lo = seq % 256
 				if lo == 0 or seq == 128 or not phi then
 					local p = cmsgpack.pack(seq)
@@ -260,7 +270,7 @@ for _, r in ipairs(runs) do
 					bhi = be(floor(seq / 256), 5)
 				end
 				local low = LOWS[lo]
-				local id = ARGV[I0 + j]
+				local id = ARGV[I0 + jj]
 				nspec = nspec + 2
 				specs[nspec - 1] = id
 				if x then
@@ -280,45 +290,53 @@ for _, r in ipairs(runs) do
 					ids[#ids + 1] = id
 				end
 			end
-			i = i + r.stride
+			i = i + stride
 		end
-		-- counts, bucket, wake-up
-		local qc = qcounts[queue]
-		if not qc then
-			qc = {}
-			qcounts[queue] = qc
-		end
-		qc[kind] = (qc[kind] or 0) + r.stored
-		kinds[kind] = (kinds[kind] or 0) + r.stored
-		local bkey = PREFIX .. 'kb:' .. kind .. ':' .. r.sec
-		local b = buckets[bkey]
-		if not b then
-			b = {kind = kind, sec = r.sec, parts = {}, count = 0}
-			buckets[bkey] = b
-			blist[#blist + 1] = bkey
-		end
-		if ids then
-			b.parts[#b.parts + 1] = idlist(ids)
-		else
-			b.parts[#b.parts + 1] = r.bucket
-		end
-		b.count = b.count + r.stored
-		wake(queue)
+		cl.stored = cl.stored + done
+		j = j + cnt
 	end
 end
 chunked('HSET', K_INST, specs)
 for _, sk in ipairs(sched_keys) do
 	chunked('ZADD', sk, sched[sk])
 end
-for _, bkey in ipairs(blist) do
-	local b = buckets[bkey]
-	local list = table.concat(b.parts)
-	-- Only a bucket this APPEND made is new to the kind's directory: prune
-	-- and delete drop a bucket and its directory entry together.
-	if redis.call('APPEND', bkey, list) == #list then
-		redis.call('ZADD', PREFIX .. 'kd:' .. b.kind, b.sec, b.sec)
+
+-- Buckets: only a bucket this APPEND made is new to the kind's directory
+-- (prune and delete drop a bucket and its directory entry together).
+local function bucket(kind, sec, list, count)
+	if redis.call('APPEND', PREFIX .. 'kb:' .. kind .. ':' .. sec, list) == #list then
+		redis.call('ZADD', PREFIX .. 'kd:' .. kind, sec, sec)
 	end
-	redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, b.sec, b.count)
+	redis.call('HINCRBY', PREFIX .. 'kn:' .. kind, sec, count)
+end
+if rebuilt then
+	for _, bkey in ipairs(rlist) do
+		local b = rebuilt[bkey]
+		if #b.ids > 0 then
+			bucket(b.kind, b.sec, idlist(b.ids), #b.ids)
+		end
+	end
+else
+	for b = 1, B do
+		local i = B0 + 4 * b - 3
+		bucket(ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 2])
+	end
+end
+
+-- The counts, the kinds set and the queues set, and the wake-ups.
+local kinds, qcounts = {}, {}
+for c = 1, C do
+	local cl = classes[num(c)]
+	if cl.stored > 0 then
+		kinds[cl.kind] = (kinds[cl.kind] or 0) + cl.stored
+		local qc = qcounts[cl.queue]
+		if not qc then
+			qc = {}
+			qcounts[cl.queue] = qc
+		end
+		qc[cl.kind] = (qc[cl.kind] or 0) + cl.stored
+		wake(cl.queue)
+	end
 end
 for k, c in pairs(kinds) do
 	-- The kinds set keeps every kind ever enqueued, so a kind already
@@ -327,10 +345,10 @@ for k, c in pairs(kinds) do
 		redis.call('SADD', K_KINDS, k)
 	end
 end
--- The counts, and the queues set: a count field of a queue exists only
--- once an enqueue to the queue added it to the set (nothing takes a queue
--- out of the set or a field out of cnt), so only a field this HINCRBY
--- made (or one back at zero) needs the SADD.
+-- A count field of a queue exists only once an enqueue to the queue
+-- added it to the set (nothing takes a queue out of the set or a field
+-- out of cnt), so only a field this HINCRBY made (or one back at zero)
+-- needs the SADD.
 for queue, qc in pairs(qcounts) do
 	local new = false
 	for kind, c in pairs(qc) do
