@@ -93,22 +93,26 @@ end
 if string.find(ARGV[5], 'k', 1, true) then
 	held, uuntil_of = {}, {}
 end
-local utake, uzadd
+local utake, uzadd, nu = {}, {}, 0
 do
 	local i, j = R0, 1
 	while j <= n do
 		local cl, cnt = classes[ARGV[i]], tonumber(ARGV[i + 1])
 		i = i + 2
-		local stride = cl.stride
-		if cl.u or firstof then
+		local stride, u = cl.stride, cl.u
+		if u or firstof then
 			local v
-			if cl.u then
+			if u then
 				local ukeys, k = {}, 0
 				for q = i + stride - 2, i + stride * cnt - 2, stride do
 					k = k + 1
 					ukeys[k] = ARGV[q]
 				end
-				v = hmget(K_UNIQ, ukeys)
+				if k <= 1000 then
+					v = redis.call('HMGET', K_UNIQ, unpack(ukeys))
+				else
+					v = hmget(K_UNIQ, ukeys)
+				end
 			end
 			for k = 1, cnt do
 				local jj = j + k - 1
@@ -117,7 +121,7 @@ do
 					rej[jj] = {4, id, firstof[id]}
 					nrej = nrej + 1
 				end
-				if cl.u and not rej[jj] then
+				if u and not rej[jj] then
 					local q = i + stride * k - 2
 					local ukey = ARGV[q]
 					local holder = v[k]
@@ -143,11 +147,9 @@ do
 							held[ukey] = id
 							uuntil_of[id] = tonumber(ARGV[q + 1])
 						end
-						utake, uzadd = utake or {}, uzadd or {}
-						utake[#utake + 1] = ukey
-						utake[#utake + 1] = id
-						uzadd[#uzadd + 1] = ARGV[q + 1]
-						uzadd[#uzadd + 1] = ukey
+						nu = nu + 2
+						utake[nu - 1], utake[nu] = ukey, id
+						uzadd[nu - 1], uzadd[nu] = ARGV[q + 1], ukey
 					end
 				end
 				if firstof and not rej[jj] then
@@ -159,7 +161,7 @@ do
 		j = j + cnt
 	end
 end
-if utake then
+if nu > 0 then
 	chunked('HSET', K_UNIQ, utake)
 	chunked('ZADD', K_UNIQX, uzadd)
 end
