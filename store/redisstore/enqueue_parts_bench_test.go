@@ -45,35 +45,22 @@ var enqueueParts = []enqueuePart{
 	{name: "full_library_of_enqueue_alone", alone: true},
 	{name: "no_publish", edits: []partEdit{{"redis.call('PUBLISH', PREFIX .. 'w:' .. queue, '1')", "", 1}}},
 	{name: "no_history_xadd", edits: []partEdit{{
-		"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry), now_ms)",
+		"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. entry, now_ms)",
 		"local eid = now_ms .. '-0'", 1}}},
 	{name: "no_kind_buckets", edits: []partEdit{
-		{"if redis.call('APPEND', bkey, list) == #list then", "if false then", 1},
-		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, b.sec, #b.ids)", "", 1}}},
-	{name: "no_kind_count", edits: []partEdit{{"if redis.call('HINCRBY', K_CTR, kind_count(k), n) == n then", "if false then", 1}}},
-	{name: "no_state_counts", edits: []partEdit{{"if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), n) == n then", "if true then", 1}}},
+		{"if redis.call('APPEND', PREFIX .. 'kb:' .. kind .. ':' .. sec, list) == #list then", "if false then", 1},
+		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. kind, sec, count)", "", 1}}},
+	{name: "no_kind_count", edits: []partEdit{{"if redis.call('HINCRBY', K_CTR, kind_count(k), c) == c then", "if false then", 1}}},
+	{name: "no_state_counts", edits: []partEdit{{"if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), c) == c then", "if true then", 1}}},
 	{name: "no_queues_sadd", edits: []partEdit{{"if new then\n\t\tredis.call('SADD', K_QUEUES, queue)", "if new then", 1}}},
 	{name: "no_lane_index", edits: []partEdit{
 		{"redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)", "", 1},
 		{"redis.call('HSETNX', heads_key(p.queue), p.member, string.sub(p.back[1], 1, 13))", "", 1}}},
 	{name: "no_ready_push", edits: []partEdit{{"local len = chunked('RPUSH', key, p.back)", "local len = #p.back", 1}}},
-	{name: "no_lookup_hmget", edits: []partEdit{{"local old = hmget(K_INST, ids)", "local old = {}", 1}}},
-	{name: "no_seq_hincrby", edits: []partEdit{{"local last = redis.call('HINCRBY', K_CTR, 'seq', #stored)", "local last = #stored", 1}}},
+	{name: "no_lookup_hmget", edits: []partEdit{{"local v = redis.call('HMGET', K_INST, unpack(ARGV, I0 + a, I0 + b))", "local v = {}", 1}}},
+	{name: "no_seq_hincrby", edits: []partEdit{{"local last = redis.call('HINCRBY', K_CTR, 'seq', stored)", "local last = stored", 1}}},
 	{name: "no_inst_hset", edits: []partEdit{{"chunked('HSET', K_INST, specs)", "", 1}}},
-	{name: "no_redis_calls", edits: []partEdit{
-		{"redis.call('PUBLISH', PREFIX .. 'w:' .. queue, '1')", "", 1},
-		{"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry), now_ms)", "local eid = now_ms .. '-0'", 1},
-		{"if redis.call('APPEND', bkey, list) == #list then", "if false then", 1},
-		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, b.sec, #b.ids)", "", 1},
-		{"if redis.call('HINCRBY', K_CTR, kind_count(k), n) == n then", "if false then", 1},
-		{"if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), n) == n then", "if false then", 1},
-		{"redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)", "", 1},
-		{"redis.call('HSETNX', heads_key(p.queue), p.member, string.sub(p.back[1], 1, 13))", "", 1},
-		{"local len = chunked('RPUSH', key, p.back)", "local len = #p.back", 1},
-		{"local old = hmget(K_INST, ids)", "local old = {}", 1},
-		{"local last = redis.call('HINCRBY', K_CTR, 'seq', #stored)", "local last = #stored", 1},
-		{"chunked('HSET', K_INST, specs)", "", 1},
-	}},
+	{name: "no_redis_calls", edits: noRedisCalls()},
 	{name: "bare", edits: []partEdit{{"local now, node = tonumber(ARGV[2]), ARGV[3]\n", "do return {} end\n", 1}}},
 }
 
@@ -137,7 +124,6 @@ func BenchmarkEnqueueParts(b *testing.B) {
 		prefix    string
 		usec, cpu []float64
 		instr     []float64
-		n12       bool
 	}
 	var vs []*variant
 	stamp := time.Now().UnixNano()
@@ -157,8 +143,7 @@ func BenchmarkEnqueueParts(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		vs = append(vs, &variant{p: p, src: src, fn: fn, keys: keys.Script, prefix: keys.Prefix,
-			n12: strings.Contains(src, "\nlocal N = 12\n")})
+		vs = append(vs, &variant{p: p, src: src, fn: fn, keys: keys.Script, prefix: keys.Prefix})
 	}
 	perRound := 2000
 	if n, err := strconv.Atoi(os.Getenv("JOBKIT_PARTS_CALLS")); err == nil && n > 0 {
@@ -175,16 +160,13 @@ func BenchmarkEnqueueParts(b *testing.B) {
 			in.UniqueKey = "u" + strconv.Itoa(seq)
 			in.UniqueUntil = now.Add(time.Hour)
 		}
-		us := func(t time.Time) string {
-			if t.IsZero() {
-				return "0"
-			}
-			return strconv.FormatInt(t.UnixMicro(), 10)
+		a, _, err := redisscript.EnqueueArgs(&store.EnqueueParams{Instances: []*store.Instance{in}, Node: "bench-node", Now: now})
+		if err != nil {
+			b.Fatal(err)
 		}
-		args := []any{v.prefix, us(now), "bench-node", redisscript.EncodeID(in.ID), redisscript.EncodeSpec(in), in.Kind, in.Queue,
-			"0", us(in.RunAt), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt), "", "", "", be7(in.RunAt.UnixMicro())}
-		if v.n12 {
-			args = args[:len(args)-1] // a script of 12 values per instance (before 88cc5b4)
+		args := append(make([]any, 0, len(a)+1), v.prefix)
+		for _, x := range a {
+			args = append(args, x)
 		}
 		if err := c.FCall(ctx, v.fn, v.keys, args...).Err(); err != nil {
 			b.Fatalf("%s: %v", v.p.name, err)
@@ -244,17 +226,6 @@ func BenchmarkEnqueueParts(b *testing.B) {
 			b.ReportMetric(median(v.cpu), "server-cpu-µs/call")
 		})
 	}
-}
-
-// be7 is the enqueue function's RunAt of a due instance: 7 big-endian
-// bytes.
-func be7(us int64) string {
-	var b [7]byte
-	for i := 6; i >= 0; i-- {
-		b[i] = byte(us)
-		us >>= 8
-	}
-	return string(b[:])
 }
 
 // callgrindDump has the callgrind of spec ("PID:output file") dump its

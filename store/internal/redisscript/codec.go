@@ -319,10 +319,20 @@ func encodeFullSpec(in *store.Instance, enq time.Time) string {
 	p.time(enq)
 	p.int(0)
 	p.int(-1)
-	l, md, sh := laneLabels(in.Labels), encodeMetadata(in.Metadata), encodeShard(in)
-	if l != "" || md != "" || sh != "" {
-		p.str(l)
+	rec := p.record()
+	return rec + specTail(laneLabels(in.Labels), encodeMetadata(in.Metadata), encodeShard(in))
+}
+
+// specTail returns the values a spec ends with after P_HSEQ for labels l
+// (as laneLabels gives them), metadata md (encodeMetadata) and shard
+// fields sh (encodeShard): P_LABELS when any of the three is set, P_META
+// when md or sh is, P_SHARD when sh is; "" for none.
+func specTail(l, md, sh string) string {
+	if l == "" && md == "" && sh == "" {
+		return ""
 	}
+	p := getPacker()
+	p.str(l)
 	if md != "" || sh != "" {
 		p.str(md)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -132,25 +133,173 @@ func asString(v any) string {
 	return ""
 }
 
+// EnqueueArgs returns the arguments of the enqueue script for p after
+// the namespace prefix (lua/enqueue.lua's ARGV from [2]) and the encoded
+// IDs of p's instances, or the validation error of the first invalid
+// instance. Core.Enqueue sends them; benchmarks that call the script
+// directly build them here too.
+//
+// What many instances share is sent once: their class (kind, queue,
+// priority, labels, the second of CreatedAt, whether due, which optional
+// values they carry), made here with the history entry's part for all
+// of them and each kind bucket's part. Redis, whose one thread every
+// enqueue shares, is left per instance with its record, its ready-list
+// or scheduled entry and its share of a few variadic calls.
+func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
+	n := len(p.Instances)
+	now := Micros(p.Now)
+	ids = make([]string, n)
+	var idSeen, keySeen map[string]struct{}
+	flags := ""
+	for i, in := range p.Instances {
+		if err := in.Validate(); err != nil {
+			return nil, nil, err
+		}
+		ids[i] = EncodeID(in.ID)
+		if n > 1 && !strings.Contains(flags, "r") {
+			if idSeen == nil {
+				idSeen = make(map[string]struct{}, n)
+			}
+			if _, ok := idSeen[ids[i]]; ok {
+				flags += "r"
+			}
+			idSeen[ids[i]] = struct{}{}
+		}
+		if in.UniqueKey != "" && !strings.Contains(flags, "k") {
+			if keySeen == nil {
+				keySeen = map[string]struct{}{}
+			}
+			if _, ok := keySeen[in.UniqueKey]; ok {
+				flags += "k"
+			}
+			keySeen[in.UniqueKey] = struct{}{}
+		}
+	}
+	type bucket struct {
+		kind, sec string
+		count     int
+		part      []byte
+	}
+	var (
+		hist       []byte
+		classes    []enqueueClass
+		classNum   = map[enqueueClass]string{}
+		buckets    []*bucket
+		bucketOf   = map[[2]string]*bucket{}
+		runs       = make([]string, 0, 3*n+2)
+		runClass   = ""
+		runCount   = 0
+		runAt      = -1 // where the current run's count goes in runs
+		lastLabels []string
+		lastLane   string
+	)
+	for i, in := range p.Instances {
+		runat := Micros(in.RunAt)
+		lane := lastLane
+		if i == 0 || !slices.Equal(in.Labels, lastLabels) {
+			lane, lastLabels = laneLabels(in.Labels), in.Labels
+			lastLane = lane
+		}
+		tail := specTail(lane, encodeMetadata(in.Metadata), encodeShard(in))
+		cl := enqueueClass{kind: in.Kind, queue: in.Queue, prio: in.Priority, labels: lane,
+			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= now, x: tail != "", u: in.UniqueKey != ""}
+		num, ok := classNum[cl]
+		if !ok {
+			classes = append(classes, cl)
+			num = itoa(len(classes))
+			classNum[cl] = num
+		}
+		if num != runClass || runAt < 0 {
+			if runAt >= 0 {
+				runs[runAt] = itoa(runCount)
+			}
+			runs = append(runs, num, "")
+			runClass, runCount, runAt = num, 0, len(runs)-1
+		}
+		runCount++
+		id := ids[i]
+		hist = appendMsgpackStr(hist, id)
+		bk := [2]string{in.Kind, strconv.FormatInt(cl.sec, 10)}
+		b := bucketOf[bk]
+		if b == nil {
+			b = &bucket{kind: bk[0], sec: bk[1]}
+			bucketOf[bk] = b
+			buckets = append(buckets, b)
+		}
+		b.count++
+		b.part = append(b.part, byte(len(id)>>8), byte(len(id)))
+		b.part = append(b.part, id...)
+		place := strconv.FormatInt(runat, 10)
+		if cl.due {
+			place = be7(runat)
+		}
+		runs = append(runs, EncodeSpec(in), place)
+		if cl.x {
+			runs = append(runs, tail)
+		}
+		if cl.u {
+			runs = append(runs, in.UniqueKey, us(in.UniqueUntil))
+		}
+	}
+	if runAt >= 0 {
+		runs[runAt] = itoa(runCount)
+	}
+	args = make([]string, 0, 7+n+6*len(classes)+4*len(buckets)+len(runs))
+	args = append(args, strconv.FormatInt(now, 10), p.Node, itoa(n), flags, itoa(len(classes)), itoa(len(buckets)), string(hist))
+	args = append(args, ids...)
+	for _, cl := range classes {
+		f := 0
+		if cl.due {
+			f |= 1
+		}
+		if cl.x {
+			f |= 2
+		}
+		if cl.u {
+			f |= 4
+		}
+		args = append(args, cl.kind, cl.queue, itoa(cl.prio), cl.labels, strconv.FormatInt(cl.sec, 10), string(rune('0'+f)))
+	}
+	for _, b := range buckets {
+		args = append(args, b.kind, b.sec, itoa(b.count), string(b.part))
+	}
+	args = append(args, runs...)
+	return args, ids, nil
+}
+
+// enqueueClass is what the instances of one class of lua/enqueue.lua's
+// arguments share.
+type enqueueClass struct {
+	kind, queue, labels string
+	prio                int
+	sec                 int64 // the second of CreatedAt
+	due, x, u           bool
+}
+
+// appendMsgpackStr appends s as cmsgpack.pack(s) does in Redis's Lua: a
+// MessagePack str of the smallest width.
+func appendMsgpackStr(b []byte, s string) []byte {
+	switch n := len(s); {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n <= 0xff:
+		b = append(b, 0xd9, byte(n))
+	case n <= 0xffff:
+		b = append(b, 0xda, byte(n>>8), byte(n))
+	default:
+		b = append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, s...)
+}
+
 // Enqueue implements store.Queue.
 func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
 	}
-	args := make([]string, 0, 2+13*len(p.Instances))
-	now := Micros(p.Now)
-	args = append(args, strconv.FormatInt(now, 10), p.Node)
-	for _, in := range p.Instances {
-		if err := in.Validate(); err != nil {
-			return nil, err
-		}
-		runat, due := Micros(in.RunAt), ""
-		if runat <= now {
-			due = be7(runat)
-		}
-		args = append(args, EncodeID(in.ID), EncodeSpec(in), in.Kind, in.Queue, itoa(in.Priority),
-			strconv.FormatInt(runat, 10), in.UniqueKey, us(in.UniqueUntil), us(in.CreatedAt), laneLabels(in.Labels),
-			encodeMetadata(in.Metadata), encodeShard(in), due)
+	args, ids, err := EnqueueArgs(p)
+	if err != nil {
+		return nil, err
 	}
 	if len(p.Instances) == 0 {
 		return []store.EnqueueResult{}, nil
@@ -159,31 +308,49 @@ func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.Enq
 	if err != nil {
 		return nil, err
 	}
-	rows := asArray(v)
-	if len(rows) != len(p.Instances) {
-		return nil, fmt.Errorf("%s: enqueue: %d replies for %d instances", c.name, len(rows), len(p.Instances))
+	return c.enqueueResults(p, ids, asArray(v))
+}
+
+// enqueueResults decodes lua/enqueue.lua's reply a: the stored count, the
+// first Seq, then code, place, ID and Seq of each instance not stored.
+func (c *Core) enqueueResults(p *store.EnqueueParams, ids []string, a []any) ([]store.EnqueueResult, error) {
+	n := len(p.Instances)
+	if len(a) < 2 || (len(a)-2)%4 != 0 || int(asInt(a[0]))+(len(a)-2)/4 != n {
+		return nil, fmt.Errorf("%s: enqueue: malformed reply for %d instances: %v", c.name, n, a)
 	}
-	out := make([]store.EnqueueResult, len(rows))
-	for i, row := range rows {
-		f := asArray(row)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("%s: enqueue: malformed reply %v", c.name, row)
+	out := make([]store.EnqueueResult, n)
+	done := make([]bool, n)
+	for k := 2; k < len(a); k += 4 {
+		j := int(asInt(a[k+1])) - 1
+		if j < 0 || j >= n || done[j] {
+			return nil, fmt.Errorf("%s: enqueue: malformed reply for %d instances: %v", c.name, n, a)
 		}
-		in := p.Instances[i]
-		id, err := DecodeID(asString(f[1]))
+		done[j] = true
+		in := p.Instances[j]
+		id, err := DecodeID(asString(a[k+2]))
 		if err != nil {
 			return nil, fmt.Errorf("%s: enqueue: %w", c.name, err)
 		}
-		switch asInt(f[0]) {
-		case 0:
-			out[i] = store.EnqueueResult{ID: id, Seq: uint64(asInt(f[2]))}
+		switch asInt(a[k]) {
 		case 2:
-			out[i] = store.EnqueueResult{ID: id, Seq: uint64(asInt(f[2])), Existed: true}
+			out[j] = store.EnqueueResult{ID: id, Seq: uint64(asInt(a[k+3])), Existed: true}
 		case 1:
-			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by instance %s", store.ErrDuplicate, in.ID, in.UniqueKey, id)}
+			out[j] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by instance %s", store.ErrDuplicate, in.ID, in.UniqueKey, id)}
 		default:
-			out[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: the record stored under this ID cannot be decoded", store.ErrCorrupt, id)}
+			out[j] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: the record stored under this ID cannot be decoded", store.ErrCorrupt, id)}
 		}
+	}
+	seq := uint64(asInt(a[1]))
+	for j := range out {
+		if done[j] {
+			continue
+		}
+		id, err := DecodeID(ids[j])
+		if err != nil {
+			return nil, fmt.Errorf("%s: enqueue: %w", c.name, err)
+		}
+		out[j] = store.EnqueueResult{ID: id, Seq: seq}
+		seq++
 	}
 	return out, nil
 }

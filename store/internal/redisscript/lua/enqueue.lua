@@ -1,93 +1,200 @@
 -- enqueue: store new instances in state Scheduled.
 -- KEYS: the namespace keys (lib.lua).
--- ARGV: [1] prefix, [2] now (us), [3] node, then per instance thirteen
---       values: ID, spec (its first ten values, see lib.lua), kind, queue,
---       priority, RunAt (us), unique key, UniqueUntil (us), CreatedAt (us),
---       required labels (as P_LABELS holds them; '' for none), metadata (as
---       P_META holds it; '' for none), shard (as P_SHARD holds it; '' for
---       none), and RunAt as be(RunAt, 7) when RunAt <= now ('' when not:
---       the Go side tells a due instance, so the script converts no time
---       to or from text for it).
--- Returns one {code, id, seq} per instance: code 0 stored (seq assigned),
--- 1 duplicate unique key (id is the holder's), 2 an instance with this ID
--- exists already (seq is its Seq; nothing changes, so a retried Enqueue is
--- idempotent), 3 the existing record under this ID is corrupt.
+-- ARGV: (made by core.go's EnqueueArgs)
+--   [1] prefix, [2] now (us), [3] node, [4] n, the number of instances,
+--   [5] flags of the call: 'r' when an ID occurs more than once among the
+--       instances, 'k' when a unique key does ('' for neither),
+--   [6] C, the number of classes, [7] B, the number of kind buckets,
+--   [8] the history entry's part for all n instances (each ID as
+--       cmsgpack packs it, in order),
+--   then the n IDs, in order,
+--   then C classes of six values: kind, queue, priority, labels (as
+--       P_LABELS holds them; '' for none), the second of CreatedAt
+--       (decimal), and a digit of flags: 1 due at now, 2 each instance
+--       carries a spec tail, 4 each carries a unique key,
+--   then B buckets of four values: kind, second, the number of the
+--       instances in it, its part (each ID behind its length in 2
+--       bytes, in order),
+--   then runs of consecutive instances of one class: the class's number
+--       (1 to C, decimal), the number of instances, then per instance its
+--       spec (the ten values the Go side writes, see lib.lua), its RunAt
+--       (be(RunAt, 7) when due, else decimal), with flag 2 the spec's
+--       tail (P_LABELS, P_META, P_SHARD as the spec keeps them), with
+--       flag 4 its unique key and UniqueUntil (us).
+-- What is the same for many instances is sent and worked out once; per
+-- instance the script builds its record and its ready-list or scheduled
+-- entry, and adds them to a few variadic calls. The history entry's and
+-- the buckets' parts are the Go side's when every instance is stored, and
+-- made here from the stored ones when not.
+-- Returns {stored, first seq, then code, j, id, seq per instance not
+-- stored}: the instances stored have Seqs first, first + 1, ... in their
+-- order; j is an instance's place (1-based), code 1 duplicate unique key
+-- (id is the holder's), 2 an instance with this ID exists already (seq is
+-- its Seq; nothing changes, so a retried Enqueue is idempotent), 3 the
+-- existing record under this ID is corrupt.
 -- The stored instances share one history entry (value: cmsgpack 'e', now,
 -- node, then their IDs), which stands for a Created and a Scheduled record
 -- of each; their spec starts with Seq and ends with now and that entry's
--- ID. Each is
--- added to its kind's bucket of its CreatedAt second (and counted in its
--- kind's ctr field) and to its queue, and the queue's channel gets a
--- PUBLISH.
+-- ID. Each is added to its kind's bucket of its CreatedAt second (and
+-- counted in its kind's ctr field) and to its queue, and the queue's
+-- channel gets a PUBLISH.
 local now, node = tonumber(ARGV[2]), ARGV[3]
-local N = 13
 -- Times stay the Go side's decimal text where only their text is needed
--- (the ms of the history entry's ID, the second of a kind bucket):
--- converting a number to text costs more than most of what follows.
+-- (the ms of the history entry's ID): converting a number to text costs
+-- more than most of what follows.
 local now_ms = div_pow10(ARGV[2], 3)
+local n, C, B = tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local I0 = 8 -- ARGV[I0 + j] is instance j's ID
+local C0 = I0 + n -- class c's values start at ARGV[C0 + 6c - 5]
+local B0 = C0 + 6 * C -- bucket b's at ARGV[B0 + 4b - 3]
+local R0 = B0 + 4 * B + 1 -- the first run
 
-local ids = argv_ids(4, N)
-local old = hmget(K_INST, ids)
-
-local out, stored, mine, dups = {}, {}, {}, {}
-for j = 1, #ids do
-	local i = 4 + (j - 1) * N
-	local id, ukey, uuntil = ARGV[i], ARGV[i + 6], 0
-	if ukey ~= '' then
-		uuntil = tonumber(ARGV[i + 7])
-	end
-	if old[j] then
-		local o = spec(old[j])
-		if o then
-			out[j] = {2, id, o[P_SEQ]}
-		else
-			out[j] = {3, id, 0}
-		end
-	elseif mine[id] then
-		dups[#dups + 1] = {j, mine[id]} -- the same ID twice in one batch
-	else
-		local dup
-		if ukey ~= '' then
-			local holder = redis.call('HGET', K_UNIQ, ukey)
-			if holder and holder ~= id then
-				local until_
-				if mine[holder] then
-					until_ = mine[holder].uuntil
-				else
-					local h = spec(redis.call('HGET', K_INST, holder))
-					until_ = h and h[P_UUNTIL] or 0
-				end
-				if until_ > now then
-					dup = holder
-				end
+-- rej[j] = {code, id, seq} for an instance not stored (code 4: a later
+-- occurrence of an ID stored by this call; seq is the first's place).
+local rej, nrej = {}, 0
+for a = 1, n, 1000 do
+	local b = math.min(a + 999, n)
+	local v = redis.call('HMGET', K_INST, unpack(ARGV, I0 + a, I0 + b))
+	for k = 1, b - a + 1 do
+		if v[k] then
+			local j = a + k - 1
+			local o = spec(v[k])
+			if o then
+				rej[j] = {2, ARGV[I0 + j], o[P_SEQ]}
+			else
+				rej[j] = {3, ARGV[I0 + j], 0}
 			end
-			if not dup then
-				redis.call('HSET', K_UNIQ, ukey, id)
-				redis.call('ZADD', K_UNIQX, uuntil, ukey)
-			end
-		end
-		if dup then
-			out[j] = {1, dup, 0}
-		else
-			local e = {id = id, i = i, j = j, uuntil = uuntil}
-			mine[id] = e
-			stored[#stored + 1] = e
-			out[j] = e
+			nrej = nrej + 1
 		end
 	end
 end
-if #stored == 0 then
+
+-- The classes, by their number as the runs give it.
+local classes = {}
+for c = 1, C do
+	local i = C0 + 6 * c - 5
+	local f = byte(ARGV[i + 5]) - 48
+	local cl = {kind = ARGV[i], queue = ARGV[i + 1], prio = ARGV[i + 2], labels = ARGV[i + 3], sec = ARGV[i + 4],
+		due = f % 2 == 1, x = f % 4 >= 2, u = f >= 4, stored = 0}
+	cl.stride = 2 + (cl.x and 1 or 0) + (cl.u and 2 or 0)
+	classes[num(c)] = cl
+end
+
+-- Unique keys (only for runs of a class with flag 4) and repeated IDs
+-- (only when the Go side saw some): one HMGET of the keys of a run, the
+-- decisions in order, one HSET and one ZADD of the keys taken. With 'k'
+-- a key taken earlier in the call counts; with 'r' a later occurrence of
+-- an ID stored by this call is reported as existing, with the Seq the
+-- first got, and a later occurrence of one not stored is tried again.
+local firstof, held, uuntil_of
+if string.find(ARGV[5], 'r', 1, true) then
+	firstof = {}
+end
+if string.find(ARGV[5], 'k', 1, true) then
+	held, uuntil_of = {}, {}
+end
+local utake, uzadd, nu = {}, {}, 0
+do
+	local i, j = R0, 1
+	while j <= n do
+		local cl, cnt = classes[ARGV[i]], tonumber(ARGV[i + 1])
+		i = i + 2
+		local stride, u = cl.stride, cl.u
+		if u or firstof then
+			local v
+			if u then
+				local ukeys, k = {}, 0
+				for q = i + stride - 2, i + stride * cnt - 2, stride do
+					k = k + 1
+					ukeys[k] = ARGV[q]
+				end
+				if k <= 1000 then
+					v = redis.call('HMGET', K_UNIQ, unpack(ukeys))
+				else
+					v = hmget(K_UNIQ, ukeys)
+				end
+			end
+			for k = 1, cnt do
+				local jj = j + k - 1
+				local id = ARGV[I0 + jj]
+				if firstof and not rej[jj] and firstof[id] then
+					rej[jj] = {4, id, firstof[id]}
+					nrej = nrej + 1
+				end
+				if u and not rej[jj] then
+					local q = i + stride * k - 2
+					local ukey = ARGV[q]
+					local holder = v[k]
+					if held and held[ukey] ~= nil then
+						holder = held[ukey]
+					end
+					local dup
+					if holder and holder ~= id then
+						local until_ = uuntil_of and uuntil_of[holder]
+						if not until_ then
+							local h = spec(redis.call('HGET', K_INST, holder))
+							until_ = h and h[P_UUNTIL] or 0
+						end
+						if until_ > now then
+							dup = holder
+						end
+					end
+					if dup then
+						rej[jj] = {1, dup, 0}
+						nrej = nrej + 1
+					else
+						if held then
+							held[ukey] = id
+							uuntil_of[id] = tonumber(ARGV[q + 1])
+						end
+						nu = nu + 2
+						utake[nu - 1], utake[nu] = ukey, id
+						uzadd[nu - 1], uzadd[nu] = ARGV[q + 1], ukey
+					end
+				end
+				if firstof and not rej[jj] then
+					firstof[id] = jj
+				end
+			end
+		end
+		i = i + stride * cnt
+		j = j + cnt
+	end
+end
+if nu > 0 then
+	chunked('HSET', K_UNIQ, utake)
+	chunked('ZADD', K_UNIQX, uzadd)
+end
+
+local stored = n - nrej
+if stored == 0 then
+	local out = {0, 0}
+	for j = 1, n do
+		local x = rej[j] -- code 4 needs a stored instance: not here
+		out[#out + 1] = x[1]
+		out[#out + 1] = j
+		out[#out + 1] = x[2]
+		out[#out + 1] = x[3]
+	end
 	return out
 end
 
--- Seq: one counter step for the batch.
-local last = redis.call('HINCRBY', K_CTR, 'seq', #stored)
-local entry = {}
-for k, e in ipairs(stored) do
-	e.seq = last - #stored + k
-	entry[k] = cmsgpack.pack(e.id)
+-- Seq: one counter step for the call.
+local last = redis.call('HINCRBY', K_CTR, 'seq', stored)
+local first = last - stored + 1
+
+-- The history entry.
+local entry = ARGV[8]
+if nrej > 0 then
+	local parts = {}
+	for j = 1, n do
+		if not rej[j] then
+			parts[#parts + 1] = cmsgpack.pack(ARGV[I0 + j])
+		end
+	end
+	entry = table.concat(parts)
 end
-local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. table.concat(entry), now_ms)
+local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. entry, now_ms)
 local dash = string.find(eid, '-', 1, true)
 local ems, hdelta = string.sub(eid, 1, dash - 1), 0
 if ems ~= now_ms then
@@ -95,94 +202,159 @@ if ems ~= now_ms then
 end
 local tail_ = cmsgpack.pack(now, hdelta, tonumber(string.sub(eid, dash + 1)))
 
-local specs, kinds, buckets, blist = {}, {}, {}, {}
--- Per-instance work is kept to what differs between instances: the
--- bucket of a (kind, second), the lane of a (kind, labels) and the count
--- of a (queue, kind) are looked up in tables, not built again as strings.
-local bykind, lanes, qcounts = {}, {}, {}
-for _, e in ipairs(stored) do
-	local i = e.i
-	local id, kind, queue = e.id, ARGV[i + 2], ARGV[i + 3]
-	local prio, runat7 = tonumber(ARGV[i + 4]), ARGV[i + 12]
-	specs[#specs + 1] = id
-	local labels, meta, shard = ARGV[i + 9], ARGV[i + 10], ARGV[i + 11]
-	local lspec = ''
-	if labels ~= '' or meta ~= '' or shard ~= '' then
-		lspec = cmsgpack.pack(labels)
-	end
-	if meta ~= '' or shard ~= '' then
-		lspec = lspec .. cmsgpack.pack(meta)
-	end
-	if shard ~= '' then
-		lspec = lspec .. cmsgpack.pack(shard)
-	end
-	specs[#specs + 1] = cmsgpack.pack(e.seq) .. ARGV[i + 1] .. tail_ .. lspec
-	local qc = qcounts[queue]
-	if not qc then
-		qc = {}
-		qcounts[queue] = qc
-	end
-	qc[kind] = (qc[kind] or 0) + 1
-	local sec = div_pow10(ARGV[i + 8], 6) or num(math.floor(tonumber(ARGV[i + 8]) / 1000000))
-	local kb = bykind[kind]
-	if not kb then
-		kb, kinds[kind] = {}, 0
-		bykind[kind] = kb
-		lanes[kind] = {}
-	end
-	kinds[kind] = kinds[kind] + 1
-	local b = kb[sec]
-	if not b then
-		local bkey = PREFIX .. 'kb:' .. kind .. ':' .. sec
-		b = {kind = kind, sec = sec, ids = {}}
-		kb[sec] = b
-		buckets[bkey] = b
-		blist[#blist + 1] = bkey
-	end
-	b.ids[#b.ids + 1] = id
-	local lane = lanes[kind][labels]
-	if not lane then
-		lane = lane_of(kind, labels)
-		lanes[kind][labels] = lane
-	end
-	-- place, with the due check made by the Go side
-	if runat7 ~= '' then
-		push_ready(id, queue, prio, false, nil, e.seq, lane, runat7)
-	else
-		redis.call('ZADD', sched_key(queue), ARGV[i + 5], sched_member(id, e.seq, prio))
-	end
-	wake(queue)
-	out[e.j] = {0, id, e.seq}
+-- Kind buckets made here (only with instances not stored): per kind and
+-- second, the stored IDs in order.
+local rebuilt, rlist
+if nrej > 0 then
+	rebuilt, rlist = {}, {}
 end
-for _, d in ipairs(dups) do
-	out[d[1]] = {2, d[2].id, d[2].seq}
+
+-- The bytes of Seq as cmsgpack packs it and as be(seq, 6) writes it,
+-- but the last, are the same for 256 Seqs in a row (cmsgpack's widths
+-- change at 128 and at multiples of 256): made once per 256.
+local LOWS = byte_strings()
+local specs, nspec = {}, 0
+local sched, sched_keys = {}, {} -- scheduled set key -> score, member, ...
+local lanes = {}
+local seq, phi, bhi = first - 1, nil, nil
+do
+	local i, j = R0, 1
+	while j <= n do
+		local cl, cnt = classes[ARGV[i]], tonumber(ARGV[i + 1])
+		i = i + 2
+		if not cl.back and not cl.zs then
+			-- first use of the class: its lane and where its entries go
+			local lk = lanes[cl.kind]
+			if not lk then
+				lk = {}
+				lanes[cl.kind] = lk
+			end
+			local lane = lk[cl.labels]
+			if not lane then
+				lane = lane_of(cl.kind, cl.labels)
+				lk[cl.labels] = lane
+			end
+			if cl.due then
+				cl.back = ready_back(cl.queue, tonumber(cl.prio), lane)
+			else
+				local sk = sched_key(cl.queue)
+				local zs = sched[sk]
+				if not zs then
+					zs = {}
+					sched[sk] = zs
+					sched_keys[#sched_keys + 1] = sk
+				end
+				cl.zs = zs
+				cl.prio4 = be(tonumber(cl.prio) + PRIO_BIAS, 4)
+			end
+			if rebuilt then
+				local bkey = PREFIX .. 'kb:' .. cl.kind .. ':' .. cl.sec
+				local b = rebuilt[bkey]
+				if not b then
+					b = {kind = cl.kind, sec = cl.sec, ids = {}}
+					rebuilt[bkey] = b
+					rlist[#rlist + 1] = bkey
+				end
+				cl.bucket = b.ids
+			end
+		end
+		local back, zs, prio4, x, ids = cl.back, cl.zs, cl.prio4, cl.x, cl.bucket
+		local nb, nz = back and #back, zs and #zs
+		local stride, done = cl.stride, 0
+		for jj = j, j + cnt - 1 do
+			if not rej[jj] then
+				seq = seq + 1
+				done = done + 1
+				local lo = seq % 256
+				if lo == 0 or seq == 128 or not phi then
+					local p = cmsgpack.pack(seq)
+					phi = string.sub(p, 1, #p - 1)
+					bhi = be(floor(seq / 256), 5)
+				end
+				local low = LOWS[lo]
+				local id = ARGV[I0 + jj]
+				nspec = nspec + 2
+				specs[nspec - 1] = id
+				if x then
+					specs[nspec] = phi .. low .. ARGV[i] .. tail_ .. ARGV[i + 2]
+				else
+					specs[nspec] = phi .. low .. ARGV[i] .. tail_
+				end
+				if back then
+					nb = nb + 1
+					back[nb] = ARGV[i + 1] .. bhi .. low .. id
+				else
+					zs[nz + 1] = ARGV[i + 1]
+					zs[nz + 2] = bhi .. low .. prio4 .. id
+					nz = nz + 2
+				end
+				if ids then
+					ids[#ids + 1] = id
+				end
+			end
+			i = i + stride
+		end
+		cl.stored = cl.stored + done
+		j = j + cnt
+	end
 end
 chunked('HSET', K_INST, specs)
-for _, bkey in ipairs(blist) do
-	local b = buckets[bkey]
-	local list = idlist(b.ids)
-	-- Only a bucket this APPEND made is new to the kind's directory: prune
-	-- and delete drop a bucket and its directory entry together.
-	if redis.call('APPEND', bkey, list) == #list then
-		redis.call('ZADD', PREFIX .. 'kd:' .. b.kind, b.sec, b.sec)
-	end
-	redis.call('HINCRBY', PREFIX .. 'kn:' .. b.kind, b.sec, #b.ids)
+for _, sk in ipairs(sched_keys) do
+	chunked('ZADD', sk, sched[sk])
 end
-for k, n in pairs(kinds) do
+
+-- Buckets: only a bucket this APPEND made is new to the kind's directory
+-- (prune and delete drop a bucket and its directory entry together).
+local function bucket(kind, sec, list, count)
+	if redis.call('APPEND', PREFIX .. 'kb:' .. kind .. ':' .. sec, list) == #list then
+		redis.call('ZADD', PREFIX .. 'kd:' .. kind, sec, sec)
+	end
+	redis.call('HINCRBY', PREFIX .. 'kn:' .. kind, sec, count)
+end
+if rebuilt then
+	for _, bkey in ipairs(rlist) do
+		local b = rebuilt[bkey]
+		if #b.ids > 0 then
+			bucket(b.kind, b.sec, idlist(b.ids), #b.ids)
+		end
+	end
+else
+	for b = 1, B do
+		local i = B0 + 4 * b - 3
+		bucket(ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 2])
+	end
+end
+
+-- The counts, the kinds set and the queues set, and the wake-ups.
+local kinds, qcounts = {}, {}
+for c = 1, C do
+	local cl = classes[num(c)]
+	if cl.stored > 0 then
+		kinds[cl.kind] = (kinds[cl.kind] or 0) + cl.stored
+		local qc = qcounts[cl.queue]
+		if not qc then
+			qc = {}
+			qcounts[cl.queue] = qc
+		end
+		qc[cl.kind] = (qc[cl.kind] or 0) + cl.stored
+		wake(cl.queue)
+	end
+end
+for k, c in pairs(kinds) do
 	-- The kinds set keeps every kind ever enqueued, so a kind already
 	-- counted is in it.
-	if redis.call('HINCRBY', K_CTR, kind_count(k), n) == n then
+	if redis.call('HINCRBY', K_CTR, kind_count(k), c) == c then
 		redis.call('SADD', K_KINDS, k)
 	end
 end
--- The counts, and the queues set: a count field of a queue exists only
--- once an enqueue to the queue added it to the set (nothing takes a queue
--- out of the set or a field out of cnt), so only a field this HINCRBY
--- made (or one back at zero) needs the SADD.
+-- A count field of a queue exists only once an enqueue to the queue
+-- added it to the set (nothing takes a queue out of the set or a field
+-- out of cnt), so only a field this HINCRBY made (or one back at zero)
+-- needs the SADD.
 for queue, qc in pairs(qcounts) do
 	local new = false
-	for kind, n in pairs(qc) do
-		if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), n) == n then
+	for kind, c in pairs(qc) do
+		if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), c) == c then
 			new = true
 		end
 	end
@@ -191,4 +363,27 @@ for queue, qc in pairs(qcounts) do
 	end
 end
 flush_ready()
+
+local out = {stored, first}
+if nrej > 0 then
+	for j = 1, n do
+		local x = rej[j]
+		if x then
+			if x[1] == 4 then
+				-- the Seq of the first occurrence: its place among the stored
+				local k = 0
+				for jj = 1, x[3] do
+					if not rej[jj] then
+						k = k + 1
+					end
+				end
+				x = {2, x[2], first + k - 1}
+			end
+			out[#out + 1] = x[1]
+			out[#out + 1] = j
+			out[#out + 1] = x[2]
+			out[#out + 1] = x[3]
+		end
+	end
+end
 return out

@@ -245,6 +245,21 @@ local function be(n, w)
 	end
 	return string.char(unpack(b))
 end
+-- byte_strings returns the table of the 256 one-byte strings, indexed by
+-- their byte (0-255), made at the first call that needs it (a library's
+-- top level may not call string.char) and kept: it only ever maps a byte
+-- to its own string.
+local onebyte
+local function byte_strings()
+	if not onebyte then
+		local t = {}
+		for b = 0, 255 do
+			t[b] = string.char(b)
+		end
+		onebyte = t
+	end
+	return onebyte
+end
 local byte -- string.byte (set by begin_head)
 local function unbe(s, i, w)
 	if w == 7 then -- RunAt: one call for the 7 bytes
@@ -377,6 +392,21 @@ local function push_ready(id, queue, prio, front, runat, seq, lane, runat7)
 	else
 		p.back[#p.back + 1] = m
 	end
+end
+
+-- ready_back returns the list of entries to push at the back of the
+-- ready list of (queue, prio, lane), as push_ready gathers them, for a
+-- caller that appends many at once.
+local function ready_back(queue, prio, lane)
+	local member = level_member(prio, lane)
+	local key = ready_key(queue, member)
+	local p = pushes[key]
+	if not p then
+		p = {queue = queue, prio = prio, member = member, back = {}, front = {}}
+		pushes[key] = p
+		push_lists[#push_lists + 1] = key
+	end
+	return p.back
 end
 
 -- flush_ready writes the gathered pushes. It returns the set of queues

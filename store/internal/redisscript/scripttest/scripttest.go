@@ -65,6 +65,8 @@ func Run(t *testing.T, h Harness) {
 		{"AdminDeleteKeys", testAdminDeleteKeys},
 		{"ManagerStartedBeforeServer", testManagerBeforeServer},
 		{"EventsServerRestart", testEventsRestart},
+		{"BatchEnqueue", testBatchEnqueue},
+		{"BatchSeqWidths", testBatchSeqWidths},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
