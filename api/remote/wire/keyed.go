@@ -283,66 +283,103 @@ type fields struct {
 	n     int
 }
 
-// key counts a field and, unless counting, writes its key; it reports
-// whether the value is to be written.
-func (f *fields) key(k int) bool {
+// key counts a field and reports whether it is to be written (not when
+// counting). The per-type helpers below are small enough to inline, so
+// the counting pass makes no calls; the writing is out of line.
+func (f *fields) key() bool {
 	f.n++
-	if f.count {
-		return false
-	}
-	_ = f.e.EncodeUint(uint64(k))
-	return true
+	return !f.count
 }
 
 // header ends the counting pass: it writes the map header and readies f
 // for the writing pass.
 func (f *fields) header() {
 	_ = f.e.EncodeMapLen(f.n)
+	f.n = 0
 	f.count = false
 }
 
+func (f *fields) writeKey(k int) {
+	_ = f.e.EncodeUint(uint64(k))
+}
+
 func (f *fields) str(k int, s string) {
-	if s != "" && f.key(k) {
-		_ = f.e.EncodeString(s)
+	if s != "" && f.key() {
+		f.writeStr(k, s)
 	}
+}
+
+func (f *fields) writeStr(k int, s string) {
+	f.writeKey(k)
+	_ = f.e.EncodeString(s)
 }
 
 func (f *fields) int(k int, v int64) {
-	if v != 0 && f.key(k) {
-		_ = f.e.EncodeInt(v)
+	if v != 0 && f.key() {
+		f.writeInt(k, v)
 	}
+}
+
+func (f *fields) writeInt(k int, v int64) {
+	f.writeKey(k)
+	_ = f.e.EncodeInt(v)
 }
 
 func (f *fields) uint(k int, v uint64) {
-	if v != 0 && f.key(k) {
-		_ = f.e.EncodeUint(v)
+	if v != 0 && f.key() {
+		f.writeUint(k, v)
 	}
+}
+
+func (f *fields) writeUint(k int, v uint64) {
+	f.writeKey(k)
+	_ = f.e.EncodeUint(v)
 }
 
 func (f *fields) bool(k int, v bool) {
-	if v && f.key(k) {
-		_ = f.e.EncodeBool(true)
+	if v && f.key() {
+		f.writeTrue(k)
 	}
 }
 
-func (f *fields) time(k int, t time.Time) {
-	if !t.IsZero() && f.key(k) {
-		_ = f.e.EncodeTime(t)
+func (f *fields) writeTrue(k int) {
+	f.writeKey(k)
+	_ = f.e.EncodeBool(true)
+}
+
+func (f *fields) time(k int, t *time.Time) {
+	if !t.IsZero() && f.key() {
+		f.writeTime(k, t)
 	}
+}
+
+func (f *fields) writeTime(k int, t *time.Time) {
+	f.writeKey(k)
+	_ = f.e.EncodeTime(*t)
 }
 
 func (f *fields) bin(k int, v []byte) {
-	if v != nil && f.key(k) {
-		_ = f.e.EncodeBytes(v)
+	if v != nil && f.key() {
+		f.writeBin(k, v)
 	}
 }
 
+func (f *fields) writeBin(k int, v []byte) {
+	f.writeKey(k)
+	_ = f.e.EncodeBytes(v)
+}
+
 func (f *fields) strs(k int, v []string) {
-	if v != nil && f.key(k) {
-		_ = f.e.EncodeArrayLen(len(v))
-		for _, s := range v {
-			_ = f.e.EncodeString(s)
-		}
+	if v != nil && f.key() {
+		f.writeStrs(k, v)
+	}
+}
+
+func (f *fields) writeStrs(k int, v []string) {
+	f.writeKey(k)
+	_ = f.e.EncodeArrayLen(len(v))
+	for _, s := range v {
+		_ = f.e.EncodeString(s)
 	}
 }
 
@@ -370,24 +407,25 @@ func instanceFields(f *fields, in *store.Instance) {
 	f.str(kInstQueue, in.Queue)
 	f.bin(kInstArgs, in.Args)
 	f.int(kInstPriority, int64(in.Priority))
-	f.time(kInstRunAt, in.RunAt)
+	f.time(kInstRunAt, &in.RunAt)
 	f.uint(kInstState, uint64(in.State))
 	f.int(kInstAttempt, int64(in.Attempt))
 	f.int(kInstMaxRetries, int64(in.MaxRetries))
 	f.int(kInstTimeout, int64(in.Timeout))
 	f.str(kInstUniqueKey, in.UniqueKey)
-	f.time(kInstUniqueUntil, in.UniqueUntil)
+	f.time(kInstUniqueUntil, &in.UniqueUntil)
 	f.str(kInstLeaseOwner, in.LeaseOwner)
-	f.time(kInstLeaseUntil, in.LeaseUntil)
+	f.time(kInstLeaseUntil, &in.LeaseUntil)
 	f.bool(kInstCancelRequested, in.CancelRequested)
 	f.uint(kInstSeq, in.Seq)
-	f.time(kInstCreatedAt, in.CreatedAt)
-	f.time(kInstUpdatedAt, in.UpdatedAt)
-	f.time(kInstFinishedAt, in.FinishedAt)
+	f.time(kInstCreatedAt, &in.CreatedAt)
+	f.time(kInstUpdatedAt, &in.UpdatedAt)
+	f.time(kInstFinishedAt, &in.FinishedAt)
 	f.bin(kInstResult, in.Result)
 	f.str(kInstError, in.Error)
 	f.strs(kInstLabels, in.Labels)
-	if in.Metadata != nil && f.key(kInstMetadata) {
+	if in.Metadata != nil && f.key() {
+		f.writeKey(kInstMetadata)
 		_ = f.e.EncodeMapLen(len(in.Metadata))
 		for k, v := range in.Metadata {
 			_ = f.e.EncodeString(k)
@@ -412,8 +450,9 @@ func (k *keyedEncoder) finishParams(p *store.FinishParams) {
 
 func finishParamsFields(k *keyedEncoder, f *fields, p *store.FinishParams) {
 	f.str(kFinOwner, p.Owner)
-	f.time(kFinNow, p.Now)
-	if p.Outcomes != nil && f.key(kFinOutcomes) {
+	f.time(kFinNow, &p.Now)
+	if p.Outcomes != nil && f.key() {
+		f.writeKey(kFinOutcomes)
 		_ = k.e.EncodeArrayLen(len(p.Outcomes))
 		for i := range p.Outcomes {
 			o := &p.Outcomes[i]
@@ -429,7 +468,7 @@ func outcomeFields(f *fields, o *store.Outcome) {
 	f.str(kOutID, o.ID)
 	f.int(kOutAttempt, int64(o.Attempt))
 	f.uint(kOutState, uint64(o.State))
-	f.time(kOutRunAt, o.RunAt)
+	f.time(kOutRunAt, &o.RunAt)
 	f.bool(kOutRelease, o.Release)
 	f.bin(kOutResult, o.Result)
 	f.str(kOutError, o.Error)
@@ -463,7 +502,8 @@ func (k *keyedEncoder) finishResults(rs []FinishResult) {
 
 func finishResultFields(k *keyedEncoder, f *fields, r *FinishResult) {
 	f.uint(kResState, uint64(r.State))
-	if r.Err != nil && f.key(kResErr) {
+	if r.Err != nil && f.key() {
+		f.writeKey(kResErr)
 		k.err(r.Err)
 	}
 }
@@ -483,8 +523,8 @@ func claimParamsFields(f *fields, p *store.ClaimParams) {
 	f.str(kClaimQueue, p.Queue)
 	f.str(kClaimOwner, p.Owner)
 	f.int(kClaimLimit, int64(p.Limit))
-	f.time(kClaimNow, p.Now)
-	f.time(kClaimLeaseUntil, p.LeaseUntil)
+	f.time(kClaimNow, &p.Now)
+	f.time(kClaimLeaseUntil, &p.LeaseUntil)
 	f.uint(kClaimSeq, p.ClaimSeq)
 	f.strs(kClaimKinds, p.Kinds)
 	f.strs(kClaimLabels, p.Labels)
@@ -502,11 +542,13 @@ func (k *keyedEncoder) claimResult(r *ClaimResult) {
 }
 
 func claimResultFields(k *keyedEncoder, f *fields, r *ClaimResult) {
-	if r.Instances != nil && f.key(kCResInstances) {
+	if r.Instances != nil && f.key() {
+		f.writeKey(kCResInstances)
 		k.instances(r.Instances)
 	}
-	f.time(kCResNextRunAt, r.NextRunAt)
-	if r.Undecodable != nil && f.key(kCResUndecodable) {
+	f.time(kCResNextRunAt, &r.NextRunAt)
+	if r.Undecodable != nil && f.key() {
+		f.writeKey(kCResUndecodable)
 		_ = k.e.EncodeArrayLen(len(r.Undecodable))
 		for i := range r.Undecodable {
 			g := fields{e: k.e, count: true}
@@ -520,7 +562,8 @@ func claimResultFields(k *keyedEncoder, f *fields, r *ClaimResult) {
 func undecodableFields(k *keyedEncoder, f *fields, u *Undecodable) {
 	f.str(kUndID, u.ID)
 	f.int(kUndAttempt, int64(u.Attempt))
-	if u.Err != nil && f.key(kUndErr) {
+	if u.Err != nil && f.key() {
+		f.writeKey(kUndErr)
 		k.err(u.Err)
 	}
 }
