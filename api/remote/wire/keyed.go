@@ -1,11 +1,17 @@
 package wire
 
 import (
-	"encoding/binary"
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"slices"
+	"sync"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/jobkit/job/store"
 )
@@ -15,9 +21,10 @@ import (
 // session carries per task: pushed tasks (Tasks.instances_msgpack), and
 // the parameters and results of Claim and Finish. Those travel as
 // MessagePack maps whose keys are small integers instead of field names,
-// written and read by hand instead of by reflection: a pushed no-op task
-// costs jobd and the worker a fraction of the CPU and allocations of
-// Msgpack, and about half the bytes.
+// written and read field by field with msgpack's Encoder and Decoder
+// instead of by reflection: a pushed no-op task costs jobd and the worker
+// a fraction of the CPU and allocations of Msgpack, and about half the
+// bytes.
 //
 // The keys of each type are listed below (keyed*), fixed for good: a key
 // is never reused for another field or another type of value. A field
@@ -25,7 +32,9 @@ import (
 // while an empty one travels as an empty array, map or binary, so nil and
 // empty stay apart. Strings are MessagePack str, bytes bin, integers the
 // shortest MessagePack integer, booleans bool, durations integer
-// nanoseconds, times the MessagePack timestamp extension (type -1).
+// nanoseconds, times the MessagePack timestamp extension (type -1), in
+// the smallest of its three forms that holds the time (a reader takes
+// any of them).
 // A reader skips the keys it does not know, so a newer peer may add
 // fields under new keys and an older one still reads what it knows; a
 // change that an older reader must not miss needs a new encoding name.
@@ -127,20 +136,29 @@ func MarshalKeyed(v any) ([]byte, error) {
 		if v != nil {
 			n = len(v.Outcomes)
 		}
-		return appendFinishParams(make([]byte, 0, 64+80*n), v), nil
+		e := getEncoder(make([]byte, 0, 64+80*n))
+		e.finishParams(v)
+		return e.done(), nil
 	case []FinishResult:
-		return appendFinishResults(make([]byte, 0, 8+4*len(v)), v), nil
+		e := getEncoder(make([]byte, 0, 8+4*len(v)))
+		e.finishResults(v)
+		return e.done(), nil
 	case *store.ClaimParams:
-		return appendClaimParams(nil, v), nil
+		e := getEncoder(nil)
+		e.claimParams(v)
+		return e.done(), nil
 	case *ClaimResult:
-		return appendClaimResult(nil, v), nil
+		e := getEncoder(nil)
+		e.claimResult(v)
+		return e.done(), nil
 	}
 	return MarshalMsgpack(v)
 }
 
 // UnmarshalKeyed decodes b, encoded by MarshalKeyed, into v.
 func UnmarshalKeyed(b []byte, v any) error {
-	d := &keyedDecoder{b: b}
+	d := getDecoder(b)
+	defer d.release()
 	var err error
 	switch v := v.(type) {
 	case *[]*store.Instance:
@@ -156,8 +174,8 @@ func UnmarshalKeyed(b []byte, v any) error {
 	default:
 		return UnmarshalMsgpack(b, v)
 	}
-	if err == nil && d.i != len(d.b) {
-		err = fmt.Errorf("%d bytes after the value", len(d.b)-d.i)
+	if err == nil && d.r.Len() != 0 {
+		err = fmt.Errorf("%d bytes after the value", d.r.Len())
 	}
 	if err != nil {
 		return fmt.Errorf("msgpack-keyed: %T: %w", v, err)
@@ -196,765 +214,672 @@ func DecodeKeyed(name string, params []byte) (any, error) {
 // AppendInstances appends ins in MsgpackKeyed (an array of instance maps)
 // to b.
 func AppendInstances(b []byte, ins []*store.Instance) []byte {
-	b = appendArrayLen(b, len(ins))
-	for _, in := range ins {
-		b = appendInstance(b, in)
+	e := getEncoder(b)
+	e.instances(ins)
+	return e.done()
+}
+
+// appender is the io.Writer (and io.ByteWriter) a keyedEncoder's
+// msgpack.Encoder writes to: it appends to b and never fails, so the
+// Encoder's calls that write to it never return an error.
+type appender struct {
+	b []byte
+}
+
+func (a *appender) Write(p []byte) (int, error) {
+	// Not a.b = append(a.b, p...), which stores a.b's pointer (with a
+	// write barrier while the GC marks) on every call: a.b's array
+	// changes only when it grows.
+	if len(p) > cap(a.b)-len(a.b) {
+		a.b = slices.Grow(a.b, len(p))
 	}
+	n := len(a.b)
+	a.b = a.b[:n+len(p)]
+	copy(a.b[n:], p)
+	return len(p), nil
+}
+
+func (a *appender) WriteByte(c byte) error {
+	a.b = append(a.b, c)
+	return nil
+}
+
+// keyedEncoder writes MsgpackKeyed with a msgpack.Encoder that appends to
+// a byte slice. It is pooled with its Encoder and appender, so a call
+// allocates nothing but the slice it returns.
+type keyedEncoder struct {
+	e *msgpack.Encoder
+	w appender
+}
+
+var encoders = sync.Pool{New: func() any {
+	k := new(keyedEncoder)
+	k.e = msgpack.NewEncoder(&k.w)
+	return k
+}}
+
+// getEncoder returns an encoder appending to b, for done.
+func getEncoder(b []byte) *keyedEncoder {
+	k := encoders.Get().(*keyedEncoder)
+	k.w.b = b
+	return k
+}
+
+// done returns what k wrote and puts k back in the pool.
+func (k *keyedEncoder) done() []byte {
+	b := k.w.b
+	k.w.b = nil
+	encoders.Put(k)
 	return b
 }
 
-// fields counts the fields of a map being written: appendMap reserves
-// room for the map header, fields write key and value, end patches the
-// header with the count.
+// fields writes the fields of one map, leaving out those at their zero
+// value. A map is written in two passes over the same field list: one
+// with count set, that counts the fields for the map header, then one
+// that writes them.
 type fields struct {
-	at, n int
+	e     *msgpack.Encoder
+	count bool
+	n     int
 }
 
-// beginMap starts a map of at most 65535 entries (a map16 header, patched
-// by endMap).
-func beginMap(b []byte) ([]byte, fields) {
-	return append(b, 0xde, 0, 0), fields{at: len(b)}
-}
-
-func endMap(b []byte, f fields) []byte {
-	if f.n < 16 {
-		// Shrink to a fixmap header.
-		b[f.at] = 0x80 | byte(f.n)
-		return append(b[:f.at+1], b[f.at+3:]...)
-	}
-	binary.BigEndian.PutUint16(b[f.at+1:], uint16(f.n))
-	return b
-}
-
-func (f *fields) key(b []byte, k int) []byte {
+// key counts a field and reports whether it is to be written (not when
+// counting). The per-type helpers below are small enough to inline, so
+// the counting pass makes no calls; the writing is out of line.
+func (f *fields) key() bool {
 	f.n++
-	return append(b, byte(k)) // keys are positive fixints (< 128)
+	return !f.count
 }
 
-func (f *fields) str(b []byte, k int, s string) []byte {
-	if s == "" {
-		return b
-	}
-	return appendStr(f.key(b, k), s)
+// header ends the counting pass: it writes the map header and readies f
+// for the writing pass.
+func (f *fields) header() {
+	_ = f.e.EncodeMapLen(f.n)
+	f.n = 0
+	f.count = false
 }
 
-func (f *fields) int(b []byte, k int, v int64) []byte {
-	if v == 0 {
-		return b
-	}
-	return appendInt(f.key(b, k), v)
+func (f *fields) writeKey(k int) {
+	_ = f.e.EncodeUint(uint64(k))
 }
 
-func (f *fields) uint(b []byte, k int, v uint64) []byte {
-	if v == 0 {
-		return b
+func (f *fields) str(k int, s string) {
+	if s != "" && f.key() {
+		f.writeStr(k, s)
 	}
-	return appendUint(f.key(b, k), v)
 }
 
-func (f *fields) bool(b []byte, k int, v bool) []byte {
-	if !v {
-		return b
-	}
-	return append(f.key(b, k), 0xc3)
+func (f *fields) writeStr(k int, s string) {
+	f.writeKey(k)
+	_ = f.e.EncodeString(s)
 }
 
-func (f *fields) time(b []byte, k int, t time.Time) []byte {
-	if t.IsZero() {
-		return b
+func (f *fields) int(k int, v int64) {
+	if v != 0 && f.key() {
+		f.writeInt(k, v)
 	}
-	return appendTime(f.key(b, k), t)
 }
 
-func (f *fields) bin(b []byte, k int, v []byte) []byte {
-	if v == nil {
-		return b
-	}
-	return appendBin(f.key(b, k), v)
+func (f *fields) writeInt(k int, v int64) {
+	f.writeKey(k)
+	_ = f.e.EncodeInt(v)
 }
 
-func (f *fields) strs(b []byte, k int, v []string) []byte {
-	if v == nil {
-		return b
+func (f *fields) uint(k int, v uint64) {
+	if v != 0 && f.key() {
+		f.writeUint(k, v)
 	}
-	b = appendArrayLen(f.key(b, k), len(v))
+}
+
+func (f *fields) writeUint(k int, v uint64) {
+	f.writeKey(k)
+	_ = f.e.EncodeUint(v)
+}
+
+func (f *fields) bool(k int, v bool) {
+	if v && f.key() {
+		f.writeTrue(k)
+	}
+}
+
+func (f *fields) writeTrue(k int) {
+	f.writeKey(k)
+	_ = f.e.EncodeBool(true)
+}
+
+func (f *fields) time(k int, t *time.Time) {
+	if !t.IsZero() && f.key() {
+		f.writeTime(k, t)
+	}
+}
+
+func (f *fields) writeTime(k int, t *time.Time) {
+	f.writeKey(k)
+	_ = f.e.EncodeTime(*t)
+}
+
+func (f *fields) bin(k int, v []byte) {
+	if v != nil && f.key() {
+		f.writeBin(k, v)
+	}
+}
+
+func (f *fields) writeBin(k int, v []byte) {
+	f.writeKey(k)
+	_ = f.e.EncodeBytes(v)
+}
+
+func (f *fields) strs(k int, v []string) {
+	if v != nil && f.key() {
+		f.writeStrs(k, v)
+	}
+}
+
+func (f *fields) writeStrs(k int, v []string) {
+	f.writeKey(k)
+	_ = f.e.EncodeArrayLen(len(v))
 	for _, s := range v {
-		b = appendStr(b, s)
+		_ = f.e.EncodeString(s)
 	}
-	return b
 }
 
-func appendInstance(b []byte, in *store.Instance) []byte {
-	if in == nil {
-		return append(b, 0xc0)
+func (k *keyedEncoder) instances(ins []*store.Instance) {
+	_ = k.e.EncodeArrayLen(len(ins))
+	for _, in := range ins {
+		k.instance(in)
 	}
-	b, f := beginMap(b)
-	b = f.str(b, kInstID, in.ID)
-	b = f.str(b, kInstKind, in.Kind)
-	b = f.str(b, kInstQueue, in.Queue)
-	b = f.bin(b, kInstArgs, in.Args)
-	b = f.int(b, kInstPriority, int64(in.Priority))
-	b = f.time(b, kInstRunAt, in.RunAt)
-	b = f.uint(b, kInstState, uint64(in.State))
-	b = f.int(b, kInstAttempt, int64(in.Attempt))
-	b = f.int(b, kInstMaxRetries, int64(in.MaxRetries))
-	b = f.int(b, kInstTimeout, int64(in.Timeout))
-	b = f.str(b, kInstUniqueKey, in.UniqueKey)
-	b = f.time(b, kInstUniqueUntil, in.UniqueUntil)
-	b = f.str(b, kInstLeaseOwner, in.LeaseOwner)
-	b = f.time(b, kInstLeaseUntil, in.LeaseUntil)
-	b = f.bool(b, kInstCancelRequested, in.CancelRequested)
-	b = f.uint(b, kInstSeq, in.Seq)
-	b = f.time(b, kInstCreatedAt, in.CreatedAt)
-	b = f.time(b, kInstUpdatedAt, in.UpdatedAt)
-	b = f.time(b, kInstFinishedAt, in.FinishedAt)
-	b = f.bin(b, kInstResult, in.Result)
-	b = f.str(b, kInstError, in.Error)
-	b = f.strs(b, kInstLabels, in.Labels)
-	if in.Metadata != nil {
-		b = appendMapLen(f.key(b, kInstMetadata), len(in.Metadata))
+}
+
+func (k *keyedEncoder) instance(in *store.Instance) {
+	if in == nil {
+		_ = k.e.EncodeNil()
+		return
+	}
+	f := fields{e: k.e, count: true}
+	instanceFields(&f, in)
+	f.header()
+	instanceFields(&f, in)
+}
+
+func instanceFields(f *fields, in *store.Instance) {
+	f.str(kInstID, in.ID)
+	f.str(kInstKind, in.Kind)
+	f.str(kInstQueue, in.Queue)
+	f.bin(kInstArgs, in.Args)
+	f.int(kInstPriority, int64(in.Priority))
+	f.time(kInstRunAt, &in.RunAt)
+	f.uint(kInstState, uint64(in.State))
+	f.int(kInstAttempt, int64(in.Attempt))
+	f.int(kInstMaxRetries, int64(in.MaxRetries))
+	f.int(kInstTimeout, int64(in.Timeout))
+	f.str(kInstUniqueKey, in.UniqueKey)
+	f.time(kInstUniqueUntil, &in.UniqueUntil)
+	f.str(kInstLeaseOwner, in.LeaseOwner)
+	f.time(kInstLeaseUntil, &in.LeaseUntil)
+	f.bool(kInstCancelRequested, in.CancelRequested)
+	f.uint(kInstSeq, in.Seq)
+	f.time(kInstCreatedAt, &in.CreatedAt)
+	f.time(kInstUpdatedAt, &in.UpdatedAt)
+	f.time(kInstFinishedAt, &in.FinishedAt)
+	f.bin(kInstResult, in.Result)
+	f.str(kInstError, in.Error)
+	f.strs(kInstLabels, in.Labels)
+	if in.Metadata != nil && f.key() {
+		f.writeKey(kInstMetadata)
+		_ = f.e.EncodeMapLen(len(in.Metadata))
 		for k, v := range in.Metadata {
-			b = appendStr(appendStr(b, k), v)
+			_ = f.e.EncodeString(k)
+			_ = f.e.EncodeString(v)
 		}
 	}
-	b = f.str(b, kInstParent, in.Parent)
-	b = f.int(b, kInstShardIndex, int64(in.ShardIndex))
-	b = f.int(b, kInstShardCount, int64(in.ShardCount))
-	return endMap(b, f)
+	f.str(kInstParent, in.Parent)
+	f.int(kInstShardIndex, int64(in.ShardIndex))
+	f.int(kInstShardCount, int64(in.ShardCount))
 }
 
-func appendFinishParams(b []byte, p *store.FinishParams) []byte {
+func (k *keyedEncoder) finishParams(p *store.FinishParams) {
 	if p == nil {
-		return append(b, 0xc0)
+		_ = k.e.EncodeNil()
+		return
 	}
-	b, f := beginMap(b)
-	b = f.str(b, kFinOwner, p.Owner)
-	b = f.time(b, kFinNow, p.Now)
-	if p.Outcomes != nil {
-		b = appendArrayLen(f.key(b, kFinOutcomes), len(p.Outcomes))
+	f := fields{e: k.e, count: true}
+	finishParamsFields(k, &f, p)
+	f.header()
+	finishParamsFields(k, &f, p)
+}
+
+func finishParamsFields(k *keyedEncoder, f *fields, p *store.FinishParams) {
+	f.str(kFinOwner, p.Owner)
+	f.time(kFinNow, &p.Now)
+	if p.Outcomes != nil && f.key() {
+		f.writeKey(kFinOutcomes)
+		_ = k.e.EncodeArrayLen(len(p.Outcomes))
 		for i := range p.Outcomes {
 			o := &p.Outcomes[i]
-			var g fields
-			b, g = beginMap(b)
-			b = g.str(b, kOutID, o.ID)
-			b = g.int(b, kOutAttempt, int64(o.Attempt))
-			b = g.uint(b, kOutState, uint64(o.State))
-			b = g.time(b, kOutRunAt, o.RunAt)
-			b = g.bool(b, kOutRelease, o.Release)
-			b = g.bin(b, kOutResult, o.Result)
-			b = g.str(b, kOutError, o.Error)
-			b = endMap(b, g)
+			g := fields{e: k.e, count: true}
+			outcomeFields(&g, o)
+			g.header()
+			outcomeFields(&g, o)
 		}
 	}
-	return endMap(b, f)
 }
 
-func appendErr(b []byte, e *Err) []byte {
-	b, f := beginMap(b)
-	b = f.str(b, kErrMessage, e.Message)
-	b = f.strs(b, kErrSentinels, e.Sentinels)
-	return endMap(b, f)
+func outcomeFields(f *fields, o *store.Outcome) {
+	f.str(kOutID, o.ID)
+	f.int(kOutAttempt, int64(o.Attempt))
+	f.uint(kOutState, uint64(o.State))
+	f.time(kOutRunAt, &o.RunAt)
+	f.bool(kOutRelease, o.Release)
+	f.bin(kOutResult, o.Result)
+	f.str(kOutError, o.Error)
 }
 
-func appendFinishResults(b []byte, rs []FinishResult) []byte {
+func (k *keyedEncoder) err(e *Err) {
+	f := fields{e: k.e, count: true}
+	errFields(&f, e)
+	f.header()
+	errFields(&f, e)
+}
+
+func errFields(f *fields, e *Err) {
+	f.str(kErrMessage, e.Message)
+	f.strs(kErrSentinels, e.Sentinels)
+}
+
+func (k *keyedEncoder) finishResults(rs []FinishResult) {
 	if rs == nil {
-		return append(b, 0xc0)
+		_ = k.e.EncodeNil()
+		return
 	}
-	b = appendArrayLen(b, len(rs))
-	for _, r := range rs {
-		var f fields
-		b, f = beginMap(b)
-		b = f.uint(b, kResState, uint64(r.State))
-		if r.Err != nil {
-			b = appendErr(f.key(b, kResErr), r.Err)
-		}
-		b = endMap(b, f)
+	_ = k.e.EncodeArrayLen(len(rs))
+	for i := range rs {
+		f := fields{e: k.e, count: true}
+		finishResultFields(k, &f, &rs[i])
+		f.header()
+		finishResultFields(k, &f, &rs[i])
 	}
-	return b
 }
 
-func appendClaimParams(b []byte, p *store.ClaimParams) []byte {
+func finishResultFields(k *keyedEncoder, f *fields, r *FinishResult) {
+	f.uint(kResState, uint64(r.State))
+	if r.Err != nil && f.key() {
+		f.writeKey(kResErr)
+		k.err(r.Err)
+	}
+}
+
+func (k *keyedEncoder) claimParams(p *store.ClaimParams) {
 	if p == nil {
-		return append(b, 0xc0)
+		_ = k.e.EncodeNil()
+		return
 	}
-	b, f := beginMap(b)
-	b = f.str(b, kClaimQueue, p.Queue)
-	b = f.str(b, kClaimOwner, p.Owner)
-	b = f.int(b, kClaimLimit, int64(p.Limit))
-	b = f.time(b, kClaimNow, p.Now)
-	b = f.time(b, kClaimLeaseUntil, p.LeaseUntil)
-	b = f.uint(b, kClaimSeq, p.ClaimSeq)
-	b = f.strs(b, kClaimKinds, p.Kinds)
-	b = f.strs(b, kClaimLabels, p.Labels)
-	return endMap(b, f)
+	f := fields{e: k.e, count: true}
+	claimParamsFields(&f, p)
+	f.header()
+	claimParamsFields(&f, p)
 }
 
-func appendClaimResult(b []byte, r *ClaimResult) []byte {
+func claimParamsFields(f *fields, p *store.ClaimParams) {
+	f.str(kClaimQueue, p.Queue)
+	f.str(kClaimOwner, p.Owner)
+	f.int(kClaimLimit, int64(p.Limit))
+	f.time(kClaimNow, &p.Now)
+	f.time(kClaimLeaseUntil, &p.LeaseUntil)
+	f.uint(kClaimSeq, p.ClaimSeq)
+	f.strs(kClaimKinds, p.Kinds)
+	f.strs(kClaimLabels, p.Labels)
+}
+
+func (k *keyedEncoder) claimResult(r *ClaimResult) {
 	if r == nil {
-		return append(b, 0xc0)
+		_ = k.e.EncodeNil()
+		return
 	}
-	b, f := beginMap(b)
-	if r.Instances != nil {
-		b = AppendInstances(f.key(b, kCResInstances), r.Instances)
+	f := fields{e: k.e, count: true}
+	claimResultFields(k, &f, r)
+	f.header()
+	claimResultFields(k, &f, r)
+}
+
+func claimResultFields(k *keyedEncoder, f *fields, r *ClaimResult) {
+	if r.Instances != nil && f.key() {
+		f.writeKey(kCResInstances)
+		k.instances(r.Instances)
 	}
-	b = f.time(b, kCResNextRunAt, r.NextRunAt)
-	if r.Undecodable != nil {
-		b = appendArrayLen(f.key(b, kCResUndecodable), len(r.Undecodable))
-		for _, u := range r.Undecodable {
-			var g fields
-			b, g = beginMap(b)
-			b = g.str(b, kUndID, u.ID)
-			b = g.int(b, kUndAttempt, int64(u.Attempt))
-			if u.Err != nil {
-				b = appendErr(g.key(b, kUndErr), u.Err)
-			}
-			b = endMap(b, g)
+	f.time(kCResNextRunAt, &r.NextRunAt)
+	if r.Undecodable != nil && f.key() {
+		f.writeKey(kCResUndecodable)
+		_ = k.e.EncodeArrayLen(len(r.Undecodable))
+		for i := range r.Undecodable {
+			g := fields{e: k.e, count: true}
+			undecodableFields(k, &g, &r.Undecodable[i])
+			g.header()
+			undecodableFields(k, &g, &r.Undecodable[i])
 		}
 	}
-	return endMap(b, f)
 }
 
-// MessagePack primitives.
-
-func appendStr(b []byte, s string) []byte {
-	switch n := len(s); {
-	case n < 32:
-		b = append(b, 0xa0|byte(n))
-	case n <= math.MaxUint8:
-		b = append(b, 0xd9, byte(n))
-	case n <= math.MaxUint16:
-		b = append(b, 0xda, byte(n>>8), byte(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
+func undecodableFields(k *keyedEncoder, f *fields, u *Undecodable) {
+	f.str(kUndID, u.ID)
+	f.int(kUndAttempt, int64(u.Attempt))
+	if u.Err != nil && f.key() {
+		f.writeKey(kUndErr)
+		k.err(u.Err)
 	}
-	return append(b, s...)
 }
 
-func appendBin(b []byte, v []byte) []byte {
-	switch n := len(v); {
-	case n <= math.MaxUint8:
-		b = append(b, 0xc4, byte(n))
-	case n <= math.MaxUint16:
-		b = append(b, 0xc5, byte(n>>8), byte(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
-	}
-	return append(b, v...)
-}
-
-func appendArrayLen(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, 0x90|byte(n))
-	case n <= math.MaxUint16:
-		return append(b, 0xdc, byte(n>>8), byte(n))
-	}
-	return binary.BigEndian.AppendUint32(append(b, 0xdd), uint32(n))
-}
-
-func appendMapLen(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, 0x80|byte(n))
-	case n <= math.MaxUint16:
-		return append(b, 0xde, byte(n>>8), byte(n))
-	}
-	return binary.BigEndian.AppendUint32(append(b, 0xdf), uint32(n))
-}
-
-func appendUint(b []byte, v uint64) []byte {
-	switch {
-	case v < 128:
-		return append(b, byte(v))
-	case v <= math.MaxUint8:
-		return append(b, 0xcc, byte(v))
-	case v <= math.MaxUint16:
-		return append(b, 0xcd, byte(v>>8), byte(v))
-	case v <= math.MaxUint32:
-		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
-	}
-	return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
-}
-
-func appendInt(b []byte, v int64) []byte {
-	switch {
-	case v >= 0:
-		return appendUint(b, uint64(v))
-	case v >= -32:
-		return append(b, byte(v))
-	case v >= math.MinInt8:
-		return append(b, 0xd0, byte(v))
-	case v >= math.MinInt16:
-		return append(b, 0xd1, byte(v>>8), byte(v))
-	case v >= math.MinInt32:
-		return binary.BigEndian.AppendUint32(append(b, 0xd2), uint32(v))
-	}
-	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(v))
-}
-
-// appendTime appends t as the MessagePack timestamp extension (type -1).
-func appendTime(b []byte, t time.Time) []byte {
-	sec, nsec := t.Unix(), uint64(t.Nanosecond())
-	if sec >= 0 && sec < 1<<34 {
-		return binary.BigEndian.AppendUint64(append(b, 0xd7, 0xff), nsec<<34|uint64(sec))
-	}
-	b = binary.BigEndian.AppendUint32(append(b, 0xc7, 12, 0xff), uint32(nsec))
-	return binary.BigEndian.AppendUint64(b, uint64(sec))
-}
-
-// keyedDecoder reads MsgpackKeyed from b.
+// keyedDecoder reads MsgpackKeyed from b with a msgpack.Decoder over r.
+// As r is a bytes.Reader, the Decoder reads from it without a buffer of
+// its own, so the decoder also takes strings and bytes straight from b.
+// It is pooled with its Decoder and reader.
 type keyedDecoder struct {
+	d *msgpack.Decoder
+	r bytes.Reader
 	b []byte
-	i int
 	// interned are strings read before (kinds, queues, owners), returned
 	// again instead of a new copy when the same bytes come back.
 	interned []string
 }
 
+var decoders = sync.Pool{New: func() any {
+	k := new(keyedDecoder)
+	k.d = msgpack.NewDecoder(&k.r)
+	return k
+}}
+
+// getDecoder returns a decoder reading b, for release.
+func getDecoder(b []byte) *keyedDecoder {
+	k := decoders.Get().(*keyedDecoder)
+	k.b = b
+	k.r.Reset(b)
+	return k
+}
+
+// release puts k back in the pool.
+func (k *keyedDecoder) release() {
+	k.b = nil
+	k.r.Reset(nil)
+	clear(k.interned)
+	k.interned = k.interned[:0]
+	decoders.Put(k)
+}
+
 var errShort = errors.New("unexpected end of data")
 
-func (d *keyedDecoder) byte() (byte, error) {
-	if d.i >= len(d.b) {
-		return 0, errShort
+// peek returns the code of the next value, read from b without a call
+// through the Decoder's reader, or msgpcode.Nil at the end of b (what
+// reads next then fails).
+func (k *keyedDecoder) peek() byte {
+	if k.r.Len() == 0 {
+		return msgpcode.Nil
 	}
-	c := d.b[d.i]
-	d.i++
-	return c, nil
-}
-
-func (d *keyedDecoder) n(n int) ([]byte, error) {
-	if n < 0 || len(d.b)-d.i < n {
-		return nil, errShort
-	}
-	v := d.b[d.i : d.i+n : d.i+n]
-	d.i += n
-	return v, nil
-}
-
-func (d *keyedDecoder) be(n int) (uint64, error) {
-	v, err := d.n(n)
-	if err != nil {
-		return 0, err
-	}
-	var u uint64
-	for _, c := range v {
-		u = u<<8 | uint64(c)
-	}
-	return u, nil
+	return k.b[len(k.b)-k.r.Len()]
 }
 
 // nil reports (and consumes) a nil.
-func (d *keyedDecoder) nil() bool {
-	if d.i < len(d.b) && d.b[d.i] == 0xc0 {
-		d.i++
-		return true
+func (k *keyedDecoder) nil() bool {
+	if k.r.Len() == 0 || k.peek() != msgpcode.Nil {
+		return false
 	}
-	return false
+	return k.d.Skip() == nil
 }
 
-func (d *keyedDecoder) length(c byte, fix, fixMask byte, c16, c32 byte, what string) (int, error) {
+// length checks a map or array length n read by the Decoder: nil (-1) is
+// not a map or array here, and a length beyond the bytes left (every
+// element takes one at least) is refused before anything is allocated
+// for it.
+func (k *keyedDecoder) length(n int, err error, what string) (int, error) {
 	switch {
-	case c&^fixMask == fix:
-		return int(c & fixMask), nil
-	case c == c16:
-		u, err := d.be(2)
-		return int(u), err
-	case c == c32:
-		u, err := d.be(4)
-		return int(u), err
-	}
-	return 0, fmt.Errorf("want %s, got code 0x%02x at %d", what, c, d.i-1)
-}
-
-func (d *keyedDecoder) mapLen() (int, error) {
-	c, err := d.byte()
-	if err != nil {
+	case err != nil:
 		return 0, err
+	case n < 0:
+		return 0, fmt.Errorf("want %s, got nil", what)
+	case n > k.r.Len():
+		return 0, errShort
 	}
-	return d.length(c, 0x80, 0x0f, 0xde, 0xdf, "a map")
+	return n, nil
 }
 
-func (d *keyedDecoder) arrayLen() (int, error) {
-	c, err := d.byte()
-	if err != nil {
-		return 0, err
-	}
-	n, err := d.length(c, 0x90, 0x0f, 0xdc, 0xdd, "an array")
-	if err == nil && n > len(d.b)-d.i {
-		err = errShort // every element takes a byte at least
-	}
-	return n, err
+func (k *keyedDecoder) mapLen() (int, error) {
+	n, err := k.d.DecodeMapLen()
+	return k.length(n, err, "a map")
 }
 
-// raw reads a string (str) or, when bin, bytes (bin) and returns its
-// bytes, which alias the decoder's input.
-func (d *keyedDecoder) raw(bin bool) ([]byte, error) {
-	c, err := d.byte()
+func (k *keyedDecoder) arrayLen() (int, error) {
+	n, err := k.d.DecodeArrayLen()
+	return k.length(n, err, "an array")
+}
+
+// raw reads a string or bytes and returns its bytes, which alias the
+// decoder's input.
+func (k *keyedDecoder) raw() ([]byte, error) {
+	n, err := k.d.DecodeBytesLen()
 	if err != nil {
 		return nil, err
 	}
-	var n uint64
-	switch {
-	case !bin && c&0xe0 == 0xa0:
-		n = uint64(c & 0x1f)
-	case !bin && c >= 0xd9 && c <= 0xdb:
-		n, err = d.be(1 << (c - 0xd9))
-	case bin && c >= 0xc4 && c <= 0xc6:
-		n, err = d.be(1 << (c - 0xc4))
-	default:
-		what := "a string"
-		if bin {
-			what = "bytes"
-		}
-		return nil, fmt.Errorf("want %s, got code 0x%02x at %d", what, c, d.i-1)
+	if n < 0 {
+		return nil, errors.New("want a string or bytes, got nil")
 	}
-	if err != nil {
+	if n > k.r.Len() {
+		return nil, errShort
+	}
+	at := len(k.b) - k.r.Len()
+	if _, err := k.r.Seek(int64(n), io.SeekCurrent); err != nil {
 		return nil, err
 	}
-	return d.n(int(n))
+	return k.b[at : at+n : at+n], nil
 }
 
-func (d *keyedDecoder) str() (string, error) {
-	v, err := d.raw(false)
+func (k *keyedDecoder) str() (string, error) {
+	v, err := k.raw()
 	return string(v), err
 }
 
 // istr is str for values that repeat across records.
-func (d *keyedDecoder) istr() (string, error) {
-	v, err := d.raw(false)
+func (k *keyedDecoder) istr() (string, error) {
+	v, err := k.raw()
 	if err != nil {
 		return "", err
 	}
-	for _, s := range d.interned {
+	for _, s := range k.interned {
 		if s == string(v) {
 			return s, nil
 		}
 	}
 	s := string(v)
-	if len(d.interned) < 8 {
-		d.interned = append(d.interned, s)
+	if len(k.interned) < 8 {
+		k.interned = append(k.interned, s)
 	}
 	return s, nil
 }
 
 // bin returns bytes that alias the decoder's input (never nil).
-func (d *keyedDecoder) bin() ([]byte, error) {
-	return d.raw(true)
+func (k *keyedDecoder) bin() ([]byte, error) {
+	return k.raw()
 }
 
-func (d *keyedDecoder) int() (int64, error) {
-	c, err := d.byte()
-	if err != nil {
-		return 0, err
-	}
-	switch {
-	case c <= 0x7f:
-		return int64(c), nil
-	case c >= 0xe0:
-		return int64(int8(c)), nil
-	}
-	switch c {
-	case 0xcc, 0xcd, 0xce, 0xcf:
-		u, err := d.be(1 << (c - 0xcc))
+// int reads an integer; a uint64 beyond math.MaxInt64 is refused, not
+// wrapped.
+func (k *keyedDecoder) int() (int64, error) {
+	if k.peek() == msgpcode.Uint64 {
+		u, err := k.d.DecodeUint64()
 		if err == nil && u > math.MaxInt64 {
 			err = fmt.Errorf("integer %d out of range", u)
 		}
 		return int64(u), err
-	case 0xd0:
-		u, err := d.be(1)
-		return int64(int8(u)), err
-	case 0xd1:
-		u, err := d.be(2)
-		return int64(int16(u)), err
-	case 0xd2:
-		u, err := d.be(4)
-		return int64(int32(u)), err
-	case 0xd3:
-		u, err := d.be(8)
-		return int64(u), err
 	}
-	return 0, fmt.Errorf("want an integer, got code 0x%02x at %d", c, d.i-1)
+	return k.d.DecodeInt64()
 }
 
-func (d *keyedDecoder) uint() (uint64, error) {
-	if d.i < len(d.b) && d.b[d.i] == 0xcf {
-		d.i++
-		return d.be(8)
+// uint reads an unsigned integer; a negative one is refused, not wrapped.
+func (k *keyedDecoder) uint() (uint64, error) {
+	if k.peek() == msgpcode.Uint64 {
+		return k.d.DecodeUint64()
 	}
-	v, err := d.int()
+	v, err := k.d.DecodeInt64()
 	if err == nil && v < 0 {
 		err = fmt.Errorf("want an unsigned integer, got %d", v)
 	}
 	return uint64(v), err
 }
 
-func (d *keyedDecoder) intv() (int, error) {
-	v, err := d.int()
+func (k *keyedDecoder) intv() (int, error) {
+	v, err := k.int()
 	if err == nil && (v > math.MaxInt || v < math.MinInt) {
 		err = fmt.Errorf("integer %d out of range", v)
 	}
 	return int(v), err
 }
 
-func (d *keyedDecoder) state() (store.State, error) {
-	v, err := d.uint()
+func (k *keyedDecoder) state() (store.State, error) {
+	v, err := k.uint()
 	if err == nil && v > math.MaxUint8 {
 		err = fmt.Errorf("state %d out of range", v)
 	}
 	return store.State(v), err
 }
 
-func (d *keyedDecoder) bool() (bool, error) {
-	c, err := d.byte()
-	switch {
-	case err != nil:
-		return false, err
-	case c == 0xc2:
-		return false, nil
-	case c == 0xc3:
-		return true, nil
-	}
-	return false, fmt.Errorf("want a bool, got code 0x%02x at %d", c, d.i-1)
+func (k *keyedDecoder) bool() (bool, error) {
+	return k.d.DecodeBool()
 }
 
-func (d *keyedDecoder) time() (time.Time, error) {
-	c, err := d.byte()
-	if err != nil {
-		return time.Time{}, err
-	}
-	var n int
-	switch c {
-	case 0xd6:
-		n = 4
-	case 0xd7:
-		n = 8
-	case 0xc7:
-		u, err := d.be(1)
-		if err != nil {
-			return time.Time{}, err
-		}
-		n = int(u)
-	default:
-		return time.Time{}, fmt.Errorf("want a timestamp, got code 0x%02x at %d", c, d.i-1)
-	}
-	if t, err := d.byte(); err != nil || t != 0xff {
-		return time.Time{}, fmt.Errorf("want a timestamp (extension -1): %v", err)
-	}
-	switch n {
-	case 4:
-		u, err := d.be(4)
-		return time.Unix(int64(u), 0), err
-	case 8:
-		u, err := d.be(8)
-		return time.Unix(int64(u&(1<<34-1)), int64(u>>34)), err
-	case 12:
-		ns, err := d.be(4)
-		if err != nil {
-			return time.Time{}, err
-		}
-		s, err := d.be(8)
-		return time.Unix(int64(s), int64(ns)), err
-	}
-	return time.Time{}, fmt.Errorf("timestamp of %d bytes", n)
+func (k *keyedDecoder) time() (time.Time, error) {
+	return k.d.DecodeTime()
 }
 
-func (d *keyedDecoder) strs() ([]string, error) {
-	n, err := d.arrayLen()
+func (k *keyedDecoder) strs() ([]string, error) {
+	n, err := k.arrayLen()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]string, n)
 	for i := range out {
-		if out[i], err = d.istr(); err != nil {
+		if out[i], err = k.istr(); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// skip skips one value of any type: a field a newer peer added.
-func (d *keyedDecoder) skip() error {
-	c, err := d.byte()
-	if err != nil {
-		return err
-	}
-	size := func(n int) error { _, err := d.n(n); return err }
-	items := func(n int) error {
-		for range n {
-			if err := d.skip(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	lenThen := func(bytes int, then func(int) error) error {
-		u, err := d.be(bytes)
-		if err != nil {
-			return err
-		}
-		return then(int(u))
-	}
-	switch {
-	case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3:
-		return nil
-	case c&0xf0 == 0x80:
-		return items(2 * int(c&0x0f))
-	case c&0xf0 == 0x90:
-		return items(int(c & 0x0f))
-	case c&0xe0 == 0xa0:
-		return size(int(c & 0x1f))
-	}
-	switch c {
-	case 0xc4, 0xd9:
-		return lenThen(1, size)
-	case 0xc5, 0xda:
-		return lenThen(2, size)
-	case 0xc6, 0xdb:
-		return lenThen(4, size)
-	case 0xc7:
-		return lenThen(1, func(n int) error { return size(n + 1) })
-	case 0xc8:
-		return lenThen(2, func(n int) error { return size(n + 1) })
-	case 0xc9:
-		return lenThen(4, func(n int) error { return size(n + 1) })
-	case 0xca, 0xce, 0xd2:
-		return size(4)
-	case 0xcb, 0xcf, 0xd3:
-		return size(8)
-	case 0xcc, 0xd0:
-		return size(1)
-	case 0xcd, 0xd1:
-		return size(2)
-	case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8:
-		return size(1 + 1<<(c-0xd4))
-	case 0xdc:
-		return lenThen(2, items)
-	case 0xdd:
-		return lenThen(4, items)
-	case 0xde:
-		return lenThen(2, func(n int) error { return items(2 * n) })
-	case 0xdf:
-		return lenThen(4, func(n int) error { return items(2 * n) })
-	}
-	return fmt.Errorf("invalid code 0x%02x at %d", c, d.i-1)
-}
-
 // fieldsOf reads a map and calls field for each key; field returns false
-// for a key it does not know, which is skipped.
-func (d *keyedDecoder) fieldsOf(what string, field func(k int64) (bool, error)) error {
-	n, err := d.mapLen()
+// for a key it does not know, whose value (a field a newer peer added) is
+// skipped.
+func (k *keyedDecoder) fieldsOf(what string, field func(k int64) (bool, error)) error {
+	n, err := k.mapLen()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	for range n {
-		k, err := d.int()
+		// A key out of int64's range wraps to a negative key, which no
+		// type has: it is skipped as unknown.
+		key, err := k.d.DecodeInt64()
 		if err != nil {
 			return fmt.Errorf("%s: key: %w", what, err)
 		}
-		known, err := field(k)
+		known, err := field(key)
 		if err == nil && !known {
-			err = d.skip()
+			err = k.d.Skip()
 		}
 		if err != nil {
-			return fmt.Errorf("%s: field %d: %w", what, k, err)
+			return fmt.Errorf("%s: field %d: %w", what, key, err)
 		}
 	}
 	return nil
 }
 
-func (d *keyedDecoder) instances() ([]*store.Instance, error) {
-	if d.nil() {
+func (k *keyedDecoder) instances() ([]*store.Instance, error) {
+	if k.nil() {
 		return nil, nil
 	}
-	n, err := d.arrayLen()
+	n, err := k.arrayLen()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*store.Instance, n)
 	for i := range out {
-		if out[i], err = d.instance(); err != nil {
+		if out[i], err = k.instance(); err != nil {
 			return nil, fmt.Errorf("instance %d: %w", i, err)
 		}
 	}
 	return out, nil
 }
 
-func (d *keyedDecoder) instance() (*store.Instance, error) {
-	if d.nil() {
+func (k *keyedDecoder) instance() (*store.Instance, error) {
+	if k.nil() {
 		return nil, nil
 	}
 	in := new(store.Instance)
-	err := d.fieldsOf("instance", func(k int64) (bool, error) {
+	err := k.fieldsOf("instance", func(key int64) (bool, error) {
 		var err error
-		switch k {
+		switch key {
 		case kInstID:
-			in.ID, err = d.str()
+			in.ID, err = k.str()
 		case kInstKind:
-			in.Kind, err = d.istr()
+			in.Kind, err = k.istr()
 		case kInstQueue:
-			in.Queue, err = d.istr()
+			in.Queue, err = k.istr()
 		case kInstArgs:
-			in.Args, err = d.bin()
+			in.Args, err = k.bin()
 		case kInstPriority:
-			in.Priority, err = d.intv()
+			in.Priority, err = k.intv()
 		case kInstRunAt:
-			in.RunAt, err = d.time()
+			in.RunAt, err = k.time()
 		case kInstState:
-			in.State, err = d.state()
+			in.State, err = k.state()
 		case kInstAttempt:
-			in.Attempt, err = d.intv()
+			in.Attempt, err = k.intv()
 		case kInstMaxRetries:
-			in.MaxRetries, err = d.intv()
+			in.MaxRetries, err = k.intv()
 		case kInstTimeout:
 			var v int64
-			v, err = d.int()
+			v, err = k.int()
 			in.Timeout = time.Duration(v)
 		case kInstUniqueKey:
-			in.UniqueKey, err = d.str()
+			in.UniqueKey, err = k.str()
 		case kInstUniqueUntil:
-			in.UniqueUntil, err = d.time()
+			in.UniqueUntil, err = k.time()
 		case kInstLeaseOwner:
-			in.LeaseOwner, err = d.istr()
+			in.LeaseOwner, err = k.istr()
 		case kInstLeaseUntil:
-			in.LeaseUntil, err = d.time()
+			in.LeaseUntil, err = k.time()
 		case kInstCancelRequested:
-			in.CancelRequested, err = d.bool()
+			in.CancelRequested, err = k.bool()
 		case kInstSeq:
-			in.Seq, err = d.uint()
+			in.Seq, err = k.uint()
 		case kInstCreatedAt:
-			in.CreatedAt, err = d.time()
+			in.CreatedAt, err = k.time()
 		case kInstUpdatedAt:
-			in.UpdatedAt, err = d.time()
+			in.UpdatedAt, err = k.time()
 		case kInstFinishedAt:
-			in.FinishedAt, err = d.time()
+			in.FinishedAt, err = k.time()
 		case kInstResult:
-			in.Result, err = d.bin()
+			in.Result, err = k.bin()
 		case kInstError:
-			in.Error, err = d.str()
+			in.Error, err = k.str()
 		case kInstLabels:
-			in.Labels, err = d.strs()
+			in.Labels, err = k.strs()
 		case kInstMetadata:
 			var n int
-			if n, err = d.mapLen(); err != nil {
+			if n, err = k.mapLen(); err != nil {
 				return true, err
 			}
 			in.Metadata = make(map[string]string, n)
 			for range n {
-				var k, v string
-				if k, err = d.istr(); err != nil {
+				var mk, mv string
+				if mk, err = k.istr(); err != nil {
 					return true, err
 				}
-				if v, err = d.str(); err != nil {
+				if mv, err = k.str(); err != nil {
 					return true, err
 				}
-				in.Metadata[k] = v
+				in.Metadata[mk] = mv
 			}
 		case kInstParent:
-			in.Parent, err = d.istr()
+			in.Parent, err = k.istr()
 		case kInstShardIndex:
-			in.ShardIndex, err = d.intv()
+			in.ShardIndex, err = k.intv()
 		case kInstShardCount:
-			in.ShardCount, err = d.intv()
+			in.ShardCount, err = k.intv()
 		default:
 			return false, nil
 		}
@@ -963,26 +888,26 @@ func (d *keyedDecoder) instance() (*store.Instance, error) {
 	return in, err
 }
 
-func (d *keyedDecoder) finishParams() (*store.FinishParams, error) {
-	if d.nil() {
+func (k *keyedDecoder) finishParams() (*store.FinishParams, error) {
+	if k.nil() {
 		return nil, nil
 	}
 	p := new(store.FinishParams)
-	err := d.fieldsOf("finish parameters", func(k int64) (bool, error) {
+	err := k.fieldsOf("finish parameters", func(key int64) (bool, error) {
 		var err error
-		switch k {
+		switch key {
 		case kFinOwner:
-			p.Owner, err = d.str()
+			p.Owner, err = k.str()
 		case kFinNow:
-			p.Now, err = d.time()
+			p.Now, err = k.time()
 		case kFinOutcomes:
 			var n int
-			if n, err = d.arrayLen(); err != nil {
+			if n, err = k.arrayLen(); err != nil {
 				return true, err
 			}
 			p.Outcomes = make([]store.Outcome, n)
 			for i := range p.Outcomes {
-				if err = d.outcome(&p.Outcomes[i]); err != nil {
+				if err = k.outcome(&p.Outcomes[i]); err != nil {
 					return true, fmt.Errorf("outcome %d: %w", i, err)
 				}
 			}
@@ -994,24 +919,24 @@ func (d *keyedDecoder) finishParams() (*store.FinishParams, error) {
 	return p, err
 }
 
-func (d *keyedDecoder) outcome(o *store.Outcome) error {
-	return d.fieldsOf("outcome", func(k int64) (bool, error) {
+func (k *keyedDecoder) outcome(o *store.Outcome) error {
+	return k.fieldsOf("outcome", func(key int64) (bool, error) {
 		var err error
-		switch k {
+		switch key {
 		case kOutID:
-			o.ID, err = d.str()
+			o.ID, err = k.str()
 		case kOutAttempt:
-			o.Attempt, err = d.intv()
+			o.Attempt, err = k.intv()
 		case kOutState:
-			o.State, err = d.state()
+			o.State, err = k.state()
 		case kOutRunAt:
-			o.RunAt, err = d.time()
+			o.RunAt, err = k.time()
 		case kOutRelease:
-			o.Release, err = d.bool()
+			o.Release, err = k.bool()
 		case kOutResult:
-			o.Result, err = d.bin()
+			o.Result, err = k.bin()
 		case kOutError:
-			o.Error, err = d.istr()
+			o.Error, err = k.istr()
 		default:
 			return false, nil
 		}
@@ -1019,15 +944,15 @@ func (d *keyedDecoder) outcome(o *store.Outcome) error {
 	})
 }
 
-func (d *keyedDecoder) err() (*Err, error) {
+func (k *keyedDecoder) err() (*Err, error) {
 	e := new(Err)
-	err := d.fieldsOf("error", func(k int64) (bool, error) {
+	err := k.fieldsOf("error", func(key int64) (bool, error) {
 		var err error
-		switch k {
+		switch key {
 		case kErrMessage:
-			e.Message, err = d.istr()
+			e.Message, err = k.istr()
 		case kErrSentinels:
-			e.Sentinels, err = d.strs()
+			e.Sentinels, err = k.strs()
 		default:
 			return false, nil
 		}
@@ -1036,24 +961,24 @@ func (d *keyedDecoder) err() (*Err, error) {
 	return e, err
 }
 
-func (d *keyedDecoder) finishResults() ([]FinishResult, error) {
-	if d.nil() {
+func (k *keyedDecoder) finishResults() ([]FinishResult, error) {
+	if k.nil() {
 		return nil, nil
 	}
-	n, err := d.arrayLen()
+	n, err := k.arrayLen()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]FinishResult, n)
 	for i := range out {
 		r := &out[i]
-		err := d.fieldsOf("finish result", func(k int64) (bool, error) {
+		err := k.fieldsOf("finish result", func(key int64) (bool, error) {
 			var err error
-			switch k {
+			switch key {
 			case kResState:
-				r.State, err = d.state()
+				r.State, err = k.state()
 			case kResErr:
-				r.Err, err = d.err()
+				r.Err, err = k.err()
 			default:
 				return false, nil
 			}
@@ -1066,30 +991,30 @@ func (d *keyedDecoder) finishResults() ([]FinishResult, error) {
 	return out, nil
 }
 
-func (d *keyedDecoder) claimParams() (*store.ClaimParams, error) {
-	if d.nil() {
+func (k *keyedDecoder) claimParams() (*store.ClaimParams, error) {
+	if k.nil() {
 		return nil, nil
 	}
 	p := new(store.ClaimParams)
-	err := d.fieldsOf("claim parameters", func(k int64) (bool, error) {
+	err := k.fieldsOf("claim parameters", func(key int64) (bool, error) {
 		var err error
-		switch k {
+		switch key {
 		case kClaimQueue:
-			p.Queue, err = d.str()
+			p.Queue, err = k.str()
 		case kClaimOwner:
-			p.Owner, err = d.str()
+			p.Owner, err = k.str()
 		case kClaimLimit:
-			p.Limit, err = d.intv()
+			p.Limit, err = k.intv()
 		case kClaimNow:
-			p.Now, err = d.time()
+			p.Now, err = k.time()
 		case kClaimLeaseUntil:
-			p.LeaseUntil, err = d.time()
+			p.LeaseUntil, err = k.time()
 		case kClaimSeq:
-			p.ClaimSeq, err = d.uint()
+			p.ClaimSeq, err = k.uint()
 		case kClaimKinds:
-			p.Kinds, err = d.strs()
+			p.Kinds, err = k.strs()
 		case kClaimLabels:
-			p.Labels, err = d.strs()
+			p.Labels, err = k.strs()
 		default:
 			return false, nil
 		}
@@ -1098,35 +1023,35 @@ func (d *keyedDecoder) claimParams() (*store.ClaimParams, error) {
 	return p, err
 }
 
-func (d *keyedDecoder) claimResult() (*ClaimResult, error) {
-	if d.nil() {
+func (k *keyedDecoder) claimResult() (*ClaimResult, error) {
+	if k.nil() {
 		return nil, nil
 	}
 	r := new(ClaimResult)
-	err := d.fieldsOf("claim result", func(k int64) (bool, error) {
+	err := k.fieldsOf("claim result", func(key int64) (bool, error) {
 		var err error
-		switch k {
+		switch key {
 		case kCResInstances:
-			r.Instances, err = d.instances()
+			r.Instances, err = k.instances()
 		case kCResNextRunAt:
-			r.NextRunAt, err = d.time()
+			r.NextRunAt, err = k.time()
 		case kCResUndecodable:
 			var n int
-			if n, err = d.arrayLen(); err != nil {
+			if n, err = k.arrayLen(); err != nil {
 				return true, err
 			}
 			r.Undecodable = make([]Undecodable, n)
 			for i := range r.Undecodable {
 				u := &r.Undecodable[i]
-				err = d.fieldsOf("undecodable", func(k int64) (bool, error) {
+				err = k.fieldsOf("undecodable", func(key int64) (bool, error) {
 					var err error
-					switch k {
+					switch key {
 					case kUndID:
-						u.ID, err = d.str()
+						u.ID, err = k.str()
 					case kUndAttempt:
-						u.Attempt, err = d.intv()
+						u.Attempt, err = k.intv()
 					case kUndErr:
-						u.Err, err = d.err()
+						u.Err, err = k.err()
 					default:
 						return false, nil
 					}
