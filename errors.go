@@ -47,12 +47,15 @@ var (
 	ErrTimeout = errors.New("job: attempt timed out")
 	// ErrCanceled: the instance was canceled.
 	ErrCanceled = errors.New("job: instance canceled")
-	// ErrLeaseLost: the manager lost the attempt's lease (another manager
-	// rescued it), or could not renew it in time, so another manager may
-	// rescue it soon; the attempt's context is canceled with this cause and
-	// its outcome is discarded. When the node fenced itself (its heartbeats
-	// failed, see WithHeartbeat) the lease may still be its own: the
-	// outcome is written then, and the store refuses it if lost.
+	// ErrLeaseLost: the manager lost the attempt's lease (the store says
+	// another manager rescued it), or could not renew it in time, so
+	// another manager may rescue it soon; the attempt's context is canceled
+	// with this cause. When the store said the lease is lost, the outcome
+	// is discarded. When the lease could not be renewed in time, or the
+	// node fenced itself (its heartbeats failed, see WithHeartbeat), the
+	// lease may still be its own: the outcome is written then (handed back,
+	// the attempt not counted, when the executor returned on this cancel),
+	// and the store refuses it if lost.
 	ErrLeaseLost = store.ErrLeaseLost
 	// ErrShutdown: the manager is stopping; running attempts are canceled
 	// with this cause and, once their executors return on it, handed back

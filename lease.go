@@ -17,7 +17,8 @@ const renewBatch = 512
 // ErrCanceled. A lease is never renewed past its attempt's timeout plus
 // grace (see watchlist.leaseCap). Each renewal that succeeds moves the
 // attempt's fence (see watchdog); one that fails leaves it, so an attempt
-// that cannot renew stops before its lease ends. The loop keeps running
+// that cannot renew stops before its lease ends (its outcome is written
+// all the same, see Manager.fence: the store may still hold the lease). The loop keeps running
 // after Stop closes stopCh, until the completer has written every outcome,
 // so nothing is rescued meanwhile.
 //

@@ -391,12 +391,9 @@ func (m *Manager) fencedNow() bool {
 // what it returned.
 func (m *Manager) handBackFenced(a *attempt) {
 	m.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m), out: store.Outcome{
-		ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true, Error: fencedHandBack,
+		ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true, Error: a.fencedHandBack(),
 	}})
 }
-
-// fencedHandBack is the error of an attempt handed back by a fence.
-var fencedHandBack = "handed back: " + ErrLeaseLost.Error() + " (the node fenced itself: its heartbeats failed)"
 
 // nodeRescueLoop rescues the attempts of dead nodes after each
 // successful heartbeat (the store measures a node's silence up to the

@@ -365,7 +365,12 @@ func TestObserverFences(t *testing.T) {
 				t.Fatal(err)
 			}
 			synctest.Wait()
-			cut.cutOff(errors.New("store unreachable")) // renewals and claims fail; heartbeats go on
+			// Renewals, claims and outcomes fail; heartbeats go on. (With
+			// outcomes taken, a's fenced attempt would be handed back
+			// instead of rescued.)
+			unreachable := errors.New("store unreachable")
+			cut.fail(unreachable, unreachable, nil)
+			cut.cutOff(unreachable)
 			if err := b.Start(ctx); err != nil {
 				t.Fatal(err)
 			}

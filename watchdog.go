@@ -30,8 +30,10 @@ func (c *config) stopAllowance() time.Duration { return c.lease / 6 }
 //     returns;
 //   - the fence (lease deadline - stop allowance, the deadline moving with
 //     each successful renewal): the lease could not be renewed, so the
-//     attempt's context is canceled with cause ErrLeaseLost and its outcome
-//     is discarded before any other manager may rescue the instance.
+//     attempt's context is canceled with cause ErrLeaseLost before any
+//     other manager may rescue the instance. As for the node's fence, what
+//     its executor returns is written (a hand-back when the cancel stopped
+//     it), and the store refuses it if the instance was rescued meanwhile.
 //
 // Attempts wait in a heap ordered by their next due time, so the watchdog
 // sleeps exactly until the next one and costs O(log n) per attempt.
@@ -232,10 +234,14 @@ func (m *Manager) watchdog() {
 }
 
 // fence cancels an attempt whose lease is about to end without a renewal,
-// so that it stops before another manager may rescue the instance. Its
-// outcome is not written: the instance is the rescuer's now.
+// so that it stops before another manager may rescue the instance. The
+// store may still hold the lease (the renewals failed, not the lease), so
+// once the executor returns its outcome is written as after the node's
+// fence: handed back, the attempt not counted, when the cancel stopped it,
+// else what it ran to; the store's lease check refuses it when the lease
+// ended and the instance was rescued meanwhile.
 func (m *Manager) fence(a *attempt) {
-	if !m.giveUp(a) {
+	if !m.giveUpAs(a, settledLeaseFenced) {
 		return
 	}
 	a.cancel(ErrLeaseLost)

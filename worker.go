@@ -86,9 +86,10 @@ type attempt struct {
 	cancel context.CancelCauseFunc
 	// settled is set once (from unsettled), by whoever decides the
 	// attempt's end first: the executor's return (settledRun), or the
-	// engine giving the attempt up while the executor runs: a lost or
-	// lapsing lease, an abandoned timeout, Stop (settledGivenUp), or the
-	// node's fence (settledFenced).
+	// engine giving the attempt up while the executor runs: a lease the
+	// store reports lost, an abandoned timeout, Stop (settledGivenUp), the
+	// node's fence (settledFenced), or the watchdog's fence of a lease it
+	// could not renew (settledLeaseFenced).
 	settled atomic.Int32
 
 	start   time.Time     // when it was dispatched, on the manager's clock
@@ -114,6 +115,10 @@ const (
 	// written unless the fence stopped it, and the store's lease check
 	// refuses it if another node rescued the instance meanwhile.
 	settledFenced
+	// settledLeaseFenced: its lease could not be renewed and is about to
+	// end (watchdog.go). The store may still hold it, as for a node's
+	// fence, and its outcome is written the same way.
+	settledLeaseFenced
 )
 
 // settle decides a's end as its executor's; false when it was already
@@ -123,8 +128,28 @@ func (a *attempt) settle() bool { return a.settled.CompareAndSwap(unsettled, set
 // isSettled reports whether a's end is decided.
 func (a *attempt) isSettled() bool { return a.settled.Load() != unsettled }
 
-// fenced reports whether a was given up by the node's fence.
-func (a *attempt) fenced() bool { return a.settled.Load() == settledFenced }
+// fenced reports whether a was given up by a fence, the node's or its
+// lease's: the store may still hold its lease, so what its executor
+// returns is written all the same.
+func (a *attempt) fenced() bool {
+	s := a.settled.Load()
+	return s == settledFenced || s == settledLeaseFenced
+}
+
+// fencedHandBack is the error of a fenced attempt handed back.
+func (a *attempt) fencedHandBack() string {
+	if a.settled.Load() == settledLeaseFenced {
+		return leaseFencedHandBack
+	}
+	return nodeFencedHandBack
+}
+
+// The errors of an attempt handed back by the node's fence and by its
+// lease's.
+var (
+	nodeFencedHandBack  = "handed back: " + ErrLeaseLost.Error() + " (the node fenced itself: its heartbeats failed)"
+	leaseFencedHandBack = "handed back: " + ErrLeaseLost.Error() + " (its lease could not be renewed in time)"
+)
 
 func (a *attempt) ref() store.LeaseRef { return store.LeaseRef{ID: a.rec.ID, Attempt: a.rec.Attempt} }
 
@@ -307,7 +332,8 @@ func (m *Manager) execute(a *attempt) {
 	if ours {
 		m.watch.remove(a)
 	} else {
-		// Fenced while it ran: the fence only canceled it, the store may
+		// Fenced while it ran (by the node, or because its lease could
+		// not be renewed): the fence only canceled it, the store may
 		// still hold its lease. What the executor returned is recorded (a
 		// hand-back if the fence stopped it, see outcome); the store
 		// refuses it if the instance was rescued meanwhile.
@@ -331,7 +357,8 @@ func (m *Manager) execute(a *attempt) {
 // returns it is counted by Stuck, and keeps its worker slot.
 func (m *Manager) giveUp(a *attempt) bool { return m.giveUpAs(a, settledGivenUp) }
 
-// giveUpAs is giveUp, recording how (settledGivenUp or settledFenced).
+// giveUpAs is giveUp, recording how (settledGivenUp, settledFenced or
+// settledLeaseFenced).
 func (m *Manager) giveUpAs(a *attempt, how int32) bool {
 	m.stuck.Add(1) // before the swap, so that returned never sees it early
 	if !a.settled.CompareAndSwap(unsettled, how) {
@@ -360,7 +387,7 @@ func (m *Manager) returned(a *attempt, kept bool) {
 	m.stuck.Add(-1)
 	msg := "executor of a given-up attempt returned; its result is discarded"
 	if kept {
-		msg = "executor of an attempt canceled by the node's fence returned; recording its outcome unless another node rescued the instance meanwhile"
+		msg = "executor of a fenced attempt returned; recording its outcome unless another node rescued the instance meanwhile"
 	}
 	m.log.Info(msg, "instance", a.rec.ID, "kind", a.rec.Kind, "attempt", a.rec.Attempt, "after", m.clock.Now().Sub(a.start))
 }
@@ -384,9 +411,10 @@ func stoppedBy(err, cause error) bool {
 
 // outcome decides how an attempt ended, given what its executor returned
 // and the cause its context was canceled with, if any. An executor the
-// engine stopped (Stop, or the node's fence) is handed back, its attempt
-// not counted; one that ran to its end all the same has its real outcome,
-// so a completed run is not run again and no attempt number runs twice.
+// engine stopped (Stop, or a fence: the node's or its lease's) is handed
+// back, its attempt not counted; one that ran to its end all the same has
+// its real outcome, so a completed run is not run again and no attempt
+// number runs twice.
 func (m *Manager) outcome(a *attempt, results []any, err, cause error) store.Outcome {
 	out := store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt}
 	now := m.clock.Now()
@@ -398,7 +426,7 @@ func (m *Manager) outcome(a *attempt, results []any, err, cause error) store.Out
 		out.Error = "handed back: " + ErrShutdown.Error()
 	case errors.Is(cause, ErrLeaseLost) && stoppedBy(err, cause):
 		out.State, out.RunAt, out.Release = store.Scheduled, a.rec.RunAt, true
-		out.Error = fencedHandBack
+		out.Error = a.fencedHandBack()
 	case errors.Is(cause, ErrCanceled):
 		out.State, out.Error = store.Canceled, ErrCanceled.Error()
 	case err == nil:
