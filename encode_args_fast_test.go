@@ -22,7 +22,7 @@ func TestAppendArgJSONIsMarshal(t *testing.T) {
 		uint(0), uint(math.MaxUint), uint8(0), uint8(math.MaxUint8), uint16(math.MaxUint16),
 		uint32(math.MaxUint32), uint64(math.MaxUint64),
 		true, false,
-		1.5, float32(0.1), 1e21, -0.0, nil, []byte("x"), []int{1}, level(3), htmlish{},
+		1.5, float32(0.1), 1e21, math.Copysign(0, -1), nil, []byte("x"), []int{1}, level(3), htmlish{},
 		map[string]int{"b": 1, "a": 2}, struct{ A string }{"<"},
 	}
 	r := rand.New(rand.NewPCG(1, 2))
