@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -71,6 +72,11 @@ func (m *Manager) ScheduleJobs(ctx context.Context, items ...BatchItem) ([]Batch
 	chunk := make([]batchEntry, 0, min(len(items), MaxScheduleBatch))
 	jobs := map[string]*Job{}
 	var failed error
+	// One config for every item, cleared for each: the options write into
+	// it through a pointer, so one per item would be an allocation each.
+	// Nothing keeps it past the item (newRecord copies what it needs).
+	var c scheduleConfig
+	var rnd batchRand
 	for i, it := range items {
 		j, ok := jobs[it.Kind]
 		if !ok {
@@ -81,7 +87,7 @@ func (m *Manager) ScheduleJobs(ctx context.Context, items ...BatchItem) ([]Batch
 			}
 			jobs[it.Kind] = j
 		}
-		var c scheduleConfig
+		c = scheduleConfig{idRand: &rnd}
 		if err := c.apply(it.Options); err != nil {
 			out[i].Err = fmt.Errorf("job: schedule %q: %w", it.Kind, err)
 			continue
@@ -140,7 +146,7 @@ type batchEntry struct {
 // a store call that failed.
 func (m *Manager) scheduleChunk(ctx context.Context, entries []batchEntry, out []BatchResult) error {
 	if len(m.cfg.middleware) == 0 {
-		var send []batchEntry
+		send := make([]batchEntry, 0, len(entries))
 		for _, e := range entries {
 			err := checkMetadata(e.rec.Metadata)
 			if err == nil {
@@ -293,4 +299,28 @@ func (m *Manager) enqueueSplit(ctx context.Context, recs []*store.Instance) (res
 		return nil, nil, err
 	}
 	return res, errs, nil
+}
+
+// batchRand hands out bytes of crypto/rand, read 4 KiB at a time, to the
+// new IDs of a ScheduleJobs call: uuid.NewV7 reads 16 bytes of
+// crypto/rand for each ID, a system call's worth of work each time. The
+// IDs are the same UUIDv7 (uuid.NewV7FromReader, with NewV7's time and
+// sequence), and each byte serves one ID only.
+type batchRand struct {
+	buf [4096]byte
+	off int // bytes of buf used; 0 before the first read fills it
+	ok  bool
+}
+
+func (r *batchRand) Read(p []byte) (int, error) {
+	if len(p) > len(r.buf) {
+		return rand.Read(p)
+	}
+	if !r.ok || r.off+len(p) > len(r.buf) {
+		_, _ = rand.Read(r.buf[:]) // never fails (see crypto/rand.Read)
+		r.off, r.ok = 0, true
+	}
+	n := copy(p, r.buf[r.off:])
+	r.off += n
+	return n, nil
 }

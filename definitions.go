@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -257,11 +256,13 @@ func encodeJSONArgs(args []any) ([]byte, error) {
 	out := make([]byte, 1, 64)
 	out[0] = '['
 	for i, a := range args {
-		b, err := json.Marshal(a)
-		if err != nil {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		var err error
+		if out, err = appendArgJSON(out, a); err != nil {
 			return nil, fmt.Errorf("%w: argument %d (%T) cannot be encoded: %v", ErrInvalidArguments, i+1, a, err)
 		}
-		out = appendArrayElem(out, i, b)
 	}
 	return append(out, ']'), nil
 }

@@ -97,29 +97,21 @@ func (e *executor) encodeArgs(args []any) ([]byte, error) {
 	out := make([]byte, 1, 64)
 	out[0] = '['
 	for i, a := range args {
-		b, err := json.Marshal(a)
-		if err != nil {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		start := len(out)
+		var err error
+		if out, err = appendArgJSON(out, a); err != nil {
 			return nil, fmt.Errorf("%w: argument %d (%T) cannot be encoded: %v", ErrInvalidArguments, i+1, a, err)
 		}
 		if p := e.paramType(i); !sameBasicType(a, p) {
-			if _, err := decodeArg(b, p); err != nil {
+			if _, err := decodeArg(out[start:], p); err != nil {
 				return nil, fmt.Errorf("%w: argument %d is %T, executor wants %s: %v", ErrInvalidArguments, i+1, a, p, err)
 			}
 		}
-		out = appendArrayElem(out, i, b)
 	}
 	return append(out, ']'), nil
-}
-
-// appendArrayElem appends b, the i-th element of a JSON array begun in
-// out, with its separating comma. json.Marshal's output is compact and
-// HTML-escaped already, so the array is the bytes json.Marshal gives for
-// the elements as a []json.RawMessage.
-func appendArrayElem(out []byte, i int, b []byte) []byte {
-	if i > 0 {
-		out = append(out, ',')
-	}
-	return append(out, b...)
 }
 
 // sameBasicType reports whether a is a value of exactly t, and t is a

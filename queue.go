@@ -114,7 +114,12 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 	if err != nil {
 		return nil, err
 	}
-	id, err := uuid.NewV7()
+	var id uuid.UUID
+	if c.idRand != nil {
+		id, err = uuid.NewV7FromReader(c.idRand)
+	} else {
+		id, err = uuid.NewV7()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("job: new instance ID: %w", err)
 	}

@@ -2,8 +2,10 @@ package job
 
 import (
 	"fmt"
-	"github.com/google/uuid"
+	"io"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // ScheduleOption configures one instance scheduled with
@@ -34,6 +36,7 @@ type scheduleConfig struct {
 	tickHoldTil time.Time
 	metadata    map[string]string // WithMetadata
 	shards      int               // WithShards (shards.go)
+	idRand      io.Reader         // the new ID's random bytes (ScheduleJobs: see batchRand); nil: uuid.NewV7's own
 }
 
 // apply applies opts in order, stopping at the first error.

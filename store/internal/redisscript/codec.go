@@ -266,14 +266,25 @@ func parseUUID(s string) (b [16]byte, ok bool) {
 }
 
 func unhex(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
+	v := unhexTable[c]
+	return v, v < 16
 }
+
+// unhexTable is each byte's value as a lowercase hex digit, 0xff for a
+// byte that is not one.
+var unhexTable = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case c >= '0' && c <= '9':
+			t[c] = byte(c - '0')
+		case c >= 'a' && c <= 'f':
+			t[c] = byte(c - 'a' + 10)
+		default:
+			t[c] = 0xff
+		}
+	}
+	return t
+}()
 
 func formatUUID(b string) string {
 	const digits = "0123456789abcdef"

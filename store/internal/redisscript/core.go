@@ -90,20 +90,6 @@ func us(t time.Time) string { return strconv.FormatInt(Micros(t), 10) }
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// be7 is lib.lua's be(us, 7): us (0 when negative) in 7 big-endian bytes,
-// as ready-list entries begin.
-func be7(us int64) string {
-	if us < 0 {
-		us = 0
-	}
-	var b [7]byte
-	for i := 6; i >= 0; i-- {
-		b[i] = byte(us)
-		us >>= 8
-	}
-	return string(b[:])
-}
-
 // reply helpers: a malformed reply is a bug or a foreign script, not data.
 func asArray(v any) []any {
 	a, _ := v.([]any)
@@ -148,14 +134,29 @@ func asString(v any) string {
 func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 	n := len(p.Instances)
 	now := Micros(p.Now)
-	ids = make([]string, n)
-	var idSeen, keySeen map[string]struct{}
-	flags := ""
-	for i, in := range p.Instances {
+	// The IDs' encodings, packed into one buffer and cut from one string:
+	// one allocation for all of them.
+	idb := make([]byte, 0, 17*n)
+	for _, in := range p.Instances {
 		if err := in.Validate(); err != nil {
 			return nil, nil, err
 		}
-		ids[i] = EncodeID(in.ID)
+		idb = appendID(idb, in.ID)
+	}
+	ids = make([]string, n)
+	if n > 0 {
+		idAll := string(idb)
+		for i, in := range p.Instances {
+			l := 1 + len(in.ID) // idText and the ID
+			if idAll[0] == idUUID {
+				l = 17
+			}
+			ids[i], idAll = idAll[:l], idAll[l:]
+		}
+	}
+	var idSeen, keySeen map[string]struct{}
+	flags := ""
+	for i, in := range p.Instances {
 		if n > 1 && !strings.Contains(flags, "r") {
 			if idSeen == nil {
 				idSeen = make(map[string]struct{}, n)
@@ -175,23 +176,37 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 			keySeen[in.UniqueKey] = struct{}{}
 		}
 	}
+	type bucketKey struct {
+		kind string
+		sec  int64
+	}
 	type bucket struct {
-		kind, sec string
-		count     int
-		part      []byte
+		bucketKey
+		count int
+		part  []byte
 	}
 	var (
-		hist       []byte
+		hist       = make([]byte, 0, 18*n)
 		classes    []enqueueClass
 		classNum   = map[enqueueClass]string{}
+		lastClass  enqueueClass
+		lastNum    string
 		buckets    []*bucket
-		bucketOf   = map[[2]string]*bucket{}
+		bucketOf   = map[bucketKey]*bucket{}
+		lastBucket *bucket
 		runs       = make([]string, 0, 3*n+2)
 		runClass   = ""
 		runCount   = 0
 		runAt      = -1 // where the current run's count goes in runs
 		lastLabels []string
 		lastLane   string
+		// Each instance's spec and place (its ready-list or scheduled
+		// entry's start) are packed one after the other into blob, and
+		// cut from one string once all are: their places in runs are
+		// at[k], and where each ends in blob is end[2k] and end[2k+1].
+		blob = make([]byte, 0, blobSize(p.Instances))
+		at   = make([]int, 0, n)
+		end  = make([]int, 0, 2*n)
 	)
 	for i, in := range p.Instances {
 		runat := Micros(in.RunAt)
@@ -203,11 +218,15 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 		tail := specTail(lane, encodeMetadata(in.Metadata), encodeShard(in))
 		cl := enqueueClass{kind: in.Kind, queue: in.Queue, prio: in.Priority, labels: lane,
 			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= now, x: tail != "", u: in.UniqueKey != ""}
-		num, ok := classNum[cl]
-		if !ok {
-			classes = append(classes, cl)
-			num = itoa(len(classes))
-			classNum[cl] = num
+		num := lastNum
+		if i == 0 || cl != lastClass {
+			var ok bool
+			if num, ok = classNum[cl]; !ok {
+				classes = append(classes, cl)
+				num = itoa(len(classes))
+				classNum[cl] = num
+			}
+			lastClass, lastNum = cl, num
 		}
 		if num != runClass || runAt < 0 {
 			if runAt >= 0 {
@@ -219,21 +238,29 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 		runCount++
 		id := ids[i]
 		hist = appendMsgpackStr(hist, id)
-		bk := [2]string{in.Kind, strconv.FormatInt(cl.sec, 10)}
-		b := bucketOf[bk]
-		if b == nil {
-			b = &bucket{kind: bk[0], sec: bk[1]}
-			bucketOf[bk] = b
-			buckets = append(buckets, b)
+		b := lastBucket
+		if b == nil || b.kind != in.Kind || b.sec != cl.sec {
+			bk := bucketKey{in.Kind, cl.sec}
+			if b = bucketOf[bk]; b == nil {
+				b = &bucket{bucketKey: bk}
+				bucketOf[bk] = b
+				buckets = append(buckets, b)
+			}
+			lastBucket = b
 		}
 		b.count++
 		b.part = append(b.part, byte(len(id)>>8), byte(len(id)))
 		b.part = append(b.part, id...)
-		place := strconv.FormatInt(runat, 10)
+		blob = appendSpec(blob, in)
+		end = append(end, len(blob))
 		if cl.due {
-			place = be7(runat)
+			blob = appendBE7(blob, runat)
+		} else {
+			blob = strconv.AppendInt(blob, runat, 10)
 		}
-		runs = append(runs, EncodeSpec(in), place)
+		end = append(end, len(blob))
+		at = append(at, len(runs))
+		runs = append(runs, "", "") // the spec and the place, below
 		if cl.x {
 			runs = append(runs, tail)
 		}
@@ -243,6 +270,12 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 	}
 	if runAt >= 0 {
 		runs[runAt] = itoa(runCount)
+	}
+	all, start := string(blob), 0
+	for k, r := range at {
+		mid, stop := end[2*k], end[2*k+1]
+		runs[r], runs[r+1] = all[start:mid], all[mid:stop]
+		start = stop
 	}
 	args = make([]string, 0, 7+n+6*len(classes)+4*len(buckets)+len(runs))
 	args = append(args, strconv.FormatInt(now, 10), p.Node, itoa(n), flags, itoa(len(classes)), itoa(len(buckets)), string(hist))
@@ -261,10 +294,21 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 		args = append(args, cl.kind, cl.queue, itoa(cl.prio), cl.labels, strconv.FormatInt(cl.sec, 10), string(rune('0'+f)))
 	}
 	for _, b := range buckets {
-		args = append(args, b.kind, b.sec, itoa(b.count), string(b.part))
+		args = append(args, b.kind, strconv.FormatInt(b.sec, 10), itoa(b.count), string(b.part))
 	}
 	args = append(args, runs...)
 	return args, ids, nil
+}
+
+// blobSize is about the bytes EnqueueArgs packs for instances' specs
+// and places: a spec is ~50 bytes and its strings, a place 7 bytes or a
+// number.
+func blobSize(instances []*store.Instance) int {
+	n := 0
+	for _, in := range instances {
+		n += 80 + len(in.Kind) + len(in.Queue) + len(in.Args) + len(in.UniqueKey)
+	}
+	return n
 }
 
 // enqueueClass is what the instances of one class of lua/enqueue.lua's
@@ -278,7 +322,7 @@ type enqueueClass struct {
 
 // appendMsgpackStr appends s as cmsgpack.pack(s) does in Redis's Lua: a
 // MessagePack str of the smallest width.
-func appendMsgpackStr(b []byte, s string) []byte {
+func appendMsgpackStr[S ~string | ~[]byte](b []byte, s S) []byte {
 	switch n := len(s); {
 	case n < 32:
 		b = append(b, 0xa0|byte(n))
@@ -297,7 +341,7 @@ func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.Enq
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
 	}
-	args, ids, err := EnqueueArgs(p)
+	args, _, err := EnqueueArgs(p)
 	if err != nil {
 		return nil, err
 	}
@@ -308,12 +352,12 @@ func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.Enq
 	if err != nil {
 		return nil, err
 	}
-	return c.enqueueResults(p, ids, asArray(v))
+	return c.enqueueResults(p, asArray(v))
 }
 
 // enqueueResults decodes lua/enqueue.lua's reply a: the stored count, the
 // first Seq, then code, place, ID and Seq of each instance not stored.
-func (c *Core) enqueueResults(p *store.EnqueueParams, ids []string, a []any) ([]store.EnqueueResult, error) {
+func (c *Core) enqueueResults(p *store.EnqueueParams, a []any) ([]store.EnqueueResult, error) {
 	n := len(p.Instances)
 	if len(a) < 2 || (len(a)-2)%4 != 0 || int(asInt(a[0]))+(len(a)-2)/4 != n {
 		return nil, fmt.Errorf("%s: enqueue: malformed reply for %d instances: %v", c.name, n, a)
@@ -340,16 +384,14 @@ func (c *Core) enqueueResults(p *store.EnqueueParams, ids []string, a []any) ([]
 			out[j] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: the record stored under this ID cannot be decoded", store.ErrCorrupt, id)}
 		}
 	}
+	// The stored instances, in order: their IDs are theirs (DecodeID of
+	// EncodeID(id) is id, so the reply need not carry them).
 	seq := uint64(asInt(a[1]))
 	for j := range out {
 		if done[j] {
 			continue
 		}
-		id, err := DecodeID(ids[j])
-		if err != nil {
-			return nil, fmt.Errorf("%s: enqueue: %w", c.name, err)
-		}
-		out[j] = store.EnqueueResult{ID: id, Seq: seq}
+		out[j] = store.EnqueueResult{ID: p.Instances[j].ID, Seq: seq}
 		seq++
 	}
 	return out, nil
