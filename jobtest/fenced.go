@@ -14,44 +14,65 @@ import (
 )
 
 func init() {
-	register("FencedRunRecorded", testFencedRunRecorded)
+	register("FencedRunRecorded", func(t *testing.T, e *env) { testFencedRunRecorded(t, e, cutHeartbeats) })
+	register("LeaseFencedRunRecorded", func(t *testing.T, e *env) { testFencedRunRecorded(t, e, cutRenewals) })
 }
 
-// errBeatCut is the error of a heartbeat that beatCut fails.
-var errBeatCut = errors.New("jobtest: heartbeats cut")
+// What a callCut fails while cut.
+type cutWhat int
 
-// beatCut fails the heartbeats of a manager while cut, and passes every
-// other call: the node fences itself while the store still holds its
-// leases and takes its outcomes.
-type beatCut struct {
+const (
+	// cutHeartbeats: the node fences itself while the store still holds
+	// its leases and takes its outcomes.
+	cutHeartbeats cutWhat = iota
+	// cutRenewals: the watchdog fences the attempt before its lease ends
+	// while the store still holds the lease and takes outcomes.
+	cutRenewals
+)
+
+// errCallCut is the error of a call that callCut fails.
+var errCallCut = errors.New("jobtest: store call cut")
+
+// callCut fails a manager's heartbeats or lease renewals (what) while cut,
+// and passes every other call.
+type callCut struct {
 	store.Store
-	cut atomic.Bool
+	what cutWhat
+	cut  atomic.Bool
 }
 
-func (s *beatCut) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store.HeartbeatResult, error) {
-	if s.cut.Load() {
-		return nil, errBeatCut
+func (s *callCut) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store.HeartbeatResult, error) {
+	if s.what == cutHeartbeats && s.cut.Load() {
+		return nil, errCallCut
 	}
 	return s.Store.Heartbeat(ctx, p)
 }
 
-// beatCutNotifier is a beatCut over a store with wake-ups.
-type beatCutNotifier struct{ *beatCut }
+func (s *callCut) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewResult, error) {
+	if s.what == cutRenewals && s.cut.Load() {
+		return nil, errCallCut
+	}
+	return s.Store.Renew(ctx, p)
+}
 
-func (s beatCutNotifier) Subscribe(ctx context.Context, q string) (<-chan struct{}, error) {
+// callCutNotifier is a callCut over a store with wake-ups.
+type callCutNotifier struct{ *callCut }
+
+func (s callCutNotifier) Subscribe(ctx context.Context, q string) (<-chan struct{}, error) {
 	return s.Store.(store.Notifier).Subscribe(ctx, q)
 }
 
-// testFencedRunRecorded: a manager whose heartbeats fail fences itself and
-// cancels its running attempt (cause ErrLeaseLost); the executor ends its
-// work all the same and returns a result. The store still holds the lease,
-// so that result is recorded (Completed in attempt 1) and the instance
-// does not run again.
-func testFencedRunRecorded(t *testing.T, e *env) {
-	bc := &beatCut{Store: e.store(t)}
-	var st store.Store = bc
-	if _, ok := bc.Store.(store.Notifier); ok {
-		st = beatCutNotifier{bc}
+// testFencedRunRecorded: a manager whose heartbeats fail fences itself, or
+// one whose lease renewals fail fences the attempt before its lease ends;
+// either way the running attempt is canceled (cause ErrLeaseLost), and the
+// executor ends its work all the same and returns a result. The store
+// still holds the lease, so that result is recorded (Completed in attempt
+// 1) and the instance does not run again.
+func testFencedRunRecorded(t *testing.T, e *env, what cutWhat) {
+	cc := &callCut{Store: e.store(t), what: what}
+	var st store.Store = cc
+	if _, ok := cc.Store.(store.Notifier); ok {
+		st = callCutNotifier{cc}
 	}
 	started := make(chan struct{}, 1)
 	causes := make(chan error, 1)
@@ -59,7 +80,8 @@ func testFencedRunRecorded(t *testing.T, e *env) {
 		mu   sync.Mutex
 		runs []int
 	)
-	j := mustJob(t, job.WithKind("fenced"), job.WithMaxRetries(3), job.WithExecutor(func(ctx context.Context, ji job.Instance) (string, error) {
+	kind := map[cutWhat]string{cutHeartbeats: "fenced", cutRenewals: "leasefenced"}[what]
+	j := mustJob(t, job.WithKind(kind), job.WithMaxRetries(3), job.WithExecutor(func(ctx context.Context, ji job.Instance) (string, error) {
 		mu.Lock()
 		runs = append(runs, ji.Attempt())
 		n := len(runs)
@@ -72,25 +94,36 @@ func testFencedRunRecorded(t *testing.T, e *env) {
 		causes <- context.Cause(ctx)
 		return "ran", nil // its work ended right then
 	}))
-	m := e.manager(t, []*job.Job{j}, job.WithStore(st))
+	opts := []job.ManagerOption{job.WithStore(st)}
+	if what == cutRenewals {
+		// A 3 s lease: renewed every second, fenced half a second before
+		// it ends.
+		opts = append(opts, job.WithLease(3*time.Second))
+	}
+	m := e.manager(t, []*job.Job{j}, opts...)
 	start(t, m)
-	ji := schedule(t, m, "fenced")
+	ji := schedule(t, m, kind)
 	select {
 	case <-started:
 	case <-time.After(deadline):
 		t.Fatal("instance did not start")
 	}
-	bc.cut.Store(true)
+	cc.cut.Store(true)
 	select {
 	case cause := <-causes:
 		if !errors.Is(cause, job.ErrLeaseLost) {
 			t.Errorf("attempt canceled with %v, want the fence's ErrLeaseLost", cause)
 		}
 	case <-time.After(deadline):
-		t.Fatal("the manager did not fence itself while its heartbeats failed")
+		t.Fatalf("the attempt was not fenced while its store calls (%d) failed", what)
 	}
-	bc.cut.Store(false)
+	if what == cutHeartbeats {
+		// The node comes back; the outcome it holds is written then. (Cut
+		// renewals stay cut: the outcome needs no renewal.)
+		cc.cut.Store(false)
+	}
 	got := waitState(t, m, ji.ID(), job.Completed, deadline)
+	cc.cut.Store(false)
 	if got.Attempt() != 1 {
 		t.Errorf("completed in attempt %d, want 1", got.Attempt())
 	}
