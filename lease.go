@@ -18,9 +18,9 @@ const renewBatch = 512
 // grace (see watchlist.leaseCap). Each renewal that succeeds moves the
 // attempt's fence (see watchdog); one that fails leaves it, so an attempt
 // that cannot renew stops before its lease ends (its outcome is written
-// all the same, see Manager.fence: the store may still hold the lease). The loop keeps running
-// after Stop closes stopCh, until the completer has written every outcome,
-// so nothing is rescued meanwhile.
+// all the same, see Manager.fence: the store may still hold the lease).
+// The loop keeps running after Stop closes stopCh, until the completer has
+// written every outcome, so nothing is rescued meanwhile.
 //
 // Renewals start a renew interval apart, however long each takes, and a
 // quarter of one apart while they fail: with the default lease an attempt
