@@ -406,7 +406,12 @@ func (m *Manager) Stop(ctx context.Context) error {
 	}
 
 	left := 0
-	if m.drain(soft) == nil {
+	// Drained in time: the writes left end with ctx. Drained only because
+	// soft's end canceled the attempts (their executors returned on it at
+	// once), or not at all: the attempts are handed back, and the writes
+	// get the hand-back's time, as a ctx that is already done at Stop must
+	// not cancel the hand-backs it just caused.
+	if m.drain(soft) == nil && soft.Err() == nil {
 		stopWrites := context.AfterFunc(ctx, m.writeCancel)
 		defer stopWrites()
 	} else {
