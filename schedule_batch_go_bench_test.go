@@ -5,9 +5,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jobkit/job/store"
-	"github.com/jobkit/job/store/memdbstore"
 )
 
 // BenchmarkScheduleJobsGoSide measures the Go side of Manager.ScheduleJobs
@@ -22,25 +19,7 @@ import (
 func BenchmarkScheduleJobsGoSide(b *testing.B) {
 	for _, name := range []string{"nop", "memdb"} {
 		b.Run(name, func(b *testing.B) {
-			mem, err := memdbstore.New()
-			if err != nil {
-				b.Fatal(err)
-			}
-			var st store.Store = mem
-			if name == "nop" {
-				st = nopEnqueueStore{mem}
-			}
-			m, err := NewManager(WithStore(st))
-			if err != nil {
-				b.Fatal(err)
-			}
-			j, err := NewJob(WithKind("email.send"), WithExecutor(func(to string, n int) {}))
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := m.RegisterJob(j); err != nil {
-				b.Fatal(err)
-			}
+			m := goSideManager(b, name)
 			items := make([]BatchItem, 1000)
 			for i := range items {
 				items[i] = BatchItem{Kind: "email.send", Options: []ScheduleOption{WithArguments("user@example.com", i)}}

@@ -19,25 +19,7 @@ import (
 func BenchmarkScheduleJobGoSide(b *testing.B) {
 	for _, name := range []string{"nop", "memdb"} {
 		b.Run(name, func(b *testing.B) {
-			mem, err := memdbstore.New()
-			if err != nil {
-				b.Fatal(err)
-			}
-			var st store.Store = mem
-			if name == "nop" {
-				st = nopEnqueueStore{mem}
-			}
-			m, err := NewManager(WithStore(st))
-			if err != nil {
-				b.Fatal(err)
-			}
-			j, err := NewJob(WithKind("email.send"), WithExecutor(func(to string, n int) {}))
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := m.RegisterJob(j); err != nil {
-				b.Fatal(err)
-			}
+			m := goSideManager(b, name)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -47,4 +29,31 @@ func BenchmarkScheduleJobGoSide(b *testing.B) {
 			}
 		})
 	}
+}
+
+// goSideManager is the manager of the Go-side benchmarks, with kind
+// email.send(to string, n int) registered: on a store whose Enqueue
+// returns at once when name is "nop", on memdbstore otherwise.
+func goSideManager(b *testing.B, name string) *Manager {
+	b.Helper()
+	mem, err := memdbstore.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var st store.Store = mem
+	if name == "nop" {
+		st = nopEnqueueStore{mem}
+	}
+	m, err := NewManager(WithStore(st))
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := NewJob(WithKind("email.send"), WithExecutor(func(to string, n int) {}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.RegisterJob(j); err != nil {
+		b.Fatal(err)
+	}
+	return m
 }
