@@ -41,7 +41,8 @@ type env struct {
 // sysSpec is one column of the table.
 type sysSpec struct {
 	name     string
-	peer     string // "" for jobkit, else "asynq" or "river"
+	peer     string // "" for jobkit, else "asynq", "river" or "baseline"
+	only     string // a workload key: the system takes part in that one only ("": all)
 	tuned    bool
 	recovery bool // used only by the recovery workload
 	store    string
@@ -84,6 +85,11 @@ func specs() []sysSpec {
 			make: func(_ context.Context, e env) (benchkit.System, error) {
 				return newAsynq(e.redisAddr, asynqConfig{name: "asynq-tuned", taskCheckInterval: 10 * time.Millisecond,
 					delayedTaskCheckInterval: 100 * time.Millisecond, retryDelay: 10 * time.Millisecond}), nil
+			}},
+		sysSpec{name: "redis-rpush", peer: "baseline", store: "redis", only: "schedule",
+			about: "no job system: one RPUSH per call through go-redis, the round trip any durable one-call enqueue pays",
+			make: func(_ context.Context, e env) (benchkit.System, error) {
+				return newRPushBaseline(e.redisAddr), nil
 			}},
 		sysSpec{name: "river", peer: "river", store: "postgres", about: "River defaults (FetchCooldown 100 ms, FetchPollInterval 1 s, JobTimeout 1 min, RescueStuckJobsAfter 1 h)",
 			make: func(ctx context.Context, e env) (benchkit.System, error) {
@@ -227,7 +233,7 @@ func main() {
 	for _, s := range sel {
 		var sys benchkit.System
 		for _, w := range workloads(p) {
-			if !want(*only, w.key) || !w.applies(s) {
+			if !want(*only, w.key) || !w.applies(s) || (s.only != "" && s.only != w.key) {
 				continue
 			}
 			if w.parallel {
