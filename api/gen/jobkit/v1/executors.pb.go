@@ -320,8 +320,9 @@ type Hello struct {
 	// subscribes to instead (the store contract suite runs this way, as it
 	// claims for many owners through one handle).
 	PullOnly bool `protobuf:"varint,7,opt,name=pull_only,json=pullOnly,proto3" json:"pull_only,omitempty"`
-	// encodings are the encodings the worker reads and writes besides JSON
-	// ("msgpack"); jobd picks one in Welcome.encoding.
+	// encodings are the encodings the worker reads and writes besides JSON,
+	// most preferred first ("msgpack-keyed", "msgpack"); jobd picks one in
+	// Welcome.encoding.
 	Encodings     []string `protobuf:"bytes,8,rep,name=encodings,proto3" json:"encodings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -529,12 +530,17 @@ type Welcome struct {
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// server_node_id is the node ID of the jobd that serves the session.
 	ServerNodeId string `protobuf:"bytes,2,opt,name=server_node_id,json=serverNodeId,proto3" json:"server_node_id,omitempty"`
-	// encoding is the one of Hello.encodings jobd uses on this session
-	// ("msgpack": MessagePack of the same Go types JSON would carry, field
-	// names as their JSON names): it pushes tasks in it
-	// (Tasks.instances_msgpack) and reads session calls in it
-	// (StoreCall.params_msgpack, answered in StoreReply.result_msgpack).
-	// Empty: JSON only.
+	// encoding is the one of Hello.encodings jobd uses on this session:
+	// it pushes tasks in it (Tasks.instances_msgpack) and reads session
+	// calls in it (StoreCall.params_msgpack, answered in
+	// StoreReply.result_msgpack). "msgpack": MessagePack of the same Go
+	// types JSON would carry, field names as their JSON names.
+	// "msgpack-keyed": pushed tasks and the parameters and results of Claim
+	// and Finish are MessagePack maps keyed by small integers that are
+	// never reused (a reader skips keys it does not know; package
+	// api/remote/wire lists them), every other call as "msgpack"; on such a
+	// session the worker sends no Ack, and grants standing credit (see
+	// Credit). Empty: JSON only.
 	Encoding      string `protobuf:"bytes,3,opt,name=encoding,proto3" json:"encoding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -591,7 +597,10 @@ func (x *Welcome) GetEncoding() string {
 	return ""
 }
 
-// Credit grants jobd the right to push tasks.
+// Credit grants jobd the right to push tasks. On a "msgpack-keyed" session
+// the worker grants credit for its slots and sends a new Credit only when
+// what it granted, less what was pushed since, falls under what a claim
+// wants; jobd still never has more than the worker's slots in flight.
 type Credit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// queue the credit is for.
@@ -675,7 +684,8 @@ func (x *Credit) GetLabels() []string {
 
 // Tasks carries claimed attempts: store.Instance records, each
 // JSON-encoded, or all of them as one MessagePack array when the session's
-// encoding is "msgpack".
+// encoding is "msgpack" or "msgpack-keyed" (the records then keyed by
+// integers).
 type Tasks struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Queue            string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -876,7 +886,9 @@ func (x *Cancel) GetTasks() []*LeaseRef {
 	return nil
 }
 
-// Ack acknowledges pushed tasks.
+// Ack acknowledges pushed tasks. jobd does not act on it (a pushed task is
+// in flight from its push until its outcome or its lease's end), and a
+// worker on a "msgpack-keyed" session sends none.
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tasks         []*LeaseRef            `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
