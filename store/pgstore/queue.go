@@ -61,10 +61,15 @@ w AS (SELECT pg_notify($15, $16::text || d.queue) FROM (SELECT DISTINCT queue FR
 SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM ins`
 	// The claim: one statement picks the first ready instances the
 	// claimer may take, in claim order, skipping rows other claims hold,
-	// leases them (found again by the tuple IDs the pick locked: a TID
-	// scan, no walk down the primary key; a locked row's version cannot
-	// move until the transaction ends), appends their history under the namespace's lock,
-	// moves their counters and records the claim of a ClaimSeq.
+	// takes the namespace's lock, numbers their Processing records in
+	// claim order (positions from the history's sequence, under the lock:
+	// see final), leases them keeping each record on its row (proc_pos,
+	// proc_t; migration 0008: no history row), found again by the tuple
+	// IDs the pick locked (a TID scan, no walk down the primary key; a
+	// locked row's version cannot move until the transaction ends), moves
+	// their counters and records the claim of a ClaimSeq. Every row is
+	// locked before the namespace's lock is taken, and the update waits on
+	// no other row.
 	filterOf := func(kinds, labels, keys, both string) string {
 		return `AND (cardinality(` + kinds + `::text[]) = 0 OR kind = ANY(` + kinds + `::text[]))
 		AND (labels IS NULL OR labels <@ ` + both + `::text[] OR label_expr AND NOT EXISTS (
@@ -73,19 +78,19 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 	}
 	filter := filterOf("$5", "$6", "$11", "$12")
 	st.claim = `WITH picked AS MATERIALIZED (
-	SELECT ctid FROM ` + inst + `
+	SELECT ctid, priority, run_at, seq FROM ` + inst + `
 	WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= $3 ` + filter + `
 		AND NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)
 	ORDER BY priority DESC, run_at, seq
 	LIMIT $4
 	FOR UPDATE SKIP LOCKED),
-u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner = $7, lease_until = $8, updated_at = $3
-	WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM picked)) AND i.ns = $1
+l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM picked) AS z WHERE z.n > 0),
+p AS MATERIALIZED (SELECT o.ctid, nextval('` + s.t("seq") + `') AS pos
+	FROM (SELECT picked.ctid FROM picked, l ORDER BY picked.priority DESC, picked.run_at, picked.seq) AS o),
+u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner = $7, lease_until = $8, updated_at = $3,
+		proc_pos = p.pos, proc_t = $3
+	FROM p WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM p)) AND i.ctid = p.ctid AND i.ns = $1
 	RETURNING ` + instColsOf("i") + `),
-l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
-h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node)
-	SELECT $1, u.id, u.kind, u.queue, 3, u.attempt, $3, $7 FROM u, l ORDER BY u.priority DESC, u.run_at, u.seq
-	RETURNING 1),
 c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
 	SELECT $1, g.queue, g.kind, v.state, v.n
 	FROM (SELECT queue, kind, count(*) AS n FROM u GROUP BY 1, 2) AS g, l,
@@ -98,12 +103,14 @@ cl AS (UPDATE ` + s.t("claims") + ` SET seq = $10::int8, until = $8,
 		attempts = coalesce((SELECT array_agg(attempt ORDER BY priority DESC, run_at, seq) FROM u), '{}')
 	WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND NOT (until >= $3 AND seq >= $10::int8)
 	RETURNING 1)
-SELECT ` + instColsOf("u") + `, (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM cl)
+SELECT ` + instColsOf("u") + `, (SELECT count(*) FROM p), (SELECT count(*) FROM c), (SELECT count(*) FROM cl)
 FROM u ORDER BY u.priority DESC, u.run_at, u.seq`
 	// The finish of attempts the owner holds: one statement applies the
 	// outcomes (a retry or release of an attempt whose cancel was
 	// requested ends Canceled, its RunAt and attempt kept), appends their
-	// history, moves their counters and notifies the queues of retries.
+	// history (one row per attempt: the outcome with the attempt's
+	// Processing record, which the row kept since the claim), moves their
+	// counters and notifies the queues of retries.
 	// An outcome whose row does not match (lease lost, or applied before)
 	// is not returned; Finish looks at those in a transaction of their own.
 	// The state and owner are compared with IS NOT DISTINCT FROM, which no
@@ -120,10 +127,10 @@ u AS (UPDATE ` + inst + ` i SET
 		lease_owner = NULL, lease_until = 0, cancel_req = false, result = x.result, error = x.error, updated_at = $10::int8
 	FROM x WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id
 		AND i.state IS NOT DISTINCT FROM 3::int2 AND i.lease_owner IS NOT DISTINCT FROM $9::text AND i.attempt = x.attempt
-	RETURNING i.id, i.kind, i.queue, i.state, x.attempt AS oattempt, x.o, x.result, x.error),
+	RETURNING i.id, i.kind, i.queue, i.state, x.attempt AS oattempt, x.o, x.result, x.error, i.proc_pos, i.proc_t),
 l AS (SELECT pg_advisory_xact_lock($11) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
-h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, error, result)
-	SELECT $1, u.id, u.kind, u.queue, u.state, u.oattempt, $10, $9, u.error, u.result FROM u, l ORDER BY u.o RETURNING 1),
+h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, error, result, proc_pos, proc_t)
+	SELECT $1, u.id, u.kind, u.queue, u.state, u.oattempt, $10, $9, u.error, u.result, u.proc_pos, u.proc_t FROM u, l ORDER BY u.o RETURNING 1),
 c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
 	SELECT $1, d.queue, d.kind, d.state, sum(d.n) FROM (
 		SELECT queue, kind, 3::int2 AS state, -1 AS n FROM u
@@ -838,6 +845,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 				in.FinishedAt = p.Now
 			}
 			f.hist(in.ID, in.Kind, in.Queue, state, o.Attempt, p.Now, p.Owner, o.Error, in.Result)
+			f.endsAttempt(p.Owner)
 			f.move(in.Queue, in.Kind, old, state)
 			if _, ok := changed[in.ID]; !ok {
 				order = append(order, in.ID)
@@ -951,7 +959,7 @@ func applied(in *store.Instance, o *store.Outcome, owner string, h lastHist) boo
 // at: Canceled when a cancel was requested, Scheduled keeping RunAt while
 // retries are left, else Terminated; msg is the history record's error.
 func rescueMove(f *final, in *store.Instance, msg string, at time.Time, node string) {
-	old := in.State
+	old, owner := in.State, in.LeaseOwner
 	in.LeaseOwner, in.LeaseUntil = "", time.Time{}
 	in.UpdatedAt = at
 	in.Error, in.Result = msg, nil
@@ -969,6 +977,7 @@ func rescueMove(f *final, in *store.Instance, msg string, at time.Time, node str
 		in.FinishedAt = at
 	}
 	f.hist(in.ID, in.Kind, in.Queue, in.State, in.Attempt, at, node, msg, nil)
+	f.endsAttempt(owner)
 	f.move(in.Queue, in.Kind, old, in.State)
 }
 
