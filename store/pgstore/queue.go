@@ -48,8 +48,8 @@ ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, s
 		strpos(x.labels, '!') > 0 OR strpos(x.labels, '|') > 0
 	FROM x ORDER BY x.o
 	ON CONFLICT (ns, id) DO NOTHING
-	RETURNING id, seq, kind, queue),
-q AS (INSERT INTO ` + s.t("queues") + ` (ns, name) SELECT DISTINCT $1, queue FROM ins ORDER BY 2 ON CONFLICT DO NOTHING RETURNING 1),
+	RETURNING id, seq, kind, queue, priority),
+q AS (` + s.addQueues("ins") + `),
 l AS (SELECT pg_advisory_xact_lock($13) FROM (SELECT count(*) AS n FROM ins) AS z, (SELECT count(*) FROM q) AS zq WHERE z.n > 0),
 h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, created)
 	SELECT $1, ins.id, ins.kind, ins.queue, 2, 0, $2, $14, true FROM ins, l
@@ -76,14 +76,30 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 			SELECT 1 FROM unnest(labels) AS r(req) WHERE NOT ` + labelHolds("r.req", labels, keys) + `))
 		AND NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND paused)`
 	}
+	// The pick reads the ready entries of each priority the queue row
+	// lists (highest first; migration 0009), priority = p AND run_at <=
+	// now, so it never reads the entries scheduled for later. The list
+	// holds every priority the queue's instances have: both ways of
+	// storing instances (this statement and COPY) add theirs, an
+	// instance's queue and priority never change, and nothing removes
+	// from the list. The LATERAL
+	// reference makes the join a nested loop over the list in its order,
+	// each priority's rows in (run_at, seq) order: claim order, with no
+	// sort, and the outer LIMIT stops the loop (and the locking) as soon
+	// as it has enough.
 	filter := filterOf("$5", "$6", "$11", "$12")
+	noPause := `AND NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND paused)`
 	st.claim = `WITH picked AS MATERIALIZED (
-	SELECT ctid, priority, run_at, seq FROM ` + inst + `
-	WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= $3 ` + filter + `
+	SELECT c.ctid, c.priority, c.run_at, c.seq
+	FROM ` + s.t("queues") + ` AS qq, unnest(qq.prios) AS pr(p),
+		LATERAL (SELECT ctid, priority, run_at, seq FROM ` + inst + `
+			WHERE ns = $1 AND queue = $2 AND state = 2 AND priority = pr.p AND run_at <= $3 ` + strings.Replace(filter, noPause, "", 1) + `
+			ORDER BY run_at, seq
+			LIMIT $4
+			FOR UPDATE SKIP LOCKED) AS c
+	WHERE qq.ns = $1 AND qq.name = $2 AND NOT qq.paused
 		AND NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)
-	ORDER BY priority DESC, run_at, seq
-	LIMIT $4
-	FOR UPDATE SKIP LOCKED),
+	LIMIT $4),
 l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM picked) AS z WHERE z.n > 0),
 p AS MATERIALIZED (SELECT o.ctid, nextval('` + s.t("seq") + `') AS pos
 	FROM (SELECT picked.ctid FROM picked, l ORDER BY picked.priority DESC, picked.run_at, picked.seq) AS o),
@@ -165,6 +181,20 @@ FROM p WHERE p.prio IS NOT NULL`
 	st.lockRows = `SELECT ` + instCols + ` FROM ` + inst + ` WHERE ns = $1 AND id = ANY($2::text[]) ORDER BY id FOR UPDATE`
 	stmtCache.Store(s.cfg.quoted, st)
 	return st
+}
+
+// addQueues is the statement that registers the queues of the rows of
+// src (a relation with queue and priority columns, in the same WITH) and
+// adds to each queue's priority list the priorities it lacks (migration
+// 0009). A queue whose list holds them all is neither written nor locked:
+// the upsert sees only the pairs the list lacks.
+func (s *Store) addQueues(src string) string {
+	return `INSERT INTO ` + s.t("queues") + ` AS qq (ns, name, prios)
+	SELECT $1, n.queue, array_agg(DISTINCT n.priority ORDER BY n.priority DESC) FROM (SELECT DISTINCT queue, priority FROM ` + src + `) AS n
+	WHERE NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` e WHERE e.ns = $1 AND e.name = n.queue AND n.priority = ANY(e.prios))
+	GROUP BY n.queue ORDER BY 2
+	ON CONFLICT (ns, name) DO UPDATE SET prios = ARRAY(SELECT DISTINCT v FROM unnest(qq.prios || excluded.prios) AS v ORDER BY v DESC)
+	RETURNING 1`
 }
 
 // labelHolds is the SQL condition that the node labels (a text[]
