@@ -101,7 +101,7 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 		AND NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)
 	LIMIT $4),
 l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM picked) AS z WHERE z.n > 0),
-p AS MATERIALIZED (SELECT o.ctid, nextval('` + s.t("seq") + `') AS pos
+p AS MATERIALIZED (SELECT o.ctid, nextval('` + strings.ReplaceAll(s.t("seq"), "'", "''") + `') AS pos
 	FROM (SELECT picked.ctid FROM picked, l ORDER BY picked.priority DESC, picked.run_at, picked.seq) AS o),
 u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner = $7, lease_until = $8, updated_at = $3,
 		proc_pos = p.pos, proc_t = $3
