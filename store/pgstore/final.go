@@ -109,7 +109,7 @@ func (s *Store) finalStmt() string {
 	q := fmt.Sprintf(`WITH l AS (SELECT pg_advisory_xact_lock($1)),
 h AS (INSERT INTO %[1]s (ns, instance_id, kind, queue, state, attempt, t, node, error, result, proc_pos, proc_t, proc_node)
 	SELECT $2, x.id, x.kind, x.queue, x.state, x.attempt, x.t, x.node, x.error, x.result,
-		coalesce(i.proc_pos, 0), coalesce(i.proc_t, 0), CASE WHEN i.proc_pos > 0 AND x.pnode <> x.node THEN x.pnode END
+		i.proc_pos, i.proc_t, CASE WHEN i.proc_pos > 0 AND x.pnode <> x.node THEN x.pnode END
 	FROM l, unnest($3::text[], $4::text[], $5::text[], $6::int2[], $7::int4[], $8::int8[], $9::text[], $10::text[], $11::bytea[],
 			$18::bool[], $19::text[])
 		WITH ORDINALITY AS x(id, kind, queue, state, attempt, t, node, error, result, proc, pnode, o)

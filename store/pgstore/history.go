@@ -316,9 +316,9 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 			// the attempt ends.
 			h := s.t("history")
 			err := tx.QueryRow(ctx, `WITH c AS (SELECT pos, two, sum(CASE WHEN two THEN 2 ELSE 1 END) OVER (ORDER BY t, pos) AS acc
-					FROM (SELECT pos, t, created OR proc_pos > 0 AS two FROM `+h+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) AS o),
-				d AS (DELETE FROM `+h+` WHERE ns = $1 AND pos IN (SELECT pos FROM c WHERE acc <= $3) RETURNING pos, created OR proc_pos > 0 AS two),
-				u AS (UPDATE `+h+` SET created = false, proc_pos = 0, proc_t = 0, proc_node = NULL
+					FROM (SELECT pos, t, created OR coalesce(proc_pos, 0) > 0 AS two FROM `+h+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) AS o),
+				d AS (DELETE FROM `+h+` WHERE ns = $1 AND pos IN (SELECT pos FROM c WHERE acc <= $3) RETURNING pos, created OR coalesce(proc_pos, 0) > 0 AS two),
+				u AS (UPDATE `+h+` SET created = false, proc_pos = NULL, proc_t = NULL, proc_node = NULL
 					WHERE ns = $1 AND pos = (SELECT pos FROM c WHERE two AND acc = $3 + 1) RETURNING pos)
 				SELECT (SELECT count(*) + count(*) FILTER (WHERE two) FROM d) + (SELECT count(*) FROM u),
 					greatest((SELECT coalesce(max(pos), 0) FROM d), (SELECT coalesce(max(pos), 0) FROM u))`, s.cfg.ns, nanos(p.HistoryBefore), limit).Scan(&n, &top)
@@ -376,7 +376,7 @@ func (s *Store) removeWhere(ctx context.Context, tx pgx.Tx, sel string, args []a
 			RETURNING id, queue, kind, state, unique_key),
 		k AS (DELETE FROM ` + s.t("unique_keys") + ` u WHERE u.ns = $1
 			AND u.key = ANY(ARRAY(SELECT unique_key FROM d WHERE unique_key IS NOT NULL)) AND u.id = ANY($2::text[]) RETURNING 1),
-		h AS (DELETE FROM ` + s.t("history") + ` h WHERE h.ns = $1 AND h.instance_id = ANY($2::text[]) RETURNING h.pos, h.created OR h.proc_pos > 0 AS two),
+		h AS (DELETE FROM ` + s.t("history") + ` h WHERE h.ns = $1 AND h.instance_id = ANY($2::text[]) RETURNING h.pos, h.created OR coalesce(h.proc_pos, 0) > 0 AS two),
 		lg AS (DELETE FROM ` + s.t("logs") + ` l WHERE l.ns = $1 AND l.instance_id = ANY($2::text[]) RETURNING 1)
 		SELECT id, queue, kind, state, (SELECT count(*) + count(*) FILTER (WHERE two) FROM h), (SELECT coalesce(max(pos), 0) FROM h),
 			(SELECT count(*) FROM lg), (SELECT count(*) FROM k) FROM d`

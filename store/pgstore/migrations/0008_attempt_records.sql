@@ -8,14 +8,12 @@
 -- record into the outcome's history row (proc_pos, proc_t, and proc_node
 -- when the outcome's node differs), so an attempt costs one history row,
 -- not two. The record keeps its number, 2*proc_pos+1, wherever it is.
--- proc_pos 0 means no record here: rows of version 7 (whose Processing
--- records are history rows of their own, also for attempts running now)
--- keep 0, and adding a column with a constant default rewrites nothing.
-ALTER TABLE SCHEMA.instances ADD COLUMN proc_pos bigint NOT NULL DEFAULT 0,
-	ADD COLUMN proc_t bigint NOT NULL DEFAULT 0;
-ALTER TABLE SCHEMA.history ADD COLUMN proc_pos bigint NOT NULL DEFAULT 0,
-	ADD COLUMN proc_t bigint NOT NULL DEFAULT 0,
-	ADD COLUMN proc_node text;
+-- The columns are NULL where there is no record (no bytes in the row):
+-- instances not claimed since this version, history rows of other
+-- records, and attempts claimed before it (whose Processing records are
+-- history rows of their own, also for attempts running now).
+ALTER TABLE SCHEMA.instances ADD COLUMN proc_pos bigint, ADD COLUMN proc_t bigint;
+ALTER TABLE SCHEMA.history ADD COLUMN proc_pos bigint, ADD COLUMN proc_t bigint, ADD COLUMN proc_node text;
 
 -- The event feed reads the Processing records in position order, and the
 -- history lookups by time, wherever they are: on running instances
