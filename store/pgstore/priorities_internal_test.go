@@ -199,3 +199,55 @@ func TestUpgradeFromVersion8(t *testing.T) {
 		t.Fatalf("claimed %d instances, priorities in turn %v; want %d, [9 7 5 3 -2 -11]", len(res.Instances), got, 4+copyMin)
 	}
 }
+
+// TestClaimManyPriorities: a queue whose instances had more than maxPrios
+// priorities keeps no list, whichever way they came (one batch, or one
+// at a time), and its claims still take what is ready in claim order.
+func TestClaimManyPriorities(t *testing.T) {
+	ctx := t.Context()
+	pool, schema := internalPool(t, "many")
+	if err := Migrate(ctx, pool, WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, pool, WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	n := maxPrios + 4
+	var batch []*store.Instance
+	for i := range n {
+		batch = append(batch, &store.Instance{ID: fmt.Sprintf("b-%02d", i), Kind: "k", Queue: "batch", Priority: i, RunAt: now, CreatedAt: now})
+		one := &store.Instance{ID: fmt.Sprintf("o-%02d", i), Kind: "k", Queue: "one", Priority: i, RunAt: now, CreatedAt: now}
+		if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: []*store.Instance{one}, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: batch, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"batch", "one"} {
+		var none bool
+		if err := pool.QueryRow(ctx, "SELECT prios IS NULL FROM "+s.t("queues")+" WHERE ns = '' AND name = $1", q).Scan(&none); err != nil || !none {
+			t.Fatalf("queue %s with %d priorities keeps a list (%v)", q, n, err)
+		}
+		// One more instance at a known priority changes nothing.
+		in := &store.Instance{ID: q + "-again", Kind: "k", Queue: q, Priority: -1, RunAt: now, CreatedAt: now}
+		if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: []*store.Instance{in}, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Claim(ctx, &store.ClaimParams{Queue: q, Owner: "w", Limit: 100, Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Instances) != n+1 {
+			t.Fatalf("queue %s: claimed %d; want %d", q, len(res.Instances), n+1)
+		}
+		for i, in := range res.Instances {
+			if want := n - 1 - i; in.Priority != want && !(i == n && in.Priority == -1) {
+				t.Fatalf("queue %s: claim %d has priority %d; want %d", q, i, in.Priority, want)
+			}
+		}
+	}
+}

@@ -82,14 +82,18 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 	// holds every priority the queue's instances have: both ways of
 	// storing instances (this statement and COPY) add theirs, an
 	// instance's queue and priority never change, and nothing removes
-	// from the list. The LATERAL
+	// from the list. A queue that had more than maxPrios priorities has
+	// no list (NULL): its claims read the index in claim order as before
+	// (the second branch, which runs only then), so a queue using
+	// priority as a fine-grained order does not pay a probe per priority. The LATERAL
 	// reference makes the join a nested loop over the list in its order,
 	// each priority's rows in (run_at, seq) order: claim order, with no
 	// sort, and the outer LIMIT stops the loop (and the locking) as soon
 	// as it has enough.
 	filter := filterOf("$5", "$6", "$11", "$12")
 	noPause := `AND NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND paused)`
-	st.claim = `WITH picked AS MATERIALIZED (
+	claimed := `NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)`
+	st.claim = `WITH picked AS MATERIALIZED ((
 	SELECT c.ctid, c.priority, c.run_at, c.seq
 	FROM ` + s.t("queues") + ` AS qq, unnest(qq.prios) AS pr(p),
 		LATERAL (SELECT ctid, priority, run_at, seq FROM ` + inst + `
@@ -97,9 +101,15 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 			ORDER BY run_at, seq
 			LIMIT $4
 			FOR UPDATE SKIP LOCKED) AS c
-	WHERE qq.ns = $1 AND qq.name = $2 AND NOT qq.paused
-		AND NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)
-	LIMIT $4),
+	WHERE qq.ns = $1 AND qq.name = $2 AND NOT qq.paused AND ` + claimed + `
+	LIMIT $4)
+	UNION ALL
+	SELECT * FROM (SELECT ctid, priority, run_at, seq FROM ` + inst + `
+		WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= $3 ` + filter + ` AND ` + claimed + `
+			AND EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND prios IS NULL)
+		ORDER BY priority DESC, run_at, seq
+		LIMIT $4
+		FOR UPDATE SKIP LOCKED) AS wide),
 l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM picked) AS z WHERE z.n > 0),
 p AS MATERIALIZED (SELECT o.ctid, nextval('` + strings.ReplaceAll(s.t("seq"), "'", "''") + `') AS pos
 	FROM (SELECT picked.ctid FROM picked, l ORDER BY picked.priority DESC, picked.run_at, picked.seq) AS o),
@@ -186,16 +196,27 @@ FROM p WHERE p.prio IS NOT NULL`
 // addQueues is the statement that registers the queues of the rows of
 // src (a relation with queue and priority columns, in the same WITH) and
 // adds to each queue's priority list the priorities it lacks (migration
-// 0009). A queue whose list holds them all is neither written nor locked:
-// the upsert sees only the pairs the list lacks.
+// 0009), or drops the list (NULL) when it would hold more than maxPrios.
+// A queue whose list holds them all, or that has none, is neither written
+// nor locked: the upsert sees only the pairs the list lacks.
 func (s *Store) addQueues(src string) string {
+	capped := func(list string) string {
+		return `CASE WHEN cardinality(` + list + `) > ` + strconv.Itoa(maxPrios) + ` THEN NULL ELSE ` + list + ` END`
+	}
 	return `INSERT INTO ` + s.t("queues") + ` AS qq (ns, name, prios)
-	SELECT $1, n.queue, array_agg(DISTINCT n.priority ORDER BY n.priority DESC) FROM (SELECT DISTINCT queue, priority FROM ` + src + `) AS n
-	WHERE NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` e WHERE e.ns = $1 AND e.name = n.queue AND n.priority = ANY(e.prios))
+	SELECT $1, n.queue, ` + capped("array_agg(DISTINCT n.priority ORDER BY n.priority DESC)") + `
+	FROM (SELECT DISTINCT queue, priority FROM ` + src + `) AS n
+	WHERE NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` e WHERE e.ns = $1 AND e.name = n.queue AND (e.prios IS NULL OR n.priority = ANY(e.prios)))
 	GROUP BY n.queue ORDER BY 2
-	ON CONFLICT (ns, name) DO UPDATE SET prios = ARRAY(SELECT DISTINCT v FROM unnest(qq.prios || excluded.prios) AS v ORDER BY v DESC)
+	ON CONFLICT (ns, name) DO UPDATE SET prios = CASE WHEN qq.prios IS NULL OR excluded.prios IS NULL THEN NULL
+		ELSE ` + capped("ARRAY(SELECT DISTINCT v FROM unnest(qq.prios || excluded.prios) AS v ORDER BY v DESC)") + ` END
 	RETURNING 1`
 }
+
+// maxPrios is how many priorities a queue's list holds (migration 0009);
+// a queue that had more has none, and its claims read the claim index in
+// claim order.
+const maxPrios = 16
 
 // labelHolds is the SQL condition that the node labels (a text[]
 // parameter) with their keys (another, each label up to its "=")

@@ -8,9 +8,11 @@
 -- within a priority). prios is sorted highest first and written only when
 -- an enqueue (or a retry) brings a priority the queue has not had: the
 -- queue row is read by every claim, written rarely. A priority stays in
--- the list when its instances are gone (one index probe per claim).
-ALTER TABLE SCHEMA.queues ADD COLUMN prios bigint[] NOT NULL DEFAULT '{}';
+-- the list when its instances are gone (one index probe per claim). A
+-- queue that had more than 16 priorities has no list (NULL): its claims
+-- read the index in claim order, as before.
+ALTER TABLE SCHEMA.queues ADD COLUMN prios bigint[] DEFAULT '{}';
 INSERT INTO SCHEMA.queues (ns, name) SELECT DISTINCT ns, queue FROM SCHEMA.instances ON CONFLICT DO NOTHING;
-UPDATE SCHEMA.queues q SET prios = p.prios
+UPDATE SCHEMA.queues q SET prios = CASE WHEN cardinality(p.prios) > 16 THEN NULL ELSE p.prios END
 	FROM (SELECT ns, queue, array_agg(DISTINCT priority ORDER BY priority DESC) AS prios FROM SCHEMA.instances GROUP BY ns, queue) AS p
 	WHERE q.ns = p.ns AND q.name = p.queue;
