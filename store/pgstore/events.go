@@ -211,27 +211,8 @@ var errClosed = errors.New("pgstore: store closed")
 // batch, only records up to its last position are delivered, so the
 // merged order has no gap.
 func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, rec *int64, out chan<- store.Event) (int, error) {
-	// A Processing record's ready time is the instance's run_at while
-	// the instance is at that attempt and not Scheduled again (a retry
-	// moves run_at to the next attempt's).
-	ready := func(id, attempt string) string {
-		return `(SELECT i.run_at FROM ` + s.t("instances") + ` i WHERE i.ns = $1 AND i.id = ` + id + ` AND i.attempt = ` + attempt + ` AND i.state <> 2)`
-	}
 	from := max((*rec+1)/2, 1)
-	rows, err := s.pool.Query(ctx, `SELECT coalesce((SELECT events_floor FROM `+s.t("meta")+` WHERE ns = $1), 0),
-			h.part, h.pos, h.created, h.instance_id, h.kind, h.queue, h.state, h.attempt, h.t, h.node, h.error, h.ready
-		FROM (SELECT 1) AS one LEFT JOIN LATERAL (
-			(SELECT 0 AS part, pos, created, instance_id, kind, queue, state, attempt, t, node, error,
-					CASE WHEN state = 3 THEN `+ready("history.instance_id", "history.attempt")+` END AS ready
-				FROM `+s.t("history")+` WHERE ns = $1 AND pos >= $2 ORDER BY pos LIMIT $3)
-			UNION ALL
-			(SELECT 1, proc_pos, false, instance_id, kind, queue, 3::int2, attempt, proc_t, coalesce(proc_node, node), '',
-					`+ready("history.instance_id", "history.attempt")+`
-				FROM `+s.t("history")+` WHERE ns = $1 AND proc_pos >= $2 AND proc_pos > 0 ORDER BY proc_pos LIMIT $3)
-			UNION ALL
-			(SELECT 2, proc_pos, false, id, kind, queue, 3::int2, attempt, proc_t, coalesce(lease_owner, ''), '', run_at
-				FROM `+s.t("instances")+` WHERE ns = $1 AND state = 3 AND proc_pos >= $2 AND proc_pos > 0 ORDER BY proc_pos LIMIT $3)
-		) AS h ON true`,
+	rows, err := s.pool.Query(ctx, feedSQL(s),
 		s.cfg.ns, from, feedBatch)
 	if err != nil {
 		return 0, err
@@ -300,4 +281,29 @@ func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, rec *int64,
 		*rec = int64(e.Seq)
 	}
 	return n, nil
+}
+
+// feedSQL is feedOnce's statement: $1 the namespace, $2 the first
+// position to read, $3 the rows to read from each place.
+func feedSQL(s *Store) string {
+	// A Processing record's ready time is the instance's run_at while
+	// the instance is at that attempt and not Scheduled again (a retry
+	// moves run_at to the next attempt's).
+	ready := func(id, attempt string) string {
+		return `(SELECT i.run_at FROM ` + s.t("instances") + ` i WHERE i.ns = $1 AND i.id = ` + id + ` AND i.attempt = ` + attempt + ` AND i.state <> 2)`
+	}
+	return `SELECT coalesce((SELECT events_floor FROM ` + s.t("meta") + ` WHERE ns = $1), 0),
+			h.part, h.pos, h.created, h.instance_id, h.kind, h.queue, h.state, h.attempt, h.t, h.node, h.error, h.ready
+		FROM (SELECT 1) AS one LEFT JOIN LATERAL (
+			(SELECT 0 AS part, pos, created, instance_id, kind, queue, state, attempt, t, node, error,
+					CASE WHEN state = 3 THEN ` + ready("history.instance_id", "history.attempt") + ` END AS ready
+				FROM ` + s.t("history") + ` WHERE ns = $1 AND pos >= $2 ORDER BY pos LIMIT $3)
+			UNION ALL
+			(SELECT 1, proc_pos, false, instance_id, kind, queue, 3::int2, attempt, proc_t, coalesce(proc_node, node), '',
+					` + ready("history.instance_id", "history.attempt") + `
+				FROM ` + s.t("history") + ` WHERE ns = $1 AND proc_pos >= $2 AND proc_pos > 0 ORDER BY proc_pos LIMIT $3)
+			UNION ALL
+			(SELECT 2, proc_pos, false, id, kind, queue, 3::int2, attempt, proc_t, coalesce(lease_owner, ''), '', run_at
+				FROM ` + s.t("instances") + ` WHERE ns = $1 AND state = 3 AND proc_pos >= $2 AND proc_pos > 0 ORDER BY proc_pos LIMIT $3)
+		) AS h ON true`
 }
