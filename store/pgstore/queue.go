@@ -82,14 +82,14 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 	// holds every priority the queue's instances have: both ways of
 	// storing instances (this statement and COPY) add theirs, an
 	// instance's queue and priority never change, and nothing removes
-	// from the list. A queue that had more than maxPrios priorities has
-	// no list (NULL): its claims read the index in claim order as before
-	// (the second branch, which runs only then), so a queue using
-	// priority as a fine-grained order does not pay a probe per priority. The LATERAL
-	// reference makes the join a nested loop over the list in its order,
-	// each priority's rows in (run_at, seq) order: claim order, with no
-	// sort, and the outer LIMIT stops the loop (and the locking) as soon
-	// as it has enough.
+	// from the list. The LATERAL reference makes the join a nested loop
+	// over the list in its order, each priority's rows in (run_at, seq)
+	// order: claim order, with no sort, and the outer LIMIT stops the
+	// loop (and the locking) as soon as it has enough. A queue that had
+	// more than maxPrios priorities has no list (NULL): its claims read
+	// the index in claim order as before (the second branch, which runs
+	// only then), so a queue using the priority as a fine-grained order
+	// does not pay a probe per priority.
 	filter := filterOf("$5", "$6", "$11", "$12")
 	noPause := `AND NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND paused)`
 	claimed := `NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)`
