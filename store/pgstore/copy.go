@@ -26,15 +26,15 @@ var instColsCopy = []string{"ns", "id", "seq", "kind", "queue", "args", "priorit
 var copyTail sync.Map // quoted schema -> statement
 
 // copyTailStmt is what follows the COPY of a batch's instances: their
-// queues registered, the namespace's lock taken (after every row lock the
+// queues registered (with their priorities), the namespace's lock taken (after every row lock the
 // statement may wait for), their counters moved and their queues
 // notified. Their history rows are copied next, under the lock.
 func (s *Store) copyTailStmt() string {
 	if v, ok := copyTail.Load(s.cfg.quoted); ok {
 		return v.(string)
 	}
-	q := `WITH x AS (SELECT * FROM unnest($2::text[], $3::text[]) AS x(kind, queue)),
-q AS (INSERT INTO ` + s.t("queues") + ` (ns, name) SELECT DISTINCT $1, queue FROM x ORDER BY 2 ON CONFLICT DO NOTHING RETURNING 1),
+	q := `WITH x AS (SELECT * FROM unnest($2::text[], $3::text[], $7::int8[]) AS x(kind, queue, priority)),
+q AS (` + s.addQueues("x") + `),
 l AS (SELECT pg_advisory_xact_lock($4) FROM (SELECT count(*) FROM q) AS zq),
 c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
 	SELECT $1, x.queue, x.kind, 2, count(*) FROM x, l GROUP BY x.queue, x.kind ORDER BY 2, 3
@@ -95,9 +95,10 @@ func (s *Store) enqueueCopy(ctx context.Context, p *store.EnqueueParams) ([]stor
 		slices.Sort(seqs)
 		now := nanos(p.Now)
 		ids, kinds, queues := make([]string, n), make([]string, n), make([]string, n)
+		prios := make([]int64, n)
 		_, err = tx.CopyFrom(ctx, pgx.Identifier{s.cfg.schema, "instances"}, instColsCopy, pgx.CopyFromSlice(n, func(i int) ([]any, error) {
 			in := p.Instances[i]
-			ids[i], kinds[i], queues[i] = in.ID, in.Kind, in.Queue
+			ids[i], kinds[i], queues[i], prios[i] = in.ID, in.Kind, in.Queue, int64(in.Priority)
 			var labels []string
 			var expr bool
 			if l := store.NormLabels(in.Labels); len(l) > 0 {
@@ -126,7 +127,7 @@ func (s *Store) enqueueCopy(ctx context.Context, p *store.EnqueueParams) ([]stor
 		}
 		var a, b, c int64
 		if err := tx.QueryRow(ctx, s.copyTailStmt(), s.cfg.ns, kinds, queues, s.lockKey,
-			s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns).Scan(&a, &b, &c); err != nil {
+			s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, prios).Scan(&a, &b, &c); err != nil {
 			return err
 		}
 		// The Created and Scheduled records, one row each (migration

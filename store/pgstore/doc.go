@@ -13,15 +13,16 @@
 //
 // Claims are one statement: the first ready instances in claim order
 // (priority, then RunAt, then Seq), taken with FOR UPDATE SKIP LOCKED from
-// a partial index of what is Scheduled, leased, recorded in the history and
-// counted. Unique keys are the primary key of a table of their own, taken
+// a partial index of what is Scheduled, leased and counted; the claim's
+// Processing record stays on the instance row until the attempt ends, and
+// goes into the outcome's history row then (one history row per attempt). Unique keys are the primary key of a table of their own, taken
 // with one upsert. Wake-ups go out with pg_notify inside the writing
 // transaction, so PostgreSQL delivers them at the commit, once per queue;
 // each Store listens on one connection of its own (Subscribe), reconnecting
 // when it is lost.
 //
 // Every write transaction ends by taking the namespace's
-// transaction-scoped advisory lock, appending the history records (an
+// transaction-scoped advisory lock, numbering the history records (an
 // enqueue's Created and Scheduled records are one row) and moving the
 // per-group counters (Inspector.Counts reads them, never walking the
 // instances); a large batch is stored with COPY. History positions are therefore taken in

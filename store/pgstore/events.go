@@ -1,11 +1,13 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,8 +65,11 @@ func (s *Store) parseCursor(c string) (int64, error) {
 // EventCursor implements store.Events.
 func (s *Store) EventCursor(ctx context.Context) (string, error) {
 	var pos int64
+	// The running attempts' Processing records (migration 0008) are on
+	// their instance rows, and may be newer than every history row.
 	err := s.q(ctx).QueryRow(ctx, `SELECT greatest(
 			coalesce((SELECT max(pos) FROM `+s.t("history")+` WHERE ns = $1), 0),
+			coalesce((SELECT max(proc_pos) FROM `+s.t("instances")+` WHERE ns = $1 AND state = 3), 0),
 			coalesce((SELECT events_floor FROM `+s.t("meta")+` WHERE ns = $1), 0))`, s.cfg.ns).Scan(&pos)
 	if err != nil {
 		return "", s.wrap(ctx, "event cursor", err)
@@ -193,39 +198,45 @@ func isExpired(err error) bool { return errors.Is(err, store.ErrCursorExpired) }
 var errClosed = errors.New("pgstore: store closed")
 
 // feedOnce delivers the records after record *rec, from at most
-// feedBatch history rows, advancing *rec; it returns how many rows it
-// read.
+// feedBatch rows of each of the three places records are read from,
+// advancing *rec; it returns feedBatch when a place had more.
+//
+// The places, all read in one statement (one snapshot): history rows
+// (their own record, and the Created record a row may hold), the
+// Processing records of finished attempts (in the outcome's history row,
+// proc_pos, migration 0008) and those of running attempts (on the
+// instance row). Each is read in position order from the position of
+// the first record after *rec, (*rec+1)/2 (see recNum); a Processing
+// record at proc_pos is record 2*proc_pos+1. When a place returns a full
+// batch, only records up to its last position are delivered, so the
+// merged order has no gap.
 func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, rec *int64, out chan<- store.Event) (int, error) {
-	// The rows holding a record after *rec: pos >= (*rec+1)/2 (see
-	// recNum). A Processing record's ready time is the instance's run_at
-	// while the instance is at that attempt and not Scheduled again (a
-	// retry moves run_at to the next attempt's).
-	rows, err := s.pool.Query(ctx, `SELECT coalesce((SELECT events_floor FROM `+s.t("meta")+` WHERE ns = $1), 0), h.pos, h.created,
-			h.instance_id, h.kind, h.queue, h.state, h.attempt, h.t, h.node, h.error,
-			CASE WHEN h.state = 3 THEN (SELECT i.run_at FROM `+s.t("instances")+` i
-				WHERE i.ns = $1 AND i.id = h.instance_id AND i.attempt = h.attempt AND i.state <> 2) END
-		FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT * FROM `+s.t("history")+` WHERE ns = $1 AND pos >= $2 ORDER BY pos LIMIT $3) AS h ON true`,
-		s.cfg.ns, (*rec+1)/2, feedBatch)
+	from := max((*rec+1)/2, 1)
+	rows, err := s.pool.Query(ctx, feedSQL(s),
+		s.cfg.ns, from, feedBatch)
 	if err != nil {
 		return 0, err
 	}
 	var evs []store.Event
 	var floor int64
-	n := 0
+	var count [3]int
+	var last [3]int64
 	for rows.Next() {
+		var part *int32
 		var hp, t, ready *int64
 		var created *bool
 		var id, kind, queue, node, msg *string
 		var st *int16
 		var att *int32
-		if err := rows.Scan(&floor, &hp, &created, &id, &kind, &queue, &st, &att, &t, &node, &msg, &ready); err != nil {
+		if err := rows.Scan(&floor, &part, &hp, &created, &id, &kind, &queue, &st, &att, &t, &node, &msg, &ready); err != nil {
 			rows.Close()
 			return 0, err
 		}
 		if hp == nil {
 			continue
 		}
-		n++
+		count[*part]++
+		last[*part] = max(last[*part], *hp)
 		if *created && recNum(*hp, true) > *rec {
 			c := recNum(*hp, true)
 			evs = append(evs, store.Event{Cursor: s.cursor(c), InstanceID: *id, Kind: *kind, Queue: *queue,
@@ -245,8 +256,19 @@ func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, rec *int64,
 	if err := s.expired(*rec, floor); err != nil {
 		return 0, err
 	}
+	// Deliver up to the last position of every place that had more.
+	upTo, n := int64(math.MaxInt64), 0
+	for p := range count {
+		if count[p] == feedBatch {
+			upTo, n = min(upTo, recNum(last[p], false)), feedBatch
+		}
+	}
+	slices.SortFunc(evs, func(a, b store.Event) int { return cmp.Compare(a.Seq, b.Seq) })
 	for i := range evs {
 		e := &evs[i]
+		if int64(e.Seq) > upTo {
+			break
+		}
 		if f.Match(e) {
 			select {
 			case out <- *e:
@@ -259,4 +281,29 @@ func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, rec *int64,
 		*rec = int64(e.Seq)
 	}
 	return n, nil
+}
+
+// feedSQL is feedOnce's statement: $1 the namespace, $2 the first
+// position to read, $3 the rows to read from each place.
+func feedSQL(s *Store) string {
+	// A Processing record's ready time is the instance's run_at while
+	// the instance is at that attempt and not Scheduled again (a retry
+	// moves run_at to the next attempt's).
+	ready := func(id, attempt string) string {
+		return `(SELECT i.run_at FROM ` + s.t("instances") + ` i WHERE i.ns = $1 AND i.id = ` + id + ` AND i.attempt = ` + attempt + ` AND i.state <> 2)`
+	}
+	return `SELECT coalesce((SELECT events_floor FROM ` + s.t("meta") + ` WHERE ns = $1), 0),
+			h.part, h.pos, h.created, h.instance_id, h.kind, h.queue, h.state, h.attempt, h.t, h.node, h.error, h.ready
+		FROM (SELECT 1) AS one LEFT JOIN LATERAL (
+			(SELECT 0 AS part, pos, created, instance_id, kind, queue, state, attempt, t, node, error,
+					CASE WHEN state = 3 THEN ` + ready("history.instance_id", "history.attempt") + ` END AS ready
+				FROM ` + s.t("history") + ` WHERE ns = $1 AND pos >= $2 ORDER BY pos LIMIT $3)
+			UNION ALL
+			(SELECT 1, proc_pos, false, instance_id, kind, queue, 3::int2, attempt, proc_t, coalesce(proc_node, node), '',
+					` + ready("history.instance_id", "history.attempt") + `
+				FROM ` + s.t("history") + ` WHERE ns = $1 AND proc_pos >= $2 AND proc_pos > 0 ORDER BY proc_pos LIMIT $3)
+			UNION ALL
+			(SELECT 2, proc_pos, false, id, kind, queue, 3::int2, attempt, proc_t, coalesce(lease_owner, ''), '', run_at
+				FROM ` + s.t("instances") + ` WHERE ns = $1 AND state = 3 AND proc_pos >= $2 AND proc_pos > 0 ORDER BY proc_pos LIMIT $3)
+		) AS h ON true`
 }

@@ -31,6 +31,12 @@ type final struct {
 	hAttempt                        []int32
 	hT                              []int64
 	hResult                         [][]byte
+	// hProc marks records that end a running attempt: the attempt's
+	// Processing record, kept on the instance row since the claim
+	// (migration 0008), goes into the same history row; hProcNode is the
+	// node that claimed it.
+	hProc     []bool
+	hProcNode []string
 
 	delta map[countKey]int64
 	wake  map[string]struct{}
@@ -52,6 +58,17 @@ func (f *final) hist(id, kind, queue string, state store.State, attempt int, t t
 	f.hNode = append(f.hNode, node)
 	f.hErr = append(f.hErr, errMsg)
 	f.hResult = append(f.hResult, result)
+	f.hProc = append(f.hProc, false)
+	f.hProcNode = append(f.hProcNode, "")
+}
+
+// endsAttempt marks the record hist appended last as the end of a running
+// attempt that owner claimed: its history row takes the attempt's
+// Processing record from the instance row (none for an attempt claimed
+// before migration 0008, whose record is a row of its own).
+func (f *final) endsAttempt(owner string) {
+	f.hProc[len(f.hProc)-1] = true
+	f.hProcNode[len(f.hProcNode)-1] = owner
 }
 
 // move counts an instance of (queue, kind) leaving state from (0: new)
@@ -90,10 +107,13 @@ func (s *Store) finalStmt() string {
 		return v.(string)
 	}
 	q := fmt.Sprintf(`WITH l AS (SELECT pg_advisory_xact_lock($1)),
-h AS (INSERT INTO %[1]s (ns, instance_id, kind, queue, state, attempt, t, node, error, result)
-	SELECT $2, x.id, x.kind, x.queue, x.state, x.attempt, x.t, x.node, x.error, x.result
-	FROM l, unnest($3::text[], $4::text[], $5::text[], $6::int2[], $7::int4[], $8::int8[], $9::text[], $10::text[], $11::bytea[])
-		WITH ORDINALITY AS x(id, kind, queue, state, attempt, t, node, error, result, o)
+h AS (INSERT INTO %[1]s (ns, instance_id, kind, queue, state, attempt, t, node, error, result, proc_pos, proc_t, proc_node)
+	SELECT $2, x.id, x.kind, x.queue, x.state, x.attempt, x.t, x.node, x.error, x.result,
+		i.proc_pos, i.proc_t, CASE WHEN i.proc_pos > 0 AND x.pnode <> x.node THEN x.pnode END
+	FROM l, unnest($3::text[], $4::text[], $5::text[], $6::int2[], $7::int4[], $8::int8[], $9::text[], $10::text[], $11::bytea[],
+			$18::bool[], $19::text[])
+		WITH ORDINALITY AS x(id, kind, queue, state, attempt, t, node, error, result, proc, pnode, o)
+		LEFT JOIN %[3]s i ON x.proc AND i.ns = $2 AND i.id = x.id
 	ORDER BY x.o RETURNING 1),
 c AS (INSERT INTO %[2]s AS c (ns, queue, kind, state, n)
 	SELECT $2, y.queue, y.kind, y.state, y.n
@@ -101,7 +121,7 @@ c AS (INSERT INTO %[2]s AS c (ns, queue, kind, state, n)
 	ORDER BY 2, 3, 4
 	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
 w AS (SELECT pg_notify($16, p) FROM l, unnest($17::text[]) AS p)
-SELECT (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w)`, s.t("history"), s.t("counts"))
+SELECT (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w)`, s.t("history"), s.t("counts"), s.t("instances"))
 	finalSQL.Store(s.cfg.quoted, q)
 	return q
 }
@@ -133,7 +153,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, f *final) error {
 	var a, b, c int64
 	return tx.QueryRow(ctx, s.finalStmt(), s.lockKey, s.cfg.ns,
 		f.hID, f.hKind, f.hQueue, f.hState, f.hAttempt, f.hT, f.hNode, f.hErr, f.hResult,
-		cq, ck, cs, cn, s.channel, wake).Scan(&a, &b, &c)
+		cq, ck, cs, cn, s.channel, wake, f.hProc, f.hProcNode).Scan(&a, &b, &c)
 }
 
 // payload is the notification of queue in the store's namespace: the

@@ -97,29 +97,57 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: lookup history: %w", err)
 	}
-	w := &where{}
-	w.add("ns = ?", s.cfg.ns)
+	// The records are in three places (see feedOnce): history rows (their
+	// own record and the Created record a row may hold), the Processing
+	// records of finished attempts (in the outcome's row, proc_pos) and
+	// those of running attempts (on the instance row; migration 0008).
+	// Each place is read in (time, position) order up to the limit, and
+	// the union cut to it.
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	ns := arg(s.cfg.ns)
+	var own, done, running []string
+	own = append(own, "ns = "+ns)
+	done = append(done, "ns = "+ns, "proc_pos > 0")
+	running = append(running, "ns = "+ns, "state = 3", "proc_pos > 0")
 	if q.InstanceID != "" {
-		w.add("instance_id = ?", q.InstanceID)
+		v := arg(q.InstanceID)
+		own, done, running = append(own, "instance_id = "+v), append(done, "instance_id = "+v), append(running, "id = "+v)
 	}
 	if q.Kind != "" {
-		w.add("kind = ?", q.Kind)
+		v := arg(q.Kind)
+		own, done, running = append(own, "kind = "+v), append(done, "kind = "+v), append(running, "kind = "+v)
 	}
+	procs := len(q.States) == 0 || slices.Contains(q.States, store.Processing)
 	if len(q.States) > 0 {
 		// A row holding a Created record (migration 0007) matches when
 		// either of its records does.
-		w.add("(state = ANY(?::int2[]) OR created AND 1 = ANY(?::int2[]))", states16(q.States), states16(q.States))
+		v := arg(states16(q.States))
+		own = append(own, "(state = ANY("+v+"::int2[]) OR created AND 1 = ANY("+v+"::int2[]))")
 	}
 	if !q.Since.IsZero() {
-		w.add("t >= ?", nanos(q.Since))
+		v := arg(nanos(q.Since))
+		own, done, running = append(own, "t >= "+v), append(done, "proc_t >= "+v), append(running, "proc_t >= "+v)
 	}
 	if !q.Until.IsZero() {
-		w.add("t < ?", nanos(q.Until))
+		v := arg(nanos(q.Until))
+		own, done, running = append(own, "t < "+v), append(done, "proc_t < "+v), append(running, "proc_t < "+v)
 	}
 	// LIMIT counts rows; each holds at least one matching record, so the
 	// rows read hold at least the records asked for.
-	rows, err := s.q(ctx).Query(ctx, `SELECT pos, created, instance_id, kind, state, attempt, t, node, error, result FROM `+s.t("history")+
-		` WHERE `+w.String()+` ORDER BY t, pos`+limitClause(q.Limit), w.args...)
+	lim := limitClause(q.Limit)
+	sql := `(SELECT pos, created, instance_id, kind, state, attempt, t, node, error, result FROM ` + s.t("history") +
+		` WHERE ` + strings.Join(own, " AND ") + ` ORDER BY t, pos` + lim + `)`
+	if procs {
+		sql += ` UNION ALL (SELECT proc_pos, false, instance_id, kind, 3::int2, attempt, proc_t, coalesce(proc_node, node), '', NULL::bytea FROM ` +
+			s.t("history") + ` WHERE ` + strings.Join(done, " AND ") + ` ORDER BY proc_t, proc_pos` + lim + `)
+		UNION ALL (SELECT proc_pos, false, id, kind, 3::int2, attempt, proc_t, coalesce(lease_owner, ''), '', NULL::bytea FROM ` +
+			s.t("instances") + ` WHERE ` + strings.Join(running, " AND ") + ` ORDER BY proc_t, proc_pos` + lim + `)`
+	}
+	rows, err := s.q(ctx).Query(ctx, `SELECT * FROM (`+sql+`) AS r ORDER BY t, pos`+lim, args...)
 	if err != nil {
 		return nil, s.wrap(ctx, "lookup history", err)
 	}
@@ -277,16 +305,22 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 	if !p.HistoryBefore.IsZero() {
 		err := s.write(ctx, "prune", func(tx pgx.Tx) error {
 			var n, top int64
-			// Limit counts records, and a row with created set holds two
-			// (migration 0007): the oldest rows whose records fit are
-			// deleted; when the limit ends inside such a row, its Created
-			// record alone is removed (created cleared).
+			// Limit counts records, and a row holds two when it holds a
+			// Created record (migration 0007) or its attempt's Processing
+			// record (0008), the older of the two: the oldest rows whose
+			// records fit are deleted; when the limit ends inside such a
+			// row, its older record alone is removed (created or proc_pos
+			// cleared). Rows go by their own record's time, so a
+			// Processing record stays as long as its attempt's outcome,
+			// and a running attempt's record (on its instance row) until
+			// the attempt ends.
 			h := s.t("history")
-			err := tx.QueryRow(ctx, `WITH c AS (SELECT pos, created, sum(CASE WHEN created THEN 2 ELSE 1 END) OVER (ORDER BY t, pos) AS acc
-					FROM (SELECT pos, t, created FROM `+h+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) AS o),
-				d AS (DELETE FROM `+h+` WHERE ns = $1 AND pos IN (SELECT pos FROM c WHERE acc <= $3) RETURNING pos, created),
-				u AS (UPDATE `+h+` SET created = false WHERE ns = $1 AND pos = (SELECT pos FROM c WHERE created AND acc = $3 + 1) RETURNING pos)
-				SELECT (SELECT count(*) + count(*) FILTER (WHERE created) FROM d) + (SELECT count(*) FROM u),
+			err := tx.QueryRow(ctx, `WITH c AS (SELECT pos, two, sum(CASE WHEN two THEN 2 ELSE 1 END) OVER (ORDER BY t, pos) AS acc
+					FROM (SELECT pos, t, created OR coalesce(proc_pos, 0) > 0 AS two FROM `+h+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) AS o),
+				d AS (DELETE FROM `+h+` WHERE ns = $1 AND pos IN (SELECT pos FROM c WHERE acc <= $3) RETURNING pos, created OR coalesce(proc_pos, 0) > 0 AS two),
+				u AS (UPDATE `+h+` SET created = false, proc_pos = NULL, proc_t = NULL, proc_node = NULL
+					WHERE ns = $1 AND pos = (SELECT pos FROM c WHERE two AND acc = $3 + 1) RETURNING pos)
+				SELECT (SELECT count(*) + count(*) FILTER (WHERE two) FROM d) + (SELECT count(*) FROM u),
 					greatest((SELECT coalesce(max(pos), 0) FROM d), (SELECT coalesce(max(pos), 0) FROM u))`, s.cfg.ns, nanos(p.HistoryBefore), limit).Scan(&n, &top)
 			if err != nil {
 				return err
@@ -342,9 +376,9 @@ func (s *Store) removeWhere(ctx context.Context, tx pgx.Tx, sel string, args []a
 			RETURNING id, queue, kind, state, unique_key),
 		k AS (DELETE FROM ` + s.t("unique_keys") + ` u WHERE u.ns = $1
 			AND u.key = ANY(ARRAY(SELECT unique_key FROM d WHERE unique_key IS NOT NULL)) AND u.id = ANY($2::text[]) RETURNING 1),
-		h AS (DELETE FROM ` + s.t("history") + ` h WHERE h.ns = $1 AND h.instance_id = ANY($2::text[]) RETURNING h.pos, h.created),
+		h AS (DELETE FROM ` + s.t("history") + ` h WHERE h.ns = $1 AND h.instance_id = ANY($2::text[]) RETURNING h.pos, h.created OR coalesce(h.proc_pos, 0) > 0 AS two),
 		lg AS (DELETE FROM ` + s.t("logs") + ` l WHERE l.ns = $1 AND l.instance_id = ANY($2::text[]) RETURNING 1)
-		SELECT id, queue, kind, state, (SELECT count(*) + count(*) FILTER (WHERE created) FROM h), (SELECT coalesce(max(pos), 0) FROM h),
+		SELECT id, queue, kind, state, (SELECT count(*) + count(*) FILTER (WHERE two) FROM h), (SELECT coalesce(max(pos), 0) FROM h),
 			(SELECT count(*) FROM lg), (SELECT count(*) FROM k) FROM d`
 	rows, err = tx.Query(ctx, q, s.cfg.ns, ids)
 	if err != nil {

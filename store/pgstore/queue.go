@@ -48,8 +48,8 @@ ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, s
 		strpos(x.labels, '!') > 0 OR strpos(x.labels, '|') > 0
 	FROM x ORDER BY x.o
 	ON CONFLICT (ns, id) DO NOTHING
-	RETURNING id, seq, kind, queue),
-q AS (INSERT INTO ` + s.t("queues") + ` (ns, name) SELECT DISTINCT $1, queue FROM ins ORDER BY 2 ON CONFLICT DO NOTHING RETURNING 1),
+	RETURNING id, seq, kind, queue, priority),
+q AS (` + s.addQueues("ins") + `),
 l AS (SELECT pg_advisory_xact_lock($13) FROM (SELECT count(*) AS n FROM ins) AS z, (SELECT count(*) FROM q) AS zq WHERE z.n > 0),
 h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, created)
 	SELECT $1, ins.id, ins.kind, ins.queue, 2, 0, $2, $14, true FROM ins, l
@@ -61,31 +61,62 @@ w AS (SELECT pg_notify($15, $16::text || d.queue) FROM (SELECT DISTINCT queue FR
 SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM ins`
 	// The claim: one statement picks the first ready instances the
 	// claimer may take, in claim order, skipping rows other claims hold,
-	// leases them (found again by the tuple IDs the pick locked: a TID
-	// scan, no walk down the primary key; a locked row's version cannot
-	// move until the transaction ends), appends their history under the namespace's lock,
-	// moves their counters and records the claim of a ClaimSeq.
+	// takes the namespace's lock, numbers their Processing records in
+	// claim order (positions from the history's sequence, under the lock:
+	// see final), leases them keeping each record on its row (proc_pos,
+	// proc_t; migration 0008: no history row), found again by the tuple
+	// IDs the pick locked (a TID scan, no walk down the primary key; a
+	// locked row's version cannot move until the transaction ends), moves
+	// their counters and records the claim of a ClaimSeq. Every row is
+	// locked before the namespace's lock is taken, and the update waits on
+	// no other row.
 	filterOf := func(kinds, labels, keys, both string) string {
 		return `AND (cardinality(` + kinds + `::text[]) = 0 OR kind = ANY(` + kinds + `::text[]))
 		AND (labels IS NULL OR labels <@ ` + both + `::text[] OR label_expr AND NOT EXISTS (
 			SELECT 1 FROM unnest(labels) AS r(req) WHERE NOT ` + labelHolds("r.req", labels, keys) + `))
 		AND NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND paused)`
 	}
+	// The pick reads the ready entries of each priority the queue row
+	// lists (highest first; migration 0009), priority = p AND run_at <=
+	// now, so it never reads the entries scheduled for later. The list
+	// holds every priority the queue's instances have: both ways of
+	// storing instances (this statement and COPY) add theirs, an
+	// instance's queue and priority never change, and nothing removes
+	// from the list. The LATERAL reference makes the join a nested loop
+	// over the list in its order, each priority's rows in (run_at, seq)
+	// order: claim order, with no sort, and the outer LIMIT stops the
+	// loop (and the locking) as soon as it has enough. A queue that had
+	// more than maxPrios priorities has no list (NULL): its claims read
+	// the index in claim order as before (the second branch, which runs
+	// only then), so a queue using the priority as a fine-grained order
+	// does not pay a probe per priority.
 	filter := filterOf("$5", "$6", "$11", "$12")
-	st.claim = `WITH picked AS MATERIALIZED (
-	SELECT ctid FROM ` + inst + `
-	WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= $3 ` + filter + `
-		AND NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)
-	ORDER BY priority DESC, run_at, seq
-	LIMIT $4
-	FOR UPDATE SKIP LOCKED),
-u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner = $7, lease_until = $8, updated_at = $3
-	WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM picked)) AND i.ns = $1
+	noPause := `AND NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND paused)`
+	claimed := `NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)`
+	st.claim = `WITH picked AS MATERIALIZED ((
+	SELECT c.ctid, c.priority, c.run_at, c.seq
+	FROM ` + s.t("queues") + ` AS qq, unnest(qq.prios) AS pr(p),
+		LATERAL (SELECT ctid, priority, run_at, seq FROM ` + inst + `
+			WHERE ns = $1 AND queue = $2 AND state = 2 AND priority = pr.p AND run_at <= $3 ` + strings.Replace(filter, noPause, "", 1) + `
+			ORDER BY run_at, seq
+			LIMIT $4
+			FOR UPDATE SKIP LOCKED) AS c
+	WHERE qq.ns = $1 AND qq.name = $2 AND NOT qq.paused AND ` + claimed + `
+	LIMIT $4)
+	UNION ALL
+	SELECT * FROM (SELECT ctid, priority, run_at, seq FROM ` + inst + `
+		WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= $3 ` + filter + ` AND ` + claimed + `
+			AND EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND prios IS NULL)
+		ORDER BY priority DESC, run_at, seq
+		LIMIT $4
+		FOR UPDATE SKIP LOCKED) AS wide),
+l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM picked) AS z WHERE z.n > 0),
+p AS MATERIALIZED (SELECT o.ctid, nextval('` + strings.ReplaceAll(s.t("seq"), "'", "''") + `') AS pos
+	FROM (SELECT picked.ctid FROM picked, l ORDER BY picked.priority DESC, picked.run_at, picked.seq) AS o),
+u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner = $7, lease_until = $8, updated_at = $3,
+		proc_pos = p.pos, proc_t = $3
+	FROM p WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM p)) AND i.ctid = p.ctid AND i.ns = $1
 	RETURNING ` + instColsOf("i") + `),
-l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
-h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node)
-	SELECT $1, u.id, u.kind, u.queue, 3, u.attempt, $3, $7 FROM u, l ORDER BY u.priority DESC, u.run_at, u.seq
-	RETURNING 1),
 c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
 	SELECT $1, g.queue, g.kind, v.state, v.n
 	FROM (SELECT queue, kind, count(*) AS n FROM u GROUP BY 1, 2) AS g, l,
@@ -98,12 +129,14 @@ cl AS (UPDATE ` + s.t("claims") + ` SET seq = $10::int8, until = $8,
 		attempts = coalesce((SELECT array_agg(attempt ORDER BY priority DESC, run_at, seq) FROM u), '{}')
 	WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND NOT (until >= $3 AND seq >= $10::int8)
 	RETURNING 1)
-SELECT ` + instColsOf("u") + `, (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM cl)
+SELECT ` + instColsOf("u") + `, (SELECT count(*) FROM p), (SELECT count(*) FROM c), (SELECT count(*) FROM cl)
 FROM u ORDER BY u.priority DESC, u.run_at, u.seq`
 	// The finish of attempts the owner holds: one statement applies the
 	// outcomes (a retry or release of an attempt whose cancel was
 	// requested ends Canceled, its RunAt and attempt kept), appends their
-	// history, moves their counters and notifies the queues of retries.
+	// history (one row per attempt: the outcome with the attempt's
+	// Processing record, which the row kept since the claim), moves their
+	// counters and notifies the queues of retries.
 	// An outcome whose row does not match (lease lost, or applied before)
 	// is not returned; Finish looks at those in a transaction of their own.
 	// The state and owner are compared with IS NOT DISTINCT FROM, which no
@@ -120,10 +153,10 @@ u AS (UPDATE ` + inst + ` i SET
 		lease_owner = NULL, lease_until = 0, cancel_req = false, result = x.result, error = x.error, updated_at = $10::int8
 	FROM x WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id
 		AND i.state IS NOT DISTINCT FROM 3::int2 AND i.lease_owner IS NOT DISTINCT FROM $9::text AND i.attempt = x.attempt
-	RETURNING i.id, i.kind, i.queue, i.state, x.attempt AS oattempt, x.o, x.result, x.error),
+	RETURNING i.id, i.kind, i.queue, i.state, x.attempt AS oattempt, x.o, x.result, x.error, i.proc_pos, i.proc_t),
 l AS (SELECT pg_advisory_xact_lock($11) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
-h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, error, result)
-	SELECT $1, u.id, u.kind, u.queue, u.state, u.oattempt, $10, $9, u.error, u.result FROM u, l ORDER BY u.o RETURNING 1),
+h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, error, result, proc_pos, proc_t)
+	SELECT $1, u.id, u.kind, u.queue, u.state, u.oattempt, $10, $9, u.error, u.result, u.proc_pos, u.proc_t FROM u, l ORDER BY u.o RETURNING 1),
 c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
 	SELECT $1, d.queue, d.kind, d.state, sum(d.n) FROM (
 		SELECT queue, kind, 3::int2 AS state, -1 AS n FROM u
@@ -159,6 +192,31 @@ FROM p WHERE p.prio IS NOT NULL`
 	stmtCache.Store(s.cfg.quoted, st)
 	return st
 }
+
+// addQueues is the statement that registers the queues of the rows of
+// src (a relation with queue and priority columns, in the same WITH) and
+// adds to each queue's priority list the priorities it lacks (migration
+// 0009), or drops the list (NULL) when it would hold more than maxPrios.
+// A queue whose list holds them all, or that has none, is neither written
+// nor locked: the upsert sees only the pairs the list lacks.
+func (s *Store) addQueues(src string) string {
+	capped := func(list string) string {
+		return `CASE WHEN cardinality(` + list + `) > ` + strconv.Itoa(maxPrios) + ` THEN NULL ELSE ` + list + ` END`
+	}
+	return `INSERT INTO ` + s.t("queues") + ` AS qq (ns, name, prios)
+	SELECT $1, n.queue, ` + capped("array_agg(DISTINCT n.priority ORDER BY n.priority DESC)") + `
+	FROM (SELECT DISTINCT queue, priority FROM ` + src + `) AS n
+	WHERE NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` e WHERE e.ns = $1 AND e.name = n.queue AND (e.prios IS NULL OR n.priority = ANY(e.prios)))
+	GROUP BY n.queue ORDER BY 2
+	ON CONFLICT (ns, name) DO UPDATE SET prios = CASE WHEN qq.prios IS NULL OR excluded.prios IS NULL THEN NULL
+		ELSE ` + capped("ARRAY(SELECT DISTINCT v FROM unnest(qq.prios || excluded.prios) AS v ORDER BY v DESC)") + ` END
+	RETURNING 1`
+}
+
+// maxPrios is how many priorities a queue's list holds (migration 0009);
+// a queue that had more has none, and its claims read the claim index in
+// claim order.
+const maxPrios = 16
 
 // labelHolds is the SQL condition that the node labels (a text[]
 // parameter) with their keys (another, each label up to its "=")
@@ -838,6 +896,7 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 				in.FinishedAt = p.Now
 			}
 			f.hist(in.ID, in.Kind, in.Queue, state, o.Attempt, p.Now, p.Owner, o.Error, in.Result)
+			f.endsAttempt(p.Owner)
 			f.move(in.Queue, in.Kind, old, state)
 			if _, ok := changed[in.ID]; !ok {
 				order = append(order, in.ID)
@@ -951,7 +1010,7 @@ func applied(in *store.Instance, o *store.Outcome, owner string, h lastHist) boo
 // at: Canceled when a cancel was requested, Scheduled keeping RunAt while
 // retries are left, else Terminated; msg is the history record's error.
 func rescueMove(f *final, in *store.Instance, msg string, at time.Time, node string) {
-	old := in.State
+	old, owner := in.State, in.LeaseOwner
 	in.LeaseOwner, in.LeaseUntil = "", time.Time{}
 	in.UpdatedAt = at
 	in.Error, in.Result = msg, nil
@@ -969,6 +1028,7 @@ func rescueMove(f *final, in *store.Instance, msg string, at time.Time, node str
 		in.FinishedAt = at
 	}
 	f.hist(in.ID, in.Kind, in.Queue, in.State, in.Attempt, at, node, msg, nil)
+	f.endsAttempt(owner)
 	f.move(in.Queue, in.Kind, old, in.State)
 }
 
