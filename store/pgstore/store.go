@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,11 +60,18 @@ type Option func(*config) error
 
 // WithSchema sets the PostgreSQL schema of the store's tables (default
 // DefaultSchema), so several applications share one database each in a
-// schema of its own. Migrate and New must be given the same schema.
+// schema of its own. Migrate and New must be given the same schema. Any
+// name of 1 to 50 bytes without a single quote or a NUL byte will do: the
+// store quotes it.
 func WithSchema(name string) Option {
 	return func(c *config) error {
 		if name == "" || len(name) > 50 {
 			return fmt.Errorf("%w: pgstore.WithSchema(%q): want a schema name of 1 to 50 bytes", store.ErrInvalid, name)
+		}
+		// The migrations name the schema inside string literals
+		// (nextval('schema.seq')), and PostgreSQL's text holds no NUL.
+		if strings.ContainsAny(name, "'\x00") {
+			return fmt.Errorf("%w: pgstore.WithSchema(%q): a schema name cannot hold a single quote or a NUL byte", store.ErrInvalid, name)
 		}
 		c.schema = name
 		return nil
