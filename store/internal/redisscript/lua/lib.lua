@@ -374,12 +374,9 @@ end
 
 -- Ready-list pushes are gathered per list and written by flush_ready.
 local pushes, push_lists
--- Front pushes (instances keeping their place) are ordered by RunAt, then
--- Seq, so several put back at once keep their order too.
--- runat7, when given, is be(runat, 7) made by the caller.
 -- pushes_of returns the gathering of the ready list of (queue, prio,
--- lane): back (entries for its back, in order), front and due ({entry,
--- RunAt, Seq} each, see push_ready and push_due).
+-- lane): back (entries for its back, in order), front ({entry, RunAt,
+-- Seq} each, see push_ready) and due (entries, see push_due).
 local function pushes_of(queue, prio, lane)
 	local member = level_member(prio, lane)
 	local key = ready_key(queue, member)
@@ -392,6 +389,9 @@ local function pushes_of(queue, prio, lane)
 	return p
 end
 
+-- Front pushes (instances keeping their place) are ordered by RunAt, then
+-- Seq, so several put back at once keep their order too.
+-- runat7, when given, is be(runat, 7) made by the caller.
 local function push_ready(id, queue, prio, front, runat, seq, lane, runat7)
 	local p = pushes_of(queue, prio, lane)
 	local m = (runat7 or be(runat, 7)) .. be(seq, 6) .. id
@@ -407,9 +407,10 @@ end
 -- pushed since (claims move such instances only when they run), so
 -- flush_ready puts it ahead of those (see merge_due) rather than at the
 -- back.
+-- Calls come in RunAt, then Seq order (the scheduled set's).
 local function push_due(id, queue, prio, runat, seq, lane)
-	local p = pushes_of(queue, prio, lane)
-	p.due[#p.due + 1] = {be(runat, 7) .. be(seq, 6) .. id, runat, seq}
+	local due = pushes_of(queue, prio, lane).due
+	due[#due + 1] = be(runat, 7) .. be(seq, 6) .. id
 end
 
 -- ready_back returns the list of entries to push at the back of the
@@ -422,14 +423,8 @@ end
 -- DUE_WALK bounds how many entries at a ready list's tail merge_due reads.
 local DUE_WALK = 1000
 
--- by_runat_seq orders {entry, RunAt, Seq} items by RunAt, then Seq.
-local function by_runat_seq(a, b)
-	if a[2] ~= b[2] then return a[2] < b[2] end
-	return a[3] < b[3]
-end
-
--- merge_due writes due ({entry, RunAt, Seq} items of instances that fell
--- due in the scheduled set) into the ready list key. A ready list holds
+-- merge_due writes due (the ready entries of instances that fell due in
+-- the scheduled set, in RunAt then Seq order) into the ready list key. A ready list holds
 -- its entries in the order they became ready. An entry that sorts after a
 -- due instance by RunAt then Seq became ready after that instance's RunAt
 -- (an entry's RunAt is at most when it became ready; with the same RunAt,
@@ -449,8 +444,7 @@ end
 -- entries changed the head (the list was empty, or every entry in it
 -- sorts after the earliest due one), else nil.
 local function merge_due(key, due)
-	table.sort(due, by_runat_seq)
-	local lo_r, lo_s = due[1][2], due[1][3]
+	local lo_r, lo_s = unbe(due[1], 1, 7), unbe(due[1], 8, 6)
 	-- tail: the entries read, in list order; take: how many of the last
 	-- ones go behind due entries (from the earliest that sorts after lo).
 	local tail, take, read, chunk, at_head = {}, 0, 0, 8, false
@@ -480,24 +474,27 @@ local function merge_due(key, due)
 		end
 		chunk = chunk * 4
 	end
-	local out = {}
-	if take == 0 then
-		for i, d in ipairs(due) do
-			out[i] = d[1]
-		end
-	else
+	local out = due
+	if take > 0 then
 		-- Merge the last take entries read with due, each side in its
 		-- order: a due entry goes ahead of the first of them after it.
-		local i, j = #tail - take + 1, 1
-		while i <= #tail or j <= #due do
-			local d = due[j]
-			local m = tail[i]
-			if d and (not m or d[2] < unbe(m, 1, 7) or (d[2] == unbe(m, 1, 7) and d[3] < unbe(m, 8, 6))) then
-				out[#out + 1] = d[1]
+		out = {}
+		local i, j, nt, nd = #tail - take + 1, 1, #tail, #due
+		local mr, ms = unbe(tail[i], 1, 7), unbe(tail[i], 8, 6)
+		local dr, ds = lo_r, lo_s
+		while i <= nt or j <= nd do
+			if j <= nd and (i > nt or dr < mr or (dr == mr and ds < ms)) then
+				out[#out + 1] = due[j]
 				j = j + 1
+				if j <= nd then
+					dr, ds = unbe(due[j], 1, 7), unbe(due[j], 8, 6)
+				end
 			else
-				out[#out + 1] = m
+				out[#out + 1] = tail[i]
 				i = i + 1
+				if i <= nt then
+					mr, ms = unbe(tail[i], 1, 7), unbe(tail[i], 8, 6)
+				end
 			end
 		end
 		redis.call('LTRIM', key, 0, -(take + 1))
