@@ -424,22 +424,22 @@ end
 local DUE_WALK = 1000
 
 -- merge_due writes due (the ready entries of instances that fell due in
--- the scheduled set, in RunAt then Seq order) into the ready list key. A ready list holds
--- its entries in the order they became ready. An entry that sorts after a
--- due instance by RunAt then Seq became ready after that instance's RunAt
--- (an entry's RunAt is at most when it became ready; with the same RunAt,
--- a higher Seq was enqueued later), and so did every entry behind it. So
--- each due instance goes ahead of the first entry that sorts after it,
--- and the entries from there on keep their order; due instances among
--- themselves go by RunAt then Seq. An entry before that one that became
--- ready after the RunAt as well has an earlier RunAt (it was enqueued with
--- a RunAt already past): ahead of the due instance is its place by RunAt,
--- which the contract allows too. Those entries are near the tail (pushed
--- since the RunAt, usually within one claim interval): merge_due reads
--- the tail backwards in growing chunks (8, 32, ...), on while a chunk
--- holds an entry that sorts after the earliest due one, at most DUE_WALK
--- entries, so a due instance never goes behind more than DUE_WALK entries
--- that became ready after it.
+-- the scheduled set, in RunAt then Seq order) into the ready list key. A
+-- ready list holds its entries in the order they became ready. An entry
+-- that sorts after a due instance by RunAt then Seq became ready after
+-- that instance's RunAt (an entry's RunAt is at most when it became
+-- ready; with the same RunAt, a higher Seq was enqueued later), and so
+-- did every entry behind it. So each due instance goes ahead of the first
+-- entry that sorts after it, and the entries from there on keep their
+-- order; due instances among themselves go by RunAt then Seq. An entry
+-- before that one that became ready after the RunAt as well has an
+-- earlier RunAt (it was enqueued with a RunAt already past): ahead of the
+-- due instance is its place by RunAt, which the contract allows too.
+-- Those entries are near the tail (pushed since the RunAt, usually within
+-- one claim interval): merge_due reads the tail backwards in growing
+-- chunks (8, 32, ...), on while a chunk holds an entry that sorts after
+-- the earliest due one, at most DUE_WALK entries; past that bound a due
+-- instance goes behind the older rest.
 -- It returns the list's length after, and its new head when the due
 -- entries changed the head (the list was empty, or every entry in it
 -- sorts after the earliest due one), else nil.
