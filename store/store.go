@@ -62,13 +62,19 @@ type Queue interface {
 	// p.LeaseUntil, increments their Attempt, and appends a Processing
 	// history record for each. Order: highest Priority first; within a
 	// priority, in the order instances became ready: one due when enqueued
-	// in Seq order, one scheduled for later once it is due (earliest RunAt
-	// first, so it goes behind what was already ready), and one rescued or
-	// handed back keeps its place ahead of those that became ready after
-	// it. A store may order more strictly, by RunAt then Seq (memdbstore
-	// and etcdstore do); the Redis stores keep one list per priority, which
-	// is what makes their claims O(1) per instance. When fewer than p.Limit
-	// are ready, the result's
+	// at its enqueue, in Seq order; one scheduled for later at its RunAt
+	// (earliest RunAt first, then Seq), so it goes behind what was ready
+	// before its RunAt and ahead of what became ready after, even when no
+	// claim ran in between; and one rescued or handed back keeps its place
+	// ahead of those that became ready after it. A store may order more
+	// strictly, by RunAt then Seq (memdbstore, etcdstore and pgstore do):
+	// where the two orders differ (an instance enqueued with a RunAt
+	// already past, behind one that became ready before it), either is
+	// kept. The Redis stores keep ready lists in the order instances
+	// became ready, which is what makes their claims O(1) per instance; a
+	// claim that finds instances fallen due puts each ahead of the entries
+	// that became ready after its RunAt, looking back at most 1,000 entries
+	// from the list's tail. When fewer than p.Limit are ready, the result's
 	// NextRunAt is the earliest RunAt of a Scheduled instance still waiting in
 	// p.Queue (zero when there is none), so the caller can sleep exactly
 	// until then.

@@ -92,6 +92,7 @@ func Run(t *testing.T, h Harness) {
 		{"EnqueueRefusedStoresNothing", testEnqueueRefusedStoresNothing},
 		{"RecordsAreCopies", testRecordsAreCopies},
 		{"ClaimOrder", testClaimOrder},
+		{"ClaimOrderDueLate", testClaimOrderDueLate},
 		{"ClaimFutureHighPriorityDoesNotBlock", testClaimFutureDoesNotBlock},
 		{"ClaimLimit", testClaimLimit},
 		{"ClaimNextRunAt", testClaimNextRunAt},

@@ -19,9 +19,11 @@
 -- attempt (a repeat of a call whose reply was lost); one whose seq is
 -- below it returns nothing (a call that ran after a newer one).
 -- First moves instances that became due (scheduled set score <= now) to
--- the back of their lane's ready list, oldest RunAt first, at most MOVE
--- per call (the rest move on the next calls; the lane comes from the
--- spec), and entries of ready lists written before lanes into lanes.
+-- their lane's ready list, oldest RunAt first, at most MOVE per call (the
+-- rest move on the next calls; the lane comes from the spec): each goes
+-- ahead of the entries that became ready after its RunAt (lib.lua
+-- merge_due), else at the back; and entries of ready lists written
+-- before lanes into lanes.
 -- Then pops ready IDs: highest priority first, lanes merged as above. A popped ID whose instance
 -- is no longer Scheduled (canceled while it waited, or gone), or whose
 -- entry is not the instance's (see stale), is dropped.
@@ -160,7 +162,7 @@ if not paused then
 		chunked('ZREM', skey, ms)
 		local specs = hmget(K_INST, ids)
 		for j, m in ipairs(ms) do
-			push_ready(ids[j], queue, unbe(m, 7, 4) - PRIO_BIAS, false, tonumber(due[2 * j]), unbe(m, 1, 6), lane_of_spec(specs[j]))
+			push_due(ids[j], queue, unbe(m, 7, 4) - PRIO_BIAS, tonumber(due[2 * j]), unbe(m, 1, 6), lane_of_spec(specs[j]))
 		end
 		flush_ready()
 	end

@@ -374,19 +374,27 @@ end
 
 -- Ready-list pushes are gathered per list and written by flush_ready.
 local pushes, push_lists
+-- pushes_of returns the gathering of the ready list of (queue, prio,
+-- lane): back (entries for its back, in order), front ({entry, RunAt,
+-- Seq} each, see push_ready) and due (entries, see push_due).
+local function pushes_of(queue, prio, lane)
+	local member = level_member(prio, lane)
+	local key = ready_key(queue, member)
+	local p = pushes[key]
+	if not p then
+		p = {queue = queue, prio = prio, member = member, back = {}, front = {}, due = {}}
+		pushes[key] = p
+		push_lists[#push_lists + 1] = key
+	end
+	return p
+end
+
 -- Front pushes (instances keeping their place) are ordered by RunAt, then
 -- Seq, so several put back at once keep their order too.
 -- runat7, when given, is be(runat, 7) made by the caller.
 local function push_ready(id, queue, prio, front, runat, seq, lane, runat7)
-	local member = level_member(prio, lane)
-	local key = ready_key(queue, member)
+	local p = pushes_of(queue, prio, lane)
 	local m = (runat7 or be(runat, 7)) .. be(seq, 6) .. id
-	local p = pushes[key]
-	if not p then
-		p = {queue = queue, prio = prio, member = member, back = {}, front = {}}
-		pushes[key] = p
-		push_lists[#push_lists + 1] = key
-	end
 	if front then
 		p.front[#p.front + 1] = {m, runat, seq}
 	else
@@ -394,19 +402,108 @@ local function push_ready(id, queue, prio, front, runat, seq, lane, runat7)
 	end
 end
 
+-- push_due gathers an instance that was waiting in the scheduled set and
+-- is due now: it became ready at its RunAt, which may be before entries
+-- pushed since (claims move such instances only when they run), so
+-- flush_ready puts it ahead of those (see merge_due) rather than at the
+-- back.
+-- Calls come in RunAt, then Seq order (the scheduled set's).
+local function push_due(id, queue, prio, runat, seq, lane)
+	local due = pushes_of(queue, prio, lane).due
+	due[#due + 1] = be(runat, 7) .. be(seq, 6) .. id
+end
+
 -- ready_back returns the list of entries to push at the back of the
 -- ready list of (queue, prio, lane), as push_ready gathers them, for a
 -- caller that appends many at once.
 local function ready_back(queue, prio, lane)
-	local member = level_member(prio, lane)
-	local key = ready_key(queue, member)
-	local p = pushes[key]
-	if not p then
-		p = {queue = queue, prio = prio, member = member, back = {}, front = {}}
-		pushes[key] = p
-		push_lists[#push_lists + 1] = key
+	return pushes_of(queue, prio, lane).back
+end
+
+-- DUE_WALK bounds how many entries at a ready list's tail merge_due reads.
+local DUE_WALK = 1000
+
+-- merge_due writes due (the ready entries of instances that fell due in
+-- the scheduled set, in RunAt then Seq order) into the ready list key. A
+-- ready list holds its entries in the order they became ready. An entry
+-- that sorts after a due instance by RunAt then Seq became ready after
+-- that instance's RunAt (an entry's RunAt is at most when it became
+-- ready; with the same RunAt, a higher Seq was enqueued later), and so
+-- did every entry behind it. So each due instance goes ahead of the first
+-- entry that sorts after it, and the entries from there on keep their
+-- order; due instances among themselves go by RunAt then Seq. An entry
+-- before that one that became ready after the RunAt as well has an
+-- earlier RunAt (it was enqueued with a RunAt already past): ahead of the
+-- due instance is its place by RunAt, which the contract allows too.
+-- Those entries are near the tail (pushed since the RunAt, usually within
+-- one claim interval): merge_due reads the tail backwards in growing
+-- chunks (8, 32, ...), on while a chunk holds an entry that sorts after
+-- the earliest due one, at most DUE_WALK entries; past that bound a due
+-- instance goes behind the older rest.
+-- It returns the list's length after, and its new head when the due
+-- entries changed the head (the list was empty, or every entry in it
+-- sorts after the earliest due one), else nil.
+local function merge_due(key, due)
+	local lo_r, lo_s = unbe(due[1], 1, 7), unbe(due[1], 8, 6)
+	-- tail: the entries read, in list order; take: how many of the last
+	-- ones go behind due entries (from the earliest that sorts after lo).
+	local tail, take, read, chunk, at_head = {}, 0, 0, 8, false
+	while read < DUE_WALK do
+		local n = math.min(chunk, DUE_WALK - read)
+		local es = redis.call('LRANGE', key, -(read + n), -(read + 1))
+		local got, later = #es, false
+		for i = got, 1, -1 do
+			local m = es[i]
+			local r = unbe(m, 1, 7)
+			if r > lo_r or (r == lo_r and unbe(m, 8, 6) > lo_s) then
+				take = read + got - i + 1
+				later = true
+			end
+		end
+		for i = 1, #tail do
+			es[got + i] = tail[i]
+		end
+		tail = es
+		read = read + got
+		if got < n then
+			at_head = true -- fewer than asked: LRANGE stopped at the head
+			break
+		end
+		if not later then
+			break
+		end
+		chunk = chunk * 4
 	end
-	return p.back
+	local out = due
+	if take > 0 then
+		-- Merge the last take entries read with due, each side in its
+		-- order: a due entry goes ahead of the first of them after it.
+		out = {}
+		local i, j, nt, nd = #tail - take + 1, 1, #tail, #due
+		local mr, ms = unbe(tail[i], 1, 7), unbe(tail[i], 8, 6)
+		local dr, ds = lo_r, lo_s
+		while i <= nt or j <= nd do
+			if j <= nd and (i > nt or dr < mr or (dr == mr and ds < ms)) then
+				out[#out + 1] = due[j]
+				j = j + 1
+				if j <= nd then
+					dr, ds = unbe(due[j], 1, 7), unbe(due[j], 8, 6)
+				end
+			else
+				out[#out + 1] = tail[i]
+				i = i + 1
+				if i <= nt then
+					mr, ms = unbe(tail[i], 1, 7), unbe(tail[i], 8, 6)
+				end
+			end
+		end
+		redis.call('LTRIM', key, 0, -(take + 1))
+	end
+	local len = chunked('RPUSH', key, out)
+	if at_head and take == #tail then
+		return len, out[1]
+	end
+	return len, nil
 end
 
 -- flush_ready writes the gathered pushes. It returns the set of queues
@@ -415,7 +512,13 @@ local function flush_ready()
 	local filled
 	for _, key in ipairs(push_lists) do
 		local p = pushes[key]
-		local len = chunked('RPUSH', key, p.back)
+		local len, head
+		if #p.due > 0 then
+			len, head = merge_due(key, p.due)
+		end
+		if #p.back > 0 then
+			len = chunked('RPUSH', key, p.back)
+		end
 		if #p.front > 0 then
 			-- LPUSH reverses its arguments; push the front ones last to
 			-- first so they keep their order.
@@ -434,7 +537,7 @@ local function flush_ready()
 		-- emptied, in the same script), and its head hint, if any, is at
 		-- or before its head, which back pushes do not move: only a list
 		-- these pushes started needs the index entry and the hint.
-		local was_empty = len == #p.back + #p.front
+		local was_empty = len == #p.back + #p.front + #p.due
 		if was_empty then
 			redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)
 			filled = filled or {}
@@ -443,6 +546,8 @@ local function flush_ready()
 		-- Keep the head hint at or before the list's head.
 		if #p.front > 0 then
 			redis.call('HSET', heads_key(p.queue), p.member, string.sub(p.front[1][1], 1, 13))
+		elseif head then
+			redis.call('HSET', heads_key(p.queue), p.member, string.sub(head, 1, 13))
 		elseif was_empty then
 			redis.call('HSETNX', heads_key(p.queue), p.member, string.sub(p.back[1], 1, 13))
 		end

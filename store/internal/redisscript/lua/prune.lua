@@ -11,7 +11,8 @@
 -- with the instance. History entries are trimmed by their time (HistoryBefore),
 -- counting the records of instances still stored; an entry whose ID is past
 -- the bound (a caller's clock ran behind) but whose time is before it is
--- removed as well. Log entries likewise by LogsBefore. Expired unique keys
+-- removed as well, reading at most 4 * limit entries a call (see trim).
+-- Log entries likewise by LogsBefore. Expired unique keys
 -- are dropped too.
 -- History entries whose records all belong to removed instances are freed
 -- too, without waiting for HistoryBefore: a sweep reads entries from a
@@ -199,13 +200,25 @@ end
 
 -- trim removes up to limit entries of key whose time is before before:
 -- history entries carry it as their second value, log records as field 5.
+-- An entry's ID is at or after its time and at most the stream's skew
+-- after it, so entries up to before + skew are read; it reads at most
+-- 4 * limit of them per call, kept ones included. Those with an ID before
+-- the bound come first and always go; one past it (written by a caller
+-- whose clock ran behind) behind more newer entries than that is removed
+-- by a later call, at the latest once the bound passes its ID. Reading
+-- on until limit were removed made every call read every entry of the
+-- skew window, which one caller's clock an hour behind, once, makes an
+-- hour of history for good.
 local function trim(key, skewf, before, hist)
 	local skew = tonumber(redis.call('HGET', K_CTR, skewf) or '0')
 	local last = num(math.floor((before - 1) / 1000) + skew)
 	local n, entries, cursor = 0, 0, '-'
-	while entries < limit do
-		local es = redis.call('XRANGE', key, cursor, last, 'COUNT', limit)
+	local budget = 4 * limit
+	while entries < limit and budget > 0 do
+		local count = math.min(limit, budget)
+		local es = redis.call('XRANGE', key, cursor, last, 'COUNT', count)
 		if #es == 0 then break end
+		budget = budget - #es
 		for _, e in ipairs(es) do
 			local v = e[2][2]
 			local ok, t
@@ -228,7 +241,7 @@ local function trim(key, skewf, before, hist)
 				if entries >= limit then break end
 			end
 		end
-		if #es < limit then break end
+		if #es < count then break end
 		cursor = '(' .. es[#es][1]
 	end
 	return n
