@@ -385,13 +385,14 @@ func (m *Manager) fencedNow() bool {
 }
 
 // handBackFenced hands back an attempt given up by a fence before it ran:
-// Scheduled at its run time, the attempt not counted. The store refuses
+// Scheduled at its run time, the attempt not counted, and the count of
+// fenced hand-backs in a row carried over unchanged (it did not run). The store refuses
 // it (ErrLeaseLost) when another node rescued the instance meanwhile. An
 // attempt whose executor ran is not handed back here: execute writes
 // what it returned.
 func (m *Manager) handBackFenced(a *attempt) {
 	m.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m), out: store.Outcome{
-		ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true, Error: a.fencedHandBack(),
+		ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true, Error: a.fencedHandBackError(fencedHandBacksBefore(a.rec.Error)),
 	}})
 }
 
