@@ -90,3 +90,14 @@ func (m *Manager) fencedRun(a *attempt) (handBack string, counted error) {
 	}
 	return "", fmt.Errorf("%w (%s): stopped by a fence %d times in a row, so this attempt counts (WithFencedHandBacks)", ErrLeaseLost, a.fenceWhy(), n)
 }
+
+// fenceReason is the reason observers are given for a fenced attempt
+// whose outcome the store did not take. A fenced attempt is reported once,
+// with its outcome: finished when the store took it (it still held the
+// lease), its lease lost for the fence otherwise.
+func (a *attempt) fenceReason() LeaseLostReason {
+	if a.settled.Load() == settledLeaseFenced {
+		return LeaseLostFence
+	}
+	return LeaseLostNode
+}

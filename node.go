@@ -369,8 +369,7 @@ func (m *Manager) fenceAll() int {
 	for _, a := range m.active.snapshot() {
 		if m.giveUpAs(a, settledFenced) {
 			a.cancel(ErrLeaseLost)
-			m.active.remove(a)
-			m.cfg.obs.leaseLost(a.rec, LeaseLostNode)
+			m.active.remove(a) // observers learn of it with its outcome (fenceReason)
 			n++
 		}
 	}
