@@ -367,8 +367,10 @@ func TestDeleteRunningHere(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	causes := make(chan error, 1)
+	started := make(chan struct{})
 	m := newManager(t, job.WithLease(time.Hour))
 	if err := m.RegisterJob(mustJob(t, job.WithKind("long"), job.WithExecutor(func(ctx context.Context) error {
+		close(started)
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		return ctx.Err()
@@ -382,7 +384,15 @@ func TestDeleteRunningHere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "running", func() bool { _, busy := m.Workers(); return busy == 1 })
+	// Wait for the executor itself: a busy worker slot is taken before
+	// the claim and its attempt dispatched after it, and a delete in
+	// between finds no local attempt to stop (its next renewal, an hour
+	// away here, would).
+	select {
+	case <-started:
+	case <-time.After(time.Minute):
+		t.Fatal("the instance did not start")
+	}
 	if err := m.DeleteInstance(ctx, ji.ID()); err != nil {
 		t.Fatal(err)
 	}

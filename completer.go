@@ -28,6 +28,9 @@ func (m *Manager) submit(r *finishReq) bool {
 	defer m.finishMu.RUnlock()
 	if m.finishClosed {
 		m.notRecorded(r.a, 1)
+		if r.a.fenced() {
+			m.cfg.obs.leaseLost(r.a.rec, r.a.fenceReason())
+		}
 		return false
 	}
 	m.unflushed.Add(1)
@@ -173,8 +176,14 @@ func (m *Manager) flush(batch []*finishReq) {
 	for i, r := range batch {
 		m.active.remove(r.a)
 		if res[i].Err != nil {
-			if errors.Is(res[i].Err, store.ErrLeaseLost) {
+			lost := errors.Is(res[i].Err, store.ErrLeaseLost)
+			if lost {
 				m.log.Warn("outcome discarded: lease lost", "instance", r.out.ID, "attempt", r.out.Attempt, "state", r.out.State)
+			}
+			switch {
+			case r.a.fenced(): // refused or not written: the fence cost its lease
+				m.cfg.obs.leaseLost(r.a.rec, r.a.fenceReason())
+			case lost:
 				m.cfg.obs.leaseLost(r.a.rec, LeaseLostFinish)
 			}
 			continue

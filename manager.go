@@ -356,9 +356,15 @@ func (m *Manager) Start(ctx context.Context) error {
 // canceled without one, the hand-back takes at most the stop allowance
 // after that. An executor still running when that time is up is never
 // handed back: its lease is left to lapse at its deadline, and only then
-// can another manager rescue the instance (the attempt counted). Outcomes
-// and logs the store has not taken by then are given up (their leases
-// lapse and the instances are rescued the same way).
+// can another manager rescue the instance (the attempt counted); what it
+// returns later is discarded. Outcomes and logs the store has not taken
+// by then are given up (their leases lapse and the instances are rescued
+// the same way). Last, Stop records in the node registry that the node
+// left, so that it is not declared dead (which would have its attempts
+// rescued at once); while executors still run, a failed write of it is
+// retried until the node could be declared dead (the dead threshold after
+// its last heartbeat, a second by default), which may take Stop past
+// ctx's deadline by as much.
 //
 // Stop returns nil when everything ended as designed: every attempt
 // finished or handed back, every outcome and log recorded. Otherwise it

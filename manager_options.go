@@ -86,6 +86,10 @@ type config struct {
 	// how often the stored definitions are read.
 	execTypes map[string]ExecutorType
 	execSync  time.Duration
+	// Fenced hand-backs in a row before a fenced attempt counts
+	// (WithFencedHandBacks, fence_handbacks.go); set tells 0 apart.
+	fencedHandBacks    int
+	fencedHandBacksSet bool
 }
 
 // ManagerOption configures a Manager.
@@ -387,6 +391,9 @@ func (c *config) defaults() {
 	}
 	if c.triggerReload == 0 {
 		c.triggerReload = DefaultTriggerReload
+	}
+	if !c.fencedHandBacksSet {
+		c.fencedHandBacks = DefaultFencedHandBacks
 	}
 	c.nodeDefaults()
 }

@@ -122,6 +122,7 @@ func TestBadManagerOptions(t *testing.T) {
 		{"short lease", job.WithLease(time.Millisecond)},
 		{"negative retention", job.WithRetention(-time.Second, 0)},
 		{"zero poll", job.WithPollInterval(0)},
+		{"negative fenced hand-backs", job.WithFencedHandBacks(-1)},
 	} {
 		if _, err := job.NewManager(c.opt); !errors.Is(err, job.ErrInvalidOption) {
 			t.Errorf("%s: %v, want ErrInvalidOption", c.name, err)

@@ -369,8 +369,7 @@ func (m *Manager) fenceAll() int {
 	for _, a := range m.active.snapshot() {
 		if m.giveUpAs(a, settledFenced) {
 			a.cancel(ErrLeaseLost)
-			m.active.remove(a)
-			m.cfg.obs.leaseLost(a.rec, LeaseLostNode)
+			m.active.remove(a) // observers learn of it with its outcome (fenceReason)
 			n++
 		}
 	}
@@ -385,13 +384,14 @@ func (m *Manager) fencedNow() bool {
 }
 
 // handBackFenced hands back an attempt given up by a fence before it ran:
-// Scheduled at its run time, the attempt not counted. The store refuses
+// Scheduled at its run time, the attempt not counted, and the count of
+// fenced hand-backs in a row carried over unchanged (it did not run). The store refuses
 // it (ErrLeaseLost) when another node rescued the instance meanwhile. An
 // attempt whose executor ran is not handed back here: execute writes
 // what it returned.
 func (m *Manager) handBackFenced(a *attempt) {
 	m.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m), out: store.Outcome{
-		ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true, Error: a.fencedHandBack(),
+		ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true, Error: a.fencedHandBackError(fencedHandBacksBefore(a.rec.Error)),
 	}})
 }
 
@@ -438,12 +438,42 @@ func (m *Manager) nodeRescueLoop() {
 }
 
 // leave records in the registry that the node stopped, so it is listed as
-// left and never declared dead.
+// left and never declared dead. While executors Stop gave up still run
+// (Stuck), their attempts' leases hold and they must not be rescued
+// before those lapse; a node declared dead would have them rescued at
+// once. So then a failed write is retried, as heartbeats are, for as long
+// as the node cannot yet be declared dead (its last heartbeat plus the
+// dead threshold, measured on the real clock from now).
 func (m *Manager) leave(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	t := m.clock.Now()
-	if _, err := m.store.Heartbeat(ctx, &store.HeartbeatParams{Node: m.nodeInfo(t), Now: t, DeadAfter: m.cfg.deadAfter, Leaving: true}); err != nil {
-		m.log.Warn("stop: could not record in the node registry that this node left; it will be declared dead", "err", err)
+	ctx = context.WithoutCancel(ctx)
+	m.nodes.mu.Lock()
+	budget := m.nodes.lastOK.Add(m.cfg.deadAfter).Sub(m.clock.Now())
+	m.nodes.mu.Unlock()
+	until := time.Now().Add(budget)
+	for try := 1; ; try++ {
+		d := time.Second
+		if try > 1 {
+			d = min(d, time.Until(until))
+		}
+		cctx, cancel := context.WithTimeout(ctx, d)
+		t := m.clock.Now()
+		_, err := m.store.Heartbeat(cctx, &store.HeartbeatParams{Node: m.nodeInfo(t), Now: t, DeadAfter: m.cfg.deadAfter, Leaving: true})
+		cancel()
+		if err == nil {
+			return
+		}
+		running := m.stuck.Load()
+		pause := m.cfg.heartbeat / 4
+		if running == 0 || time.Until(until) <= pause {
+			if running > 0 {
+				m.log.Error("stop: could not record in the node registry that this node left; it will be declared dead and the attempts of the executors still running rescued (run again alongside them)",
+					"running", running, "tries", try, "err", err)
+			} else {
+				m.log.Warn("stop: could not record in the node registry that this node left; it will be declared dead", "err", err)
+			}
+			return
+		}
+		m.log.Warn("stop: could not record in the node registry that this node left; retrying while executors still run", "running", running, "err", err)
+		sleep(SystemClock{}, pause, nil) // a real-time pause between store calls, as for heartbeats
 	}
 }

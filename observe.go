@@ -40,8 +40,13 @@ type Observer interface {
 	// store refused are reported to LeaseLost instead.
 	AttemptFinished(AttemptFinishedEvent)
 	// LeaseLost: the manager gave up a running attempt because its lease
-	// was lost or could not be renewed in time, or the store refused its
-	// outcome because another manager had rescued it.
+	// was lost, or the store refused its outcome because another manager
+	// had rescued it. An attempt a fence stopped (its lease could not be
+	// renewed in time, or its node's heartbeats failed) is reported once,
+	// when its executor has returned: to AttemptFinished when the store
+	// took its outcome (it still held the lease), else here with the
+	// fence's reason (the store refused the outcome, or it could not be
+	// written).
 	LeaseLost(LeaseLostEvent)
 	// Rescued: this manager's rescuer moved an attempt of a crashed or
 	// cut-off manager out of Processing (its lease ended, or its node was
@@ -122,7 +127,8 @@ type AttemptFinishedEvent struct {
 	// Scheduled again after its backoff.
 	Retry bool
 	// HandedBack: the manager handed the attempt back without counting it
-	// (Stop, or a node that fenced itself), so another can run it at once.
+	// (Stop, or a fence: its lease could not be renewed in time, or its
+	// node's heartbeats failed), so another can run it at once.
 	HandedBack bool
 	// Duration is how long the attempt ran, on the manager's clock: from
 	// its start to its executor's return, or to when the manager decided
@@ -139,10 +145,12 @@ const (
 	// manager's (another manager rescued the instance).
 	LeaseLostRenew LeaseLostReason = iota + 1
 	// LeaseLostFence: no renewal succeeded before the lease's deadline
-	// came within the stop allowance; the attempt was canceled.
+	// came within the stop allowance; the attempt was canceled, and the
+	// store did not take its outcome.
 	LeaseLostFence
 	// LeaseLostNode: the node's heartbeats failed for the fence window and
-	// it gave up every running attempt.
+	// it canceled every running attempt; the store did not take this
+	// one's outcome.
 	LeaseLostNode
 	// LeaseLostFinish: the store refused the attempt's outcome, because
 	// another manager had rescued the instance meanwhile.

@@ -245,8 +245,7 @@ func (m *Manager) fence(a *attempt) {
 		return
 	}
 	a.cancel(ErrLeaseLost)
-	m.active.remove(a)
-	m.cfg.obs.leaseLost(a.rec, LeaseLostFence)
+	m.active.remove(a) // observers learn of it with its outcome (fenceReason)
 	m.log.Warn("lease not renewed in time; canceling the attempt so that no other manager runs it at the same time",
 		"instance", a.rec.ID, "kind", a.rec.Kind, "attempt", a.rec.Attempt, "lease_until", a.leaseDeadline(&m.watch))
 }

@@ -136,21 +136,6 @@ func (a *attempt) fenced() bool {
 	return s == settledFenced || s == settledLeaseFenced
 }
 
-// fencedHandBack is the error of a fenced attempt handed back.
-func (a *attempt) fencedHandBack() string {
-	if a.settled.Load() == settledLeaseFenced {
-		return leaseFencedHandBack
-	}
-	return nodeFencedHandBack
-}
-
-// The errors of an attempt handed back by the node's fence and by its
-// lease's.
-var (
-	nodeFencedHandBack  = "handed back: " + ErrLeaseLost.Error() + " (the node fenced itself: its heartbeats failed)"
-	leaseFencedHandBack = "handed back: " + ErrLeaseLost.Error() + " (its lease could not be renewed in time)"
-)
-
 func (a *attempt) ref() store.LeaseRef { return store.LeaseRef{ID: a.rec.ID, Attempt: a.rec.Attempt} }
 
 // activeSet is the attempts this manager holds leases for: running, or
@@ -418,15 +403,22 @@ func stoppedBy(err, cause error) bool {
 func (m *Manager) outcome(a *attempt, results []any, err, cause error) store.Outcome {
 	out := store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt}
 	now := m.clock.Now()
+	var fencedBack string // a hand-back's error, when a fence stopped it
+	if errors.Is(cause, ErrLeaseLost) && stoppedBy(err, cause) {
+		var counted error
+		if fencedBack, counted = m.fencedRun(a); counted != nil {
+			err, cause = counted, nil // past the cap: a failed attempt
+		}
+	}
 	switch {
 	case errors.Is(cause, ErrShutdown) && stoppedBy(err, cause):
 		// Keep the original run time: the instance keeps its place in the
 		// queue instead of going behind everything scheduled since.
 		out.State, out.RunAt, out.Release = store.Scheduled, a.rec.RunAt, true
 		out.Error = "handed back: " + ErrShutdown.Error()
-	case errors.Is(cause, ErrLeaseLost) && stoppedBy(err, cause):
+	case fencedBack != "":
 		out.State, out.RunAt, out.Release = store.Scheduled, a.rec.RunAt, true
-		out.Error = a.fencedHandBack()
+		out.Error = fencedBack
 	case errors.Is(cause, ErrCanceled):
 		out.State, out.Error = store.Canceled, ErrCanceled.Error()
 	case err == nil:

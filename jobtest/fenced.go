@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 func init() {
 	register("FencedRunRecorded", func(t *testing.T, e *env) { testFencedRunRecorded(t, e, cutHeartbeats) })
 	register("LeaseFencedRunRecorded", func(t *testing.T, e *env) { testFencedRunRecorded(t, e, cutRenewals) })
+	register("LeaseFencedHandBacksEnd", testLeaseFencedHandBacksEnd)
 }
 
 // What a callCut fails while cut.
@@ -135,5 +137,61 @@ func testFencedRunRecorded(t *testing.T, e *env, what cutWhat) {
 	defer mu.Unlock()
 	if !slices.Equal(runs, []int{1}) {
 		t.Errorf("runs with attempts %v, want [1]: a run that ended must not run again", runs)
+	}
+}
+
+// testLeaseFencedHandBacksEnd: an instance's renewals always fail while
+// its claims and outcomes go through, and its executor runs longer than
+// its lease, returning on the fence's cancel. The first fence hands it
+// back without counting the attempt; with WithFencedHandBacks(1) the
+// second counts it, and with no retries left the job ends Terminated
+// instead of being handed back for ever. The count of hand-backs in a row
+// travels in the record the store returns with the next claim.
+func testLeaseFencedHandBacksEnd(t *testing.T, e *env) {
+	cc := &callCut{Store: e.store(t), what: cutRenewals}
+	cc.cut.Store(true)
+	var st store.Store = cc
+	if _, ok := cc.Store.(store.Notifier); ok {
+		st = callCutNotifier{cc}
+	}
+	var (
+		mu   sync.Mutex
+		runs []int
+	)
+	j := mustJob(t, job.WithKind("handbacks"), job.WithMaxRetries(0), job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
+		mu.Lock()
+		runs = append(runs, ji.Attempt())
+		mu.Unlock()
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	// A 3 s lease: fenced half a second before it ends, 2.5 s into each run.
+	m := e.manager(t, []*job.Job{j}, job.WithStore(st), job.WithLease(3*time.Second), job.WithFencedHandBacks(1))
+	start(t, m)
+	ji := schedule(t, m, "handbacks")
+	got := waitState(t, m, ji.ID(), job.Terminated, deadline)
+	if got.Attempt() != 1 {
+		t.Errorf("terminated in attempt %d, want 1 (the hand-back did not count, the second fence did)", got.Attempt())
+	}
+	if err := got.Error(); err == nil || !strings.Contains(err.Error(), job.ErrLeaseLost.Error()) {
+		t.Errorf("final error %v, want one saying the lease was lost", err)
+	}
+	hist, err := m.LookupInstanceHistory(context.Background(), job.NewQuery(job.WithQueryInstanceID(ji.ID())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backs := 0
+	for _, h := range hist {
+		if strings.HasPrefix(h.Error, "handed back") {
+			backs++
+		}
+	}
+	if backs != 1 {
+		t.Errorf("%d hand-backs in the history, want 1", backs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(runs, []int{1, 1}) {
+		t.Errorf("runs with attempts %v, want [1 1]", runs)
 	}
 }

@@ -80,6 +80,9 @@ type Queue interface {
 	// until then.
 	//
 	// A claim with a ClaimSeq can be repeated safely (see ClaimParams).
+	// Each instance is returned as stored, with the Error its last outcome
+	// left (the engine reads from a hand-back's error how many fenced
+	// hand-backs in a row came before the attempt).
 	Claim(ctx context.Context, p *ClaimParams) (*ClaimResult, error)
 
 	// Renew extends the leases of running attempts owned by p.Owner. Leases

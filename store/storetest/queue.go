@@ -381,7 +381,7 @@ func outcomeCases() []struct {
 		{"canceled", store.Outcome{State: store.Canceled, Error: "canceled by user"}},
 		{"timedout", store.Outcome{State: store.TimedOut, Error: "attempt ran past 5s"}},
 		{"retry", store.Outcome{State: store.Scheduled, RunAt: at(time.Hour), Error: "temporary failure"}},
-		{"release", store.Outcome{State: store.Scheduled, RunAt: at(2 * time.Minute), Release: true}},
+		{"release", store.Outcome{State: store.Scheduled, RunAt: at(2 * time.Minute), Release: true, Error: "handed back (fence 1 in a row): lease lost"}},
 	}
 }
 
@@ -444,9 +444,25 @@ func testFinishOutcomes(t *testing.T, h Harness) {
 	if c.Attempt != 1 {
 		t.Fatalf("released instance claimed again with Attempt %d, want 1 (a release does not count)", c.Attempt)
 	}
+	// A claim returns the error the last outcome left: the engine reads
+	// from a release's error how many in a row came before.
+	errOf := func(name string) string {
+		for i, oc := range cases {
+			if oc.name == name {
+				return outs[i].Error
+			}
+		}
+		panic("no outcome case " + name)
+	}
+	if want := errOf("release"); c.Error != want {
+		t.Fatalf("released instance claimed again with Error %q, want the release's %q", c.Error, want)
+	}
 	c = e.claimOne(e.s, "q-fin", "w2", at(time.Hour), "fin-retry")
 	if c.Attempt != 2 {
 		t.Fatalf("retried instance claimed again with Attempt %d, want 2", c.Attempt)
+	}
+	if want := errOf("retry"); c.Error != want {
+		t.Fatalf("retried instance claimed again with Error %q, want the retry's %q", c.Error, want)
 	}
 }
 
