@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,6 +121,18 @@ func (e *enqueuer) drain() {
 		e.pending = append(e.pending[:0], e.pending[n:]...)
 		e.mu.Unlock()
 		e.send(batch)
+		if n > 1 {
+			// The callers just completed are runnable, most of them
+			// about to schedule again: let them run before the next
+			// batch is taken, so that they join it rather than the one
+			// after. Concurrent callers otherwise settle into two groups
+			// taking turns, each call carrying about half of them, and
+			// both the client and Redis pay a store call's fixed cost
+			// twice as often (issue 19: 8 goroutines put 4.1 jobs in a
+			// call without this, 7.4 with it). A yield, not a timer: no
+			// wait when nobody is runnable.
+			runtime.Gosched()
+		}
 	}
 }
 
