@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"testing"
@@ -90,4 +91,58 @@ func TestScheduleCallersJustCompletedJoinTheNextCall(t *testing.T) {
 			t.Errorf("the middle half of the store calls carried %.1f instances each (sizes %v), want at least 6 of the %d callers", mean, sizes, callers)
 		}
 	})
+}
+
+// TestScheduleSharedCallEndsWhenEveryCallerLeft: once every caller of a
+// shared call has given up, the call's context ends too (and the callers
+// return at once with their contexts' errors).
+func TestScheduleSharedCallEndsWhenEveryCallerLeft(t *testing.T) {
+	e := newEnqueueTest(t)
+	first := e.schedule(context.Background(), "first")
+	e.waitEntered()
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	a := e.schedule(ctx1, "a")
+	e.waitQueued(1)
+	b := e.schedule(ctx2, "b")
+	e.waitQueued(2)
+	var sharedCtx context.Context
+	e.g.mu.Lock()
+	e.g.seen = func(ctx context.Context, p *store.EnqueueParams) {
+		if len(p.Instances) == 2 {
+			e.g.mu.Lock()
+			sharedCtx = ctx
+			e.g.mu.Unlock()
+		}
+	}
+	close(e.g.gate)
+	e.g.gate = make(chan struct{})
+	e.g.mu.Unlock()
+	if r := e.result(first); r.err != nil {
+		t.Fatal(r.err)
+	}
+	e.waitEntered() // the shared call, held at the gate
+	e.g.mu.Lock()
+	shared := sharedCtx
+	e.g.mu.Unlock()
+	if shared == nil || shared.Err() != nil {
+		t.Fatalf("shared call's context %v before anyone left; want a live one", shared)
+	}
+	cancel1()
+	if r := e.result(a); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("first caller that left: %v, want context.Canceled", r.err)
+	}
+	if shared.Err() != nil {
+		t.Fatal("the shared call's context ended while one of its callers still waited")
+	}
+	cancel2()
+	if r := e.result(b); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("second caller that left: %v, want context.Canceled", r.err)
+	}
+	select {
+	case <-shared.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shared call's context did not end once every caller had left")
+	}
+	e.open()
 }
