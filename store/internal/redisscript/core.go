@@ -157,7 +157,12 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 	var idSeen, keySeen map[string]struct{}
 	flags := ""
 	for i, in := range p.Instances {
-		if n > 1 && !strings.Contains(flags, "r") {
+		if n > 1 && n <= smallBatch && !strings.Contains(flags, "r") {
+			// A few IDs (group commit's calls) are compared without a map.
+			if slices.Contains(ids[:i], ids[i]) {
+				flags += "r"
+			}
+		} else if n > 1 && !strings.Contains(flags, "r") {
 			if idSeen == nil {
 				idSeen = make(map[string]struct{}, n)
 			}
@@ -188,11 +193,11 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 	var (
 		hist       = make([]byte, 0, 18*n)
 		classes    []enqueueClass
-		classNum   = map[enqueueClass]string{}
+		classNum   map[enqueueClass]string // made once there are more than smallClasses
 		lastClass  enqueueClass
 		lastNum    string
 		buckets    []*bucket
-		bucketOf   = map[bucketKey]*bucket{}
+		bucketOf   map[bucketKey]*bucket // made once there are more than smallClasses
 		lastBucket *bucket
 		runs       = make([]string, 0, 3*n+2)
 		runClass   = ""
@@ -220,11 +225,25 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= now, x: tail != "", u: in.UniqueKey != ""}
 		num := lastNum
 		if i == 0 || cl != lastClass {
-			var ok bool
-			if num, ok = classNum[cl]; !ok {
+			num = ""
+			if classNum == nil {
+				if k := slices.Index(classes, cl); k >= 0 {
+					num = itoa(k + 1)
+				}
+			} else {
+				num = classNum[cl]
+			}
+			if num == "" {
 				classes = append(classes, cl)
 				num = itoa(len(classes))
-				classNum[cl] = num
+				if classNum != nil {
+					classNum[cl] = num
+				} else if len(classes) > smallClasses {
+					classNum = make(map[enqueueClass]string, 2*len(classes))
+					for k, c := range classes {
+						classNum[c] = itoa(k + 1)
+					}
+				}
 			}
 			lastClass, lastNum = cl, num
 		}
@@ -241,10 +260,28 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 		b := lastBucket
 		if b == nil || b.kind != in.Kind || b.sec != cl.sec {
 			bk := bucketKey{in.Kind, cl.sec}
-			if b = bucketOf[bk]; b == nil {
+			b = nil
+			if bucketOf == nil {
+				for _, x := range buckets {
+					if x.bucketKey == bk {
+						b = x
+						break
+					}
+				}
+			} else {
+				b = bucketOf[bk]
+			}
+			if b == nil {
 				b = &bucket{bucketKey: bk}
-				bucketOf[bk] = b
 				buckets = append(buckets, b)
+				if bucketOf != nil {
+					bucketOf[bk] = b
+				} else if len(buckets) > smallClasses {
+					bucketOf = make(map[bucketKey]*bucket, 2*len(buckets))
+					for _, x := range buckets {
+						bucketOf[x.bucketKey] = x
+					}
+				}
 			}
 			lastBucket = b
 		}
@@ -299,6 +336,15 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 	args = append(args, runs...)
 	return args, ids, nil
 }
+
+// Up to smallBatch instances (group commit's calls carry a few), repeated
+// IDs are found by comparing each with those before it, and up to
+// smallClasses classes or buckets are looked up in their lists: maps only
+// for more.
+const (
+	smallBatch   = 16
+	smallClasses = 8
+)
 
 // blobSize is about the bytes EnqueueArgs packs for instances' specs
 // and places: a spec is ~50 bytes and its strings, a place 7 bytes or a
