@@ -131,9 +131,18 @@ func asString(v any) string {
 // of them and each kind bucket's part. Redis, whose one thread every
 // enqueue shares, is left per instance with its record, its ready-list
 // or scheduled entry and its share of a few variadic calls.
+//
+// An instance is due, and goes to its lane's ready list rather than the
+// scheduled set, when its RunAt is at or before the latest of now and
+// the instances' CreatedAt: the caller made every record before the
+// call, so that moment has passed. A call that group commit shares has
+// for now the earliest CreatedAt of its instances (see the core's
+// enqueueTime), and each instance due at its own CreatedAt is due by
+// then.
 func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 	n := len(p.Instances)
 	now := Micros(p.Now)
+	dueBy := now
 	// The IDs' encodings, packed into one buffer and cut from one string:
 	// one allocation for all of them.
 	idb := make([]byte, 0, 17*n)
@@ -142,6 +151,7 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 			return nil, nil, err
 		}
 		idb = appendID(idb, in.ID)
+		dueBy = max(dueBy, Micros(in.CreatedAt))
 	}
 	ids = make([]string, n)
 	if n > 0 {
@@ -222,7 +232,7 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 		}
 		tail := specTail(lane, encodeMetadata(in.Metadata), encodeShard(in))
 		cl := enqueueClass{kind: in.Kind, queue: in.Queue, prio: in.Priority, labels: lane,
-			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= now, x: tail != "", u: in.UniqueKey != ""}
+			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= dueBy, x: tail != "", u: in.UniqueKey != ""}
 		num := lastNum
 		if i == 0 || cl != lastClass {
 			num = ""

@@ -146,6 +146,12 @@ func TestAppendMsgpackIntIsEncoder(t *testing.T) {
 func enqueueArgsBefore(p *store.EnqueueParams) (args, ids []string, err error) {
 	n := len(p.Instances)
 	now := Micros(p.Now)
+	// Due by the latest of now and the CreatedAts (since the former code,
+	// which took now alone: issue 19, TestSharedCallInstancesGoReady).
+	dueBy := now
+	for _, in := range p.Instances {
+		dueBy = max(dueBy, Micros(in.CreatedAt))
+	}
 	ids = make([]string, n)
 	var idSeen, keySeen map[string]struct{}
 	flags := ""
@@ -200,7 +206,7 @@ func enqueueArgsBefore(p *store.EnqueueParams) (args, ids []string, err error) {
 		}
 		tail := specTail(lane, encodeMetadata(in.Metadata), encodeShard(in))
 		cl := enqueueClass{kind: in.Kind, queue: in.Queue, prio: in.Priority, labels: lane,
-			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= now, x: tail != "", u: in.UniqueKey != ""}
+			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= dueBy, x: tail != "", u: in.UniqueKey != ""}
 		num, ok := classNum[cl]
 		if !ok {
 			classes = append(classes, cl)

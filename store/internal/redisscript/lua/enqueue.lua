@@ -10,7 +10,7 @@
 --   then the n IDs, in order,
 --   then C classes of six values: kind, queue, priority, labels (as
 --       P_LABELS holds them; '' for none), the second of CreatedAt
---       (decimal), and a digit of flags: 1 due at now, 2 each instance
+--       (decimal), and a digit of flags: 1 due (ready at once), 2 each instance
 --       carries a spec tail, 4 each carries a unique key,
 --   then B buckets of four values: kind, second, the number of the
 --       instances in it, its part (each ID behind its length in 2
