@@ -96,7 +96,9 @@ end
 if string.find(ARGV[5], 'k', 1, true) then
 	held, uuntil_of = {}, {}
 end
-local utake, uzadd, nu = {}, {}, 0
+-- (utake and uzadd are made at the first key taken: a table costs about
+-- as much as a tonumber, and most calls take none.)
+local utake, uzadd, nu = nil, nil, 0
 do
 	local i, j = R0, 1
 	while j <= n do
@@ -149,6 +151,9 @@ do
 						if held then
 							held[ukey] = id
 							uuntil_of[id] = tonumber(ARGV[q + 1])
+						end
+						if not utake then
+							utake, uzadd = {}, {}
 						end
 						nu = nu + 2
 						utake[nu - 1], utake[nu] = ukey, id
@@ -239,8 +244,10 @@ local function seq_hi(s)
 	return p, char(b5, b4, b3, b2, b1)
 end
 local specs, nspec = {}, 0
-local sched, sched_keys = {}, {} -- scheduled set key -> score, member, ...
-local lanes = {}
+-- The tables below are made when first needed: most calls have one
+-- class, due, and no scheduled entry.
+local sched, sched_keys -- scheduled set key -> score, member, ...
+local lanes -- kind -> labels -> lane, for calls of several classes
 local seq, phi, bhi = first - 1, nil, nil
 do
 	local i, j = R0, 1
@@ -249,19 +256,28 @@ do
 		i = i + 2
 		if not cl.back and not cl.zs then
 			-- first use of the class: its lane and where its entries go
-			local lk = lanes[cl.kind]
-			if not lk then
-				lk = {}
-				lanes[cl.kind] = lk
-			end
-			local lane = lk[cl.labels]
-			if not lane then
+			local lane
+			if C == 1 then
 				lane = lane_of(cl.kind, cl.labels)
-				lk[cl.labels] = lane
+			else
+				lanes = lanes or {}
+				local lk = lanes[cl.kind]
+				if not lk then
+					lk = {}
+					lanes[cl.kind] = lk
+				end
+				lane = lk[cl.labels]
+				if not lane then
+					lane = lane_of(cl.kind, cl.labels)
+					lk[cl.labels] = lane
+				end
 			end
 			if cl.due then
 				cl.back = ready_back(cl.queue, tonumber(cl.prio), lane)
 			else
+				if not sched then
+					sched, sched_keys = {}, {}
+				end
 				local sk = sched_key(cl.queue)
 				local zs = sched[sk]
 				if not zs then
@@ -322,8 +338,10 @@ do
 	end
 end
 chunked('HSET', K_INST, specs)
-for _, sk in ipairs(sched_keys) do
-	chunked('ZADD', sk, sched[sk])
+if sched_keys then
+	for _, sk in ipairs(sched_keys) do
+		chunked('ZADD', sk, sched[sk])
+	end
 end
 
 -- Buckets: only a bucket this APPEND made is new to the kind's directory
