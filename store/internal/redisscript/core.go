@@ -131,9 +131,18 @@ func asString(v any) string {
 // of them and each kind bucket's part. Redis, whose one thread every
 // enqueue shares, is left per instance with its record, its ready-list
 // or scheduled entry and its share of a few variadic calls.
+//
+// An instance is due, and goes to its lane's ready list rather than the
+// scheduled set, when its RunAt is at or before the latest of now and
+// the instances' CreatedAt: the caller made every record before the
+// call, so that moment has passed. A call that group commit shares has
+// for now the earliest CreatedAt of its instances (see the core's
+// enqueueTime), and each instance due at its own CreatedAt is due by
+// then.
 func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 	n := len(p.Instances)
 	now := Micros(p.Now)
+	dueBy := now
 	// The IDs' encodings, packed into one buffer and cut from one string:
 	// one allocation for all of them.
 	idb := make([]byte, 0, 17*n)
@@ -142,6 +151,7 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 			return nil, nil, err
 		}
 		idb = appendID(idb, in.ID)
+		dueBy = max(dueBy, Micros(in.CreatedAt))
 	}
 	ids = make([]string, n)
 	if n > 0 {
@@ -157,7 +167,12 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 	var idSeen, keySeen map[string]struct{}
 	flags := ""
 	for i, in := range p.Instances {
-		if n > 1 && !strings.Contains(flags, "r") {
+		if n > 1 && n <= smallBatch && !strings.Contains(flags, "r") {
+			// A few IDs (group commit's calls) are compared without a map.
+			if slices.Contains(ids[:i], ids[i]) {
+				flags += "r"
+			}
+		} else if n > 1 && !strings.Contains(flags, "r") {
 			if idSeen == nil {
 				idSeen = make(map[string]struct{}, n)
 			}
@@ -188,11 +203,11 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 	var (
 		hist       = make([]byte, 0, 18*n)
 		classes    []enqueueClass
-		classNum   = map[enqueueClass]string{}
+		classNum   map[enqueueClass]string // made once there are more than smallClasses
 		lastClass  enqueueClass
 		lastNum    string
 		buckets    []*bucket
-		bucketOf   = map[bucketKey]*bucket{}
+		bucketOf   map[bucketKey]*bucket // made once there are more than smallClasses
 		lastBucket *bucket
 		runs       = make([]string, 0, 3*n+2)
 		runClass   = ""
@@ -217,14 +232,28 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 		}
 		tail := specTail(lane, encodeMetadata(in.Metadata), encodeShard(in))
 		cl := enqueueClass{kind: in.Kind, queue: in.Queue, prio: in.Priority, labels: lane,
-			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= now, x: tail != "", u: in.UniqueKey != ""}
+			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= dueBy, x: tail != "", u: in.UniqueKey != ""}
 		num := lastNum
 		if i == 0 || cl != lastClass {
-			var ok bool
-			if num, ok = classNum[cl]; !ok {
+			num = ""
+			if classNum == nil {
+				if k := slices.Index(classes, cl); k >= 0 {
+					num = itoa(k + 1)
+				}
+			} else {
+				num = classNum[cl]
+			}
+			if num == "" {
 				classes = append(classes, cl)
 				num = itoa(len(classes))
-				classNum[cl] = num
+				if classNum != nil {
+					classNum[cl] = num
+				} else if len(classes) > smallClasses {
+					classNum = make(map[enqueueClass]string, 2*len(classes))
+					for k, c := range classes {
+						classNum[c] = itoa(k + 1)
+					}
+				}
 			}
 			lastClass, lastNum = cl, num
 		}
@@ -241,10 +270,28 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 		b := lastBucket
 		if b == nil || b.kind != in.Kind || b.sec != cl.sec {
 			bk := bucketKey{in.Kind, cl.sec}
-			if b = bucketOf[bk]; b == nil {
+			b = nil
+			if bucketOf == nil {
+				for _, x := range buckets {
+					if x.bucketKey == bk {
+						b = x
+						break
+					}
+				}
+			} else {
+				b = bucketOf[bk]
+			}
+			if b == nil {
 				b = &bucket{bucketKey: bk}
-				bucketOf[bk] = b
 				buckets = append(buckets, b)
+				if bucketOf != nil {
+					bucketOf[bk] = b
+				} else if len(buckets) > smallClasses {
+					bucketOf = make(map[bucketKey]*bucket, 2*len(buckets))
+					for _, x := range buckets {
+						bucketOf[x.bucketKey] = x
+					}
+				}
 			}
 			lastBucket = b
 		}
@@ -299,6 +346,15 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 	args = append(args, runs...)
 	return args, ids, nil
 }
+
+// Up to smallBatch instances (group commit's calls carry a few), repeated
+// IDs are found by comparing each with those before it, and up to
+// smallClasses classes or buckets are looked up in their lists: maps only
+// for more.
+const (
+	smallBatch   = 16
+	smallClasses = 8
+)
 
 // blobSize is about the bytes EnqueueArgs packs for instances' specs
 // and places: a spec is ~50 bytes and its strings, a place 7 bytes or a

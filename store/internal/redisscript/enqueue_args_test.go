@@ -18,7 +18,8 @@ import (
 // specs and places into shared buffers, returns byte for byte the
 // arguments and IDs of its former code (enqueueArgsBefore, kept below as
 // it was, with EncodeSpec, EncodeID and be7 per instance), for batches
-// of every shape the enqueue script takes: kinds, queues, priorities,
+// of every shape the enqueue script takes (sizes either side of the
+// small-batch paths: smallBatch, smallClasses): kinds, queues, priorities,
 // labels, metadata and shard fields that change from instance to
 // instance or stay, due and delayed instances (a RunAt before 1970
 // included), unique keys (some repeated), repeated IDs, IDs that are not
@@ -30,7 +31,7 @@ func TestEnqueueArgsAsBefore(t *testing.T) {
 	ints := []int64{0, 1, -1, 127, 128, -32, -33, 255, 256, -128, -129, 65535, 65536, -32768, -32769,
 		math.MaxUint32, math.MaxUint32 + 1, math.MinInt32, math.MinInt32 - 1, math.MaxInt64, math.MinInt64 + 1}
 	pick := func(s ...string) string { return s[r.IntN(len(s))] }
-	for _, n := range []int{0, 1, 2, 3, 17, 256, 1000, 1300} {
+	for _, n := range []int{0, 1, 2, 3, 5, 8, 16, 17, 40, 256, 1000, 1300} {
 		for round := range 4 {
 			ins := make([]*store.Instance, n)
 			for i := range ins {
@@ -49,7 +50,7 @@ func TestEnqueueArgsAsBefore(t *testing.T) {
 					in.Priority = int(ints[r.IntN(len(ints))] % 1000)
 					in.MaxRetries = int(ints[r.IntN(len(ints))] % store.MaxRetriesLimit)
 					in.Timeout = time.Duration(ints[r.IntN(len(ints))])
-					in.CreatedAt = now.Add(time.Duration(r.IntN(3)) * 700 * time.Millisecond)
+					in.CreatedAt = now.Add(time.Duration(r.IntN(6)) * 700 * time.Millisecond) // up to 12 buckets
 					switch r.IntN(4) {
 					case 0:
 						in.RunAt = now.Add(time.Hour)
@@ -145,6 +146,12 @@ func TestAppendMsgpackIntIsEncoder(t *testing.T) {
 func enqueueArgsBefore(p *store.EnqueueParams) (args, ids []string, err error) {
 	n := len(p.Instances)
 	now := Micros(p.Now)
+	// Due by the latest of now and the CreatedAts (since the former code,
+	// which took now alone: issue 19, TestSharedCallInstancesGoReady).
+	dueBy := now
+	for _, in := range p.Instances {
+		dueBy = max(dueBy, Micros(in.CreatedAt))
+	}
 	ids = make([]string, n)
 	var idSeen, keySeen map[string]struct{}
 	flags := ""
@@ -199,7 +206,7 @@ func enqueueArgsBefore(p *store.EnqueueParams) (args, ids []string, err error) {
 		}
 		tail := specTail(lane, encodeMetadata(in.Metadata), encodeShard(in))
 		cl := enqueueClass{kind: in.Kind, queue: in.Queue, prio: in.Priority, labels: lane,
-			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= now, x: tail != "", u: in.UniqueKey != ""}
+			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= dueBy, x: tail != "", u: in.UniqueKey != ""}
 		num, ok := classNum[cl]
 		if !ok {
 			classes = append(classes, cl)

@@ -10,7 +10,7 @@
 --   then the n IDs, in order,
 --   then C classes of six values: kind, queue, priority, labels (as
 --       P_LABELS holds them; '' for none), the second of CreatedAt
---       (decimal), and a digit of flags: 1 due at now, 2 each instance
+--       (decimal), and a digit of flags: 1 due (ready at once), 2 each instance
 --       carries a spec tail, 4 each carries a unique key,
 --   then B buckets of four values: kind, second, the number of the
 --       instances in it, its part (each ID behind its length in 2
@@ -74,9 +74,12 @@ local classes = {}
 for c = 1, C do
 	local i = C0 + 6 * c - 5
 	local f = byte(ARGV[i + 5]) - 48
+	local x, u = f % 4 >= 2, f >= 4
+	-- Every field the script sets later is in the constructor (false
+	-- until set), so that the table is made at its size once.
 	local cl = {kind = ARGV[i], queue = ARGV[i + 1], prio = ARGV[i + 2], labels = ARGV[i + 3], sec = ARGV[i + 4],
-		due = f % 2 == 1, x = f % 4 >= 2, u = f >= 4, stored = 0}
-	cl.stride = 2 + (cl.x and 1 or 0) + (cl.u and 2 or 0)
+		due = f % 2 == 1, x = x, u = u, stored = 0, stride = 2 + (x and 1 or 0) + (u and 2 or 0),
+		back = false, zs = false, prio4 = false, bucket = false}
 	classes[num(c)] = cl
 end
 
@@ -93,7 +96,9 @@ end
 if string.find(ARGV[5], 'k', 1, true) then
 	held, uuntil_of = {}, {}
 end
-local utake, uzadd, nu = {}, {}, 0
+-- (utake and uzadd are made at the first key taken: a table costs about
+-- as much as a tonumber, and most calls take none.)
+local utake, uzadd, nu = nil, nil, 0
 do
 	local i, j = R0, 1
 	while j <= n do
@@ -146,6 +151,9 @@ do
 						if held then
 							held[ukey] = id
 							uuntil_of[id] = tonumber(ARGV[q + 1])
+						end
+						if not utake then
+							utake, uzadd = {}, {}
 						end
 						nu = nu + 2
 						utake[nu - 1], utake[nu] = ukey, id
@@ -211,11 +219,35 @@ end
 
 -- The bytes of Seq as cmsgpack packs it and as be(seq, 6) writes it,
 -- but the last, are the same for 256 Seqs in a row (cmsgpack's widths
--- change at 128 and at multiples of 256): made once per 256.
+-- change at 128 and at multiples of 256): made once per 256, by seq_hi.
 local LOWS = byte_strings()
+-- seq_hi returns those bytes for s: cmsgpack's (a positive integer in
+-- the fewest bytes: below 128 one byte, then 0xcc, 0xcd or 0xce and 1, 2
+-- or 4 bytes; from 2^32 on left to cmsgpack) and be(s, 6)'s, written
+-- with one string.char each (be takes a table for 5 bytes).
+local function seq_hi(s)
+	local b1, b2, b3 = floor(s / 256) % 256, floor(s / 65536) % 256, floor(s / 16777216) % 256
+	local b4, b5 = floor(s / 4294967296) % 256, floor(s / 1099511627776) % 256
+	local p
+	if s < 128 then
+		p = ''
+	elseif s < 256 then
+		p = '\204'
+	elseif s < 65536 then
+		p = char(205, b1)
+	elseif s < 4294967296 then
+		p = char(206, b3, b2, b1)
+	else
+		p = cmsgpack.pack(s)
+		p = string.sub(p, 1, #p - 1)
+	end
+	return p, char(b5, b4, b3, b2, b1)
+end
 local specs, nspec = {}, 0
-local sched, sched_keys = {}, {} -- scheduled set key -> score, member, ...
-local lanes = {}
+-- The tables below are made when first needed: most calls have one
+-- class, due, and no scheduled entry.
+local sched, sched_keys -- scheduled set key -> score, member, ...
+local lanes -- kind -> labels -> lane, for calls of several classes
 local seq, phi, bhi = first - 1, nil, nil
 do
 	local i, j = R0, 1
@@ -224,19 +256,28 @@ do
 		i = i + 2
 		if not cl.back and not cl.zs then
 			-- first use of the class: its lane and where its entries go
-			local lk = lanes[cl.kind]
-			if not lk then
-				lk = {}
-				lanes[cl.kind] = lk
-			end
-			local lane = lk[cl.labels]
-			if not lane then
+			local lane
+			if C == 1 then
 				lane = lane_of(cl.kind, cl.labels)
-				lk[cl.labels] = lane
+			else
+				lanes = lanes or {}
+				local lk = lanes[cl.kind]
+				if not lk then
+					lk = {}
+					lanes[cl.kind] = lk
+				end
+				lane = lk[cl.labels]
+				if not lane then
+					lane = lane_of(cl.kind, cl.labels)
+					lk[cl.labels] = lane
+				end
 			end
 			if cl.due then
 				cl.back = ready_back(cl.queue, tonumber(cl.prio), lane)
 			else
+				if not sched then
+					sched, sched_keys = {}, {}
+				end
 				local sk = sched_key(cl.queue)
 				local zs = sched[sk]
 				if not zs then
@@ -267,9 +308,7 @@ do
 				done = done + 1
 				local lo = seq % 256
 				if lo == 0 or seq == 128 or not phi then
-					local p = cmsgpack.pack(seq)
-					phi = string.sub(p, 1, #p - 1)
-					bhi = be(floor(seq / 256), 5)
+					phi, bhi = seq_hi(seq)
 				end
 				local low = LOWS[lo]
 				local id = ARGV[I0 + jj]
@@ -299,8 +338,10 @@ do
 	end
 end
 chunked('HSET', K_INST, specs)
-for _, sk in ipairs(sched_keys) do
-	chunked('ZADD', sk, sched[sk])
+if sched_keys then
+	for _, sk in ipairs(sched_keys) do
+		chunked('ZADD', sk, sched[sk])
+	end
 end
 
 -- Buckets: only a bucket this APPEND made is new to the kind's directory
@@ -326,40 +367,55 @@ else
 end
 
 -- The counts, the kinds set and the queues set, and the wake-ups.
-local kinds, qcounts = {}, {}
-for c = 1, C do
-	local cl = classes[num(c)]
-	if cl.stored > 0 then
-		kinds[cl.kind] = (kinds[cl.kind] or 0) + cl.stored
-		local qc = qcounts[cl.queue]
-		if not qc then
-			qc = {}
-			qcounts[cl.queue] = qc
-		end
-		qc[cl.kind] = (qc[cl.kind] or 0) + cl.stored
+-- The kinds set keeps every kind ever enqueued, so a kind already
+-- counted is in it. A count field of a queue exists only once an enqueue
+-- to the queue added it to the set (nothing takes a queue out of the set
+-- or a field out of cnt), so only a field this HINCRBY made (or one back
+-- at zero) needs the SADD.
+if C == 1 then
+	-- One class (a lone call, and most shared ones): its counts directly,
+	-- without gathering them.
+	local cl = classes['1']
+	local c = cl.stored
+	if c > 0 then
 		wake(cl.queue)
-	end
-end
-for k, c in pairs(kinds) do
-	-- The kinds set keeps every kind ever enqueued, so a kind already
-	-- counted is in it.
-	if redis.call('HINCRBY', K_CTR, kind_count(k), c) == c then
-		redis.call('SADD', K_KINDS, k)
-	end
-end
--- A count field of a queue exists only once an enqueue to the queue
--- added it to the set (nothing takes a queue out of the set or a field
--- out of cnt), so only a field this HINCRBY made (or one back at zero)
--- needs the SADD.
-for queue, qc in pairs(qcounts) do
-	local new = false
-	for kind, c in pairs(qc) do
-		if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), c) == c then
-			new = true
+		if redis.call('HINCRBY', K_CTR, kind_count(cl.kind), c) == c then
+			redis.call('SADD', K_KINDS, cl.kind)
+		end
+		if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, cl.queue, cl.kind), c) == c then
+			redis.call('SADD', K_QUEUES, cl.queue)
 		end
 	end
-	if new then
-		redis.call('SADD', K_QUEUES, queue)
+else
+	local kinds, qcounts = {}, {}
+	for c = 1, C do
+		local cl = classes[num(c)]
+		if cl.stored > 0 then
+			kinds[cl.kind] = (kinds[cl.kind] or 0) + cl.stored
+			local qc = qcounts[cl.queue]
+			if not qc then
+				qc = {}
+				qcounts[cl.queue] = qc
+			end
+			qc[cl.kind] = (qc[cl.kind] or 0) + cl.stored
+			wake(cl.queue)
+		end
+	end
+	for k, c in pairs(kinds) do
+		if redis.call('HINCRBY', K_CTR, kind_count(k), c) == c then
+			redis.call('SADD', K_KINDS, k)
+		end
+	end
+	for queue, qc in pairs(qcounts) do
+		local new = false
+		for kind, c in pairs(qc) do
+			if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), c) == c then
+				new = true
+			end
+		end
+		if new then
+			redis.call('SADD', K_QUEUES, queue)
+		end
 	end
 end
 flush_ready()
