@@ -129,6 +129,7 @@ func (m *Manager) claimLoop() {
 				next = nextRun
 			}
 		}
+		expClaimFull.Store(full)
 		start++
 		if claimErr != nil {
 			failures++
