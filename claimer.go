@@ -129,7 +129,6 @@ func (m *Manager) claimLoop() {
 				next = nextRun
 			}
 		}
-		expClaimFull.Store(full)
 		start++
 		if claimErr != nil {
 			failures++

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobkit/job/store"
@@ -77,7 +76,7 @@ func (m *Manager) completer() {
 	var timer *time.Timer
 	for r := range m.finishCh {
 		batch = drainInto(append(batch[:0], r), m.finishCh)
-		if m.cfg.finishLinger > 0 && len(batch) < cap(batch) && (m.active.len() > len(batch) || expClaimFull.Load()) {
+		if m.cfg.finishLinger > 0 && len(batch) < cap(batch) && m.active.len() > len(batch) {
 			// The linger is a cost knob, not a schedule: it runs on the
 			// real clock, so a test's fake clock never stalls it.
 			if timer == nil {
@@ -92,14 +91,10 @@ func (m *Manager) completer() {
 	}
 }
 
-// expClaimFull (EXPERIMENT, issue 17, reverted): the claim loop's last
-// round came back full, so more outcomes are coming; the linger runs on.
-var expClaimFull atomic.Bool
-
 // linger adds outcomes to batch until it is full, every running attempt
 // has reported, the channel closes or timer fires.
 func (m *Manager) linger(batch []*finishReq, timer *time.Timer) []*finishReq {
-	for len(batch) < cap(batch) && (m.active.len() > len(batch) || expClaimFull.Load()) {
+	for len(batch) < cap(batch) && m.active.len() > len(batch) {
 		select {
 		case r, ok := <-m.finishCh:
 			if !ok {
