@@ -67,7 +67,8 @@ func specs() []sysSpec {
 		}
 		return sysSpec{name: name, tuned: tuned, recovery: tuned, store: store, about: about,
 			make: func(_ context.Context, e env) (benchkit.System, error) {
-				cfg := benchkit.JobkitConfig{Name: name, Store: store, RedisAddr: e.redisAddr, EtcdEndpoints: e.etcdEPs, PGURL: e.pgURL}
+				cfg := benchkit.JobkitConfig{Name: name, Store: store, RedisAddr: e.redisAddr, EtcdEndpoints: e.etcdEPs, PGURL: e.pgURL,
+					FinishLinger: *jobkitFinishLinger}
 				if tuned {
 					cfg.Lease, cfg.RescueInterval, cfg.Backoff = 2*time.Second, 250*time.Millisecond, job.ConstantBackoff(10*time.Millisecond)
 					cfg.EtcdLeaseTTL = 2 * time.Second
@@ -104,6 +105,9 @@ func specs() []sysSpec {
 	out = append(out, jk("redis", true), jk("valkey", true), jk("etcd", true), jk("pg", true))
 	return out
 }
+
+// jobkitFinishLinger is -jobkit-finish-linger (issue 17).
+var jobkitFinishLinger = flag.Duration("jobkit-finish-linger", 0, "jobkit's WithFinishLinger for every jobkit system (default: the manager's, per store)")
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {

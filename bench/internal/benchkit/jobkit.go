@@ -50,6 +50,9 @@ type JobkitConfig struct {
 	// EtcdLeaseTTL sets etcdstore.WithLeaseTTL (the etcd store's crash
 	// rescue horizon); zero keeps its default.
 	EtcdLeaseTTL time.Duration
+	// FinishLinger, when > 0, sets job.WithFinishLinger (issue 17: how
+	// many outcomes one Finish call writes); zero keeps the manager's.
+	FinishLinger time.Duration
 }
 
 // Jobkit is jobkit on one store, as a System.
@@ -303,6 +306,9 @@ func (q *jobkitQueue) manager(workers int) (*job.Manager, error) {
 	}
 	if c.PollInterval > 0 {
 		opts = append(opts, job.WithPollInterval(c.PollInterval))
+	}
+	if c.FinishLinger > 0 {
+		opts = append(opts, job.WithFinishLinger(c.FinishLinger))
 	}
 	m, err := job.NewManager(opts...)
 	if err != nil {
