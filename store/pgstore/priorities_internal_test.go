@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -67,26 +66,7 @@ func TestClaimReadsOnlyReadyEntries(t *testing.T) {
 	if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+s.t("instances")); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Prepare(ctx, "jk_claim", s.stmt().claim); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
-	args := []any{s.cfg.ns, "q", nanos(now), int64(32), []string{}, []string{}, "w", nanos(now.Add(time.Minute)), s.lockKey, int64(0), []string{}, []string{}}
-	params := make([]string, len(args))
-	for i, a := range args {
-		params[i] = sqlLiteral(t, a)
-	}
-	var plan []byte
-	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE jk_claim("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
-		t.Fatal(err)
-	}
+	plan := explainClaim(t, pool, s, now)
 	var doc []struct{ Plan bufNode }
 	if err := json.Unmarshal(plan, &doc); err != nil || len(doc) != 1 {
 		t.Fatalf("plan %s: %v", plan, err)
@@ -105,9 +85,6 @@ func TestClaimReadsOnlyReadyEntries(t *testing.T) {
 	t.Logf("the claim read %d buffers of instances_ready", bufs)
 	if bufs > 30 {
 		t.Fatalf("the claim of 6 ready among 10,000 waiting read %d buffers of instances_ready; want at most 30. Plan: %s", bufs, plan)
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
 	}
 	// Claim order: priority, then readiness.
 	res, err := s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: 32, Now: now, LeaseUntil: now.Add(time.Minute)})

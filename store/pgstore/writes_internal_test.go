@@ -402,26 +402,7 @@ func TestClaimFindsRowsByTID(t *testing.T) {
 	if _, err := pool.Exec(ctx, "ANALYZE "+s.t("instances")); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Prepare(ctx, "jk_claim", s.stmt().claim); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
-	args := []any{s.cfg.ns, "q", nanos(now), int64(32), []string{}, []string{}, "w", nanos(now.Add(time.Minute)), s.lockKey, int64(0), []string{}, []string{}}
-	params := make([]string, len(args))
-	for i, a := range args {
-		params[i] = sqlLiteral(t, a)
-	}
-	var plan []byte
-	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE jk_claim("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
-		t.Fatal(err)
-	}
+	plan := explainClaim(t, pool, s, now)
 	var doc []struct{ Plan node }
 	if err := json.Unmarshal(plan, &doc); err != nil || len(doc) != 1 {
 		t.Fatalf("plan %s: %v", plan, err)
@@ -493,4 +474,34 @@ func TestPruneHistoryLimitCountsRecords(t *testing.T) {
 			t.Fatalf("prune with limit %d: removed %d, left %v; want at most %d removed, %v left", c.limit, removed, got, c.limit, c.want)
 		}
 	}
+}
+
+// explainClaim runs s's claim of up to 32 instances of queue "q" at now
+// as the store runs it (a prepared statement's generic plan) under
+// EXPLAIN (ANALYZE, BUFFERS) in a transaction it rolls back, and returns
+// the plan as JSON.
+func explainClaim(t *testing.T, pool *pgxpool.Pool, s *Store, now time.Time) []byte {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Prepare(ctx, "jk_claim", s.stmt().claim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	args := []any{s.cfg.ns, "q", nanos(now), int64(32), []string{}, []string{}, "w", nanos(now.Add(time.Minute)), s.lockKey, int64(0), []string{}, []string{}}
+	params := make([]string, len(args))
+	for i, a := range args {
+		params[i] = sqlLiteral(t, a)
+	}
+	var plan []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE jk_claim("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
