@@ -2,12 +2,10 @@ package valkeystore_test
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -24,25 +22,7 @@ import (
 //	go test -run '^$' -bench ScheduleJob8 -benchtime 20000x ./store/valkeystore/
 func BenchmarkScheduleJob8(b *testing.B) {
 	c := newClient(b, testserver.Redis(b))
-	ns := fmt.Sprintf("bench_sched8_%d", time.Now().UnixNano())
-	m, err := job.NewManager(job.WithStore(newStore(b, c, ns)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	j, err := job.NewJob(job.WithKind("email.send"), job.WithExecutor(func(to string, n int) {}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := m.RegisterJob(j); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-	defer cancel()
-	for range 20 {
-		if _, err := m.ScheduleJob(ctx, "email.send", job.WithArguments("user@example.com", 42)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	m, ctx := emailManager(b, c, "bench_sched8")
 	calls0, cpu0 := serverStats(b, c)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)

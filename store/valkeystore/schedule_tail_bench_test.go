@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/jobkit/job"
 	"github.com/jobkit/job/internal/testserver"
 )
@@ -20,26 +22,7 @@ import (
 //
 //	go test -run '^$' -bench ScheduleTail -benchtime 100000x ./store/valkeystore/
 func BenchmarkScheduleTail(b *testing.B) {
-	c := newClient(b, testserver.Redis(b))
-	ns := fmt.Sprintf("bench_tail_%d", time.Now().UnixNano())
-	m, err := job.NewManager(job.WithStore(newStore(b, c, ns)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	j, err := job.NewJob(job.WithKind("email.send"), job.WithExecutor(func(to string, n int) {}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := m.RegisterJob(j); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-	defer cancel()
-	for range 20 {
-		if _, err := m.ScheduleJob(ctx, "email.send", job.WithArguments("user@example.com", 42)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	m, ctx := emailManager(b, newClient(b, testserver.Redis(b)), "bench_tail")
 	lat := make([]time.Duration, 0, b.N)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
@@ -76,4 +59,31 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// emailManager returns a manager on a store of its own namespace (named
+// from prefix) on c, with kind "email.send" registered and 20 jobs of it
+// already scheduled (connections and script caches warm), and a context
+// with an hour's deadline, as the bench program's calls carry one.
+func emailManager(b *testing.B, c valkey.Client, prefix string) (*job.Manager, context.Context) {
+	ns := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+	m, err := job.NewManager(job.WithStore(newStore(b, c, ns)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := job.NewJob(job.WithKind("email.send"), job.WithExecutor(func(to string, n int) {}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.RegisterJob(j); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	b.Cleanup(cancel)
+	for range 20 {
+		if _, err := m.ScheduleJob(ctx, "email.send", job.WithArguments("user@example.com", 42)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return m, ctx
 }
