@@ -201,7 +201,9 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 		part  []byte
 	}
 	var (
-		hist       = make([]byte, 0, 18*n)
+		// The history entry's value: the header the script's
+		// cmsgpack.pack('e', now, node) would write, then the IDs.
+		hist       = appendMsgpackStr(appendMsgpackInt(append(make([]byte, 0, 12+len(p.Node)+18*n), 0xa1, 'e'), now), p.Node)
 		classes    []enqueueClass
 		classNum   map[enqueueClass]string // made once there are more than smallClasses
 		lastClass  enqueueClass

@@ -5,8 +5,9 @@
 --   [5] flags of the call: 'r' when an ID occurs more than once among the
 --       instances, 'k' when a unique key does ('' for neither),
 --   [6] C, the number of classes, [7] B, the number of kind buckets,
---   [8] the history entry's part for all n instances (each ID as
---       cmsgpack packs it, in order),
+--   [8] the history entry's value when all n instances are stored:
+--       cmsgpack.pack('e', now, node), then each ID as cmsgpack packs
+--       it, in order (the Go side writes the bytes cmsgpack would),
 --   then the n IDs, in order,
 --   then C classes of six values: kind, queue, priority, labels (as
 --       P_LABELS holds them; '' for none), the second of CreatedAt
@@ -194,7 +195,7 @@ local first = last - stored + 1
 -- The history entry.
 local entry = ARGV[8]
 if nrej > 0 then
-	local parts = {}
+	local parts = {cmsgpack.pack('e', now, node)}
 	for j = 1, n do
 		if not rej[j] then
 			parts[#parts + 1] = cmsgpack.pack(ARGV[I0 + j])
@@ -202,7 +203,7 @@ if nrej > 0 then
 	end
 	entry = table.concat(parts)
 end
-local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. entry, now_ms)
+local eid = xadd_at(K_HIST, 'hskew', now, entry, now_ms)
 local dash = string.find(eid, '-', 1, true)
 local ems, hdelta = string.sub(eid, 1, dash - 1), 0
 if ems ~= now_ms then
