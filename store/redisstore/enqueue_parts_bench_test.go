@@ -143,7 +143,7 @@ func BenchmarkEnqueueParts(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		vs = append(vs, &variant{p: p, src: src, fn: fn, keys: keys.Script, prefix: keys.Prefix})
+		vs = append(vs, &variant{p: p, src: src, fn: fn, keys: keys.Enqueue, prefix: keys.Prefix})
 	}
 	perRound := 2000
 	if n, err := strconv.Atoi(os.Getenv("JOBKIT_PARTS_CALLS")); err == nil && n > 0 {

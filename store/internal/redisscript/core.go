@@ -65,7 +65,7 @@ func (c *Core) run(ctx context.Context, s *Script, args ...string) (any, error) 
 	all := make([]string, 0, len(args)+1)
 	all = append(all, c.keys.Prefix)
 	all = append(all, args...)
-	v, err := c.r.Run(ctx, s, c.keys.Script, all)
+	v, err := c.r.Run(ctx, s, c.keys.For(s), all)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %s: %w", c.name, s.Name, ctx.Err())

@@ -1,5 +1,7 @@
 -- enqueue: store new instances in state Scheduled.
--- KEYS: the namespace keys (lib.lua).
+-- KEYS: seven of the namespace keys (lib.lua), the ones it uses: inst,
+--   ctr, hist, uniq, uniqx, kinds, queues (Keys.Enqueue). Every other key
+--   it writes is built from the prefix, in the namespace's one hash tag.
 -- ARGV: (made by core.go's EnqueueArgs)
 --   [1] prefix, [2] now (us), [3] node, [4] n, the number of instances,
 --   [5] flags of the call: 'r' when an ID occurs more than once among the
@@ -39,6 +41,10 @@
 -- ID. Each is added to its kind's bucket of its CreatedAt second (and
 -- counted in its kind's ctr field) and to its queue, and the queue's
 -- channel gets a PUBLISH.
+-- begin_head took the twelve keys' places: the seven are set here, the
+-- others are nil (this script touches none of them).
+K_INST, K_ST, K_CTR, K_HIST, K_LEASE, K_RUN = KEYS[1], nil, KEYS[2], KEYS[3], nil, nil
+K_UNIQ, K_UNIQX, K_KINDS, K_QUEUES, K_LOGS, K_LATE = KEYS[4], KEYS[5], KEYS[6], KEYS[7], nil, nil
 local now, node = tonumber(ARGV[2]), ARGV[3]
 -- Times stay the Go side's decimal text where only their text is needed
 -- (the ms of the history entry's ID): converting a number to text costs
