@@ -38,14 +38,21 @@ type enqueuer struct {
 	mu      sync.Mutex
 	busy    bool // a store.Enqueue is in flight; new calls queue
 	pending []*enqueueReq
+	reqs    sync.Pool // of *enqueueReq; see newReq
 }
 
 type enqueueReq struct {
-	ctx  context.Context
-	rec  *store.Instance
-	res  store.EnqueueResult
-	err  error
-	done chan struct{} // closed when res and err are set
+	ctx context.Context
+	rec *store.Instance
+	res store.EnqueueResult
+	err error
+	// done gets one value when res and err are set (buffered: complete
+	// never waits). A request and its channel are reused (newReq) once
+	// its caller has taken that value, or once it was taken out of the
+	// queue unsent: then nothing else holds it. A caller that gives up
+	// while its batch is in flight leaves its request to the collector,
+	// as the batch's completion still writes into it.
+	done chan struct{}
 	// call is the shared call r went in (set under the enqueuer's mutex
 	// when its batch is taken): r's goroutine, which watches r.ctx,
 	// counts itself out of it when r.ctx ends.
@@ -59,6 +66,26 @@ type sharedCall struct {
 	ctx    context.Context
 	cancel context.CancelFunc // nil: some caller's context cannot end
 	left   int
+}
+
+// newReq returns a request for a queued caller, a reused one when the
+// enqueuer has one (see enqueueReq.done): a request and its channel are
+// two allocations per job otherwise. The pool is the enqueuer's, not the
+// process's: a channel made inside a testing/synctest bubble must not be
+// used outside it, nor one made outside inside it (the bubble's clock
+// would not advance while a caller waits on it).
+func (e *enqueuer) newReq() *enqueueReq {
+	if r, ok := e.reqs.Get().(*enqueueReq); ok {
+		return r
+	}
+	return &enqueueReq{done: make(chan struct{}, 1)}
+}
+
+// release puts r, whose done channel is empty and which nothing else
+// refers to, back in e's pool.
+func (e *enqueuer) release(r *enqueueReq) {
+	*r = enqueueReq{done: r.done}
+	e.reqs.Put(r)
 }
 
 // enqueue stores rec and returns its result.
@@ -83,18 +110,22 @@ func (e *enqueuer) enqueue(ctx context.Context, rec *store.Instance) (store.Enqu
 		}
 		return res[0], nil
 	}
-	r := &enqueueReq{ctx: ctx, rec: rec, done: make(chan struct{})}
+	r := e.newReq()
+	r.ctx, r.rec = ctx, rec
 	e.pending = append(e.pending, r)
 	e.mu.Unlock()
 	select {
 	case <-r.done:
-		return r.res, r.err
+		res, err := r.res, r.err
+		e.release(r)
+		return res, err
 	case <-ctx.Done():
 	}
 	e.mu.Lock()
 	if i := indexOf(e.pending, r); i >= 0 {
 		e.pending = append(e.pending[:i], e.pending[i+1:]...)
 		e.mu.Unlock()
+		e.release(r) // never sent: no batch holds it
 		return store.EnqueueResult{}, ctx.Err()
 	}
 	if c := r.call; c != nil && c.cancel != nil {
@@ -105,8 +136,12 @@ func (e *enqueuer) enqueue(ctx context.Context, rec *store.Instance) (store.Enqu
 	e.mu.Unlock()
 	select {
 	case <-r.done: // finished as ctx ended: the outcome is known
-		return r.res, r.err
+		res, err := r.res, r.err
+		e.release(r)
+		return res, err
 	default:
+		// In flight: its completion will still write into r, so r is
+		// not reused.
 		return store.EnqueueResult{}, ctx.Err()
 	}
 }
@@ -187,7 +222,7 @@ func (r *enqueueReq) complete(res []store.EnqueueResult, err error) {
 		r.res = res[0]
 	}
 	r.err = err
-	close(r.done)
+	r.done <- struct{}{} // r is its caller's (or garbage) from here
 }
 
 // call is one store.Enqueue; it checks the store returned one result per

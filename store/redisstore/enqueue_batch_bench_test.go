@@ -134,7 +134,7 @@ func BenchmarkEnqueueBatchParts(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			vs = append(vs, &variant{p: p, s: s, src: src, fn: fn, keys: keys.Script, prefix: keys.Prefix})
+			vs = append(vs, &variant{p: p, s: s, src: src, fn: fn, keys: keys.Enqueue, prefix: keys.Prefix})
 		}
 	}
 	seq := 0

@@ -45,7 +45,7 @@ var enqueueParts = []enqueuePart{
 	{name: "full_library_of_enqueue_alone", alone: true},
 	{name: "no_publish", edits: []partEdit{{"redis.call('PUBLISH', PREFIX .. 'w:' .. queue, '1')", "", 1}}},
 	{name: "no_history_xadd", edits: []partEdit{{
-		"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. entry, now_ms)",
+		"local eid = xadd_at(K_HIST, 'hskew', now, entry, now_ms)",
 		"local eid = now_ms .. '-0'", 1}}},
 	{name: "no_kind_buckets", edits: []partEdit{
 		{"if redis.call('APPEND', PREFIX .. 'kb:' .. kind .. ':' .. sec, list) == #list then", "if false then", 1},
@@ -143,7 +143,7 @@ func BenchmarkEnqueueParts(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		vs = append(vs, &variant{p: p, src: src, fn: fn, keys: keys.Script, prefix: keys.Prefix})
+		vs = append(vs, &variant{p: p, src: src, fn: fn, keys: keys.Enqueue, prefix: keys.Prefix})
 	}
 	perRound := 2000
 	if n, err := strconv.Atoi(os.Getenv("JOBKIT_PARTS_CALLS")); err == nil && n > 0 {

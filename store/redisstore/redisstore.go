@@ -154,7 +154,7 @@ type runner struct {
 	// ctxTimeouts: the client honours ctx deadlines itself; otherwise
 	// calls whose ctx can end are waited for in bounded, see bounded.
 	ctxTimeouts bool
-	keys        atomic.Pointer[boxedKeys] // see boxKeys
+	keys        [2]atomic.Pointer[boxedKeys] // see boxKeys
 }
 
 // boxedKeys is a key slice made into interface values, for the slice it
@@ -165,19 +165,26 @@ type boxedKeys struct {
 	all []any
 }
 
-// boxKeys returns keys as interface values. The store's Core passes the
-// same key slice to every script call, so the values made for the last
-// slice seen are reused while the slice is the same (same first element,
-// same length, never written after the Core is made).
+// boxKeys returns keys as interface values. The store's Core passes one
+// of two key slices to every script call (Keys.Enqueue to the enqueue,
+// Keys.Script to the others), so the values made for each are kept and
+// reused while the slice is the same (same first element, same length,
+// never written after the Core is made): one slot per length seen last.
 func (r *runner) boxKeys(keys []string) []any {
 	if len(keys) == 0 {
 		return nil
 	}
-	if b := r.keys.Load(); b != nil && b.of == &keys[0] && b.n == len(keys) {
-		return b.all
+	for i := range r.keys {
+		if b := r.keys[i].Load(); b != nil && b.of == &keys[0] && b.n == len(keys) {
+			return b.all
+		}
 	}
 	b := &boxedKeys{of: &keys[0], n: len(keys), all: toAny(keys)}
-	r.keys.Store(b)
+	slot := &r.keys[0]
+	if b0 := slot.Load(); b0 != nil && b0.n != len(keys) {
+		slot = &r.keys[1]
+	}
+	slot.Store(b)
 	return b.all
 }
 

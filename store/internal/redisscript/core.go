@@ -65,7 +65,7 @@ func (c *Core) run(ctx context.Context, s *Script, args ...string) (any, error) 
 	all := make([]string, 0, len(args)+1)
 	all = append(all, c.keys.Prefix)
 	all = append(all, args...)
-	v, err := c.r.Run(ctx, s, c.keys.Script, all)
+	v, err := c.r.Run(ctx, s, c.keys.For(s), all)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %s: %w", c.name, s.Name, ctx.Err())
@@ -201,7 +201,9 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 		part  []byte
 	}
 	var (
-		hist       = make([]byte, 0, 18*n)
+		// The history entry's value: the header the script's
+		// cmsgpack.pack('e', now, node) would write, then the IDs.
+		hist       = appendMsgpackStr(appendMsgpackInt(append(make([]byte, 0, 12+len(p.Node)+18*n), 0xa1, 'e'), now), p.Node)
 		classes    []enqueueClass
 		classNum   map[enqueueClass]string // made once there are more than smallClasses
 		lastClass  enqueueClass

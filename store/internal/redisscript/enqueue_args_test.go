@@ -185,7 +185,8 @@ func enqueueArgsBefore(p *store.EnqueueParams) (args, ids []string, err error) {
 		part      []byte
 	}
 	var (
-		hist       []byte
+		// The header since the script stopped packing it (issue 19, r8b).
+		hist       = appendMsgpackStr(appendMsgpackInt([]byte{0xa1, 'e'}, now), p.Node)
 		classes    []enqueueClass
 		classNum   = map[enqueueClass]string{}
 		buckets    []*bucket

@@ -16,8 +16,22 @@ type Keys struct {
 	// Prefix starts every key: "jobkit:{ns}:". The braces are the Redis
 	// Cluster hash tag that keeps the namespace in one slot.
 	Prefix string
-	// Script is the KEYS array every script takes (see lua/lib.lua).
+	// Script is the KEYS array every script takes (see lua/lib.lua) but
+	// Enqueue.
 	Script []string
+	// Enqueue is the KEYS array of the Enqueue script: the seven of
+	// Script it uses (inst, ctr, hist, uniq, uniqx, kinds, queues, in that
+	// order; see lua/enqueue.lua). Redis's own cost of a call grows with
+	// each key it is given, and the enqueue runs most often.
+	Enqueue []string
+}
+
+// For returns the KEYS array script s takes.
+func (k Keys) For(s *Script) []string {
+	if s == Enqueue {
+		return k.Enqueue
+	}
+	return k.Script
 }
 
 // NewKeys returns the keys of namespace ns. ns must not be empty nor hold
@@ -32,6 +46,7 @@ func NewKeys(ns string) (Keys, error) {
 	for i, n := range names {
 		k.Script[i] = p + n
 	}
+	k.Enqueue = []string{k.Script[0], k.Script[2], k.Script[3], k.Script[6], k.Script[7], k.Script[8], k.Script[9]}
 	return k, nil
 }
 

@@ -26,7 +26,7 @@ func TestKeysShareOneHashTag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := append([]string{}, k.Script...)
+	keys := append(append([]string{}, k.Script...), k.Enqueue...)
 	keys = append(keys, k.Ready("q{x}", -3), k.Sched("q"), k.KindDir("a}b"), k.KindBucket("a}b", 7), k.Levels("q"), k.Wake("q"), k.Prefix+"l:some-id")
 	for _, key := range keys {
 		if got := hashTag(key); got != "tenant-7" {

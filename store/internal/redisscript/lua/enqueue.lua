@@ -1,12 +1,15 @@
 -- enqueue: store new instances in state Scheduled.
--- KEYS: the namespace keys (lib.lua).
+-- KEYS: seven of the namespace keys (lib.lua), the ones it uses: inst,
+--   ctr, hist, uniq, uniqx, kinds, queues (Keys.Enqueue). Every other key
+--   it writes is built from the prefix, in the namespace's one hash tag.
 -- ARGV: (made by core.go's EnqueueArgs)
 --   [1] prefix, [2] now (us), [3] node, [4] n, the number of instances,
 --   [5] flags of the call: 'r' when an ID occurs more than once among the
 --       instances, 'k' when a unique key does ('' for neither),
 --   [6] C, the number of classes, [7] B, the number of kind buckets,
---   [8] the history entry's part for all n instances (each ID as
---       cmsgpack packs it, in order),
+--   [8] the history entry's value when all n instances are stored:
+--       cmsgpack.pack('e', now, node), then each ID as cmsgpack packs
+--       it, in order (the Go side writes the bytes cmsgpack would),
 --   then the n IDs, in order,
 --   then C classes of six values: kind, queue, priority, labels (as
 --       P_LABELS holds them; '' for none), the second of CreatedAt
@@ -38,6 +41,10 @@
 -- ID. Each is added to its kind's bucket of its CreatedAt second (and
 -- counted in its kind's ctr field) and to its queue, and the queue's
 -- channel gets a PUBLISH.
+-- begin_head took the twelve keys' places: the seven are set here, the
+-- others are nil (this script touches none of them).
+K_INST, K_ST, K_CTR, K_HIST, K_LEASE, K_RUN = KEYS[1], nil, KEYS[2], KEYS[3], nil, nil
+K_UNIQ, K_UNIQX, K_KINDS, K_QUEUES, K_LOGS, K_LATE = KEYS[4], KEYS[5], KEYS[6], KEYS[7], nil, nil
 local now, node = tonumber(ARGV[2]), ARGV[3]
 -- Times stay the Go side's decimal text where only their text is needed
 -- (the ms of the history entry's ID): converting a number to text costs
@@ -194,7 +201,7 @@ local first = last - stored + 1
 -- The history entry.
 local entry = ARGV[8]
 if nrej > 0 then
-	local parts = {}
+	local parts = {cmsgpack.pack('e', now, node)}
 	for j = 1, n do
 		if not rej[j] then
 			parts[#parts + 1] = cmsgpack.pack(ARGV[I0 + j])
@@ -202,7 +209,7 @@ if nrej > 0 then
 	end
 	entry = table.concat(parts)
 end
-local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. entry, now_ms)
+local eid = xadd_at(K_HIST, 'hskew', now, entry, now_ms)
 local dash = string.find(eid, '-', 1, true)
 local ems, hdelta = string.sub(eid, 1, dash - 1), 0
 if ems ~= now_ms then

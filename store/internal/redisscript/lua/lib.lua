@@ -2,8 +2,9 @@
 -- to each script, so every script sees the same KEYS layout, record layout
 -- and helpers; none of it is a script on its own.
 --
--- KEYS (the same twelve for every script, all in one namespace and so all
--- with the namespace's one {hash tag}, one cluster slot):
+-- KEYS (the same twelve for every script but enqueue, which takes the
+-- seven it uses, see enqueue.lua; all in one namespace and so all with
+-- the namespace's one {hash tag}, one cluster slot):
 --   KEYS[1]  inst    HASH   instance ID -> spec (see below), written once
 --   KEYS[2]  st      HASH   instance ID -> state (see below); absent while
 --                           the instance waits for its first attempt
