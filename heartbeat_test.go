@@ -70,6 +70,7 @@ func TestHeartbeatOneCallInFlight(t *testing.T) {
 		if err := m.Stop(stopCtx); err != nil {
 			t.Fatal(err)
 		}
+		time.Sleep(s.delay) // a call Stop gave up on ends in the background
 	})
 }
 
@@ -101,5 +102,42 @@ func TestHeartbeatTooSlowToMeasureSkew(t *testing.T) {
 		if err := m.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
+	})
+}
+
+// leaveHangs is a store whose Heartbeat recording that the node leaves
+// never answers within the hour and ignores its ctx, as a store client
+// stuck on a dead connection may.
+type leaveHangs struct{ store.Store }
+
+func (s leaveHangs) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store.HeartbeatResult, error) {
+	if p.Leaving {
+		time.Sleep(time.Hour)
+	}
+	return s.Store.Heartbeat(ctx, p)
+}
+
+// Stop does not wait for a store that ignores ctx while it records that
+// the node left: it returns by its ctx's deadline (plus the registry
+// write's own second), as it does for heartbeats.
+func TestStopLeaveIgnoringCtxReturns(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m, err := job.NewManager(job.WithStore(leaveHangs{newMemdb(t)}), job.WithLogger(quietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		_ = m.Stop(stopCtx)
+		if took := time.Since(start); took > 6*time.Second {
+			t.Fatalf("Stop took %v with a store that never answered the leave, want at most its ctx's 5 s and the write's 1 s", took)
+		}
+		time.Sleep(time.Hour) // the call given up on ends in the background
 	})
 }

@@ -450,14 +450,33 @@ func (m *Manager) leave(ctx context.Context) {
 	budget := m.nodes.lastOK.Add(m.cfg.deadAfter).Sub(m.clock.Now())
 	m.nodes.mu.Unlock()
 	until := time.Now().Add(budget)
+	// As for heartbeats, Stop must not wait for a store call that ignores
+	// its ctx: a call is given up on when its ctx ends (it finishes in the
+	// background), and a retry waits for a call still running rather than
+	// starting another.
+	var pending chan error
 	for try := 1; ; try++ {
 		d := time.Second
 		if try > 1 {
 			d = min(d, time.Until(until))
 		}
 		cctx, cancel := context.WithTimeout(ctx, d)
-		t := m.clock.Now()
-		_, err := m.store.Heartbeat(cctx, &store.HeartbeatParams{Node: m.nodeInfo(t), Now: t, DeadAfter: m.cfg.deadAfter, Leaving: true})
+		if pending == nil {
+			pending = make(chan error, 1)
+			t := m.clock.Now()
+			p := &store.HeartbeatParams{Node: m.nodeInfo(t), Now: t, DeadAfter: m.cfg.deadAfter, Leaving: true}
+			go func(done chan<- error) {
+				_, err := m.store.Heartbeat(cctx, p)
+				done <- err
+			}(pending)
+		}
+		var err error
+		select {
+		case err = <-pending:
+			pending = nil
+		case <-cctx.Done():
+			err = fmt.Errorf("the store did not answer in time: %w", cctx.Err())
+		}
 		cancel()
 		if err == nil {
 			return
