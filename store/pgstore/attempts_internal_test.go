@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -219,21 +218,7 @@ func TestUpgradeFromVersion7(t *testing.T) {
 	ctx := t.Context()
 	pool, schema := internalPool(t, "up7")
 	q := pgx.Identifier{schema}.Sanitize()
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "CREATE SCHEMA "+q+"; CREATE TABLE "+q+".jobkit_version (version integer NOT NULL, migrated_at timestamptz NOT NULL DEFAULT now())"); err != nil {
-			return err
-		}
-		for _, m := range migrations()[:7] {
-			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "SCHEMA.", q+".")); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
-			}
-		}
-		_, err := tx.Exec(ctx, "INSERT INTO "+q+".jobkit_version (version) VALUES (7)")
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	migrateToVersion(t, pool, schema, 7)
 	// What version 7 wrote for an enqueue and a claim of "old": the
 	// Created+Scheduled row, the Processing row, the instance Processing.
 	now := time.Now().UTC().Truncate(time.Millisecond)

@@ -111,21 +111,7 @@ func TestUpgradeFromVersion8(t *testing.T) {
 	ctx := t.Context()
 	pool, schema := internalPool(t, "up8")
 	q := pgx.Identifier{schema}.Sanitize()
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "CREATE SCHEMA "+q+"; CREATE TABLE "+q+".jobkit_version (version integer NOT NULL, migrated_at timestamptz NOT NULL DEFAULT now())"); err != nil {
-			return err
-		}
-		for _, m := range migrations()[:8] {
-			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "SCHEMA.", q+".")); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
-			}
-		}
-		_, err := tx.Exec(ctx, "INSERT INTO "+q+".jobkit_version (version) VALUES (8)")
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	migrateToVersion(t, pool, schema, 8)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for i, prio := range []int{3, -2, 7} {
 		if _, err := pool.Exec(ctx, `INSERT INTO `+q+`.instances (ns, id, kind, queue, priority, run_at, state, created_at, updated_at)

@@ -162,21 +162,7 @@ func TestUpgradeFromVersion6(t *testing.T) {
 	ctx := t.Context()
 	pool, schema := internalPool(t, "up6")
 	q := pgx.Identifier{schema}.Sanitize()
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "CREATE SCHEMA "+q+"; CREATE TABLE "+q+".jobkit_version (version integer NOT NULL, migrated_at timestamptz NOT NULL DEFAULT now())"); err != nil {
-			return err
-		}
-		for _, m := range migrations()[:6] {
-			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "SCHEMA.", q+".")); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
-			}
-		}
-		_, err := tx.Exec(ctx, "INSERT INTO "+q+".jobkit_version (version) VALUES (6)")
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	migrateToVersion(t, pool, schema, 6)
 	// What version 6 wrote for an enqueue and a claim: one row per record.
 	var pos []int64
 	for _, st := range []int{1, 2, 3} {
@@ -504,4 +490,27 @@ func explainClaim(t *testing.T, pool *pgxpool.Pool, s *Store, now time.Time) []b
 		t.Fatal(err)
 	}
 	return plan
+}
+
+// migrateToVersion builds schema as version n of the code left it: the
+// first n migrations and the version row, for the upgrade tests to write
+// what that version wrote before Migrate takes the schema on.
+func migrateToVersion(t *testing.T, pool *pgxpool.Pool, schema string, n int) {
+	t.Helper()
+	q := pgx.Identifier{schema}.Sanitize()
+	err := pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(t.Context(), "CREATE SCHEMA "+q+"; CREATE TABLE "+q+".jobkit_version (version integer NOT NULL, migrated_at timestamptz NOT NULL DEFAULT now())"); err != nil {
+			return err
+		}
+		for _, m := range migrations()[:n] {
+			if _, err := tx.Exec(t.Context(), strings.ReplaceAll(m.sql, "SCHEMA.", q+".")); err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+		}
+		_, err := tx.Exec(t.Context(), "INSERT INTO "+q+".jobkit_version (version) VALUES ($1)", n)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
