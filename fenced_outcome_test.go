@@ -235,29 +235,7 @@ func TestFencedLateOutcomeAfterRescue(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		synctest.Wait()
-		got := stateOf(t, b, ji.ID())
-		if got.State() != job.Completed || got.Attempt() != 2 {
-			t.Errorf("after a's late outcome: %v attempt %d, want b's Completed attempt 2", got.State(), got.Attempt())
-		}
-		if res := got.Results(); len(res) != 1 || res[0] != "from b" {
-			t.Errorf("results %v, want b's", res)
-		}
-		hist, err := b.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstanceID(ji.ID())))
-		if err != nil {
-			t.Fatal(err)
-		}
-		final := 0
-		for _, h := range hist {
-			if h.State.Final() {
-				final++
-			}
-		}
-		if final != 1 {
-			t.Errorf("%d final history records, want b's one:%s", final, fmtHistory(hist))
-		}
-		if got := runs.get(); !slices.Equal(got, []int{1, 2}) {
-			t.Errorf("runs with attempts %v, want [1 2]", got)
-		}
+		wantBsRun(t, b, ji.ID(), &runs)
 		if peak, _ := ov.stats(); peak > 1 {
 			t.Errorf("the instance ran %d times at once", peak)
 		}
@@ -314,4 +292,34 @@ func TestStopKeepsOutcomeOfRunToItsEnd(t *testing.T) {
 			t.Errorf("executor that ran to its end: %v attempt %d results %v, want Completed attempt 1 with its result", got.State(), got.Attempt(), got.Results())
 		}
 	})
+}
+
+// wantBsRun checks that instance id ended as manager b's run, rescued
+// from a: Completed at attempt 2 with b's result ("from b"), one final
+// history record, and runs of attempts 1 (a's) and 2 (b's) only.
+func wantBsRun(t *testing.T, b *job.Manager, id string, runs *runLog) {
+	t.Helper()
+	got := stateOf(t, b, id)
+	if got.State() != job.Completed || got.Attempt() != 2 {
+		t.Errorf("%v attempt %d, want b's Completed attempt 2", got.State(), got.Attempt())
+	}
+	if res := got.Results(); len(res) != 1 || res[0] != "from b" {
+		t.Errorf("results %v, want b's", res)
+	}
+	hist, err := b.LookupInstanceHistory(t.Context(), job.NewQuery(job.WithQueryInstanceID(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := 0
+	for _, h := range hist {
+		if h.State.Final() {
+			final++
+		}
+	}
+	if final != 1 {
+		t.Errorf("%d final history records, want b's one:%s", final, fmtHistory(hist))
+	}
+	if got := runs.get(); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("runs with attempts %v, want [1 2]", got)
+	}
 }

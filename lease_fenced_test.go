@@ -279,28 +279,6 @@ func TestLeaseFencedLateOutcomeAfterRescue(t *testing.T) {
 		if n := alog.count("outcome discarded: lease lost"); n != 1 {
 			t.Errorf("a's late outcome refused %d times, want once; log:\n%s", n, alog.String())
 		}
-		got := stateOf(t, b, ji.ID())
-		if got.State() != job.Completed || got.Attempt() != 2 {
-			t.Errorf("%v attempt %d, want b's Completed attempt 2", got.State(), got.Attempt())
-		}
-		if res := got.Results(); len(res) != 1 || res[0] != "from b" {
-			t.Errorf("results %v, want b's", res)
-		}
-		hist, err := b.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstanceID(ji.ID())))
-		if err != nil {
-			t.Fatal(err)
-		}
-		final := 0
-		for _, h := range hist {
-			if h.State.Final() {
-				final++
-			}
-		}
-		if final != 1 {
-			t.Errorf("%d final history records, want b's one:%s", final, fmtHistory(hist))
-		}
-		if got := runs.get(); !slices.Equal(got, []int{1, 2}) {
-			t.Errorf("runs with attempts %v, want [1 2]", got)
-		}
+		wantBsRun(t, b, ji.ID(), &runs)
 	})
 }
