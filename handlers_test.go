@@ -138,8 +138,13 @@ func TestHandlerQueueFull(t *testing.T) {
 	waitFor(t, "40 completed instances while the handler blocks", func() bool {
 		return countState(t, m, "q", job.Completed) == 40
 	})
-	// One call runs (blocked), four wait, the other 35 were dropped.
-	waitFor(t, "the handler queue to fill", func() bool { return m.HandlerStats().Queued == 4 })
+	// One call runs (blocked), four wait, the other 35 were dropped. The
+	// handler goroutine counts a call once it has taken it from the
+	// queue: wait until every one of the 40 is counted somewhere.
+	waitFor(t, "the handler queue to fill and every call to be counted", func() bool {
+		st := m.HandlerStats()
+		return st.Queued == 4 && st.Calls+int64(st.Queued)+st.Dropped == 40
+	})
 	if st := m.HandlerStats(); st.Dropped != 35 || st.Calls != 1 {
 		t.Errorf("HandlerStats %+v, want 1 call, 4 queued, 35 dropped", st)
 	}
