@@ -158,22 +158,9 @@ func (m *Manager) DeleteCalendar(ctx context.Context, name string, ifVersion int
 // <name>" for each stored trigger, "job <kind>" for each recurring job
 // registered on this manager, sorted.
 func (m *Manager) CalendarUsers(ctx context.Context, name string) ([]string, error) {
-	var users []string
-	after := ""
-	for {
-		page, err := m.store.ListTriggers(ctx, &store.ListTriggersParams{After: after, Limit: store.MaxTriggerPage})
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range page.Triggers {
-			if t.Calendar == name {
-				users = append(users, fmt.Sprintf("trigger %q", t.Name))
-			}
-		}
-		if page.Next == "" {
-			break
-		}
-		after = page.Next
+	users, err := m.triggersWhere(ctx, func(t *store.Trigger) bool { return t.Calendar == name })
+	if err != nil {
+		return nil, err
 	}
 	for _, j := range m.reg.all() {
 		if j.recurring != nil && j.calendar == name {

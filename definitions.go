@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -144,13 +145,27 @@ func (m *Manager) Definitions(ctx context.Context, after string, limit int) ([]*
 	return ds, nil
 }
 
+// ErrDefinitionInUse: a definition cannot be deleted while a stored trigger
+// fires its kind; the error names the triggers. Delete them, or point them
+// at another kind, first.
+var ErrDefinitionInUse = errors.New("job: definition in use")
+
 // DeleteDefinition removes the stored definition of kind: only when it is
 // at ifVersion, unless ifVersion is 0. It returns an error wrapping
 // ErrNotFound when there is none and store.ErrConflict when the version
-// differs. Instances scheduled already are not touched, and managers with
-// a registered job of the kind still schedule and run it.
+// differs. It refuses, with an error wrapping ErrDefinitionInUse that
+// names them, while stored triggers fire the kind. Instances scheduled
+// already are not touched, and managers with a registered job of the kind
+// still schedule and run it.
 func (m *Manager) DeleteDefinition(ctx context.Context, kind string, ifVersion int64) error {
-	err := m.store.DeleteDefinition(ctx, &store.DeleteDefinitionParams{Kind: kind, IfVersion: ifVersion})
+	users, err := m.triggersWhere(ctx, func(t *store.Trigger) bool { return t.Kind == kind })
+	if err != nil {
+		return fmt.Errorf("job: delete definition %q: %w", kind, err)
+	}
+	if len(users) > 0 {
+		return fmt.Errorf("%w: kind %q is fired by %s; delete them or point them at another kind first", ErrDefinitionInUse, kind, strings.Join(users, ", "))
+	}
+	err = m.store.DeleteDefinition(ctx, &store.DeleteDefinitionParams{Kind: kind, IfVersion: ifVersion})
 	m.defs.forget(kind)
 	if err != nil {
 		return fmt.Errorf("job: delete definition %q: %w", kind, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -121,7 +122,9 @@ func WithMissedTickPolicy(p MissedTickPolicy, within time.Duration) JobOption {
 // returns it as stored. The trigger is
 // checked first: an invalid one is an error wrapping store.ErrInvalid,
 // and when its kind is registered on this manager its arguments must fit
-// the executor (ErrInvalidArguments). A stale ifVersion is an error
+// the executor (ErrInvalidArguments); otherwise a live node must run the
+// kind or the store define it (ErrUnknownKind), so that no tick leaves an
+// instance nothing can run. A stale ifVersion is an error
 // wrapping store.ErrConflict: read the trigger again and retry. The
 // manager's scheduler sees the change at once; others within their
 // reload interval.
@@ -139,6 +142,8 @@ func (m *Manager) PutTrigger(ctx context.Context, t *store.Trigger, ifVersion in
 		if _, err := j.exec.decodeArgs(t.Args); err != nil {
 			return nil, fmt.Errorf("job: put trigger %q: arguments for kind %q: %w", t.Name, t.Kind, err)
 		}
+	} else if err := m.checkKindKnown(ctx, t.Kind); err != nil {
+		return nil, fmt.Errorf("job: put trigger %q: %w", t.Name, err)
 	}
 	stored, err := m.store.PutTrigger(ctx, &store.PutTriggerParams{Trigger: t, IfVersion: ifVersion, Now: m.clock.Now()})
 	if err != nil {
@@ -146,6 +151,52 @@ func (m *Manager) PutTrigger(ctx context.Context, t *store.Trigger, ifVersion in
 	}
 	m.triggersChanged()
 	return stored, nil
+}
+
+// checkKindKnown returns an error wrapping ErrUnknownKind when no node can
+// run kind: it is not registered here, no live node reports it, and the
+// store holds no definition of it. (Registered here is checked by the
+// caller.)
+func (m *Manager) checkKindKnown(ctx context.Context, kind string) error {
+	_, err := m.store.GetDefinition(ctx, kind)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("read the definition of kind %q: %w", kind, err)
+	}
+	nodes, err := m.ListNodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if !n.Status.Gone() && slices.Contains(n.Kinds, kind) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no live node runs kind %q and the store holds no definition of it; store a definition of it (PutDefinition) or register it on a running manager first", ErrUnknownKind, kind)
+}
+
+// triggersWhere returns `trigger "<name>"` for each stored trigger that
+// match accepts, in name order.
+func (m *Manager) triggersWhere(ctx context.Context, match func(*store.Trigger) bool) ([]string, error) {
+	var names []string
+	after := ""
+	for {
+		page, err := m.store.ListTriggers(ctx, &store.ListTriggersParams{After: after, Limit: store.MaxTriggerPage})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range page.Triggers {
+			if match(t) {
+				names = append(names, fmt.Sprintf("trigger %q", t.Name))
+			}
+		}
+		if page.Next == "" {
+			return names, nil
+		}
+		after = page.Next
+	}
 }
 
 // GetTrigger returns the stored trigger of that name, or an error

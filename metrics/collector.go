@@ -46,8 +46,8 @@ type Collector struct {
 	scrapeErrs                                          *prometheus.CounterVec // source
 
 	// Read at scrape time.
-	registeredDesc, workersDesc, busyDesc, queuedDesc *prometheus.Desc
-	depthDesc, queueLagDesc, kindLagDesc, nodesDesc   *prometheus.Desc
+	registeredDesc, workersDesc, busyDesc, queuedDesc, noNodeDesc *prometheus.Desc
+	depthDesc, queueLagDesc, kindLagDesc, nodesDesc               *prometheus.Desc
 
 	byKind   cowMap[string, kindMetrics]
 	byQueue  cowMap[kq, queueMetrics]
@@ -145,6 +145,7 @@ func New(opts ...Option) (*Collector, error) {
 		workersDesc:    desc(n.workers, "Worker slots of this manager."),
 		busyDesc:       desc(n.workersBusy, "Worker slots of this manager running an attempt."),
 		queuedDesc:     desc(n.queued, "Instances Scheduled in the store (due or not), by kind.", "kind"),
+		noNodeDesc:     desc(n.queuedNoNode, "Instances Scheduled in the store of a kind that no live node runs, by kind (0 for kinds a live node runs).", "kind"),
 		depthDesc:      desc(n.queueDepth, "Instances in the store by queue and state (finished ones until retention removes them).", "queue", "state"),
 		queueLagDesc:   desc(n.queueLag, "Age in seconds of the oldest ready instance of each queue (0 when none is ready).", "queue"),
 		kindLagDesc:    desc(n.kindLag, "Age in seconds of the oldest ready instance of each kind (0 when none is ready).", "kind"),
@@ -315,7 +316,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, v := range c.vecs() {
 		v.Describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{c.registeredDesc, c.workersDesc, c.busyDesc, c.queuedDesc, c.depthDesc, c.queueLagDesc, c.kindLagDesc, c.nodesDesc} {
+	for _, d := range []*prometheus.Desc{c.registeredDesc, c.workersDesc, c.busyDesc, c.queuedDesc, c.noNodeDesc, c.depthDesc, c.queueLagDesc, c.kindLagDesc, c.nodesDesc} {
 		ch <- d
 	}
 }
@@ -351,6 +352,7 @@ type snapshot struct {
 	depth             map[string]*byState // queue → by state
 	queueLag, kindLag []store.Lag
 	nodes             [store.NodeLeft + 1]int
+	liveKinds         map[string]bool // kinds some live node runs
 }
 
 func (c *Collector) collectManager(ch chan<- prometheus.Metric, m *job.Manager) {
@@ -379,6 +381,14 @@ func (c *Collector) collectManager(ch chan<- prometheus.Metric, m *job.Manager) 
 		}
 		for _, l := range s.kindLag {
 			gauge(c.kindLagDesc, l.Age.Seconds(), l.Name)
+		}
+	}
+	if s.countsOK && s.nodesOK {
+		for kind, n := range s.queued {
+			if s.liveKinds[kind] {
+				n = 0
+			}
+			gauge(c.noNodeDesc, float64(n), kind)
 		}
 	}
 	if s.nodesOK {
@@ -429,9 +439,15 @@ func (c *Collector) read(m *job.Manager) *snapshot {
 		c.scrapeErrs.WithLabelValues("nodes").Inc()
 	} else {
 		s.nodesOK = true
+		s.liveKinds = map[string]bool{}
 		for _, n := range nodes {
 			if n.Status >= store.NodeLive && n.Status <= store.NodeLeft {
 				s.nodes[n.Status]++
+			}
+			if n.Status == store.NodeLive {
+				for _, k := range n.Kinds {
+					s.liveKinds[k] = true
+				}
 			}
 		}
 	}

@@ -19,7 +19,7 @@ type names struct {
 	registered, workers, workersBusy, queued                            string
 	executed, completed, terminated, canceled, timedOut                 string
 	duration, scheduled, retries, wait                                  string
-	queueDepth, queueLag, kindLag                                       string
+	queueDepth, queueLag, kindLag, queuedNoNode                         string
 	leaseLost, rescued, storeDuration, storeErrors, nodes, scrapeErrors string
 }
 
@@ -60,6 +60,7 @@ func extras(prefix string) names {
 		retries:       prefix + "retries_total",
 		wait:          prefix + "wait_duration_seconds",
 		queueDepth:    prefix + "queue_depth",
+		queuedNoNode:  prefix + "queued_no_node",
 		queueLag:      prefix + "queue_lag_seconds",
 		kindLag:       prefix + "kind_lag_seconds",
 		leaseLost:     prefix + "lease_lost_total",

@@ -36,6 +36,7 @@ var codeRules = []codeRule{
 	{store.ErrDuplicate, connect.CodeAlreadyExists, "use another unique key, or wait until the held one expires"},
 	{job.ErrDuplicateKind, connect.CodeAlreadyExists, ""},
 	{store.ErrConflict, connect.CodeFailedPrecondition, ""},
+	{job.ErrDefinitionInUse, connect.CodeFailedPrecondition, ""},
 	{store.ErrFinished, connect.CodeFailedPrecondition, "the instance has finished; retry it to run it again"},
 	{store.ErrNotFinished, connect.CodeFailedPrecondition, "the instance has not finished; cancel it first or wait for it"},
 	{store.ErrTooLarge, connect.CodeResourceExhausted, "send smaller arguments"},
