@@ -101,6 +101,9 @@ func (s *Service) Run(ctx context.Context) error {
 		if err := s.Deliver(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("alert: delivery round failed; trying again at the next step", "namespace", s.cfg.Namespace, "err", err)
 		}
+		if err := s.announceChannels(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("alert: listing the channels for metrics failed; trying again at the next step", "namespace", s.cfg.Namespace, "err", err)
+		}
 		t.Reset(s.cfg.Interval)
 	}
 }

@@ -53,6 +53,17 @@ type Observer interface {
 	Delivered(namespace, channel, typ string)
 }
 
+// ChannelObserver is an Observer that is also told of each channel the
+// service knows, before its first notification: those stored when Run
+// starts and at each of its steps, and those stored through the service
+// at once. Metrics use it to show a channel's delivery series at 0 from
+// the start, so an alert on their increase sees the first failure.
+type ChannelObserver interface {
+	Observer
+	// ChannelKnown: the channel exists (it may be called again for it).
+	ChannelKnown(namespace, channel, typ string)
+}
+
 // Config configures a Service.
 type Config struct {
 	// Namespace is the namespace served, named in notifications and
@@ -437,6 +448,9 @@ func (s *Service) PutChannel(ctx context.Context, c *Channel, ifVersion int64) (
 	if err != nil {
 		return nil, fmt.Errorf("alert: put channel %q: %w", c.Name, err)
 	}
+	if co, ok := s.cfg.Observer.(ChannelObserver); ok {
+		co.ChannelKnown(s.cfg.Namespace, c.Name, string(c.Type))
+	}
 	out := *c
 	out.Version, out.CreatedAt, out.UpdatedAt = d.Version, d.CreatedAt, d.UpdatedAt
 	return &out, nil
@@ -479,6 +493,22 @@ func (s *Service) GetChannel(ctx context.Context, name string) (*Channel, error)
 	}
 	c.Version, c.CreatedAt, c.UpdatedAt = d.Version, d.CreatedAt, d.UpdatedAt
 	return c, nil
+}
+
+// announceChannels tells a ChannelObserver of every stored channel.
+func (s *Service) announceChannels(ctx context.Context) error {
+	co, ok := s.cfg.Observer.(ChannelObserver)
+	if !ok {
+		return nil
+	}
+	chs, err := s.ListChannels(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range chs {
+		co.ChannelKnown(s.cfg.Namespace, c.Name, string(c.Type))
+	}
+	return nil
 }
 
 // ListChannels returns every channel, in name order.

@@ -60,3 +60,10 @@ func (a *Alerts) Collect(ch chan<- prometheus.Metric) {
 	a.delivered.Collect(ch)
 	a.failed.Collect(ch)
 }
+
+// ChannelKnown exports the delivery series of a channel at 0, before its
+// first notification (see alert.ChannelObserver).
+func (a *Alerts) ChannelKnown(namespace, channel, typ string) {
+	a.delivered.WithLabelValues(namespace, channel, typ)
+	a.failed.WithLabelValues(namespace, channel, typ)
+}

@@ -51,6 +51,7 @@ type Collector struct {
 
 	byKind   cowMap[string, kindMetrics]
 	byQueue  cowMap[kq, queueMetrics]
+	seeded   cowMap[string, struct{}] // kinds whose series exist at 0 (seedKinds)
 	storeOps [256]atomic.Pointer[opMetrics]
 
 	scrapeMu sync.Mutex // one scrape reads the store at a time
@@ -151,6 +152,9 @@ func New(opts ...Option) (*Collector, error) {
 		kindLagDesc:    desc(n.kindLag, "Age in seconds of the oldest ready instance of each kind (0 when none is ready).", "kind"),
 		nodesDesc:      desc(n.nodes, "Managers in the store's node registry by status (live, stale, dead, left).", "status"),
 	}
+	for _, source := range []string{"counts", "lag", "nodes"} {
+		c.scrapeErrs.WithLabelValues(source) // at 0 until the first error
+	}
 	return c, nil
 }
 
@@ -245,6 +249,40 @@ func (c *Collector) StoreCall(ev job.StoreCallEvent) {
 	om.dur.Observe(ev.Duration.Seconds())
 	if ev.Err != nil {
 		om.errs.Inc()
+	}
+}
+
+// seedKinds makes the series of each kind registered with m, on the
+// kind's own queue, exist at 0 before their first event: the counters of
+// its outcomes, and every reason of a lost lease and every cause and state
+// of a rescue, so that increase() over them sees the first one. (An
+// instance scheduled on another queue gets its series when it first
+// counts.)
+func (c *Collector) seedKinds(m *job.Manager) {
+	for _, kind := range m.RegisteredKinds() {
+		if c.seeded.get(kind) != nil {
+			continue
+		}
+		j, err := m.LookupJob(kind)
+		if err != nil {
+			continue
+		}
+		c.seeded.add(kind, func() *struct{} {
+			queue := j.Definition().Queue
+			if queue == "" {
+				queue = job.DefaultQueue
+			}
+			c.queue(kind, queue)
+			for _, r := range []job.LeaseLostReason{job.LeaseLostRenew, job.LeaseLostFence, job.LeaseLostNode, job.LeaseLostFinish} {
+				c.leaseLost.WithLabelValues(queue, kind, r.String())
+			}
+			for _, cause := range []string{"lease", "node"} {
+				for _, st := range []job.State{job.Scheduled, job.Terminated, job.Canceled} {
+					c.rescued.WithLabelValues(queue, kind, cause, st.String())
+				}
+			}
+			return new(struct{})
+		})
 	}
 }
 
@@ -359,6 +397,7 @@ func (c *Collector) collectManager(ch chan<- prometheus.Metric, m *job.Manager) 
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	c.seedKinds(m)
 	size, busy := m.Workers()
 	gauge(c.registeredDesc, float64(len(m.RegisteredKinds())))
 	gauge(c.workersDesc, float64(size))

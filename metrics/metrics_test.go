@@ -153,6 +153,20 @@ func (f families) value(name string, labels ...string) float64 {
 	return -1
 }
 
+// total is the sum of the values of every series of name (counters and
+// gauges), or -1 when the scrape has no such metric.
+func (f families) total(name string) float64 {
+	fam := f[name]
+	if fam == nil || len(fam.GetMetric()) == 0 {
+		return -1
+	}
+	var sum float64
+	for _, m := range fam.GetMetric() {
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return sum
+}
+
 func (f families) histSum(name string, labels ...string) float64 {
 	if m := f.find(name, labels...); m != nil && m.Histogram != nil {
 		return m.Histogram.GetSampleSum()
@@ -319,11 +333,15 @@ func checkWork(t *testing.T, f families, workers int) {
 		{"jobkit_queue_depth", []string{"queue", "q2", "state", "canceled"}, 1},
 		{"jobkit_queue_lag_seconds", []string{"queue", dq}, 0},
 		{"jobkit_nodes", []string{"status", "live"}, 1},
-		{"jobkit_lease_lost_total", nil, -1}, // nothing lost: no series yet
-		{"jobkit_scrape_errors_total", nil, -1},
 	} {
 		if got := f.value(c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	// Nothing lost, no scrape failed: the series exist, all at 0.
+	for _, name := range []string{"jobkit_lease_lost_total", "jobkit_scrape_errors_total"} {
+		if got := f.total(name); got != 0 {
+			t.Errorf("%s summed over its series = %v, want 0 (series present, nothing counted)", name, got)
 		}
 	}
 	if got := f.histSum("jobkit_execution_duration_seconds", "kind", "slow"); got < 0.03 {
@@ -403,8 +421,8 @@ func checkRescues(t *testing.T, st store.Store, s *scraper, m *job.Manager) {
 	waitFor(t, "the lost lease and both rescues to be counted", func() bool {
 		f = s.scrape()
 		return f.value("jobkit_completed_total", "kind", "hold") == 1 &&
-			f.value("jobkit_rescued_total", "cause", "lease", "kind", "stuck") == 1 &&
-			f.value("jobkit_rescued_total", "cause", "node") == 1
+			f.value("jobkit_rescued_total", "cause", "lease", "kind", "stuck", "state", "scheduled") == 1 &&
+			f.value("jobkit_rescued_total", "cause", "node", "kind", "stuck", "state", "scheduled") == 1
 	})
 	for _, c := range []struct {
 		name   string
