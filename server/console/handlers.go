@@ -137,6 +137,21 @@ type filterForm struct {
 }
 
 // parseFilter reads the filter from a query or a form.
+// stateAliases returns the states a state filter value names: the
+// console's own names, and the names jobctl accepts too ("failed" for
+// terminated and timed_out, "timedout", "cancelled").
+func stateAliases(v string) []string {
+	switch v = strings.ToLower(strings.TrimSpace(v)); v {
+	case "failed":
+		return []string{"terminated", "timed_out"}
+	case "timedout", "timed-out":
+		return []string{"timed_out"}
+	case "cancelled":
+		return []string{"canceled"}
+	}
+	return []string{v}
+}
+
 func parseFilter(v url.Values) (filterForm, *pb.InstanceFilter, error) {
 	f := filterForm{Kind: strings.TrimSpace(v.Get("kind")), Queue: strings.TrimSpace(v.Get("queue")),
 		Labels: strings.TrimSpace(v.Get("labels")), Text: strings.TrimSpace(v.Get("text")), From: v.Get("from"), To: v.Get("to"), TZ: v.Get("tz")}
@@ -146,13 +161,17 @@ func parseFilter(v url.Values) (filterForm, *pb.InstanceFilter, error) {
 			pf.Labels = append(pf.Labels, l)
 		}
 	}
-	for _, st := range v["state"] {
-		i := slices.Index(stateNames, st)
-		if i <= 0 {
-			return f, nil, fmt.Errorf("unknown state %q; use one of %s", st, strings.Join(stateNames[1:], ", "))
+	for _, v := range v["state"] {
+		for _, st := range stateAliases(v) {
+			i := slices.Index(stateNames, st)
+			if i <= 0 {
+				return f, nil, fmt.Errorf("unknown state %q; use one of %s, or failed (terminated and timed_out)", v, strings.Join(stateNames[1:], ", "))
+			}
+			if !slices.Contains(f.States, st) {
+				f.States = append(f.States, st)
+				pf.States = append(pf.States, pb.State(i))
+			}
 		}
-		f.States = append(f.States, st)
-		pf.States = append(pf.States, pb.State(i))
 	}
 	loc := time.UTC
 	if f.TZ != "" {
@@ -363,8 +382,17 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request) {
 		shards = res.Msg.GetInstances()
 		slices.SortFunc(shards, func(a, b *pb.Instance) int { return int(a.GetShardIndex()) - int(b.GetShardIndex()) })
 	}
+	// The node running the attempt, or the one its history last names
+	// (a finished instance holds no lease).
+	node := inst.GetLeaseOwner()
+	for _, h := range slices.Backward(hist.Msg.GetChanges()) {
+		if node != "" {
+			break
+		}
+		node = h.GetNode()
+	}
 	c.render(w, r, s, "instance", http.StatusOK, map[string]any{
-		"I": inst, "History": hist.Msg.GetChanges(), "Logs": logs.Msg.GetRecords(),
+		"I": inst, "Node": node, "History": hist.Msg.GetChanges(), "Logs": logs.Msg.GetRecords(),
 		"Args": pretty(inst.GetArgsJson()), "Result": pretty(inst.GetResultJson()), "Shards": shards,
 		"Waiting": got.Msg.GetWaiting(), // why a scheduled instance does not run (issue 21)
 	})

@@ -31,6 +31,7 @@
       var d = new Date(v);
       if (isNaN(d)) return;
       t.title = t.textContent.trim();
+      t.dataset.at = v;
       t.textContent = d.toLocaleString() + " (" + relative(d) + ")";
     });
     var zone = window.Intl ? Intl.DateTimeFormat().resolvedOptions().timeZone : "";
@@ -205,7 +206,18 @@
     }, 1000);
   }
 
+  // Relative times move on: every 5 s, each time shown is told again
+  // against the clock (a time replaced by a live refresh is enhanced
+  // anew).
+  function retell() {
+    pick(document, "time[data-at]").forEach(function (t) {
+      var d = new Date(t.dataset.at), text = d.toLocaleString() + " (" + relative(d) + ")";
+      if (t.textContent !== text) t.textContent = text;
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    setInterval(retell, 5000);
     var main = document.getElementById("live"), rendered = main ? main.innerHTML : "";
     enhance(document);
     preview(document);
