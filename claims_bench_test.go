@@ -20,7 +20,7 @@ import (
 const kindsJobs = 50000
 
 // BenchmarkClaimKinds: throughput of 64 workers with 1, 10 and 100 kinds
-// registered on memdbstore (doc/benchmarks.md, "Issue 15: claims"):
+// registered on memdbstore (doc/benchmarks-appendix.md, "Issue 15: claims"):
 //
 //	go test -run '^$' -bench ClaimKinds -benchtime 3x -count 3 .
 func BenchmarkClaimKinds(b *testing.B) {

@@ -23,7 +23,7 @@ const perJobJobs = 20000
 // BenchmarkObserverPerJob: what an observer costs a job end to end on
 // memdb, from ScheduleJob (8 goroutines) to the completed record, with no
 // observer, a no-op one (the store wrapper and the event calls alone) and
-// the Prometheus Collector (doc/benchmarks.md, "Issue 16: metrics"). Each
+// the Prometheus Collector (doc/benchmarks-appendix.md, "Issue 16: metrics"). Each
 // iteration runs the three in turn, starting with a different one, so a
 // shared machine's changing load falls on all three alike:
 //

@@ -246,7 +246,7 @@ func Dial(ctx context.Context, o Options) (*Store, error) {
 	for _, a := range addrs {
 		// No gzip: a session carries many small messages, and compressing
 		// each one cost jobd more CPU than any other part of a pushed
-		// task (doc/benchmarks.md, "Issue 21: remote executor speed").
+		// task (doc/benchmarks-appendix.md, "Issue 21: remote executor speed").
 		s.clients = append(s.clients, jobkitv1connect.NewExecutorServiceClient(hc, a, connect.WithGRPC(), connect.WithAcceptCompression("gzip", nil, nil)))
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

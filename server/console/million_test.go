@@ -30,7 +30,7 @@ import (
 const millionEnv = "JOBKIT_CONSOLE_MILLION"
 
 // TestMillionInstancesPage measures the Instances page over a store holding
-// a million finished instances (doc/benchmarks.md, "Issue 20: console"): it
+// a million finished instances (doc/benchmarks-appendix.md, "Issue 20: console"): it
 // is a measurement, not a check, so it runs only when $JOBKIT_CONSOLE_MILLION
 // names the store:
 //

@@ -19,7 +19,7 @@ import (
 // countingStore opens a store whose client counts the KV requests (Range,
 // Txn, Put, DeleteRange) it sends: on etcd 3.4 every one of them copies
 // the server's buffer of uncommitted writes, so their number is what a
-// claim costs etcd (doc/benchmarks.md, "Issue 18: etcd, per transaction
+// claim costs etcd (doc/benchmarks-appendix.md, "Issue 18: etcd, per transaction
 // or per key").
 func countingStore(t *testing.T, ns string) (*etcdstore.Store, *atomic.Int64) {
 	t.Helper()

@@ -11,7 +11,7 @@ import (
 // BenchmarkInspect measures counts, lag and first pages with completed
 // instances and 10k ready (storetest.BenchInspect). The scale is
 // JOBKIT_BENCH_COMPLETED (default 1000000; filling etcd through the queue
-// API is slow, see doc/benchmarks.md).
+// API is slow, see doc/benchmarks-appendix.md).
 //
 //	go test -run '^$' -bench Inspect -benchtime 200x -timeout 3h ./store/etcdstore/
 func BenchmarkInspect(b *testing.B) {

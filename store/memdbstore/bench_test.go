@@ -289,7 +289,7 @@ func benchCompleted(b *testing.B) int {
 
 // BenchmarkClaimLabels: claim cost with label requirements of before
 // ("plain") and with expressions ("expr"), against none
-// (storetest.BenchmarkClaimLabels; doc/benchmarks.md, "Issue 21"):
+// (storetest.BenchmarkClaimLabels; doc/benchmarks-appendix.md, "Issue 21"):
 //
 //	go test -run '^$' -bench ClaimLabels -benchtime 20000x -count 3 ./store/memdbstore/
 func BenchmarkClaimLabels(b *testing.B) {

@@ -15,7 +15,7 @@ import (
 // index, filtering each. "plain" rows require region=us (a form of
 // before), "expr" rows region=ap|us or !zone (expressions). It uses only
 // the API of before requirement expressions, so it runs on older code too
-// (doc/benchmarks.md, "Issue 21"):
+// (doc/benchmarks-appendix.md, "Issue 21"):
 //
 //	JOBKIT_PG_URL=... go test -run '^$' -bench ClaimLabelsSkip -benchtime 300x ./store/pgstore/
 func BenchmarkClaimLabelsSkip(b *testing.B) {

@@ -12,7 +12,7 @@ import (
 // until a VACUUM removes those index entries, each claim walks past them,
 // so with the default a queue of 1M let ~200k of them pile up and a
 // claim of 64 cost several times what it cost after a VACUUM
-// (doc/benchmarks.md, "Claim cost at 1M queued").
+// (doc/benchmarks-appendix.md, "Claim cost at 1M queued").
 func TestInstancesVacuumBounded(t *testing.T) {
 	p := testPool(t)
 	var opts []string

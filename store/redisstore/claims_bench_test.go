@@ -21,7 +21,7 @@ const kindsJobs = 20000
 
 // BenchmarkClaimKinds: throughput of 64 workers with 1, 10 and 100 kinds
 // registered on redisstore, on a redis-server of the benchmark's own
-// (doc/benchmarks.md, "Issue 15: claims"):
+// (doc/benchmarks-appendix.md, "Issue 15: claims"):
 //
 //	go test -run '^$' -bench ClaimKinds -benchtime 3x -count 3 ./store/redisstore/
 func BenchmarkClaimKinds(b *testing.B) {
@@ -133,7 +133,7 @@ func cpuTime() time.Duration {
 // BenchmarkClaimLabels: claim cost with label requirements of before
 // ("plain") and with expressions ("expr"), against none, on a
 // redis-server of the benchmark's own (storetest.BenchmarkClaimLabels;
-// doc/benchmarks.md, "Issue 21"):
+// doc/benchmarks-appendix.md, "Issue 21"):
 //
 //	go test -run '^$' -bench ClaimLabels -benchtime 5000x -count 3 ./store/redisstore/
 func BenchmarkClaimLabels(b *testing.B) {

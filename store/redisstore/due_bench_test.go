@@ -19,7 +19,7 @@ const dueJobs = 10_000
 
 // BenchmarkClaimDue: the Redis cost of claiming instances that waited in
 // the scheduled set, by claims of 100 once all are due, on a
-// redis-server of the benchmark's own (doc/benchmarks.md, "Redis: finish
+// redis-server of the benchmark's own (doc/benchmarks-appendix.md, "Redis: finish
 // under a large keyspace"):
 //
 //	go test -run '^$' -bench ClaimDue -benchtime 5x -count 3 ./store/redisstore/

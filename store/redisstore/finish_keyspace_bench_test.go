@@ -18,7 +18,7 @@ import (
 // BenchmarkFinishKeyspace: what one Finish of 64 outcomes (and one Claim
 // of 64) costs redis-server as one namespace fills with completed
 // instances, and what one Prune of 1,000 of them costs then
-// (doc/benchmarks.md, "Redis: finish under a large keyspace"). The sizes
+// (doc/benchmarks-appendix.md, "Redis: finish under a large keyspace"). The sizes
 // (completed instances in the namespace when measuring) come from
 // JOBKIT_FINISH_SIZES, default 0,100000; the namespace is filled through
 // the store API (enqueue 1,000, claim and finish 64 at a time, as

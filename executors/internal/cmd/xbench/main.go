@@ -1,5 +1,5 @@
 // Command xbench measures the built-in executor types for
-// doc/benchmarks.md (issue 22): jobs per second through a Manager on the
+// doc/benchmarks-appendix.md (issue 22): jobs per second through a Manager on the
 // embedded store, and the cold start of a new Wasm module.
 //
 //	go run ./internal/cmd/xbench -type webhook -n 20000 -workers 64
