@@ -223,6 +223,7 @@ func TestRolledBackTxLeavesNoTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = rolled.Rollback(context.Background()) }()
 	ji, err := m.ScheduleJob(pgstore.WithTx(t.Context(), rolled), "work", job.WithArguments(1, 2))
 	if err != nil {
 		t.Fatalf("ScheduleJob in the transaction: %v", err)
