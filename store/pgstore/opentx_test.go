@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -263,5 +264,56 @@ func TestRolledBackTxLeavesNoTrace(t *testing.T) {
 	}
 	if c := workCounts(t, s); c.States[store.Completed] != n+1 || c.Total() != n+1 {
 		t.Fatalf("Counts after the rollback: %+v; want %d Completed and nothing else", c.States, n+1)
+	}
+}
+
+// TestOlderTxRecordsAfterNewer: a transaction whose id is older than the
+// one that enqueued an instance (it began, and wrote, first) cancels that
+// instance after the enqueue committed: the feed delivers the Canceled
+// record after the Created and Scheduled ones, as the history has them,
+// not in transaction-id order.
+func TestOlderTxRecordsAfterNewer(t *testing.T) {
+	p := testPool(t)
+	s := open(t, "oldtx-"+randHex(4), pgstore.WithPollInterval(20*time.Millisecond))
+	cursor, err := s.EventCursor(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := p.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = old.Rollback(context.Background()) }()
+	var oldID, newID uint64
+	if err := old.QueryRow(t.Context(), "SELECT pg_current_xact_id()::text::int8").Scan(&oldID); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	in := &store.Instance{ID: "x", Kind: "k", Queue: "q", RunAt: now.Add(time.Hour), CreatedAt: now}
+	if _, err := s.Enqueue(t.Context(), &store.EnqueueParams{Instances: []*store.Instance{in}, Now: now, Node: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.QueryRow(t.Context(), "SELECT pg_current_xact_id()::text::int8").Scan(&newID); err != nil {
+		t.Fatal(err)
+	}
+	if newID <= oldID {
+		t.Fatalf("transaction ids: the older %d, a later one %d", oldID, newID)
+	}
+	if _, err := s.Cancel(pgstore.WithTx(t.Context(), old), &store.CancelParams{ID: "x", Now: now.Add(time.Second), Node: "n2"}); err != nil {
+		t.Fatalf("Cancel in the older transaction: %v", err)
+	}
+	if err := old.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	feed, err := s.Follow(t.Context(), &store.FollowParams{Cursor: cursor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []store.State
+	for range 3 {
+		got = append(got, feedEvent(t, feed).State)
+	}
+	if want := []store.State{store.Created, store.Scheduled, store.Canceled}; !slices.Equal(got, want) {
+		t.Fatalf("feed of x: %v; want %v", got, want)
 	}
 }
