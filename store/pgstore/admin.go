@@ -52,14 +52,18 @@ func (s *Store) ListQueues(ctx context.Context) ([]store.QueueInfo, error) {
 	return out, nil
 }
 
-// Counts implements store.Inspector from the counters each transition
-// moves in its own transaction: no walk of the instances.
+// Counts implements store.Inspector from the counters and the changes
+// transitions added to them since the last compaction (counters.go), in
+// one snapshot: no walk of the instances.
 func (s *Store) Counts(ctx context.Context, p *store.CountsParams) ([]store.GroupCount, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: counts with nil parameters; pass &store.CountsParams{} for every group", store.ErrInvalid)
 	}
-	rows, err := s.q(ctx).Query(ctx, `SELECT queue, kind, state, n FROM `+s.t("counts")+`
-		WHERE ns = $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)
+	rows, err := s.q(ctx).Query(ctx, `SELECT queue, kind, state, sum(n)::int8 FROM (
+			SELECT queue, kind, state, n FROM `+s.t("counts")+` WHERE ns = $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)
+			UNION ALL
+			SELECT queue, kind, state, n FROM `+s.t("count_deltas")+` WHERE ns = $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)) AS a
+		GROUP BY queue, kind, state
 		ORDER BY queue COLLATE "C", kind COLLATE "C", state`, s.cfg.ns, p.Queue, p.Kind)
 	if err != nil {
 		return nil, s.wrap(ctx, "counts", err)
@@ -94,8 +98,10 @@ func (s *Store) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, 
 	}
 	// Per group, one probe of the claim index per priority the queue
 	// holds (see stmts.next).
-	rows, err := s.q(ctx).Query(ctx, `WITH RECURSIVE g AS (SELECT DISTINCT queue, kind FROM `+s.t("counts")+`
-			WHERE ns = $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)),
+	rows, err := s.q(ctx).Query(ctx, `WITH RECURSIVE g AS (SELECT DISTINCT queue, kind FROM (
+				SELECT queue, kind FROM `+s.t("counts")+` WHERE ns = $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)
+				UNION ALL
+				SELECT queue, kind FROM `+s.t("count_deltas")+` WHERE ns = $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)) AS a),
 		q AS (SELECT DISTINCT queue FROM g),
 		p(queue, prio) AS (
 			SELECT q.queue, (SELECT priority FROM `+s.t("instances")+` WHERE ns = $1 AND queue = q.queue AND state = 2 ORDER BY priority DESC LIMIT 1) FROM q

@@ -79,8 +79,9 @@ func TestAttemptOneHistoryRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ := s.parseCursor(mid); rec < int64(proc[n-1].Seq) {
-		t.Fatalf("EventCursor while the attempts run names record %d, before the last Processing record %d", rec, proc[n-1].Seq)
+	fromMid, err := s.Follow(ctx, &store.FollowParams{Cursor: mid})
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	var outs []store.Outcome
@@ -108,6 +109,11 @@ func TestAttemptOneHistoryRow(t *testing.T) {
 		}
 	}
 	cancel()
+	// From EventCursor taken while the attempts ran: the outcomes, the
+	// Processing records before it not again.
+	if e := nextEvent(t, fromMid); e.State != outs[0].State || e.InstanceID != ins[0].ID {
+		t.Fatalf("first event after EventCursor taken while the attempts ran: %s %v; want %s %v", e.InstanceID, e.State, ins[0].ID, outs[0].State)
+	}
 
 	want := func(id string, st store.State) []string {
 		return []string{id + ":created", id + ":scheduled", id + ":processing", id + ":" + st.String()}

@@ -26,27 +26,25 @@ var instColsCopy = []string{"ns", "id", "seq", "kind", "queue", "args", "priorit
 var copyTail sync.Map // quoted schema -> statement
 
 // copyTailStmt is what follows the COPY of a batch's instances: their
-// queues registered (with their priorities), the namespace's lock taken (after every row lock the
-// statement may wait for), their counters moved and their queues
-// notified. Their history rows are copied next, under the lock.
+// queues registered (with their priorities), their counter changes added
+// and their queues notified. Their history rows are copied next.
 func (s *Store) copyTailStmt() string {
 	if v, ok := copyTail.Load(s.cfg.quoted); ok {
 		return v.(string)
 	}
-	q := `WITH x AS (SELECT * FROM unnest($2::text[], $3::text[], $7::int8[]) AS x(kind, queue, priority)),
+	q := `WITH x AS (SELECT * FROM unnest($2::text[], $3::text[], $6::int8[]) AS x(kind, queue, priority)),
 q AS (` + s.addQueues("x") + `),
-l AS (SELECT pg_advisory_xact_lock($4) FROM (SELECT count(*) FROM q) AS zq),
-c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
-	SELECT $1, x.queue, x.kind, 2, count(*) FROM x, l GROUP BY x.queue, x.kind ORDER BY 2, 3
-	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
-w AS (SELECT pg_notify($5, $6::text || d.queue) FROM (SELECT DISTINCT queue FROM x) AS d, l)
-SELECT (SELECT count(*) FROM l), (SELECT count(*) FROM c), (SELECT count(*) FROM w)`
+c AS (INSERT INTO ` + s.t("count_deltas") + ` (ns, queue, kind, state, n)
+	SELECT $1, x.queue, x.kind, 2, count(*) FROM x GROUP BY x.queue, x.kind RETURNING 1),
+w AS (SELECT pg_notify($4, $5::text || d.queue) FROM (SELECT DISTINCT queue FROM x) AS d)
+SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM c), (SELECT count(*) FROM w)`
 	copyTail.Store(s.cfg.quoted, q)
 	return q
 }
 
-// histColsCopy are the history columns enqueueCopy gives; pos is the
-// column's default, taken under the namespace's lock.
+// histColsCopy are the history columns enqueueCopy gives; pos and hx
+// are the columns' defaults (the history's sequence, the transaction's
+// id: migration 0010).
 var histColsCopy = []string{"ns", "instance_id", "kind", "queue", "state", "attempt", "t", "node", "created"}
 
 // errCopyConflict: the COPY of a batch met an instance ID stored already.
@@ -126,7 +124,7 @@ func (s *Store) enqueueCopy(ctx context.Context, p *store.EnqueueParams) ([]stor
 			return err
 		}
 		var a, b, c int64
-		if err := tx.QueryRow(ctx, s.copyTailStmt(), s.cfg.ns, kinds, queues, s.lockKey,
+		if err := tx.QueryRow(ctx, s.copyTailStmt(), s.cfg.ns, kinds, queues,
 			s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, prios).Scan(&a, &b, &c); err != nil {
 			return err
 		}
@@ -146,5 +144,6 @@ func (s *Store) enqueueCopy(ctx context.Context, p *store.EnqueueParams) ([]stor
 	if err != nil {
 		return nil, err
 	}
+	s.wroteCounts()
 	return res, nil
 }

@@ -21,14 +21,23 @@
 // each Store listens on one connection of its own (Subscribe), reconnecting
 // when it is lost.
 //
-// Every write transaction ends by taking the namespace's
-// transaction-scoped advisory lock, numbering the history records (an
-// enqueue's Created and Scheduled records are one row) and moving the
-// per-group counters (Inspector.Counts reads them, never walking the
-// instances); a large batch is stored with COPY. History positions are therefore taken in
-// commit order, which is what lets an event feed (Follow) read them in
-// order without missing a record that commits late.
+// No write takes a namespace-wide or store-wide lock: a write locks only
+// the rows it writes. The event feed (Follow) orders records without one:
+// each history record carries the id of the transaction that wrote it
+// (pg_current_xact_id, raised to its instance's previous record's so one
+// instance's records keep their order) and a position from a sequence,
+// and a feed delivers only the records whose transaction id is below the
+// xmin of its snapshot, so no record ever commits behind it. The
+// trade-off: a writing transaction left open anywhere in the PostgreSQL
+// cluster delays every feed (and EventCursor) until it ends, never the
+// writers. The per-group counters (Inspector.Counts) are insert-only
+// changes folded by a compaction the stores run as they write; Counts
+// and Lag read both in one snapshot, so they stay exact. An enqueue's
+// Created and Scheduled records are one row; a large batch is stored
+// with COPY. Event cursors are "pg3-..."; those of before (pg1-, pg2-)
+// still follow on.
 //
 // WithTx runs a ScheduleJob inside the caller's pgx.Tx: the job exists if
-// and only if that transaction commits.
+// and only if that transaction commits, and while the transaction is open
+// it holds nothing other writers wait for.
 package pgstore

@@ -16,15 +16,11 @@ import (
 
 // final gathers what a write transaction appends at its end: history
 // records, changes of the per-group counters and the queues to wake. Its
-// statement takes the namespace's transaction lock first, so the history
-// positions of one namespace are taken in commit order (the event feed
-// reads them in that order without gaps), and the counters, touched only
-// under that lock, never deadlock. It is always the transaction's last
-// statement, so the lock is held only until the commit. The one-statement
-// operations (enqueue, claim, finish) take it the same way, in a CTE that
-// first aggregates over every row the statement changes: PostgreSQL runs
-// data-modifying CTEs incrementally, and a lock taken after the first row
-// could otherwise be held while the statement waits on a later row's lock.
+// statement is always the transaction's last. It takes no lock beyond
+// the rows it writes: each history record takes the place in the event
+// feed's order of its instance row (hx, raised by saveRows to the
+// transaction's id: migration 0010), and the counter changes are rows of
+// their own (count_deltas), which compaction folds into the counters.
 type final struct {
 	hID, hKind, hQueue, hNode, hErr []string
 	hState                          []int16
@@ -106,22 +102,24 @@ func (s *Store) finalStmt() string {
 	if v, ok := finalSQL.Load(s.cfg.quoted); ok {
 		return v.(string)
 	}
-	q := fmt.Sprintf(`WITH l AS (SELECT pg_advisory_xact_lock($1)),
-h AS (INSERT INTO %[1]s (ns, instance_id, kind, queue, state, attempt, t, node, error, result, proc_pos, proc_t, proc_node)
-	SELECT $2, x.id, x.kind, x.queue, x.state, x.attempt, x.t, x.node, x.error, x.result,
-		i.proc_pos, i.proc_t, CASE WHEN i.proc_pos > 0 AND x.pnode <> x.node THEN x.pnode END
-	FROM l, unnest($3::text[], $4::text[], $5::text[], $6::int2[], $7::int4[], $8::int8[], $9::text[], $10::text[], $11::bytea[],
-			$18::bool[], $19::text[])
+	q := fmt.Sprintf(`WITH h AS (INSERT INTO %[1]s (ns, instance_id, kind, queue, state, attempt, t, node, error, result,
+		proc_pos, proc_t, proc_node, hx, proc_hx)
+	SELECT $1, x.id, x.kind, x.queue, x.state, x.attempt, x.t, x.node, x.error, x.result,
+		CASE WHEN x.proc THEN i.proc_pos END, CASE WHEN x.proc THEN i.proc_t END,
+		CASE WHEN x.proc AND i.proc_pos > 0 AND x.pnode <> x.node THEN x.pnode END,
+		greatest(pg_current_xact_id(), i.hx), CASE WHEN x.proc AND i.proc_pos > 0 THEN i.proc_hx END
+	FROM unnest($2::text[], $3::text[], $4::text[], $5::int2[], $6::int4[], $7::int8[], $8::text[], $9::text[], $10::bytea[],
+			$17::bool[], $18::text[])
 		WITH ORDINALITY AS x(id, kind, queue, state, attempt, t, node, error, result, proc, pnode, o)
-		LEFT JOIN %[3]s i ON x.proc AND i.ns = $2 AND i.id = x.id
+		LEFT JOIN %[3]s i ON i.ns = $1 AND i.id = x.id
 	ORDER BY x.o RETURNING 1),
-c AS (INSERT INTO %[2]s AS c (ns, queue, kind, state, n)
-	SELECT $2, y.queue, y.kind, y.state, y.n
-	FROM l, unnest($12::text[], $13::text[], $14::int2[], $15::int8[]) AS y(queue, kind, state, n)
-	ORDER BY 2, 3, 4
-	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
-w AS (SELECT pg_notify($16, p) FROM l, unnest($17::text[]) AS p)
-SELECT (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w)`, s.t("history"), s.t("counts"), s.t("instances"))
+c AS (INSERT INTO %[2]s (ns, queue, kind, state, n)
+	SELECT $1, y.queue, y.kind, y.state, y.n
+	FROM unnest($11::text[], $12::text[], $13::int2[], $14::int8[]) AS y(queue, kind, state, n)
+	WHERE y.n <> 0
+	RETURNING 1),
+w AS (SELECT pg_notify($15, p) FROM unnest($16::text[]) AS p)
+SELECT (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w)`, s.t("history"), s.t("count_deltas"), s.t("instances"))
 	finalSQL.Store(s.cfg.quoted, q)
 	return q
 }
@@ -151,9 +149,13 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, f *final) error {
 	}
 	slices.Sort(wake)
 	var a, b, c int64
-	return tx.QueryRow(ctx, s.finalStmt(), s.lockKey, s.cfg.ns,
+	err := tx.QueryRow(ctx, s.finalStmt(), s.cfg.ns,
 		f.hID, f.hKind, f.hQueue, f.hState, f.hAttempt, f.hT, f.hNode, f.hErr, f.hResult,
 		cq, ck, cs, cn, s.channel, wake, f.hProc, f.hProcNode).Scan(&a, &b, &c)
+	if err == nil && len(keys) > 0 {
+		s.wroteCounts()
+	}
+	return err
 }
 
 // payload is the notification of queue in the store's namespace: the

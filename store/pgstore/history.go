@@ -305,6 +305,7 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 	if !p.HistoryBefore.IsZero() {
 		err := s.write(ctx, "prune", func(tx pgx.Tx) error {
 			var n, top int64
+			var topHx string
 			// Limit counts records, and a row holds two when it holds a
 			// Created record (migration 0007) or its attempt's Processing
 			// record (0008), the older of the two: the oldest rows whose
@@ -313,20 +314,24 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 			// cleared). Rows go by their own record's time, so a
 			// Processing record stays as long as its attempt's outcome,
 			// and a running attempt's record (on its instance row) until
-			// the attempt ends.
+			// the attempt ends. The floor is the newest row touched in the
+			// feed's order (hx, pos).
 			h := s.t("history")
-			err := tx.QueryRow(ctx, `WITH c AS (SELECT pos, two, sum(CASE WHEN two THEN 2 ELSE 1 END) OVER (ORDER BY t, pos) AS acc
-					FROM (SELECT pos, t, created OR coalesce(proc_pos, 0) > 0 AS two FROM `+h+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) AS o),
-				d AS (DELETE FROM `+h+` WHERE ns = $1 AND pos IN (SELECT pos FROM c WHERE acc <= $3) RETURNING pos, created OR coalesce(proc_pos, 0) > 0 AS two),
-				u AS (UPDATE `+h+` SET created = false, proc_pos = NULL, proc_t = NULL, proc_node = NULL
-					WHERE ns = $1 AND pos = (SELECT pos FROM c WHERE two AND acc = $3 + 1) RETURNING pos)
+			err := tx.QueryRow(ctx, `WITH c AS (SELECT hx, pos, two, sum(CASE WHEN two THEN 2 ELSE 1 END) OVER (ORDER BY t, pos) AS acc
+					FROM (SELECT hx, pos, t, created OR coalesce(proc_pos, 0) > 0 AS two FROM `+h+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) AS o),
+				d AS (DELETE FROM `+h+` WHERE ns = $1 AND (hx, pos) IN (SELECT hx, pos FROM c WHERE acc <= $3)
+					RETURNING hx, pos, created OR coalesce(proc_pos, 0) > 0 AS two),
+				u AS (UPDATE `+h+` SET created = false, proc_pos = NULL, proc_t = NULL, proc_node = NULL, proc_hx = NULL
+					WHERE ns = $1 AND (hx, pos) IN (SELECT hx, pos FROM c WHERE two AND acc = $3 + 1) RETURNING hx, pos),
+				z AS (SELECT hx, pos FROM d UNION ALL SELECT hx, pos FROM u ORDER BY hx DESC, pos DESC LIMIT 1)
 				SELECT (SELECT count(*) + count(*) FILTER (WHERE two) FROM d) + (SELECT count(*) FROM u),
-					greatest((SELECT coalesce(max(pos), 0) FROM d), (SELECT coalesce(max(pos), 0) FROM u))`, s.cfg.ns, nanos(p.HistoryBefore), limit).Scan(&n, &top)
+					coalesce((SELECT hx FROM z), '0')::text, coalesce((SELECT pos FROM z), 0)`,
+				s.cfg.ns, nanos(p.HistoryBefore), limit).Scan(&n, &topHx, &top)
 			if err != nil {
 				return err
 			}
 			res.History += int(n)
-			return s.raiseFloor(ctx, tx, top)
+			return s.raiseFloor(ctx, tx, topHx, top)
 		})
 		if err != nil {
 			return nil, err
@@ -345,14 +350,15 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 	return res, nil
 }
 
-// raiseFloor records that history up to pos was removed: event cursors
-// before it have expired.
-func (s *Store) raiseFloor(ctx context.Context, tx pgx.Tx, pos int64) error {
+// raiseFloor records that history up to the row at (hx, pos), in the
+// feed's order, was removed: event cursors before it have expired.
+func (s *Store) raiseFloor(ctx context.Context, tx pgx.Tx, hx string, pos int64) error {
 	if pos == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO `+s.t("meta")+` AS m (ns, events_floor) VALUES ($1, $2)
-		ON CONFLICT (ns) DO UPDATE SET events_floor = greatest(m.events_floor, excluded.events_floor)`, s.cfg.ns, pos)
+	_, err := tx.Exec(ctx, `INSERT INTO `+s.t("meta")+` AS m (ns, events_floor_hx, events_floor) VALUES ($1, $2::text::xid8, $3)
+		ON CONFLICT (ns) DO UPDATE SET events_floor_hx = excluded.events_floor_hx, events_floor = excluded.events_floor
+		WHERE (excluded.events_floor_hx, excluded.events_floor) > (m.events_floor_hx, m.events_floor)`, s.cfg.ns, hx, pos)
 	return err
 }
 
@@ -376,9 +382,12 @@ func (s *Store) removeWhere(ctx context.Context, tx pgx.Tx, sel string, args []a
 			RETURNING id, queue, kind, state, unique_key),
 		k AS (DELETE FROM ` + s.t("unique_keys") + ` u WHERE u.ns = $1
 			AND u.key = ANY(ARRAY(SELECT unique_key FROM d WHERE unique_key IS NOT NULL)) AND u.id = ANY($2::text[]) RETURNING 1),
-		h AS (DELETE FROM ` + s.t("history") + ` h WHERE h.ns = $1 AND h.instance_id = ANY($2::text[]) RETURNING h.pos, h.created OR coalesce(h.proc_pos, 0) > 0 AS two),
+		h AS (DELETE FROM ` + s.t("history") + ` h WHERE h.ns = $1 AND h.instance_id = ANY($2::text[])
+			RETURNING h.hx, h.pos, h.created OR coalesce(h.proc_pos, 0) > 0 AS two),
+		top AS (SELECT hx, pos FROM h ORDER BY hx DESC, pos DESC LIMIT 1),
 		lg AS (DELETE FROM ` + s.t("logs") + ` l WHERE l.ns = $1 AND l.instance_id = ANY($2::text[]) RETURNING 1)
-		SELECT id, queue, kind, state, (SELECT count(*) + count(*) FILTER (WHERE two) FROM h), (SELECT coalesce(max(pos), 0) FROM h),
+		SELECT id, queue, kind, state, (SELECT count(*) + count(*) FILTER (WHERE two) FROM h),
+			coalesce((SELECT hx FROM top), '0')::text, coalesce((SELECT pos FROM top), 0),
 			(SELECT count(*) FROM lg), (SELECT count(*) FROM k) FROM d`
 	rows, err = tx.Query(ctx, q, s.cfg.ns, ids)
 	if err != nil {
@@ -386,11 +395,12 @@ func (s *Store) removeWhere(ctx context.Context, tx pgx.Tx, sel string, args []a
 	}
 	f := &final{}
 	var hist, top, logs int64
+	var topHx string
 	for rows.Next() {
 		var id, queue, kind string
 		var st int16
 		var k int64
-		if err := rows.Scan(&id, &queue, &kind, &st, &hist, &top, &logs, &k); err != nil {
+		if err := rows.Scan(&id, &queue, &kind, &st, &hist, &topHx, &top, &logs, &k); err != nil {
 			rows.Close()
 			return err
 		}
@@ -407,7 +417,7 @@ func (s *Store) removeWhere(ctx context.Context, tx pgx.Tx, sel string, args []a
 	res.History += int(hist)
 	res.Logs += int(logs)
 	if found == nil {
-		if err := s.raiseFloor(ctx, tx, top); err != nil {
+		if err := s.raiseFloor(ctx, tx, topHx, top); err != nil {
 			return err
 		}
 	}

@@ -89,7 +89,7 @@ func TestBatchUpdatesUnnestOnce(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{"finish", st.finish, []any{s.cfg.ns, ids, atts, states, runAt, release, results, errs, "w", nanos(now), s.lockKey, s.channel, "0:"}},
+		{"finish", st.finish, []any{s.cfg.ns, ids, atts, states, runAt, release, results, errs, "w", nanos(now), s.channel, "0:"}},
 		{"renew", st.renew, []any{s.cfg.ns, ids, atts, "w", nanos(now.Add(time.Hour)), nanos(now)}},
 		{"update", st.update, []any{s.cfg.ns, ids, states, atts, runAt, owners, lease, cancel, fin, results, errs, upd}},
 	} {

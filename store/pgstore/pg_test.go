@@ -233,9 +233,8 @@ func TestScheduleInCallerTx(t *testing.T) {
 		t.Fatalf("ScheduleJob in a transaction: %v", err)
 	}
 	rolledID := ji.ID()
-	// The transaction holds the namespace's write lock until it ends, so
-	// nothing else commits meanwhile; roll it back, then show the
-	// workers run other jobs and never the rolled-back one.
+	// Roll it back, then show the workers run other jobs and never the
+	// rolled-back one.
 	if err := rolled.Rollback(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +276,8 @@ func TestScheduleInCallerTx(t *testing.T) {
 	}
 }
 
-// TestClaimStatementTimeout: a claim cut by statement_timeout leaks no
+// TestClaimStatementTimeout: a claim cut by statement_timeout (here
+// waiting on its claim record, which another transaction holds) leaks no
 // lease: its instance stays Scheduled at attempt 0 and the next claim
 // takes it.
 func TestClaimStatementTimeout(t *testing.T) {
@@ -302,15 +302,14 @@ func TestClaimStatementTimeout(t *testing.T) {
 	if _, err := s.Enqueue(t.Context(), &store.EnqueueParams{Instances: []*store.Instance{in}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	// A caller's transaction that scheduled a job holds the namespace's
-	// write lock, which the claim needs: the claim waits, and times out.
-	other := open(t, ns)
+	// Another transaction holds the claimer's claim record, which the
+	// claim (with a ClaimSeq) locks first: the claim waits, and times out.
 	tx, err := testPool(t).Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	in2 := &store.Instance{ID: "st-2", Kind: "k", Queue: "other", RunAt: now, CreatedAt: now}
-	if _, err := other.Enqueue(pgstore.WithTx(t.Context(), tx), &store.EnqueueParams{Instances: []*store.Instance{in2}, Now: now}); err != nil {
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(t.Context(), "INSERT INTO "+testSchema+".claims (ns, owner, seq, until, ids, attempts) VALUES ($1, 'w1', 0, 0, '{}', '{}')", ns); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.Claim(t.Context(), &store.ClaimParams{Queue: "q", Owner: "w1", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute), ClaimSeq: 1})

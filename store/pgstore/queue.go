@@ -33,10 +33,13 @@ func (s *Store) stmt() *stmts {
 	// The enqueue: one statement inserts the instances (their unique
 	// keys taken before), skipping IDs stored already, registers their queues,
 	// appends their Created and Scheduled records (one history row each,
-	// created: see migration 0007) under the namespace's lock, counts them
-	// and notifies their queues.
+	// created: see migration 0007; the instance row and the history row
+	// take the transaction's id as hx by default, migration 0010), adds
+	// their counter changes and notifies their queues. It locks nothing
+	// but its own new rows (and a queue row when it brings the queue or a
+	// priority the queue has not had).
 	st.enqueue = `WITH x AS (SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[],
-		$10::int8[], $11::int8[], $12::text[], $17::text[], $18::text[], $19::int8[], $20::text[], $21::int4[], $22::int4[])
+		$10::int8[], $11::int8[], $12::text[], $16::text[], $17::text[], $18::int8[], $19::text[], $20::int4[], $21::int4[])
 		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, md, ukey, uuntil,
 			parent, shard_index, shard_count, o)),
 ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout,
@@ -50,26 +53,24 @@ ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, s
 	ON CONFLICT (ns, id) DO NOTHING
 	RETURNING id, seq, kind, queue, priority),
 q AS (` + s.addQueues("ins") + `),
-l AS (SELECT pg_advisory_xact_lock($13) FROM (SELECT count(*) AS n FROM ins) AS z, (SELECT count(*) FROM q) AS zq WHERE z.n > 0),
 h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, created)
-	SELECT $1, ins.id, ins.kind, ins.queue, 2, 0, $2, $14, true FROM ins, l
+	SELECT $1, ins.id, ins.kind, ins.queue, 2, 0, $2, $13, true FROM ins
 	ORDER BY ins.seq RETURNING 1),
-c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
-	SELECT $1, ins.queue, ins.kind, 2, count(*) FROM ins, l GROUP BY ins.queue, ins.kind ORDER BY 2, 3
-	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
-w AS (SELECT pg_notify($15, $16::text || d.queue) FROM (SELECT DISTINCT queue FROM ins) AS d, l)
+c AS (INSERT INTO ` + s.t("count_deltas") + ` (ns, queue, kind, state, n)
+	SELECT $1, ins.queue, ins.kind, 2, count(*) FROM ins GROUP BY ins.queue, ins.kind RETURNING 1),
+w AS (SELECT pg_notify($14, $15::text || d.queue) FROM (SELECT DISTINCT queue FROM ins) AS d)
 SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM ins`
 	// The claim: one statement picks the first ready instances the
 	// claimer may take, in claim order, skipping rows other claims hold,
-	// takes the namespace's lock, numbers their Processing records in
-	// claim order (positions from the history's sequence, under the lock:
-	// see final), leases them keeping each record on its row (proc_pos,
-	// proc_t; migration 0008: no history row), found again by the tuple
-	// IDs the pick locked (a TID scan, no walk down the primary key; a
-	// locked row's version cannot move until the transaction ends), moves
-	// their counters and records the claim of a ClaimSeq. Every row is
-	// locked before the namespace's lock is taken, and the update waits on
-	// no other row.
+	// numbers their Processing records in claim order (positions from the
+	// history's sequence, taken once the rows are locked), leases them
+	// keeping each record on its row (proc_pos, proc_t, and proc_hx, the
+	// record's place in the feed's order: migrations 0008 and 0010; no
+	// history row), found again by the tuple IDs the pick locked (a TID
+	// scan, no walk down the primary key; a locked row's version cannot
+	// move until the transaction ends), adds their counter changes and
+	// records the claim of a ClaimSeq. It locks nothing but the rows it
+	// takes (and the claimer's claim record).
 	filterOf := func(kinds, labels, keys, both string) string {
 		return `AND (cardinality(` + kinds + `::text[]) = 0 OR kind = ANY(` + kinds + `::text[]))
 		AND (labels IS NULL OR labels <@ ` + both + `::text[] OR label_expr AND NOT EXISTS (
@@ -90,9 +91,9 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 	// the index in claim order as before (the second branch, which runs
 	// only then), so a queue using the priority as a fine-grained order
 	// does not pay a probe per priority.
-	filter := filterOf("$5", "$6", "$11", "$12")
+	filter := filterOf("$5", "$6", "$10", "$11")
 	noPause := `AND NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND paused)`
-	claimed := `NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $10::int8)`
+	claimed := `NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $9::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $9::int8)`
 	st.claim = `WITH picked AS MATERIALIZED ((
 	SELECT c.ctid, c.priority, c.run_at, c.seq
 	FROM ` + s.t("queues") + ` AS qq, unnest(qq.prios) AS pr(p),
@@ -110,24 +111,22 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 		ORDER BY priority DESC, run_at, seq
 		LIMIT $4
 		FOR UPDATE SKIP LOCKED) AS wide),
-l AS (SELECT pg_advisory_xact_lock($9) FROM (SELECT count(*) AS n FROM picked) AS z WHERE z.n > 0),
 p AS MATERIALIZED (SELECT o.ctid, nextval('` + strings.ReplaceAll(s.t("seq"), "'", "''") + `') AS pos
-	FROM (SELECT picked.ctid FROM picked, l ORDER BY picked.priority DESC, picked.run_at, picked.seq) AS o),
+	FROM (SELECT picked.ctid FROM picked ORDER BY picked.priority DESC, picked.run_at, picked.seq) AS o),
 u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner = $7, lease_until = $8, updated_at = $3,
-		proc_pos = p.pos, proc_t = $3
+		proc_pos = p.pos, proc_t = $3,
+		hx = greatest(pg_current_xact_id(), i.hx), proc_hx = greatest(pg_current_xact_id(), i.hx)
 	FROM p WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM p)) AND i.ctid = p.ctid AND i.ns = $1
 	RETURNING ` + instColsOf("i") + `),
-c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
+c AS (INSERT INTO ` + s.t("count_deltas") + ` (ns, queue, kind, state, n)
 	SELECT $1, g.queue, g.kind, v.state, v.n
-	FROM (SELECT queue, kind, count(*) AS n FROM u GROUP BY 1, 2) AS g, l,
+	FROM (SELECT queue, kind, count(*) AS n FROM u GROUP BY 1, 2) AS g,
 		LATERAL (VALUES (2::int2, -g.n), (3::int2, g.n)) AS v(state, n)
-	ORDER BY 2, 3, 4
-	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n
 	RETURNING 1),
-cl AS (UPDATE ` + s.t("claims") + ` SET seq = $10::int8, until = $8,
+cl AS (UPDATE ` + s.t("claims") + ` SET seq = $9::int8, until = $8,
 		ids = coalesce((SELECT array_agg(id ORDER BY priority DESC, run_at, seq) FROM u), '{}'),
 		attempts = coalesce((SELECT array_agg(attempt ORDER BY priority DESC, run_at, seq) FROM u), '{}')
-	WHERE $10::int8 <> 0 AND ns = $1 AND owner = $7 AND NOT (until >= $3 AND seq >= $10::int8)
+	WHERE $9::int8 <> 0 AND ns = $1 AND owner = $7 AND NOT (until >= $3 AND seq >= $9::int8)
 	RETURNING 1)
 SELECT ` + instColsOf("u") + `, (SELECT count(*) FROM p), (SELECT count(*) FROM c), (SELECT count(*) FROM cl)
 FROM u ORDER BY u.priority DESC, u.run_at, u.seq`
@@ -135,8 +134,8 @@ FROM u ORDER BY u.priority DESC, u.run_at, u.seq`
 	// outcomes (a retry or release of an attempt whose cancel was
 	// requested ends Canceled, its RunAt and attempt kept), appends their
 	// history (one row per attempt: the outcome with the attempt's
-	// Processing record, which the row kept since the claim), moves their
-	// counters and notifies the queues of retries.
+	// Processing record, which the row kept since the claim), adds their
+	// counter changes and notifies the queues of retries.
 	// An outcome whose row does not match (lease lost, or applied before)
 	// is not returned; Finish looks at those in a transaction of their own.
 	// The state and owner are compared with IS NOT DISTINCT FROM, which no
@@ -150,20 +149,21 @@ u AS (UPDATE ` + inst + ` i SET
 		attempt = CASE WHEN x.state = 2 AND x.release AND NOT i.cancel_req THEN i.attempt - 1 ELSE i.attempt END,
 		run_at = CASE WHEN x.state = 2 AND NOT i.cancel_req THEN x.run_at ELSE i.run_at END,
 		finished_at = CASE WHEN x.state = 2 AND NOT i.cancel_req THEN 0 ELSE $10::int8 END,
-		lease_owner = NULL, lease_until = 0, cancel_req = false, result = x.result, error = x.error, updated_at = $10::int8
+		lease_owner = NULL, lease_until = 0, cancel_req = false, result = x.result, error = x.error, updated_at = $10::int8,
+		hx = greatest(pg_current_xact_id(), i.hx)
 	FROM x WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id
 		AND i.state IS NOT DISTINCT FROM 3::int2 AND i.lease_owner IS NOT DISTINCT FROM $9::text AND i.attempt = x.attempt
-	RETURNING i.id, i.kind, i.queue, i.state, x.attempt AS oattempt, x.o, x.result, x.error, i.proc_pos, i.proc_t),
-l AS (SELECT pg_advisory_xact_lock($11) FROM (SELECT count(*) AS n FROM u) AS z WHERE z.n > 0),
-h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, error, result, proc_pos, proc_t)
-	SELECT $1, u.id, u.kind, u.queue, u.state, u.oattempt, $10, $9, u.error, u.result, u.proc_pos, u.proc_t FROM u, l ORDER BY u.o RETURNING 1),
-c AS (INSERT INTO ` + s.t("counts") + ` AS c (ns, queue, kind, state, n)
+	RETURNING i.id, i.kind, i.queue, i.state, x.attempt AS oattempt, x.o, x.result, x.error, i.proc_pos, i.proc_t, i.hx, i.proc_hx),
+h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, error, result, proc_pos, proc_t, hx, proc_hx)
+	SELECT $1, u.id, u.kind, u.queue, u.state, u.oattempt, $10, $9, u.error, u.result, u.proc_pos, u.proc_t,
+		u.hx, CASE WHEN u.proc_pos > 0 THEN u.proc_hx END
+	FROM u ORDER BY u.o RETURNING 1),
+c AS (INSERT INTO ` + s.t("count_deltas") + ` (ns, queue, kind, state, n)
 	SELECT $1, d.queue, d.kind, d.state, sum(d.n) FROM (
 		SELECT queue, kind, 3::int2 AS state, -1 AS n FROM u
-		UNION ALL SELECT queue, kind, state, 1 FROM u) AS d, l
-	GROUP BY d.queue, d.kind, d.state HAVING sum(d.n) <> 0 ORDER BY 2, 3, 4
-	ON CONFLICT (ns, queue, kind, state) DO UPDATE SET n = c.n + excluded.n RETURNING 1),
-w AS (SELECT pg_notify($12, $13::text || d.queue) FROM (SELECT DISTINCT queue FROM u WHERE state = 2) AS d, l)
+		UNION ALL SELECT queue, kind, state, 1 FROM u) AS d
+	GROUP BY d.queue, d.kind, d.state HAVING sum(d.n) <> 0 RETURNING 1),
+w AS (SELECT pg_notify($11, $12::text || d.queue) FROM (SELECT DISTINCT queue FROM u WHERE state = 2) AS d)
 SELECT u.o, u.state, (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM u`
 	// NextRunAt: the first waiting instance of each priority the queue
 	// holds (a skip over the claim index, one probe per priority), the
@@ -178,7 +178,8 @@ SELECT coalesce(min((SELECT run_at FROM ` + inst + ` WHERE ns = $1 AND queue = $
 FROM p WHERE p.prio IS NOT NULL`
 	st.update = `UPDATE ` + inst + ` i SET state = x.state, attempt = x.attempt, run_at = x.run_at,
 		lease_owner = nullif(x.owner, ''), lease_until = x.lease_until, cancel_req = x.cancel_req,
-		finished_at = x.finished, result = x.result, error = x.error, updated_at = x.updated
+		finished_at = x.finished, result = x.result, error = x.error, updated_at = x.updated,
+		hx = greatest(pg_current_xact_id(), i.hx)
 	FROM unnest($2::text[], $3::int2[], $4::int4[], $5::int8[], $6::text[], $7::int8[], $8::bool[], $9::int8[],
 		$10::bytea[], $11::text[], $12::int8[])
 		AS x(id, state, attempt, run_at, owner, lease_until, cancel_req, finished, result, error, updated)
@@ -515,8 +516,19 @@ func (s *Store) insert(ctx context.Context, q querier, p *store.EnqueueParams, i
 		ukey[j], uuntil[j] = in.UniqueKey, nanos(in.UniqueUntil)
 		parent[j], shardIndex[j], shardCount[j] = in.Parent, clamp32(in.ShardIndex), clamp32(in.ShardCount)
 	}
+	if txFrom(ctx) != nil {
+		// In the caller's transaction, the statement would hold a new
+		// queue row (or one it adds a priority to) until the caller's
+		// commit, and every other enqueue into that queue would wait for
+		// it: the queues are registered first, in a transaction of the
+		// store's own. One that the caller then rolls back stays
+		// registered, as a queue whose instances are gone does.
+		if err := s.registerQueues(ctx, queue, prio); err != nil {
+			return nil, err
+		}
+	}
 	rows, err := q.Query(ctx, s.stmt().enqueue, s.cfg.ns, nanos(p.Now), id, kind, queue, args, prio, runAt, retries, timeout, created, labels,
-		s.lockKey, p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, md, ukey, uuntil, parent, shardIndex, shardCount)
+		p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, md, ukey, uuntil, parent, shardIndex, shardCount)
 	if err != nil {
 		return nil, err
 	}
@@ -530,7 +542,22 @@ func (s *Store) insert(ctx context.Context, q querier, p *store.EnqueueParams, i
 		}
 		got[sid] = seq
 	}
-	return got, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(got) > 0 {
+		s.wroteCounts()
+	}
+	return got, nil
+}
+
+// registerQueues adds the queues and priorities of a batch (pairs of
+// queue[i], prio[i]) to the queue rows, in a transaction of its own.
+func (s *Store) registerQueues(ctx context.Context, queue []string, prio []int64) error {
+	var n int64
+	return s.pool.QueryRow(ctx, `WITH x AS (SELECT * FROM unnest($2::text[], $3::int8[]) AS x(queue, priority)),
+q AS (`+s.addQueues("x")+`)
+SELECT count(*) FROM q`, s.cfg.ns, queue, prio).Scan(&n)
 }
 
 // enqueuePlain enqueues instances without unique keys: a large batch of
@@ -614,7 +641,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			ON CONFLICT (ns, owner) DO UPDATE SET owner = c.owner RETURNING seq, until, ids, attempts`, s.cfg.ns, p.Owner).
 			QueryRow(func(r pgx.Row) error { return r.Scan(&seq, &until, &ids, &attempts) })
 	}
-	b.Queue(st.claim, s.cfg.ns, p.Queue, now, p.Limit, kinds, labels, p.Owner, nanos(p.LeaseUntil), s.lockKey, int64(p.ClaimSeq), keys, both).
+	b.Queue(st.claim, s.cfg.ns, p.Queue, now, p.Limit, kinds, labels, p.Owner, nanos(p.LeaseUntil), int64(p.ClaimSeq), keys, both).
 		Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				r := &row{}
@@ -640,6 +667,9 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	if err != nil {
 		return nil, s.wrap(ctx, "claim", err)
 	}
+	if len(res.Instances)+len(res.Undecodable) > 0 {
+		s.wroteCounts()
+	}
 	if p.ClaimSeq != 0 && until >= now && uint64(seq) >= p.ClaimSeq {
 		res.Instances, res.Undecodable = nil, nil
 		if uint64(seq) > p.ClaimSeq {
@@ -655,8 +685,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	if len(res.Instances)+len(res.Undecodable) < p.Limit {
 		// NextRunAt only for a claim that took less than it asked, after
 		// the claim's commit: a full claim (the busy case) skips it, and
-		// the probe never runs under the namespace's lock, which the
-		// claim's transaction holds until it commits.
+		// the probe never holds the claimed rows' locks.
 		if err := s.q(ctx).QueryRow(ctx, st.next, s.cfg.ns, p.Queue, kinds, labels, keys, both).Scan(&next); err != nil {
 			return nil, s.wrap(ctx, "claim", err)
 		}
@@ -776,7 +805,9 @@ func (s *Store) lockRows(ctx context.Context, tx pgx.Tx, ids []string) (map[stri
 }
 
 // saveRows writes the changed fields of ins (state, attempt, run time,
-// lease, cancel flag, outcome) in one statement.
+// lease, cancel flag, outcome) in one statement, and raises each row's hx
+// to the transaction's id: the place in the event feed's order of the
+// records the transaction then writes for it (final; migration 0010).
 func (s *Store) saveRows(ctx context.Context, tx pgx.Tx, ins []*store.Instance) error {
 	if len(ins) == 0 {
 		return nil
@@ -935,7 +966,7 @@ func (s *Store) finishFast(ctx context.Context, p *store.FinishParams, res []sto
 	}
 	done := make([]bool, n)
 	err := hashJoined(ctx, s.b(ctx), s.stmt().finish, []any{s.cfg.ns, ids, atts, states, runAt, release, results, errs,
-		p.Owner, nanos(p.Now), s.lockKey, s.channel, strconv.Itoa(len(s.cfg.ns)) + ":" + s.cfg.ns}, func(rows pgx.Rows) error {
+		p.Owner, nanos(p.Now), s.channel, strconv.Itoa(len(s.cfg.ns)) + ":" + s.cfg.ns}, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var o int64
 			var st int16
@@ -950,6 +981,9 @@ func (s *Store) finishFast(ctx context.Context, p *store.FinishParams, res []sto
 	})
 	if err != nil {
 		return nil, s.wrap(ctx, "finish", err)
+	}
+	if slices.Contains(done, true) {
+		s.wroteCounts()
 	}
 	return done, nil
 }

@@ -10,7 +10,7 @@ import (
 // Wake implements store.Shards: one statement moves the RunAt of the
 // Scheduled instances due later to p.Now and notifies their queues (the
 // notification goes out at its commit). It changes no state, so it takes
-// neither the namespace's lock nor a history record.
+// no history record and moves no counter.
 func (s *Store) Wake(ctx context.Context, p *store.WakeParams) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("pgstore: wake: %w", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
 	"net"
@@ -29,12 +28,17 @@ const DefaultSchema = "jobkit"
 type Store struct {
 	pool    *pgxpool.Pool
 	cfg     *config
-	lockKey int64 // the namespace's transaction lock (see final)
 	channel string
 	cancels string // the schema's cancel channel (SubscribeCancels)
 
 	lmu      sync.Mutex
 	listener *listener // started by the first Subscribe or Follow
+
+	// The compaction of the counter changes (counters.go).
+	cmu         sync.Mutex
+	compacting  bool
+	stopped     bool // Close was called: start no compaction
+	lastCompact time.Time
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -141,13 +145,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if err := checkSchema(ctx, pool, cfg); err != nil {
 		return nil, err
 	}
-	h := fnv.New64a()
-	h.Write([]byte("jobkit-ns\x00" + cfg.schema + "\x00" + cfg.ns))
 	ch := "jobkit_" + cfg.schema
 	if len(ch) > 63 {
 		ch = ch[:63]
 	}
-	return &Store{pool: pool, cfg: cfg, lockKey: int64(h.Sum64()), channel: ch, cancels: cancelChannel(cfg.schema), closed: make(chan struct{})}, nil
+	return &Store{pool: pool, cfg: cfg, channel: ch, cancels: cancelChannel(cfg.schema), closed: make(chan struct{})}, nil
 }
 
 // Namespace returns the store's namespace.
@@ -159,6 +161,9 @@ func (s *Store) Schema() string { return s.cfg.schema }
 // Close stops the store's listening connection and feeds. It does not
 // close the pool, which the caller owns.
 func (s *Store) Close() error {
+	s.cmu.Lock()
+	s.stopped = true
+	s.cmu.Unlock()
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.wg.Wait()
 	return nil
@@ -177,9 +182,12 @@ type txKey struct{}
 // marked store.Unshared, so the engine never batches such a call with
 // other callers' schedules.
 //
-// From the Enqueue on, tx holds the namespace's write lock (the one that
-// puts history records in commit order) until it ends: keep the
-// transaction short after scheduling, and schedule late in it.
+// The open transaction holds only the rows it wrote (its instances, and
+// their unique keys): other schedules, claims and finishes of the
+// namespace never wait for it. Event feeds (Follow) do: they deliver
+// records in commit order by waiting for every writing transaction that
+// could still commit a record before them, so a transaction left open
+// delays the feed (never the writers) until it ends; see the package doc.
 func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
 	return store.Unshared(context.WithValue(ctx, txKey{}, tx))
 }

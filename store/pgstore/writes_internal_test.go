@@ -480,7 +480,7 @@ func explainClaim(t *testing.T, pool *pgxpool.Pool, s *Store, now time.Time) []b
 	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
 		t.Fatal(err)
 	}
-	args := []any{s.cfg.ns, "q", nanos(now), int64(32), []string{}, []string{}, "w", nanos(now.Add(time.Minute)), s.lockKey, int64(0), []string{}, []string{}}
+	args := []any{s.cfg.ns, "q", nanos(now), int64(32), []string{}, []string{}, "w", nanos(now.Add(time.Minute)), int64(0), []string{}, []string{}}
 	params := make([]string, len(args))
 	for i, a := range args {
 		params[i] = sqlLiteral(t, a)
