@@ -226,7 +226,7 @@ func (c counter) clone() counter {
 // maxFold bounds the pages one call folds (negative: no bound), so a
 // Counts call stays short; the background fold and Prune fold them all.
 func (s *Store) readCounts(ctx context.Context, maxFold int) (counter, error) {
-	return atOneRevision(func() (counter, error) { return s.readCountsAt(ctx, maxFold) })
+	return atOneRevision(s, ctx, func() (counter, error) { return s.readCountsAt(ctx, maxFold) })
 }
 
 func (s *Store) readCountsAt(ctx context.Context, maxFold int) (counter, error) {

@@ -74,20 +74,19 @@ func (s *Store) scanAt(ctx context.Context, rev *int64, start, end string, desc 
 	}
 }
 
-// compactedRetries bounds how many times a read at one revision starts
-// again because etcd was compacted past that revision while it ran.
-const compactedRetries = 5
-
 // atOneRevision runs read, a read of several requests all made at the
 // revision of its first, and runs it again from the start (so at the
 // newest revision) when etcd compacted that revision away meanwhile (an
-// operator's `etcdctl compact`, auto-compaction; rpctypes.ErrCompacted),
-// up to compactedRetries times: a read that takes longer than what etcd
-// keeps of its history fails with that error.
-func atOneRevision[T any](read func() (T, error)) (T, error) {
-	for i := 0; ; i++ {
+// operator's `etcdctl compact`, auto-compaction; rpctypes.ErrCompacted):
+// a read that takes longer than what etcd keeps of its history would
+// otherwise fail. It starts again while ctx lasts and, when the store has
+// an op timeout, for at most that long.
+func atOneRevision[T any](s *Store, ctx context.Context, read func() (T, error)) (T, error) {
+	start := time.Now()
+	for {
 		v, err := read()
-		if err != nil && i < compactedRetries && errors.Is(err, rpctypes.ErrCompacted) {
+		if err != nil && errors.Is(err, rpctypes.ErrCompacted) && ctx.Err() == nil &&
+			(s.opTimeout <= 0 || time.Since(start) < s.opTimeout) {
 			continue
 		}
 		return v, err
@@ -118,7 +117,7 @@ func bounds(base string, q *store.Query) (string, string) {
 // states while the lookup runs is found once, in the state it had at that
 // revision, never twice nor not at all.
 func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
-	return atOneRevision(func() ([]*store.Instance, error) { return s.lookupInstances(ctx, q) })
+	return atOneRevision(s, ctx, func() ([]*store.Instance, error) { return s.lookupInstances(ctx, q) })
 }
 
 func (s *Store) lookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
@@ -336,7 +335,7 @@ func (s *Store) walkIndex(ctx context.Context, base string, q *store.Query, keep
 // than its instance's creation, so a query with a limit stops once it
 // holds that many records older than the next instance's creation.
 func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.HistoryRecord, error) {
-	return atOneRevision(func() ([]*store.HistoryRecord, error) { return s.lookupHistory(ctx, q) })
+	return atOneRevision(s, ctx, func() ([]*store.HistoryRecord, error) { return s.lookupHistory(ctx, q) })
 }
 
 func (s *Store) lookupHistory(ctx context.Context, q *store.Query) ([]*store.HistoryRecord, error) {
