@@ -69,10 +69,12 @@ func Etcd(t TB) []string {
 // StartEtcd starts a server of t's own, for tests that kill or restart it.
 // The caller may Stop or Kill it; StopAll stops it if it still runs. Its
 // client endpoint is the Process's Addr. RestartEtcd starts it again on the
-// same ports and data.
-func StartEtcd(t TB) *Process {
+// same ports and data. Extra flags (args) follow the package's own, so a
+// flag given again takes the later value ("--quota-backend-bytes",
+// "16777216").
+func StartEtcd(t TB, args ...string) *Process {
 	t.Helper()
-	p, err := startEtcd(false)
+	p, err := startEtcd(false, args...)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -117,7 +119,7 @@ func etcdProgram() (string, error) {
 // free on 127.0.0.1 and a data directory of its own, removed when the server
 // exits if removeDir is set (a server that may be restarted keeps it). A
 // port taken between picking and binding is retried with fresh ports.
-func startEtcd(removeDir bool) (*Process, error) {
+func startEtcd(removeDir bool, extra ...string) (*Process, error) {
 	path, err := etcdProgram()
 	if err != nil {
 		return nil, err
@@ -161,6 +163,7 @@ func startEtcd(removeDir bool) (*Process, error) {
 			"--log-outputs", "stderr",
 			"--log-level", "warn",
 		}
+		args = append(args, extra...)
 		p, err := start("etcd", path, args, dir, "127.0.0.1:"+itoa(cport), etcdStartTimeout, nil)
 		if err == nil {
 			if removeDir {
