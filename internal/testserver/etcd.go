@@ -3,6 +3,7 @@ package testserver
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,15 @@ import (
 // ("127.0.0.1:2379,127.0.0.1:22379"). When it is unset, Etcd starts one
 // server for the test binary.
 const EtcdEnv = "JOBKIT_ETCD_ENDPOINTS"
+
+// EtcdBinEnv names the environment variable that picks the etcd program
+// the package starts (Etcd when $JOBKIT_ETCD_ENDPOINTS is unset, StartEtcd,
+// RestartEtcd): a path, or a name looked up on PATH. Unset, it is "etcd",
+// Debian's etcd-server (3.4, the oldest etcd the store supports). make test
+// builds the current etcd from ../../tools/etcd and sets it to that
+// program, and runs the etcd store's tests once more with it set to
+// Debian's.
+const EtcdBinEnv = "JOBKIT_ETCD_BIN"
 
 // etcdStartTimeout bounds how long a fresh etcd may take to accept clients.
 // A single-member cluster elects itself in about a second.
@@ -59,10 +69,12 @@ func Etcd(t TB) []string {
 // StartEtcd starts a server of t's own, for tests that kill or restart it.
 // The caller may Stop or Kill it; StopAll stops it if it still runs. Its
 // client endpoint is the Process's Addr. RestartEtcd starts it again on the
-// same ports and data.
-func StartEtcd(t TB) *Process {
+// same ports and data. Extra flags (args) follow the package's own, so a
+// flag given again takes the later value ("--quota-backend-bytes",
+// "16777216").
+func StartEtcd(t TB, args ...string) *Process {
 	t.Helper()
-	p, err := startEtcd(false)
+	p, err := startEtcd(false, args...)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -79,18 +91,39 @@ func RestartEtcd(t TB, p *Process) *Process {
 	default:
 		t.Fatalf("testserver: restart %s: it is still running (pid %d); Stop or Kill it first", p.Name, p.PID())
 	}
-	np, err := Start(p.Name, "etcd", p.cmd.Args[1:], p.Dir, p.Addr, etcdStartTimeout)
+	np, err := start(p.Name, p.cmd.Path, p.cmd.Args[1:], p.Dir, p.Addr, etcdStartTimeout, nil)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
 	return np
 }
 
+// etcdProgram returns the path of the etcd program to start: $JOBKIT_ETCD_BIN
+// or etcd on PATH, with how to get it when it is missing.
+func etcdProgram() (string, error) {
+	bin, set := envOr(EtcdBinEnv)
+	if !set {
+		bin = "etcd"
+	}
+	path, err := exec.LookPath(bin)
+	if err == nil {
+		return path, nil
+	}
+	if set {
+		return "", fmt.Errorf("testserver: $%s=%q: %w; build it with `go -C tools/etcd tool -n go.etcd.io/etcd/server/v3` (it prints the program's path), or unset it to use etcd on PATH", EtcdBinEnv, bin, err)
+	}
+	return "", fmt.Errorf("testserver: etcd not found on PATH (%w); on Debian run `apt-get install etcd-server`, run `make test`, which builds etcd, or set $%s to an etcd program", err, EtcdBinEnv)
+}
+
 // startEtcd starts a single-member etcd with client and peer ports picked
 // free on 127.0.0.1 and a data directory of its own, removed when the server
 // exits if removeDir is set (a server that may be restarted keeps it). A
 // port taken between picking and binding is retried with fresh ports.
-func startEtcd(removeDir bool) (*Process, error) {
+func startEtcd(removeDir bool, extra ...string) (*Process, error) {
+	path, err := etcdProgram()
+	if err != nil {
+		return nil, err
+	}
 	var lastErr error
 	for range 3 {
 		cport, err := FreePort()
@@ -130,7 +163,8 @@ func startEtcd(removeDir bool) (*Process, error) {
 			"--log-outputs", "stderr",
 			"--log-level", "warn",
 		}
-		p, err := Start("etcd", "etcd", args, dir, "127.0.0.1:"+itoa(cport), etcdStartTimeout)
+		args = append(args, extra...)
+		p, err := start("etcd", path, args, dir, "127.0.0.1:"+itoa(cport), etcdStartTimeout, nil)
 		if err == nil {
 			if removeDir {
 				go func() {

@@ -13,8 +13,12 @@
 //
 // # Supported servers
 //
-// etcd 3.4 (tested against Debian's etcd-server 3.4.23), 3.5 and 3.6, with
-// the v3.7 client. The store uses only the KV, Txn, Lease and Watch APIs
+// etcd 3.6 (tested: 3.6.16, built from its Go module by make test) and
+// 3.4, the oldest supported (tested: Debian's etcd-server 3.4.23, with this
+// package's own tests), with the v3.7 client; 3.5 is expected to work and
+// is not tested. The etcd settings the store needs (space quota,
+// compaction, defragmentation) and what a full etcd does to jobs are in
+// doc/etcd.md. The store uses only the KV, Txn, Lease and Watch APIs
 // that 3.4 has; it does not use RejectOldCluster or the 3.7 streaming range
 // (GetStream), which 3.4 lacks. On 3.4 a Range walks its whole key range in
 // the server's index even when it has a limit; the claim path bounds its
@@ -113,6 +117,8 @@
 // so a cursor stays good until etcd compacts past it; then it is
 // store.ErrCursorExpired. Compaction is the operator's: with
 // --auto-compaction-retention, that is how far back a consumer may resume.
+// A lookup reads all its pages at one revision; one that etcd compacts
+// past while it runs starts again at the newest revision.
 //
 // # Benchmarks
 //

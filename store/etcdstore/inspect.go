@@ -226,6 +226,10 @@ func (c counter) clone() counter {
 // maxFold bounds the pages one call folds (negative: no bound), so a
 // Counts call stays short; the background fold and Prune fold them all.
 func (s *Store) readCounts(ctx context.Context, maxFold int) (counter, error) {
+	return atOneRevision(s, ctx, func() (counter, error) { return s.readCountsAt(ctx, maxFold) })
+}
+
+func (s *Store) readCountsAt(ctx context.Context, maxFold int) (counter, error) {
 	resp, err := s.cli.Txn(ctx).Then(
 		clientv3.OpGet(s.k.countBase()),
 		clientv3.OpGet(s.k.countDeltaPrefix(), clientv3.WithPrefix(), clientv3.WithLimit(foldPage)),

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobkit/job/store"
@@ -73,6 +74,25 @@ func (s *Store) scanAt(ctx context.Context, rev *int64, start, end string, desc 
 	}
 }
 
+// atOneRevision runs read, a read of several requests all made at the
+// revision of its first, and runs it again from the start (so at the
+// newest revision) when etcd compacted that revision away meanwhile (an
+// operator's `etcdctl compact`, auto-compaction; rpctypes.ErrCompacted):
+// a read that takes longer than what etcd keeps of its history would
+// otherwise fail. It starts again while ctx lasts and, when the store has
+// an op timeout, for at most that long.
+func atOneRevision[T any](s *Store, ctx context.Context, read func() (T, error)) (T, error) {
+	start := time.Now()
+	for {
+		v, err := read()
+		if err != nil && errors.Is(err, rpctypes.ErrCompacted) && ctx.Err() == nil &&
+			(s.opTimeout <= 0 || time.Since(start) < s.opTimeout) {
+			continue
+		}
+		return v, err
+	}
+}
+
 // bounds returns the key range of an index under base whose keys start with
 // a time key, limited to q's time range.
 func bounds(base string, q *store.Query) (string, string) {
@@ -97,6 +117,10 @@ func bounds(base string, q *store.Query) (string, string) {
 // states while the lookup runs is found once, in the state it had at that
 // revision, never twice nor not at all.
 func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
+	return atOneRevision(s, ctx, func() ([]*store.Instance, error) { return s.lookupInstances(ctx, q) })
+}
+
+func (s *Store) lookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
 	if err := q.Validate(); err != nil {
 		return nil, s.wrap("lookup instances", ctx, err)
 	}
@@ -311,6 +335,10 @@ func (s *Store) walkIndex(ctx context.Context, base string, q *store.Query, keep
 // than its instance's creation, so a query with a limit stops once it
 // holds that many records older than the next instance's creation.
 func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.HistoryRecord, error) {
+	return atOneRevision(s, ctx, func() ([]*store.HistoryRecord, error) { return s.lookupHistory(ctx, q) })
+}
+
+func (s *Store) lookupHistory(ctx context.Context, q *store.Query) ([]*store.HistoryRecord, error) {
 	if err := q.Validate(); err != nil {
 		return nil, s.wrap("lookup history", ctx, err)
 	}

@@ -33,9 +33,9 @@ func etcdCounters(tb testing.TB) map[string]float64 {
 	}
 	defer resp.Body.Close()
 	want := map[string]string{
-		"etcd_debugging_mvcc_put_total":                 "puts",
-		"etcd_debugging_mvcc_delete_total":              "deletes",
-		"etcd_debugging_mvcc_range_total":               "ranges",
+		"etcd_mvcc_put_total":                           "puts",
+		"etcd_mvcc_delete_total":                        "deletes",
+		"etcd_mvcc_range_total":                         "ranges",
 		"etcd_network_client_grpc_received_bytes_total": "bytes-in",
 	}
 	out := map[string]float64{}

@@ -380,7 +380,7 @@ func (s *Store) wrap(what string, ctx context.Context, err error) error {
 		return fmt.Errorf("etcdstore: %s: %w", what, err)
 	}
 	if strings.Contains(err.Error(), "database space exceeded") {
-		return fmt.Errorf("%w: etcdstore: %s: etcd at %s is over its space quota and refuses writes (nothing was changed); compact and defragment it, or raise --quota-backend-bytes: %v",
+		return fmt.Errorf("%w: etcdstore: %s: etcd at %s is over its space quota and refuses writes (nothing was changed); free space (retention, compact, defragment) or raise --quota-backend-bytes, then end the NOSPACE alarm with etcdctl alarm disarm: %v",
 			store.ErrFull, what, strings.Join(s.cli.Endpoints(), ","), err)
 	}
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

@@ -151,9 +151,11 @@ func around(url string, n int, args []string) {
 	row("proposals committed", d("etcd_server_proposals_committed_total")/f, "")
 	row("WAL fsyncs", d("etcd_disk_wal_fsync_duration_seconds_count")/f, "")
 	row("backend commits", d("etcd_disk_backend_commit_duration_seconds_count")/f, "")
-	row("keys put", d("etcd_debugging_mvcc_put_total")/f, "")
-	row("keys deleted", d("etcd_debugging_mvcc_delete_total")/f, "")
-	row("ranges (compares and reads)", d("etcd_debugging_mvcc_range_total")/f, "")
+	// etcd_mvcc_*: 3.4 has them beside the etcd_debugging_mvcc_* names,
+	// which 3.6 dropped.
+	row("keys put", d("etcd_mvcc_put_total")/f, "")
+	row("keys deleted", d("etcd_mvcc_delete_total")/f, "")
+	row("ranges (compares and reads)", d("etcd_mvcc_range_total")/f, "")
 	row("watch events sent", d("etcd_debugging_mvcc_events_total")/f, "")
 	row("bytes received", d("etcd_network_client_grpc_received_bytes_total")/f, " B")
 	row("bytes sent", d("etcd_network_client_grpc_sent_bytes_total")/f, " B")
