@@ -167,7 +167,11 @@ func main() {
 	var e env
 	var ver versions
 	ver.redis = serverVersion("redis-server", "--version")
-	ver.etcd = serverVersion("etcd", "--version")
+	etcdBin := "etcd"
+	if b := os.Getenv("JOBKIT_ETCD_BIN"); b != "" && *etcdEPs == "" {
+		etcdBin = b // the program testserver starts
+	}
+	ver.etcd = serverVersion(etcdBin, "--version")
 	needRedis, needEtcd, needPG := false, false, false
 	var sel []sysSpec
 	for _, s := range specs() {

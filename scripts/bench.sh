@@ -46,6 +46,12 @@ ensure_packages ${need_pkgs[@]+"${need_pkgs[@]}"}
 tmp=$(mktemp -d -t jobkit-bench.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
+# The etcd the tests use (issue 34): 3.6, built from the Go module pinned
+# in tools/etcd/go.mod; testserver starts $JOBKIT_ETCD_BIN.
+log "etcd: building the server pinned in tools/etcd/go.mod (cached after the first run)"
+JOBKIT_ETCD_BIN=${JOBKIT_ETCD_BIN:-$(cd tools/etcd && GOWORK=off go tool -n go.etcd.io/etcd/server/v3)}
+export JOBKIT_ETCD_BIN
+
 log "building bench/ ($(go version | awk '{print $3}'))"
 (cd bench && go build -o "$tmp/bench" .)
 
