@@ -88,7 +88,7 @@ type ModuleChecker interface {
 // Role is what a token may do: RoleViewer reads; RoleOperator also schedules, cancels,
 // retries, pauses/resumes queues and triggers, runs triggers; RoleAdmin also writes
 // definitions and triggers and deletes; RoleWorker is for remote executors (no API calls
-// of these services).
+// of these services); RoleMetrics reads /metrics only (Server.MetricsGuard).
 type Role string
 
 // The roles a Token may carry, from least to most privileged (RoleWorker
@@ -98,6 +98,9 @@ const (
 	RoleOperator Role = "operator"
 	RoleAdmin    Role = "admin"
 	RoleWorker   Role = "worker"
+	// RoleMetrics may read /metrics (see MetricsGuard) and call nothing
+	// else: the token to give Prometheus.
+	RoleMetrics Role = "metrics"
 )
 
 // Token is one accepted bearer token, kept as the hex SHA-256 of the secret (never the

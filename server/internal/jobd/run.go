@@ -213,7 +213,8 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	if c.MetricsListen == "" {
 		apiMux.Handle("/healthz", health)
 		apiMux.Handle("/readyz", health)
-		apiMux.Handle("/metrics", health)
+		// With tokens, a scrape on the API's port needs one (issue 33).
+		apiMux.Handle("/metrics", d.api.MetricsGuard(health))
 	}
 
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
