@@ -9,9 +9,11 @@ package server
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go.opentelemetry.io/otel/propagation"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -270,8 +272,69 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("traceparent") != "" {
 		r = r.WithContext(traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
 	}
+	if isConnectUnary(r) {
+		// A request over MaxRequestBytes is 413 Content Too Large, not the
+		// 429 Too Many Requests the Connect protocol gives its code
+		// resource_exhausted (which the body keeps for Connect clients).
+		limit := int64(s.cfg.MaxRequestBytes)
+		if r.ContentLength > limit {
+			writeTooLarge(w, fmt.Sprintf("request of %d bytes is larger than the server's limit of %d bytes; send less (split a batch into several calls)", r.ContentLength, limit))
+			return
+		}
+		body := &countingBody{ReadCloser: r.Body}
+		r.Body = body
+		w = &tooLargeWriter{ResponseWriter: w, over: func() bool { return body.n > limit }}
+	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// isConnectUnary reports whether r is a unary call of the Connect protocol
+// with a body (not gRPC, gRPC-Web or a Connect stream).
+func isConnectUnary(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	return ct == "application/json" || ct == "application/proto"
+}
+
+// writeTooLarge answers 413 with a Connect error of code
+// resource_exhausted and message msg.
+func writeTooLarge(w http.ResponseWriter, msg string) {
+	b, _ := json.Marshal(map[string]string{"code": "resource_exhausted", "message": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusRequestEntityTooLarge)
+	_, _ = w.Write(b)
+}
+
+// countingBody counts the bytes read from a request's body.
+type countingBody struct {
+	io.ReadCloser
+	n int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// tooLargeWriter turns the 429 of a request whose body went over the
+// limit (over) into 413.
+type tooLargeWriter struct {
+	http.ResponseWriter
+	over func() bool
+}
+
+func (w *tooLargeWriter) WriteHeader(code int) {
+	if code == http.StatusTooManyRequests && w.over() {
+		code = http.StatusRequestEntityTooLarge
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *tooLargeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // traceContext reads the W3C trace context of incoming calls.
 var traceContext propagation.TraceContext

@@ -130,4 +130,3 @@ func logLines(s string) []string {
 	}
 	return out
 }
-
