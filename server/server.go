@@ -278,7 +278,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// resource_exhausted (which the body keeps for Connect clients).
 		limit := int64(s.cfg.MaxRequestBytes)
 		if r.ContentLength > limit {
-			writeTooLarge(w, fmt.Sprintf("request of %d bytes is larger than the server's limit of %d bytes; send less (split a batch into several calls)", r.ContentLength, limit))
+			writeTooLarge(w, fmt.Sprintf("request of %d bytes is larger than configured max %d (the server's request limit); send less, such as a batch split into several calls", r.ContentLength, limit))
 			return
 		}
 		body := &countingBody{ReadCloser: r.Body}
