@@ -97,9 +97,9 @@ func TestCommandTimeoutKillsGroup(t *testing.T) {
 	// The script and its child ignore SIGTERM (ignored signals survive
 	// exec), so only the SIGKILL after the grace period ends them.
 	xtest.Define(t, m, "stubborn", store.ExecutorCommand, map[string]any{
-		"argv":  []string{`trap "" TERM; cut -d' ' -f5 /proc/$$/stat > "$1"; sleep 300 & sleep 300; wait`, filepath.Join(dir, "pid")},
+		"argv":  []string{`trap "" TERM; read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg > "$1"; sleep 300 & sleep 300; wait`, filepath.Join(dir, "pid")},
 		"shell": true, "grace": "300ms",
-	}, 0, 700*time.Millisecond)
+	}, 0, 2*time.Second)
 	start := time.Now()
 	inst := xtest.Run(t, m, "stubborn")
 	pgid := readPid(t, filepath.Join(dir, "pid"))
@@ -126,7 +126,7 @@ func TestCommandCanceledMidRun(t *testing.T) {
 	dir := t.TempDir()
 	m := xtest.Manager(t, newType())
 	xtest.Define(t, m, "long", store.ExecutorCommand, map[string]any{
-		"argv":  []string{`cut -d' ' -f5 /proc/$$/stat > "$1"; echo started; sleep 300 & sleep 300`, filepath.Join(dir, "pid")},
+		"argv":  []string{`read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg > "$1"; echo started; sleep 300 & sleep 300`, filepath.Join(dir, "pid")},
 		"shell": true,
 	}, 3, 0)
 	a, err := m.ScheduleJob(context.Background(), "long")

@@ -31,7 +31,7 @@ func TestCommandDiesWithJobd(t *testing.T) {
 	pgFile := filepath.Join(dir, "pgid")
 	// The shell ignores SIGTERM, and so do the children it starts: two
 	// sleeps and a subshell loop that keeps starting more.
-	script := `trap '' TERM; sleep 300 & sleep 300 & (while :; do sleep 1; done) & cut -d' ' -f5 /proc/$$/stat > "$1.tmp"; mv "$1.tmp" "$1"; wait`
+	script := `trap '' TERM; sleep 300 & sleep 300 & (while :; do sleep 1; done) & read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg > "$1.tmp"; mv "$1.tmp" "$1"; wait`
 	cfg, _ := json.Marshal(map[string]any{"argv": []string{script, pgFile}, "shell": true})
 	run("definitions", "create", "orphan", "--executor", "command", "--config", string(cfg))
 	run("schedule", "orphan")
