@@ -67,7 +67,7 @@ func TestJobdStoreUnreachableAtStart(t *testing.T) {
 func TestJobdStoreOutageLogs(t *testing.T) {
 	t.Parallel()
 	rs := testserver.StartRedis(t)
-	defer rs.Stop()
+	defer func() { rs.Stop() }() // the restarted one
 	p := startJobd(t, jobdBin(), nil, "--store", "redis", "--redis-addr", rs.Addr, "--namespace", uniqueNS(t))
 	before := len(logLines(p.logText()))
 
