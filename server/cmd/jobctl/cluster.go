@@ -35,8 +35,9 @@ func newQueuesCmd(g *globals) *cobra.Command {
 				return g.call(cmd, func(ctx context.Context, c *client.Client) error {
 					if verb == "pause" {
 						// A typo would create a paused queue nothing
-						// uses: pause only a queue that holds jobs or
-						// that a live node claims from, unless --create.
+						// uses: pause only a queue that holds jobs, that
+						// a live node claims from or that a definition
+						// names, unless --create.
 						if !create {
 							qs, err := c.ListQueues(ctx)
 							if err != nil {
@@ -53,10 +54,25 @@ func newQueuesCmd(g *globals) *cobra.Command {
 							for _, n := range nodes {
 								known = append(known, n.GetQueues()...)
 							}
+							// And the queues stored definitions name.
+							for tok := ""; ; {
+								defs, next, err := c.Definitions(ctx, 500, tok)
+								if err != nil {
+									return err
+								}
+								for _, d := range defs {
+									if q := d.GetQueue(); q != "" {
+										known = append(known, q)
+									}
+								}
+								if tok = next; tok == "" {
+									break
+								}
+							}
 							slices.Sort(known)
 							known = slices.Compact(known)
 							if !slices.Contains(known, args[0]) {
-								return notFoundf("queue %q is unknown (known: %s); check the name, or pass --create to pause it before any job or node uses it", args[0], orNone(known))
+								return notFoundf("queue %q is unknown (known: %s); check the name, or pass --create to pause it before any job, node or definition uses it", args[0], orNone(known))
 							}
 						}
 						q, err := c.PauseQueue(ctx, args[0])
