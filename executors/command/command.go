@@ -294,6 +294,17 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 	}
 	slices.Sort(env)
 
+	if x.cfg.Dir != "" {
+		// Checked here: a failed chdir would look like the supervisor's
+		// own failure to start, which is retried.
+		fi, err := os.Stat(x.cfg.Dir)
+		if err == nil && !fi.IsDir() {
+			err = errors.New("not a directory")
+		}
+		if err != nil {
+			return nil, job.Permanent(fmt.Errorf("command %s: dir %s on this node: %w", prog, x.cfg.Dir, err))
+		}
+	}
 	self, err := selfExe()
 	if err != nil {
 		return nil, fmt.Errorf("command: the supervisor (this executable): %w", err)

@@ -225,6 +225,10 @@ func TestCommandEnds(t *testing.T) {
 	if inst := xtest.Run(t, m, "selfkill"); inst.State() != job.Terminated || inst.Attempt() != 2 || !strings.Contains(inst.Error().Error(), "killed by signal 9") {
 		t.Fatalf("killed by a signal: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
 	}
+	xtest.Define(t, m, "nodir", store.ExecutorCommand, map[string]any{"argv": []string{"true"}, "shell": true, "dir": "/nonexistent/dir"}, 3, 0)
+	if inst := xtest.Run(t, m, "nodir"); inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "dir /nonexistent/dir") {
+		t.Fatalf("no such dir: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	}
 	xtest.Define(t, m, "missing", store.ExecutorCommand, map[string]any{"argv": []string{"/nonexistent/prog"}}, 3, 0)
 	if inst := xtest.Run(t, m, "missing"); inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "start: fork/exec /nonexistent/prog") {
 		t.Fatalf("not started: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
