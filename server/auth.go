@@ -83,8 +83,8 @@ func checkTokens(tokens []Token, namespaces map[string]*job.Manager) ([]token, e
 		if err != nil || len(sum) != 32 {
 			return nil, fmt.Errorf("server: token %s: SHA256 %q is not the hex of a SHA-256 (64 hex digits); compute it with server.HashToken(secret)", name, t.SHA256)
 		}
-		if _, ok := rank[t.Role]; !ok && t.Role != RoleWorker {
-			return nil, fmt.Errorf("server: token %s: unknown role %q; want viewer, operator, admin or worker", name, t.Role)
+		if _, ok := rank[t.Role]; !ok && t.Role != RoleWorker && t.Role != RoleMetrics {
+			return nil, fmt.Errorf("server: token %s: unknown role %q; want viewer, operator, admin, worker or metrics", name, t.Role)
 		}
 		if len(t.Namespaces) == 0 {
 			return nil, fmt.Errorf("server: token %s has no namespaces; list those it may use, or \"*\" for all", name)
@@ -252,4 +252,50 @@ func (s *Server) logFailure(procedure string, err error) {
 			s.cfg.Logger.Warn("jobkit server: call failed", "procedure", procedure, "err", err)
 		}
 	}
+}
+
+// MetricsGuard wraps h, the /metrics handler on the API's port. Without
+// tokens it is h. With tokens, a scrape must send "Authorization: Bearer
+// <token>" of a token of role metrics, viewer, operator or admin that may
+// use every namespace served (the metrics cover them all): otherwise 401
+// (no token, or not one of the server's; with WWW-Authenticate: Bearer)
+// or 403, each with a message naming the fix. A --metrics-listen address
+// of its own needs no wrapping: keep it where only Prometheus reaches it.
+func (s *Server) MetricsGuard(h http.Handler) http.Handler {
+	if len(s.tokens) == 0 {
+		return h
+	}
+	all := served(s.cfg.Namespaces)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, err := s.authenticate(r.Header)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="jobd"`)
+			http.Error(w, "/metrics: "+connectMessage(err)+" (a token of role metrics; or serve /metrics on --metrics-listen)", http.StatusUnauthorized)
+			return
+		}
+		switch tok.Role {
+		case RoleMetrics, RoleViewer, RoleOperator, RoleAdmin:
+		default:
+			http.Error(w, fmt.Sprintf("/metrics needs a token of role metrics (or viewer and up); token %q has role %s", tok.Name, tok.Role), http.StatusForbidden)
+			return
+		}
+		if !slices.Contains(tok.Namespaces, "*") {
+			for _, ns := range all {
+				if !slices.Contains(tok.Namespaces, ns) {
+					http.Error(w, fmt.Sprintf("/metrics covers every namespace served (%s); token %q may not use namespace %q: give it namespaces [\"*\"]", strings.Join(all, ", "), tok.Name, ns), http.StatusForbidden)
+					return
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// connectMessage is the message of err without connect's code prefix.
+func connectMessage(err error) string {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Message()
+	}
+	return err.Error()
 }

@@ -277,8 +277,8 @@ func TestRequestSizeLimit(t *testing.T) {
 	}
 	body, _ := json.Marshal(map[string]string{"kind": "greet", "argsJson": big})
 	code, out := post(t, e, jobkitv1connect.JobServiceScheduleProcedure, string(body), nil)
-	if code == http.StatusOK || out["code"] != "resource_exhausted" {
-		t.Fatalf("big JSON body: %d %v", code, out)
+	if code != http.StatusRequestEntityTooLarge || out["code"] != "resource_exhausted" {
+		t.Fatalf("big JSON body: %d %v, want 413 resource_exhausted", code, out)
 	}
 	if n := count(t, e.mgrs["default"]); n != 0 {
 		t.Fatalf("%d instances stored", n)

@@ -9,9 +9,11 @@ package server
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go.opentelemetry.io/otel/propagation"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -88,7 +90,7 @@ type ModuleChecker interface {
 // Role is what a token may do: RoleViewer reads; RoleOperator also schedules, cancels,
 // retries, pauses/resumes queues and triggers, runs triggers; RoleAdmin also writes
 // definitions and triggers and deletes; RoleWorker is for remote executors (no API calls
-// of these services).
+// of these services); RoleMetrics reads /metrics only (Server.MetricsGuard).
 type Role string
 
 // The roles a Token may carry, from least to most privileged (RoleWorker
@@ -98,6 +100,9 @@ const (
 	RoleOperator Role = "operator"
 	RoleAdmin    Role = "admin"
 	RoleWorker   Role = "worker"
+	// RoleMetrics may read /metrics (see MetricsGuard) and call nothing
+	// else: the token to give Prometheus.
+	RoleMetrics Role = "metrics"
 )
 
 // Token is one accepted bearer token, kept as the hex SHA-256 of the secret (never the
@@ -267,8 +272,69 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("traceparent") != "" {
 		r = r.WithContext(traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
 	}
+	if isConnectUnary(r) {
+		// A request over MaxRequestBytes is 413 Content Too Large, not the
+		// 429 Too Many Requests the Connect protocol gives its code
+		// resource_exhausted (which the body keeps for Connect clients).
+		limit := int64(s.cfg.MaxRequestBytes)
+		if r.ContentLength > limit {
+			writeTooLarge(w, fmt.Sprintf("request of %d bytes is larger than configured max %d (the server's request limit); send less, such as a batch split into several calls", r.ContentLength, limit))
+			return
+		}
+		body := &countingBody{ReadCloser: r.Body}
+		r.Body = body
+		w = &tooLargeWriter{ResponseWriter: w, over: func() bool { return body.n > limit }}
+	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// isConnectUnary reports whether r is a unary call of the Connect protocol
+// with a body (not gRPC, gRPC-Web or a Connect stream).
+func isConnectUnary(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	return ct == "application/json" || ct == "application/proto"
+}
+
+// writeTooLarge answers 413 with a Connect error of code
+// resource_exhausted and message msg.
+func writeTooLarge(w http.ResponseWriter, msg string) {
+	b, _ := json.Marshal(map[string]string{"code": "resource_exhausted", "message": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusRequestEntityTooLarge)
+	_, _ = w.Write(b)
+}
+
+// countingBody counts the bytes read from a request's body.
+type countingBody struct {
+	io.ReadCloser
+	n int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// tooLargeWriter turns the 429 of a request whose body went over the
+// limit (over) into 413.
+type tooLargeWriter struct {
+	http.ResponseWriter
+	over func() bool
+}
+
+func (w *tooLargeWriter) WriteHeader(code int) {
+	if code == http.StatusTooManyRequests && w.over() {
+		code = http.StatusRequestEntityTooLarge
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *tooLargeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // traceContext reads the W3C trace context of incoming calls.
 var traceContext propagation.TraceContext

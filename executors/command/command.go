@@ -37,6 +37,15 @@
 // (a process that moves itself to a group or session of its own escapes
 // this, as from any supervisor without cgroups).
 //
+// The group also dies with the node, however the node dies (SIGKILL, the
+// OOM killer, a panic), so a rescued attempt never runs beside the
+// first: a supervisor leads each group — this executable run again with
+// argv[0] "jobkit-command-supervisor", which this package's init turns
+// into the supervisor before main runs — and SIGKILLs the whole group
+// when its pipe from the node closes. The package initializers of the
+// node's binary run in the supervisor too (those this package depends on
+// come first), so keep them free of side effects. See doc/executors.md.
+//
 // The type is disabled unless a node enables it, with an allowlist: jobd
 // --command-allow. The node must also have the labels the definition
 // requires (the engine's label matching).
@@ -285,30 +294,66 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 	}
 	slices.Sort(env)
 
-	cmd := exec.Command(prog, argv...)
+	if x.cfg.Dir != "" {
+		// Checked here: a failed chdir would look like the supervisor's
+		// own failure to start, which is retried.
+		fi, err := os.Stat(x.cfg.Dir)
+		if err == nil && !fi.IsDir() {
+			err = errors.New("not a directory")
+		}
+		if err != nil {
+			return nil, job.Permanent(fmt.Errorf("command %s: dir %s on this node: %w", prog, x.cfg.Dir, err))
+		}
+	}
+	self, err := selfExe()
+	if err != nil {
+		return nil, fmt.Errorf("command: the supervisor (this executable): %w", err)
+	}
+	// The supervisor (see supervisorArg0) leads the process group and
+	// runs the program in it; it kills the group when ctlW closes, which
+	// the kernel does when this process dies, however it dies.
+	cmd := exec.Command(self, append([]string{prog}, argv...)...)
+	cmd.Args[0] = supervisorArg0
 	cmd.Env, cmd.Dir = env, x.cfg.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("command: pipe: %w", err)
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
 	}
-	errR, errW, err := os.Pipe()
+	pipe := func() (r, w *os.File) {
+		if err != nil {
+			return nil, nil
+		}
+		if r, w, err = os.Pipe(); err == nil {
+			files = append(files, r, w)
+		}
+		return r, w
+	}
+	outR, outW := pipe()
+	errR, errW := pipe()
+	ctlR, ctlW := pipe()
+	stR, stW := pipe()
 	if err != nil {
-		outR.Close()
-		outW.Close()
+		closeAll()
 		return nil, fmt.Errorf("command: pipe: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.ExtraFiles = []*os.File{ctlR, stW} // ctlFD, statusFD
 	startErr := cmd.Start()
 	outW.Close()
 	errW.Close()
+	ctlR.Close()
+	stW.Close()
 	if startErr != nil {
-		outR.Close()
-		errR.Close()
-		return nil, job.Permanent(fmt.Errorf("command %s: start: %w", prog, startErr))
+		closeAll()
+		return nil, fmt.Errorf("command %s: start its supervisor: %w", prog, startErr)
 	}
+	defer ctlW.Close()
+	defer stR.Close()
 	pgid := cmd.Process.Pid
-	inst.Infof("command %s started (pid %d, %d arguments)", prog, pgid, len(argv))
+	inst.Infof("command %s started (process group %d, %d arguments)", prog, pgid, len(argv))
 
 	var wg sync.WaitGroup
 	var tail tailBuffer
@@ -317,28 +362,30 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 	go func() { defer wg.Done(); stream(outR, &lines, inst.Infof, &tail) }()
 	go func() { defer wg.Done(); stream(errR, &lines, inst.Warnf, nil) }()
 
-	waitCh := make(chan error, 1)
-	go func() { waitCh <- cmd.Wait() }()
-	var waitErr error
+	statusCh := make(chan superStatus, 1)
+	go func() { statusCh <- readStatus(stR) }()
+	var st superStatus
 	stopped := false
 	select {
-	case waitErr = <-waitCh:
+	case st = <-statusCh:
 	case <-ctx.Done():
 		stopped = true
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
 		timer := time.NewTimer(x.grace)
 		select {
-		case waitErr = <-waitCh:
+		case st = <-statusCh:
 			timer.Stop()
 		case <-timer.C:
 			inst.Warnf("command %s: still running %v after SIGTERM; SIGKILL to its process group", prog, x.grace)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			waitErr = <-waitCh
+			st = <-statusCh
 		}
 	}
-	// Whatever the program left in its group goes with it; then the
-	// pipes' last writers are gone and the readers end.
+	// Whatever the program left in its group goes with it (the
+	// supervisor too); then the pipes' last writers are gone and the
+	// readers end.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	_ = cmd.Wait()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -356,17 +403,17 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 		inst.Warnf("command %s stopped: %v", prog, cause)
 		return nil, fmt.Errorf("command %s stopped: %w", prog, cause)
 	}
-	code := cmd.ProcessState.ExitCode()
-	if waitErr == nil && code == 0 {
+	switch {
+	case st.startErr != "":
+		return nil, job.Permanent(fmt.Errorf("command %s: start: %s", prog, st.startErr))
+	case st.lost:
+		return nil, fmt.Errorf("command %s: its supervisor ended without saying how the program ended (%v)", prog, cmd.ProcessState)
+	case !st.exited:
+		return nil, fmt.Errorf("command %s: killed by signal %d (%v)", prog, int(st.signal), st.signal)
+	case st.code == 0:
 		return &Result{ExitCode: 0, Output: tail.String()}, nil
 	}
-	var ee *exec.ExitError
-	if !errors.As(waitErr, &ee) && waitErr != nil {
-		return nil, fmt.Errorf("command %s: %w", prog, waitErr)
-	}
-	if code < 0 {
-		return nil, fmt.Errorf("command %s: %v", prog, cmd.ProcessState)
-	}
+	code := st.code
 	err = fmt.Errorf("command %s: exit status %d", prog, code)
 	if slices.Contains(x.cfg.PermanentExitCodes, code) {
 		return nil, job.Permanent(fmt.Errorf("%w (a permanent failure per the definition)", err))

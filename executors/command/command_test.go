@@ -97,9 +97,9 @@ func TestCommandTimeoutKillsGroup(t *testing.T) {
 	// The script and its child ignore SIGTERM (ignored signals survive
 	// exec), so only the SIGKILL after the grace period ends them.
 	xtest.Define(t, m, "stubborn", store.ExecutorCommand, map[string]any{
-		"argv":  []string{`trap "" TERM; echo $$ > "$1"; sleep 300 & sleep 300; wait`, filepath.Join(dir, "pid")},
+		"argv":  []string{`trap "" TERM; read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg > "$1"; sleep 300 & sleep 300; wait`, filepath.Join(dir, "pid")},
 		"shell": true, "grace": "300ms",
-	}, 0, 700*time.Millisecond)
+	}, 0, 2*time.Second)
 	start := time.Now()
 	inst := xtest.Run(t, m, "stubborn")
 	pgid := readPid(t, filepath.Join(dir, "pid"))
@@ -126,7 +126,7 @@ func TestCommandCanceledMidRun(t *testing.T) {
 	dir := t.TempDir()
 	m := xtest.Manager(t, newType())
 	xtest.Define(t, m, "long", store.ExecutorCommand, map[string]any{
-		"argv":  []string{`echo $$ > "$1"; echo started; sleep 300 & sleep 300`, filepath.Join(dir, "pid")},
+		"argv":  []string{`read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg > "$1"; echo started; sleep 300 & sleep 300`, filepath.Join(dir, "pid")},
 		"shell": true,
 	}, 3, 0)
 	a, err := m.ScheduleJob(context.Background(), "long")
@@ -212,5 +212,25 @@ func TestCommandExitCodes(t *testing.T) {
 	}
 	if inst := xtest.Run(t, m, "exit", 4); inst.State() != job.Terminated || inst.Attempt() != 3 || !strings.Contains(inst.Error().Error(), "exit status 4") {
 		t.Fatalf("retried code: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	}
+}
+
+// TestCommandEnds: how a program ends reaches the instance through its
+// supervisor: killed by a signal (retried), or not started at all
+// (permanent).
+func TestCommandEnds(t *testing.T) {
+	t.Parallel()
+	m := xtest.Manager(t, command.New(command.Options{Allow: []string{"/bin/sh", "/nonexistent/prog"}}))
+	xtest.Define(t, m, "selfkill", store.ExecutorCommand, map[string]any{"argv": []string{`kill -KILL $$`}, "shell": true}, 1, 0)
+	if inst := xtest.Run(t, m, "selfkill"); inst.State() != job.Terminated || inst.Attempt() != 2 || !strings.Contains(inst.Error().Error(), "killed by signal 9") {
+		t.Fatalf("killed by a signal: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	}
+	xtest.Define(t, m, "nodir", store.ExecutorCommand, map[string]any{"argv": []string{"true"}, "shell": true, "dir": "/nonexistent/dir"}, 3, 0)
+	if inst := xtest.Run(t, m, "nodir"); inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "dir /nonexistent/dir") {
+		t.Fatalf("no such dir: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	}
+	xtest.Define(t, m, "missing", store.ExecutorCommand, map[string]any{"argv": []string{"/nonexistent/prog"}}, 3, 0)
+	if inst := xtest.Run(t, m, "missing"); inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "start: fork/exec /nonexistent/prog") {
+		t.Fatalf("not started: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
 	}
 }

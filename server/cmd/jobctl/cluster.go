@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"github.com/jobkit/job/api/client"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,12 +27,54 @@ func newQueuesCmd(g *globals) *cobra.Command {
 		},
 	})
 	for _, verb := range []string{"pause", "resume"} {
-		cmd.AddCommand(&cobra.Command{
+		var create bool
+		sub := &cobra.Command{
 			Use: verb + " QUEUE", Short: map[string]string{"pause": "Stop claims from a queue on every node", "resume": "Let nodes claim from a paused queue again"}[verb],
 			Args: exactArgs("QUEUE"),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return g.call(cmd, func(ctx context.Context, c *client.Client) error {
 					if verb == "pause" {
+						// A typo would create a paused queue nothing
+						// uses: pause only a queue that holds jobs, that
+						// a live node claims from or that a definition
+						// names, unless --create.
+						if !create {
+							qs, err := c.ListQueues(ctx)
+							if err != nil {
+								return err
+							}
+							nodes, err := c.ListNodes(ctx)
+							if err != nil {
+								return err
+							}
+							var known []string
+							for _, q := range qs {
+								known = append(known, q.GetName())
+							}
+							for _, n := range nodes {
+								known = append(known, n.GetQueues()...)
+							}
+							// And the queues stored definitions name.
+							for tok := ""; ; {
+								defs, next, err := c.Definitions(ctx, 500, tok)
+								if err != nil {
+									return err
+								}
+								for _, d := range defs {
+									if q := d.GetQueue(); q != "" {
+										known = append(known, q)
+									}
+								}
+								if tok = next; tok == "" {
+									break
+								}
+							}
+							slices.Sort(known)
+							known = slices.Compact(known)
+							if !slices.Contains(known, args[0]) {
+								return notFoundf("queue %q is unknown (known: %s); check the name, or pass --create to pause it before any job, node or definition uses it", args[0], orNone(known))
+							}
+						}
 						q, err := c.PauseQueue(ctx, args[0])
 						if err != nil {
 							return err
@@ -45,7 +88,11 @@ func newQueuesCmd(g *globals) *cobra.Command {
 					return printQueues(g, &jobkitv1.ResumeQueueResponse{Queue: q}, q)
 				})
 			},
-		})
+		}
+		if verb == "pause" {
+			sub.Flags().BoolVar(&create, "create", false, "pause the queue even if no job uses it yet")
+		}
+		cmd.AddCommand(sub)
 	}
 	return cmd
 }
@@ -114,4 +161,12 @@ func newNodesCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+}
+
+// orNone joins names, or says there are none.
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }

@@ -101,6 +101,10 @@ func newDefinitionTestCmd(g *globals) *cobra.Command {
 				return err
 			}
 			var opts []client.ScheduleOption
+			args, err := argsValue(args, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
 			if args != "" {
 				opts = append(opts, client.WithArgumentsJSON(args))
 			}
@@ -170,7 +174,7 @@ func newDefinitionTestCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&args, "args", "", `the arguments as a JSON array: '["a", 1]'`)
+	cmd.Flags().StringVar(&args, "args", "", `the arguments as a JSON array: '["a", 1]' ("@FILE": read from a file, "@-": from standard input)`)
 	cmd.Flags().DurationVar(&timeout, "wait", time.Minute, "how long to wait for the outcome")
 	return cmd
 }

@@ -32,6 +32,17 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Errorf(format, args...)}
 }
 
+// notFoundError is something jobctl itself found missing: exit code 3.
+type notFoundError struct{ err error }
+
+func (e *notFoundError) Error() string { return e.err.Error() }
+func (e *notFoundError) Unwrap() error { return e.err }
+
+// notFoundf returns a notFoundError with a formatted message.
+func notFoundf(format string, args ...any) error {
+	return &notFoundError{fmt.Errorf(format, args...)}
+}
+
 // exitCode returns the exit code of a command's error.
 func exitCode(err error) int {
 	if err == nil {
@@ -40,6 +51,10 @@ func exitCode(err error) int {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return exitUsage
+	}
+	var nf *notFoundError
+	if errors.As(err, &nf) {
+		return exitNotFound
 	}
 	// A certificate the client does not trust is no outage: retrying
 	// does not help, so it is not exit 6.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -99,4 +101,25 @@ func parsePairs(flag string, vals []string) (map[string]string, error) {
 		m[k] = val
 	}
 	return m, nil
+}
+
+// argsValue reads an --args value: the JSON array itself, "@FILE" to read
+// it from a file, or "@-" from standard input, for arguments too large
+// for a command line ("Argument list too long" past the system's limit).
+func argsValue(v string, stdin io.Reader) (string, error) {
+	name, ok := strings.CutPrefix(v, "@")
+	if !ok {
+		return v, nil
+	}
+	var b []byte
+	var err error
+	if name == "-" {
+		b, err = io.ReadAll(stdin)
+	} else {
+		b, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return "", usagef("--args %s: %v", v, err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }

@@ -31,11 +31,16 @@ func newScheduleCmd(g *globals) *cobra.Command {
 		Short: "Schedule one instance of a kind (or, with --cron/--interval, create a trigger)",
 		Example: `  jobctl schedule sum --args '[1,2]'
   jobctl schedule mail --args '["a@example.com"]' --in 5m --retries 5 --queue mail
+  jobctl schedule render --args @big-args.json
   jobctl schedule report --cron '0 6 * * *' --name daily-report`,
 		Args: exactArgs("KIND"),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			kind := pos[0]
 			fl := cmd.Flags()
+			args, err := argsValue(args, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
 			if cron != "" || interval != 0 {
 				for _, f := range []string{"at", "in", "jitter", "retries", "timeout", "priority", "queue", "unique-key", "unique-ttl", "idempotency-key", "meta", "shards"} {
 					if fl.Changed(f) {
@@ -130,7 +135,7 @@ func newScheduleCmd(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&args, "args", "", `the executor's arguments as a JSON array: '[1, "a"]'`)
+	f.StringVar(&args, "args", "", `the executor's arguments as a JSON array: '[1, "a"]' ("@FILE": read from a file, "@-": from standard input)`)
 	f.StringVar(&at, "at", "", "run at this RFC 3339 time")
 	f.DurationVar(&in, "in", 0, "run after this long (5m)")
 	f.DurationVar(&jitter, "jitter", 0, "delay by a random duration up to this")

@@ -36,7 +36,7 @@ func (f *trigFlags) add(cmd *cobra.Command, update bool) {
 	fl := cmd.Flags()
 	fl.StringVarP(&f.file, "file", "f", "", `read the trigger from this JSON file (a jobkit.v1.Trigger; "-": stdin); flags override its fields`)
 	fl.StringVar(&f.kind, "kind", "", "the kind it schedules")
-	fl.StringVar(&f.args, "args", "", "arguments of every instance, a JSON array")
+	fl.StringVar(&f.args, "args", "", `arguments of every instance, a JSON array ("@FILE": read from a file, "@-": from standard input)`)
 	fl.StringVar(&f.cron, "cron", "", `cron spec ("0 6 * * *", "@hourly"); one of --cron and --interval`)
 	fl.StringVar(&f.tz, "tz", "", "IANA time zone of the cron spec (default UTC)")
 	fl.DurationVar(&f.interval, "interval", 0, "fire at this interval")
@@ -61,7 +61,11 @@ func (f *trigFlags) apply(cmd *cobra.Command, t *jobkitv1.Trigger) error {
 		t.Kind = f.kind
 	}
 	if fl.Changed("args") {
-		t.ArgsJson = f.args
+		a, err := argsValue(f.args, cmd.InOrStdin())
+		if err != nil {
+			return err
+		}
+		t.ArgsJson = a
 	}
 	if fl.Changed("cron") {
 		t.Cron, t.Interval = f.cron, nil

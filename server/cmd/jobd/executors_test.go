@@ -207,8 +207,8 @@ func executorsAsData(t *testing.T, st string) {
 		t.Fatalf("command not allowed: %+v", in.Instance)
 	}
 	pidFile := filepath.Join(dir, "pid")
-	run(0, "definitions", "create", "hang", "--executor", "command", "--timeout", "500ms",
-		"--config", `{"argv": ["trap '' TERM; echo $$ > \"$1\"; sleep 300 & sleep 300", "`+pidFile+`"], "shell": true, "grace": "200ms"}`)
+	run(0, "definitions", "create", "hang", "--executor", "command", "--timeout", "2s",
+		"--config", `{"argv": ["trap '' TERM; read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg > \"$1\"; sleep 300 & sleep 300", "`+pidFile+`"], "shell": true, "grace": "200ms"}`)
 	if in := test(1, "hang", `[]`); in.Instance.State != "STATE_TIMED_OUT" {
 		t.Fatalf("command past its timeout: %+v", in.Instance)
 	}
@@ -222,7 +222,7 @@ func executorsAsData(t *testing.T, st string) {
 	// Cancel mid-run: the process group goes with the instance.
 	pidFile2 := filepath.Join(dir, "pid2")
 	run(0, "definitions", "create", "long", "--executor", "command",
-		"--config", `{"argv": ["echo $$ > \"$1\"; echo started; sleep 300 & sleep 300", "`+pidFile2+`"], "shell": true}`)
+		"--config", `{"argv": ["read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg > \"$1\"; echo started; sleep 300 & sleep 300", "`+pidFile2+`"], "shell": true}`)
 	var sched struct {
 		Instance struct {
 			ID string `json:"id"`

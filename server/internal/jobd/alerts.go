@@ -48,7 +48,7 @@ func (d *daemon) startAlerts(ctx context.Context, obs alert.Observer) (*alerting
 		svc, err := alert.New(alert.Config{
 			Namespace: ns, Store: st, Node: m.NodeID(), ConsoleURL: c.AlertConsoleURL,
 			Guard: guard, KindKnown: registered(m), Observer: obs, Interval: c.AlertInterval,
-			Logger: d.log.With("component", "alerts", "namespace", ns),
+			Logger: d.mlog.With("component", "alerts", "namespace", ns),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("namespace %q: alerting: %w", ns, err)

@@ -58,6 +58,9 @@ type Config struct {
 	ValkeyAddr    string
 	EtcdEndpoints []string
 	PGURL         string
+	// StoreTimeout bounds how long jobd waits at start for its store to
+	// answer; past it jobd exits 1.
+	StoreTimeout time.Duration
 
 	// Namespaces are served by one Manager each; the first is the default
 	// of requests that name none.
@@ -106,6 +109,7 @@ func bindGlobal(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.ValkeyAddr, "valkey-addr", "127.0.0.1:6379", "valkey-server address (--store valkey)")
 	fs.StringSliceVar(&c.EtcdEndpoints, "etcd-endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints, comma-separated or repeated (--store etcd)")
 	fs.StringVar(&c.PGURL, "pg-url", "", "PostgreSQL connection URL (--store postgres)")
+	fs.DurationVar(&c.StoreTimeout, "store-timeout", 5*time.Second, "how long to wait at start for the store to answer; past it jobd exits 1 (an outage after the start is logged and waited out)")
 	fs.StringSliceVar(&c.Namespaces, "namespace", []string{"default"}, "namespace to serve, repeatable; the first is the default of requests that name none")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
@@ -294,6 +298,9 @@ func (c *Config) validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return usagef("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if c.StoreTimeout <= 0 {
+		return usagef("--store-timeout %v: want a positive duration such as 5s", c.StoreTimeout)
 	}
 	switch c.LogFormat {
 	case "text", "json":

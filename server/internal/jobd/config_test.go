@@ -74,6 +74,7 @@ func TestPrecedence(t *testing.T) {
 		{"insecure", "true", "false", "true", func(c *Config) any { return c.Insecure }, true, false, true},
 		{"metrics-naming", "go-job", "jobkit", "go-job", func(c *Config) any { return c.MetricsNaming }, "go-job", "jobkit", "go-job"},
 		{"drain-timeout", "5s", "6s", "7s", func(c *Config) any { return c.DrainTimeout }, 5 * time.Second, 6 * time.Second, 7 * time.Second},
+		{"store-timeout", "2s", "3s", "4s", func(c *Config) any { return c.StoreTimeout }, 2 * time.Second, 3 * time.Second, 4 * time.Second},
 		{"log-level", "debug", "warn", "error", func(c *Config) any { return c.LogLevel }, "debug", "warn", "error"},
 		{"log-format", "json", "text", "json", func(c *Config) any { return c.LogFormat }, "json", "text", "json"},
 		// issue 22: executors as data

@@ -36,8 +36,10 @@ var streamPaths = map[string]bool{
 
 // daemon is one running jobd.
 type daemon struct {
-	cfg      *Config
-	log      *slog.Logger
+	cfg *Config
+	log *slog.Logger
+	// mlog is the logger of the managers and alerts (quietWhileDown).
+	mlog     *slog.Logger
 	stores   *stores
 	managers map[string]*job.Manager
 	api      *server.Server
@@ -97,13 +99,15 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 
-	st, err := openStores(ctx, c)
+	st, err := openStores(ctx, c, log)
 	if err != nil {
 		return err
 	}
 	defer st.close()
 
-	d := &daemon{cfg: c, log: log, stores: st, managers: make(map[string]*job.Manager, len(c.Namespaces)), errWriter: connect.NewErrorWriter()}
+	// Store outages are logged once per change of state (watchStore),
+	// and the managers' and alerts' warnings are quieted meanwhile.
+	d := &daemon{cfg: c, log: log, mlog: slog.New(quietWhileDown{log.Handler(), st}), stores: st, managers: make(map[string]*job.Manager, len(c.Namespaces)), errWriter: connect.NewErrorWriter()}
 	// Issue 22: the built-in executor types the flags enable.
 	if d.xt, err = newExecutorTypes(&c.Executors); err != nil {
 		return err
@@ -155,6 +159,7 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 			return fmt.Errorf("namespace %q: start the manager: %w", ns, err)
 		}
 	}
+	go st.watchStore(ctx, log.With("component", "store"))
 	// Issue 22: delete the uploaded Wasm modules no definition names.
 	defer d.xt.startCollectors(ctx, d.stores.byNS, log.With("component", "wasm-modules"))()
 	// Alerting (issue 23): each namespace's evaluator and deliverer.
@@ -208,7 +213,8 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	if c.MetricsListen == "" {
 		apiMux.Handle("/healthz", health)
 		apiMux.Handle("/readyz", health)
-		apiMux.Handle("/metrics", health)
+		// With tokens, a scrape on the API's port needs one (issue 33).
+		apiMux.Handle("/metrics", d.api.MetricsGuard(health))
 	}
 
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
@@ -286,7 +292,7 @@ func (d *daemon) newManager(ns string, o *options, extra ...job.ManagerOption) (
 		job.WithWorkers(c.Workers),
 		job.WithQueues(c.Queues...),
 		job.WithScheduler(c.Scheduler),
-		job.WithLogger(d.log.With("namespace", ns)),
+		job.WithLogger(d.mlog.With("namespace", ns)),
 	}
 	if c.NodeID != "" {
 		opts = append(opts, job.WithNodeID(c.NodeID))

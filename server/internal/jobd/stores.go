@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valkey-io/valkey-go"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // stores is the store of each namespace, on one client jobd owns.
@@ -27,13 +31,23 @@ type stores struct {
 	close func()
 	// describe says where the data is, for the logs.
 	describe string
+	// down is true while watchStore finds the store unreachable; watchPing
+	// is its ping (ping unless a store has one that fails faster), poke
+	// asks it to ping now.
+	down      atomic.Bool
+	watchPing func(ctx context.Context) error
+	poke      chan struct{}
 }
 
 // openStores opens one store per namespace, as --store says: memdb keeps
 // one in-process store per namespace; the server stores share one client
 // and put each namespace in its own key space (their WithNamespace).
-func openStores(ctx context.Context, c *Config) (*stores, error) {
-	st := &stores{byNS: make(map[string]store.Store, len(c.Namespaces)), close: func() {}}
+func openStores(ctx context.Context, c *Config, log *slog.Logger) (*stores, error) {
+	st := &stores{byNS: make(map[string]store.Store, len(c.Namespaces)), close: func() {}, poke: make(chan struct{}, 1)}
+	// go-redis logs each failed dial on the standard logger; jobd logs the
+	// store's outages itself, once each (watchStore), and keeps go-redis's
+	// lines for --log-level debug.
+	redis.SetLogger(redisLogger{log})
 	switch c.Store {
 	case StoreMemdb:
 		for _, ns := range c.Namespaces {
@@ -46,8 +60,17 @@ func openStores(ctx context.Context, c *Config) (*stores, error) {
 		st.describe = "memdb (in this process; lost on exit)"
 	case StoreRedis:
 		rdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr, ContextTimeoutEnabled: true, PoolSize: 64})
-		st.close = func() { _ = rdb.Close() }
+		// watchStore's own connection dials once, without go-redis's
+		// retries, so an outage is seen at once.
+		wdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr, ContextTimeoutEnabled: true, PoolSize: 1, MaxRetries: -1, DialerRetries: 1})
+		st.close = func() { _ = rdb.Close(); _ = wdb.Close() }
 		st.ping = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+		st.watchPing = func(ctx context.Context) error { return wdb.Ping(ctx).Err() }
+		st.describe = "redis at " + c.RedisAddr
+		if err := st.reachable(ctx, c.StoreTimeout, st.ping); err != nil {
+			st.close()
+			return nil, err
+		}
 		for _, ns := range c.Namespaces {
 			s, err := redisstore.New(rdb, redisstore.WithNamespace(ns))
 			if err != nil {
@@ -56,13 +79,22 @@ func openStores(ctx context.Context, c *Config) (*stores, error) {
 			}
 			st.byNS[ns] = s
 		}
-		st.describe = "redis at " + c.RedisAddr
 	case StoreValkey:
-		vk, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{c.ValkeyAddr}, DisableCache: true, ForceSingleClient: true})
-		if err != nil && vk == nil {
-			return nil, fmt.Errorf("valkey at %s: %w", c.ValkeyAddr, err)
+		// The client dials when made: made again until it can, within
+		// --store-timeout.
+		st.describe = "valkey at " + c.ValkeyAddr
+		var vk valkey.Client
+		err := st.reachable(ctx, c.StoreTimeout, func(context.Context) error {
+			var err error
+			vk, err = valkey.NewClient(valkey.ClientOption{InitAddress: []string{c.ValkeyAddr}, DisableCache: true, ForceSingleClient: true})
+			if err != nil && vk != nil {
+				vk.Close()
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
 		}
-		// A client that could not dial yet reconnects; /readyz tells.
 		st.close = vk.Close
 		st.ping = func(ctx context.Context) error { return vk.Do(ctx, vk.B().Ping().Build()).Error() }
 		for _, ns := range c.Namespaces {
@@ -73,9 +105,10 @@ func openStores(ctx context.Context, c *Config) (*stores, error) {
 			}
 			st.byNS[ns] = s
 		}
-		st.describe = "valkey at " + c.ValkeyAddr
 	case StoreEtcd:
-		cli, err := clientv3.New(clientv3.Config{Endpoints: c.EtcdEndpoints, DialTimeout: 5 * time.Second, Context: context.WithoutCancel(ctx)})
+		// The client's own log (zap, a line per failed retry) is off: jobd
+		// logs the store's outages itself (watchStore).
+		cli, err := clientv3.New(clientv3.Config{Endpoints: c.EtcdEndpoints, DialTimeout: 5 * time.Second, Context: context.WithoutCancel(ctx), Logger: zap.NewNop()})
 		if err != nil {
 			return nil, fmt.Errorf("etcd at %v: %w", c.EtcdEndpoints, err)
 		}
@@ -90,6 +123,11 @@ func openStores(ctx context.Context, c *Config) (*stores, error) {
 			_, err := cli.Get(ctx, "jobkit-readyz", clientv3.WithCountOnly())
 			return err
 		}
+		st.describe = fmt.Sprintf("etcd at %v", strings.Join(c.EtcdEndpoints, ","))
+		if err := st.reachable(ctx, c.StoreTimeout, st.ping); err != nil {
+			st.close()
+			return nil, err
+		}
 		for _, ns := range c.Namespaces {
 			s, err := etcdstore.New(cli, etcdstore.WithNamespace(ns))
 			if err != nil {
@@ -99,7 +137,6 @@ func openStores(ctx context.Context, c *Config) (*stores, error) {
 			ess = append(ess, s)
 			st.byNS[ns] = s
 		}
-		st.describe = fmt.Sprintf("etcd at %v", c.EtcdEndpoints)
 	case StorePostgres:
 		pool, err := pgxpool.New(context.WithoutCancel(ctx), c.PGURL)
 		if err != nil {
@@ -113,6 +150,11 @@ func openStores(ctx context.Context, c *Config) (*stores, error) {
 			pool.Close()
 		}
 		st.ping = pool.Ping
+		st.describe = "postgres at " + redactURL(c.PGURL)
+		if err := st.reachable(ctx, c.StoreTimeout, st.ping); err != nil {
+			st.close()
+			return nil, err
+		}
 		for _, ns := range c.Namespaces {
 			s, err := pgstore.New(ctx, pool, pgstore.WithNamespace(ns))
 			if err != nil {
@@ -125,7 +167,6 @@ func openStores(ctx context.Context, c *Config) (*stores, error) {
 			pss = append(pss, s)
 			st.byNS[ns] = s
 		}
-		st.describe = "postgres at " + redactURL(c.PGURL)
 	default:
 		return nil, usagef("--store %q: want one of memdb, redis, valkey, etcd, postgres", c.Store)
 	}
@@ -157,4 +198,39 @@ func migrate(ctx context.Context, c *Config) (string, error) {
 	default:
 		return fmt.Sprintf("store %s keeps no schema: nothing to migrate", c.Store), nil
 	}
+}
+
+// reachable calls ping until it succeeds, for at most timeout: the
+// store's server may be starting beside jobd. Past it, the error names
+// the store, its address and --store-timeout.
+func (st *stores) reachable(ctx context.Context, timeout time.Duration, ping func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		err := ping(ctx)
+		if err == nil {
+			return nil
+		}
+		if last == nil || ctx.Err() == nil {
+			last = err // the cause, rather than the deadline that cut the last try
+		}
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if context.Cause(ctx) != context.DeadlineExceeded && ctx.Err() != context.DeadlineExceeded {
+				return fmt.Errorf("%s: %w", st.describe, context.Cause(ctx))
+			}
+			return fmt.Errorf("%s did not answer within --store-timeout %v: %v; start it, check the address, or raise --store-timeout", st.describe, timeout, last)
+		case <-t.C:
+		}
+	}
+}
+
+// redisLogger takes go-redis's log lines to jobd's log, at debug.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "component", "go-redis")
 }

@@ -62,9 +62,9 @@ func loadTokens(path string, served []string) ([]server.Token, error) {
 		hashes[h] = true
 		role := server.Role(e.Role)
 		switch role {
-		case server.RoleViewer, server.RoleOperator, server.RoleAdmin, server.RoleWorker:
+		case server.RoleViewer, server.RoleOperator, server.RoleAdmin, server.RoleWorker, server.RoleMetrics:
 		default:
-			return nil, usagef("%s: role %q: want viewer, operator, admin or worker", where, e.Role)
+			return nil, usagef("%s: role %q: want viewer, operator, admin, worker or metrics", where, e.Role)
 		}
 		if len(e.Namespaces) == 0 {
 			return nil, usagef("%s: no namespaces; list the namespaces it may use, or \"*\" for all", where)
