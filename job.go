@@ -31,6 +31,9 @@ type Job struct {
 	unique      *store.UniquePolicy
 	labels      []string
 	description string
+	// convertArgs: arguments are converted to the executor's parameter
+	// types (WithArgumentConversion).
+	convertArgs bool
 	// The overlap and missed-tick policies of a recurring job; zero: allow
 	// and skip.
 	overlap       OverlapPolicy
@@ -81,6 +84,11 @@ func NewJob(opts ...JobOption) (*Job, error) {
 	}
 	if j.exec == nil {
 		return nil, fmt.Errorf("%w: job %q has no executor; add job.WithExecutor(func(...){...})", ErrInvalidJob, j.kind)
+	}
+	if j.convertArgs && !j.exec.convert {
+		e := *j.exec
+		e.convert = true
+		j.exec = &e
 	}
 	if j.recurring == nil && (j.overlap != "" || j.missed != "") {
 		return nil, fmt.Errorf("%w: job %q has an overlap or missed-tick policy but no schedule; add job.WithCronSpec or job.WithInterval", ErrInvalidJob, j.kind)
