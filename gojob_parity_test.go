@@ -195,3 +195,30 @@ func TestGoJobConversionInDefinitions(t *testing.T) {
 		t.Error("a job without the option publishes ConvertArguments")
 	}
 }
+
+// A terminate verdict that panics is recovered and counted, and the
+// attempt's own error stands.
+func TestGoJobVerdictPanicKeepsTheFailure(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, job.WithStore(memStore(t)))
+	j := mustJob(t, job.WithKind("boom"), job.WithMaxRetries(0),
+		job.WithExecutor(func() error { return errors.New("boom") }),
+		job.WithTerminateVerdict(func(job.Instance, error) error { panic("verdict bug") }))
+	if err := m.RegisterJob(j); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ji, err := m.ScheduleJob(context.Background(), "boom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitInstance(t, m, ji.ID(), job.Completed, job.Terminated)
+	if got.State() != job.Terminated || got.Error() == nil || got.Error().Error() != "boom" {
+		t.Errorf("state %v error %v; want terminated with \"boom\"", got.State(), got.Error())
+	}
+	if st := m.HandlerStats(); st.Panics != 1 {
+		t.Errorf("HandlerStats %+v; want 1 panic", st)
+	}
+}

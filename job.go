@@ -54,6 +54,7 @@ type Job struct {
 	onStateChange func(Instance, State)
 	onComplete    func(Instance, []any)
 	onTerminate   func(Instance, error)
+	verdict       func(Instance, error) error // WithTerminateVerdict
 }
 
 // JobOption configures a Job given to NewJob. The options of this package
@@ -172,7 +173,9 @@ func WithCompleteProcessor(fn func(ji Instance, results []any)) JobOption {
 }
 
 // WithTerminateProcessor calls fn with the error after an instance ended on
-// this manager as Terminated or TimedOut (no retries left).
+// this manager as Terminated or TimedOut (no retries left). It reports
+// and cannot change the outcome; go-job's terminate processor, which
+// returns an error that decides it, is WithTerminateVerdict.
 func WithTerminateProcessor(fn func(ji Instance, err error)) JobOption {
 	return jobOption(func(j *Job) error { j.onTerminate = fn; return nil })
 }
