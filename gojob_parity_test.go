@@ -222,3 +222,59 @@ func TestGoJobVerdictPanicKeepsTheFailure(t *testing.T) {
 		t.Errorf("HandlerStats %+v; want 1 panic", st)
 	}
 }
+
+// go-job's ResizeWorkers refuses 0; jobkit's SetWorkers(0) is the
+// documented pause: nothing new is claimed, the running attempt finishes,
+// and SetWorkers(n) resumes.
+func TestGoJobSetWorkersZeroPauses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newManager(t, job.WithStore(memStore(t)), job.WithWorkers(2), job.WithPollInterval(10*time.Millisecond))
+	release := make(chan struct{})
+	started := make(chan string, 4)
+	if err := m.RegisterJob(mustJob(t, job.WithKind("work"), job.WithExecutor(func(ji job.Instance) {
+		started <- ji.ID()
+		<-release
+	}))); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	running, err := m.ScheduleJob(ctx, "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := <-started; id != running.ID() {
+		t.Fatalf("started %s, want %s", id, running.ID())
+	}
+	if err := m.SetWorkers(0); err != nil {
+		t.Fatalf("SetWorkers(0): %v", err)
+	}
+	if err := m.SetWorkers(-1); !errors.Is(err, job.ErrInvalidOption) {
+		t.Fatalf("SetWorkers(-1): %v, want ErrInvalidOption", err)
+	}
+	paused, err := m.ScheduleJob(ctx, "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The schedule wakes the claim loop, and it polls every 10 ms: twenty
+	// polls later the instance is still waiting.
+	until := time.Now().Add(200 * time.Millisecond)
+	for time.Now().Before(until) {
+		if ji, err := m.LookupInstance(ctx, paused.ID()); err != nil || ji.State() != job.Scheduled {
+			t.Fatalf("instance scheduled while paused: %v, %v; want it to stay scheduled", ji.State(), err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release) // the attempt that ran before the pause finishes
+	waitInstance(t, m, running.ID(), job.Completed)
+	waitFor(t, "the paused manager's last slot to free", func() bool {
+		size, busy := m.Workers()
+		return size == 0 && busy == 0
+	})
+	if err := m.SetWorkers(1); err != nil {
+		t.Fatal(err)
+	}
+	waitInstance(t, m, paused.ID(), job.Completed)
+}
