@@ -204,7 +204,8 @@ func WithPublishDefinitions() ManagerOption {
 
 // WithDefinition sets the job's kind and policy from a definition: queue
 // (DefaultQueue when empty), priority, max retries, backoff (built from
-// its data), timeout, unique policy, required labels and description. Read
+// its data), timeout, unique policy, required labels, description and
+// argument conversion (WithArgumentConversion). Read
 // a stored one with Manager.Definition to run a kind the way it is
 // defined. Options given after it override its parts. An invalid
 // definition is an error wrapping ErrInvalidJob and store.ErrInvalid.
@@ -220,6 +221,7 @@ func WithDefinition(d Definition) JobOption {
 		j.backoff, j.backoffSpec, j.backoffFunc = backoffOf(d.Backoff), d.Backoff, false
 		c := d.Clone()
 		j.unique, j.labels, j.description = c.Unique, store.NormLabels(c.Labels), c.Description
+		j.convertArgs = d.ConvertArguments
 		return nil
 	})
 }
@@ -231,6 +233,7 @@ func (j *Job) Definition() Definition {
 	d := Definition{
 		Kind: j.kind, Queue: j.queue, Priority: int(j.priority), MaxRetries: j.maxRetries,
 		Timeout: j.timeout, Labels: j.labels, Description: j.description, Unique: j.unique,
+		ConvertArguments: j.convertArgs,
 	}
 	if !j.backoffFunc {
 		d.Backoff = j.backoffSpec

@@ -176,6 +176,71 @@ func ExampleWithTerminateProcessor() {
 	// true true
 }
 
+// go-job's terminate processor decides the outcome: here a deadline is
+// not a failure, as in go-job's own example. The executor returns its
+// ctx's error at the timeout; the verdict's nil completes the instance.
+func ExampleWithTerminateVerdict() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mgr, _ := job.NewManager()
+	poll, _ := job.NewJob(
+		job.WithKind("poll"),
+		job.WithTimeout(20*time.Millisecond),
+		job.WithExecutor(func(ctx context.Context) error {
+			<-ctx.Done() // polls until the deadline
+			return ctx.Err()
+		}),
+		job.WithTerminateVerdict(func(ji job.Instance, err error) error {
+			if errors.Is(err, context.DeadlineExceeded) {
+				fmt.Println(ji.Kind(), "ran out of time, which is fine")
+				return nil // the attempt succeeded after all
+			}
+			return err // a failure: retried while retries are left
+		}),
+	)
+	_ = mgr.RegisterJob(poll)
+	_ = mgr.Start(ctx)
+	ji, _ := mgr.ScheduleJob(ctx, "poll")
+	_ = mgr.Wait(ctx)
+	ji, _ = mgr.LookupInstance(ctx, ji.ID())
+	fmt.Println(ji.State())
+	_ = mgr.Stop(ctx)
+	// Output:
+	// poll ran out of time, which is fine
+	// completed
+}
+
+// go-job converts arguments to the executor's parameter types; in jobkit
+// a job opts in, and the conversion happens when the instance is
+// scheduled.
+func ExampleWithArgumentConversion() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type concat struct{ A, B string }
+	mgr, _ := job.NewManager()
+	sum, _ := job.NewJob(job.WithKind("sum"), job.WithArgumentConversion(),
+		job.WithExecutor(func(a, b int) int { return a + b }))
+	join, _ := job.NewJob(job.WithKind("join"), job.WithArgumentConversion(),
+		job.WithExecutor(func(p concat) string { return p.A + ", " + p.B }))
+	_ = mgr.RegisterJob(sum)
+	_ = mgr.RegisterJob(join)
+	_ = mgr.Start(ctx)
+	s, _ := mgr.ScheduleJob(ctx, "sum", job.WithArguments("42", "58"))
+	j, _ := mgr.ScheduleJob(ctx, "join", job.WithArguments(`{"A": "Hello", "B": "world!"}`))
+	_, err := mgr.ScheduleJob(ctx, "sum", job.WithArguments("forty-two", "58"))
+	fmt.Println(errors.Is(err, job.ErrInvalidArguments))
+	_ = mgr.Wait(ctx)
+	for _, id := range []string{s.ID(), j.ID()} {
+		ji, _ := mgr.LookupInstance(ctx, id)
+		fmt.Println(ji.Kind(), ji.State(), ji.Results())
+	}
+	_ = mgr.Stop(ctx)
+	// Output:
+	// true
+	// sum completed [100]
+	// join completed [Hello, world!]
+}
+
 // The state change processor sees each change this manager makes. An
 // instance scheduled before Start reports its changes in order; one
 // scheduled while the manager runs may report Processing before Scheduled,

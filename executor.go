@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"runtime/debug"
@@ -30,6 +31,9 @@ type executor struct {
 	variadic   bool // the last of params is a variadic slice
 	hasErr     bool // the last result is an error
 	nResults   int  // results other than the trailing error
+	// convert: an argument that does not decode as it is is converted
+	// (WithArgumentConversion).
+	convert bool
 }
 
 func newExecutor(fn any) (*executor, error) {
@@ -107,11 +111,37 @@ func (e *executor) encodeArgs(args []any) ([]byte, error) {
 		}
 		if p := e.paramType(i); !sameBasicType(a, p) {
 			if _, err := decodeArg(out[start:], p); err != nil {
-				return nil, fmt.Errorf("%w: argument %d is %T, executor wants %s: %v", ErrInvalidArguments, i+1, a, p, err)
+				if !e.convert {
+					return nil, e.mismatch(i, a, out[start:], p, err)
+				}
+				conv, _, cerr := convertDecode(out[start:], p)
+				if cerr != nil {
+					return nil, conversionError(i, snippet(out[start:]), p, cerr)
+				}
+				out = append(out[:start], conv...)
 			}
 		}
 	}
 	return append(out, ']'), nil
+}
+
+// mismatch is the error of argument i, a (raw as JSON), which does not
+// decode into its parameter's type p on a job without conversion.
+func (e *executor) mismatch(i int, a any, raw []byte, p reflect.Type, err error) error {
+	hint := "pass a " + p.String()
+	if convertible(raw, p) {
+		hint += ", or add job.WithArgumentConversion() to the job to have " + snippet(raw) + " converted"
+	}
+	return fmt.Errorf("%w: argument %d is %T, executor wants %s: %v; %s", ErrInvalidArguments, i+1, a, p, err, hint)
+}
+
+// conversionError is the error of argument i (JSON raw) that does not
+// convert to its parameter's type p.
+func conversionError(i int, raw string, p reflect.Type, err error) error {
+	if errors.Is(err, errNoConversion) {
+		err = errors.New("only strings, numbers, bools and strings of JSON text convert (see job.WithArgumentConversion)")
+	}
+	return fmt.Errorf("%w: argument %d (%s) does not convert to the executor's parameter type %s: %v; pass a %s or a string holding one", ErrInvalidArguments, i+1, raw, p, err, p)
 }
 
 // sameBasicType reports whether a is a value of exactly t, and t is a
@@ -178,6 +208,15 @@ func (e *executor) decodeArgs(data []byte) ([]reflect.Value, error) {
 	for i, r := range raw {
 		p := e.paramType(i)
 		v, err := decodeArg(r, p)
+		if err != nil && e.convert {
+			// Stored by a manager that could not convert it (one that
+			// knows the kind by its definition only).
+			var cerr error
+			if _, v, cerr = convertDecode(r, p); cerr != nil {
+				return nil, conversionError(i, snippet(r), p, cerr)
+			}
+			err = nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: stored argument %d cannot be decoded into %s: %v", ErrInvalidArguments, i+1, p, err)
 		}

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -216,4 +217,65 @@ func (m *Manager) afterFinish(r *finishReq, state State) {
 		}
 	}
 	m.handlers.submit(handlerCall{job: j, inst: r.inst, state: state, err: r.err})
+}
+
+// WithTerminateVerdict calls fn after each failed attempt of an instance,
+// on the worker that ran it, before the outcome is recorded, and lets it
+// decide the outcome: go-job's terminate processor. err is what the
+// attempt failed with: the executor's error, a recovered panic (ErrPanic)
+// or its timeout (ErrTimeout; that error also matches
+// context.DeadlineExceeded, as go-job's handlers test it). fn returns:
+//
+//   - nil: the attempt succeeded after all. The instance is Completed
+//     with the results the executor returned (none when it timed out),
+//     and the complete processor runs.
+//   - err itself: the failure stands; the instance is retried if it has
+//     retries left, else Terminated or TimedOut.
+//   - another error: the attempt failed with that one instead (wrap it
+//     with Permanent to stop retrying; an error that does not wrap
+//     ErrTimeout ends a timed-out instance Terminated).
+//
+// fn is not called when the attempt did not fail, was canceled, was
+// handed back by Stop or a fence, could not decode its arguments (its
+// executor did not run), or ran past its timeout and the grace period
+// without returning (the engine then records it TimedOut without
+// waiting). A panic in fn is recovered, logged and counted
+// (Manager.HandlerStats), and err stands. fn runs while the attempt still
+// holds its worker slot and lease: keep it short. The terminate processor
+// (WithTerminateProcessor) still runs after an instance ends Terminated or
+// TimedOut, with the error fn returned.
+func WithTerminateVerdict(fn func(ji Instance, err error) error) JobOption {
+	return jobOption(func(j *Job) error { j.verdict = fn; return nil })
+}
+
+// deadlineError is a timed-out attempt's error as a verdict sees it: it
+// also matches context.DeadlineExceeded, the error go-job's terminate
+// processors test for; its text is the attempt's own.
+type deadlineError struct{ error }
+
+func (e deadlineError) Unwrap() []error { return []error{e.error, context.DeadlineExceeded} }
+
+// verdict returns the outcome error of a failed attempt of a (err) after
+// its job's terminate verdict, if it has one and the attempt's end is the
+// executor's to decide.
+func (m *Manager) verdict(a *attempt, inst Instance, err error) error {
+	j := a.job
+	if err == nil || j == nil || j.verdict == nil || errors.Is(err, ErrCanceled) {
+		return err
+	}
+	if c := context.Cause(a.ctx); c != nil && !errors.Is(c, ErrTimeout) {
+		return err // canceled, stopped or fenced: not a failure to judge
+	}
+	in := err
+	if errors.Is(err, ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		in = deadlineError{err}
+	}
+	out := err
+	m.handlers.call(handlerCall{job: j, inst: inst, state: store.Processing, err: err}, "terminate verdict", func() {
+		out = j.verdict(inst, in)
+	})
+	if de, ok := out.(deadlineError); ok {
+		out = de.error
+	}
+	return out
 }

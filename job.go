@@ -31,6 +31,9 @@ type Job struct {
 	unique      *store.UniquePolicy
 	labels      []string
 	description string
+	// convertArgs: arguments are converted to the executor's parameter
+	// types (WithArgumentConversion).
+	convertArgs bool
 	// The overlap and missed-tick policies of a recurring job; zero: allow
 	// and skip.
 	overlap       OverlapPolicy
@@ -51,6 +54,7 @@ type Job struct {
 	onStateChange func(Instance, State)
 	onComplete    func(Instance, []any)
 	onTerminate   func(Instance, error)
+	verdict       func(Instance, error) error // WithTerminateVerdict
 }
 
 // JobOption configures a Job given to NewJob. The options of this package
@@ -81,6 +85,11 @@ func NewJob(opts ...JobOption) (*Job, error) {
 	}
 	if j.exec == nil {
 		return nil, fmt.Errorf("%w: job %q has no executor; add job.WithExecutor(func(...){...})", ErrInvalidJob, j.kind)
+	}
+	if j.convertArgs && !j.exec.convert {
+		e := *j.exec
+		e.convert = true
+		j.exec = &e
 	}
 	if j.recurring == nil && (j.overlap != "" || j.missed != "") {
 		return nil, fmt.Errorf("%w: job %q has an overlap or missed-tick policy but no schedule; add job.WithCronSpec or job.WithInterval", ErrInvalidJob, j.kind)
@@ -164,7 +173,9 @@ func WithCompleteProcessor(fn func(ji Instance, results []any)) JobOption {
 }
 
 // WithTerminateProcessor calls fn with the error after an instance ended on
-// this manager as Terminated or TimedOut (no retries left).
+// this manager as Terminated or TimedOut (no retries left). It reports
+// and cannot change the outcome; go-job's terminate processor, which
+// returns an error that decides it, is WithTerminateVerdict.
 func WithTerminateProcessor(fn func(ji Instance, err error)) JobOption {
 	return jobOption(func(j *Job) error { j.onTerminate = fn; return nil })
 }

@@ -219,13 +219,27 @@ func (m *Manager) LookupJob(kind string) (*Job, error) { return m.reg.lookup(kin
 func (m *Manager) RegisteredKinds() []string { return m.reg.kinds() }
 
 // SetWorkers changes how many instances run at once, while running or not.
-// Shrinking never interrupts running attempts; it only claims less; 0
-// stops claiming (see WithWorkers).
+// Shrinking never interrupts running attempts; it only claims less.
+//
+// SetWorkers(0) pauses the manager: it claims nothing from then on, while
+// the attempts it runs finish and record their outcomes (their leases are
+// still renewed), and it goes on heartbeating, scheduling, canceling,
+// rescuing and firing recurring ticks, like a producer made with
+// WithWorkers(0). SetWorkers(n) with n > 0 resumes claiming at once. The
+// pause and the resume are logged at Info. (go-job's ResizeWorkers
+// refused 0; a negative n is an error wrapping ErrInvalidOption here.)
 func (m *Manager) SetWorkers(n int) error {
 	if n < 0 {
-		return fmt.Errorf("%w: %d workers, want 0 (claim nothing) or more", ErrInvalidOption, n)
+		return fmt.Errorf("%w: %d workers, want 0 (pause: claim nothing) or more", ErrInvalidOption, n)
 	}
+	old, busy := m.pool.stats()
 	m.pool.resize(n)
+	switch {
+	case n == 0 && old != 0:
+		m.log.Info("workers set to 0: this manager claims nothing until SetWorkers(n > 0); running attempts finish", "node", m.node, "running", busy)
+	case n != 0 && old == 0:
+		m.log.Info("workers set from 0: claiming again", "node", m.node, "workers", n)
+	}
 	m.notifyLocal()
 	return nil
 }

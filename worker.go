@@ -306,6 +306,7 @@ func (m *Manager) execute(a *attempt) {
 				}
 				return err
 			})
+			err = m.verdict(a, inst, err)
 		}
 	}
 	ours := a.settle()

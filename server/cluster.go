@@ -130,7 +130,9 @@ func (queueService) ResumeQueue(ctx context.Context, req *connect.Request[pb.Res
 }
 
 // ListKinds implements QueueService.ListKinds: every kind the store has
-// seen instances of, by name, with counts by state and lag.
+// seen instances of, registered on a live node or defined in the store,
+// by name, with counts by state (zeros for a kind with no instances) and
+// lag.
 func (queueService) ListKinds(ctx context.Context, _ *connect.Request[pb.ListKindsRequest]) (*connect.Response[pb.ListKindsResponse], error) {
 	m := managerOf(ctx)
 	counts, err := m.Counts(ctx, "", "")
@@ -168,8 +170,52 @@ func (queueService) ListKinds(ctx context.Context, _ *connect.Request[pb.ListKin
 		k.OldestReadyAt, k.Lag = lagFields(store.Lag{Name: name})
 		out.Kinds = append(out.Kinds, k)
 	}
+	// Kinds with no instances yet: registered on a live node, or defined
+	// in the store (go-job's ListRegisteredJobs lists them too).
+	idle, err := idleKinds(ctx, m)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	for _, k := range out.Kinds {
+		delete(idle, k.Name)
+	}
+	for name := range idle {
+		k := &pb.Kind{Name: name, Counts: countsToProto(new([store.TimedOut + 1]int64))}
+		k.OldestReadyAt, k.Lag = lagFields(store.Lag{Name: name})
+		out.Kinds = append(out.Kinds, k)
+	}
 	slices.SortFunc(out.Kinds, func(a, b *pb.Kind) int { return strings.Compare(a.Name, b.Name) })
 	return connect.NewResponse(out), nil
+}
+
+// idleKinds returns the kinds a live node of m's store registered and
+// the kinds the store has a definition of.
+func idleKinds(ctx context.Context, m *job.Manager) (map[string]bool, error) {
+	kinds := map[string]bool{}
+	nodes, err := m.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		if n.Status == store.NodeLive {
+			for _, k := range n.Kinds {
+				kinds[k] = true
+			}
+		}
+	}
+	for after := ""; ; {
+		ds, err := m.Definitions(ctx, after, store.MaxDefinitionsPage)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds {
+			kinds[d.Kind] = true
+		}
+		if len(ds) < store.MaxDefinitionsPage {
+			return kinds, nil
+		}
+		after = ds[len(ds)-1].Kind
+	}
 }
 
 // nodeService implements jobkitv1connect.NodeServiceHandler.

@@ -340,6 +340,7 @@ func definitionToProto(d *store.Definition) *pb.Definition {
 		out.Unique = &pb.UniquePolicy{By: uniqueBys[d.Unique.By], Ttl: dur(d.Unique.TTL)}
 	}
 	out.Executor = executorToProto(d.Executor)
+	out.ConvertArguments = d.ConvertArguments
 	return out
 }
 
@@ -357,6 +358,8 @@ func definitionFromProto(p *pb.Definition) (store.Definition, error) {
 		Labels:      p.GetLabels(),
 		Description: p.GetDescription(),
 		Executor:    executorFromProto(p.GetExecutor()),
+
+		ConvertArguments: p.GetConvertArguments(),
 	}
 	var err error
 	if d.Timeout, err = fromDur("definition.timeout", p.GetTimeout()); err != nil {

@@ -87,7 +87,8 @@ func TestDefinitionRoundTrip(t *testing.T) {
 		Backoff: store.Backoff{Kind: store.BackoffExponential, Base: time.Second, Limit: time.Hour, Jitter: 0.5},
 		Unique:  &store.UniquePolicy{By: store.UniqueByArgs, TTL: time.Hour}, Labels: []string{"gpu"},
 		Description: "what it does", Version: 3, CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
-		Executor: &store.ExecutorSpec{Type: store.ExecutorWebhook, Config: []byte(`{"secret_ref":"k","url":"https://x.example"}`)},
+		Executor:         &store.ExecutorSpec{Type: store.ExecutorWebhook, Config: []byte(`{"secret_ref":"k","url":"https://x.example"}`)},
+		ConvertArguments: true,
 	}
 	p := definitionToProto(d)
 	allSet(t, p)

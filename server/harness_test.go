@@ -91,6 +91,7 @@ func (g *gate) get(key string) chan struct{} {
 // newManager starts a manager on st with the test's executors:
 //
 //	add(a, b int) int               completes with a+b
+//	add-converting(a, b int) int    the same, converting "1" to 1 (WithArgumentConversion)
 //	greet(name string) string       logs two lines, completes "hi <name>"
 //	fail()                          fails for good
 //	block()                         runs until canceled
@@ -113,6 +114,7 @@ func newManager(t *testing.T, st store.Store, g *gate) *job.Manager {
 		}
 	}
 	reg(job.WithKind("add"), job.WithExecutor(func(a, b int) int { return a + b }))
+	reg(job.WithKind("add-converting"), job.WithArgumentConversion(), job.WithExecutor(func(a, b int) int { return a + b }))
 	reg(job.WithKind("greet"), job.WithExecutor(func(ji job.Instance, name string) string {
 		ji.Infof("hello %s", name)
 		ji.Warnf("bye %s", name)

@@ -179,6 +179,12 @@ type Definition struct {
 	// that enable the type run it with no Go code (issue 22). Nil: the
 	// kind is run by a Go function registered under it.
 	Executor *ExecutorSpec `json:"executor,omitempty"`
+	// ConvertArguments: the managers that run the kind convert an
+	// argument that does not decode into its parameter's type as it is
+	// (a string "42" for an int, JSON text for a struct), the way the
+	// root package's WithArgumentConversion describes. False: arguments
+	// must decode as they are.
+	ConvertArguments bool `json:"convert_arguments,omitempty"`
 
 	// Version is assigned by the store: 1 when created, one more on each
 	// update. PutDefinitionParams.IfVersion and

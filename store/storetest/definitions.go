@@ -23,6 +23,8 @@ func def(kind string) *store.Definition {
 		Unique:      &store.UniquePolicy{By: store.UniqueByArgs, TTL: time.Hour},
 		Labels:      []string{"region=eu", "gpu"},
 		Description: "sends the mail — ünïcode",
+		// Stored and read back like every other field.
+		ConvertArguments: true,
 	}
 }
 

@@ -115,7 +115,7 @@ func i64(n int64) string { return strconv.FormatInt(n, 10) }
 
 func newKindsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use: "kinds", Short: "List the job kinds the store has seen, with counts and lag", Args: noArgs,
+		Use: "kinds", Short: "List the job kinds: seen in the store, registered on a live node or defined, with counts and lag", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
 				ks, err := c.ListKinds(ctx)

@@ -43,6 +43,7 @@ type defFlags struct {
 	timeout     time.Duration
 	labels      []string
 	description string
+	convertArgs bool
 	uniqueBy    string
 	uniqueTTL   time.Duration
 	ifVersion   int64
@@ -57,6 +58,7 @@ func (f *defFlags) add(cmd *cobra.Command, update bool) {
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on each attempt")
 	fl.StringSliceVarP(&f.labels, "label", "l", nil, "label requirements a node must satisfy to run it, repeated or comma-separated: region=eu, region=eu|us (one of), region!=eu, gpu (has the key), !gpu (lacks it)")
 	fl.StringVar(&f.description, "description", "", "what the kind does")
+	fl.BoolVar(&f.convertArgs, "convert-arguments", false, `convert arguments to the executor's parameter types ("42" for an int, JSON text for a struct) where the kind runs`)
 	fl.StringVar(&f.uniqueBy, "unique-by", "", "make instances unique by args or key")
 	fl.DurationVar(&f.uniqueTTL, "unique-ttl", 0, "how long an instance holds its unique key")
 	if update {
@@ -84,6 +86,9 @@ func (f *defFlags) apply(cmd *cobra.Command, d *jobkitv1.Definition) error {
 	}
 	if fl.Changed("description") {
 		d.Description = f.description
+	}
+	if fl.Changed("convert-arguments") {
+		d.ConvertArguments = f.convertArgs
 	}
 	if fl.Changed("unique-by") || fl.Changed("unique-ttl") {
 		if d.Unique == nil {

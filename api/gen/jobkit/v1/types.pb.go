@@ -1389,9 +1389,14 @@ type Definition struct {
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// The built-in executor type that runs the kind (issue 22); unset: a Go
 	// function registered under the kind runs it.
-	Executor      *ExecutorSpec `protobuf:"bytes,13,opt,name=executor,proto3" json:"executor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Executor *ExecutorSpec `protobuf:"bytes,13,opt,name=executor,proto3" json:"executor,omitempty"`
+	// The managers that run the kind convert an argument that does not
+	// decode into its parameter's type as it is: "42" for an int, 42 for a
+	// string, JSON text in a string for a struct (go-job's conversion; the
+	// Go option job.WithArgumentConversion).
+	ConvertArguments bool `protobuf:"varint,14,opt,name=convert_arguments,json=convertArguments,proto3" json:"convert_arguments,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Definition) Reset() {
@@ -1513,6 +1518,13 @@ func (x *Definition) GetExecutor() *ExecutorSpec {
 		return x.Executor
 	}
 	return nil
+}
+
+func (x *Definition) GetConvertArguments() bool {
+	if x != nil {
+		return x.ConvertArguments
+	}
+	return false
 }
 
 // ExecutorSpec names a built-in executor type and its configuration
@@ -2392,7 +2404,7 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"`\n" +
 	"\fUniquePolicy\x12#\n" +
 	"\x02by\x18\x01 \x01(\x0e2\x13.jobkit.v1.UniqueByR\x02by\x12+\n" +
-	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\x86\x04\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\xb3\x04\n" +
 	"\n" +
 	"Definition\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
@@ -2411,7 +2423,8 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"created_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x123\n" +
-	"\bexecutor\x18\r \x01(\v2\x17.jobkit.v1.ExecutorSpecR\bexecutor\"C\n" +
+	"\bexecutor\x18\r \x01(\v2\x17.jobkit.v1.ExecutorSpecR\bexecutor\x12+\n" +
+	"\x11convert_arguments\x18\x0e \x01(\bR\x10convertArguments\"C\n" +
 	"\fExecutorSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1f\n" +
 	"\vconfig_json\x18\x02 \x01(\tR\n" +

@@ -54,6 +54,9 @@ type QueueServiceClient interface {
 	// PauseQueue stops claims from a queue; its instances wait.
 	PauseQueue(context.Context, *connect.Request[v1.PauseQueueRequest]) (*connect.Response[v1.PauseQueueResponse], error)
 	ResumeQueue(context.Context, *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.ResumeQueueResponse], error)
+	// ListKinds lists the kinds the store has instances of, those a live
+	// node registered and those defined in the store, with counts by state
+	// (zeros for a kind with none) and lag.
 	ListKinds(context.Context, *connect.Request[v1.ListKindsRequest]) (*connect.Response[v1.ListKindsResponse], error)
 }
 
@@ -131,6 +134,9 @@ type QueueServiceHandler interface {
 	// PauseQueue stops claims from a queue; its instances wait.
 	PauseQueue(context.Context, *connect.Request[v1.PauseQueueRequest]) (*connect.Response[v1.PauseQueueResponse], error)
 	ResumeQueue(context.Context, *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.ResumeQueueResponse], error)
+	// ListKinds lists the kinds the store has instances of, those a live
+	// node registered and those defined in the store, with counts by state
+	// (zeros for a kind with none) and lag.
 	ListKinds(context.Context, *connect.Request[v1.ListKindsRequest]) (*connect.Response[v1.ListKindsResponse], error)
 }
 
