@@ -237,6 +237,14 @@ func (r *runner) Run(ctx context.Context, s *redisscript.Script, keys, args []st
 	return bounded(r, ctx, func() (any, error) { return r.fn.Run(ctx, s, keys, args) })
 }
 
+// Unapplied implements redisscript.Unapplied: a reply of the server, or
+// a client that is closed or found no pooled connection in time, changed
+// nothing.
+func (r *runner) Unapplied(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout)
+}
+
 // FCall implements redisscript.FunctionClient. It builds the command's
 // arguments itself, as go-redis's FCall would lay them out, without an
 // allocation per argument: the keys, the same slice on every call of a

@@ -36,6 +36,7 @@ package valkeystore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -105,6 +106,13 @@ type runner struct {
 // runs it with EVALSHA (see redisscript.Functions).
 func (r *runner) Run(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {
 	return r.fn.Run(ctx, s, keys, args)
+}
+
+// Unapplied implements redisscript.Unapplied: a reply of the server, or
+// a client that is closing or could not connect, changed nothing.
+func (r *runner) Unapplied(err error) bool {
+	var reply *valkey.ValkeyError
+	return errors.As(err, &reply) || errors.Is(err, valkey.ErrClosing)
 }
 
 // FCall implements redisscript.FunctionClient.
