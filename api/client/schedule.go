@@ -242,7 +242,7 @@ func (c *Client) ScheduleJob(ctx context.Context, kind string, opts ...ScheduleO
 	}
 	res, err := c.jobs.Schedule(ctx, connect.NewRequest(req))
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wrapSchedule(op, err)
 	}
 	return newInstance(res.Msg.GetInstance()), nil
 }
@@ -276,7 +276,7 @@ func (c *Client) ScheduleJobs(ctx context.Context, items ...BatchItem) ([]BatchR
 	}
 	res, err := c.jobs.ScheduleBatch(ctx, connect.NewRequest(req))
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wrapSchedule(op, err)
 	}
 	if len(res.Msg.GetResults()) != len(items) {
 		return nil, wrap(op, fmt.Errorf("the server answered %d results for %d items", len(res.Msg.GetResults()), len(items)))
