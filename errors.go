@@ -50,9 +50,12 @@ var (
 	// first call stored it and stores it once when it did not. A call that
 	// certainly stored nothing (its ctx ended before the write was sent or
 	// while it waited for a batch, the store refused the connection,
-	// invalid input, ErrDuplicate) never wraps it. The in-process memdb
-	// store answers every write before it returns, so it never does. It is
-	// store.ErrOutcomeUnknown.
+	// invalid input, ErrDuplicate) never wraps it. Concurrent calls share
+	// store writes (see ScheduleJob): a caller whose ctx ends while its
+	// shared write is in flight gets it too, even on memdbstore, which
+	// answers every write of its own before it returns and never returns
+	// it. Each store's package doc says which of its errors are which. It
+	// is store.ErrOutcomeUnknown.
 	ErrOutcomeUnknown = store.ErrOutcomeUnknown
 	// ErrPanic: the executor panicked; the error carries the panic value and
 	// the stack.

@@ -27,6 +27,11 @@
 // Errors keep their sentinels across the network (package wire):
 // errors.Is(err, store.ErrNotFound) holds as against a local store.
 //
+// An Enqueue whose call reached jobd, or may have, and got no answer (the
+// ctx ended, the connection broke) wraps store.ErrOutcomeUnknown as well
+// as the cause, as does one whose store at jobd said so; one that never
+// connected, or that jobd answered otherwise, does not.
+//
 // When the stream breaks, the Store reconnects with full-jitter backoff
 // (Options.MinBackoff..MaxBackoff), says hello again with the attempts it
 // holds, and calls made meanwhile wait for the new stream up to

@@ -29,6 +29,17 @@
 // commit order, which is what lets an event feed (Follow) read them in
 // order without missing a record that commits late.
 //
+// An Enqueue whose insert statement (outside a transaction) or COMMIT
+// went out and got no answer (the ctx's deadline, a broken connection, a
+// stalled server) may have stored its instances: its error wraps
+// store.ErrOutcomeUnknown as well as the cause, and ScheduleJob's names
+// WithIdempotencyKey as the safe retry. PostgreSQL's own errors, a failure
+// before the COMMIT, what pgx reports as not sent (pgconn.SafeToRetry), a
+// connection that could not be made and any call in the caller's
+// transaction (WithTx: its COMMIT decides) are certain and do not wrap it.
+// A ctx that ends while pgxpool waits for a free connection counts as
+// unknown, as pgxpool returns the bare ctx error then.
+//
 // WithTx runs a ScheduleJob inside the caller's pgx.Tx: the job exists if
 // and only if that transaction commits.
 package pgstore
