@@ -24,9 +24,15 @@ import (
 // manager and the func that freezes Redis (SIGSTOP) until the func it
 // returns resumes it (SIGCONT).
 func frozenJobd(t *testing.T) (url string, m *job.Manager, freeze func(testing.TB) func()) {
+	return frozenJobdWith(t, &redis.Options{ContextTimeoutEnabled: true})
+}
+
+// frozenJobdWith is frozenJobd with jobd's Redis client made with opts.
+func frozenJobdWith(t *testing.T, opts *redis.Options) (url string, m *job.Manager, freeze func(testing.TB) func()) {
 	t.Helper()
 	p := testserver.StartRedis(t)
-	c := redis.NewClient(&redis.Options{Addr: p.Addr, ContextTimeoutEnabled: true})
+	opts.Addr = p.Addr
+	c := redis.NewClient(opts)
 	t.Cleanup(func() { c.Close() })
 	st, err := redisstore.New(c, redisstore.WithNamespace("outcome"))
 	if err != nil {
@@ -142,5 +148,56 @@ func TestClientScheduleOutcomeUnknown(t *testing.T) {
 	_, err = dead.ScheduleJob(ctx, "outcome", client.WithIdempotencyKey("refused"))
 	if err == nil || errors.Is(err, job.ErrOutcomeUnknown) {
 		t.Fatalf("ScheduleJob on a refusing server: %v; want an error that does not wrap job.ErrOutcomeUnknown", err)
+	}
+}
+
+// When jobd's own store call times out first (its Redis client's read
+// timeout, while the client's deadline is far), jobd answers: the error
+// of ScheduleJob and each ScheduleJobs item wraps job.ErrOutcomeUnknown
+// through the Jobkit-Outcome metadata and ItemError.outcome_unknown.
+func TestClientScheduleOutcomeUnknownAnsweredByJobd(t *testing.T) {
+	t.Parallel()
+	url, m, freeze := frozenJobdWith(t, &redis.Options{ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
+	j, err := job.NewJob(job.WithKind("outcome"), job.WithExecutor(func() {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RegisterJob(j); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := c.ScheduleJob(ctx, "outcome", client.WithIdempotencyKey("warm")); err != nil {
+		t.Fatalf("ScheduleJob before the freeze: %v", err)
+	}
+	resume := freeze(t)
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = c.ScheduleJob(sctx, "outcome", client.WithIdempotencyKey("one"))
+	if !errors.Is(err, job.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "WithIdempotencyKey") || sctx.Err() != nil {
+		t.Errorf("ScheduleJob answered by jobd after its store timed out: %v; want an error wrapping job.ErrOutcomeUnknown naming WithIdempotencyKey, before the client's deadline", err)
+	}
+	res, err := c.ScheduleJobs(sctx, client.BatchItem{Kind: "outcome", Options: []client.ScheduleOption{client.WithIdempotencyKey("batch")}})
+	if err != nil {
+		t.Fatalf("ScheduleJobs answered by jobd after its store timed out: %v; want per-item errors", err)
+	}
+	if e := res[0].Err; !errors.Is(e, job.ErrOutcomeUnknown) || !strings.Contains(e.Error(), "WithIdempotencyKey") {
+		t.Errorf("ScheduleJobs item answered by jobd after its store timed out: %v; want an error wrapping job.ErrOutcomeUnknown naming WithIdempotencyKey", e)
+	}
+	resume()
+	for _, key := range []string{"one", "batch"} {
+		if _, err := c.ScheduleJob(ctx, "outcome", client.WithIdempotencyKey(key)); err != nil {
+			t.Fatalf("ScheduleJob repeated with key %q: %v", key, err)
+		}
+	}
+	got, err := m.LookupInstances(ctx, job.NewQuery(job.WithQueryKind("outcome")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d instances stored, want 3 (warm, one, batch)", len(got))
 	}
 }

@@ -255,7 +255,9 @@ type BatchItem struct {
 
 // BatchResult is the outcome of one BatchItem: the instance stored, or
 // the item's error (an *Error with the item's code; nothing was stored
-// for it).
+// for it, unless the error wraps job.ErrOutcomeUnknown: then it may have
+// been, and the item is settled by repeating it with the same
+// idempotency key).
 type BatchResult struct {
 	Instance *Instance
 	Err      error
@@ -298,5 +300,9 @@ func itemError(op string, e *jobkitv1.ItemError) error {
 	if err := code.UnmarshalText([]byte(e.GetCode())); err != nil {
 		code = connect.CodeUnknown
 	}
-	return &Error{Op: op, err: connect.NewError(code, errors.New(e.GetMessage()))}
+	ce := &Error{Op: op, err: connect.NewError(code, errors.New(e.GetMessage()))}
+	if e.GetOutcomeUnknown() {
+		ce.also = job.ErrOutcomeUnknown
+	}
+	return ce
 }
