@@ -22,9 +22,10 @@ type Stalled struct {
 	// on (SIGSTOP), so that the write is sent and gets no answer, and
 	// returns the func that resumes it (SIGCONT). Required.
 	Stall func(t testing.TB) (resume func())
-	// Refused, when set, is a handle whose server refuses connections
-	// (nothing listens on its port): a schedule there certainly stored
-	// nothing, and its error must not wrap job.ErrOutcomeUnknown.
+	// Refused, when set, is a handle that certainly cannot send a write:
+	// its server refuses connections (nothing listens on its port), or
+	// its client is closed. A schedule there stored nothing, and its
+	// error must not wrap job.ErrOutcomeUnknown.
 	Refused store.Store
 	// Deadline is the schedule calls' deadline while the server is
 	// stalled. Defaults to 500 ms.
@@ -36,8 +37,8 @@ type Stalled struct {
 // stalled server return errors wrapping job.ErrOutcomeUnknown and
 // context.DeadlineExceeded whose messages name WithIdempotencyKey, and once
 // the server resumes, repeating the calls with the same idempotency keys
-// leaves exactly one instance per key. With Refused set, a schedule on a
-// server that refuses connections fails without ErrOutcomeUnknown.
+// leaves exactly one instance per key. With Refused set, a schedule that
+// cannot be sent fails without ErrOutcomeUnknown.
 func OutcomeUnknown(t *testing.T, s Stalled) {
 	t.Helper()
 	if s.Store == nil || s.Stall == nil {
@@ -166,8 +167,8 @@ func OutcomeUnknown(t *testing.T, s Stalled) {
 		defer cancel()
 		_, err = rm.ScheduleJob(rctx, kind, job.WithIdempotencyKey("refused"))
 		if err == nil || errors.Is(err, job.ErrOutcomeUnknown) {
-			t.Errorf("ScheduleJob on a store whose server refuses connections: %v; want an error that does not wrap job.ErrOutcomeUnknown (nothing was sent)", err)
+			t.Errorf("ScheduleJob on the Refused store: %v; want an error that does not wrap job.ErrOutcomeUnknown (nothing was sent)", err)
 		}
-		t.Logf("ScheduleJob on a refusing server: %v", err)
+		t.Logf("ScheduleJob on the Refused store: %v", err)
 	}
 }

@@ -16,11 +16,15 @@ import (
 func TestScheduleOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	p := testserver.StartRedis(t)
-	// The refusing server: a client connected to a server that then
-	// stopped (valkey-go connects when the client is made).
+	// For the certain failure, a closed client: valkey-go dials when the
+	// client is made, so no client of a server that refuses connections
+	// can be had, and one whose server stopped since may write the
+	// command on the dead connection before it notices (the outcome is
+	// then unknown as far as the client can tell).
 	gone := testserver.StartRedis(t)
-	refused := newStore(t, newClient(t, gone.Addr), "outcome")
-	gone.Stop()
+	rc := newClient(t, gone.Addr)
+	refused := newStore(t, rc, "outcome")
+	rc.Close()
 	jobtest.OutcomeUnknown(t, jobtest.Stalled{
 		Store:   newStore(t, newClient(t, p.Addr), "outcome"),
 		Refused: refused,
