@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/jobkit/job/store"
@@ -62,8 +63,11 @@ type BatchResult struct {
 // items' own errors. A store call that fails (ctx ended, the connection
 // broke) stops the batch: ScheduleJobs returns the error, and the results
 // of that call's items and of every later item carry it; earlier calls'
-// items were stored. A call cut short may still have stored its items:
-// give each item WithIdempotencyKey to repeat the batch safely.
+// items were stored, and later items were not sent (their errors do not
+// wrap ErrOutcomeUnknown). A call cut short after it was sent may still
+// have stored its items: its error and its items' wrap ErrOutcomeUnknown
+// and the cause. Give each item WithIdempotencyKey to repeat the batch
+// safely.
 func (m *Manager) ScheduleJobs(ctx context.Context, items ...BatchItem) ([]BatchResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("job: schedule %d instances: %w", len(items), err)
@@ -113,21 +117,46 @@ func (m *Manager) ScheduleJobs(ctx context.Context, items ...BatchItem) ([]Batch
 		failed = m.scheduleChunk(ctx, chunk, out)
 	}
 	if failed != nil {
-		failed = fmt.Errorf("job: schedule %d instances: %w", len(items), failed)
-		// The failed call's items and those not sent yet.
+		cause := failed
+		failed = batchError(len(items), failed)
+		// The failed call's items, each with its own retry advice, and
+		// those not sent yet, which stored nothing whatever the failed
+		// call did.
 		last := chunk[len(chunk)-1].i
 		for _, e := range chunk {
 			if out[e.i].Err == nil && out[e.i].Instance == nil {
-				out[e.i].Err = failed
+				out[e.i].Err = scheduleError(strconv.Quote(e.rec.Kind), e.idemKey, cause)
 			}
 		}
+		unsent := &notSentError{fmt.Errorf("job: schedule: not sent, as an earlier store call of the batch failed: %w", cause)}
 		for i := last + 1; i < len(items); i++ {
 			if out[i].Err == nil && out[i].Instance == nil {
-				out[i].Err = failed
+				out[i].Err = unsent
 			}
 		}
 	}
 	return out, failed
+}
+
+// batchError is the error ScheduleJobs returns for a store call that
+// failed with err; when its outcome is unknown, it names the safe retry.
+func batchError(n int, err error) error {
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		return fmt.Errorf("job: schedule %d instances: %w", n, err)
+	}
+	return fmt.Errorf("job: schedule %d instances: %w; the failed call's items may or may not be stored: to retry safely, give each item WithIdempotencyKey and repeat the batch with the same keys, which stores each at most once", n, err)
+}
+
+// notSentError is the error of an item a failed ScheduleJobs never sent:
+// it wraps the failure's cause (errors.Is sees context.DeadlineExceeded
+// through it, say) except ErrOutcomeUnknown, as the item certainly stored
+// nothing.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+
+func (e *notSentError) Is(target error) bool {
+	return target != ErrOutcomeUnknown && errors.Is(e.err, target)
 }
 
 // batchEntry is one item of a ScheduleJobs call that became a record.
@@ -215,7 +244,7 @@ func (m *Manager) scheduleChunk(ctx context.Context, entries []batchEntry, out [
 	res, err := m.storeChunk(ctx, sorted)
 	for k, o := range order {
 		if err != nil {
-			replies[o] <- batchOutcome{err: err}
+			replies[o] <- batchOutcome{err: scheduleError(strconv.Quote(send[o].rec.Kind), send[o].idemKey, err)}
 		} else {
 			replies[o] <- res[k]
 		}

@@ -29,8 +29,9 @@ const maxEnqueueBatch = 128
 // cancellation never fails the others. A caller whose context ends while
 // it still waits in the queue is taken out and gets the context's error:
 // its instance was not stored. One whose context ends while its batch is
-// in flight gets the context's error too, and its instance may or may not
-// have been stored, as with any store call cut short.
+// in flight gets the context's error marked store.ErrOutcomeUnknown: its
+// instance may or may not have been stored, as with any store call cut
+// short.
 type enqueuer struct {
 	st      store.Store
 	node    string
@@ -141,8 +142,8 @@ func (e *enqueuer) enqueue(ctx context.Context, rec *store.Instance) (store.Enqu
 		return res, err
 	default:
 		// In flight: its completion will still write into r, so r is
-		// not reused.
-		return store.EnqueueResult{}, ctx.Err()
+		// not reused. The batch may yet store rec.
+		return store.EnqueueResult{}, store.OutcomeUnknown(fmt.Errorf("the call's ctx ended while its shared store call was in flight: %w", ctx.Err()))
 	}
 }
 

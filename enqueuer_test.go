@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -232,6 +233,9 @@ func TestScheduleCanceledWhileQueuedStoresNothing(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) || r.inst != nil {
 		t.Fatalf("canceled schedule: %v, %v; want context.Canceled and no instance", r.inst, r.err)
 	}
+	if errors.Is(r.err, ErrOutcomeUnknown) {
+		t.Fatalf("schedule canceled while queued: %v; it was never sent, so it must not wrap ErrOutcomeUnknown", r.err)
+	}
 	e.waitQueued(1)
 	e.open()
 	for _, ch := range []<-chan scheduled{first, other} {
@@ -273,12 +277,24 @@ func TestScheduleSharedCallOutlivesOneCaller(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("caller that left: %v, want context.Canceled", r.err)
 	}
+	// Its instance is in the shared call in flight, which goes on: the
+	// caller cannot know whether it will be stored.
+	if !errors.Is(r.err, ErrOutcomeUnknown) || !strings.Contains(r.err.Error(), "WithIdempotencyKey") {
+		t.Fatalf("caller that left while its shared call was in flight: %v; want an error wrapping ErrOutcomeUnknown that names WithIdempotencyKey", r.err)
+	}
 	e.open()
 	if r := e.result(first); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if r := e.result(staying); r.err != nil || !e.stored(r.inst.ID()) {
 		t.Fatalf("caller that stayed: %v", r.err)
+	}
+	all, err := e.m.LookupInstances(context.Background(), NewQuery())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 3 {
+		t.Fatalf("%d instances stored, want 3: the caller that left was stored by the shared call all the same", len(all))
 	}
 	sizes, ctxErrs := e.g.calls()
 	if !slices.Equal(sizes, []int{1, 2}) || ctxErrs[1] != nil {

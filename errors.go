@@ -2,6 +2,7 @@ package job
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/jobkit/job/store"
 )
@@ -38,6 +39,24 @@ var (
 	// ErrTooLarge: the instance (its arguments, most likely) or a result
 	// exceeds what the store holds in one value; see the store's options.
 	ErrTooLarge = store.ErrTooLarge
+	// ErrOutcomeUnknown: a ScheduleJob or ScheduleJobs call ended after
+	// its write reached the store and before the store answered (its
+	// ctx's deadline passed or it was canceled, the connection broke, the
+	// store stalled), so the instance may or may not be stored; it may run
+	// even though the call failed. The error wraps the cause too
+	// (errors.Is(err, context.DeadlineExceeded) still holds) and its
+	// message names the safe retry: schedule WithIdempotencyKey and repeat
+	// the call with the same key, which returns the instance when the
+	// first call stored it and stores it once when it did not. A call that
+	// certainly stored nothing (its ctx ended before the write was sent or
+	// while it waited for a batch, the store refused the connection,
+	// invalid input, ErrDuplicate) never wraps it. Concurrent calls share
+	// store writes (see ScheduleJob): a caller whose ctx ends while its
+	// shared write is in flight gets it too, even on memdbstore, which
+	// answers every write of its own before it returns and never returns
+	// it. Each store's package doc says which of its errors are which. It
+	// is store.ErrOutcomeUnknown.
+	ErrOutcomeUnknown = store.ErrOutcomeUnknown
 	// ErrPanic: the executor panicked; the error carries the panic value and
 	// the stack.
 	ErrPanic = errors.New("job: executor panicked")
@@ -85,4 +104,18 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() []error {
 	return []error{e.err, ErrPermanent}
+}
+
+// scheduleError is the error of a schedule call (what names it: `"kind"`,
+// `3 instances`) that failed with err. When the outcome is unknown
+// (ErrOutcomeUnknown) it names the safe retry: the same idempotency key
+// when the call had one (idemKey), WithIdempotencyKey otherwise.
+func scheduleError(what, idemKey string, err error) error {
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		return fmt.Errorf("job: schedule %s: %w", what, err)
+	}
+	if idemKey != "" {
+		return fmt.Errorf("job: schedule %s: %w; the instance may or may not be stored: repeat the call with the same WithIdempotencyKey(%q), which returns the instance if it was stored and stores it once if not", what, err, idemKey)
+	}
+	return fmt.Errorf("job: schedule %s: %w; the instance may or may not be stored: to retry safely, schedule it WithIdempotencyKey and repeat the call with the same key, which stores it at most once", what, err)
 }

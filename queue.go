@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 
 	"github.com/google/uuid"
 
@@ -32,10 +33,14 @@ import (
 // returns ctx's error and stores nothing.
 //
 // ScheduleJob returns when ctx ends, whatever the store is doing. A call
-// cut short by ctx, a timeout or a broken connection may still have stored
-// the instance: to retry it safely, give the call WithIdempotencyKey and
-// repeat it with the same key; the repeat returns the instance stored
-// first instead of storing another.
+// cut short by ctx, a timeout or a broken connection after its write was
+// sent may still have stored the instance: its error wraps
+// ErrOutcomeUnknown (and the cause, such as context.DeadlineExceeded) and
+// says so. To retry it safely, give the call WithIdempotencyKey and repeat
+// it with the same key; the repeat returns the instance stored first
+// instead of storing another. An error that does not wrap
+// ErrOutcomeUnknown stored nothing (ErrDuplicate aside, which returns the
+// holder).
 func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...ScheduleOption) (Instance, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
@@ -63,7 +68,7 @@ func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...Schedule
 func (m *Manager) enqueueNew(ctx context.Context, kind string, j *Job, rec *store.Instance, c *scheduleConfig) (Instance, error) {
 	res, err := m.enq.enqueue(ctx, rec)
 	if err != nil {
-		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
+		return nil, scheduleError(strconv.Quote(kind), c.idemKey, err)
 	}
 	inst, stored, err := m.scheduled(ctx, rec, res, c.idemKey)
 	if stored {

@@ -125,7 +125,7 @@ func (m *Manager) enqueueSharded(ctx context.Context, j *Job, rec *store.Instanc
 		err = fmt.Errorf("store returned %d results for %d instances", len(res), len(first))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("job: schedule %q with %d shards: %w", kind, c.shards, err)
+		return nil, scheduleError(fmt.Sprintf("%q with %d shards", kind, c.shards), c.idemKey, err)
 	}
 	inst, stored, err := m.scheduled(ctx, rec, res[0], c.idemKey)
 	if err != nil {

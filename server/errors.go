@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	job "github.com/jobkit/job"
+	"github.com/jobkit/job/api/client"
 	"github.com/jobkit/job/store"
 )
 
@@ -58,6 +59,15 @@ func toConnect(err error) error {
 	if ce := new(connect.Error); errors.As(err, &ce) {
 		return err
 	}
+	ce := toConnectCode(err)
+	if errors.Is(err, store.ErrOutcomeUnknown) {
+		ce.Meta().Set(client.OutcomeHeader, client.OutcomeUnknown) // see client.Error
+	}
+	return ce
+}
+
+// toConnectCode is toConnect for an error that is not a *connect.Error.
+func toConnectCode(err error) *connect.Error {
 	for _, r := range codeRules {
 		if errors.Is(err, r.sentinel) {
 			msg := err.Error()

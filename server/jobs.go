@@ -171,11 +171,12 @@ func batchResult(inst *pb.Instance, err error) *pb.ScheduleBatchResult {
 	if err == nil {
 		return &pb.ScheduleBatchResult{Instance: inst}
 	}
+	unknown := errors.Is(err, store.ErrOutcomeUnknown)
 	var ce *connect.Error
 	if !errors.As(toConnect(err), &ce) {
-		return &pb.ScheduleBatchResult{Error: &pb.ItemError{Code: connect.CodeInternal.String(), Message: err.Error()}}
+		return &pb.ScheduleBatchResult{Error: &pb.ItemError{Code: connect.CodeInternal.String(), Message: err.Error(), OutcomeUnknown: unknown}}
 	}
-	return &pb.ScheduleBatchResult{Error: &pb.ItemError{Code: ce.Code().String(), Message: ce.Message()}}
+	return &pb.ScheduleBatchResult{Error: &pb.ItemError{Code: ce.Code().String(), Message: ce.Message(), OutcomeUnknown: unknown}}
 }
 
 // GetInstance implements JobService.GetInstance.

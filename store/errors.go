@@ -33,4 +33,37 @@ var (
 	// the version the caller read, or exists when it should not); nothing
 	// changed. Read the record again and retry.
 	ErrConflict = errors.New("store: version conflict")
+	// ErrOutcomeUnknown: a write ended after it was sent and before its
+	// answer came (the ctx's deadline passed or it was canceled, the
+	// connection broke, the server stalled), so the store may or may not
+	// have applied it. The error wraps the cause as well
+	// (context.DeadlineExceeded, a network error). An Enqueue that
+	// returns it is settled by repeating it with the same instance IDs: a
+	// repeat stores nothing twice (Existed) and stores what the first did
+	// not. A write that certainly changed nothing never wraps it: its ctx
+	// ended before anything was sent, the connection was refused before
+	// the request was written, the parameters were invalid, or the server
+	// answered with an error. Each plugin's doc says which of its errors
+	// are which; see OutcomeUnknown.
+	ErrOutcomeUnknown = errors.New("store: outcome unknown, the write may or may not have been applied")
 )
+
+// OutcomeUnknown returns err marked as an ambiguous write: an error whose
+// message is err's followed by what it means, and which wraps both err
+// (so errors.Is(e, context.DeadlineExceeded) still holds when err wraps
+// it) and ErrOutcomeUnknown. It returns nil for nil, and err itself when
+// err is marked already.
+func OutcomeUnknown(err error) error {
+	if err == nil || errors.Is(err, ErrOutcomeUnknown) {
+		return err
+	}
+	return &outcomeUnknown{err}
+}
+
+type outcomeUnknown struct{ err error }
+
+func (e *outcomeUnknown) Error() string {
+	return e.err.Error() + " (outcome unknown: the write was sent and may have been applied)"
+}
+
+func (e *outcomeUnknown) Unwrap() []error { return []error{e.err, ErrOutcomeUnknown} }

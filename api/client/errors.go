@@ -1,8 +1,11 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -49,21 +52,47 @@ func CodeOf(err error) Code {
 // status code. It unwraps to the *connect.Error and, for the codes that
 // have one, to the sentinel of package job: errors.Is(err,
 // job.ErrNotFound) holds for CodeNotFound, errors.Is(err,
-// job.ErrDuplicate) for CodeAlreadyExists, and errors.Is(err,
-// job.ErrInvalidOption) for an option the client refused before sending
-// the call.
+// job.ErrDuplicate) for CodeAlreadyExists, errors.Is(err,
+// context.DeadlineExceeded) for CodeDeadlineExceeded and errors.Is(err,
+// context.Canceled) for CodeCanceled (whether the client's ctx ended or
+// the server answered so), and errors.Is(err, job.ErrInvalidOption) for
+// an option the client refused before sending the call.
+//
+// A ScheduleJob or ScheduleJobs call that may or may not have stored its
+// instances wraps job.ErrOutcomeUnknown, and its message names
+// WithIdempotencyKey as the safe retry: the server said so (its store
+// call was cut short after the write was sent; see OutcomeHeader), or the
+// call's ctx ended or its connection broke after the request may have
+// reached the server and before its answer came. A call that never
+// connected (refused, no route) or that the server answered otherwise
+// does not wrap it.
 type Error struct {
 	// Op is the call ("schedule", "get instance 0194…").
 	Op  string
 	err *connect.Error
 	// also is a further error the chain holds (job.ErrInvalidOption for
-	// a call the client refused before sending it).
+	// a call the client refused before sending it, job.ErrOutcomeUnknown
+	// for an ambiguous schedule).
 	also error
 }
 
-// Error returns the call and the server's message.
+// OutcomeHeader is the error metadata (a response header or trailer) by
+// which the server says that a schedule failed after its write reached
+// the store, so that its instance may or may not be stored; its value is
+// then OutcomeUnknown.
+const OutcomeHeader = "Jobkit-Outcome"
+
+// OutcomeUnknown is the value of OutcomeHeader for an ambiguous write.
+const OutcomeUnknown = "unknown"
+
+// Error returns the call and the server's message; for an ambiguous
+// schedule, also the safe retry.
 func (e *Error) Error() string {
-	return fmt.Sprintf("jobkit: %s: %s: %s", e.Op, e.err.Code(), e.err.Message())
+	msg := fmt.Sprintf("jobkit: %s: %s: %s", e.Op, e.err.Code(), e.err.Message())
+	if e.also == job.ErrOutcomeUnknown && !strings.Contains(msg, "WithIdempotencyKey") {
+		msg += " (outcome unknown: the instance may or may not be stored; to retry safely, give the call WithIdempotencyKey and repeat it with the same key, which stores it at most once)"
+	}
+	return msg
 }
 
 // Code returns the status code.
@@ -92,6 +121,12 @@ func sentinel(c Code) error {
 		return job.ErrNotFound
 	case connect.CodeAlreadyExists:
 		return job.ErrDuplicate
+	case connect.CodeDeadlineExceeded:
+		// The server's answer, when its own deadline (the call's, which
+		// the client sends) passed first: as when the client's did.
+		return context.DeadlineExceeded
+	case connect.CodeCanceled:
+		return context.Canceled
 	}
 	return nil
 }
@@ -112,4 +147,35 @@ func wrap(op string, err error) error {
 // CodeInvalidArgument, and it wraps job.ErrInvalidOption.
 func invalid(op string, err error) error {
 	return &Error{Op: op, err: connect.NewError(connect.CodeInvalidArgument, err), also: job.ErrInvalidOption}
+}
+
+// wrapSchedule is wrap for a schedule call (ScheduleJob, ScheduleJobs):
+// the error wraps job.ErrOutcomeUnknown when the instances may or may not
+// be stored (see Error).
+func wrapSchedule(op string, err error) error {
+	e := wrap(op, err)
+	if ce, ok := e.(*Error); ok && scheduleUnknown(err, ce.err) {
+		ce.also = job.ErrOutcomeUnknown
+	}
+	return e
+}
+
+// scheduleUnknown reports whether a schedule call that failed with err
+// (ce) may have stored its instances: the server said so, or no answer
+// came after the request may have reached it.
+func scheduleUnknown(err error, ce *connect.Error) bool {
+	if ce.Meta().Get(OutcomeHeader) == OutcomeUnknown {
+		return true
+	}
+	if len(ce.Meta()) > 0 {
+		return false // the server's own answer
+	}
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		return false // never connected
+	}
+	switch ce.Code() {
+	case connect.CodeCanceled, connect.CodeDeadlineExceeded, connect.CodeUnavailable, connect.CodeUnknown:
+		return true
+	}
+	return false
 }

@@ -242,7 +242,7 @@ func (c *Client) ScheduleJob(ctx context.Context, kind string, opts ...ScheduleO
 	}
 	res, err := c.jobs.Schedule(ctx, connect.NewRequest(req))
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wrapSchedule(op, err)
 	}
 	return newInstance(res.Msg.GetInstance()), nil
 }
@@ -255,7 +255,9 @@ type BatchItem struct {
 
 // BatchResult is the outcome of one BatchItem: the instance stored, or
 // the item's error (an *Error with the item's code; nothing was stored
-// for it).
+// for it, unless the error wraps job.ErrOutcomeUnknown: then it may have
+// been, and the item is settled by repeating it with the same
+// idempotency key).
 type BatchResult struct {
 	Instance *Instance
 	Err      error
@@ -276,7 +278,7 @@ func (c *Client) ScheduleJobs(ctx context.Context, items ...BatchItem) ([]BatchR
 	}
 	res, err := c.jobs.ScheduleBatch(ctx, connect.NewRequest(req))
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wrapSchedule(op, err)
 	}
 	if len(res.Msg.GetResults()) != len(items) {
 		return nil, wrap(op, fmt.Errorf("the server answered %d results for %d items", len(res.Msg.GetResults()), len(items)))
@@ -298,5 +300,9 @@ func itemError(op string, e *jobkitv1.ItemError) error {
 	if err := code.UnmarshalText([]byte(e.GetCode())); err != nil {
 		code = connect.CodeUnknown
 	}
-	return &Error{Op: op, err: connect.NewError(code, errors.New(e.GetMessage()))}
+	ce := &Error{Op: op, err: connect.NewError(code, errors.New(e.GetMessage()))}
+	if e.GetOutcomeUnknown() {
+		ce.also = job.ErrOutcomeUnknown
+	}
+	return ce
 }

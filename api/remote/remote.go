@@ -27,6 +27,11 @@
 // Errors keep their sentinels across the network (package wire):
 // errors.Is(err, store.ErrNotFound) holds as against a local store.
 //
+// An Enqueue whose call reached jobd, or may have, and got no answer (the
+// ctx ended, the connection broke) wraps store.ErrOutcomeUnknown as well
+// as the cause, as does one whose store at jobd said so; one that never
+// connected, or that jobd answered otherwise, does not.
+//
 // When the stream breaks, the Store reconnects with full-jitter backoff
 // (Options.MinBackoff..MaxBackoff), says hello again with the attempts it
 // holds, and calls made meanwhile wait for the new stream up to
@@ -46,6 +51,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -610,9 +616,35 @@ func (s *Store) unaryCall(ctx context.Context, method string, params, out any) e
 	}
 	res, err := s.client().Call(ctx, connect.NewRequest(&jobkitv1.CallRequest{Call: &jobkitv1.StoreCall{Method: method, ParamsJson: b}}))
 	if err != nil {
+		if method == "Enqueue" && unanswered(err) {
+			// jobd may have applied it (issue 39).
+			return store.OutcomeUnknown(connectError(method, err))
+		}
 		return connectError(method, err)
 	}
 	return decodeReply(method, res.Msg.GetReply(), out)
+}
+
+// unanswered reports whether a unary call that failed with err may have
+// reached jobd and been applied there: its ctx ended or the connection
+// broke after the request may have gone out, with no answer from jobd.
+// A connection that was never made (refused, no route) and any answer of
+// jobd (a refusal, an unknown method) are not. A ctx that ends while the
+// client is still connecting counts as unanswered, as the HTTP client
+// does not say how far it got.
+func unanswered(err error) bool {
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) && len(ce.Meta()) > 0 {
+		return false // jobd's own answer
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeCanceled, connect.CodeDeadlineExceeded, connect.CodeUnavailable, connect.CodeUnknown:
+		return true
+	}
+	return false
 }
 
 // connectError turns an error of a unary call into a store error: a call

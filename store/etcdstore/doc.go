@@ -120,6 +120,16 @@
 // A lookup reads all its pages at one revision; one that etcd compacts
 // past while it runs starts again at the newest revision.
 //
+// An Enqueue reads before it writes. Once one of its write transactions
+// went out and got no answer (the ctx's deadline, a broken connection,
+// etcd's own "request timed out" or "leader changed", after which the
+// proposal may still commit), or applied before the call failed, the
+// call's error wraps store.ErrOutcomeUnknown as well as the cause, and
+// ScheduleJob's names WithIdempotencyKey as the safe retry. A failure in
+// the reads (etcd unreachable or stalled), etcd's refusal of the write
+// (no space, too large, no permission) and a ctx that had ended before
+// are certain: nothing was stored, and the error does not wrap it.
+//
 // # Benchmarks
 //
 //	go test -run '^$' -bench . -benchtime 2000x ./store/etcdstore/

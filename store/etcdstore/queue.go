@@ -11,11 +11,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/jobkit/job/store"
 )
@@ -82,15 +86,50 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 	}
 	defer cancel()
 	res := make([]store.EnqueueResult, len(p.Instances))
-	err = s.enqueue(ctx, p, res)
+	var sent atomic.Bool
+	err = s.enqueue(ctx, p, res, &sent)
+	if err != nil && sent.Load() {
+		// A write transaction went out and got no answer, or one
+		// applied before the call failed: the caller cannot know what
+		// is stored (issue 39).
+		return res, store.OutcomeUnknown(s.wrap("enqueue", ctx, err))
+	}
 	return res, s.wrap("enqueue", ctx, err)
+}
+
+// maybeApplied reports whether a write transaction that failed with err
+// may have been applied: anything but etcd's refusal of the request (a
+// bad or too large request, no space, no permission, a missing lease) and
+// a connection that was never made. A deadline or a broken connection
+// after the request went out, and etcd's own "request timed out" or
+// "leader changed" (the proposal may still commit), may have.
+func maybeApplied(err error) bool {
+	code := codes.Unknown
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	} else if st, ok := status.FromError(err); ok {
+		code = st.Code()
+		if code == codes.Unavailable && strings.Contains(st.Message(), "while dialing") {
+			return false
+		}
+	}
+	switch code {
+	case codes.InvalidArgument, codes.ResourceExhausted, codes.FailedPrecondition, codes.PermissionDenied,
+		codes.Unauthenticated, codes.OutOfRange, codes.NotFound, codes.AlreadyExists:
+		return false
+	}
+	return true
 }
 
 // A sequence number is ticket<<seqShift | salt<<16 | k: 2^16-1 instances
 // per ticket, 256 salts (see enqueue).
 const seqShift = 24
 
-func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store.EnqueueResult) error {
+// enqueue stores p's instances, setting sent once a write transaction
+// may have been applied (see maybeApplied): from then on a failure leaves
+// the call's outcome unknown. The reads that come first never set it.
+func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store.EnqueueResult, sent *atomic.Bool) error {
 	// Sequence numbers: the revision R of each round's read (below) is the
 	// ticket; the k-th instance still pending gets R<<24 | salt<<16 | k+1,
 	// the salt a number of this handle's that each round advances. A call that
@@ -237,7 +276,14 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
+				if err := ctx.Err(); err != nil {
+					errs[j] = err // not sent
+					return
+				}
 				ok[j], errs[j] = c.send(ctx)
+				if ok[j] || errs[j] != nil && maybeApplied(errs[j]) {
+					sent.Store(true)
+				}
 			})
 		}
 		wg.Wait()

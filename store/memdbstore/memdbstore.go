@@ -17,6 +17,11 @@
 // finished instances and of logs by time. An instance's history is kept
 // inline in its record, which keeps a transition at one record write.
 //
+// A write is applied under the store's lock before the call returns, so
+// no answer is ever lost: the store never returns store.ErrOutcomeUnknown
+// (a ScheduleJob whose ctx ends in the instant its shared call is being
+// applied can still get it from the manager; see job.ErrOutcomeUnknown).
+//
 // Nothing is persisted: the data lives as long as the *Store value.
 package memdbstore
 

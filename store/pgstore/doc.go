@@ -37,6 +37,17 @@
 // with COPY. Event cursors are "pg3-..."; those of before (pg1-, pg2-)
 // still follow on.
 //
+// An Enqueue whose insert statement (outside a transaction) or COMMIT
+// went out and got no answer (the ctx's deadline, a broken connection, a
+// stalled server) may have stored its instances: its error wraps
+// store.ErrOutcomeUnknown as well as the cause, and ScheduleJob's names
+// WithIdempotencyKey as the safe retry. PostgreSQL's own errors, a failure
+// before the COMMIT, what pgx reports as not sent (pgconn.SafeToRetry), a
+// connection that could not be made and any call in the caller's
+// transaction (WithTx: its COMMIT decides) are certain and do not wrap it.
+// A ctx that ends while pgxpool waits for a free connection counts as
+// unknown, as pgxpool returns the bare ctx error then.
+//
 // WithTx runs a ScheduleJob inside the caller's pgx.Tx: the job exists if
 // and only if that transaction commits, and while the transaction is open
 // it holds nothing other writers wait for.

@@ -203,8 +203,26 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx pgx.Tx) error) 
 	if tx := txFrom(ctx); tx != nil {
 		return s.wrap(ctx, op, fn(tx))
 	}
-	return s.wrap(ctx, op, pgx.BeginFunc(ctx, s.pool, fn))
+	began := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		began = true
+		if err := fn(tx); err != nil {
+			return uncommitted{err} // rolled back, or its connection closed: never committed
+		}
+		return nil
+	})
+	if err != nil && !began {
+		err = uncommitted{err}
+	}
+	return s.wrap(ctx, op, err)
 }
+
+// uncommitted marks an error of a transaction that never reached its
+// COMMIT, so changed nothing; wrap tells it from a COMMIT that failed.
+type uncommitted struct{ err error }
+
+func (e uncommitted) Error() string { return e.err.Error() }
+func (e uncommitted) Unwrap() error { return e.err }
 
 // querier is what reads need: the pool, or the caller's transaction.
 type querier interface {
@@ -229,7 +247,9 @@ func (e errStop) Error() string { return e.err.Error() }
 func (e errStop) Unwrap() error { return e.err }
 
 // wrap names the operation in err, keeps contract errors as they are, and
-// says what to check when the database cannot be reached.
+// says what to check when the database cannot be reached. An enqueue that
+// may have been applied is marked store.ErrOutcomeUnknown (see
+// maybeApplied).
 func (s *Store) wrap(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
@@ -238,6 +258,39 @@ func (s *Store) wrap(ctx context.Context, op string, err error) error {
 	if errors.As(err, &stop) {
 		return stop.err
 	}
+	if op == "enqueue" && maybeApplied(ctx, err) {
+		return store.OutcomeUnknown(s.wrapErr(ctx, op, err))
+	}
+	return s.wrapErr(ctx, op, err)
+}
+
+// maybeApplied reports whether an enqueue that failed with err may still
+// have stored its instances (issue 39): its statement or its COMMIT was
+// sent and no answer came (the ctx ended, the connection broke, the
+// server stalled), or it stored them and a read after failed. It did not
+// when err is PostgreSQL's own error (the statement failed, the
+// transaction rolled back), when pgx says nothing was sent
+// (pgconn.SafeToRetry: the ctx ended before, the connection was busy),
+// when no connection could be made (a refused connection), when the
+// transaction failed before its COMMIT (write), or when the write runs in
+// the caller's transaction (WithTx), whose COMMIT decides. A ctx that
+// ends while the pool waits for a free connection is reported as unknown
+// too, since pgxpool returns the bare ctx error then.
+func maybeApplied(ctx context.Context, err error) bool {
+	var (
+		pgErr   *pgconn.PgError
+		connErr *pgconn.ConnectError
+		unc     uncommitted
+	)
+	switch {
+	case txFrom(ctx) != nil, errors.As(err, &unc), errors.As(err, &pgErr), errors.As(err, &connErr), pgconn.SafeToRetry(err):
+		return false
+	}
+	return true
+}
+
+// wrapErr is wrap without the outcome check.
+func (s *Store) wrapErr(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)) {
 		return fmt.Errorf("pgstore: %s: %w", op, ctx.Err())
 	}

@@ -73,6 +73,16 @@
 // Renewals and retention still run, so running work keeps its leases and
 // retention can free memory. Redis 7 or later is required.
 //
+// An Enqueue that ends after its script was sent and before its reply
+// came (the ctx's deadline, a broken connection, a frozen server) may
+// have stored its instances: its error wraps store.ErrOutcomeUnknown as
+// well as the cause, and ScheduleJob's names WithIdempotencyKey as the
+// safe retry. Errors that certainly changed nothing do not: a ctx that
+// had ended before the call, an error reply of the server (OOM,
+// WRONGTYPE, a script error), a client that is closed, found no pooled connection in time or could not
+// connect. A ctx that ends while the client waits for a connection counts
+// as unknown, as the client does not say whether the command went out.
+//
 // The client belongs to the caller: the store never closes it.
 package redisstore
 
@@ -235,6 +245,14 @@ func (r *runner) Run(ctx context.Context, s *redisscript.Script, keys, args []st
 		return r.fn.Run(ctx, s, keys, args)
 	}
 	return bounded(r, ctx, func() (any, error) { return r.fn.Run(ctx, s, keys, args) })
+}
+
+// Unapplied implements redisscript.Unapplied: a reply of the server, or
+// a client that is closed or found no pooled connection in time, changed
+// nothing.
+func (r *runner) Unapplied(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout)
 }
 
 // FCall implements redisscript.FunctionClient. It builds the command's

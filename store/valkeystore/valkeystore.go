@@ -26,6 +26,16 @@
 // and Valkey refuse the writing scripts as a whole and the store returns
 // an error wrapping store.ErrFull. Valkey 7.2 (or Redis 7) or later.
 //
+// An Enqueue that ends after its script was sent and before its reply
+// came (the ctx's deadline, a broken connection, a frozen server) may
+// have stored its instances: its error wraps store.ErrOutcomeUnknown as
+// well as the cause, and ScheduleJob's names WithIdempotencyKey as the
+// safe retry. Errors that certainly changed nothing do not: a ctx that
+// had ended before the call, an error reply of the server (OOM,
+// WRONGTYPE, a script error), a client that is closed or closing or could not
+// connect. A ctx that ends while the client waits for a connection counts
+// as unknown, as the client does not say whether the command went out.
+//
 // The client belongs to the caller: the store never closes it. New does
 // no I/O. valkey.NewClient, though, dials at once and fails when the
 // server is down; a process that may start before its server either
@@ -36,6 +46,7 @@ package valkeystore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -105,6 +116,13 @@ type runner struct {
 // runs it with EVALSHA (see redisscript.Functions).
 func (r *runner) Run(ctx context.Context, s *redisscript.Script, keys, args []string) (any, error) {
 	return r.fn.Run(ctx, s, keys, args)
+}
+
+// Unapplied implements redisscript.Unapplied: a reply of the server, or
+// a client that is closing or could not connect, changed nothing.
+func (r *runner) Unapplied(err error) bool {
+	var reply *valkey.ValkeyError
+	return errors.As(err, &reply) || errors.Is(err, valkey.ErrClosing)
 }
 
 // FCall implements redisscript.FunctionClient.

@@ -62,6 +62,7 @@ var sentinels = []struct {
 	{"full", store.ErrFull},
 	{"conflict", store.ErrConflict},
 	{"cursor_expired", store.ErrCursorExpired},
+	{"outcome_unknown", store.ErrOutcomeUnknown},
 	{"canceled", context.Canceled},
 	{"deadline_exceeded", context.DeadlineExceeded},
 }

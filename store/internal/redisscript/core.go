@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,23 +68,59 @@ func (c *Core) run(ctx context.Context, s *Script, args ...string) (any, error) 
 	all = append(all, args...)
 	v, err := c.r.Run(ctx, s, c.keys.For(s), all)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: %s: %w", c.name, s.Name, ctx.Err())
+		werr := c.runError(ctx, s, err)
+		if s == Enqueue && !c.unapplied(err) {
+			// Sent, and no answer: the script may have run (issue 39).
+			werr = store.OutcomeUnknown(werr)
 		}
-		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-			// The client's network deadline (its ctx's) fired a moment
-			// before the ctx did.
-			return nil, fmt.Errorf("%s: %s: %w (%v)", c.name, s.Name, context.DeadlineExceeded, err)
-		}
-		if strings.Contains(err.Error(), "OOM command not allowed") {
-			return nil, fmt.Errorf("%w: %s: %s: Redis is at its maxmemory and refuses writes (nothing was changed); free memory (retention, a larger maxmemory) or use an eviction policy that keeps jobkit's keys: %v", store.ErrFull, c.name, s.Name, err)
-		}
-		if strings.Contains(err.Error(), "WRONGTYPE") {
-			return nil, fmt.Errorf("%w: %s: %s: a key of namespace %q holds a value of another type (written by something else? give jobkit its own namespace): %v", store.ErrCorrupt, c.name, s.Name, c.keys.Prefix, err)
-		}
-		return nil, fmt.Errorf("%s: %s: %w", c.name, s.Name, err)
+		return nil, werr
 	}
 	return v, nil
+}
+
+// runError is the error of a Run of s that failed with err.
+func (c *Core) runError(ctx context.Context, s *Script, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %s: %w", c.name, s.Name, ctx.Err())
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		// The client's network deadline (its ctx's) fired a moment
+		// before the ctx did.
+		return fmt.Errorf("%s: %s: %w (%v)", c.name, s.Name, context.DeadlineExceeded, err)
+	}
+	if strings.Contains(err.Error(), "OOM command not allowed") {
+		return fmt.Errorf("%w: %s: %s: Redis is at its maxmemory and refuses writes (nothing was changed); free memory (retention, a larger maxmemory) or use an eviction policy that keeps jobkit's keys: %v", store.ErrFull, c.name, s.Name, err)
+	}
+	if strings.Contains(err.Error(), "WRONGTYPE") {
+		return fmt.Errorf("%w: %s: %s: a key of namespace %q holds a value of another type (written by something else? give jobkit its own namespace): %v", store.ErrCorrupt, c.name, s.Name, c.keys.Prefix, err)
+	}
+	return fmt.Errorf("%s: %s: %w", c.name, s.Name, err)
+}
+
+// Unapplied is implemented by a Runner whose client can tell, from an
+// error of Run, that the command certainly changed nothing: the server
+// answered with an error reply (the script did not run, or ran to its
+// error), or the client failed before writing the command (it is closed,
+// it waited too long for a pooled connection, it could not connect).
+type Unapplied interface {
+	Unapplied(err error) bool
+}
+
+// unapplied reports whether err, an error of Run, certainly left the
+// store unchanged. Anything else (the ctx ended, or the connection broke,
+// after the command may have been written) leaves the outcome unknown:
+// the client does not say whether a command cut short by its ctx had
+// gone out, so a ctx that ends while the client waits for a connection
+// counts as unknown too.
+func (c *Core) unapplied(err error) bool {
+	if strings.Contains(err.Error(), "OOM command not allowed") || strings.Contains(err.Error(), "WRONGTYPE") {
+		return true // the server's refusal
+	}
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		return true // never connected
+	}
+	u, ok := c.r.(Unapplied)
+	return ok && u.Unapplied(err)
 }
 
 func us(t time.Time) string { return strconv.FormatInt(Micros(t), 10) }

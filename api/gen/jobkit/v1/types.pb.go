@@ -2252,11 +2252,15 @@ func (x *BulkResult) GetSkipped() int64 {
 // ItemError is the error of one item of a batch: a Connect/gRPC code name
 // ("invalid_argument", "already_exists", "not_found") and a message.
 type ItemError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Code    string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The item may or may not be stored: its write reached the store and no
+	// answer came (the call's Jobkit-Outcome: unknown, for one item). Repeat
+	// it with the same idempotency key.
+	OutcomeUnknown bool `protobuf:"varint,3,opt,name=outcome_unknown,json=outcomeUnknown,proto3" json:"outcome_unknown,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ItemError) Reset() {
@@ -2301,6 +2305,13 @@ func (x *ItemError) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *ItemError) GetOutcomeUnknown() bool {
+	if x != nil {
+		return x.OutcomeUnknown
+	}
+	return false
 }
 
 var File_jobkit_v1_types_proto protoreflect.FileDescriptor
@@ -2496,10 +2507,11 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"BulkResult\x12\x18\n" +
 	"\amatched\x18\x01 \x01(\x03R\amatched\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\x03R\aapplied\x12\x18\n" +
-	"\askipped\x18\x03 \x01(\x03R\askipped\"9\n" +
+	"\askipped\x18\x03 \x01(\x03R\askipped\"b\n" +
 	"\tItemError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*\xb0\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12'\n" +
+	"\x0foutcome_unknown\x18\x03 \x01(\bR\x0eoutcomeUnknown*\xb0\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_CREATED\x10\x01\x12\x13\n" +
