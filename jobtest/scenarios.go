@@ -129,7 +129,7 @@ func testSignatures(t *testing.T, e *env) {
 
 // testTypedResults: arguments and results written by the store read back
 // into their Go types, through Register's typed handle and through
-// Instance.ResultsInto, large integers and nested values included.
+// InstanceInfo.ResultsInto, large integers and nested values included.
 func testTypedResults(t *testing.T, e *env) {
 	type in struct {
 		Name  string

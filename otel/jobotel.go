@@ -11,7 +11,7 @@
 // How it joins the traces: at schedule, a producer span ("schedule
 // <kind>") starts as a child of the span in the scheduling ctx, and the
 // configured propagator (W3C Trace Context by default) writes that span's
-// context into the instance's metadata (job.Instance.Metadata:
+// context into the instance's metadata (job.InstanceInfo.Metadata:
 // "traceparent", "tracestate"), which the store keeps with the instance.
 // At each attempt, on whichever manager claims it, the propagator reads
 // the metadata back, and the attempt's consumer span ("run <kind>") is a
