@@ -8,9 +8,9 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// LookupInstances returns the instances q selects, newest first, as data. Records
-// the store cannot decode are left out and reported in an error wrapping
-// ErrCorrupt, alongside the rest.
+// LookupInstances returns the instances q selects, newest first, as data
+// (an InstanceInfo cannot log). Records the store cannot decode are left
+// out and reported in an error wrapping ErrCorrupt, alongside the rest.
 func (m *Manager) LookupInstances(ctx context.Context, q *Query) ([]*InstanceInfo, error) {
 	sq, err := q.store()
 	if err != nil {

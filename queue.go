@@ -12,7 +12,8 @@ import (
 )
 
 // ScheduleJob stores a new instance of the job of that kind, due now unless
-// opts say otherwise. The kind is the job registered with the manager or,
+// opts say otherwise, and returns it as data (an InstanceInfo, as a
+// lookup does: only the attempt's Instance logs). The kind is the job registered with the manager or,
 // when none is, the kind's stored definition (see PutDefinition; read
 // again after DefinitionCacheTTL), so a manager schedules kinds it has no
 // executor for; otherwise it is an error wrapping ErrUnknownKind and
