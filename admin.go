@@ -85,7 +85,7 @@ func (c *adminConfig) apply(opts []AdminOption) error {
 // unique key is neither checked nor taken again. It returns the instance as
 // stored after the change, or an error wrapping ErrNotFound or
 // ErrNotFinished.
-func (m *Manager) RetryInstance(ctx context.Context, id string, opts ...AdminOption) (Instance, error) {
+func (m *Manager) RetryInstance(ctx context.Context, id string, opts ...AdminOption) (*InstanceInfo, error) {
 	var c adminConfig
 	if err := c.apply(opts); err != nil {
 		return nil, fmt.Errorf("job: retry %s: %w", id, err)
@@ -104,14 +104,14 @@ func (m *Manager) RetryInstance(ctx context.Context, id string, opts ...AdminOpt
 		return nil, fmt.Errorf("job: retry %s: %w", id, err)
 	}
 	m.notifyLocal()
-	inst, err := m.LookupInstance(ctx, id)
+	rec, err := m.lookupRecord(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("job: retry %s: retried, then %w", id, err)
 	}
-	if j, ok := m.reg.get(inst.Kind()); ok {
-		m.stateChanged(j, inst, Scheduled)
+	if j, ok := m.reg.get(rec.Kind); ok {
+		m.recordChanged(j, rec, Scheduled)
 	}
-	return inst, nil
+	return newInfo(rec), nil
 }
 
 // DeleteInstance removes an instance in any state with its history and
@@ -228,7 +228,7 @@ func (m *Manager) RetryInstances(ctx context.Context, q *Query, opts ...AdminOpt
 				if c.reset {
 					rec.Attempt = 0
 				}
-				m.stateChanged(j, newInstance(rec, m), Scheduled)
+				m.stateChanged(j, newInstance(rec, m), Scheduled) // rec is a copy
 			}
 		}
 		if woke {

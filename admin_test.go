@@ -186,15 +186,15 @@ func TestBulkRetry(t *testing.T) {
 	var onScheduled atomic.Int32
 	j := mustJob(t, job.WithKind("flaky"), job.WithMaxRetries(0),
 		job.WithStateChangeProcessor(func(ji job.Instance, s job.State) {
-			if s == job.Scheduled && ji.Attempt() == 0 && ji.Error() == nil {
+			if s == job.Scheduled && ji.Info().Attempt == 0 && ji.Info().Error == "" {
 				onScheduled.Add(1) // scheduled, and retried with attempts reset
 			}
 		}),
 		job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
 			mu.Lock()
 			defer mu.Unlock()
-			runs[ji.ID()]++
-			if runs[ji.ID()] == 1 {
+			runs[ji.Info().ID]++
+			if runs[ji.Info().ID] == 1 {
 				return errors.New("first run fails")
 			}
 			return nil
@@ -246,8 +246,8 @@ func TestBulkRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, in := range ins {
-		if in.Attempt() != 1 {
-			t.Fatalf("instance %s completed in attempt %d, want 1 (attempts reset)", in.ID(), in.Attempt())
+		if in.Attempt != 1 {
+			t.Fatalf("instance %s completed in attempt %d, want 1 (attempts reset)", in.ID, in.Attempt)
 		}
 	}
 	waitFor(t, "state-change handlers saw every schedule and retry", func() bool { return onScheduled.Load() == 2*n })
@@ -333,10 +333,10 @@ func TestDeleteRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "running on runner", func() bool {
-		got, err := admin.LookupInstance(ctx, ji.ID())
-		return err == nil && got.State() == job.Processing
+		got, err := admin.LookupInstance(ctx, ji.ID)
+		return err == nil && got.State == job.Processing
 	})
-	if err := admin.DeleteInstance(ctx, ji.ID()); err != nil {
+	if err := admin.DeleteInstance(ctx, ji.ID); err != nil {
 		t.Fatalf("DeleteInstance of a running instance: %v", err)
 	}
 	select {
@@ -350,13 +350,13 @@ func TestDeleteRunning(t *testing.T) {
 	close(release)
 	// Its outcome is not recorded: the instance stays gone.
 	waitFor(t, "runner idle", func() bool { _, busy := runner.Workers(); return busy == 0 })
-	if _, err := admin.LookupInstance(ctx, ji.ID()); !errors.Is(err, job.ErrNotFound) {
+	if _, err := admin.LookupInstance(ctx, ji.ID); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("deleted instance after its attempt ended: %v, want ErrNotFound", err)
 	}
-	if h, err := admin.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstanceID(ji.ID()))); err != nil || len(h) != 0 {
+	if h, err := admin.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstanceID(ji.ID))); err != nil || len(h) != 0 {
 		t.Fatalf("history of the deleted instance: %d records, %v; want none", len(h), err)
 	}
-	if err := admin.DeleteInstance(ctx, ji.ID()); !errors.Is(err, job.ErrNotFound) {
+	if err := admin.DeleteInstance(ctx, ji.ID); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("second DeleteInstance: %v, want ErrNotFound", err)
 	}
 }
@@ -393,7 +393,7 @@ func TestDeleteRunningHere(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the instance did not start")
 	}
-	if err := m.DeleteInstance(ctx, ji.ID()); err != nil {
+	if err := m.DeleteInstance(ctx, ji.ID); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -418,22 +418,22 @@ func TestRetryInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.RetryInstance(ctx, ji.ID()); !errors.Is(err, job.ErrNotFinished) {
+	if _, err := m.RetryInstance(ctx, ji.ID); !errors.Is(err, job.ErrNotFinished) {
 		t.Fatalf("RetryInstance of a scheduled instance: %v, want ErrNotFinished", err)
 	}
 	if _, err := m.RetryInstance(ctx, "no-such-id"); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("RetryInstance of an unknown ID: %v, want ErrNotFound", err)
 	}
-	if _, err := m.CancelInstance(ctx, ji.ID()); err != nil {
+	if _, err := m.CancelInstance(ctx, ji.ID); err != nil {
 		t.Fatal(err)
 	}
 	at := clk.Now().Add(2 * time.Hour)
-	got, err := m.RetryInstance(ctx, ji.ID(), job.WithRetryAt(at))
+	got, err := m.RetryInstance(ctx, ji.ID, job.WithRetryAt(at))
 	if err != nil {
 		t.Fatalf("RetryInstance of a canceled instance: %v", err)
 	}
-	if got.State() != job.Scheduled || !got.RunAt().Equal(at) || !got.FinishedAt().IsZero() {
-		t.Fatalf("retried instance: %v due %v finished %v; want scheduled at %v, not finished", got.State(), got.RunAt(), got.FinishedAt(), at)
+	if got.State != job.Scheduled || !got.RunAt.Equal(at) || !got.FinishedAt.IsZero() {
+		t.Fatalf("retried instance: %v due %v finished %v; want scheduled at %v, not finished", got.State, got.RunAt, got.FinishedAt, at)
 	}
 	h, err := m.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstance(ji)))
 	if err != nil {
@@ -442,7 +442,7 @@ func TestRetryInstance(t *testing.T) {
 	if last := h[len(h)-1]; last.State != job.Scheduled || last.Error != "retried by op" {
 		t.Fatalf("last history record %+v, want scheduled, retried by op", last)
 	}
-	if _, err := m.RetryInstance(ctx, ji.ID(), nil); !errors.Is(err, job.ErrInvalidOption) {
+	if _, err := m.RetryInstance(ctx, ji.ID, nil); !errors.Is(err, job.ErrInvalidOption) {
 		t.Fatalf("RetryInstance with a nil option: %v, want ErrInvalidOption", err)
 	}
 }

@@ -39,7 +39,7 @@ func TestFullStorePausesClaimsAndResumes(t *testing.T) {
 		m := newManager(t, job.WithStore(fs), job.WithWorkers(4), job.WithLogger(quietLogger()))
 		if err := m.RegisterJob(mustJob(t, job.WithKind("k"), job.WithExecutor(func(ji job.Instance) {
 			mu.Lock()
-			runs[ji.ID()]++
+			runs[ji.Info().ID]++
 			mu.Unlock()
 		}))); err != nil {
 			t.Fatal(err)
@@ -69,7 +69,7 @@ func TestFullStorePausesClaimsAndResumes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ids = append(ids, ji.ID())
+			ids = append(ids, ji.ID)
 		}
 		before, _ := ran()
 		time.Sleep(10 * job.DefaultPollInterval)
@@ -92,11 +92,11 @@ func TestFullStorePausesClaimsAndResumes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.State() != job.Completed {
-				t.Errorf("instance %s is %v, want completed", id, got.State())
+			if got.State != job.Completed {
+				t.Errorf("instance %s is %v, want completed", id, got.State)
 			}
 		}
-		if got, err := m.LookupInstance(ctx, first.ID()); err != nil || got.State() != job.Completed {
+		if got, err := m.LookupInstance(ctx, first.ID); err != nil || got.State != job.Completed {
 			t.Errorf("first instance (outcome given up, lease rescued) = %v, %v; want completed", got, err)
 		}
 		if err := m.Stop(ctx); err != nil {

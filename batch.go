@@ -30,7 +30,7 @@ type BatchResult struct {
 	// holds the unique key (nil when looking it up failed); for an
 	// idempotency key stored already, the instance stored first. Nil on
 	// any other error.
-	Instance Instance
+	Instance *InstanceInfo
 	// Err is nil when the item was stored (or, with an idempotency key,
 	// was stored before). Otherwise it is what ScheduleJob would have
 	// returned for the item alone: an error wrapping ErrUnknownKind,
@@ -207,7 +207,7 @@ func (m *Manager) scheduleChunk(ctx context.Context, entries []batchEntry, out [
 	for k, e := range entries {
 		wg.Go(func() {
 			reached := false
-			inst, err := m.schedule(ctx, e.rec, func(context.Context) (Instance, error) {
+			inst, err := m.schedule(ctx, e.rec, func(context.Context) (*InstanceInfo, error) {
 				if err := e.rec.Validate(); err != nil {
 					return nil, fmt.Errorf("job: schedule %q: %w", e.rec.Kind, err)
 				}
@@ -255,7 +255,7 @@ func (m *Manager) scheduleChunk(ctx context.Context, entries []batchEntry, out [
 
 // batchOutcome is what ScheduleJob would return for one item.
 type batchOutcome struct {
-	inst Instance
+	inst *InstanceInfo
 	err  error
 }
 
@@ -290,7 +290,7 @@ func (m *Manager) storeChunk(ctx context.Context, entries []batchEntry) ([]batch
 	if len(fresh) > 0 {
 		m.notifyLocal()
 		for _, k := range fresh {
-			m.stateChanged(entries[k].j, out[k].inst, store.Scheduled)
+			m.recordChanged(entries[k].j, entries[k].rec, store.Scheduled)
 		}
 	}
 	return out, nil

@@ -43,7 +43,7 @@ func TestScheduleJobsIDs(t *testing.T) {
 		if r.Err != nil {
 			t.Fatalf("item %d: %v", i, r.Err)
 		}
-		id := r.Instance.ID()
+		id := r.Instance.ID
 		u, err := uuid.Parse(id)
 		if err != nil || u.Version() != 7 || u.Variant() != uuid.RFC4122 || u.String() != id {
 			t.Fatalf("item %d: ID %q is not a canonical UUIDv7 (%v)", i, id, err)

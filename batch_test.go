@@ -59,18 +59,18 @@ func TestScheduleJobsStoresEveryItemInOneCall(t *testing.T) {
 		if r.Err != nil || r.Instance == nil {
 			t.Fatalf("item %d: %v, %v", i, r.Instance, r.Err)
 		}
-		got, err := e.m.LookupInstance(ctx, r.Instance.ID())
+		got, err := e.m.LookupInstance(ctx, r.Instance.ID)
 		if err != nil {
 			t.Fatalf("item %d not stored: %v", i, err)
 		}
-		rec, w := recOf(got), want[i]
-		if rec.Kind != w.kind || string(rec.Args) != w.args || rec.Queue != w.queue || rec.Priority != w.prio ||
+		rec, w := got, want[i]
+		if rec.Kind != w.kind || string(rec.Args) != w.args || rec.Queue != w.queue || int(rec.Priority) != w.prio ||
 			rec.RunAt.After(rec.CreatedAt) != w.later || rec.State != store.Scheduled {
 			t.Errorf("item %d stored as kind %s args %s queue %s prio %d runAt %v created %v state %v; want %+v",
 				i, rec.Kind, rec.Args, rec.Queue, rec.Priority, rec.RunAt, rec.CreatedAt, rec.State, w)
 		}
-		if rec.Seq <= lastSeq || recOf(r.Instance).Seq != rec.Seq {
-			t.Errorf("item %d: seq %d (returned %d) after %d; want increasing in item order", i, rec.Seq, recOf(r.Instance).Seq, lastSeq)
+		if rec.Seq <= lastSeq || r.Instance.Seq != rec.Seq {
+			t.Errorf("item %d: seq %d (returned %d) after %d; want increasing in item order", i, rec.Seq, r.Instance.Seq, lastSeq)
 		}
 		lastSeq = rec.Seq
 	}
@@ -105,10 +105,10 @@ func TestScheduleJobsRejectsBadItemsAlone(t *testing.T) {
 			t.Errorf("item %d: error %v, want %v", i, r.Err, w)
 		}
 	}
-	if res[5].Instance == nil || res[5].Instance.ID() != holder.ID() {
-		t.Errorf("duplicate of a stored key: instance %v, want the holder %s", res[5].Instance, holder.ID())
+	if res[5].Instance == nil || res[5].Instance.ID != holder.ID {
+		t.Errorf("duplicate of a stored key: instance %v, want the holder %s", res[5].Instance, holder.ID)
 	}
-	if res[7].Instance == nil || res[6].Instance == nil || res[7].Instance.ID() != res[6].Instance.ID() {
+	if res[7].Instance == nil || res[6].Instance == nil || res[7].Instance.ID != res[6].Instance.ID {
 		t.Errorf("second of a key in the batch: instance %v, want the first's %v", res[7].Instance, res[6].Instance)
 	}
 	all, err := e.m.LookupInstances(ctx, NewQuery())
@@ -117,7 +117,7 @@ func TestScheduleJobsRejectsBadItemsAlone(t *testing.T) {
 	}
 	var args []string
 	for _, in := range all {
-		args = append(args, string(recOf(in).Args))
+		args = append(args, string(in.Args))
 	}
 	slices.Sort(args)
 	if want := []string{`"holder"`, `"in1"`, `"ok1"`, `[5,6]`}; !slices.Equal(args, []string{`["holder"]`, `["in1"]`, `["ok1"]`, `[5,6]`}) {
@@ -140,7 +140,7 @@ func TestScheduleJobsSplitsIntoStoreCalls(t *testing.T) {
 		t.Fatalf("store.Enqueue sizes %v, want [%d %d 5]", sizes, MaxScheduleBatch, MaxScheduleBatch)
 	}
 	for i, r := range res {
-		if r.Err != nil || string(recOf(r.Instance).Args) != fmt.Sprintf(`["%d"]`, i) {
+		if r.Err != nil || string(r.Instance.Args) != fmt.Sprintf(`["%d"]`, i) {
 			t.Fatalf("item %d: %v, %v", i, r.Instance, r.Err)
 		}
 	}
@@ -168,7 +168,7 @@ func TestScheduleJobsStoreFailureStopsTheBatch(t *testing.T) {
 	for i, r := range res {
 		switch {
 		case i < MaxScheduleBatch:
-			if r.Err != nil || !e.stored(r.Instance.ID()) {
+			if r.Err != nil || !e.stored(r.Instance.ID) {
 				t.Fatalf("item %d of the first call: %v", i, r.Err)
 			}
 		case i == n-1:
@@ -212,7 +212,7 @@ func TestScheduleJobsIdempotentRepeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range items {
-		if first[i].Err != nil || again[i].Err != nil || again[i].Instance.ID() != first[i].Instance.ID() {
+		if first[i].Err != nil || again[i].Err != nil || again[i].Instance.ID != first[i].Instance.ID {
 			t.Fatalf("item %d: first %v %v, repeat %v %v; want the same instance", i, first[i].Instance, first[i].Err, again[i].Instance, again[i].Err)
 		}
 	}
@@ -230,7 +230,7 @@ type tagMiddleware struct {
 	calls int
 }
 
-func (t *tagMiddleware) Schedule(ctx context.Context, info *ScheduleInfo, next func(context.Context) (Instance, error)) (Instance, error) {
+func (t *tagMiddleware) Schedule(ctx context.Context, info *ScheduleInfo, next func(context.Context) (*InstanceInfo, error)) (*InstanceInfo, error) {
 	t.mu.Lock()
 	t.calls++
 	t.mu.Unlock()
@@ -286,18 +286,18 @@ func TestScheduleJobsPassesEachItemThroughMiddleware(t *testing.T) {
 		if res[i].Err != nil {
 			t.Fatalf("item %d: %v", i, res[i].Err)
 		}
-		got, err := m.LookupInstance(ctx, res[i].Instance.ID())
+		got, err := m.LookupInstance(ctx, res[i].Instance.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		md := got.Metadata()
-		if md["tag"] != "mw-"+got.ID() || (i == 0) != (md["user"] == "1") {
+		md := got.Metadata
+		if md["tag"] != "mw-"+got.ID || (i == 0) != (md["user"] == "1") {
 			t.Errorf("item %d stored metadata %v, want the middleware's tag (and the item's own pair)", i, md)
 		}
-		if recOf(got).Seq <= lastSeq {
-			t.Errorf("item %d: seq %d after %d, want item order", i, recOf(got).Seq, lastSeq)
+		if got.Seq <= lastSeq {
+			t.Errorf("item %d: seq %d after %d, want item order", i, got.Seq, lastSeq)
 		}
-		lastSeq = recOf(got).Seq
+		lastSeq = got.Seq
 	}
 	if all, err := m.LookupInstances(ctx, NewQuery()); err != nil || len(all) != 3 {
 		t.Fatalf("%d instances stored (%v), want 3", len(all), err)

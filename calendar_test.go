@@ -75,7 +75,7 @@ func runAts(t *testing.T, m *job.Manager, kind string) map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, in := range ins {
-		k := in.RunAt().UTC().Format(time.RFC3339)
+		k := in.RunAt.UTC().Format(time.RFC3339)
 		if out[k] {
 			t.Fatalf("kind %s: two instances due at %s", kind, k)
 		}

@@ -49,7 +49,7 @@ func TestCancelOtherNodeAtOnce(t *testing.T) {
 	}
 	<-started
 	asked := time.Now()
-	if _, err := admin.CancelInstance(ctx, ji.ID()); err != nil {
+	if _, err := admin.CancelInstance(ctx, ji.ID); err != nil {
 		t.Fatalf("CancelInstance: %v", err)
 	}
 	select {

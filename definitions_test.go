@@ -37,24 +37,24 @@ func TestDefinitionPolicyOnSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Queue() != "reports" || a.Priority() != 5 || a.MaxRetries() != job.RetryForever || a.Timeout() != time.Minute {
-		t.Errorf("instance: queue %q priority %v retries %d timeout %v; want the definition's", a.Queue(), a.Priority(), a.MaxRetries(), a.Timeout())
+	if a.Queue != "reports" || a.Priority != 5 || a.MaxRetries != job.RetryForever || a.Timeout != time.Minute {
+		t.Errorf("instance: queue %q priority %v retries %d timeout %v; want the definition's", a.Queue, a.Priority, a.MaxRetries, a.Timeout)
 	}
-	if !strings.HasPrefix(a.UniqueKey(), "report:args:") {
-		t.Errorf("unique key %q, want one derived from kind and arguments", a.UniqueKey())
+	if !strings.HasPrefix(a.UniqueKey, "report:args:") {
+		t.Errorf("unique key %q, want one derived from kind and arguments", a.UniqueKey)
 	}
 	// The same arguments: a duplicate, whatever order the map was built in.
 	holder, err := m.ScheduleJob(ctx, "report", job.WithArguments("2026-11", map[string]int{"a": 1, "b": 2}))
-	if !errors.Is(err, job.ErrDuplicate) || holder == nil || holder.ID() != a.ID() {
-		t.Fatalf("same arguments: %v, %v; want ErrDuplicate held by %s", holder, err, a.ID())
+	if !errors.Is(err, job.ErrDuplicate) || holder == nil || holder.ID != a.ID {
+		t.Fatalf("same arguments: %v, %v; want ErrDuplicate held by %s", holder, err, a.ID)
 	}
 	// Other arguments, and options overriding the definition.
 	b, err := m.ScheduleJob(ctx, "report", job.WithArguments("2026-12", nil), job.WithQueue("urgent"), job.WithMaxRetries(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Queue() != "urgent" || b.MaxRetries() != 0 || b.Priority() != 5 {
-		t.Errorf("overridden instance: queue %q retries %d priority %v", b.Queue(), b.MaxRetries(), b.Priority())
+	if b.Queue != "urgent" || b.MaxRetries != 0 || b.Priority != 5 {
+		t.Errorf("overridden instance: queue %q retries %d priority %v", b.Queue, b.MaxRetries, b.Priority)
 	}
 	// A key given at schedule time replaces the arguments' key.
 	if _, err := m.ScheduleJob(ctx, "report", job.WithArguments("2026-11", map[string]int{"a": 1, "b": 2}), job.WithUniqueKey("k", 0)); err != nil {
@@ -117,7 +117,7 @@ func TestDefinitionCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ji.Queue()
+		return ji.Queue
 	}
 	put(other, "a")
 	if q := queueOf(); q != "a" {

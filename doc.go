@@ -22,11 +22,28 @@
 // ScheduleJob checks the arguments against the executor before it stores
 // anything, so a wrong count or type is an error at once, not a failed run.
 // Read from a lookup, arguments and results are plain JSON values
-// (Instance.Arguments, Instance.Results); Instance.ArgumentsInto and
-// Instance.ResultsInto decode them into typed values:
+// (InstanceInfo.Arguments, InstanceInfo.Results); InstanceInfo.ArgumentsInto
+// and InstanceInfo.ResultsInto decode them into typed values:
 //
 //	var sum int
 //	err := done.ResultsInto(&sum)
+//
+// # Instances: data and handle
+//
+// What ScheduleJob and the lookups (LookupInstance, LookupInstances,
+// PageInstances, SearchInstances) return is an *InstanceInfo: plain data,
+// every stored field of the instance, with no way to write. The Instance
+// an executor takes as a leading parameter (and that handlers and
+// Middleware.Run receive) is the handle of one attempt: it writes the
+// attempt's logs (Infof, ...) and progress (SetProgress), and its Info
+// returns the same data:
+//
+//	job.WithExecutor(func(ji job.Instance, path string) error {
+//		ji.Infof("attempt %d copies %s", ji.Info().Attempt, path)
+//		return nil
+//	})
+//
+// So nothing read back from the store can write into an instance's logs.
 //
 // # Typed jobs
 //
@@ -40,7 +57,7 @@
 //	mailer, err := job.Register(mgr, "email", func(ctx context.Context, e email) (string, error) { ... })
 //	ji, err := mailer.Schedule(ctx, email{To: "ada"}, job.WithPriority(job.HighPriority))
 //	...
-//	done, err := mailer.LookupInstance(ctx, ji.ID())
+//	done, err := mailer.LookupInstance(ctx, ji.ID)
 //	id, err := done.Result() // a string
 //
 // # Options

@@ -57,7 +57,7 @@ func TestScheduleGaveUpRequestNotReused(t *testing.T) {
 			t.Fatal(r.err)
 		}
 		e.g.mu.Lock()
-		got, gaveUp := r.inst.ID(), bID
+		got, gaveUp := r.inst.ID, bID
 		e.g.mu.Unlock()
 		if got == gaveUp {
 			t.Fatalf("the caller after one that gave up got that caller's instance %s: its request was reused while its call was in flight", got)

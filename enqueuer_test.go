@@ -98,7 +98,7 @@ func newEnqueueTest(t *testing.T) *enqueueTest {
 }
 
 type scheduled struct {
-	inst Instance
+	inst *InstanceInfo
 	err  error
 }
 
@@ -191,11 +191,11 @@ func TestScheduleCallsShareOneEnqueue(t *testing.T) {
 		if r.err != nil {
 			t.Fatalf("schedule %d: %v", i, r.err)
 		}
-		if ids[r.inst.ID()] {
-			t.Fatalf("instance %s returned twice", r.inst.ID())
+		if ids[r.inst.ID] {
+			t.Fatalf("instance %s returned twice", r.inst.ID)
 		}
-		ids[r.inst.ID()] = true
-		rec, err := e.m.LookupInstance(context.Background(), r.inst.ID())
+		ids[r.inst.ID] = true
+		rec, err := e.m.LookupInstance(context.Background(), r.inst.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,11 +203,11 @@ func TestScheduleCallsShareOneEnqueue(t *testing.T) {
 		if i > 0 {
 			want = fmt.Sprintf(`["a%d"]`, i-1)
 		}
-		if got := string(recOf(rec).Args); got != want || rec.State() != Scheduled || recOf(rec).Seq == 0 {
-			t.Errorf("schedule %d: stored args %s, state %v, seq %d; want %s, scheduled, a sequence number", i, got, rec.State(), recOf(rec).Seq, want)
+		if got := string(rec.Args); got != want || rec.State != Scheduled || rec.Seq == 0 {
+			t.Errorf("schedule %d: stored args %s, state %v, seq %d; want %s, scheduled, a sequence number", i, got, rec.State, rec.Seq, want)
 		}
-		if recOf(r.inst).Seq != recOf(rec).Seq {
-			t.Errorf("schedule %d: returned seq %d, stored %d", i, recOf(r.inst).Seq, recOf(rec).Seq)
+		if r.inst.Seq != rec.Seq {
+			t.Errorf("schedule %d: returned seq %d, stored %d", i, r.inst.Seq, rec.Seq)
 		}
 	}
 	// Idle again: a lone call goes straight through on its own.
@@ -239,8 +239,8 @@ func TestScheduleCanceledWhileQueuedStoresNothing(t *testing.T) {
 	e.waitQueued(1)
 	e.open()
 	for _, ch := range []<-chan scheduled{first, other} {
-		if r := e.result(ch); r.err != nil || !e.stored(r.inst.ID()) {
-			t.Fatalf("schedule: %v, stored %v", r.err, r.err == nil && e.stored(r.inst.ID()))
+		if r := e.result(ch); r.err != nil || !e.stored(r.inst.ID) {
+			t.Fatalf("schedule: %v, stored %v", r.err, r.err == nil && e.stored(r.inst.ID))
 		}
 	}
 	all, err := e.m.LookupInstances(context.Background(), NewQuery())
@@ -248,8 +248,8 @@ func TestScheduleCanceledWhileQueuedStoresNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, in := range all {
-		if string(recOf(in).Args) == `["canceled"]` {
-			t.Fatalf("the canceled schedule was stored as %s", in.ID())
+		if string(in.Args) == `["canceled"]` {
+			t.Fatalf("the canceled schedule was stored as %s", in.ID)
 		}
 	}
 	if len(all) != 2 {
@@ -286,7 +286,7 @@ func TestScheduleSharedCallOutlivesOneCaller(t *testing.T) {
 	if r := e.result(first); r.err != nil {
 		t.Fatal(r.err)
 	}
-	if r := e.result(staying); r.err != nil || !e.stored(r.inst.ID()) {
+	if r := e.result(staying); r.err != nil || !e.stored(r.inst.ID) {
 		t.Fatalf("caller that stayed: %v", r.err)
 	}
 	all, err := e.m.LookupInstances(context.Background(), NewQuery())
@@ -317,7 +317,7 @@ func TestScheduleBatchRefusedForOneRecordRetriesEach(t *testing.T) {
 		t.Fatalf("oversized schedule: %v, want ErrTooLarge", r.err)
 	}
 	for _, ch := range []<-chan scheduled{first, ok1, ok2} {
-		if r := e.result(ch); r.err != nil || !e.stored(r.inst.ID()) {
+		if r := e.result(ch); r.err != nil || !e.stored(r.inst.ID) {
 			t.Fatalf("schedule next to an oversized one: %v", r.err)
 		}
 	}
@@ -325,6 +325,3 @@ func TestScheduleBatchRefusedForOneRecordRetriesEach(t *testing.T) {
 		t.Fatalf("store.Enqueue sizes %v, want [1 3 1 1 1]: the refused batch, then each on its own", sizes)
 	}
 }
-
-// recOf returns the stored record behind an Instance the manager returned.
-func recOf(i Instance) *store.Instance { return i.(*instance).rec }

@@ -30,7 +30,7 @@ var (
 	// ErrFinished: the instance has already reached a final state.
 	ErrFinished = store.ErrFinished
 	// ErrInvalidResults: the stored results do not fit the values given to
-	// Instance.ResultsInto (count or type).
+	// InstanceInfo.ResultsInto (count or type).
 	ErrInvalidResults = errors.New("job: results do not fit")
 	// ErrCorrupt: the store holds a record it cannot decode. Lookups leave
 	// such records out and report them in an error wrapping ErrCorrupt,

@@ -29,7 +29,7 @@ func ExampleManager_PutDefinition() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("scheduled into", ji.Queue(), "with", ji.MaxRetries(), "retries")
+	fmt.Println("scheduled into", ji.Queue, "with", ji.MaxRetries, "retries")
 
 	worker, err := job.NewManager(job.WithStore(st), job.WithQueues("images"))
 	if err != nil {
@@ -50,11 +50,11 @@ func ExampleManager_PutDefinition() {
 	if err := worker.Wait(ctx); err != nil {
 		log.Fatal(err)
 	}
-	done, err := producer.LookupInstance(ctx, ji.ID())
+	done, err := producer.LookupInstance(ctx, ji.ID)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(done.State(), done.Results())
+	fmt.Println(done.State, done.Results())
 	// Output:
 	// scheduled into images with 2 retries
 	// completed [cat.png at 640px]

@@ -65,7 +65,7 @@ func ExampleWithExecutor() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		ids = append(ids, ji.ID())
+		ids = append(ids, ji.ID)
 	}
 	if err := mgr.Wait(ctx); err != nil {
 		log.Fatal(err)
@@ -75,7 +75,7 @@ func ExampleWithExecutor() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println(ji.Kind(), ji.State(), ji.Results())
+		fmt.Println(ji.Kind, ji.State, ji.Results())
 	}
 	if err := mgr.Stop(ctx); err != nil {
 		log.Fatal(err)
@@ -98,7 +98,7 @@ func ExampleWithExecutor_instance() {
 	sum, _ := job.NewJob(
 		job.WithKind("sum"),
 		job.WithExecutor(func(ctx context.Context, ji job.Instance, a, b int) int {
-			ji.Infof("%s: attempt %d adds %d and %d", ji.Kind(), ji.Attempt(), a, b)
+			ji.Infof("%s: attempt %d adds %d and %d", ji.Info().Kind, ji.Info().Attempt, a, b)
 			return a + b
 		}),
 	)
@@ -129,7 +129,7 @@ func ExampleWithCompleteProcessor() {
 		job.WithExecutor(func(c *Concat) *Concat { c.S = c.A + ", " + c.B; return c }),
 		job.WithCompleteProcessor(func(ji job.Instance, results []any) {
 			c := results[0].(*Concat)
-			fmt.Printf("%s completed: %q\n", ji.Kind(), c.S)
+			fmt.Printf("%s completed: %q\n", ji.Info().Kind, c.S)
 		}),
 	)
 	_ = mgr.RegisterJob(concat)
@@ -158,7 +158,7 @@ func ExampleWithTerminateProcessor() {
 			return job.Permanent(fmt.Errorf("customer %d: %w", customer, errNoCustomer))
 		}),
 		job.WithTerminateProcessor(func(ji job.Instance, err error) {
-			fmt.Println(ji.Kind(), "attempt", ji.Attempt(), ji.State())
+			fmt.Println(ji.Info().Kind, "attempt", ji.Info().Attempt, ji.Info().State)
 			fmt.Println(err)
 			fmt.Println(errors.Is(err, errNoCustomer), errors.Is(err, job.ErrPermanent))
 		}),
@@ -192,7 +192,7 @@ func ExampleWithTerminateVerdict() {
 		}),
 		job.WithTerminateVerdict(func(ji job.Instance, err error) error {
 			if errors.Is(err, context.DeadlineExceeded) {
-				fmt.Println(ji.Kind(), "ran out of time, which is fine")
+				fmt.Println(ji.Info().Kind, "ran out of time, which is fine")
 				return nil // the attempt succeeded after all
 			}
 			return err // a failure: retried while retries are left
@@ -202,8 +202,8 @@ func ExampleWithTerminateVerdict() {
 	_ = mgr.Start(ctx)
 	ji, _ := mgr.ScheduleJob(ctx, "poll")
 	_ = mgr.Wait(ctx)
-	ji, _ = mgr.LookupInstance(ctx, ji.ID())
-	fmt.Println(ji.State())
+	ji, _ = mgr.LookupInstance(ctx, ji.ID)
+	fmt.Println(ji.State)
 	_ = mgr.Stop(ctx)
 	// Output:
 	// poll ran out of time, which is fine
@@ -230,9 +230,9 @@ func ExampleWithArgumentConversion() {
 	_, err := mgr.ScheduleJob(ctx, "sum", job.WithArguments("forty-two", "58"))
 	fmt.Println(errors.Is(err, job.ErrInvalidArguments))
 	_ = mgr.Wait(ctx)
-	for _, id := range []string{s.ID(), j.ID()} {
+	for _, id := range []string{s.ID, j.ID} {
 		ji, _ := mgr.LookupInstance(ctx, id)
-		fmt.Println(ji.Kind(), ji.State(), ji.Results())
+		fmt.Println(ji.Kind, ji.State, ji.Results())
 	}
 	_ = mgr.Stop(ctx)
 	// Output:
@@ -254,7 +254,7 @@ func ExampleWithStateChangeProcessor() {
 		job.WithKind("hello"),
 		job.WithExecutor(func() {}),
 		job.WithStateChangeProcessor(func(ji job.Instance, state job.State) {
-			fmt.Println(ji.Kind(), state)
+			fmt.Println(ji.Info().Kind, state)
 		}),
 	)
 	_ = mgr.RegisterJob(hello)

@@ -103,7 +103,7 @@ func ExampleManager_LookupInstances() {
 	fmt.Println(len(all), "instances")
 	failed, _ := mgr.LookupInstances(ctx, job.NewQuery(job.WithQueryKind("div"), job.WithQueryState(job.Terminated)))
 	for _, ji := range failed {
-		fmt.Println(ji.State(), ji.Arguments(), ji.Error())
+		fmt.Println(ji.State, ji.Arguments(), ji.Err())
 	}
 	newest, _ := mgr.LookupInstances(ctx, job.NewQuery(job.WithQueryState(job.Completed), job.WithQueryLimit(1)))
 	fmt.Println(newest[0].Arguments(), newest[0].Results())

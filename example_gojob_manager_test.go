@@ -39,15 +39,15 @@ func ExampleManager_ScheduleJob() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(ji.State())
+	fmt.Println(ji.State)
 	if err := mgr.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
 	if err := mgr.Wait(ctx); err != nil {
 		log.Fatal(err)
 	}
-	done, _ := mgr.LookupInstance(ctx, ji.ID())
-	fmt.Println(done.State(), done.Results())
+	done, _ := mgr.LookupInstance(ctx, ji.ID)
+	fmt.Println(done.State, done.Results())
 	if err := mgr.Stop(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -144,8 +144,8 @@ func ExampleManager_Stop() {
 	<-started
 	close(release)
 	fmt.Println(mgr.Stop(ctx)) // returns once the attempt is recorded
-	done, _ := mgr.LookupInstance(ctx, ji.ID())
-	fmt.Println(done.State(), done.Results())
+	done, _ := mgr.LookupInstance(ctx, ji.ID)
+	fmt.Println(done.State, done.Results())
 	// Output:
 	// <nil>
 	// completed [done]
@@ -177,8 +177,8 @@ func ExampleManager_Stop_handBack() {
 	err := mgr.Stop(now) // nil: the attempt was handed back as designed
 	fmt.Println(err)
 	fmt.Println(errors.Is(<-cause, job.ErrShutdown))
-	back, _ := mgr.LookupInstance(ctx, ji.ID())
-	fmt.Println(back.State(), back.Attempt())
+	back, _ := mgr.LookupInstance(ctx, ji.ID)
+	fmt.Println(back.State, back.Attempt)
 	// Output:
 	// <nil>
 	// true
@@ -205,7 +205,7 @@ func ExampleManager_CancelInstance() {
 	// A running instance: its context is canceled with cause ErrCanceled.
 	running, _ := mgr.ScheduleJob(ctx, "wait")
 	<-started
-	if _, err := mgr.CancelInstance(ctx, running.ID()); err != nil {
+	if _, err := mgr.CancelInstance(ctx, running.ID); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(errors.Is(<-cause, job.ErrCanceled))
@@ -216,19 +216,19 @@ func ExampleManager_CancelInstance() {
 	}
 	pending, _ := mgr.LookupInstances(ctx, job.NewQuery(job.WithQueryKind("wait"), job.WithQueryState(job.Scheduled)))
 	for _, ji := range pending {
-		canceled, err := mgr.CancelInstance(ctx, ji.ID())
-		fmt.Println(canceled.State(), err)
+		canceled, err := mgr.CancelInstance(ctx, ji.ID)
+		fmt.Println(canceled.State, err)
 	}
 
 	// Nothing left to cancel: typed errors say why.
-	_, err := mgr.CancelInstance(ctx, pending[0].ID())
+	_, err := mgr.CancelInstance(ctx, pending[0].ID)
 	fmt.Println(errors.Is(err, job.ErrFinished))
 	_, err = mgr.CancelInstance(ctx, "no-such-id")
 	fmt.Println(errors.Is(err, job.ErrNotFound))
 
 	_ = mgr.Wait(ctx)
-	done, _ := mgr.LookupInstance(ctx, running.ID())
-	fmt.Println(done.State())
+	done, _ := mgr.LookupInstance(ctx, running.ID)
+	fmt.Println(done.State)
 	_ = mgr.Stop(ctx)
 	// Output:
 	// true
@@ -258,8 +258,8 @@ func ExampleWithStore() {
 	_ = mgr.Start(ctx)
 	ji, _ := mgr.ScheduleJob(ctx, "hello", job.WithArguments("gopher"))
 	_ = mgr.Wait(ctx)
-	done, _ := mgr.LookupInstance(ctx, ji.ID())
-	fmt.Println(done.State(), done.Results())
+	done, _ := mgr.LookupInstance(ctx, ji.ID)
+	fmt.Println(done.State, done.Results())
 	_ = mgr.Stop(ctx)
 	// Output: completed [hello, gopher]
 }

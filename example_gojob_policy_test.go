@@ -46,7 +46,7 @@ func ExampleWithPriority() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println(s.name, ji.Priority())
+		fmt.Println(s.name, ji.Priority)
 	}
 	_ = mgr.Start(ctx)
 	_ = mgr.Wait(ctx)
@@ -72,18 +72,18 @@ func ExampleWithMaxRetries() {
 		job.WithMaxRetries(2),
 		job.WithBackoff(job.ConstantBackoff(time.Millisecond)),
 		job.WithExecutor(func(ji job.Instance) error {
-			return fmt.Errorf("attempt %d failed", ji.Attempt())
+			return fmt.Errorf("attempt %d failed", ji.Info().Attempt)
 		}),
 	)
 	_ = mgr.RegisterJob(flaky)
 	_ = mgr.Start(ctx)
 	byJob, _ := mgr.ScheduleJob(ctx, "flaky")
 	once, _ := mgr.ScheduleJob(ctx, "flaky", job.WithMaxRetries(0))
-	fmt.Println(byJob.MaxRetries(), once.MaxRetries())
+	fmt.Println(byJob.MaxRetries, once.MaxRetries)
 	_ = mgr.Wait(ctx)
-	for _, ji := range []job.Instance{byJob, once} {
-		done, _ := mgr.LookupInstance(ctx, ji.ID())
-		fmt.Println(done.State(), done.Attempt(), done.Error())
+	for _, ji := range []*job.InstanceInfo{byJob, once} {
+		done, _ := mgr.LookupInstance(ctx, ji.ID)
+		fmt.Println(done.State, done.Attempt, done.Err())
 	}
 	_ = mgr.Stop(ctx)
 	// Output:
@@ -116,11 +116,11 @@ func ExampleWithTimeout() {
 	_ = mgr.Start(ctx)
 	tooSlow, _ := mgr.ScheduleJob(ctx, "slow", job.WithArguments(time.Hour))
 	longer, _ := mgr.ScheduleJob(ctx, "slow", job.WithArguments(time.Millisecond), job.WithTimeout(time.Hour))
-	fmt.Println(tooSlow.Timeout(), longer.Timeout())
+	fmt.Println(tooSlow.Timeout, longer.Timeout)
 	_ = mgr.Wait(ctx)
-	for _, ji := range []job.Instance{tooSlow, longer} {
-		done, _ := mgr.LookupInstance(ctx, ji.ID())
-		fmt.Println(done.State(), done.Error())
+	for _, ji := range []*job.InstanceInfo{tooSlow, longer} {
+		done, _ := mgr.LookupInstance(ctx, ji.ID)
+		fmt.Println(done.State, done.Err())
 	}
 	_ = mgr.Stop(ctx)
 	// Output:
@@ -152,8 +152,8 @@ func ExampleWithBackoff() {
 		job.WithMaxRetries(5),
 		job.WithBackoff(linear),
 		job.WithExecutor(func(ji job.Instance) error {
-			if ji.Attempt() < 3 {
-				return fmt.Errorf("attempt %d failed", ji.Attempt())
+			if ji.Info().Attempt < 3 {
+				return fmt.Errorf("attempt %d failed", ji.Info().Attempt)
 			}
 			return nil
 		}),
@@ -163,8 +163,8 @@ func ExampleWithBackoff() {
 	ji, _ := mgr.ScheduleJob(ctx, "flaky")
 	_ = mgr.Wait(ctx)
 	_ = mgr.Stop(ctx)
-	done, _ := mgr.LookupInstance(ctx, ji.ID())
-	fmt.Println(done.State(), done.Attempt())
+	done, _ := mgr.LookupInstance(ctx, ji.ID)
+	fmt.Println(done.State, done.Attempt)
 	mu.Lock()
 	for _, w := range waits {
 		fmt.Println(w)
@@ -211,8 +211,8 @@ func ExamplePermanent() {
 	_ = mgr.Start(ctx)
 	ji, _ := mgr.ScheduleJob(ctx, "parse", job.WithArguments(""))
 	_ = mgr.Wait(ctx)
-	done, _ := mgr.LookupInstance(ctx, ji.ID())
-	fmt.Println(done.State(), done.Attempt(), done.Error())
+	done, _ := mgr.LookupInstance(ctx, ji.ID)
+	fmt.Println(done.State, done.Attempt, done.Err())
 	_ = mgr.Stop(ctx)
 	// Output: terminated 1 empty document
 }

@@ -30,7 +30,7 @@ func ExampleWithJitter() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		d := ji.RunAt().Sub(at)
+		d := ji.RunAt.Sub(at)
 		inWindow = inWindow && d >= 0 && d < time.Minute
 		spread[d] = true
 	}
@@ -51,10 +51,10 @@ func ExampleWithScheduleAfter() {
 	_ = mgr.RegisterJob(remind)
 	_ = mgr.Start(ctx)
 	ji, _ := mgr.ScheduleJob(ctx, "remind", job.WithArguments("stand up"), job.WithScheduleAfter(time.Hour))
-	fmt.Println(ji.RunAt().Sub(ji.CreatedAt()))
+	fmt.Println(ji.RunAt.Sub(ji.CreatedAt))
 	due, _ := mgr.LookupInstances(ctx, job.NewQuery(job.WithQueryState(job.Scheduled)))
-	fmt.Println(len(due), due[0].State())
-	_, _ = mgr.CancelInstance(ctx, ji.ID())
+	fmt.Println(len(due), due[0].State)
+	_, _ = mgr.CancelInstance(ctx, ji.ID)
 	_ = mgr.Stop(ctx)
 	// Output:
 	// 1h0m0s

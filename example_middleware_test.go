@@ -16,7 +16,7 @@ type requestIDKey struct{}
 // metadata, on whichever manager runs it.
 type requestIDs struct{ job.MiddlewareDefaults }
 
-func (requestIDs) Schedule(ctx context.Context, info *job.ScheduleInfo, next func(context.Context) (job.Instance, error)) (job.Instance, error) {
+func (requestIDs) Schedule(ctx context.Context, info *job.ScheduleInfo, next func(context.Context) (*job.InstanceInfo, error)) (*job.InstanceInfo, error) {
 	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
 		info.Metadata["request-id"] = id
 	}
@@ -24,7 +24,7 @@ func (requestIDs) Schedule(ctx context.Context, info *job.ScheduleInfo, next fun
 }
 
 func (requestIDs) Run(ctx context.Context, inst job.Instance, next func(context.Context) error) error {
-	return next(context.WithValue(ctx, requestIDKey{}, inst.Metadata()["request-id"]))
+	return next(context.WithValue(ctx, requestIDKey{}, inst.Info().Metadata["request-id"]))
 }
 
 // Carry a value of the scheduling request to the executor with middleware
@@ -36,7 +36,7 @@ func ExampleWithMiddleware() {
 		log.Fatal(err)
 	}
 	j, err := job.NewJob(job.WithKind("audit"), job.WithExecutor(func(ctx context.Context, ji job.Instance) {
-		fmt.Println("request", ctx.Value(requestIDKey{}), "tenant", ji.Metadata()["tenant"])
+		fmt.Println("request", ctx.Value(requestIDKey{}), "tenant", ji.Info().Metadata["tenant"])
 	}))
 	if err != nil {
 		log.Fatal(err)

@@ -39,11 +39,11 @@ func Example() {
 	if err := mgr.Wait(ctx); err != nil {
 		log.Fatal(err)
 	}
-	done, err := mgr.LookupInstance(ctx, ji.ID())
+	done, err := mgr.LookupInstance(ctx, ji.ID)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(done.State(), done.Results())
+	fmt.Println(done.State, done.Results())
 	if err := mgr.Stop(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func ExampleWithUniqueKey() {
 	_ = mgr.RegisterJob(report)
 	first, _ := mgr.ScheduleJob(ctx, "report", job.WithArguments("2026-11-22"), job.WithUniqueKey("report:2026-11-22", time.Hour))
 	again, err := mgr.ScheduleJob(ctx, "report", job.WithArguments("2026-11-22"), job.WithUniqueKey("report:2026-11-22", time.Hour))
-	fmt.Println(errors.Is(err, job.ErrDuplicate), again.ID() == first.ID())
+	fmt.Println(errors.Is(err, job.ErrDuplicate), again.ID == first.ID)
 	// Output: true true
 }
 
@@ -117,7 +117,7 @@ func ExampleInstance_logs() {
 	mgr, _ := job.NewManager()
 	greet, _ := job.NewJob(job.WithKind("greet"), job.WithExecutor(func(ji job.Instance, name string) {
 		ji.Infof("hello, %s", name)
-		ji.Warnf("attempt %d", ji.Attempt())
+		ji.Warnf("attempt %d", ji.Info().Attempt)
 	}))
 	_ = mgr.RegisterJob(greet)
 	_ = mgr.Start(ctx)

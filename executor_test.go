@@ -42,7 +42,7 @@ func TestExecutorSignatures(t *testing.T) {
 		{"time", func(t time.Time) string { return t.Format(time.RFC3339) }, []any{at}, `["2026-11-22T10:00:00Z"]`, ""},
 		{"int pointer", func(p *int) int { return *p }, []any{&n}, "[7]", ""},
 		{"ctx", func(ctx context.Context, a int) int { return a }, []any{1}, "[1]", ""},
-		{"instance", func(ji Instance) string { return ji.Kind() }, nil, `["k"]`, ""},
+		{"instance", func(ji Instance) string { return ji.Info().Kind }, nil, `["k"]`, ""},
 		{"ctx instance", func(ctx context.Context, ji Instance, a int) int { return a }, []any{9}, "[9]", ""},
 		{"instance ctx", func(ji Instance, ctx context.Context) bool { return ctx != nil && ji != nil }, nil, "[true]", ""},
 		{"variadic", func(p string, xs ...int) int { return len(xs) }, []any{"x", 1, 2}, "[2]", ""},
@@ -64,7 +64,7 @@ func TestExecutorSignatures(t *testing.T) {
 			if err != nil {
 				t.Fatalf("decodeArgs(%s): %v", data, err)
 			}
-			res, err := e.call(context.Background(), &instance{rec: &store.Instance{Kind: "k"}}, vals)
+			res, err := e.call(context.Background(), newInstance(&store.Instance{Kind: "k"}, nil), vals)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("call error %v, want %q", err, c.err)

@@ -154,14 +154,14 @@ func TestExecutorTypesStartBeforeStoreAnswers(t *testing.T) {
 		}
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if i, err := prod.LookupInstance(ctx, inst.ID()); err != nil || i.State() == job.Completed {
+		if i, err := prod.LookupInstance(ctx, inst.ID); err != nil || i.State == job.Completed {
 			t.Fatalf("before the definitions could be read: %v, %v; want it waiting", i, err)
 		}
 		s.down.Store(false)
 		time.Sleep(job.DefaultExecutorSync + 5*time.Second)
 		synctest.Wait()
-		i, err := prod.LookupInstance(ctx, inst.ID())
-		if err != nil || i.State() != job.Completed {
+		i, err := prod.LookupInstance(ctx, inst.ID)
+		if err != nil || i.State != job.Completed {
 			t.Fatalf("after the store answered: %v, %v; want Completed", i, err)
 		}
 	})

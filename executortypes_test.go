@@ -54,12 +54,12 @@ func echoDef(kind, config string) job.Definition {
 	return job.Definition{Kind: kind, MaxRetries: 2, Executor: &store.ExecutorSpec{Type: "wasm", Config: json.RawMessage(config)}}
 }
 
-func waitInstance(t *testing.T, m *job.Manager, id string, states ...job.State) job.Instance {
+func waitInstance(t *testing.T, m *job.Manager, id string, states ...job.State) *job.InstanceInfo {
 	t.Helper()
-	var got job.Instance
+	var got *job.InstanceInfo
 	waitFor(t, fmt.Sprintf("instance %s in %v", id, states), func() bool {
 		i, err := m.LookupInstance(context.Background(), id)
-		if err == nil && slices.Contains(states, i.State()) {
+		if err == nil && slices.Contains(states, i.State) {
 			got = i
 			return true
 		}
@@ -95,12 +95,12 @@ func TestExecutorTypeRunsStoredDefinitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := waitInstance(t, w, a.ID(), job.Completed)
+	done := waitInstance(t, w, a.ID, job.Completed)
 	var res string
 	if err := done.ResultsInto(&res); err != nil || res != `hello "world" 42` {
 		t.Fatalf("result %q, %v", res, err)
 	}
-	logs, _ := w.LookupInstanceLogs(ctx, job.NewQuery(job.WithQueryInstanceID(a.ID())))
+	logs, _ := w.LookupInstanceLogs(ctx, job.NewQuery(job.WithQueryInstanceID(a.ID)))
 	if len(logs) == 0 || !strings.Contains(logs[0].Message, "echo 2 args") {
 		t.Fatalf("instance logs %+v, want the executor's line", logs)
 	}
@@ -113,7 +113,7 @@ func TestExecutorTypeRunsStoredDefinitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitInstance(t, w, b.ID(), job.Completed)
+	waitInstance(t, w, b.ID, job.Completed)
 
 	// Changed: the next attempt runs the new config.
 	if _, err := prod.PutDefinition(ctx, echoDef("greet", `{"prefix":"bye"}`), 1); err != nil {
@@ -125,7 +125,7 @@ func TestExecutorTypeRunsStoredDefinitions(t *testing.T) {
 			t.Fatal(err)
 		}
 		var r string
-		return waitInstance(t, w, c.ID(), job.Completed).ResultsInto(&r) == nil && r == "bye"
+		return waitInstance(t, w, c.ID, job.Completed).ResultsInto(&r) == nil && r == "bye"
 	})
 
 	// Deleted: unregistered.
@@ -168,9 +168,9 @@ func TestExecutorTypeFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := waitInstance(t, w, a.ID(), job.Terminated)
-	if got.Attempt() != 1 || !strings.Contains(got.Error().Error(), "fix the definition's executor config") {
-		t.Fatalf("attempt %d, error %v; want one attempt ended with the config error", got.Attempt(), got.Error())
+	got := waitInstance(t, w, a.ID, job.Terminated)
+	if got.Attempt != 1 || !strings.Contains(got.Error, "fix the definition's executor config") {
+		t.Fatalf("attempt %d, error %v; want one attempt ended with the config error", got.Attempt, got.Error)
 	}
 
 	// RetryAfter: the retry waits at least what the executor asked.
@@ -183,11 +183,11 @@ func TestExecutorTypeFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the failed attempt scheduled again", func() bool {
-		i, err := w.LookupInstance(ctx, b.ID())
-		return err == nil && i.State() == job.Scheduled && i.Attempt() == 1
+		i, err := w.LookupInstance(ctx, b.ID)
+		return err == nil && i.State == job.Scheduled && i.Attempt == 1
 	})
-	i, _ := w.LookupInstance(ctx, b.ID())
-	if wait := i.RunAt().Sub(start); wait < time.Hour {
+	i, _ := w.LookupInstance(ctx, b.ID)
+	if wait := i.RunAt.Sub(start); wait < time.Hour {
 		t.Fatalf("retry due after %v, want at least the hour Retry-After asked for", wait)
 	}
 }
@@ -252,7 +252,7 @@ func TestExecutorTypeRequiredLabels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, a.ID())
+		ids = append(ids, a.ID)
 	}
 	for _, id := range ids {
 		waitInstance(t, plain, id, job.Completed)

@@ -61,7 +61,7 @@ func TestExplainWaiting(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ScheduleJob(%s): %v", kind, err)
 		}
-		return ji.ID()
+		return ji.ID
 	}
 	explain := func(id string) *job.WaitExplanation {
 		t.Helper()
@@ -100,7 +100,7 @@ func TestExplainWaiting(t *testing.T) {
 	first := schedule("plain")
 	waitFor(t, "the first plain instance running", func() bool {
 		ji, err := sched.LookupInstance(ctx, first)
-		return err == nil && ji.State() == job.Processing
+		return err == nil && ji.State == job.Processing
 	})
 	check("a running instance", explain(first), job.WaitNotWaiting, "processing")
 	second := schedule("plain")
@@ -128,7 +128,7 @@ func TestExplainWaiting(t *testing.T) {
 	}
 	waitFor(t, "render running on w-us-gpu", func() bool {
 		ji, err := sched.LookupInstance(ctx, render)
-		return err == nil && ji.State() == job.Processing
+		return err == nil && ji.State == job.Processing
 	})
 
 	if _, err := sched.ExplainWaiting(ctx, "no-such-id"); !errors.Is(err, job.ErrNotFound) {
@@ -194,11 +194,11 @@ func TestDefinitionLabelsNormalised(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"!gpu", "region=eu|us"}
-	if !slices.Equal(ji.Labels(), want) {
-		t.Errorf("scheduled instance labels %q; want %q", ji.Labels(), want)
+	if !slices.Equal(ji.Labels, want) {
+		t.Errorf("scheduled instance labels %q; want %q", ji.Labels, want)
 	}
-	got, err := m.LookupInstance(ctx, ji.ID())
-	if err != nil || !slices.Equal(got.Labels(), want) {
-		t.Errorf("stored instance labels %q, %v; want %q", got.Labels(), err, want)
+	got, err := m.LookupInstance(ctx, ji.ID)
+	if err != nil || !slices.Equal(got.Labels, want) {
+		t.Errorf("stored instance labels %q, %v; want %q", got.Labels, err, want)
 	}
 }

@@ -38,7 +38,7 @@ func TestLeaseFencedHandBacksEnd(t *testing.T) {
 				var runs runLog
 				j := mustJob(t, job.WithKind("k"), job.WithMaxRetries(1), job.WithBackoff(job.ConstantBackoff(time.Second)),
 					job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
-						runs.add(ji.Attempt())
+						runs.add(ji.Info().Attempt)
 						<-ctx.Done() // longer than its lease: the watchdog's fence
 						return ctx.Err()
 					}))
@@ -60,17 +60,17 @@ func TestLeaseFencedHandBacksEnd(t *testing.T) {
 				if err := m.Wait(wctx); err != nil {
 					t.Fatalf("Wait: %v; runs so far with attempts %v: the fenced hand-backs never end", err, runs.get())
 				}
-				got := stateOf(t, m, ji.ID())
-				if got.State() != job.Terminated || got.Attempt() != 2 {
-					t.Errorf("instance %v attempt %d, want Terminated attempt 2", got.State(), got.Attempt())
+				got := stateOf(t, m, ji.ID)
+				if got.State != job.Terminated || got.Attempt != 2 {
+					t.Errorf("instance %v attempt %d, want Terminated attempt 2", got.State, got.Attempt)
 				}
-				if e := got.Error(); e == nil || !strings.Contains(e.Error(), job.ErrLeaseLost.Error()) {
+				if e := got.Error; e == "" || !strings.Contains(e, job.ErrLeaseLost.Error()) {
 					t.Errorf("final error %q, want one that says the lease was lost", e)
 				}
 				if r := runs.get(); !slices.Equal(r, c.wantRuns) {
 					t.Errorf("runs with attempts %v, want %v", r, c.wantRuns)
 				}
-				hist, err := m.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstanceID(ji.ID())))
+				hist, err := m.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstanceID(ji.ID)))
 				if err != nil {
 					t.Fatal(err)
 				}

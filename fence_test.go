@@ -178,7 +178,7 @@ func (l *logBuf) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func stateOf(t *testing.T, m *job.Manager, id string) job.Instance {
+func stateOf(t *testing.T, m *job.Manager, id string) *job.InstanceInfo {
 	t.Helper()
 	ji, err := m.LookupInstance(context.Background(), id)
 	if err != nil {
@@ -202,8 +202,8 @@ func TestLapsedLeaseStopsAttempt(t *testing.T) {
 		causes := make(chan error, 8)
 		long := func() *job.Job {
 			return mustJob(t, job.WithKind("long"), job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
-				ov.enter(ji.ID())
-				defer ov.leave(ji.ID())
+				ov.enter(ji.Info().ID)
+				defer ov.leave(ji.Info().ID)
 				select {
 				case <-time.After(2 * time.Minute): // the work: several leases long
 					return nil
@@ -257,9 +257,9 @@ func TestLapsedLeaseStopsAttempt(t *testing.T) {
 		default:
 			t.Error("a's attempt was never canceled")
 		}
-		got := stateOf(t, b, ji.ID())
-		if got.State() != job.Completed || got.Attempt() != 1 {
-			t.Errorf("instance %v attempt %d, want Completed by b in attempt 1 (a's handed back)", got.State(), got.Attempt())
+		got := stateOf(t, b, ji.ID)
+		if got.State != job.Completed || got.Attempt != 1 {
+			t.Errorf("instance %v attempt %d, want Completed by b in attempt 1 (a's handed back)", got.State, got.Attempt)
 		}
 		if n := alog.count("lease not renewed in time"); n != 1 {
 			t.Errorf("a logged the lapsed lease %d times, want once; log:\n%s", n, alog.String())
@@ -349,18 +349,18 @@ func TestTimeoutBoundsExecutorThatIgnoresCtx(t *testing.T) {
 		const allowance = 5 * time.Second // a sixth of the lease
 		time.Sleep(time.Minute + allowance - time.Second)
 		synctest.Wait()
-		if got := stateOf(t, m, ji.ID()); got.State() != job.Processing {
-			t.Fatalf("within the grace period: %v, want still Processing", got.State())
+		if got := stateOf(t, m, ji.ID); got.State != job.Processing {
+			t.Fatalf("within the grace period: %v, want still Processing", got.State)
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		got := stateOf(t, m, ji.ID())
-		if got.State() != job.TimedOut || got.Error() == nil || !strings.Contains(got.Error().Error(), "timed out") {
-			t.Fatalf("after timeout + grace: %v (%v), want TimedOut", got.State(), got.Error())
+		got := stateOf(t, m, ji.ID)
+		if got.State != job.TimedOut || got.Error == "" || !strings.Contains(got.Error, "timed out") {
+			t.Fatalf("after timeout + grace: %v (%v), want TimedOut", got.State, got.Error)
 		}
 		// Renewed every 10 s up to, and never past, timeout + grace.
 		var latest time.Time
-		for _, until := range fs.renewals(ji.ID()) {
+		for _, until := range fs.renewals(ji.ID) {
 			if until.After(began.Add(time.Minute + 2*allowance)) {
 				t.Errorf("lease renewed until %v after the start, past timeout + grace", until.Sub(began))
 			}
@@ -387,19 +387,19 @@ func TestTimeoutBoundsExecutorThatIgnoresCtx(t *testing.T) {
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if got := stateOf(t, m, oi.ID()); got.State() != job.Scheduled {
-			t.Errorf("with its only worker stuck, the manager ran another instance: %v", got.State())
+		if got := stateOf(t, m, oi.ID); got.State != job.Scheduled {
+			t.Errorf("with its only worker stuck, the manager ran another instance: %v", got.State)
 		}
 		unblock()
 		synctest.Wait()
-		if got := stateOf(t, m, oi.ID()); got.State() != job.Completed {
-			t.Errorf("after the stuck executor returned: %v, want Completed", got.State())
+		if got := stateOf(t, m, oi.ID); got.State != job.Completed {
+			t.Errorf("after the stuck executor returned: %v, want Completed", got.State)
 		}
 		if n := m.Stuck(); n != 0 {
 			t.Errorf("Stuck() = %d after it returned, want 0", n)
 		}
-		if got := stateOf(t, m, ji.ID()); got.State() != job.TimedOut {
-			t.Errorf("the late return changed the outcome: %v", got.State())
+		if got := stateOf(t, m, ji.ID); got.State != job.TimedOut {
+			t.Errorf("the late return changed the outcome: %v", got.State)
 		}
 		if err := m.Stop(ctx); err != nil {
 			t.Errorf("Stop: %v", err)
@@ -440,8 +440,8 @@ func TestStopWaitsOutTimedOutExecutor(t *testing.T) {
 		case <-time.After(10 * time.Minute):
 			t.Fatal("Stop(context.Background()) still blocked on an executor 9 minutes past its timeout")
 		}
-		if got := stateOf(t, m, ji.ID()); got.State() != job.TimedOut {
-			t.Errorf("after Stop: %v, want TimedOut", got.State())
+		if got := stateOf(t, m, ji.ID); got.State != job.TimedOut {
+			t.Errorf("after Stop: %v, want TimedOut", got.State)
 		}
 	})
 }
@@ -456,13 +456,13 @@ func TestStopKeepsRunningExecutor(t *testing.T) {
 		var ov overlap
 		release := make(chan struct{})
 		deaf := mustJob(t, job.WithKind("k"), job.WithExecutor(func(ji job.Instance) {
-			ov.enter(ji.ID())
-			defer ov.leave(ji.ID())
+			ov.enter(ji.Info().ID)
+			defer ov.leave(ji.Info().ID)
 			<-release // ignores ctx
 		}))
 		fine := mustJob(t, job.WithKind("k"), job.WithExecutor(func(ji job.Instance) {
-			ov.enter(ji.ID())
-			defer ov.leave(ji.ID())
+			ov.enter(ji.Info().ID)
+			defer ov.leave(ji.Info().ID)
 		}))
 		a := newManager(t, job.WithStore(mem), job.WithNodeID("a"), job.WithLease(30*time.Second), job.WithLogger(quietLogger()))
 		b := newManager(t, job.WithStore(mem), job.WithNodeID("b"), job.WithLease(30*time.Second), job.WithLogger(quietLogger()))
@@ -490,8 +490,8 @@ func TestStopKeepsRunningExecutor(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "1 attempt") {
 			t.Errorf("Stop: %v, want a deadline error naming 1 attempt still running", err)
 		}
-		if got := stateOf(t, b, ji.ID()); got.State() != job.Processing || got.Attempt() != 1 {
-			t.Errorf("after Stop: %v attempt %d, want still Processing (not handed back while it runs)", got.State(), got.Attempt())
+		if got := stateOf(t, b, ji.ID); got.State != job.Processing || got.Attempt != 1 {
+			t.Errorf("after Stop: %v attempt %d, want still Processing (not handed back while it runs)", got.State, got.Attempt)
 		}
 		if err := b.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -505,11 +505,11 @@ func TestStopKeepsRunningExecutor(t *testing.T) {
 		synctest.Wait()
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		got := stateOf(t, b, ji.ID())
-		if got.State() != job.Completed || got.Attempt() != 2 {
-			t.Errorf("%v attempt %d, want Completed in attempt 2 after the rescue", got.State(), got.Attempt())
+		got := stateOf(t, b, ji.ID)
+		if got.State != job.Completed || got.Attempt != 2 {
+			t.Errorf("%v attempt %d, want Completed in attempt 2 after the rescue", got.State, got.Attempt)
 		}
-		if d := got.FinishedAt().Sub(began); d < 30*time.Second {
+		if d := got.FinishedAt.Sub(began); d < 30*time.Second {
 			t.Errorf("b ran it %v after the claim, before a's lease lapsed", d)
 		}
 		if peak, _ := ov.stats(); peak > 1 {
@@ -602,8 +602,8 @@ func TestStopCanceledCtxHandsBack(t *testing.T) {
 		if c := <-causes; !errors.Is(c, job.ErrShutdown) {
 			t.Errorf("executor canceled with %v, want ErrShutdown", c)
 		}
-		if got := stateOf(t, m, ji.ID()); got.State() != job.Scheduled || got.Attempt() != 0 {
-			t.Errorf("after Stop: %v attempt %d, want Scheduled attempt 0 (handed back)", got.State(), got.Attempt())
+		if got := stateOf(t, m, ji.ID); got.State != job.Scheduled || got.Attempt != 0 {
+			t.Errorf("after Stop: %v attempt %d, want Scheduled attempt 0 (handed back)", got.State, got.Attempt)
 		}
 	})
 }
@@ -637,8 +637,8 @@ func TestRenewRetriesBeforeFencing(t *testing.T) {
 		}
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
-		if got := stateOf(t, m, ji.ID()); got.State() != job.Completed || got.Attempt() != 1 {
-			t.Errorf("%v attempt %d, want Completed in attempt 1; log:\n%s", got.State(), got.Attempt(), mlog.String())
+		if got := stateOf(t, m, ji.ID); got.State != job.Completed || got.Attempt != 1 {
+			t.Errorf("%v attempt %d, want Completed in attempt 1; log:\n%s", got.State, got.Attempt, mlog.String())
 		}
 		if n := mlog.count("renew leases"); n != 2 {
 			t.Errorf("%d failed renewals logged, want 2", n)

@@ -87,7 +87,7 @@ func TestFencedExecutorOutcome(t *testing.T) {
 				causes := make(chan error, 1)
 				j := mustJob(t, job.WithKind("k"), job.WithMaxRetries(c.maxRetries), job.WithBackoff(job.ConstantBackoff(time.Second)),
 					job.WithExecutor(func(ctx context.Context, ji job.Instance) (string, error) {
-						if runs.add(ji.Attempt()) > 1 {
+						if runs.add(ji.Info().Attempt) > 1 {
 							return "again", nil
 						}
 						<-ctx.Done() // the fence
@@ -128,11 +128,11 @@ func TestFencedExecutorOutcome(t *testing.T) {
 				if got := runs.get(); !slices.Equal(got, c.wantRuns) {
 					t.Errorf("runs with attempts %v, want %v", got, c.wantRuns)
 				}
-				got := stateOf(t, m, ji.ID())
-				if got.State() != c.wantState || got.Attempt() != c.wantAttempt {
-					t.Errorf("instance %v attempt %d, want %v attempt %d", got.State(), got.Attempt(), c.wantState, c.wantAttempt)
+				got := stateOf(t, m, ji.ID)
+				if got.State != c.wantState || got.Attempt != c.wantAttempt {
+					t.Errorf("instance %v attempt %d, want %v attempt %d", got.State, got.Attempt, c.wantState, c.wantAttempt)
 				}
-				hist, err := m.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstanceID(ji.ID())))
+				hist, err := m.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstanceID(ji.ID)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -184,9 +184,9 @@ func TestFencedLateOutcomeAfterRescue(t *testing.T) {
 		var runs runLog
 		newJob := func(node string) *job.Job {
 			return mustJob(t, job.WithKind("k"), job.WithMaxRetries(3), job.WithExecutor(func(ctx context.Context, ji job.Instance) (string, error) {
-				ov.enter(ji.ID())
-				defer ov.leave(ji.ID())
-				if runs.add(ji.Attempt()) == 1 {
+				ov.enter(ji.Info().ID)
+				defer ov.leave(ji.Info().ID)
+				if runs.add(ji.Info().Attempt) == 1 {
 					<-ctx.Done() // the fence; the work ends right then
 				}
 				return "from " + node, nil
@@ -223,8 +223,8 @@ func TestFencedLateOutcomeAfterRescue(t *testing.T) {
 		if err := b.Wait(wctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := stateOf(t, b, ji.ID()); got.State() != job.Completed || got.Attempt() != 2 {
-			t.Fatalf("after b's rescue: %v attempt %d, want Completed attempt 2", got.State(), got.Attempt())
+		if got := stateOf(t, b, ji.ID); got.State != job.Completed || got.Attempt != 2 {
+			t.Fatalf("after b's rescue: %v attempt %d, want Completed attempt 2", got.State, got.Attempt)
 		}
 		cs.cut.Store(false)
 		deadline := time.Now().Add(2 * time.Minute)
@@ -235,7 +235,7 @@ func TestFencedLateOutcomeAfterRescue(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		synctest.Wait()
-		wantBsRun(t, b, ji.ID(), &runs)
+		wantBsRun(t, b, ji.ID, &runs)
 		if peak, _ := ov.stats(); peak > 1 {
 			t.Errorf("the instance ran %d times at once", peak)
 		}
@@ -285,11 +285,11 @@ func TestStopKeepsOutcomeOfRunToItsEnd(t *testing.T) {
 				t.Errorf("executor canceled with %v, want ErrShutdown", c)
 			}
 		}
-		if got := stateOf(t, m, stopped.ID()); got.State() != job.Scheduled || got.Attempt() != 0 {
-			t.Errorf("stopped executor: %v attempt %d, want Scheduled attempt 0 (handed back)", got.State(), got.Attempt())
+		if got := stateOf(t, m, stopped.ID); got.State != job.Scheduled || got.Attempt != 0 {
+			t.Errorf("stopped executor: %v attempt %d, want Scheduled attempt 0 (handed back)", got.State, got.Attempt)
 		}
-		if got := stateOf(t, m, ran.ID()); got.State() != job.Completed || got.Attempt() != 1 || len(got.Results()) != 1 {
-			t.Errorf("executor that ran to its end: %v attempt %d results %v, want Completed attempt 1 with its result", got.State(), got.Attempt(), got.Results())
+		if got := stateOf(t, m, ran.ID); got.State != job.Completed || got.Attempt != 1 || len(got.Results()) != 1 {
+			t.Errorf("executor that ran to its end: %v attempt %d results %v, want Completed attempt 1 with its result", got.State, got.Attempt, got.Results())
 		}
 	})
 }
@@ -300,8 +300,8 @@ func TestStopKeepsOutcomeOfRunToItsEnd(t *testing.T) {
 func wantBsRun(t *testing.T, b *job.Manager, id string, runs *runLog) {
 	t.Helper()
 	got := stateOf(t, b, id)
-	if got.State() != job.Completed || got.Attempt() != 2 {
-		t.Errorf("%v attempt %d, want b's Completed attempt 2", got.State(), got.Attempt())
+	if got.State != job.Completed || got.Attempt != 2 {
+		t.Errorf("%v attempt %d, want b's Completed attempt 2", got.State, got.Attempt)
 	}
 	if res := got.Results(); len(res) != 1 || res[0] != "from b" {
 		t.Errorf("results %v, want b's", res)

@@ -76,7 +76,7 @@ func lingerRun(t *testing.T, s *finishTimes, opts ...job.ManagerOption) (quickWa
 		}
 		done := <-quickDone
 		synctest.Wait()
-		return q.ID(), done
+		return q.ID, done
 	}
 	written := func(id string) time.Time {
 		t.Helper()

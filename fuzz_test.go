@@ -135,16 +135,16 @@ func FuzzScheduleJob(f *testing.F) {
 			}
 			return
 		}
-		recs, err := s.LookupInstances(context.Background(), &store.Query{InstanceID: ji.ID()})
+		recs, err := s.LookupInstances(context.Background(), &store.Query{InstanceID: ji.ID})
 		if err != nil || len(recs) != 1 {
-			t.Fatalf("lookup of scheduled %s: %v, %d records", ji.ID(), err, len(recs))
+			t.Fatalf("lookup of scheduled %s: %v, %d records", ji.ID, err, len(recs))
 		}
 		rec := recs[0]
 		if rec.RunAt.Before(before) {
 			t.Fatalf("scheduled after %v, jitter %v: RunAt %v is before the call (%v)", time.Duration(after), time.Duration(jitter), rec.RunAt, before)
 		}
-		if !rec.RunAt.Equal(ji.RunAt()) {
-			t.Fatalf("stored RunAt %v, ScheduleJob returned %v", rec.RunAt, ji.RunAt())
+		if !rec.RunAt.Equal(ji.RunAt) {
+			t.Fatalf("stored RunAt %v, ScheduleJob returned %v", rec.RunAt, ji.RunAt)
 		}
 		j, _ := m.reg.get(kind)
 		if _, err := j.exec.decodeArgs(rec.Args); err != nil {

@@ -24,7 +24,7 @@ type concatString struct {
 
 // runOne schedules kind with args on a fresh started manager with j
 // registered and returns the instance once it has ended.
-func runOne(t *testing.T, j *job.Job, args ...any) job.Instance {
+func runOne(t *testing.T, j *job.Job, args ...any) *job.InstanceInfo {
 	t.Helper()
 	m := newManager(t, job.WithStore(memStore(t)))
 	if err := m.RegisterJob(j); err != nil {
@@ -37,7 +37,7 @@ func runOne(t *testing.T, j *job.Job, args ...any) job.Instance {
 	if err != nil {
 		t.Fatalf("ScheduleJob(%s, %q): %v", j.Kind(), args, err)
 	}
-	return waitInstance(t, m, ji.ID(), job.Completed, job.Terminated, job.TimedOut, job.Canceled)
+	return waitInstance(t, m, ji.ID, job.Completed, job.Terminated, job.TimedOut, job.Canceled)
 }
 
 // "go-job will automatically convert the provided arguments to match the
@@ -49,8 +49,8 @@ func TestGoJobStringsForIntParameters(t *testing.T) {
 		job.WithExecutor(func(x, y int) int { return x + y }))
 	ji := runOne(t, sum, "42", "58")
 	var got int
-	if err := ji.ResultsInto(&got); err != nil || ji.State() != job.Completed || got != 100 {
-		t.Fatalf("sum(\"42\", \"58\"): state %v, result %d (%v), error %q; want completed, 100", ji.State(), got, err, ji.Error())
+	if err := ji.ResultsInto(&got); err != nil || ji.State != job.Completed || got != 100 {
+		t.Fatalf("sum(\"42\", \"58\"): state %v, result %d (%v), error %q; want completed, 100", ji.State, got, err, ji.Err())
 	}
 	// Converted when scheduled: the store holds numbers.
 	var a, b any
@@ -110,7 +110,7 @@ func TestGoJobNumbersForStringParameters(t *testing.T) {
 		d  time.Duration
 	)
 	if err := ji.ResultsInto(&s, &ok, &f, &d); err != nil || s != "1,2.5,true" || !ok || f != 1.5 || d != 90*time.Second {
-		t.Fatalf("join: state %v, results %q %v %v %v (%v), error %q; want \"1,2.5,true\" true 1.5 1m30s", ji.State(), s, ok, f, d, err, ji.Error())
+		t.Fatalf("join: state %v, results %q %v %v %v (%v), error %q; want \"1,2.5,true\" true 1.5 1m30s", ji.State, s, ok, f, d, err, ji.Err())
 	}
 }
 
@@ -129,12 +129,12 @@ func TestGoJobJSONStringForStructParameter(t *testing.T) {
 	ji := runOne(t, j, `{"A": "Hello", "B": "world!"}`, "[1, 2]", `{"extra": 1}`)
 	var got concatString
 	if err := ji.ResultsInto(&got); err != nil || got.S != "Hello, world! ++ +++" {
-		t.Fatalf("concat: state %v, result %+v (%v), error %q; want S \"Hello, world! ++ +++\"", ji.State(), got, err, ji.Error())
+		t.Fatalf("concat: state %v, result %+v (%v), error %q; want S \"Hello, world! ++ +++\"", ji.State, got, err, ji.Err())
 	}
 	// A struct given as a struct still works, unconverted.
 	ji = runOne(t, j, &concatString{A: "a", B: "b"}, []int{}, map[string]int{})
 	if err := ji.ResultsInto(&got); err != nil || got.S != "a, b" {
-		t.Fatalf("concat of a struct: %+v (%v), error %q", got, err, ji.Error())
+		t.Fatalf("concat of a struct: %+v (%v), error %q", got, err, ji.Err())
 	}
 }
 
@@ -188,8 +188,8 @@ func TestGoJobConversionInDefinitions(t *testing.T) {
 		t.Fatalf("job from a converting definition: ConvertsArguments %v, Definition().ConvertArguments %v; want both true",
 			j.ConvertsArguments(), j.Definition().ConvertArguments)
 	}
-	if ji := runOne(t, j, "1", "2"); ji.State() != job.Completed {
-		t.Fatalf("sum(\"1\", \"2\") from a definition: %v %q", ji.State(), ji.Error())
+	if ji := runOne(t, j, "1", "2"); ji.State != job.Completed {
+		t.Fatalf("sum(\"1\", \"2\") from a definition: %v %q", ji.State, ji.Err())
 	}
 	if mustJob(t, job.WithKind("strict"), job.WithExecutor(func() {})).Definition().ConvertArguments {
 		t.Error("a job without the option publishes ConvertArguments")
@@ -214,9 +214,9 @@ func TestGoJobVerdictPanicKeepsTheFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := waitInstance(t, m, ji.ID(), job.Completed, job.Terminated)
-	if got.State() != job.Terminated || got.Error() == nil || got.Error().Error() != "boom" {
-		t.Errorf("state %v error %v; want terminated with \"boom\"", got.State(), got.Error())
+	got := waitInstance(t, m, ji.ID, job.Completed, job.Terminated)
+	if got.State != job.Terminated || got.Err() == nil || got.Err().Error() != "boom" {
+		t.Errorf("state %v error %v; want terminated with \"boom\"", got.State, got.Err())
 	}
 	if st := m.HandlerStats(); st.Panics != 1 {
 		t.Errorf("HandlerStats %+v; want 1 panic", st)
@@ -233,7 +233,7 @@ func TestGoJobSetWorkersZeroPauses(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan string, 4)
 	if err := m.RegisterJob(mustJob(t, job.WithKind("work"), job.WithExecutor(func(ji job.Instance) {
-		started <- ji.ID()
+		started <- ji.Info().ID
 		<-release
 	}))); err != nil {
 		t.Fatal(err)
@@ -245,8 +245,8 @@ func TestGoJobSetWorkersZeroPauses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id := <-started; id != running.ID() {
-		t.Fatalf("started %s, want %s", id, running.ID())
+	if id := <-started; id != running.ID {
+		t.Fatalf("started %s, want %s", id, running.ID)
 	}
 	if err := m.SetWorkers(0); err != nil {
 		t.Fatalf("SetWorkers(0): %v", err)
@@ -262,13 +262,13 @@ func TestGoJobSetWorkersZeroPauses(t *testing.T) {
 	// polls later the instance is still waiting.
 	until := time.Now().Add(200 * time.Millisecond)
 	for time.Now().Before(until) {
-		if ji, err := m.LookupInstance(ctx, paused.ID()); err != nil || ji.State() != job.Scheduled {
-			t.Fatalf("instance scheduled while paused: %v, %v; want it to stay scheduled", ji.State(), err)
+		if ji, err := m.LookupInstance(ctx, paused.ID); err != nil || ji.State != job.Scheduled {
+			t.Fatalf("instance scheduled while paused: %v, %v; want it to stay scheduled", ji.State, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	close(release) // the attempt that ran before the pause finishes
-	waitInstance(t, m, running.ID(), job.Completed)
+	waitInstance(t, m, running.ID, job.Completed)
 	waitFor(t, "the paused manager's last slot to free", func() bool {
 		size, busy := m.Workers()
 		return size == 0 && busy == 0
@@ -276,5 +276,5 @@ func TestGoJobSetWorkersZeroPauses(t *testing.T) {
 	if err := m.SetWorkers(1); err != nil {
 		t.Fatal(err)
 	}
-	waitInstance(t, m, paused.ID(), job.Completed)
+	waitInstance(t, m, paused.ID, job.Completed)
 }

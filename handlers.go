@@ -130,7 +130,7 @@ func (h *handlerRunner) submit(c handlerCall) {
 	// drop and every 1,000th after it.
 	if n := h.dropped.Add(1); n == 1 || n%1000 == 0 {
 		h.log.Warn("job handler queue full; dropping handler calls (see WithHandlerQueue)",
-			"kind", c.job.kind, "instance", c.inst.ID(), "state", c.state, "dropped", n, "queue", cap(h.ch))
+			"kind", c.job.kind, "instance", c.inst.Info().ID, "state", c.state, "dropped", n, "queue", cap(h.ch))
 	}
 }
 
@@ -150,7 +150,9 @@ func (h *handlerRunner) run(c handlerCall) {
 		if j.onTerminate != nil {
 			err := c.err
 			if err == nil {
-				err = c.inst.Error()
+				if msg := c.inst.Info().Error; msg != "" {
+					err = errors.New(msg)
+				}
 			}
 			h.call(c, "terminate", func() { j.onTerminate(c.inst, err) })
 		}
@@ -162,7 +164,7 @@ func (h *handlerRunner) call(c handlerCall, which string, fn func()) {
 	defer func() {
 		if p := recover(); p != nil {
 			h.panics.Add(1)
-			h.log.Error("job handler panicked", "handler", which, "kind", c.job.kind, "instance", c.inst.ID(),
+			h.log.Error("job handler panicked", "handler", which, "kind", c.job.kind, "instance", c.inst.Info().ID,
 				"state", c.state, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		}
 	}()
@@ -216,6 +218,7 @@ func (m *Manager) afterFinish(r *finishReq, state State) {
 			rec.Attempt--
 		}
 	}
+	r.inst.info.fill(rec)
 	m.handlers.submit(handlerCall{job: j, inst: r.inst, state: state, err: r.err})
 }
 

@@ -41,7 +41,7 @@ func TestHandlerPanicIsRecovered(t *testing.T) {
 	j := mustJob(t, job.WithKind("p"), job.WithExecutor(func() {}),
 		job.WithStateChangeProcessor(func(ji job.Instance, s job.State) {
 			if s == job.Processing {
-				panic(fmt.Sprintf("handler of %s broke", ji.ID()))
+				panic(fmt.Sprintf("handler of %s broke", ji.Info().ID))
 			}
 		}),
 		job.WithCompleteProcessor(func(job.Instance, []any) { completed.Add(1) }))

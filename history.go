@@ -8,10 +8,10 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// LookupInstances returns the instances q selects, newest first. Records
-// the store cannot decode are left out and reported in an error wrapping
-// ErrCorrupt, alongside the rest.
-func (m *Manager) LookupInstances(ctx context.Context, q *Query) ([]Instance, error) {
+// LookupInstances returns the instances q selects, newest first, as data
+// (an InstanceInfo cannot log). Records the store cannot decode are left
+// out and reported in an error wrapping ErrCorrupt, alongside the rest.
+func (m *Manager) LookupInstances(ctx context.Context, q *Query) ([]*InstanceInfo, error) {
 	sq, err := q.store()
 	if err != nil {
 		return nil, err
@@ -20,9 +20,9 @@ func (m *Manager) LookupInstances(ctx context.Context, q *Query) ([]Instance, er
 	if err != nil && !errors.Is(err, store.ErrCorrupt) {
 		return nil, fmt.Errorf("job: lookup instances: %w", err)
 	}
-	out := make([]Instance, len(recs))
+	out := make([]*InstanceInfo, len(recs))
 	for i, r := range recs {
-		out[i] = newInstance(r, m)
+		out[i] = newInfo(r)
 	}
 	if err != nil {
 		err = fmt.Errorf("job: lookup instances: %w", err)
@@ -32,7 +32,17 @@ func (m *Manager) LookupInstances(ctx context.Context, q *Query) ([]Instance, er
 
 // LookupInstance returns the instance with that ID, or an error wrapping
 // ErrNotFound.
-func (m *Manager) LookupInstance(ctx context.Context, id string) (Instance, error) {
+func (m *Manager) LookupInstance(ctx context.Context, id string) (*InstanceInfo, error) {
+	rec, err := m.lookupRecord(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return newInfo(rec), nil
+}
+
+// lookupRecord reads the record of the instance with that ID, as
+// LookupInstance does.
+func (m *Manager) lookupRecord(ctx context.Context, id string) (*store.Instance, error) {
 	recs, err := m.store.LookupInstances(ctx, &store.Query{InstanceID: id, Limit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("job: lookup instance %s: %w", id, err)
@@ -40,7 +50,7 @@ func (m *Manager) LookupInstance(ctx context.Context, id string) (Instance, erro
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("job: lookup instance %s: %w", id, ErrNotFound)
 	}
-	return newInstance(recs[0], m), nil
+	return recs[0], nil
 }
 
 // LookupInstanceHistory returns the state transitions q selects, oldest

@@ -64,9 +64,9 @@ func TestCreatedRecordNotAfterRunAt(t *testing.T) {
 		t.Fatal("no history for a scheduled instance")
 	}
 	for _, h := range hist {
-		if h.Time.After(ji.RunAt()) {
+		if h.Time.After(ji.RunAt) {
 			t.Errorf("%v record at %v, after the instance's RunAt %v: a claim at RunAt would sort before it",
-				h.State, h.Time, ji.RunAt())
+				h.State, h.Time, ji.RunAt)
 		}
 	}
 }

@@ -30,7 +30,7 @@ type LogPage = store.LogPage
 
 // InstancePage is one page of instances, newest first.
 type InstancePage struct {
-	Instances []Instance
+	Instances []*InstanceInfo
 	// Next is the cursor of the next page, for WithQueryCursor; "" when
 	// this page is the last.
 	Next string
@@ -117,9 +117,9 @@ func (m *Manager) PageInstances(ctx context.Context, q *Query) (*InstancePage, e
 	if p == nil {
 		return nil, pageErr("instances", err)
 	}
-	out := &InstancePage{Instances: make([]Instance, len(p.Instances)), Next: p.Next}
+	out := &InstancePage{Instances: make([]*InstanceInfo, len(p.Instances)), Next: p.Next}
 	for i, r := range p.Instances {
-		out.Instances[i] = newInstance(r, m)
+		out.Instances[i] = newInfo(r)
 	}
 	return out, pageErr("instances", err)
 }

@@ -3,11 +3,13 @@ package job_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jobkit/job"
+	"github.com/jobkit/job/store"
 )
 
 type order struct {
@@ -31,7 +33,7 @@ func TestResultsAndArgumentsInto(t *testing.T) {
 	err := m.RegisterJob(mustJob(t, job.WithKind("pack"),
 		job.WithExecutor(func(ji job.Instance, o order, n int64) (receipt, int64, error) {
 			var got order
-			inside = ji.ArgumentsInto(&got, nil)
+			inside = ji.Info().ArgumentsInto(&got, nil)
 			return receipt{OrderID: o.ID, Count: len(o.Items), At: at}, n * 2, nil
 		})))
 	if err != nil {
@@ -46,7 +48,7 @@ func TestResultsAndArgumentsInto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending, err := m.LookupInstance(ctx, ji.ID())
+	pending, err := m.LookupInstance(ctx, ji.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +58,9 @@ func TestResultsAndArgumentsInto(t *testing.T) {
 	if inside != nil {
 		t.Errorf("ArgumentsInto inside the executor: %v", inside)
 	}
-	done, err := m.LookupInstance(ctx, ji.ID())
-	if err != nil || done.State() != job.Completed {
-		t.Fatalf("lookup: %v, state %v", err, done.State())
+	done, err := m.LookupInstance(ctx, ji.ID)
+	if err != nil || done.State != job.Completed {
+		t.Fatalf("lookup: %v, state %v", err, done.State)
 	}
 
 	var o order
@@ -102,8 +104,20 @@ func TestResultsAndArgumentsInto(t *testing.T) {
 	}
 }
 
-func TestInstanceRecordCopiesEveryStoredField(t *testing.T) {
+// TestInstanceInfoCarriesEveryStoredField checks that the data a lookup
+// returns has a field for every field of the stored record, that what
+// ScheduleJob returns carries the stored values (the ones the Instance
+// interface once left out: sequence number, unique key's expiry, the
+// arguments as stored JSON), and that Clone copies deeply.
+func TestInstanceInfoCarriesEveryStoredField(t *testing.T) {
 	ctx := context.Background()
+	info := reflect.TypeFor[job.InstanceInfo]()
+	rec := reflect.TypeFor[store.Instance]()
+	for f := range rec.Fields() {
+		if _, ok := info.FieldByName(f.Name); !ok {
+			t.Errorf("store.Instance.%s has no field in job.InstanceInfo", f.Name)
+		}
+	}
 	m := newManager(t)
 	if err := m.RegisterJob(mustJob(t, job.WithKind("rec"), job.WithExecutor(func(n int) {}))); err != nil {
 		t.Fatal(err)
@@ -112,17 +126,20 @@ func TestInstanceRecordCopiesEveryStoredField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, ok := job.InstanceRecord(ji)
-	if !ok {
-		t.Fatal("InstanceRecord of a scheduled instance: ok false")
+	if string(ji.Args) != "[7]" || ji.Seq == 0 || ji.UniqueUntil.IsZero() || ji.UniqueKey != "k" {
+		t.Fatalf("scheduled instance %+v", ji)
 	}
-	if rec.ID != ji.ID() || string(rec.Args) != "[7]" || rec.Seq == 0 || rec.UniqueUntil.IsZero() {
-		t.Fatalf("record %+v does not match instance %v", rec, ji)
+	got, err := m.LookupInstance(ctx, ji.ID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	rec.Args[1] = '8'
-	again, _ := job.InstanceRecord(ji)
-	if string(again.Args) != "[7]" {
-		t.Fatalf("InstanceRecord hands out the instance's own record: args now %s", again.Args)
+	if got.ID != ji.ID || string(got.Args) != "[7]" || got.Seq != ji.Seq || !got.UniqueUntil.Equal(ji.UniqueUntil) {
+		t.Fatalf("lookup %+v does not match scheduled %+v", got, ji)
+	}
+	c := ji.Clone()
+	c.Args[1] = '8'
+	if string(ji.Args) != "[7]" {
+		t.Fatalf("Clone shares the arguments: args now %s", ji.Args)
 	}
 	typed, err := job.Register(m, "rec-typed", func(context.Context, int) (int, error) { return 0, nil })
 	if err != nil {
@@ -132,10 +149,10 @@ func TestInstanceRecordCopiesEveryStoredField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec, ok := job.InstanceRecord(ti); !ok || rec.ID != ti.ID() {
-		t.Fatalf("InstanceRecord of a TypedInstance: %v, %v", rec, ok)
+	if string(ti.Args) != "[3]" || ti.Seq == 0 {
+		t.Fatalf("TypedInstance's data: %+v", ti.InstanceInfo)
 	}
-	if _, ok := job.InstanceRecord(nil); ok {
-		t.Fatal("InstanceRecord(nil): ok true")
+	if (*job.InstanceInfo)(nil).Clone() != nil {
+		t.Fatal("Clone of nil: not nil")
 	}
 }

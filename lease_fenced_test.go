@@ -50,7 +50,7 @@ func TestLeaseFencedExecutorOutcome(t *testing.T) {
 				causes := make(chan error, 1)
 				j := mustJob(t, job.WithKind("k"), job.WithMaxRetries(c.maxRetries), job.WithBackoff(job.ConstantBackoff(time.Second)),
 					job.WithExecutor(func(ctx context.Context, ji job.Instance) (string, error) {
-						if runs.add(ji.Attempt()) > 1 {
+						if runs.add(ji.Info().Attempt) > 1 {
 							return "again", nil
 						}
 						<-ctx.Done() // the watchdog's fence
@@ -95,11 +95,11 @@ func TestLeaseFencedExecutorOutcome(t *testing.T) {
 				if got := runs.get(); !slices.Equal(got, c.wantRuns) {
 					t.Errorf("runs with attempts %v, want %v", got, c.wantRuns)
 				}
-				got := stateOf(t, m, ji.ID())
-				if got.State() != c.wantState || got.Attempt() != c.wantAttempt {
-					t.Errorf("instance %v attempt %d, want %v attempt %d", got.State(), got.Attempt(), c.wantState, c.wantAttempt)
+				got := stateOf(t, m, ji.ID)
+				if got.State != c.wantState || got.Attempt != c.wantAttempt {
+					t.Errorf("instance %v attempt %d, want %v attempt %d", got.State, got.Attempt, c.wantState, c.wantAttempt)
 				}
-				hist, err := m.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstanceID(ji.ID())))
+				hist, err := m.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstanceID(ji.ID)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -173,7 +173,7 @@ func TestRenewLostDiscardsOutcome(t *testing.T) {
 		causes := make(chan error, 1)
 		j := mustJob(t, job.WithKind("k"), job.WithMaxRetries(3), job.WithBackoff(job.ConstantBackoff(time.Second)),
 			job.WithExecutor(func(ctx context.Context, ji job.Instance) (string, error) {
-				if runs.add(ji.Attempt()) > 1 {
+				if runs.add(ji.Info().Attempt) > 1 {
 					return "rescued run", nil
 				}
 				<-ctx.Done()
@@ -211,14 +211,14 @@ func TestRenewLostDiscardsOutcome(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		got := stateOf(t, m, ji.ID())
-		if got.State() != job.Completed || got.Attempt() != 2 {
-			t.Errorf("%v attempt %d, want Completed attempt 2 (the rescued run)", got.State(), got.Attempt())
+		got := stateOf(t, m, ji.ID)
+		if got.State != job.Completed || got.Attempt != 2 {
+			t.Errorf("%v attempt %d, want Completed attempt 2 (the rescued run)", got.State, got.Attempt)
 		}
 		if res := got.Results(); len(res) != 1 || res[0] != "rescued run" {
 			t.Errorf("results %v, want the rescued run's", res)
 		}
-		if sent := fl.attempts(ji.ID()); slices.Contains(sent, 1) {
+		if sent := fl.attempts(ji.ID); slices.Contains(sent, 1) {
 			t.Errorf("outcomes submitted for attempts %v: attempt 1's after the store said its lease was lost", sent)
 		}
 		if got := runs.get(); !slices.Equal(got, []int{1, 2}) {
@@ -241,7 +241,7 @@ func TestLeaseFencedLateOutcomeAfterRescue(t *testing.T) {
 		var runs runLog
 		newJob := func(node string) *job.Job {
 			return mustJob(t, job.WithKind("k"), job.WithMaxRetries(3), job.WithExecutor(func(ctx context.Context, ji job.Instance) (string, error) {
-				if runs.add(ji.Attempt()) == 1 {
+				if runs.add(ji.Info().Attempt) == 1 {
 					<-ctx.Done()
 					time.Sleep(2 * time.Minute) // ignores the cancel, well past the lease
 				}
@@ -279,6 +279,6 @@ func TestLeaseFencedLateOutcomeAfterRescue(t *testing.T) {
 		if n := alog.count("outcome discarded: lease lost"); n != 1 {
 			t.Errorf("a's late outcome refused %d times, want once; log:\n%s", n, alog.String())
 		}
-		wantBsRun(t, b, ji.ID(), &runs)
+		wantBsRun(t, b, ji.ID, &runs)
 	})
 }

@@ -61,12 +61,12 @@ func TestLostRepliesOfClaimAndFinish(t *testing.T) {
 	j, err := job.NewJob(job.WithKind("once"), job.WithMaxRetries(0),
 		job.WithExecutor(func(ji job.Instance) {
 			mu.Lock()
-			runs[ji.ID()]++
+			runs[ji.Info().ID]++
 			mu.Unlock()
 		}),
 		job.WithCompleteProcessor(func(ji job.Instance, _ []any) {
 			mu.Lock()
-			completed[ji.ID()]++
+			completed[ji.Info().ID]++
 			mu.Unlock()
 		}))
 	if err != nil {
@@ -83,7 +83,7 @@ func TestLostRepliesOfClaimAndFinish(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, ji.ID())
+		ids = append(ids, ji.ID)
 	}
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -117,8 +117,8 @@ func TestLostRepliesOfClaimAndFinish(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ji.State() != job.Completed || runs[id] != 1 || completed[id] != 1 {
-			t.Errorf("instance %s: %v (%v), ran %d times, complete handler %d times; want completed, once each", id, ji.State(), ji.Error(), runs[id], completed[id])
+		if ji.State != job.Completed || runs[id] != 1 || completed[id] != 1 {
+			t.Errorf("instance %s: %v (%v), ran %d times, complete handler %d times; want completed, once each", id, ji.State, ji.Error, runs[id], completed[id])
 		}
 	}
 	if st.loseClaims.Load() >= 0 || st.loseFinishes.Load() >= 0 {
@@ -178,14 +178,14 @@ func TestScheduleRepeatedWithIdempotencyKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 1 || all[0].ID() != again.ID() || again.State() != job.Scheduled {
-		t.Fatalf("after a repeated schedule: %d instances stored, returned %s (%v); want one, the one returned, scheduled", len(all), again.ID(), again.State())
+	if len(all) != 1 || all[0].ID != again.ID || again.State != job.Scheduled {
+		t.Fatalf("after a repeated schedule: %d instances stored, returned %s (%v); want one, the one returned, scheduled", len(all), again.ID, again.State)
 	}
 	// Another key (or none) is another instance; the same key of another
 	// kind too.
 	other, err := m.ScheduleJob(ctx, "mail", job.WithArguments("b@example.com"), job.WithIdempotencyKey("order-43"))
-	if err != nil || other.ID() == again.ID() {
-		t.Fatalf("schedule with another key: %v, ID %v (first %v)", err, other, again.ID())
+	if err != nil || other.ID == again.ID {
+		t.Fatalf("schedule with another key: %v, ID %v (first %v)", err, other, again.ID)
 	}
 	if _, err := m.ScheduleJob(ctx, "mail", job.WithIdempotencyKey("")); !errors.Is(err, job.ErrInvalidOption) {
 		t.Fatalf("empty idempotency key: %v, want ErrInvalidOption", err)

@@ -206,37 +206,37 @@ func TestFakeClockScheduling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ji.RunAt().Equal(clk.Now().Add(time.Hour)) {
-		t.Fatalf("RunAt %v, want now+1h", ji.RunAt())
+	if !ji.RunAt.Equal(clk.Now().Add(time.Hour)) {
+		t.Fatalf("RunAt %v, want now+1h", ji.RunAt)
 	}
 	// The claim loop sleeps on a timer until the instance is due.
 	waitFor(t, "claim loop asleep", func() bool { return clk.Timers() > 0 })
 	clk.Advance(59 * time.Minute)
-	lookup := func() job.Instance {
-		got, err := m.LookupInstance(ctx, ji.ID())
+	lookup := func() *job.InstanceInfo {
+		got, err := m.LookupInstance(ctx, ji.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return got
 	}
-	if got := lookup(); got.State() != job.Scheduled || runs.Load() != 0 {
-		t.Fatalf("at 59m: %v after %d runs, want still scheduled", got.State(), runs.Load())
+	if got := lookup(); got.State != job.Scheduled || runs.Load() != 0 {
+		t.Fatalf("at 59m: %v after %d runs, want still scheduled", got.State, runs.Load())
 	}
 	clk.Advance(time.Minute)
 	waitFor(t, "first attempt failed and rescheduled", func() bool {
 		got := lookup()
-		return got.State() == job.Scheduled && got.Attempt() == 1
+		return got.State == job.Scheduled && got.Attempt == 1
 	})
 	got := lookup()
-	if want := clk.Now().Add(time.Minute); !got.RunAt().Equal(want) {
-		t.Errorf("retry due %v, want now + backoff = %v", got.RunAt(), want)
+	if want := clk.Now().Add(time.Minute); !got.RunAt.Equal(want) {
+		t.Errorf("retry due %v, want now + backoff = %v", got.RunAt, want)
 	}
 	clk.Advance(30 * time.Second)
-	if got := lookup(); got.State() != job.Scheduled {
-		t.Fatalf("retry ran before its backoff: %v", got.State())
+	if got := lookup(); got.State != job.Scheduled {
+		t.Fatalf("retry ran before its backoff: %v", got.State)
 	}
 	clk.Advance(30 * time.Second)
-	waitFor(t, "retry completed", func() bool { return lookup().State() == job.Completed })
+	waitFor(t, "retry completed", func() bool { return lookup().State == job.Completed })
 	if runs.Load() != 2 {
 		t.Errorf("%d runs, want 2", runs.Load())
 	}
@@ -320,7 +320,7 @@ func TestHandlers(t *testing.T) {
 		}),
 		job.WithStateChangeProcessor(func(ji job.Instance, s job.State) {
 			mu.Lock()
-			seen[ji.ID()] = append(seen[ji.ID()], s)
+			seen[ji.Info().ID] = append(seen[ji.Info().ID], s)
 			mu.Unlock()
 		}),
 		job.WithCompleteProcessor(func(ji job.Instance, res []any) { mu.Lock(); results = res; mu.Unlock() }),
@@ -354,8 +354,8 @@ func TestHandlers(t *testing.T) {
 		t.Errorf("terminate handler got %v", termErr)
 	}
 	for id, want := range map[string][]job.State{
-		ok.ID():  {job.Scheduled, job.Processing, job.Completed},
-		bad.ID(): {job.Scheduled, job.Processing, job.Terminated},
+		ok.ID:  {job.Scheduled, job.Processing, job.Completed},
+		bad.ID: {job.Scheduled, job.Processing, job.Terminated},
 	} {
 		if got := seen[id]; !slices.Equal(got, want) {
 			t.Errorf("state changes of %s: %v, want %v", id, got, want)

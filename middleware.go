@@ -35,10 +35,10 @@ type Middleware interface {
 	// holder of a unique key for ErrDuplicate). Recurring ticks and
 	// trigger firings are scheduled by the manager, not by a caller, and do
 	// not pass through Schedule.
-	Schedule(ctx context.Context, info *ScheduleInfo, next func(ctx context.Context) (Instance, error)) (Instance, error)
+	Schedule(ctx context.Context, info *ScheduleInfo, next func(ctx context.Context) (*InstanceInfo, error)) (*InstanceInfo, error)
 	// Run wraps one attempt of an instance whose kind is registered on
 	// this manager, around the call of its executor. inst is the claimed
-	// instance (Attempt counts this attempt; Metadata is what Schedule
+	// instance (its Info: Attempt counts this attempt; Metadata is what Schedule
 	// stored). The ctx given to next is the executor's ctx, so a value put
 	// in it (a span) is what the executor's context.Context carries.
 	// next returns the attempt's error as the manager records it: nil on
@@ -53,7 +53,7 @@ type Middleware interface {
 type MiddlewareDefaults struct{}
 
 // Schedule calls next with ctx.
-func (MiddlewareDefaults) Schedule(ctx context.Context, _ *ScheduleInfo, next func(ctx context.Context) (Instance, error)) (Instance, error) {
+func (MiddlewareDefaults) Schedule(ctx context.Context, _ *ScheduleInfo, next func(ctx context.Context) (*InstanceInfo, error)) (*InstanceInfo, error) {
 	return next(ctx)
 }
 
@@ -97,7 +97,7 @@ func WithMiddleware(mw ...Middleware) ManagerOption {
 
 // WithMetadata adds the pair key=value to the instance's metadata: string
 // pairs stored with the instance and handed to every attempt
-// (Instance.Metadata), on whichever node runs it, for what belongs to the
+// (InstanceInfo.Metadata), on whichever node runs it, for what belongs to the
 // request rather than the arguments, such as a trace context, a request
 // ID or a tenant. Given twice for one key, the last value wins. An empty
 // key is an error; more than store.MaxMetadataPairs pairs or
@@ -116,13 +116,9 @@ func WithMetadata(key, value string) ScheduleOption {
 	})
 }
 
-// Metadata returns a copy of the instance's metadata (WithMetadata, and
-// what middleware added when it was scheduled); nil when it has none.
-func (i *instance) Metadata() map[string]string { return store.CloneMetadata(i.rec.Metadata) }
-
 // schedule stores rec, built by newRecord from c, through the manager's
 // middleware; enqueue does the storing.
-func (m *Manager) schedule(ctx context.Context, rec *store.Instance, enqueue func(ctx context.Context) (Instance, error)) (Instance, error) {
+func (m *Manager) schedule(ctx context.Context, rec *store.Instance, enqueue func(ctx context.Context) (*InstanceInfo, error)) (*InstanceInfo, error) {
 	mws := m.cfg.middleware
 	if len(mws) == 0 {
 		if err := checkMetadata(rec.Metadata); err != nil {
@@ -137,8 +133,8 @@ func (m *Manager) schedule(ctx context.Context, rec *store.Instance, enqueue fun
 	if info.Metadata == nil {
 		info.Metadata = map[string]string{}
 	}
-	var call func(ctx context.Context, k int) (Instance, error)
-	call = func(ctx context.Context, k int) (inst Instance, err error) {
+	var call func(ctx context.Context, k int) (*InstanceInfo, error)
+	call = func(ctx context.Context, k int) (inst *InstanceInfo, err error) {
 		if k == len(mws) {
 			rec.Metadata = store.CloneMetadata(info.Metadata)
 			if err := checkMetadata(rec.Metadata); err != nil {
@@ -152,7 +148,7 @@ func (m *Manager) schedule(ctx context.Context, rec *store.Instance, enqueue fun
 				inst, err = nil, fmt.Errorf("%w: middleware %d (%T) panicked in Schedule: %v\n%s", ErrPanic, k, mws[k], r, debug.Stack())
 			}
 		}()
-		inst, err = mws[k].Schedule(ctx, info, func(ctx context.Context) (Instance, error) {
+		inst, err = mws[k].Schedule(ctx, info, func(ctx context.Context) (*InstanceInfo, error) {
 			if called {
 				return nil, fmt.Errorf("%w: middleware %d (%T) called next twice in Schedule", ErrInvalidOption, k, mws[k])
 			}

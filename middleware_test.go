@@ -33,7 +33,7 @@ func (r recorder) note(s string) {
 	*r.log = append(*r.log, r.name+" "+s)
 }
 
-func (r recorder) Schedule(ctx context.Context, info *job.ScheduleInfo, next func(context.Context) (job.Instance, error)) (job.Instance, error) {
+func (r recorder) Schedule(ctx context.Context, info *job.ScheduleInfo, next func(context.Context) (*job.InstanceInfo, error)) (*job.InstanceInfo, error) {
 	r.note("schedule " + info.Kind)
 	if id, ok := ctx.Value(reqKey{}).(string); ok {
 		info.Metadata[r.name+"-req"] = id
@@ -44,11 +44,11 @@ func (r recorder) Schedule(ctx context.Context, info *job.ScheduleInfo, next fun
 }
 
 func (r recorder) Run(ctx context.Context, inst job.Instance, next func(context.Context) error) error {
-	r.note(fmt.Sprintf("run %d", inst.Attempt()))
+	r.note(fmt.Sprintf("run %d", inst.Info().Attempt))
 	r.mu.Lock()
-	*r.seen = append(*r.seen, inst.Metadata())
+	*r.seen = append(*r.seen, inst.Info().Metadata)
 	r.mu.Unlock()
-	err := next(context.WithValue(ctx, reqKey{}, inst.Metadata()[r.name+"-req"]))
+	err := next(context.WithValue(ctx, reqKey{}, inst.Info().Metadata[r.name+"-req"]))
 	r.mu.Lock()
 	*r.errs = append(*r.errs, err)
 	r.mu.Unlock()
@@ -75,7 +75,7 @@ func TestMiddlewareCarriesMetadata(t *testing.T) {
 			mu.Lock()
 			gotReq = append(gotReq, ctx.Value(reqKey{}))
 			mu.Unlock()
-			if ji.Attempt() == 1 {
+			if ji.Info().Attempt == 1 {
 				return boom
 			}
 			return nil
@@ -90,20 +90,20 @@ func TestMiddlewareCarriesMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"tenant": "acme2", "outer-req": "req-42", "inner-req": "req-42"}
-	if got := inst.Metadata(); !maps.Equal(got, want) {
+	if got := inst.Metadata; !maps.Equal(got, want) {
 		t.Fatalf("ScheduleJob's instance has Metadata %v, want %v", got, want)
 	}
-	inst.Metadata()["tenant"] = "changed" // a copy
+	inst.Metadata["tenant"] = "changed" // a copy
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "completion", func() bool {
-		got, err := m.LookupInstance(t.Context(), inst.ID())
-		return err == nil && got.State() == job.Completed
+		got, err := m.LookupInstance(t.Context(), inst.ID)
+		return err == nil && got.State == job.Completed
 	})
-	got, err := m.LookupInstance(t.Context(), inst.ID())
-	if err != nil || !maps.Equal(got.Metadata(), want) {
-		t.Fatalf("LookupInstance: Metadata %v, %v; want %v", got.Metadata(), err, want)
+	got, err := m.LookupInstance(t.Context(), inst.ID)
+	if err != nil || !maps.Equal(got.Metadata, want) {
+		t.Fatalf("LookupInstance: Metadata %v, %v; want %v", got.Metadata, err, want)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -129,11 +129,11 @@ func TestMiddlewareCarriesMetadata(t *testing.T) {
 // funcMiddleware adapts funcs to job.Middleware.
 type funcMiddleware struct {
 	job.MiddlewareDefaults
-	schedule func(ctx context.Context, info *job.ScheduleInfo, next func(context.Context) (job.Instance, error)) (job.Instance, error)
+	schedule func(ctx context.Context, info *job.ScheduleInfo, next func(context.Context) (*job.InstanceInfo, error)) (*job.InstanceInfo, error)
 	run      func(ctx context.Context, inst job.Instance, next func(context.Context) error) error
 }
 
-func (f funcMiddleware) Schedule(ctx context.Context, info *job.ScheduleInfo, next func(context.Context) (job.Instance, error)) (job.Instance, error) {
+func (f funcMiddleware) Schedule(ctx context.Context, info *job.ScheduleInfo, next func(context.Context) (*job.InstanceInfo, error)) (*job.InstanceInfo, error) {
 	if f.schedule == nil {
 		return f.MiddlewareDefaults.Schedule(ctx, info, next)
 	}
@@ -155,17 +155,17 @@ func TestMiddlewareScheduleErrors(t *testing.T) {
 		t.Fatalf("WithMiddleware(nil): %v, want ErrInvalidOption", err)
 	}
 	denied := errors.New("denied")
-	big := funcMiddleware{schedule: func(ctx context.Context, info *job.ScheduleInfo, next func(context.Context) (job.Instance, error)) (job.Instance, error) {
+	big := funcMiddleware{schedule: func(ctx context.Context, info *job.ScheduleInfo, next func(context.Context) (*job.InstanceInfo, error)) (*job.InstanceInfo, error) {
 		info.Metadata["big"] = strings.Repeat("x", store.MaxMetadataBytes)
 		return next(ctx)
 	}}
-	fail := funcMiddleware{schedule: func(context.Context, *job.ScheduleInfo, func(context.Context) (job.Instance, error)) (job.Instance, error) {
+	fail := funcMiddleware{schedule: func(context.Context, *job.ScheduleInfo, func(context.Context) (*job.InstanceInfo, error)) (*job.InstanceInfo, error) {
 		return nil, denied
 	}}
-	skip := funcMiddleware{schedule: func(context.Context, *job.ScheduleInfo, func(context.Context) (job.Instance, error)) (job.Instance, error) {
+	skip := funcMiddleware{schedule: func(context.Context, *job.ScheduleInfo, func(context.Context) (*job.InstanceInfo, error)) (*job.InstanceInfo, error) {
 		return nil, nil
 	}}
-	panics := funcMiddleware{schedule: func(context.Context, *job.ScheduleInfo, func(context.Context) (job.Instance, error)) (job.Instance, error) {
+	panics := funcMiddleware{schedule: func(context.Context, *job.ScheduleInfo, func(context.Context) (*job.InstanceInfo, error)) (*job.InstanceInfo, error) {
 		panic("oops")
 	}}
 	many := make([]job.ScheduleOption, store.MaxMetadataPairs+1)
@@ -214,7 +214,7 @@ func TestMiddlewareRunOutcome(t *testing.T) {
 	got := map[string]error{} // kind: what next returned
 	var ran []string          // kinds whose executor ran
 	mw := funcMiddleware{run: func(ctx context.Context, inst job.Instance, next func(context.Context) error) error {
-		switch inst.Kind() {
+		switch inst.Info().Kind {
 		case "panic":
 			panic("oops")
 		case "skip":
@@ -222,9 +222,9 @@ func TestMiddlewareRunOutcome(t *testing.T) {
 		}
 		err := next(ctx)
 		mu.Lock()
-		got[inst.Kind()] = err
+		got[inst.Info().Kind] = err
 		mu.Unlock()
-		if inst.Kind() == "swallow" {
+		if inst.Info().Kind == "swallow" {
 			return nil
 		}
 		return err
@@ -232,9 +232,9 @@ func TestMiddlewareRunOutcome(t *testing.T) {
 	m := newManager(t, job.WithMiddleware(mw))
 	exec := func(ctx context.Context, ji job.Instance) error {
 		mu.Lock()
-		ran = append(ran, ji.Kind())
+		ran = append(ran, ji.Info().Kind)
 		mu.Unlock()
-		switch ji.Kind() {
+		switch ji.Info().Kind {
 		case "swallow":
 			return errors.New("swallowed")
 		case "timeout":
@@ -254,31 +254,31 @@ func TestMiddlewareRunOutcome(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids[k] = inst.ID()
+		ids[k] = inst.ID
 	}
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	final := func(k string) job.Instance {
-		var inst job.Instance
+	final := func(k string) *job.InstanceInfo {
+		var inst *job.InstanceInfo
 		waitFor(t, k+" final", func() bool {
 			var err error
 			inst, err = m.LookupInstance(t.Context(), ids[k])
-			return err == nil && inst.State().Final()
+			return err == nil && inst.State.Final()
 		})
 		return inst
 	}
-	if inst := final("swallow"); inst.State() != job.Completed {
-		t.Errorf("swallow: %v (%v), want Completed: Run returned nil", inst.State(), inst.Error())
+	if inst := final("swallow"); inst.State != job.Completed {
+		t.Errorf("swallow: %v (%v), want Completed: Run returned nil", inst.State, inst.Error)
 	}
-	if inst := final("timeout"); inst.State() != job.TimedOut {
-		t.Errorf("timeout: %v (%v), want TimedOut", inst.State(), inst.Error())
+	if inst := final("timeout"); inst.State != job.TimedOut {
+		t.Errorf("timeout: %v (%v), want TimedOut", inst.State, inst.Error)
 	}
-	if inst := final("panic"); inst.State() != job.Terminated || !strings.Contains(inst.Error().Error(), "panicked in Run") {
-		t.Errorf("panic: %v (%v), want Terminated with the panic", inst.State(), inst.Error())
+	if inst := final("panic"); inst.State != job.Terminated || !strings.Contains(inst.Error, "panicked in Run") {
+		t.Errorf("panic: %v (%v), want Terminated with the panic", inst.State, inst.Error)
 	}
-	if inst := final("skip"); inst.State() != job.Terminated || !strings.Contains(inst.Error().Error(), "without calling next") {
-		t.Errorf("skip: %v (%v), want Terminated: Run skipped next without an error", inst.State(), inst.Error())
+	if inst := final("skip"); inst.State != job.Terminated || !strings.Contains(inst.Error, "without calling next") {
+		t.Errorf("skip: %v (%v), want Terminated: Run skipped next without an error", inst.State, inst.Error)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -320,13 +320,13 @@ func TestMiddlewareRunNextTwice(t *testing.T) {
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	var got job.Instance
+	var got *job.InstanceInfo
 	waitFor(t, "a final state", func() bool {
-		got, err = m.LookupInstance(t.Context(), inst.ID())
-		return err == nil && got.State().Final()
+		got, err = m.LookupInstance(t.Context(), inst.ID)
+		return err == nil && got.State.Final()
 	})
-	if got.State() != job.Terminated || !strings.Contains(got.Error().Error(), "called next twice") {
-		t.Errorf("instance %v (%v), want Terminated: next was called twice", got.State(), got.Error())
+	if got.State != job.Terminated || !strings.Contains(got.Error, "called next twice") {
+		t.Errorf("instance %v (%v), want Terminated: next was called twice", got.State, got.Error)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -80,12 +80,12 @@ func (s *cutStore) Subscribe(ctx context.Context, q string) (<-chan struct{}, er
 func sleepJob(t *testing.T, m *job.Manager, ov *overlap, d time.Duration, done *sync.Map) {
 	t.Helper()
 	j := mustJob(t, job.WithKind("work"), job.WithMaxRetries(job.RetryForever), job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
-		ov.enter(ji.ID())
-		defer ov.leave(ji.ID())
+		ov.enter(ji.Info().ID)
+		defer ov.leave(ji.Info().ID)
 		select {
 		case <-time.After(d):
 			if done != nil {
-				done.Store(ji.ID(), true)
+				done.Store(ji.Info().ID, true)
 			}
 			return nil
 		case <-ctx.Done():

@@ -95,7 +95,7 @@ func TestObserverFencedOnce(t *testing.T) {
 				var runs runLog
 				causes := make(chan error, 1)
 				j := mustJob(t, job.WithKind("k"), job.WithMaxRetries(3), job.WithExecutor(func(ctx context.Context, ji job.Instance) (string, error) {
-					if runs.add(ji.Attempt()) > 1 {
+					if runs.add(ji.Info().Attempt) > 1 {
 						return "again", nil
 					}
 					<-ctx.Done()
@@ -148,7 +148,7 @@ func TestObserverFencedOnce(t *testing.T) {
 			rec := &eventRecorder{}
 			var runs runLog
 			j := mustJob(t, job.WithKind("k"), job.WithMaxRetries(3), job.WithExecutor(func(ctx context.Context, ji job.Instance) (string, error) {
-				if runs.add(ji.Attempt()) == 1 {
+				if runs.add(ji.Info().Attempt) == 1 {
 					<-ctx.Done()
 					time.Sleep(2 * time.Minute) // ignores the cancel, past the lease
 				}

@@ -119,7 +119,7 @@ func TestObserverEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.CancelInstance(ctx, later.ID()); err != nil {
+	if _, err := m.CancelInstance(ctx, later.ID); err != nil {
 		t.Fatal(err)
 	}
 	for _, kind := range []string{"ok", "flaky", "bad"} {
@@ -508,12 +508,12 @@ func TestObserverPanicContained(t *testing.T) {
 	if err := m.Wait(waitCtx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.LookupInstance(ctx, ji.ID())
+	got, err := m.LookupInstance(ctx, ji.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State() != job.Completed {
-		t.Fatalf("instance %s with a panicking observer, want completed", got.State())
+	if got.State != job.Completed {
+		t.Fatalf("instance %s with a panicking observer, want completed", got.State)
 	}
 	if bad.calls.Load() == 0 {
 		t.Fatal("the panicking observer was never called")

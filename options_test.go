@@ -30,26 +30,26 @@ func TestPolicyOptionsOnJobAndSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if def.Queue() != "mail" || def.Priority() != job.LowPriority || def.MaxRetries() != 1 || def.Timeout() != time.Minute {
+	if def.Queue != "mail" || def.Priority != job.LowPriority || def.MaxRetries != 1 || def.Timeout != time.Minute {
 		t.Errorf("job defaults: queue %q priority %d retries %d timeout %v; want mail, %d, 1, 1m",
-			def.Queue(), def.Priority(), def.MaxRetries(), def.Timeout(), job.LowPriority)
+			def.Queue, def.Priority, def.MaxRetries, def.Timeout, job.LowPriority)
 	}
 	over, err := m.ScheduleJob(ctx, "k", job.WithQueue("urgent"), job.WithPriority(job.HighPriority),
 		job.WithMaxRetries(job.RetryForever), job.WithTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if over.Queue() != "urgent" || over.Priority() != job.HighPriority || over.MaxRetries() != job.RetryForever || over.Timeout() != 2*time.Second {
+	if over.Queue != "urgent" || over.Priority != job.HighPriority || over.MaxRetries != job.RetryForever || over.Timeout != 2*time.Second {
 		t.Errorf("overrides: queue %q priority %d retries %d timeout %v; want urgent, %d, %d, 2s",
-			over.Queue(), over.Priority(), over.MaxRetries(), over.Timeout(), job.HighPriority, job.RetryForever)
+			over.Queue, over.Priority, over.MaxRetries, over.Timeout, job.HighPriority, job.RetryForever)
 	}
 	// The overrides reached the store, not only the returned snapshot.
-	got, err := m.LookupInstance(ctx, over.ID())
+	got, err := m.LookupInstance(ctx, over.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Queue() != "urgent" || got.Priority() != job.HighPriority || got.Timeout() != 2*time.Second {
-		t.Errorf("stored: queue %q priority %d timeout %v", got.Queue(), got.Priority(), got.Timeout())
+	if got.Queue != "urgent" || got.Priority != job.HighPriority || got.Timeout != 2*time.Second {
+		t.Errorf("stored: queue %q priority %d timeout %v", got.Queue, got.Priority, got.Timeout)
 	}
 }
 

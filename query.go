@@ -26,8 +26,8 @@ func NewQuery(opts ...QueryOption) *Query {
 }
 
 // WithQueryInstance selects one instance.
-func WithQueryInstance(ji Instance) QueryOption {
-	return func(q *Query) { q.q.InstanceID = ji.ID() }
+func WithQueryInstance(ji *InstanceInfo) QueryOption {
+	return func(q *Query) { q.q.InstanceID = ji.ID }
 }
 
 // WithQueryInstanceID selects one instance by ID.

@@ -13,7 +13,8 @@ import (
 )
 
 // ScheduleJob stores a new instance of the job of that kind, due now unless
-// opts say otherwise. The kind is the job registered with the manager or,
+// opts say otherwise, and returns it as data (an InstanceInfo, as a
+// lookup does: only the attempt's Instance logs). The kind is the job registered with the manager or,
 // when none is, the kind's stored definition (see PutDefinition; read
 // again after DefinitionCacheTTL), so a manager schedules kinds it has no
 // executor for; otherwise it is an error wrapping ErrUnknownKind and
@@ -41,7 +42,7 @@ import (
 // instead of storing another. An error that does not wrap
 // ErrOutcomeUnknown stored nothing (ErrDuplicate aside, which returns the
 // holder).
-func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...ScheduleOption) (Instance, error) {
+func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...ScheduleOption) (*InstanceInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
@@ -58,14 +59,14 @@ func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...Schedule
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
 	if c.shards > 0 {
-		return m.schedule(ctx, rec, func(ctx context.Context) (Instance, error) { return m.enqueueSharded(ctx, j, rec, &c) })
+		return m.schedule(ctx, rec, func(ctx context.Context) (*InstanceInfo, error) { return m.enqueueSharded(ctx, j, rec, &c) })
 	}
-	return m.schedule(ctx, rec, func(ctx context.Context) (Instance, error) { return m.enqueueNew(ctx, kind, j, rec, &c) })
+	return m.schedule(ctx, rec, func(ctx context.Context) (*InstanceInfo, error) { return m.enqueueNew(ctx, kind, j, rec, &c) })
 }
 
 // enqueueNew stores rec, the new instance of j that a ScheduleJob of kind
 // with options c built, and returns what ScheduleJob returns.
-func (m *Manager) enqueueNew(ctx context.Context, kind string, j *Job, rec *store.Instance, c *scheduleConfig) (Instance, error) {
+func (m *Manager) enqueueNew(ctx context.Context, kind string, j *Job, rec *store.Instance, c *scheduleConfig) (*InstanceInfo, error) {
 	res, err := m.enq.enqueue(ctx, rec)
 	if err != nil {
 		return nil, scheduleError(strconv.Quote(kind), c.idemKey, err)
@@ -73,7 +74,7 @@ func (m *Manager) enqueueNew(ctx context.Context, kind string, j *Job, rec *stor
 	inst, stored, err := m.scheduled(ctx, rec, res, c.idemKey)
 	if stored {
 		m.notifyLocal()
-		m.stateChanged(j, inst, store.Scheduled)
+		m.recordChanged(j, rec, store.Scheduled)
 	}
 	return inst, err
 }
@@ -83,7 +84,7 @@ func (m *Manager) enqueueNew(ctx context.Context, kind string, j *Job, rec *stor
 // ErrDuplicate; the instance stored first when an idempotency key
 // repeats; or the store's error for rec. stored reports a new instance:
 // the caller then wakes local workers and calls the state-change handler.
-func (m *Manager) scheduled(ctx context.Context, rec *store.Instance, res store.EnqueueResult, idemKey string) (inst Instance, stored bool, err error) {
+func (m *Manager) scheduled(ctx context.Context, rec *store.Instance, res store.EnqueueResult, idemKey string) (inst *InstanceInfo, stored bool, err error) {
 	kind := rec.Kind
 	if res.Err != nil {
 		if errors.Is(res.Err, store.ErrDuplicate) {
@@ -104,7 +105,7 @@ func (m *Manager) scheduled(ctx context.Context, rec *store.Instance, res store.
 		return first, false, nil
 	}
 	rec.State, rec.Seq, rec.UpdatedAt = store.Scheduled, res.Seq, rec.CreatedAt
-	return newInstance(rec, m), true, nil
+	return newInfo(rec), true, nil
 }
 
 // newRecord builds the stored record of a new instance of j.
@@ -192,7 +193,7 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 // rescuer ends it). An attempt that completes, or fails for good, first
 // keeps that outcome. It returns ErrNotFound or ErrFinished when there is
 // nothing to cancel.
-func (m *Manager) CancelInstance(ctx context.Context, id string) (Instance, error) {
+func (m *Manager) CancelInstance(ctx context.Context, id string) (*InstanceInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("job: cancel %s: %w", id, err)
 	}
@@ -204,11 +205,11 @@ func (m *Manager) CancelInstance(ctx context.Context, id string) (Instance, erro
 		if a := m.active.get(id); a != nil && a.rec.Attempt == rec.Attempt {
 			a.cancel(ErrCanceled)
 		}
-	} else if j, ok := m.reg.get(rec.Kind); ok && j.onStateChange != nil {
-		m.stateChanged(j, newInstance(rec, m), rec.State)
+	} else if j, ok := m.reg.get(rec.Kind); ok {
+		m.recordChanged(j, rec, rec.State)
 	}
 	if err := m.canceledSharded(ctx, rec); err != nil {
-		return newInstance(rec, m), fmt.Errorf("job: cancel %s: %w", id, err)
+		return newInfo(rec), fmt.Errorf("job: cancel %s: %w", id, err)
 	}
-	return newInstance(rec, m), nil
+	return newInfo(rec), nil
 }

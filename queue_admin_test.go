@@ -45,7 +45,7 @@ func TestPauseResumeQueue(t *testing.T) {
 		c, _ := m.Counts(ctx, "free", "")
 		return len(c) == 1 && c[0].States[job.Completed] == 1
 	})
-	if in, err := m.LookupInstance(ctx, held.ID()); err != nil || in.State() != job.Scheduled {
+	if in, err := m.LookupInstance(ctx, held.ID); err != nil || in.State != job.Scheduled {
 		t.Fatalf("held instance %v (%v), want scheduled while its queue is paused", in, err)
 	}
 	qs, err := m.ListQueues(ctx)

@@ -92,7 +92,7 @@ func TestUnregisterRecurringAcrossManagers(t *testing.T) {
 			}
 		}()
 		ctx := context.Background()
-		ticks := func() []job.Instance {
+		ticks := func() []*job.InstanceInfo {
 			t.Helper()
 			insts, err := ms[0].LookupInstances(ctx, job.NewQuery(job.WithQueryKind("tick")))
 			if err != nil {
@@ -122,26 +122,26 @@ func TestUnregisterRecurringAcrossManagers(t *testing.T) {
 		if len(all) != total {
 			t.Errorf("%d tick instances 5 min after no manager has the kind, %d when the last one unregistered it: ticks go on", len(all), total)
 		}
-		var latest job.Instance
+		var latest *job.InstanceInfo
 		for _, in := range all {
-			if latest == nil || in.CreatedAt().After(latest.CreatedAt()) {
+			if latest == nil || in.CreatedAt.After(latest.CreatedAt) {
 				latest = in
 			}
-			switch in.State() {
+			switch in.State {
 			case job.Completed:
-				if in.Attempt() != 1 {
-					t.Errorf("tick %s completed at attempt %d, want 1: a manager without the kind must not use an attempt", in.UniqueKey(), in.Attempt())
+				if in.Attempt != 1 {
+					t.Errorf("tick %s completed at attempt %d, want 1: a manager without the kind must not use an attempt", in.UniqueKey, in.Attempt)
 				}
 			case job.Canceled:
 			case job.Scheduled:
-				if in.RunAt().Before(last.Add(-time.Second)) {
-					t.Errorf("tick %s is still scheduled, but it was due before the last unregister", in.UniqueKey())
+				if in.RunAt.Before(last.Add(-time.Second)) {
+					t.Errorf("tick %s is still scheduled, but it was due before the last unregister", in.UniqueKey)
 				}
 			default:
-				t.Errorf("tick %s ended %v (%v), want Completed or Canceled", in.UniqueKey(), in.State(), in.Error())
+				t.Errorf("tick %s ended %v (%v), want Completed or Canceled", in.UniqueKey, in.State, in.Error)
 			}
 		}
-		if latest == nil || latest.State() != job.Scheduled || latest.Attempt() != 0 || latest.RunAt().Before(last.Add(-time.Second)) {
+		if latest == nil || latest.State != job.Scheduled || latest.Attempt != 0 || latest.RunAt.Before(last.Add(-time.Second)) {
 			t.Errorf("latest tick %v: want the one enqueued before the last unregister, still scheduled and never attempted", latest)
 		}
 	})
@@ -172,7 +172,7 @@ func TestRecurringCatchesUpLateWake(t *testing.T) {
 		}
 		got := map[time.Time]bool{}
 		for _, in := range ins {
-			got[in.RunAt().UTC()] = true
+			got[in.RunAt.UTC()] = true
 		}
 		return got
 	}

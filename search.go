@@ -28,7 +28,7 @@ type SearchParams struct {
 	Text string
 	// Match, when set, must also accept an instance (a filter the store
 	// cannot apply, such as required labels).
-	Match func(Instance) bool
+	Match func(*InstanceInfo) bool
 	// ScanLimit is how many instances one call reads at most before it
 	// returns what it found with a cursor to continue. Defaults to
 	// DefaultSearchScan; at most MaxSearchScan.
@@ -38,7 +38,7 @@ type SearchParams struct {
 // SearchPage is what one SearchInstances call found.
 type SearchPage struct {
 	// Instances are the matches, newest first, at most the query's limit.
-	Instances []Instance
+	Instances []*InstanceInfo
 	// Next continues the search after the last instance read (pass it to
 	// WithQueryCursor with the same query and params); "" when every
 	// instance the query selects has been searched.
@@ -79,7 +79,7 @@ func (m *Manager) SearchInstances(ctx context.Context, q *Query, p SearchParams)
 		return nil, err
 	}
 	needle := foldNeedle(p.Text)
-	match := func(r *store.Instance, ji Instance) bool {
+	match := func(r *store.Instance, ji *InstanceInfo) bool {
 		if needle != nil && !containsFold(r.Args, needle) && !containsFold(r.Result, needle) && !containsFold([]byte(r.Error), needle) {
 			return false
 		}
@@ -106,7 +106,7 @@ func (m *Manager) SearchInstances(ctx context.Context, q *Query, p SearchParams)
 			corrupt = err // undecodable records: the page holds the rest
 		}
 		for i, r := range pg.Instances {
-			ji := newInstance(r, m)
+			ji := newInfo(r)
 			if !match(r, ji) {
 				continue
 			}

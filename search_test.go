@@ -52,7 +52,7 @@ func searchFixture(t *testing.T) (*job.Manager, []string) {
 			t.Fatal(err)
 		}
 		if arg != fmt.Sprintf("hay %d", i) {
-			want = append(want, ji.ID())
+			want = append(want, ji.ID)
 		}
 	}
 	waitFor(t, "every instance finished", func() bool {
@@ -81,10 +81,10 @@ func TestSearchInstancesFindsTextInArgumentsResultsAndErrors(t *testing.T) {
 	if len(want) < 10 {
 		t.Fatalf("fixture has %d needles", len(want))
 	}
-	ids := func(in []job.Instance) []string {
+	ids := func(in []*job.InstanceInfo) []string {
 		var out []string
 		for _, ji := range in {
-			out = append(out, ji.ID())
+			out = append(out, ji.ID)
 		}
 		return out
 	}
@@ -106,8 +106,8 @@ func TestSearchInstancesFindsTextInArgumentsResultsAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ji := range failed.Instances {
-		if ji.Kind() != "fail" || ji.Error() == nil {
-			t.Fatalf("a terminated search returned %s %s (%v)", ji.Kind(), ji.State(), ji.Error())
+		if ji.Kind != "fail" || ji.Error == "" {
+			t.Fatalf("a terminated search returned %s %s (%v)", ji.Kind, ji.State, ji.Error)
 		}
 	}
 	if len(failed.Instances) == 0 || failed.Scanned >= 400 {
@@ -153,7 +153,7 @@ func TestSearchInstancesFindsTextInArgumentsResultsAndErrors(t *testing.T) {
 	}
 
 	// Match narrows further; an empty text matches every instance.
-	onlyFail, err := m.SearchInstances(ctx, job.NewQuery(job.WithQueryLimit(1000)), job.SearchParams{Match: func(ji job.Instance) bool { return ji.Kind() == "fail" }})
+	onlyFail, err := m.SearchInstances(ctx, job.NewQuery(job.WithQueryLimit(1000)), job.SearchParams{Match: func(ji *job.InstanceInfo) bool { return ji.Kind == "fail" }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,8 @@ var ErrShardFailed = errors.New("job: shard failed")
 // (spread over distinct managers where the claims allow), each retried on
 // its own. An executor learns which shard it runs from its Instance:
 //
-//	index, count := ji.Shard()
+//	info := ji.Info()
+//	index, count := info.ShardIndex, info.ShardCount
 //
 // ScheduleJob returns the task's parent, an instance that runs no
 // executor: it waits, Scheduled and without a worker, until its shards are
@@ -79,9 +80,6 @@ func WithShardRecheck(d time.Duration) ManagerOption {
 	}
 }
 
-func (i *instance) Shard() (index, count int) { return i.rec.ShardIndex, i.rec.ShardCount }
-func (i *instance) Parent() string            { return i.rec.Parent }
-
 func (m *Manager) shardRecheck() time.Duration {
 	if m.cfg.shardRecheck > 0 {
 		return m.cfg.shardRecheck
@@ -109,7 +107,7 @@ func shardRecords(p *store.Instance, runAt time.Time, maxRetries int, timeout ti
 // unique key, the parent first (so a duplicate stores no shard) and then
 // the shards. A parent stored without all its shards (a failed second
 // call, a crash in between) gets the missing ones at its first join.
-func (m *Manager) enqueueSharded(ctx context.Context, j *Job, rec *store.Instance, c *scheduleConfig) (Instance, error) {
+func (m *Manager) enqueueSharded(ctx context.Context, j *Job, rec *store.Instance, c *scheduleConfig) (*InstanceInfo, error) {
 	kind := rec.Kind
 	shardsAt := rec.RunAt
 	rec.ShardCount = c.shards
@@ -145,7 +143,7 @@ func (m *Manager) enqueueSharded(ctx context.Context, j *Job, rec *store.Instanc
 	}
 	if stored {
 		m.notifyLocal()
-		m.stateChanged(j, inst, store.Scheduled)
+		m.recordChanged(j, rec, store.Scheduled)
 	}
 	return inst, nil
 }

@@ -20,7 +20,7 @@ func BenchmarkShardedTask(b *testing.B) {
 	done := make(chan struct{}, 1)
 	j, err := job.NewJob(job.WithKind("nop"), job.WithExecutor(func() {}),
 		job.WithCompleteProcessor(func(ji job.Instance, _ []any) {
-			if _, n := ji.Shard(); n > 0 && ji.Parent() == "" {
+			if _, n := ji.Info().ShardIndex, ji.Info().ShardCount; n > 0 && ji.Info().Parent == "" {
 				done <- struct{}{}
 			}
 		}))

@@ -51,7 +51,7 @@ func (e *shardEnv) manager(jobs []*job.Job, opts ...job.ManagerOption) *job.Mana
 }
 
 // lookup returns the stored instance id.
-func lookup(t *testing.T, m *job.Manager, id string) job.Instance {
+func lookup(t *testing.T, m *job.Manager, id string) *job.InstanceInfo {
 	t.Helper()
 	got, err := m.LookupInstance(context.Background(), id)
 	if err != nil {
@@ -61,7 +61,7 @@ func lookup(t *testing.T, m *job.Manager, id string) job.Instance {
 }
 
 // shardsOf returns the shards of parent by index.
-func shardsOf(t *testing.T, m *job.Manager, parent string, n int) []job.Instance {
+func shardsOf(t *testing.T, m *job.Manager, parent string, n int) []*job.InstanceInfo {
 	t.Helper()
 	got, err := m.LookupInstances(context.Background(), job.NewQuery(job.WithQueryParent(parent)))
 	if err != nil {
@@ -70,23 +70,23 @@ func shardsOf(t *testing.T, m *job.Manager, parent string, n int) []job.Instance
 	if len(got) != n {
 		t.Fatalf("LookupInstances(parent %s): %d shards, want %d", parent, len(got), n)
 	}
-	out := make([]job.Instance, n)
+	out := make([]*job.InstanceInfo, n)
 	for _, s := range got {
-		i, count := s.Shard()
-		if count != n || i < 0 || i >= n || out[i] != nil || s.Parent() != parent {
-			t.Fatalf("shard %s: Shard() = (%d, %d), Parent() = %q; want a distinct index of %d under %s", s.ID(), i, count, s.Parent(), n, parent)
+		i, count := s.ShardIndex, s.ShardCount
+		if count != n || i < 0 || i >= n || out[i] != nil || s.Parent != parent {
+			t.Fatalf("shard %s: Shard() = (%d, %d), Parent() = %q; want a distinct index of %d under %s", s.ID, i, count, s.Parent, n, parent)
 		}
 		out[i] = s
 	}
 	return out
 }
 
-func waitState(t *testing.T, m *job.Manager, id string, want job.State) job.Instance {
+func waitState(t *testing.T, m *job.Manager, id string, want job.State) *job.InstanceInfo {
 	t.Helper()
-	var got job.Instance
+	var got *job.InstanceInfo
 	waitFor(t, fmt.Sprintf("instance %s %v", id, want), func() bool {
 		got = lookup(t, m, id)
-		return got.State() == want
+		return got.State == want
 	})
 	return got
 }
@@ -101,11 +101,11 @@ func TestShardsComplete(t *testing.T) {
 	var parentResults [][]any
 	j := mustJob(t, job.WithKind("sq"),
 		job.WithExecutor(func(ctx context.Context, ji job.Instance, base int) (int, string, error) {
-			i, n := ji.Shard()
-			return base*100 + i*10 + n, ji.Parent(), nil
+			i, n := ji.Info().ShardIndex, ji.Info().ShardCount
+			return base*100 + i*10 + n, ji.Info().Parent, nil
 		}),
 		job.WithCompleteProcessor(func(ji job.Instance, res []any) {
-			if ji.Parent() == "" {
+			if ji.Info().Parent == "" {
 				mu.Lock()
 				parentResults = append(parentResults, res)
 				mu.Unlock()
@@ -117,10 +117,10 @@ func TestShardsComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if i, n := p.Shard(); i != 0 || n != 4 || p.Parent() != "" {
-		t.Fatalf("parent: Shard() = (%d, %d), Parent() = %q; want (0, 4) and none", i, n, p.Parent())
+	if i, n := p.ShardIndex, p.ShardCount; i != 0 || n != 4 || p.Parent != "" {
+		t.Fatalf("parent: Shard() = (%d, %d), Parent() = %q; want (0, 4) and none", i, n, p.Parent)
 	}
-	got := waitState(t, m, p.ID(), job.Completed)
+	got := waitState(t, m, p.ID, job.Completed)
 	want := make([][]any, 4)
 	for i := range 4 {
 		var v int
@@ -136,21 +136,21 @@ func TestShardsComplete(t *testing.T) {
 		if _, err := fmt.Sscan(fmt.Sprint(shard[0]), &v); err != nil || v != 700+i*10+4 {
 			t.Fatalf("shard %d's result %v, want %d", i, shard[0], 700+i*10+4)
 		}
-		if parent, _ = shard[1].(string); parent != p.ID() {
-			t.Fatalf("shard %d saw Parent() %q, want %s", i, parent, p.ID())
+		if parent, _ = shard[1].(string); parent != p.ID {
+			t.Fatalf("shard %d saw Parent() %q, want %s", i, parent, p.ID)
 		}
-		want[i] = []any{700 + i*10 + 4, p.ID()}
+		want[i] = []any{700 + i*10 + 4, p.ID}
 	}
 	var typed [4][]any
 	if err := got.ResultsInto(&typed[0], &typed[1], &typed[2], &typed[3]); err != nil {
 		t.Fatalf("ResultsInto one slice per shard: %v", err)
 	}
-	if got.Attempt() != 1 {
-		t.Errorf("parent attempt %d, want 1: waiting must not count attempts", got.Attempt())
+	if got.Attempt != 1 {
+		t.Errorf("parent attempt %d, want 1: waiting must not count attempts", got.Attempt)
 	}
-	for i, s := range shardsOf(t, m, p.ID(), 4) {
-		if s.State() != job.Completed || s.Attempt() != 1 {
-			t.Errorf("shard %d: %v attempt %d, want completed at attempt 1", i, s.State(), s.Attempt())
+	for i, s := range shardsOf(t, m, p.ID, 4) {
+		if s.State != job.Completed || s.Attempt != 1 {
+			t.Errorf("shard %d: %v attempt %d, want completed at attempt 1", i, s.State, s.Attempt)
 		}
 	}
 	waitFor(t, "the parent's complete handler", func() bool {
@@ -180,7 +180,7 @@ func TestShardFailsParent(t *testing.T) {
 	var runs [4]atomic.Int32
 	j := mustJob(t, job.WithKind("f"), job.WithMaxRetries(1), job.WithBackoff(job.ConstantBackoff(time.Millisecond)),
 		job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
-			i, _ := ji.Shard()
+			i, _ := ji.Info().ShardIndex, ji.Info().ShardCount
 			runs[i].Add(1)
 			switch i {
 			case 2:
@@ -196,24 +196,24 @@ func TestShardFailsParent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := waitState(t, m, p.ID(), job.Terminated)
-	msg := got.Error().Error()
+	got := waitState(t, m, p.ID, job.Terminated)
+	msg := got.Error
 	if !strings.Contains(msg, "shard 2 ") || !strings.Contains(msg, "shard two breaks") || !strings.Contains(msg, job.ErrShardFailed.Error()) ||
 		strings.Contains(msg, "shard 0 ") || strings.Contains(msg, "shard 1 ") {
 		t.Fatalf("parent error %q, want it to name shard 2 (and its error) only", msg)
 	}
 	waitFor(t, "shard 3 canceled, every shard final", func() bool {
-		sh := shardsOf(t, m, p.ID(), 4)
-		return sh[3].State() == job.Canceled && sh[0].State().Final() && sh[1].State().Final()
+		sh := shardsOf(t, m, p.ID, 4)
+		return sh[3].State == job.Canceled && sh[0].State.Final() && sh[1].State.Final()
 	})
-	shards := shardsOf(t, m, p.ID(), 4)
-	if s := shards[2]; s.State() != job.Terminated || s.Attempt() != 2 || runs[2].Load() != 2 {
-		t.Errorf("shard 2: %v at attempt %d after %d runs, want terminated after 2 (its own retry)", s.State(), s.Attempt(), runs[2].Load())
+	shards := shardsOf(t, m, p.ID, 4)
+	if s := shards[2]; s.State != job.Terminated || s.Attempt != 2 || runs[2].Load() != 2 {
+		t.Errorf("shard 2: %v at attempt %d after %d runs, want terminated after 2 (its own retry)", s.State, s.Attempt, runs[2].Load())
 	}
 	for _, i := range []int{0, 1} {
 		// Completed, unless shard 2 failed for good before it ran.
-		if s := shards[i]; s.State() != job.Completed && s.State() != job.Canceled {
-			t.Errorf("shard %d: %v, want completed (or canceled, had it not run when shard 2 failed)", i, s.State())
+		if s := shards[i]; s.State != job.Completed && s.State != job.Canceled {
+			t.Errorf("shard %d: %v, want completed (or canceled, had it not run when shard 2 failed)", i, s.State)
 		}
 	}
 }
@@ -226,7 +226,7 @@ func TestShardRetriedOnItsOwn(t *testing.T) {
 	var runs [3]atomic.Int32
 	j := mustJob(t, job.WithKind("r"), job.WithMaxRetries(2), job.WithBackoff(job.ConstantBackoff(time.Millisecond)),
 		job.WithExecutor(func(ji job.Instance) (int, error) {
-			i, _ := ji.Shard()
+			i, _ := ji.Info().ShardIndex, ji.Info().ShardCount
 			if runs[i].Add(1) == 1 && i == 1 {
 				return 0, errors.New("first try of shard 1 fails")
 			}
@@ -237,18 +237,18 @@ func TestShardRetriedOnItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := waitState(t, m, p.ID(), job.Completed)
+	got := waitState(t, m, p.ID, job.Completed)
 	var r0, r1, r2 []int
 	if err := got.ResultsInto(&r0, &r1, &r2); err != nil || !slices.Equal(r0, []int{0}) || !slices.Equal(r1, []int{1}) || !slices.Equal(r2, []int{2}) {
 		t.Fatalf("parent results %v %v %v (%v), want [0] [1] [2]", r0, r1, r2, err)
 	}
-	for i, s := range shardsOf(t, m, p.ID(), 3) {
+	for i, s := range shardsOf(t, m, p.ID, 3) {
 		want := 1
 		if i == 1 {
 			want = 2
 		}
-		if s.Attempt() != want || runs[i].Load() != int32(want) {
-			t.Errorf("shard %d: attempt %d after %d runs, want %d", i, s.Attempt(), runs[i].Load(), want)
+		if s.Attempt != want || runs[i].Load() != int32(want) {
+			t.Errorf("shard %d: attempt %d after %d runs, want %d", i, s.Attempt, runs[i].Load(), want)
 		}
 	}
 }
@@ -271,13 +271,13 @@ func TestShardsCancelParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "two shards running", func() bool { return started.Load() == 2 })
-	got, err := m.CancelInstance(context.Background(), p.ID())
-	if err != nil || got.State() != job.Canceled {
+	got, err := m.CancelInstance(context.Background(), p.ID)
+	if err != nil || got.State != job.Canceled {
 		t.Fatalf("CancelInstance(parent): %v, %v; want canceled", got, err)
 	}
 	waitFor(t, "every shard canceled", func() bool {
-		for _, s := range shardsOf(t, m, p.ID(), 4) {
-			if s.State() != job.Canceled {
+		for _, s := range shardsOf(t, m, p.ID, 4) {
+			if s.State != job.Canceled {
 				return false
 			}
 		}
@@ -286,8 +286,8 @@ func TestShardsCancelParent(t *testing.T) {
 	if started.Load() != 2 || stopped.Load() != 2 {
 		t.Errorf("%d shards started and %d stopped, want the 2 running ones stopped and no other started", started.Load(), stopped.Load())
 	}
-	if got := lookup(t, m, p.ID()); got.State() != job.Canceled {
-		t.Errorf("parent %v, want canceled", got.State())
+	if got := lookup(t, m, p.ID); got.State != job.Canceled {
+		t.Errorf("parent %v, want canceled", got.State)
 	}
 }
 
@@ -312,7 +312,7 @@ func TestShardsRecheckAfterLostWake(t *testing.T) {
 	e := newShardEnv(t, memdbstore.WithClock(clk.Now)) // the store judges liveness on the same clock
 	quiet := job.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	newJob := func() *job.Job {
-		return mustJob(t, job.WithKind("w"), job.WithExecutor(func(ji job.Instance) int { i, _ := ji.Shard(); return i }))
+		return mustJob(t, job.WithKind("w"), job.WithExecutor(func(ji job.Instance) int { i, _ := ji.Info().ShardIndex, ji.Info().ShardCount; return i }))
 	}
 	lossy := &wakeLost{Store: e.st}
 	a := e.manager([]*job.Job{newJob()}, job.WithStore(lossy), job.WithClock(clk), job.WithShardRecheck(time.Minute), quiet)
@@ -322,16 +322,16 @@ func TestShardsRecheckAfterLostWake(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "both shards completed", func() bool {
-		for _, s := range shardsOf(t, a, p.ID(), 2) {
-			if s.State() != job.Completed {
+		for _, s := range shardsOf(t, a, p.ID, 2) {
+			if s.State != job.Completed {
 				return false
 			}
 		}
 		return true
 	})
 	waitFor(t, "the wake-up lost", func() bool { return lossy.lost.Load() > 0 })
-	if got := lookup(t, a, p.ID()); got.State() != job.Scheduled || !got.RunAt().Equal(p.CreatedAt().Add(time.Minute)) {
-		t.Fatalf("parent %v due %v, want still waiting for its recheck at %v", got.State(), got.RunAt(), p.CreatedAt().Add(time.Minute))
+	if got := lookup(t, a, p.ID); got.State != job.Scheduled || !got.RunAt.Equal(p.CreatedAt.Add(time.Minute)) {
+		t.Fatalf("parent %v due %v, want still waiting for its recheck at %v", got.State, got.RunAt, p.CreatedAt.Add(time.Minute))
 	}
 	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -340,11 +340,11 @@ func TestShardsRecheckAfterLostWake(t *testing.T) {
 	}
 	b := e.manager([]*job.Job{newJob()}, job.WithClock(clk), job.WithShardRecheck(time.Minute), quiet)
 	waitFor(t, "b's claim loop asleep until the recheck", func() bool { return clk.Timers() > 0 })
-	if got := lookup(t, b, p.ID()); got.State() != job.Scheduled {
-		t.Fatalf("parent %v before its recheck, want scheduled", got.State())
+	if got := lookup(t, b, p.ID); got.State != job.Scheduled {
+		t.Fatalf("parent %v before its recheck, want scheduled", got.State)
 	}
 	clk.Advance(time.Minute)
-	got := waitState(t, b, p.ID(), job.Completed)
+	got := waitState(t, b, p.ID, job.Completed)
 	var r0, r1 []int
 	if err := got.ResultsInto(&r0, &r1); err != nil || !slices.Equal(r0, []int{0}) || !slices.Equal(r1, []int{1}) {
 		t.Fatalf("parent results %v %v (%v), want [0] [1]", r0, r1, err)
@@ -369,16 +369,16 @@ func TestShardsBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.UniqueKey() != "nightly" {
-		t.Errorf("parent unique key %q, want nightly", p.UniqueKey())
+	if p.UniqueKey != "nightly" {
+		t.Errorf("parent unique key %q, want nightly", p.UniqueKey)
 	}
-	for i, s := range shardsOf(t, m, p.ID(), 3) {
-		if s.UniqueKey() != "" {
-			t.Errorf("shard %d holds unique key %q, want none", i, s.UniqueKey())
+	for i, s := range shardsOf(t, m, p.ID, 3) {
+		if s.UniqueKey != "" {
+			t.Errorf("shard %d holds unique key %q, want none", i, s.UniqueKey)
 		}
 	}
 	dup, err := m.ScheduleJob(ctx, "b", job.WithShards(3), job.WithUniqueKey("nightly", time.Hour))
-	if !errors.Is(err, job.ErrDuplicate) || dup == nil || dup.ID() != p.ID() {
+	if !errors.Is(err, job.ErrDuplicate) || dup == nil || dup.ID != p.ID {
 		t.Fatalf("second task with the key: %v, %v; want ErrDuplicate and the first parent", dup, err)
 	}
 	all, err := m.LookupInstances(ctx, job.NewQuery(job.WithQueryKind("b")))
@@ -391,10 +391,10 @@ func TestShardsBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	q2, err := m.ScheduleJob(ctx, "b", job.WithShards(2), job.WithIdempotencyKey("k1"))
-	if err != nil || q2.ID() != q.ID() {
+	if err != nil || q2.ID != q.ID {
 		t.Fatalf("repeat with the idempotency key: %v, %v; want the first task", q2, err)
 	}
-	shardsOf(t, m, q.ID(), 2)
+	shardsOf(t, m, q.ID, 2)
 	// Not in a batch, not on a recurring job.
 	res, err := m.ScheduleJobs(ctx, job.BatchItem{Kind: "b", Options: []job.ScheduleOption{job.WithShards(2)}})
 	if err != nil || len(res) != 1 || !errors.Is(res[0].Err, job.ErrInvalidOption) {
@@ -428,13 +428,13 @@ func TestShardsRequiredLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(p.Labels(), []string{"gpu"}) {
-		t.Errorf("parent labels %q, want [gpu]", p.Labels())
+	if !slices.Equal(p.Labels, []string{"gpu"}) {
+		t.Errorf("parent labels %q, want [gpu]", p.Labels)
 	}
-	waitState(t, gpu, p.ID(), job.Completed)
-	for i, s := range shardsOf(t, gpu, p.ID(), 4) {
-		if !slices.Equal(s.Labels(), []string{"gpu"}) {
-			t.Errorf("shard %d labels %q, want [gpu]", i, s.Labels())
+	waitState(t, gpu, p.ID, job.Completed)
+	for i, s := range shardsOf(t, gpu, p.ID, 4) {
+		if !slices.Equal(s.Labels, []string{"gpu"}) {
+			t.Errorf("shard %d labels %q, want [gpu]", i, s.Labels)
 		}
 	}
 	mu.Lock()
@@ -515,7 +515,7 @@ func TestShardsSpread(t *testing.T) {
 	release := make(chan struct{})
 	newJob := func(node string) *job.Job {
 		return mustJob(t, job.WithKind("spread"), job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
-			i, _ := ji.Shard()
+			i, _ := ji.Info().ShardIndex, ji.Info().ShardCount
 			mu.Lock()
 			ranOn[node] = append(ranOn[node], i)
 			mu.Unlock()
@@ -546,9 +546,9 @@ func TestShardsSpread(t *testing.T) {
 	gA.set(1) // a claims both shards in one claim
 	var back string
 	waitFor(t, "a runs one shard and hands the other back", func() bool {
-		for _, s := range shardsOf(t, a, p.ID(), 2) {
-			if handedBack(t, a, s.ID()) {
-				back = s.ID()
+		for _, s := range shardsOf(t, a, p.ID, 2) {
+			if handedBack(t, a, s.ID) {
+				back = s.ID
 			}
 		}
 		mu.Lock()
@@ -562,14 +562,14 @@ func TestShardsSpread(t *testing.T) {
 		return len(ranOn["b"]) == 1
 	})
 	close(release)
-	waitState(t, a, p.ID(), job.Completed)
+	waitState(t, a, p.ID, job.Completed)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(ranOn["a"]) != 1 || len(ranOn["b"]) != 1 || ranOn["a"][0] == ranOn["b"][0] {
 		t.Fatalf("shards ran %v, want one on each node", ranOn)
 	}
-	if s := lookup(t, a, back); s.Attempt() != 1 || s.State() != job.Completed {
-		t.Errorf("handed-back shard: %v at attempt %d, want completed at attempt 1 (a hand-back is not counted)", s.State(), s.Attempt())
+	if s := lookup(t, a, back); s.Attempt != 1 || s.State != job.Completed {
+		t.Errorf("handed-back shard: %v at attempt %d, want completed at attempt 1 (a hand-back is not counted)", s.State, s.Attempt)
 	}
 }
 
@@ -596,10 +596,10 @@ func TestShardsNoPeerNoHandBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, m, p.ID(), job.Completed)
-	for i, s := range shardsOf(t, m, p.ID(), 4) {
-		if handedBack(t, m, s.ID()) || s.Attempt() != 1 {
-			t.Errorf("shard %d: handed back %v, attempt %d; want run at once, attempt 1", i, handedBack(t, m, s.ID()), s.Attempt())
+	waitState(t, m, p.ID, job.Completed)
+	for i, s := range shardsOf(t, m, p.ID, 4) {
+		if handedBack(t, m, s.ID) || s.Attempt != 1 {
+			t.Errorf("shard %d: handed back %v, attempt %d; want run at once, attempt 1", i, handedBack(t, m, s.ID), s.Attempt)
 		}
 	}
 }
@@ -642,13 +642,13 @@ func TestShardsSpreadFourIdle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, ms[0], p.ID(), job.Completed)
+	waitState(t, ms[0], p.ID, job.Completed)
 	backs := 0
-	for i, s := range shardsOf(t, ms[0], p.ID(), 4) {
-		if s.Attempt() != 1 {
-			t.Errorf("shard %d at attempt %d, want 1", i, s.Attempt())
+	for i, s := range shardsOf(t, ms[0], p.ID, 4) {
+		if s.Attempt != 1 {
+			t.Errorf("shard %d at attempt %d, want 1", i, s.Attempt)
 		}
-		if handedBack(t, ms[0], s.ID()) {
+		if handedBack(t, ms[0], s.ID) {
 			backs++
 		}
 	}

@@ -44,10 +44,10 @@ func TestClockSkewNoDoubleRun(t *testing.T) {
 						t.Fatal(err)
 					}
 					j := mustJob(t, job.WithKind("work"), job.WithMaxRetries(job.RetryForever), job.WithExecutor(func(ctx context.Context, ji job.Instance) {
-						ov.enter(ji.ID())
-						defer ov.leave(ji.ID())
+						ov.enter(ji.Info().ID)
+						defer ov.leave(ji.Info().ID)
 						mu.Lock()
-						starts[ji.ID()]++
+						starts[ji.Info().ID]++
 						mu.Unlock()
 						select {
 						case <-time.After(2 * time.Second):
@@ -127,7 +127,7 @@ func TestClockSkewCronOnTime(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				ran++
-				if time.Now().Before(ji.RunAt().Add(-100 * time.Millisecond)) {
+				if time.Now().Before(ji.Info().RunAt.Add(-100 * time.Millisecond)) {
 					early++
 				}
 			}))

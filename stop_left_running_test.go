@@ -54,8 +54,8 @@ func TestStopLeftRunningNotRunTwice(t *testing.T) {
 		var ov overlap
 		newJob := func() *job.Job {
 			return mustJob(t, job.WithKind("k"), job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
-				ov.enter(ji.ID())
-				defer ov.leave(ji.ID())
+				ov.enter(ji.Info().ID)
+				defer ov.leave(ji.Info().ID)
 				time.Sleep(20 * time.Second) // ignores its context
 				return nil
 			}))
@@ -99,8 +99,8 @@ func TestStopLeftRunningNotRunTwice(t *testing.T) {
 		if err := b.Wait(wctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := stateOf(t, b, ji.ID()); got.State() != job.Completed || got.Attempt() != 2 {
-			t.Errorf("%v attempt %d, want Completed attempt 2 (rescued once a's lease lapsed)", got.State(), got.Attempt())
+		if got := stateOf(t, b, ji.ID); got.State != job.Completed || got.Attempt != 2 {
+			t.Errorf("%v attempt %d, want Completed attempt 2 (rescued once a's lease lapsed)", got.State, got.Attempt)
 		}
 	})
 }

@@ -51,25 +51,25 @@ func triggerCluster(t *testing.T, n int, run any, opts ...job.ManagerOption) (st
 }
 
 // tickInstances returns the instances of kind, oldest tick first.
-func tickInstances(t *testing.T, m *job.Manager, kind string) []job.Instance {
+func tickInstances(t *testing.T, m *job.Manager, kind string) []*job.InstanceInfo {
 	t.Helper()
 	insts, err := m.LookupInstances(context.Background(), job.NewQuery(job.WithQueryKind(kind)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Slice(insts, func(i, k int) bool { return insts[i].RunAt().Before(insts[k].RunAt()) })
+	sort.Slice(insts, func(i, k int) bool { return insts[i].RunAt.Before(insts[k].RunAt) })
 	return insts
 }
 
 // oneRunPerTick fails t when two instances share a tick (RunAt).
-func oneRunPerTick(t *testing.T, insts []job.Instance) {
+func oneRunPerTick(t *testing.T, insts []*job.InstanceInfo) {
 	t.Helper()
 	seen := map[time.Time]string{}
 	for _, in := range insts {
-		if other, ok := seen[in.RunAt()]; ok {
-			t.Fatalf("tick %v has two instances: %s and %s", in.RunAt(), other, in.ID())
+		if other, ok := seen[in.RunAt]; ok {
+			t.Fatalf("tick %v has two instances: %s and %s", in.RunAt, other, in.ID)
 		}
-		seen[in.RunAt()] = in.ID()
+		seen[in.RunAt] = in.ID
 	}
 }
 
@@ -94,11 +94,11 @@ func TestTriggerOncePerCluster(t *testing.T) {
 			t.Fatalf("%d instances in 10.5 s of a 1 s trigger, want 10", len(insts))
 		}
 		for i, in := range insts {
-			if want := start.Truncate(time.Second).Add(time.Duration(i+1) * time.Second); !in.RunAt().Equal(want) {
-				t.Errorf("instance %d due at %v, want %v", i, in.RunAt(), want)
+			if want := start.Truncate(time.Second).Add(time.Duration(i+1) * time.Second); !in.RunAt.Equal(want) {
+				t.Errorf("instance %d due at %v, want %v", i, in.RunAt, want)
 			}
-			if in.State() != job.Completed {
-				t.Errorf("instance %d is %v, want Completed", i, in.State())
+			if in.State != job.Completed {
+				t.Errorf("instance %d is %v, want Completed", i, in.State)
 			}
 		}
 		if n := ran.Load(); n != 10 {
@@ -108,8 +108,8 @@ func TestTriggerOncePerCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if last := insts[len(insts)-1]; !tr.LastTick.Equal(last.RunAt()) || tr.LastInstanceID != last.ID() {
-			t.Errorf("trigger records tick %v instance %s, want %v %s", tr.LastTick, tr.LastInstanceID, last.RunAt(), last.ID())
+		if last := insts[len(insts)-1]; !tr.LastTick.Equal(last.RunAt) || tr.LastInstanceID != last.ID {
+			t.Errorf("trigger records tick %v instance %s, want %v %s", tr.LastTick, tr.LastInstanceID, last.RunAt, last.ID)
 		}
 	})
 }
@@ -166,8 +166,8 @@ func TestTriggerPauseResumeDelete(t *testing.T) {
 			t.Fatalf("%d ticks after 3 s resumed, want 6 (none caught up from the pause)", len(insts))
 		}
 		for _, in := range insts[3:] {
-			if !in.RunAt().After(resumed) {
-				t.Errorf("tick %v fired after the resume at %v: a paused tick was caught up", in.RunAt(), resumed)
+			if !in.RunAt.After(resumed) {
+				t.Errorf("tick %v fired after the resume at %v: a paused tick was caught up", in.RunAt, resumed)
 			}
 		}
 		if err := admin.DeleteTrigger(ctx, "tr"); err != nil {
@@ -232,15 +232,15 @@ func TestTriggerOverlapForbid(t *testing.T) {
 		time.Sleep(4*time.Second + 500*time.Millisecond)
 		synctest.Wait()
 		insts := tickInstances(t, ms[0], "tick")
-		if len(insts) != 1 || insts[0].State() != job.Processing {
+		if len(insts) != 1 || insts[0].State != job.Processing {
 			t.Fatalf("%d instances while the first blocks, want 1 Processing", len(insts))
 		}
 		tr, err := ms[0].GetTrigger(ctx, "tr")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tr.Skipped != 3 || !tr.LastSkipped.Equal(insts[0].RunAt().Add(3*time.Second)) {
-			t.Fatalf("trigger skipped %d ticks, last %v; want 3, the last at %v", tr.Skipped, tr.LastSkipped, insts[0].RunAt().Add(3*time.Second))
+		if tr.Skipped != 3 || !tr.LastSkipped.Equal(insts[0].RunAt.Add(3*time.Second)) {
+			t.Fatalf("trigger skipped %d ticks, last %v; want 3, the last at %v", tr.Skipped, tr.LastSkipped, insts[0].RunAt.Add(3*time.Second))
 		}
 		logs, err := ms[0].LookupInstanceLogs(ctx, job.NewQuery(job.WithQueryInstance(insts[0])))
 		if err != nil {
@@ -263,8 +263,8 @@ func TestTriggerOverlapForbid(t *testing.T) {
 			t.Fatalf("%d instances 2 s after the first run ended, want 3", len(insts))
 		}
 		for _, in := range insts {
-			if in.State() != job.Completed {
-				t.Errorf("instance due %v is %v, want Completed", in.RunAt(), in.State())
+			if in.State != job.Completed {
+				t.Errorf("instance due %v is %v, want Completed", in.RunAt, in.State)
 			}
 		}
 	})
@@ -298,11 +298,11 @@ func TestTriggerOverlapReplace(t *testing.T) {
 			t.Fatalf("%d instances, want 3", len(insts))
 		}
 		for i, in := range insts[:2] {
-			if in.State() != job.Canceled {
-				t.Errorf("run %d is %v, want Canceled by the next tick", i, in.State())
+			if in.State != job.Canceled {
+				t.Errorf("run %d is %v, want Canceled by the next tick", i, in.State)
 			}
 		}
-		if st := insts[2].State(); st != job.Processing {
+		if st := insts[2].State; st != job.Processing {
 			t.Errorf("latest run is %v, want Processing", st)
 		}
 	})
@@ -355,7 +355,7 @@ func TestTriggerMissedTicks(t *testing.T) {
 			insts := tickInstances(t, ms[0], kind)
 			var got []time.Time
 			for _, in := range insts {
-				got = append(got, in.RunAt())
+				got = append(got, in.RunAt)
 			}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("%s: ticks %v, want %v", kind, got, want)
@@ -383,11 +383,11 @@ func TestTriggerKindNobodyRuns(t *testing.T) {
 			t.Fatalf("%d instances of the orphan kind after 5 ticks, want 5", len(insts))
 		}
 		for _, in := range insts {
-			if in.State() != job.Scheduled && in.State() != job.Processing {
-				t.Errorf("orphan tick %v is %v (%v), want waiting", in.RunAt(), in.State(), in.Error())
+			if in.State != job.Scheduled && in.State != job.Processing {
+				t.Errorf("orphan tick %v is %v (%v), want waiting", in.RunAt, in.State, in.Error)
 			}
-			if in.Attempt() > 1 {
-				t.Errorf("orphan tick %v used %d attempts", in.RunAt(), in.Attempt())
+			if in.Attempt > 1 {
+				t.Errorf("orphan tick %v used %d attempts", in.RunAt, in.Attempt)
 			}
 		}
 	})
@@ -491,7 +491,7 @@ func TestRecurringOverlapPolicies(t *testing.T) {
 				oneRunPerTick(t, insts)
 				switch policy {
 				case job.OverlapForbid:
-					if len(insts) != 1 || insts[0].State() != job.Processing {
+					if len(insts) != 1 || insts[0].State != job.Processing {
 						t.Fatalf("forbid: %d instances while the first blocks, want 1 Processing", len(insts))
 					}
 				case job.OverlapReplace:
@@ -499,8 +499,8 @@ func TestRecurringOverlapPolicies(t *testing.T) {
 						t.Fatalf("replace: %d instances, want 3", len(insts))
 					}
 					for i, in := range insts[:2] {
-						if in.State() != job.Canceled {
-							t.Errorf("replace: run %d is %v, want Canceled", i, in.State())
+						if in.State != job.Canceled {
+							t.Errorf("replace: run %d is %v, want Canceled", i, in.State)
 						}
 					}
 				}
@@ -556,7 +556,7 @@ func TestRecurringMissedTickPolicy(t *testing.T) {
 				synctest.Wait()
 				var got []time.Time
 				for _, in := range tickInstances(t, ms[0], "tick") {
-					got = append(got, in.RunAt())
+					got = append(got, in.RunAt)
 				}
 				want := []time.Time{start.Add(30 * time.Second)} // the next tick, scheduled ahead
 				if tc.catch {
@@ -597,9 +597,9 @@ func TestTriggerKindByDefinition(t *testing.T) {
 			t.Fatalf("%d instances, want 2", len(insts))
 		}
 		for _, in := range insts {
-			if in.Queue() != "remote-q" || in.Priority() != 5 || in.MaxRetries() != 7 || in.Timeout() != time.Minute || in.State() != job.Scheduled {
+			if in.Queue != "remote-q" || in.Priority != 5 || in.MaxRetries != 7 || in.Timeout != time.Minute || in.State != job.Scheduled {
 				t.Errorf("tick %v: queue %q priority %d retries %d timeout %v state %v; want the definition's, waiting",
-					in.RunAt(), in.Queue(), in.Priority(), in.MaxRetries(), in.Timeout(), in.State())
+					in.RunAt, in.Queue, in.Priority, in.MaxRetries, in.Timeout, in.State)
 			}
 		}
 	})

@@ -8,7 +8,7 @@ import (
 // TypedJob is a job registered with Register: an executor that takes one
 // argument value of type A and returns a result of type R, scheduled and
 // read back with those types, so the compiler checks what the reflective
-// path (WithExecutor, WithArguments, Instance.Results) checks at run time.
+// path (WithExecutor, WithArguments, InstanceInfo.ResultsInto) checks at run time.
 //
 // The job is an ordinary Job underneath: its instances are stored, claimed,
 // retried and looked up like any other, ScheduleJob(ctx, kind,
@@ -19,10 +19,10 @@ type TypedJob[A, R any] struct {
 	job *Job
 }
 
-// TypedInstance is an Instance of a TypedJob, with its argument and result
-// read back as A and R.
+// TypedInstance is an instance of a TypedJob as data (an InstanceInfo),
+// with its argument and result read back as A and R.
 type TypedInstance[A, R any] struct {
-	Instance
+	*InstanceInfo
 }
 
 // Register creates a job of the given kind whose executor is fn, registers
@@ -104,8 +104,8 @@ func (t *TypedJob[A, R]) LookupInstance(ctx context.Context, id string) (*TypedI
 	if err != nil {
 		return nil, err
 	}
-	if ji.Kind() != t.job.kind {
-		return nil, fmt.Errorf("job: lookup instance %s: %w: it is of kind %q, not %q", id, ErrNotFound, ji.Kind(), t.job.kind)
+	if ji.Kind != t.job.kind {
+		return nil, fmt.Errorf("job: lookup instance %s: %w: it is of kind %q, not %q", id, ErrNotFound, ji.Kind, t.job.kind)
 	}
 	return &TypedInstance[A, R]{ji}, nil
 }

@@ -30,8 +30,8 @@ func TestUserUniqueKeyCannotTakeATick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mine.UniqueKey() != key {
-		t.Fatalf("UniqueKey() = %q, want the key given, %q", mine.UniqueKey(), key)
+	if mine.UniqueKey != key {
+		t.Fatalf("UniqueKey() = %q, want the key given, %q", mine.UniqueKey, key)
 	}
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestUserUniqueKeyCannotTakeATick(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, in := range got {
-			if in.ID() != mine.ID() && in.RunAt().Equal(tick) {
+			if in.ID != mine.ID && in.RunAt.Equal(tick) {
 				return true
 			}
 		}

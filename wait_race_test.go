@@ -88,7 +88,7 @@ func TestWaitCoversWorkDoneDuringItsLookup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id.Store(inst.ID())
+	id.Store(inst.ID)
 	s.armed.Store(true)
 
 	waited := make(chan error, 1)

@@ -186,9 +186,9 @@ func TestFailedAlertsOnceAndResolves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "instance "+in.ID()+" to end", 5*time.Second, func() bool {
-			got, err := b.mgr.LookupInstance(b.ctx, in.ID())
-			return err == nil && got.State().Final()
+		waitFor(t, "instance "+in.ID+" to end", 5*time.Second, func() bool {
+			got, err := b.mgr.LookupInstance(b.ctx, in.ID)
+			return err == nil && got.State.Final()
 		})
 	}
 	schedule()

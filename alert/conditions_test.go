@@ -39,12 +39,12 @@ func TestLongRunAlertsWhileRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the long-run notification", 5*time.Second, func() bool { return len(b.recv.events("slow-runs")) >= 1 })
-	got, err := b.mgr.LookupInstance(b.ctx, in.ID())
-	if err != nil || got.State() != store.Processing {
+	got, err := b.mgr.LookupInstance(b.ctx, in.ID)
+	if err != nil || got.State != store.Processing {
 		t.Fatalf("instance at the notification: %v, %v; want still Processing", got, err)
 	}
 	p := b.recv.payloads()[0]
-	if p.Instance != in.ID() || p.Condition != alert.LongRun || !strings.Contains(p.Detail, "above 300ms") {
+	if p.Instance != in.ID || p.Condition != alert.LongRun || !strings.Contains(p.Detail, "above 300ms") {
 		t.Fatalf("payload %+v", p)
 	}
 	close(release)

@@ -230,8 +230,8 @@ func TestStateSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the success", 5*time.Second, func() bool {
-		got, err := b.mgr.LookupInstance(ctx, in.ID())
-		return err == nil && got.State() == store.Completed
+		got, err := b.mgr.LookupInstance(ctx, in.ID)
+		return err == nil && got.State == store.Completed
 	})
 	var fresh []*alert.Service
 	for _, node := range []string{"jobd-c", "jobd-d"} {

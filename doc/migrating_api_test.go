@@ -19,30 +19,30 @@ import (
 
 // The Manager table.
 var (
-	_ func(...job.ManagerOption) (*job.Manager, error)                                            = job.NewManager
-	_ func(store.Store) job.ManagerOption                                                         = job.WithStore
-	_ func(int) job.ManagerOption                                                                 = job.WithWorkers
-	_                                                                                             = job.DefaultWorkers
-	_ func(*job.Manager, *job.Job) error                                                          = (*job.Manager).RegisterJob
-	_ func(*job.Manager, string) error                                                            = (*job.Manager).UnregisterJob
-	_ func(*job.Manager) []string                                                                 = (*job.Manager).RegisteredKinds
-	_ func(*job.Manager, string) (*job.Job, error)                                                = (*job.Manager).LookupJob
-	_ func(*job.Manager, context.Context, string, ...job.ScheduleOption) (job.Instance, error)    = (*job.Manager).ScheduleJob
-	_ func(*job.Manager, context.Context, *job.Query) ([]job.Instance, error)                     = (*job.Manager).LookupInstances
-	_ func(*job.Manager, context.Context, string) (job.Instance, error)                           = (*job.Manager).LookupInstance
-	_ func(*job.Manager, context.Context, string) (job.Instance, error)                           = (*job.Manager).CancelInstance
-	_ func(*job.Manager, context.Context, *job.Query, ...job.AdminOption) (job.BulkResult, error) = (*job.Manager).CancelInstances
-	_ func(*job.Manager, context.Context, *job.Query) ([]*job.StateRecord, error)                 = (*job.Manager).LookupInstanceHistory
-	_ func(*job.Manager, context.Context, *job.Query) ([]*job.LogRecord, error)                   = (*job.Manager).LookupInstanceLogs
-	_ func(*job.Manager, context.Context) (job.PruneResult, error)                                = (*job.Manager).Prune
-	_ func(*job.Manager) (size, busy int)                                                         = (*job.Manager).Workers
-	_ func(*job.Manager, int) error                                                               = (*job.Manager).SetWorkers
-	_ func(*job.Manager, context.Context) error                                                   = (*job.Manager).Start
-	_ func(*job.Manager, context.Context) error                                                   = (*job.Manager).Stop
-	_ func(*job.Manager, context.Context) error                                                   = (*job.Manager).Wait
-	_ func(*job.Manager) string                                                                   = (*job.Manager).NodeID
-	_ func(string) job.ManagerOption                                                              = job.WithNodeID
-	_                                                                                             = []any{job.WithQueues, job.WithLease, job.WithPollInterval, job.WithRescueInterval, job.WithClaimBatch,
+	_ func(...job.ManagerOption) (*job.Manager, error)                                              = job.NewManager
+	_ func(store.Store) job.ManagerOption                                                           = job.WithStore
+	_ func(int) job.ManagerOption                                                                   = job.WithWorkers
+	_                                                                                               = job.DefaultWorkers
+	_ func(*job.Manager, *job.Job) error                                                            = (*job.Manager).RegisterJob
+	_ func(*job.Manager, string) error                                                              = (*job.Manager).UnregisterJob
+	_ func(*job.Manager) []string                                                                   = (*job.Manager).RegisteredKinds
+	_ func(*job.Manager, string) (*job.Job, error)                                                  = (*job.Manager).LookupJob
+	_ func(*job.Manager, context.Context, string, ...job.ScheduleOption) (*job.InstanceInfo, error) = (*job.Manager).ScheduleJob
+	_ func(*job.Manager, context.Context, *job.Query) ([]*job.InstanceInfo, error)                  = (*job.Manager).LookupInstances
+	_ func(*job.Manager, context.Context, string) (*job.InstanceInfo, error)                        = (*job.Manager).LookupInstance
+	_ func(*job.Manager, context.Context, string) (*job.InstanceInfo, error)                        = (*job.Manager).CancelInstance
+	_ func(*job.Manager, context.Context, *job.Query, ...job.AdminOption) (job.BulkResult, error)   = (*job.Manager).CancelInstances
+	_ func(*job.Manager, context.Context, *job.Query) ([]*job.StateRecord, error)                   = (*job.Manager).LookupInstanceHistory
+	_ func(*job.Manager, context.Context, *job.Query) ([]*job.LogRecord, error)                     = (*job.Manager).LookupInstanceLogs
+	_ func(*job.Manager, context.Context) (job.PruneResult, error)                                  = (*job.Manager).Prune
+	_ func(*job.Manager) (size, busy int)                                                           = (*job.Manager).Workers
+	_ func(*job.Manager, int) error                                                                 = (*job.Manager).SetWorkers
+	_ func(*job.Manager, context.Context) error                                                     = (*job.Manager).Start
+	_ func(*job.Manager, context.Context) error                                                     = (*job.Manager).Stop
+	_ func(*job.Manager, context.Context) error                                                     = (*job.Manager).Wait
+	_ func(*job.Manager) string                                                                     = (*job.Manager).NodeID
+	_ func(string) job.ManagerOption                                                                = job.WithNodeID
+	_                                                                                               = []any{job.WithQueues, job.WithLease, job.WithPollInterval, job.WithRescueInterval, job.WithClaimBatch,
 		job.WithFinishLinger, job.WithClock, job.WithLogger, job.WithRetention, job.WithHistoryRetention,
 		job.WithLogRetention, job.WithPruneInterval}
 )
@@ -86,7 +86,7 @@ var (
 	_ func(string, ...job.ScheduleOption) job.JobOption        = job.WithCronSpec
 	_ func(time.Duration, ...job.ScheduleOption) job.JobOption = job.WithInterval
 	_ func(...job.QueryOption) *job.Query                      = job.NewQuery
-	_ func(job.Instance) job.QueryOption                       = job.WithQueryInstance
+	_ func(*job.InstanceInfo) job.QueryOption                  = job.WithQueryInstance
 	_ func(string) job.QueryOption                             = job.WithQueryInstanceID
 	_ func(string) job.QueryOption                             = job.WithQueryKind
 	_ func(...job.State) job.QueryOption                       = job.WithQueryState
@@ -112,27 +112,31 @@ var (
 	_ = func() (*memdbstore.Store, error) { return memdbstore.New() } // the guide calls it with no options
 )
 
-// The Instance methods the Instances table names.
-func instanceMethods(ji job.Instance) {
+// The InstanceInfo fields and methods, and the Instance handle's methods,
+// that the Instances table names.
+func instanceMethods(info *job.InstanceInfo, ji job.Instance) {
 	var (
-		_ string        = ji.ID()
-		_ string        = ji.Kind()
-		_ job.State     = ji.State()
-		_ int           = ji.Attempt()
-		_ []any         = ji.Arguments()
-		_ error         = ji.ArgumentsInto()
-		_ []any         = ji.Results()
-		_ error         = ji.ResultsInto()
-		_ error         = ji.Error()
-		_ time.Time     = ji.CreatedAt()
-		_ time.Time     = ji.RunAt()
-		_ time.Time     = ji.UpdatedAt()
-		_ time.Time     = ji.FinishedAt()
-		_ string        = ji.UniqueKey()
-		_ string        = ji.Queue()
-		_ job.Priority  = ji.Priority()
-		_ int           = ji.MaxRetries()
-		_ time.Duration = ji.Timeout()
+		_ string            = info.ID
+		_ string            = info.Kind
+		_ job.State         = info.State
+		_ int               = info.Attempt
+		_ []any             = info.Arguments()
+		_ error             = info.ArgumentsInto()
+		_ []any             = info.Results()
+		_ error             = info.ResultsInto()
+		_ string            = info.Error
+		_ error             = info.Err()
+		_ time.Time         = info.CreatedAt
+		_ time.Time         = info.RunAt
+		_ time.Time         = info.UpdatedAt
+		_ time.Time         = info.FinishedAt
+		_ string            = info.UniqueKey
+		_ string            = info.Queue
+		_ job.Priority      = info.Priority
+		_ int               = info.MaxRetries
+		_ time.Duration     = info.Timeout
+		_ *job.InstanceInfo = ji.Info()
+		_ []any             = ji.Arguments()
 	)
 	ji.Infof("%d", 1)
 	ji.Warnf("%d", 1)

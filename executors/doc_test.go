@@ -76,7 +76,7 @@ func TestDocExamples(t *testing.T) {
 	xtest.Define(t, m, "backup", store.ExecutorCommand, c, 0, 0)
 	inst := xtest.Run(t, m, "backup", "orders")
 	var res command.Result
-	if inst.State() != job.Completed || inst.ResultsInto(&res) != nil || res.Output != "backing up orders\n" {
-		t.Fatalf("the command example: state %v error %v result %+v", inst.State(), inst.Error(), res)
+	if inst.State != job.Completed || inst.ResultsInto(&res) != nil || res.Output != "backing up orders\n" {
+		t.Fatalf("the command example: state %v error %v result %+v", inst.State, inst.Error, res)
 	}
 }

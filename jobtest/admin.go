@@ -104,7 +104,7 @@ func testAdminDeleteRemote(t *testing.T, e *env) {
 	case <-time.After(deadline):
 		t.Fatal("instance did not start")
 	}
-	if err := other.DeleteInstance(context.Background(), ji.ID()); err != nil {
+	if err := other.DeleteInstance(context.Background(), ji.ID); err != nil {
 		t.Fatalf("DeleteInstance of a running instance: %v", err)
 	}
 	select {
@@ -117,7 +117,7 @@ func testAdminDeleteRemote(t *testing.T, e *env) {
 	}
 	close(release)
 	waitFor(t, deadline, "runner idle", func() bool { _, busy := runner.Workers(); return busy == 0 })
-	if _, err := other.LookupInstance(context.Background(), ji.ID()); !errors.Is(err, job.ErrNotFound) {
+	if _, err := other.LookupInstance(context.Background(), ji.ID); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("deleted instance after its attempt ended: %v, want ErrNotFound", err)
 	}
 }

@@ -38,11 +38,11 @@ func testDefinitionsProducerOnly(t *testing.T, e *env) {
 
 	start(t, worker)
 	ji := schedule(t, producer, "def-sum", job.WithArguments(2, 3))
-	if ji.Queue() != "q-def" || ji.Priority() != job.HighPriority || ji.MaxRetries() != 2 || ji.Timeout() != time.Minute {
+	if ji.Queue != "q-def" || ji.Priority != job.HighPriority || ji.MaxRetries != 2 || ji.Timeout != time.Minute {
 		t.Errorf("instance from the definition: queue %q priority %v retries %d timeout %v; want q-def, high, 2, 1m",
-			ji.Queue(), ji.Priority(), ji.MaxRetries(), ji.Timeout())
+			ji.Queue, ji.Priority, ji.MaxRetries, ji.Timeout)
 	}
-	got := waitState(t, producer, ji.ID(), job.Completed, deadline)
+	got := waitState(t, producer, ji.ID, job.Completed, deadline)
 	if r := resultsJSON(t, got); r != "[5]" {
 		t.Errorf("results %s, want [5]", r)
 	}
@@ -77,13 +77,13 @@ func testDefinitionsArgsCheckedWhereTheyRun(t *testing.T, e *env) {
 	bad := schedule(t, producer, "def-int", job.WithArguments("seven"))
 	wrongCount := schedule(t, producer, "def-int", job.WithArguments(1, 2))
 	good := schedule(t, producer, "def-int", job.WithArguments(7))
-	for _, ji := range []job.Instance{bad, wrongCount} {
-		got := waitState(t, producer, ji.ID(), job.Terminated, deadline)
-		if got.Attempt() != 1 || got.Error() == nil || !strings.Contains(got.Error().Error(), "invalid arguments") {
-			t.Errorf("%s: attempt %d, error %v; want attempt 1 and an invalid-arguments error", ji.ID(), got.Attempt(), got.Error())
+	for _, ji := range []*job.InstanceInfo{bad, wrongCount} {
+		got := waitState(t, producer, ji.ID, job.Terminated, deadline)
+		if got.Attempt != 1 || got.Error == "" || !strings.Contains(got.Error, "invalid arguments") {
+			t.Errorf("%s: attempt %d, error %v; want attempt 1 and an invalid-arguments error", ji.ID, got.Attempt, got.Error)
 		}
 	}
-	waitState(t, producer, good.ID(), job.Completed, deadline)
+	waitState(t, producer, good.ID, job.Completed, deadline)
 	if n := <-ran; n != 7 {
 		t.Errorf("executor ran with %d, want 7", n)
 	}

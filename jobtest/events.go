@@ -86,23 +86,23 @@ func testEvents(t *testing.T, e *env) {
 	var got []job.Event
 	for i, w := range want {
 		ev := nextEvent(t, byKind, fmt.Sprintf("ev-flaky event %d (%v)", i, w.state))
-		if ev.InstanceID != ji.ID() || ev.Kind != "ev-flaky" || ev.Queue == "" || ev.State != w.state || ev.Attempt != w.attempt ||
+		if ev.InstanceID != ji.ID || ev.Kind != "ev-flaky" || ev.Queue == "" || ev.State != w.state || ev.Attempt != w.attempt ||
 			(ev.Error != "") != w.err || ev.Node != w.node || ev.Time.IsZero() || ev.Cursor == "" {
 			t.Fatalf("event %d: %+v; want instance %s kind ev-flaky state %v attempt %d error %v node %s",
-				i, ev, ji.ID(), w.state, w.attempt, w.err, w.node)
+				i, ev, ji.ID, w.state, w.attempt, w.err, w.node)
 		}
 		got = append(got, ev)
 	}
 
 	// Canceled from the other manager: the follower of everything sees it
 	// (after the schedules and runs above, in order per instance).
-	if _, err := other.CancelInstance(ctx, pending.ID()); err != nil {
+	if _, err := other.CancelInstance(ctx, pending.ID); err != nil {
 		t.Fatalf("CancelInstance: %v", err)
 	}
 	var states []job.State
 	for !slices.Contains(states, job.Canceled) {
 		ev := nextEvent(t, all, "events of ev-later")
-		if ev.InstanceID == pending.ID() {
+		if ev.InstanceID == pending.ID {
 			states = append(states, ev.State)
 		}
 	}
@@ -111,7 +111,7 @@ func testEvents(t *testing.T, e *env) {
 	}
 
 	// Resume after the first Processing: exactly the rest, by instance.
-	resumed, err := other.Events(ctx, job.WithEventCursor(got[2].Cursor), job.WithEventInstanceID(ji.ID()))
+	resumed, err := other.Events(ctx, job.WithEventCursor(got[2].Cursor), job.WithEventInstanceID(ji.ID))
 	if err != nil {
 		t.Fatalf("Events from a cursor: %v", err)
 	}

@@ -85,7 +85,7 @@ func testFencedRunRecorded(t *testing.T, e *env, what cutWhat) {
 	kind := map[cutWhat]string{cutHeartbeats: "fenced", cutRenewals: "leasefenced"}[what]
 	j := mustJob(t, job.WithKind(kind), job.WithMaxRetries(3), job.WithExecutor(func(ctx context.Context, ji job.Instance) (string, error) {
 		mu.Lock()
-		runs = append(runs, ji.Attempt())
+		runs = append(runs, ji.Info().Attempt)
 		n := len(runs)
 		mu.Unlock()
 		if n > 1 {
@@ -124,10 +124,10 @@ func testFencedRunRecorded(t *testing.T, e *env, what cutWhat) {
 		// renewals stay cut: the outcome needs no renewal.)
 		cc.cut.Store(false)
 	}
-	got := waitState(t, m, ji.ID(), job.Completed, deadline)
+	got := waitState(t, m, ji.ID, job.Completed, deadline)
 	cc.cut.Store(false)
-	if got.Attempt() != 1 {
-		t.Errorf("completed in attempt %d, want 1", got.Attempt())
+	if got.Attempt != 1 {
+		t.Errorf("completed in attempt %d, want 1", got.Attempt)
 	}
 	var res string
 	if err := got.ResultsInto(&res); err != nil || res != "ran" {
@@ -160,7 +160,7 @@ func testLeaseFencedHandBacksEnd(t *testing.T, e *env) {
 	)
 	j := mustJob(t, job.WithKind("handbacks"), job.WithMaxRetries(0), job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
 		mu.Lock()
-		runs = append(runs, ji.Attempt())
+		runs = append(runs, ji.Info().Attempt)
 		mu.Unlock()
 		<-ctx.Done()
 		return ctx.Err()
@@ -169,14 +169,14 @@ func testLeaseFencedHandBacksEnd(t *testing.T, e *env) {
 	m := e.manager(t, []*job.Job{j}, job.WithStore(st), job.WithLease(3*time.Second), job.WithFencedHandBacks(1))
 	start(t, m)
 	ji := schedule(t, m, "handbacks")
-	got := waitState(t, m, ji.ID(), job.Terminated, deadline)
-	if got.Attempt() != 1 {
-		t.Errorf("terminated in attempt %d, want 1 (the hand-back did not count, the second fence did)", got.Attempt())
+	got := waitState(t, m, ji.ID, job.Terminated, deadline)
+	if got.Attempt != 1 {
+		t.Errorf("terminated in attempt %d, want 1 (the hand-back did not count, the second fence did)", got.Attempt)
 	}
-	if err := got.Error(); err == nil || !strings.Contains(err.Error(), job.ErrLeaseLost.Error()) {
+	if err := got.Error; err == "" || !strings.Contains(err, job.ErrLeaseLost.Error()) {
 		t.Errorf("final error %v, want one saying the lease was lost", err)
 	}
-	hist, err := m.LookupInstanceHistory(context.Background(), job.NewQuery(job.WithQueryInstanceID(ji.ID())))
+	hist, err := m.LookupInstanceHistory(context.Background(), job.NewQuery(job.WithQueryInstanceID(ji.ID)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func (l *verdictLog) add(ji job.Instance, err error) {
 	if l.errs == nil {
 		l.errs = map[string][]error{}
 	}
-	l.errs[ji.ID()] = append(l.errs[ji.ID()], err)
+	l.errs[ji.Info().ID] = append(l.errs[ji.Info().ID], err)
 }
 
 func (l *verdictLog) get(id string) []error {
@@ -54,7 +54,7 @@ func testGoJobTerminateVerdict(t *testing.T, e *env) {
 		log.add(ji, err)
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
-			ji.Infof("job (%s) ran out of time, which is fine: %v", ji.Kind(), err)
+			ji.Infof("job (%s) ran out of time, which is fine: %v", ji.Info().Kind, err)
 			return nil
 		case strings.Contains(err.Error(), "soft"):
 			return nil
@@ -63,7 +63,7 @@ func testGoJobTerminateVerdict(t *testing.T, e *env) {
 		}
 		return err
 	})
-	onTerminate := job.WithTerminateProcessor(func(ji job.Instance, err error) { terminated.Store(ji.ID(), err) })
+	onTerminate := job.WithTerminateProcessor(func(ji job.Instance, err error) { terminated.Store(ji.Info().ID, err) })
 	backoff := job.WithBackoff(job.ConstantBackoff(time.Millisecond))
 	jobs := []*job.Job{
 		// Ignores nothing: returns ctx.Err() at its deadline, as go-job's
@@ -86,31 +86,31 @@ func testGoJobTerminateVerdict(t *testing.T, e *env) {
 	start(t, m)
 	ids := map[string]string{}
 	for _, j := range jobs {
-		ids[j.Kind()] = schedule(t, m, j.Kind()).ID()
+		ids[j.Kind()] = schedule(t, m, j.Kind()).ID
 	}
 
 	for _, kind := range []string{"v-deadline", "v-late-nil"} {
 		got := waitState(t, m, ids[kind], job.Completed, deadline)
-		errs := log.get(got.ID())
-		if got.Attempt() != 1 || len(errs) != 1 || !errors.Is(errs[0], job.ErrTimeout) || !errors.Is(errs[0], context.DeadlineExceeded) {
-			t.Errorf("%s: attempt %d, verdict called with %v; want one call at attempt 1 with an error matching ErrTimeout and context.DeadlineExceeded", kind, got.Attempt(), errs)
+		errs := log.get(got.ID)
+		if got.Attempt != 1 || len(errs) != 1 || !errors.Is(errs[0], job.ErrTimeout) || !errors.Is(errs[0], context.DeadlineExceeded) {
+			t.Errorf("%s: attempt %d, verdict called with %v; want one call at attempt 1 with an error matching ErrTimeout and context.DeadlineExceeded", kind, got.Attempt, errs)
 		}
 	}
 	got := waitState(t, m, ids["v-soft"], job.Completed, deadline)
-	if r := resultsJSON(t, got); r != "[7]" || got.Attempt() != 1 {
-		t.Errorf("v-soft: results %s at attempt %d; want [7] at attempt 1 (the executor's results, kept)", r, got.Attempt())
+	if r := resultsJSON(t, got); r != "[7]" || got.Attempt != 1 {
+		t.Errorf("v-soft: results %s at attempt %d; want [7] at attempt 1 (the executor's results, kept)", r, got.Attempt)
 	}
 
 	got = waitState(t, m, ids["v-fatal"], job.Terminated, deadline)
-	if got.Attempt() != 1 || got.Error() == nil || got.Error().Error() != "transformed: fatal failure" {
-		t.Errorf("v-fatal: attempt %d, error %v; want attempt 1 (Permanent), \"transformed: fatal failure\"", got.Attempt(), got.Error())
+	if got.Attempt != 1 || got.Err() == nil || got.Err().Error() != "transformed: fatal failure" {
+		t.Errorf("v-fatal: attempt %d, error %v; want attempt 1 (Permanent), \"transformed: fatal failure\"", got.Attempt, got.Err())
 	}
 	got = waitState(t, m, ids["v-keep"], job.Terminated, deadline)
-	if errs := log.get(got.ID()); got.Attempt() != 3 || len(errs) != 3 {
-		t.Errorf("v-keep: attempt %d, verdict called %d times; want 3 and 3 (once per failed attempt)", got.Attempt(), len(errs))
+	if errs := log.get(got.ID); got.Attempt != 3 || len(errs) != 3 {
+		t.Errorf("v-keep: attempt %d, verdict called %d times; want 3 and 3 (once per failed attempt)", got.Attempt, len(errs))
 	}
-	if got.Error() == nil || got.Error().Error() != "hard failure" {
-		t.Errorf("v-keep: error %v, want \"hard failure\"", got.Error())
+	if got.Err() == nil || got.Err().Error() != "hard failure" {
+		t.Errorf("v-keep: error %v, want \"hard failure\"", got.Err())
 	}
 	waitState(t, m, ids["v-ok"], job.Completed, deadline)
 	if errs := log.get(ids["v-ok"]); len(errs) != 0 {
@@ -153,16 +153,16 @@ func testGoJobConversionWhereTheyRun(t *testing.T, e *env) {
 	good := schedule(t, producer, "conv-sum", job.WithArguments("1", "2"))
 	bad := schedule(t, producer, "conv-sum", job.WithArguments("one", "2"))
 	refused := schedule(t, producer, "conv-strict", job.WithArguments("1", "2"))
-	if r := resultsJSON(t, waitState(t, producer, good.ID(), job.Completed, deadline)); r != "[3]" {
+	if r := resultsJSON(t, waitState(t, producer, good.ID, job.Completed, deadline)); r != "[3]" {
 		t.Errorf("conv-sum(\"1\", \"2\"): results %s, want [3]", r)
 	}
 	for _, c := range []struct {
-		ji   job.Instance
+		ji   *job.InstanceInfo
 		want string
 	}{{bad, `argument 1 ("one") does not convert`}, {refused, "stored argument 1 cannot be decoded into int"}} {
-		got := waitState(t, producer, c.ji.ID(), job.Terminated, deadline)
-		if got.Attempt() != 1 || got.Error() == nil || !strings.Contains(got.Error().Error(), c.want) {
-			t.Errorf("%s: attempt %d, error %v; want attempt 1 and an error saying %q", got.Kind(), got.Attempt(), got.Error(), c.want)
+		got := waitState(t, producer, c.ji.ID, job.Terminated, deadline)
+		if got.Attempt != 1 || got.Err() == nil || !strings.Contains(got.Err().Error(), c.want) {
+			t.Errorf("%s: attempt %d, error %v; want attempt 1 and an error saying %q", got.Kind, got.Attempt, got.Err(), c.want)
 		}
 	}
 }

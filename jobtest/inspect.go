@@ -26,7 +26,7 @@ func testInspect(t *testing.T, e *env) {
 	for range 2 {
 		schedule(t, m, "ins-bad")
 	}
-	queue := schedule(t, m, "ins-ok").Queue()
+	queue := schedule(t, m, "ins-ok").Queue
 
 	count := func(kind string, st job.State) int64 {
 		t.Helper()
@@ -78,7 +78,7 @@ func testInspect(t *testing.T, e *env) {
 			t.Fatalf("PageInstances: %v", err)
 		}
 		for _, in := range p.Instances {
-			ids = append(ids, in.ID())
+			ids = append(ids, in.ID)
 		}
 		if cursor = p.Next; cursor == "" {
 			break
@@ -90,7 +90,7 @@ func testInspect(t *testing.T, e *env) {
 	}
 	var want []string
 	for _, in := range all {
-		want = append(want, in.ID())
+		want = append(want, in.ID)
 	}
 	if !slices.Equal(ids, want) {
 		t.Fatalf("paged instances %v, want %v", ids, want)

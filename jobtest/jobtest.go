@@ -102,7 +102,7 @@ func mustJob(t *testing.T, opts ...job.JobOption) *job.Job {
 	return j
 }
 
-func schedule(t *testing.T, m *job.Manager, kind string, opts ...job.ScheduleOption) job.Instance {
+func schedule(t *testing.T, m *job.Manager, kind string, opts ...job.ScheduleOption) *job.InstanceInfo {
 	t.Helper()
 	ji, err := m.ScheduleJob(context.Background(), kind, opts...)
 	if err != nil {
@@ -124,16 +124,16 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 }
 
 // waitState waits until the instance reaches state and returns it.
-func waitState(t *testing.T, m *job.Manager, id string, state job.State, timeout time.Duration) job.Instance {
+func waitState(t *testing.T, m *job.Manager, id string, state job.State, timeout time.Duration) *job.InstanceInfo {
 	t.Helper()
-	var got job.Instance
+	var got *job.InstanceInfo
 	waitFor(t, timeout, fmt.Sprintf("instance %s to be %v", id, state), func() bool {
 		ji, err := m.LookupInstance(context.Background(), id)
 		if err != nil {
 			t.Fatalf("LookupInstance(%s): %v", id, err)
 		}
 		got = ji
-		return ji.State() == state
+		return ji.State == state
 	})
 	return got
 }
@@ -188,7 +188,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 // resultsJSON returns ji's results as JSON, or "" when it has none.
-func resultsJSON(t *testing.T, ji job.Instance) string {
+func resultsJSON(t *testing.T, ji *job.InstanceInfo) string {
 	t.Helper()
 	res := ji.Results()
 	if len(res) == 0 {

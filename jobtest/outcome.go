@@ -89,7 +89,7 @@ func OutcomeUnknown(t *testing.T, s Stalled) {
 	inst, err := m.ScheduleJob(sctx, kind, job.WithIdempotencyKey("one"), job.WithScheduleAfter(time.Hour))
 	cancel()
 	if inst != nil {
-		t.Errorf("ScheduleJob while the store was stalled returned instance %s", inst.ID())
+		t.Errorf("ScheduleJob while the store was stalled returned instance %s", inst.ID)
 	}
 	checkUnknown("ScheduleJob", err)
 	t.Logf("ScheduleJob while stalled: %v", err)
@@ -118,10 +118,10 @@ func OutcomeUnknown(t *testing.T, s Stalled) {
 	if err != nil {
 		t.Fatalf("ScheduleJob repeated with the same idempotency key after the store resumed: %v", err)
 	}
-	want[first.ID()] = true
+	want[first.ID] = true
 	again, err := m.ScheduleJob(ctx, kind, job.WithIdempotencyKey("one"), job.WithScheduleAfter(time.Hour))
-	if err != nil || again.ID() != first.ID() {
-		t.Fatalf("ScheduleJob repeated once more: %v, %v; want instance %s again", again, err, first.ID())
+	if err != nil || again.ID != first.ID {
+		t.Fatalf("ScheduleJob repeated once more: %v, %v; want instance %s again", again, err, first.ID)
 	}
 	res, err = m.ScheduleJobs(ctx, items...)
 	if err != nil {
@@ -131,20 +131,20 @@ func OutcomeUnknown(t *testing.T, s Stalled) {
 		if r.Err != nil {
 			t.Fatalf("ScheduleJobs repeated: item %d: %v", i, r.Err)
 		}
-		want[r.Instance.ID()] = true
+		want[r.Instance.ID] = true
 	}
 	warm, err := m.ScheduleJob(ctx, kind, job.WithIdempotencyKey("warm"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want[warm.ID()] = true
+	want[warm.ID] = true
 	got, err := m.LookupInstances(ctx, job.NewQuery(job.WithQueryKind(kind)))
 	if err != nil {
 		t.Fatalf("LookupInstances: %v", err)
 	}
 	seen := map[string]int{}
 	for _, in := range got {
-		seen[in.ID()]++
+		seen[in.ID]++
 	}
 	for id := range want {
 		if seen[id] != 1 {

@@ -56,7 +56,7 @@ func testSignatures(t *testing.T, e *env) {
 			return strings.ToUpper(s), nil
 		})),
 		mustJob(t, job.WithKind("inst"), job.WithExecutor(func(ji job.Instance, f float64) float64 {
-			gotInst.Store(ji.ID())
+			gotInst.Store(ji.Info().ID)
 			return f * 2
 		})),
 		mustJob(t, job.WithKind("struct"), job.WithExecutor(func(ctx context.Context, ji job.Instance, p point, pp *point, xs []int, m map[string]bool, at time.Time) (int, string, error) {
@@ -85,7 +85,7 @@ func testSignatures(t *testing.T, e *env) {
 	}
 	ids := make([]string, len(cases))
 	for i, c := range cases {
-		ids[i] = schedule(t, m, c.kind, job.WithArguments(c.args...)).ID()
+		ids[i] = schedule(t, m, c.kind, job.WithArguments(c.args...)).ID
 	}
 	for i, c := range cases {
 		ji := waitState(t, m, ids[i], job.Completed, deadline)
@@ -129,7 +129,7 @@ func testSignatures(t *testing.T, e *env) {
 
 // testTypedResults: arguments and results written by the store read back
 // into their Go types, through Register's typed handle and through
-// Instance.ResultsInto, large integers and nested values included.
+// InstanceInfo.ResultsInto, large integers and nested values included.
 func testTypedResults(t *testing.T, e *env) {
 	type in struct {
 		Name  string
@@ -162,8 +162,8 @@ func testTypedResults(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, m, ti.ID(), job.Completed, deadline)
-	got, err := tj.LookupInstance(context.Background(), ti.ID())
+	waitState(t, m, ti.ID, job.Completed, deadline)
+	got, err := tj.LookupInstance(context.Background(), ti.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,15 +198,15 @@ func testRetryThenTerminate(t *testing.T, e *env) {
 	m := e.manager(t, []*job.Job{j})
 	start(t, m)
 	ji := schedule(t, m, "flaky")
-	got := waitState(t, m, ji.ID(), job.Terminated, deadline)
-	if got.Attempt() != 3 || calls.Load() != 3 {
-		t.Errorf("attempt %d, calls %d; want 3 and 3 (1 + 2 retries)", got.Attempt(), calls.Load())
+	got := waitState(t, m, ji.ID, job.Terminated, deadline)
+	if got.Attempt != 3 || calls.Load() != 3 {
+		t.Errorf("attempt %d, calls %d; want 3 and 3 (1 + 2 retries)", got.Attempt, calls.Load())
 	}
-	if got.Error() == nil || got.Error().Error() != "boom" {
-		t.Errorf("error %v, want boom", got.Error())
+	if got.Error == "" || got.Error != "boom" {
+		t.Errorf("error %v, want boom", got.Error)
 	}
 	want := []job.State{job.Created, job.Scheduled, job.Processing, job.Scheduled, job.Processing, job.Scheduled, job.Processing, job.Terminated}
-	if s := states(t, m, ji.ID()); !slices.Equal(s, want) {
+	if s := states(t, m, ji.ID); !slices.Equal(s, want) {
 		t.Errorf("history %v, want %v", s, want)
 	}
 	waitFor(t, deadline, "terminate processor", func() bool { return terminated.Load() == "boom" })
@@ -218,9 +218,9 @@ func testPermanentError(t *testing.T, e *env) {
 	m := e.manager(t, []*job.Job{j})
 	start(t, m)
 	ji := schedule(t, m, "perm")
-	got := waitState(t, m, ji.ID(), job.Terminated, deadline)
-	if got.Attempt() != 1 {
-		t.Errorf("attempt %d, want 1: a permanent error is not retried", got.Attempt())
+	got := waitState(t, m, ji.ID, job.Terminated, deadline)
+	if got.Attempt != 1 {
+		t.Errorf("attempt %d, want 1: a permanent error is not retried", got.Attempt)
 	}
 }
 
@@ -231,18 +231,18 @@ func testTimeout(t *testing.T, e *env) {
 	m := e.manager(t, []*job.Job{j})
 	start(t, m)
 	ji := schedule(t, m, "slow")
-	got := waitState(t, m, ji.ID(), job.TimedOut, deadline)
-	if got.Attempt() != 2 {
-		t.Errorf("attempt %d, want 2 (a timed-out attempt is retried)", got.Attempt())
+	got := waitState(t, m, ji.ID, job.TimedOut, deadline)
+	if got.Attempt != 2 {
+		t.Errorf("attempt %d, want 2 (a timed-out attempt is retried)", got.Attempt)
 	}
-	if got.Error() == nil || !strings.Contains(got.Error().Error(), "timed out") {
-		t.Errorf("error %v, want a timeout", got.Error())
+	if got.Error == "" || !strings.Contains(got.Error, "timed out") {
+		t.Errorf("error %v, want a timeout", got.Error)
 	}
 	// A per-instance timeout overrides the job's.
 	ji = schedule(t, m, "slow", job.WithTimeout(10*time.Millisecond), job.WithMaxRetries(0))
-	got = waitState(t, m, ji.ID(), job.TimedOut, deadline)
-	if got.Timeout() != 10*time.Millisecond || got.Attempt() != 1 {
-		t.Errorf("timeout %v attempt %d, want 10ms and 1", got.Timeout(), got.Attempt())
+	got = waitState(t, m, ji.ID, job.TimedOut, deadline)
+	if got.Timeout != 10*time.Millisecond || got.Attempt != 1 {
+		t.Errorf("timeout %v attempt %d, want 10ms and 1", got.Timeout, got.Attempt)
 	}
 }
 
@@ -252,11 +252,11 @@ func testCancelPending(t *testing.T, e *env) {
 	m := e.manager(t, []*job.Job{j})
 	start(t, m)
 	ji := schedule(t, m, "later", job.WithScheduleAfter(time.Hour))
-	got, err := m.CancelInstance(context.Background(), ji.ID())
-	if err != nil || got.State() != job.Canceled {
+	got, err := m.CancelInstance(context.Background(), ji.ID)
+	if err != nil || got.State != job.Canceled {
 		t.Fatalf("CancelInstance: %v, %v; want Canceled", got, err)
 	}
-	if _, err := m.CancelInstance(context.Background(), ji.ID()); !errors.Is(err, job.ErrFinished) {
+	if _, err := m.CancelInstance(context.Background(), ji.ID); !errors.Is(err, job.ErrFinished) {
 		t.Errorf("second cancel: %v, want ErrFinished", err)
 	}
 	if _, err := m.CancelInstance(context.Background(), "no-such-id"); !errors.Is(err, job.ErrNotFound) {
@@ -282,10 +282,10 @@ func testCancelRunning(t *testing.T, e *env) {
 	case <-time.After(deadline):
 		t.Fatal("instance did not start")
 	}
-	if _, err := m.CancelInstance(context.Background(), ji.ID()); err != nil {
+	if _, err := m.CancelInstance(context.Background(), ji.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, m, ji.ID(), job.Canceled, deadline)
+	waitState(t, m, ji.ID, job.Canceled, deadline)
 }
 
 func testCancelRemote(t *testing.T, e *env) {
@@ -303,14 +303,14 @@ func testCancelRemote(t *testing.T, e *env) {
 	other, ji := cancelFromOther(t, e, runner, "block", started)
 	// The runner sees the request at once where the store reports cancels
 	// (store.CancelNotifier), else at its next lease renewal.
-	waitState(t, other, ji.ID(), job.Canceled, deadline)
+	waitState(t, other, ji.ID, job.Canceled, deadline)
 }
 
 // cancelFromOther starts runner, schedules kind from a second manager
 // that is never started (it only schedules and cancels), waits until the
 // attempt has started (started receives), and cancels it from the second
 // manager, which it returns with the instance.
-func cancelFromOther(t *testing.T, e *env, runner *job.Manager, kind string, started <-chan struct{}) (*job.Manager, job.Instance) {
+func cancelFromOther(t *testing.T, e *env, runner *job.Manager, kind string, started <-chan struct{}) (*job.Manager, *job.InstanceInfo) {
 	t.Helper()
 	other := e.manager(t, []*job.Job{mustJob(t, job.WithKind(kind), job.WithExecutor(func() {}))})
 	start(t, runner)
@@ -320,7 +320,7 @@ func cancelFromOther(t *testing.T, e *env, runner *job.Manager, kind string, sta
 	case <-time.After(deadline):
 		t.Fatal("instance did not start")
 	}
-	if _, err := other.CancelInstance(context.Background(), ji.ID()); err != nil {
+	if _, err := other.CancelInstance(context.Background(), ji.ID); err != nil {
 		t.Fatal(err)
 	}
 	return other, ji
@@ -348,7 +348,7 @@ func testCancelRemoteThenFail(t *testing.T, e *env) {
 		job.WithStateChangeProcessor(func(ji job.Instance, st job.State) {
 			mu.Lock()
 			defer mu.Unlock()
-			seen = append(seen, fmt.Sprintf("%v/%v", st, ji.State()))
+			seen = append(seen, fmt.Sprintf("%v/%v", st, ji.Info().State))
 		}),
 	)
 	// A lease far longer than the test: no renewal carries the request,
@@ -356,15 +356,15 @@ func testCancelRemoteThenFail(t *testing.T, e *env) {
 	runner := e.manager(t, []*job.Job{j}, job.WithLease(time.Minute), job.WithStore(withoutCancelNotices(e.store(t))))
 	other, ji := cancelFromOther(t, e, runner, "flaky", started)
 	close(fail)
-	got := waitState(t, other, ji.ID(), job.Canceled, deadline)
-	if got.Attempt() != 1 || calls.Load() != 1 {
-		t.Errorf("attempt %d, calls %d; want 1 and 1 (a canceled instance is not retried)", got.Attempt(), calls.Load())
+	got := waitState(t, other, ji.ID, job.Canceled, deadline)
+	if got.Attempt != 1 || calls.Load() != 1 {
+		t.Errorf("attempt %d, calls %d; want 1 and 1 (a canceled instance is not retried)", got.Attempt, calls.Load())
 	}
-	if got.Error() == nil || got.Error().Error() != "boom" {
-		t.Errorf("error %v, want boom (the failure of the canceled attempt)", got.Error())
+	if got.Error == "" || got.Error != "boom" {
+		t.Errorf("error %v, want boom (the failure of the canceled attempt)", got.Error)
 	}
 	want := []job.State{job.Created, job.Scheduled, job.Processing, job.Canceled}
-	if s := states(t, other, ji.ID()); !slices.Equal(s, want) {
+	if s := states(t, other, ji.ID); !slices.Equal(s, want) {
 		t.Errorf("history %v, want %v", s, want)
 	}
 	waitFor(t, deadline, "the state-change handler to see canceled", func() bool {
@@ -390,12 +390,12 @@ func testPanic(t *testing.T, e *env) {
 	start(t, m)
 	p := schedule(t, m, "panic")
 	ok := schedule(t, m, "ok")
-	got := waitState(t, m, p.ID(), job.Terminated, deadline)
-	msg := got.Error().Error()
+	got := waitState(t, m, p.ID, job.Terminated, deadline)
+	msg := got.Error
 	if !strings.Contains(msg, "kaboom") || !strings.Contains(msg, "goroutine") {
 		t.Errorf("panic error %q lacks the value or the stack", msg)
 	}
-	waitState(t, m, ok.ID(), job.Completed, deadline)
+	waitState(t, m, ok.ID, job.Completed, deadline)
 }
 
 func testUniqueKey(t *testing.T, e *env) {
@@ -406,11 +406,11 @@ func testUniqueKey(t *testing.T, e *env) {
 	if !errors.Is(err, job.ErrDuplicate) {
 		t.Fatalf("duplicate schedule: %v, want ErrDuplicate", err)
 	}
-	if dup == nil || dup.ID() != first.ID() {
-		t.Fatalf("duplicate returned %v, want the holder %s", dup, first.ID())
+	if dup == nil || dup.ID != first.ID {
+		t.Fatalf("duplicate returned %v, want the holder %s", dup, first.ID)
 	}
 	other := schedule(t, m, "u", job.WithArguments(3), job.WithUniqueKey("report-43", time.Hour), job.WithScheduleAfter(time.Hour))
-	if other.ID() == first.ID() {
+	if other.ID == first.ID {
 		t.Fatal("another key returned the same instance")
 	}
 }
@@ -426,7 +426,7 @@ func testConcurrentSchedule(t *testing.T, e *env) {
 	ran := map[string]int{} // instance ID -> argument it ran with
 	j := mustJob(t, job.WithKind("c"), job.WithExecutor(func(ji job.Instance, n int) {
 		mu.Lock()
-		ran[ji.ID()] = n
+		ran[ji.Info().ID] = n
 		mu.Unlock()
 	}))
 	m := e.manager(t, []*job.Job{j}, job.WithWorkers(8))
@@ -452,9 +452,9 @@ func testConcurrentSchedule(t *testing.T, e *env) {
 				ji, err := m.ScheduleJob(context.Background(), "c", opts...)
 				switch {
 				case err == nil:
-					results[p] = append(results[p], result{arg, ji.ID(), key, true})
+					results[p] = append(results[p], result{arg, ji.ID, key, true})
 				case key != "" && errors.Is(err, job.ErrDuplicate) && ji != nil:
-					results[p] = append(results[p], result{arg, ji.ID(), key, false})
+					results[p] = append(results[p], result{arg, ji.ID, key, false})
 				default:
 					t.Errorf("schedule %d (key %q): %v", arg, key, err)
 				}
@@ -540,7 +540,7 @@ func testScheduleAt(t *testing.T, e *env) {
 	start(t, m)
 	due := time.Now().Add(300 * time.Millisecond)
 	ji := schedule(t, m, "at", job.WithScheduleAt(due))
-	waitState(t, m, ji.ID(), job.Completed, deadline)
+	waitState(t, m, ji.ID, job.Completed, deadline)
 	if got := time.Unix(0, ranAt.Load()); got.Before(due) {
 		t.Errorf("ran at %v, before it was due at %v", got, due)
 	}
@@ -607,7 +607,7 @@ func testRecurringOncePerCluster(t *testing.T, e *env) {
 		return mustJob(t, job.WithKind("tick"), job.WithInterval(interval, job.WithArguments("x")),
 			job.WithExecutor(func(ji job.Instance, s string) {
 				mu.Lock()
-				ticks[ji.RunAt().UnixNano()]++
+				ticks[ji.Info().RunAt.UnixNano()]++
 				mu.Unlock()
 			}))
 	}
@@ -641,7 +641,7 @@ func testRecurringOncePerCluster(t *testing.T, e *env) {
 func testRescueAfterCrash(t *testing.T, e *env) {
 	// A "crashed" manager: claim through the store with a short lease and
 	// never renew or finish, as a process killed mid-run leaves things.
-	j := mustJob(t, job.WithKind("r"), job.WithMaxRetries(1), job.WithExecutor(func(ji job.Instance) int { return ji.Attempt() }))
+	j := mustJob(t, job.WithKind("r"), job.WithMaxRetries(1), job.WithExecutor(func(ji job.Instance) int { return ji.Info().Attempt }))
 	m := e.manager(t, []*job.Job{j})
 	retried := schedule(t, m, "r")
 	// Out of retries, a crashed attempt is terminated.
@@ -653,20 +653,20 @@ func testRescueAfterCrash(t *testing.T, e *env) {
 		t.Fatalf("claim as the crashed node: %v, %+v", err, res)
 	}
 	start(t, m)
-	got := waitState(t, m, retried.ID(), job.Completed, deadline)
-	if got.Attempt() != 2 {
-		t.Errorf("attempt %d, want 2: the crashed attempt counts", got.Attempt())
+	got := waitState(t, m, retried.ID, job.Completed, deadline)
+	if got.Attempt != 2 {
+		t.Errorf("attempt %d, want 2: the crashed attempt counts", got.Attempt)
 	}
 	var n int
 	if err := got.ResultsInto(&n); err != nil || n != 2 {
 		t.Errorf("results %v (%v), want [2]", got.Results(), err)
 	}
-	if d := got.FinishedAt().Sub(now); d > 5*time.Second {
+	if d := got.FinishedAt.Sub(now); d > 5*time.Second {
 		t.Errorf("rescued and finished %v after the crash, want within lease + a few rescue intervals", d)
 	}
-	got = waitState(t, m, terminated.ID(), job.Terminated, deadline)
-	if got.Error() == nil || !strings.Contains(got.Error().Error(), "lease") {
-		t.Errorf("terminated with %v, want a lease-expiry error", got.Error())
+	got = waitState(t, m, terminated.ID, job.Terminated, deadline)
+	if got.Error == "" || !strings.Contains(got.Error, "lease") {
+		t.Errorf("terminated with %v, want a lease-expiry error", got.Error)
 	}
 }
 
@@ -692,18 +692,18 @@ func testStopHandsBack(t *testing.T, e *env) {
 	if err := m.Stop(ctx); err != nil {
 		t.Errorf("Stop: %v, want nil: the running attempt was handed back", err)
 	}
-	got, err := m.LookupInstance(context.Background(), ji.ID())
+	got, err := m.LookupInstance(context.Background(), ji.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State() != job.Scheduled || got.Attempt() != 0 {
-		t.Errorf("after Stop: %v attempt %d, want Scheduled attempt 0 (handed back)", got.State(), got.Attempt())
+	if got.State != job.Scheduled || got.Attempt != 0 {
+		t.Errorf("after Stop: %v attempt %d, want Scheduled attempt 0 (handed back)", got.State, got.Attempt)
 	}
 	// Another manager takes it over at once.
 	done := mustJob(t, job.WithKind("h"), job.WithExecutor(func() {}))
 	m2 := e.manager(t, []*job.Job{done})
 	start(t, m2)
-	waitState(t, m2, ji.ID(), job.Completed, deadline)
+	waitState(t, m2, ji.ID, job.Completed, deadline)
 }
 
 func testUndecodableArguments(t *testing.T, e *env) {
@@ -724,11 +724,11 @@ func testUndecodableArguments(t *testing.T, e *env) {
 	good := schedule(t, m, "d", job.WithArguments(7))
 	for _, b := range bad {
 		got := waitState(t, m, b.ID, job.Terminated, deadline)
-		if got.Attempt() != 1 || got.Error() == nil || !strings.Contains(got.Error().Error(), "invalid arguments") {
-			t.Errorf("%s: attempt %d error %v; want one attempt and a decode error", b.ID, got.Attempt(), got.Error())
+		if got.Attempt != 1 || got.Error == "" || !strings.Contains(got.Error, "invalid arguments") {
+			t.Errorf("%s: attempt %d error %v; want one attempt and a decode error", b.ID, got.Attempt, got.Error)
 		}
 	}
-	waitState(t, m, good.ID(), job.Completed, deadline)
+	waitState(t, m, good.ID, job.Completed, deadline)
 }
 
 // testMixedClusterKinds: node A runs kind x, node B kind y, on one store.
@@ -799,7 +799,7 @@ func testClaimsByLabel(t *testing.T, e *env) {
 		schedule(t, cpu, "render", job.WithArguments(i))
 	}
 	waiting := schedule(t, cpu, "tpu", job.WithArguments(0))
-	if got := waiting.Labels(); !slices.Equal(got, []string{"tpu"}) {
+	if got := waiting.Labels; !slices.Equal(got, []string{"tpu"}) {
 		t.Errorf("instance labels %q, want [tpu]", got)
 	}
 	waitFor(t, 30*time.Second, "every render instance to complete", func() bool {
@@ -816,12 +816,12 @@ func testClaimsByLabel(t *testing.T, e *env) {
 		}
 	}
 	mu.Unlock()
-	if ji, err := cpu.LookupInstance(context.Background(), waiting.ID()); err != nil || ji.State() != job.Scheduled {
+	if ji, err := cpu.LookupInstance(context.Background(), waiting.ID); err != nil || ji.State != job.Scheduled {
 		t.Fatalf("instance requiring tpu: %v (%v), want scheduled: it waits for a node labelled tpu", ji, err)
 	}
 	tpu := e.manager(t, []*job.Job{mk("T", "tpu", job.WithRequiredLabels("tpu"))}, job.WithLabels("tpu"))
 	start(t, tpu)
-	waitState(t, tpu, waiting.ID(), job.Completed, deadline)
+	waitState(t, tpu, waiting.ID, job.Completed, deadline)
 	mu.Lock()
 	defer mu.Unlock()
 	if got := ranOn["tpu/0"]; got != "T" {
@@ -872,8 +872,8 @@ func testRetention(t *testing.T, e *env) {
 	var ids []string
 	for range 8 {
 		ji := schedule(t, m, "k")
-		ids = append(ids, ji.ID())
-		waitState(t, m, ji.ID(), job.Completed, deadline)
+		ids = append(ids, ji.ID)
+		waitState(t, m, ji.ID, job.Completed, deadline)
 	}
 	waitIdle(t, m, deadline)
 	pending := schedule(t, m, "k", job.WithScheduleAfter(time.Hour))
@@ -890,9 +890,9 @@ func testRetention(t *testing.T, e *env) {
 	}
 	var got []string
 	for _, l := range left {
-		got = append(got, l.ID())
+		got = append(got, l.ID)
 	}
-	want := []string{pending.ID(), ids[7], ids[6], ids[5]}
+	want := []string{pending.ID, ids[7], ids[6], ids[5]}
 	if !slices.Equal(got, want) {
 		t.Errorf("kept %v, want the pending one and the newest three %v", got, want)
 	}

@@ -26,7 +26,7 @@ func testStoredTriggerOncePerCluster(t *testing.T, e *env) {
 	mk := func() *job.Job {
 		return mustJob(t, job.WithKind("trig"), job.WithExecutor(func(ji job.Instance, s string) {
 			mu.Lock()
-			ticks[ji.RunAt().UnixNano()]++
+			ticks[ji.Info().RunAt.UnixNano()]++
 			mu.Unlock()
 		}))
 	}

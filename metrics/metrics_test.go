@@ -253,7 +253,7 @@ func runWork(t *testing.T, st store.Store, col *metrics.Collector) *job.Manager 
 			t.Fatal(err)
 		}
 	}
-	schedule := func(kind string, opts ...job.ScheduleOption) job.Instance {
+	schedule := func(kind string, opts ...job.ScheduleOption) *job.InstanceInfo {
 		t.Helper()
 		ji, err := m.ScheduleJob(ctx, kind, opts...)
 		if err != nil {
@@ -268,13 +268,13 @@ func runWork(t *testing.T, st store.Store, col *metrics.Collector) *job.Manager 
 	schedule("bad")
 	schedule("slow")
 	schedule("later", job.WithScheduleAfter(time.Hour))
-	if _, err := m.CancelInstance(ctx, schedule("later", job.WithScheduleAfter(time.Hour)).ID()); err != nil {
+	if _, err := m.CancelInstance(ctx, schedule("later", job.WithScheduleAfter(time.Hour)).ID); err != nil {
 		t.Fatal(err)
 	}
 	schedule("stuck")
 	blocked := schedule("block")
 	<-running
-	if _, err := m.CancelInstance(ctx, blocked.ID()); err != nil {
+	if _, err := m.CancelInstance(ctx, blocked.ID); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)

@@ -11,7 +11,7 @@
 // How it joins the traces: at schedule, a producer span ("schedule
 // <kind>") starts as a child of the span in the scheduling ctx, and the
 // configured propagator (W3C Trace Context by default) writes that span's
-// context into the instance's metadata (job.Instance.Metadata:
+// context into the instance's metadata (job.InstanceInfo.Metadata:
 // "traceparent", "tracestate"), which the store keeps with the instance.
 // At each attempt, on whichever manager claims it, the propagator reads
 // the metadata back, and the attempt's consumer span ("run <kind>") is a
@@ -158,7 +158,7 @@ func New(opts ...Option) job.ManagerOption {
 
 // Schedule implements job.Middleware: a producer span, child of ctx's
 // span, whose context goes into the instance's metadata.
-func (m *Middleware) Schedule(ctx context.Context, info *job.ScheduleInfo, next func(context.Context) (job.Instance, error)) (job.Instance, error) {
+func (m *Middleware) Schedule(ctx context.Context, info *job.ScheduleInfo, next func(context.Context) (*job.InstanceInfo, error)) (*job.InstanceInfo, error) {
 	ctx, span := m.tracer.Start(ctx, "schedule "+info.Kind,
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(systemAttr, sendAttr,
@@ -167,9 +167,9 @@ func (m *Middleware) Schedule(ctx context.Context, info *job.ScheduleInfo, next 
 	defer span.End()
 	m.prop.Inject(ctx, propagation.MapCarrier(info.Metadata))
 	inst, err := next(ctx)
-	if inst != nil && inst.ID() != info.ID {
+	if inst != nil && inst.ID != info.ID {
 		// A unique key held by another instance: name the holder.
-		span.SetAttributes(attribute.String("jobkit.job.holder_id", inst.ID()))
+		span.SetAttributes(attribute.String("jobkit.job.holder_id", inst.ID))
 	}
 	if err != nil {
 		span.RecordError(err)
@@ -184,8 +184,9 @@ func (m *Middleware) Schedule(ctx context.Context, info *job.ScheduleInfo, next 
 // carries the run span.
 func (m *Middleware) Run(ctx context.Context, inst job.Instance, next func(context.Context) error) error {
 	start := time.Now()
-	ready := inst.RunAt()
-	if c := inst.CreatedAt(); c.After(ready) {
+	info := inst.Info()
+	ready := info.RunAt
+	if c := info.CreatedAt; c.After(ready) {
 		ready = c
 	}
 	if ready.After(start) || ready.IsZero() { // clocks of two nodes disagree
@@ -193,10 +194,10 @@ func (m *Middleware) Run(ctx context.Context, inst job.Instance, next func(conte
 	}
 	attrs := []attribute.KeyValue{
 		systemAttr, processAttr,
-		KindKey.String(inst.Kind()), QueueKey.String(inst.Queue()), InstanceIDKey.String(inst.ID()),
-		AttemptKey.Int(inst.Attempt()), PriorityKey.Int(int(inst.Priority())),
+		KindKey.String(info.Kind), QueueKey.String(info.Queue), InstanceIDKey.String(info.ID),
+		AttemptKey.Int(info.Attempt), PriorityKey.Int(int(info.Priority)),
 	}
-	producer := trace.SpanContextFromContext(m.prop.Extract(context.Background(), propagation.MapCarrier(inst.Metadata())))
+	producer := trace.SpanContextFromContext(m.prop.Extract(context.Background(), propagation.MapCarrier(info.Metadata)))
 	opts := []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(start),
 		trace.WithAttributes(attrs...), trace.WithAttributes(WaitKey.Float64(start.Sub(ready).Seconds())),
@@ -216,7 +217,7 @@ func (m *Middleware) Run(ctx context.Context, inst job.Instance, next func(conte
 	if !m.noWait && !waitUnderRun {
 		m.wait(parent, inst, ready, start, attrs)
 	}
-	ctx, span := m.tracer.Start(parent, "run "+inst.Kind(), opts...)
+	ctx, span := m.tracer.Start(parent, "run "+inst.Info().Kind, opts...)
 	defer span.End()
 	if !m.noWait && waitUnderRun {
 		m.wait(ctx, inst, ready, start, attrs)
@@ -240,6 +241,6 @@ func (m *Middleware) Run(ctx context.Context, inst job.Instance, next func(conte
 // wait records the span of an attempt's wait, from ready to start, under
 // parent.
 func (m *Middleware) wait(parent context.Context, inst job.Instance, ready, start time.Time, attrs []attribute.KeyValue) {
-	_, w := m.tracer.Start(parent, "wait "+inst.Kind(), trace.WithTimestamp(ready), trace.WithAttributes(attrs...))
+	_, w := m.tracer.Start(parent, "wait "+inst.Info().Kind, trace.WithTimestamp(ready), trace.WithAttributes(attrs...))
 	w.End(trace.WithTimestamp(start))
 }

@@ -135,7 +135,7 @@ func flaky(tp func() trace.TracerProvider) func(ctx context.Context, ji job.Inst
 	return func(ctx context.Context, ji job.Instance) error {
 		_, s := tp().Tracer("executor").Start(ctx, "inside")
 		defer s.End()
-		if ji.Attempt() == 1 {
+		if ji.Info().Attempt == 1 {
 			return errors.New("first attempt fails")
 		}
 		return nil
@@ -173,7 +173,7 @@ func TestTraceAcrossManagers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if md := inst.Metadata(); !strings.HasPrefix(md["traceparent"], "00-"+req.SpanContext().TraceID().String()+"-") {
+	if md := inst.Metadata; !strings.HasPrefix(md["traceparent"], "00-"+req.SpanContext().TraceID().String()+"-") {
 		t.Fatalf("instance metadata %v, want a traceparent of the request's trace %s", md, req.SpanContext().TraceID())
 	}
 	if err := consumer.mgr.Start(t.Context()); err != nil {
@@ -189,7 +189,7 @@ func TestTraceAcrossManagers(t *testing.T) {
 	if sched.SpanKind() != trace.SpanKindProducer || sched.Parent().SpanID() != req.SpanContext().SpanID() || sched.SpanContext().TraceID() != traceID {
 		t.Fatalf("schedule span: kind %v, parent %v, trace %v; want a producer span, child of the request", sched.SpanKind(), sched.Parent().SpanID(), sched.SpanContext().TraceID())
 	}
-	checkAttrs(t, sched, "send", "mail", inst.ID(), 0)
+	checkAttrs(t, sched, "send", "mail", inst.ID, 0)
 	if len(producer.spans("run send")) != 0 {
 		t.Fatal("the producer ran the job; it was never started")
 	}
@@ -204,12 +204,12 @@ func TestTraceAcrossManagers(t *testing.T) {
 		if run.SpanKind() != trace.SpanKindConsumer {
 			t.Errorf("run %d: kind %v, want consumer", attempt, run.SpanKind())
 		}
-		checkAttrs(t, run, "send", "mail", inst.ID(), attempt)
+		checkAttrs(t, run, "send", "mail", inst.ID, attempt)
 		w := waits[i]
 		if w.Parent().SpanID() != sched.SpanContext().SpanID() || w.SpanContext().TraceID() != traceID {
 			t.Errorf("wait %d: parent %v, want the schedule span", attempt, w.Parent().SpanID())
 		}
-		checkAttrs(t, w, "send", "mail", inst.ID(), attempt)
+		checkAttrs(t, w, "send", "mail", inst.ID, attempt)
 		if w.EndTime().After(run.StartTime()) || w.StartTime().After(w.EndTime()) || w.StartTime().Before(sched.StartTime().Add(-time.Second)) {
 			t.Errorf("wait %d: %v to %v; want it to end when run %d starts (%v), and start after schedule (%v)",
 				attempt, w.StartTime(), w.EndTime(), attempt, run.StartTime(), sched.StartTime())
@@ -268,7 +268,7 @@ func TestLinkedRuns(t *testing.T) {
 	if wait.Parent().SpanID() != run.SpanContext().SpanID() {
 		t.Errorf("linked run: wait span's parent %v, want the run span %v", wait.Parent().SpanID(), run.SpanContext().SpanID())
 	}
-	checkAttrs(t, run, "report", "default", inst.ID(), 1)
+	checkAttrs(t, run, "report", "default", inst.ID, 1)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(ran) != 1 || ran[0].SpanID() != run.SpanContext().SpanID() {
@@ -301,7 +301,7 @@ func TestScheduleErrorsAndPropagator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if md := first.Metadata(); md["baggage"] != "tenant=acme" || md["traceparent"] == "" {
+	if md := first.Metadata; md["baggage"] != "tenant=acme" || md["traceparent"] == "" {
 		t.Fatalf("metadata %v, want traceparent and baggage tenant=acme", md)
 	}
 	if _, err := p.mgr.ScheduleJob(ctx, "k", job.WithUniqueKey("u", time.Hour)); !errors.Is(err, job.ErrDuplicate) {
@@ -311,8 +311,8 @@ func TestScheduleErrorsAndPropagator(t *testing.T) {
 	if scheds[0].Parent().IsValid() || scheds[0].Status().Code == codes.Error {
 		t.Errorf("first schedule span: parent %v, status %+v; want a root span without error", scheds[0].Parent(), scheds[0].Status())
 	}
-	if scheds[1].Status().Code != codes.Error || attrs(scheds[1])["jobkit.job.holder_id"].AsString() != first.ID() {
-		t.Errorf("duplicate schedule span: status %+v, attributes %v; want an error naming holder %s", scheds[1].Status(), scheds[1].Attributes(), first.ID())
+	if scheds[1].Status().Code != codes.Error || attrs(scheds[1])["jobkit.job.holder_id"].AsString() != first.ID {
+		t.Errorf("duplicate schedule span: status %+v, attributes %v; want an error naming holder %s", scheds[1].Status(), scheds[1].Attributes(), first.ID)
 	}
 	if err := p.mgr.Start(ctx); err != nil {
 		t.Fatal(err)

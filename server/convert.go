@@ -115,32 +115,22 @@ func levelsFromProto(ls []pb.LogLevel) ([]store.LogLevel, error) {
 	return out, nil
 }
 
-// instanceToProto converts an instance the engine returned. An Instance
-// this package cannot read the record of (never one of the engine's) is
-// converted from its methods.
-func instanceToProto(ji job.Instance) *pb.Instance {
+// instanceToProto converts an instance the engine returned: every stored
+// field, as recordToProto converts a record.
+func instanceToProto(ji *job.InstanceInfo) *pb.Instance {
 	if ji == nil {
 		return nil
 	}
-	if rec, ok := job.InstanceRecord(ji); ok {
-		return recordToProto(rec)
-	}
-	rec := &store.Instance{
-		ID: ji.ID(), Kind: ji.Kind(), Queue: ji.Queue(), State: ji.State(), Priority: int(ji.Priority()),
-		Attempt: ji.Attempt(), MaxRetries: ji.MaxRetries(), Timeout: ji.Timeout(), RunAt: ji.RunAt(),
-		CreatedAt: ji.CreatedAt(), UpdatedAt: ji.UpdatedAt(), FinishedAt: ji.FinishedAt(),
-		UniqueKey: ji.UniqueKey(), Labels: ji.Labels(),
-	}
-	if err := ji.Error(); err != nil {
-		rec.Error = err.Error()
-	}
-	if args := ji.Arguments(); len(args) > 0 {
-		rec.Args, _ = json.Marshal(args)
-	}
-	if res := ji.Results(); len(res) > 0 {
-		rec.Result, _ = json.Marshal(res)
-	}
-	return recordToProto(rec)
+	p := recordToProto(&store.Instance{
+		ID: ji.ID, Kind: ji.Kind, Queue: ji.Queue, State: ji.State, Args: ji.Args, Priority: int(ji.Priority),
+		RunAt: ji.RunAt, Attempt: ji.Attempt, MaxRetries: ji.MaxRetries, Timeout: ji.Timeout,
+		UniqueKey: ji.UniqueKey, UniqueUntil: ji.UniqueUntil, LeaseOwner: ji.LeaseOwner, LeaseUntil: ji.LeaseUntil,
+		CancelRequested: ji.CancelRequested, Seq: ji.Seq, CreatedAt: ji.CreatedAt, UpdatedAt: ji.UpdatedAt,
+		FinishedAt: ji.FinishedAt, Result: ji.Result, Error: ji.Error, Labels: ji.Labels, Metadata: ji.Metadata,
+		Parent: ji.Parent, ShardIndex: ji.ShardIndex, ShardCount: ji.ShardCount,
+	})
+	p.UniqueKey = ji.UniqueKey // as the user gave it already
+	return p
 }
 
 // userKeyPrefix is what the engine puts before a unique key a user gave

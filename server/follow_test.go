@@ -100,7 +100,7 @@ func TestStreamsEndWhenTheClientLeaves(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			f, err := c.jobs.FollowLogs(ctx, connect.NewRequest(&pb.FollowLogsRequest{InstanceId: blocked.ID()}))
+			f, err := c.jobs.FollowLogs(ctx, connect.NewRequest(&pb.FollowLogsRequest{InstanceId: blocked.ID}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -193,8 +193,8 @@ func (h jobService) GetInstance(ctx context.Context, req *connect.Request[pb.Get
 		return nil, toConnect(err)
 	}
 	res := &pb.GetInstanceResponse{Instance: in}
-	if ji.State() == job.Scheduled {
-		ex, err := managerOf(ctx).ExplainWaiting(ctx, ji.ID())
+	if ji.State == job.Scheduled {
+		ex, err := managerOf(ctx).ExplainWaiting(ctx, ji.ID)
 		if err != nil {
 			return nil, toConnect(err)
 		}

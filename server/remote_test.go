@@ -301,7 +301,7 @@ func TestExecutorSilentWorker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, ji.ID())
+		ids = append(ids, ji.ID)
 	}
 	waitCond(t, "the live worker runs all 100", func() bool {
 		ins, _ := st.LookupInstances(t.Context(), &store.Query{Kind: "noop", States: []store.State{store.Completed}})

@@ -17,7 +17,7 @@ func searchInstances(ctx context.Context, q *job.Query, text string, labels []st
 	}
 	p := job.SearchParams{Text: text, ScanLimit: int(scanLimit)}
 	if len(labels) > 0 {
-		p.Match = func(ji job.Instance) bool { return hasLabels(instanceToProto(ji), labels) }
+		p.Match = func(ji *job.InstanceInfo) bool { return hasLabels(instanceToProto(ji), labels) }
 	}
 	res, err := managerOf(ctx).SearchInstances(ctx, q, p)
 	if err != nil {

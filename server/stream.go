@@ -120,7 +120,7 @@ func (h jobService) FollowLogs(ctx context.Context, req *connect.Request[pb.Foll
 			return err
 		}
 		now := time.Now()
-		if ji.State().Final() && finalAt.IsZero() {
+		if ji.State.Final() && finalAt.IsZero() {
 			finalAt = now
 		}
 		if !finalAt.IsZero() && now.Sub(finalAt) >= h.s.followSettle {

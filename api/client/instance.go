@@ -13,8 +13,8 @@ import (
 )
 
 // Instance is one scheduled run of a job as the server returned it: a
-// snapshot, with the accessors of job.Instance that make sense away from
-// the executor. Safe for concurrent use.
+// snapshot, data only (it cannot log), with an accessor for each field of
+// job.InstanceInfo. Safe for concurrent use.
 type Instance struct {
 	pb      *jobkitv1.Instance
 	waiting *jobkitv1.WaitExplanation // set by LookupInstance while Scheduled

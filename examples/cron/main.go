@@ -26,7 +26,7 @@ func main() {
 	every2s, err := job.NewJob(job.WithKind("report"),
 		job.WithCronSpec("*/2 * * * * *", job.WithArguments("daily-report")), // seconds field: every 2 s
 		job.WithExecutor(func(ji job.Instance, name string) {
-			fmt.Printf("%s: %s tick due %s\n", time.Now().Format("15:04:05.000"), name, ji.RunAt().Format("15:04:05.000"))
+			fmt.Printf("%s: %s tick due %s\n", time.Now().Format("15:04:05.000"), name, ji.Info().RunAt.Format("15:04:05.000"))
 		}))
 	if err != nil {
 		log.Fatal(err)

@@ -43,7 +43,7 @@ func main() {
 				return len(o.Items), nil
 			}),
 			job.WithCompleteProcessor(func(ji job.Instance, res []any) {
-				fmt.Printf("handler: %s packed %v items\n", ji.Kind(), res[0])
+				fmt.Printf("handler: %s packed %v items\n", ji.Info().Kind, res[0])
 			}))),
 	}
 	for _, j := range jobs {
@@ -71,9 +71,9 @@ func main() {
 		log.Fatal(err)
 	}
 
-	for _, ji := range []job.Instance{sum, shout, pack} {
-		got := must(mgr.LookupInstance(ctx, ji.ID()))
-		fmt.Printf("%s%v = %v (%s)\n", got.Kind(), got.Arguments(), got.Results(), got.State())
+	for _, ji := range []*job.InstanceInfo{sum, shout, pack} {
+		got := must(mgr.LookupInstance(ctx, ji.ID))
+		fmt.Printf("%s%v = %v (%s)\n", got.Kind, got.Arguments(), got.Results(), got.State)
 		hist := must(mgr.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstance(ji))))
 		var states []string
 		for _, h := range hist {

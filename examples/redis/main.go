@@ -100,7 +100,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		ids = append(ids, ji.ID())
+		ids = append(ids, ji.ID)
 	}
 	perNode := map[string]int{}
 	for _, id := range ids {
@@ -109,9 +109,9 @@ func main() {
 			if err != nil {
 				log.Fatal(err)
 			}
-			if ji.State().Final() {
+			if ji.State.Final() {
 				res := ji.Results()
-				fmt.Println(ji.State(), res)
+				fmt.Println(ji.State, res)
 				if len(res) == 1 {
 					if s, ok := res[0].(string); ok {
 						perNode[s[strings.LastIndexByte(s, ' ')+1:]]++

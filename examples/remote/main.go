@@ -68,7 +68,8 @@ func jobs() []*job.Job {
 	// the video (it learns which from its Instance) and takes a moment, so
 	// the shards run at once on both workers.
 	encode, err := job.NewJob(job.WithKind("encode"), job.WithExecutor(func(ctx context.Context, ji job.Instance, seconds int) (string, error) {
-		i, n := ji.Shard()
+		info := ji.Info()
+		i, n := info.ShardIndex, info.ShardCount
 		select {
 		case <-time.After(300 * time.Millisecond):
 		case <-ctx.Done():
@@ -159,7 +160,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		ids = append(ids, ji.ID())
+		ids = append(ids, ji.ID)
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -215,9 +216,9 @@ func sharded(ctx context.Context, sched *job.Manager, st store.Store) error {
 		if err != nil {
 			return err
 		}
-		if len(ins) == 1 && ins[0].State().Final() {
-			if ins[0].State() != job.Completed {
-				return fmt.Errorf("the sharded task ended %v: %v", ins[0].State(), ins[0].Error())
+		if len(ins) == 1 && ins[0].State.Final() {
+			if ins[0].State != job.Completed {
+				return fmt.Errorf("the sharded task ended %v: %v", ins[0].State, ins[0].Error)
 			}
 			p = ins[0]
 			break
@@ -228,7 +229,7 @@ func sharded(ctx context.Context, sched *job.Manager, st store.Store) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	parts, err := st.LookupInstances(ctx, &store.Query{Parent: p.ID()})
+	parts, err := st.LookupInstances(ctx, &store.Query{Parent: p.ID})
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func main() {
 			job.WithBackoff(job.ExponentialBackoff(20*time.Millisecond, time.Second)),
 			job.WithExecutor(func(ji job.Instance) (string, error) {
 				if calls.Add(1) < 3 {
-					return "", fmt.Errorf("attempt %d: upstream unavailable", ji.Attempt())
+					return "", fmt.Errorf("attempt %d: upstream unavailable", ji.Info().Attempt)
 				}
 				return "ok", nil
 			}))),
@@ -54,7 +54,7 @@ func main() {
 	if err := mgr.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
-	var ids []job.Instance
+	var ids []*job.InstanceInfo
 	ids = append(ids, must(mgr.ScheduleJob(ctx, "flaky")))
 	ids = append(ids, must(mgr.ScheduleJob(ctx, "invalid", job.WithArguments(42))))
 	ids = append(ids, must(mgr.ScheduleJob(ctx, "slow")))
@@ -65,12 +65,12 @@ func main() {
 		log.Fatal(err)
 	}
 	for _, ji := range ids {
-		got := must(mgr.LookupInstance(ctx, ji.ID()))
+		got := must(mgr.LookupInstance(ctx, ji.ID))
 		msg := ""
-		if got.Error() != nil {
-			msg = strings.SplitN(got.Error().Error(), "\n", 2)[0] // first line; panics carry a stack
+		if got.Error != "" {
+			msg = strings.SplitN(got.Error, "\n", 2)[0] // first line; panics carry a stack
 		}
-		fmt.Printf("%-8s %-10s attempts=%d error=%q\n", got.Kind(), got.State(), got.Attempt(), msg)
+		fmt.Printf("%-8s %-10s attempts=%d error=%q\n", got.Kind, got.State, got.Attempt, msg)
 		hist := must(mgr.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstance(ji))))
 		for _, h := range hist {
 			fmt.Printf("    %-10s attempt %d %s\n", h.State, h.Attempt, strings.SplitN(h.Error, "\n", 2)[0])

@@ -33,10 +33,10 @@ func TestCommandWritesOutput(t *testing.T) {
 	}, 0, 0)
 	inst := xtest.Run(t, m, "echo", "world", 42)
 	var res command.Result
-	if inst.State() != job.Completed || inst.ResultsInto(&res) != nil || res.ExitCode != 0 || res.Output != "hello world world 42\n" {
-		t.Fatalf("state %v error %v result %+v", inst.State(), inst.Error(), res)
+	if inst.State != job.Completed || inst.ResultsInto(&res) != nil || res.ExitCode != 0 || res.Output != "hello world world 42\n" {
+		t.Fatalf("state %v error %v result %+v", inst.State, inst.Error, res)
 	}
-	if logs := xtest.Logs(t, m, inst.ID()); !strings.Contains(logs, "hello world world 42") {
+	if logs := xtest.Logs(t, m, inst.ID); !strings.Contains(logs, "hello world world 42") {
 		t.Fatalf("logs %q", logs)
 	}
 	// stderr is logged too; env comes from the config and secrets only.
@@ -45,11 +45,11 @@ func TestCommandWritesOutput(t *testing.T) {
 		"env": map[string]string{"LANG": "C"}, "env_secrets": map[string]string{"PGPASSWORD": "db-pass"},
 	}, 0, 0)
 	inst = xtest.Run(t, m, "env")
-	logs := xtest.Logs(t, m, inst.ID())
-	if inst.State() != job.Completed || !strings.Contains(logs, "kind=env lang=C home=\n") && !strings.Contains(logs, "kind=env lang=C home=") || !strings.Contains(logs, "to-stderr") {
-		t.Fatalf("state %v error %v logs %q", inst.State(), inst.Error(), logs)
+	logs := xtest.Logs(t, m, inst.ID)
+	if inst.State != job.Completed || !strings.Contains(logs, "kind=env lang=C home=\n") && !strings.Contains(logs, "kind=env lang=C home=") || !strings.Contains(logs, "to-stderr") {
+		t.Fatalf("state %v error %v logs %q", inst.State, inst.Error, logs)
 	}
-	if all := xtest.Everything(t, m, inst.ID()); strings.Contains(all, dbPass) {
+	if all := xtest.Everything(t, m, inst.ID); strings.Contains(all, dbPass) {
 		t.Fatalf("the secret reached the records: %s", all)
 	}
 }
@@ -103,8 +103,8 @@ func TestCommandTimeoutKillsGroup(t *testing.T) {
 	start := time.Now()
 	inst := xtest.Run(t, m, "stubborn")
 	pgid := readPid(t, filepath.Join(dir, "pid"))
-	if inst.State() != job.TimedOut {
-		t.Fatalf("state %v error %v; want TimedOut", inst.State(), inst.Error())
+	if inst.State != job.TimedOut {
+		t.Fatalf("state %v error %v; want TimedOut", inst.State, inst.Error)
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("took %v", took)
@@ -116,7 +116,7 @@ func TestCommandTimeoutKillsGroup(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if logs := xtest.Logs(t, m, inst.ID()); !strings.Contains(logs, "SIGKILL") {
+	if logs := xtest.Logs(t, m, inst.ID); !strings.Contains(logs, "SIGKILL") {
 		t.Fatalf("logs %q, want the SIGKILL noted", logs)
 	}
 }
@@ -134,12 +134,12 @@ func TestCommandCanceledMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	pgid := readPid(t, filepath.Join(dir, "pid"))
-	if _, err := m.CancelInstance(context.Background(), a.ID()); err != nil {
+	if _, err := m.CancelInstance(context.Background(), a.ID); err != nil {
 		t.Fatal(err)
 	}
-	inst := xtest.Wait(t, m, a.ID(), job.Canceled, job.Completed, job.Terminated)
-	if inst.State() != job.Canceled || inst.Attempt() != 1 {
-		t.Fatalf("state %v attempt %d error %v; want Canceled", inst.State(), inst.Attempt(), inst.Error())
+	inst := xtest.Wait(t, m, a.ID, job.Canceled, job.Completed, job.Terminated)
+	if inst.State != job.Canceled || inst.Attempt != 1 {
+		t.Fatalf("state %v attempt %d error %v; want Canceled", inst.State, inst.Attempt, inst.Error)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for groupAlive(pgid) {
@@ -155,14 +155,14 @@ func TestCommandNotAllowed(t *testing.T) {
 	m := xtest.Manager(t, newType())
 	xtest.Define(t, m, "id", store.ExecutorCommand, map[string]any{"argv": []string{"/usr/bin/id"}}, 3, 0)
 	inst := xtest.Run(t, m, "id")
-	if inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "not on this node's allowlist") {
-		t.Fatalf("state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	if inst.State != job.Terminated || inst.Attempt != 1 || !strings.Contains(inst.Error, "not on this node's allowlist") {
+		t.Fatalf("state %v attempt %d error %v", inst.State, inst.Attempt, inst.Error)
 	}
 	// A node with an empty allowlist runs nothing, a shell included.
 	none := xtest.Manager(t, command.New(command.Options{}))
 	xtest.Define(t, none, "sh", store.ExecutorCommand, map[string]any{"argv": []string{"true"}, "shell": true}, 0, 0)
-	if inst := xtest.Run(t, none, "sh"); inst.State() != job.Terminated || !strings.Contains(inst.Error().Error(), "/bin/sh is not on") {
-		t.Fatalf("empty allowlist: state %v error %v", inst.State(), inst.Error())
+	if inst := xtest.Run(t, none, "sh"); inst.State != job.Terminated || !strings.Contains(inst.Error, "/bin/sh is not on") {
+		t.Fatalf("empty allowlist: state %v error %v", inst.State, inst.Error)
 	}
 	// Configs that can work nowhere are refused when stored.
 	for name, cfg := range map[string]map[string]any{
@@ -189,14 +189,14 @@ func TestCommandMetacharactersAreData(t *testing.T) {
 	xtest.Define(t, m, "echo", store.ExecutorCommand, map[string]any{"argv": []string{"/bin/echo", "{{index .Args 0}}"}}, 0, 0)
 	inst := xtest.Run(t, m, "echo", evil)
 	var res command.Result
-	if inst.State() != job.Completed || inst.ResultsInto(&res) != nil || res.Output != evil+"\n" {
-		t.Fatalf("state %v error %v output %q", inst.State(), inst.Error(), res.Output)
+	if inst.State != job.Completed || inst.ResultsInto(&res) != nil || res.Output != evil+"\n" {
+		t.Fatalf("state %v error %v output %q", inst.State, inst.Error, res.Output)
 	}
 	// Through an explicit shell, arguments are positional parameters.
 	xtest.Define(t, m, "sh", store.ExecutorCommand, map[string]any{"argv": []string{`printf '%s\n' "$1"`, "{{index .Args 0}}"}, "shell": true}, 0, 0)
 	inst = xtest.Run(t, m, "sh", evil)
-	if inst.State() != job.Completed || inst.ResultsInto(&res) != nil || res.Output != evil+"\n" {
-		t.Fatalf("shell: state %v error %v output %q", inst.State(), inst.Error(), res.Output)
+	if inst.State != job.Completed || inst.ResultsInto(&res) != nil || res.Output != evil+"\n" {
+		t.Fatalf("shell: state %v error %v output %q", inst.State, inst.Error, res.Output)
 	}
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Fatalf("an argument was interpreted: %s exists", marker)
@@ -207,11 +207,11 @@ func TestCommandExitCodes(t *testing.T) {
 	t.Parallel()
 	m := xtest.Manager(t, newType())
 	xtest.Define(t, m, "exit", store.ExecutorCommand, map[string]any{"argv": []string{`exit "$1"`, "{{index .Args 0}}"}, "shell": true, "permanent_exit_codes": []int{3}}, 2, 0)
-	if inst := xtest.Run(t, m, "exit", 3); inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "exit status 3") {
-		t.Fatalf("permanent code: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	if inst := xtest.Run(t, m, "exit", 3); inst.State != job.Terminated || inst.Attempt != 1 || !strings.Contains(inst.Error, "exit status 3") {
+		t.Fatalf("permanent code: state %v attempt %d error %v", inst.State, inst.Attempt, inst.Error)
 	}
-	if inst := xtest.Run(t, m, "exit", 4); inst.State() != job.Terminated || inst.Attempt() != 3 || !strings.Contains(inst.Error().Error(), "exit status 4") {
-		t.Fatalf("retried code: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	if inst := xtest.Run(t, m, "exit", 4); inst.State != job.Terminated || inst.Attempt != 3 || !strings.Contains(inst.Error, "exit status 4") {
+		t.Fatalf("retried code: state %v attempt %d error %v", inst.State, inst.Attempt, inst.Error)
 	}
 }
 
@@ -222,15 +222,15 @@ func TestCommandEnds(t *testing.T) {
 	t.Parallel()
 	m := xtest.Manager(t, command.New(command.Options{Allow: []string{"/bin/sh", "/nonexistent/prog"}}))
 	xtest.Define(t, m, "selfkill", store.ExecutorCommand, map[string]any{"argv": []string{`kill -KILL $$`}, "shell": true}, 1, 0)
-	if inst := xtest.Run(t, m, "selfkill"); inst.State() != job.Terminated || inst.Attempt() != 2 || !strings.Contains(inst.Error().Error(), "killed by signal 9") {
-		t.Fatalf("killed by a signal: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	if inst := xtest.Run(t, m, "selfkill"); inst.State != job.Terminated || inst.Attempt != 2 || !strings.Contains(inst.Err().Error(), "killed by signal 9") {
+		t.Fatalf("killed by a signal: state %v attempt %d error %v", inst.State, inst.Attempt, inst.Err())
 	}
 	xtest.Define(t, m, "nodir", store.ExecutorCommand, map[string]any{"argv": []string{"true"}, "shell": true, "dir": "/nonexistent/dir"}, 3, 0)
-	if inst := xtest.Run(t, m, "nodir"); inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "dir /nonexistent/dir") {
-		t.Fatalf("no such dir: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	if inst := xtest.Run(t, m, "nodir"); inst.State != job.Terminated || inst.Attempt != 1 || !strings.Contains(inst.Err().Error(), "dir /nonexistent/dir") {
+		t.Fatalf("no such dir: state %v attempt %d error %v", inst.State, inst.Attempt, inst.Err())
 	}
 	xtest.Define(t, m, "missing", store.ExecutorCommand, map[string]any{"argv": []string{"/nonexistent/prog"}}, 3, 0)
-	if inst := xtest.Run(t, m, "missing"); inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "start: fork/exec /nonexistent/prog") {
-		t.Fatalf("not started: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	if inst := xtest.Run(t, m, "missing"); inst.State != job.Terminated || inst.Attempt != 1 || !strings.Contains(inst.Err().Error(), "start: fork/exec /nonexistent/prog") {
+		t.Fatalf("not started: state %v attempt %d error %v", inst.State, inst.Attempt, inst.Err())
 	}
 }

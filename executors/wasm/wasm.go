@@ -347,7 +347,7 @@ func (t *Type) run(ctx context.Context, c *Config, timeout time.Duration, inst j
 	var stdout limitedBuffer
 	stdout.max = maxStdout
 	stderr := &lineWriter{logf: inst.Infof}
-	mc := wazero.NewModuleConfig().WithName("").WithArgs(append([]string{inst.Kind()}, c.Args...)...).
+	mc := wazero.NewModuleConfig().WithName("").WithArgs(append([]string{inst.Info().Kind}, c.Args...)...).
 		WithStdin(bytes.NewReader(stdin)).WithStdout(&stdout).WithStderr(stderr).
 		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader)
 	keys := make([]string, 0, len(c.Env))

@@ -104,10 +104,10 @@ func TestWasmGreetBuiltFromGo(t *testing.T) {
 	xtest.Define(t, m, "greet", store.ExecutorWasm, map[string]any{"module": ref}, 0, 0)
 	inst := xtest.Run(t, m, "greet", "world", "wasm")
 	var res struct{ Greetings []string }
-	if inst.State() != job.Completed || inst.ResultsInto(&res) != nil || strings.Join(res.Greetings, ";") != "hello, world;hello, wasm" {
-		t.Fatalf("state %v error %v result %+v", inst.State(), inst.Error(), res)
+	if inst.State != job.Completed || inst.ResultsInto(&res) != nil || strings.Join(res.Greetings, ";") != "hello, world;hello, wasm" {
+		t.Fatalf("state %v error %v result %+v", inst.State, inst.Error, res)
 	}
-	if logs := xtest.Logs(t, m, inst.ID()); !strings.Contains(logs, "greeting 2 names") {
+	if logs := xtest.Logs(t, m, inst.ID); !strings.Contains(logs, "greeting 2 names") {
 		t.Fatalf("logs %q, want the module's stderr", logs)
 	}
 }
@@ -123,13 +123,13 @@ func TestWasmMisbehaving(t *testing.T) {
 	xtest.Define(t, m, "trap", store.ExecutorWasm, map[string]any{"module": put(t, mods, trapModule)}, 3, 0)
 
 	// Compiled (and cached) first, so the clock below times the run.
-	if inst := xtest.Run(t, m, "modes", "ok"); inst.State() != job.Completed {
-		t.Fatalf("ok: state %v error %v", inst.State(), inst.Error())
+	if inst := xtest.Run(t, m, "modes", "ok"); inst.State != job.Completed {
+		t.Fatalf("ok: state %v error %v", inst.State, inst.Error)
 	}
 	start := time.Now()
 	inst := xtest.Run(t, m, "loop", "loop")
-	if inst.State() != job.Terminated || !strings.Contains(inst.Error().Error(), "time limit exceeded") {
-		t.Fatalf("loop: state %v error %v", inst.State(), inst.Error())
+	if inst.State != job.Terminated || !strings.Contains(inst.Error, "time limit exceeded") {
+		t.Fatalf("loop: state %v error %v", inst.State, inst.Error)
 	}
 	if took := time.Since(start); took > 15*time.Second {
 		t.Fatalf("a looping module ran %v against a 1s limit", took)
@@ -138,30 +138,30 @@ func TestWasmMisbehaving(t *testing.T) {
 	// memory, and the limit is what must stop it, not the time.
 	xtest.Define(t, m, "alloc", store.ExecutorWasm, map[string]any{"module": modes, "memory_mb": 32, "timeout": "60s"}, 0, 0)
 	inst = xtest.Run(t, m, "alloc", "alloc")
-	if inst.State() != job.Terminated || inst.Error() == nil {
-		t.Fatalf("alloc: state %v error %v", inst.State(), inst.Error())
+	if inst.State != job.Terminated || inst.Error == "" {
+		t.Fatalf("alloc: state %v error %v", inst.State, inst.Error)
 	}
-	if logs := xtest.Logs(t, m, inst.ID()); !strings.Contains(logs, "out of memory") {
-		t.Fatalf("alloc: error %v logs %q; want the module's out of memory", inst.Error(), logs)
+	if logs := xtest.Logs(t, m, inst.ID); !strings.Contains(logs, "out of memory") {
+		t.Fatalf("alloc: error %v logs %q; want the module's out of memory", inst.Error, logs)
 	}
 	inst = xtest.Run(t, m, "trap")
-	if inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "trapped") {
-		t.Fatalf("trap: state %v attempt %d error %v; want Terminated at once", inst.State(), inst.Attempt(), inst.Error())
+	if inst.State != job.Terminated || inst.Attempt != 1 || !strings.Contains(inst.Error, "trapped") {
+		t.Fatalf("trap: state %v attempt %d error %v; want Terminated at once", inst.State, inst.Attempt, inst.Error)
 	}
-	if inst = xtest.Run(t, m, "modes", "exit3"); inst.State() != job.Terminated || !strings.Contains(inst.Error().Error(), "exit status 3") {
-		t.Fatalf("exit3: state %v error %v", inst.State(), inst.Error())
+	if inst = xtest.Run(t, m, "modes", "exit3"); inst.State != job.Terminated || !strings.Contains(inst.Error, "exit status 3") {
+		t.Fatalf("exit3: state %v error %v", inst.State, inst.Error)
 	}
 	// No filesystem unless granted.
 	inst = xtest.Run(t, m, "modes", "fs")
-	if inst.State() != job.Completed || inst.Error() != nil {
-		t.Fatalf("fs: state %v error %v", inst.State(), inst.Error())
+	if inst.State != job.Completed || inst.Error != "" {
+		t.Fatalf("fs: state %v error %v", inst.State, inst.Error)
 	}
-	if logs := xtest.Logs(t, m, inst.ID()); !strings.Contains(logs, "read /etc/passwd: 0 bytes") {
+	if logs := xtest.Logs(t, m, inst.ID); !strings.Contains(logs, "read /etc/passwd: 0 bytes") {
 		t.Fatalf("logs %q; want /etc/passwd unreadable", logs)
 	}
 	// The node is healthy after all that: a good module still runs.
-	if inst = xtest.Run(t, m, "modes", "ok"); inst.State() != job.Completed {
-		t.Fatalf("ok after the failures: state %v error %v", inst.State(), inst.Error())
+	if inst = xtest.Run(t, m, "modes", "ok"); inst.State != job.Completed {
+		t.Fatalf("ok after the failures: state %v error %v", inst.State, inst.Error)
 	}
 }
 
@@ -179,13 +179,13 @@ func TestWasmNotWasm(t *testing.T) {
 	// compiled.
 	bad := append(append([]byte{}, noopModule[:8]...), 0xff, 0xff, 0xff)
 	xtest.Define(t, m, "garbage", store.ExecutorWasm, map[string]any{"module": put(t, mods, bad)}, 3, 0)
-	if inst := xtest.Run(t, m, "garbage"); inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "invalid module") {
-		t.Fatalf("garbage: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	if inst := xtest.Run(t, m, "garbage"); inst.State != job.Terminated || inst.Attempt != 1 || !strings.Contains(inst.Error, "invalid module") {
+		t.Fatalf("garbage: state %v attempt %d error %v", inst.State, inst.Attempt, inst.Error)
 	}
 	// A module this node does not have.
 	xtest.Define(t, m, "absent", store.ExecutorWasm, map[string]any{"module": wasm.Ref([]byte("nothing"))}, 3, 0)
-	if inst := xtest.Run(t, m, "absent"); inst.State() != job.Terminated || !strings.Contains(inst.Error().Error(), "module not found") {
-		t.Fatalf("absent: state %v error %v", inst.State(), inst.Error())
+	if inst := xtest.Run(t, m, "absent"); inst.State != job.Terminated || !strings.Contains(inst.Error, "module not found") {
+		t.Fatalf("absent: state %v error %v", inst.State, inst.Error)
 	}
 	for name, cfg := range map[string]map[string]any{
 		"no module":      {},
@@ -270,8 +270,8 @@ func TestStoreModules(t *testing.T) {
 	defer typ.Close(context.Background())
 	m := xtest.Manager(t, typ)
 	xtest.Define(t, m, "big", store.ExecutorWasm, map[string]any{"module": ref}, 0, 0)
-	if inst := xtest.Run(t, m, "big"); inst.State() != job.Completed {
-		t.Fatalf("the module read from the store: state %v error %v", inst.State(), inst.Error())
+	if inst := xtest.Run(t, m, "big"); inst.State != job.Completed {
+		t.Fatalf("the module read from the store: state %v error %v", inst.State, inst.Error)
 	}
 	// A chunk changed in the store is refused.
 	h, _ := wasm.ParseRef(ref)

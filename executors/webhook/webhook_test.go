@@ -77,18 +77,18 @@ func TestWebhookSuccessSignedAndLogged(t *testing.T) {
 		"secret_ref": "hook-key",
 	}, 2, 0)
 	inst := xtest.Run(t, m, "build", "my/repo", map[string]any{"branch": "main"})
-	if inst.State() != job.Completed {
-		t.Fatalf("state %v, error %v", inst.State(), inst.Error())
+	if inst.State != job.Completed {
+		t.Fatalf("state %v, error %v", inst.State, inst.Error)
 	}
 	if err := <-verr; err != nil {
 		t.Fatalf("the receiver could not verify the signature: %v", err)
 	}
 	req := got.reqs[0]
 	if req.Method != "PUT" || req.URL.RawPath+req.URL.Path == "" || req.URL.EscapedPath() != "/build/my%2Frepo" || req.Header.Get("Authorization") != "Bearer "+token ||
-		req.Header.Get("Idempotency-Key") != inst.ID() || req.Header.Get("Jobkit-Kind") != "build" {
+		req.Header.Get("Idempotency-Key") != inst.ID || req.Header.Get("Jobkit-Kind") != "build" {
 		t.Fatalf("request %s %s headers %v", req.Method, req.URL, req.Header)
 	}
-	if want := `{"ref": {"branch":"main"}, "id": "` + inst.ID() + `"}`; string(got.body[0]) != want {
+	if want := `{"ref": {"branch":"main"}, "id": "` + inst.ID + `"}`; string(got.body[0]) != want {
 		t.Fatalf("body %s, want %s", got.body[0], want)
 	}
 	var res webhook.Result
@@ -98,11 +98,11 @@ func TestWebhookSuccessSignedAndLogged(t *testing.T) {
 	if res.Status != 202 || res.Body != `{"queued":true}` || res.Headers["X-Build"] != "77" {
 		t.Fatalf("result %+v", res)
 	}
-	logs := xtest.Logs(t, m, inst.ID())
+	logs := xtest.Logs(t, m, inst.ID)
 	if !strings.Contains(logs, "PUT "+srv.URL+"/build/my%2Frepo → 202") {
 		t.Fatalf("logs %q, want the exchange", logs)
 	}
-	if all := xtest.Everything(t, m, inst.ID()); strings.Contains(all, token) || strings.Contains(all, signKey) {
+	if all := xtest.Everything(t, m, inst.ID); strings.Contains(all, token) || strings.Contains(all, signKey) {
 		t.Fatalf("a secret reached the instance's records: %s", all)
 	}
 }
@@ -123,13 +123,13 @@ func TestWebhookRetriesAfter503(t *testing.T) {
 	// The backoff is 10 ms: only Retry-After can make the retry wait 1 s.
 	xtest.Define(t, m, "flaky", store.ExecutorWebhook, map[string]any{"url": srv.URL, "unsigned": true}, 3, 0)
 	inst := xtest.Run(t, m, "flaky")
-	if inst.State() != job.Completed || inst.Attempt() != 2 || got.n() != 2 {
-		t.Fatalf("state %v attempt %d requests %d (error %v); want completed at attempt 2", inst.State(), inst.Attempt(), got.n(), inst.Error())
+	if inst.State != job.Completed || inst.Attempt != 2 || got.n() != 2 {
+		t.Fatalf("state %v attempt %d requests %d (error %v); want completed at attempt 2", inst.State, inst.Attempt, got.n(), inst.Error)
 	}
 	if gap := got.at[1].Sub(got.at[0]); gap < 900*time.Millisecond {
 		t.Fatalf("retried %v after a 503 with Retry-After: 1", gap)
 	}
-	if logs := xtest.Logs(t, m, inst.ID()); !strings.Contains(logs, "→ 503") || !strings.Contains(logs, "retry after 1s") {
+	if logs := xtest.Logs(t, m, inst.ID); !strings.Contains(logs, "→ 503") || !strings.Contains(logs, "retry after 1s") {
 		t.Fatalf("logs %q", logs)
 	}
 }
@@ -145,8 +145,8 @@ func TestWebhookPermanentOn400(t *testing.T) {
 	m := xtest.Manager(t, loopbackType(t))
 	xtest.Define(t, m, "bad", store.ExecutorWebhook, map[string]any{"url": srv.URL, "unsigned": true}, 5, 0)
 	inst := xtest.Run(t, m, "bad")
-	if inst.State() != job.Terminated || inst.Attempt() != 1 || got.n() != 1 || !strings.Contains(inst.Error().Error(), "status 400") {
-		t.Fatalf("state %v attempt %d requests %d error %v; want Terminated after one request", inst.State(), inst.Attempt(), got.n(), inst.Error())
+	if inst.State != job.Terminated || inst.Attempt != 1 || got.n() != 1 || !strings.Contains(inst.Error, "status 400") {
+		t.Fatalf("state %v attempt %d requests %d error %v; want Terminated after one request", inst.State, inst.Attempt, got.n(), inst.Error)
 	}
 }
 
@@ -165,16 +165,16 @@ func TestWebhookTimeout(t *testing.T) {
 	xtest.Define(t, m, "slow", store.ExecutorWebhook, map[string]any{"url": srv.URL, "unsigned": true, "timeout": "200ms"}, 1, 0)
 	start := time.Now()
 	inst := xtest.Run(t, m, "slow")
-	if inst.State() != job.Terminated || inst.Attempt() != 2 || !strings.Contains(inst.Error().Error(), "no response within") {
-		t.Fatalf("state %v attempt %d error %v; want two timed-out requests", inst.State(), inst.Attempt(), inst.Error())
+	if inst.State != job.Terminated || inst.Attempt != 2 || !strings.Contains(inst.Error, "no response within") {
+		t.Fatalf("state %v attempt %d error %v; want two timed-out requests", inst.State, inst.Attempt, inst.Error)
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("took %v", took)
 	}
 	// The job's own timeout ends the attempt TimedOut.
 	xtest.Define(t, m, "slow-job", store.ExecutorWebhook, map[string]any{"url": srv.URL, "unsigned": true}, 0, 300*time.Millisecond)
-	if inst := xtest.Run(t, m, "slow-job"); inst.State() != job.TimedOut {
-		t.Fatalf("job timeout: state %v error %v", inst.State(), inst.Error())
+	if inst := xtest.Run(t, m, "slow-job"); inst.State != job.TimedOut {
+		t.Fatalf("job timeout: state %v error %v", inst.State, inst.Error)
 	}
 }
 
@@ -190,15 +190,15 @@ func TestWebhookSSRFRefused(t *testing.T) {
 	for kind, u := range map[string]string{"ip": srv.URL, "name": "http://localhost:" + itoa(port), "metadata": "http://169.254.169.254/latest/meta-data/"} {
 		xtest.Define(t, m, kind, store.ExecutorWebhook, map[string]any{"url": u, "unsigned": true}, 3, 0)
 		inst := xtest.Run(t, m, kind)
-		if inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "destination forbidden") {
-			t.Fatalf("%s: state %v attempt %d error %v; want Terminated, forbidden", kind, inst.State(), inst.Attempt(), inst.Error())
+		if inst.State != job.Terminated || inst.Attempt != 1 || !strings.Contains(inst.Error, "destination forbidden") {
+			t.Fatalf("%s: state %v attempt %d error %v; want Terminated, forbidden", kind, inst.State, inst.Attempt, inst.Error)
 		}
 	}
 	// A URL template rendering something that is no URL, or another scheme.
 	xtest.Define(t, m, "scheme", store.ExecutorWebhook, map[string]any{"url": "{{index .Args 0}}", "unsigned": true}, 3, 0)
 	for _, u := range []string{"file:///etc/passwd", "http://[::1", "gopher://x"} {
-		if inst := xtest.Run(t, m, "scheme", u); inst.State() != job.Terminated || !strings.Contains(inst.Error().Error(), "forbidden") {
-			t.Fatalf("url %q: state %v error %v", u, inst.State(), inst.Error())
+		if inst := xtest.Run(t, m, "scheme", u); inst.State != job.Terminated || !strings.Contains(inst.Error, "forbidden") {
+			t.Fatalf("url %q: state %v error %v", u, inst.State, inst.Error)
 		}
 	}
 	if hits.Load() != 0 {
@@ -217,26 +217,26 @@ func TestWebhookSSRFRefused(t *testing.T) {
 	defer redirector.Close()
 	ml := xtest.Manager(t, loopbackType(t))
 	xtest.Define(t, ml, "redirect", store.ExecutorWebhook, map[string]any{"url": redirector.URL, "unsigned": true}, 3, 0)
-	if inst := xtest.Run(t, ml, "redirect"); inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "forbidden") {
-		t.Fatalf("redirect: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	if inst := xtest.Run(t, ml, "redirect"); inst.State != job.Terminated || inst.Attempt != 1 || !strings.Contains(inst.Error, "forbidden") {
+		t.Fatalf("redirect: state %v attempt %d error %v", inst.State, inst.Attempt, inst.Error)
 	}
 	// Header injection through an argument.
 	xtest.Define(t, ml, "inject", store.ExecutorWebhook, map[string]any{"url": srv.URL, "unsigned": true, "headers": map[string]string{"X-User": "{{index .Args 0}}"}}, 3, 0)
-	if inst := xtest.Run(t, ml, "inject", "bob\r\nX-Admin: true"); inst.State() != job.Terminated || !strings.Contains(inst.Error().Error(), "header injection") {
-		t.Fatalf("header injection: state %v error %v", inst.State(), inst.Error())
+	if inst := xtest.Run(t, ml, "inject", "bob\r\nX-Admin: true"); inst.State != job.Terminated || !strings.Contains(inst.Error, "header injection") {
+		t.Fatalf("header injection: state %v error %v", inst.State, inst.Error)
 	}
 	// ... and through the URL: a CR/LF in the rendered URL never reaches
 	// the request line.
 	xtest.Define(t, ml, "inject-url", store.ExecutorWebhook, map[string]any{"url": "{{index .Args 0}}", "unsigned": true}, 3, 0)
-	if inst := xtest.Run(t, ml, "inject-url", srv.URL+"/a\r\nX-Admin: true"); inst.State() != job.Terminated || inst.Attempt() != 1 || !strings.Contains(inst.Error().Error(), "not a URL") {
-		t.Fatalf("CR/LF in the URL: state %v attempt %d error %v", inst.State(), inst.Attempt(), inst.Error())
+	if inst := xtest.Run(t, ml, "inject-url", srv.URL+"/a\r\nX-Admin: true"); inst.State != job.Terminated || inst.Attempt != 1 || !strings.Contains(inst.Error, "not a URL") {
+		t.Fatalf("CR/LF in the URL: state %v attempt %d error %v", inst.State, inst.Attempt, inst.Error)
 	}
 	// A body over the limit.
 	small := webhook.New(webhook.Options{Guard: &guard.Guard{Allow: mustAllow(t, "127.0.0.1")}, MaxBodyBytes: 100})
 	ms := xtest.Manager(t, small)
 	xtest.Define(t, ms, "big", store.ExecutorWebhook, map[string]any{"url": srv.URL, "unsigned": true}, 3, 0)
-	if inst := xtest.Run(t, ms, "big", strings.Repeat("x", 200)); inst.State() != job.Terminated || !strings.Contains(inst.Error().Error(), "too large") {
-		t.Fatalf("big body: state %v error %v", inst.State(), inst.Error())
+	if inst := xtest.Run(t, ms, "big", strings.Repeat("x", 200)); inst.State != job.Terminated || !strings.Contains(inst.Error, "too large") {
+		t.Fatalf("big body: state %v error %v", inst.State, inst.Error)
 	}
 	if hits.Load() != 0 {
 		t.Fatalf("a forbidden request reached a server %d times", hits.Load())
@@ -296,8 +296,8 @@ func TestWebhookSecretRotated(t *testing.T) {
 	xtest.Define(t, m, "rotate", store.ExecutorWebhook, map[string]any{"url": srv.URL, "secret_ref": "hook-key"}, 0, 0)
 	for _, s := range []string{"first-secret", "second-secret"} {
 		cur.Store(s)
-		if inst := xtest.Run(t, m, "rotate"); inst.State() != job.Completed {
-			t.Fatalf("state %v, error %v", inst.State(), inst.Error())
+		if inst := xtest.Run(t, m, "rotate"); inst.State != job.Completed {
+			t.Fatalf("state %v, error %v", inst.State, inst.Error)
 		}
 		if err := <-verr; err != nil {
 			t.Fatalf("signed with %q: the receiver could not verify: %v", s, err)

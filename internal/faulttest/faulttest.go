@@ -270,7 +270,7 @@ func startRun(t *testing.T, spec Spec, jobs int, sleep time.Duration, extra func
 		if err != nil {
 			t.Fatalf("schedule: %v", err)
 		}
-		r.ids[ji.ID()] = true
+		r.ids[ji.ID] = true
 	}
 	for i := range 3 {
 		args := append([]string{"-workers", "8"}, common...)

@@ -170,7 +170,7 @@ func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store, opts
 			return "hi " + name
 		}))
 		reg(job.WithKind("flaky"), job.WithExecutor(func(ji job.Instance) error {
-			ji.Infof("flaky attempt %d", ji.Attempt())
+			ji.Infof("flaky attempt %d", ji.Info().Attempt)
 			if e.failing.Load() {
 				return job.Permanent(errors.New("flaky failed on purpose"))
 			}

@@ -68,7 +68,7 @@ func TestCancelOtherNodeAtOnce(t *testing.T) {
 		t.Fatal("the attempt did not start within 15s")
 	}
 	asked := time.Now()
-	if _, err := admin.CancelInstance(ctx, ji.ID()); err != nil {
+	if _, err := admin.CancelInstance(ctx, ji.ID); err != nil {
 		t.Fatalf("CancelInstance: %v", err)
 	}
 	select {

@@ -65,7 +65,7 @@ func TestCancelOtherNodeAtOnce(t *testing.T) {
 		t.Fatal("the attempt did not start within 30s")
 	}
 	asked := time.Now()
-	if _, err := admin.CancelInstance(ctx, ji.ID()); err != nil {
+	if _, err := admin.CancelInstance(ctx, ji.ID); err != nil {
 		t.Fatalf("CancelInstance: %v", err)
 	}
 	select {
@@ -79,8 +79,8 @@ func TestCancelOtherNodeAtOnce(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got, err := admin.LookupInstance(ctx, ji.ID())
-		if err == nil && got.State() == job.Canceled {
+		got, err := admin.LookupInstance(ctx, ji.ID)
+		if err == nil && got.State == job.Canceled {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -33,7 +33,7 @@ func startWorkers(t *testing.T, s store.Store, r *runs) *job.Manager {
 		t.Fatal(err)
 	}
 	j, err := job.NewJob(job.WithKind("work"), job.WithExecutor(func(ctx context.Context, ji job.Instance, a, b int) (int, error) {
-		r.add(ji.ID())
+		r.add(ji.Info().ID)
 		return a + b, nil
 	}))
 	if err != nil {
@@ -76,7 +76,7 @@ func scheduleOutside(t *testing.T, m *job.Manager, n int) []string {
 					t.Errorf("ScheduleJob %d outside the open transaction: %v after %v; want it done without waiting on that transaction", i, err, time.Since(start).Round(time.Millisecond))
 					return
 				}
-				ids[i] = ji.ID()
+				ids[i] = ji.ID
 			}
 		})
 	}
@@ -150,7 +150,7 @@ func TestOpenTxBlocksNoWriter(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ScheduleJob in the transaction: %v", err)
 	}
-	heldID := ji.ID()
+	heldID := ji.ID
 	opened := time.Now()
 
 	ids := scheduleOutside(t, m, n)
@@ -229,7 +229,7 @@ func TestRolledBackTxLeavesNoTrace(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ScheduleJob in the transaction: %v", err)
 	}
-	rolledID := ji.ID()
+	rolledID := ji.ID
 	scheduleOutside(t, m, n)
 	waitFor(t, "the jobs scheduled outside the transaction to complete", func() bool {
 		return workCounts(t, s).States[store.Completed] == n
@@ -248,7 +248,7 @@ func TestRolledBackTxLeavesNoTrace(t *testing.T) {
 		if ev.InstanceID == rolledID {
 			t.Fatalf("the feed delivered %v of the rolled-back job %s", ev.State, rolledID)
 		}
-		if ev.InstanceID == last.ID() && ev.State == store.Completed {
+		if ev.InstanceID == last.ID && ev.State == store.Completed {
 			break
 		}
 	}

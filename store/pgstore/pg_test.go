@@ -186,7 +186,7 @@ func startManager(t *testing.T, s store.Store, r *runs) *job.Manager {
 		t.Fatal(err)
 	}
 	j, err := job.NewJob(job.WithKind("work"), job.WithExecutor(func(ctx context.Context, ji job.Instance, a, b int) (int, error) {
-		r.add(ji.ID())
+		r.add(ji.Info().ID)
 		return a + b, nil
 	}))
 	if err != nil {
@@ -212,7 +212,7 @@ func stateOf(t testing.TB, m *job.Manager, id string) job.State {
 	if err != nil {
 		return 0
 	}
-	return ji.State()
+	return ji.State
 }
 
 // TestScheduleInCallerTx: a job scheduled in the caller's transaction is
@@ -232,7 +232,7 @@ func TestScheduleInCallerTx(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ScheduleJob in a transaction: %v", err)
 	}
-	rolledID := ji.ID()
+	rolledID := ji.ID
 	// Roll it back, then show the workers run other jobs and never the
 	// rolled-back one.
 	if err := rolled.Rollback(t.Context()); err != nil {
@@ -242,7 +242,7 @@ func TestScheduleInCallerTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the job scheduled outside the transaction to complete", func() bool { return stateOf(t, m, other.ID()) == job.Completed })
+	waitFor(t, "the job scheduled outside the transaction to complete", func() bool { return stateOf(t, m, other.ID) == job.Completed })
 	if _, err := m.LookupInstance(t.Context(), rolledID); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("LookupInstance of the rolled-back job: %v; want ErrNotFound", err)
 	}
@@ -264,14 +264,14 @@ func TestScheduleInCallerTx(t *testing.T) {
 	}
 	// Not visible outside the transaction before the commit.
 	var n int
-	if err := p.QueryRow(t.Context(), "SELECT count(*) FROM "+testSchema+".instances WHERE id = $1", ji.ID()).Scan(&n); err != nil || n != 0 {
+	if err := p.QueryRow(t.Context(), "SELECT count(*) FROM "+testSchema+".instances WHERE id = $1", ji.ID).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("the uncommitted job is visible outside its transaction (%d rows, %v)", n, err)
 	}
 	if err := committed.Commit(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the committed job to complete", func() bool { return stateOf(t, m, ji.ID()) == job.Completed })
-	if n := r.get(ji.ID()); n != 1 {
+	waitFor(t, "the committed job to complete", func() bool { return stateOf(t, m, ji.ID) == job.Completed })
+	if n := r.get(ji.ID); n != 1 {
 		t.Fatalf("the committed job ran %d times, want 1", n)
 	}
 }
@@ -344,7 +344,7 @@ func TestUndecodableRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, _ := job.NewJob(job.WithKind("work"), job.WithExecutor(func(ji job.Instance, a, b int) int { r.add(ji.ID()); return a + b }))
+	j, _ := job.NewJob(job.WithKind("work"), job.WithExecutor(func(ji job.Instance, a, b int) int { r.add(ji.Info().ID); return a + b }))
 	if err := m.RegisterJob(j); err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +354,7 @@ func TestUndecodableRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, ji.ID())
+		ids = append(ids, ji.ID)
 	}
 	if _, err := p.Exec(t.Context(), "UPDATE "+testSchema+".instances SET args = '\\xfffe'::bytea WHERE ns = $1 AND id = $2", ns, ids[1]); err != nil {
 		t.Fatal(err)

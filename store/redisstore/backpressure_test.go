@@ -52,7 +52,7 @@ func TestManagerBackpressureAtMaxmemory(t *testing.T) {
 	j, err := job.NewJob(job.WithKind("short"), job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
 		started.Add(1)
 		mu.Lock()
-		runs[ji.ID()]++
+		runs[ji.Info().ID]++
 		mu.Unlock()
 		// A little work, so claims, renewals and outcomes interleave.
 		select {
@@ -85,7 +85,7 @@ func TestManagerBackpressureAtMaxmemory(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ScheduleJob %d: %v", i, err)
 		}
-		ids[i] = ji.ID()
+		ids[i] = ji.ID
 	}
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)

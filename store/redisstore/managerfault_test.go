@@ -283,8 +283,8 @@ func testKilledConnections(t *testing.T, clientRetries int) {
 	mkJob := func() *job.Job {
 		j, err := job.NewJob(job.WithKind("short"),
 			job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
-				ex.enter(ji.ID())
-				defer ex.leave(ji.ID())
+				ex.enter(ji.Info().ID)
+				defer ex.leave(ji.Info().ID)
 				// A little work, so claims, renewals and outcomes
 				// interleave on the connections being killed.
 				select {
@@ -296,7 +296,7 @@ func testKilledConnections(t *testing.T, clientRetries int) {
 			}),
 			job.WithCompleteProcessor(func(ji job.Instance, _ []any) {
 				hmu.Lock()
-				completed[ji.ID()]++
+				completed[ji.Info().ID]++
 				hmu.Unlock()
 			}))
 		if err != nil {
@@ -316,7 +316,7 @@ func testKilledConnections(t *testing.T, clientRetries int) {
 		if err != nil {
 			t.Fatalf("ScheduleJob %d: %v", i, err)
 		}
-		ids[i] = ji.ID()
+		ids[i] = ji.ID
 	}
 	fc.start(t)
 
@@ -410,10 +410,10 @@ func TestManagersFencedWhileRedisFrozen(t *testing.T) {
 	mkJob := func() *job.Job {
 		j, err := job.NewJob(job.WithKind("long"),
 			job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
-				if ex.enter(ji.ID()) == freezeAt {
+				if ex.enter(ji.Info().ID) == freezeAt {
 					close(atStart)
 				}
-				defer ex.leave(ji.ID())
+				defer ex.leave(ji.Info().ID)
 				select {
 				case <-time.After(runFor):
 					return nil
@@ -451,7 +451,7 @@ func TestManagersFencedWhileRedisFrozen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ScheduleJob %d: %v", i, err)
 		}
-		ids[i] = ji.ID()
+		ids[i] = ji.ID
 	}
 	fc.start(t)
 

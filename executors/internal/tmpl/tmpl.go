@@ -25,7 +25,8 @@ type Data struct {
 
 // NewData decodes args for templates.
 func NewData(inst job.Instance, args []json.RawMessage) (*Data, error) {
-	d := &Data{ID: inst.ID(), Kind: inst.Kind(), Attempt: inst.Attempt(), Args: make([]any, len(args))}
+	info := inst.Info()
+	d := &Data{ID: info.ID, Kind: info.Kind, Attempt: info.Attempt, Args: make([]any, len(args))}
 	for i, a := range args {
 		v, err := decodeArg(a)
 		if err != nil {

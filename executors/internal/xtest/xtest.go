@@ -55,22 +55,22 @@ func TryDefine(m *job.Manager, kind, typ string, config any, retries int, timeou
 }
 
 // Run schedules kind with args and waits for it to end in a final state.
-func Run(t testing.TB, m *job.Manager, kind string, args ...any) job.Instance {
+func Run(t testing.TB, m *job.Manager, kind string, args ...any) *job.InstanceInfo {
 	t.Helper()
 	a, err := m.ScheduleJob(context.Background(), kind, job.WithArguments(args...))
 	if err != nil {
 		t.Fatalf("schedule %s: %v", kind, err)
 	}
-	return Wait(t, m, a.ID(), job.Completed, job.Terminated, job.TimedOut, job.Canceled)
+	return Wait(t, m, a.ID, job.Completed, job.Terminated, job.TimedOut, job.Canceled)
 }
 
 // Wait waits up to 2 minutes for instance id to reach one of states.
-func Wait(t testing.TB, m *job.Manager, id string, states ...job.State) job.Instance {
+func Wait(t testing.TB, m *job.Manager, id string, states ...job.State) *job.InstanceInfo {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		i, err := m.LookupInstance(context.Background(), id)
-		if err == nil && slices.Contains(states, i.State()) {
+		if err == nil && slices.Contains(states, i.State) {
 			return i
 		}
 		if time.Now().After(deadline) {
@@ -112,9 +112,7 @@ func Everything(t testing.TB, m *job.Manager, id string) string {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	if e := i.Error(); e != nil {
-		b.WriteString(e.Error())
-	}
+	b.WriteString(i.Error)
 	res, _ := json.Marshal(i.Results())
 	b.Write(res)
 	hist, _ := m.LookupInstanceHistory(context.Background(), job.NewQuery(job.WithQueryInstanceID(id)))

@@ -86,14 +86,14 @@ func main() {
 	fault, err := job.NewJob(job.WithKind("fault"), job.WithMaxRetries(job.RetryForever),
 		job.WithBackoff(job.ConstantBackoff(10*time.Millisecond)),
 		job.WithExecutor(func(ctx context.Context, ji job.Instance, sleepMS int) error {
-			line("start %s %d %d", ji.ID(), ji.Attempt(), time.Now().UnixNano())
+			line("start %s %d %d", ji.Info().ID, ji.Info().Attempt, time.Now().UnixNano())
 			select {
 			case <-time.After(time.Duration(sleepMS) * time.Millisecond):
 			case <-ctx.Done():
-				line("cancel %s %d %d", ji.ID(), ji.Attempt(), time.Now().UnixNano())
+				line("cancel %s %d %d", ji.Info().ID, ji.Info().Attempt, time.Now().UnixNano())
 				return ctx.Err()
 			}
-			line("end %s %d %d", ji.ID(), ji.Attempt(), time.Now().UnixNano())
+			line("end %s %d %d", ji.Info().ID, ji.Info().Attempt, time.Now().UnixNano())
 			return nil
 		}))
 	if err != nil {
@@ -105,7 +105,7 @@ func main() {
 	if *tick > 0 {
 		t, err := job.NewJob(job.WithKind("tick"), job.WithInterval(*tick),
 			job.WithExecutor(func(ji job.Instance) {
-				line("tick %d %d", ji.RunAt().UnixNano(), time.Now().UnixNano())
+				line("tick %d %d", ji.Info().RunAt.UnixNano(), time.Now().UnixNano())
 			}))
 		if err != nil {
 			log.Fatal(err)

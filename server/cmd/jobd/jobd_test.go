@@ -104,7 +104,7 @@ func TestDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, producer.Manager, ji.ID(), job.Processing)
+	waitState(t, producer.Manager, ji.ID, job.Processing)
 
 	p.signal(syscall.SIGTERM)
 	waitFor(t, 10*time.Second, "/readyz to answer 503 during the drain", func() (bool, string) {
@@ -123,7 +123,7 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("jobd exited while its attempt still ran; log:\n%s", p.logText())
 	default:
 	}
-	if got, err := producer.LookupInstance(context.Background(), ji.ID()); err != nil || got.State() != job.Processing {
+	if got, err := producer.LookupInstance(context.Background(), ji.ID); err != nil || got.State != job.Processing {
 		t.Fatalf("instance during the drain: %v, %v; want still Processing", got, err)
 	}
 	if err := os.WriteFile(release, nil, 0o600); err != nil {
@@ -132,8 +132,8 @@ func TestDrain(t *testing.T) {
 	if code := p.exitCode(30 * time.Second); code != 0 {
 		t.Errorf("exit status %d; want 0. Log:\n%s", code, p.logText())
 	}
-	if got := waitState(t, producer.Manager, ji.ID(), job.Completed); got.Attempt() != 1 {
-		t.Errorf("attempt %d; want 1 (it ran once, to its end)", got.Attempt())
+	if got := waitState(t, producer.Manager, ji.ID, job.Completed); got.Attempt != 1 {
+		t.Errorf("attempt %d; want 1 (it ran once, to its end)", got.Attempt)
 	}
 }
 
@@ -378,20 +378,20 @@ func TestDrainHandsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, producer.Manager, ji.ID(), job.Processing)
+	waitState(t, producer.Manager, ji.ID, job.Processing)
 	p.signal(syscall.SIGTERM)
 	if code := p.exitCode(30 * time.Second); code != 0 {
 		t.Errorf("exit status %d; want 0 (the attempt was handed back). Log:\n%s", code, p.logText())
 	}
-	got, err := producer.LookupInstance(context.Background(), ji.ID())
-	if err != nil || got.State() != job.Scheduled || got.Attempt() != 0 {
-		t.Fatalf("after the drain: %v (attempt %d), %v; want Scheduled with the attempt not counted (0)", got.State(), got.Attempt(), err)
+	got, err := producer.LookupInstance(context.Background(), ji.ID)
+	if err != nil || got.State != job.Scheduled || got.Attempt != 0 {
+		t.Fatalf("after the drain: %v (attempt %d), %v; want Scheduled with the attempt not counted (0)", got.State, got.Attempt, err)
 	}
 	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	startJobd(t, testjobdBin(), nil, args...)
-	if done := waitState(t, producer.Manager, ji.ID(), job.Completed); done.Attempt() != 1 {
-		t.Errorf("completed at attempt %d; want 1", done.Attempt())
+	if done := waitState(t, producer.Manager, ji.ID, job.Completed); done.Attempt != 1 {
+		t.Errorf("completed at attempt %d; want 1", done.Attempt)
 	}
 }

@@ -331,14 +331,14 @@ func newWorker(t *testing.T, st store.Store, workers int, hold <-chan struct{}) 
 		t.Fatal(err)
 	}
 	add, err := job.NewJob(job.WithKind(kindAdd), job.WithExecutor(func(ji job.Instance, a, b int) (int, error) {
-		w.started <- ji.ID()
+		w.started <- ji.Info().ID
 		return a + b, nil
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	holdJob, err := job.NewJob(job.WithKind(kindHold), job.WithExecutor(func(ctx context.Context, ji job.Instance) error {
-		w.started <- ji.ID()
+		w.started <- ji.Info().ID
 		select {
 		case <-hold:
 			return nil
@@ -369,16 +369,16 @@ func newWorker(t *testing.T, st store.Store, workers int, hold <-chan struct{}) 
 }
 
 // waitState waits until instance id is in state want, as m sees it.
-func waitState(t *testing.T, m *job.Manager, id string, want job.State) job.Instance {
+func waitState(t *testing.T, m *job.Manager, id string, want job.State) *job.InstanceInfo {
 	t.Helper()
-	var ji job.Instance
+	var ji *job.InstanceInfo
 	waitFor(t, 20*time.Second, fmt.Sprintf("instance %s to be %v", id, want), func() (bool, string) {
 		var err error
 		ji, err = m.LookupInstance(context.Background(), id)
 		if err != nil {
 			return false, err.Error()
 		}
-		return ji.State() == want, ji.State().String()
+		return ji.State == want, ji.State.String()
 	})
 	return ji
 }

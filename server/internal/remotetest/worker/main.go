@@ -69,7 +69,7 @@ func run() error {
 	}
 	note := func(what string, ji job.Instance) {
 		if jf != nil {
-			fmt.Fprintf(jf, "%d %s %s %d %s\n", time.Now().UnixNano(), what, ji.ID(), ji.Attempt(), *node)
+			fmt.Fprintf(jf, "%d %s %s %d %s\n", time.Now().UnixNano(), what, ji.Info().ID, ji.Info().Attempt, *node)
 		}
 	}
 	opts := []job.ManagerOption{

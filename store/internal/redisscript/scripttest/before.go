@@ -56,7 +56,7 @@ func testManagerBeforeServer(t *testing.T, h Harness) {
 
 	testserver.StartRedisOn(t, port)
 	deadline := time.Now().Add(15 * time.Second)
-	var inst job.Instance
+	var inst *job.InstanceInfo
 	for inst == nil {
 		if inst, err = m.ScheduleJob(ctx, "k", job.WithArguments(1)); err != nil && time.Now().After(deadline) {
 			t.Fatalf("ScheduleJob once Redis is up: %v", err)
@@ -73,7 +73,7 @@ func testManagerBeforeServer(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 1 || all[0].ID() != inst.ID() || ran.Load() != 1 {
+	if len(all) != 1 || all[0].ID != inst.ID || ran.Load() != 1 {
 		t.Fatalf("stored %d instances, ran sum %d; want only the one scheduled once Redis was up, run once", len(all), ran.Load())
 	}
 }
