@@ -422,7 +422,11 @@ func checkRescues(t *testing.T, st store.Store, s *scraper, m *job.Manager) {
 		f = s.scrape()
 		return f.value("jobkit_completed_total", "kind", "hold") == 1 &&
 			f.value("jobkit_rescued_total", "cause", "lease", "kind", "stuck", "state", "scheduled") == 1 &&
-			f.value("jobkit_rescued_total", "cause", "node", "kind", "stuck", "state", "scheduled") == 1
+			f.value("jobkit_rescued_total", "cause", "node", "kind", "stuck", "state", "scheduled") == 1 &&
+			// A scrape reads the node registry before the counters: the
+			// rescue can be counted in one whose registry read came just
+			// before the ghost was declared dead.
+			f.value("jobkit_nodes", "status", "dead") == 1
 	})
 	for _, c := range []struct {
 		name   string
