@@ -59,7 +59,8 @@ var procedureRoles = map[string]Role{
 	jobkitv1connect.QueueServiceResumeQueueProcedure: RoleOperator,
 	jobkitv1connect.QueueServiceListKindsProcedure:   RoleViewer,
 
-	jobkitv1connect.NodeServiceListNodesProcedure: RoleViewer,
+	jobkitv1connect.NodeServiceListNodesProcedure:  RoleViewer,
+	jobkitv1connect.NodeServiceGetVersionProcedure: RoleViewer,
 
 	jobkitv1connect.ExecutorServiceConnectProcedure: RoleWorker,
 	jobkitv1connect.ExecutorServiceCallProcedure:    RoleWorker,

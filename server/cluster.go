@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -233,4 +235,30 @@ func (nodeService) ListNodes(ctx context.Context, _ *connect.Request[pb.ListNode
 		out.Nodes[i] = nodeToProto(n)
 	}
 	return connect.NewResponse(out), nil
+}
+
+// GetVersion implements NodeService.GetVersion: this server's version
+// (Version), the engine's, the API's and the Go release's.
+func (nodeService) GetVersion(context.Context, *connect.Request[pb.GetVersionRequest]) (*connect.Response[pb.GetVersionResponse], error) {
+	return connect.NewResponse(&pb.GetVersionResponse{
+		ServerVersion: Version(),
+		EngineVersion: job.Version,
+		ApiVersion:    APIVersion,
+		GoVersion:     runtime.Version(),
+	}), nil
+}
+
+// APIVersion is the API the server speaks, as its protobuf package; the
+// version call reports it.
+const APIVersion = "jobkit.v1"
+
+// Version returns the version of the running binary's main module when it
+// was built from a tagged module (go install ...@v1.4.0), else job.Version:
+// what jobd version and jobctl version print first, and the server version
+// the version call (NodeService.GetVersion) reports.
+func Version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return job.Version
 }

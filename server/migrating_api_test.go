@@ -33,6 +33,8 @@ var (
 	_ func(*client.Client, context.Context, *client.Query) (*client.InstancePage, error)                     = (*client.Client).PageInstances
 	_ func(*client.Client, context.Context, *client.Query) iter.Seq2[*client.Instance, error]                = (*client.Client).AllInstances
 	_ func(*client.Client, context.Context, *client.Query, ...client.AdminOption) (client.BulkResult, error) = (*client.Client).CancelInstances
+	_ func(*client.Client, context.Context) (*jobkitv1.GetVersionResponse, error)                            = (*client.Client).Version
+	_ string                                                                                                 = client.APIVersion
 	_ func(...metrics.Option) (*metrics.Collector, error)                                                    = metrics.New
 	_ func(metrics.Naming) metrics.Option                                                                    = metrics.WithNaming
 	_ metrics.Naming                                                                                         = metrics.GoJobNaming

@@ -105,6 +105,7 @@ denied, 6 server unavailable.`,
 		newDefinitionsCmd(g), newTriggersCmd(g), newWatchCmd(g),
 		newCalendarsCmd(g),
 		newAlertCmd(g),
+		newVersionCmd(g),
 	)
 	markRun(root, g)
 	return root

@@ -13,11 +13,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/jobkit/job"
+	"github.com/jobkit/job/server"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -160,11 +160,7 @@ wins over the environment, which wins over the file.`,
 		Short: "print jobd's version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := job.Version
-			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-				v = bi.Main.Version
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "jobd %s (engine %s, %s %s/%s)\n", v, job.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "jobd %s (engine %s, %s %s/%s)\n", server.Version(), job.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return err
 		},
 	}

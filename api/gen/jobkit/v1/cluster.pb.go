@@ -438,6 +438,115 @@ func (x *ListNodesResponse) GetNodes() []*Node {
 	return nil
 }
 
+type GetVersionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetVersionRequest) Reset() {
+	*x = GetVersionRequest{}
+	mi := &file_jobkit_v1_cluster_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetVersionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetVersionRequest) ProtoMessage() {}
+
+func (x *GetVersionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_cluster_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetVersionRequest.ProtoReflect.Descriptor instead.
+func (*GetVersionRequest) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_cluster_proto_rawDescGZIP(), []int{10}
+}
+
+type GetVersionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's version: its build's module version when built from a
+	// tagged module ("v1.4.0"), else the engine's.
+	ServerVersion string `protobuf:"bytes,1,opt,name=server_version,json=serverVersion,proto3" json:"server_version,omitempty"`
+	// The job engine's version compiled into the server (job.Version).
+	EngineVersion string `protobuf:"bytes,2,opt,name=engine_version,json=engineVersion,proto3" json:"engine_version,omitempty"`
+	// The API the server speaks, as its protobuf package: "jobkit.v1".
+	ApiVersion string `protobuf:"bytes,3,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// The Go release that built the server ("go1.25.1").
+	GoVersion     string `protobuf:"bytes,4,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetVersionResponse) Reset() {
+	*x = GetVersionResponse{}
+	mi := &file_jobkit_v1_cluster_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetVersionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetVersionResponse) ProtoMessage() {}
+
+func (x *GetVersionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_cluster_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetVersionResponse.ProtoReflect.Descriptor instead.
+func (*GetVersionResponse) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_cluster_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetVersionResponse) GetServerVersion() string {
+	if x != nil {
+		return x.ServerVersion
+	}
+	return ""
+}
+
+func (x *GetVersionResponse) GetEngineVersion() string {
+	if x != nil {
+		return x.EngineVersion
+	}
+	return ""
+}
+
+func (x *GetVersionResponse) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *GetVersionResponse) GetGoVersion() string {
+	if x != nil {
+		return x.GoVersion
+	}
+	return ""
+}
+
 var File_jobkit_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_jobkit_v1_cluster_proto_rawDesc = "" +
@@ -459,16 +568,26 @@ const file_jobkit_v1_cluster_proto_rawDesc = "" +
 	"\x05kinds\x18\x01 \x03(\v2\x0f.jobkit.v1.KindR\x05kinds\"\x12\n" +
 	"\x10ListNodesRequest\":\n" +
 	"\x11ListNodesResponse\x12%\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x0f.jobkit.v1.NodeR\x05nodes2\xc4\x02\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x0f.jobkit.v1.NodeR\x05nodes\"\x13\n" +
+	"\x11GetVersionRequest\"\xa2\x01\n" +
+	"\x12GetVersionResponse\x12%\n" +
+	"\x0eserver_version\x18\x01 \x01(\tR\rserverVersion\x12%\n" +
+	"\x0eengine_version\x18\x02 \x01(\tR\rengineVersion\x12\x1f\n" +
+	"\vapi_version\x18\x03 \x01(\tR\n" +
+	"apiVersion\x12\x1d\n" +
+	"\n" +
+	"go_version\x18\x04 \x01(\tR\tgoVersion2\xc4\x02\n" +
 	"\fQueueService\x12N\n" +
 	"\n" +
 	"ListQueues\x12\x1c.jobkit.v1.ListQueuesRequest\x1a\x1d.jobkit.v1.ListQueuesResponse\"\x03\x90\x02\x01\x12I\n" +
 	"\n" +
 	"PauseQueue\x12\x1c.jobkit.v1.PauseQueueRequest\x1a\x1d.jobkit.v1.PauseQueueResponse\x12L\n" +
 	"\vResumeQueue\x12\x1d.jobkit.v1.ResumeQueueRequest\x1a\x1e.jobkit.v1.ResumeQueueResponse\x12K\n" +
-	"\tListKinds\x12\x1b.jobkit.v1.ListKindsRequest\x1a\x1c.jobkit.v1.ListKindsResponse\"\x03\x90\x02\x012Z\n" +
+	"\tListKinds\x12\x1b.jobkit.v1.ListKindsRequest\x1a\x1c.jobkit.v1.ListKindsResponse\"\x03\x90\x02\x012\xaa\x01\n" +
 	"\vNodeService\x12K\n" +
-	"\tListNodes\x12\x1b.jobkit.v1.ListNodesRequest\x1a\x1c.jobkit.v1.ListNodesResponse\"\x03\x90\x02\x01B2Z0github.com/jobkit/job/api/gen/jobkit/v1;jobkitv1b\x06proto3"
+	"\tListNodes\x12\x1b.jobkit.v1.ListNodesRequest\x1a\x1c.jobkit.v1.ListNodesResponse\"\x03\x90\x02\x01\x12N\n" +
+	"\n" +
+	"GetVersion\x12\x1c.jobkit.v1.GetVersionRequest\x1a\x1d.jobkit.v1.GetVersionResponse\"\x03\x90\x02\x01B2Z0github.com/jobkit/job/api/gen/jobkit/v1;jobkitv1b\x06proto3"
 
 var (
 	file_jobkit_v1_cluster_proto_rawDescOnce sync.Once
@@ -482,7 +601,7 @@ func file_jobkit_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_jobkit_v1_cluster_proto_rawDescData
 }
 
-var file_jobkit_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_jobkit_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_jobkit_v1_cluster_proto_goTypes = []any{
 	(*ListQueuesRequest)(nil),   // 0: jobkit.v1.ListQueuesRequest
 	(*ListQueuesResponse)(nil),  // 1: jobkit.v1.ListQueuesResponse
@@ -494,28 +613,32 @@ var file_jobkit_v1_cluster_proto_goTypes = []any{
 	(*ListKindsResponse)(nil),   // 7: jobkit.v1.ListKindsResponse
 	(*ListNodesRequest)(nil),    // 8: jobkit.v1.ListNodesRequest
 	(*ListNodesResponse)(nil),   // 9: jobkit.v1.ListNodesResponse
-	(*Queue)(nil),               // 10: jobkit.v1.Queue
-	(*Kind)(nil),                // 11: jobkit.v1.Kind
-	(*Node)(nil),                // 12: jobkit.v1.Node
+	(*GetVersionRequest)(nil),   // 10: jobkit.v1.GetVersionRequest
+	(*GetVersionResponse)(nil),  // 11: jobkit.v1.GetVersionResponse
+	(*Queue)(nil),               // 12: jobkit.v1.Queue
+	(*Kind)(nil),                // 13: jobkit.v1.Kind
+	(*Node)(nil),                // 14: jobkit.v1.Node
 }
 var file_jobkit_v1_cluster_proto_depIdxs = []int32{
-	10, // 0: jobkit.v1.ListQueuesResponse.queues:type_name -> jobkit.v1.Queue
-	10, // 1: jobkit.v1.PauseQueueResponse.queue:type_name -> jobkit.v1.Queue
-	10, // 2: jobkit.v1.ResumeQueueResponse.queue:type_name -> jobkit.v1.Queue
-	11, // 3: jobkit.v1.ListKindsResponse.kinds:type_name -> jobkit.v1.Kind
-	12, // 4: jobkit.v1.ListNodesResponse.nodes:type_name -> jobkit.v1.Node
+	12, // 0: jobkit.v1.ListQueuesResponse.queues:type_name -> jobkit.v1.Queue
+	12, // 1: jobkit.v1.PauseQueueResponse.queue:type_name -> jobkit.v1.Queue
+	12, // 2: jobkit.v1.ResumeQueueResponse.queue:type_name -> jobkit.v1.Queue
+	13, // 3: jobkit.v1.ListKindsResponse.kinds:type_name -> jobkit.v1.Kind
+	14, // 4: jobkit.v1.ListNodesResponse.nodes:type_name -> jobkit.v1.Node
 	0,  // 5: jobkit.v1.QueueService.ListQueues:input_type -> jobkit.v1.ListQueuesRequest
 	2,  // 6: jobkit.v1.QueueService.PauseQueue:input_type -> jobkit.v1.PauseQueueRequest
 	4,  // 7: jobkit.v1.QueueService.ResumeQueue:input_type -> jobkit.v1.ResumeQueueRequest
 	6,  // 8: jobkit.v1.QueueService.ListKinds:input_type -> jobkit.v1.ListKindsRequest
 	8,  // 9: jobkit.v1.NodeService.ListNodes:input_type -> jobkit.v1.ListNodesRequest
-	1,  // 10: jobkit.v1.QueueService.ListQueues:output_type -> jobkit.v1.ListQueuesResponse
-	3,  // 11: jobkit.v1.QueueService.PauseQueue:output_type -> jobkit.v1.PauseQueueResponse
-	5,  // 12: jobkit.v1.QueueService.ResumeQueue:output_type -> jobkit.v1.ResumeQueueResponse
-	7,  // 13: jobkit.v1.QueueService.ListKinds:output_type -> jobkit.v1.ListKindsResponse
-	9,  // 14: jobkit.v1.NodeService.ListNodes:output_type -> jobkit.v1.ListNodesResponse
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
+	10, // 10: jobkit.v1.NodeService.GetVersion:input_type -> jobkit.v1.GetVersionRequest
+	1,  // 11: jobkit.v1.QueueService.ListQueues:output_type -> jobkit.v1.ListQueuesResponse
+	3,  // 12: jobkit.v1.QueueService.PauseQueue:output_type -> jobkit.v1.PauseQueueResponse
+	5,  // 13: jobkit.v1.QueueService.ResumeQueue:output_type -> jobkit.v1.ResumeQueueResponse
+	7,  // 14: jobkit.v1.QueueService.ListKinds:output_type -> jobkit.v1.ListKindsResponse
+	9,  // 15: jobkit.v1.NodeService.ListNodes:output_type -> jobkit.v1.ListNodesResponse
+	11, // 16: jobkit.v1.NodeService.GetVersion:output_type -> jobkit.v1.GetVersionResponse
+	11, // [11:17] is the sub-list for method output_type
+	5,  // [5:11] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name
@@ -533,7 +656,7 @@ func file_jobkit_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobkit_v1_cluster_proto_rawDesc), len(file_jobkit_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

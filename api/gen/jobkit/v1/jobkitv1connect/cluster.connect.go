@@ -46,6 +46,8 @@ const (
 	QueueServiceListKindsProcedure = "/jobkit.v1.QueueService/ListKinds"
 	// NodeServiceListNodesProcedure is the fully-qualified name of the NodeService's ListNodes RPC.
 	NodeServiceListNodesProcedure = "/jobkit.v1.NodeService/ListNodes"
+	// NodeServiceGetVersionProcedure is the fully-qualified name of the NodeService's GetVersion RPC.
+	NodeServiceGetVersionProcedure = "/jobkit.v1.NodeService/GetVersion"
 )
 
 // QueueServiceClient is a client for the jobkit.v1.QueueService service.
@@ -211,6 +213,9 @@ func (UnimplementedQueueServiceHandler) ListKinds(context.Context, *connect.Requ
 // NodeServiceClient is a client for the jobkit.v1.NodeService service.
 type NodeServiceClient interface {
 	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
+	// GetVersion returns the version of the server answering the call and of
+	// the API it speaks (go-job's GetVersion).
+	GetVersion(context.Context, *connect.Request[v1.GetVersionRequest]) (*connect.Response[v1.GetVersionResponse], error)
 }
 
 // NewNodeServiceClient constructs a client for the jobkit.v1.NodeService service. By default, it
@@ -231,12 +236,20 @@ func NewNodeServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		getVersion: connect.NewClient[v1.GetVersionRequest, v1.GetVersionResponse](
+			httpClient,
+			baseURL+NodeServiceGetVersionProcedure,
+			connect.WithSchema(nodeServiceMethods.ByName("GetVersion")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // nodeServiceClient implements NodeServiceClient.
 type nodeServiceClient struct {
-	listNodes *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
+	listNodes  *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
+	getVersion *connect.Client[v1.GetVersionRequest, v1.GetVersionResponse]
 }
 
 // ListNodes calls jobkit.v1.NodeService.ListNodes.
@@ -244,9 +257,17 @@ func (c *nodeServiceClient) ListNodes(ctx context.Context, req *connect.Request[
 	return c.listNodes.CallUnary(ctx, req)
 }
 
+// GetVersion calls jobkit.v1.NodeService.GetVersion.
+func (c *nodeServiceClient) GetVersion(ctx context.Context, req *connect.Request[v1.GetVersionRequest]) (*connect.Response[v1.GetVersionResponse], error) {
+	return c.getVersion.CallUnary(ctx, req)
+}
+
 // NodeServiceHandler is an implementation of the jobkit.v1.NodeService service.
 type NodeServiceHandler interface {
 	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
+	// GetVersion returns the version of the server answering the call and of
+	// the API it speaks (go-job's GetVersion).
+	GetVersion(context.Context, *connect.Request[v1.GetVersionRequest]) (*connect.Response[v1.GetVersionResponse], error)
 }
 
 // NewNodeServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -263,10 +284,19 @@ func NewNodeServiceHandler(svc NodeServiceHandler, opts ...connect.HandlerOption
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	nodeServiceGetVersionHandler := connect.NewUnaryHandler(
+		NodeServiceGetVersionProcedure,
+		svc.GetVersion,
+		connect.WithSchema(nodeServiceMethods.ByName("GetVersion")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/jobkit.v1.NodeService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case NodeServiceListNodesProcedure:
 			nodeServiceListNodesHandler.ServeHTTP(w, r)
+		case NodeServiceGetVersionProcedure:
+			nodeServiceGetVersionHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -278,4 +308,8 @@ type UnimplementedNodeServiceHandler struct{}
 
 func (UnimplementedNodeServiceHandler) ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.NodeService.ListNodes is not implemented"))
+}
+
+func (UnimplementedNodeServiceHandler) GetVersion(context.Context, *connect.Request[v1.GetVersionRequest]) (*connect.Response[v1.GetVersionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.NodeService.GetVersion is not implemented"))
 }
