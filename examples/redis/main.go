@@ -4,7 +4,10 @@
 // process ran it. Every job runs once, on whichever process was free.
 //
 //	redis-server --port 6379 --save '' &       # or: apt-get install redis-server
-//	go run ./examples/redis                    # -addr host:port for another server
+//	cd examples/redis && go run .              # -addr host:port for another server
+//
+// (a module of its own: from the root, go run ./examples/redis works only
+// in the workspace make work writes)
 package main
 
 import (

@@ -6,9 +6,13 @@
 // over both workers, and its parent gathers their results in shard order.
 // It prints where each task and each shard ran, and exits.
 //
-//	go run ./examples/remote
+// Each example is a module of its own; from the repository's root:
 //
-// (from the examples/remote directory: go run .)
+//	cd examples/remote && go run .
+//
+// A worker alone, against a jobd (doc/getting-started.md):
+//
+//	go run . -worker -addr http://127.0.0.1:8080 -token "$JOBCTL_TOKEN" -node w1 -labels gpu
 package main
 
 import (
@@ -39,10 +43,11 @@ func main() {
 	addr := flag.String("addr", "", "jobd's URL (-worker)")
 	node := flag.String("node", "", "the worker's node ID (-worker)")
 	labels := flag.String("labels", "", "the worker's labels (-worker)")
+	token := flag.String("token", "", "a token of jobd's --tokens-file, role worker or admin (-worker)")
 	flag.Parse()
 	var err error
 	if *worker {
-		err = runWorker(*addr, *node, *labels)
+		err = runWorker(*addr, *token, *node, *labels)
 	} else {
 		err = run()
 	}
@@ -247,17 +252,20 @@ func sharded(ctx context.Context, sched *job.Manager, st store.Store) error {
 
 // runWorker is one worker process: an ordinary Manager whose store is
 // jobd, reached with remote.Dial.
-func runWorker(addr, node, labels string) error {
+func runWorker(addr, token, node, labels string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := remote.Dial(ctx, remote.Options{Address: addr, NodeID: node, Logger: quiet})
+	st, err := remote.Dial(ctx, remote.Options{Address: addr, Token: token, NodeID: node, Logger: quiet})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	m, err := job.NewManager(job.WithStore(st), job.WithNodeID(node), job.WithLabels(strings.Split(labels, ",")...),
-		job.WithWorkers(2), job.WithLogger(quiet))
+		job.WithWorkers(2), job.WithLogger(quiet),
+		// Store the kinds' definitions, so that a jobd that registers
+		// none of them (doc/getting-started.md) schedules them too.
+		job.WithPublishDefinitions())
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func bindServe(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "API address (gRPC, gRPC-Web, Connect on HTTP/1.1 and h2c)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "address of /metrics, /healthz and /readyz (default: the API's)")
 	fs.StringVar(&c.MetricsNaming, "metrics-naming", "jobkit", "metric names: jobkit (jobkit_...) or go-job (go_job_..., as go-job names them, for its dashboards)")
-	fs.IntVar(&c.Workers, "workers", 0, "instances run at once by each namespace's manager; jobd runs no executors of its own, so 0 (schedule only) unless built with some")
+	fs.IntVar(&c.Workers, "workers", 0, "instances run at once by each namespace's manager: the definitions of the executor types enabled (--webhook, --command-allow, --wasm) run in them; 0 schedules only")
 	fs.StringSliceVar(&c.Queues, "queues", []string{"default"}, "queues the managers claim from, comma-separated or repeated")
 	fs.StringVar(&c.NodeID, "node-id", "", "node ID in leases, history and the node registry; unique in a cluster (default: host, PID and a random suffix)")
 	fs.StringSliceVar(&c.Labels, "labels", nil, "the node's labels (\"region=eu\", \"gpu\"), comma-separated or repeated")

@@ -260,6 +260,11 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	}
 	log.Info("jobd listening", append(addrs, "store", st.describe, "namespaces", strings.Join(c.Namespaces, ","),
 		"auth", len(tokens) > 0, "workers", c.Workers, "scheduler", c.Scheduler, "node", d.nodeID())...)
+	signIn := "no sign-in: --tokens-file is not set"
+	if len(tokens) > 0 {
+		signIn = "with a token of --tokens-file (its secret, not the sha256)"
+	}
+	log.Info("console", "url", addrs[1].(string)+"/console/", "sign_in", signIn)
 
 	var failed error
 	select {
