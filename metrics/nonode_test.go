@@ -5,10 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/jobkit/job"
-	"github.com/jobkit/job/metrics"
 )
 
 // TestQueuedNoNode: instances waiting on a kind that no live node runs
@@ -17,28 +14,7 @@ import (
 // live node runs counts 0 there.
 func TestQueuedNoNode(t *testing.T) {
 	t.Parallel()
-	col, err := metrics.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(col)
-	s := serve(t, reg)
-	m, err := job.NewManager(job.WithLogger(quiet), job.WithStore(memStore(t)), job.WithObserver(col))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.RegisterJob(mustJob(t, job.WithKind("run"), job.WithExecutor(func() {}))); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = m.Stop(ctx)
-	})
+	s, m := observedManager(t, mustJob(t, job.WithKind("run"), job.WithExecutor(func() {})))
 	ctx := context.Background()
 	if _, err := m.PutDefinition(ctx, job.Definition{Kind: "orphan"}, 0); err != nil {
 		t.Fatal(err)

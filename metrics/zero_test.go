@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -17,24 +18,7 @@ import (
 // and the scrape error counter at 0 for each source.
 func TestSeriesAtZeroFromTheStart(t *testing.T) {
 	t.Parallel()
-	col, err := metrics.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(col)
-	s := serve(t, reg)
-	m, err := job.NewManager(job.WithLogger(quiet), job.WithStore(memStore(t)), job.WithObserver(col))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.RegisterJob(mustJob(t, job.WithKind("k"), job.WithQueue("q1"), job.WithExecutor(func() {}))); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	s, _ := observedManager(t, mustJob(t, job.WithKind("k"), job.WithQueue("q1"), job.WithExecutor(func() {})))
 	f := s.scrape()
 	want := [][]string{
 		{"jobkit_scrape_errors_total", "source", "counts"},
@@ -77,4 +61,36 @@ func TestAlertChannelsAtZero(t *testing.T) {
 			t.Errorf("%s = %v for a known channel, want a series at 0", name, got)
 		}
 	}
+}
+
+// observedManager starts a manager on memdb with jobs registered, observed
+// by a Collector on a registry of its own, and returns the registry's
+// scraper and the manager (stopped at the end of the test).
+func observedManager(t *testing.T, jobs ...*job.Job) (*scraper, *job.Manager) {
+	t.Helper()
+	col, err := metrics.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	s := serve(t, reg)
+	m, err := job.NewManager(job.WithLogger(quiet), job.WithStore(memStore(t)), job.WithObserver(col))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if err := m.RegisterJob(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = m.Stop(ctx)
+	})
+	return s, m
 }
