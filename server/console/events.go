@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -71,11 +73,6 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	// "open" is missed.
 	changed, unsubscribe := c.bus.subscribe(s.ns)
 	defer unsubscribe()
-	// The same for changes made elsewhere: the digest they are compared
-	// against is read before "open" (the page refreshes on "open"). Read
-	// after it, a pause made meanwhile was in the first digest and never
-	// told to a page that had read the queue still running.
-	digest, _ := s.configDigest(ctx)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -117,8 +114,11 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	defer tick.Stop()
 	// Queue pauses, triggers and definitions changed outside this console
 	// (another jobd, jobctl, a user's own Manager) have no event in the
-	// change feed: compare their digest every configCheck and tell the
-	// page when it changed.
+	// change feed: send their digest every configCheck, and the page
+	// refreshes when it differs from the digest its content was read
+	// after. Compared here against the digest sent last, a pause and a
+	// resume between two checks would go unseen by a page that read the
+	// queue paused in between (the queues' flags carry no version).
 	config := time.NewTicker(configCheck)
 	defer config.Stop()
 	for {
@@ -127,11 +127,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-config.C:
 			now, err := s.configDigest(ctx)
-			if err != nil || now == digest {
+			if err != nil {
 				continue
 			}
-			digest = now
-			if _, err := fmt.Fprint(w, "event: change\ndata: {\"config\":true}\n\n"); err != nil {
+			if _, err := fmt.Fprintf(w, "event: config\ndata: %s\n\n", digestTag(now)); err != nil {
 				return
 			}
 			fl.Flush()
@@ -200,6 +199,12 @@ func (b *changeBus) publish(ns string) {
 			}
 		}
 	}
+}
+
+// digestTag is a short fixed-length tag of a configDigest, as sent to pages.
+func digestTag(d string) string {
+	sum := sha256.Sum256([]byte(d))
+	return hex.EncodeToString(sum[:12])
 }
 
 // configDigest sums up what the change feed has no event for: the paused

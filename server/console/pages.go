@@ -26,6 +26,10 @@ var webFS embed.FS
 // page's main content only.
 const fragmentHeader = "X-Jobkit-Fragment"
 
+// configHeader carries, on a live refresh's answer, the digest of the
+// configuration the content was read after (see session.config).
+const configHeader = "X-Jobkit-Config"
+
 // pageNames are the pages, each web/templates/<name>.html defining
 // "content" inside web/templates/layout.html.
 var pageNames = []string{"overview", "signin", "queues", "instances", "instance", "jobs", "nodes", "confirm", "error",
@@ -137,6 +141,16 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, nam
 	tmpl := "layout.html"
 	if r.Header.Get(fragmentHeader) != "" {
 		tmpl = "content"
+		if s != nil && s.config != "" {
+			// Read again after the content: when it moved meanwhile, the
+			// content may show either side of the change, and a tag no
+			// digest has makes the page refresh at the next check.
+			tag := s.config
+			if d, err := s.configDigest(r.Context()); err != nil || digestTag(d) != tag {
+				tag = "unsettled"
+			}
+			w.Header().Set(configHeader, tag)
+		}
 	} else {
 		v.Flash = c.takeFlash(w, r)
 	}

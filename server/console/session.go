@@ -68,6 +68,11 @@ type session struct {
 	ns    string
 	csrf  string
 	api   *clients
+	// config is the digest of the queues' paused flags, the triggers and
+	// the definitions, read before a live refresh reads the page's content
+	// (empty otherwise): the page compares it with the digest its feed
+	// sends every configCheck.
+	config string
 }
 
 // can reports whether the session's role is at least r.
@@ -170,7 +175,16 @@ func (c *Console) session(w http.ResponseWriter, r *http.Request) *session {
 	if nc, err := r.Cookie(nsCookie); err == nil && slices.Contains(id.namespaces, nc.Value) {
 		ns = nc.Value
 	}
-	return &session{token: token, id: id, ns: ns, csrf: c.csrfToken(token), api: c.newClients(token, ns)}
+	s := &session{token: token, id: id, ns: ns, csrf: c.csrfToken(token), api: c.newClients(token, ns)}
+	if r.Method == http.MethodGet && r.Header.Get(fragmentHeader) != "" {
+		// Read before the handler reads the content, and again after it
+		// (render): the content shown was read with this configuration
+		// unless the two differ.
+		if d, err := s.configDigest(r.Context()); err == nil {
+			s.config = digestTag(d)
+		}
+	}
+	return s
 }
 
 // toSignIn sends the browser to the sign-in page, with msg shown there.

@@ -156,6 +156,10 @@
     // enhance), normalised by the browser's serialiser: a refresh that
     // brings the same content leaves the page alone.
     var pending = false, busy = false, last = 0, refreshes = 0, shown = rendered;
+    // config is the digest of the queues' pauses, the triggers and the
+    // definitions that the content shown was read after (the answer's
+    // X-Jobkit-Config); the feed sends the current one every second.
+    var config = null;
     // A page that asks for few refreshes was just rendered fresh: its
     // refresh on open waits out the same interval, so loading a text
     // search runs it once, not twice at once.
@@ -171,6 +175,8 @@
       fetch(location.href, { headers: { "X-Jobkit-Fragment": "1" }, credentials: "same-origin", cache: "no-store" })
         .then(function (r) {
           if (r.status === 401) { location.reload(); return null; }
+          var c = r.headers.get("X-Jobkit-Config");
+          if (c) config = c;
           return r.ok ? r.text() : null;
         })
         .then(function (html) {
@@ -198,6 +204,9 @@
     });
     es.addEventListener("error", function () { document.body.dataset.live = "reconnecting"; });
     es.addEventListener("change", function () { refresh(); });
+    // A queue paused, a trigger or definition changed outside this
+    // console: the digest differs from the one the content was read after.
+    es.addEventListener("config", function (ev) { if (ev.data !== config) refresh(); });
     // Progress reports are not events (they would flood the feed): while
     // the page shows the progress bar of a running instance, its content
     // is fetched again every second, and only then.
