@@ -9,7 +9,7 @@ replace github.com/jobkit/job => ..
 require (
 	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
 	github.com/emersion/go-smtp v0.25.1
-	github.com/jobkit/job v0.0.0
+	github.com/jobkit/job v0.1.0
 )
 
 require (

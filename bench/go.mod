@@ -7,13 +7,13 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/hibiken/asynq v0.26.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/jobkit/job v0.0.0
-	github.com/jobkit/job/api v0.0.0
-	github.com/jobkit/job/server v0.0.0
-	github.com/jobkit/job/store/etcdstore v0.0.0
-	github.com/jobkit/job/store/pgstore v0.0.0
-	github.com/jobkit/job/store/redisstore v0.0.0
-	github.com/jobkit/job/store/valkeystore v0.0.0
+	github.com/jobkit/job v0.1.0
+	github.com/jobkit/job/api v0.1.0
+	github.com/jobkit/job/server v0.1.0
+	github.com/jobkit/job/store/etcdstore v0.1.0
+	github.com/jobkit/job/store/pgstore v0.1.0
+	github.com/jobkit/job/store/redisstore v0.1.0
+	github.com/jobkit/job/store/valkeystore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/riverqueue/river v0.51.1
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.1
@@ -34,9 +34,9 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/jobkit/job/alert v0.0.0 // indirect
-	github.com/jobkit/job/icalimport v0.0.0 // indirect
-	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
+	github.com/jobkit/job/alert v0.1.0 // indirect
+	github.com/jobkit/job/icalimport v0.1.0 // indirect
+	github.com/jobkit/job/store/internal/redisscript v0.1.0 // indirect
 	github.com/riverqueue/river/riverdriver v0.51.1 // indirect
 	github.com/riverqueue/river/rivershared v0.51.1 // indirect
 	github.com/riverqueue/river/rivertype v0.51.1 // indirect

@@ -7,7 +7,7 @@ go 1.26.0
 replace github.com/jobkit/job => ..
 
 require (
-	github.com/jobkit/job v0.0.0
+	github.com/jobkit/job v0.1.0
 	github.com/tetratelabs/wazero v1.12.0
 )
 

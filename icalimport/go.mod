@@ -8,7 +8,7 @@ replace github.com/jobkit/job => ..
 
 require (
 	github.com/emersion/go-ical v0.0.0-20250329121855-f41e73efc392
-	github.com/jobkit/job v0.0.0
+	github.com/jobkit/job v0.1.0
 	github.com/teambition/rrule-go v1.8.2
 )
 

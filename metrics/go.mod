@@ -3,8 +3,8 @@ module github.com/jobkit/job/metrics
 go 1.26.0
 
 require (
-	github.com/jobkit/job v0.0.0
-	github.com/jobkit/job/store/redisstore v0.0.0
+	github.com/jobkit/job v0.1.0
+	github.com/jobkit/job/store/redisstore v0.1.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.67.5
@@ -17,7 +17,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
+	github.com/jobkit/job/store/internal/redisscript v0.1.0 // indirect
 	github.com/kr/text v0.2.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect

@@ -3,8 +3,8 @@ module github.com/jobkit/job/otel
 go 1.26.0
 
 require (
-	github.com/jobkit/job v0.0.0
-	github.com/jobkit/job/store/redisstore v0.0.0
+	github.com/jobkit/job v0.1.0
+	github.com/jobkit/job/store/redisstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.44.0
 	go.opentelemetry.io/otel/sdk v1.44.0
@@ -18,7 +18,7 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
+	github.com/jobkit/job/store/internal/redisscript v0.1.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect

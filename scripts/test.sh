@@ -156,8 +156,8 @@ fi
 # <<< console
 
 # The modules: every directory with a go.mod (core first), relative to the
-# root. No go.work is committed, so none is read here; a developer's own
-# (make work) is ignored too, as every go command below runs with GOWORK=off.
+# root. The committed go.work (make work) is for development; every go
+# command below runs with GOWORK=off, each module as its users build it.
 mapfile -t modules < <(find . -name go.mod -not -path './.git/*' -printf '%h\n' | sed 's#^\./##; s#^\.$#.#' | sort)
 log "${#modules[@]} modules: ${modules[*]}"
 # A module's zip holds only its own directory: each carries the licence.

@@ -29,16 +29,16 @@ require (
 	github.com/emersion/go-smtp v0.25.1
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/jobkit/job v0.0.0
-	github.com/jobkit/job/alert v0.0.0
-	github.com/jobkit/job/api v0.0.0
-	github.com/jobkit/job/executors v0.0.0
-	github.com/jobkit/job/metrics v0.0.0
-	github.com/jobkit/job/otel v0.0.0
-	github.com/jobkit/job/store/etcdstore v0.0.0
-	github.com/jobkit/job/store/pgstore v0.0.0
-	github.com/jobkit/job/store/redisstore v0.0.0
-	github.com/jobkit/job/store/valkeystore v0.0.0
+	github.com/jobkit/job v0.1.0
+	github.com/jobkit/job/alert v0.1.0
+	github.com/jobkit/job/api v0.1.0
+	github.com/jobkit/job/executors v0.1.0
+	github.com/jobkit/job/metrics v0.1.0
+	github.com/jobkit/job/otel v0.1.0
+	github.com/jobkit/job/store/etcdstore v0.1.0
+	github.com/jobkit/job/store/pgstore v0.1.0
+	github.com/jobkit/job/store/redisstore v0.1.0
+	github.com/jobkit/job/store/valkeystore v0.1.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.67.5
@@ -74,8 +74,8 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/jobkit/job/icalimport v0.0.0
-	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
+	github.com/jobkit/job/icalimport v0.1.0
+	github.com/jobkit/job/store/internal/redisscript v0.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect

@@ -3,8 +3,8 @@ module github.com/jobkit/job/examples/redis
 go 1.26.0
 
 require (
-	github.com/jobkit/job v0.0.0
-	github.com/jobkit/job/store/redisstore v0.0.0
+	github.com/jobkit/job v0.1.0
+	github.com/jobkit/job/store/redisstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
@@ -12,7 +12,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
+	github.com/jobkit/job/store/internal/redisscript v0.1.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect

@@ -3,9 +3,9 @@ module github.com/jobkit/job/examples/remote
 go 1.26.0
 
 require (
-	github.com/jobkit/job v0.0.0
-	github.com/jobkit/job/api v0.0.0
-	github.com/jobkit/job/server v0.0.0
+	github.com/jobkit/job v0.1.0
+	github.com/jobkit/job/api v0.1.0
+	github.com/jobkit/job/server v0.1.0
 )
 
 require (
@@ -16,8 +16,8 @@ require (
 	github.com/emersion/go-ical v0.0.0-20250329121855-f41e73efc392 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/jobkit/job/alert v0.0.0 // indirect
-	github.com/jobkit/job/icalimport v0.0.0 // indirect
+	github.com/jobkit/job/alert v0.1.0 // indirect
+	github.com/jobkit/job/icalimport v0.1.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/teambition/rrule-go v1.8.2 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect

@@ -4,12 +4,12 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/jobkit/job v0.0.0
-	github.com/jobkit/job/api v0.0.0
-	github.com/jobkit/job/store/etcdstore v0.0.0
-	github.com/jobkit/job/store/pgstore v0.0.0
-	github.com/jobkit/job/store/redisstore v0.0.0
-	github.com/jobkit/job/store/valkeystore v0.0.0
+	github.com/jobkit/job v0.1.0
+	github.com/jobkit/job/api v0.1.0
+	github.com/jobkit/job/store/etcdstore v0.1.0
+	github.com/jobkit/job/store/pgstore v0.1.0
+	github.com/jobkit/job/store/redisstore v0.1.0
+	github.com/jobkit/job/store/valkeystore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/valkey-io/valkey-go v1.0.79
 	go.etcd.io/etcd/client/v3 v3.7.3
@@ -27,7 +27,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/jobkit/job/store/internal/redisscript v0.0.0 // indirect
+	github.com/jobkit/job/store/internal/redisscript v0.1.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect

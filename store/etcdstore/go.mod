@@ -3,7 +3,7 @@ module github.com/jobkit/job/store/etcdstore
 go 1.26.0
 
 require (
-	github.com/jobkit/job v0.0.0
+	github.com/jobkit/job v0.1.0
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/goleak v1.3.0

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/jobkit/job v0.0.0
+	github.com/jobkit/job v0.1.0
 )
 
 require (

@@ -4,9 +4,9 @@ go 1.26.0
 
 require (
 	github.com/google/uuid v1.6.0
-	github.com/jobkit/job v0.0.0
-	github.com/jobkit/job/store/internal/redisscript v0.0.0
-	github.com/jobkit/job/store/internal/redisscript/scripttest v0.0.0
+	github.com/jobkit/job v0.1.0
+	github.com/jobkit/job/store/internal/redisscript v0.1.0
+	github.com/jobkit/job/store/internal/redisscript/scripttest v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 )

@@ -3,9 +3,9 @@ module github.com/jobkit/job/store/valkeystore
 go 1.26.0
 
 require (
-	github.com/jobkit/job v0.0.0
-	github.com/jobkit/job/store/internal/redisscript v0.0.0
-	github.com/jobkit/job/store/internal/redisscript/scripttest v0.0.0
+	github.com/jobkit/job v0.1.0
+	github.com/jobkit/job/store/internal/redisscript v0.1.0
+	github.com/jobkit/job/store/internal/redisscript/scripttest v0.1.0
 	github.com/valkey-io/valkey-go v1.0.79
 	go.uber.org/goleak v1.3.0
 )

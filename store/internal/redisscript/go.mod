@@ -3,7 +3,7 @@ module github.com/jobkit/job/store/internal/redisscript
 go 1.26.0
 
 require (
-	github.com/jobkit/job v0.0.0
+	github.com/jobkit/job v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 )

@@ -3,8 +3,8 @@ module github.com/jobkit/job/store/internal/redisscript/scripttest
 go 1.26.0
 
 require (
-	github.com/jobkit/job v0.0.0
-	github.com/jobkit/job/store/internal/redisscript v0.0.0
+	github.com/jobkit/job v0.1.0
+	github.com/jobkit/job/store/internal/redisscript v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 

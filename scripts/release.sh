@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Releases every library module of the repository at one version.
+#
+#   scripts/release.sh v0.2.0          rewrite, commit "Release v0.2.0", tag
+#   scripts/release.sh --set v0.2.0    rewrite only (nothing committed)
+#
+# The released modules are every directory holding a go.mod except those
+# under bench/, examples/, internal/ and tools/ (programs and test
+# harnesses no one imports). The script
+#   1. requires each repository module from every go.mod at the version
+#      (the `replace` lines stay: they serve development and CI inside the
+#      repository and are ignored where a module is a dependency);
+#   2. sets job.Version (node.go) to the version;
+#   3. commits, then tags each released module as Go expects of a module
+#      in a subdirectory: v0.2.0 for the root, store/redisstore/v0.2.0 for
+#      store/redisstore, and so on.
+# It refuses a dirty tree, a version that is not semantic, a tag that
+# exists, and a released module that requires an unreleased one. Pushing
+# is left to the person releasing: it prints the command.
+# internal/releasetest runs this script in a clone and builds programs
+# from the tagged modules through a file-based module proxy.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+set_only=false
+if [[ ${1:-} == --set ]]; then
+	set_only=true
+	shift
+fi
+version=${1:-}
+if [[ ! $version =~ ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$ ]]; then
+	echo "usage: scripts/release.sh [--set] vMAJOR.MINOR.PATCH[-PRERELEASE] (got '${version}')" >&2
+	exit 2
+fi
+if [[ ! $version =~ ^v[01]\. ]]; then
+	echo "release.sh: $version needs a /vN module path suffix in every go.mod first (Go's rule from v2 on)" >&2
+	exit 2
+fi
+if ! $set_only && [[ -n $(git status --porcelain) ]]; then
+	echo "release.sh: the working tree has changes; commit or stash them first" >&2
+	exit 1
+fi
+
+mapfile -t modules < <(find . -name go.mod -not -path './.git/*' -printf '%h\n' | sed 's#^\./##; s#^\.$#.#' | sort)
+released=()
+for m in "${modules[@]}"; do
+	case $m in
+	bench | bench/* | examples/* | internal/* | tools | tools/*) ;;
+	*) released+=("$m") ;;
+	esac
+done
+
+# module_path DIR: the module path its go.mod declares.
+module_path() { (cd "$1" && GOWORK=off go mod edit -json | sed -n 's/^\t\t"Path": "\(.*\)"$/\1/p' | head -1); }
+declare -A path_of dir_of
+for m in "${modules[@]}"; do
+	p=$(module_path "$m")
+	path_of[$m]=$p
+	dir_of[$p]=$m
+done
+is_released() {
+	local r
+	for r in "${released[@]}"; do [[ $r == "$1" ]] && return 0; done
+	return 1
+}
+
+tag_of() { if [[ $1 == . ]]; then echo "$version"; else echo "$1/$version"; fi; }
+if ! $set_only; then
+	for m in "${released[@]}"; do
+		if git rev-parse -q --verify "refs/tags/$(tag_of "$m")" >/dev/null; then
+			echo "release.sh: tag $(tag_of "$m") exists" >&2
+			exit 1
+		fi
+	done
+fi
+
+for m in "${modules[@]}"; do
+	mapfile -t reqs < <(cd "$m" && GOWORK=off go mod edit -json | awk '/"Require"/{r=1} /^\t\]/{r=0} r && /"Path"/{gsub(/[",]/,""); print $2}')
+	edits=()
+	for p in "${reqs[@]}"; do
+		d=${dir_of[$p]:-}
+		[[ -z $d ]] && continue
+		if is_released "$m" && ! is_released "$d"; then
+			echo "release.sh: released module $m requires $d, which is not released (move it out of bench/, examples/, internal/ or tools/)" >&2
+			exit 1
+		fi
+		edits+=("-require=$p@$version")
+	done
+	if ((${#edits[@]})); then
+		(cd "$m" && GOWORK=off go mod edit "${edits[@]}")
+	fi
+done
+sed -i "s/^const Version = \".*\"$/const Version = \"$version\"/" node.go
+grep -q "^const Version = \"$version\"$" node.go || {
+	echo "release.sh: could not set job.Version in node.go" >&2
+	exit 1
+}
+
+if $set_only; then
+	echo "release.sh: every repository module now requires the others at $version (nothing committed)"
+	exit 0
+fi
+git add -A -- '*.mod' node.go
+git commit -q -m "Release $version"
+tags=()
+for m in "${released[@]}"; do
+	t=$(tag_of "$m")
+	git tag -a -m "${path_of[$m]} $version" "$t"
+	tags+=("$t")
+done
+echo "release.sh: tagged ${#tags[@]} modules at $version. To publish:"
+echo "  git push origin HEAD ${tags[*]}"
