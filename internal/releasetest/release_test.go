@@ -257,6 +257,8 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 	c := exec.Command(name, args...)
 	c.Dir, c.Stdout, c.Stderr = dir, &stdout, &stderr
 	c.Env = append(os.Environ(), env...)
+	start := time.Now()
+	defer func() { t.Logf("%s %s: %v", name, strings.Join(args, " "), time.Since(start).Round(time.Millisecond)) }()
 	if err := c.Run(); err != nil {
 		t.Fatalf("%s %s (in %s): %v\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), dir, err, stdout.String(), stderr.String())
 	}
