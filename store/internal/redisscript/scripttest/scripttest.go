@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"KindBucketLimitBigSecond", testKindBucketLimitBigSecond},
 		{"CancelReady", testCancelReady},
 		{"LegacyReadyList", testLegacyReadyList},
+		{"ReadyListBeforeOrder", testReadyListBeforeOrder},
 		{"LaneMerge", testLaneMerge},
 		{"CancelReadyReused", testCancelReadyReused},
 		{"UUIDIDs", testUUIDIDs},
