@@ -86,3 +86,41 @@ func testReadyListBeforeOrder(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// testReadySetReads: an instance in a lane's ready set (enqueued with a
+// RunAt before the list's tail) is seen by every reader of ready
+// instances: lookups by state (with and without a kind, which asks the
+// lookup planner) and Lag, whose oldest ready RunAt is the set's head.
+func testReadySetReads(t *testing.T, h Harness) {
+	e := layout(t, h)
+	ctx := t.Context()
+	const q = "sq"
+	x, y := inst("rs-x", q), inst("rs-y", q)
+	x.RunAt, y.RunAt = at(5*time.Second), at(2*time.Second)
+	e.enqueue(at(5*time.Second), x)
+	e.enqueue(at(6*time.Second), y)
+	if n, err := e.rc.ZCard(ctx, e.key("q:"+q+":r:0/x1:k")).Result(); err != nil || n != 1 {
+		t.Fatalf("lane set holds %d (%v), want rs-y", n, err)
+	}
+	for _, qu := range []*store.Query{
+		{Queue: q, States: []store.State{store.Scheduled}},
+		{Queue: q, Kind: "k", States: []store.State{store.Scheduled}},
+		{Kind: "k", States: []store.State{store.Scheduled}},
+	} {
+		got := e.instances(qu)
+		slices.Sort(got)
+		if !slices.Equal(got, []string{"rs-x", "rs-y"}) {
+			t.Fatalf("LookupInstances(%+v): %v, want rs-x and rs-y", *qu, got)
+		}
+	}
+	lag, err := e.s.(store.Inspector).Lag(ctx, &store.LagParams{Now: at(10 * time.Second), Queue: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lag.Queues) != 1 || !lag.Queues[0].OldestReady.Equal(at(2*time.Second)) {
+		t.Fatalf("Lag: %+v, want the queue's oldest ready at %v (rs-y, in the set)", lag.Queues, at(2*time.Second))
+	}
+	if got := ids(e.claim(q, "w", 10, at(10*time.Second), at(time.Hour)).Instances); !slices.Equal(got, []string{"rs-y", "rs-x"}) {
+		t.Fatalf("claim: %v, want rs-y (the set) then rs-x (the list)", got)
+	}
+}

@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"CancelReady", testCancelReady},
 		{"LegacyReadyList", testLegacyReadyList},
 		{"ReadyListBeforeOrder", testReadyListBeforeOrder},
+		{"ReadySetReads", testReadySetReads},
 		{"LaneMerge", testLaneMerge},
 		{"CancelReadyReused", testCancelReadyReused},
 		{"UUIDIDs", testUUIDIDs},
