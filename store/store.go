@@ -60,21 +60,16 @@ type Queue interface {
 	// Claim moves up to p.Limit ready instances of p.Queue (State Scheduled,
 	// RunAt <= p.Now) to Processing with a lease owned by p.Owner until
 	// p.LeaseUntil, increments their Attempt, and appends a Processing
-	// history record for each. Order: highest Priority first; within a
-	// priority, in the order instances became ready: one due when enqueued
-	// at its enqueue, in Seq order; one scheduled for later at its RunAt
-	// (earliest RunAt first, then Seq), so it goes behind what was ready
-	// before its RunAt and ahead of what became ready after, even when no
-	// claim ran in between; and one rescued or handed back keeps its place
-	// ahead of those that became ready after it. A store may order more
-	// strictly, by RunAt then Seq (memdbstore, etcdstore and pgstore do):
-	// where the two orders differ (an instance enqueued with a RunAt
-	// already past, behind one that became ready before it), either is
-	// kept. The Redis stores keep ready lists in the order instances
-	// became ready, which is what makes their claims O(1) per instance; a
-	// claim that finds instances fallen due puts each ahead of the entries
-	// that became ready after its RunAt, looking back at most 1,000 entries
-	// from the list's tail. When fewer than p.Limit are ready, the result's
+	// history record for each. Order, the same on every store: highest
+	// Priority first; within a priority, the earliest RunAt first (when
+	// the instance became due; one rescued or handed back keeps its
+	// RunAt); within a RunAt, enqueue order (Seq, FIFO). The order does
+	// not depend on the order of the enqueues nor on when claims ran: one
+	// enqueued with a RunAt 500 ms past goes ahead of one enqueued before
+	// it with a RunAt 10 ms past, and one scheduled for later goes, once
+	// due, ahead of all that became due after its RunAt, even when no
+	// claim ran in between. storetest's ClaimOrder tests pin it.
+	// When fewer than p.Limit are ready, the result's
 	// NextRunAt is the earliest RunAt of a Scheduled instance still waiting in
 	// p.Queue (zero when there is none), so the caller can sleep exactly
 	// until then.

@@ -239,14 +239,15 @@ func medianOf(xs []float64) float64 {
 func noRedisCalls() []partEdit {
 	return []partEdit{
 		{"redis.call('PUBLISH', PREFIX .. 'w:' .. queue, '1')", "", 1},
-		{"local eid = xadd_at(K_HIST, 'hskew', now, cmsgpack.pack('e', now, node) .. entry, now_ms)", "local eid = now_ms .. '-0'", 1},
+		{"local eid = xadd_at(K_HIST, 'hskew', now, entry, now_ms)", "local eid = now_ms .. '-0'", 1},
 		{"if redis.call('APPEND', PREFIX .. 'kb:' .. kind .. ':' .. sec, list) == #list then", "if false then", 1},
 		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. kind, sec, count)", "", 1},
 		{"if redis.call('HINCRBY', K_CTR, kind_count(k), c) == c then", "if false then", 1},
 		{"if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), c) == c then", "if false then", 1},
 		{"redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)", "", 1},
-		{"redis.call('HSETNX', heads_key(p.queue), p.member, string.sub(p.back[1], 1, 13))", "", 1},
-		{"local len = chunked('RPUSH', key, p.back)", "local len = #p.back", 1},
+		{"redis.call('HSET', heads_key(p.queue), p.member, string.sub(back[1], 1, 13))", "", 1},
+		{"local len = chunked('RPUSH', key, back)", "local len = #back", 1},
+		{"local tail = redis.call('LINDEX', key, -1)\n\t\tif tail and entry_before", "local tail = nil\n\t\tif tail and entry_before", 1},
 		{"local v = redis.call('HMGET', K_INST, unpack(ARGV, I0 + a, I0 + b))", "local v = {}", 1},
 		{"local last = redis.call('HINCRBY', K_CTR, 'seq', stored)", "local last = stored", 1},
 		{"chunked('HSET', K_INST, specs)", "", 1},

@@ -93,6 +93,7 @@ func Run(t *testing.T, h Harness) {
 		{"RecordsAreCopies", testRecordsAreCopies},
 		{"ClaimOrder", testClaimOrder},
 		{"ClaimOrderDueLate", testClaimOrderDueLate},
+		{"ClaimOrderRunAt", testClaimOrderRunAt},
 		{"ClaimFutureHighPriorityDoesNotBlock", testClaimFutureDoesNotBlock},
 		{"ClaimLimit", testClaimLimit},
 		{"ClaimNextRunAt", testClaimNextRunAt},

@@ -231,8 +231,11 @@ var finalStates = []store.State{store.Completed, store.Terminated, store.Cancele
 const (
 	readyHead       = 13 // RunAt (7 bytes), Seq (6 bytes)
 	legacyReadyHead = 6  // Seq (6 bytes): a ready list written before lanes
-	schedHead       = 10
-	doneHead        = 7
+	// readySetMark starts the lane part of the lane index member of a
+	// lane's ready set, "<prio>/x<lane>" (lua/lib.lua SET_MARK).
+	readySetMark = 'x'
+	schedHead    = 10
+	doneHead     = 7
 )
 
 // eachScheduled passes the members of the scheduled set of queue (of
@@ -261,11 +264,20 @@ func (c *Core) eachScheduled(ctx context.Context, queue string, sched func([]str
 		}
 		for _, lv := range asArray(v) {
 			member := asString(lv)
+			key := c.keys.Prefix + "q:" + q + ":r:" + member
+			slash := strings.IndexByte(member, '/')
+			if slash >= 0 && slash+1 < len(member) && member[slash+1] == readySetMark {
+				// A lane's ready set (lua/lib.lua flush_ready).
+				if err := c.scanSet(ctx, "ZSCAN", key, ready(readyHead)); err != nil {
+					return err
+				}
+				continue
+			}
 			head := readyHead
-			if !strings.Contains(member, "/") {
+			if slash < 0 {
 				head = legacyReadyHead // written before lanes
 			}
-			if err := c.listTail(ctx, c.keys.Prefix+"q:"+q+":r:"+member, ready(head)); err != nil {
+			if err := c.listTail(ctx, key, ready(head)); err != nil {
 				return err
 			}
 		}

@@ -64,7 +64,9 @@ for i = 7, #ARGV do
 			if runat0 == 0 then
 				runat0 = p[P_RUNAT]
 			end
-			redis.call('LREM', ready_key(p[P_QUEUE], level_member(p[P_PRIO], lane)), 0, be(runat0, 7) .. be(p[P_SEQ], 6) .. id)
+			local m = be(runat0, 7) .. be(p[P_SEQ], 6) .. id
+			redis.call('LREM', ready_key(p[P_QUEUE], level_member(p[P_PRIO], lane)), 0, m)
+			redis.call('ZREM', ready_key(p[P_QUEUE], set_member(p[P_PRIO], lane)), m)
 			redis.call('LREM', ready_key(p[P_QUEUE], num(p[P_PRIO])), 0, be(p[P_SEQ], 6) .. id)
 		end
 		t[T_STATE] = S_SCHEDULED

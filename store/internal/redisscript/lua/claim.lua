@@ -19,10 +19,10 @@
 -- attempt (a repeat of a call whose reply was lost); one whose seq is
 -- below it returns nothing (a call that ran after a newer one).
 -- First moves instances that became due (scheduled set score <= now) to
--- their lane's ready list, oldest RunAt first, at most MOVE per call (the
--- rest move on the next calls; the lane comes from the spec): each goes
--- ahead of the entries that became ready after its RunAt (lib.lua
--- merge_due), else at the back; and entries of ready lists written
+-- their lane, oldest RunAt first, at most MOVE per call (the rest move on
+-- the next calls; the lane comes from the spec): each goes in its place by
+-- RunAt then Seq (lib.lua flush_ready: the lane's list, or its set when it
+-- sorts before the list's tail); and entries of ready lists written
 -- before lanes into lanes.
 -- Then pops ready IDs: highest priority first, lanes merged as above. A popped ID whose instance
 -- is no longer Scheduled (canceled while it waited, or gone), or whose
@@ -197,8 +197,8 @@ if not paused then
 	end
 end
 
--- take pops up to want entries from the ready lists of members (lane
--- index members of one priority), merged by RunAt then Seq. One list is
+-- take pops up to want entries from the ready lists and sets of members
+-- (lane index members of one priority), merged by RunAt then Seq. One list is
 -- popped at once. Several are merged on their head hints (q:<queue>:h,
 -- one HMGET): it reads a list only when its hint is the smallest, and a
 -- hint found behind the list's real head is corrected and the merge goes
@@ -206,9 +206,37 @@ end
 -- were stale). It returns the entries and the members whose lists it
 -- found empty (their lane index entries and hints are dropped).
 local hkey = heads_key(queue)
+-- A member names a ready list or a ready set (is_set): read_range reads
+-- entries a to b (0-based, inclusive) of either, drop_first drops its
+-- first n.
+local function set_of(m)
+	return is_set(m, string.find(m, '/', 1, true))
+end
+local function read_range(m, a, b)
+	if set_of(m) then
+		return redis.call('ZRANGE', ready_key(queue, m), a, b)
+	end
+	return redis.call('LRANGE', ready_key(queue, m), a, b)
+end
+local function drop_first(m, n)
+	if set_of(m) then
+		redis.call('ZREMRANGEBYRANK', ready_key(queue, m), 0, n - 1)
+	else
+		redis.call('LTRIM', ready_key(queue, m), n, -1)
+	end
+end
 local function take(members, want)
 	if #members == 1 then
-		local ms = redis.call('LPOP', ready_key(queue, members[1]), want) or {}
+		local ms
+		if set_of(members[1]) then
+			ms = {}
+			local zs = redis.call('ZPOPMIN', ready_key(queue, members[1]), want)
+			for i = 1, #zs, 2 do
+				ms[#ms + 1] = zs[i]
+			end
+		else
+			ms = redis.call('LPOP', ready_key(queue, members[1]), want) or {}
+		end
 		if #ms < want then
 			redis.call('HDEL', hkey, members[1])
 			return ms, {members[1]}
@@ -262,7 +290,7 @@ local function take(members, want)
 			if it and #it < chunk then
 				it = {}
 			else
-				it = redis.call('LRANGE', ready_key(queue, members[k]), taken[k], taken[k] + chunk - 1)
+				it = read_range(members[k], taken[k], taken[k] + chunk - 1)
 			end
 			items[k], pos[k] = it, 1
 		end
@@ -294,7 +322,7 @@ local function take(members, want)
 	for k = 1, nm do
 		local it = items[k]
 		if taken[k] > 0 then
-			redis.call('LTRIM', ready_key(queue, members[k]), taken[k], -1)
+			drop_first(members[k], taken[k])
 		end
 		if empty[k] then
 			emptied[#emptied + 1] = members[k]
@@ -336,7 +364,7 @@ while n < limit and li <= #levels do
 	local slash = string.find(levels[li], '/', 1, true)
 	local group, lp = {}, slash and string.sub(levels[li], 1, slash)
 	while li <= #levels and (not lp or string.sub(levels[li], 1, #lp) == lp) do
-		if lp and may_take(string.sub(levels[li], #lp + 1)) then
+		if lp and may_take(string.sub(levels[li], is_set(levels[li], #lp) and #lp + 2 or #lp + 1)) then
 			group[#group + 1] = levels[li]
 		end
 		li = li + 1

@@ -45,18 +45,20 @@ for qi = 3, #ARGV, 2 do
 		end
 	end
 	for _, lvl in ipairs(redis.call('ZRANGE', levels_key(queue), 0, -1)) do
-		-- A lane's list holds one kind, oldest first: its first live entry
-		-- is the lane's oldest ready instance. A list written before lanes
+		-- A lane's list (and its set) holds one kind, oldest first: its
+		-- first live entry is the lane's oldest ready instance there. A list written before lanes
 		-- (a member without '/') mixes kinds: walk it until every kind of
 		-- the queue was found, at most SCAN entries.
-		local legacy = not string.find(lvl, '/', 1, true)
+		local slash = string.find(lvl, '/', 1, true)
+		local legacy = not slash
+		local zset = slash and is_set(lvl, slash)
 		local head = legacy and LEGACY_READY_HEAD or READY_HEAD
 		local rkey, from, found, nfound = PREFIX .. 'q:' .. queue .. ':r:' .. lvl, 0, {}, 0
 		local need = legacy and want or 1
 		while from < SCAN and nfound < need do
 			-- Small steps first: the head is usually enough.
 			local step = math.min(SCAN - from, from == 0 and 8 or 100)
-			local ms = redis.call('LRANGE', rkey, from, from + step - 1)
+			local ms = redis.call(zset and 'ZRANGE' or 'LRANGE', rkey, from, from + step - 1)
 			from = from + step
 			if #ms == 0 then
 				break

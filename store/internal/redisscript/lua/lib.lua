@@ -42,18 +42,29 @@
 --                               list written before lanes, which claim
 --                               moves into lanes)
 --   q:<queue>:r:<prio>/<lane>  LIST  ready instances of one priority and
---                               lane, in the order they became ready:
+--                               lane, in claim order (RunAt, then Seq):
 --                               member RunAt (7 bytes), Seq (6 bytes),
---                               then ID; claims merge lanes by RunAt and
---                               Seq; the Seq tells an entry left by a
---                               canceled instance from a later instance
---                               that reused its ID
+--                               then ID; entries only ever go at its back
+--                               (see flush_ready); a list written before
+--                               issue 38 holds them in the order they
+--                               became ready, nearly the same; the Seq
+--                               tells an entry left by a canceled instance
+--                               from a later instance that reused its ID
+--   q:<queue>:r:<prio>/x<lane> ZSET  the lane's ready entries that sort
+--                               before its list's tail when pushed (a RunAt
+--                               already past at enqueue, an instance that
+--                               fell due after later ones became ready, one
+--                               rescued or handed back): the same members,
+--                               score 0, so by their bytes; its lane index
+--                               member is <prio>/x<lane>. Claims merge the
+--                               lists and sets of the lanes of a priority
+--                               by RunAt then Seq
 --   q:<queue>:h          HASH   lane index member -> the RunAt and Seq (13
 --                               bytes) of a ready entry at or before its
---                               list's head (a hint: pops leave it behind,
---                               front pushes move it forward), so a claim
---                               that merges lanes reads only the lists it
---                               takes from
+--                               list's (or set's) head (a hint: pops leave
+--                               it behind; a push ahead of a set's head
+--                               drops it), so a claim that merges lanes
+--                               reads only the lists it takes from
 --   paused               SET    the paused queues (queue_admin.lua)
 --   q:<queue>:s          ZSET   instances waiting for RunAt (score RunAt,
 --                               member Seq(6 bytes) Prio+2^31(4 bytes) ID)
@@ -356,6 +367,16 @@ local function lane_parts(lane)
 	return kind, labels
 end
 local function level_member(prio, lane) return num(prio) .. '/' .. lane end
+-- SET_MARK starts the lane part of the lane index member of a lane's
+-- ready set (see flush_ready): "<prio>/x<lane>". A lane starts with a
+-- digit, so a member tells the two apart.
+local SET_MARK = 120 -- 'x'
+local function set_member(prio, lane) return num(prio) .. '/x' .. lane end
+-- is_set tells whether lane index member m (with a '/' at slash) names a
+-- ready set rather than a ready list.
+local function is_set(m, slash)
+	return string.byte(m, slash + 1) == SET_MARK
+end
 local function heads_key(queue) return PREFIX .. 'q:' .. queue .. ':h' end
 local function ready_key(queue, member) return PREFIX .. 'q:' .. queue .. ':r:' .. member end
 local function sched_key(queue) return PREFIX .. 'q:' .. queue .. ':s' end
@@ -373,45 +394,38 @@ local function wake(queue)
 	end
 end
 
--- Ready-list pushes are gathered per list and written by flush_ready.
+-- Ready-list pushes are gathered per lane and written by flush_ready,
+-- which puts each entry in its place by RunAt, then Seq.
 local pushes, push_lists
--- pushes_of returns the gathering of the ready list of (queue, prio,
--- lane): back (entries for its back, in order), front ({entry, RunAt,
--- Seq} each, see push_ready) and due (entries, see push_due).
+-- pushes_of returns the gathering of the ready entries of (queue, prio,
+-- lane): back (the entries, in any order).
 local function pushes_of(queue, prio, lane)
 	local member = level_member(prio, lane)
 	local key = ready_key(queue, member)
 	local p = pushes[key]
 	if not p then
-		p = {queue = queue, prio = prio, member = member, back = {}, front = {}, due = {}}
+		p = {queue = queue, prio = prio, lane = lane, member = member, back = {}}
 		pushes[key] = p
 		push_lists[#push_lists + 1] = key
 	end
 	return p
 end
 
--- Front pushes (instances keeping their place) are ordered by RunAt, then
--- Seq, so several put back at once keep their order too.
--- runat7, when given, is be(runat, 7) made by the caller.
+-- push_ready gathers a ready entry. An instance put back (front: rescued
+-- or handed back) or one that fell due in the scheduled set goes by its
+-- RunAt like any other: ahead of what became due after it. runat7, when
+-- given, is be(runat, 7) made by the caller.
 local function push_ready(id, queue, prio, front, runat, seq, lane, runat7)
-	local p = pushes_of(queue, prio, lane)
-	local m = (runat7 or be(runat, 7)) .. be(seq, 6) .. id
-	if front then
-		p.front[#p.front + 1] = {m, runat, seq}
-	else
-		p.back[#p.back + 1] = m
-	end
+	local back = pushes_of(queue, prio, lane).back
+	back[#back + 1] = (runat7 or be(runat, 7)) .. be(seq, 6) .. id
 end
 
 -- push_due gathers an instance that was waiting in the scheduled set and
 -- is due now: it became ready at its RunAt, which may be before entries
 -- pushed since (claims move such instances only when they run), so
--- flush_ready puts it ahead of those (see merge_due) rather than at the
--- back.
--- Calls come in RunAt, then Seq order (the scheduled set's).
+-- flush_ready puts it ahead of those.
 local function push_due(id, queue, prio, runat, seq, lane)
-	local due = pushes_of(queue, prio, lane).due
-	due[#due + 1] = be(runat, 7) .. be(seq, 6) .. id
+	push_ready(id, queue, prio, false, runat, seq, lane)
 end
 
 -- ready_back returns the list of entries to push at the back of the
@@ -421,136 +435,86 @@ local function ready_back(queue, prio, lane)
 	return pushes_of(queue, prio, lane).back
 end
 
--- DUE_WALK bounds how many entries at a ready list's tail merge_due reads.
-local DUE_WALK = 1000
-
--- merge_due writes due (the ready entries of instances that fell due in
--- the scheduled set, in RunAt then Seq order) into the ready list key. A
--- ready list holds its entries in the order they became ready. An entry
--- that sorts after a due instance by RunAt then Seq became ready after
--- that instance's RunAt (an entry's RunAt is at most when it became
--- ready; with the same RunAt, a higher Seq was enqueued later), and so
--- did every entry behind it. So each due instance goes ahead of the first
--- entry that sorts after it, and the entries from there on keep their
--- order; due instances among themselves go by RunAt then Seq. An entry
--- before that one that became ready after the RunAt as well has an
--- earlier RunAt (it was enqueued with a RunAt already past): ahead of the
--- due instance is its place by RunAt, which the contract allows too.
--- Those entries are near the tail (pushed since the RunAt, usually within
--- one claim interval): merge_due reads the tail backwards in growing
--- chunks (8, 32, ...), on while a chunk holds an entry that sorts after
--- the earliest due one, at most DUE_WALK entries; past that bound a due
--- instance goes behind the older rest.
--- It returns the list's length after, and its new head when the due
--- entries changed the head (the list was empty, or every entry in it
--- sorts after the earliest due one), else nil.
-local function merge_due(key, due)
-	local lo_r, lo_s = unbe(due[1], 1, 7), unbe(due[1], 8, 6)
-	-- tail: the entries read, in list order; take: how many of the last
-	-- ones go behind due entries (from the earliest that sorts after lo).
-	local tail, take, read, chunk, at_head = {}, 0, 0, 8, false
-	while read < DUE_WALK do
-		local n = math.min(chunk, DUE_WALK - read)
-		local es = redis.call('LRANGE', key, -(read + n), -(read + 1))
-		local got, later = #es, false
-		for i = got, 1, -1 do
-			local m = es[i]
-			local r = unbe(m, 1, 7)
-			if r > lo_r or (r == lo_r and unbe(m, 8, 6) > lo_s) then
-				take = read + got - i + 1
-				later = true
-			end
-		end
-		for i = 1, #tail do
-			es[got + i] = tail[i]
-		end
-		tail = es
-		read = read + got
-		if got < n then
-			at_head = true -- fewer than asked: LRANGE stopped at the head
-			break
-		end
-		if not later then
-			break
-		end
-		chunk = chunk * 4
+-- entry_before tells whether ready entry a sorts before b: by RunAt, then
+-- Seq (the first 13 bytes; never compared as strings, which Lua does by
+-- the server's locale).
+local function entry_before(a, b)
+	local ra, rb = unbe(a, 1, 7), unbe(b, 1, 7)
+	if ra ~= rb then
+		return ra < rb
 	end
-	local out = due
-	if take > 0 then
-		-- Merge the last take entries read with due, each side in its
-		-- order: a due entry goes ahead of the first of them after it.
-		out = {}
-		local i, j, nt, nd = #tail - take + 1, 1, #tail, #due
-		local mr, ms = unbe(tail[i], 1, 7), unbe(tail[i], 8, 6)
-		local dr, ds = lo_r, lo_s
-		while i <= nt or j <= nd do
-			if j <= nd and (i > nt or dr < mr or (dr == mr and ds < ms)) then
-				out[#out + 1] = due[j]
-				j = j + 1
-				if j <= nd then
-					dr, ds = unbe(due[j], 1, 7), unbe(due[j], 8, 6)
-				end
-			else
-				out[#out + 1] = tail[i]
-				i = i + 1
-				if i <= nt then
-					mr, ms = unbe(tail[i], 1, 7), unbe(tail[i], 8, 6)
-				end
-			end
-		end
-		redis.call('LTRIM', key, 0, -(take + 1))
-	end
-	local len = chunked('RPUSH', key, out)
-	if at_head and take == #tail then
-		return len, out[1]
-	end
-	return len, nil
+	return unbe(a, 8, 6) < unbe(b, 8, 6)
 end
 
--- flush_ready writes the gathered pushes. It returns the set of queues
--- that had a ready list pushed to which was empty before (nil if none).
+-- flush_ready writes the gathered pushes, keeping each lane's ready
+-- entries in claim order (RunAt, then Seq). A lane's list holds entries in
+-- that order: the pushed entries that sort at or after its tail (all of
+-- them, usually: an enqueue's RunAt is its caller's now) are appended;
+-- those that sort before its tail (a RunAt already past at enqueue, an
+-- instance that fell due in the scheduled set after later ones became
+-- ready, one rescued or handed back) go to the lane's set (SET_MARK in
+-- its member; score 0, so members sort by their bytes: RunAt, Seq, ID),
+-- and claims merge the list and the set. It returns the set of queues
+-- that had a ready list or set pushed to which was empty before (nil if
+-- none).
 local function flush_ready()
 	local filled
 	for _, key in ipairs(push_lists) do
 		local p = pushes[key]
-		local len, head
-		if #p.due > 0 then
-			len, head = merge_due(key, p.due)
-		end
-		if #p.back > 0 then
-			len = chunked('RPUSH', key, p.back)
-		end
-		if #p.front > 0 then
-			-- LPUSH reverses its arguments; push the front ones last to
-			-- first so they keep their order.
-			table.sort(p.front, function(a, b)
-				if a[2] ~= b[2] then return a[2] < b[2] end
-				return a[3] < b[3]
-			end)
-			local rev = {}
-			for i = #p.front, 1, -1 do
-				rev[#rev + 1] = p.front[i][1]
+		local all, sorted = p.back, true
+		-- Most calls push in order already (checked in one pass).
+		for i = 2, #all do
+			if entry_before(all[i], all[i - 1]) then
+				sorted = false
+				break
 			end
-			len = chunked('LPUSH', key, rev)
 		end
-		-- A list that held entries before these pushes is in the lane
-		-- index already (claim drops a lane's member only with its list
-		-- emptied, in the same script), and its head hint, if any, is at
-		-- or before its head, which back pushes do not move: only a list
-		-- these pushes started needs the index entry and the hint.
-		local was_empty = len == #p.back + #p.front + #p.due
-		if was_empty then
-			redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)
-			filled = filled or {}
-			filled[p.queue] = true
+		if not sorted then
+			table.sort(all, entry_before)
 		end
-		-- Keep the head hint at or before the list's head.
-		if #p.front > 0 then
-			redis.call('HSET', heads_key(p.queue), p.member, string.sub(p.front[1][1], 1, 13))
-		elseif head then
-			redis.call('HSET', heads_key(p.queue), p.member, string.sub(head, 1, 13))
-		elseif was_empty then
-			redis.call('HSETNX', heads_key(p.queue), p.member, string.sub(p.back[1], 1, 13))
+		-- low: how many sort before the list's tail (a prefix of all).
+		local low = 0
+		local tail = redis.call('LINDEX', key, -1)
+		if tail and entry_before(all[1], tail) then
+			local lo, hi = 1, #all -- all[lo] is before tail; find the last such
+			while lo < hi do
+				local mid = floor((lo + hi + 1) / 2)
+				if entry_before(all[mid], tail) then lo = mid else hi = mid - 1 end
+			end
+			low = lo
+		end
+		if low > 0 then
+			local smember = set_member(p.prio, p.lane)
+			local zargs = {}
+			for i = 1, low do
+				zargs[2 * i - 1], zargs[2 * i] = 0, all[i]
+			end
+			chunked('ZADD', ready_key(p.queue, smember), zargs)
+			if redis.call('ZADD', levels_key(p.queue), -p.prio, smember) == 1 then
+				filled = filled or {}
+				filled[p.queue] = true
+			end
+			-- Its head may have moved ahead of its hint: read when next merged.
+			redis.call('HDEL', heads_key(p.queue), smember)
+		end
+		if low < #all then
+			local back = all
+			if low > 0 then
+				back = {}
+				for i = low + 1, #all do back[i - low] = all[i] end
+			end
+			local len = chunked('RPUSH', key, back)
+			-- A list that held entries before is in the lane index already
+			-- (claim drops a lane's member only with its list emptied, in
+			-- the same script), and its head hint, if any, is at or before
+			-- its head, which appends do not move: only a list these
+			-- pushes started needs the index entry and the hint.
+			if len == #back then
+				redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)
+				redis.call('HSET', heads_key(p.queue), p.member, string.sub(back[1], 1, 13))
+				filled = filled or {}
+				filled[p.queue] = true
+			end
 		end
 	end
 	pushes, push_lists = {}, {}

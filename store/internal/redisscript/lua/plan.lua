@@ -25,7 +25,9 @@ if states[S_SCHEDULED] then
 	end
 	for _, q in ipairs(queues) do
 		for _, prio in ipairs(redis.call('ZRANGE', levels_key(q), 0, -1)) do
-			by_state = by_state + redis.call('LLEN', PREFIX .. 'q:' .. q .. ':r:' .. prio)
+			local slash = string.find(prio, '/', 1, true)
+			local cmd = (slash and is_set(prio, slash)) and 'ZCARD' or 'LLEN'
+			by_state = by_state + redis.call(cmd, PREFIX .. 'q:' .. q .. ':r:' .. prio)
 		end
 		by_state = by_state + redis.call('ZCARD', sched_key(q))
 	end

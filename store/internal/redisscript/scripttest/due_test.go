@@ -9,13 +9,12 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// TestDueMergeBounded checks the bound of the claim's merge of instances
-// that fell due (lib.lua merge_due): a due instance goes ahead of the
-// ready entries that became ready after its RunAt, looking back at most
-// 1,000 entries from the list's tail. With 1,500 such entries it lands
-// ahead of the last 1,000 and behind the first 500; with 600 ahead of all.
-func TestDueMergeBounded(t *testing.T) {
-	for _, tc := range []struct{ newer, want int }{{600, 0}, {1500, 500}} {
+// TestDueAheadOfAll checks that an instance that fell due goes ahead of
+// every ready entry that became ready after its RunAt, however many (it
+// goes to its lane's ready set, lib.lua flush_ready; until issue 38 the
+// claim looked back at most 1,000 entries from the list's tail).
+func TestDueAheadOfAll(t *testing.T) {
+	for _, tc := range []struct{ newer, want int }{{600, 0}, {1500, 0}, {5000, 0}} {
 		t.Run(fmt.Sprint(tc.newer), func(t *testing.T) {
 			c, r := hookCore(t)
 			e := &interleave{t: t, c: c, r: r}
@@ -36,7 +35,7 @@ func TestDueMergeBounded(t *testing.T) {
 				t.Fatalf("claimed %d, want %d", len(ids), tc.newer+1)
 			}
 			if at := slices.Index(ids, "due"); at != tc.want {
-				t.Fatalf("the due instance was claimed at %d, want %d (ahead of the last %d of %d entries that became ready after its RunAt)", at, tc.want, tc.newer-tc.want, tc.newer)
+				t.Fatalf("the due instance was claimed at %d, want %d (ahead of all %d entries that became ready after its RunAt)", at, tc.want, tc.newer)
 			}
 			for i, id := range slices.Delete(ids, tc.want, tc.want+1) {
 				if want := fmt.Sprintf("new-%04d", i); id != want {

@@ -56,6 +56,8 @@ func Run(t *testing.T, h Harness) {
 		{"KindBucketLimitBigSecond", testKindBucketLimitBigSecond},
 		{"CancelReady", testCancelReady},
 		{"LegacyReadyList", testLegacyReadyList},
+		{"ReadyListBeforeOrder", testReadyListBeforeOrder},
+		{"ReadySetReads", testReadySetReads},
 		{"LaneMerge", testLaneMerge},
 		{"CancelReadyReused", testCancelReadyReused},
 		{"UUIDIDs", testUUIDIDs},
