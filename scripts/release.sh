@@ -51,7 +51,14 @@ for m in "${modules[@]}"; do
 done
 
 # module_path DIR: the module path its go.mod declares.
-module_path() { (cd "$1" && GOWORK=off go mod edit -json | sed -n 's/^\t\t"Path": "\(.*\)"$/\1/p' | head -1); }
+module_path() { awk '$1 == "module" { print $2; exit }' "$1/go.mod"; }
+# jobkit_requires DIR: the repository modules its go.mod requires (lines
+# "<path> <version>" in a require block or a one-line require).
+jobkit_requires() {
+	awk '/^require \($/ { r = 1; next } r && /^\)/ { r = 0 }
+		r && $1 ~ /^github\.com\/jobkit\/job(\/|$)/ && $2 ~ /^v/ { print $1 }
+		$1 == "require" && $2 ~ /^github\.com\/jobkit\/job(\/|$)/ && $3 ~ /^v/ { print $2 }' "$1/go.mod"
+}
 declare -A path_of dir_of
 for m in "${modules[@]}"; do
 	p=$(module_path "$m")
@@ -75,20 +82,20 @@ if ! $set_only; then
 fi
 
 for m in "${modules[@]}"; do
-	mapfile -t reqs < <(cd "$m" && GOWORK=off go mod edit -json | awk '/"Require"/{r=1} /^\t\]/{r=0} r && /"Path"/{gsub(/[",]/,""); print $2}')
-	edits=()
+	mapfile -t reqs < <(jobkit_requires "$m")
 	for p in "${reqs[@]}"; do
 		d=${dir_of[$p]:-}
-		[[ -z $d ]] && continue
+		if [[ -z $d ]]; then
+			echo "release.sh: $m/go.mod requires $p, which is no module of this repository" >&2
+			exit 1
+		fi
 		if is_released "$m" && ! is_released "$d"; then
 			echo "release.sh: released module $m requires $d, which is not released (move it out of bench/, examples/, internal/ or tools/)" >&2
 			exit 1
 		fi
-		edits+=("-require=$p@$version")
 	done
-	if ((${#edits[@]})); then
-		(cd "$m" && GOWORK=off go mod edit "${edits[@]}")
-	fi
+	# Only requirement lines ("<path> <version>"): replace lines have "=>".
+	sed -i -E "s#^((require)?[[:space:]]*github\.com/jobkit/job(/[^[:space:]]+)?)[[:space:]]+v[^[:space:]]+([[:space:]]|\$)#\1 $version\4#" "$m/go.mod"
 done
 sed -i "s/^const Version = \".*\"$/const Version = \"$version\"/" node.go
 grep -q "^const Version = \"$version\"$" node.go || {
