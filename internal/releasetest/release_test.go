@@ -26,9 +26,10 @@ import (
 	"github.com/jobkit/job/internal/testserver"
 )
 
-// version is the release the test makes in its clone. It never leaves the
-// test's temporary directory.
-const version = "v0.99.0"
+// version is the release the test makes in its clone: unique to the run,
+// so the module cache never serves one run's modules to another, and
+// removed from the cache when the test ends.
+var version = fmt.Sprintf("v0.99.0-releasetest.%d", time.Now().UnixNano())
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -76,21 +77,14 @@ func TestReleasedModulesWorkOutsideTheRepository(t *testing.T) {
 	// Third-party modules come from this machine's module cache (a valid
 	// file proxy), falling back to the configured proxy; the checksum
 	// database is off because the jobkit modules exist only here. The
-	// module cache is the test's own, so its versions never mix with the
-	// machine's.
+	// module cache is the machine's, so what earlier builds compiled from
+	// it is reused; the release's own modules leave it when the test ends.
 	user := filepath.Join(work, "user")
-	modcache := filepath.Join(work, "modcache")
-	t.Cleanup(func() {
-		// The module cache is read-only; go clean makes it removable.
-		c := exec.Command("go", "clean", "-modcache")
-		c.Env = append(os.Environ(), "GOMODCACHE="+modcache)
-		_ = c.Run()
-	})
 	shared := strings.TrimSpace(run(t, ".", nil, "go", "env", "GOMODCACHE"))
+	t.Cleanup(func() { forgetRelease(t, shared) })
 	upstream := strings.TrimSpace(run(t, ".", nil, "go", "env", "GOPROXY"))
 	goEnv := []string{
-		"GOWORK=off", "GOFLAGS=-mod=mod -trimpath", "GOSUMDB=off", "GOTOOLCHAIN=local",
-		"GOMODCACHE=" + modcache,
+		"GOWORK=off", "GOFLAGS=-mod=mod", "GOSUMDB=off", "GOTOOLCHAIN=local",
 		"GOPROXY=" + fileURL(proxy) + "," + fileURL(filepath.Join(shared, "cache", "download")) + "," + upstream,
 	}
 	for _, dir := range []string{"quickstart", "redisexample"} {
@@ -166,6 +160,54 @@ func TestLibraryUsersGetNoTestDependencies(t *testing.T) {
 						m, r.Mod.Path, f.Module.Mod.Path)
 				}
 			}
+		}
+	}
+}
+
+// forgetRelease removes the test's release from the module cache: the
+// extracted modules (github.com/jobkit/job...@version) and their downloads
+// (cache/download/github.com/jobkit/.../@v/version.* and its line in each
+// @v/list). The cache's files
+// are read-only, so each directory is made writable first.
+func forgetRelease(t *testing.T, modcache string) {
+	var doomed []string
+	root := filepath.Join(modcache, "github.com", "jobkit")
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && strings.HasSuffix(d.Name(), "@"+version) {
+			doomed = append(doomed, path)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	dl := filepath.Join(modcache, "cache", "download", "github.com", "jobkit")
+	_ = filepath.WalkDir(dl, func(path string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil || d.IsDir():
+		case strings.HasPrefix(d.Name(), version+"."):
+			doomed = append(doomed, path)
+		case d.Name() == "list":
+			// The versions the cache has seen: drop the release's line.
+			if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), version) {
+				kept := strings.ReplaceAll(string(data), version+"\n", "")
+				if err := os.WriteFile(path, []byte(kept), 0o644); err != nil {
+					t.Errorf("removing the test's release from %s: %v", path, err)
+				}
+			}
+		}
+		return nil
+	})
+	for _, p := range doomed {
+		_ = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				_ = os.Chmod(path, 0o755)
+			}
+			return nil
+		})
+		if err := os.RemoveAll(p); err != nil {
+			t.Errorf("removing the test's release from the module cache: %v", err)
 		}
 	}
 }
