@@ -4,11 +4,9 @@ go 1.26.0
 
 require (
 	github.com/jobkit/job v0.1.0
-	github.com/jobkit/job/store/redisstore v0.1.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.67.5
-	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -17,15 +15,11 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/jobkit/job/store/internal/redisscript v0.1.0 // indirect
 	github.com/kr/text v0.2.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
-	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
-	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
-	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -35,9 +29,4 @@ require (
 // The repository's other modules build against their current code here
 // (see "Module layout" in doc/design.md); go.work does the same for
 // commands run from the repository root.
-replace (
-	github.com/jobkit/job => ..
-	github.com/jobkit/job/store/internal/redisscript => ../store/internal/redisscript
-	github.com/jobkit/job/store/internal/redisscript/scripttest => ../store/internal/redisscript/scripttest
-	github.com/jobkit/job/store/redisstore => ../store/redisstore
-)
+replace github.com/jobkit/job => ..

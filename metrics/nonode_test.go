@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobkit/job"
+	"github.com/jobkit/job/metrics/internal/collectortest"
 )
 
 // TestQueuedNoNode: instances waiting on a kind that no live node runs
@@ -14,7 +15,7 @@ import (
 // live node runs counts 0 there.
 func TestQueuedNoNode(t *testing.T) {
 	t.Parallel()
-	s, m := observedManager(t, mustJob(t, job.WithKind("run"), job.WithExecutor(func() {})))
+	s, m := observedManager(t, collectortest.MustJob(t, job.WithKind("run"), job.WithExecutor(func() {})))
 	ctx := context.Background()
 	if _, err := m.PutDefinition(ctx, job.Definition{Kind: "orphan"}, 0); err != nil {
 		t.Fatal(err)
@@ -29,18 +30,18 @@ func TestQueuedNoNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var f families
-	waitFor(t, "the node to show as live", func() bool {
-		f = s.scrape()
-		return f.value("jobkit_nodes", "status", "live") == 1
+	var f collectortest.Families
+	collectortest.WaitFor(t, "the node to show as live", func() bool {
+		f = s.Scrape()
+		return f.Value("jobkit_nodes", "status", "live") == 1
 	})
-	if got := f.value("jobkit_queued_no_node", "kind", "orphan"); got != 3 {
+	if got := f.Value("jobkit_queued_no_node", "kind", "orphan"); got != 3 {
 		t.Errorf("jobkit_queued_no_node{kind=orphan} = %v, want 3", got)
 	}
-	if got := f.value("jobkit_queued_no_node", "kind", "run"); got != 0 {
+	if got := f.Value("jobkit_queued_no_node", "kind", "run"); got != 0 {
 		t.Errorf("jobkit_queued_no_node{kind=run} = %v, want 0 (this node runs it)", got)
 	}
-	if got := f.value("jobkit_queued", "kind", "run"); got != 2 {
+	if got := f.Value("jobkit_queued", "kind", "run"); got != 2 {
 		t.Errorf("jobkit_queued{kind=run} = %v, want 2", got)
 	}
 }

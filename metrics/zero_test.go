@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobkit/job"
 	"github.com/jobkit/job/metrics"
+	"github.com/jobkit/job/metrics/internal/collectortest"
 )
 
 // TestSeriesAtZeroFromTheStart: before anything happened, a scrape already
@@ -18,8 +19,8 @@ import (
 // and the scrape error counter at 0 for each source.
 func TestSeriesAtZeroFromTheStart(t *testing.T) {
 	t.Parallel()
-	s, _ := observedManager(t, mustJob(t, job.WithKind("k"), job.WithQueue("q1"), job.WithExecutor(func() {})))
-	f := s.scrape()
+	s, _ := observedManager(t, collectortest.MustJob(t, job.WithKind("k"), job.WithQueue("q1"), job.WithExecutor(func() {})))
+	f := s.Scrape()
 	want := [][]string{
 		{"jobkit_scrape_errors_total", "source", "counts"},
 		{"jobkit_scrape_errors_total", "source", "lag"},
@@ -41,7 +42,7 @@ func TestSeriesAtZeroFromTheStart(t *testing.T) {
 		}
 	}
 	for _, w := range want {
-		if got := f.value(w[0], w[1:]...); got != 0 {
+		if got := f.Value(w[0], w[1:]...); got != 0 {
 			t.Errorf("%s%v = %v before anything happened, want a series at 0", w[0], w[1:], got)
 		}
 	}
@@ -54,10 +55,10 @@ func TestAlertChannelsAtZero(t *testing.T) {
 	a.ChannelKnown("prod", "pager", "webhook")
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(a)
-	s := serve(t, reg)
-	f := s.scrape()
+	s := collectortest.Serve(t, reg)
+	f := s.Scrape()
 	for _, name := range []string{"jobkit_alert_delivery_failures_total", "jobkit_alert_deliveries_total"} {
-		if got := f.value(name, "namespace", "prod", "channel", "pager", "type", "webhook"); got != 0 {
+		if got := f.Value(name, "namespace", "prod", "channel", "pager", "type", "webhook"); got != 0 {
 			t.Errorf("%s = %v for a known channel, want a series at 0", name, got)
 		}
 	}
@@ -66,7 +67,7 @@ func TestAlertChannelsAtZero(t *testing.T) {
 // observedManager starts a manager on memdb with jobs registered, observed
 // by a Collector on a registry of its own, and returns the registry's
 // scraper and the manager (stopped at the end of the test).
-func observedManager(t *testing.T, jobs ...*job.Job) (*scraper, *job.Manager) {
+func observedManager(t *testing.T, jobs ...*job.Job) (*collectortest.Scraper, *job.Manager) {
 	t.Helper()
 	col, err := metrics.New()
 	if err != nil {
@@ -74,7 +75,7 @@ func observedManager(t *testing.T, jobs ...*job.Job) (*scraper, *job.Manager) {
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(col)
-	s := serve(t, reg)
+	s := collectortest.Serve(t, reg)
 	m, err := job.NewManager(job.WithLogger(quiet), job.WithStore(memStore(t)), job.WithObserver(col))
 	if err != nil {
 		t.Fatal(err)

@@ -4,8 +4,6 @@ go 1.26.0
 
 require (
 	github.com/jobkit/job v0.1.0
-	github.com/jobkit/job/store/redisstore v0.1.0
-	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.44.0
 	go.opentelemetry.io/otel/sdk v1.44.0
 	go.opentelemetry.io/otel/trace v1.44.0
@@ -18,21 +16,13 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/jobkit/job/store/internal/redisscript v0.1.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
-	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
-	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/metric v1.44.0 // indirect
-	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
 
 // The repository's other modules build against their current code here
 // (see "Module layout" in doc/design.md).
-replace (
-	github.com/jobkit/job => ../
-	github.com/jobkit/job/store/internal/redisscript => ../store/internal/redisscript
-	github.com/jobkit/job/store/internal/redisscript/scripttest => ../store/internal/redisscript/scripttest
-	github.com/jobkit/job/store/redisstore => ../store/redisstore
-)
+replace github.com/jobkit/job => ../

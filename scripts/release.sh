@@ -4,9 +4,17 @@
 #   scripts/release.sh v0.2.0          rewrite, commit "Release v0.2.0", tag
 #   scripts/release.sh --set v0.2.0    rewrite only (nothing committed)
 #
-# The released modules are every directory holding a go.mod except those
-# under bench/, examples/, internal/ and tools/ (programs and test
-# harnesses no one imports). The script
+# The released modules are the directories holding a go.mod, except
+#   - those under bench/, examples/ and tools/ (programs no one imports),
+#     never released;
+#   - those with an `internal` path element (internal/faulttest,
+#     store/internal/redisscript, metrics/internal/redistest, ...),
+#     released only when a released module requires them: the Redis
+#     plugin's store/internal/redisscript and its scripttest are, while
+#     test harnesses and the modules holding a library's tests against
+#     real servers (so that the library's go.mod need not require the
+#     servers' clients) are not.
+# The script
 #   1. requires each repository module from every go.mod at the version
 #      (the `replace` lines stay: they serve development and CI inside the
 #      repository and are ignored where a module is a dependency);
@@ -42,13 +50,6 @@ if ! $set_only && [[ -n $(git status --porcelain) ]]; then
 fi
 
 mapfile -t modules < <(find . -name go.mod -not -path './.git/*' -printf '%h\n' | sed 's#^\./##; s#^\.$#.#' | sort)
-released=()
-for m in "${modules[@]}"; do
-	case $m in
-	bench | bench/* | examples/* | internal/* | tools | tools/*) ;;
-	*) released+=("$m") ;;
-	esac
-done
 
 # module_path DIR: the module path its go.mod declares.
 module_path() { awk '$1 == "module" { print $2; exit }' "$1/go.mod"; }
@@ -65,11 +66,42 @@ for m in "${modules[@]}"; do
 	path_of[$m]=$p
 	dir_of[$p]=$m
 done
-is_released() {
-	local r
-	for r in "${released[@]}"; do [[ $r == "$1" ]] && return 0; done
-	return 1
-}
+# deps_of[DIR]: the repository modules DIR requires, by directory.
+declare -A deps_of
+for m in "${modules[@]}"; do
+	deps=()
+	while IFS= read -r p; do
+		if [[ -n ${dir_of[$p]:-} ]]; then deps+=("${dir_of[$p]}"); fi
+	done < <(jobkit_requires "$m")
+	deps_of[$m]=${deps[*]-}
+done
+
+never() { case $1 in bench | bench/* | examples/* | tools | tools/*) return 0 ;; esac; return 1; }
+has_internal() { [[ /$1/ == */internal/* ]]; }
+declare -A is_rel
+for m in "${modules[@]}"; do
+	if ! never "$m" && ! has_internal "$m"; then is_rel[$m]=1; fi
+done
+# A module with an internal path element joins when a released module
+# requires it, until no more join (a joined one may require another).
+grew=true
+while $grew; do
+	grew=false
+	for m in "${modules[@]}"; do
+		if [[ -z ${is_rel[$m]:-} ]]; then continue; fi
+		for d in ${deps_of[$m]}; do
+			if [[ -z ${is_rel[$d]:-} ]] && has_internal "$d" && ! never "$d"; then
+				is_rel[$d]=1
+				grew=true
+			fi
+		done
+	done
+done
+released=()
+for m in "${modules[@]}"; do
+	if [[ -n ${is_rel[$m]:-} ]]; then released+=("$m"); fi
+done
+is_released() { [[ -n ${is_rel[$1]:-} ]]; }
 
 tag_of() { if [[ $1 == . ]]; then echo "$version"; else echo "$1/$version"; fi; }
 if ! $set_only; then
@@ -90,7 +122,7 @@ for m in "${modules[@]}"; do
 			exit 1
 		fi
 		if is_released "$m" && ! is_released "$d"; then
-			echo "release.sh: released module $m requires $d, which is not released (move it out of bench/, examples/, internal/ or tools/)" >&2
+			echo "release.sh: released module $m requires $d, which is not released (move it out of bench/, examples/ or tools/)" >&2
 			exit 1
 		fi
 	done

@@ -54,22 +54,42 @@ func TestReleasedModulesWorkOutsideTheRepository(t *testing.T) {
 	// made from the repository at its tag as a module proxy makes them.
 	proxy := filepath.Join(work, "proxy")
 	tags := strings.Fields(run(t, clone, nil, "git", "tag", "--points-at", "HEAD"))
-	released := map[string]bool{}
+	released := map[string]*modfile.File{}
 	for _, tag := range tags {
 		subdir := strings.TrimSuffix(strings.TrimSuffix(tag, version), "/")
-		path := serveModule(t, proxy, clone, tag, subdir)
-		released[path] = true
+		f := serveModule(t, proxy, clone, tag, subdir)
+		released[f.Module.Mod.Path] = f
 	}
 	for _, must := range []string{"github.com/jobkit/job", "github.com/jobkit/job/store/redisstore", "github.com/jobkit/job/server",
-		"github.com/jobkit/job/metrics", "github.com/jobkit/job/otel"} {
-		if !released[must] {
+		"github.com/jobkit/job/metrics", "github.com/jobkit/job/otel",
+		// internal, and required by the Redis and Valkey plugins
+		"github.com/jobkit/job/store/internal/redisscript", "github.com/jobkit/job/store/internal/redisscript/scripttest"} {
+		if released[must] == nil {
 			t.Fatalf("release.sh tagged %v; %s is not among them", tags, must)
+		}
+	}
+	// A module with an internal path element is released only when a
+	// released module requires it.
+	required := map[string]bool{}
+	for _, f := range released {
+		for _, r := range f.Require {
+			required[r.Mod.Path] = true
 		}
 	}
 	for path := range released {
 		if strings.HasPrefix(path, "github.com/jobkit/job/bench") || strings.HasPrefix(path, "github.com/jobkit/job/examples") ||
-			strings.HasPrefix(path, "github.com/jobkit/job/internal") || strings.HasPrefix(path, "github.com/jobkit/job/tools") {
-			t.Errorf("release.sh released %s, a program or test harness no one imports", path)
+			strings.HasPrefix(path, "github.com/jobkit/job/tools") {
+			t.Errorf("release.sh released %s, a program no one imports", path)
+		}
+		if strings.Contains(strings.TrimPrefix(path, "github.com/jobkit/job")+"/", "/internal/") && !required[path] {
+			t.Errorf("release.sh released %s, an internal module that no released module requires", path)
+		}
+	}
+	for _, not := range []string{"github.com/jobkit/job/internal/faulttest", "github.com/jobkit/job/internal/releasetest",
+		// the modules holding metrics' and otel's tests against Redis
+		"github.com/jobkit/job/metrics/internal/redistest", "github.com/jobkit/job/otel/internal/redistest"} {
+		if released[not] != nil {
+			t.Errorf("release.sh released %s, a test harness no one imports", not)
 		}
 	}
 
@@ -213,18 +233,22 @@ func forgetRelease(t *testing.T, modcache string) {
 }
 
 // serveModule writes the module in subdir of repo at tag into the
-// file-based proxy and returns its path.
-func serveModule(t *testing.T, proxy, repo, tag, subdir string) string {
+// file-based proxy and returns its go.mod.
+func serveModule(t *testing.T, proxy, repo, tag, subdir string) *modfile.File {
 	t.Helper()
 	modFile := "go.mod"
 	if subdir != "" {
 		modFile = subdir + "/go.mod"
 	}
 	data := run(t, repo, nil, "git", "show", tag+":"+modFile)
-	path := modfile.ModulePath([]byte(data))
-	if path == "" {
+	mf, err := modfile.Parse(modFile, []byte(data), nil)
+	if err != nil {
+		t.Fatalf("%s at %s: %v", modFile, tag, err)
+	}
+	if mf.Module == nil || mf.Module.Mod.Path == "" {
 		t.Fatalf("%s at %s declares no module path", modFile, tag)
 	}
+	path := mf.Module.Mod.Path
 	escaped, err := module.EscapePath(path)
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +271,7 @@ func serveModule(t *testing.T, proxy, repo, tag, subdir string) string {
 			t.Fatal(err)
 		}
 	}
-	return path
+	return mf
 }
 
 // runJobd starts jobd on the embedded store on a free port, waits for its

@@ -1,4 +1,4 @@
-package jobotel_test
+package redistest_test
 
 import (
 	"context"

@@ -1,0 +1,41 @@
+module github.com/jobkit/job/otel/internal/redistest
+
+go 1.26.0
+
+require (
+	github.com/jobkit/job v0.1.0
+	github.com/jobkit/job/otel v0.1.0
+	github.com/jobkit/job/store/redisstore v0.1.0
+	github.com/redis/go-redis/v9 v9.23.0
+	go.opentelemetry.io/otel v1.44.0
+	go.opentelemetry.io/otel/sdk v1.44.0
+	go.opentelemetry.io/otel/trace v1.44.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-logr/logr v1.4.3 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/google/btree v1.1.3 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/jobkit/job/store/internal/redisscript v0.1.0 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
+	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
+	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel/metric v1.44.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
+
+// The repository's other modules build against their current code here
+// (see "Module layout" in doc/design.md); go.work does the same for
+// commands run from the repository root.
+replace (
+	github.com/jobkit/job => ../../..
+	github.com/jobkit/job/otel => ../..
+	github.com/jobkit/job/store/internal/redisscript => ../../../store/internal/redisscript
+	github.com/jobkit/job/store/internal/redisscript/scripttest => ../../../store/internal/redisscript/scripttest
+	github.com/jobkit/job/store/redisstore => ../../../store/redisstore
+)
