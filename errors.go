@@ -126,10 +126,11 @@ func scheduleError(what, idemKey string, err error) error {
 // package (goFix), such as "register it with Manager.RegisterJob". A
 // server that relays it to other readers (jobd's API, jobctl, the
 // console) finds that fix with errors.As and an interface{ GoFix()
-// string }, and puts the fix that fits its readers in its place.
-// errors.Is matches sentinel.
+// string; Subject() string }, and puts the fix that fits its readers in
+// its place. errors.Is matches sentinel.
 type fixError struct {
 	sentinel error
+	subject  string // what it is about: the kind
 	problem  string
 	goFix    string
 }
@@ -141,11 +142,15 @@ func (e *fixError) Unwrap() error { return e.sentinel }
 // caller.
 func (e *fixError) GoFix() string { return e.goFix }
 
+// Subject returns what the error is about (the kind).
+func (e *fixError) Subject() string { return e.subject }
+
 // unknownKind is the error of a kind that nothing runs and nothing
 // defines: problem names the kind and where it was looked for.
 func unknownKind(kind, problem string) error {
 	return &fixError{
 		sentinel: ErrUnknownKind,
+		subject:  kind,
 		problem:  fmt.Sprintf("unknown kind %q: %s", kind, problem),
 		goFix:    "register it with Manager.RegisterJob, or store a definition of it with Manager.PutDefinition",
 	}

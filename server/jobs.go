@@ -200,6 +200,9 @@ func (h jobService) GetInstance(ctx context.Context, req *connect.Request[pb.Get
 		}
 		if ex.Reason != job.WaitNotWaiting { // claimed since the lookup
 			res.Waiting = waitingToProto(ex)
+			if ex.Reason == job.WaitQueuePaused { // the engine's message names a Go call
+				res.Waiting.Message = fmt.Sprintf("queue %q is paused; resume it (QueueService.ResumeQueue) to run its instances", ji.Queue)
+			}
 		}
 	}
 	return connect.NewResponse(res), nil

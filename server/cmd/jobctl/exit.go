@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/jobkit/job/api/client"
 )
@@ -92,11 +93,38 @@ func codeExit(c client.Code) int {
 	return exitError
 }
 
+// jobctlFixes are the fixes jobctl names, by ErrorFix reason, in the
+// place of those the server's messages name for an API caller.
+var jobctlFixes = map[string]func(subject string) string{
+	client.FixUnknownKind: func(kind string) string {
+		return fmt.Sprintf("define it with 'jobctl definitions create %s' (a job made of data), or start a worker that registers it", kind)
+	},
+	client.FixNoToken: func(string) string {
+		return "give one with --token or --token-file, or set JOBCTL_TOKEN"
+	},
+}
+
+// message is err's message for a jobctl user: a fix the server named for
+// an API caller becomes jobctl's own.
+func message(err error) string {
+	msg := err.Error()
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return msg
+	}
+	if f := ce.Fix(); f != nil && f.GetFix() != "" {
+		if fix, ok := jobctlFixes[f.GetReason()]; ok {
+			msg = strings.Replace(msg, f.GetFix(), fix(f.GetSubject()), 1)
+		}
+	}
+	return msg
+}
+
 // report prints err for a user and returns its exit code.
 func report(w io.Writer, err error) int {
 	code := exitCode(err)
 	if code != exitOK {
-		fmt.Fprintf(w, "jobctl: %v\n", err)
+		fmt.Fprintf(w, "jobctl: %s\n", message(err))
 		if code == exitUsage {
 			var ue *usageError
 			if errors.As(err, &ue) {
