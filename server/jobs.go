@@ -176,7 +176,15 @@ func batchResult(inst *pb.Instance, err error) *pb.ScheduleBatchResult {
 	if !errors.As(toConnect(err), &ce) {
 		return &pb.ScheduleBatchResult{Error: &pb.ItemError{Code: connect.CodeInternal.String(), Message: err.Error(), OutcomeUnknown: unknown}}
 	}
-	return &pb.ScheduleBatchResult{Error: &pb.ItemError{Code: ce.Code().String(), Message: ce.Message(), OutcomeUnknown: unknown}}
+	ie := &pb.ItemError{Code: ce.Code().String(), Message: ce.Message(), OutcomeUnknown: unknown}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if f, ok := v.(*pb.ErrorFix); ok {
+				ie.Fix = f
+			}
+		}
+	}
+	return &pb.ScheduleBatchResult{Error: ie}
 }
 
 // GetInstance implements JobService.GetInstance.

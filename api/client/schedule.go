@@ -302,6 +302,11 @@ func itemError(op string, e *jobkitv1.ItemError) error {
 		code = connect.CodeUnknown
 	}
 	ce := &Error{Op: op, err: connect.NewError(code, errors.New(e.GetMessage()))}
+	if f := e.GetFix(); f != nil {
+		if d, err := connect.NewErrorDetail(f); err == nil {
+			ce.err.AddDetail(d)
+		}
+	}
 	if e.GetOutcomeUnknown() {
 		ce.also = job.ErrOutcomeUnknown
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jobkit/job/api/client"
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 )
 
 // The exit codes jobctl documents (see the package comment).
@@ -112,10 +113,17 @@ func message(err error) string {
 	if !errors.As(err, &ce) {
 		return msg
 	}
-	if f := ce.Fix(); f != nil && f.GetFix() != "" {
-		if fix, ok := jobctlFixes[f.GetReason()]; ok {
-			msg = strings.Replace(msg, f.GetFix(), fix(f.GetSubject()), 1)
-		}
+	return withJobctlFix(msg, ce.Fix())
+}
+
+// withJobctlFix is msg with jobctl's fix in the place of the one f says
+// msg names for an API caller.
+func withJobctlFix(msg string, f *jobkitv1.ErrorFix) string {
+	if f.GetFix() == "" {
+		return msg
+	}
+	if fix, ok := jobctlFixes[f.GetReason()]; ok {
+		msg = strings.Replace(msg, f.GetFix(), fix(f.GetSubject()), 1)
 	}
 	return msg
 }

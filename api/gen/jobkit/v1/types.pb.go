@@ -2259,8 +2259,10 @@ type ItemError struct {
 	// answer came (the call's Jobkit-Outcome: unknown, for one item). Repeat
 	// it with the same idempotency key.
 	OutcomeUnknown bool `protobuf:"varint,3,opt,name=outcome_unknown,json=outcomeUnknown,proto3" json:"outcome_unknown,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The ErrorFix a call of its own would have carried as a detail.
+	Fix           *ErrorFix `protobuf:"bytes,4,opt,name=fix,proto3" json:"fix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ItemError) Reset() {
@@ -2312,6 +2314,13 @@ func (x *ItemError) GetOutcomeUnknown() bool {
 		return x.OutcomeUnknown
 	}
 	return false
+}
+
+func (x *ItemError) GetFix() *ErrorFix {
+	if x != nil {
+		return x.Fix
+	}
+	return nil
 }
 
 // ErrorFix travels as a detail of an API error whose fix reads differently
@@ -2576,11 +2585,12 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"BulkResult\x12\x18\n" +
 	"\amatched\x18\x01 \x01(\x03R\amatched\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\x03R\aapplied\x12\x18\n" +
-	"\askipped\x18\x03 \x01(\x03R\askipped\"b\n" +
+	"\askipped\x18\x03 \x01(\x03R\askipped\"\x89\x01\n" +
 	"\tItemError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12'\n" +
-	"\x0foutcome_unknown\x18\x03 \x01(\bR\x0eoutcomeUnknown\"N\n" +
+	"\x0foutcome_unknown\x18\x03 \x01(\bR\x0eoutcomeUnknown\x12%\n" +
+	"\x03fix\x18\x04 \x01(\v2\x13.jobkit.v1.ErrorFixR\x03fix\"N\n" +
 	"\bErrorFix\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x10\n" +
@@ -2726,11 +2736,12 @@ var file_jobkit_v1_types_proto_depIdxs = []int32{
 	27, // 48: jobkit.v1.Node.skew:type_name -> google.protobuf.Duration
 	7,  // 49: jobkit.v1.Node.status:type_name -> jobkit.v1.NodeStatus
 	26, // 50: jobkit.v1.Node.gone_at:type_name -> google.protobuf.Timestamp
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	24, // 51: jobkit.v1.ItemError.fix:type_name -> jobkit.v1.ErrorFix
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_jobkit_v1_types_proto_init() }
