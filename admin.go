@@ -101,7 +101,7 @@ func (m *Manager) RetryInstance(ctx context.Context, id string, opts ...AdminOpt
 		err = res[0].Err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("job: retry %s: %w", id, err)
+		return nil, m.adminError(ctx, "retry", id, err)
 	}
 	m.notifyLocal()
 	rec, err := m.lookupRecord(ctx, id)
@@ -355,4 +355,29 @@ func (m *Manager) bulk(ctx context.Context, op string, q *Query, opts []AdminOpt
 		}
 	}
 	return res, nil
+}
+
+// adminError is the error of op ("retry", "cancel") on instance id that
+// the store refused with err, written for its reader: the ID once, the
+// instance's state and the fix once, the store's error kept in the
+// chain (errors.Is(err, ErrNotFinished) still holds).
+func (m *Manager) adminError(ctx context.Context, op, id string, err error) error {
+	state := func(def string) string {
+		if recs, lerr := m.store.LookupInstances(ctx, &store.Query{InstanceID: id, Limit: 1}); lerr == nil && len(recs) == 1 {
+			return recs[0].State.String()
+		}
+		return def
+	}
+	var msg string
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		msg = "no such instance"
+	case errors.Is(err, store.ErrNotFinished):
+		msg = fmt.Sprintf("the instance is %s, not finished; cancel it first, or wait for it to finish", state("running"))
+	case errors.Is(err, store.ErrFinished):
+		msg = fmt.Sprintf("the instance is %s already: there is nothing to %s", state("finished"), op)
+	default:
+		return fmt.Errorf("job: %s %s: %w", op, id, err)
+	}
+	return &readerError{fmt.Sprintf("job: %s %s: %s", op, id, msg), err}
 }

@@ -84,7 +84,7 @@ func (m *Manager) jobFor(ctx context.Context, kind string) (*Job, error) {
 	d, err := m.store.GetDefinition(ctx, kind)
 	if errors.Is(err, store.ErrNotFound) {
 		m.defs.forget(kind)
-		return nil, fmt.Errorf("%w: %q is not registered on this manager and the store has no definition of it; register it with Manager.RegisterJob or store one with Manager.PutDefinition (registered: %v)", ErrUnknownKind, kind, m.reg.kinds())
+		return nil, unknownKind(kind, fmt.Sprintf("the store holds no definition of it and this node does not register it (it registers %s)", kindList(m.reg.kinds())))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the definition of kind %q: %w", kind, err)

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jobkit/job/store"
 )
@@ -118,4 +119,58 @@ func scheduleError(what, idemKey string, err error) error {
 		return fmt.Errorf("job: schedule %s: %w; the instance may or may not be stored: repeat the call with the same WithIdempotencyKey(%q), which returns the instance if it was stored and stores it once if not", what, err, idemKey)
 	}
 	return fmt.Errorf("job: schedule %s: %w; the instance may or may not be stored: to retry safely, schedule it WithIdempotencyKey and repeat the call with the same key, which stores it at most once", what, err)
+}
+
+// fixError is an error whose fix reads differently where its message is
+// read: its message is problem, then the fix for a caller of this
+// package (goFix), such as "register it with Manager.RegisterJob". A
+// server that relays it to other readers (jobd's API, jobctl, the
+// console) finds that fix with errors.As and an interface{ GoFix()
+// string; Subject() string }, and puts the fix that fits its readers in
+// its place. errors.Is matches sentinel.
+type fixError struct {
+	sentinel error
+	subject  string // what it is about: the kind
+	problem  string
+	goFix    string
+}
+
+func (e *fixError) Error() string { return e.problem + "; " + e.goFix }
+func (e *fixError) Unwrap() error { return e.sentinel }
+
+// GoFix returns the part of the message that names the fix for a Go
+// caller.
+func (e *fixError) GoFix() string { return e.goFix }
+
+// Subject returns what the error is about (the kind).
+func (e *fixError) Subject() string { return e.subject }
+
+// unknownKind is the error of a kind that nothing runs and nothing
+// defines: problem names the kind and where it was looked for.
+func unknownKind(kind, problem string) error {
+	return &fixError{
+		sentinel: ErrUnknownKind,
+		subject:  kind,
+		problem:  fmt.Sprintf("unknown kind %q: %s", kind, problem),
+		goFix:    "register it with Manager.RegisterJob, or store a definition of it with Manager.PutDefinition",
+	}
+}
+
+// readerError is an error with a message written for its reader that
+// keeps the error it stands for (a store's, with the store's own words)
+// in its chain for errors.Is and errors.As.
+type readerError struct {
+	msg string
+	err error
+}
+
+func (e *readerError) Error() string { return e.msg }
+func (e *readerError) Unwrap() error { return e.err }
+
+// kindList lists kinds for a message: "none", or "a, b".
+func kindList(kinds []string) string {
+	if len(kinds) == 0 {
+		return "none"
+	}
+	return strings.Join(kinds, ", ")
 }

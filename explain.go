@@ -107,7 +107,7 @@ func (m *Manager) ExplainWaiting(ctx context.Context, id string) (*WaitExplanati
 	now := m.clock.Now()
 	switch {
 	case slices.ContainsFunc(qs, func(q store.QueueInfo) bool { return q.Name == rec.Queue && q.Paused }):
-		ex.Reason, ex.Message = WaitQueuePaused, fmt.Sprintf("queue %q is paused; resume it (ResumeQueue) to run its instances", rec.Queue)
+		ex.Reason, ex.Message = WaitQueuePaused, fmt.Sprintf("queue %q is paused; resume it with Manager.ResumeQueue to run its instances", rec.Queue)
 	case rec.RunAt.After(now):
 		msg := fmt.Sprintf("not due until %s (in %v)", rec.RunAt.UTC().Format(time.RFC3339Nano), rec.RunAt.Sub(now).Round(time.Millisecond))
 		if ex.Reason != WaitReady && ex.Reason != WaitNodesBusy {

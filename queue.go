@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -92,7 +93,11 @@ func (m *Manager) scheduled(ctx context.Context, rec *store.Instance, res store.
 			if lerr != nil {
 				return nil, false, fmt.Errorf("job: schedule %q: %w (and looking up holder %s: %v)", kind, res.Err, res.ID, lerr)
 			}
-			return holder, false, fmt.Errorf("job: schedule %q with unique key %q: %w (held by instance %s)", kind, userUniqueKey(rec.UniqueKey), res.Err, res.ID)
+			until := ""
+			if !holder.UniqueUntil.IsZero() {
+				until = " until " + holder.UniqueUntil.UTC().Format(time.RFC3339)
+			}
+			return holder, false, &readerError{fmt.Sprintf("job: schedule %q: unique key %q is held by instance %s%s; use another unique key, or wait until it is released", kind, userUniqueKey(rec.UniqueKey), res.ID, until), res.Err}
 		}
 		return nil, false, fmt.Errorf("job: schedule %q: %w", kind, res.Err)
 	}
@@ -199,7 +204,7 @@ func (m *Manager) CancelInstance(ctx context.Context, id string) (*InstanceInfo,
 	}
 	rec, err := m.store.Cancel(ctx, &store.CancelParams{ID: id, Now: m.clock.Now(), Node: m.node})
 	if err != nil {
-		return nil, fmt.Errorf("job: cancel %s: %w", id, err)
+		return nil, m.adminError(ctx, "cancel", id, err)
 	}
 	if rec.State == store.Processing {
 		if a := m.active.get(id); a != nil && a.rec.Attempt == rec.Attempt {

@@ -174,7 +174,7 @@ func (m *Manager) checkKindKnown(ctx context.Context, kind string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: no live node runs kind %q and the store holds no definition of it; store a definition of it (PutDefinition) or register it on a running manager first", ErrUnknownKind, kind)
+	return unknownKind(kind, "no live node runs it and the store holds no definition of it")
 }
 
 // triggersWhere returns `trigger "<name>"` for each stored trigger that

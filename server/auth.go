@@ -13,6 +13,8 @@ import (
 	"connectrpc.com/connect"
 
 	job "github.com/jobkit/job"
+	"github.com/jobkit/job/api/client"
+	pb "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
 )
 
@@ -162,7 +164,7 @@ func (s *Server) admit(ctx context.Context, procedure string, h http.Header) (co
 func (s *Server) authenticate(h http.Header) (*token, error) {
 	auth := h.Get("Authorization")
 	if auth == "" {
-		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("no token: send the header \"Authorization: Bearer <token>\""))
+		return nil, noTokenError()
 	}
 	scheme, secret, ok := strings.Cut(auth, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
@@ -299,4 +301,17 @@ func connectMessage(err error) string {
 		return ce.Message()
 	}
 	return err.Error()
+}
+
+// noTokenFix is the fix an API caller reads for a call without a token.
+const noTokenFix = `send the header "Authorization: Bearer <token>"`
+
+// noTokenError is the error of a call without a token, with its ErrorFix
+// detail so that jobctl names its own flags instead.
+func noTokenError() error {
+	ce := connect.NewError(connect.CodeUnauthenticated, errors.New("no token: "+noTokenFix))
+	if d, err := connect.NewErrorDetail(&pb.ErrorFix{Reason: client.FixNoToken, Fix: noTokenFix}); err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
 }

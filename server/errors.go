@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 
 	"connectrpc.com/connect"
 
 	job "github.com/jobkit/job"
 	"github.com/jobkit/job/api/client"
+	pb "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/store"
 )
 
@@ -27,19 +29,19 @@ type codeRule struct {
 var codeRules = []codeRule{
 	{context.Canceled, connect.CodeCanceled, ""},
 	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, "give the call a longer deadline"},
-	{job.ErrUnknownKind, connect.CodeNotFound, "over the API: create its definition with DefinitionService.CreateDefinition, or run a node that registers the kind"},
-	{store.ErrNotFound, connect.CodeNotFound, "check the name or ID (list them to see what exists)"},
+	{job.ErrUnknownKind, connect.CodeNotFound, ""}, // see unknownKindFix
+	{store.ErrNotFound, connect.CodeNotFound, "check the name or ID: list them to see what exists"},
 	{store.ErrCursorExpired, connect.CodeInvalidArgument, "the cursor is older than what the store retains; start again without a cursor"},
 	{job.ErrInvalidArguments, connect.CodeInvalidArgument, ""},
 	{job.ErrInvalidOption, connect.CodeInvalidArgument, ""},
 	{job.ErrInvalidJob, connect.CodeInvalidArgument, ""},
 	{store.ErrInvalid, connect.CodeInvalidArgument, ""},
-	{store.ErrDuplicate, connect.CodeAlreadyExists, "use another unique key, or wait until the held one expires"},
+	{store.ErrDuplicate, connect.CodeAlreadyExists, ""}, // the engine's message names the fix
 	{job.ErrDuplicateKind, connect.CodeAlreadyExists, ""},
 	{store.ErrConflict, connect.CodeFailedPrecondition, ""},
 	{job.ErrDefinitionInUse, connect.CodeFailedPrecondition, ""},
-	{store.ErrFinished, connect.CodeFailedPrecondition, "the instance has finished; retry it to run it again"},
-	{store.ErrNotFinished, connect.CodeFailedPrecondition, "the instance has not finished; cancel it first or wait for it"},
+	{store.ErrFinished, connect.CodeFailedPrecondition, ""},    // the engine's message names the state and the fix
+	{store.ErrNotFinished, connect.CodeFailedPrecondition, ""}, // likewise
 	{store.ErrTooLarge, connect.CodeResourceExhausted, "send smaller arguments"},
 	{store.ErrFull, connect.CodeResourceExhausted, "the store refuses writes until space is freed (prune or delete instances)"},
 	{store.ErrCorrupt, connect.CodeDataLoss, ""},
@@ -66,8 +68,32 @@ func toConnect(err error) error {
 	return ce
 }
 
+// unknownKindFix is the fix an API caller reads for an unknown kind, in
+// the place of the engine's, which names Go calls (RegisterJob).
+const unknownKindFix = "create its definition (DefinitionService.CreateDefinition), or start a worker that registers it"
+
+// goFixer is an engine error whose message ends with a fix for a Go
+// caller (package job's fixError): the API names its own in its place.
+type goFixer interface {
+	GoFix() string
+	Subject() string
+}
+
 // toConnectCode is toConnect for an error that is not a *connect.Error.
 func toConnectCode(err error) *connect.Error {
+	if gf := goFixer(nil); errors.Is(err, job.ErrUnknownKind) && errors.As(err, &gf) {
+		msg, ok := strings.CutSuffix(err.Error(), gf.GoFix())
+		if !ok { // the fix is not last: replace it where it is
+			msg = strings.Replace(err.Error(), gf.GoFix(), unknownKindFix, 1)
+		} else {
+			msg += unknownKindFix
+		}
+		ce := connect.NewError(connect.CodeNotFound, errors.New(msg))
+		if d, derr := connect.NewErrorDetail(&pb.ErrorFix{Reason: client.FixUnknownKind, Subject: gf.Subject(), Fix: unknownKindFix}); derr == nil {
+			ce.AddDetail(d)
+		}
+		return ce
+	}
 	for _, r := range codeRules {
 		if errors.Is(err, r.sentinel) {
 			msg := err.Error()

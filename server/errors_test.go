@@ -107,7 +107,7 @@ func TestBadInputOverTheAPI(t *testing.T) {
 		}
 		waitState(t, c, id, pb.State_STATE_CANCELED)
 		_, err = c.jobs.CancelInstance(ctx, connect.NewRequest(&pb.CancelInstanceRequest{Id: id}))
-		wantCode(t, err, connect.CodeFailedPrecondition, "finished")
+		wantCode(t, err, connect.CodeFailedPrecondition, "the instance is canceled already: there is nothing to cancel")
 		_, err = c.jobs.GetInstance(ctx, connect.NewRequest(&pb.GetInstanceRequest{Id: "01a20a4c-0000-7000-8000-000000000000"}))
 		wantCode(t, err, connect.CodeNotFound)
 		_, err = c.jobs.GetInstance(ctx, connect.NewRequest(&pb.GetInstanceRequest{}))

@@ -241,7 +241,7 @@ func TestPlainHTTPJSON(t *testing.T) {
 			{`{"kind": "add", "argsJson": "{\"a\": 1}"}`, "invalid_argument", []string{"not a JSON array"}},
 			{`{"kind": "add", "argsJson": "[\"x\", 1]"}`, "invalid_argument", []string{"argument 1", "int"}},
 			{`{"kind": "add", "argsJson": "[1]"}`, "invalid_argument", []string{"1 arguments", "takes 2"}},
-			{`{"kind": "nope"}`, "not_found", []string{"nope", "RegisterJob", "CreateDefinition"}},
+			{`{"kind": "nope"}`, "not_found", []string{`unknown kind "nope"`, "create its definition (DefinitionService.CreateDefinition), or start a worker that registers it"}}, // the API's fix, not Go's RegisterJob
 			{`{"argsJson": "[]"}`, "invalid_argument", []string{"kind is required"}},
 			{`{"kind": "add", "argsJson": "[1, 2]", "runAt": "2030-01-01T00:00:00Z", "delay": "1s"}`, "invalid_argument", []string{"run_at and delay"}},
 			{`{"kind": "add", "argsJson": "[1, 2]", "maxRetries": -5}`, "invalid_argument", []string{"max retries"}},

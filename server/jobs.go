@@ -176,7 +176,15 @@ func batchResult(inst *pb.Instance, err error) *pb.ScheduleBatchResult {
 	if !errors.As(toConnect(err), &ce) {
 		return &pb.ScheduleBatchResult{Error: &pb.ItemError{Code: connect.CodeInternal.String(), Message: err.Error(), OutcomeUnknown: unknown}}
 	}
-	return &pb.ScheduleBatchResult{Error: &pb.ItemError{Code: ce.Code().String(), Message: ce.Message(), OutcomeUnknown: unknown}}
+	ie := &pb.ItemError{Code: ce.Code().String(), Message: ce.Message(), OutcomeUnknown: unknown}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if f, ok := v.(*pb.ErrorFix); ok {
+				ie.Fix = f
+			}
+		}
+	}
+	return &pb.ScheduleBatchResult{Error: ie}
 }
 
 // GetInstance implements JobService.GetInstance.
@@ -200,6 +208,9 @@ func (h jobService) GetInstance(ctx context.Context, req *connect.Request[pb.Get
 		}
 		if ex.Reason != job.WaitNotWaiting { // claimed since the lookup
 			res.Waiting = waitingToProto(ex)
+			if ex.Reason == job.WaitQueuePaused { // the engine's message names a Go call
+				res.Waiting.Message = fmt.Sprintf("queue %q is paused; resume it (QueueService.ResumeQueue) to run its instances", ji.Queue)
+			}
 		}
 	}
 	return connect.NewResponse(res), nil

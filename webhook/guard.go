@@ -173,6 +173,10 @@ type Guard struct {
 	Allow *Allowlist
 	// DialTimeout bounds one connection attempt. Defaults to 10 s.
 	DialTimeout time.Duration
+	// AllowName is how the reader of a refusal sets Allow, named in the
+	// error as the fix: a flag such as "jobd's --alert-allow". Defaults
+	// to "the Guard's Allow list".
+	AllowName string
 }
 
 // CheckAddr decides a connection to ip on behalf of a request to host
@@ -180,20 +184,36 @@ type Guard struct {
 // allowed, else an error wrapping ErrForbidden that names the fix.
 func (g *Guard) CheckAddr(host string, ip netip.Addr) error {
 	var allow *Allowlist
+	allowName := "the Guard's Allow list"
 	if g != nil {
 		allow = g.Allow
+		if g.AllowName != "" {
+			allowName = g.AllowName
+		}
 	}
 	named := allow.NamesAddr(ip) || (host != "" && allow.NamesHost(host))
 	if named {
 		return nil
 	}
 	if why := Internal(ip); why != "" {
-		return fmt.Errorf("%w: %s resolves to %s address %s; add the host or %s to the allowlist to reach it", ErrForbidden, nonEmpty(host, ip.String()), why, ip, ip)
+		return fmt.Errorf("%w: %s resolves to %s address %s; to reach it, add %s to %s", ErrForbidden, nonEmpty(host, ip.String()), why, ip, allowEntry(host, ip), allowName)
 	}
 	if allow != nil && allow.Strict {
 		return fmt.Errorf("%w: %s (%s) is not on the allowlist", ErrForbidden, nonEmpty(host, ip.String()), ip)
 	}
 	return nil
+}
+
+// allowEntry is what to add to an allowlist to reach ip for host: the
+// host, when it is a name, or the address.
+func allowEntry(host string, ip netip.Addr) string {
+	if host == "" || host == ip.String() {
+		return ip.String()
+	}
+	if _, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return ip.String()
+	}
+	return host + " (or " + ip.String() + ")"
 }
 
 func nonEmpty(s, def string) string {

@@ -107,6 +107,11 @@ func TestErrorsMapCodesToSentinels(t *testing.T) {
 	if got, want := nf.Error(), `jobkit: get instance x: not_found: instance "x" not found`; got != want {
 		t.Fatalf("message %q, want %q", got, want)
 	}
+	// The engine's messages name the call themselves: it is named once.
+	retry := wrap("retry 0194", connect.NewError(connect.CodeFailedPrecondition, errors.New("job: retry 0194: the instance is scheduled, not finished; cancel it first, or wait for it to finish")))
+	if got, want := retry.Error(), `jobkit: retry 0194: failed_precondition: the instance is scheduled, not finished; cancel it first, or wait for it to finish`; got != want {
+		t.Fatalf("message %q, want %q", got, want)
+	}
 	dup := wrap("schedule", connect.NewError(connect.CodeAlreadyExists, errors.New("held")))
 	if !errors.Is(dup, job.ErrDuplicate) || errors.Is(dup, job.ErrNotFound) {
 		t.Fatalf("already exists: %v", dup)

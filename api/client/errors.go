@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	job "github.com/jobkit/job"
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 )
 
 // Code is a status code of the API (connect.Code): CodeNotFound,
@@ -85,15 +86,46 @@ const OutcomeHeader = "Jobkit-Outcome"
 // OutcomeUnknown is the value of OutcomeHeader for an ambiguous write.
 const OutcomeUnknown = "unknown"
 
-// Error returns the call and the server's message; for an ambiguous
-// schedule, also the safe retry.
+// Error returns the call, the code and the server's message; for an
+// ambiguous schedule, also the safe retry. When the message begins by
+// naming the call itself, as the engine's do (`job: retry 0194…: …`),
+// the call is named once.
 func (e *Error) Error() string {
-	msg := fmt.Sprintf("jobkit: %s: %s: %s", e.Op, e.err.Code(), e.err.Message())
+	m := e.err.Message()
+	if rest, ok := strings.CutPrefix(strings.TrimPrefix(m, "job: "), e.Op+": "); ok && e.Op != "" {
+		m = rest
+	}
+	msg := fmt.Sprintf("jobkit: %s: %s: %s", e.Op, e.err.Code(), m)
 	if e.also == job.ErrOutcomeUnknown && !strings.Contains(msg, "WithIdempotencyKey") {
 		msg += " (outcome unknown: the instance may or may not be stored; to retry safely, give the call WithIdempotencyKey and repeat it with the same key, which stores it at most once)"
 	}
 	return msg
 }
+
+// Fix returns the server's ErrorFix detail: what the error is about and
+// the fix its message names for an API caller, which a client that names
+// the fix its own way replaces (jobctl does); nil when the error has none.
+func (e *Error) Fix() *jobkitv1.ErrorFix {
+	for _, d := range e.err.Details() {
+		v, err := d.Value()
+		if err != nil {
+			continue
+		}
+		if f, ok := v.(*jobkitv1.ErrorFix); ok {
+			return f
+		}
+	}
+	return nil
+}
+
+// The reasons of an ErrorFix (see Error.Fix).
+const (
+	// FixUnknownKind: no node runs the kind and no definition of it is
+	// stored; the subject is the kind.
+	FixUnknownKind = "unknown_kind"
+	// FixNoToken: the call carried no token.
+	FixNoToken = "no_token"
+)
 
 // Code returns the status code.
 func (e *Error) Code() Code { return e.err.Code() }

@@ -235,7 +235,7 @@ func buildSchedule(kind string, opts []ScheduleOption) (*jobkitv1.ScheduleReques
 // CodeNotFound for an unknown kind, CodeAlreadyExists (job.ErrDuplicate)
 // when a unique key is held.
 func (c *Client) ScheduleJob(ctx context.Context, kind string, opts ...ScheduleOption) (*Instance, error) {
-	op := "schedule " + kind
+	op := fmt.Sprintf("schedule %q", kind)
 	req, err := buildSchedule(kind, opts)
 	if err != nil {
 		return nil, invalid(op, err)
@@ -264,15 +264,16 @@ type BatchResult struct {
 }
 
 // ScheduleJobs schedules many instances in one call (at most 1000). Each
-// item has its own result, in order; the error is the call's, when no
-// item was looked at (an option the client refused, a transport error).
+// item has its own result, in order; an item's error names it by its
+// place counted from 1 ("item 2 of 3" is items[1]). The error is the
+// call's, when no item was looked at (an option the client refused, a transport error).
 func (c *Client) ScheduleJobs(ctx context.Context, items ...BatchItem) ([]BatchResult, error) {
 	op := "schedule batch"
 	req := &jobkitv1.ScheduleBatchRequest{Items: make([]*jobkitv1.ScheduleRequest, len(items))}
 	for i, it := range items {
 		r, err := buildSchedule(it.Kind, it.Options)
 		if err != nil {
-			return nil, invalid(op, fmt.Errorf("item %d: %w", i, err))
+			return nil, invalid(op, fmt.Errorf("item %d of %d: %w", i+1, len(items), err))
 		}
 		req.Items[i] = r
 	}
@@ -286,7 +287,7 @@ func (c *Client) ScheduleJobs(ctx context.Context, items ...BatchItem) ([]BatchR
 	out := make([]BatchResult, len(items))
 	for i, r := range res.Msg.GetResults() {
 		if e := r.GetError(); e != nil {
-			out[i].Err = itemError(fmt.Sprintf("%s: item %d (%s)", op, i, items[i].Kind), e)
+			out[i].Err = itemError(fmt.Sprintf("%s: item %d of %d (%s)", op, i+1, len(items), items[i].Kind), e)
 			continue
 		}
 		out[i].Instance = newInstance(r.GetInstance())
@@ -301,6 +302,11 @@ func itemError(op string, e *jobkitv1.ItemError) error {
 		code = connect.CodeUnknown
 	}
 	ce := &Error{Op: op, err: connect.NewError(code, errors.New(e.GetMessage()))}
+	if f := e.GetFix(); f != nil {
+		if d, err := connect.NewErrorDetail(f); err == nil {
+			ce.err.AddDetail(d)
+		}
+	}
 	if e.GetOutcomeUnknown() {
 		ce.also = job.ErrOutcomeUnknown
 	}

@@ -44,7 +44,7 @@ func Dir(dir string) Resolver {
 		}
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %q; create the file %s", ErrNotFound, name, filepath.Join(dir, name))
+			return nil, &notFoundError{name, "create the file " + filepath.Join(dir, name)}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("secrets: read %q: %w", name, err)
@@ -64,7 +64,7 @@ func Env(prefix string) Resolver {
 		v := prefix + strings.NewReplacer("-", "_", ".", "_").Replace(strings.ToUpper(name))
 		s, ok := os.LookupEnv(v)
 		if !ok || s == "" {
-			return nil, fmt.Errorf("%w: %q; set the environment variable %s", ErrNotFound, name, v)
+			return nil, &notFoundError{name, "set the environment variable " + v}
 		}
 		return []byte(s), nil
 	}
@@ -85,12 +85,15 @@ func Map(m map[string]string) Resolver {
 }
 
 // Chain tries each resolver in turn and returns the first value found; a
-// name none knows is ErrNotFound. Nil resolvers are skipped.
+// name none knows is ErrNotFound, with a message naming every place the
+// resolvers looked (the file of Dir, the variable of Env). Nil resolvers
+// are skipped.
 func Chain(rs ...Resolver) Resolver {
 	return func(name string) ([]byte, error) {
 		if err := CheckName(name); err != nil {
 			return nil, err
 		}
+		var fixes []string
 		for _, r := range rs {
 			if r == nil {
 				continue
@@ -102,7 +105,26 @@ func Chain(rs ...Resolver) Resolver {
 			if !errors.Is(err, ErrNotFound) {
 				return nil, err
 			}
+			if nf := (*notFoundError)(nil); errors.As(err, &nf) && nf.fix != "" {
+				fixes = append(fixes, nf.fix)
+			}
 		}
-		return nil, fmt.Errorf("%w: %q; give it to this node (a file in its secrets directory or an environment variable)", ErrNotFound, name)
+		if len(fixes) == 0 {
+			return nil, &notFoundError{name, "give it to this node (a file in its secrets directory or an environment variable)"}
+		}
+		return nil, &notFoundError{name, strings.Join(fixes, ", or ")}
 	}
 }
+
+// notFoundError is ErrNotFound for a name, naming where it was looked for
+// as the fix ("set the environment variable JOBD_SECRET_HOOK_KEY").
+type notFoundError struct {
+	name string
+	fix  string
+}
+
+func (e *notFoundError) Error() string {
+	return fmt.Sprintf("%v: %q; %s", ErrNotFound, e.name, e.fix)
+}
+
+func (e *notFoundError) Unwrap() error { return ErrNotFound }

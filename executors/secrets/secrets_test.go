@@ -22,8 +22,11 @@ func TestResolvers(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
 		}
 	}
-	if _, err := r("missing"); !errors.Is(err, secrets.ErrNotFound) {
-		t.Errorf("missing: %v", err)
+	// A name no resolver knows: the error names every place looked in,
+	// as doc/executors.md says (the file, then the variable).
+	_, err := r("db-pass")
+	if want := `secrets: no such secret: "db-pass"; create the file ` + filepath.Join(dir, "db-pass") + `, or set the environment variable TESTSECRET_DB_PASS`; !errors.Is(err, secrets.ErrNotFound) || err.Error() != want {
+		t.Errorf("missing:\n got %v\nwant %s", err, want)
 	}
 	for _, bad := range []string{"", "../etc/passwd", ".hidden", "a/b", "a b"} {
 		if _, err := r(bad); !errors.Is(err, secrets.ErrInvalidName) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -394,7 +395,7 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, s, "instance", http.StatusOK, map[string]any{
 		"I": inst, "Node": node, "History": hist.Msg.GetChanges(), "Logs": logs.Msg.GetRecords(),
 		"Args": pretty(inst.GetArgsJson()), "Result": pretty(inst.GetResultJson()), "Shards": shards,
-		"Waiting": got.Msg.GetWaiting(), // why a scheduled instance does not run (issue 21)
+		"Waiting": consoleWaiting(inst, got.Msg.GetWaiting()), // why a scheduled instance does not run (issue 21)
 	})
 }
 
@@ -695,4 +696,15 @@ func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
 		data["Charts"] = overviewCharts(st.lastHour(), st.following())
 	}
 	c.render(w, r, s, "overview", http.StatusOK, data)
+}
+
+// consoleWaiting is w with the console's own fix where the API's names an
+// API call (a paused queue: the Queues page's Resume).
+func consoleWaiting(in *pb.Instance, w *pb.WaitExplanation) *pb.WaitExplanation {
+	if w.GetReason() != "queue_paused" {
+		return w
+	}
+	w = proto.Clone(w).(*pb.WaitExplanation)
+	w.Message = fmt.Sprintf("queue %q is paused; resume it on the Queues page to run its instances", in.GetQueue())
+	return w
 }

@@ -186,13 +186,32 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err e
 	c.render(w, r, s, "error", status, map[string]any{"Status": status, "Message": apiMessage(err)})
 }
 
-// apiMessage is an API error's message without the code prefix.
+// apiMessage is an API error's message without the code prefix, with
+// the console's own fix where the API's names an API call (ErrorFix).
 func apiMessage(err error) string {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
-		return fmt.Sprintf("%s (%s)", ce.Message(), ce.Code())
+		return fmt.Sprintf("%s (%s)", consoleFix(ce), ce.Code())
 	}
 	return err.Error()
+}
+
+// consoleFix is ce's message with the fix a console user takes in the
+// place of the one it names for an API caller.
+func consoleFix(ce *connect.Error) string {
+	msg := ce.Message()
+	for _, d := range ce.Details() {
+		v, err := d.Value()
+		f, ok := v.(*pb.ErrorFix)
+		if err != nil || !ok || f.GetFix() == "" {
+			continue
+		}
+		switch f.GetReason() {
+		case "unknown_kind":
+			msg = strings.Replace(msg, f.GetFix(), "define it on the Executors page (a job made of data), or start a worker that registers it", 1)
+		}
+	}
+	return msg
 }
 
 // routes registers every page and action.

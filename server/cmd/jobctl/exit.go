@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/jobkit/job/api/client"
+	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 )
 
 // The exit codes jobctl documents (see the package comment).
@@ -92,11 +94,45 @@ func codeExit(c client.Code) int {
 	return exitError
 }
 
+// jobctlFixes are the fixes jobctl names, by ErrorFix reason, in the
+// place of those the server's messages name for an API caller.
+var jobctlFixes = map[string]func(subject string) string{
+	client.FixUnknownKind: func(kind string) string {
+		return fmt.Sprintf("define it with 'jobctl definitions create %s' (a job made of data), or start a worker that registers it", kind)
+	},
+	client.FixNoToken: func(string) string {
+		return "give one with --token or --token-file, or set JOBCTL_TOKEN"
+	},
+}
+
+// message is err's message for a jobctl user: a fix the server named for
+// an API caller becomes jobctl's own.
+func message(err error) string {
+	msg := err.Error()
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return msg
+	}
+	return withJobctlFix(msg, ce.Fix())
+}
+
+// withJobctlFix is msg with jobctl's fix in the place of the one f says
+// msg names for an API caller.
+func withJobctlFix(msg string, f *jobkitv1.ErrorFix) string {
+	if f.GetFix() == "" {
+		return msg
+	}
+	if fix, ok := jobctlFixes[f.GetReason()]; ok {
+		msg = strings.Replace(msg, f.GetFix(), fix(f.GetSubject()), 1)
+	}
+	return msg
+}
+
 // report prints err for a user and returns its exit code.
 func report(w io.Writer, err error) int {
 	code := exitCode(err)
 	if code != exitOK {
-		fmt.Fprintf(w, "jobctl: %v\n", err)
+		fmt.Fprintf(w, "jobctl: %s\n", message(err))
 		if code == exitUsage {
 			var ue *usageError
 			if errors.As(err, &ue) {

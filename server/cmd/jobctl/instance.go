@@ -256,7 +256,11 @@ func instanceDetail(pr *printer, in *client.Instance) error {
 	}
 	t.row("labels", orDash(strings.Join(p.GetLabels(), " ")))
 	if w := in.WaitingProto(); w != nil {
-		t.row("waiting", w.GetReason()+": "+w.GetMessage())
+		msg := w.GetMessage()
+		if w.GetReason() == string(job.WaitQueuePaused) { // the API's names QueueService.ResumeQueue
+			msg = fmt.Sprintf("queue %q is paused; resume it with 'jobctl queues resume %s' to run its instances", p.GetQueue(), p.GetQueue())
+		}
+		t.row("waiting", w.GetReason()+": "+msg)
 		for _, u := range w.GetUnmatchedNodes() {
 			t.row("  node "+u.GetNode(), "has ["+strings.Join(u.GetLabels(), " ")+"], fails ["+strings.Join(u.GetUnmet(), " ")+"]")
 		}

@@ -213,7 +213,7 @@ scheduled, else that of the first failed item's code.`,
 						var ce *client.Error
 						if e, ok := r.Err.(*client.Error); ok {
 							ce = e
-							br.Error = &jobkitv1.ItemError{Code: ce.Code().String(), Message: ce.Message()}
+							br.Error = &jobkitv1.ItemError{Code: ce.Code().String(), Message: ce.Message(), Fix: ce.Fix()}
 						}
 						if first == nil {
 							first = r.Err
@@ -232,7 +232,7 @@ scheduled, else that of the first failed item's code.`,
 					t := newTable(pr.w, "#", "ID", "KIND", "QUEUE", "STATE", "ERROR")
 					for i, r := range res.Results {
 						if e := r.GetError(); e != nil {
-							t.row(fmt.Sprint(i+1), "-", items[i].Kind, "-", "-", e.GetCode()+": "+e.GetMessage())
+							t.row(fmt.Sprint(i+1), "-", items[i].Kind, "-", "-", e.GetCode()+": "+withJobctlFix(e.GetMessage(), e.GetFix()))
 							continue
 						}
 						in := r.GetInstance()

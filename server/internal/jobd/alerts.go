@@ -27,7 +27,7 @@ func (c *Config) checkAlertFlags() (*webhook.Guard, error) {
 	if err != nil {
 		return nil, usagef("--alert-allow: %v", err)
 	}
-	return &webhook.Guard{Allow: allow}, nil
+	return &webhook.Guard{Allow: allow, AllowName: "jobd's --alert-allow"}, nil
 }
 
 // startAlerts makes each namespace's alerting on its store and runs its

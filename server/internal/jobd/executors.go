@@ -190,7 +190,7 @@ func (x *executorTypes) forNamespace(ns string, st store.Store) (job.ManagerOpti
 			return nil, usagef("--webhook-allow: %v", err)
 		}
 		allow.Strict = x.cfg.WebhookStrict
-		types = append(types, webhook.New(webhook.Options{Guard: &guard.Guard{Allow: allow}, Secrets: x.secrets}))
+		types = append(types, webhook.New(webhook.Options{Guard: &guard.Guard{Allow: allow, AllowName: "jobd's --webhook-allow"}, Secrets: x.secrets}))
 	}
 	if x.command != nil {
 		types = append(types, x.command)

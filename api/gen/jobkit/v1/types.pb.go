@@ -2259,8 +2259,10 @@ type ItemError struct {
 	// answer came (the call's Jobkit-Outcome: unknown, for one item). Repeat
 	// it with the same idempotency key.
 	OutcomeUnknown bool `protobuf:"varint,3,opt,name=outcome_unknown,json=outcomeUnknown,proto3" json:"outcome_unknown,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The ErrorFix a call of its own would have carried as a detail.
+	Fix           *ErrorFix `protobuf:"bytes,4,opt,name=fix,proto3" json:"fix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ItemError) Reset() {
@@ -2312,6 +2314,82 @@ func (x *ItemError) GetOutcomeUnknown() bool {
 		return x.OutcomeUnknown
 	}
 	return false
+}
+
+func (x *ItemError) GetFix() *ErrorFix {
+	if x != nil {
+		return x.Fix
+	}
+	return nil
+}
+
+// ErrorFix travels as a detail of an API error whose fix reads differently
+// where the error is read: in a program, in jobctl, in the console. The
+// error's message ends with the fix for an API caller (fix); a client that
+// names the fix its own way (jobctl, the console) puts its own in its place.
+type ErrorFix struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the error is about, a stable lower-case word: "unknown_kind" (no
+	// node runs the kind and no definition of it is stored; subject is the
+	// kind) or "no_token" (the call carried no token).
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What the reason is about: the kind for "unknown_kind".
+	Subject string `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	// The fix, as the error's message names it for an API caller.
+	Fix           string `protobuf:"bytes,3,opt,name=fix,proto3" json:"fix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ErrorFix) Reset() {
+	*x = ErrorFix{}
+	mi := &file_jobkit_v1_types_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ErrorFix) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ErrorFix) ProtoMessage() {}
+
+func (x *ErrorFix) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_types_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ErrorFix.ProtoReflect.Descriptor instead.
+func (*ErrorFix) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_types_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ErrorFix) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ErrorFix) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *ErrorFix) GetFix() string {
+	if x != nil {
+		return x.Fix
+	}
+	return ""
 }
 
 var File_jobkit_v1_types_proto protoreflect.FileDescriptor
@@ -2507,11 +2585,16 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"BulkResult\x12\x18\n" +
 	"\amatched\x18\x01 \x01(\x03R\amatched\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\x03R\aapplied\x12\x18\n" +
-	"\askipped\x18\x03 \x01(\x03R\askipped\"b\n" +
+	"\askipped\x18\x03 \x01(\x03R\askipped\"\x89\x01\n" +
 	"\tItemError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12'\n" +
-	"\x0foutcome_unknown\x18\x03 \x01(\bR\x0eoutcomeUnknown*\xb0\x01\n" +
+	"\x0foutcome_unknown\x18\x03 \x01(\bR\x0eoutcomeUnknown\x12%\n" +
+	"\x03fix\x18\x04 \x01(\v2\x13.jobkit.v1.ErrorFixR\x03fix\"N\n" +
+	"\bErrorFix\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12\x10\n" +
+	"\x03fix\x18\x03 \x01(\tR\x03fix*\xb0\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_CREATED\x10\x01\x12\x13\n" +
@@ -2570,7 +2653,7 @@ func file_jobkit_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_jobkit_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_jobkit_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_jobkit_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_jobkit_v1_types_proto_goTypes = []any{
 	(State)(0),                    // 0: jobkit.v1.State
 	(LogLevel)(0),                 // 1: jobkit.v1.LogLevel
@@ -2596,67 +2679,69 @@ var file_jobkit_v1_types_proto_goTypes = []any{
 	(*Node)(nil),                  // 21: jobkit.v1.Node
 	(*BulkResult)(nil),            // 22: jobkit.v1.BulkResult
 	(*ItemError)(nil),             // 23: jobkit.v1.ItemError
-	nil,                           // 24: jobkit.v1.Instance.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*ErrorFix)(nil),              // 24: jobkit.v1.ErrorFix
+	nil,                           // 25: jobkit.v1.Instance.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
 }
 var file_jobkit_v1_types_proto_depIdxs = []int32{
 	0,  // 0: jobkit.v1.Instance.state:type_name -> jobkit.v1.State
-	25, // 1: jobkit.v1.Instance.run_at:type_name -> google.protobuf.Timestamp
-	26, // 2: jobkit.v1.Instance.timeout:type_name -> google.protobuf.Duration
-	25, // 3: jobkit.v1.Instance.unique_until:type_name -> google.protobuf.Timestamp
-	25, // 4: jobkit.v1.Instance.lease_until:type_name -> google.protobuf.Timestamp
-	25, // 5: jobkit.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	25, // 6: jobkit.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
-	25, // 7: jobkit.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	24, // 8: jobkit.v1.Instance.metadata:type_name -> jobkit.v1.Instance.MetadataEntry
-	25, // 9: jobkit.v1.Instance.progress_at:type_name -> google.protobuf.Timestamp
+	26, // 1: jobkit.v1.Instance.run_at:type_name -> google.protobuf.Timestamp
+	27, // 2: jobkit.v1.Instance.timeout:type_name -> google.protobuf.Duration
+	26, // 3: jobkit.v1.Instance.unique_until:type_name -> google.protobuf.Timestamp
+	26, // 4: jobkit.v1.Instance.lease_until:type_name -> google.protobuf.Timestamp
+	26, // 5: jobkit.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	26, // 6: jobkit.v1.Instance.updated_at:type_name -> google.protobuf.Timestamp
+	26, // 7: jobkit.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	25, // 8: jobkit.v1.Instance.metadata:type_name -> jobkit.v1.Instance.MetadataEntry
+	26, // 9: jobkit.v1.Instance.progress_at:type_name -> google.protobuf.Timestamp
 	0,  // 10: jobkit.v1.InstanceFilter.states:type_name -> jobkit.v1.State
-	25, // 11: jobkit.v1.InstanceFilter.created_after:type_name -> google.protobuf.Timestamp
-	25, // 12: jobkit.v1.InstanceFilter.created_before:type_name -> google.protobuf.Timestamp
+	26, // 11: jobkit.v1.InstanceFilter.created_after:type_name -> google.protobuf.Timestamp
+	26, // 12: jobkit.v1.InstanceFilter.created_before:type_name -> google.protobuf.Timestamp
 	0,  // 13: jobkit.v1.StateChange.state:type_name -> jobkit.v1.State
-	25, // 14: jobkit.v1.StateChange.time:type_name -> google.protobuf.Timestamp
+	26, // 14: jobkit.v1.StateChange.time:type_name -> google.protobuf.Timestamp
 	1,  // 15: jobkit.v1.LogRecord.level:type_name -> jobkit.v1.LogLevel
-	25, // 16: jobkit.v1.LogRecord.time:type_name -> google.protobuf.Timestamp
+	26, // 16: jobkit.v1.LogRecord.time:type_name -> google.protobuf.Timestamp
 	0,  // 17: jobkit.v1.Event.state:type_name -> jobkit.v1.State
-	25, // 18: jobkit.v1.Event.time:type_name -> google.protobuf.Timestamp
+	26, // 18: jobkit.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 19: jobkit.v1.Backoff.kind:type_name -> jobkit.v1.BackoffKind
-	26, // 20: jobkit.v1.Backoff.base:type_name -> google.protobuf.Duration
-	26, // 21: jobkit.v1.Backoff.limit:type_name -> google.protobuf.Duration
+	27, // 20: jobkit.v1.Backoff.base:type_name -> google.protobuf.Duration
+	27, // 21: jobkit.v1.Backoff.limit:type_name -> google.protobuf.Duration
 	3,  // 22: jobkit.v1.UniquePolicy.by:type_name -> jobkit.v1.UniqueBy
-	26, // 23: jobkit.v1.UniquePolicy.ttl:type_name -> google.protobuf.Duration
+	27, // 23: jobkit.v1.UniquePolicy.ttl:type_name -> google.protobuf.Duration
 	13, // 24: jobkit.v1.Definition.backoff:type_name -> jobkit.v1.Backoff
-	26, // 25: jobkit.v1.Definition.timeout:type_name -> google.protobuf.Duration
+	27, // 25: jobkit.v1.Definition.timeout:type_name -> google.protobuf.Duration
 	14, // 26: jobkit.v1.Definition.unique:type_name -> jobkit.v1.UniquePolicy
-	25, // 27: jobkit.v1.Definition.created_at:type_name -> google.protobuf.Timestamp
-	25, // 28: jobkit.v1.Definition.updated_at:type_name -> google.protobuf.Timestamp
+	26, // 27: jobkit.v1.Definition.created_at:type_name -> google.protobuf.Timestamp
+	26, // 28: jobkit.v1.Definition.updated_at:type_name -> google.protobuf.Timestamp
 	16, // 29: jobkit.v1.Definition.executor:type_name -> jobkit.v1.ExecutorSpec
-	26, // 30: jobkit.v1.Trigger.interval:type_name -> google.protobuf.Duration
+	27, // 30: jobkit.v1.Trigger.interval:type_name -> google.protobuf.Duration
 	4,  // 31: jobkit.v1.Trigger.overlap:type_name -> jobkit.v1.OverlapPolicy
 	5,  // 32: jobkit.v1.Trigger.missed:type_name -> jobkit.v1.MissedTickPolicy
-	26, // 33: jobkit.v1.Trigger.catch_up_within:type_name -> google.protobuf.Duration
-	25, // 34: jobkit.v1.Trigger.last_tick:type_name -> google.protobuf.Timestamp
-	25, // 35: jobkit.v1.Trigger.last_skipped:type_name -> google.protobuf.Timestamp
-	25, // 36: jobkit.v1.Trigger.created_at:type_name -> google.protobuf.Timestamp
-	25, // 37: jobkit.v1.Trigger.updated_at:type_name -> google.protobuf.Timestamp
-	25, // 38: jobkit.v1.Trigger.next_fire_times:type_name -> google.protobuf.Timestamp
+	27, // 33: jobkit.v1.Trigger.catch_up_within:type_name -> google.protobuf.Duration
+	26, // 34: jobkit.v1.Trigger.last_tick:type_name -> google.protobuf.Timestamp
+	26, // 35: jobkit.v1.Trigger.last_skipped:type_name -> google.protobuf.Timestamp
+	26, // 36: jobkit.v1.Trigger.created_at:type_name -> google.protobuf.Timestamp
+	26, // 37: jobkit.v1.Trigger.updated_at:type_name -> google.protobuf.Timestamp
+	26, // 38: jobkit.v1.Trigger.next_fire_times:type_name -> google.protobuf.Timestamp
 	6,  // 39: jobkit.v1.Trigger.calendar_policy:type_name -> jobkit.v1.CalendarPolicy
 	18, // 40: jobkit.v1.Queue.counts:type_name -> jobkit.v1.StateCounts
-	25, // 41: jobkit.v1.Queue.oldest_ready_at:type_name -> google.protobuf.Timestamp
-	26, // 42: jobkit.v1.Queue.lag:type_name -> google.protobuf.Duration
+	26, // 41: jobkit.v1.Queue.oldest_ready_at:type_name -> google.protobuf.Timestamp
+	27, // 42: jobkit.v1.Queue.lag:type_name -> google.protobuf.Duration
 	18, // 43: jobkit.v1.Kind.counts:type_name -> jobkit.v1.StateCounts
-	25, // 44: jobkit.v1.Kind.oldest_ready_at:type_name -> google.protobuf.Timestamp
-	26, // 45: jobkit.v1.Kind.lag:type_name -> google.protobuf.Duration
-	25, // 46: jobkit.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	25, // 47: jobkit.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
-	26, // 48: jobkit.v1.Node.skew:type_name -> google.protobuf.Duration
+	26, // 44: jobkit.v1.Kind.oldest_ready_at:type_name -> google.protobuf.Timestamp
+	27, // 45: jobkit.v1.Kind.lag:type_name -> google.protobuf.Duration
+	26, // 46: jobkit.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	26, // 47: jobkit.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	27, // 48: jobkit.v1.Node.skew:type_name -> google.protobuf.Duration
 	7,  // 49: jobkit.v1.Node.status:type_name -> jobkit.v1.NodeStatus
-	25, // 50: jobkit.v1.Node.gone_at:type_name -> google.protobuf.Timestamp
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	26, // 50: jobkit.v1.Node.gone_at:type_name -> google.protobuf.Timestamp
+	24, // 51: jobkit.v1.ItemError.fix:type_name -> jobkit.v1.ErrorFix
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_jobkit_v1_types_proto_init() }
@@ -2670,7 +2755,7 @@ func file_jobkit_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobkit_v1_types_proto_rawDesc), len(file_jobkit_v1_types_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
