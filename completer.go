@@ -136,10 +136,10 @@ func (m *Manager) flush(batch []*finishReq) {
 		err error
 	)
 	for try := 0; ; try++ {
-		if err = m.writeCtx.Err(); err != nil {
+		if err = m.writes.ctx.Err(); err != nil {
 			err = fmt.Errorf("stopped before the store took them: %w", err)
 		} else {
-			ctx, cancel := context.WithTimeout(m.writeCtx, 30*time.Second)
+			ctx, cancel := context.WithTimeout(m.writes.ctx, 30*time.Second)
 			res, err = m.store.Finish(ctx, &store.FinishParams{Owner: m.node, Now: m.clock.Now(), Outcomes: outs})
 			cancel()
 			if err == nil && len(res) != len(outs) {
@@ -152,16 +152,16 @@ func (m *Manager) flush(batch []*finishReq) {
 		if err == nil {
 			break
 		}
-		giveUp := errors.Is(err, store.ErrInvalid) || m.writeCtx.Err() != nil || try >= maxWriteTries
+		giveUp := errors.Is(err, store.ErrInvalid) || m.writes.ctx.Err() != nil || try >= maxWriteTries
 		if !giveUp {
 			m.log.Warn("record outcomes; retrying", "count", len(outs), "try", try+1, "err", err)
 			// The retry delay paces calls to the store: a real-time
 			// wait, ended by Stop giving up.
-			giveUp = !sleep(SystemClock{}, retryDelay(try), m.writeCtx.Done())
+			giveUp = !sleep(SystemClock{}, retryDelay(try), m.writes.ctx.Done())
 		}
 		if giveUp {
 			m.log.Error("record outcomes; giving them up, their leases will expire and be rescued", "count", len(outs), "err", err)
-			m.lastWriteErr.Store(&err)
+			m.writes.failed(err)
 			res = make([]store.FinishResult, len(outs))
 			for i := range res {
 				res[i].Err = err
@@ -197,7 +197,7 @@ func (m *Manager) flush(batch []*finishReq) {
 			shardsEnded = append(shardsEnded, &store.Instance{ID: r.out.ID, Parent: r.a.rec.Parent, State: res[i].State})
 		}
 	}
-	m.shardsEnded(m.writeCtx, shardsEnded)
+	m.shardsEnded(m.writes.ctx, shardsEnded)
 	m.unflushed.Add(-int64(len(batch)))
 	m.signalChanged()
 	if retryNow {

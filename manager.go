@@ -50,10 +50,10 @@ type Manager struct {
 	// renewCtx bounds lease renewals; canceled when the renewer stops.
 	renewCtx    context.Context
 	renewCancel context.CancelFunc
-	// writeCtx bounds the outcome and log writers; canceled when Stop
+	// writes bounds the outcome and log writers; canceled when Stop
 	// gives up on what is not written yet.
-	writeCtx    context.Context
-	writeCancel context.CancelFunc
+	writes writeScope
+	logs   *logWriter // instance logs (log_writer.go)
 	// watch holds the deadlines of running attempts; the watchdog acts on
 	// them until watchStop is closed.
 	watch     watchlist
@@ -74,16 +74,10 @@ type Manager struct {
 	settledSig   chan struct{} // signalled when undecided drops to 0
 	stuck        atomic.Int64  // executors still running after their attempt was given up
 	lostOutcomes atomic.Int64  // outcomes given up without being written
-	lostLogs     atomic.Int64  // log records given up without being written
-	lastWriteErr atomic.Pointer[error]
-	logMu        sync.RWMutex // guards logCh against sends after close
-	logCh        chan *store.LogRecord
-	logWG        sync.WaitGroup
 	wake         chan struct{}
 	handoff      chan *attempt                 // to an idle worker goroutine (see dispatch)
 	changed      atomic.Pointer[chan struct{}] // closed and replaced after each flush
 	unflushed    atomic.Int64                  // outcomes submitted but not yet applied
-	logsQueued   atomic.Int64                  // log records queued but not yet written
 
 	// claimSeq numbers this manager's claims (store.ClaimParams.ClaimSeq);
 	// only the claim loop uses it. It starts at the wall clock's
@@ -151,6 +145,9 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	m.watch = watchlist{allowance: c.stopAllowance(), wake: make(chan struct{}, 1)}
 	m.enq = enqueuer{st: c.store, node: c.node, clock: c.clock}
 	m.handlers.log = m.log
+	m.logs = newLogWriter(logWriterDeps{
+		store: c.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, changed: m.signalChanged,
+	})
 	ch := make(chan struct{})
 	m.changed.Store(&ch)
 	if err := m.observe(); err != nil {
@@ -308,17 +305,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.runCtx, m.runCancel = context.WithCancelCause(context.Background())
 	m.finishCh = make(chan *finishReq, 4*m.cfg.finishBatch)
-	m.writeCtx, m.writeCancel = context.WithCancel(context.Background())
+	m.writes.open()
 	m.renewCtx, m.renewCancel = context.WithCancel(context.Background())
-	m.logMu.Lock()
-	m.logCh = make(chan *store.LogRecord, 8192)
-	m.logMu.Unlock()
 
 	m.handlers.start(m.cfg.handlerQueue)
 	m.finishWG.Add(1)
 	go m.completer()
-	m.logWG.Add(1)
-	go m.logWriter(m.logCh)
+	m.logs.start()
 	m.renewStop = make(chan struct{})
 	m.renewWG.Add(2)
 	go m.renewLoop()
@@ -400,7 +393,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 		delete(m.recurring, kind)
 	}
 	m.mu.Unlock()
-	lostOutcomes, lostLogs := m.lostOutcomes.Load(), m.lostLogs.Load()
+	lostOutcomes, lostLogs := m.lostOutcomes.Load(), m.logs.lost.Load()
 
 	// soft ends when running attempts must be canceled; with a deadline,
 	// early enough to hand them back by it.
@@ -432,7 +425,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	// get the hand-back's time, as a ctx that is already done at Stop must
 	// not cancel the hand-backs it just caused.
 	if m.drain(soft) == nil && soft.Err() == nil {
-		stopWrites := context.AfterFunc(ctx, m.writeCancel)
+		stopWrites := context.AfterFunc(ctx, m.writes.cancel)
 		defer stopWrites()
 	} else {
 		var hb context.Context
@@ -444,7 +437,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 		}
 		defer cancel()
 		left = m.handBack(hb)
-		stopWrites := context.AfterFunc(hb, m.writeCancel)
+		stopWrites := context.AfterFunc(hb, m.writes.cancel)
 		defer stopWrites()
 	}
 	// Every attempt's end is decided: the watchdog has nothing left to
@@ -463,15 +456,11 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.renewCancel()
 	close(m.renewStop)
 	m.renewWG.Wait()
-	m.logMu.Lock()
-	close(m.logCh)
-	m.logCh = nil
-	m.logMu.Unlock()
-	m.logWG.Wait()
+	m.logs.stop()
 	close(m.hbStop)
 	m.hbWG.Wait()
 	m.leave(ctx)
-	m.writeCancel()
+	m.writes.cancel()
 	m.runCancel(ErrShutdown)
 	m.signalChanged()
 
@@ -479,7 +468,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 		m.log.Warn("stopped with executors still running after their attempts were given up; Go cannot stop them", "count", n)
 	}
 	lostOutcomes = m.lostOutcomes.Load() - lostOutcomes
-	lostLogs = m.lostLogs.Load() - lostLogs
+	lostLogs = m.logs.lost.Load() - lostLogs
 	if lostOutcomes == 0 && lostLogs == 0 && left == 0 {
 		return nil
 	}
@@ -488,7 +477,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 		cause = soft.Err()
 	}
 	if cause == nil {
-		if p := m.lastWriteErr.Load(); p != nil {
+		if p := m.writes.lastErr.Load(); p != nil {
 			cause = *p
 		}
 	}
@@ -607,5 +596,5 @@ func (m *Manager) idle(ctx context.Context) (bool, error) {
 // calls or logs not yet written. Handlers before logs: a handler's logs
 // are queued before it returns.
 func (m *Manager) busy() bool {
-	return m.active.len() > 0 || m.unflushed.Load() > 0 || m.handlers.pending.Load() > 0 || m.logsQueued.Load() > 0
+	return m.active.len() > 0 || m.unflushed.Load() > 0 || m.handlers.pending.Load() > 0 || m.logs.queued.Load() > 0
 }

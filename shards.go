@@ -178,7 +178,7 @@ func (m *Manager) join(a *attempt) {
 		// the store refuses it if the parent was rescued meanwhile.
 		m.returned(a, true)
 	}
-	inst := newInstance(a.rec.Clone(), m)
+	inst := newInstance(a.rec.Clone(), m.logs)
 	inst.results = results
 	m.submit(&finishReq{a: a, out: out, inst: inst, err: jerr, ended: m.clock.Now()})
 	if ours {

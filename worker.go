@@ -211,7 +211,7 @@ func (m *Manager) dispatch(recs []*store.Instance) {
 	m.watch.add(as)
 	for _, a := range as {
 		if a.job != nil && a.job.onStateChange != nil {
-			m.stateChanged(a.job, newInstance(a.rec.Clone(), m), store.Processing)
+			m.stateChanged(a.job, newInstance(a.rec.Clone(), m.logs), store.Processing)
 		}
 		select {
 		case m.handoff <- a:
@@ -270,7 +270,7 @@ func (m *Manager) execute(a *attempt) {
 	var (
 		results []any
 		err     error
-		inst    = newInstance(a.rec.Clone(), m)
+		inst    = newInstance(a.rec.Clone(), m.logs)
 	)
 	var foreign *store.Outcome // a recurring tick of a kind not registered here
 	if a.job == nil {
