@@ -230,7 +230,7 @@ func (m *Manager) releasePending(p *pendingClaim) {
 		a := &attempt{rec: rec, ctx: ctx, cancel: cancel}
 		a.settled.Store(settledGivenUp)
 		m.active.add(a)
-		m.submit(&finishReq{a: a, inst: newInstance(rec.Clone(), m.logs), out: store.Outcome{
+		m.completer.submit(&finishReq{a: a, inst: newInstance(rec.Clone(), m.logs), out: store.Outcome{
 			ID: rec.ID, Attempt: rec.Attempt, State: store.Scheduled, RunAt: rec.RunAt, Release: true,
 			Error: "handed back: " + ErrShutdown.Error(),
 		}})
@@ -282,7 +282,7 @@ func (m *Manager) terminateUndecodable(u store.UndecodableRecord) {
 	a.settled.Store(settledGivenUp)
 	m.active.add(a)
 	err := errors.Join(ErrPermanent, u.Err)
-	m.submit(&finishReq{a: a, out: store.Outcome{ID: u.ID, Attempt: u.Attempt, State: store.Terminated, Error: u.Err.Error()}, inst: newInstance(rec, m.logs), err: err})
+	m.completer.submit(&finishReq{a: a, out: store.Outcome{ID: u.ID, Attempt: u.Attempt, State: store.Terminated, Error: u.Err.Error()}, inst: newInstance(rec, m.logs), err: err})
 	m.pool.release()
 	cancel(nil)
 }

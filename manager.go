@@ -61,23 +61,18 @@ type Manager struct {
 	watchWG   sync.WaitGroup
 	submitWG  sync.WaitGroup // outcomes the watchdog hands over in the background
 
-	enq          enqueuer // ScheduleJob's group commit
-	defs         defCache // jobs built from stored definitions (definitions.go)
-	xs           execSync // kinds run by executor types (executortypes.go)
-	pool         *pool
-	active       activeSet
-	finishMu     sync.RWMutex // guards finishCh against sends after close
-	finishClosed bool
-	finishCh     chan *finishReq
-	finishWG     sync.WaitGroup
-	undecided    atomic.Int64  // dispatched attempts whose end is not decided yet
-	settledSig   chan struct{} // signalled when undecided drops to 0
-	stuck        atomic.Int64  // executors still running after their attempt was given up
-	lostOutcomes atomic.Int64  // outcomes given up without being written
-	wake         chan struct{}
-	handoff      chan *attempt                 // to an idle worker goroutine (see dispatch)
-	changed      atomic.Pointer[chan struct{}] // closed and replaced after each flush
-	unflushed    atomic.Int64                  // outcomes submitted but not yet applied
+	enq        enqueuer // ScheduleJob's group commit
+	defs       defCache // jobs built from stored definitions (definitions.go)
+	xs         execSync // kinds run by executor types (executortypes.go)
+	pool       *pool
+	active     activeSet
+	completer  *completer    // outcomes (completer.go)
+	undecided  atomic.Int64  // dispatched attempts whose end is not decided yet
+	settledSig chan struct{} // signalled when undecided drops to 0
+	stuck      atomic.Int64  // executors still running after their attempt was given up
+	wake       chan struct{}
+	handoff    chan *attempt                 // to an idle worker goroutine (see dispatch)
+	changed    atomic.Pointer[chan struct{}] // closed and replaced after each flush
 
 	// claimSeq numbers this manager's claims (store.ClaimParams.ClaimSeq);
 	// only the claim loop uses it. It starts at the wall clock's
@@ -145,14 +140,21 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	m.watch = watchlist{allowance: c.stopAllowance(), wake: make(chan struct{}, 1)}
 	m.enq = enqueuer{st: c.store, node: c.node, clock: c.clock}
 	m.handlers.log = m.log
-	m.logs = newLogWriter(logWriterDeps{
-		store: c.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, changed: m.signalChanged,
-	})
 	ch := make(chan struct{})
 	m.changed.Store(&ch)
 	if err := m.observe(); err != nil {
 		return nil, err
 	}
+	// The services are built once the store is wrapped for the observers.
+	m.logs = newLogWriter(logWriterDeps{
+		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, changed: m.signalChanged,
+	})
+	m.completer = newCompleter(completerDeps{
+		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, active: &m.active, obs: m.cfg.obs,
+		batch: c.finishBatch, linger: c.finishLinger,
+		storeFull: m.setStoreFull, recorded: m.afterFinish, ended: m.shardsEnded,
+		retryNow: m.notifyLocal, changed: m.signalChanged,
+	})
 	return m, nil
 }
 
@@ -304,13 +306,11 @@ func (m *Manager) Start(ctx context.Context) error {
 		go m.recheckGoKindsLoop(m.stopCh)
 	}
 	m.runCtx, m.runCancel = context.WithCancelCause(context.Background())
-	m.finishCh = make(chan *finishReq, 4*m.cfg.finishBatch)
 	m.writes.open()
 	m.renewCtx, m.renewCancel = context.WithCancel(context.Background())
 
 	m.handlers.start(m.cfg.handlerQueue)
-	m.finishWG.Add(1)
-	go m.completer()
+	m.completer.start()
 	m.logs.start()
 	m.renewStop = make(chan struct{})
 	m.renewWG.Add(2)
@@ -393,7 +393,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 		delete(m.recurring, kind)
 	}
 	m.mu.Unlock()
-	lostOutcomes, lostLogs := m.lostOutcomes.Load(), m.logs.lost.Load()
+	lostOutcomes, lostLogs := m.completer.lost.Load(), m.logs.lost.Load()
 
 	// soft ends when running attempts must be canceled; with a deadline,
 	// early enough to hand them back by it.
@@ -445,11 +445,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	close(m.watchStop)
 	m.watchWG.Wait()
 	m.submitWG.Wait()
-	m.finishMu.Lock()
-	m.finishClosed = true
-	close(m.finishCh)
-	m.finishMu.Unlock()
-	m.finishWG.Wait()
+	m.completer.stop()
 	if n := m.handlers.stop(ctx); n > 0 {
 		m.log.Warn("stop: job handlers still running; their queued calls are dropped", "calls", n)
 	}
@@ -467,7 +463,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	if n := m.stuck.Load(); n > 0 {
 		m.log.Warn("stopped with executors still running after their attempts were given up; Go cannot stop them", "count", n)
 	}
-	lostOutcomes = m.lostOutcomes.Load() - lostOutcomes
+	lostOutcomes = m.completer.lost.Load() - lostOutcomes
 	lostLogs = m.logs.lost.Load() - lostLogs
 	if lostOutcomes == 0 && lostLogs == 0 && left == 0 {
 		return nil
@@ -596,5 +592,5 @@ func (m *Manager) idle(ctx context.Context) (bool, error) {
 // calls or logs not yet written. Handlers before logs: a handler's logs
 // are queued before it returns.
 func (m *Manager) busy() bool {
-	return m.active.len() > 0 || m.unflushed.Load() > 0 || m.handlers.pending.Load() > 0 || m.logs.queued.Load() > 0
+	return m.active.len() > 0 || m.completer.queued.Load() > 0 || m.handlers.pending.Load() > 0 || m.logs.queued.Load() > 0
 }

@@ -390,7 +390,7 @@ func (m *Manager) fencedNow() bool {
 // attempt whose executor ran is not handed back here: execute writes
 // what it returned.
 func (m *Manager) handBackFenced(a *attempt) {
-	m.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m.logs), out: store.Outcome{
+	m.completer.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m.logs), out: store.Outcome{
 		ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true, Error: a.fencedHandBackError(fencedHandBacksBefore(a.rec.Error)),
 	}})
 }

@@ -180,7 +180,7 @@ func (m *Manager) join(a *attempt) {
 	}
 	inst := newInstance(a.rec.Clone(), m.logs)
 	inst.results = results
-	m.submit(&finishReq{a: a, out: out, inst: inst, err: jerr, ended: m.clock.Now()})
+	m.completer.submit(&finishReq{a: a, out: out, inst: inst, err: jerr, ended: m.clock.Now()})
 	if ours {
 		m.decided()
 	}

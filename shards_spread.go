@@ -143,6 +143,6 @@ func (m *Manager) handBackShard(a *attempt) {
 	m.watch.remove(a)
 	out := store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true,
 		Error: "handed back: spreading the shards of task " + a.rec.Parent + " over nodes with free workers"}
-	m.submit(&finishReq{a: a, out: out, inst: newInstance(a.rec.Clone(), m.logs), ended: m.clock.Now()})
+	m.completer.submit(&finishReq{a: a, out: out, inst: newInstance(a.rec.Clone(), m.logs), ended: m.clock.Now()})
 	m.decided()
 }

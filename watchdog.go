@@ -271,13 +271,13 @@ func (m *Manager) abandon(a *attempt) {
 	m.log.Warn("executor ignored its context past its timeout; recording the attempt as timed out. Its goroutine keeps its worker slot until it returns",
 		"instance", a.rec.ID, "kind", a.rec.Kind, "attempt", a.rec.Attempt, "timeout", a.timeout, "grace", allowance)
 	r := &finishReq{a: a, out: m.outcome(a, nil, err, cause), inst: newInstance(a.rec.Clone(), m.logs), err: err}
-	if !m.trySubmit(r) {
+	if !m.completer.trySubmit(r) {
 		// The outcome writer is behind (the store is slow): never block the
 		// watchdog, other attempts' fences depend on it.
 		m.submitWG.Add(1)
 		go func() {
 			defer m.submitWG.Done()
-			m.submit(r)
+			m.completer.submit(r)
 		}()
 	}
 }

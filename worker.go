@@ -331,7 +331,7 @@ func (m *Manager) execute(a *attempt) {
 	if foreign != nil && out.State != store.Scheduled && out.State != store.Canceled {
 		out = *foreign // unless Stop handed it back or it was canceled meanwhile
 	}
-	m.submit(&finishReq{a: a, out: out, inst: inst, err: err, ended: m.clock.Now()})
+	m.completer.submit(&finishReq{a: a, out: out, inst: inst, err: err, ended: m.clock.Now()})
 	if ours {
 		m.decided() // a fence decided it already
 	}
