@@ -249,7 +249,7 @@ func (m *Manager) cachedCalendar(name string) (*store.CalendarRules, error) {
 	if ok && now.Sub(c.at) < m.cfg.triggerReload {
 		return c.rules, nil
 	}
-	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(m.run.ctx, 30*time.Second)
 	defer cancel()
 	r, err := m.CalendarRules(ctx, name)
 	if err != nil {

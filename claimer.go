@@ -48,7 +48,7 @@ func (m *Manager) claimLoop() {
 			return
 		}
 		// Not while the clock is skewed or unknown, nor while fenced.
-		if !m.waitNodeOK(m.stopCh) {
+		if !m.nodes.waitOK(m.stopCh) {
 			return
 		}
 		if !m.waitSpreadPause() { // after handing shards back (shards_spread.go)
@@ -226,7 +226,7 @@ func (m *Manager) releasePending(p *pendingClaim) {
 		return
 	}
 	for _, rec := range res.Instances {
-		ctx, cancel := context.WithCancelCause(m.runCtx)
+		ctx, cancel := context.WithCancelCause(m.run.ctx)
 		a := &attempt{rec: rec, ctx: ctx, cancel: cancel}
 		a.settled.Store(settledGivenUp)
 		m.active.add(a)
@@ -244,7 +244,7 @@ func (m *Manager) releasePending(p *pendingClaim) {
 // store's next run time.
 func (m *Manager) claim(q string, limit int, seq uint64) (int, time.Time, error) {
 	now := m.clock.Now()
-	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(m.run.ctx, 30*time.Second)
 	defer cancel()
 	m.pool.take(limit)
 	// Only the kinds registered here, so no other node's work lands on
@@ -261,7 +261,7 @@ func (m *Manager) claim(q string, limit int, seq uint64) (int, time.Time, error)
 	n := len(res.Instances) + len(res.Undecodable)
 	m.pool.giveBack(limit - n)
 	m.dispatch(res.Instances)
-	if m.fencedNow() {
+	if m.nodes.isFenced() {
 		// Fenced while the claim was under way: give these up too.
 		m.fenceAll()
 	}
@@ -277,7 +277,7 @@ func (m *Manager) claim(q string, limit int, seq uint64) (int, time.Time, error)
 func (m *Manager) terminateUndecodable(u store.UndecodableRecord) {
 	m.log.Error("claimed an undecodable record; terminating it", "instance", u.ID, "err", u.Err)
 	rec := &store.Instance{ID: u.ID, Attempt: u.Attempt}
-	ctx, cancel := context.WithCancelCause(m.runCtx)
+	ctx, cancel := context.WithCancelCause(m.run.ctx)
 	a := &attempt{rec: rec, ctx: ctx, cancel: cancel}
 	a.settled.Store(settledGivenUp)
 	m.active.add(a)

@@ -80,16 +80,18 @@ func (c *completer) start() {
 	go c.run()
 }
 
-// stop closes the queue: an outcome submitted from then on is counted as
-// not recorded. It waits until what the queue held is written or given up
-// (when the write scope is canceled).
-func (c *completer) stop() {
+// halt closes the queue: an outcome submitted from then on is counted as
+// not recorded.
+func (c *completer) halt() {
 	c.mu.Lock()
 	c.closed = true
 	close(c.ch)
 	c.mu.Unlock()
-	c.wg.Wait()
 }
+
+// wait returns when what the queue held is written or given up (when the
+// write scope is canceled).
+func (c *completer) wait() { c.wg.Wait() }
 
 // submit queues an outcome for the completer, waiting while its queue is
 // full. It reports false, and counts the outcome as not recorded, once

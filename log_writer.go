@@ -50,15 +50,17 @@ func (w *logWriter) start() {
 	go w.run(ch)
 }
 
-// stop closes the queue and waits until what it held is written or given
-// up (when the write scope is canceled).
-func (w *logWriter) stop() {
+// halt closes the queue: records from then on are written through.
+func (w *logWriter) halt() {
 	w.mu.Lock()
 	close(w.ch)
 	w.ch = nil
 	w.mu.Unlock()
-	w.wg.Wait()
 }
+
+// wait returns when what the queue held is written or given up (when the
+// write scope is canceled).
+func (w *logWriter) wait() { w.wg.Wait() }
 
 // run writes instance logs in batches.
 func (w *logWriter) run(ch <-chan *store.LogRecord) {

@@ -35,21 +35,17 @@ type Manager struct {
 	stopped bool
 	stopCh  chan struct{} // closed by Stop: stop claiming and scheduling ticks
 	bg      sync.WaitGroup
-	// renewStop ends the lease renewer, which outlives stopCh until every
+	// renewer renews leases (lease.go); it outlives stopCh until every
 	// outcome is written.
-	renewStop chan struct{}
-	renewWG   sync.WaitGroup
-	// runCtx is the parent of every attempt's context; canceled with
+	renewer *renewer
+	rescuer *rescuer // rescues expired leases and dead nodes (rescuer.go)
+	// run is the parent of every attempt's context; canceled with
 	// ErrShutdown when Stop's ctx ends.
-	runCtx    context.Context
-	runCancel context.CancelCauseFunc
+	run       runScope
 	recurring map[string]chan struct{} // kind → closed to stop its ticker
 	trigWake  chan struct{}            // the stored triggers changed here: reload them
 	handlers  handlerRunner            // runs job handlers off the engine's goroutines
 
-	// renewCtx bounds lease renewals; canceled when the renewer stops.
-	renewCtx    context.Context
-	renewCancel context.CancelFunc
 	// writes bounds the outcome and log writers; canceled when Stop
 	// gives up on what is not written yet.
 	writes writeScope
@@ -148,6 +144,20 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	// The services are built once the store is wrapped for the observers.
 	m.logs = newLogWriter(logWriterDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, changed: m.signalChanged,
+	})
+	notices, _ := c.store.(store.CancelNotifier) // the store itself, not observedStore
+	m.renewer = newRenewer(renewerDeps{
+		store: m.store, notices: notices, clock: c.clock, node: c.node, log: m.log,
+		lease: c.lease, interval: c.renewInterval, active: &m.active, watch: &m.watch, obs: m.cfg.obs,
+		giveUp: m.giveUp,
+	})
+	m.rescuer = newRescuer(rescuerDeps{
+		store: m.store, clock: c.clock, node: c.node, log: m.log, interval: c.rescueInterval, deadAfter: c.deadAfter,
+		run: &m.run, nodes: &m.nodes, ended: m.shardsEnded,
+		found: func() {
+			m.notifyLocal()
+			m.signalChanged()
+		},
 	})
 	m.completer = newCompleter(completerDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, active: &m.active, obs: m.cfg.obs,
@@ -305,17 +315,13 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.bg.Add(1)
 		go m.recheckGoKindsLoop(m.stopCh)
 	}
-	m.runCtx, m.runCancel = context.WithCancelCause(context.Background())
+	m.run.open()
 	m.writes.open()
-	m.renewCtx, m.renewCancel = context.WithCancel(context.Background())
 
 	m.handlers.start(m.cfg.handlerQueue)
 	m.completer.start()
 	m.logs.start()
-	m.renewStop = make(chan struct{})
-	m.renewWG.Add(2)
-	go m.renewLoop()
-	go m.watchCancels() // issue 21: cancels pushed by the store
+	m.renewer.start()
 	m.started = m.clock.Now()
 	m.nodes.mu.Lock()
 	m.nodes.lastOK = m.started // the fence window runs from the start
@@ -324,14 +330,12 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.nodes.beat = make(chan struct{}, 1)
 	m.hbWG.Add(1)
 	go m.heartbeatLoop()
-	m.bg.Add(1)
-	go m.nodeRescueLoop()
+	m.rescuer.start()
 	m.watchStop = make(chan struct{})
 	m.watchWG.Add(1)
 	go m.watchdog()
-	m.bg.Add(3 + len(m.cfg.queues))
+	m.bg.Add(2 + len(m.cfg.queues))
 	go m.claimLoop()
-	go m.rescueLoop()
 	go m.pruneLoop()
 	for _, q := range m.cfg.queues {
 		go m.subscribe(q)
@@ -388,6 +392,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.running = false
 	m.stopped = true
 	close(m.stopCh)
+	m.rescuer.halt()
 	for kind, stop := range m.recurring {
 		close(stop)
 		delete(m.recurring, kind)
@@ -409,12 +414,13 @@ func (m *Manager) Stop(ctx context.Context) error {
 	bgDone := make(chan struct{})
 	go func() {
 		m.bg.Wait()
+		m.rescuer.wait()
 		close(bgDone)
 	}()
 	select {
 	case <-bgDone:
 	case <-soft.Done():
-		m.runCancel(ErrShutdown)
+		m.run.cancel(ErrShutdown)
 		<-bgDone
 	}
 
@@ -445,19 +451,17 @@ func (m *Manager) Stop(ctx context.Context) error {
 	close(m.watchStop)
 	m.watchWG.Wait()
 	m.submitWG.Wait()
-	m.completer.stop()
+	stopAll(m.completer)
 	if n := m.handlers.stop(ctx); n > 0 {
 		m.log.Warn("stop: job handlers still running; their queued calls are dropped", "calls", n)
 	}
-	m.renewCancel()
-	close(m.renewStop)
-	m.renewWG.Wait()
-	m.logs.stop()
+	stopAll(m.renewer)
+	stopAll(m.logs)
 	close(m.hbStop)
 	m.hbWG.Wait()
 	m.leave(ctx)
 	m.writes.cancel()
-	m.runCancel(ErrShutdown)
+	m.run.cancel(ErrShutdown)
 	m.signalChanged()
 
 	if n := m.stuck.Load(); n > 0 {
@@ -517,7 +521,7 @@ func (m *Manager) drain(ctx context.Context) error {
 // those are given up, their leases no longer renewed, and it returns how
 // many.
 func (m *Manager) handBack(ctx context.Context) int {
-	m.runCancel(ErrShutdown)
+	m.run.cancel(ErrShutdown)
 	if m.drain(ctx) == nil {
 		return 0
 	}

@@ -148,23 +148,23 @@ func (n *nodeState) signal() {
 	n.sig = make(chan struct{})
 }
 
-// nodeOK reports whether the manager may claim, rescue and tick, and a
+// check reports whether the manager may claim, rescue and tick, and a
 // channel closed when that may change.
-func (m *Manager) nodeOK() (bool, <-chan struct{}) {
-	m.nodes.mu.Lock()
-	defer m.nodes.mu.Unlock()
-	if m.nodes.sig == nil {
-		m.nodes.sig = make(chan struct{})
+func (n *nodeState) check() (bool, <-chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sig == nil {
+		n.sig = make(chan struct{})
 	}
-	return m.nodes.ok(), m.nodes.sig
+	return n.ok(), n.sig
 }
 
-// waitNodeOK waits until the manager may claim (its clock is known to be
+// waitOK waits until the manager may claim (its clock is known to be
 // within bounds and it is not fenced), or until one of done is closed; it
 // reports false then.
-func (m *Manager) waitNodeOK(done ...<-chan struct{}) bool {
+func (n *nodeState) waitOK(done ...<-chan struct{}) bool {
 	for {
-		ok, changed := m.nodeOK()
+		ok, changed := n.check()
 		if ok {
 			return true
 		}
@@ -376,11 +376,11 @@ func (m *Manager) fenceAll() int {
 	return n
 }
 
-// fencedNow reports whether the node is fenced.
-func (m *Manager) fencedNow() bool {
-	m.nodes.mu.Lock()
-	defer m.nodes.mu.Unlock()
-	return m.nodes.fenced
+// isFenced reports whether the node is fenced.
+func (n *nodeState) isFenced() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.fenced
 }
 
 // handBackFenced hands back an attempt given up by a fence before it ran:
@@ -393,48 +393,6 @@ func (m *Manager) handBackFenced(a *attempt) {
 	m.completer.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m.logs), out: store.Outcome{
 		ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true, Error: a.fencedHandBackError(fencedHandBacksBefore(a.rec.Error)),
 	}})
-}
-
-// nodeRescueLoop rescues the attempts of dead nodes after each
-// successful heartbeat (the store measures a node's silence up to the
-// rescuer's own last heartbeat, so right after one is when it can tell
-// soonest). Every manager runs it; the store declares each dead node once
-// and moves each attempt once.
-func (m *Manager) nodeRescueLoop() {
-	defer m.bg.Done()
-	for {
-		select {
-		case <-m.nodes.beat:
-		case <-m.stopCh:
-			return
-		}
-		if m.fencedNow() {
-			continue
-		}
-		for {
-			ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
-			res, err := m.store.RescueNodes(ctx, &store.RescueNodesParams{
-				Now: m.clock.Now(), Node: m.node, DeadAfter: m.cfg.deadAfter, Limit: 256,
-			})
-			cancel()
-			if err != nil {
-				m.log.Warn("rescue dead nodes", "err", err)
-				break
-			}
-			if len(res.Dead) > 0 {
-				m.log.Warn("nodes stopped heartbeating; declared dead, rescuing their attempts", "nodes", res.Dead, "dead_after", m.cfg.deadAfter)
-			}
-			m.shardsEnded(m.runCtx, res.Rescued)
-			if len(res.Rescued) > 0 {
-				m.log.Info("rescued attempts of dead nodes", "count", len(res.Rescued))
-				m.notifyLocal()
-				m.signalChanged()
-			}
-			if len(res.Rescued) < 256 {
-				break
-			}
-		}
-	}
 }
 
 // leave records in the registry that the node stopped, so it is listed as

@@ -53,7 +53,7 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 	}
 	for {
 		// No ticks while the clock is skewed or unknown (node.go).
-		if !m.waitNodeOK(stop, m.stopCh) {
+		if !m.nodes.waitOK(stop, m.stopCh) {
 			return
 		}
 		now := m.clock.Now()
@@ -154,7 +154,7 @@ func (m *Manager) scheduleTick(j *Job, tick time.Time) error {
 	if err := c.apply(j.recurring.opts); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(m.run.ctx, 30*time.Second)
 	defer cancel()
 	if j.overlap == OverlapForbid || j.overlap == OverlapReplace {
 		prev, err := m.activeTicks(ctx, j.kind, tick)

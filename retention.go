@@ -11,7 +11,7 @@ import (
 // two batches when the manager stops.
 func (m *Manager) pruneLoop() {
 	defer m.bg.Done()
-	ctx, cancel := context.WithCancel(m.runCtx)
+	ctx, cancel := context.WithCancel(m.run.ctx)
 	defer cancel()
 	go func() {
 		select {

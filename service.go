@@ -16,9 +16,20 @@ import (
 type service interface {
 	// start starts the service's goroutines and returns at once.
 	start()
-	// stop asks the service to end and waits until its goroutines have
-	// returned.
-	stop()
+	// halt asks the service to end and returns at once.
+	halt()
+	// wait returns when the service's goroutines have returned.
+	wait()
+}
+
+// stopAll halts every one of ss, then waits for each.
+func stopAll(ss ...service) {
+	for _, s := range ss {
+		s.halt()
+	}
+	for _, s := range ss {
+		s.wait()
+	}
 }
 
 // loops runs a service's goroutines until it is stopped: one quit channel
@@ -48,11 +59,16 @@ func (l *loops) halt() { close(l.quit) }
 // wait returns when every loop has returned.
 func (l *loops) wait() { l.wg.Wait() }
 
-// stop is halt, then wait.
-func (l *loops) stop() {
-	l.halt()
-	l.wait()
+// runScope is the parent of every attempt's context and of the store
+// calls of the claimer, the rescuer and the schedulers: Stop cancels it
+// with cause ErrShutdown when its ctx ends.
+type runScope struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
+
+// open starts a run.
+func (r *runScope) open() { r.ctx, r.cancel = context.WithCancelCause(context.Background()) }
 
 // writeScope is what the completer and the log writer share: the context
 // that bounds their store calls, which Stop cancels when it gives up on

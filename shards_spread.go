@@ -89,7 +89,7 @@ func (m *Manager) shardDone(rec *store.Instance) {
 func (m *Manager) freePeersLocked(rec *store.Instance) int {
 	s := &m.spread
 	if time.Since(s.readAt) > spreadPeersTTL {
-		ctx, cancel := context.WithTimeout(m.runCtx, 2*time.Second)
+		ctx, cancel := context.WithTimeout(m.run.ctx, 2*time.Second)
 		nodes, err := m.store.ListNodes(ctx, &store.ListNodesParams{Now: m.clock.Now(), DeadAfter: m.cfg.deadAfter})
 		cancel()
 		if err != nil {

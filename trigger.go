@@ -332,7 +332,7 @@ func (m *Manager) triggerLoop() {
 	for {
 		// No ticks while the clock is skewed or unknown, nor while fenced
 		// (node.go).
-		if !m.waitNodeOK(m.stopCh) {
+		if !m.nodes.waitOK(m.stopCh) {
 			return
 		}
 		now := m.clock.Now()
@@ -376,7 +376,7 @@ func (m *Manager) triggerLoop() {
 // loadTriggers reads every stored trigger into states, drops those no
 // longer stored, and moves each changed one's since to its base.
 func (m *Manager) loadTriggers(states map[string]*triggerState) error {
-	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(m.run.ctx, 30*time.Second)
 	defer cancel()
 	seen := make(map[string]bool, len(states))
 	after := ""
@@ -471,7 +471,7 @@ func (m *Manager) runTrigger(st *triggerState, now time.Time, grace time.Duratio
 // holds at once, and a tick another manager fired or skipped already is
 // left alone.
 func (m *Manager) fireTrigger(st *triggerState, tick, now time.Time) error {
-	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(m.run.ctx, 30*time.Second)
 	defer cancel()
 	cur, err := m.store.GetTrigger(ctx, st.t.Name)
 	if err != nil {

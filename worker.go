@@ -198,7 +198,7 @@ func (m *Manager) dispatch(recs []*store.Instance) {
 	as := make([]*attempt, len(recs))
 	for i, rec := range recs {
 		j, _ := m.reg.get(rec.Kind)
-		ctx, cancel := context.WithCancelCause(m.runCtx)
+		ctx, cancel := context.WithCancelCause(m.run.ctx)
 		a := &attempt{rec: rec, job: j, ctx: ctx, cancel: cancel, start: now, timeout: rec.Timeout, leaseUntil: rec.LeaseUntil, hidx: -1, clockTimeout: !systemClock}
 		if a.leaseUntil.IsZero() { // every store reports it; this is a fallback
 			a.leaseUntil = now.Add(m.cfg.lease)
