@@ -51,11 +51,9 @@ type Manager struct {
 	writes writeScope
 	logs   *logWriter // instance logs (log_writer.go)
 	// watch holds the deadlines of running attempts; the watchdog acts on
-	// them until watchStop is closed.
-	watch     watchlist
-	watchStop chan struct{}
-	watchWG   sync.WaitGroup
-	submitWG  sync.WaitGroup // outcomes the watchdog hands over in the background
+	// them (watchdog.go).
+	watch    watchlist
+	watchdog *watchdog
 
 	enq        enqueuer // ScheduleJob's group commit
 	defs       defCache // jobs built from stored definitions (definitions.go)
@@ -164,6 +162,10 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		batch: c.finishBatch, linger: c.finishLinger,
 		storeFull: m.setStoreFull, recorded: m.afterFinish, ended: m.shardsEnded,
 		retryNow: m.notifyLocal, changed: m.signalChanged,
+	})
+	m.watchdog = newWatchdog(watchdogDeps{
+		watch: &m.watch, clock: c.clock, log: m.log, allowance: c.stopAllowance(), active: &m.active,
+		completer: m.completer, logs: m.logs, giveUpAs: m.giveUpAs, outcome: m.outcome,
 	})
 	return m, nil
 }
@@ -331,9 +333,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.hbWG.Add(1)
 	go m.heartbeatLoop()
 	m.rescuer.start()
-	m.watchStop = make(chan struct{})
-	m.watchWG.Add(1)
-	go m.watchdog()
+	m.watchdog.start()
 	m.bg.Add(2 + len(m.cfg.queues))
 	go m.claimLoop()
 	go m.pruneLoop()
@@ -448,9 +448,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	}
 	// Every attempt's end is decided: the watchdog has nothing left to
 	// do, and every outcome is queued once its hand-overs are done.
-	close(m.watchStop)
-	m.watchWG.Wait()
-	m.submitWG.Wait()
+	stopAll(m.watchdog)
 	stopAll(m.completer)
 	if n := m.handlers.stop(ctx); n > 0 {
 		m.log.Warn("stop: job handlers still running; their queued calls are dropped", "calls", n)
