@@ -78,15 +78,11 @@ type Manager struct {
 	storeFull  atomic.Bool
 	fullLogged bool // claim loop only: the pause was logged
 
-	// The node registry (node.go): the heartbeat loop runs from Start to
-	// the end of Stop.
-	nodes   nodeState
-	started time.Time
-	hbStop  chan struct{}
-	hbWG    sync.WaitGroup
-	// hbPending is a heartbeat call given up on that has not answered
-	// yet; only the heartbeat loop uses it.
-	hbPending *hbCall
+	// The node registry (node.go): the heartbeat (heartbeat.go) runs from
+	// Start to the end of Stop and keeps nodes, the node's standing.
+	nodes       nodeState
+	started     time.Time
+	heartbeater *heartbeater
 
 	// spread spreads the shards of a task over nodes (shards_spread.go).
 	spread spreadState
@@ -162,6 +158,11 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		batch: c.finishBatch, linger: c.finishLinger,
 		storeFull: m.setStoreFull, recorded: m.afterFinish, ended: m.shardsEnded,
 		retryNow: m.notifyLocal, changed: m.signalChanged,
+	})
+	m.heartbeater = newHeartbeater(heartbeaterDeps{
+		store: m.store, clock: c.clock, log: m.log, interval: c.heartbeat, deadAfter: c.deadAfter,
+		fenceAfter: c.fenceAfter(), maxSkew: c.maxSkew, nodes: &m.nodes,
+		info: m.nodeInfo, fenceAll: m.fenceAll, stuck: m.stuck.Load,
 	})
 	m.watchdog = newWatchdog(watchdogDeps{
 		watch: &m.watch, clock: c.clock, log: m.log, allowance: c.stopAllowance(), active: &m.active,
@@ -328,10 +329,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.nodes.mu.Lock()
 	m.nodes.lastOK = m.started // the fence window runs from the start
 	m.nodes.mu.Unlock()
-	m.hbStop = make(chan struct{})
 	m.nodes.beat = make(chan struct{}, 1)
-	m.hbWG.Add(1)
-	go m.heartbeatLoop()
+	m.heartbeater.start()
 	m.rescuer.start()
 	m.watchdog.start()
 	m.bg.Add(2 + len(m.cfg.queues))
@@ -455,9 +454,8 @@ func (m *Manager) Stop(ctx context.Context) error {
 	}
 	stopAll(m.renewer)
 	stopAll(m.logs)
-	close(m.hbStop)
-	m.hbWG.Wait()
-	m.leave(ctx)
+	stopAll(m.heartbeater)
+	m.heartbeater.leave(ctx)
 	m.writes.cancel()
 	m.run.cancel(ErrShutdown)
 	m.signalChanged()
