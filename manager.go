@@ -68,15 +68,7 @@ type Manager struct {
 	handoff    chan *attempt                 // to an idle worker goroutine (see dispatch)
 	changed    atomic.Pointer[chan struct{}] // closed and replaced after each flush
 
-	// claimSeq numbers this manager's claims (store.ClaimParams.ClaimSeq);
-	// only the claim loop uses it. It starts at the wall clock's
-	// nanoseconds, so a manager restarted under the same node ID numbers
-	// above its previous run.
-	claimSeq uint64
-	// storeFull is set while the store refuses outcomes for want of space
-	// (store.ErrFull): the claim loop claims nothing meanwhile.
-	storeFull  atomic.Bool
-	fullLogged bool // claim loop only: the pause was logged
+	claimer *claimer // claimer.go
 
 	// The node registry (node.go): the heartbeat (heartbeat.go) runs from
 	// Start to the end of Stop and keeps nodes, the node's standing.
@@ -124,8 +116,6 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		handoff:    make(chan *attempt),
 		settledSig: make(chan struct{}, 1),
 		trigWake:   make(chan struct{}, 1),
-
-		claimSeq: uint64(time.Now().UnixNano()),
 	}
 	m.watch = watchlist{allowance: c.stopAllowance(), wake: make(chan struct{}, 1)}
 	m.enq = enqueuer{st: c.store, node: c.node, clock: c.clock}
@@ -156,8 +146,15 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	m.completer = newCompleter(completerDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, active: &m.active, obs: m.cfg.obs,
 		batch: c.finishBatch, linger: c.finishLinger,
-		storeFull: m.setStoreFull, recorded: m.afterFinish, ended: m.shardsEnded,
+		storeFull: func(full bool) { m.claimer.setStoreFull(full) }, recorded: m.afterFinish, ended: m.shardsEnded,
 		retryNow: m.notifyLocal, changed: m.signalChanged,
+	})
+	notifier, _ := c.store.(store.Notifier) // the store itself, not observedStore
+	m.claimer = newClaimer(claimerDeps{
+		store: m.store, notifier: notifier, clock: c.clock, node: c.node, log: m.log,
+		queues: c.queues, labels: c.labels, batch: c.claimBatch, poll: c.pollInterval, lease: c.lease,
+		pool: m.pool, reg: m.reg, nodes: &m.nodes, run: &m.run, active: &m.active, completer: m.completer, logs: m.logs,
+		wake: m.wake, dispatch: m.dispatch, fenceAll: m.fenceAll, spreadPause: m.waitSpreadPause,
 	})
 	m.heartbeater = newHeartbeater(heartbeaterDeps{
 		store: m.store, clock: c.clock, log: m.log, interval: c.heartbeat, deadAfter: c.deadAfter,
@@ -260,12 +257,7 @@ func (m *Manager) SetWorkers(n int) error {
 func (m *Manager) Workers() (size, busy int) { return m.pool.stats() }
 
 // notifyLocal wakes the claim loop.
-func (m *Manager) notifyLocal() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
-}
+func (m *Manager) notifyLocal() { m.claimer.ring() }
 
 // signalChanged wakes Wait.
 func (m *Manager) signalChanged() {
@@ -333,12 +325,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.heartbeater.start()
 	m.rescuer.start()
 	m.watchdog.start()
-	m.bg.Add(2 + len(m.cfg.queues))
-	go m.claimLoop()
+	m.claimer.start()
+	m.bg.Add(1)
 	go m.pruneLoop()
-	for _, q := range m.cfg.queues {
-		go m.subscribe(q)
-	}
 	for _, j := range m.reg.all() {
 		if j.recurring != nil {
 			m.startRecurringLocked(j)
@@ -391,6 +380,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.running = false
 	m.stopped = true
 	close(m.stopCh)
+	m.claimer.halt()
 	m.rescuer.halt()
 	for kind, stop := range m.recurring {
 		close(stop)
@@ -413,6 +403,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	bgDone := make(chan struct{})
 	go func() {
 		m.bg.Wait()
+		m.claimer.wait()
 		m.rescuer.wait()
 		close(bgDone)
 	}()

@@ -112,13 +112,13 @@ func (m *Manager) freePeersLocked(rec *store.Instance) int {
 	return n
 }
 
-// waitSpreadPause waits out a pause after a hand-back; false when the
-// manager stops meanwhile.
-func (m *Manager) waitSpreadPause() bool {
+// waitSpreadPause waits out a pause after a hand-back; false when quit
+// closes meanwhile.
+func (m *Manager) waitSpreadPause(quit <-chan struct{}) bool {
 	m.spread.mu.Lock()
 	d := time.Until(m.spread.pauseUntil)
 	m.spread.mu.Unlock()
-	return d <= 0 || sleep(SystemClock{}, d, m.stopCh)
+	return d <= 0 || sleep(SystemClock{}, d, quit)
 }
 
 // hasAll reports whether have includes every one of want.
