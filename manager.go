@@ -44,6 +44,7 @@ type Manager struct {
 	run       runScope
 	recurring map[string]chan struct{} // kind → closed to stop its ticker
 	trigWake  chan struct{}            // the stored triggers changed here: reload them
+	scheduler *scheduler               // fires stored triggers' ticks (trigger.go)
 	handlers  handlerRunner            // runs job handlers off the engine's goroutines
 
 	// writes bounds the outcome and log writers; canceled when Stop
@@ -155,6 +156,15 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		queues: c.queues, labels: c.labels, batch: c.claimBatch, poll: c.pollInterval, lease: c.lease,
 		pool: m.pool, reg: m.reg, nodes: &m.nodes, run: &m.run, active: &m.active, completer: m.completer, logs: m.logs,
 		wake: m.wake, dispatch: m.dispatch, fenceAll: m.fenceAll, spreadPause: m.waitSpreadPause,
+	})
+	m.scheduler = newScheduler(schedulerDeps{
+		store: m.store, clock: c.clock, node: c.node, log: m.log, reload: c.triggerReload,
+		run: &m.run, nodes: &m.nodes, wake: m.trigWake, calendarRules: m.CalendarRules,
+		cancel: func(ctx context.Context, id string) error {
+			_, err := m.CancelInstance(ctx, id)
+			return err
+		},
+		jobFor: m.jobFor, enqueued: m.notifyLocal,
 	})
 	m.heartbeater = newHeartbeater(heartbeaterDeps{
 		store: m.store, clock: c.clock, log: m.log, interval: c.heartbeat, deadAfter: c.deadAfter,
@@ -334,8 +344,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 	}
 	if !m.cfg.schedulerOff {
-		m.bg.Add(1)
-		go m.triggerLoop()
+		m.scheduler.start()
 	}
 	m.log.Debug("manager started", "workers", m.cfg.workers, "queues", m.cfg.queues)
 	return nil
@@ -382,6 +391,9 @@ func (m *Manager) Stop(ctx context.Context) error {
 	close(m.stopCh)
 	m.claimer.halt()
 	m.rescuer.halt()
+	if !m.cfg.schedulerOff {
+		m.scheduler.halt()
+	}
 	for kind, stop := range m.recurring {
 		close(stop)
 		delete(m.recurring, kind)
@@ -405,6 +417,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 		m.bg.Wait()
 		m.claimer.wait()
 		m.rescuer.wait()
+		m.scheduler.wait()
 		close(bgDone)
 	}()
 	select {
