@@ -77,8 +77,9 @@ type Manager struct {
 	started     time.Time
 	heartbeater *heartbeater
 
-	// spread spreads the shards of a task over nodes (shards_spread.go).
-	spread spreadState
+	// shards joins sharded tasks and spreads their shards over nodes
+	// (shards.go, shards_spread.go).
+	shards *shards
 }
 
 // NewManager returns a manager configured by opts. It does not start
@@ -130,6 +131,14 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	m.logs = newLogWriter(logWriterDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, changed: m.signalChanged,
 	})
+	recheck := c.shardRecheck
+	if recheck <= 0 {
+		recheck = DefaultShardRecheck
+	}
+	m.shards = newShards(shardsDeps{
+		store: m.store, clock: c.clock, node: c.node, log: m.log, run: &m.run, recheck: recheck,
+		deadAfter: c.deadAfter, reg: m.reg, active: &m.active, woke: m.notifyLocal,
+	})
 	notices, _ := c.store.(store.CancelNotifier) // the store itself, not observedStore
 	m.renewer = newRenewer(renewerDeps{
 		store: m.store, notices: notices, clock: c.clock, node: c.node, log: m.log,
@@ -138,7 +147,7 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	})
 	m.rescuer = newRescuer(rescuerDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, interval: c.rescueInterval, deadAfter: c.deadAfter,
-		run: &m.run, nodes: &m.nodes, ended: m.shardsEnded,
+		run: &m.run, nodes: &m.nodes, ended: m.shards.shardsEnded,
 		found: func() {
 			m.notifyLocal()
 			m.signalChanged()
@@ -147,7 +156,7 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	m.completer = newCompleter(completerDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, active: &m.active, obs: m.cfg.obs,
 		batch: c.finishBatch, linger: c.finishLinger,
-		storeFull: func(full bool) { m.claimer.setStoreFull(full) }, recorded: m.afterFinish, ended: m.shardsEnded,
+		storeFull: func(full bool) { m.claimer.setStoreFull(full) }, recorded: m.afterFinish, ended: m.shards.shardsEnded,
 		retryNow: m.notifyLocal, changed: m.signalChanged,
 	})
 	notifier, _ := c.store.(store.Notifier) // the store itself, not observedStore
@@ -155,7 +164,7 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		store: m.store, notifier: notifier, clock: c.clock, node: c.node, log: m.log,
 		queues: c.queues, labels: c.labels, batch: c.claimBatch, poll: c.pollInterval, lease: c.lease,
 		pool: m.pool, reg: m.reg, nodes: &m.nodes, run: &m.run, active: &m.active, completer: m.completer, logs: m.logs,
-		wake: m.wake, dispatch: m.dispatch, fenceAll: m.fenceAll, spreadPause: m.waitSpreadPause,
+		wake: m.wake, dispatch: m.dispatch, fenceAll: m.fenceAll, spreadPause: m.shards.waitSpreadPause,
 	})
 	m.scheduler = newScheduler(schedulerDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, reload: c.triggerReload,

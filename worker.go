@@ -261,11 +261,11 @@ func (m *Manager) execute(a *attempt) {
 		return
 	}
 	if a.rec.IsShard() {
-		if !m.keepShard(a.rec) { // spread over nodes (shards_spread.go)
+		if !m.shards.keepShard(a.rec) { // spread over nodes (shards_spread.go)
 			m.handBackShard(a)
 			return
 		}
-		defer m.shardDone(a.rec)
+		defer m.shards.shardDone(a.rec)
 	}
 	var (
 		results []any
