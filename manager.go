@@ -390,94 +390,157 @@ func (m *Manager) Start(ctx context.Context) error {
 // Executors given up (see Stuck) may still run after it returns; the
 // manager's own goroutines have ended or are ending.
 func (m *Manager) Stop(ctx context.Context) error {
+	if err := m.haltIntake(); err != nil {
+		return err
+	}
+	lostOutcomes, lostLogs := m.completer.lost.Load(), m.logs.lost.Load()
+	// soft ends when running attempts must be canceled; with a deadline,
+	// early enough to hand them back by it.
+	soft, cancel := m.softDeadline(ctx)
+	defer cancel()
+
+	// 1. No more claims, rescues or ticks.
+	m.waitIntake(soft)
+	// 2. The end of every running attempt is decided: drained, or handed
+	// back.
+	left, release := m.settleAttempts(ctx, soft)
+	defer release()
+	// 3. The services that outlive the attempts, in this order.
+	for _, step := range m.teardown(ctx) {
+		step()
+	}
+
+	if n := m.stuck.Load(); n > 0 {
+		m.log.Warn("stopped with executors still running after their attempts were given up; Go cannot stop them", "count", n)
+	}
+	return m.stopError(ctx, soft, m.completer.lost.Load()-lostOutcomes, m.logs.lost.Load()-lostLogs, left)
+}
+
+// intake is what brings work in: the claimer, the rescuer and the trigger
+// scheduler (when on). Stop halts them first, together with the
+// background loops of the Manager itself (bg: recurring jobs' tickers,
+// retention, executor types' sync).
+func (m *Manager) intake() []service {
+	ss := []service{m.claimer, m.rescuer}
+	if !m.cfg.schedulerOff {
+		ss = append(ss, m.scheduler)
+	}
+	return ss
+}
+
+// haltIntake marks the manager stopped and asks the intake to end; it
+// returns ErrNotRunning when the manager does not run.
+func (m *Manager) haltIntake() error {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if !m.running {
-		m.mu.Unlock()
 		return ErrNotRunning
 	}
 	m.running = false
 	m.stopped = true
 	close(m.stopCh)
-	m.claimer.halt()
-	m.rescuer.halt()
-	if !m.cfg.schedulerOff {
-		m.scheduler.halt()
+	for _, s := range m.intake() {
+		s.halt()
 	}
 	for kind, stop := range m.recurring {
 		close(stop)
 		delete(m.recurring, kind)
 	}
-	m.mu.Unlock()
-	lostOutcomes, lostLogs := m.completer.lost.Load(), m.logs.lost.Load()
+	return nil
+}
 
-	// soft ends when running attempts must be canceled; with a deadline,
-	// early enough to hand them back by it.
-	soft := ctx
-	allowance := m.cfg.stopAllowance()
-	if d, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		soft, cancel = context.WithDeadline(ctx, d.Add(-min(allowance, time.Until(d)/2)))
-		defer cancel()
+// softDeadline is when Stop cancels the attempts still running: with a
+// deadline, early enough to hand them back by it (half the time left, at
+// most the stop allowance); without one, when ctx ends.
+func (m *Manager) softDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
 	}
+	return context.WithDeadline(ctx, d.Add(-min(m.cfg.stopAllowance(), time.Until(d)/2)))
+}
 
-	// No more claims or ticks. Their store calls end with runCtx.
-	bgDone := make(chan struct{})
+// waitIntake waits until the intake has ended. When soft ends first, the
+// run scope is canceled: the intake's store calls and the attempts end.
+func (m *Manager) waitIntake(soft context.Context) {
+	done := make(chan struct{})
 	go func() {
 		m.bg.Wait()
-		m.claimer.wait()
-		m.rescuer.wait()
-		m.scheduler.wait()
-		close(bgDone)
+		for _, s := range m.intake() {
+			s.wait()
+		}
+		close(done)
 	}()
 	select {
-	case <-bgDone:
+	case <-done:
 	case <-soft.Done():
 		m.run.cancel(ErrShutdown)
-		<-bgDone
+		<-done
 	}
+}
 
-	left := 0
-	// Drained in time: the writes left end with ctx. Drained only because
-	// soft's end canceled the attempts (their executors returned on it at
-	// once), or not at all: the attempts are handed back, and the writes
-	// get the hand-back's time, as a ctx that is already done at Stop must
-	// not cancel the hand-backs it just caused.
+// settleAttempts decides the end of every running attempt and bounds the
+// writes left. Drained in time: the writes left end with ctx. Drained
+// only because soft's end canceled the attempts (their executors returned
+// on it at once), or not at all: the attempts are handed back, and the
+// writes get the hand-back's time, as a ctx that is already done at Stop
+// must not cancel the hand-backs it just caused. It returns how many
+// attempts were left running, and what to call when Stop returns.
+func (m *Manager) settleAttempts(ctx, soft context.Context) (left int, release func()) {
 	if m.drain(soft) == nil && soft.Err() == nil {
 		stopWrites := context.AfterFunc(ctx, m.writes.cancel)
-		defer stopWrites()
+		return 0, func() { stopWrites() }
+	}
+	var hb context.Context
+	var cancel context.CancelFunc
+	if d, ok := ctx.Deadline(); ok {
+		hb, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
 	} else {
-		var hb context.Context
-		var cancel context.CancelFunc
-		if d, ok := ctx.Deadline(); ok {
-			hb, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
-		} else {
-			hb, cancel = context.WithTimeout(context.WithoutCancel(ctx), allowance)
-		}
-		defer cancel()
-		left = m.handBack(hb)
-		stopWrites := context.AfterFunc(hb, m.writes.cancel)
-		defer stopWrites()
+		hb, cancel = context.WithTimeout(context.WithoutCancel(ctx), m.cfg.stopAllowance())
 	}
-	// Every attempt's end is decided: the watchdog has nothing left to
-	// do, and every outcome is queued once its hand-overs are done.
-	stopAll(m.watchdog)
-	stopAll(m.completer)
-	if n := m.handlers.stop(ctx); n > 0 {
-		m.log.Warn("stop: job handlers still running; their queued calls are dropped", "calls", n)
+	left = m.handBack(hb)
+	stopWrites := context.AfterFunc(hb, m.writes.cancel)
+	return left, func() {
+		stopWrites()
+		cancel()
 	}
-	stopAll(m.renewer)
-	stopAll(m.logs)
-	stopAll(m.heartbeater)
-	m.heartbeater.leave(ctx)
-	m.writes.cancel()
-	m.run.cancel(ErrShutdown)
-	m.signalChanged()
+}
 
-	if n := m.stuck.Load(); n > 0 {
-		m.log.Warn("stopped with executors still running after their attempts were given up; Go cannot stop them", "count", n)
+// teardown is what Stop does once the end of every attempt is decided,
+// step by step, in order.
+func (m *Manager) teardown(ctx context.Context) []func() {
+	return []func(){
+		// The watchdog has nothing left to watch; every outcome it hands
+		// over is queued once it has returned.
+		stopping(m.watchdog),
+		// Every queued outcome is written, or given up when the writes
+		// end.
+		stopping(m.completer),
+		// The handlers of those outcomes run, until ctx ends.
+		func() {
+			if n := m.handlers.stop(ctx); n > 0 {
+				m.log.Warn("stop: job handlers still running; their queued calls are dropped", "calls", n)
+			}
+		},
+		// No outcome is left to write: the leases may lapse.
+		stopping(m.renewer),
+		// Every log is written, the handlers' included.
+		stopping(m.logs),
+		// The heartbeat runs to the end, so a stopping node is never
+		// taken for dead; then the node records that it left.
+		stopping(m.heartbeater),
+		func() { m.heartbeater.leave(ctx) },
+		func() {
+			m.writes.cancel()
+			m.run.cancel(ErrShutdown)
+			m.signalChanged()
+		},
 	}
-	lostOutcomes = m.completer.lost.Load() - lostOutcomes
-	lostLogs = m.logs.lost.Load() - lostLogs
+}
+
+// stopError is Stop's answer: nil when every outcome and log was recorded
+// and no attempt was left running, else an error wrapping the cause.
+func (m *Manager) stopError(ctx, soft context.Context, lostOutcomes, lostLogs int64, left int) error {
 	if lostOutcomes == 0 && lostLogs == 0 && left == 0 {
 		return nil
 	}

@@ -32,6 +32,9 @@ func stopAll(ss ...service) {
 	}
 }
 
+// stopping is a step of Manager.Stop that stops s.
+func stopping(s service) func() { return func() { stopAll(s) } }
+
 // loops runs a service's goroutines until it is stopped: one quit channel
 // they all watch, and one WaitGroup for them all. The zero value is ready
 // once reset.
