@@ -128,6 +128,14 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		return nil, err
 	}
 	// The services are built once the store is wrapped for the observers.
+	m.wire()
+	return m, nil
+}
+
+// wire builds the engine's services, each from what it uses; the
+// callbacks in their deps are how they reach each other.
+func (m *Manager) wire() {
+	c := &m.cfg
 	m.logs = newLogWriter(logWriterDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, changed: m.signalChanged,
 	})
@@ -142,7 +150,7 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	notices, _ := c.store.(store.CancelNotifier) // the store itself, not observedStore
 	m.renewer = newRenewer(renewerDeps{
 		store: m.store, notices: notices, clock: c.clock, node: c.node, log: m.log,
-		lease: c.lease, interval: c.renewInterval, active: &m.active, watch: &m.watch, obs: m.cfg.obs,
+		lease: c.lease, interval: c.renewInterval, active: &m.active, watch: &m.watch, obs: c.obs,
 		giveUp: m.giveUp,
 	})
 	m.rescuer = newRescuer(rescuerDeps{
@@ -154,7 +162,7 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		},
 	})
 	m.completer = newCompleter(completerDeps{
-		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, active: &m.active, obs: m.cfg.obs,
+		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, active: &m.active, obs: c.obs,
 		batch: c.finishBatch, linger: c.finishLinger,
 		storeFull: func(full bool) { m.claimer.setStoreFull(full) }, recorded: m.afterFinish, ended: m.shards.shardsEnded,
 		retryNow: m.notifyLocal, changed: m.signalChanged,
@@ -184,7 +192,6 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		watch: &m.watch, clock: c.clock, log: m.log, allowance: c.stopAllowance(), active: &m.active,
 		completer: m.completer, logs: m.logs, giveUpAs: m.giveUpAs, outcome: m.outcome,
 	})
-	return m, nil
 }
 
 // NodeID returns the manager's node ID, as leases, history and logs name
@@ -331,29 +338,28 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.run.open()
 	m.writes.open()
-
-	m.handlers.start(m.cfg.handlerQueue)
-	m.completer.start()
-	m.logs.start()
-	m.renewer.start()
 	m.started = m.clock.Now()
 	m.nodes.mu.Lock()
 	m.nodes.lastOK = m.started // the fence window runs from the start
 	m.nodes.mu.Unlock()
 	m.nodes.beat = make(chan struct{}, 1)
-	m.heartbeater.start()
-	m.rescuer.start()
-	m.watchdog.start()
-	m.claimer.start()
+
+	m.handlers.start(m.cfg.handlerQueue)
+	// The writers first, the intake last: nothing is claimed before
+	// its outcome can be written, its lease renewed and its deadlines
+	// watched.
+	for _, s := range []service{m.completer, m.logs, m.renewer, m.heartbeater, m.watchdog} {
+		s.start()
+	}
+	for _, s := range m.intake() {
+		s.start()
+	}
 	m.bg.Add(1)
 	go m.pruneLoop()
 	for _, j := range m.reg.all() {
 		if j.recurring != nil {
 			m.startRecurringLocked(j)
 		}
-	}
-	if !m.cfg.schedulerOff {
-		m.scheduler.start()
 	}
 	m.log.Debug("manager started", "workers", m.cfg.workers, "queues", m.cfg.queues)
 	return nil
