@@ -33,9 +33,11 @@ type Manager struct {
 	mu      sync.Mutex
 	running bool
 	stopped bool
-	stopCh  chan struct{} // closed by Stop: stop claiming and scheduling ticks
-	bg      sync.WaitGroup
-	// renewer renews leases (lease.go); it outlives stopCh until every
+	// bg runs the Manager's own loops (recurring jobs' tickers, retention,
+	// executor types' sync) and its idle workers; halted by Stop with the
+	// intake.
+	bg loops
+	// renewer renews leases (lease.go); it outlives the intake until every
 	// outcome is written.
 	renewer *renewer
 	rescuer *rescuer // rescues expired leases and dead nodes (rescuer.go)
@@ -330,11 +332,10 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 	}
 	m.running = true
-	m.stopCh = make(chan struct{})
+	m.bg.reset()
 	m.startExecutors(ctx)
 	if recheck {
-		m.bg.Add(1)
-		go m.recheckGoKindsLoop(m.stopCh)
+		m.bg.goLoop(m.recheckGoKindsLoop)
 	}
 	m.run.open()
 	m.writes.open()
@@ -354,8 +355,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	for _, s := range m.intake() {
 		s.start()
 	}
-	m.bg.Add(1)
-	go m.pruneLoop()
+	m.bg.goLoop(m.pruneLoop)
 	for _, j := range m.reg.all() {
 		if j.recurring != nil {
 			m.startRecurringLocked(j)
@@ -444,7 +444,7 @@ func (m *Manager) haltIntake() error {
 	}
 	m.running = false
 	m.stopped = true
-	close(m.stopCh)
+	m.bg.halt()
 	for _, s := range m.intake() {
 		s.halt()
 	}
@@ -471,7 +471,7 @@ func (m *Manager) softDeadline(ctx context.Context) (context.Context, context.Ca
 func (m *Manager) waitIntake(soft context.Context) {
 	done := make(chan struct{})
 	go func() {
-		m.bg.Wait()
+		m.bg.wait()
 		for _, s := range m.intake() {
 			s.wait()
 		}

@@ -216,7 +216,7 @@ func (m *Manager) dispatch(recs []*store.Instance) {
 		select {
 		case m.handoff <- a:
 		default:
-			go m.runWorker(a, m.stopCh)
+			go m.runWorker(a, m.bg.quit)
 		}
 	}
 }
