@@ -134,68 +134,6 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	return m, nil
 }
 
-// wire builds the engine's services, each from what it uses; the
-// callbacks in their deps are how they reach each other.
-func (m *Manager) wire() {
-	c := &m.cfg
-	m.logs = newLogWriter(logWriterDeps{
-		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, changed: m.signalChanged,
-	})
-	recheck := c.shardRecheck
-	if recheck <= 0 {
-		recheck = DefaultShardRecheck
-	}
-	m.shards = newShards(shardsDeps{
-		store: m.store, clock: c.clock, node: c.node, log: m.log, run: &m.run, recheck: recheck,
-		deadAfter: c.deadAfter, reg: m.reg, active: &m.active, woke: m.notifyLocal,
-	})
-	notices, _ := c.store.(store.CancelNotifier) // the store itself, not observedStore
-	m.renewer = newRenewer(renewerDeps{
-		store: m.store, notices: notices, clock: c.clock, node: c.node, log: m.log,
-		lease: c.lease, interval: c.renewInterval, active: &m.active, watch: &m.watch, obs: c.obs,
-		giveUp: m.giveUp,
-	})
-	m.rescuer = newRescuer(rescuerDeps{
-		store: m.store, clock: c.clock, node: c.node, log: m.log, interval: c.rescueInterval, deadAfter: c.deadAfter,
-		run: &m.run, nodes: &m.nodes, ended: m.shards.shardsEnded,
-		found: func() {
-			m.notifyLocal()
-			m.signalChanged()
-		},
-	})
-	m.completer = newCompleter(completerDeps{
-		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, active: &m.active, obs: c.obs,
-		batch: c.finishBatch, linger: c.finishLinger,
-		storeFull: func(full bool) { m.claimer.setStoreFull(full) }, recorded: m.afterFinish, ended: m.shards.shardsEnded,
-		retryNow: m.notifyLocal, changed: m.signalChanged,
-	})
-	notifier, _ := c.store.(store.Notifier) // the store itself, not observedStore
-	m.claimer = newClaimer(claimerDeps{
-		store: m.store, notifier: notifier, clock: c.clock, node: c.node, log: m.log,
-		queues: c.queues, labels: c.labels, batch: c.claimBatch, poll: c.pollInterval, lease: c.lease,
-		pool: m.pool, reg: m.reg, nodes: &m.nodes, run: &m.run, active: &m.active, completer: m.completer, logs: m.logs,
-		wake: m.wake, dispatch: m.dispatch, fenceAll: m.fenceAll, spreadPause: m.shards.waitSpreadPause,
-	})
-	m.scheduler = newScheduler(schedulerDeps{
-		store: m.store, clock: c.clock, node: c.node, log: m.log, reload: c.triggerReload,
-		run: &m.run, nodes: &m.nodes, wake: m.trigWake, calendarRules: m.CalendarRules,
-		cancel: func(ctx context.Context, id string) error {
-			_, err := m.CancelInstance(ctx, id)
-			return err
-		},
-		jobFor: m.jobFor, enqueued: m.notifyLocal,
-	})
-	m.heartbeater = newHeartbeater(heartbeaterDeps{
-		store: m.store, clock: c.clock, log: m.log, interval: c.heartbeat, deadAfter: c.deadAfter,
-		fenceAfter: c.fenceAfter(), maxSkew: c.maxSkew, nodes: &m.nodes,
-		info: m.nodeInfo, fenceAll: m.fenceAll, stuck: m.stuck.Load,
-	})
-	m.watchdog = newWatchdog(watchdogDeps{
-		watch: &m.watch, clock: c.clock, log: m.log, allowance: c.stopAllowance(), active: &m.active,
-		completer: m.completer, logs: m.logs, giveUpAs: m.giveUpAs, outcome: m.outcome,
-	})
-}
-
 // NodeID returns the manager's node ID, as leases, history and logs name
 // it.
 func (m *Manager) NodeID() string { return m.node }
