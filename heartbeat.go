@@ -49,7 +49,7 @@ func (h *heartbeater) start() {
 	h.goLoop(h.run)
 }
 
-// heartbeatLoop heartbeats every heartbeat interval (a quarter of one
+// run heartbeats every heartbeat interval (a quarter of one
 // apart while they fail), measures the clock skew, and fences the node when
 // no heartbeat succeeded for the fence window. It runs from Start until the
 // end of Stop, so a stopping node is never taken for dead while it drains.

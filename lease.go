@@ -65,7 +65,7 @@ func (r *renewer) halt() {
 // grace (see watchlist.leaseCap). Each renewal that succeeds moves the
 // attempt's fence (see watchdog); one that fails leaves it, so an attempt
 // that cannot renew stops before its lease ends (its outcome is written
-// all the same, see Manager.fence: the store may still hold the lease).
+// all the same, see watchdog.fence: the store may still hold the lease).
 // The loop keeps running after the claimer stops, until the completer has
 // written every outcome, so nothing is rescued meanwhile.
 //
