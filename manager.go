@@ -30,58 +30,54 @@ type Manager struct {
 	node  string
 	cals  calendarCache // the calendars of recurring jobs (calendar.go)
 
-	mu      sync.Mutex
-	running bool
-	stopped bool
+	mu        sync.Mutex
+	running   bool
+	stopped   bool
+	recurring map[string]chan struct{} // kind → closed to stop its ticker
 	// bg runs the Manager's own loops (recurring jobs' tickers, retention,
 	// executor types' sync) and its idle workers; halted by Stop with the
 	// intake.
 	bg loops
-	// renewer renews leases (lease.go); it outlives the intake until every
-	// outcome is written.
-	renewer *renewer
-	rescuer *rescuer // rescues expired leases and dead nodes (rescuer.go)
+
+	// The services (service.go), built by wire; Start starts them and
+	// Stop stops them in the order it lists.
+	claimer     *claimer     // claims ready instances (claimer.go)
+	completer   *completer   // writes outcomes (completer.go)
+	logs        *logWriter   // writes instance logs (log_writer.go)
+	renewer     *renewer     // renews leases until every outcome is written (lease.go)
+	rescuer     *rescuer     // rescues expired leases and dead nodes (rescuer.go)
+	watchdog    *watchdog    // acts on the deadlines in watch (watchdog.go)
+	heartbeater *heartbeater // heartbeats from Start to the end of Stop (heartbeat.go)
+	scheduler   *scheduler   // fires stored triggers' ticks (trigger.go)
+	shards      *shards      // joins sharded tasks, spreads their shards (shards.go)
+
+	// What the services share.
+	//
 	// run is the parent of every attempt's context; canceled with
 	// ErrShutdown when Stop's ctx ends.
-	run       runScope
-	recurring map[string]chan struct{} // kind → closed to stop its ticker
-	trigWake  chan struct{}            // the stored triggers changed here: reload them
-	scheduler *scheduler               // fires stored triggers' ticks (trigger.go)
-	handlers  handlerRunner            // runs job handlers off the engine's goroutines
-
+	run runScope
 	// writes bounds the outcome and log writers; canceled when Stop
 	// gives up on what is not written yet.
-	writes writeScope
-	logs   *logWriter // instance logs (log_writer.go)
-	// watch holds the deadlines of running attempts; the watchdog acts on
-	// them (watchdog.go).
-	watch    watchlist
-	watchdog *watchdog
+	writes  writeScope
+	watch   watchlist     // the deadlines of running attempts (watchdog.go)
+	active  activeSet     // the attempts running or not yet recorded
+	nodes   nodeState     // the node's standing, set by the heartbeat (node.go)
+	started time.Time     // when Start ran, as the node registry shows it
+	wake    chan struct{} // rung by notifyLocal: the claimer may find work
+	// trigWake is rung when the stored triggers changed here: the
+	// scheduler reloads them.
+	trigWake chan struct{}
 
-	enq        enqueuer // ScheduleJob's group commit
-	defs       defCache // jobs built from stored definitions (definitions.go)
-	xs         execSync // kinds run by executor types (executortypes.go)
+	handlers   handlerRunner // runs job handlers off the engine's goroutines
+	enq        enqueuer      // ScheduleJob's group commit
+	defs       defCache      // jobs built from stored definitions (definitions.go)
+	xs         execSync      // kinds run by executor types (executortypes.go)
 	pool       *pool
-	active     activeSet
-	completer  *completer    // outcomes (completer.go)
-	undecided  atomic.Int64  // dispatched attempts whose end is not decided yet
-	settledSig chan struct{} // signalled when undecided drops to 0
-	stuck      atomic.Int64  // executors still running after their attempt was given up
-	wake       chan struct{}
+	undecided  atomic.Int64                  // dispatched attempts whose end is not decided yet
+	settledSig chan struct{}                 // signalled when undecided drops to 0
+	stuck      atomic.Int64                  // executors still running after their attempt was given up
 	handoff    chan *attempt                 // to an idle worker goroutine (see dispatch)
 	changed    atomic.Pointer[chan struct{}] // closed and replaced after each flush
-
-	claimer *claimer // claimer.go
-
-	// The node registry (node.go): the heartbeat (heartbeat.go) runs from
-	// Start to the end of Stop and keeps nodes, the node's standing.
-	nodes       nodeState
-	started     time.Time
-	heartbeater *heartbeater
-
-	// shards joins sharded tasks and spreads their shards over nodes
-	// (shards.go, shards_spread.go).
-	shards *shards
 }
 
 // NewManager returns a manager configured by opts. It does not start
