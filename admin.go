@@ -228,7 +228,7 @@ func (m *Manager) RetryInstances(ctx context.Context, q *Query, opts ...AdminOpt
 				if c.reset {
 					rec.Attempt = 0
 				}
-				m.stateChanged(j, newInstance(rec, m), Scheduled) // rec is a copy
+				m.stateChanged(j, newInstance(rec, m.logs), Scheduled) // rec is a copy
 			}
 		}
 		if woke {

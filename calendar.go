@@ -249,7 +249,7 @@ func (m *Manager) cachedCalendar(name string) (*store.CalendarRules, error) {
 	if ok && now.Sub(c.at) < m.cfg.triggerReload {
 		return c.rules, nil
 	}
-	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(m.run.ctx, 30*time.Second)
 	defer cancel()
 	r, err := m.CalendarRules(ctx, name)
 	if err != nil {
@@ -292,7 +292,7 @@ func (m *Manager) recurNextFunc(j *Job) func(time.Time) time.Time {
 // triggerCalendars reads the calendars the triggers in states run on,
 // each once, and gives each trigger its rules (nil when its calendar is
 // not stored, so it fires nothing; logged when that changes).
-func (m *Manager) triggerCalendars(ctx context.Context, states map[string]*triggerState) {
+func (s *scheduler) triggerCalendars(ctx context.Context, states map[string]*triggerState) {
 	rules := map[string]*store.CalendarRules{}
 	failed := map[string]error{}
 	for _, st := range states {
@@ -302,7 +302,7 @@ func (m *Manager) triggerCalendars(ctx context.Context, states map[string]*trigg
 			continue
 		}
 		if _, done := rules[name]; !done && failed[name] == nil {
-			r, err := m.CalendarRules(ctx, name)
+			r, err := s.calendarRules(ctx, name)
 			if err != nil {
 				failed[name] = err
 			} else {
@@ -314,13 +314,13 @@ func (m *Manager) triggerCalendars(ctx context.Context, states map[string]*trigg
 				continue // unreadable for now: keep the rules it has
 			}
 			if st.cal != nil || !st.calMissing {
-				m.log.Warn("stored trigger fires no tick: its calendar cannot be read", "trigger", st.t.Name, "calendar", name, "err", err)
+				s.log.Warn("stored trigger fires no tick: its calendar cannot be read", "trigger", st.t.Name, "calendar", name, "err", err)
 			}
 			st.cal, st.calMissing = nil, true
 			continue
 		}
 		if st.calMissing {
-			m.log.Info("stored trigger's calendar is back; it fires again", "trigger", st.t.Name, "calendar", name)
+			s.log.Info("stored trigger's calendar is back; it fires again", "trigger", st.t.Name, "calendar", name)
 		}
 		st.cal, st.calMissing = rules[name], false
 	}
@@ -328,14 +328,14 @@ func (m *Manager) triggerCalendars(ctx context.Context, states map[string]*trigg
 
 // triggerRules returns the rules for cur, a trigger just read, taking
 // st's when they are of its calendar and reading the calendar otherwise.
-func (m *Manager) triggerRules(ctx context.Context, st *triggerState, cur *store.Trigger) *store.CalendarRules {
+func (s *scheduler) triggerRules(ctx context.Context, st *triggerState, cur *store.Trigger) *store.CalendarRules {
 	if cur.Calendar == "" {
 		return nil
 	}
 	if st.cal != nil && st.cal.Name() == cur.Calendar {
 		return st.cal
 	}
-	r, err := m.CalendarRules(ctx, cur.Calendar)
+	r, err := s.calendarRules(ctx, cur.Calendar)
 	if err != nil {
 		return nil
 	}

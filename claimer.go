@@ -3,10 +3,83 @@ package job
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobkit/job/store"
 )
+
+// claimerDeps is what the claimer uses.
+type claimerDeps struct {
+	store store.Store
+	// notifier pushes the store's wake-ups per queue; nil when the store
+	// has none (store.Notifier).
+	notifier store.Notifier
+	clock    Clock
+	node     string
+	log      *slog.Logger
+	queues   []string      // claimed in turn
+	labels   []string      // the manager's labels: only instances they satisfy are claimed
+	batch    int           // the most instances one claim takes (WithClaimBatch)
+	poll     time.Duration // the longest sleep between claims (WithPollInterval)
+	lease    time.Duration // the lease a claim takes
+	pool     *pool         // the worker slots a claim fills
+	reg      *registry     // only the kinds registered here are claimed
+	nodes    *nodeState    // no claim while skewed or fenced
+	run      *runScope     // bounds the claims
+	// active, completer and logs take the attempts a claim gives up at
+	// once (a record the store cannot decode; a claim repeated at Stop).
+	active    *activeSet
+	completer *completer
+	logs      logSink
+	// wake is rung when there may be work: a local schedule, a retry due,
+	// a rescue, a freed kind (Manager.notifyLocal).
+	wake chan struct{}
+	// dispatch starts claimed attempts on the workers.
+	dispatch func(recs []*store.Instance)
+	// fenceAll gives up the running attempts when the node fenced itself
+	// while a claim was under way.
+	fenceAll func() int
+	// spreadPause waits out a pause after handing shards back
+	// (shards_spread.go); false when quit closes meanwhile.
+	spreadPause func(quit <-chan struct{}) bool
+}
+
+// claimer claims ready instances while workers are free and hands them to
+// the workers; it also forwards the store's wake-ups. It is the one place
+// where work enters the manager: a claim is described by claimParams alone,
+// so whatever a claim must check in the store (a cluster-wide limit next,
+// a Redis Cluster partition) is added there.
+type claimer struct {
+	claimerDeps
+	loops
+	// seq numbers this manager's claims (store.ClaimParams.ClaimSeq);
+	// only the claim loop uses it. It starts at the wall clock's
+	// nanoseconds, so a manager restarted under the same node ID numbers
+	// above its previous run.
+	seq uint64
+	// full is set while the store refuses outcomes for want of space
+	// (store.ErrFull): the claim loop claims nothing meanwhile.
+	full       atomic.Bool
+	fullLogged bool // claim loop only: the pause was logged
+}
+
+var _ service = (*claimer)(nil)
+
+func newClaimer(d claimerDeps) *claimer {
+	return &claimer{claimerDeps: d, seq: uint64(time.Now().UnixNano())}
+}
+
+func (c *claimer) start() {
+	c.reset()
+	c.goLoop(c.claimLoop)
+	if c.notifier != nil {
+		for _, q := range c.queues {
+			c.goLoop(func(quit <-chan struct{}) { c.subscribe(q, quit) })
+		}
+	}
+}
 
 // pendingClaim is a claim whose reply was lost: the store may have applied
 // it. The claim loop repeats it (same queue, same ClaimSeq) before it makes
@@ -27,140 +100,180 @@ type pendingClaim struct {
 // (see waitStoreRoom). A claim that failed without a clear answer is
 // repeated first (see pendingClaim); one still pending at Stop is repeated
 // once more and what it claimed is handed back.
-func (m *Manager) claimLoop() {
-	defer m.bg.Done()
-	queues := m.cfg.queues
+func (c *claimer) claimLoop(quit <-chan struct{}) {
 	start := 0
 	failures := 0
 	var pending *pendingClaim
 	defer func() {
 		if pending != nil {
-			m.releasePending(pending)
+			c.releasePending(pending)
 		}
 	}()
 	for {
-		select {
-		case <-m.stopCh:
-			return
-		default:
-		}
-		if !m.waitStoreRoom() {
-			return
-		}
-		// Not while the clock is skewed or unknown, nor while fenced.
-		if !m.waitNodeOK(m.stopCh) {
-			return
-		}
-		if !m.waitSpreadPause() { // after handing shards back (shards_spread.go)
+		if !c.mayClaim(quit) {
 			return
 		}
 		if pending != nil {
-			n, _, err := m.claim(pending.queue, pending.limit, pending.seq)
+			n, _, err := c.claim(pending.queue, pending.limit, pending.seq)
 			if err != nil {
 				failures++
 				d := retryDelay(failures - 1)
-				m.log.Warn("repeating a claim whose reply was lost; retrying", "queue", pending.queue, "err", err, "in", d)
-				if !sleep(SystemClock{}, d, m.stopCh) {
+				c.log.Warn("repeating a claim whose reply was lost; retrying", "queue", pending.queue, "err", err, "in", d)
+				if !sleep(SystemClock{}, d, quit) {
 					return
 				}
 				continue
 			}
-			m.log.Info("repeated a claim whose reply was lost", "queue", pending.queue, "claimed", n)
+			c.log.Info("repeated a claim whose reply was lost", "queue", pending.queue, "claimed", n)
 			pending, failures = nil, 0
 			continue
 		}
-		free := m.pool.free()
-		if len(m.reg.kindList()) == 0 {
-			// Nothing registered: nothing here can run what the store
-			// holds (no kinds named would mean any kind). RegisterJob
-			// wakes the loop.
-			select {
-			case <-m.wake:
-			case <-m.stopCh:
-				return
-			}
-			continue
+		free, ok := c.waitWork(quit)
+		if !ok {
+			return
 		}
 		if free == 0 {
-			select {
-			case <-m.pool.freed:
-			case <-m.stopCh:
-				return
-			}
 			continue
 		}
-		// Drain a pending wake-up: this claim covers it.
-		select {
-		case <-m.wake:
-		default:
-		}
-		full := false
-		var next time.Time
-		var claimErr error
-		for i := range queues {
-			q := queues[(start+i)%len(queues)]
-			if free == 0 {
-				full = true
-				break
-			}
-			limit := min(free, m.cfg.claimBatch)
-			if m.storeFull.Load() {
-				limit = 1 // a probe (see waitStoreRoom)
-			}
-			m.claimSeq++
-			n, nextRun, err := m.claim(q, limit, m.claimSeq)
-			if err != nil {
-				claimErr = err
-				if errors.Is(err, store.ErrFull) {
-					m.setStoreFull(true)
-					break
-				}
-				if ambiguous(err) {
-					// Repeat this very claim before any other.
-					pending = &pendingClaim{queue: q, limit: limit, seq: m.claimSeq}
-					break
-				}
-				continue
-			}
-			free -= n
-			if n == limit {
-				full = true
-			} else if !nextRun.IsZero() && (next.IsZero() || nextRun.Before(next)) {
-				next = nextRun
-			}
-		}
+		r := c.round(start, free)
 		start++
-		if claimErr != nil {
+		if r.pending != nil {
+			pending = r.pending
+		}
+		if r.err != nil {
 			failures++
 			d := retryDelay(failures - 1)
-			m.log.Warn("claim failed; retrying", "err", claimErr, "in", d)
-			if !sleep(SystemClock{}, d, m.stopCh) {
+			c.log.Warn("claim failed; retrying", "err", r.err, "in", d)
+			if !sleep(SystemClock{}, d, quit) {
 				return
 			}
 			continue
 		}
 		failures = 0
-		if full {
+		if r.full {
 			continue
 		}
-		wait := m.cfg.pollInterval
-		if !next.IsZero() {
-			wait = min(wait, next.Sub(m.clock.Now()))
-		}
-		if wait <= 0 {
-			continue
-		}
-		t := m.clock.NewTimer(wait)
-		select {
-		case <-t.C():
-		case <-m.wake:
-		case <-m.pool.freed:
-		case <-m.stopCh:
-			t.Stop()
+		if !c.sleepUntil(r.next, quit) {
 			return
 		}
-		t.Stop()
 	}
+}
+
+// mayClaim waits until the manager may claim: not stopped, the store has
+// room for outcomes (see waitStoreRoom), the node's clock is within
+// bounds and it is not fenced, and no pause after a shards' hand-back is
+// under way. It returns false when quit closes first.
+func (c *claimer) mayClaim(quit <-chan struct{}) bool {
+	select {
+	case <-quit:
+		return false
+	default:
+	}
+	return c.waitStoreRoom(quit) &&
+		c.nodes.waitOK(quit) && // not while the clock is skewed or unknown, nor while fenced
+		c.spreadPause(quit) // after handing shards back (shards_spread.go)
+}
+
+// waitWork returns how many workers are free when some are and a kind is
+// registered. Otherwise it waits for a registration or a freed worker and
+// returns 0, to be called again. It returns false when quit closes.
+func (c *claimer) waitWork(quit <-chan struct{}) (int, bool) {
+	free := c.pool.free()
+	if len(c.reg.kindList()) == 0 {
+		// Nothing registered: nothing here can run what the store
+		// holds (no kinds named would mean any kind). RegisterJob
+		// wakes the loop.
+		select {
+		case <-c.wake:
+		case <-quit:
+			return 0, false
+		}
+		return 0, true
+	}
+	if free == 0 {
+		select {
+		case <-c.pool.freed:
+		case <-quit:
+			return 0, false
+		}
+		return 0, true
+	}
+	// Drain a pending wake-up: this claim covers it.
+	select {
+	case <-c.wake:
+	default:
+	}
+	return free, true
+}
+
+// roundResult is what one claim from each queue brought.
+type roundResult struct {
+	full    bool          // the workers are full, or a claim took all it asked
+	next    time.Time     // the earliest next run time a short claim reported
+	pending *pendingClaim // a claim whose reply was lost, to repeat first
+	err     error         // the last claim's error, if any failed
+}
+
+// round claims from each queue in turn, starting at the start-th, while
+// workers are free.
+func (c *claimer) round(start, free int) roundResult {
+	var r roundResult
+	for i := range c.queues {
+		q := c.queues[(start+i)%len(c.queues)]
+		if free == 0 {
+			r.full = true
+			break
+		}
+		limit := min(free, c.batch)
+		if c.full.Load() {
+			limit = 1 // a probe (see waitStoreRoom)
+		}
+		c.seq++
+		n, nextRun, err := c.claim(q, limit, c.seq)
+		if err != nil {
+			r.err = err
+			if errors.Is(err, store.ErrFull) {
+				c.setStoreFull(true)
+				break
+			}
+			if ambiguous(err) {
+				// Repeat this very claim before any other.
+				r.pending = &pendingClaim{queue: q, limit: limit, seq: c.seq}
+				break
+			}
+			continue
+		}
+		free -= n
+		if n == limit {
+			r.full = true
+		} else if !nextRun.IsZero() && (r.next.IsZero() || nextRun.Before(r.next)) {
+			r.next = nextRun
+		}
+	}
+	return r
+}
+
+// sleepUntil sleeps until next (at most a poll interval; a poll interval
+// when next is zero), a wake-up or a freed worker. It returns false when
+// quit closes first.
+func (c *claimer) sleepUntil(next time.Time, quit <-chan struct{}) bool {
+	wait := c.poll
+	if !next.IsZero() {
+		wait = min(wait, next.Sub(c.clock.Now()))
+	}
+	if wait <= 0 {
+		return true
+	}
+	t := c.clock.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-c.wake:
+	case <-c.pool.freed:
+	case <-quit:
+		return false
+	}
+	return true
 }
 
 // ambiguous reports whether a failed store call may have been applied all
@@ -171,7 +284,7 @@ func ambiguous(err error) bool {
 }
 
 // waitStoreRoom paces claiming while the store refuses outcomes for want
-// of space (storeFull): claiming more would start work whose end cannot
+// of space (full): claiming more would start work whose end cannot
 // be recorded. While the flag is set it waits a poll interval (wake-ups
 // do not shorten it) and then lets one probe claim of a single instance through:
 // a store out of space refuses that claim whole (store.ErrFull); one that
@@ -181,20 +294,20 @@ func ambiguous(err error) bool {
 // would never claim again. So while the store is full a node starts at
 // most one attempt a poll interval.
 // It returns false when the manager stops meanwhile.
-func (m *Manager) waitStoreRoom() bool {
-	if !m.storeFull.Load() {
-		m.fullLogged = false
+func (c *claimer) waitStoreRoom(quit <-chan struct{}) bool {
+	if !c.full.Load() {
+		c.fullLogged = false
 		return true
 	}
-	if !m.fullLogged {
-		m.log.Warn("store is out of space; claiming paused until it has room again (one probe claim of one instance a poll interval)")
-		m.fullLogged = true
+	if !c.fullLogged {
+		c.log.Warn("store is out of space; claiming paused until it has room again (one probe claim of one instance a poll interval)")
+		c.fullLogged = true
 	}
-	t := m.clock.NewTimer(m.cfg.pollInterval)
+	t := c.clock.NewTimer(c.poll)
 	defer t.Stop()
 	select {
 	case <-t.C():
-	case <-m.stopCh:
+	case <-quit:
 		return false
 	}
 	return true
@@ -202,10 +315,30 @@ func (m *Manager) waitStoreRoom() bool {
 
 // setStoreFull records whether the store's last answer to an outcome write
 // was store.ErrFull, and wakes the claim loop when room came back.
-func (m *Manager) setStoreFull(full bool) {
-	if m.storeFull.Swap(full) && !full {
-		m.log.Info("store has room again; claiming resumed")
-		m.notifyLocal()
+func (c *claimer) setStoreFull(full bool) {
+	if c.full.Swap(full) && !full {
+		c.log.Info("store has room again; claiming resumed")
+		c.ring()
+	}
+}
+
+// ring wakes the claim loop.
+func (c *claimer) ring() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// claimParams describes claim number seq of up to limit instances of
+// queue q at now: the one place where a claim is described.
+func (c *claimer) claimParams(q string, limit int, seq uint64, now time.Time) *store.ClaimParams {
+	// Only the kinds registered here, so no other node's work lands on
+	// this one as an unknown kind (a kind unregistered after the claim can
+	// still arrive: execute handles it).
+	return &store.ClaimParams{
+		Queue: q, Owner: c.node, Limit: limit, Now: now, LeaseUntil: now.Add(c.lease), ClaimSeq: seq,
+		Kinds: c.reg.kindList(), Labels: c.labels,
 	}
 }
 
@@ -213,24 +346,21 @@ func (m *Manager) setStoreFull(full bool) {
 // back what it claimed (the attempt not counted), so nothing it took waits
 // for its lease to end. It is bounded by a short timeout: the store may be
 // the reason the reply was lost.
-func (m *Manager) releasePending(p *pendingClaim) {
-	now := m.clock.Now()
+func (c *claimer) releasePending(p *pendingClaim) {
+	now := c.clock.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	res, err := m.store.Claim(ctx, &store.ClaimParams{
-		Queue: p.queue, Owner: m.node, Limit: p.limit, Now: now, LeaseUntil: now.Add(m.cfg.lease), ClaimSeq: p.seq,
-		Kinds: m.reg.kindList(), Labels: m.cfg.labels,
-	})
+	res, err := c.store.Claim(ctx, c.claimParams(p.queue, p.limit, p.seq, now))
 	if err != nil {
-		m.log.Warn("stopping: could not repeat a claim whose reply was lost; what it claimed will be rescued when its lease ends", "queue", p.queue, "err", err)
+		c.log.Warn("stopping: could not repeat a claim whose reply was lost; what it claimed will be rescued when its lease ends", "queue", p.queue, "err", err)
 		return
 	}
 	for _, rec := range res.Instances {
-		ctx, cancel := context.WithCancelCause(m.runCtx)
+		ctx, cancel := context.WithCancelCause(c.run.ctx)
 		a := &attempt{rec: rec, ctx: ctx, cancel: cancel}
 		a.settled.Store(settledGivenUp)
-		m.active.add(a)
-		m.submit(&finishReq{a: a, inst: newInstance(rec.Clone(), m), out: store.Outcome{
+		c.active.add(a)
+		c.completer.submit(&finishReq{a: a, inst: newInstance(rec.Clone(), c.logs), out: store.Outcome{
 			ID: rec.ID, Attempt: rec.Attempt, State: store.Scheduled, RunAt: rec.RunAt, Release: true,
 			Error: "handed back: " + ErrShutdown.Error(),
 		}})
@@ -242,31 +372,25 @@ func (m *Manager) releasePending(p *pendingClaim) {
 // number seq of this manager (a repeat of a claim whose reply was lost
 // passes that claim's number). It returns how many it claimed and the
 // store's next run time.
-func (m *Manager) claim(q string, limit int, seq uint64) (int, time.Time, error) {
-	now := m.clock.Now()
-	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+func (c *claimer) claim(q string, limit int, seq uint64) (int, time.Time, error) {
+	now := c.clock.Now()
+	ctx, cancel := context.WithTimeout(c.run.ctx, 30*time.Second)
 	defer cancel()
-	m.pool.take(limit)
-	// Only the kinds registered here, so no other node's work lands on
-	// this one as an unknown kind (a kind unregistered after the claim can
-	// still arrive: execute handles it).
-	res, err := m.store.Claim(ctx, &store.ClaimParams{
-		Queue: q, Owner: m.node, Limit: limit, Now: now, LeaseUntil: now.Add(m.cfg.lease), ClaimSeq: seq,
-		Kinds: m.reg.kindList(), Labels: m.cfg.labels,
-	})
+	c.pool.take(limit)
+	res, err := c.store.Claim(ctx, c.claimParams(q, limit, seq, now))
 	if err != nil {
-		m.pool.giveBack(limit)
+		c.pool.giveBack(limit)
 		return 0, time.Time{}, err
 	}
 	n := len(res.Instances) + len(res.Undecodable)
-	m.pool.giveBack(limit - n)
-	m.dispatch(res.Instances)
-	if m.fencedNow() {
+	c.pool.giveBack(limit - n)
+	c.dispatch(res.Instances)
+	if c.nodes.isFenced() {
 		// Fenced while the claim was under way: give these up too.
-		m.fenceAll()
+		c.fenceAll()
 	}
 	for _, u := range res.Undecodable {
-		m.terminateUndecodable(u)
+		c.terminateUndecodable(u)
 	}
 	return n, res.NextRunAt, nil
 }
@@ -274,47 +398,41 @@ func (m *Manager) claim(q string, limit int, seq uint64) (int, time.Time, error)
 // terminateUndecodable finishes a claimed attempt whose record the store
 // could not decode as Terminated with the decode error, so a corrupt record
 // never blocks the queue.
-func (m *Manager) terminateUndecodable(u store.UndecodableRecord) {
-	m.log.Error("claimed an undecodable record; terminating it", "instance", u.ID, "err", u.Err)
+func (c *claimer) terminateUndecodable(u store.UndecodableRecord) {
+	c.log.Error("claimed an undecodable record; terminating it", "instance", u.ID, "err", u.Err)
 	rec := &store.Instance{ID: u.ID, Attempt: u.Attempt}
-	ctx, cancel := context.WithCancelCause(m.runCtx)
+	ctx, cancel := context.WithCancelCause(c.run.ctx)
 	a := &attempt{rec: rec, ctx: ctx, cancel: cancel}
 	a.settled.Store(settledGivenUp)
-	m.active.add(a)
+	c.active.add(a)
 	err := errors.Join(ErrPermanent, u.Err)
-	m.submit(&finishReq{a: a, out: store.Outcome{ID: u.ID, Attempt: u.Attempt, State: store.Terminated, Error: u.Err.Error()}, inst: newInstance(rec, m), err: err})
-	m.pool.release()
+	c.completer.submit(&finishReq{a: a, out: store.Outcome{ID: u.ID, Attempt: u.Attempt, State: store.Terminated, Error: u.Err.Error()}, inst: newInstance(rec, c.logs), err: err})
+	c.pool.release()
 	cancel(nil)
 }
 
-// subscribe forwards the store's wake-ups for queue q, if it has any, to
-// the claim loop.
-func (m *Manager) subscribe(q string) {
-	defer m.bg.Done()
-	n, ok := m.cfg.store.(store.Notifier) // the store itself, not observedStore
-	if !ok {
-		return
-	}
+// subscribe forwards the store's wake-ups for queue q to the claim loop.
+func (c *claimer) subscribe(q string, quit <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-m.stopCh
+		<-quit
 		cancel()
 	}()
 	for try := 0; ; try++ {
-		ch, err := n.Subscribe(ctx, q)
+		ch, err := c.notifier.Subscribe(ctx, q)
 		if err == nil {
 			try = 0
 			for range ch {
-				m.notifyLocal()
+				c.ring()
 			}
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		d := retryDelay(try)
-		m.log.Warn("store wake-ups ended; resubscribing", "queue", q, "err", err, "in", d)
-		if !sleep(SystemClock{}, d, m.stopCh) {
+		c.log.Warn("store wake-ups ended; resubscribing", "queue", q, "err", err, "in", d)
+		if !sleep(SystemClock{}, d, quit) {
 			return
 		}
 	}

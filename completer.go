@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobkit/job/store"
@@ -20,87 +23,157 @@ type finishReq struct {
 	ended time.Time
 }
 
+// completerDeps is what the completer uses. The callbacks are how it
+// tells the rest of the engine what the store applied.
+type completerDeps struct {
+	store  store.Store
+	clock  Clock
+	node   string
+	log    *slog.Logger
+	writes *writeScope
+	active *activeSet // the attempts still running or not yet recorded
+	obs    observers
+	batch  int           // the most outcomes one Finish call carries
+	linger time.Duration // how long a batch waits for more (WithFinishBatch)
+
+	// storeFull reports whether the store's last answer was store.ErrFull
+	// (the claimer claims nothing meanwhile).
+	storeFull func(full bool)
+	// recorded is called for each outcome the store applied, in the state
+	// it applied (the job's handlers run from it).
+	recorded func(r *finishReq, state State)
+	// ended is called once per batch with the instances it moved to a
+	// final state that another instance waits on: today the shards of a
+	// sharded task, whose parent joins them (shards.go). Workflows will
+	// release the dependents of a finished task from here too.
+	ended func(ctx context.Context, recs []*store.Instance)
+	// retryNow is called when a batch scheduled a retry that is due at
+	// once (it wakes the claimer).
+	retryNow func()
+	// changed is called after each batch (it wakes Manager.Wait).
+	changed func()
+}
+
+// completer writes the outcomes of attempts in batches, from Start to the
+// end of Stop. It is the one place where an attempt's end reaches the
+// store: whatever must happen when an instance finishes (a shard's join
+// today; a workflow's release and a cluster-wide limit's slot, next)
+// starts from its flush.
+type completer struct {
+	completerDeps
+
+	mu     sync.RWMutex // guards ch against sends after close
+	closed bool
+	ch     chan *finishReq
+	wg     sync.WaitGroup
+	queued atomic.Int64 // outcomes submitted but not yet applied
+	lost   atomic.Int64 // outcomes given up without being written
+}
+
+var _ service = (*completer)(nil)
+
+func newCompleter(d completerDeps) *completer { return &completer{completerDeps: d} }
+
+func (c *completer) start() {
+	c.ch = make(chan *finishReq, 4*c.batch)
+	c.wg.Add(1)
+	go c.run()
+}
+
+// halt closes the queue: an outcome submitted from then on is counted as
+// not recorded.
+func (c *completer) halt() {
+	c.mu.Lock()
+	c.closed = true
+	close(c.ch)
+	c.mu.Unlock()
+}
+
+// wait returns when what the queue held is written or given up (when the
+// write scope is canceled).
+func (c *completer) wait() { c.wg.Wait() }
+
 // submit queues an outcome for the completer, waiting while its queue is
 // full. It reports false, and counts the outcome as not recorded, once
 // Stop has closed the queue.
-func (m *Manager) submit(r *finishReq) bool {
-	m.finishMu.RLock()
-	defer m.finishMu.RUnlock()
-	if m.finishClosed {
-		m.notRecorded(r.a, 1)
+func (c *completer) submit(r *finishReq) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		c.notRecorded(r.a, 1)
 		if r.a.fenced() {
-			m.cfg.obs.leaseLost(r.a.rec, r.a.fenceReason())
+			c.obs.leaseLost(r.a.rec, r.a.fenceReason())
 		}
 		return false
 	}
-	m.unflushed.Add(1)
-	m.finishCh <- r
+	c.queued.Add(1)
+	c.ch <- r
 	return true
 }
 
 // trySubmit queues an outcome if the completer's queue has room now.
-func (m *Manager) trySubmit(r *finishReq) bool {
-	m.finishMu.RLock()
-	defer m.finishMu.RUnlock()
-	if m.finishClosed {
+func (c *completer) trySubmit(r *finishReq) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
 		return false
 	}
-	m.unflushed.Add(1)
+	c.queued.Add(1)
 	select {
-	case m.finishCh <- r:
+	case c.ch <- r:
 		return true
 	default:
-		m.unflushed.Add(-1)
+		c.queued.Add(-1)
 		return false
 	}
 }
 
 // notRecorded counts n outcomes given up without being written.
-func (m *Manager) notRecorded(a *attempt, n int) {
-	m.lostOutcomes.Add(int64(n))
+func (c *completer) notRecorded(a *attempt, n int) {
+	c.lost.Add(int64(n))
 	if a != nil {
-		m.active.remove(a)
+		c.active.remove(a)
 	}
 }
 
-// completer writes outcomes in batches: it takes what has queued up (up to
-// the finish batch size), waits up to the finish linger for more while
-// other attempts still run, and writes the batch in one Finish call,
-// retrying with backoff while the store fails; the attempts' leases are
-// renewed until then, so nothing is rescued while it waits. It gives up
-// when Stop says so (its ctx ended): then the leases lapse and the
+// run writes outcomes in batches: it takes what has queued up (up to the
+// finish batch size), waits up to the finish linger for more while other
+// attempts still run, and writes the batch in one Finish call, retrying
+// with backoff while the store fails; the attempts' leases are renewed
+// until then, so nothing is rescued while it waits. It gives up when Stop
+// says so (the write scope ended): then the leases lapse and the
 // instances are rescued.
-func (m *Manager) completer() {
-	defer m.finishWG.Done()
-	batch := make([]*finishReq, 0, m.cfg.finishBatch)
+func (c *completer) run() {
+	defer c.wg.Done()
+	batch := make([]*finishReq, 0, c.batch)
 	var timer *time.Timer
-	for r := range m.finishCh {
-		batch = drainInto(append(batch[:0], r), m.finishCh)
-		if m.cfg.finishLinger > 0 && len(batch) < cap(batch) && m.active.len() > len(batch) {
+	for r := range c.ch {
+		batch = drainInto(append(batch[:0], r), c.ch)
+		if c.linger > 0 && len(batch) < cap(batch) && c.active.len() > len(batch) {
 			// The linger is a cost knob, not a schedule: it runs on the
 			// real clock, so a test's fake clock never stalls it.
 			if timer == nil {
-				timer = time.NewTimer(m.cfg.finishLinger)
+				timer = time.NewTimer(c.linger)
 			} else {
-				timer.Reset(m.cfg.finishLinger)
+				timer.Reset(c.linger)
 			}
-			batch = m.linger(batch, timer)
+			batch = c.lingerFor(batch, timer)
 			timer.Stop()
 		}
-		m.flush(batch)
+		c.flush(batch)
 	}
 }
 
-// linger adds outcomes to batch until it is full, every running attempt
-// has reported, the channel closes or timer fires.
-func (m *Manager) linger(batch []*finishReq, timer *time.Timer) []*finishReq {
-	for len(batch) < cap(batch) && m.active.len() > len(batch) {
+// lingerFor adds outcomes to batch until it is full, every running
+// attempt has reported, the channel closes or timer fires.
+func (c *completer) lingerFor(batch []*finishReq, timer *time.Timer) []*finishReq {
+	for len(batch) < cap(batch) && c.active.len() > len(batch) {
 		select {
-		case r, ok := <-m.finishCh:
+		case r, ok := <-c.ch:
 			if !ok {
 				return batch
 			}
-			batch = drainInto(append(batch, r), m.finishCh)
+			batch = drainInto(append(batch, r), c.ch)
 		case <-timer.C:
 			return batch
 		}
@@ -126,7 +199,8 @@ func drainInto[T any](batch []T, ch <-chan T) []T {
 	return batch
 }
 
-func (m *Manager) flush(batch []*finishReq) {
+// flush writes one batch and tells the engine what the store applied.
+func (c *completer) flush(batch []*finishReq) {
 	outs := make([]store.Outcome, len(batch))
 	for i, r := range batch {
 		outs[i] = r.out
@@ -135,12 +209,13 @@ func (m *Manager) flush(batch []*finishReq) {
 		res []store.FinishResult
 		err error
 	)
+	wctx := c.writes.ctx
 	for try := 0; ; try++ {
-		if err = m.writeCtx.Err(); err != nil {
+		if err = wctx.Err(); err != nil {
 			err = fmt.Errorf("stopped before the store took them: %w", err)
 		} else {
-			ctx, cancel := context.WithTimeout(m.writeCtx, 30*time.Second)
-			res, err = m.store.Finish(ctx, &store.FinishParams{Owner: m.node, Now: m.clock.Now(), Outcomes: outs})
+			ctx, cancel := context.WithTimeout(wctx, 30*time.Second)
+			res, err = c.store.Finish(ctx, &store.FinishParams{Owner: c.node, Now: c.clock.Now(), Outcomes: outs})
 			cancel()
 			if err == nil && len(res) != len(outs) {
 				err = fmt.Errorf("store returned %d results for %d outcomes", len(res), len(outs))
@@ -148,60 +223,60 @@ func (m *Manager) flush(batch []*finishReq) {
 		}
 		// While the store refuses outcomes for want of space, the claim
 		// loop claims nothing: work claimed now could not be recorded.
-		m.setStoreFull(errors.Is(err, store.ErrFull))
+		c.storeFull(errors.Is(err, store.ErrFull))
 		if err == nil {
 			break
 		}
-		giveUp := errors.Is(err, store.ErrInvalid) || m.writeCtx.Err() != nil || try >= maxWriteTries
+		giveUp := errors.Is(err, store.ErrInvalid) || wctx.Err() != nil || try >= maxWriteTries
 		if !giveUp {
-			m.log.Warn("record outcomes; retrying", "count", len(outs), "try", try+1, "err", err)
+			c.log.Warn("record outcomes; retrying", "count", len(outs), "try", try+1, "err", err)
 			// The retry delay paces calls to the store: a real-time
 			// wait, ended by Stop giving up.
-			giveUp = !sleep(SystemClock{}, retryDelay(try), m.writeCtx.Done())
+			giveUp = !sleep(SystemClock{}, retryDelay(try), wctx.Done())
 		}
 		if giveUp {
-			m.log.Error("record outcomes; giving them up, their leases will expire and be rescued", "count", len(outs), "err", err)
-			m.lastWriteErr.Store(&err)
+			c.log.Error("record outcomes; giving them up, their leases will expire and be rescued", "count", len(outs), "err", err)
+			c.writes.failed(err)
 			res = make([]store.FinishResult, len(outs))
 			for i := range res {
 				res[i].Err = err
 			}
-			m.lostOutcomes.Add(int64(len(outs)))
+			c.lost.Add(int64(len(outs)))
 			break
 		}
 	}
 	retryNow := false
-	now := m.clock.Now()
-	var shardsEnded []*store.Instance // shards this batch ended (shards.go)
+	now := c.clock.Now()
+	var ended []*store.Instance // shards this batch ended (shards.go)
 	for i, r := range batch {
-		m.active.remove(r.a)
+		c.active.remove(r.a)
 		if res[i].Err != nil {
 			lost := errors.Is(res[i].Err, store.ErrLeaseLost)
 			if lost {
-				m.log.Warn("outcome discarded: lease lost", "instance", r.out.ID, "attempt", r.out.Attempt, "state", r.out.State)
+				c.log.Warn("outcome discarded: lease lost", "instance", r.out.ID, "attempt", r.out.Attempt, "state", r.out.State)
 			}
 			switch {
 			case r.a.fenced(): // refused or not written: the fence cost its lease
-				m.cfg.obs.leaseLost(r.a.rec, r.a.fenceReason())
+				c.obs.leaseLost(r.a.rec, r.a.fenceReason())
 			case lost:
-				m.cfg.obs.leaseLost(r.a.rec, LeaseLostFinish)
+				c.obs.leaseLost(r.a.rec, LeaseLostFinish)
 			}
 			continue
 		}
 		if res[i].State == store.Scheduled && !r.out.RunAt.After(now) {
 			retryNow = true
 		}
-		m.cfg.obs.finished(r, res[i].State, now)
-		m.afterFinish(r, res[i].State)
+		c.obs.finished(r, res[i].State, now)
+		c.recorded(r, res[i].State)
 		if r.a.rec.IsShard() && res[i].State.Final() {
-			shardsEnded = append(shardsEnded, &store.Instance{ID: r.out.ID, Parent: r.a.rec.Parent, State: res[i].State})
+			ended = append(ended, &store.Instance{ID: r.out.ID, Parent: r.a.rec.Parent, State: res[i].State})
 		}
 	}
-	m.shardsEnded(m.writeCtx, shardsEnded)
-	m.unflushed.Add(-int64(len(batch)))
-	m.signalChanged()
+	c.ended(wctx, ended)
+	c.queued.Add(-int64(len(batch)))
+	c.changed()
 	if retryNow {
-		m.notifyLocal()
+		c.retryNow()
 	}
 }
 

@@ -205,7 +205,6 @@ func (m *Manager) syncExecutors(ctx context.Context) error {
 
 // execSyncLoop reads the definitions every execSync until Stop.
 func (m *Manager) execSyncLoop(stop <-chan struct{}) {
-	defer m.bg.Done()
 	for {
 		t := m.clock.NewTimer(m.cfg.execSync)
 		select {
@@ -238,8 +237,7 @@ func (m *Manager) startExecutors(ctx context.Context) {
 	if err != nil {
 		m.log.Warn("executor types: the stored definitions could not be read at start; retrying", "error", err, "retry_in", m.cfg.execSync)
 	}
-	m.bg.Add(1)
-	go m.execSyncLoop(m.stopCh)
+	m.bg.goLoop(m.execSyncLoop)
 }
 
 // checkDataConflict refuses to register a Go function j of a kind a
@@ -316,7 +314,6 @@ const conflictCheckTimeout = 2 * time.Second
 // a conflict found then is logged as an error, since the manager already
 // runs its Go function. It backs off from 1 s to 30 s between tries.
 func (m *Manager) recheckGoKindsLoop(stop <-chan struct{}) {
-	defer m.bg.Done()
 	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
 		t := m.clock.NewTimer(wait)
 		select {

@@ -323,6 +323,6 @@ func valuesToAny(vals []reflect.Value) []any {
 // its data with an InstanceInfo returned to a caller.
 func (m *Manager) recordChanged(j *Job, rec *store.Instance, state State) {
 	if j != nil && j.onStateChange != nil {
-		m.stateChanged(j, newInstance(rec.Clone(), m), state)
+		m.stateChanged(j, newInstance(rec.Clone(), m.logs), state)
 	}
 }

@@ -30,83 +30,54 @@ type Manager struct {
 	node  string
 	cals  calendarCache // the calendars of recurring jobs (calendar.go)
 
-	mu      sync.Mutex
-	running bool
-	stopped bool
-	stopCh  chan struct{} // closed by Stop: stop claiming and scheduling ticks
-	bg      sync.WaitGroup
-	// renewStop ends the lease renewer, which outlives stopCh until every
-	// outcome is written.
-	renewStop chan struct{}
-	renewWG   sync.WaitGroup
-	// runCtx is the parent of every attempt's context; canceled with
-	// ErrShutdown when Stop's ctx ends.
-	runCtx    context.Context
-	runCancel context.CancelCauseFunc
+	mu        sync.Mutex
+	running   bool
+	stopped   bool
 	recurring map[string]chan struct{} // kind → closed to stop its ticker
-	trigWake  chan struct{}            // the stored triggers changed here: reload them
-	handlers  handlerRunner            // runs job handlers off the engine's goroutines
+	// bg runs the Manager's own loops (recurring jobs' tickers, retention,
+	// executor types' sync) and its idle workers; halted by Stop with the
+	// intake.
+	bg loops
 
-	// renewCtx bounds lease renewals; canceled when the renewer stops.
-	renewCtx    context.Context
-	renewCancel context.CancelFunc
-	// writeCtx bounds the outcome and log writers; canceled when Stop
+	// The services (service.go), built by wire; Start starts them and
+	// Stop stops them in the order it lists.
+	claimer     *claimer     // claims ready instances (claimer.go)
+	completer   *completer   // writes outcomes (completer.go)
+	logs        *logWriter   // writes instance logs (log_writer.go)
+	renewer     *renewer     // renews leases until every outcome is written (lease.go)
+	rescuer     *rescuer     // rescues expired leases and dead nodes (rescuer.go)
+	watchdog    *watchdog    // acts on the deadlines in watch (watchdog.go)
+	heartbeater *heartbeater // heartbeats from Start to the end of Stop (heartbeat.go)
+	scheduler   *scheduler   // fires stored triggers' ticks (trigger.go)
+	shards      *shards      // joins sharded tasks, spreads their shards (shards.go)
+
+	// What the services share.
+	//
+	// run is the parent of every attempt's context; canceled with
+	// ErrShutdown when Stop's ctx ends.
+	run runScope
+	// writes bounds the outcome and log writers; canceled when Stop
 	// gives up on what is not written yet.
-	writeCtx    context.Context
-	writeCancel context.CancelFunc
-	// watch holds the deadlines of running attempts; the watchdog acts on
-	// them until watchStop is closed.
-	watch     watchlist
-	watchStop chan struct{}
-	watchWG   sync.WaitGroup
-	submitWG  sync.WaitGroup // outcomes the watchdog hands over in the background
+	writes  writeScope
+	watch   watchlist     // the deadlines of running attempts (watchdog.go)
+	active  activeSet     // the attempts running or not yet recorded
+	nodes   nodeState     // the node's standing, set by the heartbeat (node.go)
+	started time.Time     // when Start ran, as the node registry shows it
+	wake    chan struct{} // rung by notifyLocal: the claimer may find work
+	// trigWake is rung when the stored triggers changed here: the
+	// scheduler reloads them.
+	trigWake chan struct{}
 
-	enq          enqueuer // ScheduleJob's group commit
-	defs         defCache // jobs built from stored definitions (definitions.go)
-	xs           execSync // kinds run by executor types (executortypes.go)
-	pool         *pool
-	active       activeSet
-	finishMu     sync.RWMutex // guards finishCh against sends after close
-	finishClosed bool
-	finishCh     chan *finishReq
-	finishWG     sync.WaitGroup
-	undecided    atomic.Int64  // dispatched attempts whose end is not decided yet
-	settledSig   chan struct{} // signalled when undecided drops to 0
-	stuck        atomic.Int64  // executors still running after their attempt was given up
-	lostOutcomes atomic.Int64  // outcomes given up without being written
-	lostLogs     atomic.Int64  // log records given up without being written
-	lastWriteErr atomic.Pointer[error]
-	logMu        sync.RWMutex // guards logCh against sends after close
-	logCh        chan *store.LogRecord
-	logWG        sync.WaitGroup
-	wake         chan struct{}
-	handoff      chan *attempt                 // to an idle worker goroutine (see dispatch)
-	changed      atomic.Pointer[chan struct{}] // closed and replaced after each flush
-	unflushed    atomic.Int64                  // outcomes submitted but not yet applied
-	logsQueued   atomic.Int64                  // log records queued but not yet written
-
-	// claimSeq numbers this manager's claims (store.ClaimParams.ClaimSeq);
-	// only the claim loop uses it. It starts at the wall clock's
-	// nanoseconds, so a manager restarted under the same node ID numbers
-	// above its previous run.
-	claimSeq uint64
-	// storeFull is set while the store refuses outcomes for want of space
-	// (store.ErrFull): the claim loop claims nothing meanwhile.
-	storeFull  atomic.Bool
-	fullLogged bool // claim loop only: the pause was logged
-
-	// The node registry (node.go): the heartbeat loop runs from Start to
-	// the end of Stop.
-	nodes   nodeState
-	started time.Time
-	hbStop  chan struct{}
-	hbWG    sync.WaitGroup
-	// hbPending is a heartbeat call given up on that has not answered
-	// yet; only the heartbeat loop uses it.
-	hbPending *hbCall
-
-	// spread spreads the shards of a task over nodes (shards_spread.go).
-	spread spreadState
+	handlers   handlerRunner // runs job handlers off the engine's goroutines
+	enq        enqueuer      // ScheduleJob's group commit
+	defs       defCache      // jobs built from stored definitions (definitions.go)
+	xs         execSync      // kinds run by executor types (executortypes.go)
+	pool       *pool
+	undecided  atomic.Int64                  // dispatched attempts whose end is not decided yet
+	settledSig chan struct{}                 // signalled when undecided drops to 0
+	stuck      atomic.Int64                  // executors still running after their attempt was given up
+	handoff    chan *attempt                 // to an idle worker goroutine (see dispatch)
+	changed    atomic.Pointer[chan struct{}] // closed and replaced after each flush
 }
 
 // NewManager returns a manager configured by opts. It does not start
@@ -145,8 +116,6 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		handoff:    make(chan *attempt),
 		settledSig: make(chan struct{}, 1),
 		trigWake:   make(chan struct{}, 1),
-
-		claimSeq: uint64(time.Now().UnixNano()),
 	}
 	m.watch = watchlist{allowance: c.stopAllowance(), wake: make(chan struct{}, 1)}
 	m.enq = enqueuer{st: c.store, node: c.node, clock: c.clock}
@@ -156,6 +125,8 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 	if err := m.observe(); err != nil {
 		return nil, err
 	}
+	// The services are built once the store is wrapped for the observers.
+	m.wire()
 	return m, nil
 }
 
@@ -248,12 +219,7 @@ func (m *Manager) SetWorkers(n int) error {
 func (m *Manager) Workers() (size, busy int) { return m.pool.stats() }
 
 // notifyLocal wakes the claim loop.
-func (m *Manager) notifyLocal() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
-}
+func (m *Manager) notifyLocal() { m.claimer.ring() }
 
 // signalChanged wakes Wait.
 func (m *Manager) signalChanged() {
@@ -300,57 +266,34 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 	}
 	m.running = true
-	m.stopCh = make(chan struct{})
+	m.bg.reset()
 	m.startExecutors(ctx)
 	if recheck {
-		m.bg.Add(1)
-		go m.recheckGoKindsLoop(m.stopCh)
+		m.bg.goLoop(m.recheckGoKindsLoop)
 	}
-	m.runCtx, m.runCancel = context.WithCancelCause(context.Background())
-	m.finishCh = make(chan *finishReq, 4*m.cfg.finishBatch)
-	m.writeCtx, m.writeCancel = context.WithCancel(context.Background())
-	m.renewCtx, m.renewCancel = context.WithCancel(context.Background())
-	m.logMu.Lock()
-	m.logCh = make(chan *store.LogRecord, 8192)
-	m.logMu.Unlock()
-
-	m.handlers.start(m.cfg.handlerQueue)
-	m.finishWG.Add(1)
-	go m.completer()
-	m.logWG.Add(1)
-	go m.logWriter(m.logCh)
-	m.renewStop = make(chan struct{})
-	m.renewWG.Add(2)
-	go m.renewLoop()
-	go m.watchCancels() // issue 21: cancels pushed by the store
+	m.run.open()
+	m.writes.open()
 	m.started = m.clock.Now()
 	m.nodes.mu.Lock()
 	m.nodes.lastOK = m.started // the fence window runs from the start
 	m.nodes.mu.Unlock()
-	m.hbStop = make(chan struct{})
 	m.nodes.beat = make(chan struct{}, 1)
-	m.hbWG.Add(1)
-	go m.heartbeatLoop()
-	m.bg.Add(1)
-	go m.nodeRescueLoop()
-	m.watchStop = make(chan struct{})
-	m.watchWG.Add(1)
-	go m.watchdog()
-	m.bg.Add(3 + len(m.cfg.queues))
-	go m.claimLoop()
-	go m.rescueLoop()
-	go m.pruneLoop()
-	for _, q := range m.cfg.queues {
-		go m.subscribe(q)
+
+	m.handlers.start(m.cfg.handlerQueue)
+	// The writers first, the intake last: nothing is claimed before
+	// its outcome can be written, its lease renewed and its deadlines
+	// watched.
+	for _, s := range []service{m.completer, m.logs, m.renewer, m.heartbeater, m.watchdog} {
+		s.start()
 	}
+	for _, s := range m.intake() {
+		s.start()
+	}
+	m.bg.goLoop(m.pruneLoop)
 	for _, j := range m.reg.all() {
 		if j.recurring != nil {
 			m.startRecurringLocked(j)
 		}
-	}
-	if !m.cfg.schedulerOff {
-		m.bg.Add(1)
-		go m.triggerLoop()
 	}
 	m.log.Debug("manager started", "workers", m.cfg.workers, "queues", m.cfg.queues)
 	return nil
@@ -387,99 +330,157 @@ func (m *Manager) Start(ctx context.Context) error {
 // Executors given up (see Stuck) may still run after it returns; the
 // manager's own goroutines have ended or are ending.
 func (m *Manager) Stop(ctx context.Context) error {
-	m.mu.Lock()
-	if !m.running {
-		m.mu.Unlock()
-		return ErrNotRunning
+	if err := m.haltIntake(); err != nil {
+		return err
 	}
-	m.running = false
-	m.stopped = true
-	close(m.stopCh)
-	for kind, stop := range m.recurring {
-		close(stop)
-		delete(m.recurring, kind)
-	}
-	m.mu.Unlock()
-	lostOutcomes, lostLogs := m.lostOutcomes.Load(), m.lostLogs.Load()
-
+	lostOutcomes, lostLogs := m.completer.lost.Load(), m.logs.lost.Load()
 	// soft ends when running attempts must be canceled; with a deadline,
 	// early enough to hand them back by it.
-	soft := ctx
-	allowance := m.cfg.stopAllowance()
-	if d, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		soft, cancel = context.WithDeadline(ctx, d.Add(-min(allowance, time.Until(d)/2)))
-		defer cancel()
-	}
+	soft, cancel := m.softDeadline(ctx)
+	defer cancel()
 
-	// No more claims or ticks. Their store calls end with runCtx.
-	bgDone := make(chan struct{})
-	go func() {
-		m.bg.Wait()
-		close(bgDone)
-	}()
-	select {
-	case <-bgDone:
-	case <-soft.Done():
-		m.runCancel(ErrShutdown)
-		<-bgDone
+	// 1. No more claims, rescues or ticks.
+	m.waitIntake(soft)
+	// 2. The end of every running attempt is decided: drained, or handed
+	// back.
+	left, release := m.settleAttempts(ctx, soft)
+	defer release()
+	// 3. The services that outlive the attempts, in this order.
+	for _, step := range m.teardown(ctx) {
+		step()
 	}
-
-	left := 0
-	// Drained in time: the writes left end with ctx. Drained only because
-	// soft's end canceled the attempts (their executors returned on it at
-	// once), or not at all: the attempts are handed back, and the writes
-	// get the hand-back's time, as a ctx that is already done at Stop must
-	// not cancel the hand-backs it just caused.
-	if m.drain(soft) == nil && soft.Err() == nil {
-		stopWrites := context.AfterFunc(ctx, m.writeCancel)
-		defer stopWrites()
-	} else {
-		var hb context.Context
-		var cancel context.CancelFunc
-		if d, ok := ctx.Deadline(); ok {
-			hb, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
-		} else {
-			hb, cancel = context.WithTimeout(context.WithoutCancel(ctx), allowance)
-		}
-		defer cancel()
-		left = m.handBack(hb)
-		stopWrites := context.AfterFunc(hb, m.writeCancel)
-		defer stopWrites()
-	}
-	// Every attempt's end is decided: the watchdog has nothing left to
-	// do, and every outcome is queued once its hand-overs are done.
-	close(m.watchStop)
-	m.watchWG.Wait()
-	m.submitWG.Wait()
-	m.finishMu.Lock()
-	m.finishClosed = true
-	close(m.finishCh)
-	m.finishMu.Unlock()
-	m.finishWG.Wait()
-	if n := m.handlers.stop(ctx); n > 0 {
-		m.log.Warn("stop: job handlers still running; their queued calls are dropped", "calls", n)
-	}
-	m.renewCancel()
-	close(m.renewStop)
-	m.renewWG.Wait()
-	m.logMu.Lock()
-	close(m.logCh)
-	m.logCh = nil
-	m.logMu.Unlock()
-	m.logWG.Wait()
-	close(m.hbStop)
-	m.hbWG.Wait()
-	m.leave(ctx)
-	m.writeCancel()
-	m.runCancel(ErrShutdown)
-	m.signalChanged()
 
 	if n := m.stuck.Load(); n > 0 {
 		m.log.Warn("stopped with executors still running after their attempts were given up; Go cannot stop them", "count", n)
 	}
-	lostOutcomes = m.lostOutcomes.Load() - lostOutcomes
-	lostLogs = m.lostLogs.Load() - lostLogs
+	return m.stopError(ctx, soft, m.completer.lost.Load()-lostOutcomes, m.logs.lost.Load()-lostLogs, left)
+}
+
+// intake is what brings work in: the claimer, the rescuer and the trigger
+// scheduler (when on). Stop halts them first, together with the
+// background loops of the Manager itself (bg: recurring jobs' tickers,
+// retention, executor types' sync).
+func (m *Manager) intake() []service {
+	ss := []service{m.claimer, m.rescuer}
+	if !m.cfg.schedulerOff {
+		ss = append(ss, m.scheduler)
+	}
+	return ss
+}
+
+// haltIntake marks the manager stopped and asks the intake to end; it
+// returns ErrNotRunning when the manager does not run.
+func (m *Manager) haltIntake() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.running {
+		return ErrNotRunning
+	}
+	m.running = false
+	m.stopped = true
+	m.bg.halt()
+	for _, s := range m.intake() {
+		s.halt()
+	}
+	for kind, stop := range m.recurring {
+		close(stop)
+		delete(m.recurring, kind)
+	}
+	return nil
+}
+
+// softDeadline is when Stop cancels the attempts still running: with a
+// deadline, early enough to hand them back by it (half the time left, at
+// most the stop allowance); without one, when ctx ends.
+func (m *Manager) softDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, d.Add(-min(m.cfg.stopAllowance(), time.Until(d)/2)))
+}
+
+// waitIntake waits until the intake has ended. When soft ends first, the
+// run scope is canceled: the intake's store calls and the attempts end.
+func (m *Manager) waitIntake(soft context.Context) {
+	done := make(chan struct{})
+	go func() {
+		m.bg.wait()
+		for _, s := range m.intake() {
+			s.wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-soft.Done():
+		m.run.cancel(ErrShutdown)
+		<-done
+	}
+}
+
+// settleAttempts decides the end of every running attempt and bounds the
+// writes left. Drained in time: the writes left end with ctx. Drained
+// only because soft's end canceled the attempts (their executors returned
+// on it at once), or not at all: the attempts are handed back, and the
+// writes get the hand-back's time, as a ctx that is already done at Stop
+// must not cancel the hand-backs it just caused. It returns how many
+// attempts were left running, and what to call when Stop returns.
+func (m *Manager) settleAttempts(ctx, soft context.Context) (left int, release func()) {
+	if m.drain(soft) == nil && soft.Err() == nil {
+		stopWrites := context.AfterFunc(ctx, m.writes.cancel)
+		return 0, func() { stopWrites() }
+	}
+	var hb context.Context
+	var cancel context.CancelFunc
+	if d, ok := ctx.Deadline(); ok {
+		hb, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
+	} else {
+		hb, cancel = context.WithTimeout(context.WithoutCancel(ctx), m.cfg.stopAllowance())
+	}
+	left = m.handBack(hb)
+	stopWrites := context.AfterFunc(hb, m.writes.cancel)
+	return left, func() {
+		stopWrites()
+		cancel()
+	}
+}
+
+// teardown is what Stop does once the end of every attempt is decided,
+// step by step, in order.
+func (m *Manager) teardown(ctx context.Context) []func() {
+	return []func(){
+		// The watchdog has nothing left to watch; every outcome it hands
+		// over is queued once it has returned.
+		stopping(m.watchdog),
+		// Every queued outcome is written, or given up when the writes
+		// end.
+		stopping(m.completer),
+		// The handlers of those outcomes run, until ctx ends.
+		func() {
+			if n := m.handlers.stop(ctx); n > 0 {
+				m.log.Warn("stop: job handlers still running; their queued calls are dropped", "calls", n)
+			}
+		},
+		// No outcome is left to write: the leases may lapse.
+		stopping(m.renewer),
+		// Every log is written, the handlers' included.
+		stopping(m.logs),
+		// The heartbeat runs to the end, so a stopping node is never
+		// taken for dead; then the node records that it left.
+		stopping(m.heartbeater),
+		func() { m.heartbeater.leave(ctx) },
+		func() {
+			m.writes.cancel()
+			m.run.cancel(ErrShutdown)
+			m.signalChanged()
+		},
+	}
+}
+
+// stopError is Stop's answer: nil when every outcome and log was recorded
+// and no attempt was left running, else an error wrapping the cause.
+func (m *Manager) stopError(ctx, soft context.Context, lostOutcomes, lostLogs int64, left int) error {
 	if lostOutcomes == 0 && lostLogs == 0 && left == 0 {
 		return nil
 	}
@@ -488,7 +489,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 		cause = soft.Err()
 	}
 	if cause == nil {
-		if p := m.lastWriteErr.Load(); p != nil {
+		if p := m.writes.lastErr.Load(); p != nil {
 			cause = *p
 		}
 	}
@@ -532,7 +533,7 @@ func (m *Manager) drain(ctx context.Context) error {
 // those are given up, their leases no longer renewed, and it returns how
 // many.
 func (m *Manager) handBack(ctx context.Context) int {
-	m.runCancel(ErrShutdown)
+	m.run.cancel(ErrShutdown)
 	if m.drain(ctx) == nil {
 		return 0
 	}
@@ -607,5 +608,5 @@ func (m *Manager) idle(ctx context.Context) (bool, error) {
 // calls or logs not yet written. Handlers before logs: a handler's logs
 // are queued before it returns.
 func (m *Manager) busy() bool {
-	return m.active.len() > 0 || m.unflushed.Load() > 0 || m.handlers.pending.Load() > 0 || m.logsQueued.Load() > 0
+	return m.active.len() > 0 || m.completer.queued.Load() > 0 || m.handlers.pending.Load() > 0 || m.logs.queued.Load() > 0
 }

@@ -148,23 +148,23 @@ func (n *nodeState) signal() {
 	n.sig = make(chan struct{})
 }
 
-// nodeOK reports whether the manager may claim, rescue and tick, and a
+// check reports whether the manager may claim, rescue and tick, and a
 // channel closed when that may change.
-func (m *Manager) nodeOK() (bool, <-chan struct{}) {
-	m.nodes.mu.Lock()
-	defer m.nodes.mu.Unlock()
-	if m.nodes.sig == nil {
-		m.nodes.sig = make(chan struct{})
+func (n *nodeState) check() (bool, <-chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sig == nil {
+		n.sig = make(chan struct{})
 	}
-	return m.nodes.ok(), m.nodes.sig
+	return n.ok(), n.sig
 }
 
-// waitNodeOK waits until the manager may claim (its clock is known to be
+// waitOK waits until the manager may claim (its clock is known to be
 // within bounds and it is not fenced), or until one of done is closed; it
 // reports false then.
-func (m *Manager) waitNodeOK(done ...<-chan struct{}) bool {
+func (n *nodeState) waitOK(done ...<-chan struct{}) bool {
 	for {
-		ok, changed := m.nodeOK()
+		ok, changed := n.check()
 		if ok {
 			return true
 		}
@@ -228,136 +228,6 @@ func (m *Manager) nodeInfo(now time.Time) store.NodeInfo {
 	}
 }
 
-// heartbeatLoop heartbeats every heartbeat interval (a quarter of one
-// apart while they fail), measures the clock skew, and fences the node when
-// no heartbeat succeeded for the fence window. It runs from Start until the
-// end of Stop, so a stopping node is never taken for dead while it drains.
-func (m *Manager) heartbeatLoop() {
-	defer m.hbWG.Done()
-	for {
-		started := m.clock.Now()
-		wait := m.cfg.heartbeat
-		if !m.heartbeat() {
-			wait /= 4
-		}
-		wait -= m.clock.Now().Sub(started)
-		if !sleep(m.clock, wait, m.hbStop) {
-			return
-		}
-	}
-}
-
-// hbCall is a heartbeat call to the store: when it was sent and where its
-// reply arrives.
-type hbCall struct {
-	sent time.Time
-	done chan hbReply
-}
-
-type hbReply struct {
-	res *store.HeartbeatResult
-	err error
-}
-
-// heartbeat sends one heartbeat and acts on its answer; it reports
-// whether it succeeded.
-func (m *Manager) heartbeat() bool {
-	t1 := m.clock.Now()
-	m.nodes.mu.Lock()
-	left := m.nodes.lastOK.Add(m.cfg.fenceAfter()).Sub(t1)
-	m.nodes.mu.Unlock()
-	// A call may take until the fence is due, not past it.
-	ctx, cancel := context.WithTimeout(context.Background(), max(m.cfg.heartbeat, left))
-	// The fence must not wait for a store call that ignores its ctx: give
-	// up on the call when its ctx ends (it finishes in the background).
-	// At most one call is in flight: while one that was given up on still
-	// runs, this attempt waits for it rather than starting another, so a
-	// store that ignores ctx cannot pile up calls.
-	call := m.hbPending
-	if call == nil {
-		call = &hbCall{sent: t1, done: make(chan hbReply, 1)}
-		p := &store.HeartbeatParams{Node: m.nodeInfo(t1), Now: t1, DeadAfter: m.cfg.deadAfter}
-		go func() {
-			r, err := m.store.Heartbeat(ctx, p)
-			call.done <- hbReply{r, err}
-		}()
-	}
-	var res *store.HeartbeatResult
-	var err error
-	select {
-	case r := <-call.done:
-		m.hbPending = nil
-		res, err = r.res, r.err
-	case <-ctx.Done():
-		m.hbPending = call
-		err = fmt.Errorf("heartbeat: %w", ctx.Err())
-	}
-	cancel()
-	// A call that was given up on and then answered was sent earlier:
-	// liveness and skew are dated from when it was sent.
-	t1 = call.sent
-	t2 := m.clock.Now()
-	if err != nil {
-		m.nodes.mu.Lock()
-		fence := !m.nodes.fenced && !t2.Before(m.nodes.lastOK.Add(m.cfg.fenceAfter()))
-		if fence {
-			m.nodes.fenced = true
-			m.nodes.fences++
-			m.nodes.signal()
-		}
-		m.nodes.mu.Unlock()
-		if fence {
-			n := m.fenceAll()
-			m.log.Error("heartbeats failed for the fence window; canceled the running attempts and stopped claiming, before other nodes may rescue them",
-				"fence_window", m.cfg.fenceAfter(), "attempts", n, "err", err)
-		} else {
-			m.log.Warn("heartbeat failed; retrying", "err", err)
-		}
-		return false
-	}
-	if res.WasDead {
-		n := m.fenceAll()
-		m.log.Error("this node was declared dead (no heartbeat for the dead threshold); its attempts were rescued by others", "canceled", n)
-	}
-	select {
-	case m.nodes.beat <- struct{}{}:
-	default:
-	}
-	m.nodes.mu.Lock()
-	defer m.nodes.mu.Unlock()
-	wasOK := m.nodes.ok()
-	unfenced := m.nodes.fenced
-	m.nodes.lastOK, m.nodes.fenced = t1, false
-	rtt := t2.Sub(t1)
-	m.nodes.rtt = rtt
-	slow := !res.StoreNow.IsZero() && rtt > 2*m.cfg.maxSkew
-	if slow && !m.nodes.slowRTT && !m.nodes.skewKnown {
-		m.log.Warn("heartbeat round trip too long to measure the clock skew: not claiming, rescuing expired leases or scheduling recurring ticks until a heartbeat is fast enough; raise the lease (WithLease) or WithMaxClockSkew, or bring the store closer",
-			"round_trip", rtt, "max_round_trip", 2*m.cfg.maxSkew)
-	}
-	m.nodes.slowRTT = slow
-	if !res.StoreNow.IsZero() && rtt <= 2*m.cfg.maxSkew {
-		skew := t1.Add(rtt / 2).Sub(res.StoreNow)
-		wasSkewed := m.nodes.skewed
-		m.nodes.skew, m.nodes.skewKnown = skew, true
-		m.nodes.skewed = skew > m.cfg.maxSkew || skew < -m.cfg.maxSkew
-		switch {
-		case m.nodes.skewed && !wasSkewed:
-			m.log.Error("clock skew beyond the bound: not claiming, rescuing expired leases or scheduling recurring ticks until it is back within it; fix the host's clock (NTP)",
-				"skew", skew, "max", m.cfg.maxSkew)
-		case !m.nodes.skewed && wasSkewed:
-			m.log.Info("clock skew back within the bound", "skew", skew, "max", m.cfg.maxSkew)
-		}
-	}
-	if unfenced {
-		m.log.Info("heartbeat succeeded again; claiming resumed")
-	}
-	if m.nodes.ok() != wasOK || unfenced {
-		m.nodes.signal()
-	}
-	return true
-}
-
 // fenceAll gives up every attempt this manager runs: their contexts are
 // canceled with ErrLeaseLost. Once its executor returns, each one's
 // outcome is written (handed back, the attempt not counted, when the
@@ -376,11 +246,11 @@ func (m *Manager) fenceAll() int {
 	return n
 }
 
-// fencedNow reports whether the node is fenced.
-func (m *Manager) fencedNow() bool {
-	m.nodes.mu.Lock()
-	defer m.nodes.mu.Unlock()
-	return m.nodes.fenced
+// isFenced reports whether the node is fenced.
+func (n *nodeState) isFenced() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.fenced
 }
 
 // handBackFenced hands back an attempt given up by a fence before it ran:
@@ -390,109 +260,7 @@ func (m *Manager) fencedNow() bool {
 // attempt whose executor ran is not handed back here: execute writes
 // what it returned.
 func (m *Manager) handBackFenced(a *attempt) {
-	m.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m), out: store.Outcome{
+	m.completer.submit(&finishReq{a: a, inst: newInstance(a.rec.Clone(), m.logs), out: store.Outcome{
 		ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true, Error: a.fencedHandBackError(fencedHandBacksBefore(a.rec.Error)),
 	}})
-}
-
-// nodeRescueLoop rescues the attempts of dead nodes after each
-// successful heartbeat (the store measures a node's silence up to the
-// rescuer's own last heartbeat, so right after one is when it can tell
-// soonest). Every manager runs it; the store declares each dead node once
-// and moves each attempt once.
-func (m *Manager) nodeRescueLoop() {
-	defer m.bg.Done()
-	for {
-		select {
-		case <-m.nodes.beat:
-		case <-m.stopCh:
-			return
-		}
-		if m.fencedNow() {
-			continue
-		}
-		for {
-			ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
-			res, err := m.store.RescueNodes(ctx, &store.RescueNodesParams{
-				Now: m.clock.Now(), Node: m.node, DeadAfter: m.cfg.deadAfter, Limit: 256,
-			})
-			cancel()
-			if err != nil {
-				m.log.Warn("rescue dead nodes", "err", err)
-				break
-			}
-			if len(res.Dead) > 0 {
-				m.log.Warn("nodes stopped heartbeating; declared dead, rescuing their attempts", "nodes", res.Dead, "dead_after", m.cfg.deadAfter)
-			}
-			m.shardsEnded(m.runCtx, res.Rescued)
-			if len(res.Rescued) > 0 {
-				m.log.Info("rescued attempts of dead nodes", "count", len(res.Rescued))
-				m.notifyLocal()
-				m.signalChanged()
-			}
-			if len(res.Rescued) < 256 {
-				break
-			}
-		}
-	}
-}
-
-// leave records in the registry that the node stopped, so it is listed as
-// left and never declared dead. While executors Stop gave up still run
-// (Stuck), their attempts' leases hold and they must not be rescued
-// before those lapse; a node declared dead would have them rescued at
-// once. So then a failed write is retried, as heartbeats are, for as long
-// as the node cannot yet be declared dead (its last heartbeat plus the
-// dead threshold, measured on the real clock from now).
-func (m *Manager) leave(ctx context.Context) {
-	ctx = context.WithoutCancel(ctx)
-	m.nodes.mu.Lock()
-	budget := m.nodes.lastOK.Add(m.cfg.deadAfter).Sub(m.clock.Now())
-	m.nodes.mu.Unlock()
-	until := time.Now().Add(budget)
-	// As for heartbeats, Stop must not wait for a store call that ignores
-	// its ctx: a call is given up on when its ctx ends (it finishes in the
-	// background), and a retry waits for a call still running rather than
-	// starting another.
-	var pending chan error
-	for try := 1; ; try++ {
-		d := time.Second
-		if try > 1 {
-			d = min(d, time.Until(until))
-		}
-		cctx, cancel := context.WithTimeout(ctx, d)
-		if pending == nil {
-			pending = make(chan error, 1)
-			t := m.clock.Now()
-			p := &store.HeartbeatParams{Node: m.nodeInfo(t), Now: t, DeadAfter: m.cfg.deadAfter, Leaving: true}
-			go func(done chan<- error) {
-				_, err := m.store.Heartbeat(cctx, p)
-				done <- err
-			}(pending)
-		}
-		var err error
-		select {
-		case err = <-pending:
-			pending = nil
-		case <-cctx.Done():
-			err = fmt.Errorf("the store did not answer in time: %w", cctx.Err())
-		}
-		cancel()
-		if err == nil {
-			return
-		}
-		running := m.stuck.Load()
-		pause := m.cfg.heartbeat / 4
-		if running == 0 || time.Until(until) <= pause {
-			if running > 0 {
-				m.log.Error("stop: could not record in the node registry that this node left; it will be declared dead and the attempts of the executors still running rescued (run again alongside them)",
-					"running", running, "tries", try, "err", err)
-			} else {
-				m.log.Warn("stop: could not record in the node registry that this node left; it will be declared dead", "err", err)
-			}
-			return
-		}
-		m.log.Warn("stop: could not record in the node registry that this node left; retrying while executors still run", "running", running, "err", err)
-		sleep(SystemClock{}, pause, nil) // a real-time pause between store calls, as for heartbeats
-	}
 }

@@ -21,8 +21,7 @@ func (m *Manager) startRecurringLocked(j *Job) {
 	}
 	stop := make(chan struct{})
 	m.recurring[j.kind] = stop
-	m.bg.Add(1)
-	go m.recur(j, stop)
+	m.bg.goLoop(func(quit <-chan struct{}) { m.recur(j, stop, quit) })
 }
 
 // recur keeps the next tick of j scheduled. A tick is scheduled as soon as
@@ -42,8 +41,7 @@ func (m *Manager) startRecurringLocked(j *Job) {
 // keeps one; after a longer pause it goes on from now. When it starts,
 // it goes on from now (MissedSkip), or first schedules the latest tick
 // missed within the job's deadline (MissedCatchUpOnce).
-func (m *Manager) recur(j *Job, stop <-chan struct{}) {
-	defer m.bg.Done()
+func (m *Manager) recur(j *Job, stop, quit <-chan struct{}) {
 	r := j.recurring
 	atTick := j.overlap != "" && j.overlap != OverlapAllow
 	failures := 0
@@ -53,7 +51,7 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 	}
 	for {
 		// No ticks while the clock is skewed or unknown (node.go).
-		if !m.waitNodeOK(stop, m.stopCh) {
+		if !m.nodes.waitOK(stop, quit) {
 			return
 		}
 		now := m.clock.Now()
@@ -64,7 +62,7 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 		tick, err := m.recurNext(j, from)
 		if err != nil { // its calendar is not stored, or cannot be read
 			m.log.Warn("recurring job schedules no tick until its calendar can be read", "kind", j.kind, "calendar", j.calendar, "err", err, "retry_in", m.cfg.triggerReload)
-			if !m.sleepUntil(now.Add(m.cfg.triggerReload), stop) {
+			if !m.sleepUntil(now.Add(m.cfg.triggerReload), stop, quit) {
 				return
 			}
 			continue
@@ -74,7 +72,7 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 			return
 		}
 		if atTick && tick.After(now) {
-			if !m.sleepUntil(tick, stop) {
+			if !m.sleepUntil(tick, stop, quit) {
 				return
 			}
 		}
@@ -90,7 +88,7 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 			case <-stop:
 				t.Stop()
 				return
-			case <-m.stopCh:
+			case <-quit:
 				t.Stop()
 				return
 			case <-t.C:
@@ -102,7 +100,7 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 		if atTick || !tick.After(now) {
 			continue // scheduled at its time, or slept through: on to the next
 		}
-		if !m.sleepUntil(tick, stop) {
+		if !m.sleepUntil(tick, stop, quit) {
 			return
 		}
 	}
@@ -110,7 +108,7 @@ func (m *Manager) recur(j *Job, stop <-chan struct{}) {
 
 // sleepUntil waits on the manager's clock until t; false when the ticker
 // or the manager stops first.
-func (m *Manager) sleepUntil(t time.Time, stop <-chan struct{}) bool {
+func (m *Manager) sleepUntil(t time.Time, stop, quit <-chan struct{}) bool {
 	d := t.Sub(m.clock.Now())
 	if d <= 0 {
 		return true
@@ -122,7 +120,7 @@ func (m *Manager) sleepUntil(t time.Time, stop <-chan struct{}) bool {
 	case <-stop:
 		tm.Stop()
 		return false
-	case <-m.stopCh:
+	case <-quit:
 		tm.Stop()
 		return false
 	}
@@ -154,7 +152,7 @@ func (m *Manager) scheduleTick(j *Job, tick time.Time) error {
 	if err := c.apply(j.recurring.opts); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(m.run.ctx, 30*time.Second)
 	defer cancel()
 	if j.overlap == OverlapForbid || j.overlap == OverlapReplace {
 		prev, err := m.activeTicks(ctx, j.kind, tick)

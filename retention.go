@@ -9,19 +9,18 @@ import (
 
 // pruneLoop applies retention every prune interval. A run stops between
 // two batches when the manager stops.
-func (m *Manager) pruneLoop() {
-	defer m.bg.Done()
-	ctx, cancel := context.WithCancel(m.runCtx)
+func (m *Manager) pruneLoop(quit <-chan struct{}) {
+	ctx, cancel := context.WithCancel(m.run.ctx)
 	defer cancel()
 	go func() {
 		select {
-		case <-m.stopCh:
+		case <-quit:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	for {
-		if !sleep(m.clock, m.cfg.pruneInterval, m.stopCh) {
+		if !sleep(m.clock, m.cfg.pruneInterval, quit) {
 			return
 		}
 		res, err := m.Prune(ctx)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -80,13 +81,6 @@ func WithShardRecheck(d time.Duration) ManagerOption {
 	}
 }
 
-func (m *Manager) shardRecheck() time.Duration {
-	if m.cfg.shardRecheck > 0 {
-		return m.cfg.shardRecheck
-	}
-	return DefaultShardRecheck
-}
-
 // shardRecords returns the shards of the parent p, due at runAt, with the
 // given retries and timeout.
 func shardRecords(p *store.Instance, runAt time.Time, maxRetries int, timeout time.Duration) []*store.Instance {
@@ -113,7 +107,7 @@ func (m *Manager) enqueueSharded(ctx context.Context, j *Job, rec *store.Instanc
 	rec.ShardCount = c.shards
 	shards := shardRecords(rec, shardsAt, rec.MaxRetries, rec.Timeout)
 	rec.MaxRetries, rec.Timeout = RetryForever, 0
-	rec.RunAt = shardsAt.Add(m.shardRecheck())
+	rec.RunAt = shardsAt.Add(m.shards.recheck)
 	first := append([]*store.Instance{rec}, shards...)
 	if rec.UniqueKey != "" {
 		first = first[:1]
@@ -154,7 +148,7 @@ func (m *Manager) enqueueSharded(ctx context.Context, j *Job, rec *store.Instanc
 // (attempt not counted) to look again after the recheck interval.
 func (m *Manager) join(a *attempt) {
 	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
-	out, results, jerr := m.joinOutcome(ctx, a.rec)
+	out, results, jerr := m.shards.joinOutcome(ctx, a.rec)
 	cancel()
 	switch cause := context.Cause(a.ctx); {
 	case errors.Is(cause, ErrShutdown):
@@ -178,23 +172,52 @@ func (m *Manager) join(a *attempt) {
 		// the store refuses it if the parent was rescued meanwhile.
 		m.returned(a, true)
 	}
-	inst := newInstance(a.rec.Clone(), m)
+	inst := newInstance(a.rec.Clone(), m.logs)
 	inst.results = results
-	m.submit(&finishReq{a: a, out: out, inst: inst, err: jerr, ended: m.clock.Now()})
+	m.completer.submit(&finishReq{a: a, out: out, inst: inst, err: jerr, ended: m.clock.Now()})
 	if ours {
 		m.decided()
 	}
 }
 
+// shardsDeps is what the shard and join logic uses.
+type shardsDeps struct {
+	store     store.Store
+	clock     Clock
+	node      string
+	log       *slog.Logger
+	run       *runScope     // bounds the reads of the node registry
+	recheck   time.Duration // WithShardRecheck: how often a waiting parent looks again
+	deadAfter time.Duration // for reading the node registry
+	reg       *registry     // a kind's policy, for shards stored at a join
+	active    *activeSet    // shards running here, canceled at once
+	// woke is called when a parent was woken or shards were stored (it
+	// wakes the claimer).
+	woke func()
+}
+
+// shards is the shard and join logic of sharded tasks: a parent's join
+// (joinOutcome), the wake-up of a parent whose shards ended (shardsEnded,
+// called by the completer, the rescuer and Cancel), canceling shards, and
+// spreading shards over nodes (shards_spread.go). The attempt machinery
+// around it (Manager.join, Manager.handBackShard) stays with the workers.
+// Workflows generalise this join: a task released when its parents end.
+type shards struct {
+	shardsDeps
+	spread spreadState
+}
+
+func newShards(d shardsDeps) *shards { return &shards{shardsDeps: d} }
+
 // joinOutcome decides the parent p's outcome from its shards' states.
-func (m *Manager) joinOutcome(ctx context.Context, p *store.Instance) (store.Outcome, []any, error) {
-	now := m.clock.Now()
+func (sh *shards) joinOutcome(ctx context.Context, p *store.Instance) (store.Outcome, []any, error) {
+	now := sh.clock.Now()
 	wait := func(why string) store.Outcome {
-		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Scheduled, RunAt: now.Add(m.shardRecheck()), Release: true, Error: why}
+		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Scheduled, RunAt: now.Add(sh.recheck), Release: true, Error: why}
 	}
-	got, err := m.store.LookupInstances(ctx, &store.Query{Parent: p.ID})
+	got, err := sh.store.LookupInstances(ctx, &store.Query{Parent: p.ID})
 	if err != nil && got == nil {
-		m.log.Warn("sharded task: looking up its shards; looking again later", "instance", p.ID, "err", err)
+		sh.log.Warn("sharded task: looking up its shards; looking again later", "instance", p.ID, "err", err)
 		return wait("waiting for shards: looking them up: " + err.Error()), nil, nil
 	}
 	n := p.ShardCount
@@ -224,8 +247,8 @@ func (m *Manager) joinOutcome(ctx context.Context, p *store.Instance) (store.Out
 		}
 	}
 	if len(failed) > 0 {
-		if err := m.cancelShards(ctx, pending); err != nil {
-			m.log.Warn("sharded task failed; canceling its other shards", "instance", p.ID, "err", err)
+		if err := sh.cancelShards(ctx, pending); err != nil {
+			sh.log.Warn("sharded task failed; canceling its other shards", "instance", p.ID, "err", err)
 		}
 		err := Permanent(fmt.Errorf("%w: %d of %d shards of task %s did not complete: %s", ErrShardFailed, len(failed), n, p.ID, strings.Join(failed, "; ")))
 		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Terminated, Error: err.Error()}, nil, err
@@ -234,15 +257,15 @@ func (m *Manager) joinOutcome(ctx context.Context, p *store.Instance) (store.Out
 		// Shards a crash or a failed call kept from being stored (an ID
 		// stored meanwhile is left as it is), with a sibling's policy, or
 		// the kind's when none is stored.
-		retries, timeout := m.shardPolicy(p.Kind, got)
+		retries, timeout := sh.shardPolicy(p.Kind, got)
 		all := shardRecords(p, now, retries, timeout)
 		for k, s := range missing {
 			missing[k] = all[s.ShardIndex]
 		}
-		if _, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: missing, Node: m.node, Now: now}); err != nil {
-			m.log.Warn("sharded task: storing its missing shards; trying again later", "instance", p.ID, "missing", len(missing), "err", err)
+		if _, err := sh.store.Enqueue(ctx, &store.EnqueueParams{Instances: missing, Node: sh.node, Now: now}); err != nil {
+			sh.log.Warn("sharded task: storing its missing shards; trying again later", "instance", p.ID, "missing", len(missing), "err", err)
 		} else {
-			m.notifyLocal()
+			sh.woke()
 		}
 		return wait(fmt.Sprintf("waiting for shards: %d of %d done, %d stored at this join", done, n, len(missing))), nil, nil
 	}
@@ -278,11 +301,11 @@ func (m *Manager) joinOutcome(ctx context.Context, p *store.Instance) (store.Out
 // shardPolicy returns the retries and timeout of a shard among stored,
 // else those of the kind's job (registered here, or its definition), else
 // the defaults.
-func (m *Manager) shardPolicy(kind string, stored []*store.Instance) (int, time.Duration) {
+func (sh *shards) shardPolicy(kind string, stored []*store.Instance) (int, time.Duration) {
 	if len(stored) > 0 {
 		return stored[0].MaxRetries, stored[0].Timeout
 	}
-	if j, ok := m.reg.get(kind); ok {
+	if j, ok := sh.reg.get(kind); ok {
 		return j.maxRetries, j.timeout
 	}
 	return DefaultMaxRetries, 0
@@ -291,16 +314,16 @@ func (m *Manager) shardPolicy(kind string, stored []*store.Instance) (int, time.
 // cancelShards cancels shards (pending or running): a pending one at once,
 // a running one at its owner's next renewal, or at once when it runs
 // here. Shards that ended meanwhile are left as they are.
-func (m *Manager) cancelShards(ctx context.Context, shards []*store.Instance) error {
+func (sh *shards) cancelShards(ctx context.Context, shards []*store.Instance) error {
 	var errs []error
 	for _, s := range shards {
-		rec, err := m.store.Cancel(ctx, &store.CancelParams{ID: s.ID, Now: m.clock.Now(), Node: m.node})
+		rec, err := sh.store.Cancel(ctx, &store.CancelParams{ID: s.ID, Now: sh.clock.Now(), Node: sh.node})
 		switch {
 		case errors.Is(err, store.ErrFinished) || errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			errs = append(errs, fmt.Errorf("shard %d (%s): %w", s.ShardIndex, s.ID, err))
 		case rec.State == store.Processing:
-			if a := m.active.get(s.ID); a != nil && a.rec.Attempt == rec.Attempt {
+			if a := sh.active.get(s.ID); a != nil && a.rec.Attempt == rec.Attempt {
 				a.cancel(ErrCanceled)
 			}
 		}
@@ -318,11 +341,11 @@ func (m *Manager) canceledSharded(ctx context.Context, rec *store.Instance) erro
 		if err != nil && shards == nil {
 			return fmt.Errorf("canceling the shards of task %s (the task is canceled; cancel them one by one): %w", rec.ID, err)
 		}
-		if err := m.cancelShards(ctx, shards); err != nil {
+		if err := m.shards.cancelShards(ctx, shards); err != nil {
 			return fmt.Errorf("canceling the shards of task %s (the task is canceled): %w", rec.ID, err)
 		}
 	case rec.IsShard() && rec.State.Final():
-		m.shardsEnded(ctx, []*store.Instance{rec})
+		m.shards.shardsEnded(ctx, []*store.Instance{rec})
 	}
 	return nil
 }
@@ -335,7 +358,7 @@ func (m *Manager) canceledSharded(ctx context.Context, rec *store.Instance) erro
 // shard sees every shard final and wakes the parent; a wake-up lost to a
 // crash is made up by the parent's recheck. Failures are logged, never
 // returned: the recheck covers them too.
-func (m *Manager) shardsEnded(ctx context.Context, recs []*store.Instance) {
+func (sh *shards) shardsEnded(ctx context.Context, recs []*store.Instance) {
 	wake := map[string]bool{}
 	for _, r := range recs {
 		if r.IsShard() && r.State.Final() {
@@ -350,10 +373,10 @@ func (m *Manager) shardsEnded(ctx context.Context, recs []*store.Instance) {
 	ids := make([]string, 0, len(wake))
 	for parent, failed := range wake {
 		if !failed {
-			open, err := m.store.LookupInstances(ctx, &store.Query{Parent: parent, States: []store.State{store.Scheduled, store.Processing}, Limit: 1})
+			open, err := sh.store.LookupInstances(ctx, &store.Query{Parent: parent, States: []store.State{store.Scheduled, store.Processing}, Limit: 1})
 			if err != nil || len(open) > 0 {
 				if err != nil {
-					m.log.Warn("sharded task: reading its shards to wake it; it looks again on its own", "instance", parent, "err", err)
+					sh.log.Warn("sharded task: reading its shards to wake it; it looks again on its own", "instance", parent, "err", err)
 				}
 				continue
 			}
@@ -364,9 +387,9 @@ func (m *Manager) shardsEnded(ctx context.Context, recs []*store.Instance) {
 		return
 	}
 	slices.Sort(ids)
-	if err := m.store.Wake(ctx, &store.WakeParams{IDs: ids, Now: m.clock.Now()}); err != nil {
-		m.log.Warn("sharded task: waking its parent; it looks again on its own", "instances", ids, "err", err)
+	if err := sh.store.Wake(ctx, &store.WakeParams{IDs: ids, Now: sh.clock.Now()}); err != nil {
+		sh.log.Warn("sharded task: waking its parent; it looks again on its own", "instances", ids, "err", err)
 		return
 	}
-	m.notifyLocal()
+	sh.woke()
 }

@@ -50,8 +50,8 @@ type spreadState struct {
 // keepShard decides whether the shard a claimed runs here; when it
 // reports false the caller hands it back. A kept shard counts as running
 // here until shardDone.
-func (m *Manager) keepShard(rec *store.Instance) bool {
-	s := &m.spread
+func (sh *shards) keepShard(rec *store.Instance) bool {
+	s := &sh.spread
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.running == nil {
@@ -59,7 +59,7 @@ func (m *Manager) keepShard(rec *store.Instance) bool {
 	}
 	here := s.running[rec.Parent]
 	if _, once := s.handedBack[rec.ID]; !once && here > 0 {
-		if peers := m.freePeersLocked(rec); peers > 0 && here >= (rec.ShardCount+peers)/(peers+1) {
+		if peers := sh.freePeersLocked(rec); peers > 0 && here >= (rec.ShardCount+peers)/(peers+1) {
 			if len(s.handedBack) >= spreadMemory {
 				clear(s.handedBack)
 			}
@@ -74,8 +74,8 @@ func (m *Manager) keepShard(rec *store.Instance) bool {
 }
 
 // shardDone ends what keepShard counted.
-func (m *Manager) shardDone(rec *store.Instance) {
-	s := &m.spread
+func (sh *shards) shardDone(rec *store.Instance) {
+	s := &sh.spread
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.running[rec.Parent]--; s.running[rec.Parent] <= 0 {
@@ -86,21 +86,21 @@ func (m *Manager) shardDone(rec *store.Instance) {
 // freePeersLocked counts the other live nodes that could run rec now: it
 // reads the registry at most once per spreadPeersTTL (s.mu held; a failed
 // read counts none, so nothing is handed back on a guess).
-func (m *Manager) freePeersLocked(rec *store.Instance) int {
-	s := &m.spread
+func (sh *shards) freePeersLocked(rec *store.Instance) int {
+	s := &sh.spread
 	if time.Since(s.readAt) > spreadPeersTTL {
-		ctx, cancel := context.WithTimeout(m.runCtx, 2*time.Second)
-		nodes, err := m.store.ListNodes(ctx, &store.ListNodesParams{Now: m.clock.Now(), DeadAfter: m.cfg.deadAfter})
+		ctx, cancel := context.WithTimeout(sh.run.ctx, 2*time.Second)
+		nodes, err := sh.store.ListNodes(ctx, &store.ListNodesParams{Now: sh.clock.Now(), DeadAfter: sh.deadAfter})
 		cancel()
 		if err != nil {
-			m.log.Debug("spreading shards: reading the node registry", "err", err)
+			sh.log.Debug("spreading shards: reading the node registry", "err", err)
 			nodes = nil
 		}
 		s.nodes, s.readAt = nodes, time.Now()
 	}
 	n := 0
 	for _, nd := range s.nodes {
-		if nd.ID == m.node || nd.Status != store.NodeLive || nd.Busy >= nd.Workers ||
+		if nd.ID == sh.node || nd.Status != store.NodeLive || nd.Busy >= nd.Workers ||
 			!slices.Contains(nd.Kinds, rec.Kind) || !slices.Contains(nd.Queues, rec.Queue) {
 			continue
 		}
@@ -112,13 +112,13 @@ func (m *Manager) freePeersLocked(rec *store.Instance) int {
 	return n
 }
 
-// waitSpreadPause waits out a pause after a hand-back; false when the
-// manager stops meanwhile.
-func (m *Manager) waitSpreadPause() bool {
-	m.spread.mu.Lock()
-	d := time.Until(m.spread.pauseUntil)
-	m.spread.mu.Unlock()
-	return d <= 0 || sleep(SystemClock{}, d, m.stopCh)
+// waitSpreadPause waits out a pause after a hand-back; false when quit
+// closes meanwhile.
+func (sh *shards) waitSpreadPause(quit <-chan struct{}) bool {
+	sh.spread.mu.Lock()
+	d := time.Until(sh.spread.pauseUntil)
+	sh.spread.mu.Unlock()
+	return d <= 0 || sleep(SystemClock{}, d, quit)
 }
 
 // hasAll reports whether have includes every one of want.
@@ -143,6 +143,6 @@ func (m *Manager) handBackShard(a *attempt) {
 	m.watch.remove(a)
 	out := store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true,
 		Error: "handed back: spreading the shards of task " + a.rec.Parent + " over nodes with free workers"}
-	m.submit(&finishReq{a: a, out: out, inst: newInstance(a.rec.Clone(), m), ended: m.clock.Now()})
+	m.completer.submit(&finishReq{a: a, out: out, inst: newInstance(a.rec.Clone(), m.logs), ended: m.clock.Now()})
 	m.decided()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
@@ -285,6 +286,45 @@ func (m *Manager) triggersChanged() {
 	}
 }
 
+// schedulerDeps is what the trigger scheduler uses.
+type schedulerDeps struct {
+	store  store.Store
+	clock  Clock
+	node   string
+	log    *slog.Logger
+	reload time.Duration // WithTriggerReload
+	run    *runScope     // bounds the store calls
+	nodes  *nodeState    // no tick while skewed or fenced
+	// wake is rung when the stored triggers changed here (reload them).
+	wake <-chan struct{}
+	// calendarRules reads a stored calendar's rules.
+	calendarRules func(ctx context.Context, name string) (*store.CalendarRules, error)
+	// cancel cancels an instance (a trigger's previous run, under the
+	// overlap policy replace).
+	cancel func(ctx context.Context, id string) error
+	// jobFor returns the job of a kind, registered here or stored
+	// (ErrUnknownKind when neither), for the policy of its ticks.
+	jobFor func(ctx context.Context, kind string) (*Job, error)
+	// enqueued is called when a tick was enqueued (it wakes the claimer).
+	enqueued func()
+}
+
+// scheduler is the scheduler role (WithScheduler): it keeps the stored
+// triggers loaded and fires their due ticks, once per cluster.
+type scheduler struct {
+	schedulerDeps
+	loops
+}
+
+var _ service = (*scheduler)(nil)
+
+func newScheduler(d schedulerDeps) *scheduler { return &scheduler{schedulerDeps: d} }
+
+func (s *scheduler) start() {
+	s.reset()
+	s.goLoop(s.triggerLoop)
+}
+
 // triggerState is what the scheduler loop knows of one trigger.
 type triggerState struct {
 	t *store.Trigger // as last read
@@ -320,30 +360,28 @@ func triggerBase(t *store.Trigger) time.Time {
 	return b
 }
 
-// triggerLoop is the scheduler role: it keeps the stored triggers loaded
-// and fires their due ticks.
-func (m *Manager) triggerLoop() {
-	defer m.bg.Done()
+// triggerLoop keeps the stored triggers loaded and fires their due ticks.
+func (s *scheduler) triggerLoop(quit <-chan struct{}) {
 	states := map[string]*triggerState{}
 	var reloadAt time.Time
-	reload := m.cfg.triggerReload
+	reload := s.reload
 	grace := 2 * reload
 	force := false
 	for {
 		// No ticks while the clock is skewed or unknown, nor while fenced
 		// (node.go).
-		if !m.waitNodeOK(m.stopCh) {
+		if !s.nodes.waitOK(quit) {
 			return
 		}
-		now := m.clock.Now()
+		now := s.clock.Now()
 		if force || !now.Before(reloadAt) {
-			if err := m.loadTriggers(states); err != nil {
-				m.log.Warn("load stored triggers; keeping the ones loaded", "err", err, "retry_in", reload)
+			if err := s.loadTriggers(states); err != nil {
+				s.log.Warn("load stored triggers; keeping the ones loaded", "err", err, "retry_in", reload)
 			}
 			reloadAt, force = now.Add(reload), false
 		}
 		for name, st := range states {
-			if gone := m.runTrigger(st, now, grace); gone {
+			if gone := s.runTrigger(st, now, grace); gone {
 				delete(states, name)
 			}
 		}
@@ -360,13 +398,13 @@ func (m *Manager) triggerLoop() {
 				wait = min(wait, at.Sub(now))
 			}
 		}
-		t := m.clock.NewTimer(max(wait, 0))
+		t := s.clock.NewTimer(max(wait, 0))
 		select {
 		case <-t.C():
-		case <-m.trigWake:
+		case <-s.wake:
 			t.Stop()
 			force = true
-		case <-m.stopCh:
+		case <-quit:
 			t.Stop()
 			return
 		}
@@ -375,13 +413,13 @@ func (m *Manager) triggerLoop() {
 
 // loadTriggers reads every stored trigger into states, drops those no
 // longer stored, and moves each changed one's since to its base.
-func (m *Manager) loadTriggers(states map[string]*triggerState) error {
-	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+func (s *scheduler) loadTriggers(states map[string]*triggerState) error {
+	ctx, cancel := context.WithTimeout(s.run.ctx, 30*time.Second)
 	defer cancel()
 	seen := make(map[string]bool, len(states))
 	after := ""
 	for {
-		page, err := m.store.ListTriggers(ctx, &store.ListTriggersParams{After: after, Limit: store.MaxTriggerPage})
+		page, err := s.store.ListTriggers(ctx, &store.ListTriggersParams{After: after, Limit: store.MaxTriggerPage})
 		if err != nil {
 			return err
 		}
@@ -408,7 +446,7 @@ func (m *Manager) loadTriggers(states map[string]*triggerState) error {
 			delete(states, name)
 		}
 	}
-	m.triggerCalendars(ctx, states)
+	s.triggerCalendars(ctx, states)
 	return nil
 }
 
@@ -416,7 +454,7 @@ func (m *Manager) loadTriggers(states map[string]*triggerState) error {
 // or else, under MissedCatchUpOnce, the latest missed tick when it is
 // within the trigger's CatchUpWithin. It reports that the trigger is
 // gone from the store.
-func (m *Manager) runTrigger(st *triggerState, now time.Time, grace time.Duration) (gone bool) {
+func (s *scheduler) runTrigger(st *triggerState, now time.Time, grace time.Duration) (gone bool) {
 	t := st.t
 	if t.Paused || now.Before(st.retryAt) || !st.since.Before(now) {
 		return false
@@ -440,14 +478,14 @@ func (m *Manager) runTrigger(st *triggerState, now time.Time, grace time.Duratio
 			missed = latestTick(func(after time.Time) time.Time { n, _ := st.next(after); return n }, onFrom, floor)
 		}
 		if !missed.IsZero() {
-			m.log.Info("stored trigger catches up its latest missed tick", "trigger", t.Name, "tick", missed)
+			s.log.Info("stored trigger catches up its latest missed tick", "trigger", t.Name, "tick", missed)
 			fire = []time.Time{missed}
 		} else {
-			m.log.Info("stored trigger missed ticks while no scheduler ran; skipped (missed-tick policy)", "trigger", t.Name, "first", first, "policy", t.Missed)
+			s.log.Info("stored trigger missed ticks while no scheduler ran; skipped (missed-tick policy)", "trigger", t.Name, "first", first, "policy", t.Missed)
 		}
 	}
 	for _, tk := range fire {
-		err := m.fireTrigger(st, tk, now)
+		err := s.fireTrigger(st, tk, now)
 		if errors.Is(err, store.ErrNotFound) {
 			return true
 		}
@@ -455,7 +493,7 @@ func (m *Manager) runTrigger(st *triggerState, now time.Time, grace time.Duratio
 			st.fails++
 			d := retryDelay(st.fails - 1)
 			st.retryAt = now.Add(d)
-			m.log.Warn("fire stored trigger tick; retrying", "trigger", t.Name, "tick", tk, "err", err, "in", d)
+			s.log.Warn("fire stored trigger tick; retrying", "trigger", t.Name, "tick", tk, "err", err, "in", d)
 			return false
 		}
 		st.fails, st.retryAt = 0, time.Time{}
@@ -470,59 +508,29 @@ func (m *Manager) runTrigger(st *triggerState, now time.Time, grace time.Duratio
 // first, so a pause, a delete or a change made since the last reload
 // holds at once, and a tick another manager fired or skipped already is
 // left alone.
-func (m *Manager) fireTrigger(st *triggerState, tick, now time.Time) error {
-	ctx, cancel := context.WithTimeout(m.runCtx, 30*time.Second)
+func (s *scheduler) fireTrigger(st *triggerState, tick, now time.Time) error {
+	ctx, cancel := context.WithTimeout(s.run.ctx, 30*time.Second)
 	defer cancel()
-	cur, err := m.store.GetTrigger(ctx, st.t.Name)
+	cur, err := s.store.GetTrigger(ctx, st.t.Name)
 	if err != nil {
 		return err
 	}
 	st.t = cur
-	cal := m.triggerRules(ctx, st, cur)
+	cal := s.triggerRules(ctx, st, cur)
 	if cur.Paused || !cur.LastTick.Before(tick) || !cur.LastSkipped.Before(tick) || cur.UpdatedAt.After(tick) {
 		return nil // paused, fired or skipped already, or changed since the tick
 	}
 	if n, err := cur.NextIn(tick.Add(-time.Nanosecond), cal); err != nil || !n.Equal(tick) {
 		return nil // not a tick of its current schedule
 	}
-	if prev := cur.LastInstanceID; prev != "" && cur.Overlap != "" && cur.Overlap != store.OverlapAllow {
-		in, err := m.activeInstance(ctx, prev)
-		if err != nil {
-			return err
-		}
-		active := in != nil
-		if active && cur.Overlap == store.OverlapForbid {
-			applied, err := m.recordTrigger(ctx, cur, tick, func(t *store.Trigger) bool {
-				if !t.LastSkipped.Before(tick) || !t.LastTick.Before(tick) {
-					return false
-				}
-				t.Skipped++
-				t.LastSkipped = tick
-				return true
-			})
-			if err != nil || !applied {
-				return err // or another manager recorded the skip
-			}
-			msg := fmt.Sprintf("tick %s of trigger %q skipped: this run is still active (overlap policy forbid)", tick.UTC().Format(time.RFC3339Nano), cur.Name)
-			m.log.Info("stored trigger skipped a tick: its previous run is still active (overlap policy forbid)", "trigger", cur.Name, "tick", tick, "previous", prev)
-			// The skip shows in the logs of the run that caused it.
-			if err := m.store.AppendLogs(ctx, []*store.LogRecord{{InstanceID: in.ID, Kind: in.Kind, Attempt: in.Attempt, Level: store.LevelInfo, Time: now, Node: m.node, Message: msg}}); err != nil {
-				m.log.Warn("log a skipped tick on the run that caused it", "trigger", cur.Name, "instance", prev, "err", err)
-			}
-			return nil
-		}
-		if active && cur.Overlap == store.OverlapReplace {
-			if _, err := m.CancelInstance(ctx, prev); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrFinished) {
-				return fmt.Errorf("cancel the previous run %s (overlap policy replace): %w", prev, err)
-			}
-			m.log.Info("stored trigger canceled its previous run (overlap policy replace)", "trigger", cur.Name, "tick", tick, "previous", prev)
-		}
+	if skip, err := s.overlap(ctx, cur, tick, now); skip || err != nil {
+		return err
 	}
-	rec, err := m.triggerRecord(ctx, cur, cal, tick, now)
+	rec, err := s.triggerRecord(ctx, cur, cal, tick, now)
 	if err != nil {
 		return err
 	}
-	res, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: []*store.Instance{rec}, Node: m.node, Now: now})
+	res, err := s.store.Enqueue(ctx, &store.EnqueueParams{Instances: []*store.Instance{rec}, Node: s.node, Now: now})
 	if err != nil {
 		return err
 	}
@@ -533,9 +541,9 @@ func (m *Manager) fireTrigger(st *triggerState, tick, now time.Time) error {
 		return res[0].Err
 	}
 	if res[0].Err == nil && !res[0].Existed {
-		m.notifyLocal()
+		s.enqueued()
 	}
-	_, err = m.recordTrigger(ctx, cur, tick, func(t *store.Trigger) bool {
+	_, err = s.recordTrigger(ctx, cur, tick, func(t *store.Trigger) bool {
 		if !t.LastTick.Before(tick) {
 			return false
 		}
@@ -545,24 +553,67 @@ func (m *Manager) fireTrigger(st *triggerState, tick, now time.Time) error {
 	return err
 }
 
+// overlap applies cur's overlap policy to tick: under forbid, while the
+// previous run is active, it records the tick as skipped and reports
+// skip; under replace it cancels the previous run. skip is true too when
+// err is not nil.
+func (s *scheduler) overlap(ctx context.Context, cur *store.Trigger, tick, now time.Time) (skip bool, err error) {
+	prev := cur.LastInstanceID
+	if prev == "" || cur.Overlap == "" || cur.Overlap == store.OverlapAllow {
+		return false, nil
+	}
+	in, err := s.activeInstance(ctx, prev)
+	if err != nil {
+		return true, err
+	}
+	active := in != nil
+	if active && cur.Overlap == store.OverlapForbid {
+		applied, err := s.recordTrigger(ctx, cur, tick, func(t *store.Trigger) bool {
+			if !t.LastSkipped.Before(tick) || !t.LastTick.Before(tick) {
+				return false
+			}
+			t.Skipped++
+			t.LastSkipped = tick
+			return true
+		})
+		if err != nil || !applied {
+			return true, err // or another manager recorded the skip
+		}
+		msg := fmt.Sprintf("tick %s of trigger %q skipped: this run is still active (overlap policy forbid)", tick.UTC().Format(time.RFC3339Nano), cur.Name)
+		s.log.Info("stored trigger skipped a tick: its previous run is still active (overlap policy forbid)", "trigger", cur.Name, "tick", tick, "previous", prev)
+		// The skip shows in the logs of the run that caused it.
+		if err := s.store.AppendLogs(ctx, []*store.LogRecord{{InstanceID: in.ID, Kind: in.Kind, Attempt: in.Attempt, Level: store.LevelInfo, Time: now, Node: s.node, Message: msg}}); err != nil {
+			s.log.Warn("log a skipped tick on the run that caused it", "trigger", cur.Name, "instance", prev, "err", err)
+		}
+		return true, nil
+	}
+	if active && cur.Overlap == store.OverlapReplace {
+		if err := s.cancel(ctx, prev); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrFinished) {
+			return true, fmt.Errorf("cancel the previous run %s (overlap policy replace): %w", prev, err)
+		}
+		s.log.Info("stored trigger canceled its previous run (overlap policy replace)", "trigger", cur.Name, "tick", tick, "previous", prev)
+	}
+	return false, nil
+}
+
 // recordTrigger applies change to the stored trigger with a
 // compare-and-set, reading it again after a conflict; change reports
 // whether there is anything to write. The write's time is the tick, so
 // it never moves the trigger's UpdatedAt past the tick (see triggerBase).
 // applied reports that this call wrote the change.
-func (m *Manager) recordTrigger(ctx context.Context, t *store.Trigger, tick time.Time, change func(*store.Trigger) bool) (applied bool, err error) {
+func (s *scheduler) recordTrigger(ctx context.Context, t *store.Trigger, tick time.Time, change func(*store.Trigger) bool) (applied bool, err error) {
 	for try := 0; try < 10; try++ {
 		if !change(t) {
 			return false, nil
 		}
-		_, err := m.store.PutTrigger(ctx, &store.PutTriggerParams{Trigger: t, IfVersion: t.Version, Now: tick})
+		_, err := s.store.PutTrigger(ctx, &store.PutTriggerParams{Trigger: t, IfVersion: t.Version, Now: tick})
 		if err == nil {
 			return true, nil
 		}
 		if !errors.Is(err, store.ErrConflict) {
 			return false, err
 		}
-		if t, err = m.store.GetTrigger(ctx, t.Name); err != nil {
+		if t, err = s.store.GetTrigger(ctx, t.Name); err != nil {
 			return false, err
 		}
 	}
@@ -571,8 +622,8 @@ func (m *Manager) recordTrigger(ctx context.Context, t *store.Trigger, tick time
 
 // activeInstance returns the instance id when it is Scheduled or
 // Processing, else nil (an instance no longer stored is not active).
-func (m *Manager) activeInstance(ctx context.Context, id string) (*store.Instance, error) {
-	ins, err := m.store.LookupInstances(ctx, &store.Query{InstanceID: id, Limit: 1})
+func (s *scheduler) activeInstance(ctx context.Context, id string) (*store.Instance, error) {
+	ins, err := s.store.LookupInstances(ctx, &store.Query{InstanceID: id, Limit: 1})
 	if err != nil && !errors.Is(err, store.ErrCorrupt) {
 		return nil, err
 	}
@@ -607,7 +658,7 @@ func triggerTickKey(t *store.Trigger, tick time.Time) string {
 // (as ScheduleJob takes it); a kind with neither gets the defaults
 // (DefaultQueue), so its ticks wait there, visible, for a manager that
 // runs the kind.
-func (m *Manager) triggerRecord(ctx context.Context, t *store.Trigger, cal *store.CalendarRules, tick, now time.Time) (*store.Instance, error) {
+func (s *scheduler) triggerRecord(ctx context.Context, t *store.Trigger, cal *store.CalendarRules, tick, now time.Time) (*store.Instance, error) {
 	args := t.Args
 	if len(args) == 0 {
 		args = []byte("[]")
@@ -629,7 +680,7 @@ func (m *Manager) triggerRecord(ctx context.Context, t *store.Trigger, cal *stor
 		UniqueKey:   triggerTickKey(t, tick),
 		UniqueUntil: later(tick, now).Add(hold),
 	}
-	j, err := m.jobFor(ctx, t.Kind)
+	j, err := s.jobFor(ctx, t.Kind)
 	switch {
 	case err == nil:
 		rec.Queue, rec.Priority, rec.MaxRetries, rec.Timeout = j.queue, int(j.priority), j.maxRetries, j.timeout

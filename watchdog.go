@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/jobkit/job/store"
 )
 
 // stopAllowance is how long an executor has, once its context is
@@ -193,21 +196,60 @@ func (w *watchlist) take(now time.Time) (due []*attempt, events []watchEvent, ne
 	return due, events, next
 }
 
-// watchdog acts on the attempts the watchlist says are due. It runs from
+// watchdogDeps is what the watchdog uses.
+type watchdogDeps struct {
+	watch     *watchlist
+	clock     Clock
+	log       *slog.Logger
+	allowance time.Duration // the stop allowance (config.stopAllowance)
+	active    *activeSet
+	completer *completer // where an abandoned attempt's outcome goes
+	logs      logSink
+	// giveUpAs decides an attempt's end while its executor may still run
+	// (see Manager.giveUpAs); false when it was already decided.
+	giveUpAs func(a *attempt, how int32) bool
+	// outcome decides how an attempt ended (see Manager.outcome).
+	outcome func(a *attempt, results []any, err, cause error) store.Outcome
+}
+
+// watchdog acts on the attempts its watchlist says are due: it times
+// them out, abandons them, or fences them (see watchlist). It runs from
 // Start until Stop has decided the end of every attempt, and waits on the
 // manager's clock.
-func (m *Manager) watchdog() {
-	defer m.watchWG.Done()
+type watchdog struct {
+	watchdogDeps
+	loops
+	handing sync.WaitGroup // outcomes handed over to the completer in the background
+}
+
+var _ service = (*watchdog)(nil)
+
+func newWatchdog(d watchdogDeps) *watchdog { return &watchdog{watchdogDeps: d} }
+
+func (w *watchdog) start() {
+	w.reset()
+	w.goLoop(w.run)
+}
+
+// wait returns when the loop has returned and every outcome it handed
+// over is queued.
+func (w *watchdog) wait() {
+	w.loops.wait()
+	w.handing.Wait()
+}
+
+// run is the watchdog's loop.
+func (w *watchdog) run(quit <-chan struct{}) {
 	for {
-		due, events, next := m.watch.take(m.clock.Now())
+		due, events, next := w.watch.take(w.clock.Now())
 		for i, a := range due {
 			switch events[i] {
 			case watchTimeout:
 				a.cancel(ErrTimeout)
 			case watchAbandon:
-				m.abandon(a)
+				w.abandon(a)
 			case watchFence:
-				m.fence(a)
+				w.fence(a)
 			}
 		}
 		var (
@@ -215,13 +257,13 @@ func (m *Manager) watchdog() {
 			fired <-chan time.Time
 		)
 		if !next.IsZero() {
-			t = m.clock.NewTimer(next.Sub(m.clock.Now()))
+			t = w.clock.NewTimer(next.Sub(w.clock.Now()))
 			fired = t.C()
 		}
 		select {
 		case <-fired:
-		case <-m.watch.wake:
-		case <-m.watchStop:
+		case <-w.watch.wake:
+		case <-quit:
 			if t != nil {
 				t.Stop()
 			}
@@ -240,14 +282,14 @@ func (m *Manager) watchdog() {
 // fence: handed back, the attempt not counted, when the cancel stopped it,
 // else what it ran to; the store's lease check refuses it when the lease
 // ended and the instance was rescued meanwhile.
-func (m *Manager) fence(a *attempt) {
-	if !m.giveUpAs(a, settledLeaseFenced) {
+func (w *watchdog) fence(a *attempt) {
+	if !w.giveUpAs(a, settledLeaseFenced) {
 		return
 	}
 	a.cancel(ErrLeaseLost)
-	m.active.remove(a) // observers learn of it with its outcome (fenceReason)
-	m.log.Warn("lease not renewed in time; canceling the attempt so that no other manager runs it at the same time",
-		"instance", a.rec.ID, "kind", a.rec.Kind, "attempt", a.rec.Attempt, "lease_until", a.leaseDeadline(&m.watch))
+	w.active.remove(a) // observers learn of it with its outcome (fenceReason)
+	w.log.Warn("lease not renewed in time; canceling the attempt so that no other manager runs it at the same time",
+		"instance", a.rec.ID, "kind", a.rec.Kind, "attempt", a.rec.Attempt, "lease_until", a.leaseDeadline(w.watch))
 }
 
 // abandon records a timed-out attempt whose executor ignored its context
@@ -255,12 +297,12 @@ func (m *Manager) fence(a *attempt) {
 // its executor runs on, holding its worker slot (concurrency stays
 // bounded) and counted by Stuck, until it returns; what it returns is
 // discarded.
-func (m *Manager) abandon(a *attempt) {
-	if !m.giveUp(a) {
+func (w *watchdog) abandon(a *attempt) {
+	if !w.giveUpAs(a, settledGivenUp) {
 		return
 	}
 	a.cancel(ErrTimeout)
-	allowance := m.cfg.stopAllowance()
+	allowance := w.allowance
 	err := fmt.Errorf("%w after %v: the executor ignored its context for %v more and was abandoned", ErrTimeout, a.timeout, allowance)
 	// A cancel request still wins; a shutdown does not make a running
 	// executor's attempt a hand-back.
@@ -268,16 +310,16 @@ func (m *Manager) abandon(a *attempt) {
 	if !errors.Is(cause, ErrCanceled) {
 		cause = nil
 	}
-	m.log.Warn("executor ignored its context past its timeout; recording the attempt as timed out. Its goroutine keeps its worker slot until it returns",
+	w.log.Warn("executor ignored its context past its timeout; recording the attempt as timed out. Its goroutine keeps its worker slot until it returns",
 		"instance", a.rec.ID, "kind", a.rec.Kind, "attempt", a.rec.Attempt, "timeout", a.timeout, "grace", allowance)
-	r := &finishReq{a: a, out: m.outcome(a, nil, err, cause), inst: newInstance(a.rec.Clone(), m), err: err}
-	if !m.trySubmit(r) {
+	r := &finishReq{a: a, out: w.outcome(a, nil, err, cause), inst: newInstance(a.rec.Clone(), w.logs), err: err}
+	if !w.completer.trySubmit(r) {
 		// The outcome writer is behind (the store is slow): never block the
 		// watchdog, other attempts' fences depend on it.
-		m.submitWG.Add(1)
+		w.handing.Add(1)
 		go func() {
-			defer m.submitWG.Done()
-			m.submit(r)
+			defer w.handing.Done()
+			w.completer.submit(r)
 		}()
 	}
 }

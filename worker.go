@@ -198,7 +198,7 @@ func (m *Manager) dispatch(recs []*store.Instance) {
 	as := make([]*attempt, len(recs))
 	for i, rec := range recs {
 		j, _ := m.reg.get(rec.Kind)
-		ctx, cancel := context.WithCancelCause(m.runCtx)
+		ctx, cancel := context.WithCancelCause(m.run.ctx)
 		a := &attempt{rec: rec, job: j, ctx: ctx, cancel: cancel, start: now, timeout: rec.Timeout, leaseUntil: rec.LeaseUntil, hidx: -1, clockTimeout: !systemClock}
 		if a.leaseUntil.IsZero() { // every store reports it; this is a fallback
 			a.leaseUntil = now.Add(m.cfg.lease)
@@ -211,12 +211,12 @@ func (m *Manager) dispatch(recs []*store.Instance) {
 	m.watch.add(as)
 	for _, a := range as {
 		if a.job != nil && a.job.onStateChange != nil {
-			m.stateChanged(a.job, newInstance(a.rec.Clone(), m), store.Processing)
+			m.stateChanged(a.job, newInstance(a.rec.Clone(), m.logs), store.Processing)
 		}
 		select {
 		case m.handoff <- a:
 		default:
-			go m.runWorker(a, m.stopCh)
+			go m.runWorker(a, m.bg.quit)
 		}
 	}
 }
@@ -261,16 +261,16 @@ func (m *Manager) execute(a *attempt) {
 		return
 	}
 	if a.rec.IsShard() {
-		if !m.keepShard(a.rec) { // spread over nodes (shards_spread.go)
+		if !m.shards.keepShard(a.rec) { // spread over nodes (shards_spread.go)
 			m.handBackShard(a)
 			return
 		}
-		defer m.shardDone(a.rec)
+		defer m.shards.shardDone(a.rec)
 	}
 	var (
 		results []any
 		err     error
-		inst    = newInstance(a.rec.Clone(), m)
+		inst    = newInstance(a.rec.Clone(), m.logs)
 	)
 	var foreign *store.Outcome // a recurring tick of a kind not registered here
 	if a.job == nil {
@@ -331,7 +331,7 @@ func (m *Manager) execute(a *attempt) {
 	if foreign != nil && out.State != store.Scheduled && out.State != store.Canceled {
 		out = *foreign // unless Stop handed it back or it was canceled meanwhile
 	}
-	m.submit(&finishReq{a: a, out: out, inst: inst, err: err, ended: m.clock.Now()})
+	m.completer.submit(&finishReq{a: a, out: out, inst: inst, err: err, ended: m.clock.Now()})
 	if ours {
 		m.decided() // a fence decided it already
 	}
