@@ -22,7 +22,8 @@ type pendingClaim struct {
 // most as many as there are free workers, from the manager's queues in
 // turn; when a claim comes back short it sleeps until the earliest next
 // run time the store reported, a wake-up (a local schedule, a store
-// notification, a freed worker), or the poll interval, whichever is first.
+// notification, a retry), or the poll interval, whichever is first; a
+// worker that frees up wakes it only while a full claim waits for room.
 // While the store refuses outcomes for want of space it claims nothing
 // (see waitStoreRoom). A claim that failed without a clear answer is
 // repeated first (see pendingClaim); one still pending at Stop is repeated
@@ -150,11 +151,16 @@ func (m *Manager) claimLoop() {
 		if wait <= 0 {
 			continue
 		}
+		// Every claim of the round took less than it asked: the queues
+		// hold no more the node may take, so a worker that frees up now
+		// changes nothing, and only a wake-up or the next run time does.
+		// (Waking on freed workers here cost a claim per job at low rates:
+		// each job's end woke a claim that found nothing.) A retry
+		// wakes the loop (completer.go).
 		t := m.clock.NewTimer(wait)
 		select {
 		case <-t.C():
 		case <-m.wake:
-		case <-m.pool.freed:
 		case <-m.stopCh:
 			t.Stop()
 			return

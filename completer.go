@@ -170,7 +170,7 @@ func (m *Manager) flush(batch []*finishReq) {
 			break
 		}
 	}
-	retryNow := false
+	retried := false
 	now := m.clock.Now()
 	var shardsEnded []*store.Instance // shards this batch ended (shards.go)
 	for i, r := range batch {
@@ -188,8 +188,11 @@ func (m *Manager) flush(batch []*finishReq) {
 			}
 			continue
 		}
-		if res[i].State == store.Scheduled && !r.out.RunAt.After(now) {
-			retryNow = true
+		if res[i].State == store.Scheduled {
+			// A retry, now or later: the claim loop, which may be waiting
+			// for its poll interval (claimer.go), claims it or learns
+			// its run time.
+			retried = true
 		}
 		m.cfg.obs.finished(r, res[i].State, now)
 		m.afterFinish(r, res[i].State)
@@ -200,7 +203,7 @@ func (m *Manager) flush(batch []*finishReq) {
 	m.shardsEnded(m.writeCtx, shardsEnded)
 	m.unflushed.Add(-int64(len(batch)))
 	m.signalChanged()
-	if retryNow {
+	if retried {
 		m.notifyLocal()
 	}
 }

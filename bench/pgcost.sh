@@ -126,5 +126,11 @@ SELECT round(calls::numeric / :n, 4) AS "calls/job", round((shared_blks_hit + sh
 	left(regexp_replace(query, '\s+', ' ', 'g'), 70) AS statement
 FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 ORDER BY wal_bytes + shared_blks_hit DESC LIMIT 8;
+-- The statements each job pays for most often (read-only ones included:
+-- each outside a transaction is one).
+SELECT round(calls::numeric / :n, 4) AS "calls/job", round(rows::numeric / greatest(calls, 1), 1) AS "rows/call",
+	round(total_exec_time::numeric * 1000 / :n, 0) AS "µs/job", left(regexp_replace(query, '\s+', ' ', 'g'), 90) AS statement
+FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+ORDER BY calls DESC LIMIT 10;
 SQL
 done

@@ -35,10 +35,13 @@ type Store struct {
 	listener *listener // started by the first Subscribe or Follow
 
 	// The compaction of the counter changes (counters.go).
-	cmu         sync.Mutex
-	compacting  bool
-	stopped     bool // Close was called: start no compaction
-	lastCompact time.Time
+	// claimRecords holds the owners whose claim record (the claims table)
+	// this Store made sure of (ensureClaimRecord).
+	claimRecords sync.Map
+	cmu          sync.Mutex
+	compacting   bool
+	stopped      bool // Close was called: start no compaction
+	lastCompact  time.Time
 
 	closeOnce sync.Once
 	closed    chan struct{}
