@@ -311,9 +311,11 @@ func (m *Manager) subscribe(q string) {
 		ch, err := n.Subscribe(ctx, q)
 		if err == nil {
 			try = 0
+			m.storeWakes[q].Store(true)
 			for range ch {
 				m.notifyLocal()
 			}
+			m.storeWakes[q].Store(false)
 		}
 		if ctx.Err() != nil {
 			return

@@ -188,10 +188,10 @@ func (m *Manager) flush(batch []*finishReq) {
 			}
 			continue
 		}
-		if res[i].State == store.Scheduled {
+		if res[i].State == store.Scheduled && !m.storeWakesFor(r.a.rec.Queue) {
 			// A retry, now or later: the claim loop, which may be waiting
 			// for its poll interval (claimer.go), claims it or learns
-			// its run time.
+			// its run time (the store's wake-up does when it has them).
 			retried = true
 		}
 		m.cfg.obs.finished(r, res[i].State, now)

@@ -80,10 +80,15 @@ type Manager struct {
 	logCh        chan *store.LogRecord
 	logWG        sync.WaitGroup
 	wake         chan struct{}
-	handoff      chan *attempt                 // to an idle worker goroutine (see dispatch)
-	changed      atomic.Pointer[chan struct{}] // closed and replaced after each flush
-	unflushed    atomic.Int64                  // outcomes submitted but not yet applied
-	logsQueued   atomic.Int64                  // log records queued but not yet written
+	// storeWakes holds, per queue the manager claims from, whether the
+	// store's wake-ups for it are subscribed (subscribe): a write of this
+	// manager then wakes the claim loop through the store's notification,
+	// and a local wake-up as well would cost a second claim (wakeFor).
+	storeWakes map[string]*atomic.Bool
+	handoff    chan *attempt                 // to an idle worker goroutine (see dispatch)
+	changed    atomic.Pointer[chan struct{}] // closed and replaced after each flush
+	unflushed  atomic.Int64                  // outcomes submitted but not yet applied
+	logsQueued atomic.Int64                  // log records queued but not yet written
 
 	// claimSeq numbers this manager's claims (store.ClaimParams.ClaimSeq);
 	// only the claim loop uses it. It starts at the wall clock's
@@ -149,6 +154,10 @@ func NewManager(opts ...ManagerOption) (*Manager, error) {
 		claimSeq: uint64(time.Now().UnixNano()),
 	}
 	m.watch = watchlist{allowance: c.stopAllowance(), wake: make(chan struct{}, 1)}
+	m.storeWakes = make(map[string]*atomic.Bool, len(c.queues))
+	for _, q := range c.queues {
+		m.storeWakes[q] = new(atomic.Bool)
+	}
 	m.enq = enqueuer{st: c.store, node: c.node, clock: c.clock}
 	m.handlers.log = m.log
 	ch := make(chan struct{})
@@ -246,6 +255,22 @@ func (m *Manager) SetWorkers(n int) error {
 
 // Workers returns the worker count and how many are busy.
 func (m *Manager) Workers() (size, busy int) { return m.pool.stats() }
+
+// wakeFor wakes the claim loop for a write of this manager into queue q,
+// unless the store's own wake-up for that write will (q's wake-ups are
+// subscribed): at low rates the two claimed one job and then nothing.
+func (m *Manager) wakeFor(q string) {
+	if !m.storeWakesFor(q) {
+		m.notifyLocal()
+	}
+}
+
+// storeWakesFor reports whether the store's wake-ups for queue q reach the
+// claim loop (see storeWakes).
+func (m *Manager) storeWakesFor(q string) bool {
+	w := m.storeWakes[q]
+	return w != nil && w.Load()
+}
 
 // notifyLocal wakes the claim loop.
 func (m *Manager) notifyLocal() {
