@@ -19,7 +19,7 @@ import (
 
 // stmts caches the statements of a schema, built once.
 type stmts struct {
-	enqueue, claim, next, finish, update, renew, lockRows string
+	enqueue, claim, next, finish, finishTID, update, renew, lockRows string
 }
 
 var stmtCache sync.Map // quoted schema -> *stmts
@@ -124,7 +124,7 @@ u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner 
 		proc_pos = p.pos, proc_t = $3,
 		hx = greatest(pg_current_xact_id(), i.hx), proc_hx = greatest(pg_current_xact_id(), i.hx)
 	FROM p WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM p)) AND i.ctid = p.ctid AND i.ns = $1
-	RETURNING ` + instColsOf("i") + `),
+	RETURNING ` + instColsOf("i") + `, i.ctid AS tid),
 cl AS (UPDATE ` + s.t("claims") + ` SET seq = $9::int8, until = $8,
 		ids = coalesce((SELECT array_agg(id ORDER BY priority DESC, run_at, seq) FROM u), '{}'),
 		attempts = coalesce((SELECT array_agg(attempt ORDER BY priority DESC, run_at, seq) FROM u), '{}')
@@ -148,7 +148,7 @@ SELECT ` + instColsOf("u") + `,
 	CASE WHEN (SELECT n FROM n) < $4 THEN coalesce((SELECT wide FROM nx), false) END,
 	CASE WHEN u.id IS NULL THEN (SELECT seq FROM lk) END, CASE WHEN u.id IS NULL THEN (SELECT until FROM lk) END,
 	CASE WHEN u.id IS NULL THEN (SELECT ids FROM lk) END, CASE WHEN u.id IS NULL THEN (SELECT attempts FROM lk) END,
-	(SELECT count(*) FROM cl)
+	(SELECT count(*) FROM cl), u.tid::text
 FROM (VALUES (1)) AS one LEFT JOIN u ON true ORDER BY u.priority DESC, u.run_at, u.seq`
 	// The finish of attempts the owner holds: one statement applies the
 	// outcomes (a retry or release of an attempt whose cancel was
@@ -185,6 +185,25 @@ c AS (INSERT INTO ` + s.t("count_deltas") + ` (ns, queue, kind, state, n)
 	GROUP BY d.queue, d.kind, d.state HAVING sum(d.n) <> 0 RETURNING 1),
 w AS (SELECT pg_notify($11, $12::text || d.queue) FROM (SELECT DISTINCT queue FROM u WHERE state = 2) AS d)
 SELECT u.o, u.state, (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM u`
+	// The same finish for attempts whose row versions this Store knows
+	// (tids: the claim's, or the last renewal's): the rows are found by
+	// their tuple IDs (a TID scan, as the claim does), so no plan can
+	// scan the namespace's primary-key entries for them. A planner whose
+	// statistics predate the namespace's rows (a fresh table, before
+	// autoanalyze) did so with the IDs as an array: some 500 buffers per
+	// statement at 150 jobs/s. A version that changed since (a cancel
+	// request, a renewal by another Store) fails the TID and lands in the
+	// checked transaction, as a lost lease would.
+	st.finishTID = strings.Replace(strings.Replace(st.finish,
+		`$8::text[])
+		WITH ORDINALITY AS x(id, attempt, state, run_at, release, result, error, o)`,
+		`$8::text[], $13::text[])
+		WITH ORDINALITY AS x(id, attempt, state, run_at, release, result, error, tid, o)`, 1),
+		`FROM x WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id`,
+		`FROM x WHERE i.ctid = ANY($13::text[]::tid[]) AND i.ctid = x.tid::tid AND i.ns = $1 AND i.id = x.id`, 1)
+	if !strings.Contains(st.finishTID, "$13::text[]::tid[]") || !strings.Contains(st.finishTID, "error, tid, o)") {
+		panic("pgstore: the finish statement changed: stmts.finishTID no longer applies to it")
+	}
 	// NextRunAt: the first waiting instance of each priority the queue
 	// holds (a skip over the claim index, one probe per priority), the
 	// earliest of them.
@@ -208,7 +227,7 @@ FROM p WHERE p.prio IS NOT NULL`
 	FROM (SELECT DISTINCT * FROM unnest($2::text[], $3::int4[]) AS y(id, attempt)) AS x
 	WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id
 		AND i.state IS NOT DISTINCT FROM 3::int2 AND i.lease_owner IS NOT DISTINCT FROM $4::text AND i.attempt = x.attempt
-	RETURNING i.id, i.attempt, i.cancel_req`
+	RETURNING i.id, i.attempt, i.cancel_req, i.ctid::text`
 	st.lockRows = `SELECT ` + instCols + ` FROM ` + inst + ` WHERE ns = $1 AND id = ANY($2::text[]) ORDER BY id FOR UPDATE`
 	stmtCache.Store(s.cfg.quoted, st)
 	return st
@@ -666,7 +685,8 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		for rows.Next() {
 			r := &row{}
 			var cl int64
-			tail := []any{&next, &wide, &seq, &until, &ids, &attempts, &cl}
+			var tid *string
+			tail := []any{&next, &wide, &seq, &until, &ids, &attempts, &cl, &tid}
 			if rows.RawValues()[0] == nil { // took none
 				dest := make([]any, len(r.dest()), len(r.dest())+len(tail))
 				if err := rows.Scan(append(dest, tail...)...); err != nil {
@@ -683,6 +703,9 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 				continue
 			}
 			res.Instances = append(res.Instances, in)
+			if tid != nil {
+				s.tids.remember(in.ID, r.attempt, *tid)
+			}
 		}
 		return rows.Err()
 	}
@@ -808,10 +831,12 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 		for rows.Next() {
 			var r ref
 			var cancel bool
-			if err := rows.Scan(&r.id, &r.a, &cancel); err != nil {
+			var tid string
+			if err := rows.Scan(&r.id, &r.a, &cancel, &tid); err != nil {
 				return err
 			}
 			held[r] = cancel
+			s.tids.remember(r.id, r.a, tid)
 		}
 		return rows.Err()
 	})
@@ -1014,8 +1039,13 @@ func (s *Store) finishFast(ctx context.Context, p *store.FinishParams, res []sto
 		runAt[i], release[i], results[i] = nanos(o.RunAt), o.Release, o.Result
 	}
 	done := make([]bool, n)
-	err := hashJoined(ctx, s.b(ctx), s.stmt().finish, n, []any{s.cfg.ns, ids, atts, states, runAt, release, results, errs,
-		p.Owner, nanos(p.Now), s.channel, strconv.Itoa(len(s.cfg.ns)) + ":" + s.cfg.ns}, func(rows pgx.Rows) error {
+	sql := s.stmt().finish
+	args := []any{s.cfg.ns, ids, atts, states, runAt, release, results, errs,
+		p.Owner, nanos(p.Now), s.channel, strconv.Itoa(len(s.cfg.ns)) + ":" + s.cfg.ns}
+	if tids := s.tids.take(ids, atts); tids != nil {
+		sql, args = s.stmt().finishTID, append(args, tids)
+	}
+	err := hashJoined(ctx, s.b(ctx), sql, n, args, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var o int64
 			var st int16

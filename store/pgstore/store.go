@@ -38,10 +38,13 @@ type Store struct {
 	// claimRecords holds the owners whose claim record (the claims table)
 	// this Store made sure of (ensureClaimRecord).
 	claimRecords sync.Map
-	cmu          sync.Mutex
-	compacting   bool
-	stopped      bool // Close was called: start no compaction
-	lastCompact  time.Time
+	// tids holds the row versions of the attempts this Store claimed, for
+	// their finish (stmts.finishTID).
+	tids        tidMemo
+	cmu         sync.Mutex
+	compacting  bool
+	stopped     bool // Close was called: start no compaction
+	lastCompact time.Time
 
 	closeOnce sync.Once
 	closed    chan struct{}
