@@ -288,8 +288,8 @@ func (m *Manager) storeChunk(ctx context.Context, entries []batchEntry) ([]batch
 		}
 	}
 	if len(fresh) > 0 {
-		m.notifyLocal()
 		for _, k := range fresh {
+			m.wakeFor(entries[k].rec.Queue)
 			m.recordChanged(entries[k].j, entries[k].rec, store.Scheduled)
 		}
 	}

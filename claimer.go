@@ -63,12 +63,28 @@ type claimer struct {
 	// (store.ErrFull): the claim loop claims nothing meanwhile.
 	full       atomic.Bool
 	fullLogged bool // claim loop only: the pause was logged
+	// storeWakes holds, per queue claimed, whether the store's wake-ups
+	// for it are subscribed (subscribe): a write of this manager then
+	// wakes the claim loop through the store's notification, and a local
+	// wake-up as well would cost a second claim (Manager.wakeFor).
+	storeWakes map[string]*atomic.Bool
 }
 
 var _ service = (*claimer)(nil)
 
 func newClaimer(d claimerDeps) *claimer {
-	return &claimer{claimerDeps: d, seq: uint64(time.Now().UnixNano())}
+	c := &claimer{claimerDeps: d, seq: uint64(time.Now().UnixNano()), storeWakes: make(map[string]*atomic.Bool, len(d.queues))}
+	for _, q := range d.queues {
+		c.storeWakes[q] = new(atomic.Bool)
+	}
+	return c
+}
+
+// storeWakesFor reports whether the store's wake-ups for queue q reach the
+// claim loop (see storeWakes).
+func (c *claimer) storeWakesFor(q string) bool {
+	w := c.storeWakes[q]
+	return w != nil && w.Load()
 }
 
 func (c *claimer) start() {
@@ -95,7 +111,8 @@ type pendingClaim struct {
 // most as many as there are free workers, from the manager's queues in
 // turn; when a claim comes back short it sleeps until the earliest next
 // run time the store reported, a wake-up (a local schedule, a store
-// notification, a freed worker), or the poll interval, whichever is first.
+// notification, a retry), or the poll interval, whichever is first; a
+// worker that frees up wakes it only while a full claim waits for room.
 // While the store refuses outcomes for want of space it claims nothing
 // (see waitStoreRoom). A claim that failed without a clear answer is
 // repeated first (see pendingClaim); one still pending at Stop is repeated
@@ -254,7 +271,7 @@ func (c *claimer) round(start, free int) roundResult {
 }
 
 // sleepUntil sleeps until next (at most a poll interval; a poll interval
-// when next is zero), a wake-up or a freed worker. It returns false when
+// when next is zero) or a wake-up. It returns false when
 // quit closes first.
 func (c *claimer) sleepUntil(next time.Time, quit <-chan struct{}) bool {
 	wait := c.poll
@@ -264,12 +281,17 @@ func (c *claimer) sleepUntil(next time.Time, quit <-chan struct{}) bool {
 	if wait <= 0 {
 		return true
 	}
+	// Every claim of the round took less than it asked: the queues hold
+	// no more the node may take, so a worker that frees up now changes
+	// nothing, and only a wake-up or the next run time does. (Waking on
+	// freed workers here cost a claim per job at low rates: each job's
+	// end woke a claim that found nothing.) A retry wakes the loop
+	// (completer.go).
 	t := c.clock.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.C():
 	case <-c.wake:
-	case <-c.pool.freed:
 	case <-quit:
 		return false
 	}
@@ -423,9 +445,11 @@ func (c *claimer) subscribe(q string, quit <-chan struct{}) {
 		ch, err := c.notifier.Subscribe(ctx, q)
 		if err == nil {
 			try = 0
+			c.storeWakes[q].Store(true)
 			for range ch {
 				c.ring()
 			}
+			c.storeWakes[q].Store(false)
 		}
 		if ctx.Err() != nil {
 			return

@@ -47,9 +47,13 @@ type completerDeps struct {
 	// sharded task, whose parent joins them (shards.go). Workflows will
 	// release the dependents of a finished task from here too.
 	ended func(ctx context.Context, recs []*store.Instance)
-	// retryNow is called when a batch scheduled a retry that is due at
-	// once (it wakes the claimer).
-	retryNow func()
+	// retried is called when a batch scheduled a retry, due now or later,
+	// into a queue whose store wake-ups are not subscribed (storeWakes):
+	// the claim loop, which may be waiting for its poll interval, claims
+	// it or learns its run time. A subscribed queue's wake-up does that,
+	// and waking here as well would cost a second claim.
+	retried    func()
+	storeWakes func(queue string) bool
 	// changed is called after each batch (it wakes Manager.Wait).
 	changed func()
 }
@@ -245,7 +249,7 @@ func (c *completer) flush(batch []*finishReq) {
 			break
 		}
 	}
-	retryNow := false
+	retried := false
 	now := c.clock.Now()
 	var ended []*store.Instance // shards this batch ended (shards.go)
 	for i, r := range batch {
@@ -263,8 +267,8 @@ func (c *completer) flush(batch []*finishReq) {
 			}
 			continue
 		}
-		if res[i].State == store.Scheduled && !r.out.RunAt.After(now) {
-			retryNow = true
+		if res[i].State == store.Scheduled && !c.storeWakes(r.a.rec.Queue) {
+			retried = true
 		}
 		c.obs.finished(r, res[i].State, now)
 		c.recorded(r, res[i].State)
@@ -275,8 +279,8 @@ func (c *completer) flush(batch []*finishReq) {
 	c.ended(wctx, ended)
 	c.queued.Add(-int64(len(batch)))
 	c.changed()
-	if retryNow {
-		c.retryNow()
+	if retried {
+		c.retried()
 	}
 }
 

@@ -218,6 +218,21 @@ func (m *Manager) SetWorkers(n int) error {
 // Workers returns the worker count and how many are busy.
 func (m *Manager) Workers() (size, busy int) { return m.pool.stats() }
 
+// wakeFor wakes the claim loop for a write of this manager into queue q,
+// unless the store's own wake-up for that write will (q's wake-ups are
+// subscribed): at low rates the two claimed one job and then nothing.
+func (m *Manager) wakeFor(q string) {
+	if !m.storeWakesFor(q) {
+		m.notifyLocal()
+	}
+}
+
+// storeWakesFor reports whether the store's wake-ups for queue q reach the
+// claim loop (claimer.storeWakes).
+func (m *Manager) storeWakesFor(q string) bool {
+	return m.claimer != nil && m.claimer.storeWakesFor(q)
+}
+
 // notifyLocal wakes the claim loop.
 func (m *Manager) notifyLocal() { m.claimer.ring() }
 

@@ -74,7 +74,7 @@ func (m *Manager) enqueueNew(ctx context.Context, kind string, j *Job, rec *stor
 	}
 	inst, stored, err := m.scheduled(ctx, rec, res, c.idemKey)
 	if stored {
-		m.notifyLocal()
+		m.wakeFor(rec.Queue)
 		m.recordChanged(j, rec, store.Scheduled)
 	}
 	return inst, err

@@ -70,7 +70,7 @@ func (m *Manager) wire() {
 		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, active: &m.active, obs: c.obs,
 		batch: c.finishBatch, linger: c.finishLinger,
 		storeFull: func(full bool) { m.claimer.setStoreFull(full) }, recorded: m.afterFinish, ended: m.shards.shardsEnded,
-		retryNow: m.notifyLocal, changed: m.signalChanged,
+		retried: m.notifyLocal, storeWakes: m.storeWakesFor, changed: m.signalChanged,
 	})
 	notifier, _ := c.store.(store.Notifier) // the store itself, not observedStore
 	m.claimer = newClaimer(claimerDeps{

@@ -130,6 +130,11 @@ func main() {
 	burnLimit := flag.Duration("burn-limit", 0, "time limit of one burn-down, schedule or batch run (default: the mode's)")
 	rateCalls := flag.Int("rate-calls", 0, "ScheduleJob calls per single-call rate run of the schedule workload (default: the mode's)")
 	batchJobs := flag.Int("batch-jobs", 0, "jobs per batch run of the schedule workload, 1,000 per call (default: the mode's)")
+	// Issue 39: steady low rates (15, 40, 150 jobs/s for 60 s) with idle
+	// workers waiting, for what a job costs PostgreSQL at rest.
+	steadyRate := flag.Int("steady-rate", 0, "jobs/s of the steady workload (default: the mode's)")
+	steadyDur := flag.Duration("steady-dur", 0, "how long the steady workload inserts (default: the mode's); its limit is twice this plus 5 s")
+	steadyWorkers := flag.Int("steady-workers", 0, "workers of the steady workload (default: the mode's)")
 	flag.Parse()
 	switch *mode {
 	case "quick":
@@ -150,6 +155,15 @@ func main() {
 	}
 	if *batchJobs > 0 {
 		p.batchN = *batchJobs
+	}
+	if *steadyRate > 0 {
+		p.steadyRate = *steadyRate
+	}
+	if *steadyDur > 0 {
+		p.steadyDur, p.steadyLimit = *steadyDur, 2**steadyDur+5*time.Second
+	}
+	if *steadyWorkers > 0 {
+		p.steadyWorkers = *steadyWorkers
 	}
 	p.mode = *mode
 	want := func(list, name string) bool { return list == "" || strings.Contains(","+list+",", ","+name+",") }

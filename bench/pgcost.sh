@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Issue 17: what a job costs PostgreSQL, per system, in figures the
+# Issues 17 and 39: what a job costs PostgreSQL, per system, in figures the
 # machine's load cannot change. Starts a private PostgreSQL (the settings
 # of bench/postgres.go, plus pg_stat_statements) on a free loopback port in
 # a temp dir, as the postgres user when run as root, and for each system
-# runs one burn-down (or batch) of the bench program against it with the
-# statistics reset before, then prints per job: statement calls, buffers
-# (shared hit + read), WAL records and bytes (pg_stat_statements, and the
-# whole server's from pg_stat_wal, autovacuum included), and rows written
-# (pg_stat_user_tables: inserts, updates, HOT updates, deletes). The
-# server is stopped by its PID.
+# runs one burn-down (or batch, or steady run) of the bench program against
+# it with the statistics reset before, then prints per job: statement
+# calls, transactions (pg_stat_database: commits and rollbacks of every
+# connection, the script's few included), buffers (shared hit + read), WAL
+# records and bytes (pg_stat_statements, and the whole server's from
+# pg_stat_wal, autovacuum included), the server's CPU (the postmaster's
+# and its children's) and rows written (pg_stat_user_tables: inserts,
+# updates, HOT updates, deletes). The server is stopped by its PID.
 #
 #   bench/pgcost.sh JKBENCH N SYSTEM... [-- extra bench flags]
 #   e.g. bench/pgcost.sh /tmp/jkbench 100000 jobkit-pg river-tuned
@@ -17,6 +19,9 @@
 # PGCOST_ONLY=schedule measures the schedule workload instead; give its
 # sizes after "--" (-rate-calls R -batch-jobs B) and N = 2R + B, the jobs
 # it stores (R one call each from 1 goroutine, R from 8, B 1,000 per call).
+# PGCOST_ONLY=steady measures steady low rates (issue 39): give
+# -- -steady-rate R -steady-dur D [-steady-workers W] and N = R * D in
+# seconds, the jobs it inserts; the idle workers' polling is in the figures.
 set -euo pipefail
 bench=$1 n=$2
 shift 2
@@ -103,6 +108,7 @@ WITH st AS (SELECT * FROM pg_stat_statements
 	WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())),
 clean AS (SELECT coalesce(sum(wal_records), 0) AS rec, coalesce(sum(wal_bytes), 0) AS b FROM st WHERE query LIKE 'DELETE FROM %')
 SELECT round(sum(calls)::numeric / :n, 3) AS "calls/job",
+	(SELECT round((xact_commit + xact_rollback)::numeric / :n, 3) FROM pg_stat_database WHERE datname = current_database()) AS "xacts/job",
 	round(sum(shared_blks_hit + shared_blks_read)::numeric / :n, 1) AS "buffers/job",
 	round(sum(wal_records)::numeric / :n, 1) AS "stmt WAL rec/job",
 	round(sum(wal_bytes)::numeric / :n, 0) AS "stmt WAL B/job",
@@ -120,5 +126,11 @@ SELECT round(calls::numeric / :n, 4) AS "calls/job", round((shared_blks_hit + sh
 	left(regexp_replace(query, '\s+', ' ', 'g'), 70) AS statement
 FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 ORDER BY wal_bytes + shared_blks_hit DESC LIMIT 8;
+-- The statements each job pays for most often (read-only ones included:
+-- each outside a transaction is one).
+SELECT round(calls::numeric / :n, 4) AS "calls/job", round(rows::numeric / greatest(calls, 1), 1) AS "rows/call",
+	round(total_exec_time::numeric * 1000 / :n, 0) AS "µs/job", left(regexp_replace(query, '\s+', ' ', 'g'), 90) AS statement
+FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+ORDER BY calls DESC LIMIT 10;
 SQL
 done

@@ -59,10 +59,19 @@ func (s *Store) Counts(ctx context.Context, p *store.CountsParams) ([]store.Grou
 	if p == nil {
 		return nil, fmt.Errorf("%w: counts with nil parameters; pass &store.CountsParams{} for every group", store.ErrInvalid)
 	}
-	rows, err := s.q(ctx).Query(ctx, `SELECT queue, kind, state, sum(n)::int8 FROM (
+	// The Scheduled counter holds the Processing instances too (migration
+	// 0011): the running rows, counted through instances_running (as many
+	// as attempts running), are taken from it.
+	rows, err := s.q(ctx).Query(ctx, `WITH run AS (SELECT queue, kind, count(*) AS n FROM `+s.t("instances")+`
+			WHERE ns = $1 AND state = 3 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3) GROUP BY queue, kind)
+		SELECT queue, kind, state, sum(n)::int8 FROM (
 			SELECT queue, kind, state, n FROM `+s.t("counts")+` WHERE ns = $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)
 			UNION ALL
-			SELECT queue, kind, state, n FROM `+s.t("count_deltas")+` WHERE ns = $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)) AS a
+			SELECT queue, kind, state, n FROM `+s.t("count_deltas")+` WHERE ns = $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)
+			UNION ALL
+			SELECT queue, kind, 2::int2, -n FROM run
+			UNION ALL
+			SELECT queue, kind, 3::int2, n FROM run) AS a
 		GROUP BY queue, kind, state
 		ORDER BY queue COLLATE "C", kind COLLATE "C", state`, s.cfg.ns, p.Queue, p.Kind)
 	if err != nil {

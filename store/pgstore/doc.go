@@ -13,7 +13,11 @@
 //
 // Claims are one statement: the first ready instances in claim order
 // (priority, then RunAt, then Seq), taken with FOR UPDATE SKIP LOCKED from
-// a partial index of what is Scheduled, leased and counted; the claim's
+// a partial index of what is Scheduled, and leased; the same statement
+// locks and writes the owner's claim record (ClaimSeq) and, when it took
+// less than asked, reads NextRunAt. A claim moves no counter: Processing
+// instances are counted with the Scheduled ones, and Counts tells them
+// apart by counting the running rows (migration 0011). The claim's
 // Processing record stays on the instance row until the attempt ends, and
 // goes into the outcome's history row then (one history row per attempt). Unique keys are the primary key of a table of their own, taken
 // with one upsert. Wake-ups go out with pg_notify inside the writing

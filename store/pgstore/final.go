@@ -70,6 +70,7 @@ func (f *final) endsAttempt(owner string) {
 // move counts an instance of (queue, kind) leaving state from (0: new)
 // for state to (0: removed).
 func (f *final) move(queue, kind string, from, to store.State) {
+	from, to = counted(from), counted(to)
 	if from == to {
 		return
 	}
@@ -82,6 +83,16 @@ func (f *final) move(queue, kind string, from, to store.State) {
 	if to != 0 {
 		f.delta[countKey{queue, kind, to}]++
 	}
+}
+
+// counted is the state whose counter holds st: Processing instances are
+// counted with the Scheduled ones (migration 0011), so a claim moves no
+// counter, and Counts tells them apart by counting the running rows.
+func counted(st store.State) store.State {
+	if st == store.Processing {
+		return store.Scheduled
+	}
+	return st
 }
 
 // wakeQueue wakes the subscribers of queue at the commit.

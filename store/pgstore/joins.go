@@ -42,9 +42,21 @@ const (
 // hashJoined runs sql with args in one round trip with nested-loop joins
 // and JIT disabled for that statement only (the settings are put back
 // after it, so a caller's transaction keeps its own), handing its rows to
-// scan when scan is not nil.
-func hashJoined(ctx context.Context, q batcher, sql string, args []any, scan func(pgx.Rows) error) error {
+// scan when scan is not nil. n is how many rows the arrays hold: up to
+// fewRows the statement runs alone, as the nested loop costs nothing at
+// that size, so a finish or renewal of a few attempts (the rule at low
+// rates) is one statement, not three. That form is a statement text of
+// its own (fewSuffix), so neither form's cached plan is ever used for the
+// other's sizes (a plan is not made again when a setting changes).
+func hashJoined(ctx context.Context, q batcher, sql string, n int, args []any, scan func(pgx.Rows) error) error {
 	b := &pgx.Batch{}
+	if n <= fewRows {
+		qq := b.Queue(sql+fewSuffix, args...)
+		if scan != nil {
+			qq.Query(scan)
+		}
+		return q.SendBatch(ctx, b).Close()
+	}
 	b.Queue(nestLoopOff)
 	qq := b.Queue(sql, args...)
 	if scan != nil {
@@ -53,3 +65,10 @@ func hashJoined(ctx context.Context, q batcher, sql string, args []any, scan fun
 	b.Queue(nestLoopOn)
 	return q.SendBatch(ctx, b).Close()
 }
+
+// fewRows is the largest batch hashJoined runs with the planner's own
+// settings; fewSuffix marks that statement's text.
+const (
+	fewRows   = 16
+	fewSuffix = "\n-- few rows: planner settings as they are"
+)

@@ -112,7 +112,7 @@ func TestBatchUpdatesUnnestOnce(t *testing.T) {
 				params[i] = sqlLiteral(t, a)
 			}
 			var plan []byte
-			err = hashJoined(ctx, tx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE jk_"+c.name+"("+strings.Join(params, ", ")+")", nil, func(rows pgx.Rows) error {
+			err = hashJoined(ctx, tx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE jk_"+c.name+"("+strings.Join(params, ", ")+")", n, nil, func(rows pgx.Rows) error {
 				for rows.Next() {
 					if err := rows.Scan(&plan); err != nil {
 						return err

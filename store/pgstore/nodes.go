@@ -95,29 +95,38 @@ func (s *Store) ListNodes(ctx context.Context, p *store.ListNodesParams) ([]*sto
 
 // RescueNodes implements store.Nodes. One UPDATE declares the silent
 // nodes dead (PostgreSQL re-checks its condition on a row another call
-// changed meanwhile, so exactly one call declares each); their attempts
-// are then taken through the owner index with SKIP LOCKED, so concurrent
-// rescuers split them.
+// changed meanwhile, so exactly one call declares each); the attempts of
+// dead nodes, when there are any, are then taken in a transaction with
+// SKIP LOCKED, so concurrent rescuers split them.
 func (s *Store) RescueNodes(ctx context.Context, p *store.RescueNodesParams) (*store.RescueNodesResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: rescue nodes: %w", err)
 	}
 	res := &store.RescueNodesResult{}
-	err := s.write(ctx, "rescue nodes", func(tx pgx.Tx) error {
-		res.Dead, res.Rescued = nil, nil
-		rows, err := tx.Query(ctx, `WITH now AS (SELECT `+clockSQL+` AS t),
-			ref AS (SELECT least(now.t, coalesce((SELECT store_seen FROM `+s.t("nodes")+` WHERE ns = $1 AND id = $2 AND status = 1), now.t)) AS r, now.t FROM now)
-			UPDATE `+s.t("nodes")+` n SET status = 3, gone_at = ref.t FROM ref
-			WHERE n.ns = $1 AND n.id <> $2 AND n.status = 1 AND ref.r - n.store_seen > $3
-			RETURNING n.id`, s.cfg.ns, p.Node, int64(p.DeadAfter))
-		if err != nil {
-			return err
-		}
-		res.Dead, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		rows, err = tx.Query(ctx, `SELECT `+instColsOf("i")+` FROM `+s.t("instances")+` i
+	// The declaration, in one statement of its own, which also says
+	// whether any dead node still holds attempts: the rule (no node died,
+	// none left attempts) costs that one statement, not a transaction of
+	// four. Nodes declared dead stay so if the rescue that follows fails:
+	// the next call takes their attempts.
+	var dead bool
+	err := s.q(ctx).QueryRow(ctx, `WITH now AS (SELECT `+clockSQL+` AS t),
+			ref AS (SELECT least(now.t, coalesce((SELECT store_seen FROM `+s.t("nodes")+` WHERE ns = $1 AND id = $2 AND status = 1), now.t)) AS r, now.t FROM now),
+			d AS (UPDATE `+s.t("nodes")+` n SET status = 3, gone_at = ref.t FROM ref
+				WHERE n.ns = $1 AND n.id <> $2 AND n.status = 1 AND ref.r - n.store_seen > $3
+				RETURNING n.id)
+		SELECT coalesce((SELECT array_agg(id) FROM d), '{}'), EXISTS (SELECT 1 FROM `+s.t("instances")+` i
+			WHERE i.ns = $1 AND i.state = 3 AND i.lease_owner = ANY(ARRAY(SELECT id FROM `+s.t("nodes")+` WHERE ns = $1 AND status = 3)))`,
+		s.cfg.ns, p.Node, int64(p.DeadAfter)).Scan(&res.Dead, &dead)
+	if err != nil {
+		return nil, s.wrap(ctx, "rescue nodes", err)
+	}
+	if len(res.Dead) == 0 && !dead {
+		res.Dead = []string{}
+		return res, nil
+	}
+	err = s.write(ctx, "rescue nodes", func(tx pgx.Tx) error {
+		res.Rescued = nil
+		rows, err := tx.Query(ctx, `SELECT `+instColsOf("i")+` FROM `+s.t("instances")+` i
 			WHERE i.ns = $1 AND i.state = 3 AND i.lease_owner = ANY(ARRAY(SELECT id FROM `+s.t("nodes")+` WHERE ns = $1 AND status = 3))
 			LIMIT $2 FOR UPDATE OF i SKIP LOCKED`, s.cfg.ns, p.Limit)
 		if err != nil {

@@ -19,7 +19,7 @@ import (
 
 // stmts caches the statements of a schema, built once.
 type stmts struct {
-	enqueue, claim, next, finish, update, renew, lockRows string
+	enqueue, claim, next, finish, finishTID, update, renew, lockRows string
 }
 
 var stmtCache sync.Map // quoted schema -> *stmts
@@ -68,9 +68,10 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 	// record's place in the feed's order: migrations 0008 and 0010; no
 	// history row), found again by the tuple IDs the pick locked (a TID
 	// scan, no walk down the primary key; a locked row's version cannot
-	// move until the transaction ends), adds their counter changes and
-	// records the claim of a ClaimSeq. It locks nothing but the rows it
-	// takes (and the claimer's claim record).
+	// move until the transaction ends) and records the claim of a
+	// ClaimSeq. It moves no counter: Processing instances are counted
+	// with the Scheduled ones (migration 0011). It locks nothing but the
+	// rows it takes (and the claimer's claim record).
 	filterOf := func(kinds, labels, keys, both string) string {
 		return `AND (cardinality(` + kinds + `::text[]) = 0 OR kind = ANY(` + kinds + `::text[]))
 		AND (labels IS NULL OR labels <@ ` + both + `::text[] OR label_expr AND NOT EXISTS (
@@ -93,8 +94,14 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 	// does not pay a probe per priority.
 	filter := filterOf("$5", "$6", "$10", "$11")
 	noPause := `AND NOT EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND paused)`
-	claimed := `NOT EXISTS (SELECT 1 FROM ` + s.t("claims") + ` WHERE $9::int8 <> 0 AND ns = $1 AND owner = $7 AND until >= $3 AND seq >= $9::int8)`
-	st.claim = `WITH picked AS MATERIALIZED ((
+	// The claim record of a ClaimSeq (store.ClaimParams) is locked first
+	// (lk, FOR UPDATE: a repeat of a claim still running waits for it and
+	// then reads what it recorded), in the claim statement itself: the pick
+	// takes nothing when it says the call is a repeat or late.
+	claimed := `NOT EXISTS (SELECT 1 FROM lk WHERE lk.until >= $3 AND lk.seq >= $9::int8)`
+	st.claim = `WITH lk AS MATERIALIZED (SELECT seq, until, ids, attempts FROM ` + s.t("claims") + `
+	WHERE $9::int8 <> 0 AND ns = $1 AND owner = $7 FOR UPDATE),
+picked AS MATERIALIZED ((
 	SELECT c.ctid, c.priority, c.run_at, c.seq
 	FROM ` + s.t("queues") + ` AS qq, unnest(qq.prios) AS pr(p),
 		LATERAL (SELECT ctid, priority, run_at, seq FROM ` + inst + `
@@ -117,19 +124,32 @@ u AS (UPDATE ` + inst + ` i SET state = 3, attempt = i.attempt + 1, lease_owner 
 		proc_pos = p.pos, proc_t = $3,
 		hx = greatest(pg_current_xact_id(), i.hx), proc_hx = greatest(pg_current_xact_id(), i.hx)
 	FROM p WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM p)) AND i.ctid = p.ctid AND i.ns = $1
-	RETURNING ` + instColsOf("i") + `),
-c AS (INSERT INTO ` + s.t("count_deltas") + ` (ns, queue, kind, state, n)
-	SELECT $1, g.queue, g.kind, v.state, v.n
-	FROM (SELECT queue, kind, count(*) AS n FROM u GROUP BY 1, 2) AS g,
-		LATERAL (VALUES (2::int2, -g.n), (3::int2, g.n)) AS v(state, n)
-	RETURNING 1),
+	RETURNING ` + instColsOf("i") + `, i.ctid AS tid),
 cl AS (UPDATE ` + s.t("claims") + ` SET seq = $9::int8, until = $8,
 		ids = coalesce((SELECT array_agg(id ORDER BY priority DESC, run_at, seq) FROM u), '{}'),
 		attempts = coalesce((SELECT array_agg(attempt ORDER BY priority DESC, run_at, seq) FROM u), '{}')
 	WHERE $9::int8 <> 0 AND ns = $1 AND owner = $7 AND NOT (until >= $3 AND seq >= $9::int8)
-	RETURNING 1)
-SELECT ` + instColsOf("u") + `, (SELECT count(*) FROM p), (SELECT count(*) FROM c), (SELECT count(*) FROM cl)
-FROM u ORDER BY u.priority DESC, u.run_at, u.seq`
+	RETURNING 1),
+n AS (SELECT count(*) AS n FROM p),
+-- NextRunAt of a claim that took less than it asked, in the same statement:
+-- the first waiting instance of each priority the queue lists, those this
+-- claim took left out.
+nx AS (SELECT coalesce(min(f.run_at), 0) AS t, bool_or(qq.prios IS NULL) AS wide
+	FROM ` + s.t("queues") + ` AS qq LEFT JOIN LATERAL unnest(qq.prios) AS pr(p) ON true
+		LEFT JOIN LATERAL (SELECT run_at FROM ` + inst + `
+			WHERE ns = $1 AND queue = $2 AND state = 2 AND priority = pr.p ` + strings.Replace(filter, noPause, "", 1) + `
+				AND ctid <> ALL(ARRAY(SELECT ctid FROM picked))
+			ORDER BY run_at, seq
+			LIMIT 1) AS f ON true
+	WHERE qq.ns = $1 AND qq.name = $2 AND NOT qq.paused)
+SELECT ` + instColsOf("u") + `,
+	CASE WHEN (SELECT n FROM n) < $4 AND NOT EXISTS (SELECT 1 FROM lk WHERE lk.until >= $3 AND lk.seq >= $9::int8)
+		THEN (SELECT coalesce(t, 0) FROM nx) END,
+	CASE WHEN (SELECT n FROM n) < $4 THEN coalesce((SELECT wide FROM nx), false) END,
+	CASE WHEN u.id IS NULL THEN (SELECT seq FROM lk) END, CASE WHEN u.id IS NULL THEN (SELECT until FROM lk) END,
+	CASE WHEN u.id IS NULL THEN (SELECT ids FROM lk) END, CASE WHEN u.id IS NULL THEN (SELECT attempts FROM lk) END,
+	(SELECT count(*) FROM cl), u.tid::text
+FROM (VALUES (1)) AS one LEFT JOIN u ON true ORDER BY u.priority DESC, u.run_at, u.seq`
 	// The finish of attempts the owner holds: one statement applies the
 	// outcomes (a retry or release of an attempt whose cancel was
 	// requested ends Canceled, its RunAt and attempt kept), appends their
@@ -160,11 +180,33 @@ h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, a
 	FROM u ORDER BY u.o RETURNING 1),
 c AS (INSERT INTO ` + s.t("count_deltas") + ` (ns, queue, kind, state, n)
 	SELECT $1, d.queue, d.kind, d.state, sum(d.n) FROM (
-		SELECT queue, kind, 3::int2 AS state, -1 AS n FROM u
+		SELECT queue, kind, 2::int2 AS state, -1 AS n FROM u
 		UNION ALL SELECT queue, kind, state, 1 FROM u) AS d
 	GROUP BY d.queue, d.kind, d.state HAVING sum(d.n) <> 0 RETURNING 1),
 w AS (SELECT pg_notify($11, $12::text || d.queue) FROM (SELECT DISTINCT queue FROM u WHERE state = 2) AS d)
 SELECT u.o, u.state, (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM u`
+	// The same finish for attempts whose row versions this Store knows
+	// (tids: the claim's, or the last renewal's): the rows are found by
+	// their tuple IDs (a TID scan, as the claim does), so no plan can
+	// scan the namespace's primary-key entries for them. A planner whose
+	// statistics predate the namespace's rows (a fresh table, before
+	// autoanalyze) did so with the IDs as an array: some 500 buffers per
+	// statement at 150 jobs/s. A version that changed since (a cancel
+	// request, a renewal by another Store) fails the TID and lands in the
+	// checked transaction, as a lost lease would. The namespace is
+	// compared as an expression (i.ns || ''), which no index serves: every
+	// index of instances leads with ns, and given ns = $1 that planner
+	// took an index of the namespace's rows over the TID scan.
+	st.finishTID = strings.Replace(strings.Replace(st.finish,
+		`$8::text[])
+		WITH ORDINALITY AS x(id, attempt, state, run_at, release, result, error, o)`,
+		`$8::text[], $13::text[])
+		WITH ORDINALITY AS x(id, attempt, state, run_at, release, result, error, tid, o)`, 1),
+		`FROM x WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id`,
+		`FROM x WHERE i.ctid = ANY($13::text[]::tid[]) AND i.ctid = x.tid::tid AND i.ns || '' = $1 AND i.id = x.id`, 1)
+	if !strings.Contains(st.finishTID, "i.ns || '' = $1") || !strings.Contains(st.finishTID, "error, tid, o)") {
+		panic("pgstore: the finish statement changed: stmts.finishTID no longer applies to it")
+	}
 	// NextRunAt: the first waiting instance of each priority the queue
 	// holds (a skip over the claim index, one probe per priority), the
 	// earliest of them.
@@ -188,7 +230,7 @@ FROM p WHERE p.prio IS NOT NULL`
 	FROM (SELECT DISTINCT * FROM unnest($2::text[], $3::int4[]) AS y(id, attempt)) AS x
 	WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id
 		AND i.state IS NOT DISTINCT FROM 3::int2 AND i.lease_owner IS NOT DISTINCT FROM $4::text AND i.attempt = x.attempt
-	RETURNING i.id, i.attempt, i.cancel_req`
+	RETURNING i.id, i.attempt, i.cancel_req, i.ctid::text`
 	st.lockRows = `SELECT ` + instCols + ` FROM ` + inst + ` WHERE ns = $1 AND id = ANY($2::text[]) ORDER BY id FOR UPDATE`
 	stmtCache.Store(s.cfg.quoted, st)
 	return st
@@ -601,9 +643,9 @@ func (s *Store) enqueuePlain(ctx context.Context, p *store.EnqueueParams) ([]sto
 	return res, nil
 }
 
-// Claim implements store.Queue: one statement (see stmts.claim), preceded
-// by a lock of the owner's claim record when p.ClaimSeq is set, and
-// followed, when it took less than p.Limit, by the NextRunAt probe.
+// Claim implements store.Queue in one statement (see stmts.claim), which
+// locks the owner's claim record when p.ClaimSeq is set and reads
+// NextRunAt when it took less than p.Limit.
 func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
@@ -627,52 +669,64 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		both = []string{}
 	}
 	st := s.stmt()
-	// One round trip: the batch's statements run in one implicit
-	// transaction. The claim record of a ClaimSeq is locked first; the
-	// claim statement takes nothing when it says the call is a repeat or
-	// late. NextRunAt is read after the commit, when it is needed.
-	var seq, until int64
+	// One statement: the claim record of a ClaimSeq is locked in it, and
+	// NextRunAt read in it when it took less than it asked (see
+	// stmts.claim). It returns one row per instance taken, or a single row
+	// of NULL instance columns when it took none, which carries the claim
+	// record as it found it.
+	if p.ClaimSeq != 0 {
+		if err := s.ensureClaimRecord(ctx, p.Owner); err != nil {
+			return nil, s.wrap(ctx, "claim", err)
+		}
+	}
+	var seq, until *int64
 	var ids []string
 	var attempts []int32
-	var next int64
-	b := &pgx.Batch{}
-	if p.ClaimSeq != 0 {
-		b.Queue(`INSERT INTO `+s.t("claims")+` AS c (ns, owner, seq, until, ids, attempts) VALUES ($1, $2, 0, 0, '{}', '{}')
-			ON CONFLICT (ns, owner) DO UPDATE SET owner = c.owner RETURNING seq, until, ids, attempts`, s.cfg.ns, p.Owner).
-			QueryRow(func(r pgx.Row) error { return r.Scan(&seq, &until, &ids, &attempts) })
-	}
-	b.Queue(st.claim, s.cfg.ns, p.Queue, now, p.Limit, kinds, labels, p.Owner, nanos(p.LeaseUntil), int64(p.ClaimSeq), keys, both).
-		Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				r := &row{}
-				var a, b, c int64
-				if err := rows.Scan(append(r.dest(), &a, &b, &c)...); err != nil {
+	var next *int64
+	var wide *bool
+	scan := func(rows pgx.Rows) error {
+		for rows.Next() {
+			r := &row{}
+			var cl int64
+			var tid *string
+			tail := []any{&next, &wide, &seq, &until, &ids, &attempts, &cl, &tid}
+			if rows.RawValues()[0] == nil { // took none
+				dest := make([]any, len(r.dest()), len(r.dest())+len(tail))
+				if err := rows.Scan(append(dest, tail...)...); err != nil {
 					return err
 				}
-				in, err := r.instance()
-				if err != nil {
-					res.Undecodable = append(res.Undecodable, store.UndecodableRecord{LeaseRef: store.LeaseRef{ID: r.id, Attempt: int(r.attempt)}, Err: err})
-					continue
-				}
-				res.Instances = append(res.Instances, in)
+				continue
 			}
-			return rows.Err()
-		})
-	var err error
-	if tx := txFrom(ctx); tx != nil {
-		err = tx.SendBatch(ctx, b).Close()
-	} else {
-		err = s.pool.SendBatch(ctx, b).Close()
+			if err := rows.Scan(append(r.dest(), tail...)...); err != nil {
+				return err
+			}
+			in, err := r.instance()
+			if err != nil {
+				res.Undecodable = append(res.Undecodable, store.UndecodableRecord{LeaseRef: store.LeaseRef{ID: r.id, Attempt: int(r.attempt)}, Err: err})
+				continue
+			}
+			res.Instances = append(res.Instances, in)
+			if tid != nil {
+				s.tids.remember(in.ID, r.attempt, *tid)
+			}
+		}
+		return rows.Err()
+	}
+	args := []any{s.cfg.ns, p.Queue, now, p.Limit, kinds, labels, p.Owner, nanos(p.LeaseUntil), int64(p.ClaimSeq), keys, both}
+	rows, err := s.q(ctx).Query(ctx, st.claim, args...)
+	if err == nil {
+		err = scan(rows)
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
 	}
 	if err != nil {
 		return nil, s.wrap(ctx, "claim", err)
 	}
-	if len(res.Instances)+len(res.Undecodable) > 0 {
-		s.wroteCounts()
-	}
-	if p.ClaimSeq != 0 && until >= now && uint64(seq) >= p.ClaimSeq {
+	if p.ClaimSeq != 0 && seq != nil && until != nil && *until >= now && uint64(*seq) >= p.ClaimSeq {
 		res.Instances, res.Undecodable = nil, nil
-		if uint64(seq) > p.ClaimSeq {
+		if uint64(*seq) > p.ClaimSeq {
 			return res, nil // a call that arrived late, after a newer claim
 		}
 		// The repeat of the last claim: what it took and still holds.
@@ -683,15 +737,36 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		return res, nil
 	}
 	if len(res.Instances)+len(res.Undecodable) < p.Limit {
-		// NextRunAt only for a claim that took less than it asked, after
-		// the claim's commit: a full claim (the busy case) skips it, and
-		// the probe never holds the claimed rows' locks.
-		if err := s.q(ctx).QueryRow(ctx, st.next, s.cfg.ns, p.Queue, kinds, labels, keys, both).Scan(&next); err != nil {
-			return nil, s.wrap(ctx, "claim", err)
+		if wide != nil && *wide {
+			// A queue with no priority list (more than maxPrios): the
+			// probe over the claim index, after the claim's commit.
+			var t int64
+			if err := s.q(ctx).QueryRow(ctx, st.next, s.cfg.ns, p.Queue, kinds, labels, keys, both).Scan(&t); err != nil {
+				return nil, s.wrap(ctx, "claim", err)
+			}
+			next = &t
 		}
-		res.NextRunAt = fromNanos(next)
+		if next != nil {
+			res.NextRunAt = fromNanos(*next)
+		}
 	}
 	return res, nil
+}
+
+// ensureClaimRecord makes sure owner has a claim record (store.ClaimParams'
+// ClaimSeq), which the claim statement locks: once per owner and Store,
+// as a record is never deleted.
+func (s *Store) ensureClaimRecord(ctx context.Context, owner string) error {
+	if _, ok := s.claimRecords.Load(owner); ok {
+		return nil
+	}
+	_, err := s.q(ctx).Exec(ctx, `INSERT INTO `+s.t("claims")+` (ns, owner, seq, until, ids, attempts) VALUES ($1, $2, 0, 0, '{}', '{}')
+		ON CONFLICT (ns, owner) DO NOTHING`, s.cfg.ns, owner)
+	if err != nil {
+		return err
+	}
+	s.claimRecords.Store(owner, true)
+	return nil
 }
 
 // repeatClaim answers the repeat of the owner's last claim: the attempts it
@@ -755,14 +830,16 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 		a  int32
 	}
 	held := map[ref]bool{}
-	err := hashJoined(ctx, s.b(ctx), s.stmt().renew, []any{s.cfg.ns, ids, atts, p.Owner, nanos(p.Until), nanos(p.Now)}, func(rows pgx.Rows) error {
+	err := hashJoined(ctx, s.b(ctx), s.stmt().renew, len(ids), []any{s.cfg.ns, ids, atts, p.Owner, nanos(p.Until), nanos(p.Now)}, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r ref
 			var cancel bool
-			if err := rows.Scan(&r.id, &r.a, &cancel); err != nil {
+			var tid string
+			if err := rows.Scan(&r.id, &r.a, &cancel, &tid); err != nil {
 				return err
 			}
 			held[r] = cancel
+			s.tids.remember(r.id, r.a, tid)
 		}
 		return rows.Err()
 	})
@@ -825,7 +902,7 @@ func (s *Store) saveRows(ctx context.Context, tx pgx.Tx, ins []*store.Instance) 
 		runAt[i], lease[i], fin[i], upd[i] = nanos(in.RunAt), nanos(in.LeaseUntil), nanos(in.FinishedAt), nanos(in.UpdatedAt)
 		cancel[i], result[i] = in.CancelRequested, in.Result
 	}
-	return hashJoined(ctx, tx, s.stmt().update, []any{s.cfg.ns, id, state, att, runAt, owner, lease, cancel, fin, result, errs, upd}, nil)
+	return hashJoined(ctx, tx, s.stmt().update, len(id), []any{s.cfg.ns, id, state, att, runAt, owner, lease, cancel, fin, result, errs, upd}, nil)
 }
 
 // Finish implements store.Queue: the attempts' rows are locked, each
@@ -965,8 +1042,13 @@ func (s *Store) finishFast(ctx context.Context, p *store.FinishParams, res []sto
 		runAt[i], release[i], results[i] = nanos(o.RunAt), o.Release, o.Result
 	}
 	done := make([]bool, n)
-	err := hashJoined(ctx, s.b(ctx), s.stmt().finish, []any{s.cfg.ns, ids, atts, states, runAt, release, results, errs,
-		p.Owner, nanos(p.Now), s.channel, strconv.Itoa(len(s.cfg.ns)) + ":" + s.cfg.ns}, func(rows pgx.Rows) error {
+	sql := s.stmt().finish
+	args := []any{s.cfg.ns, ids, atts, states, runAt, release, results, errs,
+		p.Owner, nanos(p.Now), s.channel, strconv.Itoa(len(s.cfg.ns)) + ":" + s.cfg.ns}
+	if tids := s.tids.take(ids, atts); tids != nil {
+		sql, args = s.stmt().finishTID, append(args, tids)
+	}
+	err := hashJoined(ctx, s.b(ctx), sql, n, args, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var o int64
 			var st int16

@@ -35,6 +35,12 @@ type Store struct {
 	listener *listener // started by the first Subscribe or Follow
 
 	// The compaction of the counter changes (counters.go).
+	// claimRecords holds the owners whose claim record (the claims table)
+	// this Store made sure of (ensureClaimRecord).
+	claimRecords sync.Map
+	// tids holds the row versions of the attempts this Store claimed, for
+	// their finish (stmts.finishTID).
+	tids        tidMemo
 	cmu         sync.Mutex
 	compacting  bool
 	stopped     bool // Close was called: start no compaction
