@@ -279,8 +279,17 @@
       if (k === "g") { go = true; goTimer = setTimeout(function () { go = false; }, 1500); return; }
       if (k === "?") { e.preventDefault(); help(); return; }
       if (k === "/") {
+        // Focused at the key's release, so the "/" typed goes nowhere.
         var f = document.querySelector('main input[type="search"], main form.filters input:not([type="hidden"]):not([type="checkbox"]), main input[name="kind"]');
-        if (f) { e.preventDefault(); f.focus(); if (f.select) f.select(); }
+        if (f) {
+          e.preventDefault();
+          document.addEventListener("keyup", function once(u) {
+            if (u.key !== "/") return;
+            document.removeEventListener("keyup", once);
+            f.focus();
+            if (f.select) f.select();
+          });
+        }
         return;
       }
       if (k === "j" || k === "k") {
