@@ -355,7 +355,8 @@ const overflowing = `(() => {
 // TestEveryPageAtDesktopAndPhone opens every page of the console at a
 // desktop width and at 390 px: no element reaches past a phone's width
 // (outside a box that scrolls sideways), and each page's screenshot is
-// taken at both widths (doc/console/: JOBKIT_SCREENSHOTS=../../doc/console).
+// taken at both widths (doc/console/page-*.png with
+// JOBKIT_SCREENSHOTS=$PWD/../doc/console).
 func TestEveryPageAtDesktopAndPhone(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -414,6 +415,8 @@ func TestEveryPageAtDesktopAndPhone(t *testing.T) {
 		if width == 390 {
 			suffix = "-phone"
 		}
+		// page-<name>.png and page-<name>-phone.png: the other tests'
+		// screenshots keep their names.
 		for _, p := range pages {
 			b.do("open "+p.path, chromedp.Navigate(e.console+p.path))
 			b.until("the page "+p.path+" loaded, its live feed open", `document.readyState === "complete" && (document.body.dataset.live === "open" || !document.getElementById("live").dataset.live)`)
@@ -426,7 +429,7 @@ func TestEveryPageAtDesktopAndPhone(t *testing.T) {
 			if bad := eval[string](b, misaligned); bad != "" {
 				t.Errorf("%s at %d px: columns aligned apart from their headers: %s", p.path, width, bad)
 			}
-			b.shot(p.name + suffix)
+			b.shot("page-" + p.name + suffix)
 		}
 	}
 	// The sign-in page, at both widths.
@@ -435,9 +438,9 @@ func TestEveryPageAtDesktopAndPhone(t *testing.T) {
 	if bad := eval[string](b, overflowing); bad != "" {
 		t.Errorf("the sign-in page at 390 px: %s", bad)
 	}
-	b.shot("signin-phone")
+	b.shot("page-signin-phone")
 	b.do("desktop width", chromedp.EmulateViewport(1280, 900))
-	b.shot("signin")
+	b.shot("page-signin")
 	e.step <- struct{}{}
 	e.step <- struct{}{}
 
@@ -450,9 +453,9 @@ func TestEveryPageAtDesktopAndPhone(t *testing.T) {
 			t.Errorf("/alerts at 390 px: wider than the screen: %s", bad)
 		}
 		if width == 390 {
-			b.shot("alerts-phone")
+			b.shot("page-alerts-phone")
 		} else {
-			b.shot("alerts")
+			b.shot("page-alerts")
 		}
 	}
 }
