@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -326,7 +327,7 @@ func TestKeyboardInBrowser(t *testing.T) {
 	b.do("j", chromedp.KeyEvent("j"))
 	b.until("the first row focused", fmt.Sprintf(`document.activeElement && document.activeElement.dataset.id === "%s"`, inst.GetId()))
 	b.do("Enter", chromedp.KeyEvent("\r"))
-	b.until("the instance page", fmt.Sprintf(`location.pathname.endsWith("%s")`, inst.GetId()))
+	b.until("the instance page, its script running", fmt.Sprintf(`location.pathname.endsWith("%s") && document.body.dataset.live === "open"`, inst.GetId()))
 	b.do("?", chromedp.KeyEvent("?"))
 	b.until("the help open", `document.getElementById("keys").open`)
 	b.shot("shortcuts")
@@ -457,5 +458,34 @@ func TestEveryPageAtDesktopAndPhone(t *testing.T) {
 		} else {
 			b.shot("page-alerts")
 		}
+	}
+}
+
+// TestQueuePage: a queue's page shows its counts, pausing it there comes
+// back to it, a queue with no instances is a 404 naming where to look,
+// and a viewer sees no pause button.
+func TestQueuePage(t *testing.T) {
+	e := newEnv(t)
+	e.waitState(t, e.schedule(t, "greet", `["q"]`).GetId(), pb.State_STATE_COMPLETED)
+	c := browserless(t)
+	csrf := signIn(t, e, c, operatorToken)
+	p := get(t, c, e.console+"/queues/default")
+	if p.status != 200 || !strings.Contains(p.body, `id="series-counts"`) || !strings.Contains(p.body, `data-action="pause"`) {
+		t.Fatalf("the queue's page: %d\n%s", p.status, p.body)
+	}
+	p = post(t, c, e.console+"/queues/default/pause", url.Values{"csrf": {csrf}, "back": {"queue"}}, nil)
+	if loc := p.header.Get("Location"); p.status != 303 || loc != "/console/queues/default" {
+		t.Fatalf("pause from the queue's page: %d to %q", p.status, loc)
+	}
+	if p := get(t, c, e.console+"/queues/default"); !strings.Contains(p.body, `id="series-status">paused`) {
+		t.Fatalf("the queue's page after the pause:\n%s", p.body)
+	}
+	if p := get(t, c, e.console+"/queues/nowhere"); p.status != 404 || !strings.Contains(p.body, "Queues page") {
+		t.Fatalf("a queue with no instances: %d\n%s", p.status, p.body)
+	}
+	v := browserless(t)
+	signIn(t, e, v, viewerToken)
+	if p := get(t, v, e.console+"/queues/default"); p.status != 200 || strings.Contains(p.body, `data-action=`) {
+		t.Fatalf("a viewer's queue page: %d\n%s", p.status, p.body)
 	}
 }

@@ -123,7 +123,11 @@ func (c *Console) queueAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.bus.publish(s.ns)
-	c.back(w, r, "/queues", fmt.Sprintf("Queue %s: %sd.", name, r.PathValue("action")))
+	to := "/queues"
+	if r.PostFormValue("back") == "queue" { // the queue's own page
+		to = "/queues/" + url.PathEscape(name)
+	}
+	c.back(w, r, to, fmt.Sprintf("Queue %s: %sd.", name, r.PathValue("action")))
 }
 
 // filterForm is the Instances page's filter as its form and URL hold it.
