@@ -27,7 +27,9 @@
 // the secrets named by env_secrets, and JOBKIT_INSTANCE, JOBKIT_KIND,
 // JOBKIT_ATTEMPT and JOBKIT_ARGS (the arguments as a JSON array). Its
 // stdout and stderr are written to the instance's log line by line
-// (info and warn). Exit status 0 completes the instance with
+// (info and warn), except the progress lines of stdout (ParseProgress):
+// "::progress 40/100 copying" or "::progress 40% copying" reports the
+// attempt's progress (job.Instance.SetProgress) instead. Exit status 0 completes the instance with
 // {"exit_code": 0, "output": the last 4 KiB of stdout}; an exit code in
 // permanent_exit_codes ends it (job.Permanent); any other fails the
 // attempt, retried per the job's policy. When the attempt's context ends
@@ -63,6 +65,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -359,8 +362,8 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 	var tail tailBuffer
 	var lines lineBudget
 	wg.Add(2)
-	go func() { defer wg.Done(); stream(outR, &lines, inst.Infof, &tail) }()
-	go func() { defer wg.Done(); stream(errR, &lines, inst.Warnf, nil) }()
+	go func() { defer wg.Done(); stream(outR, &lines, inst.Infof, &tail, inst.SetProgress) }()
+	go func() { defer wg.Done(); stream(errR, &lines, inst.Warnf, nil, nil) }()
 
 	statusCh := make(chan superStatus, 1)
 	go func() { statusCh <- readStatus(stR) }()
@@ -443,11 +446,22 @@ func (b *lineBudget) take() (ok, first bool) {
 }
 
 // stream writes r's lines to logf (each cut to maxLineBytes) and keeps
-// the end of it in tail when not nil.
-func stream(r io.Reader, budget *lineBudget, logf func(string, ...any), tail *tailBuffer) {
+// the end of it in tail when not nil. With progress set, a whole line
+// that ParseProgress reads is reported there instead, neither logged nor
+// kept in tail.
+func stream(r io.Reader, budget *lineBudget, logf func(string, ...any), tail *tailBuffer, progress func(float64, string)) {
 	br := bufio.NewReaderSize(r, maxLineBytes)
+	whole := true // line starts a line (not the rest of one cut at maxLineBytes)
 	for {
 		line, err := br.ReadSlice('\n')
+		start := whole
+		whole = err != bufio.ErrBufferFull
+		if progress != nil && start && whole && len(line) > 0 {
+			if f, msg, ok := ParseProgress(string(line)); ok {
+				progress(f, msg)
+				line = nil
+			}
+		}
 		if len(line) > 0 {
 			if tail != nil {
 				tail.Write(line)
@@ -465,6 +479,48 @@ func stream(r io.Reader, budget *lineBudget, logf func(string, ...any), tail *ta
 			return
 		}
 	}
+}
+
+// progressPrefix starts a progress line on a command's stdout.
+const progressPrefix = "::progress "
+
+// ParseProgress reads a progress line of a command's stdout: the prefix
+// "::progress ", then either DONE/TOTAL (two non-negative integers,
+// TOTAL > 0) or PERCENT% (a number from 0 to 100), then optionally a space
+// and a message (cut to store.MaxProgressMessage bytes when stored):
+//
+//	::progress 40/100
+//	::progress 3/7 copying files
+//	::progress 62.5% compressing
+//
+// It returns the fraction done (clamped to [0, 1]) and the message, and
+// ok false for any other line, which the executor logs as usual. The
+// trailing newline (and a carriage return) is ignored.
+func ParseProgress(line string) (fraction float64, message string, ok bool) {
+	rest, found := strings.CutPrefix(strings.TrimRight(line, "\r\n"), progressPrefix)
+	if !found {
+		return 0, "", false
+	}
+	rest = strings.TrimLeft(rest, " ")
+	figure, message, _ := strings.Cut(rest, " ")
+	message = strings.TrimSpace(message)
+	if pct, isPct := strings.CutSuffix(figure, "%"); isPct {
+		v, err := strconv.ParseFloat(pct, 64)
+		if err != nil || v < 0 || v > 100 || v != v {
+			return 0, "", false
+		}
+		return v / 100, message, true
+	}
+	done, total, isRatio := strings.Cut(figure, "/")
+	if !isRatio {
+		return 0, "", false
+	}
+	d, err1 := strconv.ParseUint(done, 10, 63)
+	n, err2 := strconv.ParseUint(total, 10, 63)
+	if err1 != nil || err2 != nil || n == 0 {
+		return 0, "", false
+	}
+	return min(float64(d)/float64(n), 1), message, true
 }
 
 // tailBuffer keeps the last outputTail bytes written to it.

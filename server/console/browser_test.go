@@ -66,6 +66,8 @@ func newBrowser(t *testing.T) *browser {
 			chromedp.Flag("disable-component-update", true),
 			chromedp.Flag("disable-sync", true),
 			chromedp.Flag("disable-dev-shm-usage", true),
+			// Overlay scrollbars, as on a phone: a page fills the width emulated.
+			chromedp.Flag("hide-scrollbars", true),
 			chromedp.UserDataDir(t.TempDir()),
 			chromedp.WindowSize(1280, 900),
 		}

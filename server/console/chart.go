@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"html/template"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -11,11 +12,14 @@ import (
 type chartSeries struct {
 	Name   string
 	Values []float64
+	// Total, when set, is shown in the legend in place of the latest
+	// value ("total 42", "3.1% overall").
+	Total string
 }
 
 // Chart geometry, in SVG user units.
 const (
-	chartW, chartH = 640.0, 180.0
+	chartW, chartH = 480.0, 160.0
 	chartLeft      = 56.0
 	chartBottom    = 22.0
 	chartTop       = 10.0
@@ -23,9 +27,17 @@ const (
 
 // lineChart draws series over the last hour as an SVG line chart, with
 // format naming a value (the y axis's maximum and the legend's latest
-// values). Its colours come from the stylesheet (classes s0, s1, ...), as
-// the Content-Security-Policy forbids inline styles.
+// values).
 func lineChart(id, title string, series []chartSeries, format func(float64) string) template.HTML {
+	return spanChart(id, title, "−60 min", series, format)
+}
+
+// spanChart draws series as an SVG line chart whose x axis runs from span
+// ago ("−24 h") to now, with format naming a value (the y axis's maximum
+// and the legend's latest values). Each line carries its values in
+// data-values, comma-separated. Its colours come from the stylesheet (classes s0, s1, ...), as
+// the Content-Security-Policy forbids inline styles.
+func spanChart(id, title, span string, series []chartSeries, format func(float64) string) template.HTML {
 	top := 0.0
 	n := 0
 	for _, s := range series {
@@ -59,14 +71,16 @@ func lineChart(id, title string, series []chartSeries, format func(float64) stri
 	fmt.Fprintf(&b, `<line class="axis" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, chartLeft, chartTop, chartLeft, chartTop+plotH)
 	fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, chartLeft-4, chartTop+8, template.HTMLEscapeString(format(top)))
 	fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="end">0</text>`, chartLeft-4, chartTop+plotH)
-	fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f">−60 min</text>`, chartLeft, chartH-6)
+	fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f">%s</text>`, chartLeft, chartH-6, template.HTMLEscapeString(span))
 	fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="end">now</text>`, chartLeft+plotW, chartH-6)
 	for i, s := range series {
 		pts := make([]string, len(s.Values))
+		vals := make([]string, len(s.Values))
 		for j, v := range s.Values {
 			pts[j] = fmt.Sprintf("%.1f,%.1f", x(j), y(v))
+			vals[j] = strconv.FormatFloat(v, 'g', 6, 64)
 		}
-		fmt.Fprintf(&b, `<polyline class="line s%d" data-series="%s" points="%s"/>`, i, template.HTMLEscapeString(s.Name), strings.Join(pts, " "))
+		fmt.Fprintf(&b, `<polyline class="line s%d" data-series="%s" data-values="%s" points="%s"/>`, i, template.HTMLEscapeString(s.Name), strings.Join(vals, ","), strings.Join(pts, " "))
 	}
 	b.WriteString(`</svg><ul class="legend">`)
 	for i, s := range series {
@@ -77,8 +91,12 @@ func lineChart(id, title string, series []chartSeries, format func(float64) stri
 		for _, v := range s.Values {
 			peak = max(peak, v)
 		}
-		fmt.Fprintf(&b, `<li><span class="swatch s%d"></span>%s <span class="muted">(now %s, peak %s)</span></li>`,
-			i, template.HTMLEscapeString(s.Name), template.HTMLEscapeString(format(last)), template.HTMLEscapeString(format(peak)))
+		lead := "now " + format(last)
+		if s.Total != "" {
+			lead = s.Total
+		}
+		fmt.Fprintf(&b, `<li><span class="swatch s%d"></span>%s <span class="muted">(%s, peak %s)</span></li>`,
+			i, template.HTMLEscapeString(s.Name), template.HTMLEscapeString(lead), template.HTMLEscapeString(format(peak)))
 	}
 	b.WriteString(`</ul></figure>`)
 	return template.HTML(b.String()) //nolint:gosec // every string in it is escaped above
@@ -89,7 +107,11 @@ func countFormat(v float64) string { return fmt.Sprintf("%.0f/min", v) }
 
 // secondsFormat formats a duration given in seconds.
 func secondsFormat(v float64) string {
-	return time.Duration(v * float64(time.Second)).Round(time.Millisecond).String()
+	d := time.Duration(v * float64(time.Second))
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 // overviewCharts draws the charts of figs; cluster says the attempts and
@@ -110,14 +132,14 @@ func overviewCharts(figs []minuteFigures, cluster bool) []template.HTML {
 		whose = "all nodes"
 	}
 	charts := []template.HTML{
-		lineChart("chart-throughput", "Throughput: attempts per minute ("+whose+")", []chartSeries{{"completed", done}, {"failed", failed}}, countFormat),
-		lineChart("chart-wait", "Wait: ready to started ("+whose+")", []chartSeries{{"p50", wait50}, {"p99", wait99}}, secondsFormat),
-		lineChart("chart-run", "Run time ("+whose+")", []chartSeries{{"p50", run50}, {"p99", run99}}, secondsFormat),
+		lineChart("chart-throughput", "Throughput: attempts per minute ("+whose+")", []chartSeries{{Name: "completed", Values: done}, {Name: "failed", Values: failed}}, countFormat),
+		lineChart("chart-wait", "Wait: ready to started ("+whose+")", []chartSeries{{Name: "p50", Values: wait50}, {Name: "p99", Values: wait99}}, secondsFormat),
+		lineChart("chart-run", "Run time ("+whose+")", []chartSeries{{Name: "p50", Values: run50}, {Name: "p99", Values: run99}}, secondsFormat),
 	}
 	if cluster {
 		// Sampled from the store by Follow: every node's queues.
 		charts = append(charts, lineChart("chart-lag", "Lag: wait of the oldest ready instance (all queues, sampled every 10 s)",
-			[]chartSeries{{"largest", lag}}, secondsFormat))
+			[]chartSeries{{Name: "largest", Values: lag}}, secondsFormat))
 	}
 	return charts
 }

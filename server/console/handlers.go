@@ -124,7 +124,11 @@ func (c *Console) queueAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.bus.publish(s.ns)
-	c.back(w, r, "/queues", fmt.Sprintf("Queue %s: %sd.", name, r.PathValue("action")))
+	to := "/queues"
+	if r.PostFormValue("back") == "queue" { // the queue's own page
+		to = "/queues/" + url.PathEscape(name)
+	}
+	c.back(w, r, to, fmt.Sprintf("Queue %s: %sd.", name, r.PathValue("action")))
 }
 
 // filterForm is the Instances page's filter as its form and URL hold it.
@@ -258,6 +262,7 @@ func (c *Console) instancesPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data := map[string]any{
 		"Filter": form, "Instances": res.Msg.GetInstances(), "Next": next, "First": first, "Empty": form.empty(),
+		"Back": r.URL.RawQuery,
 	}
 	if form.Text != "" {
 		data["Search"] = c.searchProgress(r.Context(), s.api, form, searched, next != "")
@@ -394,7 +399,8 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request) {
 	}
 	c.render(w, r, s, "instance", http.StatusOK, map[string]any{
 		"I": inst, "Node": node, "History": hist.Msg.GetChanges(), "Logs": logs.Msg.GetRecords(),
-		"Args": pretty(inst.GetArgsJson()), "Result": pretty(inst.GetResultJson()), "Shards": shards,
+		"Args": rawJSON(inst.GetArgsJson()), "Result": rawJSON(inst.GetResultJson()), "Shards": shards,
+		"ArgsTree": jsonTree("args", inst.GetArgsJson()), "ResultTree": jsonTree("result", inst.GetResultJson()),
 		"Waiting": consoleWaiting(inst, got.Msg.GetWaiting()), // why a scheduled instance does not run (issue 21)
 	})
 }
@@ -707,4 +713,74 @@ func consoleWaiting(in *pb.Instance, w *pb.WaitExplanation) *pb.WaitExplanation 
 	w = proto.Clone(w).(*pb.WaitExplanation)
 	w.Message = fmt.Sprintf("queue %q is paused; resume it on the Queues page to run its instances", in.GetQueue())
 	return w
+}
+
+// selectedLimit bounds the instances one selection acts on (a page of
+// the Instances list holds 50).
+const selectedLimit = 1000
+
+// selectedAction retries, cancels or deletes the instances ticked on the
+// Instances list (form fields "instance"), one call each, and goes back to the
+// list (field "back", its query) saying how many the server applied and
+// why it refused the others.
+func (c *Console) selectedAction(w http.ResponseWriter, r *http.Request) {
+	s := c.session(w, r)
+	if s == nil || !c.checkPost(w, r, s) {
+		return
+	}
+	action, ids := r.PostFormValue("action"), r.PostForm["instance"]
+	if action != "cancel" && action != "retry" && action != "delete" {
+		c.fail(w, r, s, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unknown action %q for the selected instances; use cancel, retry or delete", action)))
+		return
+	}
+	back := "/instances"
+	if q := r.PostFormValue("back"); q != "" {
+		if v, err := url.ParseQuery(q); err == nil {
+			back += "?" + v.Encode()
+		}
+	}
+	if len(ids) == 0 {
+		c.back(w, r, back, "No instance selected: tick the boxes of the rows to act on.")
+		return
+	}
+	if len(ids) > selectedLimit {
+		c.fail(w, r, s, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%d instances selected; select at most %d, or act on a filter (the bulk actions)", len(ids), selectedLimit)))
+		return
+	}
+	ctx := r.Context()
+	applied := 0
+	refused := map[string]int{} // the server's reason → how many
+	for _, id := range ids {
+		var err error
+		switch action {
+		case "cancel":
+			_, err = s.api.jobs.CancelInstance(ctx, connect.NewRequest(&pb.CancelInstanceRequest{Id: id}))
+		case "retry":
+			_, err = s.api.jobs.RetryInstance(ctx, connect.NewRequest(&pb.RetryInstanceRequest{Id: id}))
+		case "delete":
+			_, err = s.api.jobs.DeleteInstance(ctx, connect.NewRequest(&pb.DeleteInstanceRequest{Id: id}))
+		}
+		if err == nil {
+			applied++
+			continue
+		}
+		var ce *connect.Error
+		if errors.As(err, &ce) && (ce.Code() == connect.CodePermissionDenied || ce.Code() == connect.CodeUnauthenticated) {
+			c.fail(w, r, s, err)
+			return
+		}
+		// The same reason for many reads once: without the instance's ID.
+		refused[strings.ReplaceAll(apiMessage(err), id, "<id>")]++
+	}
+	c.bus.publish(s.ns)
+	msg := fmt.Sprintf("%s: %d of %d selected applied.", strings.ToUpper(action[:1])+action[1:], applied, len(ids))
+	reasons := make([]string, 0, len(refused))
+	for why, n := range refused {
+		reasons = append(reasons, fmt.Sprintf("%d: %s", n, why))
+	}
+	slices.Sort(reasons)
+	if len(reasons) > 0 {
+		msg += " Not applied — " + strings.Join(reasons, "; ")
+	}
+	c.back(w, r, back, msg)
 }

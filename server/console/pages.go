@@ -33,7 +33,7 @@ const configHeader = "X-Jobkit-Config"
 // pageNames are the pages, each web/templates/<name>.html defining
 // "content" inside web/templates/layout.html.
 var pageNames = []string{"overview", "signin", "queues", "instances", "instance", "jobs", "nodes", "confirm", "error",
-	"calendars", "calendar", "alerts", "incident", "trigger", "definition"}
+	"calendars", "calendar", "alerts", "incident", "trigger", "definition", "series"}
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
@@ -231,8 +231,11 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /events", c.events)
 	m.HandleFunc("GET /queues", c.queuesPage)
 	m.HandleFunc("POST /queues/{name}/{action}", c.queueAction)
+	m.HandleFunc("GET /queues/{name}", c.seriesPage("queue"))
+	m.HandleFunc("GET /kinds/{name}", c.seriesPage("kind"))
 	m.HandleFunc("GET /instances", c.instancesPage)
 	m.HandleFunc("POST /instances/bulk", c.bulkAction)
+	m.HandleFunc("POST /instances/selected", c.selectedAction)
 	m.HandleFunc("GET /instances/{id}", c.instancePage)
 	m.HandleFunc("POST /instances/{id}/{action}", c.instanceAction)
 	m.HandleFunc("GET /jobs", c.jobsPage)

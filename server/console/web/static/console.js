@@ -86,7 +86,7 @@
     "data-calendar", "data-rule", "data-channel", "data-incident"];
   function keyOf(n) {
     if (n.nodeType !== 1) return "";
-    var k = n.id;
+    var k = n.getAttribute("id");
     for (var i = 0; !k && i < keyAttrs.length; i++) k = n.getAttribute(keyAttrs[i]);
     return k ? n.nodeName + "#" + k : "";
   }
@@ -138,11 +138,14 @@
     // and what the script fills itself (the trigger preview, a JSON
     // check's message; mark such an element data-client).
     if (cur.nodeName === "TIME" || cur.hasAttribute("data-preview") || cur.hasAttribute("data-json-error") || cur.hasAttribute("data-client")) return;
+    // A <details> keeps the folding the user gave it, a row the focus
+    // the keys gave it.
+    var own = function (name) { return name === "open" && cur.nodeName === "DETAILS" || name === "tabindex" && cur.nodeName === "TR"; };
     Array.prototype.slice.call(cur.attributes).forEach(function (a) {
-      if (!next.hasAttribute(a.name)) cur.removeAttribute(a.name);
+      if (!next.hasAttribute(a.name) && !own(a.name)) cur.removeAttribute(a.name);
     });
     Array.prototype.slice.call(next.attributes).forEach(function (a) {
-      if (cur.getAttribute(a.name) !== a.value) cur.setAttribute(a.name, a.value);
+      if (cur.getAttribute(a.name) !== a.value && !own(a.name)) cur.setAttribute(a.name, a.value);
     });
     morph(cur, next.nodeName === "TEMPLATE" ? next.content : next, added);
   }
@@ -191,6 +194,7 @@
           morph(main, t.content, added);
           added.forEach(function (n) { enhance(n); preview(n); });
           document.body.dataset.refreshes = String(++refreshes);
+          document.dispatchEvent(new CustomEvent("jobkit:refreshed"));
         })
         .catch(function () {})
         .then(function () { busy = false; if (pending) setTimeout(refresh, 0); });
@@ -225,7 +229,104 @@
     });
   }
 
+  // selection drives the Instances list's checkboxes: the count of ticked
+  // rows, the box that ticks every row of the page, the buttons enabled
+  // only with a selection, and a confirmation before a delete. Rows a live
+  // refresh removes leave the selection with their boxes.
+  function selection() {
+    var form = document.getElementById("selected");
+    if (!form) return;
+    function boxes() { return Array.prototype.slice.call(document.querySelectorAll('input[type="checkbox"][form="selected"]')); }
+    function recount() {
+      var all = boxes(), n = all.filter(function (b) { return b.checked; }).length;
+      document.getElementById("selected-count").textContent = n ? n + " selected" : "None selected";
+      Array.prototype.forEach.call(form.querySelectorAll("button"), function (b) { b.disabled = n === 0; });
+      var head = document.getElementById("select-all");
+      if (head) { head.checked = n > 0 && n === all.length; head.indeterminate = n > 0 && n < all.length; }
+      Array.prototype.forEach.call(all, function (b) { var tr = b.closest("tr"); if (tr) tr.classList.toggle("selected", b.checked); });
+    }
+    document.addEventListener("change", function (e) {
+      var t = e.target;
+      if (t.id === "select-all") boxes().forEach(function (b) { b.checked = t.checked; });
+      if (t.id === "select-all" || t.getAttribute("form") === "selected") recount();
+    });
+    document.addEventListener("jobkit:refreshed", recount);
+    form.addEventListener("submit", function (e) {
+      var n = boxes().filter(function (b) { return b.checked; }).length;
+      if (e.submitter && e.submitter.value === "delete" && !window.confirm("Delete the " + n + " selected instance" + (n === 1 ? "" : "s") + ", their history and their logs?")) e.preventDefault();
+    });
+    recount();
+  }
+
+  // keys are the keyboard shortcuts (the help dialog lists them): g then
+  // a letter goes to a page, / focuses the page's search, j and k move
+  // between the rows of the first table, Enter opens the row's link, x
+  // ticks its box, ? opens the help.
+  function keys() {
+    var dialog = document.getElementById("keys"), prefix = document.body.dataset.prefix || "", go = false, goTimer = null;
+    if (!dialog) return;
+    var pages = { o: "/", q: "/queues", i: "/instances", j: "/jobs", e: "/executors", n: "/nodes", c: "/calendars", a: "/alerts" };
+    function help() { if (!dialog.open) dialog.showModal(); }
+    document.getElementById("keys-open").addEventListener("click", help);
+    document.getElementById("keys-close").addEventListener("click", function () { dialog.close(); });
+    function rows() {
+      var t = document.querySelector("main table tbody");
+      return t ? Array.prototype.slice.call(t.rows) : [];
+    }
+    document.addEventListener("keydown", function (e) {
+      if (e.ctrlKey || e.metaKey || e.altKey || e.defaultPrevented) return;
+      var t = e.target, tag = t && t.nodeName;
+      if (tag === "INPUT" && t.type !== "checkbox" || tag === "TEXTAREA" || tag === "SELECT" || (t && t.isContentEditable)) return;
+      if (dialog.open) return;
+      var k = e.key;
+      if (go) {
+        go = false;
+        clearTimeout(goTimer);
+        if (pages[k]) { e.preventDefault(); location.href = prefix + pages[k]; }
+        return;
+      }
+      if (k === "g") { go = true; goTimer = setTimeout(function () { go = false; }, 1500); return; }
+      if (k === "?") { e.preventDefault(); help(); return; }
+      if (k === "/") {
+        // Focused at the key's release, so the "/" typed goes nowhere.
+        var f = document.querySelector('main input[type="search"], main form.filters input:not([type="hidden"]):not([type="checkbox"]), main input[name="kind"]');
+        if (f) {
+          e.preventDefault();
+          document.addEventListener("keyup", function once(u) {
+            if (u.key !== "/") return;
+            document.removeEventListener("keyup", once);
+            f.focus();
+            if (f.select) f.select();
+          });
+        }
+        return;
+      }
+      if (k === "j" || k === "k") {
+        var rs = rows();
+        if (!rs.length) return;
+        var cur = rs.indexOf(document.activeElement && document.activeElement.closest ? document.activeElement.closest("tr") : null);
+        var next = k === "j" ? Math.min(cur + 1, rs.length - 1) : Math.max(cur - 1, 0);
+        if (cur < 0) next = 0;
+        rs[next].tabIndex = -1;
+        rs[next].focus();
+        rs[next].scrollIntoView({ block: "nearest" });
+        e.preventDefault();
+        return;
+      }
+      var row = document.activeElement && document.activeElement.nodeName === "TR" ? document.activeElement : null;
+      if (row && k === "Enter") {
+        var a = row.querySelector("a[href]");
+        if (a) { e.preventDefault(); a.click(); }
+      } else if (row && k === "x") {
+        var box = row.querySelector('input[type="checkbox"]');
+        if (box) { e.preventDefault(); box.click(); }
+      }
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    selection();
+    keys();
     setInterval(retell, 5000);
     var main = document.getElementById("live"), rendered = main ? main.innerHTML : "";
     enhance(document);
