@@ -1,8 +1,12 @@
 package etcdstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -48,13 +52,36 @@ func (f *freezer) interceptor(ctx context.Context, method string, req, reply any
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-// freeze stops etcd; called with f.mu held.
+// freeze stops etcd; called with f.mu held. It returns once the kernel
+// shows the process stopped: kill returns when the signal is sent, and a
+// request sent right after could still be answered (seen in CI: a read
+// meant to meet a frozen etcd got its answer, so the write after it went
+// out and the outcome was unknown).
 func (f *freezer) freeze() {
-	if err := syscall.Kill(f.p.PID(), syscall.SIGSTOP); err != nil {
+	pid := f.p.PID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		f.t.Errorf("SIGSTOP etcd: %v", err)
 		return
 	}
 	f.stop = true
+	stat := fmt.Sprintf("/proc/%d/stat", pid)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			f.t.Errorf("reading %s to see etcd stopped: %v", stat, err)
+			return
+		}
+		// The state follows the command's closing parenthesis: T when
+		// stopped by a signal.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Errorf("etcd (pid %d) not stopped 5 s after SIGSTOP: %s", pid, b)
+			return
+		}
+		runtime.Gosched()
+	}
 }
 
 func (f *freezer) resume() {
