@@ -13,16 +13,18 @@ vet:
 	test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
 	for m in $$(find . -name go.mod -not -path './.git/*' -printf '%h\n'); do (cd $$m && GOWORK=off go vet ./...) || exit 1; done
 
-# The committed go.work lists every module but tools/ (whose etcd server
-# build pins etcd versions of its own), so commands run from the root see
-# the modules as one workspace. Run after adding or removing a module.
-# Checks and tests run each module on its own (GOWORK=off), as its users
-# build it.
+# dev/go.work lists every module but tools/ (whose etcd server build pins
+# etcd versions of its own), for development: export
+# GOWORK=$$PWD/dev/go.work and commands run from the root see the modules
+# as one workspace. It is not at the root, where every go command would
+# read it and `go list -m all` would show every module's graph in the
+# core's. Run after adding or removing a module. Checks and tests run each
+# module on its own (GOWORK=off), as its users build it.
 work:
-	rm -f go.work go.work.sum
-	go work init
-	go work edit -go=1.26.0
-	for m in $$(find . -name go.mod -not -path './.git/*' -not -path './tools/*' -not -path './tools' -printf '%h\n' | sort); do go work use $$m; done
+	rm -f dev/go.work dev/go.work.sum
+	cd dev && go work init
+	cd dev && go work edit -go=1.26.0
+	for m in $$(find . -name go.mod -not -path './.git/*' -not -path './tools/*' -not -path './tools' -printf '%h\n' | sort); do (cd dev && go work use ../$$m); done
 
 example:
 	go run ./examples/quickstart

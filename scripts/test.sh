@@ -156,7 +156,7 @@ fi
 # <<< console
 
 # The modules: every directory with a go.mod (core first), relative to the
-# root. The committed go.work (make work) is for development; every go
+# root. The committed dev/go.work (make work) is for development; every go
 # command below runs with GOWORK=off, each module as its users build it.
 mapfile -t modules < <(find . -name go.mod -not -path './.git/*' -printf '%h\n' | sed 's#^\./##; s#^\.$#.#' | sort)
 log "${#modules[@]} modules: ${modules[*]}"
