@@ -32,30 +32,35 @@ func (s *Store) stmt() *stmts {
 	st := &stmts{}
 	// The enqueue: one statement inserts the instances (their unique
 	// keys taken before), skipping IDs stored already, registers their queues,
-	// appends their Created and Scheduled records (one history row each,
-	// created: see migration 0007; the instance row and the history row
-	// take the transaction's id as hx by default, migration 0010), adds
+	// appends their Created and Scheduled records (one row of enqueued for
+	// the statement, migration 0012: the Seqs are taken first, in batch
+	// order, so the instance rows can name that row by its key, the
+	// greatest of them; the instance rows and that row take the
+	// transaction's id as hx by default, migration 0010), adds
 	// their counter changes and notifies their queues. It locks nothing
 	// but its own new rows (and a queue row when it brings the queue or a
 	// priority the queue has not had).
-	st.enqueue = `WITH x AS (SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[],
+	st.enqueue = `WITH x AS MATERIALIZED (SELECT o.*, nextval('` + strings.ReplaceAll(s.t("seq"), "'", "''") + `') AS seq FROM (
+		SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[],
 		$10::int8[], $11::int8[], $12::text[], $16::text[], $17::text[], $18::int8[], $19::text[], $20::int4[], $21::int4[])
 		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, md, ukey, uuntil,
-			parent, shard_index, shard_count, o)),
-ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout,
-		unique_key, unique_until, created_at, updated_at, labels, metadata, parent, shard_index, shard_count, label_expr)
-	SELECT $1, x.id, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout,
+			parent, shard_index, shard_count, o) ORDER BY x.o) AS o),
+lk AS MATERIALIZED (SELECT max(seq) AS last FROM x),
+ins AS (INSERT INTO ` + inst + ` (ns, id, seq, kind, queue, args, priority, run_at, state, max_retries, timeout,
+		unique_key, unique_until, created_at, updated_at, labels, metadata, parent, shard_index, shard_count, label_expr, enq_last)
+	SELECT $1, x.id, x.seq, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout,
 		nullif(x.ukey, ''), x.uuntil, x.created, $2,
 		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END, nullif(x.md, '')::json,
 		nullif(x.parent, ''), x.shard_index, x.shard_count,
-		strpos(x.labels, '!') > 0 OR strpos(x.labels, '|') > 0
+		strpos(x.labels, '!') > 0 OR strpos(x.labels, '|') > 0, (SELECT last FROM lk)
 	FROM x ORDER BY x.o
 	ON CONFLICT (ns, id) DO NOTHING
 	RETURNING id, seq, kind, queue, priority),
 q AS (` + s.addQueues("ins") + `),
-h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, created)
-	SELECT $1, ins.id, ins.kind, ins.queue, 2, 0, $2, $13, true FROM ins
-	ORDER BY ins.seq RETURNING 1),
+h AS (INSERT INTO ` + s.t("enqueued") + ` (ns, last, t, node, seqs, ids, kinds, queues)
+	SELECT $1, (SELECT last FROM lk), $2, $13, array_agg(ins.seq ORDER BY ins.seq), array_agg(ins.id ORDER BY ins.seq),
+		array_agg(ins.kind ORDER BY ins.seq), array_agg(ins.queue ORDER BY ins.seq)
+	FROM ins HAVING count(*) > 0 RETURNING 1),
 c AS (INSERT INTO ` + s.t("count_deltas") + ` (ns, queue, kind, state, n)
 	SELECT $1, ins.queue, ins.kind, 2, count(*) FROM ins GROUP BY ins.queue, ins.kind RETURNING 1),
 w AS (SELECT pg_notify($14, $15::text || d.queue) FROM (SELECT DISTINCT queue FROM ins) AS d)
