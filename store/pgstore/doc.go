@@ -36,9 +36,14 @@
 // cluster delays every feed (and EventCursor) until it ends, never the
 // writers. The per-group counters (Inspector.Counts) are insert-only
 // changes folded by a compaction the stores run as they write; Counts
-// and Lag read both in one snapshot, so they stay exact. An enqueue's
-// Created and Scheduled records are one row; a large batch is stored
-// with COPY. Event cursors are "pg3-..."; those of before (pg1-, pg2-)
+// and Lag read both in one snapshot, so they stay exact. An enqueue
+// writes no history row: the Created and Scheduled records of every
+// instance one statement (or one COPY of a large batch) stores are one
+// row of the enqueued table, which the instance row names (migration
+// 0012), so its index entries are paid once per batch, not per job. The
+// history rows left are one per attempt that ended (its Processing
+// record and its outcome), and those of cancels, rescues and admin
+// changes. Event cursors are "pg3-..."; those of before (pg1-, pg2-)
 // still follow on.
 //
 // An Enqueue whose insert statement (outside a transaction) or COMMIT

@@ -29,6 +29,10 @@ import (
 // transition locks the instance row after the earlier one committed: its
 // pos is greater and its hx no lower). Rows written before version 10
 // have hx 0, and come first in position order, their commit order then.
+// An enqueue's records (migration 0012) are the pairs of a row of
+// enqueued, at the place (hx, 2*Seq) and (hx, 2*Seq+1) of each instance
+// it stored: a Seq comes from the sequence history positions come from,
+// and the row's hx is its transaction's id, as a history row's.
 //
 // Event cursors are "pg3-<tag>-<hx>-<rec>": the place of the last record
 // delivered, with a tag of the schema and namespace so a cursor of another
