@@ -11,8 +11,10 @@ import (
 
 // TestUpgradeFromVersion11: a store that version 11 left with a pending,
 // a running and a finished instance (each enqueue a history row of its
-// own) keeps running them after migration 0012, which writes an
-// enqueue's records as one row of enqueued per statement: the pending one
+// own, each attempt's end another) keeps running them after migrations
+// 0012, which writes an enqueue's records as one row of enqueued per
+// statement, and 0013, which leaves the records of an instance's last
+// attempt on its row: the pending one
 // is claimed and finished beside an instance enqueued after the upgrade,
 // the running one finished by its owner; every history reads as before,
 // the event feed from a cursor of before delivers the old records then
@@ -87,6 +89,10 @@ func TestUpgradeFromVersion11(t *testing.T) {
 		"new":  {"new:created", "new:scheduled", "new:processing", "new:completed"},
 	}
 	history("after they ran", all)
+	var rows int
+	if err := old.pool.QueryRow(ctx, "SELECT count(*) FROM "+old.q+".history").Scan(&rows); err != nil || rows != 4 {
+		t.Fatalf("%d history rows after they ran (%v); want the 4 of version 11 only", rows, err)
+	}
 	hist, err := s.LookupHistory(ctx, &store.Query{InstanceID: "new"})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +166,6 @@ func TestUpgradeFromVersion11(t *testing.T) {
 	if err != nil || len(left) != 0 || removed != 16 {
 		t.Fatalf("after pruning all history: removed %d, left %v, %v; want 16 removed, none left", removed, records(left), err)
 	}
-	var rows int
 	if err := old.pool.QueryRow(ctx, fmt.Sprintf("SELECT (SELECT count(*) FROM %[1]s.history) + (SELECT count(*) FROM %[1]s.enqueued)", old.q)).Scan(&rows); err != nil || rows != 0 {
 		t.Fatalf("%d history and enqueued rows left (%v); want none", rows, err)
 	}
