@@ -21,31 +21,30 @@ const copyMin = 64
 
 // instColsCopy are the columns enqueueCopy gives, in its rows' order.
 var instColsCopy = []string{"ns", "id", "seq", "kind", "queue", "args", "priority", "run_at", "state", "max_retries", "timeout",
-	"unique_until", "created_at", "updated_at", "labels", "metadata", "parent", "shard_index", "shard_count", "label_expr"}
+	"unique_until", "created_at", "updated_at", "labels", "metadata", "parent", "shard_index", "shard_count", "label_expr", "enq_last"}
 
 var copyTail sync.Map // quoted schema -> statement
 
 // copyTailStmt is what follows the COPY of a batch's instances: their
-// queues registered (with their priorities), their counter changes added
-// and their queues notified. Their history rows are copied next.
+// queues registered (with their priorities), their Created and Scheduled
+// records written (one row of enqueued, migration 0012: $7 its key, $8
+// the time, $9 the node, $10 the Seqs and $11 the IDs, in batch order),
+// their counter changes added and their queues notified.
 func (s *Store) copyTailStmt() string {
 	if v, ok := copyTail.Load(s.cfg.quoted); ok {
 		return v.(string)
 	}
 	q := `WITH x AS (SELECT * FROM unnest($2::text[], $3::text[], $6::int8[]) AS x(kind, queue, priority)),
 q AS (` + s.addQueues("x") + `),
+h AS (INSERT INTO ` + s.t("enqueued") + ` (ns, last, t, node, seqs, ids, kinds, queues)
+	VALUES ($1, $7, $8, $9, $10::int8[], $11::text[], $2::text[], $3::text[]) RETURNING 1),
 c AS (INSERT INTO ` + s.t("count_deltas") + ` (ns, queue, kind, state, n)
 	SELECT $1, x.queue, x.kind, 2, count(*) FROM x GROUP BY x.queue, x.kind RETURNING 1),
 w AS (SELECT pg_notify($4, $5::text || d.queue) FROM (SELECT DISTINCT queue FROM x) AS d)
-SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM c), (SELECT count(*) FROM w)`
+SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM h) + (SELECT count(*) FROM c), (SELECT count(*) FROM w)`
 	copyTail.Store(s.cfg.quoted, q)
 	return q
 }
-
-// histColsCopy are the history columns enqueueCopy gives; pos and hx
-// are the columns' defaults (the history's sequence, the transaction's
-// id: migration 0010).
-var histColsCopy = []string{"ns", "instance_id", "kind", "queue", "state", "attempt", "t", "node", "created"}
 
 // errCopyConflict: the COPY of a batch met an instance ID stored already.
 var errCopyConflict = errors.New("pgstore: an instance of the batch is stored already")
@@ -74,8 +73,9 @@ func canCopy(ctx context.Context, p *store.EnqueueParams) bool {
 // enqueueCopy stores a batch canCopy accepts in one transaction: the
 // batch's Seqs taken in batch order, the instances written with COPY
 // (PostgreSQL then fills heap pages several rows per WAL record, and
-// there is no speculative insertion as with ON CONFLICT), copyTailStmt,
-// then the history rows with COPY. A batch holding an ID stored already is rolled back and
+// there is no speculative insertion as with ON CONFLICT), then
+// copyTailStmt, which writes the batch's records in one row. A batch
+// holding an ID stored already is rolled back and
 // errCopyConflict returned: the caller stores it the other way, which
 // reports that instance Existed.
 func (s *Store) enqueueCopy(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
@@ -114,7 +114,7 @@ func (s *Store) enqueueCopy(ctx context.Context, p *store.EnqueueParams) ([]stor
 			}
 			return []any{s.cfg.ns, in.ID, seqs[i], in.Kind, in.Queue, in.Args, int64(in.Priority), nanos(in.RunAt), int16(store.Scheduled),
 				clamp32(in.MaxRetries), int64(in.Timeout), nanos(in.UniqueUntil), nanos(in.CreatedAt), now, labels, md, parent,
-				clamp32(in.ShardIndex), clamp32(in.ShardCount), expr}, nil
+				clamp32(in.ShardIndex), clamp32(in.ShardCount), expr, seqs[n-1]}, nil
 		}))
 		if err != nil {
 			var pgErr *pgconn.PgError
@@ -125,15 +125,7 @@ func (s *Store) enqueueCopy(ctx context.Context, p *store.EnqueueParams) ([]stor
 		}
 		var a, b, c int64
 		if err := tx.QueryRow(ctx, s.copyTailStmt(), s.cfg.ns, kinds, queues,
-			s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, prios).Scan(&a, &b, &c); err != nil {
-			return err
-		}
-		// The Created and Scheduled records, one row each (migration
-		// 0007), in batch order.
-		_, err = tx.CopyFrom(ctx, pgx.Identifier{s.cfg.schema, "history"}, histColsCopy, pgx.CopyFromSlice(n, func(i int) ([]any, error) {
-			return []any{s.cfg.ns, ids[i], kinds[i], queues[i], int16(store.Scheduled), int32(0), now, p.Node, true}, nil
-		}))
-		if err != nil {
+			s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, prios, seqs[n-1], now, p.Node, seqs, ids).Scan(&a, &b, &c); err != nil {
 			return err
 		}
 		for i, in := range p.Instances {

@@ -18,9 +18,9 @@
 // less than asked, reads NextRunAt. A claim moves no counter: Processing
 // instances are counted with the Scheduled ones, and Counts tells them
 // apart by counting the running rows (migration 0011). The claim's
-// Processing record stays on the instance row until the attempt ends, and
-// goes into the outcome's history row then (one history row per attempt). Unique keys are the primary key of a table of their own, taken
-// with one upsert. Wake-ups go out with pg_notify inside the writing
+// Processing record stays on the instance row (see below for where it
+// goes when the attempt ends). Unique keys are the primary key of a table
+// of their own, taken with one upsert. Wake-ups go out with pg_notify inside the writing
 // transaction, so PostgreSQL delivers them at the commit, once per queue;
 // each Store listens on one connection of its own (Subscribe), reconnecting
 // when it is lost.
@@ -36,9 +36,20 @@
 // cluster delays every feed (and EventCursor) until it ends, never the
 // writers. The per-group counters (Inspector.Counts) are insert-only
 // changes folded by a compaction the stores run as they write; Counts
-// and Lag read both in one snapshot, so they stay exact. An enqueue's
-// Created and Scheduled records are one row; a large batch is stored
-// with COPY. Event cursors are "pg3-..."; those of before (pg1-, pg2-)
+// and Lag read both in one snapshot, so they stay exact. An enqueue
+// writes no history row: the Created and Scheduled records of every
+// instance one statement (or one COPY of a large batch) stores are one
+// row of the enqueued table, which the instance row names (migration
+// 0012), so its index entries are paid once per batch, not per job. A
+// finish that ends an instance writes none either: the outcome and the
+// attempt's Processing record stay on the instance row (migration 0013),
+// read through partial indexes of the finished rows. The history rows
+// left are those of retries (the next claim takes the row's Processing
+// record's place) and of the changes written by transactions of several
+// statements: rescues, cancels, Admin changes and finishes the fast
+// statement did not apply. So a job that runs once is one row, written at
+// enqueue and updated at claim and finish, plus its share of its
+// enqueue's row. Event cursors are "pg3-..."; those of before (pg1-, pg2-)
 // still follow on.
 //
 // An Enqueue whose insert statement (outside a transaction) or COMMIT

@@ -29,6 +29,14 @@ import (
 // transition locks the instance row after the earlier one committed: its
 // pos is greater and its hx no lower). Rows written before version 10
 // have hx 0, and come first in position order, their commit order then.
+// An enqueue's records (migration 0012) are the pairs of a row of
+// enqueued, at the place (hx, 2*Seq) and (hx, 2*Seq+1) of each instance
+// it stored: a Seq comes from the sequence history positions come from,
+// and the row's hx is its transaction's id, as a history row's. The
+// outcome a finished instance row holds (migration 0013) is at (hx,
+// 2*fin_pos+1), hx being the finish's, which no later write changes
+// (Admin.Retry first moves the row's records into a history row at the
+// same places).
 //
 // Event cursors are "pg3-<tag>-<hx>-<rec>": the place of the last record
 // delivered, with a tag of the schema and namespace so a cursor of another
@@ -274,15 +282,20 @@ func isExpired(err error) bool { return errors.Is(err, store.ErrCursorExpired) }
 var errClosed = errors.New("pgstore: store closed")
 
 // feedOnce delivers the records after place *at, from at most feedBatch
-// rows of each of the three places records are read from, advancing *at;
+// records of each of the six places records are read from, advancing *at;
 // it returns feedBatch when a place had more.
 //
 // The places, all read in one statement (one snapshot, whose xmin bounds
 // the hx of what is read): history rows (their own record, and the
 // Created record a row may hold), the Processing records of finished
 // attempts (in the outcome's history row, proc_pos and proc_hx,
-// migrations 0008 and 0010) and those of running attempts (on the
-// instance row). Each is read in the feed's order from (hx, pos) of the
+// migrations 0008 and 0010), those of running attempts (on the
+// instance row) and the Created and Scheduled records of enqueues (the
+// pairs of enqueued rows, migration 0012, each read as a history row
+// holding a Created record at position Seq: the rows in (hx, last)
+// order from the one that holds the first record after *at, their pairs
+// in Seq order), and the outcome and Processing record a finished
+// instance row holds (migration 0013). Each is read in the feed's order from (hx, pos) of the
 // first record after *at, pos (rec+1)/2 (see recNum); a Processing record
 // at proc_pos is record 2*proc_pos+1. When a place returns a full batch,
 // only records up to its last place are delivered, so the merged order
@@ -300,8 +313,8 @@ func (s *Store) feedOnce(ctx context.Context, f *store.FollowParams, at *place, 
 	var evs []placed
 	var floorHx string
 	var floor int64
-	var count [3]int
-	var last [3]place
+	var count [6]int
+	var last [6]place
 	for rows.Next() {
 		var part *int32
 		var hx *string
@@ -411,6 +424,21 @@ func feedSQL(s *Store) string {
 			UNION ALL
 			(SELECT 2, ` + procHx + `, proc_pos, false, id, kind, queue, 3::int2, attempt, proc_t, coalesce(lease_owner, ''), '', run_at
 				FROM ` + s.t("instances") + ` WHERE ns = $1 AND state = 3 AND proc_pos > 0 AND (` + procHx + `, proc_pos) >= ($2::text::xid8, $3) AND ` + procHx + ` < ` + horizon + `
+				ORDER BY ` + procHx + `, proc_pos LIMIT $4)
+			UNION ALL
+			(SELECT 3, e.hx, r.seq, 2 * r.o - 2 >= e.cut, r.id, r.kind, r.queue, 2::int2, 0, e.t, e.node, '', NULL::int8
+				FROM ` + s.t("enqueued") + ` e, LATERAL unnest(e.seqs, e.ids, e.kinds, e.queues) WITH ORDINALITY AS r(seq, id, kind, queue, o)
+				WHERE e.ns = $1 AND (e.hx, e.last) >= ($2::text::xid8, $3) AND e.hx < ` + horizon + `
+					AND (e.hx, r.seq) >= ($2::text::xid8, $3) AND r.id IS NOT NULL AND 2 * r.o - 1 >= e.cut
+				ORDER BY e.hx, r.seq LIMIT $4)
+			UNION ALL
+			(SELECT 4, hx, fin_pos, false, id, kind, queue, state, attempt, finished_at, coalesce(fin_node, ''), error, NULL::int8
+				FROM ` + s.t("instances") + ` WHERE ns = $1 AND state >= 4 AND fin_pos > 0 AND (hx, fin_pos) >= ($2::text::xid8, $3) AND hx < ` + horizon + `
+				ORDER BY hx, fin_pos LIMIT $4)
+			UNION ALL
+			(SELECT 5, ` + procHx + `, proc_pos, false, id, kind, queue, 3::int2, attempt, proc_t, coalesce(fin_node, ''), '', run_at
+				FROM ` + s.t("instances") + ` WHERE ns = $1 AND state >= 4 AND fin_pos > 0 AND proc_pos > 0
+					AND (` + procHx + `, proc_pos) >= ($2::text::xid8, $3) AND ` + procHx + ` < ` + horizon + `
 				ORDER BY ` + procHx + `, proc_pos LIMIT $4)
 		) AS h ON true`
 }

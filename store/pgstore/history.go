@@ -97,44 +97,69 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: lookup history: %w", err)
 	}
-	// The records are in three places (see feedOnce): history rows (their
+	// The records are in six places (see feedOnce): history rows (their
 	// own record and the Created record a row may hold), the Processing
-	// records of finished attempts (in the outcome's row, proc_pos) and
-	// those of running attempts (on the instance row; migration 0008).
-	// Each place is read in (time, position) order up to the limit, and
-	// the union cut to it.
+	// records of finished attempts (in the outcome's row, proc_pos), those
+	// of running attempts (on the instance row; migration 0008), the
+	// Created and Scheduled records of enqueues (rows of enqueued, one
+	// pair per instance, migration 0012; read as a history row holding a
+	// Created record, at position Seq), and the outcome and Processing
+	// record of the attempt that ended an instance, on its row (fin_pos,
+	// migration 0013). Each place is read in (time, position) order up to
+	// the limit, and the union cut to it.
 	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
 	ns := arg(s.cfg.ns)
-	var own, done, running []string
+	// Finished instance rows holding their last attempt's records
+	// (migration 0013): the outcome (fin) and the Processing record
+	// (finProc).
+	var own, done, running, enq, fin, finProc []string
 	own = append(own, "ns = "+ns)
 	done = append(done, "ns = "+ns, "proc_pos > 0")
 	running = append(running, "ns = "+ns, "state = 3", "proc_pos > 0")
+	fin = append(fin, "ns = "+ns, "state >= 4", "fin_pos > 0")
+	finProc = append(finProc, "ns = "+ns, "state >= 4", "fin_pos > 0", "proc_pos > 0")
+	// A pair of enqueued is there while its instance is (its ID not
+	// NULL) and retention left its Scheduled record (2o-1 >= cut); its
+	// Created record is there when 2o-2 >= cut.
+	enq = append(enq, "e.ns = "+ns, "r.id IS NOT NULL", "2 * r.o - 1 >= e.cut")
+	enqFrom := s.t("enqueued") + ` e, LATERAL unnest(e.seqs, e.ids, e.kinds) WITH ORDINALITY AS r(seq, id, kind, o)`
 	if q.InstanceID != "" {
 		v := arg(q.InstanceID)
 		own, done, running = append(own, "instance_id = "+v), append(done, "instance_id = "+v), append(running, "id = "+v)
+		fin, finProc = append(fin, "id = "+v), append(finProc, "id = "+v)
+		// The instance row names its enqueue's row.
+		enqFrom = s.t("instances") + ` i JOIN ` + s.t("enqueued") + ` e ON e.ns = i.ns AND e.last = i.enq_last,
+			LATERAL unnest(e.seqs, e.ids, e.kinds) WITH ORDINALITY AS r(seq, id, kind, o)`
+		enq = append(enq, "i.ns = "+ns, "i.id = "+v, "r.seq = i.seq")
 	}
 	if q.Kind != "" {
 		v := arg(q.Kind)
-		own, done, running = append(own, "kind = "+v), append(done, "kind = "+v), append(running, "kind = "+v)
+		own, done, running, enq = append(own, "kind = "+v), append(done, "kind = "+v), append(running, "kind = "+v), append(enq, "r.kind = "+v)
+		fin, finProc = append(fin, "kind = "+v), append(finProc, "kind = "+v)
 	}
 	procs := len(q.States) == 0 || slices.Contains(q.States, store.Processing)
+	enqueues := len(q.States) == 0 || slices.Contains(q.States, store.Created) || slices.Contains(q.States, store.Scheduled)
 	if len(q.States) > 0 {
 		// A row holding a Created record (migration 0007) matches when
 		// either of its records does.
 		v := arg(states16(q.States))
 		own = append(own, "(state = ANY("+v+"::int2[]) OR created AND 1 = ANY("+v+"::int2[]))")
+		enq = append(enq, "(2 = ANY("+v+"::int2[]) OR 2 * r.o - 2 >= e.cut AND 1 = ANY("+v+"::int2[]))")
+		fin = append(fin, "state = ANY("+v+"::int2[])")
 	}
 	if !q.Since.IsZero() {
 		v := arg(nanos(q.Since))
-		own, done, running = append(own, "t >= "+v), append(done, "proc_t >= "+v), append(running, "proc_t >= "+v)
+		own, done, running, enq = append(own, "t >= "+v), append(done, "proc_t >= "+v), append(running, "proc_t >= "+v), append(enq, "e.t >= "+v)
+		fin, finProc = append(fin, "finished_at >= "+v), append(finProc, "proc_t >= "+v)
 	}
 	if !q.Until.IsZero() {
 		v := arg(nanos(q.Until))
-		own, done, running = append(own, "t < "+v), append(done, "proc_t < "+v), append(running, "proc_t < "+v)
+		own, done, running, enq = append(own, "t < "+v), append(done, "proc_t < "+v), append(running, "proc_t < "+v), append(enq, "e.t < "+v)
+		fin, finProc = append(fin, "finished_at < "+v), append(finProc, "proc_t < "+v)
 	}
 	// LIMIT counts rows; each holds at least one matching record, so the
 	// rows read hold at least the records asked for.
@@ -145,7 +170,15 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 		sql += ` UNION ALL (SELECT proc_pos, false, instance_id, kind, 3::int2, attempt, proc_t, coalesce(proc_node, node), '', NULL::bytea FROM ` +
 			s.t("history") + ` WHERE ` + strings.Join(done, " AND ") + ` ORDER BY proc_t, proc_pos` + lim + `)
 		UNION ALL (SELECT proc_pos, false, id, kind, 3::int2, attempt, proc_t, coalesce(lease_owner, ''), '', NULL::bytea FROM ` +
-			s.t("instances") + ` WHERE ` + strings.Join(running, " AND ") + ` ORDER BY proc_t, proc_pos` + lim + `)`
+			s.t("instances") + ` WHERE ` + strings.Join(running, " AND ") + ` ORDER BY proc_t, proc_pos` + lim + `)
+		UNION ALL (SELECT proc_pos, false, id, kind, 3::int2, attempt, proc_t, coalesce(fin_node, ''), '', NULL::bytea FROM ` +
+			s.t("instances") + ` WHERE ` + strings.Join(finProc, " AND ") + ` ORDER BY proc_t, proc_pos` + lim + `)`
+	}
+	sql += ` UNION ALL (SELECT fin_pos, false, id, kind, state, attempt, finished_at, coalesce(fin_node, ''), error, result FROM ` +
+		s.t("instances") + ` WHERE ` + strings.Join(fin, " AND ") + ` ORDER BY finished_at, fin_pos` + lim + `)`
+	if enqueues {
+		sql += ` UNION ALL (SELECT r.seq, 2 * r.o - 2 >= e.cut, r.id, r.kind, 2::int2, 0, e.t, e.node, '', NULL::bytea FROM ` +
+			enqFrom + ` WHERE ` + strings.Join(enq, " AND ") + ` ORDER BY e.t, r.seq` + lim + `)`
 	}
 	rows, err := s.q(ctx).Query(ctx, `SELECT * FROM (`+sql+`) AS r ORDER BY t, pos`+lim, args...)
 	if err != nil {
@@ -316,18 +349,52 @@ func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneRe
 			// and a running attempt's record (on its instance row) until
 			// the attempt ends. The floor is the newest row touched in the
 			// feed's order (hx, pos).
-			h := s.t("history")
-			err := tx.QueryRow(ctx, `WITH c AS (SELECT hx, pos, two, sum(CASE WHEN two THEN 2 ELSE 1 END) OVER (ORDER BY t, pos) AS acc
-					FROM (SELECT hx, pos, t, created OR coalesce(proc_pos, 0) > 0 AS two FROM `+h+` WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3) AS o),
-				d AS (DELETE FROM `+h+` WHERE ns = $1 AND (hx, pos) IN (SELECT hx, pos FROM c WHERE acc <= $3)
+			// The pairs of enqueued rows (migration 0012) go the same
+			// way, by (time, Seq): a pair is read as a row holding two
+			// records, and removing records from the front of a row's
+			// pairs raises its cut; a row none of whose pairs is left
+			// goes. So do the records a finished instance row holds
+			// (migration 0013): by its outcome's time, both cleared, or
+			// its Processing record alone.
+			h, en := s.t("history"), s.t("enqueued")
+			err := tx.QueryRow(ctx, `WITH c AS (SELECT src, hx, pos, last, o, id, two, sum(CASE WHEN two THEN 2 ELSE 1 END) OVER (ORDER BY t, pos) AS acc
+					FROM ((SELECT 0 AS src, hx, pos, t, 0::int8 AS last, 0::int8 AS o, NULL::text AS id, created OR coalesce(proc_pos, 0) > 0 AS two FROM `+h+`
+							WHERE ns = $1 AND t < $2 ORDER BY t, pos LIMIT $3)
+						UNION ALL
+						(SELECT 1, e.hx, r.seq, e.t, e.last, r.o, NULL, 2 * r.o - 2 >= e.cut
+							FROM `+en+` e, LATERAL unnest(e.seqs, e.ids) WITH ORDINALITY AS r(seq, id, o)
+							WHERE e.ns = $1 AND e.t < $2 AND r.id IS NOT NULL AND 2 * r.o - 1 >= e.cut ORDER BY e.t, r.seq LIMIT $3)
+						UNION ALL
+						(SELECT 2, hx, fin_pos, finished_at, 0, 0, id, coalesce(proc_pos, 0) > 0 FROM `+s.t("instances")+`
+							WHERE ns = $1 AND state >= 4 AND fin_pos > 0 AND finished_at < $2 ORDER BY finished_at, fin_pos LIMIT $3)) AS o),
+				d AS (DELETE FROM `+h+` WHERE ns = $1 AND (hx, pos) IN (SELECT hx, pos FROM c WHERE src = 0 AND acc <= $3)
 					RETURNING hx, pos, created OR coalesce(proc_pos, 0) > 0 AS two),
 				u AS (UPDATE `+h+` SET created = false, proc_pos = NULL, proc_t = NULL, proc_node = NULL, proc_hx = NULL
-					WHERE ns = $1 AND (hx, pos) IN (SELECT hx, pos FROM c WHERE two AND acc = $3 + 1) RETURNING hx, pos),
-				z AS (SELECT hx, pos FROM d UNION ALL SELECT hx, pos FROM u ORDER BY hx DESC, pos DESC LIMIT 1)
-				SELECT (SELECT count(*) + count(*) FILTER (WHERE two) FROM d) + (SELECT count(*) FROM u),
+					WHERE ns = $1 AND (hx, pos) IN (SELECT hx, pos FROM c WHERE src = 0 AND two AND acc = $3 + 1) RETURNING hx, pos),
+				p AS (SELECT hx, pos, last, CASE WHEN acc <= $3 THEN 2 * o ELSE 2 * o - 1 END AS cut,
+						CASE WHEN acc <= $3 AND two THEN 2 ELSE 1 END AS n
+					FROM c WHERE src = 1 AND (acc <= $3 OR two AND acc = $3 + 1)),
+				ec AS (UPDATE `+en+` e SET cut = g.cut FROM (SELECT last, max(cut) AS cut FROM p GROUP BY last) AS g
+					WHERE e.ns = $1 AND e.last = g.last RETURNING 1),
+				f AS (SELECT hx, pos, id, acc <= $3 AS whole, CASE WHEN acc <= $3 AND two THEN 2 ELSE 1 END AS n
+					FROM c WHERE src = 2 AND (acc <= $3 OR two AND acc = $3 + 1)),
+				fu AS (UPDATE `+s.t("instances")+` i SET fin_pos = CASE WHEN f.whole THEN NULL ELSE i.fin_pos END,
+						fin_node = CASE WHEN f.whole THEN NULL ELSE i.fin_node END, proc_pos = NULL, proc_t = NULL, proc_hx = NULL
+					FROM f WHERE i.ns = $1 AND i.id = f.id RETURNING 1),
+				z AS (SELECT hx, pos FROM d UNION ALL SELECT hx, pos FROM u UNION ALL SELECT hx, pos FROM p UNION ALL SELECT hx, pos FROM f
+					ORDER BY hx DESC, pos DESC LIMIT 1)
+				SELECT (SELECT count(*) + count(*) FILTER (WHERE two) FROM d) + (SELECT count(*) FROM u) + (SELECT coalesce(sum(n), 0) FROM p)
+						+ (SELECT coalesce(sum(n), 0) FROM f) + 0 * (SELECT count(*) FROM ec) + 0 * (SELECT count(*) FROM fu),
 					coalesce((SELECT hx FROM z), '0')::text, coalesce((SELECT pos FROM z), 0)`,
 				s.cfg.ns, nanos(p.HistoryBefore), limit).Scan(&n, &topHx, &top)
 			if err != nil {
+				return err
+			}
+			// The rows whose pairs are all gone (pruned, or removed with
+			// their instances).
+			if _, err := tx.Exec(ctx, `DELETE FROM `+en+` e WHERE ns = $1 AND t < $2 AND NOT EXISTS (
+				SELECT 1 FROM unnest(e.ids) WITH ORDINALITY AS r(id, o) WHERE r.id IS NOT NULL AND 2 * r.o - 1 >= e.cut)`,
+				s.cfg.ns, nanos(p.HistoryBefore)); err != nil {
 				return err
 			}
 			res.History += int(n)
@@ -363,7 +430,9 @@ func (s *Store) raiseFloor(ctx context.Context, tx pgx.Tx, hx string, pos int64)
 }
 
 // removeWhere deletes the instances whose IDs sel selects (locking
-// them), with their history, logs and unique keys, moving their counters.
+// them), with their history (their pairs in enqueued rows cleared,
+// migration 0012; the records a finished row holds, 0013, counted), logs
+// and unique keys, moving their counters.
 // found, when not nil, receives the state each removed instance was in;
 // when nil (a prune), the removed history expires the event cursors
 // before it. The rows are locked by a statement of their own, so the
@@ -379,14 +448,24 @@ func (s *Store) removeWhere(ctx context.Context, tx pgx.Tx, sel string, args []a
 		return err
 	}
 	q := `WITH d AS (DELETE FROM ` + s.t("instances") + ` WHERE ns = $1 AND id = ANY($2::text[])
-			RETURNING id, queue, kind, state, unique_key),
+			RETURNING id, seq, queue, kind, state, unique_key, enq_last, hx, fin_pos, state >= 4 AND fin_pos > 0 AS fin, proc_pos > 0 AS two),
+		ep AS (SELECT e.last, e.hx, r.seq AS pos, r.o, 2 * r.o - 2 >= e.cut AS two
+			FROM ` + s.t("enqueued") + ` e JOIN d ON e.ns = $1 AND e.last = d.enq_last,
+				LATERAL unnest(e.seqs, e.ids) WITH ORDINALITY AS r(seq, id, o)
+			WHERE r.seq = d.seq AND r.id IS NOT NULL AND 2 * r.o - 1 >= e.cut),
+		eu AS (UPDATE ` + s.t("enqueued") + ` e SET ids = ARRAY(SELECT CASE WHEN x.o = ANY(g.os) THEN NULL ELSE x.id END
+				FROM unnest(e.ids) WITH ORDINALITY AS x(id, o) ORDER BY x.o)
+			FROM (SELECT last, array_agg(o) AS os FROM ep GROUP BY last) AS g WHERE e.ns = $1 AND e.last = g.last RETURNING 1),
 		k AS (DELETE FROM ` + s.t("unique_keys") + ` u WHERE u.ns = $1
 			AND u.key = ANY(ARRAY(SELECT unique_key FROM d WHERE unique_key IS NOT NULL)) AND u.id = ANY($2::text[]) RETURNING 1),
 		h AS (DELETE FROM ` + s.t("history") + ` h WHERE h.ns = $1 AND h.instance_id = ANY($2::text[])
 			RETURNING h.hx, h.pos, h.created OR coalesce(h.proc_pos, 0) > 0 AS two),
-		top AS (SELECT hx, pos FROM h ORDER BY hx DESC, pos DESC LIMIT 1),
+		top AS (SELECT hx, pos FROM h UNION ALL SELECT hx, pos FROM ep UNION ALL SELECT hx, fin_pos FROM d WHERE fin
+			ORDER BY hx DESC, pos DESC LIMIT 1),
 		lg AS (DELETE FROM ` + s.t("logs") + ` l WHERE l.ns = $1 AND l.instance_id = ANY($2::text[]) RETURNING 1)
-		SELECT id, queue, kind, state, (SELECT count(*) + count(*) FILTER (WHERE two) FROM h),
+		SELECT id, queue, kind, state, (SELECT count(*) + count(*) FILTER (WHERE two) FROM h)
+				+ (SELECT count(*) + count(*) FILTER (WHERE two) FROM ep) + 0 * (SELECT count(*) FROM eu)
+				+ (SELECT count(*) + count(*) FILTER (WHERE two) FROM d WHERE fin),
 			coalesce((SELECT hx FROM top), '0')::text, coalesce((SELECT pos FROM top), 0),
 			(SELECT count(*) FROM lg), (SELECT count(*) FROM k) FROM d`
 	rows, err = tx.Query(ctx, q, s.cfg.ns, ids)

@@ -32,30 +32,35 @@ func (s *Store) stmt() *stmts {
 	st := &stmts{}
 	// The enqueue: one statement inserts the instances (their unique
 	// keys taken before), skipping IDs stored already, registers their queues,
-	// appends their Created and Scheduled records (one history row each,
-	// created: see migration 0007; the instance row and the history row
-	// take the transaction's id as hx by default, migration 0010), adds
+	// appends their Created and Scheduled records (one row of enqueued for
+	// the statement, migration 0012: the Seqs are taken first, in batch
+	// order, so the instance rows can name that row by its key, the
+	// greatest of them; the instance rows and that row take the
+	// transaction's id as hx by default, migration 0010), adds
 	// their counter changes and notifies their queues. It locks nothing
 	// but its own new rows (and a queue row when it brings the queue or a
 	// priority the queue has not had).
-	st.enqueue = `WITH x AS (SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[],
+	st.enqueue = `WITH x AS MATERIALIZED (SELECT o.*, nextval('` + strings.ReplaceAll(s.t("seq"), "'", "''") + `') AS seq FROM (
+		SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[],
 		$10::int8[], $11::int8[], $12::text[], $16::text[], $17::text[], $18::int8[], $19::text[], $20::int4[], $21::int4[])
 		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, md, ukey, uuntil,
-			parent, shard_index, shard_count, o)),
-ins AS (INSERT INTO ` + inst + ` (ns, id, kind, queue, args, priority, run_at, state, max_retries, timeout,
-		unique_key, unique_until, created_at, updated_at, labels, metadata, parent, shard_index, shard_count, label_expr)
-	SELECT $1, x.id, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout,
+			parent, shard_index, shard_count, o) ORDER BY x.o) AS o),
+lk AS MATERIALIZED (SELECT max(seq) AS last FROM x),
+ins AS (INSERT INTO ` + inst + ` (ns, id, seq, kind, queue, args, priority, run_at, state, max_retries, timeout,
+		unique_key, unique_until, created_at, updated_at, labels, metadata, parent, shard_index, shard_count, label_expr, enq_last)
+	SELECT $1, x.id, x.seq, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout,
 		nullif(x.ukey, ''), x.uuntil, x.created, $2,
 		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END, nullif(x.md, '')::json,
 		nullif(x.parent, ''), x.shard_index, x.shard_count,
-		strpos(x.labels, '!') > 0 OR strpos(x.labels, '|') > 0
+		strpos(x.labels, '!') > 0 OR strpos(x.labels, '|') > 0, (SELECT last FROM lk)
 	FROM x ORDER BY x.o
 	ON CONFLICT (ns, id) DO NOTHING
 	RETURNING id, seq, kind, queue, priority),
 q AS (` + s.addQueues("ins") + `),
-h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, created)
-	SELECT $1, ins.id, ins.kind, ins.queue, 2, 0, $2, $13, true FROM ins
-	ORDER BY ins.seq RETURNING 1),
+h AS (INSERT INTO ` + s.t("enqueued") + ` (ns, last, t, node, seqs, ids, kinds, queues)
+	SELECT $1, (SELECT last FROM lk), $2, $13, array_agg(ins.seq ORDER BY ins.seq), array_agg(ins.id ORDER BY ins.seq),
+		array_agg(ins.kind ORDER BY ins.seq), array_agg(ins.queue ORDER BY ins.seq)
+	FROM ins HAVING count(*) > 0 RETURNING 1),
 c AS (INSERT INTO ` + s.t("count_deltas") + ` (ns, queue, kind, state, n)
 	SELECT $1, ins.queue, ins.kind, 2, count(*) FROM ins GROUP BY ins.queue, ins.kind RETURNING 1),
 w AS (SELECT pg_notify($14, $15::text || d.queue) FROM (SELECT DISTINCT queue FROM ins) AS d)
@@ -152,32 +157,37 @@ SELECT ` + instColsOf("u") + `,
 FROM (VALUES (1)) AS one LEFT JOIN u ON true ORDER BY u.priority DESC, u.run_at, u.seq`
 	// The finish of attempts the owner holds: one statement applies the
 	// outcomes (a retry or release of an attempt whose cancel was
-	// requested ends Canceled, its RunAt and attempt kept), appends their
-	// history (one row per attempt: the outcome with the attempt's
-	// Processing record, which the row kept since the claim), adds their
-	// counter changes and notifies the queues of retries.
+	// requested ends Canceled, its RunAt and attempt kept), records them
+	// (positions taken in outcome order; an outcome that ends the
+	// instance stays on its row with the attempt's Processing record,
+	// fin_pos and fin_node, migration 0013; a retry is a history row
+	// holding the Processing record, which the row kept since the claim),
+	// adds their counter changes and notifies the queues of retries.
 	// An outcome whose row does not match (lease lost, or applied before)
 	// is not returned; Finish looks at those in a transaction of their own.
 	// The state and owner are compared with IS NOT DISTINCT FROM, which no
 	// index serves: the rows are found through the primary key, never
 	// through the owner's or the leases' index (a generic plan made while
 	// the table looked empty took those and walked every running row).
-	st.finish = `WITH x AS (SELECT * FROM unnest($2::text[], $3::int4[], $4::int2[], $5::int8[], $6::bool[], $7::bytea[], $8::text[])
-		WITH ORDINALITY AS x(id, attempt, state, run_at, release, result, error, o)),
+	st.finish = `WITH x AS MATERIALIZED (SELECT o.*, nextval('` + strings.ReplaceAll(s.t("seq"), "'", "''") + `') AS pos FROM (
+		SELECT * FROM unnest($2::text[], $3::int4[], $4::int2[], $5::int8[], $6::bool[], $7::bytea[], $8::text[])
+		WITH ORDINALITY AS x(id, attempt, state, run_at, release, result, error, o) ORDER BY x.o) AS o),
 u AS (UPDATE ` + inst + ` i SET
 		state = CASE WHEN x.state = 2 AND i.cancel_req THEN 6 ELSE x.state END,
 		attempt = CASE WHEN x.state = 2 AND x.release AND NOT i.cancel_req THEN i.attempt - 1 ELSE i.attempt END,
 		run_at = CASE WHEN x.state = 2 AND NOT i.cancel_req THEN x.run_at ELSE i.run_at END,
 		finished_at = CASE WHEN x.state = 2 AND NOT i.cancel_req THEN 0 ELSE $10::int8 END,
+		fin_pos = CASE WHEN x.state = 2 AND NOT i.cancel_req THEN NULL ELSE x.pos END,
+		fin_node = CASE WHEN x.state = 2 AND NOT i.cancel_req THEN NULL ELSE $9::text END,
 		lease_owner = NULL, lease_until = 0, cancel_req = false, result = x.result, error = x.error, updated_at = $10::int8,
 		hx = greatest(pg_current_xact_id(), i.hx)
 	FROM x WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.id = x.id
 		AND i.state IS NOT DISTINCT FROM 3::int2 AND i.lease_owner IS NOT DISTINCT FROM $9::text AND i.attempt = x.attempt
-	RETURNING i.id, i.kind, i.queue, i.state, x.attempt AS oattempt, x.o, x.result, x.error, i.proc_pos, i.proc_t, i.hx, i.proc_hx),
-h AS (INSERT INTO ` + s.t("history") + ` (ns, instance_id, kind, queue, state, attempt, t, node, error, result, proc_pos, proc_t, hx, proc_hx)
-	SELECT $1, u.id, u.kind, u.queue, u.state, u.oattempt, $10, $9, u.error, u.result, u.proc_pos, u.proc_t,
+	RETURNING i.id, i.kind, i.queue, i.state, x.attempt AS oattempt, x.o, x.pos, x.result, x.error, i.proc_pos, i.proc_t, i.hx, i.proc_hx),
+h AS (INSERT INTO ` + s.t("history") + ` (ns, pos, instance_id, kind, queue, state, attempt, t, node, error, result, proc_pos, proc_t, hx, proc_hx)
+	SELECT $1, u.pos, u.id, u.kind, u.queue, u.state, u.oattempt, $10, $9, u.error, u.result, u.proc_pos, u.proc_t,
 		u.hx, CASE WHEN u.proc_pos > 0 THEN u.proc_hx END
-	FROM u ORDER BY u.o RETURNING 1),
+	FROM u WHERE u.state = 2 ORDER BY u.o RETURNING 1),
 c AS (INSERT INTO ` + s.t("count_deltas") + ` (ns, queue, kind, state, n)
 	SELECT $1, d.queue, d.kind, d.state, sum(d.n) FROM (
 		SELECT queue, kind, 2::int2 AS state, -1 AS n FROM u
@@ -218,9 +228,21 @@ SELECT u.o, u.state, (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT
 SELECT coalesce(min((SELECT run_at FROM ` + inst + ` WHERE ns = $1 AND queue = $2 AND state = 2 AND priority = p.prio ` + filterOf("$3", "$4", "$5", "$6") + `
 	ORDER BY priority DESC, run_at, seq LIMIT 1)), 0)
 FROM p WHERE p.prio IS NOT NULL`
-	st.update = `UPDATE ` + inst + ` i SET state = x.state, attempt = x.attempt, run_at = x.run_at,
+	// The update of rows a transaction locked (saveRows). A finished row
+	// that holds its last attempt's records (migration 0013) and leaves
+	// the final states (Admin.Retry) first writes them into a history row,
+	// at their places, as a finish of before would have.
+	st.update = `WITH m AS (INSERT INTO ` + s.t("history") + ` (ns, pos, instance_id, kind, queue, state, attempt, t, node, error, result,
+		proc_pos, proc_t, hx, proc_hx)
+	SELECT $1, i.fin_pos, i.id, i.kind, i.queue, i.state, i.attempt, i.finished_at, coalesce(i.fin_node, ''), i.error, i.result,
+		i.proc_pos, i.proc_t, i.hx, CASE WHEN i.proc_pos > 0 THEN i.proc_hx END
+	FROM ` + inst + ` i JOIN unnest($2::text[], $3::int2[]) AS y(id, state) ON i.id = y.id
+	WHERE i.ns = $1 AND i.id = ANY($2::text[]) AND i.state >= 4 AND i.fin_pos > 0 AND y.state < 4
+	RETURNING 1)
+UPDATE ` + inst + ` i SET state = x.state, attempt = x.attempt, run_at = x.run_at,
 		lease_owner = nullif(x.owner, ''), lease_until = x.lease_until, cancel_req = x.cancel_req,
 		finished_at = x.finished, result = x.result, error = x.error, updated_at = x.updated,
+		fin_pos = CASE WHEN x.state < 4 THEN NULL ELSE i.fin_pos END, fin_node = CASE WHEN x.state < 4 THEN NULL ELSE i.fin_node END,
 		hx = greatest(pg_current_xact_id(), i.hx)
 	FROM unnest($2::text[], $3::int2[], $4::int4[], $5::int8[], $6::text[], $7::int8[], $8::bool[], $9::int8[],
 		$10::bytea[], $11::text[], $12::int8[])
@@ -1079,8 +1101,14 @@ type lastHist struct {
 }
 
 func (s *Store) lastHistory(ctx context.Context, tx pgx.Tx, ids []string) (map[string]lastHist, error) {
-	rows, err := tx.Query(ctx, `SELECT DISTINCT ON (instance_id) instance_id, state, attempt, node FROM `+s.t("history")+`
-		WHERE ns = $1 AND instance_id = ANY($2::text[]) ORDER BY instance_id, pos DESC`, s.cfg.ns, ids)
+	// A finished row may hold its outcome (migration 0013), the newest
+	// record.
+	rows, err := tx.Query(ctx, `SELECT DISTINCT ON (id) id, state, attempt, node FROM (
+			SELECT instance_id AS id, pos, state, attempt, node FROM `+s.t("history")+` WHERE ns = $1 AND instance_id = ANY($2::text[])
+			UNION ALL
+			SELECT id, fin_pos, state, attempt, coalesce(fin_node, '') FROM `+s.t("instances")+`
+				WHERE ns = $1 AND id = ANY($2::text[]) AND state >= 4 AND fin_pos > 0) AS r
+		ORDER BY id, pos DESC`, s.cfg.ns, ids)
 	if err != nil {
 		return nil, err
 	}

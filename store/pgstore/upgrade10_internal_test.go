@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/jobkit/job/store"
 )
 
@@ -23,43 +21,16 @@ import (
 // history row.
 func TestUpgradeFromVersion9(t *testing.T) {
 	ctx := t.Context()
-	pool, schema := internalPool(t, "up9")
-	q := pgx.Identifier{schema}.Sanitize()
-	migrateToVersion(t, pool, schema, 9)
+	old9 := newOldSchema(t, "up9", 9)
+	pool, schema, q := old9.pool, old9.name, old9.q
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	ns := nanos(now)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := old9.exec
 	// What version 9 wrote: the enqueue of three instances (one history
 	// row each), the claims of "run" and "done" (their Processing records
 	// on the instance rows), the finish of "done" (its outcome row holding
 	// the Processing record), the counters and the queue.
-	var pos [3]int64
-	for i, id := range []string{"pend", "run", "done"} {
-		if err := pool.QueryRow(ctx, `INSERT INTO `+q+`.history (ns, instance_id, kind, queue, state, attempt, t, node, created)
-			VALUES ('up', $1, 'k', 'q', 2, 0, $2, 'n0', true) RETURNING pos`, id, ns).Scan(&pos[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var procRun, procDone, outDone int64
-	seq := "'" + q + ".seq'"
-	if err := pool.QueryRow(ctx, "SELECT nextval("+seq+"), nextval("+seq+")").Scan(&procRun, &procDone); err != nil {
-		t.Fatal(err)
-	}
-	exec(`INSERT INTO `+q+`.instances (ns, id, kind, queue, run_at, state, attempt, created_at, updated_at)
-		VALUES ('up', 'pend', 'k', 'q', $1, 2, 0, $1, $1)`, ns)
-	exec(`INSERT INTO `+q+`.instances (ns, id, kind, queue, run_at, state, attempt, lease_owner, lease_until, created_at, updated_at, proc_pos, proc_t)
-		VALUES ('up', 'run', 'k', 'q', $1, 3, 1, 'w1', $2, $1, $1, $3, $1)`, ns, nanos(now.Add(time.Hour)), procRun)
-	exec(`INSERT INTO `+q+`.instances (ns, id, kind, queue, run_at, state, attempt, created_at, updated_at, finished_at, proc_pos, proc_t)
-		VALUES ('up', 'done', 'k', 'q', $1, 4, 1, $1, $1, $1, $2, $1)`, ns, procDone)
-	if err := pool.QueryRow(ctx, `INSERT INTO `+q+`.history (ns, instance_id, kind, queue, state, attempt, t, node, proc_pos, proc_t)
-		VALUES ('up', 'done', 'k', 'q', 4, 1, $1, 'w1', $2, $1) RETURNING pos`, ns, procDone).Scan(&outDone); err != nil {
-		t.Fatal(err)
-	}
+	j := old9.writeJobs(now, false)
+	pos, procRun, procDone, outDone := j.pos, j.procRun, j.procDone, j.outDone
 	exec(`INSERT INTO ` + q + `.counts VALUES ('up', 'q', 'k', 2, 1), ('up', 'q', 'k', 3, 1), ('up', 'q', 'k', 4, 1)`)
 	exec(`INSERT INTO ` + q + `.queues (ns, name, prios) VALUES ('up', 'q', '{0}')`)
 

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/jobkit/job/store"
 )
 
@@ -21,40 +19,16 @@ import (
 // the counters stay exact before and after the changes are folded.
 func TestUpgradeFromVersion10(t *testing.T) {
 	ctx := t.Context()
-	pool, schema := internalPool(t, "up10")
-	q := pgx.Identifier{schema}.Sanitize()
-	migrateToVersion(t, pool, schema, 10)
+	old10 := newOldSchema(t, "up10", 10)
+	pool, schema, q := old10.pool, old10.name, old10.q
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	ns := nanos(now)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := old10.exec
 	// What version 10 wrote: three enqueues (one history row each), the
 	// claims of "run" and "done" (Processing records on the rows), the
 	// finish of "done" (its outcome row holding the Processing record),
 	// w1's claim record, the counters (folded, and changes not yet
 	// folded: run's claim) and the queue.
-	for _, id := range []string{"pend", "run", "done"} {
-		exec(`INSERT INTO `+q+`.history (ns, instance_id, kind, queue, state, attempt, t, node, created)
-			VALUES ('up', $1, 'k', 'q', 2, 0, $2, 'n0', true)`, id, ns)
-	}
-	var procRun, procDone int64
-	seq := "'" + q + ".seq'"
-	if err := pool.QueryRow(ctx, "SELECT nextval("+seq+"), nextval("+seq+")").Scan(&procRun, &procDone); err != nil {
-		t.Fatal(err)
-	}
-	exec(`INSERT INTO `+q+`.instances (ns, id, kind, queue, run_at, state, attempt, created_at, updated_at)
-		VALUES ('up', 'pend', 'k', 'q', $1, 2, 0, $1, $1)`, ns)
-	exec(`INSERT INTO `+q+`.instances (ns, id, kind, queue, run_at, state, attempt, lease_owner, lease_until, created_at, updated_at,
-			proc_pos, proc_t, proc_hx)
-		VALUES ('up', 'run', 'k', 'q', $1, 3, 1, 'w1', $2, $1, $1, $3, $1, pg_current_xact_id())`, ns, nanos(now.Add(time.Hour)), procRun)
-	exec(`INSERT INTO `+q+`.instances (ns, id, kind, queue, run_at, state, attempt, created_at, updated_at, finished_at)
-		VALUES ('up', 'done', 'k', 'q', $1, 4, 1, $1, $1, $1)`, ns)
-	exec(`INSERT INTO `+q+`.history (ns, instance_id, kind, queue, state, attempt, t, node, proc_pos, proc_t, proc_hx)
-		VALUES ('up', 'done', 'k', 'q', 4, 1, $1, 'w1', $2, $1, pg_current_xact_id())`, ns, procDone)
+	old10.writeJobs(now, true)
 	exec(`INSERT INTO `+q+`.claims VALUES ('up', 'w1', 7, $1, '{run}', '{1}')`, nanos(now.Add(time.Hour)))
 	exec(`INSERT INTO ` + q + `.counts VALUES ('up', 'q', 'k', 2, 2), ('up', 'q', 'k', 4, 1)`)
 	exec(`INSERT INTO ` + q + `.count_deltas VALUES ('up', 'q', 'k', 2, -1), ('up', 'q', 'k', 3, 1)`)

@@ -53,10 +53,11 @@ func nextEvent(t *testing.T, ch <-chan store.Event) store.Event {
 	return store.Event{}
 }
 
-// TestEnqueueOneHistoryRow: an enqueue writes one history row per instance
-// (migration 0007), which the history lookups and the event feed read as
-// the two records the contract asks for, Created then Scheduled, each with
-// a Seq and a cursor of its own.
+// TestEnqueueOneHistoryRow: an enqueue writes no history row, and one row
+// of enqueued for the whole statement (migration 0012; one history row per
+// instance from migration 0007 to 11), which the history lookups and the
+// event feed read as the two records the contract asks for per instance,
+// Created then Scheduled, each with a Seq and a cursor of its own.
 func TestEnqueueOneHistoryRow(t *testing.T) {
 	ctx := t.Context()
 	pool, schema := internalPool(t, "fold")
@@ -81,12 +82,13 @@ func TestEnqueueOneHistoryRow(t *testing.T) {
 	if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: ins, Now: now, Node: "n1"}); err != nil {
 		t.Fatal(err)
 	}
-	var rows int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+s.t("history")+" WHERE ns = 'fold'").Scan(&rows); err != nil {
+	var rows, batches int
+	if err := pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+s.t("history")+" WHERE ns = 'fold'), (SELECT count(*) FROM "+
+		s.t("enqueued")+" WHERE ns = 'fold')").Scan(&rows, &batches); err != nil {
 		t.Fatal(err)
 	}
-	if rows != n {
-		t.Fatalf("%d history rows after enqueuing %d instances; want one each", rows, n)
+	if rows != 0 || batches != 1 {
+		t.Fatalf("%d history rows and %d enqueued rows after enqueuing %d instances in one call; want none and one", rows, batches, n)
 	}
 
 	hist, err := s.LookupHistory(ctx, &store.Query{InstanceID: "j-07"})
