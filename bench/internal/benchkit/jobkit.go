@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/valkey-io/valkey-go"
@@ -174,8 +175,21 @@ func (j *Jobkit) DropNamespace(ctx context.Context, ns string) {
 	case j.rdb != nil:
 		unlinkMatching(ctx, j.rdb, "jobkit:{"+ns+"}:*")
 	case j.pg != nil:
-		for _, t := range []string{"instances", "history", "logs", "counts", "queues", "claims", "unique_keys", "nodes", "meta", "definitions", "triggers"} {
-			_, _ = j.pg.Exec(ctx, "DELETE FROM "+PGSchema+"."+t+" WHERE ns = $1", ns)
+		// Every table of the schema with a namespace column, read from the
+		// catalog so a table a migration adds is not left behind.
+		var tables []string
+		if rows, err := j.pg.Query(ctx, `SELECT table_name FROM information_schema.columns
+			WHERE table_schema = $1 AND column_name = 'ns' ORDER BY table_name`, PGSchema); err == nil {
+			for rows.Next() {
+				var t string
+				if rows.Scan(&t) == nil {
+					tables = append(tables, t)
+				}
+			}
+			rows.Close()
+		}
+		for _, t := range tables {
+			_, _ = j.pg.Exec(ctx, "DELETE FROM "+PGSchema+"."+pgx.Identifier{t}.Sanitize()+" WHERE ns = $1", ns)
 		}
 	case j.etcd != nil:
 		// A handle does no I/O until used; it only names the namespace's
