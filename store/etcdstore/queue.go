@@ -323,6 +323,8 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	var counted []*group
 	size, nmarks := 0, 0
 	n := 0
+	cut := lowCut(p.Now, enqueueSlack)
+	low := map[*group]bool{} // groups of instances due before cut
 	for _, i := range todo {
 		in := p.Instances[i]
 		c := in.Clone()
@@ -359,6 +361,7 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 			break
 		}
 		nmarks += len(g.marks)
+		low[g] = d.RunAt < cut
 		counted = append(counted, g)
 		ops = append(ops, g.ops...)
 		cmps = append(cmps, ucmp...)
@@ -368,7 +371,16 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	// A lane marker read in place is compared on its creation revision,
 	// which puts of the marker by others leave alone (a claim that deleted
 	// it meanwhile fails this transaction, and the call reads again); one
-	// that was absent is put.
+	// that was absent is put, and so is one whose lane gets an instance
+	// due before cut, which may go below where claims start reading the
+	// lane (laneLow): the put moves the marker's revision, and claims read
+	// the lane from its start.
+	putMark := map[string]bool{}
+	for _, g := range counted {
+		for _, m := range g.marks {
+			putMark[m] = putMark[m] || low[g] || markRev[m] == 0
+		}
+	}
 	seen := map[string]bool{}
 	for _, g := range counted {
 		for _, m := range g.marks {
@@ -376,10 +388,10 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 				continue
 			}
 			seen[m] = true
-			if rev := markRev[m]; rev > 0 {
-				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(m), "=", rev))
-			} else {
+			if putMark[m] {
 				ops = append(ops, clientv3.OpPut(m, ""))
+			} else {
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(m), "=", markRev[m]))
 			}
 		}
 	}

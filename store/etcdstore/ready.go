@@ -25,10 +25,11 @@ type candidate struct {
 // laneRead is what one claim read asks of one lane of the queue.
 type laneRead struct {
 	mark, pp, end string
-	hinted        bool // read up to the lane's far key only
-	legacy        bool // a priority range written before lanes
-	at            int  // index of the value range in the results
-	nextAt        int  // index of the next-due read in the results (0: not read with them)
+	start         string // where the ready range is read from: pp, or the lane's low key
+	hinted        bool   // read up to the lane's far key only
+	legacy        bool   // a priority range written before lanes
+	at            int    // index of the value range in the results
+	nextAt        int    // index of the next-due read in the results (0: not read with them)
 }
 
 // readyPlan is one claim read of a queue: the operations of its read
@@ -39,6 +40,9 @@ type readyPlan struct {
 	marks  []string // the lane markers the plan was made from
 	ops    []clientv3.Op
 	reads  []laneRead
+	// lowCmps hold when the lanes read from their low keys (laneLow) have
+	// kept their markers' revisions: the plan's reads are valid only then.
+	lowCmps []clientv3.Cmp
 }
 
 // Indexes of the plan's first operations in its results.
@@ -68,8 +72,7 @@ const (
 // the whole range once (and find the next far key).
 func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, need int, seqKey string) (cands []candidate, next time.Time, paused bool, seqKV *mvccpb.KeyValue, err error) {
 	for attempt := range 4 {
-		plan := s.planReady(p, window, seqKey)
-		rs, err := s.read(ctx, plan.ops)
+		plan, rs, err := s.readPlanned(ctx, p, window, seqKey)
 		if err != nil {
 			return nil, time.Time{}, false, nil, err
 		}
@@ -89,6 +92,7 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 			return nil, time.Time{}, false, nil, err
 		}
 		cands = s.collectReady(p, plan, rs)
+		s.noteLows(p, plan, rs)
 		s.mu.Lock()
 		s.short[plan.q] = len(cands) < need
 		s.mu.Unlock()
@@ -105,7 +109,9 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 // planReady makes the read of queue p.Queue from the lane markers this
 // handle knows: its markers, pause key and seqKey (the never written seq
 // key when empty), then each lane's ranges.
-func (s *Store) planReady(p *store.ClaimParams, window int, seqKey string) *readyPlan {
+// With low, a lane whose low key is valid (laneLow) is read from it, and
+// the plan compares its marker's revision.
+func (s *Store) planReady(p *store.ClaimParams, window int, seqKey string, low bool) *readyPlan {
 	q := p.Queue
 	s.mu.Lock()
 	plan := &readyPlan{q: q, window: window, marks: s.prios[q]}
@@ -122,14 +128,19 @@ func (s *Store) planReady(p *store.ClaimParams, window int, seqKey string) *read
 			continue
 		}
 		pp := s.k.prioPrefix(q, mk)
-		r := laneRead{mark: mk, pp: pp, end: pp + tkeyAfter(p.Now), legacy: !lane}
+		r := laneRead{mark: mk, pp: pp, start: pp, end: pp + tkeyAfter(p.Now), legacy: !lane}
 		s.mu.Lock()
 		far := s.far[q+"/"+mk]
+		ll, hasLow := s.low[q+"/"+mk]
 		s.mu.Unlock()
+		if low && lane && hasLow && ll.valid() {
+			r.start = ll.key
+			plan.lowCmps = append(plan.lowCmps, clientv3.Compare(clientv3.ModRevision(s.k.prioMarkPrefix(q)+mk), "=", ll.markRev))
+		}
 		if far != "" && far+"\x00" < r.end {
 			r.hinted = true
 			r.at = len(plan.ops)
-			plan.ops = append(plan.ops, clientv3.OpGet(pp, clientv3.WithRange(far+"\x00"), clientv3.WithLimit(int64(window))))
+			plan.ops = append(plan.ops, clientv3.OpGet(r.start, clientv3.WithRange(far+"\x00"), clientv3.WithLimit(int64(window))))
 		} else {
 			plan.addFull(&r)
 		}
@@ -151,6 +162,33 @@ func (s *Store) planReady(p *store.ClaimParams, window int, seqKey string) *read
 	return plan
 }
 
+// readPlanned plans the read of queue p.Queue and reads it: from the
+// lanes' low keys when the markers of those lanes kept their revisions
+// (one transaction, its failure branch reading the lanes from their
+// start), from the lanes' start otherwise.
+func (s *Store) readPlanned(ctx context.Context, p *store.ClaimParams, window int, seqKey string) (*readyPlan, []*pb.RangeResponse, error) {
+	lowPlan := s.planReady(p, window, seqKey, true)
+	if len(lowPlan.lowCmps) == 0 || len(lowPlan.ops) > s.maxOps {
+		plan := s.planReady(p, window, seqKey, false)
+		rs, err := s.read(ctx, plan.ops)
+		return plan, rs, err
+	}
+	full := s.planReady(p, window, seqKey, false)
+	resp, err := s.cli.Txn(ctx).If(lowPlan.lowCmps...).Then(lowPlan.ops...).Else(full.ops...).Commit()
+	if err != nil {
+		return nil, nil, err
+	}
+	plan := full
+	if resp.Succeeded {
+		plan = lowPlan
+	}
+	rs := make([]*pb.RangeResponse, len(resp.Responses))
+	for i, r := range resp.Responses {
+		rs[i] = r.GetResponseRange()
+	}
+	return plan, rs, nil
+}
+
 // addFull adds the reads of r's whole ready range to the plan: the first
 // window entries, and the keys of the first 16 windows (the last of which
 // becomes the lane's far key).
@@ -158,8 +196,8 @@ func (plan *readyPlan) addFull(r *laneRead) {
 	r.hinted = false
 	r.at = len(plan.ops)
 	plan.ops = append(plan.ops,
-		clientv3.OpGet(r.pp, clientv3.WithRange(r.end), clientv3.WithLimit(int64(plan.window))),
-		clientv3.OpGet(r.pp, clientv3.WithRange(r.end), clientv3.WithLimit(int64(16*plan.window)), clientv3.WithKeysOnly()))
+		clientv3.OpGet(r.start, clientv3.WithRange(r.end), clientv3.WithLimit(int64(plan.window))),
+		clientv3.OpGet(r.start, clientv3.WithRange(r.end), clientv3.WithLimit(int64(16*plan.window)), clientv3.WithKeysOnly()))
 }
 
 // lanesAdded caches the lane markers read (res) as the queue's, and
@@ -240,6 +278,75 @@ func (s *Store) collectReady(p *store.ClaimParams, plan *readyPlan, rs []*pb.Ran
 		cands = cands[:plan.window]
 	}
 	return cands
+}
+
+// laneLow is where a handle's claims start reading a lane's ready range
+// (its low key), so they do not walk the keys claims deleted before it,
+// which etcd's index keeps, and walks, until compaction (at 1,000 jobs a
+// second and an hour's compaction, millions). No key may be added below it
+// without moving the lane marker's revision: the low key is the first
+// ready key a read found, or lowSlack before the claim's time if that is
+// lower; every write that adds a ready key other than an enqueue puts the
+// marker (appendMarks), and so does an enqueue of an instance due more
+// than enqueueSlack before its own time. An enqueue whose call took longer
+// than lowSlack-enqueueSlack between its time and its commit, or whose
+// clock was as far behind the claimer's, could still land below: each
+// handle reads every lane from its start at least every lowFullEvery, so
+// such an instance waits no longer than that.
+type laneLow struct {
+	key     string
+	markRev int64     // the lane marker's ModRevision when key was set
+	fullAt  time.Time // when this handle last read the lane from its start
+}
+
+const (
+	lowSlack     = 3 * time.Second
+	enqueueSlack = time.Second
+	lowFullEvery = time.Second
+)
+
+func (l laneLow) valid() bool { return l.markRev > 0 && time.Since(l.fullAt) < lowFullEvery }
+
+// lowCut is the time under which an instance's ready key is "low": the
+// earlier of t (the caller's clock, which tests move) and the machine's.
+func lowCut(t time.Time, slack time.Duration) int64 {
+	return min(tn(t), time.Now().UnixNano()) - int64(slack)
+}
+
+// noteLows remembers each lane's low key after a read (see laneLow).
+func (s *Store) noteLows(p *store.ClaimParams, plan *readyPlan, rs []*pb.RangeResponse) {
+	revs := map[string]int64{}
+	mp := s.k.prioMarkPrefix(plan.q)
+	for _, kv := range rs[readyMarksAt].GetKvs() {
+		revs[string(kv.Key[len(mp):])] = kv.ModRevision
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.low) > 4096 {
+		clear(s.low)
+	}
+	for _, r := range plan.reads {
+		id := plan.q + "/" + r.mark
+		if r.legacy || revs[r.mark] == 0 {
+			delete(s.low, id)
+			continue
+		}
+		key := r.pp + tkey(nt(lowCut(p.Now, lowSlack)))
+		if kvs := rs[r.at].GetKvs(); len(kvs) > 0 {
+			key = min(key, string(kvs[0].Key))
+		}
+		l := s.low[id]
+		if r.start == r.pp || l.markRev != revs[r.mark] {
+			l.fullAt = now
+		}
+		if r.start != r.pp && l.markRev != revs[r.mark] {
+			// Read from a low key the marker moved past: not valid.
+			delete(s.low, id)
+			continue
+		}
+		s.low[id] = laneLow{key: key, markRev: revs[r.mark], fullAt: l.fullAt}
+	}
 }
 
 // legacyClaimable reports whether the claimer may take kv, an entry of a
