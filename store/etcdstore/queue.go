@@ -480,7 +480,11 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	s.mu.Lock()
 	lost := time.Since(s.contended) < time.Second
 	s.mu.Unlock()
-	window := p.Limit + s.window
+	// Uncontended, a claim takes the head in order: it reads one entry
+	// more than it takes, to know whether it took all that is ready (the
+	// entries of a wider window would go unread over the wire: a
+	// drained queue claims one or two at a time).
+	window := p.Limit + 1
 	if lost {
 		// Contended: spread wider, so concurrent picks rarely collide.
 		window = 2*p.Limit + 4*s.window

@@ -36,7 +36,8 @@ type laneRead struct {
 // transaction and what each lane's results are.
 type readyPlan struct {
 	q      string
-	window int
+	window int      // entries read with their values
+	depth  int      // keys read to find a lane's far key
 	marks  []string // the lane markers the plan was made from
 	ops    []clientv3.Op
 	reads  []laneRead
@@ -66,10 +67,12 @@ const (
 // etcd walks the whole key range of a Range in its in-memory index even
 // when a limit is given (3.4 to count what it skips, 3.5 and 3.6 to count
 // the total it returns), so a range over the whole ready set costs
-// O(ready instances). To keep claims flat, the store remembers per lane a
-// "far key" some 16 windows deep into the ready range, and reads only up
-// to it; only when that part of the queue has been drained does it read
-// the whole range once (and find the next far key).
+// O(ready instances), and the walk also steps over every key deleted
+// since etcd last compacted. To keep claims flat, the store remembers per
+// lane a "far key" some 16 contended windows deep into the ready range,
+// and reads only up to it; only when that part of the queue has been
+// drained does it read the whole range once (and find the next far key).
+// It reads from the lane's low key (laneLow), not from its start.
 func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, need int, seqKey string) (cands []candidate, next time.Time, paused bool, seqKV *mvccpb.KeyValue, err error) {
 	for attempt := range 4 {
 		plan, rs, err := s.readPlanned(ctx, p, window, seqKey)
@@ -114,7 +117,7 @@ func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, nee
 func (s *Store) planReady(p *store.ClaimParams, window int, seqKey string, low bool) *readyPlan {
 	q := p.Queue
 	s.mu.Lock()
-	plan := &readyPlan{q: q, window: window, marks: s.prios[q]}
+	plan := &readyPlan{q: q, window: window, depth: 16 * max(window, p.Limit+s.window), marks: s.prios[q]}
 	short, known := s.short[q]
 	s.mu.Unlock()
 	plan.ops = []clientv3.Op{
@@ -190,14 +193,14 @@ func (s *Store) readPlanned(ctx context.Context, p *store.ClaimParams, window in
 }
 
 // addFull adds the reads of r's whole ready range to the plan: the first
-// window entries, and the keys of the first 16 windows (the last of which
-// becomes the lane's far key).
+// window entries, and the keys of the first depth entries (the last of
+// which becomes the lane's far key).
 func (plan *readyPlan) addFull(r *laneRead) {
 	r.hinted = false
 	r.at = len(plan.ops)
 	plan.ops = append(plan.ops,
 		clientv3.OpGet(r.start, clientv3.WithRange(r.end), clientv3.WithLimit(int64(plan.window))),
-		clientv3.OpGet(r.start, clientv3.WithRange(r.end), clientv3.WithLimit(int64(16*plan.window)), clientv3.WithKeysOnly()))
+		clientv3.OpGet(r.start, clientv3.WithRange(r.end), clientv3.WithLimit(int64(plan.depth)), clientv3.WithKeysOnly()))
 }
 
 // lanesAdded caches the lane markers read (res) as the queue's, and
@@ -231,7 +234,7 @@ func (s *Store) refreshDrained(ctx context.Context, plan *readyPlan, rs []*pb.Ra
 	if len(refresh) == 0 {
 		return rs, nil
 	}
-	again := &readyPlan{window: plan.window}
+	again := &readyPlan{window: plan.window, depth: plan.depth}
 	for _, j := range refresh {
 		again.addFull(&plan.reads[j])
 	}
@@ -263,7 +266,7 @@ func (s *Store) collectReady(p *store.ClaimParams, plan *readyPlan, rs []*pb.Ran
 		}
 		if !r.hinted {
 			far := ""
-			if kvs := rs[r.at+1].GetKvs(); len(kvs) == 16*plan.window {
+			if kvs := rs[r.at+1].GetKvs(); len(kvs) == plan.depth {
 				far = string(kvs[len(kvs)-1].Key)
 			}
 			s.mu.Lock()
