@@ -166,30 +166,29 @@ func (s *Store) planReady(p *store.ClaimParams, window int, seqKey string, low b
 }
 
 // readPlanned plans the read of queue p.Queue and reads it: from the
-// lanes' low keys when the markers of those lanes kept their revisions
-// (one transaction, its failure branch reading the lanes from their
-// start), from the lanes' start otherwise.
+// lanes' low keys, in one transaction that compares their markers'
+// revisions; when a marker moved (rare: a retry, a rescue, an enqueue
+// due early, a lane made again), once more from the lanes' start.
 func (s *Store) readPlanned(ctx context.Context, p *store.ClaimParams, window int, seqKey string) (*readyPlan, []*pb.RangeResponse, error) {
-	lowPlan := s.planReady(p, window, seqKey, true)
-	if len(lowPlan.lowCmps) == 0 || len(lowPlan.ops) > s.maxOps {
-		plan := s.planReady(p, window, seqKey, false)
-		rs, err := s.read(ctx, plan.ops)
-		return plan, rs, err
+	plan := s.planReady(p, window, seqKey, true)
+	if len(plan.lowCmps) > 0 && len(plan.ops) <= s.maxOps {
+		resp, err := s.cli.Txn(ctx).If(plan.lowCmps...).Then(plan.ops...).Commit()
+		if err != nil {
+			return nil, nil, err
+		}
+		if resp.Succeeded {
+			rs := make([]*pb.RangeResponse, len(resp.Responses))
+			for i, r := range resp.Responses {
+				rs[i] = r.GetResponseRange()
+			}
+			return plan, rs, nil
+		}
 	}
-	full := s.planReady(p, window, seqKey, false)
-	resp, err := s.cli.Txn(ctx).If(lowPlan.lowCmps...).Then(lowPlan.ops...).Else(full.ops...).Commit()
-	if err != nil {
-		return nil, nil, err
+	if len(plan.lowCmps) > 0 {
+		plan = s.planReady(p, window, seqKey, false)
 	}
-	plan := full
-	if resp.Succeeded {
-		plan = lowPlan
-	}
-	rs := make([]*pb.RangeResponse, len(resp.Responses))
-	for i, r := range resp.Responses {
-		rs[i] = r.GetResponseRange()
-	}
-	return plan, rs, nil
+	rs, err := s.read(ctx, plan.ops)
+	return plan, rs, err
 }
 
 // addFull adds the reads of r's whole ready range to the plan: the first
