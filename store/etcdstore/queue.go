@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -465,18 +466,7 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		return nil, err
 	}
 	res := &store.ClaimResult{}
-	// The owner's claim number (ClaimSeq) is read with the ready entries
-	// and taken by the first claim transaction, guarded on its revision
-	// (seqRev, 0 while it is absent); later transactions of the call are
-	// guarded on the revision that one wrote it at. A claim that takes
-	// nothing takes the number in a transaction of its own
-	// (reserveClaim), so a late call never claims after it.
-	sk, want := "", hex16(p.ClaimSeq)
-	reserved := p.ClaimSeq == 0
-	var seqRev int64
-	if !reserved {
-		sk = s.k.claimSeqKey(p.Owner)
-	}
+	cs := newClaimSeq(s, p)
 	s.mu.Lock()
 	lost := time.Since(s.contended) < time.Second
 	s.mu.Unlock()
@@ -494,28 +484,18 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			res.NextRunAt = p.Now // work is ready but others keep winning
 			return res, nil
 		}
-		readSeq := ""
-		if !reserved {
-			readSeq = sk
-		}
-		cands, next, paused, seqKV, err := s.readReady(ctx, p, window, p.Limit-len(res.Instances), readSeq)
+		cands, next, paused, seqKV, err := s.readReady(ctx, p, window, p.Limit-len(res.Instances), cs.readKey())
 		if err != nil {
 			return nil, err
 		}
-		if !reserved {
-			seqRev = 0
-			if seqKV != nil {
-				if string(seqKV.Value) >= want {
-					// A repeat (the same number: what that call took) or
-					// a late call (a lower one: nothing).
-					_, err := s.reserveClaim(ctx, p, lease, res)
-					return res, err
-				}
-				seqRev = seqKV.ModRevision
-			}
+		if cs.late(seqKV) {
+			// A repeat (the same number: what that call took) or a late
+			// call (a lower one: nothing).
+			_, err := s.reserveClaim(ctx, p, lease, res)
+			return res, err
 		}
 		if paused || len(cands) == 0 {
-			if !reserved {
+			if !cs.reserved {
 				if _, err := s.reserveClaim(ctx, p, lease, res); err != nil {
 					return nil, err
 				}
@@ -525,112 +505,13 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			}
 			return res, nil // nothing is claimed from a paused queue
 		}
-		need := p.Limit - len(res.Instances)
-		picks := cands
-		if len(cands) > need {
-			if lost {
-				perm := headBiasedPicks(len(cands), need)
-				picks = make([]candidate, need)
-				for j, ix := range perm {
-					picks[j] = cands[ix]
-				}
-			} else {
-				picks = cands[:need]
-			}
-		}
-		gs := make([]*group, 0, len(picks))
-		dyns := make([]*dynRec, 0, len(picks))
-		var bad []candidate
-		for _, c := range picks {
-			cd, err := decodeDyn(c.key, c.val)
-			if err != nil {
-				bad = append(bad, c)
-				continue
-			}
-			d := cd.next()
-			d.State = store.Processing
-			d.Attempt++
-			d.Owner = p.Owner
-			d.LeaseUntil = tn(p.LeaseUntil)
-			d.LeaseID = int64(lease)
-			d.Cancel = false
-			d.Updated = tn(p.Now)
-			d.HSeq++
-			// The pause key's absence is a guard too: a pause committed
-			// after the read stops the claim (compared once per
-			// transaction, however many picks share it).
-			g := &group{guards: []guard{{c.key, c.rev}, {s.k.paused(p.Queue), 0}}, ref: len(dyns)}
-			g.del(c.key)
-			s.addHist(g, &d, store.Scheduled, p.Now, p.Owner, "", nil)
-			g.put(s.k.dyn(d.ID), mustJSON(&d))
-			g.get(s.k.static(d.ID))
-			gs, dyns = append(gs, g), append(dyns, &d)
-		}
-		if len(bad) > 0 {
-			if err := s.quarantine(ctx, bad); err != nil {
-				return nil, err
-			}
-		}
-		// Each transaction also writes the claim record of the attempts it
-		// takes (the running set and owner index in one key), and drops
-		// claim records of this handle whose attempts all ended.
-		extra := func(batch []*group, room int) extraTxn {
-			rec := claimRec{LeaseID: int64(lease), LeaseUntil: tn(p.LeaseUntil)}
-			for _, g := range batch {
-				rec.IDs = append(rec.IDs, dyns[g.ref].ID)
-				rec.Attempts = append(rec.Attempts, dyns[g.ref].Attempt)
-			}
-			ck := s.claimRecKey(p.Owner, p.ClaimSeq)
-			for _, g := range batch {
-				g.ck = ck
-			}
-			x := s.dropOps(room - 2)
-			x.ops = append(x.ops, clientv3.OpPut(ck, mustJSON(&rec)))
-			if sk != "" {
-				x.guard = guard{sk, seqRev}
-				if !reserved {
-					x.ops = append(x.ops, clientv3.OpPut(sk, want, clientv3.WithLease(lease)))
-				}
-				drop := x.done
-				x.done = func(rev int64) {
-					drop(rev)
-					if !reserved {
-						reserved, seqRev = true, rev
-					}
-				}
-			}
-			return x
-		}
-		if err := s.commitX(ctx, gs, extra); errors.Is(err, errGuardMoved) {
-			// Another claim of this owner took a number meanwhile: this
-			// one ends with what it has.
-			res.NextRunAt = p.Now
-			return res, nil
-		} else if err != nil {
+		picks := choosePicks(cands, p.Limit-len(res.Instances), lost)
+		stale, done, err := s.takePicks(ctx, p, lease, cs, picks, res)
+		if err != nil {
 			return nil, err
 		}
-		stale := 0
-		for j, g := range gs {
-			if !g.applied {
-				stale++
-				continue
-			}
-			var st *staticRec
-			if kvs := g.resp[len(g.resp)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-				st, err = decodeStatic(string(kvs[0].Key), kvs[0].Value)
-			} else {
-				err = fmt.Errorf("%w: instance %s has no static record", store.ErrCorrupt, dyns[j].ID)
-			}
-			if err != nil {
-				// Claimed, but cannot be run: end it so it does not come
-				// back, and leave the rest of the queue working.
-				if ferr := s.terminateCorrupt(ctx, dyns[j], p.Owner, p.Now, err); ferr != nil {
-					return nil, ferr
-				}
-				continue
-			}
-			s.remember(dyns[j], g.rev, g.ck)
-			res.Instances = append(res.Instances, instance(st, dyns[j]))
+		if done {
+			return res, nil
 		}
 		if stale > 0 {
 			lost = true
@@ -659,6 +540,177 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			}
 		}
 	}
+}
+
+// claimSeq is a claim's owner claim number (ClaimSeq): read with the
+// ready entries and taken by the first claim transaction, guarded on its
+// revision (rev, 0 while it is absent); later transactions of the call
+// are guarded on the revision that one wrote it at. A claim that takes
+// nothing takes the number in a transaction of its own (reserveClaim),
+// so a late call never claims after it.
+type claimSeq struct {
+	key, want string // key is "" for a claim without a number
+	reserved  bool   // the number is taken (or there is none)
+	rev       int64
+}
+
+func newClaimSeq(s *Store, p *store.ClaimParams) *claimSeq {
+	cs := &claimSeq{want: hex16(p.ClaimSeq), reserved: p.ClaimSeq == 0}
+	if !cs.reserved {
+		cs.key = s.k.claimSeqKey(p.Owner)
+	}
+	return cs
+}
+
+// readKey is the key a claim's read reads with the ready entries: the
+// number's while it is not taken yet.
+func (cs *claimSeq) readKey() string {
+	if cs.reserved {
+		return ""
+	}
+	return cs.key
+}
+
+// late notes the number read (kv, nil when absent) and reports whether
+// it is this claim's or a later one's: the claim is a repeat, or late.
+func (cs *claimSeq) late(kv *mvccpb.KeyValue) bool {
+	if cs.reserved {
+		return false
+	}
+	cs.rev = 0
+	if kv != nil {
+		if string(kv.Value) >= cs.want {
+			return true
+		}
+		cs.rev = kv.ModRevision
+	}
+	return false
+}
+
+// choosePicks returns the candidates a claim that needs need takes: the
+// head in order, or, contended (lost), a head-biased random draw.
+func choosePicks(cands []candidate, need int, lost bool) []candidate {
+	if len(cands) <= need {
+		return cands
+	}
+	if !lost {
+		return cands[:need]
+	}
+	picks := make([]candidate, need)
+	for j, ix := range headBiasedPicks(len(cands), need) {
+		picks[j] = cands[ix]
+	}
+	return picks
+}
+
+// claimGroups makes the write of each pick: its ready key deleted, its
+// dynamic record Processing under p.Owner, its static record read back.
+// Picks that do not decode are returned as bad.
+func (s *Store) claimGroups(p *store.ClaimParams, lease clientv3.LeaseID, picks []candidate) (gs []*group, dyns []*dynRec, bad []candidate) {
+	for _, c := range picks {
+		cd, err := decodeDyn(c.key, c.val)
+		if err != nil {
+			bad = append(bad, c)
+			continue
+		}
+		d := cd.next()
+		d.State = store.Processing
+		d.Attempt++
+		d.Owner = p.Owner
+		d.LeaseUntil = tn(p.LeaseUntil)
+		d.LeaseID = int64(lease)
+		d.Cancel = false
+		d.Updated = tn(p.Now)
+		d.HSeq++
+		// The pause key's absence is a guard too: a pause committed after
+		// the read stops the claim (compared once per transaction,
+		// however many picks share it).
+		g := &group{guards: []guard{{c.key, c.rev}, {s.k.paused(p.Queue), 0}}, ref: len(dyns)}
+		g.del(c.key)
+		s.addHist(g, &d, store.Scheduled, p.Now, p.Owner, "", nil)
+		g.put(s.k.dyn(d.ID), mustJSON(&d))
+		g.get(s.k.static(d.ID))
+		gs, dyns = append(gs, g), append(dyns, &d)
+	}
+	return gs, dyns, bad
+}
+
+// claimExtra is what each claim transaction carries besides its picks:
+// the claim record of the attempts it takes (the running set and owner
+// index in one key), the drop of this handle's claim records whose
+// attempts all ended, and the claim number (guard and put).
+func (s *Store) claimExtra(p *store.ClaimParams, lease clientv3.LeaseID, cs *claimSeq, dyns []*dynRec) extraOps {
+	return func(batch []*group, room int) extraTxn {
+		rec := claimRec{LeaseID: int64(lease), LeaseUntil: tn(p.LeaseUntil)}
+		for _, g := range batch {
+			rec.IDs = append(rec.IDs, dyns[g.ref].ID)
+			rec.Attempts = append(rec.Attempts, dyns[g.ref].Attempt)
+		}
+		ck := s.claimRecKey(p.Owner, p.ClaimSeq)
+		for _, g := range batch {
+			g.ck = ck
+		}
+		x := s.dropOps(room - 2)
+		x.ops = append(x.ops, clientv3.OpPut(ck, mustJSON(&rec)))
+		if cs.key == "" {
+			return x
+		}
+		x.guard = guard{cs.key, cs.rev}
+		if !cs.reserved {
+			x.ops = append(x.ops, clientv3.OpPut(cs.key, cs.want, clientv3.WithLease(lease)))
+		}
+		drop := x.done
+		x.done = func(rev int64) {
+			drop(rev)
+			if !cs.reserved {
+				cs.reserved, cs.rev = true, rev
+			}
+		}
+		return x
+	}
+}
+
+// takePicks claims picks and adds what it took to res; stale counts the
+// picks others took first. done reports a claim that must end now
+// (another claim of this owner took a number meanwhile).
+func (s *Store) takePicks(ctx context.Context, p *store.ClaimParams, lease clientv3.LeaseID, cs *claimSeq, picks []candidate, res *store.ClaimResult) (stale int, done bool, err error) {
+	gs, dyns, bad := s.claimGroups(p, lease, picks)
+	if len(bad) > 0 {
+		if err := s.quarantine(ctx, bad); err != nil {
+			return 0, true, err
+		}
+	}
+	if err := s.commitX(ctx, gs, s.claimExtra(p, lease, cs, dyns)); errors.Is(err, errGuardMoved) {
+		// Another claim of this owner took a number meanwhile: this one
+		// ends with what it has.
+		res.NextRunAt = p.Now
+		return 0, true, nil
+	} else if err != nil {
+		return 0, true, err
+	}
+	for j, g := range gs {
+		if !g.applied {
+			stale++
+			continue
+		}
+		var st *staticRec
+		if kvs := g.resp[len(g.resp)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			st, err = decodeStatic(string(kvs[0].Key), kvs[0].Value)
+		} else {
+			err = fmt.Errorf("%w: instance %s has no static record", store.ErrCorrupt, dyns[j].ID)
+		}
+		if err != nil {
+			// Claimed, but cannot be run: end it so it does not come
+			// back, and leave the rest of the queue working.
+			if ferr := s.terminateCorrupt(ctx, dyns[j], p.Owner, p.Now, err); ferr != nil {
+				return 0, true, ferr
+			}
+			continue
+		}
+		s.remember(dyns[j], g.rev, g.ck)
+		res.Instances = append(res.Instances, instance(st, dyns[j]))
+	}
+	return stale, false, nil
 }
 
 // headBiasedPicks returns need distinct indexes below n (need < n), in
@@ -982,38 +1034,9 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 		if round > maxRounds {
 			return nil, s.wrap("finish", ctx, errors.New("gave up after repeated conflicts"))
 		}
-		ids := make([]string, len(pending))
-		for j, i := range pending {
-			ids[j] = p.Outcomes[i].ID
-		}
-		// First from what this handle wrote when it claimed (no read);
-		// what it does not know, or what changed since, is read.
-		ds := make([]*dynRec, len(ids))
-		revs := make([]int64, len(ids))
-		var unknown []int
-		s.mu.Lock()
-		for j, id := range ids {
-			o, ok := s.owned[id]
-			if ok && round == 0 && o.d.Owner == p.Owner && o.d.Attempt == p.Outcomes[pending[j]].Attempt {
-				d := o.d
-				ds[j], revs[j] = &d, o.rev
-			} else {
-				unknown = append(unknown, j)
-			}
-		}
-		s.mu.Unlock()
-		if len(unknown) > 0 {
-			uids := make([]string, len(unknown))
-			for k, j := range unknown {
-				uids[k] = ids[j]
-			}
-			uds, urevs, _, err := s.readDyn(ctx, uids)
-			if err != nil {
-				return nil, s.wrap("finish", ctx, err)
-			}
-			for k, j := range unknown {
-				ds[j], revs[j] = uds[k], urevs[k]
-			}
+		ds, revs, err := s.finishRecords(ctx, p, pending, round)
+		if err != nil {
+			return nil, s.wrap("finish", ctx, err)
 		}
 		var gs []*group
 		var dyns []*dynRec
@@ -1021,58 +1044,15 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 			o := &p.Outcomes[i]
 			d := ds[j]
 			if d == nil || d.State != store.Processing || d.Owner != p.Owner || d.Attempt != o.Attempt {
-				s.forget(o.ID)
-				if d != nil {
-					ok, err := s.applied(ctx, d, o, p.Owner)
-					if err != nil {
-						return nil, s.wrap("finish", ctx, err)
-					}
-					if ok {
-						res[i] = store.FinishResult{State: d.State} // a repeated Finish: this very outcome is recorded
-						continue
-					}
+				if res[i], err = s.notRunning(ctx, d, o, p.Owner); err != nil {
+					return nil, s.wrap("finish", ctx, err)
 				}
-				res[i].Err = fmt.Errorf("%w: instance %s attempt %d is not running under owner %s", store.ErrLeaseLost, o.ID, o.Attempt, p.Owner)
 				continue
 			}
-			e := d.next()
-			e.State = o.State
-			if o.State == store.Scheduled && d.Cancel {
-				// Canceled while the attempt ran, before a Renew told its
-				// owner: the cancel wins over another attempt.
-				e.State = store.Canceled
-			}
-			e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
-			e.Updated = tn(p.Now)
-			e.Error = o.Error
-			e.Result = nil
-			e.HSeq++
-			g := &group{guards: []guard{{s.k.dyn(o.ID), revs[j]}}, ref: i}
-			s.mu.Lock()
-			if ow, ok := s.owned[o.ID]; ok && ow.d.Attempt == o.Attempt {
-				g.ck = ow.ck
-			}
-			s.mu.Unlock()
-			if e.State == store.Scheduled {
-				if o.Release {
-					e.Attempt--
-				}
-				e.RunAt = tn(o.RunAt)
-				s.addHist(g, &e, store.Processing, p.Now, p.Owner, o.Error, nil)
-				dv := mustJSON(&e)
-				g.put(s.k.dyn(o.ID), dv)
-				s.addReady(g, &e, dv)
-			} else {
-				if o.State == store.Completed {
-					e.Result = o.Result
-				}
-				e.Finished = tn(p.Now)
-				s.addHist(g, &e, store.Processing, p.Now, p.Owner, o.Error, e.Result)
-				g.put(s.k.dyn(o.ID), mustJSON(&e))
-				g.put(s.k.finished(&e, e.ID), e.ID)
-			}
+			g, e := s.finishGroup(p, o, d, revs[j])
+			g.ref = i
 			gs = append(gs, g)
-			dyns = append(dyns, &e)
+			dyns = append(dyns, e)
 		}
 		// A claim record goes with the transaction that ends the last of
 		// its attempts this handle runs; one whose attempts ended
@@ -1095,6 +1075,101 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 		}
 	}
 	return res, nil
+}
+
+// finishRecords returns the dynamic records (and their revisions) of the
+// pending outcomes of p: first from what this handle wrote when it
+// claimed (no read; in the first round only); what it does not know, or
+// what changed since, is read.
+func (s *Store) finishRecords(ctx context.Context, p *store.FinishParams, pending []int, round int) ([]*dynRec, []int64, error) {
+	ds := make([]*dynRec, len(pending))
+	revs := make([]int64, len(pending))
+	var unknown []int
+	var uids []string
+	s.mu.Lock()
+	for j, i := range pending {
+		o := &p.Outcomes[i]
+		ow, ok := s.owned[o.ID]
+		if ok && round == 0 && ow.d.Owner == p.Owner && ow.d.Attempt == o.Attempt {
+			d := ow.d
+			ds[j], revs[j] = &d, ow.rev
+		} else {
+			unknown = append(unknown, j)
+			uids = append(uids, o.ID)
+		}
+	}
+	s.mu.Unlock()
+	if len(unknown) == 0 {
+		return ds, revs, nil
+	}
+	uds, urevs, _, err := s.readDyn(ctx, uids)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, j := range unknown {
+		ds[j], revs[j] = uds[k], urevs[k]
+	}
+	return ds, revs, nil
+}
+
+// notRunning is the result of outcome o of owner for an instance whose
+// record d (nil: gone) is not o's attempt running under owner: the
+// outcome recorded already (a repeated Finish), or ErrLeaseLost.
+func (s *Store) notRunning(ctx context.Context, d *dynRec, o *store.Outcome, owner string) (store.FinishResult, error) {
+	s.forget(o.ID)
+	if d != nil {
+		ok, err := s.applied(ctx, d, o, owner)
+		if err != nil {
+			return store.FinishResult{}, err
+		}
+		if ok {
+			return store.FinishResult{State: d.State}, nil // a repeated Finish: this very outcome is recorded
+		}
+	}
+	return store.FinishResult{Err: fmt.Errorf("%w: instance %s attempt %d is not running under owner %s", store.ErrLeaseLost, o.ID, o.Attempt, owner)}, nil
+}
+
+// finishGroup makes the write of outcome o for d, o's attempt running
+// under p.Owner at revision rev, and returns it with the record it
+// writes.
+func (s *Store) finishGroup(p *store.FinishParams, o *store.Outcome, d *dynRec, rev int64) (*group, *dynRec) {
+	e := d.next()
+	e.State = o.State
+	if o.State == store.Scheduled && d.Cancel {
+		// Canceled while the attempt ran, before a Renew told its owner:
+		// the cancel wins over another attempt.
+		e.State = store.Canceled
+	}
+	e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
+	e.Updated = tn(p.Now)
+	e.Error = o.Error
+	e.Result = nil
+	e.HSeq++
+	g := &group{guards: []guard{{s.k.dyn(o.ID), rev}}}
+	s.mu.Lock()
+	if ow, ok := s.owned[o.ID]; ok && ow.d.Attempt == o.Attempt {
+		g.ck = ow.ck
+	}
+	s.mu.Unlock()
+	if e.State == store.Scheduled {
+		if o.Release {
+			e.Attempt--
+		}
+		e.RunAt = tn(o.RunAt)
+		s.addHist(g, &e, store.Processing, p.Now, p.Owner, o.Error, nil)
+		dv := mustJSON(&e)
+		g.put(s.k.dyn(o.ID), dv)
+		s.addReady(g, &e, dv)
+		return g, &e
+	}
+	if o.State == store.Completed {
+		e.Result = o.Result
+	}
+	e.Finished = tn(p.Now)
+	s.addHist(g, &e, store.Processing, p.Now, p.Owner, o.Error, e.Result)
+	g.put(s.k.dyn(o.ID), mustJSON(&e))
+	g.put(s.k.finished(&e, e.ID), e.ID)
+	return g, &e
 }
 
 // applied reports whether d is where outcome o of owner left it: the same
