@@ -145,7 +145,6 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 	for i := range pending {
 		pending[i] = i
 	}
-	now := tn(p.Now)
 	var repeats [][2]int // an ID given twice in one call: {later, first}
 	defer func() {
 		for _, r := range repeats {
@@ -160,142 +159,175 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 				return err
 			}
 		}
-		var ukeys []string
-		for _, i := range pending {
-			if uk := p.Instances[i].UniqueKey; uk != "" && !slices.Contains(ukeys, uk) {
-				ukeys = append(ukeys, uk)
-			}
-		}
-		// The lane markers are read too: a write whose marker is in place
-		// compares its revision instead of putting it again.
-		var lanes []string
-		for _, i := range pending {
-			in := p.Instances[i]
-			m := s.k.laneMarker(&dynRec{Queue: in.Queue, Priority: in.Priority, Kind: in.Kind, Labels: store.NormLabels(in.Labels)})
-			if !slices.Contains(lanes, m) {
-				lanes = append(lanes, m)
-			}
-		}
-		var ops []clientv3.Op
-		for _, uk := range ukeys {
-			ops = append(ops, clientv3.OpGet(s.k.unique(uk)))
-		}
-		// Instances stored already (a repeated Enqueue) are not stored again.
-		for _, i := range pending {
-			ops = append(ops, clientv3.OpGet(s.k.dyn(p.Instances[i].ID)))
-		}
-		for _, m := range lanes {
-			ops = append(ops, clientv3.OpGet(m, clientv3.WithKeysOnly()))
-		}
-		held := map[string]uniqRec{}
-		urev := map[string]int64{}
-		ranges, rev, err := s.readAll(ctx, ops)
+		rd, err := s.enqueueRead(ctx, p, pending)
 		if err != nil {
 			return err
 		}
-		assignSeqs(uint64(rev), uint64(s.seqSalt.Add(1)&0xff), pending, seqs)
-		for j, uk := range ukeys {
-			if kvs := ranges[j].GetKvs(); len(kvs) > 0 {
-				urev[uk] = kvs[0].ModRevision
-				var u uniqRec
-				if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.Until > now {
-					held[uk] = u
-				}
-			}
-		}
-		markRev := map[string]int64{}
-		for j, m := range lanes {
-			if kvs := ranges[len(ukeys)+len(pending)+j].GetKvs(); len(kvs) > 0 {
-				markRev[m] = kvs[0].CreateRevision
-			}
-		}
-		existing := map[string]uint64{}
-		for j, i := range pending {
-			if kvs := ranges[len(ukeys)+j].GetKvs(); len(kvs) > 0 {
-				d, err := decodeDyn(string(kvs[0].Key), kvs[0].Value)
-				if err != nil {
-					return err
-				}
-				existing[p.Instances[i].ID] = d.Seq
-			}
-		}
-		// Duplicates are answered now; the rest go into transactions.
-		var todo []int
-		taken := map[string]string{}
-		batchIDs := map[string]int{}
-		for _, i := range pending {
-			in := p.Instances[i]
-			if seq, ok := existing[in.ID]; ok {
-				res[i] = store.EnqueueResult{ID: in.ID, Seq: seq, Existed: true}
-				continue
-			}
-			if first, ok := batchIDs[in.ID]; ok {
-				repeats = append(repeats, [2]int{i, first})
-				continue
-			}
-			batchIDs[in.ID] = i
-			if uk := in.UniqueKey; uk != "" {
-				if h, ok := held[uk]; ok {
-					res[i] = store.EnqueueResult{ID: h.ID, Err: fmt.Errorf("%w: instance %s: unique key %q is held by %s until %v", store.ErrDuplicate, in.ID, uk, h.ID, nt(h.Until))}
-					continue
-				}
-				if id, ok := taken[uk]; ok {
-					res[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by %s of the same batch", store.ErrDuplicate, in.ID, uk, id)}
-					continue
-				}
-				if in.UniqueUntil.After(p.Now) {
-					taken[uk] = in.ID
-				}
-			}
-			todo = append(todo, i)
-		}
+		assignSeqs(uint64(rd.rev), uint64(s.seqSalt.Add(1)&0xff), pending, seqs)
+		todo := rd.sort(p, pending, res, &repeats)
 		// The call's transactions are independent (each guarded by its
 		// own compares), so they are sent at once, up to enqueueInFlight
 		// at a time: etcd commits concurrent proposals in one consensus
 		// round and one fsync.
-		type chunk struct {
-			idx  []int
-			send func(context.Context) (bool, error)
-		}
-		var chunks []chunk
+		var chunks []enqueueChunk
 		for len(todo) > 0 {
-			n, send, err := s.enqueueBatch(ctx, p, todo, seqs, urev, markRev, res)
+			n, send, err := s.enqueueBatch(ctx, p, todo, seqs, rd.urev, rd.markRev, res)
 			if err != nil {
 				return err
 			}
-			chunks = append(chunks, chunk{todo[:n], send})
+			chunks = append(chunks, enqueueChunk{todo[:n], send})
 			todo = todo[n:]
 		}
-		ok := make([]bool, len(chunks))
-		errs := make([]error, len(chunks))
-		sem := make(chan struct{}, enqueueInFlight)
-		var wg sync.WaitGroup
-		for j, c := range chunks {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				if err := ctx.Err(); err != nil {
-					errs[j] = err // not sent
-					return
-				}
-				ok[j], errs[j] = c.send(ctx)
-				if ok[j] || errs[j] != nil && maybeApplied(errs[j]) {
-					sent.Store(true)
-				}
-			})
-		}
-		wg.Wait()
-		pending = nil
-		for j, c := range chunks {
-			if errs[j] != nil {
-				return errs[j]
-			}
-			if !ok[j] { // a unique key or lane marker changed under us: read again
-				pending = append(pending, c.idx...)
-			}
+		if pending, err = sendChunks(ctx, chunks, sent); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// enqueueReading is what an Enqueue round read before it writes.
+type enqueueReading struct {
+	rev      int64              // the revision read at: the round's ticket
+	held     map[string]uniqRec // unique keys held by an instance, unexpired
+	urev     map[string]int64   // the revisions of the unique keys that exist
+	markRev  map[string]int64   // the creation revisions of the lane markers in place
+	existing map[string]uint64  // the instances stored already, with their Seq
+}
+
+// enqueueRead reads, for the pending instances of p, their unique keys,
+// whether they are stored already (a repeated Enqueue), and their lanes'
+// markers (a write whose marker is in place compares its revision instead
+// of putting it again).
+func (s *Store) enqueueRead(ctx context.Context, p *store.EnqueueParams, pending []int) (*enqueueReading, error) {
+	var ukeys, lanes []string
+	for _, i := range pending {
+		in := p.Instances[i]
+		if uk := in.UniqueKey; uk != "" && !slices.Contains(ukeys, uk) {
+			ukeys = append(ukeys, uk)
+		}
+		m := s.k.laneMarker(&dynRec{Queue: in.Queue, Priority: in.Priority, Kind: in.Kind, Labels: store.NormLabels(in.Labels)})
+		if !slices.Contains(lanes, m) {
+			lanes = append(lanes, m)
+		}
+	}
+	var ops []clientv3.Op
+	for _, uk := range ukeys {
+		ops = append(ops, clientv3.OpGet(s.k.unique(uk)))
+	}
+	for _, i := range pending {
+		ops = append(ops, clientv3.OpGet(s.k.dyn(p.Instances[i].ID)))
+	}
+	for _, m := range lanes {
+		ops = append(ops, clientv3.OpGet(m, clientv3.WithKeysOnly()))
+	}
+	ranges, rev, err := s.readAll(ctx, ops)
+	if err != nil {
+		return nil, err
+	}
+	rd := &enqueueReading{rev: rev, held: map[string]uniqRec{}, urev: map[string]int64{}, markRev: map[string]int64{}, existing: map[string]uint64{}}
+	now := tn(p.Now)
+	for j, uk := range ukeys {
+		if kvs := ranges[j].GetKvs(); len(kvs) > 0 {
+			rd.urev[uk] = kvs[0].ModRevision
+			var u uniqRec
+			if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.Until > now {
+				rd.held[uk] = u
+			}
+		}
+	}
+	for j, m := range lanes {
+		if kvs := ranges[len(ukeys)+len(pending)+j].GetKvs(); len(kvs) > 0 {
+			rd.markRev[m] = kvs[0].CreateRevision
+		}
+	}
+	for j, i := range pending {
+		if kvs := ranges[len(ukeys)+j].GetKvs(); len(kvs) > 0 {
+			d, err := decodeDyn(string(kvs[0].Key), kvs[0].Value)
+			if err != nil {
+				return nil, err
+			}
+			rd.existing[p.Instances[i].ID] = d.Seq
+		}
+	}
+	return rd, nil
+}
+
+// sort answers the pending instances stored already, repeated in the call
+// (repeats gets {later, first}) or whose unique key is held, and returns
+// the rest: those to write.
+func (rd *enqueueReading) sort(p *store.EnqueueParams, pending []int, res []store.EnqueueResult, repeats *[][2]int) []int {
+	var todo []int
+	taken := map[string]string{}
+	batchIDs := map[string]int{}
+	for _, i := range pending {
+		in := p.Instances[i]
+		if seq, ok := rd.existing[in.ID]; ok {
+			res[i] = store.EnqueueResult{ID: in.ID, Seq: seq, Existed: true}
+			continue
+		}
+		if first, ok := batchIDs[in.ID]; ok {
+			*repeats = append(*repeats, [2]int{i, first})
+			continue
+		}
+		batchIDs[in.ID] = i
+		if uk := in.UniqueKey; uk != "" {
+			if h, ok := rd.held[uk]; ok {
+				res[i] = store.EnqueueResult{ID: h.ID, Err: fmt.Errorf("%w: instance %s: unique key %q is held by %s until %v", store.ErrDuplicate, in.ID, uk, h.ID, nt(h.Until))}
+				continue
+			}
+			if id, ok := taken[uk]; ok {
+				res[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by %s of the same batch", store.ErrDuplicate, in.ID, uk, id)}
+				continue
+			}
+			if in.UniqueUntil.After(p.Now) {
+				taken[uk] = in.ID
+			}
+		}
+		todo = append(todo, i)
+	}
+	return todo
+}
+
+// enqueueChunk is one write transaction of an Enqueue round: the
+// instances it writes and the function that sends it.
+type enqueueChunk struct {
+	idx  []int
+	send func(context.Context) (bool, error)
+}
+
+// sendChunks sends the chunks, up to enqueueInFlight at a time, setting
+// sent once one may have been applied, and returns the instances to try
+// again (a unique key or lane marker changed under them: read again).
+func sendChunks(ctx context.Context, chunks []enqueueChunk, sent *atomic.Bool) ([]int, error) {
+	ok := make([]bool, len(chunks))
+	errs := make([]error, len(chunks))
+	sem := make(chan struct{}, enqueueInFlight)
+	var wg sync.WaitGroup
+	for j, c := range chunks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := ctx.Err(); err != nil {
+				errs[j] = err // not sent
+				return
+			}
+			ok[j], errs[j] = c.send(ctx)
+			if ok[j] || errs[j] != nil && maybeApplied(errs[j]) {
+				sent.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	var again []int
+	for j, c := range chunks {
+		if errs[j] != nil {
+			return nil, errs[j]
+		}
+		if !ok[j] {
+			again = append(again, c.idx...)
+		}
+	}
+	return again, nil
 }
 
 // enqueueInFlight bounds the transactions one Enqueue call has in flight.
