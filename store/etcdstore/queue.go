@@ -408,26 +408,8 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	// due before cut, which may go below where claims start reading the
 	// lane (laneLow): the put moves the marker's revision, and claims read
 	// the lane from its start.
-	putMark := map[string]bool{}
-	for _, g := range counted {
-		for _, m := range g.marks {
-			putMark[m] = putMark[m] || low[g] || markRev[m] == 0
-		}
-	}
-	seen := map[string]bool{}
-	for _, g := range counted {
-		for _, m := range g.marks {
-			if seen[m] {
-				continue
-			}
-			seen[m] = true
-			if putMark[m] {
-				ops = append(ops, clientv3.OpPut(m, ""))
-			} else {
-				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(m), "=", markRev[m]))
-			}
-		}
-	}
+	mcmps, mops := markOps(counted, low, markRev)
+	cmps, ops = append(cmps, mcmps...), append(ops, mops...)
 	if op, ok := s.countsOp(counted); ok {
 		ops = append(ops, op)
 	}
@@ -453,6 +435,34 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		return true, nil
 	}
 	return n, send, nil
+}
+
+// markOps returns the compares and puts of the lane markers the groups
+// need (see enqueueBatch): a put for a marker absent when read (markRev)
+// or of a lane that gets an instance due early (low), a compare of its
+// creation revision otherwise.
+func markOps(counted []*group, low map[*group]bool, markRev map[string]int64) (cmps []clientv3.Cmp, ops []clientv3.Op) {
+	putMark := map[string]bool{}
+	for _, g := range counted {
+		for _, m := range g.marks {
+			putMark[m] = putMark[m] || low[g] || markRev[m] == 0
+		}
+	}
+	seen := map[string]bool{}
+	for _, g := range counted {
+		for _, m := range g.marks {
+			if seen[m] {
+				continue
+			}
+			seen[m] = true
+			if putMark[m] {
+				ops = append(ops, clientv3.OpPut(m, ""))
+			} else {
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(m), "=", markRev[m]))
+			}
+		}
+	}
+	return cmps, ops
 }
 
 // backoff sleeps a random time that grows with round, up to ~25 ms.
