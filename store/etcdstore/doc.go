@@ -48,22 +48,30 @@
 // # Claiming
 //
 // A claim reads, in one read transaction, the first ready keys of each
-// priority the queue uses (the priorities are marker keys under
+// lane of the queue it may take (the lanes are marker keys under
 // qp/<queue>/), then takes its picks in one write transaction per batch:
 // each pick is guarded by a compare on its ready key's ModRevision, deletes
-// the key, writes the new dynamic record, the running-set key p/<id> and
-// the history record. When a compare fails, the transaction's failure
-// branch reads the guarded keys back, so the picks still free are retried
-// at once and only the lost ones are replaced. Uncontended, a claim takes
-// the head in order; once a handle has lost a race it picks at random among
-// the first Limit+32 (WithClaimWindow) ready keys for a second, so claimers
-// spread over the queue instead of all fighting for its head.
+// the key, writes the new dynamic record and the claim record. When a
+// compare fails, the transaction's failure branch reads the guarded keys
+// back, so the picks still free are retried at once and only the lost
+// ones are replaced. Uncontended, a claim takes the head in order and
+// reads one ready entry more than it takes; once a handle has lost a race
+// it picks at random among the first 2·Limit+4·32 (WithClaimWindow) ready
+// keys for a second, so claimers spread over the queue instead of all
+// fighting for its head.
 //
-// On etcd 3.4 the server cost of a limited range grows with the keys in the
-// range, so the store remembers, per queue and priority, a key about 16
-// windows deep into the ready range and reads only up to it; the whole
-// range is read only when that part is used up. Claim cost therefore stays
-// flat with queue depth (see the benchmarks).
+// etcd's cost of a limited range grows with the keys in the range (every
+// etcd version walks the whole range in its index), and with the keys
+// deleted in it since etcd last compacted, which its index keeps until
+// then: a claimed ready key is one. So the store remembers, per lane, a
+// key about 16 windows deep into the ready range and reads only up to
+// it (the whole range is read only when that part is used up), and it
+// reads from where the previous claim found the head, not from the
+// lane's start: a write that adds a ready key below that point moves the
+// lane marker's revision, which the claim's read compares, and each
+// handle reads every lane from its start at least once a second. Claim
+// cost therefore stays flat with queue depth and with etcd's compaction
+// interval (see the benchmarks).
 //
 // # Ownership and leases
 //

@@ -38,15 +38,7 @@ func TestEtcdFull(t *testing.T) {
 		t.Fatalf("claim: %v, want a", running)
 	}
 
-	// Fill etcd past its quota with values of 1 MB of our own.
-	fill := strings.Repeat("x", 1<<20)
-	var fillErr error
-	for i := 0; i < 100 && fillErr == nil; i++ {
-		_, fillErr = cli.Put(ctx, fmt.Sprintf("filler/%03d", i), fill)
-	}
-	if fillErr == nil || !strings.Contains(fillErr.Error(), "database space exceeded") {
-		t.Fatalf("filling etcd: %v; want its quota's refusal", fillErr)
-	}
+	fillEtcd(t, cli)
 
 	wantFull := func(what string, err error) {
 		t.Helper()
@@ -84,7 +76,35 @@ func TestEtcdFull(t *testing.T) {
 		t.Fatalf("delete filler: %v", err)
 	}
 	wantFull("enqueue after deleting, before disarming", writes()[0])
-	// What an operator does: compact, defragment, disarm.
+	recoverFull(t, cli, srv.Addr)
+	for i, err := range writes() {
+		if err != nil {
+			t.Fatalf("%s after disarming: %v", names[i], err)
+		}
+	}
+	if got := claimN(t, s, "w", 10); len(got) != 1 {
+		t.Fatalf("claim after disarming: %v, want the one left of b and c", got)
+	}
+}
+
+// fillEtcd fills etcd past its quota with values of 1 MB of our own.
+func fillEtcd(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	fill := strings.Repeat("x", 1<<20)
+	var fillErr error
+	for i := 0; i < 100 && fillErr == nil; i++ {
+		_, fillErr = cli.Put(context.Background(), fmt.Sprintf("filler/%03d", i), fill)
+	}
+	if fillErr == nil || !strings.Contains(fillErr.Error(), "database space exceeded") {
+		t.Fatalf("filling etcd: %v; want its quota's refusal", fillErr)
+	}
+}
+
+// recoverFull does what an operator does once space is freed: compact,
+// defragment, disarm the NOSPACE alarm.
+func recoverFull(t *testing.T, cli *clientv3.Client, addr string) {
+	t.Helper()
+	ctx := context.Background()
 	resp, err := cli.Get(ctx, "filler/", clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +112,7 @@ func TestEtcdFull(t *testing.T) {
 	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatalf("compact: %v", err)
 	}
-	if _, err := cli.Defragment(ctx, srv.Addr); err != nil {
+	if _, err := cli.Defragment(ctx, addr); err != nil {
 		t.Fatalf("defragment: %v", err)
 	}
 	alarms, err := cli.AlarmList(ctx)
@@ -110,13 +130,5 @@ func TestEtcdFull(t *testing.T) {
 	}
 	if disarmed == 0 {
 		t.Fatalf("alarms of a full etcd: %v, want NOSPACE", alarms.Alarms)
-	}
-	for i, err := range writes() {
-		if err != nil {
-			t.Fatalf("%s after disarming: %v", names[i], err)
-		}
-	}
-	if got := claimN(t, s, "w", 10); len(got) != 1 {
-		t.Fatalf("claim after disarming: %v, want the one left of b and c", got)
 	}
 }

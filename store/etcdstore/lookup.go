@@ -175,10 +175,19 @@ func (s *Store) lookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 		}
 		return out, bad.err()
 	}
+	if err := s.scanCreated(ctx, q, &rev, &bad, fetch, full); err != nil {
+		return nil, s.wrap("lookup instances", ctx, err)
+	}
+	return out, bad.err()
+}
+
+// scanCreated walks the creation index newest first, every page at *rev,
+// and hands fetch (capped) the ids of q's kind in batches, until full.
+func (s *Store) scanCreated(ctx context.Context, q *store.Query, rev *int64, bad *corruption, fetch func([]string, bool) error, full func() bool) error {
 	start, end := bounds(s.k.createdPrefix(), q)
 	var ids []string
 	var ferr error
-	err = s.scanAt(ctx, &rev, start, end, true, false, func(key string, val []byte) bool {
+	err := s.scanAt(ctx, rev, start, end, true, false, func(key string, val []byte) bool {
 		kind, id, ok := parseCreatedVal(val)
 		if !ok {
 			bad.add(fmt.Errorf("etcd key %q: creation-index value %q is not <kind>/<id>", key, val))
@@ -200,10 +209,7 @@ func (s *Store) lookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 	if err == nil && len(ids) > 0 && !full() {
 		err = fetch(ids, true)
 	}
-	if err != nil {
-		return nil, s.wrap("lookup instances", ctx, err)
-	}
-	return out, bad.err()
+	return err
 }
 
 // pendingOnly reports whether states names only Scheduled and Processing
@@ -351,31 +357,9 @@ func (s *Store) lookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 	var out []*store.HistoryRecord
 	var rev int64
 	fetch := func(ids []string) error {
-		ops := make([]clientv3.Op, len(ids))
-		for j, id := range ids {
-			ops[j] = clientv3.OpGet(s.k.dyn(id), clientv3.WithRev(rev))
-		}
-		rs, err := s.read(ctx, ops)
-		if err != nil {
-			return err
-		}
-		for _, r := range rs {
-			kvs := r.GetKvs()
-			if len(kvs) == 0 {
-				continue
-			}
-			d, err := decodeDyn(string(kvs[0].Key), kvs[0].Value)
-			if err != nil {
-				bad.add(err)
-				continue
-			}
-			for i := range d.Hist {
-				if r := d.record(&d.Hist[i]); q.MatchHistory(r) {
-					out = append(out, r)
-				}
-			}
-		}
-		return nil
+		hs, err := s.readHistory(ctx, q, ids, rev, &bad)
+		out = append(out, hs...)
+		return err
 	}
 	if q.InstanceID != "" {
 		if rev, err = s.revision(ctx); err == nil {
@@ -441,6 +425,37 @@ func (s *Store) lookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 		out = out[:q.Limit]
 	}
 	return out, bad.err()
+}
+
+// readHistory returns the history records of the instances ids that q
+// matches, read at revision rev; an undecodable record is added to bad.
+func (s *Store) readHistory(ctx context.Context, q *store.Query, ids []string, rev int64, bad *corruption) ([]*store.HistoryRecord, error) {
+	ops := make([]clientv3.Op, len(ids))
+	for j, id := range ids {
+		ops[j] = clientv3.OpGet(s.k.dyn(id), clientv3.WithRev(rev))
+	}
+	rs, err := s.read(ctx, ops)
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.HistoryRecord
+	for _, r := range rs {
+		kvs := r.GetKvs()
+		if len(kvs) == 0 {
+			continue
+		}
+		d, err := decodeDyn(string(kvs[0].Key), kvs[0].Value)
+		if err != nil {
+			bad.add(err)
+			continue
+		}
+		for i := range d.Hist {
+			if r := d.record(&d.Hist[i]); q.MatchHistory(r) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
 }
 
 // sortHistory orders history records oldest first by (Time, InstanceID,

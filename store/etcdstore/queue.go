@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -147,7 +145,6 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 	for i := range pending {
 		pending[i] = i
 	}
-	now := tn(p.Now)
 	var repeats [][2]int // an ID given twice in one call: {later, first}
 	defer func() {
 		for _, r := range repeats {
@@ -162,142 +159,175 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 				return err
 			}
 		}
-		var ukeys []string
-		for _, i := range pending {
-			if uk := p.Instances[i].UniqueKey; uk != "" && !slices.Contains(ukeys, uk) {
-				ukeys = append(ukeys, uk)
-			}
-		}
-		// The lane markers are read too: a write whose marker is in place
-		// compares its revision instead of putting it again.
-		var lanes []string
-		for _, i := range pending {
-			in := p.Instances[i]
-			m := s.k.laneMarker(&dynRec{Queue: in.Queue, Priority: in.Priority, Kind: in.Kind, Labels: store.NormLabels(in.Labels)})
-			if !slices.Contains(lanes, m) {
-				lanes = append(lanes, m)
-			}
-		}
-		var ops []clientv3.Op
-		for _, uk := range ukeys {
-			ops = append(ops, clientv3.OpGet(s.k.unique(uk)))
-		}
-		// Instances stored already (a repeated Enqueue) are not stored again.
-		for _, i := range pending {
-			ops = append(ops, clientv3.OpGet(s.k.dyn(p.Instances[i].ID)))
-		}
-		for _, m := range lanes {
-			ops = append(ops, clientv3.OpGet(m, clientv3.WithKeysOnly()))
-		}
-		held := map[string]uniqRec{}
-		urev := map[string]int64{}
-		ranges, rev, err := s.readAll(ctx, ops)
+		rd, err := s.enqueueRead(ctx, p, pending)
 		if err != nil {
 			return err
 		}
-		assignSeqs(uint64(rev), uint64(s.seqSalt.Add(1)&0xff), pending, seqs)
-		for j, uk := range ukeys {
-			if kvs := ranges[j].GetKvs(); len(kvs) > 0 {
-				urev[uk] = kvs[0].ModRevision
-				var u uniqRec
-				if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.Until > now {
-					held[uk] = u
-				}
-			}
-		}
-		markRev := map[string]int64{}
-		for j, m := range lanes {
-			if kvs := ranges[len(ukeys)+len(pending)+j].GetKvs(); len(kvs) > 0 {
-				markRev[m] = kvs[0].CreateRevision
-			}
-		}
-		existing := map[string]uint64{}
-		for j, i := range pending {
-			if kvs := ranges[len(ukeys)+j].GetKvs(); len(kvs) > 0 {
-				d, err := decodeDyn(string(kvs[0].Key), kvs[0].Value)
-				if err != nil {
-					return err
-				}
-				existing[p.Instances[i].ID] = d.Seq
-			}
-		}
-		// Duplicates are answered now; the rest go into transactions.
-		var todo []int
-		taken := map[string]string{}
-		batchIDs := map[string]int{}
-		for _, i := range pending {
-			in := p.Instances[i]
-			if seq, ok := existing[in.ID]; ok {
-				res[i] = store.EnqueueResult{ID: in.ID, Seq: seq, Existed: true}
-				continue
-			}
-			if first, ok := batchIDs[in.ID]; ok {
-				repeats = append(repeats, [2]int{i, first})
-				continue
-			}
-			batchIDs[in.ID] = i
-			if uk := in.UniqueKey; uk != "" {
-				if h, ok := held[uk]; ok {
-					res[i] = store.EnqueueResult{ID: h.ID, Err: fmt.Errorf("%w: instance %s: unique key %q is held by %s until %v", store.ErrDuplicate, in.ID, uk, h.ID, nt(h.Until))}
-					continue
-				}
-				if id, ok := taken[uk]; ok {
-					res[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by %s of the same batch", store.ErrDuplicate, in.ID, uk, id)}
-					continue
-				}
-				if in.UniqueUntil.After(p.Now) {
-					taken[uk] = in.ID
-				}
-			}
-			todo = append(todo, i)
-		}
+		assignSeqs(uint64(rd.rev), uint64(s.seqSalt.Add(1)&0xff), pending, seqs)
+		todo := rd.sort(p, pending, res, &repeats)
 		// The call's transactions are independent (each guarded by its
 		// own compares), so they are sent at once, up to enqueueInFlight
 		// at a time: etcd commits concurrent proposals in one consensus
 		// round and one fsync.
-		type chunk struct {
-			idx  []int
-			send func(context.Context) (bool, error)
-		}
-		var chunks []chunk
+		var chunks []enqueueChunk
 		for len(todo) > 0 {
-			n, send, err := s.enqueueBatch(ctx, p, todo, seqs, urev, markRev, res)
+			n, send, err := s.enqueueBatch(ctx, p, todo, seqs, rd.urev, rd.markRev, res)
 			if err != nil {
 				return err
 			}
-			chunks = append(chunks, chunk{todo[:n], send})
+			chunks = append(chunks, enqueueChunk{todo[:n], send})
 			todo = todo[n:]
 		}
-		ok := make([]bool, len(chunks))
-		errs := make([]error, len(chunks))
-		sem := make(chan struct{}, enqueueInFlight)
-		var wg sync.WaitGroup
-		for j, c := range chunks {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				if err := ctx.Err(); err != nil {
-					errs[j] = err // not sent
-					return
-				}
-				ok[j], errs[j] = c.send(ctx)
-				if ok[j] || errs[j] != nil && maybeApplied(errs[j]) {
-					sent.Store(true)
-				}
-			})
-		}
-		wg.Wait()
-		pending = nil
-		for j, c := range chunks {
-			if errs[j] != nil {
-				return errs[j]
-			}
-			if !ok[j] { // a unique key or lane marker changed under us: read again
-				pending = append(pending, c.idx...)
-			}
+		if pending, err = sendChunks(ctx, chunks, sent); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// enqueueReading is what an Enqueue round read before it writes.
+type enqueueReading struct {
+	rev      int64              // the revision read at: the round's ticket
+	held     map[string]uniqRec // unique keys held by an instance, unexpired
+	urev     map[string]int64   // the revisions of the unique keys that exist
+	markRev  map[string]int64   // the creation revisions of the lane markers in place
+	existing map[string]uint64  // the instances stored already, with their Seq
+}
+
+// enqueueRead reads, for the pending instances of p, their unique keys,
+// whether they are stored already (a repeated Enqueue), and their lanes'
+// markers (a write whose marker is in place compares its revision instead
+// of putting it again).
+func (s *Store) enqueueRead(ctx context.Context, p *store.EnqueueParams, pending []int) (*enqueueReading, error) {
+	var ukeys, lanes []string
+	for _, i := range pending {
+		in := p.Instances[i]
+		if uk := in.UniqueKey; uk != "" && !slices.Contains(ukeys, uk) {
+			ukeys = append(ukeys, uk)
+		}
+		m := s.k.laneMarker(&dynRec{Queue: in.Queue, Priority: in.Priority, Kind: in.Kind, Labels: store.NormLabels(in.Labels)})
+		if !slices.Contains(lanes, m) {
+			lanes = append(lanes, m)
+		}
+	}
+	var ops []clientv3.Op
+	for _, uk := range ukeys {
+		ops = append(ops, clientv3.OpGet(s.k.unique(uk)))
+	}
+	for _, i := range pending {
+		ops = append(ops, clientv3.OpGet(s.k.dyn(p.Instances[i].ID)))
+	}
+	for _, m := range lanes {
+		ops = append(ops, clientv3.OpGet(m, clientv3.WithKeysOnly()))
+	}
+	ranges, rev, err := s.readAll(ctx, ops)
+	if err != nil {
+		return nil, err
+	}
+	rd := &enqueueReading{rev: rev, held: map[string]uniqRec{}, urev: map[string]int64{}, markRev: map[string]int64{}, existing: map[string]uint64{}}
+	now := tn(p.Now)
+	for j, uk := range ukeys {
+		if kvs := ranges[j].GetKvs(); len(kvs) > 0 {
+			rd.urev[uk] = kvs[0].ModRevision
+			var u uniqRec
+			if decode(string(kvs[0].Key), kvs[0].Value, &u) == nil && u.Until > now {
+				rd.held[uk] = u
+			}
+		}
+	}
+	for j, m := range lanes {
+		if kvs := ranges[len(ukeys)+len(pending)+j].GetKvs(); len(kvs) > 0 {
+			rd.markRev[m] = kvs[0].CreateRevision
+		}
+	}
+	for j, i := range pending {
+		if kvs := ranges[len(ukeys)+j].GetKvs(); len(kvs) > 0 {
+			d, err := decodeDyn(string(kvs[0].Key), kvs[0].Value)
+			if err != nil {
+				return nil, err
+			}
+			rd.existing[p.Instances[i].ID] = d.Seq
+		}
+	}
+	return rd, nil
+}
+
+// sort answers the pending instances stored already, repeated in the call
+// (repeats gets {later, first}) or whose unique key is held, and returns
+// the rest: those to write.
+func (rd *enqueueReading) sort(p *store.EnqueueParams, pending []int, res []store.EnqueueResult, repeats *[][2]int) []int {
+	var todo []int
+	taken := map[string]string{}
+	batchIDs := map[string]int{}
+	for _, i := range pending {
+		in := p.Instances[i]
+		if seq, ok := rd.existing[in.ID]; ok {
+			res[i] = store.EnqueueResult{ID: in.ID, Seq: seq, Existed: true}
+			continue
+		}
+		if first, ok := batchIDs[in.ID]; ok {
+			*repeats = append(*repeats, [2]int{i, first})
+			continue
+		}
+		batchIDs[in.ID] = i
+		if uk := in.UniqueKey; uk != "" {
+			if h, ok := rd.held[uk]; ok {
+				res[i] = store.EnqueueResult{ID: h.ID, Err: fmt.Errorf("%w: instance %s: unique key %q is held by %s until %v", store.ErrDuplicate, in.ID, uk, h.ID, nt(h.Until))}
+				continue
+			}
+			if id, ok := taken[uk]; ok {
+				res[i] = store.EnqueueResult{ID: id, Err: fmt.Errorf("%w: instance %s: unique key %q is held by %s of the same batch", store.ErrDuplicate, in.ID, uk, id)}
+				continue
+			}
+			if in.UniqueUntil.After(p.Now) {
+				taken[uk] = in.ID
+			}
+		}
+		todo = append(todo, i)
+	}
+	return todo
+}
+
+// enqueueChunk is one write transaction of an Enqueue round: the
+// instances it writes and the function that sends it.
+type enqueueChunk struct {
+	idx  []int
+	send func(context.Context) (bool, error)
+}
+
+// sendChunks sends the chunks, up to enqueueInFlight at a time, setting
+// sent once one may have been applied, and returns the instances to try
+// again (a unique key or lane marker changed under them: read again).
+func sendChunks(ctx context.Context, chunks []enqueueChunk, sent *atomic.Bool) ([]int, error) {
+	ok := make([]bool, len(chunks))
+	errs := make([]error, len(chunks))
+	sem := make(chan struct{}, enqueueInFlight)
+	var wg sync.WaitGroup
+	for j, c := range chunks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := ctx.Err(); err != nil {
+				errs[j] = err // not sent
+				return
+			}
+			ok[j], errs[j] = c.send(ctx)
+			if ok[j] || errs[j] != nil && maybeApplied(errs[j]) {
+				sent.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	var again []int
+	for j, c := range chunks {
+		if errs[j] != nil {
+			return nil, errs[j]
+		}
+		if !ok[j] {
+			again = append(again, c.idx...)
+		}
+	}
+	return again, nil
 }
 
 // enqueueInFlight bounds the transactions one Enqueue call has in flight.
@@ -326,6 +356,8 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	var counted []*group
 	size, nmarks := 0, 0
 	n := 0
+	cut := lowCut(p.Now, enqueueSlack)
+	low := map[*group]bool{} // groups of instances due before cut
 	for _, i := range todo {
 		in := p.Instances[i]
 		c := in.Clone()
@@ -362,6 +394,7 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 			break
 		}
 		nmarks += len(g.marks)
+		low[g] = d.RunAt < cut
 		counted = append(counted, g)
 		ops = append(ops, g.ops...)
 		cmps = append(cmps, ucmp...)
@@ -371,21 +404,12 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	// A lane marker read in place is compared on its creation revision,
 	// which puts of the marker by others leave alone (a claim that deleted
 	// it meanwhile fails this transaction, and the call reads again); one
-	// that was absent is put.
-	seen := map[string]bool{}
-	for _, g := range counted {
-		for _, m := range g.marks {
-			if seen[m] {
-				continue
-			}
-			seen[m] = true
-			if rev := markRev[m]; rev > 0 {
-				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(m), "=", rev))
-			} else {
-				ops = append(ops, clientv3.OpPut(m, ""))
-			}
-		}
-	}
+	// that was absent is put, and so is one whose lane gets an instance
+	// due before cut, which may go below where claims start reading the
+	// lane (laneLow): the put moves the marker's revision, and claims read
+	// the lane from its start.
+	mcmps, mops := markOps(counted, low, markRev)
+	cmps, ops = append(cmps, mcmps...), append(ops, mops...)
 	if op, ok := s.countsOp(counted); ok {
 		ops = append(ops, op)
 	}
@@ -413,6 +437,34 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	return n, send, nil
 }
 
+// markOps returns the compares and puts of the lane markers the groups
+// need (see enqueueBatch): a put for a marker absent when read (markRev)
+// or of a lane that gets an instance due early (low), a compare of its
+// creation revision otherwise.
+func markOps(counted []*group, low map[*group]bool, markRev map[string]int64) (cmps []clientv3.Cmp, ops []clientv3.Op) {
+	putMark := map[string]bool{}
+	for _, g := range counted {
+		for _, m := range g.marks {
+			putMark[m] = putMark[m] || low[g] || markRev[m] == 0
+		}
+	}
+	seen := map[string]bool{}
+	for _, g := range counted {
+		for _, m := range g.marks {
+			if seen[m] {
+				continue
+			}
+			seen[m] = true
+			if putMark[m] {
+				ops = append(ops, clientv3.OpPut(m, ""))
+			} else {
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(m), "=", markRev[m]))
+			}
+		}
+	}
+	return cmps, ops
+}
+
 // backoff sleeps a random time that grows with round, up to ~25 ms.
 func backoff(ctx context.Context, round int) error {
 	d := time.Duration(rand.Int64N(int64(200*time.Microsecond) << min(round, 7)))
@@ -424,273 +476,6 @@ func backoff(ctx context.Context, round int) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// candidate is one ready-index entry a claim may take.
-type candidate struct {
-	key string
-	rev int64
-	val []byte
-}
-
-// readReady reads up to window ready entries of queue p.Queue at p.Now
-// that the claimer may take (p.Kinds, p.Labels), in claim order, and, when
-// fewer than need are ready, the earliest run time of the entries not yet
-// ready in those lanes. It reads the queue's lane markers and its pause key
-// in the same transaction as the per-lane ranges, and reads again when the
-// markers differ from the cached ones. It ranges only the lanes the
-// claimer may take, and merges them by priority, RunAt and Seq; paused
-// reports a paused queue (and nothing is read). When seqKey is not
-// empty, its key (the owner's claim number) is read in the same
-// transaction and returned as seqKV (nil when absent).
-//
-// etcd before 3.5 walks the whole key range of a Range in its in-memory
-// index even when a limit is given, so a range over the whole ready set
-// costs O(ready instances) there. To keep claims flat on 3.4 too, the
-// store remembers per lane a "far key" some 16 windows deep into the
-// ready range, and reads only up to it; only when that part of the queue
-// has been drained does it read the whole range once (and find the next far
-// key). On etcd 3.5 and later every read here is O(log n + window).
-func (s *Store) readReady(ctx context.Context, p *store.ClaimParams, window, need int, seqKey string) (cands []candidate, next time.Time, paused bool, seqKV *mvccpb.KeyValue, err error) {
-	q, now := p.Queue, p.Now
-	for attempt := range 4 {
-		s.mu.Lock()
-		marks := s.prios[q]
-		s.mu.Unlock()
-		ops := []clientv3.Op{
-			clientv3.OpGet(s.k.prioMarkPrefix(q), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-			clientv3.OpGet(s.k.paused(q), clientv3.WithKeysOnly()),
-			clientv3.OpGet(cmp.Or(seqKey, s.k.seq())), // seq: never written
-		}
-		type laneRead struct {
-			mark, pp, end string
-			hinted        bool
-			legacy        bool // a priority range written before lanes
-			at            int  // index of the value range in the results
-			nextAt        int  // index of the next-due read in the results (0: not read with them)
-		}
-		var reads []laneRead
-		addFull := func(r *laneRead) {
-			r.hinted = false
-			r.at = len(ops)
-			ops = append(ops,
-				clientv3.OpGet(r.pp, clientv3.WithRange(r.end), clientv3.WithLimit(int64(window))),
-				clientv3.OpGet(r.pp, clientv3.WithRange(r.end), clientv3.WithLimit(int64(16*window)), clientv3.WithKeysOnly()))
-		}
-		for _, mk := range marks {
-			kind, labels, lane := parseLaneMark(mk)
-			if lane && !p.Claimable(kind, labels) {
-				continue
-			}
-			pp := s.k.prioPrefix(q, mk)
-			r := laneRead{mark: mk, pp: pp, end: pp + tkeyAfter(now), legacy: !lane}
-			s.mu.Lock()
-			far := s.far[q+"/"+mk]
-			s.mu.Unlock()
-			if far != "" && far+"\x00" < r.end {
-				r.hinted = true
-				r.at = len(ops)
-				ops = append(ops, clientv3.OpGet(pp, clientv3.WithRange(far+"\x00"), clientv3.WithLimit(int64(window))))
-			} else {
-				addFull(&r)
-			}
-			reads = append(reads, r)
-		}
-		// When this queue's last claim found fewer ready than it asked for
-		// (a queue its workers keep drained), the next due time will be
-		// needed again: it is read with the rest, not in a request of its
-		// own (on etcd 3.4 every request copies the server's buffer of
-		// uncommitted writes, so requests, not keys, are what a claim
-		// costs). Otherwise it is read only when needed: that range
-		// holds every instance scheduled for later, which etcd 3.4 walks.
-		s.mu.Lock()
-		short, known := s.short[q]
-		s.mu.Unlock()
-		if short || !known {
-			for j := range reads {
-				reads[j].nextAt = len(ops)
-				ops = append(ops, nextDueOp(reads[j].pp, reads[j].end))
-			}
-		}
-		rs, err := s.read(ctx, ops)
-		if err != nil {
-			return nil, time.Time{}, false, nil, err
-		}
-		mp := s.k.prioMarkPrefix(q)
-		var got []string
-		for _, kv := range rs[0].GetKvs() {
-			got = append(got, string(kv.Key[len(mp):]))
-		}
-		if !slices.Equal(got, marks) {
-			s.mu.Lock()
-			s.prios[q] = got
-			s.mu.Unlock()
-			// Lanes only gone (emptied and dropped meanwhile): what was
-			// read still holds. A new lane is read in another round; when
-			// lanes keep appearing, this claim goes on with those read,
-			// and the watch brings the claimer back for the rest.
-			if attempt < 3 && slices.ContainsFunc(got, func(m string) bool { return !slices.Contains(marks, m) }) {
-				continue
-			}
-		}
-		seqKV = nil
-		if kvs := rs[2].GetKvs(); seqKey != "" && len(kvs) > 0 {
-			seqKV = kvs[0]
-		}
-		if len(rs[1].GetKvs()) > 0 {
-			return nil, time.Time{}, true, seqKV, nil
-		}
-		// A hinted read that came back short: that part of the queue is
-		// drained; read the whole ready range of those lanes.
-		var refresh []int
-		for j := range reads {
-			if reads[j].hinted && len(rs[reads[j].at].GetKvs()) < window {
-				refresh = append(refresh, j)
-			}
-		}
-		if len(refresh) > 0 {
-			ops = ops[:0]
-			for _, j := range refresh {
-				addFull(&reads[j])
-			}
-			more, err := s.read(ctx, ops)
-			if err != nil {
-				return nil, time.Time{}, false, nil, err
-			}
-			for _, j := range refresh {
-				r := &reads[j]
-				at := len(rs)
-				rs = append(rs, more[r.at], more[r.at+1])
-				r.at = at
-			}
-		}
-		cands = cands[:0]
-		for _, r := range reads {
-			for _, kv := range rs[r.at].GetKvs() {
-				if r.legacy {
-					// An entry of before lanes: its kind and label
-					// requirements are in its value (a claimer with no
-					// labels may not take one that requires some).
-					if d, err := decodeDyn(string(kv.Key), kv.Value); err == nil && !p.Claimable(d.Kind, d.Labels) {
-						continue
-					}
-				}
-				// Decoded only when picked.
-				cands = append(cands, candidate{key: string(kv.Key), rev: kv.ModRevision, val: kv.Value})
-			}
-			if !r.hinted {
-				far := ""
-				if kvs := rs[r.at+1].GetKvs(); len(kvs) == 16*window {
-					far = string(kvs[len(kvs)-1].Key)
-				}
-				s.mu.Lock()
-				s.far[q+"/"+r.mark] = far
-				s.mu.Unlock()
-			}
-		}
-		if len(reads) > 1 {
-			// Merge the lanes: priority (the 16 hex digits after the queue
-			// prefix), then RunAt and Seq (the last 32).
-			qp := len(s.k.queuePrefix(q))
-			slices.SortFunc(cands, func(a, b candidate) int {
-				if c := strings.Compare(a.key[qp:qp+16], b.key[qp:qp+16]); c != 0 {
-					return c
-				}
-				return strings.Compare(a.key[len(a.key)-32:], b.key[len(b.key)-32:])
-			})
-		}
-		if len(cands) > window {
-			cands = cands[:window]
-		}
-		s.mu.Lock()
-		s.short[q] = len(cands) < need
-		s.mu.Unlock()
-		if len(cands) < need {
-			// Few ready: find when the next one will be (read already
-			// when this queue was short last time).
-			nrs := make([]*pb.RangeResponse, len(reads))
-			ops = ops[:0]
-			var unread []int
-			for j, r := range reads {
-				if r.nextAt > 0 {
-					nrs[j] = rs[r.nextAt]
-					continue
-				}
-				unread = append(unread, j)
-				ops = append(ops, nextDueOp(r.pp, r.end))
-			}
-			if len(ops) > 0 {
-				more, err := s.read(ctx, ops)
-				if err != nil {
-					return nil, time.Time{}, false, nil, err
-				}
-				for k, j := range unread {
-					nrs[j] = more[k]
-				}
-			}
-			var empty []string
-			for j, r := range reads {
-				if kvs := nrs[j].GetKvs(); len(kvs) > 0 {
-					if v, ok := parseHex16(string(kvs[0].Key[len(r.pp) : len(r.pp)+16])); ok {
-						t := nt(int64(v ^ 1<<63))
-						if next.IsZero() || t.Before(next) {
-							next = t
-						}
-					}
-				} else if !r.legacy && !r.hinted && len(rs[r.at].GetKvs()) == 0 {
-					empty = append(empty, r.mark)
-				}
-			}
-			if err := s.dropEmptyLanes(ctx, q, empty); err != nil {
-				return nil, time.Time{}, false, nil, err
-			}
-		}
-		return cands, next, false, seqKV, nil
-	}
-	return nil, time.Time{}, false, nil, errors.New("the queue's lanes keep changing; try again") // not reached: the last round returns
-}
-
-// nextDueOp reads the first key of lane prefix pp from end (the ready
-// range's end: the first instance due later).
-func nextDueOp(pp, end string) clientv3.Op {
-	return clientv3.OpGet(end, clientv3.WithRange(prefixEnd(pp)), clientv3.WithLimit(1), clientv3.WithKeysOnly())
-}
-
-// dropEmptyLanes deletes the markers of queue q's lanes that a claim found
-// with no ready key and none due later, each in a transaction that checks
-// the lane's whole key range is still empty: an enqueue into the lane puts
-// the marker back in the transaction that adds its key, so either the
-// enqueue comes after the delete (and restores the marker) or the delete
-// fails. The check ranges the lane (etcd 3.4 walks it), so each handle
-// tries a lane at most once a second. The queue's known key keeps it listed
-// by ListQueues.
-func (s *Store) dropEmptyLanes(ctx context.Context, q string, marks []string) error {
-	if len(marks) == 0 {
-		return nil
-	}
-	now := time.Now()
-	for _, mk := range marks {
-		key := s.k.prioMarkPrefix(q) + mk
-		s.mu.Lock()
-		last, tried := s.emptied[key]
-		if tried && now.Sub(last) < time.Second {
-			s.mu.Unlock()
-			continue
-		}
-		s.emptied[key] = now
-		if len(s.emptied) > 4096 {
-			clear(s.emptied)
-		}
-		s.mu.Unlock()
-		pp := s.k.prioPrefix(q, mk)
-		_, err := s.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(pp), "=", 0).WithRange(prefixEnd(pp))).
-			Then(clientv3.OpDelete(key), clientv3.OpPut(s.k.known(q), "")).Commit()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Claim implements store.Queue. It reads the head of each priority's
@@ -723,22 +508,15 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		return nil, err
 	}
 	res := &store.ClaimResult{}
-	// The owner's claim number (ClaimSeq) is read with the ready entries
-	// and taken by the first claim transaction, guarded on its revision
-	// (seqRev, 0 while it is absent); later transactions of the call are
-	// guarded on the revision that one wrote it at. A claim that takes
-	// nothing takes the number in a transaction of its own
-	// (reserveClaim), so a late call never claims after it.
-	sk, want := "", hex16(p.ClaimSeq)
-	reserved := p.ClaimSeq == 0
-	var seqRev int64
-	if !reserved {
-		sk = s.k.claimSeqKey(p.Owner)
-	}
+	cs := newClaimSeq(s, p)
 	s.mu.Lock()
 	lost := time.Since(s.contended) < time.Second
 	s.mu.Unlock()
-	window := p.Limit + s.window
+	// Uncontended, a claim takes the head in order: it reads one entry
+	// more than it takes, to know whether it took all that is ready (the
+	// entries of a wider window would go unread over the wire: a
+	// drained queue claims one or two at a time).
+	window := p.Limit + 1
 	if lost {
 		// Contended: spread wider, so concurrent picks rarely collide.
 		window = 2*p.Limit + 4*s.window
@@ -748,28 +526,18 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			res.NextRunAt = p.Now // work is ready but others keep winning
 			return res, nil
 		}
-		readSeq := ""
-		if !reserved {
-			readSeq = sk
-		}
-		cands, next, paused, seqKV, err := s.readReady(ctx, p, window, p.Limit-len(res.Instances), readSeq)
+		cands, next, paused, seqKV, err := s.readReady(ctx, p, window, p.Limit-len(res.Instances), cs.readKey())
 		if err != nil {
 			return nil, err
 		}
-		if !reserved {
-			seqRev = 0
-			if seqKV != nil {
-				if string(seqKV.Value) >= want {
-					// A repeat (the same number: what that call took) or
-					// a late call (a lower one: nothing).
-					_, err := s.reserveClaim(ctx, p, lease, res)
-					return res, err
-				}
-				seqRev = seqKV.ModRevision
-			}
+		if cs.late(seqKV) {
+			// A repeat (the same number: what that call took) or a late
+			// call (a lower one: nothing).
+			_, err := s.reserveClaim(ctx, p, lease, res)
+			return res, err
 		}
 		if paused || len(cands) == 0 {
-			if !reserved {
+			if !cs.reserved {
 				if _, err := s.reserveClaim(ctx, p, lease, res); err != nil {
 					return nil, err
 				}
@@ -779,112 +547,13 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			}
 			return res, nil // nothing is claimed from a paused queue
 		}
-		need := p.Limit - len(res.Instances)
-		picks := cands
-		if len(cands) > need {
-			if lost {
-				perm := headBiasedPicks(len(cands), need)
-				picks = make([]candidate, need)
-				for j, ix := range perm {
-					picks[j] = cands[ix]
-				}
-			} else {
-				picks = cands[:need]
-			}
-		}
-		gs := make([]*group, 0, len(picks))
-		dyns := make([]*dynRec, 0, len(picks))
-		var bad []candidate
-		for _, c := range picks {
-			cd, err := decodeDyn(c.key, c.val)
-			if err != nil {
-				bad = append(bad, c)
-				continue
-			}
-			d := cd.next()
-			d.State = store.Processing
-			d.Attempt++
-			d.Owner = p.Owner
-			d.LeaseUntil = tn(p.LeaseUntil)
-			d.LeaseID = int64(lease)
-			d.Cancel = false
-			d.Updated = tn(p.Now)
-			d.HSeq++
-			// The pause key's absence is a guard too: a pause committed
-			// after the read stops the claim (compared once per
-			// transaction, however many picks share it).
-			g := &group{guards: []guard{{c.key, c.rev}, {s.k.paused(p.Queue), 0}}, ref: len(dyns)}
-			g.del(c.key)
-			s.addHist(g, &d, store.Scheduled, p.Now, p.Owner, "", nil)
-			g.put(s.k.dyn(d.ID), mustJSON(&d))
-			g.get(s.k.static(d.ID))
-			gs, dyns = append(gs, g), append(dyns, &d)
-		}
-		if len(bad) > 0 {
-			if err := s.quarantine(ctx, bad); err != nil {
-				return nil, err
-			}
-		}
-		// Each transaction also writes the claim record of the attempts it
-		// takes (the running set and owner index in one key), and drops
-		// claim records of this handle whose attempts all ended.
-		extra := func(batch []*group, room int) extraTxn {
-			rec := claimRec{LeaseID: int64(lease), LeaseUntil: tn(p.LeaseUntil)}
-			for _, g := range batch {
-				rec.IDs = append(rec.IDs, dyns[g.ref].ID)
-				rec.Attempts = append(rec.Attempts, dyns[g.ref].Attempt)
-			}
-			ck := s.claimRecKey(p.Owner, p.ClaimSeq)
-			for _, g := range batch {
-				g.ck = ck
-			}
-			x := s.dropOps(room - 2)
-			x.ops = append(x.ops, clientv3.OpPut(ck, mustJSON(&rec)))
-			if sk != "" {
-				x.guard = guard{sk, seqRev}
-				if !reserved {
-					x.ops = append(x.ops, clientv3.OpPut(sk, want, clientv3.WithLease(lease)))
-				}
-				drop := x.done
-				x.done = func(rev int64) {
-					drop(rev)
-					if !reserved {
-						reserved, seqRev = true, rev
-					}
-				}
-			}
-			return x
-		}
-		if err := s.commitX(ctx, gs, extra); errors.Is(err, errGuardMoved) {
-			// Another claim of this owner took a number meanwhile: this
-			// one ends with what it has.
-			res.NextRunAt = p.Now
-			return res, nil
-		} else if err != nil {
+		picks := choosePicks(cands, p.Limit-len(res.Instances), lost)
+		stale, done, err := s.takePicks(ctx, p, lease, cs, picks, res)
+		if err != nil {
 			return nil, err
 		}
-		stale := 0
-		for j, g := range gs {
-			if !g.applied {
-				stale++
-				continue
-			}
-			var st *staticRec
-			if kvs := g.resp[len(g.resp)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-				st, err = decodeStatic(string(kvs[0].Key), kvs[0].Value)
-			} else {
-				err = fmt.Errorf("%w: instance %s has no static record", store.ErrCorrupt, dyns[j].ID)
-			}
-			if err != nil {
-				// Claimed, but cannot be run: end it so it does not come
-				// back, and leave the rest of the queue working.
-				if ferr := s.terminateCorrupt(ctx, dyns[j], p.Owner, p.Now, err); ferr != nil {
-					return nil, ferr
-				}
-				continue
-			}
-			s.remember(dyns[j], g.rev, g.ck)
-			res.Instances = append(res.Instances, instance(st, dyns[j]))
+		if done {
+			return res, nil
 		}
 		if stale > 0 {
 			lost = true
@@ -913,6 +582,177 @@ func (s *Store) claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			}
 		}
 	}
+}
+
+// claimSeq is a claim's owner claim number (ClaimSeq): read with the
+// ready entries and taken by the first claim transaction, guarded on its
+// revision (rev, 0 while it is absent); later transactions of the call
+// are guarded on the revision that one wrote it at. A claim that takes
+// nothing takes the number in a transaction of its own (reserveClaim),
+// so a late call never claims after it.
+type claimSeq struct {
+	key, want string // key is "" for a claim without a number
+	reserved  bool   // the number is taken (or there is none)
+	rev       int64
+}
+
+func newClaimSeq(s *Store, p *store.ClaimParams) *claimSeq {
+	cs := &claimSeq{want: hex16(p.ClaimSeq), reserved: p.ClaimSeq == 0}
+	if !cs.reserved {
+		cs.key = s.k.claimSeqKey(p.Owner)
+	}
+	return cs
+}
+
+// readKey is the key a claim's read reads with the ready entries: the
+// number's while it is not taken yet.
+func (cs *claimSeq) readKey() string {
+	if cs.reserved {
+		return ""
+	}
+	return cs.key
+}
+
+// late notes the number read (kv, nil when absent) and reports whether
+// it is this claim's or a later one's: the claim is a repeat, or late.
+func (cs *claimSeq) late(kv *mvccpb.KeyValue) bool {
+	if cs.reserved {
+		return false
+	}
+	cs.rev = 0
+	if kv != nil {
+		if string(kv.Value) >= cs.want {
+			return true
+		}
+		cs.rev = kv.ModRevision
+	}
+	return false
+}
+
+// choosePicks returns the candidates a claim that needs need takes: the
+// head in order, or, contended (lost), a head-biased random draw.
+func choosePicks(cands []candidate, need int, lost bool) []candidate {
+	if len(cands) <= need {
+		return cands
+	}
+	if !lost {
+		return cands[:need]
+	}
+	picks := make([]candidate, need)
+	for j, ix := range headBiasedPicks(len(cands), need) {
+		picks[j] = cands[ix]
+	}
+	return picks
+}
+
+// claimGroups makes the write of each pick: its ready key deleted, its
+// dynamic record Processing under p.Owner, its static record read back.
+// Picks that do not decode are returned as bad.
+func (s *Store) claimGroups(p *store.ClaimParams, lease clientv3.LeaseID, picks []candidate) (gs []*group, dyns []*dynRec, bad []candidate) {
+	for _, c := range picks {
+		cd, err := decodeDyn(c.key, c.val)
+		if err != nil {
+			bad = append(bad, c)
+			continue
+		}
+		d := cd.next()
+		d.State = store.Processing
+		d.Attempt++
+		d.Owner = p.Owner
+		d.LeaseUntil = tn(p.LeaseUntil)
+		d.LeaseID = int64(lease)
+		d.Cancel = false
+		d.Updated = tn(p.Now)
+		d.HSeq++
+		// The pause key's absence is a guard too: a pause committed after
+		// the read stops the claim (compared once per transaction,
+		// however many picks share it).
+		g := &group{guards: []guard{{c.key, c.rev}, {s.k.paused(p.Queue), 0}}, ref: len(dyns)}
+		g.del(c.key)
+		s.addHist(g, &d, store.Scheduled, p.Now, p.Owner, "", nil)
+		g.put(s.k.dyn(d.ID), mustJSON(&d))
+		g.get(s.k.static(d.ID))
+		gs, dyns = append(gs, g), append(dyns, &d)
+	}
+	return gs, dyns, bad
+}
+
+// claimExtra is what each claim transaction carries besides its picks:
+// the claim record of the attempts it takes (the running set and owner
+// index in one key), the drop of this handle's claim records whose
+// attempts all ended, and the claim number (guard and put).
+func (s *Store) claimExtra(p *store.ClaimParams, lease clientv3.LeaseID, cs *claimSeq, dyns []*dynRec) extraOps {
+	return func(batch []*group, room int) extraTxn {
+		rec := claimRec{LeaseID: int64(lease), LeaseUntil: tn(p.LeaseUntil)}
+		for _, g := range batch {
+			rec.IDs = append(rec.IDs, dyns[g.ref].ID)
+			rec.Attempts = append(rec.Attempts, dyns[g.ref].Attempt)
+		}
+		ck := s.claimRecKey(p.Owner, p.ClaimSeq)
+		for _, g := range batch {
+			g.ck = ck
+		}
+		x := s.dropOps(room - 2)
+		x.ops = append(x.ops, clientv3.OpPut(ck, mustJSON(&rec)))
+		if cs.key == "" {
+			return x
+		}
+		x.guard = guard{cs.key, cs.rev}
+		if !cs.reserved {
+			x.ops = append(x.ops, clientv3.OpPut(cs.key, cs.want, clientv3.WithLease(lease)))
+		}
+		drop := x.done
+		x.done = func(rev int64) {
+			drop(rev)
+			if !cs.reserved {
+				cs.reserved, cs.rev = true, rev
+			}
+		}
+		return x
+	}
+}
+
+// takePicks claims picks and adds what it took to res; stale counts the
+// picks others took first. done reports a claim that must end now
+// (another claim of this owner took a number meanwhile).
+func (s *Store) takePicks(ctx context.Context, p *store.ClaimParams, lease clientv3.LeaseID, cs *claimSeq, picks []candidate, res *store.ClaimResult) (stale int, done bool, err error) {
+	gs, dyns, bad := s.claimGroups(p, lease, picks)
+	if len(bad) > 0 {
+		if err := s.quarantine(ctx, bad); err != nil {
+			return 0, true, err
+		}
+	}
+	if err := s.commitX(ctx, gs, s.claimExtra(p, lease, cs, dyns)); errors.Is(err, errGuardMoved) {
+		// Another claim of this owner took a number meanwhile: this one
+		// ends with what it has.
+		res.NextRunAt = p.Now
+		return 0, true, nil
+	} else if err != nil {
+		return 0, true, err
+	}
+	for j, g := range gs {
+		if !g.applied {
+			stale++
+			continue
+		}
+		var st *staticRec
+		if kvs := g.resp[len(g.resp)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			st, err = decodeStatic(string(kvs[0].Key), kvs[0].Value)
+		} else {
+			err = fmt.Errorf("%w: instance %s has no static record", store.ErrCorrupt, dyns[j].ID)
+		}
+		if err != nil {
+			// Claimed, but cannot be run: end it so it does not come
+			// back, and leave the rest of the queue working.
+			if ferr := s.terminateCorrupt(ctx, dyns[j], p.Owner, p.Now, err); ferr != nil {
+				return 0, true, ferr
+			}
+			continue
+		}
+		s.remember(dyns[j], g.rev, g.ck)
+		res.Instances = append(res.Instances, instance(st, dyns[j]))
+	}
+	return stale, false, nil
 }
 
 // headBiasedPicks returns need distinct indexes below n (need < n), in
@@ -1236,38 +1076,9 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 		if round > maxRounds {
 			return nil, s.wrap("finish", ctx, errors.New("gave up after repeated conflicts"))
 		}
-		ids := make([]string, len(pending))
-		for j, i := range pending {
-			ids[j] = p.Outcomes[i].ID
-		}
-		// First from what this handle wrote when it claimed (no read);
-		// what it does not know, or what changed since, is read.
-		ds := make([]*dynRec, len(ids))
-		revs := make([]int64, len(ids))
-		var unknown []int
-		s.mu.Lock()
-		for j, id := range ids {
-			o, ok := s.owned[id]
-			if ok && round == 0 && o.d.Owner == p.Owner && o.d.Attempt == p.Outcomes[pending[j]].Attempt {
-				d := o.d
-				ds[j], revs[j] = &d, o.rev
-			} else {
-				unknown = append(unknown, j)
-			}
-		}
-		s.mu.Unlock()
-		if len(unknown) > 0 {
-			uids := make([]string, len(unknown))
-			for k, j := range unknown {
-				uids[k] = ids[j]
-			}
-			uds, urevs, _, err := s.readDyn(ctx, uids)
-			if err != nil {
-				return nil, s.wrap("finish", ctx, err)
-			}
-			for k, j := range unknown {
-				ds[j], revs[j] = uds[k], urevs[k]
-			}
+		ds, revs, err := s.finishRecords(ctx, p, pending, round)
+		if err != nil {
+			return nil, s.wrap("finish", ctx, err)
 		}
 		var gs []*group
 		var dyns []*dynRec
@@ -1275,58 +1086,15 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 			o := &p.Outcomes[i]
 			d := ds[j]
 			if d == nil || d.State != store.Processing || d.Owner != p.Owner || d.Attempt != o.Attempt {
-				s.forget(o.ID)
-				if d != nil {
-					ok, err := s.applied(ctx, d, o, p.Owner)
-					if err != nil {
-						return nil, s.wrap("finish", ctx, err)
-					}
-					if ok {
-						res[i] = store.FinishResult{State: d.State} // a repeated Finish: this very outcome is recorded
-						continue
-					}
+				if res[i], err = s.notRunning(ctx, d, o, p.Owner); err != nil {
+					return nil, s.wrap("finish", ctx, err)
 				}
-				res[i].Err = fmt.Errorf("%w: instance %s attempt %d is not running under owner %s", store.ErrLeaseLost, o.ID, o.Attempt, p.Owner)
 				continue
 			}
-			e := d.next()
-			e.State = o.State
-			if o.State == store.Scheduled && d.Cancel {
-				// Canceled while the attempt ran, before a Renew told its
-				// owner: the cancel wins over another attempt.
-				e.State = store.Canceled
-			}
-			e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
-			e.Updated = tn(p.Now)
-			e.Error = o.Error
-			e.Result = nil
-			e.HSeq++
-			g := &group{guards: []guard{{s.k.dyn(o.ID), revs[j]}}, ref: i}
-			s.mu.Lock()
-			if ow, ok := s.owned[o.ID]; ok && ow.d.Attempt == o.Attempt {
-				g.ck = ow.ck
-			}
-			s.mu.Unlock()
-			if e.State == store.Scheduled {
-				if o.Release {
-					e.Attempt--
-				}
-				e.RunAt = tn(o.RunAt)
-				s.addHist(g, &e, store.Processing, p.Now, p.Owner, o.Error, nil)
-				dv := mustJSON(&e)
-				g.put(s.k.dyn(o.ID), dv)
-				s.addReady(g, &e, dv)
-			} else {
-				if o.State == store.Completed {
-					e.Result = o.Result
-				}
-				e.Finished = tn(p.Now)
-				s.addHist(g, &e, store.Processing, p.Now, p.Owner, o.Error, e.Result)
-				g.put(s.k.dyn(o.ID), mustJSON(&e))
-				g.put(s.k.finished(&e, e.ID), e.ID)
-			}
+			g, e := s.finishGroup(p, o, d, revs[j])
+			g.ref = i
 			gs = append(gs, g)
-			dyns = append(dyns, &e)
+			dyns = append(dyns, e)
 		}
 		// A claim record goes with the transaction that ends the last of
 		// its attempts this handle runs; one whose attempts ended
@@ -1349,6 +1117,101 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 		}
 	}
 	return res, nil
+}
+
+// finishRecords returns the dynamic records (and their revisions) of the
+// pending outcomes of p: first from what this handle wrote when it
+// claimed (no read; in the first round only); what it does not know, or
+// what changed since, is read.
+func (s *Store) finishRecords(ctx context.Context, p *store.FinishParams, pending []int, round int) ([]*dynRec, []int64, error) {
+	ds := make([]*dynRec, len(pending))
+	revs := make([]int64, len(pending))
+	var unknown []int
+	var uids []string
+	s.mu.Lock()
+	for j, i := range pending {
+		o := &p.Outcomes[i]
+		ow, ok := s.owned[o.ID]
+		if ok && round == 0 && ow.d.Owner == p.Owner && ow.d.Attempt == o.Attempt {
+			d := ow.d
+			ds[j], revs[j] = &d, ow.rev
+		} else {
+			unknown = append(unknown, j)
+			uids = append(uids, o.ID)
+		}
+	}
+	s.mu.Unlock()
+	if len(unknown) == 0 {
+		return ds, revs, nil
+	}
+	uds, urevs, _, err := s.readDyn(ctx, uids)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, j := range unknown {
+		ds[j], revs[j] = uds[k], urevs[k]
+	}
+	return ds, revs, nil
+}
+
+// notRunning is the result of outcome o of owner for an instance whose
+// record d (nil: gone) is not o's attempt running under owner: the
+// outcome recorded already (a repeated Finish), or ErrLeaseLost.
+func (s *Store) notRunning(ctx context.Context, d *dynRec, o *store.Outcome, owner string) (store.FinishResult, error) {
+	s.forget(o.ID)
+	if d != nil {
+		ok, err := s.applied(ctx, d, o, owner)
+		if err != nil {
+			return store.FinishResult{}, err
+		}
+		if ok {
+			return store.FinishResult{State: d.State}, nil // a repeated Finish: this very outcome is recorded
+		}
+	}
+	return store.FinishResult{Err: fmt.Errorf("%w: instance %s attempt %d is not running under owner %s", store.ErrLeaseLost, o.ID, o.Attempt, owner)}, nil
+}
+
+// finishGroup makes the write of outcome o for d, o's attempt running
+// under p.Owner at revision rev, and returns it with the record it
+// writes.
+func (s *Store) finishGroup(p *store.FinishParams, o *store.Outcome, d *dynRec, rev int64) (*group, *dynRec) {
+	e := d.next()
+	e.State = o.State
+	if o.State == store.Scheduled && d.Cancel {
+		// Canceled while the attempt ran, before a Renew told its owner:
+		// the cancel wins over another attempt.
+		e.State = store.Canceled
+	}
+	e.Owner, e.LeaseUntil, e.LeaseID, e.Cancel = "", 0, 0, false
+	e.Updated = tn(p.Now)
+	e.Error = o.Error
+	e.Result = nil
+	e.HSeq++
+	g := &group{guards: []guard{{s.k.dyn(o.ID), rev}}}
+	s.mu.Lock()
+	if ow, ok := s.owned[o.ID]; ok && ow.d.Attempt == o.Attempt {
+		g.ck = ow.ck
+	}
+	s.mu.Unlock()
+	if e.State == store.Scheduled {
+		if o.Release {
+			e.Attempt--
+		}
+		e.RunAt = tn(o.RunAt)
+		s.addHist(g, &e, store.Processing, p.Now, p.Owner, o.Error, nil)
+		dv := mustJSON(&e)
+		g.put(s.k.dyn(o.ID), dv)
+		s.addReady(g, &e, dv)
+		return g, &e
+	}
+	if o.State == store.Completed {
+		e.Result = o.Result
+	}
+	e.Finished = tn(p.Now)
+	s.addHist(g, &e, store.Processing, p.Now, p.Owner, o.Error, e.Result)
+	g.put(s.k.dyn(o.ID), mustJSON(&e))
+	g.put(s.k.finished(&e, e.ID), e.ID)
+	return g, &e
 }
 
 // applied reports whether d is where outcome o of owner left it: the same

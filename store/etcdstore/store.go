@@ -48,6 +48,7 @@ type Store struct {
 	prios     map[string][]string
 	far       map[string]string    // queue/prio -> far key of its ready range (see readReady)
 	short     map[string]bool      // queue -> its last claim found fewer ready than it asked for (see readReady)
+	low       map[string]laneLow   // queue/lane -> where claims start reading it (see laneLow)
 	emptied   map[string]time.Time // lane marker -> when this handle last tried to delete it (dropEmptyLanes)
 	contended time.Time            // when a claim last lost a race
 	logCount  uint64
@@ -276,7 +277,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	s := &Store{
 		cli: client, ns: DefaultNamespace, ttl: 10, maxOps: 128,
 		maxValue: 512 << 10, maxTxn: 1<<20 + 64<<10, opTimeout: 15 * time.Second, window: 32,
-		prios: map[string][]string{}, far: map[string]string{}, short: map[string]bool{}, emptied: map[string]time.Time{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{}, tally: map[string]int{},
+		prios: map[string][]string{}, far: map[string]string{}, short: map[string]bool{}, low: map[string]laneLow{}, emptied: map[string]time.Time{}, uniq: map[int64]clientv3.LeaseID{}, owned: map[string]ownedRec{}, tally: map[string]int{},
 	}
 	for _, o := range opts {
 		if o == nil {

@@ -100,17 +100,7 @@ func (s *Store) commitX(ctx context.Context, gs []*group, extra extraOps) error 
 	}
 	pending := gs
 	for len(pending) > 0 {
-		n, nops, ncmp, size := 0, 0, 0, 0
-		for n < len(pending) {
-			g := pending[n]
-			if n > 0 && (nops+len(g.ops)+len(g.marks) > s.maxOps-reserve || ncmp+len(g.guards) > s.maxOps || size+g.size > s.maxTxn) {
-				break
-			}
-			nops += len(g.ops) + len(g.marks)
-			ncmp += len(g.guards)
-			size += g.size
-			n++
-		}
+		n := s.fitTxn(pending, reserve)
 		batch := pending[:n]
 		var cmps []clientv3.Cmp
 		var thens, elses []clientv3.Op
@@ -157,39 +147,63 @@ func (s *Store) commitX(ctx context.Context, gs []*group, extra extraOps) error 
 			pending = pending[n:]
 			continue
 		}
-		if x.guard.key != "" {
-			var rev int64
-			if kvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-				rev = kvs[0].ModRevision
-			}
-			if rev != x.guard.rev {
-				return errGuardMoved
-			}
+		if x.guard.key != "" && readRev(resp.Responses[len(resp.Responses)-1]) != x.guard.rev {
+			return errGuardMoved
 		}
-		var retry []*group
-		for _, g := range batch {
-			ok := true
-			for _, gd := range g.guards {
-				var rev int64
-				if kvs := resp.Responses[at[gd]].GetResponseRange().GetKvs(); len(kvs) > 0 {
-					rev = kvs[0].ModRevision
-				}
-				if rev != gd.rev {
-					ok = false
-				}
-			}
-			if ok {
-				retry = append(retry, g)
-			} else {
-				g.stale = true
-			}
-		}
+		retry := markStale(batch, resp.Responses, at)
 		if len(retry) == len(batch) {
 			return fmt.Errorf("transaction failed although every guard holds (is --max-txn-ops below %d? see WithMaxTxnOps)", s.maxOps)
 		}
 		pending = append(retry, pending[n:]...)
 	}
 	return nil
+}
+
+// fitTxn returns how many of the groups pending, at least one, fit one
+// transaction that also carries reserve operations of its own.
+func (s *Store) fitTxn(pending []*group, reserve int) int {
+	n, nops, ncmp, size := 0, 0, 0, 0
+	for n < len(pending) {
+		g := pending[n]
+		if n > 0 && (nops+len(g.ops)+len(g.marks) > s.maxOps-reserve || ncmp+len(g.guards) > s.maxOps || size+g.size > s.maxTxn) {
+			break
+		}
+		nops += len(g.ops) + len(g.marks)
+		ncmp += len(g.guards)
+		size += g.size
+		n++
+	}
+	return n
+}
+
+// readRev is the ModRevision of the key a failure branch's read found
+// (0: absent).
+func readRev(r *pb.ResponseOp) int64 {
+	if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
+		return kvs[0].ModRevision
+	}
+	return 0
+}
+
+// markStale marks the groups of a failed transaction whose guards no
+// longer hold (their revisions read back in resps, at the indexes at
+// gives) as stale, and returns the others, to retry.
+func markStale(batch []*group, resps []*pb.ResponseOp, at map[guard]int) []*group {
+	var retry []*group
+	for _, g := range batch {
+		ok := true
+		for _, gd := range g.guards {
+			if readRev(resps[at[gd]]) != gd.rev {
+				ok = false
+			}
+		}
+		if ok {
+			retry = append(retry, g)
+		} else {
+			g.stale = true
+		}
+	}
+	return retry
 }
 
 // appendMarks appends one put of each lane marker the groups need (after
