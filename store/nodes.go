@@ -89,6 +89,10 @@ type NodeInfo struct {
 	Host    string    // host name
 	Labels  []string  // the node's labels ("region=eu", "gpu"), as claims carry them
 	Kinds   []string  // the job kinds it runs
+	// ExecutorTypes are the built-in executor types the node enables
+	// (webhook, command, wasm, ...; job.WithExecutorTypes), sorted: the
+	// kinds whose stored definitions name one of them run there.
+	ExecutorTypes []string
 	Queues  []string  // the queues it claims from
 	Workers int       // worker slots
 	Busy    int       // slots running an attempt at the last heartbeat
@@ -117,6 +121,7 @@ func (n *NodeInfo) Clone() *NodeInfo {
 	c := *n
 	c.Labels = append([]string(nil), n.Labels...)
 	c.Kinds = append([]string(nil), n.Kinds...)
+	c.ExecutorTypes = append([]string(nil), n.ExecutorTypes...)
 	c.Queues = append([]string(nil), n.Queues...)
 	return &c
 }
