@@ -85,19 +85,19 @@ func (s NodeStatus) Gone() bool { return s != NodeLive }
 
 // NodeInfo is one node's record in the registry.
 type NodeInfo struct {
-	ID      string    // the manager's node ID (lease owner)
-	Host    string    // host name
-	Labels  []string  // the node's labels ("region=eu", "gpu"), as claims carry them
-	Kinds   []string  // the job kinds it runs
+	ID     string   // the manager's node ID (lease owner)
+	Host   string   // host name
+	Labels []string // the node's labels ("region=eu", "gpu"), as claims carry them
+	Kinds  []string // the job kinds it runs
 	// ExecutorTypes are the built-in executor types the node enables
 	// (webhook, command, wasm, ...; job.WithExecutorTypes), sorted: the
 	// kinds whose stored definitions name one of them run there.
 	ExecutorTypes []string
-	Queues  []string  // the queues it claims from
-	Workers int       // worker slots
-	Busy    int       // slots running an attempt at the last heartbeat
-	Version string    // the engine's version
-	Started time.Time // when the manager started (its clock)
+	Queues        []string  // the queues it claims from
+	Workers       int       // worker slots
+	Busy          int       // slots running an attempt at the last heartbeat
+	Version       string    // the engine's version
+	Started       time.Time // when the manager started (its clock)
 	// LastSeen is the node's own clock at its last heartbeat.
 	LastSeen time.Time
 	// StoreSeen is the store's clock at its last heartbeat (etcdstore,

@@ -49,7 +49,7 @@ func nodeInfo(id string) store.NodeInfo {
 		ID: id, Host: "host-" + id, Labels: []string{"gpu", "region=eu"},
 		Kinds: []string{"kind-a", "kind-b"}, Queues: []string{"q"}, Workers: 8, Busy: 3,
 		ExecutorTypes: []string{"command", "webhook"},
-		Version: "v1.2.3", Started: base, Skew: 7 * time.Millisecond,
+		Version:       "v1.2.3", Started: base, Skew: 7 * time.Millisecond,
 	}
 }
 
