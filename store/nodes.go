@@ -85,19 +85,15 @@ func (s NodeStatus) Gone() bool { return s != NodeLive }
 
 // NodeInfo is one node's record in the registry.
 type NodeInfo struct {
-	ID     string   // the manager's node ID (lease owner)
-	Host   string   // host name
-	Labels []string // the node's labels ("region=eu", "gpu"), as claims carry them
-	Kinds  []string // the job kinds it runs
-	// ExecutorTypes are the built-in executor types the node enables
-	// (webhook, command, wasm, ...; job.WithExecutorTypes), sorted: the
-	// kinds whose stored definitions name one of them run there.
-	ExecutorTypes []string
-	Queues        []string  // the queues it claims from
-	Workers       int       // worker slots
-	Busy          int       // slots running an attempt at the last heartbeat
-	Version       string    // the engine's version
-	Started       time.Time // when the manager started (its clock)
+	ID      string    // the manager's node ID (lease owner)
+	Host    string    // host name
+	Labels  []string  // the node's labels ("region=eu", "gpu"), as claims carry them
+	Kinds   []string  // the job kinds it runs
+	Queues  []string  // the queues it claims from
+	Workers int       // worker slots
+	Busy    int       // slots running an attempt at the last heartbeat
+	Version string    // the engine's version
+	Started time.Time // when the manager started (its clock)
 	// LastSeen is the node's own clock at its last heartbeat.
 	LastSeen time.Time
 	// StoreSeen is the store's clock at its last heartbeat (etcdstore,
@@ -111,6 +107,10 @@ type NodeInfo struct {
 	// GoneAt is when the node was declared dead or left, on the store's
 	// clock (zero while live or stale).
 	GoneAt time.Time
+	// ExecutorTypes are the built-in executor types the node enables
+	// (webhook, command, wasm, ...; job.WithExecutorTypes), sorted: the
+	// kinds whose stored definitions name one of them run there.
+	ExecutorTypes []string
 }
 
 // Clone returns a deep copy of n.
