@@ -17,7 +17,9 @@ func (m *missingError) Error() string {
 	return fmt.Sprintf("alert: %s %q does not exist; list the %ss to see their names", m.what, m.name, m.what)
 }
 
-func (m *missingError) Is(target error) bool { return target == ErrUnknown || target == store.ErrNotFound }
+func (m *missingError) Is(target error) bool {
+	return target == ErrUnknown || target == store.ErrNotFound
+}
 
 // docErr is the error of a read or delete of the document of a rule,
 // silence, channel or incident: one that is not stored is a missingError,
