@@ -15,7 +15,7 @@ import (
 // plus what they return, under a lock of their own (documents never take
 // part in a queue operation).
 type documentTable struct {
-	mu      sync.RWMutex
+	mu     sync.RWMutex
 	byColl map[string]*btree.BTreeG[*store.Document]
 	// gone is, per collection, the greatest Version of a document
 	// deleted or pruned: a new document starts above it (see
