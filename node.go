@@ -222,8 +222,12 @@ func (m *Manager) nodeInfo(now time.Time) store.NodeInfo {
 	m.nodes.mu.Lock()
 	skew := m.nodes.skew
 	m.nodes.mu.Unlock()
+	var types []string
+	if len(m.cfg.execTypes) > 0 {
+		types = m.ExecutorTypes()
+	}
 	return store.NodeInfo{
-		ID: m.node, Host: host, Kinds: m.reg.kinds(), Queues: m.cfg.queues, Labels: m.cfg.labels,
+		ID: m.node, Host: host, Kinds: m.reg.kinds(), Queues: m.cfg.queues, Labels: m.cfg.labels, ExecutorTypes: types,
 		Workers: size, Busy: busy, Version: Version, Started: m.started, LastSeen: now, Skew: skew,
 	}
 }

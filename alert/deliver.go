@@ -215,7 +215,7 @@ func (s *Service) TestChannel(ctx context.Context, name string) (*Notification, 
 		return n, err
 	}
 	if sendErr != nil {
-		return n, fmt.Errorf("%w: channel %q: %v", ErrDelivery, name, sendErr)
+		return n, fmt.Errorf("%w: %v", ErrDelivery, sendErr) // the caller named the channel
 	}
 	return n, nil
 }

@@ -363,7 +363,7 @@ func (s *Service) GetRule(ctx context.Context, name string) (*Rule, error) {
 	r := new(Rule)
 	d, err := s.getDoc(ctx, colRules, name, r)
 	if err != nil {
-		return nil, fmt.Errorf("alert: rule %q: %w", name, err)
+		return nil, docErr("", "rule", name, err)
 	}
 	r.Version, r.CreatedAt, r.UpdatedAt = d.Version, d.CreatedAt, d.UpdatedAt
 	return r, nil
@@ -380,7 +380,7 @@ func (s *Service) ListRules(ctx context.Context) ([]*Rule, error) {
 // its open incidents resolve at the next evaluation.
 func (s *Service) DeleteRule(ctx context.Context, name string, ifVersion int64) error {
 	if err := s.cfg.Store.DeleteDocument(ctx, &store.DeleteDocumentParams{Collection: colRules, Name: name, IfVersion: ifVersion}); err != nil {
-		return fmt.Errorf("alert: delete rule %q: %w", name, err)
+		return docErr("delete", "rule", name, err)
 	}
 	s.ev.wake()
 	return nil
@@ -427,7 +427,7 @@ func (s *Service) ListSilences(ctx context.Context) ([]*Silence, error) {
 // DeleteSilence removes a silence.
 func (s *Service) DeleteSilence(ctx context.Context, name string, ifVersion int64) error {
 	if err := s.cfg.Store.DeleteDocument(ctx, &store.DeleteDocumentParams{Collection: colSilences, Name: name, IfVersion: ifVersion}); err != nil {
-		return fmt.Errorf("alert: delete silence %q: %w", name, err)
+		return docErr("delete", "silence", name, err)
 	}
 	return nil
 }
@@ -489,7 +489,7 @@ func (s *Service) GetChannel(ctx context.Context, name string) (*Channel, error)
 	c := new(Channel)
 	d, err := s.getDoc(ctx, colChannels, name, c)
 	if err != nil {
-		return nil, fmt.Errorf("alert: channel %q: %w", name, err)
+		return nil, docErr("", "channel", name, err)
 	}
 	c.Version, c.CreatedAt, c.UpdatedAt = d.Version, d.CreatedAt, d.UpdatedAt
 	return c, nil
@@ -538,7 +538,7 @@ func (s *Service) DeleteChannel(ctx context.Context, name string, ifVersion int6
 		return fmt.Errorf("%w: channel %q is notified by rule %s; take it out of them first", ErrInUse, name, strings.Join(users, ", "))
 	}
 	if err := s.cfg.Store.DeleteDocument(ctx, &store.DeleteDocumentParams{Collection: colChannels, Name: name, IfVersion: ifVersion}); err != nil {
-		return fmt.Errorf("alert: delete channel %q: %w", name, err)
+		return docErr("delete", "channel", name, err)
 	}
 	return nil
 }
@@ -575,7 +575,7 @@ func (s *Service) GetIncident(ctx context.Context, id string) (*Incident, error)
 	in := new(Incident)
 	d, err := s.getDoc(ctx, colIncidents, id, in)
 	if err != nil {
-		return nil, fmt.Errorf("alert: incident %q: %w", id, err)
+		return nil, docErr("", "incident", id, err)
 	}
 	in.Version = d.Version
 	return in, nil

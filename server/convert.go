@@ -527,6 +527,8 @@ func nodeToProto(n *store.NodeInfo) *pb.Node {
 		Skew:      durationpb.New(n.Skew),
 		Status:    nodeStatuses[n.Status],
 		GoneAt:    ts(n.GoneAt),
+
+		ExecutorTypes: n.ExecutorTypes,
 	}
 }
 

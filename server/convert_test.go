@@ -148,7 +148,7 @@ func TestRecordsToProto(t *testing.T) {
 	allSet(t, logToProto(&store.LogRecord{InstanceID: "i", Kind: "k", Attempt: 1, Level: store.LevelWarn, Time: t0, Node: "n", Message: "m", Seq: 2}))
 	allSet(t, eventToProto(&store.Event{Cursor: "c", InstanceID: "i", Kind: "k", Queue: "q", State: store.Scheduled, Attempt: 1, Time: t0, Node: "n", Error: "e", Seq: 3}))
 	allSet(t, nodeToProto(&store.NodeInfo{ID: "n", Host: "h", Labels: []string{"a"}, Kinds: []string{"k"}, Queues: []string{"q"}, Workers: 4, Busy: 1,
-		Version: "v", Started: t0, LastSeen: t0, Skew: time.Millisecond, Status: store.NodeDead, GoneAt: t0}))
+		Version: "v", Started: t0, LastSeen: t0, Skew: time.Millisecond, Status: store.NodeDead, GoneAt: t0, ExecutorTypes: []string{"command"}}))
 	var states [store.TimedOut + 1]int64
 	for i := range states {
 		states[i] = int64(i)

@@ -142,7 +142,7 @@ func scheduleBatch(ctx context.Context, m *job.Manager, items []*pb.ScheduleRequ
 	for i, it := range items {
 		kind, opts, err := scheduleOptions(it)
 		if err != nil {
-			out[i] = batchResult(nil, err)
+			out[i] = batchResult(nil, it.GetKind(), err)
 			continue
 		}
 		batch = append(batch, job.BatchItem{Kind: kind, Options: opts})
@@ -157,17 +157,18 @@ func scheduleBatch(ctx context.Context, m *job.Manager, items []*pb.ScheduleRequ
 	}
 	for j, r := range res {
 		if r.Err != nil {
-			out[at[j]] = batchResult(nil, r.Err)
+			out[at[j]] = batchResult(nil, batch[j].Kind, r.Err)
 			continue
 		}
-		out[at[j]] = batchResult(instanceToProto(r.Instance), nil)
+		out[at[j]] = batchResult(instanceToProto(r.Instance), "", nil)
 	}
 	return out, nil
 }
 
 // batchResult is one item's result: the instance, or the error as the code
-// and message a call of its own would have answered.
-func batchResult(inst *pb.Instance, err error) *pb.ScheduleBatchResult {
+// and message a call of its own would have answered, less the engine's
+// `job: schedule "<kind>": `: an item's error is read beside its kind.
+func batchResult(inst *pb.Instance, kind string, err error) *pb.ScheduleBatchResult {
 	if err == nil {
 		return &pb.ScheduleBatchResult{Instance: inst}
 	}
@@ -176,7 +177,11 @@ func batchResult(inst *pb.Instance, err error) *pb.ScheduleBatchResult {
 	if !errors.As(toConnect(err), &ce) {
 		return &pb.ScheduleBatchResult{Error: &pb.ItemError{Code: connect.CodeInternal.String(), Message: err.Error(), OutcomeUnknown: unknown}}
 	}
-	ie := &pb.ItemError{Code: ce.Code().String(), Message: ce.Message(), OutcomeUnknown: unknown}
+	msg := ce.Message()
+	if rest, ok := strings.CutPrefix(msg, fmt.Sprintf("job: schedule %q: ", kind)); ok {
+		msg = rest
+	}
+	ie := &pb.ItemError{Code: ce.Code().String(), Message: msg, OutcomeUnknown: unknown}
 	for _, d := range ce.Details() {
 		if v, err := d.Value(); err == nil {
 			if f, ok := v.(*pb.ErrorFix); ok {

@@ -31,11 +31,13 @@ type Documents interface {
 	// the name is taken), N > 0 replaces only the document stored at
 	// version N (ErrConflict when it is at another, ErrNotFound when there
 	// is none), AnyVersion creates or replaces whatever is stored. The
-	// store assigns the new Version, greater than any version it gave
-	// before in the namespace (so a document deleted and created again
-	// never meets a stale IfVersion), keeps CreatedAt of a replaced
-	// document (p.Now for a new one) and sets UpdatedAt to p.Now. It
-	// returns the document as stored. Parameters that fail Validate are
+	// store assigns the new Version: one more than the replaced one's, and
+	// for a new document one more than the greatest Version of a document
+	// of the collection ever deleted or pruned (1 in a collection that
+	// never lost one), so a document counts its own changes, and one
+	// deleted and created again never meets a stale IfVersion. It keeps
+	// CreatedAt of a replaced document (p.Now for a new one) and sets
+	// UpdatedAt to p.Now. It returns the document as stored. Parameters that fail Validate are
 	// ErrInvalid (or ErrTooLarge for a body above MaxDocumentBytes) and
 	// nothing is stored.
 	PutDocument(ctx context.Context, p *PutDocumentParams) (*Document, error)
@@ -72,8 +74,9 @@ type Document struct {
 	// Body is the document, one JSON value of at most MaxDocumentBytes,
 	// kept byte for byte.
 	Body json.RawMessage `json:"body"`
-	// Version is assigned by the store at each write; pass it back as
-	// IfVersion to replace or delete what was read.
+	// Version is assigned by the store at each write (1 for a new
+	// document, one more at each change; see PutDocument); pass it back
+	// as IfVersion to replace or delete what was read.
 	Version int64 `json:"version"`
 	// CreatedAt and UpdatedAt are set by the store from
 	// PutDocumentParams.Now.

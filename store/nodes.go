@@ -107,6 +107,10 @@ type NodeInfo struct {
 	// GoneAt is when the node was declared dead or left, on the store's
 	// clock (zero while live or stale).
 	GoneAt time.Time
+	// ExecutorTypes are the built-in executor types the node enables
+	// (webhook, command, wasm, ...; job.WithExecutorTypes), sorted: the
+	// kinds whose stored definitions name one of them run there.
+	ExecutorTypes []string
 }
 
 // Clone returns a deep copy of n.
@@ -117,6 +121,7 @@ func (n *NodeInfo) Clone() *NodeInfo {
 	c := *n
 	c.Labels = append([]string(nil), n.Labels...)
 	c.Kinds = append([]string(nil), n.Kinds...)
+	c.ExecutorTypes = append([]string(nil), n.ExecutorTypes...)
 	c.Queues = append([]string(nil), n.Queues...)
 	return &c
 }

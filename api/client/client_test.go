@@ -104,7 +104,16 @@ func TestErrorsMapCodesToSentinels(t *testing.T) {
 	if !errors.Is(nf, job.ErrNotFound) || CodeOf(nf) != CodeNotFound {
 		t.Fatalf("not found: %v", nf)
 	}
-	if got, want := nf.Error(), `jobkit: get instance x: not_found: instance "x" not found`; got != want {
+	// The message names the instance: the call is named without it.
+	if got, want := nf.Error(), `jobkit: get instance: not_found: instance "x" not found`; got != want {
+		t.Fatalf("message %q, want %q", got, want)
+	}
+	ch := wrap(`create channel "ops"`, connect.NewError(connect.CodeInvalidArgument, errors.New(`alert: invalid: channel "ops": url "ftp://x"; give an http:// or https:// address`)))
+	if got, want := ch.Error(), `jobkit: create channel: invalid_argument: alert: invalid: channel "ops": url "ftp://x"; give an http:// or https:// address`; got != want {
+		t.Fatalf("message %q, want %q", got, want)
+	}
+	exists := wrap(`create channel "ops"`, connect.NewError(connect.CodeAlreadyExists, errors.New(`exists already; update it, or delete it first`)))
+	if got, want := exists.Error(), `jobkit: create channel "ops": already_exists: exists already; update it, or delete it first`; got != want {
 		t.Fatalf("message %q, want %q", got, want)
 	}
 	// The engine's messages name the call themselves: it is named once.

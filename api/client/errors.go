@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -89,13 +90,21 @@ const OutcomeUnknown = "unknown"
 // Error returns the call, the code and the server's message; for an
 // ambiguous schedule, also the safe retry. When the message begins by
 // naming the call itself, as the engine's do (`job: retry 0194…: …`),
-// the call is named once.
+// the call is named once; when it names what the call is about (`channel
+// "ops": url …` for `create channel "ops"`, `unknown kind "x"` for a batch
+// item "(x)"), the call is named without it.
 func (e *Error) Error() string {
 	m := e.err.Message()
-	if rest, ok := strings.CutPrefix(strings.TrimPrefix(m, "job: "), e.Op+": "); ok && e.Op != "" {
+	op := e.Op
+	if rest, ok := strings.CutPrefix(strings.TrimPrefix(m, "job: "), op+": "); ok && op != "" {
 		m = rest
 	}
-	msg := fmt.Sprintf("jobkit: %s: %s: %s", e.Op, e.err.Code(), m)
+	if i := strings.LastIndexByte(op, ' '); i > 0 {
+		if name := strings.Trim(op[i+1:], `()"`); name != "" && strings.Contains(m, strconv.Quote(name)) {
+			op = op[:i]
+		}
+	}
+	msg := fmt.Sprintf("jobkit: %s: %s: %s", op, e.err.Code(), m)
 	if e.also == job.ErrOutcomeUnknown && !strings.Contains(msg, "WithIdempotencyKey") {
 		msg += " (outcome unknown: the instance may or may not be stored; to retry safely, give the call WithIdempotencyKey and repeat it with the same key, which stores it at most once)"
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobkit/job/store"
@@ -15,16 +16,22 @@ import (
 
 // Named documents (store.Documents) live under
 //
-//	P doc/<collection>/<name>   value = "<created ns> <updated ns> <body>"
+//	P doc/<collection>/<name>   value = "v<version> <created ns> <updated ns> <body>"
+//	P docg/<collection>         value = the greatest version of a document
+//	                            of the collection deleted or pruned
 //
 // the name as it is (it is the last part of the key, and a collection
 // name holds no "/"), so a range read lists a collection in byte order of
-// name. A document's Version is its key's ModRevision: etcd's revisions
-// only grow, so a version is never given twice, across deletes too. Each
-// write is a transaction that compares the ModRevision read.
+// name. A document counts its own versions; a new one starts above the
+// collection's docg, so one deleted and created again never meets a
+// version of its earlier life. Each write is a transaction that compares
+// the ModRevisions read. A value written by an earlier version of this
+// store ("<created ns> <updated ns> <body>", no "v") has its key's
+// ModRevision as version.
 
 func (k keys) docPrefix(coll string) string      { return k.p + "doc/" + coll + "/" }
 func (k keys) document(coll, name string) string { return k.p + "doc/" + coll + "/" + name }
+func (k keys) docGone(coll string) string        { return k.p + "docg/" + coll }
 
 // maxDocTxnOps bounds the operations of one prune transaction, below
 // etcd's default --max-txn-ops (128).
@@ -32,6 +39,15 @@ const maxDocTxnOps = 100
 
 // decodeDocument decodes the stored value of coll/name at revision rev.
 func decodeDocument(coll, name string, raw []byte, rev int64) (*store.Document, error) {
+	ver := rev
+	if rest, ok := bytes.CutPrefix(raw, []byte("v")); ok {
+		vs, after, ok := bytes.Cut(rest, []byte(" "))
+		v, err := strconv.ParseInt(string(vs), 10, 64)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("%w: etcdstore: document %q of collection %s: malformed stored value; delete it (without IfVersion) or overwrite it with AnyVersion", store.ErrCorrupt, name, coll)
+		}
+		ver, raw = v, after
+	}
 	cs, rest, ok1 := bytes.Cut(raw, []byte(" "))
 	us, body, ok2 := bytes.Cut(rest, []byte(" "))
 	created, err1 := strconv.ParseInt(string(cs), 10, 64)
@@ -40,9 +56,59 @@ func decodeDocument(coll, name string, raw []byte, rev int64) (*store.Document, 
 		return nil, fmt.Errorf("%w: etcdstore: document %q of collection %s: malformed stored value; delete it (without IfVersion) or overwrite it with AnyVersion", store.ErrCorrupt, name, coll)
 	}
 	return &store.Document{
-		Collection: coll, Name: name, Body: bytes.Clone(body), Version: rev,
+		Collection: coll, Name: name, Body: bytes.Clone(body), Version: ver,
 		CreatedAt: time.Unix(0, created).UTC(), UpdatedAt: time.Unix(0, updated).UTC(),
 	}, nil
+}
+
+// docRead is a document's key and its collection's docg read at one
+// revision.
+type docRead struct {
+	rev, goneRev int64 // ModRevisions (0: absent)
+	gone         int64 // docg's value
+	kv           *mvccpb.KeyValue
+}
+
+// readDoc reads coll/name and its collection's docg at one revision.
+func (s *Store) readDoc(ctx context.Context, coll, name string) (docRead, error) {
+	key, gk := s.k.document(coll, name), s.k.docGone(coll)
+	tr, err := s.cli.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(gk)).Commit()
+	if err != nil {
+		return docRead{}, err
+	}
+	var r docRead
+	if kvs := tr.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		r.kv, r.rev = kvs[0], kvs[0].ModRevision
+	}
+	if kvs := tr.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		r.goneRev = kvs[0].ModRevision
+		r.gone, _ = strconv.ParseInt(string(kvs[0].Value), 10, 64)
+	}
+	return r, nil
+}
+
+// raiseGone sets coll's docg to top if it is below.
+func (s *Store) raiseGone(ctx context.Context, coll string, top int64) error {
+	gk := s.k.docGone(coll)
+	for {
+		resp, err := s.cli.Get(ctx, gk)
+		if err != nil {
+			return err
+		}
+		var rev, gone int64
+		if len(resp.Kvs) > 0 {
+			rev = resp.Kvs[0].ModRevision
+			gone, _ = strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
+		}
+		if top <= gone {
+			return nil
+		}
+		tr, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(gk), "=", rev)).
+			Then(clientv3.OpPut(gk, strconv.FormatInt(top, 10))).Commit()
+		if err != nil || tr.Succeeded {
+			return err
+		}
+	}
 }
 
 // PutDocument implements store.Documents.
@@ -56,20 +122,19 @@ func (s *Store) PutDocument(ctx context.Context, p *store.PutDocumentParams) (*s
 	}
 	defer cancel()
 	ctx = octx
-	key := s.k.document(p.Collection, p.Name)
+	key, gk := s.k.document(p.Collection, p.Name), s.k.docGone(p.Collection)
 	now := p.Now.UnixNano()
 	for {
-		resp, err := s.cli.Get(ctx, key)
+		r, err := s.readDoc(ctx, p.Collection, p.Name)
 		if err != nil {
 			return nil, s.wrap("put document", ctx, err)
 		}
 		var have int64
-		created := now
-		if len(resp.Kvs) > 0 {
-			kv := resp.Kvs[0]
-			have = kv.ModRevision
-			if old, err := decodeDocument(p.Collection, p.Name, kv.Value, kv.ModRevision); err == nil {
-				created = old.CreatedAt.UnixNano()
+		created, ver := now, r.gone+1
+		if r.kv != nil {
+			have = r.kv.ModRevision
+			if old, err := decodeDocument(p.Collection, p.Name, r.kv.Value, r.kv.ModRevision); err == nil {
+				created, have, ver = old.CreatedAt.UnixNano(), old.Version, old.Version+1
 			} else if p.IfVersion != store.AnyVersion {
 				return nil, err
 			}
@@ -77,15 +142,15 @@ func (s *Store) PutDocument(ctx context.Context, p *store.PutDocumentParams) (*s
 		if p.IfVersion != store.AnyVersion && p.IfVersion != have {
 			return nil, fmt.Errorf("etcdstore: %w", store.DocumentConflict(p.Collection, p.Name, p.IfVersion, have))
 		}
-		val := strconv.FormatInt(created, 10) + " " + strconv.FormatInt(now, 10) + " " + string(p.Body)
-		tr, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", have)).
+		val := "v" + strconv.FormatInt(ver, 10) + " " + strconv.FormatInt(created, 10) + " " + strconv.FormatInt(now, 10) + " " + string(p.Body)
+		tr, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", r.rev), clientv3.Compare(clientv3.ModRevision(gk), "=", r.goneRev)).
 			Then(clientv3.OpPut(key, val)).Commit()
 		if err != nil {
 			return nil, s.wrap("put document", ctx, err)
 		}
 		if tr.Succeeded {
 			return &store.Document{
-				Collection: p.Collection, Name: p.Name, Body: bytes.Clone(p.Body), Version: tr.Header.Revision,
+				Collection: p.Collection, Name: p.Name, Body: bytes.Clone(p.Body), Version: ver,
 				CreatedAt: time.Unix(0, created).UTC(), UpdatedAt: time.Unix(0, now).UTC(),
 			}, nil
 		}
@@ -169,26 +234,36 @@ func (s *Store) DeleteDocument(ctx context.Context, p *store.DeleteDocumentParam
 		return s.wrap("delete document", ctx, err)
 	}
 	defer cancel()
-	key := s.k.document(p.Collection, p.Name)
-	var cmp []clientv3.Cmp
-	if p.IfVersion != 0 {
-		cmp = append(cmp, clientv3.Compare(clientv3.ModRevision(key), "=", p.IfVersion))
-	}
-	tr, err := s.cli.Txn(octx).If(cmp...).Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).Commit()
-	if err != nil {
-		return s.wrap("delete document", ctx, err)
-	}
-	if tr.Succeeded {
-		if tr.Responses[0].GetResponseDeleteRange().Deleted == 0 {
+	key, gk := s.k.document(p.Collection, p.Name), s.k.docGone(p.Collection)
+	for {
+		r, err := s.readDoc(octx, p.Collection, p.Name)
+		if err != nil {
+			return s.wrap("delete document", ctx, err)
+		}
+		if r.kv == nil {
 			return fmt.Errorf("etcdstore: %w", store.DocumentNotFound(p.Collection, p.Name))
 		}
-		return nil
+		have := r.kv.ModRevision
+		if old, err := decodeDocument(p.Collection, p.Name, r.kv.Value, r.kv.ModRevision); err == nil {
+			have = old.Version
+		}
+		if p.IfVersion != 0 && p.IfVersion != have {
+			return fmt.Errorf("etcdstore: %w", store.DocumentConflict(p.Collection, p.Name, p.IfVersion, have))
+		}
+		ops := []clientv3.Op{clientv3.OpDelete(key)}
+		if have > r.gone {
+			ops = append(ops, clientv3.OpPut(gk, strconv.FormatInt(have, 10)))
+		}
+		tr, err := s.cli.Txn(octx).If(clientv3.Compare(clientv3.ModRevision(key), "=", r.rev), clientv3.Compare(clientv3.ModRevision(gk), "=", r.goneRev)).
+			Then(ops...).Commit()
+		if err != nil {
+			return s.wrap("delete document", ctx, err)
+		}
+		if tr.Succeeded {
+			return nil
+		}
+		// Changed since the read: decide again on what is there now.
 	}
-	kvs := tr.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 {
-		return fmt.Errorf("etcdstore: %w", store.DocumentNotFound(p.Collection, p.Name))
-	}
-	return fmt.Errorf("etcdstore: %w", store.DocumentConflict(p.Collection, p.Name, p.IfVersion, kvs[0].ModRevision))
 }
 
 // PruneDocuments implements store.Documents: it counts, reads the names
@@ -233,14 +308,27 @@ func (s *Store) PruneDocuments(ctx context.Context, p *store.PruneDocumentsParam
 		batch := names.Kvs[i:min(i+maxDocTxnOps, len(names.Kvs))]
 		ops := make([]clientv3.Op, len(batch))
 		for j, kv := range batch {
-			ops[j] = clientv3.OpDelete(string(kv.Key))
+			ops[j] = clientv3.OpDelete(string(kv.Key), clientv3.WithPrevKV())
 		}
 		tr, err := s.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return deleted, s.wrap("prune documents", ctx, err)
 		}
+		var top int64
 		for _, r := range tr.Responses {
-			deleted += int(r.GetResponseDeleteRange().Deleted)
+			dr := r.GetResponseDeleteRange()
+			deleted += int(dr.Deleted)
+			for _, kv := range dr.PrevKvs {
+				if d, err := decodeDocument(p.Collection, "", kv.Value, kv.ModRevision); err == nil {
+					top = max(top, d.Version)
+				}
+			}
+		}
+		// Not in the deleting transaction (its keys are many): a name
+		// created again between the two may start below its pruned life.
+		// Pruned collections name documents by time, and never do.
+		if err := s.raiseGone(ctx, p.Collection, top); err != nil {
+			return deleted, s.wrap("prune documents", ctx, err)
 		}
 	}
 	return deleted, nil

@@ -15,9 +15,20 @@ import (
 // plus what they return, under a lock of their own (documents never take
 // part in a queue operation).
 type documentTable struct {
-	mu      sync.RWMutex
-	byColl  map[string]*btree.BTreeG[*store.Document]
-	version int64 // the last Version given; never reused
+	mu     sync.RWMutex
+	byColl map[string]*btree.BTreeG[*store.Document]
+	// gone is, per collection, the greatest Version of a document
+	// deleted or pruned: a new document starts above it (see
+	// store.Documents).
+	gone map[string]int64
+}
+
+// forget records that a document of collection c at version v is gone.
+func (t *documentTable) forget(c string, v int64) {
+	if t.gone == nil {
+		t.gone = map[string]int64{}
+	}
+	t.gone[c] = max(t.gone[c], v)
 }
 
 func docLess(a, b *store.Document) bool { return a.Name < b.Name }
@@ -55,10 +66,13 @@ func (s *Store) PutDocument(ctx context.Context, p *store.PutDocumentParams) (*s
 	if p.IfVersion != store.AnyVersion && p.IfVersion != have {
 		return nil, fmt.Errorf("memdbstore: %w", store.DocumentConflict(p.Collection, p.Name, p.IfVersion, have))
 	}
-	s.docs.version++
+	version := s.docs.gone[p.Collection] + 1
+	if ok {
+		version = old.Version + 1
+	}
 	d := &store.Document{
 		Collection: p.Collection, Name: p.Name, Body: append([]byte(nil), p.Body...),
-		Version: s.docs.version, CreatedAt: p.Now, UpdatedAt: p.Now,
+		Version: version, CreatedAt: p.Now, UpdatedAt: p.Now,
 	}
 	if ok {
 		d.CreatedAt = old.CreatedAt
@@ -142,6 +156,7 @@ func (s *Store) DeleteDocument(ctx context.Context, p *store.DeleteDocumentParam
 		return fmt.Errorf("memdbstore: %w", store.DocumentConflict(p.Collection, p.Name, p.IfVersion, old.Version))
 	}
 	tr.Delete(old)
+	s.docs.forget(p.Collection, old.Version)
 	return nil
 }
 
@@ -166,7 +181,9 @@ func (s *Store) PruneDocuments(ctx context.Context, p *store.PruneDocumentsParam
 	}
 	n := p.PruneCount(tr.Len(), before, limit)
 	for range n {
-		tr.DeleteMin()
+		if d, ok := tr.DeleteMin(); ok {
+			s.docs.forget(p.Collection, d.Version)
+		}
 	}
 	return n, nil
 }

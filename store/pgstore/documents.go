@@ -13,11 +13,27 @@ import (
 
 // Named documents (store.Documents) are rows of the documents table
 // (migrations/0004_documents.sql), keyed by namespace, collection and
-// name; versions come from the document_version sequence.
+// name. A document counts its own versions (version + 1 at each change);
+// a new one starts above the greatest version a document of its
+// collection had when deleted or pruned, kept in a row of collection
+// "#<collection>" and name "" (no collection a user names starts with
+// "#"). The document_version sequence of schema 4 is no longer used.
 
-// nextDocVersion is the SQL expression of a new document version.
-func (s *Store) nextDocVersion() string {
-	return `nextval('` + s.t("document_version") + `')`
+// goneRow is the SQL of the row that keeps the greatest version of the
+// gone documents of collection $2.
+const goneRow = `ns = $1 AND collection = '#' || $2::text AND name = ''`
+
+// firstDocVersion is the SQL expression of a new document's version.
+func (s *Store) firstDocVersion() string {
+	return `coalesce((SELECT version FROM ` + s.t("documents") + ` WHERE ` + goneRow + `), 0) + 1`
+}
+
+// forgetDocs is the SQL that records the versions of the documents a
+// CTE d deleted (RETURNING version) in the collection's gone row.
+func (s *Store) forgetDocs() string {
+	return `f AS (INSERT INTO ` + s.t("documents") + ` AS g (ns, collection, name, body, version, created_at, updated_at)
+		SELECT $1, '#' || $2::text, '', ''::bytea, max(version), 0, 0 FROM d HAVING count(*) > 0
+		ON CONFLICT (ns, collection, name) DO UPDATE SET version = greatest(g.version, excluded.version))`
 }
 
 // PutDocument implements store.Documents in one statement (two when the
@@ -26,18 +42,18 @@ func (s *Store) PutDocument(ctx context.Context, p *store.PutDocumentParams) (*s
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: put document: %w", err)
 	}
-	t, ver := s.t("documents"), s.nextDocVersion()
+	t, first := s.t("documents"), s.firstDocVersion()
 	var q string
 	switch p.IfVersion {
 	case 0:
-		q = `INSERT INTO ` + t + ` (ns, collection, name, body, version, created_at, updated_at) VALUES ($1, $2, $3, $4, ` + ver + `, $5, $5)
+		q = `INSERT INTO ` + t + ` (ns, collection, name, body, version, created_at, updated_at) VALUES ($1, $2, $3, $4, ` + first + `, $5, $5)
 			ON CONFLICT DO NOTHING RETURNING version, created_at`
 	case store.AnyVersion:
-		q = `INSERT INTO ` + t + ` (ns, collection, name, body, version, created_at, updated_at) VALUES ($1, $2, $3, $4, ` + ver + `, $5, $5)
-			ON CONFLICT (ns, collection, name) DO UPDATE SET body = excluded.body, version = excluded.version, updated_at = excluded.updated_at
+		q = `INSERT INTO ` + t + ` AS d (ns, collection, name, body, version, created_at, updated_at) VALUES ($1, $2, $3, $4, ` + first + `, $5, $5)
+			ON CONFLICT (ns, collection, name) DO UPDATE SET body = excluded.body, version = d.version + 1, updated_at = excluded.updated_at
 			RETURNING version, created_at`
 	default:
-		q = `UPDATE ` + t + ` SET body = $4, version = ` + ver + `, updated_at = $5
+		q = `UPDATE ` + t + ` SET body = $4, version = version + 1, updated_at = $5
 			WHERE ns = $1 AND collection = $2 AND name = $3 AND version = $6 RETURNING version, created_at`
 	}
 	now := nanos(p.Now)
@@ -137,12 +153,14 @@ func (s *Store) DeleteDocument(ctx context.Context, p *store.DeleteDocumentParam
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("pgstore: delete document: %w", err)
 	}
-	tag, err := s.q(ctx).Exec(ctx, `DELETE FROM `+s.t("documents")+` WHERE ns = $1 AND collection = $2 AND name = $3 AND ($4 = 0 OR version = $4)`,
-		s.cfg.ns, p.Collection, p.Name, p.IfVersion)
+	var n int
+	err := s.q(ctx).QueryRow(ctx, `WITH d AS (DELETE FROM `+s.t("documents")+` WHERE ns = $1 AND collection = $2 AND name = $3 AND ($4 = 0 OR version = $4) RETURNING version),
+		`+s.forgetDocs()+`
+		SELECT count(*) FROM d`, s.cfg.ns, p.Collection, p.Name, p.IfVersion).Scan(&n)
 	if err != nil {
 		return s.wrap(ctx, "delete document", err)
 	}
-	if tag.RowsAffected() > 0 {
+	if n > 0 {
 		return nil
 	}
 	have, err := s.docVersion(ctx, p.Collection, p.Name)
@@ -173,10 +191,13 @@ func (s *Store) PruneDocuments(ctx context.Context, p *store.PruneDocumentsParam
 	if n == 0 {
 		return 0, nil
 	}
-	tag, err := s.q(ctx).Exec(ctx, `DELETE FROM `+t+` WHERE ns = $1 AND collection = $2 AND name IN (
-		SELECT name FROM `+t+` WHERE ns = $1 AND collection = $2 ORDER BY name LIMIT $3)`, s.cfg.ns, p.Collection, n)
+	var deleted int
+	err = s.q(ctx).QueryRow(ctx, `WITH d AS (DELETE FROM `+t+` WHERE ns = $1 AND collection = $2 AND name IN (
+		SELECT name FROM `+t+` WHERE ns = $1 AND collection = $2 ORDER BY name LIMIT $3) RETURNING version),
+		`+s.forgetDocs()+`
+		SELECT count(*) FROM d`, s.cfg.ns, p.Collection, n).Scan(&deleted)
 	if err != nil {
 		return 0, s.wrap(ctx, "prune documents", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return deleted, nil
 }

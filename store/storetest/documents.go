@@ -95,7 +95,9 @@ func testDocumentsCRUD(t *testing.T, h Harness) {
 
 	b1 := docBody("one")
 	made := e.putDoc(e.s, c, "fr", b1, 0, at(time.Second))
-	checkDoc(t, "created document", made, c, "fr", b1, 0, at(time.Second), at(time.Second))
+	// A new document is at version 1, whatever the namespace stored
+	// before in other collections, and counts its own changes.
+	checkDoc(t, "created document", made, c, "fr", b1, 1, at(time.Second), at(time.Second))
 	checkDoc(t, "read document", e.getDoc(e.s, c, "fr"), c, "fr", b1, made.Version, at(time.Second), at(time.Second))
 
 	// Returned records are copies.
@@ -106,17 +108,17 @@ func testDocumentsCRUD(t *testing.T, h Harness) {
 	b2 := json.RawMessage(`[1, 2,3]`)
 	upd := e.putDoc(e.s, c, "fr", b2, made.Version, at(2*time.Second))
 	checkDoc(t, "replaced document", upd, c, "fr", b2, 0, at(time.Second), at(2*time.Second))
-	if upd.Version <= made.Version {
-		t.Fatalf("version after a replace: %d, want more than %d", upd.Version, made.Version)
+	if upd.Version != made.Version+1 {
+		t.Fatalf("version after a replace: %d, want %d", upd.Version, made.Version+1)
 	}
 	checkDoc(t, "read replaced document", e.getDoc(e.s, c, "fr"), c, "fr", b2, upd.Version, at(time.Second), at(2*time.Second))
 
 	// AnyVersion replaces whatever is there, and creates.
 	b3 := json.RawMessage(`"just a string"`)
 	anyv := e.putDoc(e.s, c, "fr", b3, store.AnyVersion, at(3*time.Second))
-	checkDoc(t, "document put with AnyVersion", anyv, c, "fr", b3, 0, at(time.Second), at(3*time.Second))
+	checkDoc(t, "document put with AnyVersion", anyv, c, "fr", b3, upd.Version+1, at(time.Second), at(3*time.Second))
 	other := e.putDoc(e.s, c, "de", json.RawMessage(`null`), store.AnyVersion, at(4*time.Second))
-	checkDoc(t, "document created with AnyVersion", other, c, "de", json.RawMessage(`null`), 0, at(4*time.Second), at(4*time.Second))
+	checkDoc(t, "document created with AnyVersion", other, c, "de", json.RawMessage(`null`), 1, at(4*time.Second), at(4*time.Second))
 
 	// Delete at its version, then without one.
 	if err := e.s.DeleteDocument(e.ctx, &store.DeleteDocumentParams{Collection: c, Name: "fr", IfVersion: anyv.Version}); err != nil {
@@ -139,8 +141,28 @@ func testDocumentsCRUD(t *testing.T, h Harness) {
 	if again.Version <= anyv.Version {
 		t.Fatalf("version of a document created again: %d, want more than any before (%d)", again.Version, anyv.Version)
 	}
-	_, err = e.s.PutDocument(e.ctx, &store.PutDocumentParams{Collection: c, Name: "fr", Body: b2, IfVersion: made.Version, Now: at(6 * time.Second)})
-	wantErr(t, "replace with the version of the deleted document", err, store.ErrConflict)
+	for _, v := range []int64{made.Version, upd.Version, anyv.Version} {
+		_, err = e.s.PutDocument(e.ctx, &store.PutDocumentParams{Collection: c, Name: "fr", Body: b2, IfVersion: v, Now: at(6 * time.Second)})
+		wantErr(t, fmt.Sprintf("replace with version %d of the deleted document", v), err, store.ErrConflict)
+	}
+	// Its changes count on from there.
+	next := e.putDoc(e.s, c, "fr", b2, again.Version, at(7*time.Second))
+	if next.Version != again.Version+1 {
+		t.Fatalf("version after replacing a document created again: %d, want %d", next.Version, again.Version+1)
+	}
+	// A pruned document's name, used again, never meets a version its
+	// earlier life had either.
+	const hc = "alert-history"
+	old := e.putDoc(e.s, hc, "a", docBody("a"), 0, at(time.Second))
+	old = e.putDoc(e.s, hc, "a", docBody("a2"), old.Version, at(time.Second))
+	e.putDoc(e.s, hc, "b", docBody("b"), 0, at(time.Second))
+	if n, err := e.s.PruneDocuments(e.ctx, &store.PruneDocumentsParams{Collection: hc, Keep: 1}); err != nil || n != 1 {
+		t.Fatalf("PruneDocuments(keep 1) = %d, %v; want 1", n, err)
+	}
+	reborn := e.putDoc(e.s, hc, "a", docBody("a3"), 0, at(2*time.Second))
+	if reborn.Version <= old.Version {
+		t.Fatalf("version of a pruned document created again: %d, want more than %d", reborn.Version, old.Version)
+	}
 }
 
 func testDocumentsConflict(t *testing.T, h Harness) {

@@ -48,7 +48,8 @@ func nodeInfo(id string) store.NodeInfo {
 	return store.NodeInfo{
 		ID: id, Host: "host-" + id, Labels: []string{"gpu", "region=eu"},
 		Kinds: []string{"kind-a", "kind-b"}, Queues: []string{"q"}, Workers: 8, Busy: 3,
-		Version: "v1.2.3", Started: base, Skew: 7 * time.Millisecond,
+		ExecutorTypes: []string{"command", "webhook"},
+		Version:       "v1.2.3", Started: base, Skew: 7 * time.Millisecond,
 	}
 }
 
@@ -147,13 +148,22 @@ func testNodesHeartbeatList(t *testing.T, h Harness) {
 	}
 	// A later heartbeat replaces the record.
 	info := nodeInfo("n1")
-	info.Busy, info.Kinds = 5, []string{"kind-c"}
+	info.Busy, info.Kinds, info.ExecutorTypes = 5, []string{"kind-c"}, []string{"wasm"}
 	if _, err := e.s.Heartbeat(e.ctx, &store.HeartbeatParams{Node: info, Now: at(3 * time.Second), DeadAfter: deadAfter}); err != nil {
 		t.Fatal(err)
 	}
 	n = e.listNodes(other, at(3*time.Second))["n1"]
-	if n == nil || n.Busy != 5 || len(n.Kinds) != 1 || n.Kinds[0] != "kind-c" || !n.LastSeen.Equal(at(3*time.Second)) {
-		t.Errorf("after a second heartbeat n1 = %+v, want busy 5, kinds [kind-c], last seen %v", n, at(3*time.Second))
+	if n == nil || n.Busy != 5 || len(n.Kinds) != 1 || n.Kinds[0] != "kind-c" || !n.LastSeen.Equal(at(3*time.Second)) ||
+		len(n.ExecutorTypes) != 1 || n.ExecutorTypes[0] != "wasm" {
+		t.Errorf("after a second heartbeat n1 = %+v, want busy 5, kinds [kind-c], executor types [wasm], last seen %v", n, at(3*time.Second))
+	}
+	// A node that stops enabling executor types reports none.
+	info.ExecutorTypes = nil
+	if _, err := e.s.Heartbeat(e.ctx, &store.HeartbeatParams{Node: info, Now: at(4 * time.Second), DeadAfter: deadAfter}); err != nil {
+		t.Fatal(err)
+	}
+	if n = e.listNodes(other, at(4*time.Second))["n1"]; n == nil || len(n.ExecutorTypes) != 0 {
+		t.Errorf("after a heartbeat with no executor types n1 = %+v, want none", n)
 	}
 }
 

@@ -43,7 +43,7 @@ func TestErrorsForTheReader(t *testing.T) {
 
 	// An unknown kind: jobctl's command, not Manager.RegisterJob; a Go
 	// program reading the API gets the API's call, and the ErrorFix.
-	expect("unknown kind", 3, `jobctl: jobkit: schedule "nosuch": not_found: unknown kind "nosuch": the store holds no definition of it and this node does not register it (it registers none); define it with 'jobctl definitions create nosuch' (a job made of data), or start a worker that registers it`+"\n",
+	expect("unknown kind", 3, `jobctl: jobkit: schedule: not_found: unknown kind "nosuch": the store holds no definition of it and this node does not register it (it registers none); define it with 'jobctl definitions create nosuch' (a job made of data), or start a worker that registers it`+"\n",
 		"schedule", "nosuch")
 	c, err := client.New(p.api, client.WithToken(admin.secret))
 	if err != nil {
@@ -51,7 +51,7 @@ func TestErrorsForTheReader(t *testing.T) {
 	}
 	_, err = c.ScheduleJob(t.Context(), "nosuch")
 	var ce *client.Error
-	if want := `jobkit: schedule "nosuch": not_found: unknown kind "nosuch": the store holds no definition of it and this node does not register it (it registers none); create its definition (DefinitionService.CreateDefinition), or start a worker that registers it`; !errors.As(err, &ce) || err.Error() != want {
+	if want := `jobkit: schedule: not_found: unknown kind "nosuch": the store holds no definition of it and this node does not register it (it registers none); create its definition (DefinitionService.CreateDefinition), or start a worker that registers it`; !errors.As(err, &ce) || err.Error() != want {
 		t.Errorf("unknown kind through api/client:\n got %v\nwant %s", err, want)
 	} else if f := ce.Fix(); f.GetReason() != client.FixUnknownKind || f.GetSubject() != "nosuch" || !strings.HasSuffix(ce.Message(), f.GetFix()) {
 		t.Errorf("unknown kind: ErrorFix %v", f)
@@ -112,9 +112,9 @@ func TestErrorsForTheReader(t *testing.T) {
 	}
 
 	// An alert channel on a loopback address: jobd's flag.
-	expect("loopback channel", 2, `jobctl: jobkit: create channel "hook": invalid_argument: alert: invalid: channel "hook": webhook: destination forbidden: 127.0.0.1 resolves to loopback address 127.0.0.1; to reach it, add 127.0.0.1 to jobd's --alert-allow`+"\n",
+	expect("loopback channel", 2, `jobctl: jobkit: create channel: invalid_argument: alert: invalid: channel "hook": webhook: destination forbidden: 127.0.0.1 resolves to loopback address 127.0.0.1; to reach it, add 127.0.0.1 to jobd's --alert-allow`+"\n",
 		"alert", "channels", "create", "hook", "--type", "webhook", "--url", "http://127.0.0.1:9/x")
-	expect("loopback channel by name", 2, `jobctl: jobkit: create channel "hook": invalid_argument: alert: invalid: channel "hook": webhook: destination forbidden: localhost resolves to loopback address 127.0.0.1; to reach it, add localhost (or 127.0.0.1) to jobd's --alert-allow`+"\n",
+	expect("loopback channel by name", 2, `jobctl: jobkit: create channel: invalid_argument: alert: invalid: channel "hook": webhook: destination forbidden: localhost resolves to loopback address 127.0.0.1; to reach it, add localhost (or 127.0.0.1) to jobd's --alert-allow`+"\n",
 		"alert", "channels", "create", "hook", "--type", "webhook", "--url", "http://localhost:9/x")
 
 	// A missing secret: its file in --secrets-dir and its variable.
@@ -150,9 +150,10 @@ func TestScheduleBatchNumbersFromOne(t *testing.T) {
 			msg = line
 		}
 	}
-	// Both name jobctl's fix too, as a call of its own would.
-	const why = `not_found: job: schedule "nosuch": unknown kind "nosuch": the store holds no definition of it and this node does not register it (it registers echo); define it with 'jobctl definitions create nosuch' (a job made of data), or start a worker that registers it` + "\n"
-	if code != 3 || !strings.HasSuffix(row, "  nosuch  -        -          "+why) || msg != `jobctl: jobkit: schedule batch: item 2 of 2 (nosuch): `+why {
-		t.Errorf("schedule-batch: exit %d; want row 2 and the error naming item 2 of 2 (nosuch) and jobctl's fix:\n%s", code, out)
+	// Both name jobctl's fix too, as a call of its own would, and the
+	// kind once (the row's KIND column; the message's unknown kind).
+	const why = `not_found: unknown kind "nosuch": the store holds no definition of it and this node does not register it (it registers echo); define it with 'jobctl definitions create nosuch' (a job made of data), or start a worker that registers it` + "\n"
+	if code != 3 || !strings.HasSuffix(row, "  nosuch  -        -          "+why) || msg != `jobctl: jobkit: schedule batch: item 2 of 2: `+why {
+		t.Errorf("schedule-batch: exit %d; want row 2 and the error naming item 2 of 2 and jobctl's fix:\n%s", code, out)
 	}
 }

@@ -25,12 +25,14 @@ func init() {
 
 // documentKeys are the KEYS of the document scripts for collection c:
 // doc:<c> (HASH name -> "<version> <created ns> <updated ns> <body>"),
-// docn:<c> (ZSET of names) and docv (the namespace's version counter),
-// all under the namespace's hash tag. A collection name holds only
+// docn:<c> (ZSET of names) and docg:<c> (the greatest version of a
+// document of the collection deleted or pruned), all under the
+// namespace's hash tag. (docv, the namespace's version counter of earlier
+// versions, is no longer used.) A collection name holds only
 // [a-z0-9._-] (store.CheckCollection), so it never ends a key part early
 // or changes the hash tag.
 func (k Keys) documentKeys(c string) []string {
-	return []string{k.Prefix + "doc:" + c, k.Prefix + "docn:" + c, k.Prefix + "docv"}
+	return []string{k.Prefix + "doc:" + c, k.Prefix + "docn:" + c, k.Prefix + "docg:" + c}
 }
 
 // runDocument runs a document script with the keys of collection c.

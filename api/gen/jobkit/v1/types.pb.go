@@ -2059,7 +2059,10 @@ type Node struct {
 	Skew   *durationpb.Duration `protobuf:"bytes,11,opt,name=skew,proto3" json:"skew,omitempty"`
 	Status NodeStatus           `protobuf:"varint,12,opt,name=status,proto3,enum=jobkit.v1.NodeStatus" json:"status,omitempty"`
 	// When it was declared dead or left.
-	GoneAt        *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=gone_at,json=goneAt,proto3" json:"gone_at,omitempty"`
+	GoneAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=gone_at,json=goneAt,proto3" json:"gone_at,omitempty"`
+	// The built-in executor types it enables (webhook, command, wasm),
+	// sorted: kinds whose stored definitions name one of them run there.
+	ExecutorTypes []string `protobuf:"bytes,14,rep,name=executor_types,json=executorTypes,proto3" json:"executor_types,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2181,6 +2184,13 @@ func (x *Node) GetStatus() NodeStatus {
 func (x *Node) GetGoneAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.GoneAt
+	}
+	return nil
+}
+
+func (x *Node) GetExecutorTypes() []string {
+	if x != nil {
+		return x.ExecutorTypes
 	}
 	return nil
 }
@@ -2564,7 +2574,7 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\x06counts\x18\x02 \x01(\v2\x16.jobkit.v1.StateCountsR\x06counts\x12B\n" +
 	"\x0foldest_ready_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\roldestReadyAt\x12+\n" +
-	"\x03lag\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03lag\"\xbf\x03\n" +
+	"\x03lag\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03lag\"\xe6\x03\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x16\n" +
@@ -2580,7 +2590,8 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12-\n" +
 	"\x04skew\x18\v \x01(\v2\x19.google.protobuf.DurationR\x04skew\x12-\n" +
 	"\x06status\x18\f \x01(\x0e2\x15.jobkit.v1.NodeStatusR\x06status\x123\n" +
-	"\agone_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x06goneAt\"Z\n" +
+	"\agone_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x06goneAt\x12%\n" +
+	"\x0eexecutor_types\x18\x0e \x03(\tR\rexecutorTypes\"Z\n" +
 	"\n" +
 	"BulkResult\x12\x18\n" +
 	"\amatched\x18\x01 \x01(\x03R\amatched\x12\x18\n" +

@@ -1,7 +1,8 @@
 -- document_prune: delete the first documents of a collection in name
 -- order (store.PruneDocumentsParams). Self-contained (not prefixed by
 -- lib.lua).
--- KEYS: [1] doc:<collection>, [2] docn:<collection> (see document_put.lua).
+-- KEYS: [1] doc:<collection>, [2] docn:<collection>, [3] docg:<collection>
+--       (see document_put.lua): the greatest version deleted is kept there.
 -- ARGV: [1] before: names that sort before it go ("" for no such rule),
 --       [2] keep: all but the keep last go (0 for no such rule),
 --       [3] limit: at most this many go.
@@ -24,8 +25,21 @@ if n <= 0 then
 	return 0
 end
 local names = redis.call('ZRANGE', KEYS[2], 0, n - 1)
+local gone = tonumber(redis.call('GET', KEYS[3]) or '0')
+local top = gone
 for i = 1, #names, 500 do
-	redis.call('HDEL', KEYS[1], unpack(names, i, math.min(i + 499, #names)))
+	local batch = {unpack(names, i, math.min(i + 499, #names))}
+	local vals = redis.call('HMGET', KEYS[1], unpack(batch))
+	for _, val in ipairs(vals) do
+		local v = val and tonumber(string.match(val, '^(%d+) '))
+		if v and v > top then
+			top = v
+		end
+	end
+	redis.call('HDEL', KEYS[1], unpack(batch))
+end
+if top > gone then
+	redis.call('SET', KEYS[3], string.format('%d', top))
 end
 redis.call('ZREMRANGEBYRANK', KEYS[2], 0, n - 1)
 return n

@@ -8,9 +8,11 @@
 --                                    document's JSON as given)
 --       [2] docn:<collection> ZSET   the collection's names, score 0, for
 --                                    paging and pruning in name order
---       [3] docv              STRING the last version given in the
---                                    namespace (INCR), so a version is
---                                    never given twice, across deletes too
+--       [3] docg:<collection> STRING the greatest version of a document
+--                                    of the collection deleted or pruned: a
+--                                    new document starts above it, so one
+--                                    created again never meets a version of
+--                                    its earlier life
 -- ARGV: [1] name, [2] if-version ("0" creates, "-1" creates or replaces
 --       whatever is stored, N replaces version N), [3] now (ns, decimal),
 --       [4] body.
@@ -31,7 +33,13 @@ end
 if ifv ~= '-1' and ifv ~= have then
 	return {1, have, ''}
 end
-local ver = redis.call('INCR', KEYS[3])
+-- A document counts its own versions; a new one (or one whose stored
+-- value cannot be read) starts above the collection's gone ones.
+local ver = tonumber(have)
+if not ver or ver == 0 then
+	ver = tonumber(redis.call('GET', KEYS[3]) or '0')
+end
+ver = string.format('%d', ver + 1)
 redis.call('HSET', KEYS[1], name, ver .. ' ' .. created .. ' ' .. now .. ' ' .. body)
 redis.call('ZADD', KEYS[2], 0, name)
-return {0, tostring(ver), created}
+return {0, ver, created}
