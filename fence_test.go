@@ -182,7 +182,7 @@ func stateOf(t *testing.T, m *job.Manager, id string) *job.InstanceInfo {
 	t.Helper()
 	ji, err := m.GetInstance(context.Background(), id)
 	if err != nil {
-		t.Fatalf("LookupInstance(%s): %v", id, err)
+		t.Fatalf("GetInstance(%s): %v", id, err)
 	}
 	return ji
 }

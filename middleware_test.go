@@ -103,7 +103,7 @@ func TestMiddlewareCarriesMetadata(t *testing.T) {
 	})
 	got, err := m.GetInstance(t.Context(), inst.ID)
 	if err != nil || !maps.Equal(got.Metadata, want) {
-		t.Fatalf("LookupInstance: Metadata %v, %v; want %v", got.Metadata, err, want)
+		t.Fatalf("GetInstance: Metadata %v, %v; want %v", got.Metadata, err, want)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -55,7 +55,7 @@ func lookup(t *testing.T, m *job.Manager, id string) *job.InstanceInfo {
 	t.Helper()
 	got, err := m.GetInstance(context.Background(), id)
 	if err != nil {
-		t.Fatalf("LookupInstance(%s): %v", id, err)
+		t.Fatalf("GetInstance(%s): %v", id, err)
 	}
 	return got
 }

@@ -98,7 +98,7 @@ func TestTypedJob(t *testing.T) {
 		t.Errorf("failed instance: state %v, Result error %v; want Terminated and ErrInvalidResults", failed.State, err)
 	}
 	if _, err := rj.GetInstance(ctx, other.ID); !errors.Is(err, job.ErrNotFound) || !strings.Contains(err.Error(), `"other"`) {
-		t.Errorf("LookupInstance of another kind's instance: %v; want ErrNotFound naming the kind", err)
+		t.Errorf("GetInstance of another kind's instance: %v; want ErrNotFound naming the kind", err)
 	}
 
 	all, err := rj.LookupInstances(ctx, nil)

@@ -75,7 +75,7 @@ func testInspect(t *testing.T, e *env) {
 	for range 10 {
 		p, err := m.ListInstances(ctx, job.NewQuery(job.WithQueryLimit(2), job.WithQueryCursor(cursor)))
 		if err != nil {
-			t.Fatalf("PageInstances: %v", err)
+			t.Fatalf("ListInstances: %v", err)
 		}
 		for _, in := range p.Items {
 			ids = append(ids, in.ID)
@@ -97,10 +97,10 @@ func testInspect(t *testing.T, e *env) {
 	}
 	_, err = m.ListInstances(ctx, job.NewQuery(job.WithQueryKind("ins-ok"), job.WithQueryLimit(2), job.WithQueryCursor("bm90IGEgY3Vyc29y")))
 	if !errors.Is(err, job.ErrInvalidOption) {
-		t.Fatalf("PageInstances with a forged cursor: %v, want ErrInvalidOption", err)
+		t.Fatalf("ListInstances with a forged cursor: %v, want ErrInvalidOption", err)
 	}
 	if _, err := m.ListInstances(ctx, job.NewQuery(job.WithQueryLimit(job.MaxPageSize+1))); !errors.Is(err, job.ErrInvalidOption) {
-		t.Fatalf("PageInstances above MaxPageSize: %v, want ErrInvalidOption", err)
+		t.Fatalf("ListInstances above MaxPageSize: %v, want ErrInvalidOption", err)
 	}
 	hp, err := m.ListHistory(ctx, job.NewQuery(job.WithQueryInstance(later)))
 	if err != nil || len(hp.Items) != 2 || hp.Next != "" {
