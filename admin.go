@@ -10,6 +10,20 @@ import (
 	"github.com/jobkit/job/store"
 )
 
+// Admin holds the calls of an operator, a server or a console, after
+// asynq's Inspector: stored definitions, triggers and their fire times,
+// calendars, queues (list, pause, counts, lag), the kinds and nodes the
+// store knows, the bulk operations and Prune. Manager keeps what an
+// embedding program calls every day. An Admin is a view of its manager
+// (the same store, namespace, clock and caches): get it with
+// Manager.Admin, as often as convenient; it needs no Stop.
+type Admin struct {
+	m *Manager
+}
+
+// Admin returns the administrative calls of m.
+func (m *Manager) Admin() *Admin { return &Admin{m: m} }
+
 // ErrNotFinished: the instance is still Scheduled or Processing, so it
 // cannot be retried; cancel it first or wait for it to finish.
 var ErrNotFinished = store.ErrNotFinished
@@ -175,7 +189,8 @@ type BulkResult struct {
 // as CancelInstance does one. q may name states among Scheduled and
 // Processing (both when it names none); see RetryInstances for how the
 // instances are found.
-func (m *Manager) CancelInstances(ctx context.Context, q *Query, opts ...AdminOption) (BulkResult, error) {
+func (a *Admin) CancelInstances(ctx context.Context, q *Query, opts ...AdminOption) (BulkResult, error) {
+	m := a.m
 	return m.bulk(ctx, "cancel", q, opts, []State{Scheduled, Processing}, func(ctx context.Context, _ *adminConfig, ins []*store.Instance) ([]error, error) {
 		errs := make([]error, len(ins))
 		for i, in := range ins {
@@ -203,7 +218,8 @@ func (m *Manager) CancelInstances(ctx context.Context, q *Query, opts ...AdminOp
 // query that selects nothing in particular needs WithAllInstances; a
 // query's Limit caps how many instances are handled. It returns what it
 // did until an error stopped it, with the error.
-func (m *Manager) RetryInstances(ctx context.Context, q *Query, opts ...AdminOption) (BulkResult, error) {
+func (a *Admin) RetryInstances(ctx context.Context, q *Query, opts ...AdminOption) (BulkResult, error) {
+	m := a.m
 	return m.bulk(ctx, "retry", q, opts, []State{Completed, Terminated, Canceled, TimedOut}, func(ctx context.Context, c *adminConfig, ins []*store.Instance) ([]error, error) {
 		ids := make([]string, len(ins))
 		for i, in := range ins {
@@ -240,7 +256,8 @@ func (m *Manager) RetryInstances(ctx context.Context, q *Query, opts ...AdminOpt
 
 // DeleteInstances deletes every instance q selects, in any state, as
 // DeleteInstance does one; see RetryInstances for how they are found.
-func (m *Manager) DeleteInstances(ctx context.Context, q *Query, opts ...AdminOption) (BulkResult, error) {
+func (a *Admin) DeleteInstances(ctx context.Context, q *Query, opts ...AdminOption) (BulkResult, error) {
+	m := a.m
 	return m.bulk(ctx, "delete", q, opts, nil, func(ctx context.Context, _ *adminConfig, ins []*store.Instance) ([]error, error) {
 		ids := make([]string, len(ins))
 		for i, in := range ins {
@@ -273,20 +290,64 @@ func (m *Manager) bulk(ctx context.Context, op string, q *Query, opts []AdminOpt
 	if err := c.apply(opts); err != nil {
 		return fail(err)
 	}
-	sq, err := q.store()
+	sq, none, err := m.bulkQuery(&c, q, op, allowed)
 	if err != nil {
 		return fail(err)
 	}
+	if none {
+		return res, nil
+	}
+	// The caller's own Limit caps the operation (0: no cap), not the
+	// default limit of a lookup.
+	total := 0
+	if q != nil {
+		total = q.q.Limit
+	}
+	r := bulkRounds{m: m, op: op, sq: sq, batch: c.batch, total: total, handled: map[string]bool{}}
+	for total <= 0 || res.Matched < total {
+		if err := ctx.Err(); err != nil {
+			return fail(err)
+		}
+		fresh, done, err := r.next(ctx, res.Matched)
+		if err != nil {
+			return fail(err)
+		}
+		if done {
+			break
+		}
+		if fresh == nil {
+			continue
+		}
+		errs, err := apply(ctx, &c, fresh)
+		if err != nil {
+			return fail(err)
+		}
+		if err := r.tally(&res, fresh, errs); err != nil {
+			return fail(err)
+		}
+	}
+	return res, nil
+}
+
+// bulkQuery checks a bulk operation's query and returns the store query it
+// runs: q's states (allowed when it names none), bounded to the instances
+// created before now. none reports a range that starts in the future, so
+// selects nothing yet.
+func (m *Manager) bulkQuery(c *adminConfig, q *Query, op string, allowed []State) (sq *store.Query, none bool, err error) {
+	sq, err = q.store()
+	if err != nil {
+		return nil, false, err
+	}
 	if len(sq.Levels) > 0 {
-		return fail(fmt.Errorf("%w: the query names log levels, which select log records, not instances", ErrInvalidOption))
+		return nil, false, fmt.Errorf("%w: the query names log levels, which select log records, not instances", ErrInvalidOption)
 	}
 	for _, st := range sq.States {
 		if allowed != nil && !slices.Contains(allowed, st) {
-			return fail(fmt.Errorf("%w: the query names state %v; %s acts only on %v", ErrInvalidOption, st, op, allowed))
+			return nil, false, fmt.Errorf("%w: the query names state %v; %s acts only on %v", ErrInvalidOption, st, op, allowed)
 		}
 	}
 	if !c.all && sq.InstanceID == "" && sq.Kind == "" && sq.Queue == "" && len(sq.States) == 0 && sq.Since.IsZero() && sq.Until.IsZero() {
-		return fail(fmt.Errorf("%w: the query selects every instance; narrow it (kind, queue, states, time range) or pass WithAllInstances to mean it", ErrInvalidOption))
+		return nil, false, fmt.Errorf("%w: the query selects every instance; narrow it (kind, queue, states, time range) or pass WithAllInstances to mean it", ErrInvalidOption)
 	}
 	if len(sq.States) == 0 {
 		sq.States = allowed
@@ -295,66 +356,75 @@ func (m *Manager) bulk(ctx context.Context, op string, q *Query, opts []AdminOpt
 	if start := m.clock.Now().Add(time.Nanosecond); sq.Until.IsZero() || sq.Until.After(start) {
 		sq.Until = start
 		if !sq.Since.IsZero() && !sq.Until.After(sq.Since) {
-			return res, nil // the range starts in the future: nothing yet
+			return sq, true, nil // the range starts in the future: nothing yet
 		}
 	}
-	// The caller's own Limit caps the operation (0: no cap), not the
-	// default limit of a lookup.
-	total := 0
-	if q != nil {
-		total = q.q.Limit
+	return sq, false, nil
+}
+
+// bulkRounds finds the instances of a bulk operation's rounds: each round
+// looks up the next batch its query selects and keeps those not handled.
+type bulkRounds struct {
+	m       *Manager
+	op      string
+	sq      *store.Query
+	batch   int
+	total   int // the caller's cap on instances handled (0: none)
+	handled map[string]bool
+	stuck   int // handled instances the last lookup returned again
+}
+
+// next looks up the next round's fresh instances, up to the cap given
+// matched so far. done reports that none are left; a nil fresh without
+// done means a whole page was handled already and the next lookup looks
+// further.
+func (r *bulkRounds) next(ctx context.Context, matched int) (fresh []*store.Instance, done bool, err error) {
+	lq := *r.sq
+	lq.Limit = r.batch + r.stuck
+	got, err := r.m.store.LookupInstances(ctx, &lq)
+	if err != nil && !errors.Is(err, store.ErrCorrupt) {
+		return nil, false, err
 	}
-	handled := map[string]bool{}
-	stuck := 0 // handled instances the last lookup returned again
-	for total <= 0 || res.Matched < total {
-		if err := ctx.Err(); err != nil {
-			return fail(err)
-		}
-		lq := *sq
-		lq.Limit = c.batch + stuck
-		got, err := m.store.LookupInstances(ctx, &lq)
-		if err != nil && !errors.Is(err, store.ErrCorrupt) {
-			return fail(err)
-		}
-		if err != nil {
-			m.log.Warn("bulk "+op+": some instances could not be decoded; they are left out", "err", err)
-		}
-		var fresh []*store.Instance
-		again := 0
-		for _, in := range got {
-			switch {
-			case handled[in.ID]:
-				again++
-			case total <= 0 || res.Matched+len(fresh) < total:
-				fresh = append(fresh, in)
-			}
-		}
-		if len(fresh) == 0 {
-			if len(got) < lq.Limit {
-				break // nothing left
-			}
-			stuck = len(got) // a whole page handled already: look further
-			continue
-		}
-		stuck = again
-		errs, err := apply(ctx, &c, fresh)
-		if err != nil {
-			return fail(err)
-		}
-		for i, in := range fresh {
-			handled[in.ID] = true
-			res.Matched++
-			switch e := errs[i]; {
-			case e == nil:
-				res.Applied++
-			case errors.Is(e, store.ErrNotFound), errors.Is(e, store.ErrFinished), errors.Is(e, store.ErrNotFinished), errors.Is(e, store.ErrCorrupt):
-				res.Skipped++
-			default:
-				return fail(fmt.Errorf("instance %s: %w", in.ID, e))
-			}
+	if err != nil {
+		r.m.log.Warn("bulk "+r.op+": some instances could not be decoded; they are left out", "err", err)
+	}
+	again := 0
+	for _, in := range got {
+		switch {
+		case r.handled[in.ID]:
+			again++
+		case r.total <= 0 || matched+len(fresh) < r.total:
+			fresh = append(fresh, in)
 		}
 	}
-	return res, nil
+	if len(fresh) == 0 {
+		if len(got) < lq.Limit {
+			return nil, true, nil // nothing left
+		}
+		r.stuck = len(got) // a whole page handled already: look further
+		return nil, false, nil
+	}
+	r.stuck = again
+	return fresh, false, nil
+}
+
+// tally marks a round's instances handled and counts them in res by their
+// errors: applied, skipped (gone, finished, not finished or undecodable
+// meanwhile), or an error that stops the operation.
+func (r *bulkRounds) tally(res *BulkResult, fresh []*store.Instance, errs []error) error {
+	for i, in := range fresh {
+		r.handled[in.ID] = true
+		res.Matched++
+		switch e := errs[i]; {
+		case e == nil:
+			res.Applied++
+		case errors.Is(e, store.ErrNotFound), errors.Is(e, store.ErrFinished), errors.Is(e, store.ErrNotFinished), errors.Is(e, store.ErrCorrupt):
+			res.Skipped++
+		default:
+			return fmt.Errorf("instance %s: %w", in.ID, e)
+		}
+	}
+	return nil
 }
 
 // adminError is the error of op ("retry", "cancel") on instance id that

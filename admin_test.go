@@ -81,31 +81,37 @@ func TestBulkRefusesUnclearFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, call := range map[string]func() (job.BulkResult, error){
-		"delete, nil query":   func() (job.BulkResult, error) { return m.DeleteInstances(ctx, nil) },
-		"delete, empty query": func() (job.BulkResult, error) { return m.DeleteInstances(ctx, job.NewQuery()) },
-		"cancel, empty query": func() (job.BulkResult, error) { return m.CancelInstances(ctx, job.NewQuery()) },
-		"retry, empty query":  func() (job.BulkResult, error) { return m.RetryInstances(ctx, job.NewQuery()) },
-		"limit only":          func() (job.BulkResult, error) { return m.DeleteInstances(ctx, job.NewQuery(job.WithQueryLimit(5))) },
+		"delete, nil query":   func() (job.BulkResult, error) { return m.Admin().DeleteInstances(ctx, nil) },
+		"delete, empty query": func() (job.BulkResult, error) { return m.Admin().DeleteInstances(ctx, job.NewQuery()) },
+		"cancel, empty query": func() (job.BulkResult, error) { return m.Admin().CancelInstances(ctx, job.NewQuery()) },
+		"retry, empty query":  func() (job.BulkResult, error) { return m.Admin().RetryInstances(ctx, job.NewQuery()) },
+		"limit only": func() (job.BulkResult, error) {
+			return m.Admin().DeleteInstances(ctx, job.NewQuery(job.WithQueryLimit(5)))
+		},
 		"cancel, final state": func() (job.BulkResult, error) {
-			return m.CancelInstances(ctx, job.NewQuery(job.WithQueryState(job.Completed)))
+			return m.Admin().CancelInstances(ctx, job.NewQuery(job.WithQueryState(job.Completed)))
 		},
 		"retry, pending state": func() (job.BulkResult, error) {
-			return m.RetryInstances(ctx, job.NewQuery(job.WithQueryState(job.Scheduled)))
+			return m.Admin().RetryInstances(ctx, job.NewQuery(job.WithQueryState(job.Scheduled)))
 		},
 		"log levels": func() (job.BulkResult, error) {
-			return m.DeleteInstances(ctx, job.NewQuery(job.WithQueryKind("k"), job.WithQueryLevel(job.LogInfo)))
+			return m.Admin().DeleteInstances(ctx, job.NewQuery(job.WithQueryKind("k"), job.WithQueryLevel(job.LogInfo)))
 		},
 		"batch 0": func() (job.BulkResult, error) {
-			return m.DeleteInstances(ctx, job.NewQuery(job.WithQueryKind("k")), job.WithBulkBatch(0))
+			return m.Admin().DeleteInstances(ctx, job.NewQuery(job.WithQueryKind("k")), job.WithBulkBatch(0))
 		},
 		"batch 10001": func() (job.BulkResult, error) {
-			return m.DeleteInstances(ctx, job.NewQuery(job.WithQueryKind("k")), job.WithBulkBatch(10001))
+			return m.Admin().DeleteInstances(ctx, job.NewQuery(job.WithQueryKind("k")), job.WithBulkBatch(10001))
 		},
 		"nil option": func() (job.BulkResult, error) {
-			return m.DeleteInstances(ctx, job.NewQuery(job.WithQueryKind("k")), nil)
+			return m.Admin().DeleteInstances(ctx, job.NewQuery(job.WithQueryKind("k")), nil)
 		},
-		"bad query":    func() (job.BulkResult, error) { return m.DeleteInstances(ctx, job.NewQuery(job.WithQueryLimit(-1))) },
-		"retry option": func() (job.BulkResult, error) { return m.CancelInstances(ctx, job.NewQuery(), job.WithBulkBatch(-3)) },
+		"bad query": func() (job.BulkResult, error) {
+			return m.Admin().DeleteInstances(ctx, job.NewQuery(job.WithQueryLimit(-1)))
+		},
+		"retry option": func() (job.BulkResult, error) {
+			return m.Admin().CancelInstances(ctx, job.NewQuery(), job.WithBulkBatch(-3))
+		},
 	} {
 		res, err := call()
 		if !errors.Is(err, job.ErrInvalidOption) || res != (job.BulkResult{}) {
@@ -116,7 +122,7 @@ func TestBulkRefusesUnclearFilters(t *testing.T) {
 		t.Fatalf("%d instances after refused bulk calls, want the 1 scheduled", n)
 	}
 	// Meant: every instance goes.
-	res, err := m.DeleteInstances(ctx, job.NewQuery(), job.WithAllInstances())
+	res, err := m.Admin().DeleteInstances(ctx, job.NewQuery(), job.WithAllInstances())
 	if err != nil || res != (job.BulkResult{Matched: 1, Applied: 1}) {
 		t.Fatalf("DeleteInstances with WithAllInstances: %+v, %v; want 1 deleted", res, err)
 	}
@@ -148,7 +154,7 @@ func TestBulkDeleteInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res, err := m.DeleteInstances(ctx, job.NewQuery(job.WithQueryKind("a")), job.WithBulkBatch(500))
+	res, err := m.Admin().DeleteInstances(ctx, job.NewQuery(job.WithQueryKind("a")), job.WithBulkBatch(500))
 	if err != nil || res != (job.BulkResult{Matched: 1203, Applied: 1203}) {
 		t.Fatalf("DeleteInstances(kind a): %+v, %v; want 1203 deleted", res, err)
 	}
@@ -165,11 +171,11 @@ func TestBulkDeleteInBatches(t *testing.T) {
 		t.Fatalf("after deleting kind a: %d of a and %d of b left, want 0 and 7", a, b)
 	}
 	// A Limit caps how many are handled; a time range narrows.
-	res, err = m.DeleteInstances(ctx, job.NewQuery(job.WithQueryKind("b"), job.WithQueryLimit(3)))
+	res, err = m.Admin().DeleteInstances(ctx, job.NewQuery(job.WithQueryKind("b"), job.WithQueryLimit(3)))
 	if err != nil || res.Applied != 3 || count(t, m, job.WithQueryKind("b")) != 4 {
 		t.Fatalf("DeleteInstances with Limit 3: %+v, %v, %d left; want 3 deleted, 4 left", res, err, count(t, m, job.WithQueryKind("b")))
 	}
-	res, err = m.DeleteInstances(ctx, job.NewQuery(job.WithQuerySince(clk.Now().Add(time.Second))))
+	res, err = m.Admin().DeleteInstances(ctx, job.NewQuery(job.WithQuerySince(clk.Now().Add(time.Second))))
 	if err != nil || res.Matched != 0 {
 		t.Fatalf("DeleteInstances of a future range: %+v, %v; want nothing", res, err)
 	}
@@ -213,7 +219,7 @@ func TestBulkRetry(t *testing.T) {
 		}
 	}
 	waitFor(t, "every first run terminated", func() bool { return count(t, m, job.WithQueryState(job.Terminated)) == n })
-	res, err := m.RetryInstances(ctx, job.NewQuery(job.WithQueryKind("flaky")), job.WithResetAttempts(), job.WithBulkBatch(50))
+	res, err := m.Admin().RetryInstances(ctx, job.NewQuery(job.WithQueryKind("flaky")), job.WithResetAttempts(), job.WithBulkBatch(50))
 	if err != nil || res != (job.BulkResult{Matched: n, Applied: n}) {
 		t.Fatalf("RetryInstances: %+v, %v; want %d retried", res, err, n)
 	}
@@ -253,7 +259,7 @@ func TestBulkRetry(t *testing.T) {
 	waitFor(t, "state-change handlers saw every schedule and retry", func() bool { return onScheduled.Load() == 2*n })
 	// Nothing final of that kind is left to retry but the completed ones;
 	// Terminated only: none.
-	res, err = m.RetryInstances(ctx, job.NewQuery(job.WithQueryKind("flaky"), job.WithQueryState(job.Terminated)))
+	res, err = m.Admin().RetryInstances(ctx, job.NewQuery(job.WithQueryKind("flaky"), job.WithQueryState(job.Terminated)))
 	if err != nil || res.Matched != 0 {
 		t.Fatalf("second RetryInstances of terminated ones: %+v, %v; want none matched", res, err)
 	}
@@ -287,7 +293,7 @@ func TestBulkCancelWhileRunning(t *testing.T) {
 	waitFor(t, "4 running", func() bool { return started.Load() == 4 })
 	// Batches of 3: the running ones come back in every lookup until their
 	// executors end, and must not be canceled twice or stall the loop.
-	res, err := m.CancelInstances(ctx, job.NewQuery(job.WithQueryKind("block")), job.WithBulkBatch(3))
+	res, err := m.Admin().CancelInstances(ctx, job.NewQuery(job.WithQueryKind("block")), job.WithBulkBatch(3))
 	if err != nil || res.Matched != n || res.Applied+res.Skipped != n {
 		t.Fatalf("CancelInstances: %+v, %v; want %d matched, each applied or skipped", res, err, n)
 	}
@@ -333,7 +339,7 @@ func TestDeleteRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "running on runner", func() bool {
-		got, err := admin.LookupInstance(ctx, ji.ID)
+		got, err := admin.GetInstance(ctx, ji.ID)
 		return err == nil && got.State == job.Processing
 	})
 	if err := admin.DeleteInstance(ctx, ji.ID); err != nil {
@@ -350,7 +356,7 @@ func TestDeleteRunning(t *testing.T) {
 	close(release)
 	// Its outcome is not recorded: the instance stays gone.
 	waitFor(t, "runner idle", func() bool { _, busy := runner.Workers(); return busy == 0 })
-	if _, err := admin.LookupInstance(ctx, ji.ID); !errors.Is(err, job.ErrNotFound) {
+	if _, err := admin.GetInstance(ctx, ji.ID); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("deleted instance after its attempt ended: %v, want ErrNotFound", err)
 	}
 	if h, err := admin.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstanceID(ji.ID))); err != nil || len(h) != 0 {

@@ -88,7 +88,7 @@ func TestFullStorePausesClaimsAndResumes(t *testing.T) {
 			if each[id] != 1 {
 				t.Errorf("instance %s ran %d times after the store had room again, want 1", id, each[id])
 			}
-			got, err := m.LookupInstance(ctx, id)
+			got, err := m.GetInstance(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +96,7 @@ func TestFullStorePausesClaimsAndResumes(t *testing.T) {
 				t.Errorf("instance %s is %v, want completed", id, got.State)
 			}
 		}
-		if got, err := m.LookupInstance(ctx, first.ID); err != nil || got.State != job.Completed {
+		if got, err := m.GetInstance(ctx, first.ID); err != nil || got.State != job.Completed {
 			t.Errorf("first instance (outcome given up, lease rescued) = %v, %v; want completed", got, err)
 		}
 		if err := m.Stop(ctx); err != nil {

@@ -59,7 +59,7 @@ func TestScheduleJobsStoresEveryItemInOneCall(t *testing.T) {
 		if r.Err != nil || r.Instance == nil {
 			t.Fatalf("item %d: %v, %v", i, r.Instance, r.Err)
 		}
-		got, err := e.m.LookupInstance(ctx, r.Instance.ID)
+		got, err := e.m.GetInstance(ctx, r.Instance.ID)
 		if err != nil {
 			t.Fatalf("item %d not stored: %v", i, err)
 		}
@@ -286,7 +286,7 @@ func TestScheduleJobsPassesEachItemThroughMiddleware(t *testing.T) {
 		if res[i].Err != nil {
 			t.Fatalf("item %d: %v", i, res[i].Err)
 		}
-		got, err := m.LookupInstance(ctx, res[i].Instance.ID)
+		got, err := m.GetInstance(ctx, res[i].Instance.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

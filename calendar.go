@@ -70,7 +70,8 @@ func WithCalendar(name string, p CalendarPolicy) JobOption {
 // stored). It returns the calendar as stored, its weekdays from Monday
 // and its dates in date order. Schedulers see the change
 // at their next reload (this manager's at once).
-func (m *Manager) PutCalendar(ctx context.Context, c *store.Calendar, ifVersion int64) (*store.Calendar, error) {
+func (a *Admin) PutCalendar(ctx context.Context, c *Calendar, ifVersion int64) (*Calendar, error) {
+	m := a.m
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("job: put calendar: %w", err)
 	}
@@ -94,7 +95,8 @@ func (m *Manager) PutCalendar(ctx context.Context, c *store.Calendar, ifVersion 
 
 // GetCalendar returns the stored calendar of that name, or an error
 // wrapping store.ErrNotFound that names it.
-func (m *Manager) GetCalendar(ctx context.Context, name string) (*store.Calendar, error) {
+func (a *Admin) GetCalendar(ctx context.Context, name string) (*Calendar, error) {
+	m := a.m
 	d, err := m.store.GetDocument(ctx, store.CalendarCollection, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("job: %w", store.CalendarNotFound(name))
@@ -109,23 +111,24 @@ func (m *Manager) GetCalendar(ctx context.Context, name string) (*store.Calendar
 	return c, nil
 }
 
-// ListCalendars returns up to limit stored calendars (0:
-// store.DefaultDocumentPage) in name order after the name after, and the
-// after of the next page (empty on the last).
-func (m *Manager) ListCalendars(ctx context.Context, after string, limit int) ([]*store.Calendar, string, error) {
-	page, err := m.store.ListDocuments(ctx, &store.ListDocumentsParams{Collection: store.CalendarCollection, After: after, Limit: limit})
+// ListCalendars returns one page of the stored calendars in name order:
+// at most limit (0: store.DefaultDocumentPage) from cursor on ("" from the
+// first), with the cursor of the next page ("" on the last).
+func (a *Admin) ListCalendars(ctx context.Context, cursor string, limit int) (*Page[*Calendar], error) {
+	m := a.m
+	page, err := m.store.ListDocuments(ctx, &store.ListDocumentsParams{Collection: store.CalendarCollection, After: cursor, Limit: limit})
 	if err != nil {
-		return nil, "", fmt.Errorf("job: list calendars: %w", err)
+		return nil, fmt.Errorf("job: list calendars: %w", err)
 	}
-	out := make([]*store.Calendar, 0, len(page.Documents))
+	out := &Page[*Calendar]{Items: make([]*Calendar, 0, len(page.Documents)), Next: page.Next}
 	for _, d := range page.Documents {
 		c, err := store.DecodeCalendar(d)
 		if err != nil {
-			return nil, "", fmt.Errorf("job: list calendars: %w", err)
+			return nil, fmt.Errorf("job: list calendars: %w", err)
 		}
-		out = append(out, c)
+		out.Items = append(out.Items, c)
 	}
-	return out, page.Next, nil
+	return out, nil
 }
 
 // DeleteCalendar deletes the stored calendar of that name (only at
@@ -135,8 +138,9 @@ func (m *Manager) ListCalendars(ctx context.Context, after string, limit int) ([
 // first. (A trigger created on another process at the same moment may
 // still name it; such a trigger fires no tick until the calendar is
 // stored again, and its scheduler logs why.)
-func (m *Manager) DeleteCalendar(ctx context.Context, name string, ifVersion int64) error {
-	users, err := m.CalendarUsers(ctx, name)
+func (a *Admin) DeleteCalendar(ctx context.Context, name string, ifVersion int64) error {
+	m := a.m
+	users, err := m.Admin().ListCalendarUsers(ctx, name)
 	if err != nil {
 		return fmt.Errorf("job: delete calendar %q: %w", name, err)
 	}
@@ -154,10 +158,11 @@ func (m *Manager) DeleteCalendar(ctx context.Context, name string, ifVersion int
 	return nil
 }
 
-// CalendarUsers returns what runs on the calendar of that name: "trigger
+// ListCalendarUsers returns what runs on the calendar of that name: "trigger
 // <name>" for each stored trigger, "job <kind>" for each recurring job
 // registered on this manager, sorted.
-func (m *Manager) CalendarUsers(ctx context.Context, name string) ([]string, error) {
+func (a *Admin) ListCalendarUsers(ctx context.Context, name string) ([]string, error) {
+	m := a.m
 	users, err := m.triggersWhere(ctx, func(t *store.Trigger) bool { return t.Calendar == name })
 	if err != nil {
 		return nil, err
@@ -171,10 +176,11 @@ func (m *Manager) CalendarUsers(ctx context.Context, name string) ([]string, err
 	return users, nil
 }
 
-// CalendarRules returns the compiled rules of the stored calendar of that
+// GetCalendarRules returns the compiled rules of the stored calendar of that
 // name, or an error wrapping store.ErrNotFound that names it.
-func (m *Manager) CalendarRules(ctx context.Context, name string) (*store.CalendarRules, error) {
-	c, err := m.GetCalendar(ctx, name)
+func (a *Admin) GetCalendarRules(ctx context.Context, name string) (*CalendarRules, error) {
+	m := a.m
+	c, err := m.Admin().GetCalendar(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -185,15 +191,16 @@ func (m *Manager) CalendarRules(ctx context.Context, name string) (*store.Calend
 	return r, nil
 }
 
-// TriggerFireTimes returns the next n fire times after after of t, stored
+// PreviewFireTimes returns the next n fire times after after of t, stored
 // or not, shaped by its calendar as stored now: what the scheduler would
 // fire (a paused trigger's included). A trigger that names a calendar
 // that is not stored is an error wrapping store.ErrNotFound that names
 // it.
-func (m *Manager) TriggerFireTimes(ctx context.Context, t *store.Trigger, after time.Time, n int) ([]time.Time, error) {
+func (a *Admin) PreviewFireTimes(ctx context.Context, t *Trigger, after time.Time, n int) ([]time.Time, error) {
+	m := a.m
 	var cal *store.CalendarRules
 	if t.Calendar != "" {
-		r, err := m.CalendarRules(ctx, t.Calendar)
+		r, err := m.Admin().GetCalendarRules(ctx, t.Calendar)
 		if err != nil {
 			return nil, fmt.Errorf("job: trigger %q: %w", t.Name, err)
 		}
@@ -209,7 +216,7 @@ func (m *Manager) checkTriggerCalendar(ctx context.Context, t *store.Trigger) er
 	if t.Calendar == "" {
 		return nil
 	}
-	ts, err := m.TriggerFireTimes(ctx, t, m.clock.Now(), 1)
+	ts, err := m.Admin().PreviewFireTimes(ctx, t, m.clock.Now(), 1)
 	if err != nil {
 		return err
 	}
@@ -251,7 +258,7 @@ func (m *Manager) cachedCalendar(name string) (*store.CalendarRules, error) {
 	}
 	ctx, cancel := context.WithTimeout(m.run.ctx, 30*time.Second)
 	defer cancel()
-	r, err := m.CalendarRules(ctx, name)
+	r, err := m.Admin().GetCalendarRules(ctx, name)
 	if err != nil {
 		if ok && !errors.Is(err, store.ErrNotFound) {
 			return c.rules, nil

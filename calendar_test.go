@@ -119,7 +119,7 @@ func TestTriggerCalendarPolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := ms[0].PutCalendar(ctx, frCalendar(), 0); err != nil {
+		if _, err := ms[0].Admin().PutCalendar(ctx, frCalendar(), 0); err != nil {
 			t.Fatal(err)
 		}
 		trig := func(name, cron string, p job.CalendarPolicy) *store.Trigger {
@@ -135,7 +135,7 @@ func TestTriggerCalendarPolicies(t *testing.T) {
 			trig("sd", "0 9 * * *", job.CalendarSkipDates),
 			trig("nw", "0 9 * * SAT,WED", job.CalendarNextWorkday),
 		} {
-			if _, err := ms[1].PutTrigger(ctx, tr, 0); err != nil {
+			if _, err := ms[1].Admin().PutTrigger(ctx, tr, 0); err != nil {
 				t.Fatalf("PutTrigger(%s): %v", tr.Name, err)
 			}
 		}
@@ -151,7 +151,7 @@ func TestTriggerCalendarPolicies(t *testing.T) {
 			}),
 		}
 		// The next fire times the API shows respect the calendar.
-		next, err := ms[0].NextFireTimes(ctx, "nw", 3)
+		next, err := ms[0].Admin().ListFireTimes(ctx, "nw", 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +226,7 @@ func TestRecurringJobCalendar(t *testing.T) {
 		if got := runAts(t, m, "daily"); len(got) != 0 {
 			t.Fatalf("ticks scheduled without the calendar: %v", sortedKeys(got))
 		}
-		if _, err := m.PutCalendar(ctx, frCalendar(), 0); err != nil {
+		if _, err := m.Admin().PutCalendar(ctx, frCalendar(), 0); err != nil {
 			t.Fatal(err)
 		}
 		// Within a reload interval the job reads it. Saturday and Sunday
@@ -240,7 +240,7 @@ func TestRecurringJobCalendar(t *testing.T) {
 			t.Fatalf("ticks: %v, want Monday's and Tuesday's", sortedKeys(got))
 		}
 		// The calendar cannot be deleted while the job runs on it.
-		err = m.DeleteCalendar(ctx, "fr", 0)
+		err = m.Admin().DeleteCalendar(ctx, "fr", 0)
 		if !errors.Is(err, job.ErrCalendarInUse) || !strings.Contains(err.Error(), `job "daily"`) {
 			t.Fatalf("DeleteCalendar of a calendar in use: %v; want ErrCalendarInUse naming the job", err)
 		}
@@ -261,53 +261,53 @@ func calendarBadInput(t *testing.T) {
 	// A calendar whose days are all off, an unknown zone.
 	allOff := frCalendar()
 	allOff.Workdays = nil
-	if _, err := m.PutCalendar(ctx, allOff, 0); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "never fire") {
+	if _, err := m.Admin().PutCalendar(ctx, allOff, 0); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "never fire") {
 		t.Fatalf("PutCalendar with no working day: %v", err)
 	}
 	badZone := frCalendar()
 	badZone.TimeZone = "Europe/Atlantis"
-	if _, err := m.PutCalendar(ctx, badZone, 0); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "Europe/Atlantis") {
+	if _, err := m.Admin().PutCalendar(ctx, badZone, 0); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "Europe/Atlantis") {
 		t.Fatalf("PutCalendar with an unknown zone: %v", err)
 	}
-	if _, err := m.GetCalendar(ctx, "fr"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := m.Admin().GetCalendar(ctx, "fr"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a refused calendar was stored: %v", err)
 	}
 	// A trigger naming a missing calendar.
 	tr := &store.Trigger{Name: "t", Kind: "k", Cron: "0 9 * * *", Calendar: "fr"}
-	if _, err := m.PutTrigger(ctx, tr, 0); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `calendar "fr"`) {
+	if _, err := m.Admin().PutTrigger(ctx, tr, 0); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `calendar "fr"`) {
 		t.Fatalf("PutTrigger naming a missing calendar: %v; want ErrNotFound naming it", err)
 	}
-	if _, err := m.GetTrigger(ctx, "t"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := m.Admin().GetTrigger(ctx, "t"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the trigger was stored: %v", err)
 	}
-	stored, err := m.PutCalendar(ctx, frCalendar(), 0)
+	stored, err := m.Admin().PutCalendar(ctx, frCalendar(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A trigger that never fires on it.
 	sat := &store.Trigger{Name: "sat", Kind: "k", Cron: "0 9 * * SAT", Calendar: "fr"}
-	if _, err := m.PutTrigger(ctx, sat, 0); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "never fires") {
+	if _, err := m.Admin().PutTrigger(ctx, sat, 0); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "never fires") {
 		t.Fatalf("PutTrigger that never fires on its calendar: %v", err)
 	}
 	// Deleting a calendar a trigger uses is refused, naming the trigger.
-	if _, err := m.PutTrigger(ctx, tr, 0); err != nil {
+	if _, err := m.Admin().PutTrigger(ctx, tr, 0); err != nil {
 		t.Fatal(err)
 	}
-	err = m.DeleteCalendar(ctx, "fr", 0)
+	err = m.Admin().DeleteCalendar(ctx, "fr", 0)
 	if !errors.Is(err, job.ErrCalendarInUse) || !strings.Contains(err.Error(), `trigger "t"`) {
 		t.Fatalf("DeleteCalendar in use: %v; want ErrCalendarInUse naming the trigger", err)
 	}
 	// A stale version is a conflict; the right one deletes once unused.
-	if err := m.DeleteTrigger(ctx, "t"); err != nil {
+	if err := m.Admin().DeleteTrigger(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.DeleteCalendar(ctx, "fr", stored.Version+1); !errors.Is(err, store.ErrConflict) {
+	if err := m.Admin().DeleteCalendar(ctx, "fr", stored.Version+1); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("DeleteCalendar at a stale version: %v", err)
 	}
-	if err := m.DeleteCalendar(ctx, "fr", stored.Version); err != nil {
+	if err := m.Admin().DeleteCalendar(ctx, "fr", stored.Version); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.DeleteCalendar(ctx, "fr", 0); !errors.Is(err, store.ErrNotFound) {
+	if err := m.Admin().DeleteCalendar(ctx, "fr", 0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("DeleteCalendar twice: %v", err)
 	}
 	// A job on a calendar without a schedule.
@@ -332,14 +332,14 @@ func TestTriggerCalendarGoneFiresNothing(t *testing.T) {
 		if err := m.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.PutCalendar(ctx, frCalendar(), 0); err != nil {
+		if _, err := m.Admin().PutCalendar(ctx, frCalendar(), 0); err != nil {
 			t.Fatal(err)
 		}
 		for _, tr := range []*store.Trigger{
 			{Name: "ctl", Kind: "ctl", Cron: "0 9 * * *", TimeZone: "Europe/Paris"},
 			{Name: "wd", Kind: "wd", Cron: "0 9 * * *", TimeZone: "Europe/Paris", Calendar: "fr"},
 		} {
-			if _, err := m.PutTrigger(ctx, tr, 0); err != nil {
+			if _, err := m.Admin().PutTrigger(ctx, tr, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -359,13 +359,13 @@ func TestTriggerCalendarGoneFiresNothing(t *testing.T) {
 		if got := runAts(t, m, "wd"); len(got) != 1 {
 			t.Fatalf("ticks while the calendar is gone: %v, want Monday's only", sortedKeys(got))
 		}
-		next, err := m.NextFireTimes(ctx, "wd", 3)
+		next, err := m.Admin().ListFireTimes(ctx, "wd", 3)
 		if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `calendar "fr"`) || len(next) != 0 {
 			t.Fatalf("NextFireTimes while the calendar is gone: %v, %v; want ErrNotFound naming it", next, err)
 		}
 		// Stored again (through another manager: the first sees it at its
 		// next reload): the ticks come again, none caught up.
-		if _, err := ms[1].PutCalendar(ctx, frCalendar(), 0); err != nil {
+		if _, err := ms[1].Admin().PutCalendar(ctx, frCalendar(), 0); err != nil {
 			t.Fatal(err)
 		}
 		sleepUntil(clk, time.Date(2026, 10, 29, 9, 0, 0, 0, time.UTC))

@@ -18,7 +18,7 @@ import (
 // backoff, timeout, unique policy, required labels), kept in the store so
 // that any manager sharing it can schedule the kind, with or without the
 // Go function that runs it. See store.Definition for its fields, and
-// Manager.PutDefinition, WithDefinition and WithPublishDefinitions for
+// Admin.PutDefinition, WithDefinition and WithPublishDefinitions for
 // how definitions get there.
 type Definition = store.Definition
 
@@ -109,7 +109,8 @@ func (m *Manager) jobFor(ctx context.Context, kind string) (*Job, error) {
 //
 // Managers with a registered job of the kind keep using their job's own
 // policy; the definition serves those without it (see ScheduleJob).
-func (m *Manager) PutDefinition(ctx context.Context, d Definition, ifVersion int64) (*Definition, error) {
+func (a *Admin) PutDefinition(ctx context.Context, d Definition, ifVersion int64) (*Definition, error) {
+	m := a.m
 	if err := m.prepareDefinition(ctx, &d); err != nil {
 		return nil, fmt.Errorf("job: put definition: %w", err)
 	}
@@ -122,9 +123,10 @@ func (m *Manager) PutDefinition(ctx context.Context, d Definition, ifVersion int
 	return got, nil
 }
 
-// Definition returns the stored definition of kind, or an error wrapping
+// GetDefinition returns the stored definition of kind, or an error wrapping
 // ErrNotFound.
-func (m *Manager) Definition(ctx context.Context, kind string) (*Definition, error) {
+func (a *Admin) GetDefinition(ctx context.Context, kind string) (*Definition, error) {
+	m := a.m
 	d, err := m.store.GetDefinition(ctx, kind)
 	if err != nil {
 		return nil, fmt.Errorf("job: definition %q: %w", kind, err)
@@ -132,17 +134,26 @@ func (m *Manager) Definition(ctx context.Context, kind string) (*Definition, err
 	return d, nil
 }
 
-// Definitions returns a page of the stored definitions sorted by kind:
-// those whose kind sorts after after ("" from the first), at most limit
-// (0 for store.DefaultDefinitionsPage, at most store.MaxDefinitionsPage).
-// The next page starts after the last kind returned; a page shorter than
-// the limit is the last.
-func (m *Manager) Definitions(ctx context.Context, after string, limit int) ([]*Definition, error) {
-	ds, err := m.store.ListDefinitions(ctx, &store.ListDefinitionsParams{After: after, Limit: limit})
+// ListDefinitions returns one page of the stored definitions sorted by
+// kind: at most limit (0 for store.DefaultDefinitionsPage, at most
+// store.MaxDefinitionsPage) from cursor on ("" from the first), with the
+// cursor of the next page ("" when this page is shorter than the limit,
+// so the last).
+func (a *Admin) ListDefinitions(ctx context.Context, cursor string, limit int) (*Page[*Definition], error) {
+	m := a.m
+	ds, err := m.store.ListDefinitions(ctx, &store.ListDefinitionsParams{After: cursor, Limit: limit})
 	if err != nil {
-		return ds, fmt.Errorf("job: list definitions: %w", err)
+		return &Page[*Definition]{Items: ds}, fmt.Errorf("job: list definitions: %w", err)
 	}
-	return ds, nil
+	out := &Page[*Definition]{Items: ds}
+	size := limit
+	if size <= 0 {
+		size = store.DefaultDefinitionsPage
+	}
+	if len(ds) > 0 && len(ds) >= size {
+		out.Next = ds[len(ds)-1].Kind
+	}
+	return out, nil
 }
 
 // ErrDefinitionInUse: a definition cannot be deleted while a stored trigger
@@ -157,7 +168,8 @@ var ErrDefinitionInUse = errors.New("job: definition in use")
 // names them, while stored triggers fire the kind. Instances scheduled
 // already are not touched, and managers with a registered job of the kind
 // still schedule and run it.
-func (m *Manager) DeleteDefinition(ctx context.Context, kind string, ifVersion int64) error {
+func (a *Admin) DeleteDefinition(ctx context.Context, kind string, ifVersion int64) error {
+	m := a.m
 	users, err := m.triggersWhere(ctx, func(t *store.Trigger) bool { return t.Kind == kind })
 	if err != nil {
 		return fmt.Errorf("job: delete definition %q: %w", kind, err)
@@ -206,7 +218,7 @@ func WithPublishDefinitions() ManagerOption {
 // (DefaultQueue when empty), priority, max retries, backoff (built from
 // its data), timeout, unique policy, required labels, description and
 // argument conversion (WithArgumentConversion). Read
-// a stored one with Manager.Definition to run a kind the way it is
+// a stored one with Admin.GetDefinition to run a kind the way it is
 // defined. Options given after it override its parts. An invalid
 // definition is an error wrapping ErrInvalidJob and store.ErrInvalid.
 func WithDefinition(d Definition) JobOption {

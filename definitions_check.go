@@ -19,7 +19,8 @@ import (
 // A manager without the definition's executor type checks only what the
 // store checks (a JSON object); its config is checked by the nodes that
 // enable the type, when they run it.
-func (m *Manager) CheckDefinition(ctx context.Context, d Definition) (*Definition, error) {
+func (a *Admin) CheckDefinition(ctx context.Context, d Definition) (*Definition, error) {
+	m := a.m
 	c := d.Clone()
 	if err := m.prepareDefinition(ctx, c); err != nil {
 		return nil, fmt.Errorf("job: check definition: %w", err)

@@ -26,7 +26,7 @@ func TestDefinitionPolicyOnSchedule(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := newManager(t, job.WithStore(memStore(t)), job.WithWorkers(0))
-	d, err := m.PutDefinition(ctx, job.Definition{
+	d, err := m.Admin().PutDefinition(ctx, job.Definition{
 		Kind: "report", Queue: "reports", Priority: 5, MaxRetries: job.RetryForever, Timeout: time.Minute,
 		Unique: &store.UniquePolicy{By: store.UniqueByArgs, TTL: time.Hour},
 	}, 0)
@@ -74,7 +74,7 @@ func TestDefinitionUniqueByKeyTTL(t *testing.T) {
 	ctx := context.Background()
 	clk := fakeclock.New(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
 	m := newManager(t, job.WithStore(memStore(t)), job.WithWorkers(0), job.WithClock(clk))
-	if _, err := m.PutDefinition(ctx, job.Definition{Kind: "k", Unique: &store.UniquePolicy{By: store.UniqueByKey, TTL: time.Minute}}, 0); err != nil {
+	if _, err := m.Admin().PutDefinition(ctx, job.Definition{Kind: "k", Unique: &store.UniquePolicy{By: store.UniqueByKey, TTL: time.Minute}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Without a key, not unique.
@@ -107,7 +107,7 @@ func TestDefinitionCache(t *testing.T) {
 	other := newManager(t, job.WithStore(s), job.WithWorkers(0))
 	put := func(mgr *job.Manager, queue string) {
 		t.Helper()
-		if _, err := mgr.PutDefinition(ctx, job.Definition{Kind: "c", Queue: queue}, store.AnyVersion); err != nil {
+		if _, err := mgr.Admin().PutDefinition(ctx, job.Definition{Kind: "c", Queue: queue}, store.AnyVersion); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +135,7 @@ func TestDefinitionCache(t *testing.T) {
 	if q := queueOf(); q != "c" {
 		t.Fatalf("queue %q after this manager's change, want c at once", q)
 	}
-	if err := other.DeleteDefinition(ctx, "c", 0); err != nil {
+	if err := other.Admin().DeleteDefinition(ctx, "c", 0); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(job.DefinitionCacheTTL)
@@ -161,38 +161,38 @@ func TestDefinitionManagement(t *testing.T) {
 		{Kind: "k", Labels: []string{"a b"}},
 	}
 	for _, d := range bad {
-		_, err := m.PutDefinition(ctx, d, 0)
+		_, err := m.Admin().PutDefinition(ctx, d, 0)
 		if !errors.Is(err, job.ErrInvalidJob) || !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("PutDefinition(%+v): %v, want ErrInvalidJob and store.ErrInvalid", d, err)
 		}
 	}
-	if ds, err := m.Definitions(ctx, "", 0); err != nil || len(ds) != 0 {
-		t.Fatalf("after invalid puts: %d definitions, %v; want none", len(ds), err)
+	if ds, err := m.Admin().ListDefinitions(ctx, "", 0); err != nil || len(ds.Items) != 0 {
+		t.Fatalf("after invalid puts: %d definitions, %v; want none", len(ds.Items), err)
 	}
-	d1, err := m.PutDefinition(ctx, job.Definition{Kind: "k", Description: "first"}, 0)
+	d1, err := m.Admin().PutDefinition(ctx, job.Definition{Kind: "k", Description: "first"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d1.Queue != job.DefaultQueue || d1.Version != 1 {
 		t.Fatalf("stored %+v; want the default queue, version 1", d1)
 	}
-	if _, err := m.PutDefinition(ctx, job.Definition{Kind: "k"}, 0); !errors.Is(err, store.ErrConflict) {
+	if _, err := m.Admin().PutDefinition(ctx, job.Definition{Kind: "k"}, 0); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("create twice: %v, want ErrConflict", err)
 	}
-	if _, err := m.PutDefinition(ctx, job.Definition{Kind: "k", Description: "second"}, d1.Version); err != nil {
+	if _, err := m.Admin().PutDefinition(ctx, job.Definition{Kind: "k", Description: "second"}, d1.Version); err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.Definition(ctx, "k")
+	got, err := m.Admin().GetDefinition(ctx, "k")
 	if err != nil || got.Version != 2 || got.Description != "second" {
 		t.Fatalf("Definition: %+v, %v", got, err)
 	}
-	if err := m.DeleteDefinition(ctx, "k", 1); !errors.Is(err, store.ErrConflict) {
+	if err := m.Admin().DeleteDefinition(ctx, "k", 1); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("delete at a stale version: %v, want ErrConflict", err)
 	}
-	if err := m.DeleteDefinition(ctx, "k", 2); err != nil {
+	if err := m.Admin().DeleteDefinition(ctx, "k", 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Definition(ctx, "k"); !errors.Is(err, job.ErrNotFound) {
+	if _, err := m.Admin().GetDefinition(ctx, "k"); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("Definition after delete: %v, want ErrNotFound", err)
 	}
 }
@@ -215,13 +215,13 @@ func TestPublishDefinitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := m.Definition(ctx, "pub"); !errors.Is(err, job.ErrNotFound) {
+	if _, err := m.Admin().GetDefinition(ctx, "pub"); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("published before Start: %v", err)
 	}
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.Definition(ctx, "pub")
+	got, err := m.Admin().GetDefinition(ctx, "pub")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestPublishDefinitions(t *testing.T) {
 	if !equalDefs(got, &def) {
 		t.Errorf("published %+v,\nwant %+v", got, def)
 	}
-	c, err := m.Definition(ctx, "custom")
+	c, err := m.Admin().GetDefinition(ctx, "custom")
 	if err != nil || c.Backoff != (store.Backoff{}) || c.Queue != job.DefaultQueue || c.MaxRetries != job.DefaultMaxRetries {
 		t.Errorf("job with a func backoff published as %+v, %v; want the default backoff, queue and retries", c, err)
 	}
@@ -237,7 +237,7 @@ func TestPublishDefinitions(t *testing.T) {
 	if err := m.RegisterJob(mustJob(t, job.WithKind("late"), job.WithExecutor(func() {}))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Definition(ctx, "late"); err != nil {
+	if _, err := m.Admin().GetDefinition(ctx, "late"); err != nil {
 		t.Fatalf("job registered while running: %v", err)
 	}
 }

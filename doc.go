@@ -30,8 +30,8 @@
 //
 // # Instances: data and handle
 //
-// What ScheduleJob and the lookups (LookupInstance, LookupInstances,
-// PageInstances, SearchInstances) return is an *InstanceInfo: plain data,
+// What ScheduleJob and the lookups (GetInstance, LookupInstances,
+// ListInstances, SearchInstances) return is an *InstanceInfo: plain data,
 // every stored field of the instance, with no way to write. The Instance
 // an executor takes as a leading parameter (and that handlers and
 // Middleware.Run receive) is the handle of one attempt: it writes the
@@ -57,7 +57,7 @@
 //	mailer, err := job.Register(mgr, "email", func(ctx context.Context, e email) (string, error) { ... })
 //	ji, err := mailer.Schedule(ctx, email{To: "ada"}, job.WithPriority(job.HighPriority))
 //	...
-//	done, err := mailer.LookupInstance(ctx, ji.ID)
+//	done, err := mailer.GetInstance(ctx, ji.ID)
 //	id, err := done.Result() // a string
 //
 // # Options
@@ -120,7 +120,7 @@
 //
 //	Created → Scheduled → Processing → Completed | Terminated | Canceled | TimedOut
 //
-// Every transition is one StateRecord in the history, with the instance,
+// Every transition is one HistoryRecord in the history, with the instance,
 // kind, attempt, time, node and error or result. LookupInstances,
 // LookupInstanceHistory and LookupInstanceLogs query them; retention
 // (WithRetention, WithHistoryRetention, WithLogRetention) bounds them.
@@ -145,8 +145,8 @@
 //
 // A trigger is a cron or interval schedule kept in the store
 // (store.Trigger), created at run time by any process with
-// Manager.PutTrigger, paused and resumed with PauseTrigger and
-// ResumeTrigger, and removed with DeleteTrigger; NextFireTimes reports
+// Admin.PutTrigger, paused and resumed with PauseTrigger and
+// ResumeTrigger, and removed with DeleteTrigger; ListFireTimes reports
 // when it fires next. Every manager with the scheduler role (the default,
 // see WithScheduler) fires its ticks, each once per cluster, with the
 // trigger's overlap and missed-tick policies.

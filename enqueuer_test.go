@@ -162,7 +162,7 @@ func (e *enqueueTest) result(ch <-chan scheduled) scheduled {
 
 func (e *enqueueTest) stored(id string) bool {
 	e.t.Helper()
-	_, err := e.m.LookupInstance(context.Background(), id)
+	_, err := e.m.GetInstance(context.Background(), id)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		e.t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestScheduleCallsShareOneEnqueue(t *testing.T) {
 			t.Fatalf("instance %s returned twice", r.inst.ID)
 		}
 		ids[r.inst.ID] = true
-		rec, err := e.m.LookupInstance(context.Background(), r.inst.ID)
+		rec, err := e.m.GetInstance(context.Background(), r.inst.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

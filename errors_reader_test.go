@@ -97,7 +97,7 @@ func TestQueuePausedExplanation(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := m.PauseQueue(ctx, "default"); err != nil {
+	if err := m.Admin().PauseQueue(ctx, "default"); err != nil {
 		t.Fatal(err)
 	}
 	ji, err := m.ScheduleJob(ctx, "k")

@@ -7,7 +7,7 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// Event is one state change of one instance, delivered by Manager.Events
+// Event is one state change of one instance, delivered by Manager.WatchEvents
 // as it happens: the instance's ID, kind and queue, the new state, the
 // attempt, when and by which node, the attempt's error, and the Cursor to
 // resume after it. An Event with a non-nil Err ends its feed instead.
@@ -16,15 +16,15 @@ type Event = store.Event
 // ErrCursorExpired: an event cursor points before what the store still
 // retains (history retention, an etcd compaction, the in-memory store's
 // event buffer), so following from it could skip events. Catch up: take
-// a cursor with Manager.EventCursor, list instances, then follow from that
+// a cursor with Manager.GetEventCursor, list instances, then follow from that
 // cursor.
 var ErrCursorExpired = store.ErrCursorExpired
 
-// EventOption narrows or positions a feed of Manager.Events.
+// EventOption narrows or positions a feed of Manager.WatchEvents.
 type EventOption func(*store.FollowParams)
 
 // WithEventCursor starts the feed after the event whose Cursor this is
-// (or after the point EventCursor returned it), so a consumer that
+// (or after the point GetEventCursor returned it), so a consumer that
 // reconnects misses nothing and sees nothing twice. Without it the feed
 // starts now.
 func WithEventCursor(cursor string) EventOption {
@@ -50,7 +50,7 @@ func WithEventBuffer(n int) EventOption {
 	return func(p *store.FollowParams) { p.Buffer = n }
 }
 
-// Events follows the state changes of every instance in the manager's
+// WatchEvents follows the state changes of every instance in the manager's
 // store (its namespace, across every manager that shares it) as they
 // happen, for a server to stream or a console to update live without
 // polling. It works whether or not the manager is started.
@@ -62,9 +62,9 @@ func WithEventBuffer(n int) EventOption {
 // wraps ErrCursorExpired. See store.Events for the delivery guarantee
 // and what each store retains; in short: every event after the cursor,
 // once and in order, while retained. To catch up after ErrCursorExpired,
-// take EventCursor, list instances (LookupInstances), then follow from
+// take GetEventCursor, list instances (LookupInstances), then follow from
 // that cursor.
-func (m *Manager) Events(ctx context.Context, opts ...EventOption) (<-chan Event, error) {
+func (m *Manager) WatchEvents(ctx context.Context, opts ...EventOption) (<-chan Event, error) {
 	p := &store.FollowParams{}
 	for _, o := range opts {
 		if o == nil {
@@ -79,11 +79,11 @@ func (m *Manager) Events(ctx context.Context, opts ...EventOption) (<-chan Event
 	return ch, nil
 }
 
-// EventCursor returns the cursor of the newest event now: Events with
+// GetEventCursor returns the cursor of the newest event now: Events with
 // WithEventCursor of it delivers only what happens afterwards. Take it
 // before listing instances, so a console that lists then follows misses
 // no change in between.
-func (m *Manager) EventCursor(ctx context.Context) (string, error) {
+func (m *Manager) GetEventCursor(ctx context.Context) (string, error) {
 	c, err := m.store.EventCursor(ctx)
 	if err != nil {
 		return "", fmt.Errorf("job: event cursor: %w", err)

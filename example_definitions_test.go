@@ -12,7 +12,7 @@ import (
 // A producer with zero workers schedules a kind it has no executor for,
 // from the definition stored for it; a worker that registers the kind
 // runs it. On Redis, Valkey or etcd the two are separate processes.
-func ExampleManager_PutDefinition() {
+func ExampleAdmin_PutDefinition() {
 	ctx := context.Background()
 	st, err := memdbstore.New()
 	if err != nil {
@@ -22,7 +22,7 @@ func ExampleManager_PutDefinition() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := producer.PutDefinition(ctx, job.Definition{Kind: "resize", Queue: "images", MaxRetries: 2}, 0); err != nil {
+	if _, err := producer.Admin().PutDefinition(ctx, job.Definition{Kind: "resize", Queue: "images", MaxRetries: 2}, 0); err != nil {
 		log.Fatal(err)
 	}
 	ji, err := producer.ScheduleJob(ctx, "resize", job.WithArguments("cat.png", 640))
@@ -50,7 +50,7 @@ func ExampleManager_PutDefinition() {
 	if err := worker.Wait(ctx); err != nil {
 		log.Fatal(err)
 	}
-	done, err := producer.LookupInstance(ctx, ji.ID)
+	done, err := producer.GetInstance(ctx, ji.ID)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 // Follow the state changes of every instance as they happen, as a server
 // streaming to a console would; keep the last event's Cursor to resume
 // after a disconnect with WithEventCursor.
-func ExampleManager_Events() {
+func ExampleManager_WatchEvents() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	mgr, err := job.NewManager()
@@ -25,7 +25,7 @@ func ExampleManager_Events() {
 	if err := mgr.RegisterJob(greet); err != nil {
 		log.Fatal(err)
 	}
-	events, err := mgr.Events(ctx, job.WithEventKinds("greet"))
+	events, err := mgr.WatchEvents(ctx, job.WithEventKinds("greet"))
 	if err != nil {
 		log.Fatal(err)
 	}

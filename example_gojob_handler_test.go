@@ -71,7 +71,7 @@ func ExampleWithExecutor() {
 		log.Fatal(err)
 	}
 	for _, id := range ids {
-		ji, err := mgr.LookupInstance(ctx, id)
+		ji, err := mgr.GetInstance(ctx, id)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func ExampleWithTerminateVerdict() {
 	_ = mgr.Start(ctx)
 	ji, _ := mgr.ScheduleJob(ctx, "poll")
 	_ = mgr.Wait(ctx)
-	ji, _ = mgr.LookupInstance(ctx, ji.ID)
+	ji, _ = mgr.GetInstance(ctx, ji.ID)
 	fmt.Println(ji.State)
 	_ = mgr.Stop(ctx)
 	// Output:
@@ -231,7 +231,7 @@ func ExampleWithArgumentConversion() {
 	fmt.Println(errors.Is(err, job.ErrInvalidArguments))
 	_ = mgr.Wait(ctx)
 	for _, id := range []string{s.ID, j.ID} {
-		ji, _ := mgr.LookupInstance(ctx, id)
+		ji, _ := mgr.GetInstance(ctx, id)
 		fmt.Println(ji.Kind, ji.State, ji.Results())
 	}
 	_ = mgr.Stop(ctx)

@@ -149,7 +149,7 @@ func ExampleWithQueryLevel() {
 // count (with their history and logs), history and logs by age. The
 // manager prunes every prune interval; Prune does it now. This replaces
 // go-job's ClearInstanceHistory, ClearInstanceLogs and its cleaner jobs.
-func ExampleManager_Prune() {
+func ExampleAdmin_Prune() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	mgr, _ := job.NewManager(
@@ -164,7 +164,7 @@ func ExampleManager_Prune() {
 		_, _ = mgr.ScheduleJob(ctx, "hello")
 	}
 	_ = mgr.Wait(ctx)
-	res, err := mgr.Prune(ctx)
+	res, err := mgr.Admin().Prune(ctx)
 	fmt.Println(res.Instances, err)
 	left, _ := mgr.LookupInstances(ctx, job.NewQuery())
 	hist, _ := mgr.LookupInstanceHistory(ctx, job.NewQuery())

@@ -62,7 +62,7 @@ func ExampleNewJob_struct() {
 		log.Fatal(err)
 	}
 	_ = mgr.Wait(ctx)
-	done, _ := mgr.LookupInstance(ctx, ji.ID)
+	done, _ := mgr.GetInstance(ctx, ji.ID)
 	fmt.Println(done.Arguments(), done.Results())
 	var (
 		args  Sum

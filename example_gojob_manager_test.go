@@ -46,7 +46,7 @@ func ExampleManager_ScheduleJob() {
 	if err := mgr.Wait(ctx); err != nil {
 		log.Fatal(err)
 	}
-	done, _ := mgr.LookupInstance(ctx, ji.ID)
+	done, _ := mgr.GetInstance(ctx, ji.ID)
 	fmt.Println(done.State, done.Results())
 	if err := mgr.Stop(ctx); err != nil {
 		log.Fatal(err)
@@ -69,10 +69,10 @@ func ExampleManager_RegisterJob() {
 	fmt.Println(errors.Is(err, job.ErrDuplicateKind))
 	fmt.Println(mgr.RegisteredKinds())
 
-	j, err := mgr.LookupJob("sum")
+	j, err := mgr.GetJob("sum")
 	fmt.Println(j.Kind(), err)
 	fmt.Println(mgr.UnregisterJob("sum"))
-	_, err = mgr.LookupJob("sum")
+	_, err = mgr.GetJob("sum")
 	fmt.Println(errors.Is(err, job.ErrUnknownKind))
 	fmt.Println(mgr.RegisteredKinds())
 	// Output:
@@ -144,7 +144,7 @@ func ExampleManager_Stop() {
 	<-started
 	close(release)
 	fmt.Println(mgr.Stop(ctx)) // returns once the attempt is recorded
-	done, _ := mgr.LookupInstance(ctx, ji.ID)
+	done, _ := mgr.GetInstance(ctx, ji.ID)
 	fmt.Println(done.State, done.Results())
 	// Output:
 	// <nil>
@@ -177,7 +177,7 @@ func ExampleManager_Stop_handBack() {
 	err := mgr.Stop(now) // nil: the attempt was handed back as designed
 	fmt.Println(err)
 	fmt.Println(errors.Is(<-cause, job.ErrShutdown))
-	back, _ := mgr.LookupInstance(ctx, ji.ID)
+	back, _ := mgr.GetInstance(ctx, ji.ID)
 	fmt.Println(back.State, back.Attempt)
 	// Output:
 	// <nil>
@@ -227,7 +227,7 @@ func ExampleManager_CancelInstance() {
 	fmt.Println(errors.Is(err, job.ErrNotFound))
 
 	_ = mgr.Wait(ctx)
-	done, _ := mgr.LookupInstance(ctx, running.ID)
+	done, _ := mgr.GetInstance(ctx, running.ID)
 	fmt.Println(done.State)
 	_ = mgr.Stop(ctx)
 	// Output:
@@ -258,7 +258,7 @@ func ExampleWithStore() {
 	_ = mgr.Start(ctx)
 	ji, _ := mgr.ScheduleJob(ctx, "hello", job.WithArguments("gopher"))
 	_ = mgr.Wait(ctx)
-	done, _ := mgr.LookupInstance(ctx, ji.ID)
+	done, _ := mgr.GetInstance(ctx, ji.ID)
 	fmt.Println(done.State, done.Results())
 	_ = mgr.Stop(ctx)
 	// Output: completed [hello, gopher]

@@ -82,7 +82,7 @@ func ExampleWithMaxRetries() {
 	fmt.Println(byJob.MaxRetries, once.MaxRetries)
 	_ = mgr.Wait(ctx)
 	for _, ji := range []*job.InstanceInfo{byJob, once} {
-		done, _ := mgr.LookupInstance(ctx, ji.ID)
+		done, _ := mgr.GetInstance(ctx, ji.ID)
 		fmt.Println(done.State, done.Attempt, done.Err())
 	}
 	_ = mgr.Stop(ctx)
@@ -119,7 +119,7 @@ func ExampleWithTimeout() {
 	fmt.Println(tooSlow.Timeout, longer.Timeout)
 	_ = mgr.Wait(ctx)
 	for _, ji := range []*job.InstanceInfo{tooSlow, longer} {
-		done, _ := mgr.LookupInstance(ctx, ji.ID)
+		done, _ := mgr.GetInstance(ctx, ji.ID)
 		fmt.Println(done.State, done.Err())
 	}
 	_ = mgr.Stop(ctx)
@@ -163,7 +163,7 @@ func ExampleWithBackoff() {
 	ji, _ := mgr.ScheduleJob(ctx, "flaky")
 	_ = mgr.Wait(ctx)
 	_ = mgr.Stop(ctx)
-	done, _ := mgr.LookupInstance(ctx, ji.ID)
+	done, _ := mgr.GetInstance(ctx, ji.ID)
 	fmt.Println(done.State, done.Attempt)
 	mu.Lock()
 	for _, w := range waits {
@@ -211,7 +211,7 @@ func ExamplePermanent() {
 	_ = mgr.Start(ctx)
 	ji, _ := mgr.ScheduleJob(ctx, "parse", job.WithArguments(""))
 	_ = mgr.Wait(ctx)
-	done, _ := mgr.LookupInstance(ctx, ji.ID)
+	done, _ := mgr.GetInstance(ctx, ji.ID)
 	fmt.Println(done.State, done.Attempt, done.Err())
 	_ = mgr.Stop(ctx)
 	// Output: terminated 1 empty document

@@ -39,7 +39,7 @@ func Example() {
 	if err := mgr.Wait(ctx); err != nil {
 		log.Fatal(err)
 	}
-	done, err := mgr.LookupInstance(ctx, ji.ID)
+	done, err := mgr.GetInstance(ctx, ji.ID)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func TestGoKindCheckedOnceStoreIsUp(t *testing.T) {
 		ctx := context.Background()
 		mem := newMemdb(t)
 		admin := newManager(t, job.WithStore(mem), job.WithWorkers(0), job.WithExecutorTypes(echoType{"wasm"}))
-		if _, err := admin.PutDefinition(ctx, echoDef("data", `{"prefix":"x"}`), 0); err != nil {
+		if _, err := admin.Admin().PutDefinition(ctx, echoDef("data", `{"prefix":"x"}`), 0); err != nil {
 			t.Fatal(err)
 		}
 
@@ -139,7 +139,7 @@ func TestExecutorTypesStartBeforeStoreAnswers(t *testing.T) {
 		ctx := context.Background()
 		mem := newMemdb(t)
 		prod := newManager(t, job.WithStore(mem), job.WithWorkers(0))
-		if _, err := prod.PutDefinition(ctx, echoDef("data", `{"prefix":"x"}`), 0); err != nil {
+		if _, err := prod.Admin().PutDefinition(ctx, echoDef("data", `{"prefix":"x"}`), 0); err != nil {
 			t.Fatal(err)
 		}
 		s := &defsDownStore{Store: mem}
@@ -154,13 +154,13 @@ func TestExecutorTypesStartBeforeStoreAnswers(t *testing.T) {
 		}
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if i, err := prod.LookupInstance(ctx, inst.ID); err != nil || i.State == job.Completed {
+		if i, err := prod.GetInstance(ctx, inst.ID); err != nil || i.State == job.Completed {
 			t.Fatalf("before the definitions could be read: %v, %v; want it waiting", i, err)
 		}
 		s.down.Store(false)
 		time.Sleep(job.DefaultExecutorSync + 5*time.Second)
 		synctest.Wait()
-		i, err := prod.LookupInstance(ctx, inst.ID)
+		i, err := prod.GetInstance(ctx, inst.ID)
 		if err != nil || i.State != job.Completed {
 			t.Fatalf("after the store answered: %v, %v; want Completed", i, err)
 		}

@@ -58,7 +58,7 @@ func waitInstance(t *testing.T, m *job.Manager, id string, states ...job.State) 
 	t.Helper()
 	var got *job.InstanceInfo
 	waitFor(t, fmt.Sprintf("instance %s in %v", id, states), func() bool {
-		i, err := m.LookupInstance(context.Background(), id)
+		i, err := m.GetInstance(context.Background(), id)
 		if err == nil && slices.Contains(states, i.State) {
 			got = i
 			return true
@@ -75,7 +75,7 @@ func TestExecutorTypeRunsStoredDefinitions(t *testing.T) {
 	// A producer without the type stores the definition before the
 	// worker starts; the worker adopts it at Start.
 	prod := newManager(t, job.WithStore(s), job.WithWorkers(0))
-	if _, err := prod.PutDefinition(ctx, echoDef("greet", `{"prefix":"hello"}`), 0); err != nil {
+	if _, err := prod.Admin().PutDefinition(ctx, echoDef("greet", `{"prefix":"hello"}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	w := newManager(t, job.WithStore(s), job.WithWorkers(4), job.WithExecutorTypes(echoType{"wasm"}), job.WithExecutorSync(20*time.Millisecond))
@@ -88,7 +88,7 @@ func TestExecutorTypeRunsStoredDefinitions(t *testing.T) {
 	if !slices.Contains(w.RegisteredKinds(), "greet") {
 		t.Fatalf("RegisteredKinds = %v, want greet listed", w.RegisteredKinds())
 	}
-	if j, err := w.LookupJob("greet"); err != nil || j.ExecutorType() != "wasm" {
+	if j, err := w.GetJob("greet"); err != nil || j.ExecutorType() != "wasm" {
 		t.Fatalf("LookupJob(greet) = %v, %v; want the wasm type", j, err)
 	}
 	a, err := prod.ScheduleJob(ctx, "greet", job.WithArguments("world", 42))
@@ -106,7 +106,7 @@ func TestExecutorTypeRunsStoredDefinitions(t *testing.T) {
 	}
 
 	// Created at run time by another process: picked up by the sync.
-	if _, err := prod.PutDefinition(ctx, echoDef("later", `{"prefix":"late"}`), 0); err != nil {
+	if _, err := prod.Admin().PutDefinition(ctx, echoDef("later", `{"prefix":"late"}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	b, err := prod.ScheduleJob(ctx, "later")
@@ -116,7 +116,7 @@ func TestExecutorTypeRunsStoredDefinitions(t *testing.T) {
 	waitInstance(t, w, b.ID, job.Completed)
 
 	// Changed: the next attempt runs the new config.
-	if _, err := prod.PutDefinition(ctx, echoDef("greet", `{"prefix":"bye"}`), 1); err != nil {
+	if _, err := prod.Admin().PutDefinition(ctx, echoDef("greet", `{"prefix":"bye"}`), 1); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the changed definition adopted", func() bool {
@@ -129,17 +129,17 @@ func TestExecutorTypeRunsStoredDefinitions(t *testing.T) {
 	})
 
 	// Deleted: unregistered.
-	if err := prod.DeleteDefinition(ctx, "later", 0); err != nil {
+	if err := prod.Admin().DeleteDefinition(ctx, "later", 0); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the deleted definition's kind unregistered", func() bool { return !slices.Contains(w.RegisteredKinds(), "later") })
 
 	// A definition naming a type this manager does not enable is left
 	// to others.
-	if _, err := prod.PutDefinition(ctx, job.Definition{Kind: "other", Executor: &store.ExecutorSpec{Type: "command"}}, 0); err != nil {
+	if _, err := prod.Admin().PutDefinition(ctx, job.Definition{Kind: "other", Executor: &store.ExecutorSpec{Type: "command"}}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.LookupJob("other"); !errors.Is(err, job.ErrUnknownKind) {
+	if _, err := w.GetJob("other"); !errors.Is(err, job.ErrUnknownKind) {
 		t.Fatalf("kind of a type not enabled here: LookupJob = %v, want ErrUnknownKind", err)
 	}
 }
@@ -154,13 +154,13 @@ func TestExecutorTypeFailures(t *testing.T) {
 	}
 	// A config the type refuses: PutDefinition through a manager with the
 	// type refuses it...
-	if _, err := w.PutDefinition(ctx, echoDef("bad", `{"no":"prefix"}`), 0); !errors.Is(err, job.ErrInvalidJob) {
+	if _, err := w.Admin().PutDefinition(ctx, echoDef("bad", `{"no":"prefix"}`), 0); !errors.Is(err, job.ErrInvalidJob) {
 		t.Fatalf("PutDefinition of an unusable config = %v, want ErrInvalidJob", err)
 	}
 	// ...and one stored by a manager without it ends each instance with
 	// the config's error, not a retry loop.
 	other := newManager(t, job.WithStore(s), job.WithWorkers(0))
-	if _, err := other.PutDefinition(ctx, echoDef("bad", `{"no":"prefix"}`), 0); err != nil {
+	if _, err := other.Admin().PutDefinition(ctx, echoDef("bad", `{"no":"prefix"}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the bad definition adopted", func() bool { return slices.Contains(w.RegisteredKinds(), "bad") })
@@ -174,7 +174,7 @@ func TestExecutorTypeFailures(t *testing.T) {
 	}
 
 	// RetryAfter: the retry waits at least what the executor asked.
-	if _, err := w.PutDefinition(ctx, echoDef("busy", `{"prefix":"p","fail":"503 busy","retry_after":"1h"}`), 0); err != nil {
+	if _, err := w.Admin().PutDefinition(ctx, echoDef("busy", `{"prefix":"p","fail":"503 busy","retry_after":"1h"}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -183,10 +183,10 @@ func TestExecutorTypeFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the failed attempt scheduled again", func() bool {
-		i, err := w.LookupInstance(ctx, b.ID)
+		i, err := w.GetInstance(ctx, b.ID)
 		return err == nil && i.State == job.Scheduled && i.Attempt == 1
 	})
-	i, _ := w.LookupInstance(ctx, b.ID)
+	i, _ := w.GetInstance(ctx, b.ID)
 	if wait := i.RunAt.Sub(start); wait < time.Hour {
 		t.Fatalf("retry due after %v, want at least the hour Retry-After asked for", wait)
 	}
@@ -200,7 +200,7 @@ func TestExecutorTypeConflictsWithGoFunction(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.PutDefinition(ctx, echoDef("data", `{"prefix":"x"}`), 0); err != nil {
+	if _, err := w.Admin().PutDefinition(ctx, echoDef("data", `{"prefix":"x"}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	goJob := mustJob(t, job.WithKind("data"), job.WithExecutor(func() {}))
@@ -213,7 +213,7 @@ func TestExecutorTypeConflictsWithGoFunction(t *testing.T) {
 	if err := w.RegisterJob(mustJob(t, job.WithKind("code"), job.WithExecutor(func() {}))); err != nil {
 		t.Fatal(err)
 	}
-	_, err = w.PutDefinition(ctx, echoDef("code", `{"prefix":"x"}`), 0)
+	_, err = w.Admin().PutDefinition(ctx, echoDef("code", `{"prefix":"x"}`), 0)
 	if !errors.Is(err, job.ErrDuplicateKind) || !strings.Contains(err.Error(), "Go function") {
 		t.Fatalf("PutDefinition naming a type for a Go kind = %v, want ErrDuplicateKind", err)
 	}
@@ -238,7 +238,7 @@ func TestExecutorTypeRequiredLabels(t *testing.T) {
 	gpu := newManager(t, job.WithStore(s), job.WithWorkers(4), job.WithNodeID("gpu"), job.WithLabels("gpu"), job.WithExecutorTypes(echoType{"wasm"}))
 	d := echoDef("render", `{"prefix":"r"}`)
 	d.Labels = []string{"gpu"}
-	if _, err := plain.PutDefinition(ctx, d, 0); err != nil {
+	if _, err := plain.Admin().PutDefinition(ctx, d, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []*job.Manager{plain, gpu} {
@@ -275,20 +275,20 @@ func TestCheckDefinition(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newManager(t, job.WithStore(memStore(t)), job.WithWorkers(0), job.WithExecutorTypes(echoType{"wasm"}))
-	got, err := w.CheckDefinition(ctx, echoDef("data", `{ "prefix" : "x" }`))
+	got, err := w.Admin().CheckDefinition(ctx, echoDef("data", `{ "prefix" : "x" }`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Queue != job.DefaultQueue || string(got.Executor.Config) != `{"prefix":"x"}` {
 		t.Fatalf("checked definition: queue %q config %s, want the default queue and canonical JSON", got.Queue, got.Executor.Config)
 	}
-	if _, err := w.Definition(ctx, "data"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := w.Admin().GetDefinition(ctx, "data"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after CheckDefinition, Definition = %v, want ErrNotFound (nothing stored)", err)
 	}
 	// A config the type refuses: the error PutDefinition gives.
 	bad := echoDef("data", `{"other": 1}`)
-	_, checkErr := w.CheckDefinition(ctx, bad)
-	_, putErr := w.PutDefinition(ctx, bad, 0)
+	_, checkErr := w.Admin().CheckDefinition(ctx, bad)
+	_, putErr := w.Admin().PutDefinition(ctx, bad, 0)
 	if !errors.Is(checkErr, job.ErrInvalidJob) || !errors.Is(putErr, job.ErrInvalidJob) ||
 		!strings.Contains(checkErr.Error(), `want {"prefix"`) || !strings.Contains(putErr.Error(), `want {"prefix"`) {
 		t.Fatalf("a config the type refuses: check %v, put %v; want both ErrInvalidJob naming the fix", checkErr, putErr)
@@ -296,14 +296,14 @@ func TestCheckDefinition(t *testing.T) {
 	// A field the store refuses.
 	neg := echoDef("data", `{"prefix":"x"}`)
 	neg.MaxRetries = -5
-	if _, err := w.CheckDefinition(ctx, neg); !errors.Is(err, job.ErrInvalidJob) || !errors.Is(err, store.ErrInvalid) {
+	if _, err := w.Admin().CheckDefinition(ctx, neg); !errors.Is(err, job.ErrInvalidJob) || !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("max retries -5: %v, want ErrInvalidJob and store.ErrInvalid", err)
 	}
 	// A kind registered here as a Go function.
 	if err := w.RegisterJob(mustJob(t, job.WithKind("code"), job.WithExecutor(func() {}))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.CheckDefinition(ctx, echoDef("code", `{"prefix":"x"}`)); !errors.Is(err, job.ErrDuplicateKind) {
+	if _, err := w.Admin().CheckDefinition(ctx, echoDef("code", `{"prefix":"x"}`)); !errors.Is(err, job.ErrDuplicateKind) {
 		t.Fatalf("a Go kind: %v, want ErrDuplicateKind", err)
 	}
 }

@@ -99,7 +99,7 @@ func (m *Manager) ExplainWaiting(ctx context.Context, id string) (*WaitExplanati
 	if err != nil {
 		return nil, fmt.Errorf("job: explain waiting %s: list queues: %w", id, err)
 	}
-	nodes, err := m.ListNodes(ctx)
+	nodes, err := m.Admin().ListNodes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("job: explain waiting %s: %w", id, err)
 	}

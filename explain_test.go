@@ -52,7 +52,7 @@ func TestExplainWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "w-eu listed live", func() bool {
-		ns, err := sched.ListNodes(ctx)
+		ns, err := sched.Admin().ListNodes(ctx)
 		return err == nil && slices.ContainsFunc(ns, func(n *store.NodeInfo) bool { return n.ID == "w-eu" && n.Status == store.NodeLive })
 	})
 	schedule := func(kind string, opts ...job.ScheduleOption) string {
@@ -99,7 +99,7 @@ func TestExplainWaiting(t *testing.T) {
 	// a busy node.
 	first := schedule("plain")
 	waitFor(t, "the first plain instance running", func() bool {
-		ji, err := sched.LookupInstance(ctx, first)
+		ji, err := sched.GetInstance(ctx, first)
 		return err == nil && ji.State == job.Processing
 	})
 	check("a running instance", explain(first), job.WaitNotWaiting, "processing")
@@ -110,11 +110,11 @@ func TestExplainWaiting(t *testing.T) {
 	})
 	check("plain behind a busy node", explain(second), job.WaitNodesBusy, "w-eu")
 
-	if err := sched.PauseQueue(ctx, job.DefaultQueue); err != nil {
+	if err := sched.Admin().PauseQueue(ctx, job.DefaultQueue); err != nil {
 		t.Fatal(err)
 	}
 	check("paused queue", explain(second), job.WaitQueuePaused, `queue "default" is paused`)
-	if err := sched.ResumeQueue(ctx, job.DefaultQueue); err != nil {
+	if err := sched.Admin().ResumeQueue(ctx, job.DefaultQueue); err != nil {
 		t.Fatal(err)
 	}
 
@@ -127,7 +127,7 @@ func TestExplainWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "render running on w-us-gpu", func() bool {
-		ji, err := sched.LookupInstance(ctx, render)
+		ji, err := sched.GetInstance(ctx, render)
 		return err == nil && ji.State == job.Processing
 	})
 
@@ -197,7 +197,7 @@ func TestDefinitionLabelsNormalised(t *testing.T) {
 	if !slices.Equal(ji.Labels, want) {
 		t.Errorf("scheduled instance labels %q; want %q", ji.Labels, want)
 	}
-	got, err := m.LookupInstance(ctx, ji.ID)
+	got, err := m.GetInstance(ctx, ji.ID)
 	if err != nil || !slices.Equal(got.Labels, want) {
 		t.Errorf("stored instance labels %q, %v; want %q", got.Labels, err, want)
 	}

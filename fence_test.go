@@ -180,9 +180,9 @@ func (l *logBuf) logger() *slog.Logger {
 
 func stateOf(t *testing.T, m *job.Manager, id string) *job.InstanceInfo {
 	t.Helper()
-	ji, err := m.LookupInstance(context.Background(), id)
+	ji, err := m.GetInstance(context.Background(), id)
 	if err != nil {
-		t.Fatalf("LookupInstance(%s): %v", id, err)
+		t.Fatalf("GetInstance(%s): %v", id, err)
 	}
 	return ji
 }

@@ -160,7 +160,7 @@ func TestFencedExecutorOutcome(t *testing.T) {
 	}
 }
 
-func fmtHistory(hist []*job.StateRecord) string {
+func fmtHistory(hist []*job.HistoryRecord) string {
 	s := ""
 	for _, h := range hist {
 		s += fmt.Sprintf("\n  %v attempt %d node %s err %q result %s", h.State, h.Attempt, h.Node, h.Error, h.Result)

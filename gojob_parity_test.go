@@ -262,7 +262,7 @@ func TestGoJobSetWorkersZeroPauses(t *testing.T) {
 	// polls later the instance is still waiting.
 	until := time.Now().Add(200 * time.Millisecond)
 	for time.Now().Before(until) {
-		if ji, err := m.LookupInstance(ctx, paused.ID); err != nil || ji.State != job.Scheduled {
+		if ji, err := m.GetInstance(ctx, paused.ID); err != nil || ji.State != job.Scheduled {
 			t.Fatalf("instance scheduled while paused: %v, %v; want it to stay scheduled", ji.State, err)
 		}
 		time.Sleep(5 * time.Millisecond)

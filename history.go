@@ -30,9 +30,9 @@ func (m *Manager) LookupInstances(ctx context.Context, q *Query) ([]*InstanceInf
 	return out, err
 }
 
-// LookupInstance returns the instance with that ID, or an error wrapping
+// GetInstance returns the instance with that ID, or an error wrapping
 // ErrNotFound.
-func (m *Manager) LookupInstance(ctx context.Context, id string) (*InstanceInfo, error) {
+func (m *Manager) GetInstance(ctx context.Context, id string) (*InstanceInfo, error) {
 	rec, err := m.lookupRecord(ctx, id)
 	if err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func (m *Manager) LookupInstance(ctx context.Context, id string) (*InstanceInfo,
 }
 
 // lookupRecord reads the record of the instance with that ID, as
-// LookupInstance does.
+// GetInstance does.
 func (m *Manager) lookupRecord(ctx context.Context, id string) (*store.Instance, error) {
 	recs, err := m.store.LookupInstances(ctx, &store.Query{InstanceID: id, Limit: 1})
 	if err != nil {
@@ -55,7 +55,7 @@ func (m *Manager) lookupRecord(ctx context.Context, id string) (*store.Instance,
 
 // LookupInstanceHistory returns the state transitions q selects, oldest
 // first.
-func (m *Manager) LookupInstanceHistory(ctx context.Context, q *Query) ([]*StateRecord, error) {
+func (m *Manager) LookupInstanceHistory(ctx context.Context, q *Query) ([]*HistoryRecord, error) {
 	sq, err := q.store()
 	if err != nil {
 		return nil, err
@@ -66,6 +66,3 @@ func (m *Manager) LookupInstanceHistory(ctx context.Context, q *Query) ([]*State
 	}
 	return recs, nil
 }
-
-// StateRecord is one state transition of one instance, as history keeps it.
-type StateRecord = store.HistoryRecord

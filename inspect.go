@@ -17,25 +17,6 @@ type GroupCount = store.GroupCount
 // ready instance and how long ago that was.
 type Lag = store.Lag
 
-// LagReport is the lag of every queue and every kind (see Manager.Lag).
-type LagReport = store.LagResult
-
-// HistoryPage is one page of state records, oldest first, with the cursor
-// of the next page (WithQueryCursor), "" after the last.
-type HistoryPage = store.HistoryPage
-
-// LogPage is one page of log records, oldest first, with the cursor of the
-// next page (WithQueryCursor), "" after the last.
-type LogPage = store.LogPage
-
-// InstancePage is one page of instances, newest first.
-type InstancePage struct {
-	Instances []*InstanceInfo
-	// Next is the cursor of the next page, for WithQueryCursor; "" when
-	// this page is the last.
-	Next string
-}
-
 // DefaultPageSize is the page size of a Page method whose query sets no
 // limit; MaxPageSize is the largest limit a Page method takes.
 const (
@@ -43,19 +24,20 @@ const (
 	MaxPageSize     = store.MaxPageSize
 )
 
-// WithQueryCursor continues a paged lookup (PageInstances, PageHistory,
-// PageLogs) after the page whose Next is cursor. The query must select
+// WithQueryCursor continues a paged lookup (ListInstances, ListHistory,
+// ListLogs) after the page whose Next is cursor. The query must select
 // what it selected for that page; the limit may change.
 func WithQueryCursor(cursor string) QueryOption {
 	return func(q *Query) { q.q.Cursor = cursor }
 }
 
-// Counts returns how many instances are in each state, per queue and kind,
+// CountInstances returns how many instances are in each state, per queue and kind,
 // from counters the store keeps on every transition: it costs the same
 // with a million completed instances as with none. queue and kind narrow
 // the rows ("" matches all). Every queue and kind the store has seen has a
 // row, even when all its instances were pruned.
-func (m *Manager) Counts(ctx context.Context, queue, kind string) ([]GroupCount, error) {
+func (a *Admin) CountInstances(ctx context.Context, queue, kind string) ([]GroupCount, error) {
+	m := a.m
 	rows, err := m.store.Counts(ctx, &store.CountsParams{Queue: queue, Kind: kind})
 	if err != nil {
 		return nil, fmt.Errorf("job: counts: %w", err)
@@ -63,10 +45,11 @@ func (m *Manager) Counts(ctx context.Context, queue, kind string) ([]GroupCount,
 	return rows, nil
 }
 
-// Lag returns, for every queue and kind seen (narrowed by queue and kind,
+// GetLag returns, for every queue and kind seen (narrowed by queue and kind,
 // "" matching all), how long its oldest ready instance (Scheduled, RunAt
 // at or before the manager's clock) has waited since its RunAt.
-func (m *Manager) Lag(ctx context.Context, queue, kind string) (*LagReport, error) {
+func (a *Admin) GetLag(ctx context.Context, queue, kind string) (*LagResult, error) {
+	m := a.m
 	r, err := m.store.Lag(ctx, &store.LagParams{Now: m.clock.Now(), Queue: queue, Kind: kind})
 	if err != nil {
 		return nil, fmt.Errorf("job: lag: %w", err)
@@ -74,18 +57,20 @@ func (m *Manager) Lag(ctx context.Context, queue, kind string) (*LagReport, erro
 	return r, nil
 }
 
-// Queues returns the names of the queues the store has seen, sorted.
-func (m *Manager) Queues(ctx context.Context) ([]string, error) {
+// ListQueueNames returns the names of the queues the store has seen, sorted.
+func (a *Admin) ListQueueNames(ctx context.Context) ([]string, error) {
+	m := a.m
 	return m.seen(ctx, func(g *GroupCount) string { return g.Queue })
 }
 
-// Kinds returns the job kinds the store has seen instances of, sorted.
-func (m *Manager) Kinds(ctx context.Context) ([]string, error) {
+// ListKinds returns the job kinds the store has seen instances of, sorted.
+func (a *Admin) ListKinds(ctx context.Context) ([]string, error) {
+	m := a.m
 	return m.seen(ctx, func(g *GroupCount) string { return g.Kind })
 }
 
 func (m *Manager) seen(ctx context.Context, name func(*GroupCount) string) ([]string, error) {
-	rows, err := m.Counts(ctx, "", "")
+	rows, err := m.Admin().CountInstances(ctx, "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -101,14 +86,14 @@ func (m *Manager) seen(ctx context.Context, name func(*GroupCount) string) ([]st
 	return out, nil
 }
 
-// PageInstances returns one page of the instances q selects, newest
+// ListInstances returns one page of the instances q selects, newest
 // first: at most q's limit, DefaultPageSize when it sets none (a limit
 // above MaxPageSize is an error). Pass the page's Next to WithQueryCursor
 // for the next page; an instance stored for the whole paging is returned
 // once, never skipped nor repeated, whatever changes between pages. A
 // cursor that was changed, or made by another query, is an error wrapping
 // ErrInvalidOption.
-func (m *Manager) PageInstances(ctx context.Context, q *Query) (*InstancePage, error) {
+func (m *Manager) ListInstances(ctx context.Context, q *Query) (*Page[*InstanceInfo], error) {
 	sq, err := q.store()
 	if err != nil {
 		return nil, err
@@ -117,34 +102,40 @@ func (m *Manager) PageInstances(ctx context.Context, q *Query) (*InstancePage, e
 	if p == nil {
 		return nil, pageErr("instances", err)
 	}
-	out := &InstancePage{Instances: make([]*InstanceInfo, len(p.Instances)), Next: p.Next}
+	out := &Page[*InstanceInfo]{Items: make([]*InstanceInfo, len(p.Instances)), Next: p.Next}
 	for i, r := range p.Instances {
-		out.Instances[i] = newInfo(r)
+		out.Items[i] = newInfo(r)
 	}
 	return out, pageErr("instances", err)
 }
 
-// PageHistory returns one page of the state records q selects, oldest
-// first by (Time, InstanceID, Seq); see PageInstances for pages and
+// ListHistory returns one page of the state records q selects, oldest
+// first by (Time, InstanceID, Seq); see ListInstances for pages and
 // cursors.
-func (m *Manager) PageHistory(ctx context.Context, q *Query) (*HistoryPage, error) {
+func (m *Manager) ListHistory(ctx context.Context, q *Query) (*Page[*HistoryRecord], error) {
 	sq, err := q.store()
 	if err != nil {
 		return nil, err
 	}
 	p, err := m.store.PageHistory(ctx, sq)
-	return p, pageErr("history", err)
+	if p == nil {
+		return nil, pageErr("history", err)
+	}
+	return &Page[*HistoryRecord]{Items: p.Records, Next: p.Next}, pageErr("history", err)
 }
 
-// PageLogs returns one page of the log records q selects, oldest first by
-// (Time, InstanceID, Seq); see PageInstances for pages and cursors.
-func (m *Manager) PageLogs(ctx context.Context, q *Query) (*LogPage, error) {
+// ListLogs returns one page of the log records q selects, oldest first by
+// (Time, InstanceID, Seq); see ListInstances for pages and cursors.
+func (m *Manager) ListLogs(ctx context.Context, q *Query) (*Page[*LogRecord], error) {
 	sq, err := q.store()
 	if err != nil {
 		return nil, err
 	}
 	p, err := m.store.PageLogs(ctx, sq)
-	return p, pageErr("logs", err)
+	if p == nil {
+		return nil, pageErr("logs", err)
+	}
+	return &Page[*LogRecord]{Items: p.Records, Next: p.Next}, pageErr("logs", err)
 }
 
 // pageErr wraps a page lookup's error; a bad cursor or page size (the

@@ -12,14 +12,14 @@ import (
 
 // InstanceInfo is one scheduled run of a job as data: every field the
 // store keeps of it, read at one moment. It is what ScheduleJob,
-// CancelInstance, RetryInstance and the lookups (LookupInstance,
-// LookupInstances, PageInstances, SearchInstances) return, and what an
+// CancelInstance, RetryInstance and the lookups (GetInstance,
+// LookupInstances, ListInstances, SearchInstances) return, and what an
 // executor's Instance exposes through Info. It has no way to write
 // anything: logging and progress belong to the Instance handle an
 // executor, a handler or a middleware receives, so nothing read back from
 // the store can write into an instance's logs.
 //
-// An InstanceInfo is a snapshot; reading it again (LookupInstance) gives
+// An InstanceInfo is a snapshot; reading it again (GetInstance) gives
 // the current state. What a lookup returns belongs to the caller, who may
 // change it; the one an Instance's Info returns is shared (see Info).
 type InstanceInfo struct {
@@ -229,12 +229,12 @@ type Instance interface {
 	// files", cut to store.MaxProgressMessage bytes). It never waits for
 	// the store: the latest report is written at most once per
 	// ProgressInterval, and the last one before the attempt ends is
-	// written before its outcome. Manager.LookupProgress reads it. Outside
+	// written before its outcome. Manager.GetProgress reads it. Outside
 	// a running attempt (a handler's handle) it does nothing.
 	SetProgress(fraction float64, message string)
 	// Progress returns the last progress reported through SetProgress on
 	// this handle (clamped as stored), or the zero Progress.
-	// Manager.LookupProgress reads the stored one.
+	// Manager.GetProgress reads the stored one.
 	Progress() Progress
 }
 

@@ -48,7 +48,7 @@ func TestResultsAndArgumentsInto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending, err := m.LookupInstance(ctx, ji.ID)
+	pending, err := m.GetInstance(ctx, ji.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestResultsAndArgumentsInto(t *testing.T) {
 	if inside != nil {
 		t.Errorf("ArgumentsInto inside the executor: %v", inside)
 	}
-	done, err := m.LookupInstance(ctx, ji.ID)
+	done, err := m.GetInstance(ctx, ji.ID)
 	if err != nil || done.State != job.Completed {
 		t.Fatalf("lookup: %v, state %v", err, done.State)
 	}
@@ -129,7 +129,7 @@ func TestInstanceInfoCarriesEveryStoredField(t *testing.T) {
 	if string(ji.Args) != "[7]" || ji.Seq == 0 || ji.UniqueUntil.IsZero() || ji.UniqueKey != "k" {
 		t.Fatalf("scheduled instance %+v", ji)
 	}
-	got, err := m.LookupInstance(ctx, ji.ID)
+	got, err := m.GetInstance(ctx, ji.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func TestLookupCannotWriteIntoCompletedInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := ji.ID
-	one, err := m.LookupInstance(ctx, id)
+	one, err := m.GetInstance(ctx, id)
 	if err != nil || one.State != job.Completed {
 		t.Fatalf("lookup: %v, state %v", err, one.State)
 	}
@@ -55,19 +55,19 @@ func TestLookupCannotWriteIntoCompletedInstance(t *testing.T) {
 	if err != nil || len(some) != 1 {
 		t.Fatalf("lookup instances: %d, %v", len(some), err)
 	}
-	page, err := m.PageInstances(ctx, q)
-	if err != nil || len(page.Instances) != 1 {
+	page, err := m.ListInstances(ctx, q)
+	if err != nil || len(page.Items) != 1 {
 		t.Fatalf("page instances: %+v, %v", page, err)
 	}
 	found, err := m.SearchInstances(ctx, q, job.SearchParams{})
-	if err != nil || len(found.Instances) != 1 {
+	if err != nil || len(found.Items) != 1 {
 		t.Fatalf("search instances: %+v, %v", found, err)
 	}
-	typedOne, err := typed.LookupInstance(ctx, ti.ID)
+	typedOne, err := typed.GetInstance(ctx, ti.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, got := range []*job.InstanceInfo{ji, one, some[0], page.Instances[0], found.Instances[0], typedOne.InstanceInfo} {
+	for _, got := range []*job.InstanceInfo{ji, one, some[0], page.Items[0], found.Items[0], typedOne.InstanceInfo} {
 		var n int
 		_ = got.ArgumentsInto(&n)
 		_ = got.ResultsInto(&n)
@@ -99,11 +99,11 @@ func TestLookupCannotWriteIntoCompletedInstance(t *testing.T) {
 	if logs, err := m.LookupInstanceLogs(ctx, job.NewQuery(job.WithQueryInstanceID(ti.ID))); err != nil || len(logs) != 0 {
 		t.Errorf("logs of the typed instance %d, %v; want none", len(logs), err)
 	}
-	prog, err := m.LookupProgress(ctx, id)
+	prog, err := m.GetProgress(ctx, id)
 	if p := prog[id]; err != nil || p.Fraction != 0.5 || p.Message != "half" {
 		t.Errorf("progress of the completed instance %+v, %v; want the executor's 0.5 half", p, err)
 	}
-	again, err := m.LookupInstance(ctx, id)
+	again, err := m.GetInstance(ctx, id)
 	if err != nil || again.State != job.Completed || again.Error != "" || again.Attempt != 1 {
 		t.Errorf("stored instance after the lookups: %+v, %v; want Completed in attempt 1 with no error", again, err)
 	}

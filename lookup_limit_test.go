@@ -13,7 +13,7 @@ func TestLookupWithoutLimitIsBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := newManager(t, job.WithStore(memStore(t)), job.WithWorkers(0))
-	if _, err := m.PutDefinition(ctx, job.Definition{Kind: "bulk", Queue: "default"}, 0); err != nil {
+	if _, err := m.Admin().PutDefinition(ctx, job.Definition{Kind: "bulk", Queue: "default"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < job.DefaultLookupLimit+5; i++ {

@@ -113,7 +113,7 @@ func TestLostRepliesOfClaimAndFinish(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range ids {
-		ji, err := m.LookupInstance(ctx, id)
+		ji, err := m.GetInstance(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

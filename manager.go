@@ -183,8 +183,8 @@ func (m *Manager) UnregisterJob(kind string) error {
 	return nil
 }
 
-// LookupJob returns the registered job of that kind.
-func (m *Manager) LookupJob(kind string) (*Job, error) { return m.reg.lookup(kind) }
+// GetJob returns the registered job of that kind.
+func (m *Manager) GetJob(kind string) (*Job, error) { return m.reg.lookup(kind) }
 
 // RegisteredKinds returns the kinds registered with the manager, sorted.
 func (m *Manager) RegisteredKinds() []string { return m.reg.kinds() }

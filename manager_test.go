@@ -213,7 +213,7 @@ func TestFakeClockScheduling(t *testing.T) {
 	waitFor(t, "claim loop asleep", func() bool { return clk.Timers() > 0 })
 	clk.Advance(59 * time.Minute)
 	lookup := func() *job.InstanceInfo {
-		got, err := m.LookupInstance(ctx, ji.ID)
+		got, err := m.GetInstance(ctx, ji.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

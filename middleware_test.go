@@ -98,12 +98,12 @@ func TestMiddlewareCarriesMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "completion", func() bool {
-		got, err := m.LookupInstance(t.Context(), inst.ID)
+		got, err := m.GetInstance(t.Context(), inst.ID)
 		return err == nil && got.State == job.Completed
 	})
-	got, err := m.LookupInstance(t.Context(), inst.ID)
+	got, err := m.GetInstance(t.Context(), inst.ID)
 	if err != nil || !maps.Equal(got.Metadata, want) {
-		t.Fatalf("LookupInstance: Metadata %v, %v; want %v", got.Metadata, err, want)
+		t.Fatalf("GetInstance: Metadata %v, %v; want %v", got.Metadata, err, want)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -263,7 +263,7 @@ func TestMiddlewareRunOutcome(t *testing.T) {
 		var inst *job.InstanceInfo
 		waitFor(t, k+" final", func() bool {
 			var err error
-			inst, err = m.LookupInstance(t.Context(), ids[k])
+			inst, err = m.GetInstance(t.Context(), ids[k])
 			return err == nil && inst.State.Final()
 		})
 		return inst
@@ -322,7 +322,7 @@ func TestMiddlewareRunNextTwice(t *testing.T) {
 	}
 	var got *job.InstanceInfo
 	waitFor(t, "a final state", func() bool {
-		got, err = m.LookupInstance(t.Context(), inst.ID)
+		got, err = m.GetInstance(t.Context(), inst.ID)
 		return err == nil && got.State.Final()
 	})
 	if got.State != job.Terminated || !strings.Contains(got.Error, "called next twice") {

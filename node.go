@@ -207,7 +207,8 @@ func (m *Manager) ClockSkew() (skew time.Duration, known bool) {
 // ListNodes returns the nodes in the store's registry: the live ones and
 // those gone (stale, dead or left) within the registry's retention
 // (store.DefaultNodeRetain), ordered by ID.
-func (m *Manager) ListNodes(ctx context.Context) ([]*store.NodeInfo, error) {
+func (a *Admin) ListNodes(ctx context.Context) ([]*NodeInfo, error) {
+	m := a.m
 	ns, err := m.store.ListNodes(ctx, &store.ListNodesParams{Now: m.clock.Now(), DeadAfter: m.cfg.deadAfter})
 	if err != nil {
 		return nil, fmt.Errorf("job: list nodes: %w", err)

@@ -113,7 +113,7 @@ func TestNodeRegistry(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(job.DefaultHeartbeatInterval)
-		ns, err := m.ListNodes(ctx)
+		ns, err := m.Admin().ListNodes(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

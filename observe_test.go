@@ -508,7 +508,7 @@ func TestObserverPanicContained(t *testing.T) {
 	if err := m.Wait(waitCtx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.LookupInstance(ctx, ji.ID)
+	got, err := m.GetInstance(ctx, ji.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

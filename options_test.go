@@ -44,7 +44,7 @@ func TestPolicyOptionsOnJobAndSchedule(t *testing.T) {
 			over.Queue, over.Priority, over.MaxRetries, over.Timeout, job.HighPriority, job.RetryForever)
 	}
 	// The overrides reached the store, not only the returned snapshot.
-	got, err := m.LookupInstance(ctx, over.ID)
+	got, err := m.GetInstance(ctx, over.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,11 +31,11 @@ type Progress struct {
 	Time time.Time
 }
 
-// LookupProgress returns the stored progress of the instances ids by ID;
+// GetProgress returns the stored progress of the instances ids by ID;
 // an instance that never reported any is absent. The progress of an
 // attempt stays after it ends, until a later attempt reports its own or
 // the instance is removed.
-func (m *Manager) LookupProgress(ctx context.Context, ids ...string) (map[string]Progress, error) {
+func (m *Manager) GetProgress(ctx context.Context, ids ...string) (map[string]Progress, error) {
 	recs, err := m.store.LookupProgress(ctx, ids)
 	out := make(map[string]Progress, len(recs))
 	for _, r := range recs {

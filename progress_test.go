@@ -41,7 +41,7 @@ func TestInstanceProgress(t *testing.T) {
 	if inside.Fraction != 1 || inside.Message != "all copied" || inside.Attempt != 1 {
 		t.Errorf("Progress() inside the executor = %+v", inside)
 	}
-	got, err := m.LookupProgress(ctx, ji.ID, "no-such-id")
+	got, err := m.GetProgress(ctx, ji.ID, "no-such-id")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func WithQueryUntil(t time.Time) QueryOption {
 // DefaultLookupLimit is how many results a Lookup method returns when the
 // query sets no limit (WithQueryLimit), so a lookup never returns an
 // unbounded result however much the store holds. To read everything, page
-// with PageInstances, PageHistory or PageLogs.
+// with ListInstances, ListHistory or ListLogs.
 const DefaultLookupLimit = store.MaxPageSize
 
 // WithQueryParent selects the shards of the sharded task whose parent

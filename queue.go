@@ -89,7 +89,7 @@ func (m *Manager) scheduled(ctx context.Context, rec *store.Instance, res store.
 	kind := rec.Kind
 	if res.Err != nil {
 		if errors.Is(res.Err, store.ErrDuplicate) {
-			holder, lerr := m.LookupInstance(ctx, res.ID)
+			holder, lerr := m.GetInstance(ctx, res.ID)
 			if lerr != nil {
 				return nil, false, fmt.Errorf("job: schedule %q: %w (and looking up holder %s: %v)", kind, res.Err, res.ID, lerr)
 			}
@@ -103,7 +103,7 @@ func (m *Manager) scheduled(ctx context.Context, rec *store.Instance, res store.
 	}
 	if res.Existed {
 		// A repeat with an idempotency key: the instance stored first.
-		first, err := m.LookupInstance(ctx, res.ID)
+		first, err := m.GetInstance(ctx, res.ID)
 		if err != nil {
 			return nil, false, fmt.Errorf("job: schedule %q: instance %s is stored already (idempotency key %q), and looking it up: %w", kind, res.ID, idemKey, err)
 		}

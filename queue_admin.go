@@ -17,7 +17,8 @@ type QueueInfo = store.QueueInfo
 // into it keeps working. Running attempts are not stopped. A queue that
 // has never been used is created paused. Pausing a paused queue changes
 // nothing.
-func (m *Manager) PauseQueue(ctx context.Context, name string) error {
+func (a *Admin) PauseQueue(ctx context.Context, name string) error {
+	m := a.m
 	if name == "" {
 		return fmt.Errorf("%w: PauseQueue needs a queue name", ErrInvalidOption)
 	}
@@ -29,7 +30,8 @@ func (m *Manager) PauseQueue(ctx context.Context, name string) error {
 
 // ResumeQueue resumes the queue name and wakes its claimers on every node.
 // Resuming a queue that is not paused changes nothing.
-func (m *Manager) ResumeQueue(ctx context.Context, name string) error {
+func (a *Admin) ResumeQueue(ctx context.Context, name string) error {
+	m := a.m
 	if name == "" {
 		return fmt.Errorf("%w: ResumeQueue needs a queue name", ErrInvalidOption)
 	}
@@ -43,7 +45,8 @@ func (m *Manager) ResumeQueue(ctx context.Context, name string) error {
 // ListQueues returns every queue the store knows (scheduled into, or
 // paused), sorted by name, with its paused flag. Counts and lag are in
 // Counts and Lag.
-func (m *Manager) ListQueues(ctx context.Context) ([]QueueInfo, error) {
+func (a *Admin) ListQueues(ctx context.Context) ([]QueueInfo, error) {
+	m := a.m
 	qs, err := m.store.ListQueues(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("job: list queues: %w", err)

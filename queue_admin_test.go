@@ -23,10 +23,10 @@ func TestPauseResumeQueue(t *testing.T) {
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.PauseQueue(ctx, "held"); err != nil {
+	if err := m.Admin().PauseQueue(ctx, "held"); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.PauseQueue(ctx, "never-used"); err != nil {
+	if err := m.Admin().PauseQueue(ctx, "never-used"); err != nil {
 		t.Fatal(err)
 	}
 	held, err := m.ScheduleJob(ctx, "note", job.WithArguments("held"), job.WithQueue("held"))
@@ -42,13 +42,13 @@ func TestPauseResumeQueue(t *testing.T) {
 		t.Fatalf("first run %q, want the free queue's", got)
 	}
 	waitFor(t, "the free instance to finish", func() bool {
-		c, _ := m.Counts(ctx, "free", "")
+		c, _ := m.Admin().CountInstances(ctx, "free", "")
 		return len(c) == 1 && c[0].States[job.Completed] == 1
 	})
-	if in, err := m.LookupInstance(ctx, held.ID); err != nil || in.State != job.Scheduled {
+	if in, err := m.GetInstance(ctx, held.ID); err != nil || in.State != job.Scheduled {
 		t.Fatalf("held instance %v (%v), want scheduled while its queue is paused", in, err)
 	}
-	qs, err := m.ListQueues(ctx)
+	qs, err := m.Admin().ListQueues(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +61,13 @@ func TestPauseResumeQueue(t *testing.T) {
 			t.Fatalf("ListQueues = %+v, want %+v", qs, want)
 		}
 	}
-	if err := m.ResumeQueue(ctx, "held"); err != nil {
+	if err := m.Admin().ResumeQueue(ctx, "held"); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-ran; got != "held" {
 		t.Fatalf("after resume ran %q, want held", got)
 	}
-	if err := m.PauseQueue(ctx, ""); !errors.Is(err, job.ErrInvalidOption) {
+	if err := m.Admin().PauseQueue(ctx, ""); !errors.Is(err, job.ErrInvalidOption) {
 		t.Errorf("PauseQueue(\"\") = %v, want ErrInvalidOption", err)
 	}
 }

@@ -23,7 +23,7 @@ func (m *Manager) pruneLoop(quit <-chan struct{}) {
 		if !sleep(m.clock, m.cfg.pruneInterval, quit) {
 			return
 		}
-		res, err := m.Prune(ctx)
+		res, err := m.Admin().Prune(ctx)
 		if err != nil && ctx.Err() == nil {
 			m.log.Warn("apply retention", "err", err, "removed", res)
 			continue
@@ -88,7 +88,8 @@ func (m *Manager) pruneRules() []pruneRule {
 // long and retention keeps up with any throughput. It returns early, with
 // ctx's error, when ctx ends between two batches. The manager runs it
 // every prune interval; call it to prune sooner.
-func (m *Manager) Prune(ctx context.Context) (PruneResult, error) {
+func (a *Admin) Prune(ctx context.Context) (PruneResult, error) {
+	m := a.m
 	var total PruneResult
 	limit := m.cfg.pruneBatch
 	for _, rule := range m.pruneRules() {

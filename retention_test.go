@@ -95,7 +95,7 @@ func TestRetentionOptionsIndependent(t *testing.T) {
 				t.Fatal(err)
 			}
 			clk.Advance(tc.elapsed)
-			if _, err := m.Prune(context.Background()); err != nil {
+			if _, err := m.Admin().Prune(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
@@ -174,7 +174,7 @@ func TestPruneCatchesUp(t *testing.T) {
 	}
 	job.SetPruneBatch(m, 10)
 	clk.Advance(2 * time.Hour)
-	res, err := m.Prune(context.Background())
+	res, err := m.Admin().Prune(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

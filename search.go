@@ -37,12 +37,11 @@ type SearchParams struct {
 
 // SearchPage is what one SearchInstances call found.
 type SearchPage struct {
-	// Instances are the matches, newest first, at most the query's limit.
-	Instances []*InstanceInfo
+	// Items are the matches, newest first, at most the query's limit;
 	// Next continues the search after the last instance read (pass it to
-	// WithQueryCursor with the same query and params); "" when every
+	// WithQueryCursor with the same query and params), "" when every
 	// instance the query selects has been searched.
-	Next string
+	Page[*InstanceInfo]
 	// Scanned is how many instances this call read.
 	Scanned int
 }
@@ -110,8 +109,8 @@ func (m *Manager) SearchInstances(ctx context.Context, q *Query, p SearchParams)
 			if !match(r, ji) {
 				continue
 			}
-			out.Instances = append(out.Instances, ji)
-			if len(out.Instances) < size {
+			out.Items = append(out.Items, ji)
+			if len(out.Items) < size {
 				continue
 			}
 			out.Scanned += i + 1

@@ -56,7 +56,7 @@ func searchFixture(t *testing.T) (*job.Manager, []string) {
 		}
 	}
 	waitFor(t, "every instance finished", func() bool {
-		rows, err := m.Counts(ctx, "", "")
+		rows, err := m.Admin().CountInstances(ctx, "", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,8 +93,8 @@ func TestSearchInstancesFindsTextInArgumentsResultsAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(ids(got.Instances), want) {
-		t.Fatalf("search found %v, want %v", ids(got.Instances), want)
+	if !slices.Equal(ids(got.Items), want) {
+		t.Fatalf("search found %v, want %v", ids(got.Items), want)
 	}
 	if got.Next != "" || got.Scanned != 400 {
 		t.Fatalf("one call over 400 instances: Next %q, Scanned %d; want \"\" and 400", got.Next, got.Scanned)
@@ -105,13 +105,13 @@ func TestSearchInstancesFindsTextInArgumentsResultsAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ji := range failed.Instances {
+	for _, ji := range failed.Items {
 		if ji.Kind != "fail" || ji.Error == "" {
 			t.Fatalf("a terminated search returned %s %s (%v)", ji.Kind, ji.State, ji.Error)
 		}
 	}
-	if len(failed.Instances) == 0 || failed.Scanned >= 400 {
-		t.Fatalf("terminated search: %d found, %d scanned", len(failed.Instances), failed.Scanned)
+	if len(failed.Items) == 0 || failed.Scanned >= 400 {
+		t.Fatalf("terminated search: %d found, %d scanned", len(failed.Items), failed.Scanned)
 	}
 
 	// Pages of 3 matches, then a scan limit of 50: every match once, in
@@ -133,13 +133,13 @@ func TestSearchInstancesFindsTextInArgumentsResultsAndErrors(t *testing.T) {
 				t.Fatalf("%s: %v", c.name, err)
 			}
 			calls++
-			if c.limit > 0 && len(pg.Instances) > c.limit {
-				t.Fatalf("%s: a page of %d matches", c.name, len(pg.Instances))
+			if c.limit > 0 && len(pg.Items) > c.limit {
+				t.Fatalf("%s: a page of %d matches", c.name, len(pg.Items))
 			}
 			if c.scan > 0 && pg.Scanned > c.scan {
 				t.Fatalf("%s: a call scanned %d", c.name, pg.Scanned)
 			}
-			all = append(all, ids(pg.Instances)...)
+			all = append(all, ids(pg.Items)...)
 			if cursor = pg.Next; cursor == "" {
 				break
 			}
@@ -157,7 +157,7 @@ func TestSearchInstancesFindsTextInArgumentsResultsAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(onlyFail.Instances); n < 50 || n > 70 {
+	if n := len(onlyFail.Items); n < 50 || n > 70 {
 		t.Fatalf("Match kind fail found %d", n)
 	}
 

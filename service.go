@@ -81,7 +81,7 @@ func (m *Manager) wire() {
 	})
 	m.scheduler = newScheduler(schedulerDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, reload: c.triggerReload,
-		run: &m.run, nodes: &m.nodes, wake: m.trigWake, calendarRules: m.CalendarRules,
+		run: &m.run, nodes: &m.nodes, wake: m.trigWake, calendarRules: m.Admin().GetCalendarRules,
 		cancel: func(ctx context.Context, id string) error {
 			_, err := m.CancelInstance(ctx, id)
 			return err

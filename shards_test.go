@@ -53,9 +53,9 @@ func (e *shardEnv) manager(jobs []*job.Job, opts ...job.ManagerOption) *job.Mana
 // lookup returns the stored instance id.
 func lookup(t *testing.T, m *job.Manager, id string) *job.InstanceInfo {
 	t.Helper()
-	got, err := m.LookupInstance(context.Background(), id)
+	got, err := m.GetInstance(context.Background(), id)
 	if err != nil {
-		t.Fatalf("LookupInstance(%s): %v", id, err)
+		t.Fatalf("GetInstance(%s): %v", id, err)
 	}
 	return got
 }
@@ -533,7 +533,7 @@ func TestShardsSpread(t *testing.T) {
 	t.Cleanup(func() { gA.set(-1); gB.set(-1) }) // before the managers stop
 	_ = b
 	waitFor(t, "a sees b live in the registry", func() bool {
-		nodes, err := a.ListNodes(context.Background())
+		nodes, err := a.Admin().ListNodes(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -635,7 +635,7 @@ func TestShardsSpreadFourIdle(t *testing.T) {
 		ms = append(ms, e.manager([]*job.Job{j}, job.WithNodeID(node), job.WithShardRecheck(time.Hour)))
 	}
 	waitFor(t, "every manager live in the registry", func() bool {
-		nodes, err := ms[0].ListNodes(context.Background())
+		nodes, err := ms[0].Admin().ListNodes(context.Background())
 		return err == nil && len(nodes) == 4
 	})
 	p, err := ms[0].ScheduleJob(context.Background(), "four", job.WithShards(4))

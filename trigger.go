@@ -129,7 +129,8 @@ func WithMissedTickPolicy(p MissedTickPolicy, within time.Duration) JobOption {
 // wrapping store.ErrConflict: read the trigger again and retry. The
 // manager's scheduler sees the change at once; others within their
 // reload interval.
-func (m *Manager) PutTrigger(ctx context.Context, t *store.Trigger, ifVersion int64) (*store.Trigger, error) {
+func (a *Admin) PutTrigger(ctx context.Context, t *Trigger, ifVersion int64) (*Trigger, error) {
+	m := a.m
 	if t == nil {
 		return nil, fmt.Errorf("job: put trigger: %w: nil trigger", store.ErrInvalid)
 	}
@@ -166,7 +167,7 @@ func (m *Manager) checkKindKnown(ctx context.Context, kind string) error {
 	if !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("read the definition of kind %q: %w", kind, err)
 	}
-	nodes, err := m.ListNodes(ctx)
+	nodes, err := m.Admin().ListNodes(ctx)
 	if err != nil {
 		return err
 	}
@@ -202,7 +203,8 @@ func (m *Manager) triggersWhere(ctx context.Context, match func(*store.Trigger) 
 
 // GetTrigger returns the stored trigger of that name, or an error
 // wrapping store.ErrNotFound.
-func (m *Manager) GetTrigger(ctx context.Context, name string) (*store.Trigger, error) {
+func (a *Admin) GetTrigger(ctx context.Context, name string) (*Trigger, error) {
+	m := a.m
 	t, err := m.store.GetTrigger(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("job: get trigger: %w", err)
@@ -210,21 +212,23 @@ func (m *Manager) GetTrigger(ctx context.Context, name string) (*store.Trigger, 
 	return t, nil
 }
 
-// ListTriggers returns up to limit stored triggers (0: store.DefaultTriggerPage)
-// in name order after the name after, and the after of the next page
-// (empty on the last).
-func (m *Manager) ListTriggers(ctx context.Context, after string, limit int) ([]*store.Trigger, string, error) {
-	page, err := m.store.ListTriggers(ctx, &store.ListTriggersParams{After: after, Limit: limit})
+// ListTriggers returns one page of the stored triggers in name order: at
+// most limit (0: store.DefaultTriggerPage) from cursor on ("" from the
+// first), with the cursor of the next page ("" on the last).
+func (a *Admin) ListTriggers(ctx context.Context, cursor string, limit int) (*Page[*Trigger], error) {
+	m := a.m
+	page, err := m.store.ListTriggers(ctx, &store.ListTriggersParams{After: cursor, Limit: limit})
 	if err != nil {
-		return nil, "", fmt.Errorf("job: list triggers: %w", err)
+		return nil, fmt.Errorf("job: list triggers: %w", err)
 	}
-	return page.Triggers, page.Next, nil
+	return &Page[*Trigger]{Items: page.Triggers, Next: page.Next}, nil
 }
 
 // DeleteTrigger deletes the stored trigger of that name: no tick of it
 // fires after this manager's next tick, nor after other managers' next
 // reload. Instances it scheduled stay.
-func (m *Manager) DeleteTrigger(ctx context.Context, name string) error {
+func (a *Admin) DeleteTrigger(ctx context.Context, name string) error {
+	m := a.m
 	if err := m.store.DeleteTrigger(ctx, &store.DeleteTriggerParams{Name: name}); err != nil {
 		return fmt.Errorf("job: delete trigger: %w", err)
 	}
@@ -234,12 +238,14 @@ func (m *Manager) DeleteTrigger(ctx context.Context, name string) error {
 
 // PauseTrigger pauses the stored trigger of that name: no tick fires until
 // ResumeTrigger. Ticks that fall while it is paused are never caught up.
-func (m *Manager) PauseTrigger(ctx context.Context, name string) (*store.Trigger, error) {
+func (a *Admin) PauseTrigger(ctx context.Context, name string) (*Trigger, error) {
+	m := a.m
 	return m.setPaused(ctx, name, true)
 }
 
 // ResumeTrigger resumes a paused stored trigger from now on.
-func (m *Manager) ResumeTrigger(ctx context.Context, name string) (*store.Trigger, error) {
+func (a *Admin) ResumeTrigger(ctx context.Context, name string) (*Trigger, error) {
+	m := a.m
 	return m.setPaused(ctx, name, false)
 }
 
@@ -265,9 +271,10 @@ func (m *Manager) setPaused(ctx context.Context, name string, paused bool) (*sto
 	}
 }
 
-// NextFireTimes returns the next n fire times of the stored trigger of
+// ListFireTimes returns the next n fire times of the stored trigger of
 // that name after now (by the manager's clock): none while it is paused.
-func (m *Manager) NextFireTimes(ctx context.Context, name string, n int) ([]time.Time, error) {
+func (a *Admin) ListFireTimes(ctx context.Context, name string, n int) ([]time.Time, error) {
+	m := a.m
 	t, err := m.store.GetTrigger(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("job: next fire times: %w", err)
@@ -275,7 +282,7 @@ func (m *Manager) NextFireTimes(ctx context.Context, name string, n int) ([]time
 	if t.Paused {
 		return nil, nil
 	}
-	return m.TriggerFireTimes(ctx, t, m.clock.Now(), n)
+	return m.Admin().PreviewFireTimes(ctx, t, m.clock.Now(), n)
 }
 
 // triggersChanged makes the scheduler reload the triggers at once.

@@ -26,23 +26,23 @@ func TestPutTriggerUnknownKind(t *testing.T) {
 	}
 
 	bad := &store.Trigger{Name: "bad2", Kind: "nosuch", Cron: "* * * * *"}
-	_, err := m.PutTrigger(ctx, bad, 0)
+	_, err := m.Admin().PutTrigger(ctx, bad, 0)
 	if !errors.Is(err, job.ErrUnknownKind) || !strings.Contains(err.Error(), `"nosuch"`) || !strings.Contains(err.Error(), "definition") {
 		t.Fatalf("PutTrigger of kind nosuch: %v; want ErrUnknownKind naming the kind and how to define it", err)
 	}
-	if _, err := m.GetTrigger(ctx, "bad2"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := m.Admin().GetTrigger(ctx, "bad2"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the refused trigger was stored: %v", err)
 	}
 
 	// Registered here.
-	if _, err := m.PutTrigger(ctx, &store.Trigger{Name: "t-local", Kind: "local", Cron: "* * * * *"}, 0); err != nil {
+	if _, err := m.Admin().PutTrigger(ctx, &store.Trigger{Name: "t-local", Kind: "local", Cron: "* * * * *"}, 0); err != nil {
 		t.Fatalf("PutTrigger of a registered kind: %v", err)
 	}
 	// Defined in the store.
-	if _, err := m.PutDefinition(ctx, job.Definition{Kind: "defined"}, 0); err != nil {
+	if _, err := m.Admin().PutDefinition(ctx, job.Definition{Kind: "defined"}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.PutTrigger(ctx, &store.Trigger{Name: "t-defined", Kind: "defined", Cron: "* * * * *"}, 0); err != nil {
+	if _, err := m.Admin().PutTrigger(ctx, &store.Trigger{Name: "t-defined", Kind: "defined", Cron: "* * * * *"}, 0); err != nil {
 		t.Fatalf("PutTrigger of a defined kind: %v", err)
 	}
 	// Run by another live node only (a producer with no job of its own).
@@ -54,7 +54,7 @@ func TestPutTriggerUnknownKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "node b to show as live with kind remote", func() bool {
-		nodes, err := m.ListNodes(ctx)
+		nodes, err := m.Admin().ListNodes(ctx)
 		if err != nil {
 			return false
 		}
@@ -65,7 +65,7 @@ func TestPutTriggerUnknownKind(t *testing.T) {
 		}
 		return false
 	})
-	if _, err := m.PutTrigger(ctx, &store.Trigger{Name: "t-remote", Kind: "remote", Cron: "* * * * *"}, 0); err != nil {
+	if _, err := m.Admin().PutTrigger(ctx, &store.Trigger{Name: "t-remote", Kind: "remote", Cron: "* * * * *"}, 0); err != nil {
 		t.Fatalf("PutTrigger of a kind a live node runs: %v", err)
 	}
 }
@@ -79,27 +79,27 @@ func TestDeleteDefinitionUsedByTrigger(t *testing.T) {
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.PutDefinition(ctx, job.Definition{Kind: "slowjob"}, 0); err != nil {
+	if _, err := m.Admin().PutDefinition(ctx, job.Definition{Kind: "slowjob"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"slow-min", "slow-hour"} {
-		if _, err := m.PutTrigger(ctx, &store.Trigger{Name: name, Kind: "slowjob", Cron: "* * * * *"}, 0); err != nil {
+		if _, err := m.Admin().PutTrigger(ctx, &store.Trigger{Name: name, Kind: "slowjob", Cron: "* * * * *"}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err := m.DeleteDefinition(ctx, "slowjob", 0)
+	err := m.Admin().DeleteDefinition(ctx, "slowjob", 0)
 	if !errors.Is(err, job.ErrDefinitionInUse) || !strings.Contains(err.Error(), `trigger "slow-hour"`) || !strings.Contains(err.Error(), `trigger "slow-min"`) {
 		t.Fatalf("DeleteDefinition of a kind two triggers fire: %v; want ErrDefinitionInUse naming both", err)
 	}
-	if _, err := m.Definition(ctx, "slowjob"); err != nil {
+	if _, err := m.Admin().GetDefinition(ctx, "slowjob"); err != nil {
 		t.Fatalf("the definition is gone after a refused delete: %v", err)
 	}
 	for _, name := range []string{"slow-min", "slow-hour"} {
-		if err := m.DeleteTrigger(ctx, name); err != nil {
+		if err := m.Admin().DeleteTrigger(ctx, name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := m.DeleteDefinition(ctx, "slowjob", 0); err != nil {
+	if err := m.Admin().DeleteDefinition(ctx, "slowjob", 0); err != nil {
 		t.Fatalf("DeleteDefinition once no trigger fires it: %v", err)
 	}
 }

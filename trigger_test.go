@@ -83,7 +83,7 @@ func TestTriggerOncePerCluster(t *testing.T) {
 		s, ms := triggerCluster(t, 3, func() { ran.Add(1) })
 		ctx := context.Background()
 		start := time.Now()
-		if _, err := ms[1].PutTrigger(ctx, &store.Trigger{Name: "every-second", Kind: "tick", Interval: time.Second}, 0); err != nil {
+		if _, err := ms[1].Admin().PutTrigger(ctx, &store.Trigger{Name: "every-second", Kind: "tick", Interval: time.Second}, 0); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(10*time.Second + 500*time.Millisecond)
@@ -131,7 +131,7 @@ func TestTriggerPauseResumeDelete(t *testing.T) {
 		// The admin takes kind tick for one a live node runs: wait for the
 		// cluster's first heartbeats.
 		synctest.Wait()
-		if _, err := admin.PutTrigger(ctx, &store.Trigger{Name: "tr", Kind: "tick", Interval: time.Second}, 0); err != nil {
+		if _, err := admin.Admin().PutTrigger(ctx, &store.Trigger{Name: "tr", Kind: "tick", Interval: time.Second}, 0); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(3*time.Second + 500*time.Millisecond)
@@ -139,10 +139,10 @@ func TestTriggerPauseResumeDelete(t *testing.T) {
 		if n := len(tickInstances(t, ms[0], "tick")); n != 3 {
 			t.Fatalf("%d ticks before the pause, want 3", n)
 		}
-		if _, err := admin.PauseTrigger(ctx, "tr"); err != nil {
+		if _, err := admin.Admin().PauseTrigger(ctx, "tr"); err != nil {
 			t.Fatal(err)
 		}
-		if next, err := admin.NextFireTimes(ctx, "tr", 3); err != nil || len(next) != 0 {
+		if next, err := admin.Admin().ListFireTimes(ctx, "tr", 3); err != nil || len(next) != 0 {
 			t.Fatalf("next fire times of a paused trigger: %v, %v; want none", next, err)
 		}
 		time.Sleep(5 * time.Second)
@@ -151,10 +151,10 @@ func TestTriggerPauseResumeDelete(t *testing.T) {
 			t.Fatalf("%d ticks after 5 s paused, want still 3", n)
 		}
 		resumed := time.Now()
-		if _, err := admin.ResumeTrigger(ctx, "tr"); err != nil {
+		if _, err := admin.Admin().ResumeTrigger(ctx, "tr"); err != nil {
 			t.Fatal(err)
 		}
-		next, err := admin.NextFireTimes(ctx, "tr", 3)
+		next, err := admin.Admin().ListFireTimes(ctx, "tr", 3)
 		if err != nil || len(next) != 3 || !next[0].Equal(resumed.Truncate(time.Second).Add(time.Second)) || next[2].Sub(next[0]) != 2*time.Second {
 			t.Fatalf("next fire times after resume at %v: %v, %v", resumed, next, err)
 		}
@@ -170,7 +170,7 @@ func TestTriggerPauseResumeDelete(t *testing.T) {
 				t.Errorf("tick %v fired after the resume at %v: a paused tick was caught up", in.RunAt, resumed)
 			}
 		}
-		if err := admin.DeleteTrigger(ctx, "tr"); err != nil {
+		if err := admin.Admin().DeleteTrigger(ctx, "tr"); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Second)
@@ -226,7 +226,7 @@ func TestTriggerOverlapForbid(t *testing.T) {
 		})
 		defer once.Do(func() { close(release) })
 		ctx := context.Background()
-		if _, err := ms[0].PutTrigger(ctx, &store.Trigger{Name: "tr", Kind: "tick", Interval: time.Second, Overlap: store.OverlapForbid}, 0); err != nil {
+		if _, err := ms[0].Admin().PutTrigger(ctx, &store.Trigger{Name: "tr", Kind: "tick", Interval: time.Second, Overlap: store.OverlapForbid}, 0); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(4*time.Second + 500*time.Millisecond)
@@ -235,7 +235,7 @@ func TestTriggerOverlapForbid(t *testing.T) {
 		if len(insts) != 1 || insts[0].State != job.Processing {
 			t.Fatalf("%d instances while the first blocks, want 1 Processing", len(insts))
 		}
-		tr, err := ms[0].GetTrigger(ctx, "tr")
+		tr, err := ms[0].Admin().GetTrigger(ctx, "tr")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,11 +281,11 @@ func TestTriggerOverlapReplace(t *testing.T) {
 			return ctx.Err()
 		}, job.WithLease(3*time.Second))
 		ctx := context.Background()
-		if _, err := ms[0].PutTrigger(ctx, &store.Trigger{Name: "tr", Kind: "tick", Interval: time.Second, Overlap: store.OverlapReplace}, 0); err != nil {
+		if _, err := ms[0].Admin().PutTrigger(ctx, &store.Trigger{Name: "tr", Kind: "tick", Interval: time.Second, Overlap: store.OverlapReplace}, 0); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(3*time.Second + 500*time.Millisecond)
-		if err := ms[0].DeleteTrigger(ctx, "tr"); err != nil {
+		if err := ms[0].Admin().DeleteTrigger(ctx, "tr"); err != nil {
 			t.Fatal(err)
 		}
 		// A run on the other manager sees the cancel at its next lease
@@ -415,17 +415,17 @@ func TestTriggerInvalid(t *testing.T) {
 		{Name: "neither", Kind: "add", Args: []byte("[1,2]")},
 		{Name: "policy", Kind: "add", Interval: time.Minute, Overlap: "maybe", Args: []byte("[1,2]")},
 	} {
-		if _, err := m.PutTrigger(ctx, tr, 0); !errors.Is(err, store.ErrInvalid) {
+		if _, err := m.Admin().PutTrigger(ctx, tr, 0); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("PutTrigger(%+v): %v, want ErrInvalid", tr, err)
 		}
 	}
-	if _, err := m.PutTrigger(ctx, &store.Trigger{Name: "args", Kind: "add", Interval: time.Minute, Args: []byte(`["x"]`)}, 0); !errors.Is(err, job.ErrInvalidArguments) {
+	if _, err := m.Admin().PutTrigger(ctx, &store.Trigger{Name: "args", Kind: "add", Interval: time.Minute, Args: []byte(`["x"]`)}, 0); !errors.Is(err, job.ErrInvalidArguments) {
 		t.Errorf("PutTrigger with arguments the executor cannot take: %v, want ErrInvalidArguments", err)
 	}
-	if trs, _, err := m.ListTriggers(ctx, "", 0); err != nil || len(trs) != 0 {
-		t.Fatalf("after refused puts: %d triggers stored, %v", len(trs), err)
+	if trs, err := m.Admin().ListTriggers(ctx, "", 0); err != nil || len(trs.Items) != 0 {
+		t.Fatalf("after refused puts: %d triggers stored, %v", len(trs.Items), err)
 	}
-	tr, err := m.PutTrigger(ctx, &store.Trigger{Name: "ok", Kind: "add", Cron: "0 9 * * 1-5", TimeZone: "Europe/Paris", Args: []byte("[1,2]")}, 0)
+	tr, err := m.Admin().PutTrigger(ctx, &store.Trigger{Name: "ok", Kind: "add", Cron: "0 9 * * 1-5", TimeZone: "Europe/Paris", Args: []byte("[1,2]")}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,10 +584,10 @@ func TestTriggerKindByDefinition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, ms := triggerCluster(t, 2, nil, job.WithWorkers(0))
 		ctx := context.Background()
-		if _, err := ms[0].PutDefinition(ctx, job.Definition{Kind: "remote", Queue: "remote-q", Priority: 5, MaxRetries: 7, Timeout: time.Minute}, 0); err != nil {
+		if _, err := ms[0].Admin().PutDefinition(ctx, job.Definition{Kind: "remote", Queue: "remote-q", Priority: 5, MaxRetries: 7, Timeout: time.Minute}, 0); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ms[0].PutTrigger(ctx, &store.Trigger{Name: "remote", Kind: "remote", Interval: time.Second, Args: []byte(`[1]`)}, 0); err != nil {
+		if _, err := ms[0].Admin().PutTrigger(ctx, &store.Trigger{Name: "remote", Kind: "remote", Interval: time.Second, Args: []byte(`[1]`)}, 0); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2*time.Second + 500*time.Millisecond)

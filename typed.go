@@ -96,11 +96,11 @@ func typedArguments(args any) ScheduleOption {
 	})
 }
 
-// LookupInstance returns the instance of this job with that ID, or an
+// GetInstance returns the instance of this job with that ID, or an
 // error wrapping ErrNotFound (also when the ID is of another kind's
 // instance).
-func (t *TypedJob[A, R]) LookupInstance(ctx context.Context, id string) (*TypedInstance[A, R], error) {
-	ji, err := t.m.LookupInstance(ctx, id)
+func (t *TypedJob[A, R]) GetInstance(ctx context.Context, id string) (*TypedInstance[A, R], error) {
+	ji, err := t.m.GetInstance(ctx, id)
 	if err != nil {
 		return nil, err
 	}

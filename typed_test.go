@@ -73,7 +73,7 @@ func TestTypedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	done, err := rj.LookupInstance(ctx, ti.ID)
+	done, err := rj.GetInstance(ctx, ti.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,22 +83,22 @@ func TestTypedJob(t *testing.T) {
 	if a, err := done.Argument(); err != nil || a != (resizeArgs{Image: "cat.png", Width: 64}) {
 		t.Errorf("Argument: %+v, %v", a, err)
 	}
-	viaPlain, err := rj.LookupInstance(ctx, plain.ID)
+	viaPlain, err := rj.GetInstance(ctx, plain.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res, err := viaPlain.Result(); err != nil || res.Path != "dog.png@32" {
 		t.Errorf("Result of an instance scheduled with ScheduleJob: %+v, %v", res, err)
 	}
-	failed, err := rj.LookupInstance(ctx, failing.ID)
+	failed, err := rj.GetInstance(ctx, failing.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := failed.Result(); failed.State != job.Terminated || !errors.Is(err, job.ErrInvalidResults) {
 		t.Errorf("failed instance: state %v, Result error %v; want Terminated and ErrInvalidResults", failed.State, err)
 	}
-	if _, err := rj.LookupInstance(ctx, other.ID); !errors.Is(err, job.ErrNotFound) || !strings.Contains(err.Error(), `"other"`) {
-		t.Errorf("LookupInstance of another kind's instance: %v; want ErrNotFound naming the kind", err)
+	if _, err := rj.GetInstance(ctx, other.ID); !errors.Is(err, job.ErrNotFound) || !strings.Contains(err.Error(), `"other"`) {
+		t.Errorf("GetInstance of another kind's instance: %v; want ErrNotFound naming the kind", err)
 	}
 
 	all, err := rj.LookupInstances(ctx, nil)
@@ -174,7 +174,7 @@ func ExampleRegister() {
 	if err := mgr.Wait(ctx); err != nil {
 		log.Fatal(err)
 	}
-	done, err := mailer.LookupInstance(ctx, ji.ID)
+	done, err := mailer.GetInstance(ctx, ji.ID)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func setup(t *testing.T, queues []string, jobs ...*job.Job) *bundle {
 		svc, err := alert.New(alert.Config{
 			Store: st, Node: node, Interval: 50 * time.Millisecond,
 			RetryBase: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond,
-			ConsoleURL: "http://jobd.test/console", Guard: loopbackGuard(t), KindKnown: func(k string) bool { _, err := mgr.LookupJob(k); return err == nil },
+			ConsoleURL: "http://jobd.test/console", Guard: loopbackGuard(t), KindKnown: func(k string) bool { _, err := mgr.GetJob(k); return err == nil },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -187,7 +187,7 @@ func TestFailedAlertsOnceAndResolves(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "instance "+in.ID+" to end", 5*time.Second, func() bool {
-			got, err := b.mgr.LookupInstance(b.ctx, in.ID)
+			got, err := b.mgr.GetInstance(b.ctx, in.ID)
 			return err == nil && got.State.Final()
 		})
 	}

@@ -39,7 +39,7 @@ func TestLongRunAlertsWhileRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the long-run notification", 5*time.Second, func() bool { return len(b.recv.events("slow-runs")) >= 1 })
-	got, err := b.mgr.LookupInstance(b.ctx, in.ID)
+	got, err := b.mgr.GetInstance(b.ctx, in.ID)
 	if err != nil || got.State != store.Processing {
 		t.Fatalf("instance at the notification: %v, %v; want still Processing", got, err)
 	}
@@ -58,7 +58,7 @@ func TestLongRunAlertsWhileRunning(t *testing.T) {
 func TestForbidSkipAlerts(t *testing.T) {
 	slow, release := blocker(t, "nightly")
 	b := setup(t, nil, slow)
-	if _, err := b.mgr.PutTrigger(b.ctx, &store.Trigger{Name: "every-second", Kind: "nightly", Interval: time.Second, Overlap: store.OverlapForbid}, 0); err != nil {
+	if _, err := b.mgr.Admin().PutTrigger(b.ctx, &store.Trigger{Name: "every-second", Kind: "nightly", Interval: time.Second, Overlap: store.OverlapForbid}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.svcs[0].PutRule(b.ctx, &alert.Rule{Name: "skips", Condition: alert.MissedTick, Trigger: "every-second", Channels: []string{"hook"}}, 0); err != nil {
@@ -134,7 +134,7 @@ func TestLagOnPausedQueueRepeatsAndResolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	m2 := b.mgr
-	if err := m2.PauseQueue(ctx, "reports"); err != nil {
+	if err := m2.Admin().PauseQueue(ctx, "reports"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m2.ScheduleJob(ctx, "quick"); err != nil {
@@ -172,13 +172,13 @@ func TestLagOnPausedQueueRepeatsAndResolves(t *testing.T) {
 	if p := rec.payloads()[1]; p.Queue != "reports" || !strings.Contains(p.Detail, "above 1m0s") {
 		t.Fatalf("repeat payload %+v", p)
 	}
-	if err := m2.ResumeQueue(ctx, "reports"); err != nil {
+	if err := m2.Admin().ResumeQueue(ctx, "reports"); err != nil {
 		t.Fatal(err)
 	}
 	// The worker manager (claiming from reports) runs it.
 	b2 := b.mgr
 	waitFor(t, "the instance to run", 10*time.Second, func() bool {
-		rows, err := b2.Counts(ctx, "reports", "quick")
+		rows, err := b2.Admin().CountInstances(ctx, "reports", "quick")
 		return err == nil && len(rows) == 1 && rows[0].States[store.Completed] == 1
 	})
 	step(time.Second)

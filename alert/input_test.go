@@ -230,7 +230,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the success", 5*time.Second, func() bool {
-		got, err := b.mgr.LookupInstance(ctx, in.ID)
+		got, err := b.mgr.GetInstance(ctx, in.ID)
 		return err == nil && got.State == store.Completed
 	})
 	var fresh []*alert.Service

@@ -48,7 +48,7 @@ func testAdminBulk(t *testing.T, e *env) {
 	waitFor(t, deadline, "12 terminated", func() bool {
 		return count(t, m, job.WithQueryKind("flaky"), job.WithQueryState(job.Terminated)) == 12
 	})
-	res, err := m.RetryInstances(ctx, job.NewQuery(job.WithQueryKind("flaky")), job.WithBulkBatch(5), job.WithResetAttempts())
+	res, err := m.Admin().RetryInstances(ctx, job.NewQuery(job.WithQueryKind("flaky")), job.WithBulkBatch(5), job.WithResetAttempts())
 	if err != nil || res.Matched != 12 || res.Applied != 12 {
 		t.Fatalf("RetryInstances: %+v, %v; want 12 retried", res, err)
 	}
@@ -58,21 +58,21 @@ func testAdminBulk(t *testing.T, e *env) {
 	if n := runs.Load(); n != 24 {
 		t.Errorf("%d runs, want 24 (each instance twice)", n)
 	}
-	res, err = m.CancelInstances(ctx, job.NewQuery(job.WithQueryKind("later")), job.WithBulkBatch(4))
+	res, err = m.Admin().CancelInstances(ctx, job.NewQuery(job.WithQueryKind("later")), job.WithBulkBatch(4))
 	if err != nil || res != (job.BulkResult{Matched: 9, Applied: 9}) {
 		t.Fatalf("CancelInstances: %+v, %v; want 9 canceled", res, err)
 	}
 	if n := count(t, m, job.WithQueryKind("later"), job.WithQueryState(job.Canceled)); n != 9 {
 		t.Fatalf("%d canceled after CancelInstances, want 9", n)
 	}
-	res, err = m.DeleteInstances(ctx, job.NewQuery(job.WithQueryState(job.Canceled)), job.WithBulkBatch(2))
+	res, err = m.Admin().DeleteInstances(ctx, job.NewQuery(job.WithQueryState(job.Canceled)), job.WithBulkBatch(2))
 	if err != nil || res != (job.BulkResult{Matched: 9, Applied: 9}) {
 		t.Fatalf("DeleteInstances of the canceled: %+v, %v; want 9 deleted", res, err)
 	}
 	if a, b := count(t, m, job.WithQueryKind("flaky")), count(t, m, job.WithQueryKind("later")); a != 12 || b != 0 {
 		t.Fatalf("after deleting the canceled: %d flaky and %d later, want 12 and 0", a, b)
 	}
-	if _, err := m.DeleteInstances(ctx, job.NewQuery()); !errors.Is(err, job.ErrInvalidOption) {
+	if _, err := m.Admin().DeleteInstances(ctx, job.NewQuery()); !errors.Is(err, job.ErrInvalidOption) {
 		t.Fatalf("DeleteInstances with an empty query: %v, want ErrInvalidOption", err)
 	}
 }
@@ -117,7 +117,7 @@ func testAdminDeleteRemote(t *testing.T, e *env) {
 	}
 	close(release)
 	waitFor(t, deadline, "runner idle", func() bool { _, busy := runner.Workers(); return busy == 0 })
-	if _, err := other.LookupInstance(context.Background(), ji.ID); !errors.Is(err, job.ErrNotFound) {
+	if _, err := other.GetInstance(context.Background(), ji.ID); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("deleted instance after its attempt ended: %v, want ErrNotFound", err)
 	}
 }

@@ -66,7 +66,7 @@ func testDefinitionsProducerOnly(t *testing.T, e *env) {
 func testDefinitionsArgsCheckedWhereTheyRun(t *testing.T, e *env) {
 	ctx := context.Background()
 	producer := e.manager(t, nil, job.WithWorkers(0))
-	if _, err := producer.PutDefinition(ctx, job.Definition{Kind: "def-int", MaxRetries: 5}, 0); err != nil {
+	if _, err := producer.Admin().PutDefinition(ctx, job.Definition{Kind: "def-int", MaxRetries: 5}, 0); err != nil {
 		t.Fatal(err)
 	}
 	ran := make(chan int, 4)

@@ -36,7 +36,7 @@ func nextEvent(t *testing.T, ch <-chan job.Event, what string) job.Event {
 	panic("unreachable")
 }
 
-// testEvents: Manager.Events delivers the transitions the engine makes
+// testEvents: Manager.WatchEvents delivers the transitions the engine makes
 // (a run that fails, is retried and completes; a pending instance
 // canceled from another manager) as they happen, filtered by kind or
 // instance, and resumes from an event's cursor with exactly what followed
@@ -56,15 +56,15 @@ func testEvents(t *testing.T, e *env) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	cursor, err := other.EventCursor(ctx)
+	cursor, err := other.GetEventCursor(ctx)
 	if err != nil {
 		t.Fatalf("EventCursor: %v", err)
 	}
-	byKind, err := other.Events(ctx, job.WithEventCursor(cursor), job.WithEventKinds("ev-flaky"))
+	byKind, err := other.WatchEvents(ctx, job.WithEventCursor(cursor), job.WithEventKinds("ev-flaky"))
 	if err != nil {
 		t.Fatalf("Events: %v", err)
 	}
-	all, err := m.Events(ctx)
+	all, err := m.WatchEvents(ctx)
 	if err != nil {
 		t.Fatalf("Events: %v", err)
 	}
@@ -111,7 +111,7 @@ func testEvents(t *testing.T, e *env) {
 	}
 
 	// Resume after the first Processing: exactly the rest, by instance.
-	resumed, err := other.Events(ctx, job.WithEventCursor(got[2].Cursor), job.WithEventInstanceID(ji.ID))
+	resumed, err := other.WatchEvents(ctx, job.WithEventCursor(got[2].Cursor), job.WithEventInstanceID(ji.ID))
 	if err != nil {
 		t.Fatalf("Events from a cursor: %v", err)
 	}
@@ -122,10 +122,10 @@ func testEvents(t *testing.T, e *env) {
 		}
 	}
 
-	if _, err := other.Events(ctx, job.WithEventBuffer(-1)); !errors.Is(err, store.ErrInvalid) {
+	if _, err := other.WatchEvents(ctx, job.WithEventBuffer(-1)); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("Events(WithEventBuffer(-1)): %v, want ErrInvalid", err)
 	}
-	if _, err := other.Events(ctx, job.WithEventCursor("forged")); !errors.Is(err, store.ErrInvalid) {
+	if _, err := other.WatchEvents(ctx, job.WithEventCursor("forged")); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("Events(WithEventCursor(forged)): %v, want ErrInvalid", err)
 	}
 

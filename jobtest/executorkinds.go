@@ -35,7 +35,7 @@ func testExecutorKindConflict(t *testing.T, e *env) {
 
 	// Stored as data first: a Go function of the kind is refused on a
 	// plain manager (no executor types enabled).
-	if _, err := admin.PutDefinition(ctx, execDef("xk-data"), 0); err != nil {
+	if _, err := admin.Admin().PutDefinition(ctx, execDef("xk-data"), 0); err != nil {
 		t.Fatal(err)
 	}
 	plain := e.manager(t, nil)
@@ -52,7 +52,7 @@ func testExecutorKindConflict(t *testing.T, e *env) {
 	worker := e.manager(t, []*job.Job{mustJob(t, job.WithKind("xk-go"), job.WithExecutor(func() {}))})
 	start(t, worker)
 	waitFor(t, deadline, "the worker's node to list xk-go", func() bool {
-		nodes, err := admin.ListNodes(ctx)
+		nodes, err := admin.Admin().ListNodes(ctx)
 		if err != nil {
 			return false
 		}
@@ -63,28 +63,28 @@ func testExecutorKindConflict(t *testing.T, e *env) {
 		}
 		return false
 	})
-	_, err = admin.PutDefinition(ctx, execDef("xk-go"), 0)
+	_, err = admin.Admin().PutDefinition(ctx, execDef("xk-go"), 0)
 	if !errors.Is(err, job.ErrDuplicateKind) || !strings.Contains(err.Error(), `"xk-go"`) || !strings.Contains(err.Error(), worker.NodeID()) || !strings.Contains(err.Error(), "webhook executor") {
 		t.Fatalf("PutDefinition with an executor for a kind a node runs as a Go function = %v; want ErrDuplicateKind naming the kind, the node and the executor", err)
 	}
-	if _, err := admin.Definition(ctx, "xk-go"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := admin.Admin().GetDefinition(ctx, "xk-go"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the refused definition was stored: %v", err)
 	}
 	// A definition without an executor (the kind's policy) is fine.
-	if _, err := admin.PutDefinition(ctx, job.Definition{Kind: "xk-go"}, 0); err != nil {
+	if _, err := admin.Admin().PutDefinition(ctx, job.Definition{Kind: "xk-go"}, 0); err != nil {
 		t.Fatalf("a policy-only definition of a Go kind: %v", err)
 	}
 	// ... and turning it into an executor definition is refused too.
-	d, _ := admin.Definition(ctx, "xk-go")
+	d, _ := admin.Admin().GetDefinition(ctx, "xk-go")
 	d.Executor = execDef("xk-go").Executor
-	if _, err := admin.PutDefinition(ctx, *d, d.Version); !errors.Is(err, job.ErrDuplicateKind) {
+	if _, err := admin.Admin().PutDefinition(ctx, *d, d.Version); !errors.Is(err, job.ErrDuplicateKind) {
 		t.Fatalf("adding an executor to the definition of a Go kind = %v, want ErrDuplicateKind", err)
 	}
 
 	// Registered before the definition was stored, and not started yet
 	// (so no node lists it): Start refuses.
 	late := e.manager(t, []*job.Job{mustJob(t, job.WithKind("xk-late"), job.WithExecutor(func() {}))})
-	if _, err := admin.PutDefinition(ctx, execDef("xk-late"), 0); err != nil {
+	if _, err := admin.Admin().PutDefinition(ctx, execDef("xk-late"), 0); err != nil {
 		t.Fatal(err)
 	}
 	err = late.Start(ctx)

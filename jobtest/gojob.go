@@ -146,7 +146,7 @@ func testGoJobConversionWhereTheyRun(t *testing.T, e *env) {
 	producer := e.manager(t, nil, job.WithWorkers(0))
 	start(t, worker)
 	start(t, producer)
-	d, err := producer.Definition(ctx, "conv-sum")
+	d, err := producer.Admin().GetDefinition(ctx, "conv-sum")
 	if err != nil || !d.ConvertArguments {
 		t.Fatalf("published definition of conv-sum: %+v, %v; want ConvertArguments", d, err)
 	}

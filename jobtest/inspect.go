@@ -30,7 +30,7 @@ func testInspect(t *testing.T, e *env) {
 
 	count := func(kind string, st job.State) int64 {
 		t.Helper()
-		rows, err := m.Counts(ctx, "", kind)
+		rows, err := m.Admin().CountInstances(ctx, "", kind)
 		if err != nil {
 			t.Fatalf("Counts(kind %s): %v", kind, err)
 		}
@@ -42,7 +42,7 @@ func testInspect(t *testing.T, e *env) {
 	if n := count("ins-ok", job.Scheduled); n != 4 {
 		t.Fatalf("before start: %d ins-ok scheduled, want 4", n)
 	}
-	lag, err := m.Lag(ctx, queue, "")
+	lag, err := m.Admin().GetLag(ctx, queue, "")
 	if err != nil {
 		t.Fatalf("Lag: %v", err)
 	}
@@ -62,10 +62,10 @@ func testInspect(t *testing.T, e *env) {
 			t.Errorf("after running: %d %s %v, want %d", n, c.kind, c.st, c.want)
 		}
 	}
-	if kinds, err := m.Kinds(ctx); err != nil || !slices.Equal(kinds, []string{"ins-bad", "ins-ok"}) {
+	if kinds, err := m.Admin().ListKinds(ctx); err != nil || !slices.Equal(kinds, []string{"ins-bad", "ins-ok"}) {
 		t.Errorf("Kinds() = %v, %v; want [ins-bad ins-ok]", kinds, err)
 	}
-	if queues, err := m.Queues(ctx); err != nil || !slices.Equal(queues, []string{queue}) {
+	if queues, err := m.Admin().ListQueueNames(ctx); err != nil || !slices.Equal(queues, []string{queue}) {
 		t.Errorf("Queues() = %v, %v; want [%s]", queues, err, queue)
 	}
 
@@ -73,11 +73,11 @@ func testInspect(t *testing.T, e *env) {
 	var ids []string
 	cursor := ""
 	for range 10 {
-		p, err := m.PageInstances(ctx, job.NewQuery(job.WithQueryLimit(2), job.WithQueryCursor(cursor)))
+		p, err := m.ListInstances(ctx, job.NewQuery(job.WithQueryLimit(2), job.WithQueryCursor(cursor)))
 		if err != nil {
-			t.Fatalf("PageInstances: %v", err)
+			t.Fatalf("ListInstances: %v", err)
 		}
-		for _, in := range p.Instances {
+		for _, in := range p.Items {
 			ids = append(ids, in.ID)
 		}
 		if cursor = p.Next; cursor == "" {
@@ -95,19 +95,19 @@ func testInspect(t *testing.T, e *env) {
 	if !slices.Equal(ids, want) {
 		t.Fatalf("paged instances %v, want %v", ids, want)
 	}
-	_, err = m.PageInstances(ctx, job.NewQuery(job.WithQueryKind("ins-ok"), job.WithQueryLimit(2), job.WithQueryCursor("bm90IGEgY3Vyc29y")))
+	_, err = m.ListInstances(ctx, job.NewQuery(job.WithQueryKind("ins-ok"), job.WithQueryLimit(2), job.WithQueryCursor("bm90IGEgY3Vyc29y")))
 	if !errors.Is(err, job.ErrInvalidOption) {
-		t.Fatalf("PageInstances with a forged cursor: %v, want ErrInvalidOption", err)
+		t.Fatalf("ListInstances with a forged cursor: %v, want ErrInvalidOption", err)
 	}
-	if _, err := m.PageInstances(ctx, job.NewQuery(job.WithQueryLimit(job.MaxPageSize+1))); !errors.Is(err, job.ErrInvalidOption) {
-		t.Fatalf("PageInstances above MaxPageSize: %v, want ErrInvalidOption", err)
+	if _, err := m.ListInstances(ctx, job.NewQuery(job.WithQueryLimit(job.MaxPageSize+1))); !errors.Is(err, job.ErrInvalidOption) {
+		t.Fatalf("ListInstances above MaxPageSize: %v, want ErrInvalidOption", err)
 	}
-	hp, err := m.PageHistory(ctx, job.NewQuery(job.WithQueryInstance(later)))
-	if err != nil || len(hp.Records) != 2 || hp.Next != "" {
+	hp, err := m.ListHistory(ctx, job.NewQuery(job.WithQueryInstance(later)))
+	if err != nil || len(hp.Items) != 2 || hp.Next != "" {
 		t.Fatalf("PageHistory(later) = %+v, %v; want its created and scheduled records in one page", hp, err)
 	}
-	lp, err := m.PageLogs(ctx, job.NewQuery(job.WithQueryKind("ins-ok"), job.WithQueryLimit(2)))
-	if err != nil || len(lp.Records) != 2 || lp.Next == "" {
+	lp, err := m.ListLogs(ctx, job.NewQuery(job.WithQueryKind("ins-ok"), job.WithQueryLimit(2)))
+	if err != nil || len(lp.Items) != 2 || lp.Next == "" {
 		t.Fatalf("PageLogs(ins-ok, limit 2) = %+v, %v; want two of the four logs and a next cursor", lp, err)
 	}
 }

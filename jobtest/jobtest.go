@@ -128,9 +128,9 @@ func waitState(t *testing.T, m *job.Manager, id string, state job.State, timeout
 	t.Helper()
 	var got *job.InstanceInfo
 	waitFor(t, timeout, fmt.Sprintf("instance %s to be %v", id, state), func() bool {
-		ji, err := m.LookupInstance(context.Background(), id)
+		ji, err := m.GetInstance(context.Background(), id)
 		if err != nil {
-			t.Fatalf("LookupInstance(%s): %v", id, err)
+			t.Fatalf("GetInstance(%s): %v", id, err)
 		}
 		got = ji
 		return ji.State == state

@@ -163,7 +163,7 @@ func testTypedResults(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	waitState(t, m, ti.ID, job.Completed, deadline)
-	got, err := tj.LookupInstance(context.Background(), ti.ID)
+	got, err := tj.GetInstance(context.Background(), ti.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -692,7 +692,7 @@ func testStopHandsBack(t *testing.T, e *env) {
 	if err := m.Stop(ctx); err != nil {
 		t.Errorf("Stop: %v, want nil: the running attempt was handed back", err)
 	}
-	got, err := m.LookupInstance(context.Background(), ji.ID)
+	got, err := m.GetInstance(context.Background(), ji.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -816,7 +816,7 @@ func testClaimsByLabel(t *testing.T, e *env) {
 		}
 	}
 	mu.Unlock()
-	if ji, err := cpu.LookupInstance(context.Background(), waiting.ID); err != nil || ji.State != job.Scheduled {
+	if ji, err := cpu.GetInstance(context.Background(), waiting.ID); err != nil || ji.State != job.Scheduled {
 		t.Fatalf("instance requiring tpu: %v (%v), want scheduled: it waits for a node labelled tpu", ji, err)
 	}
 	tpu := e.manager(t, []*job.Job{mk("T", "tpu", job.WithRequiredLabels("tpu"))}, job.WithLabels("tpu"))
@@ -877,7 +877,7 @@ func testRetention(t *testing.T, e *env) {
 	}
 	waitIdle(t, m, deadline)
 	pending := schedule(t, m, "k", job.WithScheduleAfter(time.Hour))
-	res, err := m.Prune(context.Background())
+	res, err := m.Admin().Prune(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

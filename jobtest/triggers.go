@@ -38,11 +38,11 @@ func testStoredTriggerOncePerCluster(t *testing.T, e *env) {
 		start(t, m)
 	}
 	ctx := context.Background()
-	if _, err := ms[0].PutTrigger(ctx, &store.Trigger{Name: "every-second", Kind: "trig", Interval: interval, Args: []byte(`["x"]`)}, 0); err != nil {
+	if _, err := ms[0].Admin().PutTrigger(ctx, &store.Trigger{Name: "every-second", Kind: "trig", Interval: interval, Args: []byte(`["x"]`)}, 0); err != nil {
 		t.Fatalf("PutTrigger: %v", err)
 	}
 	waitFor(t, deadline, "3 ticks", func() bool { return count() >= 3 })
-	if _, err := ms[1].PauseTrigger(ctx, "every-second"); err != nil {
+	if _, err := ms[1].Admin().PauseTrigger(ctx, "every-second"); err != nil {
 		t.Fatalf("PauseTrigger: %v", err)
 	}
 	// A tick already fired may still be running.
@@ -52,7 +52,7 @@ func testStoredTriggerOncePerCluster(t *testing.T, e *env) {
 	if n := count(); n != paused {
 		t.Errorf("%d ticks ran while the trigger was paused", n-paused)
 	}
-	tr, err := ms[2].GetTrigger(ctx, "every-second")
+	tr, err := ms[2].Admin().GetTrigger(ctx, "every-second")
 	if err != nil {
 		t.Fatalf("GetTrigger: %v", err)
 	}

@@ -263,7 +263,7 @@ func (c *Collector) seedKinds(m *job.Manager) {
 		if c.seeded.get(kind) != nil {
 			continue
 		}
-		j, err := m.LookupJob(kind)
+		j, err := m.GetJob(kind)
 		if err != nil {
 			continue
 		}
@@ -449,7 +449,7 @@ func (c *Collector) read(m *job.Manager) *snapshot {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.scrapeTimeout)
 	defer cancel()
 	s := &snapshot{at: now}
-	if rows, err := m.Counts(ctx, "", ""); err != nil {
+	if rows, err := m.Admin().CountInstances(ctx, "", ""); err != nil {
 		c.scrapeErrs.WithLabelValues("counts").Inc()
 	} else {
 		s.countsOK = true
@@ -468,13 +468,13 @@ func (c *Collector) read(m *job.Manager) *snapshot {
 			}
 		}
 	}
-	if lag, err := m.Lag(ctx, "", ""); err != nil {
+	if lag, err := m.Admin().GetLag(ctx, "", ""); err != nil {
 		c.scrapeErrs.WithLabelValues("lag").Inc()
 	} else {
 		s.lagOK = true
 		s.queueLag, s.kindLag = lag.Queues, lag.Kinds
 	}
-	if nodes, err := m.ListNodes(ctx); err != nil {
+	if nodes, err := m.Admin().ListNodes(ctx); err != nil {
 		c.scrapeErrs.WithLabelValues("nodes").Inc()
 	} else {
 		s.nodesOK = true

@@ -17,7 +17,7 @@ func TestQueuedNoNode(t *testing.T) {
 	t.Parallel()
 	s, m := observedManager(t, collectortest.MustJob(t, job.WithKind("run"), job.WithExecutor(func() {})))
 	ctx := context.Background()
-	if _, err := m.PutDefinition(ctx, job.Definition{Kind: "orphan"}, 0); err != nil {
+	if _, err := m.Admin().PutDefinition(ctx, job.Definition{Kind: "orphan"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {

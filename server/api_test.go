@@ -380,7 +380,7 @@ func TestWatchExpiredCursor(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	cursor, err := m.EventCursor(ctx)
+	cursor, err := m.GetEventCursor(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

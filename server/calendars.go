@@ -106,7 +106,7 @@ func workdaysFromProto(ws []pb.Weekday) ([]time.Weekday, error) {
 // calendarResponse converts a stored calendar with the triggers and jobs
 // that run on it.
 func calendarResponse(ctx context.Context, c *store.Calendar) (*pb.Calendar, error) {
-	users, err := managerOf(ctx).CalendarUsers(ctx, c.Name)
+	users, err := managerOf(ctx).Admin().ListCalendarUsers(ctx, c.Name)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -119,7 +119,7 @@ func (calendarService) CreateCalendar(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	got, err := managerOf(ctx).PutCalendar(ctx, c, 0)
+	got, err := managerOf(ctx).Admin().PutCalendar(ctx, c, 0)
 	if errors.Is(err, store.ErrConflict) {
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("calendar %q exists already (%v); update it with UpdateCalendar, or delete it first", c.Name, err))
 	}
@@ -138,7 +138,7 @@ func (calendarService) GetCalendar(ctx context.Context, req *connect.Request[pb.
 	if req.Msg.GetName() == "" {
 		return nil, invalid("name is required; send the calendar's name")
 	}
-	c, err := managerOf(ctx).GetCalendar(ctx, req.Msg.GetName())
+	c, err := managerOf(ctx).Admin().GetCalendar(ctx, req.Msg.GetName())
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -157,12 +157,12 @@ func (calendarService) ListCalendars(ctx context.Context, req *connect.Request[p
 		return nil, err
 	}
 	size = min(size, store.MaxDocumentPage)
-	cs, next, err := managerOf(ctx).ListCalendars(ctx, req.Msg.GetPageToken(), size)
+	page, err := managerOf(ctx).Admin().ListCalendars(ctx, req.Msg.GetPageToken(), size)
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	out := &pb.ListCalendarsResponse{NextPageToken: next, Calendars: make([]*pb.Calendar, len(cs))}
-	for i, c := range cs {
+	out := &pb.ListCalendarsResponse{NextPageToken: page.Next, Calendars: make([]*pb.Calendar, len(page.Items))}
+	for i, c := range page.Items {
 		if out.Calendars[i], err = calendarResponse(ctx, c); err != nil {
 			return nil, err
 		}
@@ -182,13 +182,13 @@ func (calendarService) UpdateCalendar(ctx context.Context, req *connect.Request[
 	}
 	m := managerOf(ctx)
 	if v == 0 {
-		cur, err := m.GetCalendar(ctx, c.Name)
+		cur, err := m.Admin().GetCalendar(ctx, c.Name)
 		if err != nil {
 			return nil, toConnect(notFoundHint(err, "create it with CreateCalendar"))
 		}
 		v = cur.Version
 	}
-	got, err := m.PutCalendar(ctx, c, v)
+	got, err := m.Admin().PutCalendar(ctx, c, v)
 	if err != nil {
 		return nil, toConnect(notFoundHint(err, "create it with CreateCalendar"))
 	}
@@ -208,7 +208,7 @@ func (calendarService) DeleteCalendar(ctx context.Context, req *connect.Request[
 	if req.Msg.GetIfVersion() < 0 {
 		return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0", req.Msg.GetIfVersion()))
 	}
-	if err := managerOf(ctx).DeleteCalendar(ctx, req.Msg.GetName(), req.Msg.GetIfVersion()); err != nil {
+	if err := managerOf(ctx).Admin().DeleteCalendar(ctx, req.Msg.GetName(), req.Msg.GetIfVersion()); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&pb.DeleteCalendarResponse{}), nil
@@ -261,7 +261,7 @@ func (calendarService) ImportCalendar(ctx context.Context, req *connect.Request[
 	if r.GetReplace() {
 		version = store.AnyVersion
 	}
-	got, err := m.PutCalendar(ctx, c, version)
+	got, err := m.Admin().PutCalendar(ctx, c, version)
 	if errors.Is(err, store.ErrConflict) {
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("calendar %q exists already (%v); import with replace to overwrite its dates", c.Name, err))
 	}
@@ -292,7 +292,7 @@ func (calendarService) ListFireTimes(ctx context.Context, req *connect.Request[p
 		return nil, invalid("send trigger_name or trigger, not both")
 	case r.GetTriggerName() != "":
 		var err error
-		if t, err = m.GetTrigger(ctx, r.GetTriggerName()); err != nil {
+		if t, err = m.Admin().GetTrigger(ctx, r.GetTriggerName()); err != nil {
 			return nil, toConnect(err)
 		}
 	case r.GetTrigger() != nil:
@@ -331,7 +331,7 @@ func (calendarService) ListFireTimes(ctx context.Context, req *connect.Request[p
 		t.Calendar = c.Name
 	} else if t.Calendar != "" {
 		var err error
-		if rules, err = m.CalendarRules(ctx, t.Calendar); err != nil {
+		if rules, err = m.Admin().GetCalendarRules(ctx, t.Calendar); err != nil {
 			return nil, toConnect(fmt.Errorf("trigger %q: %w", t.Name, err))
 		}
 	}

@@ -21,15 +21,15 @@ type queueService struct{}
 
 // queueTable reads every queue with its pause flag, counts and lag.
 func queueTable(ctx context.Context, m *job.Manager) ([]*pb.Queue, error) {
-	infos, err := m.ListQueues(ctx)
+	infos, err := m.Admin().ListQueues(ctx)
 	if err != nil {
 		return nil, err
 	}
-	counts, err := m.Counts(ctx, "", "")
+	counts, err := m.Admin().CountInstances(ctx, "", "")
 	if err != nil {
 		return nil, err
 	}
-	lag, err := m.Lag(ctx, "", "")
+	lag, err := m.Admin().GetLag(ctx, "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (queueService) PauseQueue(ctx context.Context, req *connect.Request[pb.Paus
 		return nil, invalid("name is required; send the name of the queue to pause")
 	}
 	m := managerOf(ctx)
-	if err := m.PauseQueue(ctx, req.Msg.GetName()); err != nil {
+	if err := m.Admin().PauseQueue(ctx, req.Msg.GetName()); err != nil {
 		return nil, toConnect(err)
 	}
 	q, err := queueNamed(ctx, m, req.Msg.GetName())
@@ -121,7 +121,7 @@ func (queueService) ResumeQueue(ctx context.Context, req *connect.Request[pb.Res
 		return nil, invalid("name is required; send the name of the queue to resume")
 	}
 	m := managerOf(ctx)
-	if err := m.ResumeQueue(ctx, req.Msg.GetName()); err != nil {
+	if err := m.Admin().ResumeQueue(ctx, req.Msg.GetName()); err != nil {
 		return nil, toConnect(err)
 	}
 	q, err := queueNamed(ctx, m, req.Msg.GetName())
@@ -137,11 +137,11 @@ func (queueService) ResumeQueue(ctx context.Context, req *connect.Request[pb.Res
 // lag.
 func (queueService) ListKinds(ctx context.Context, _ *connect.Request[pb.ListKindsRequest]) (*connect.Response[pb.ListKindsResponse], error) {
 	m := managerOf(ctx)
-	counts, err := m.Counts(ctx, "", "")
+	counts, err := m.Admin().CountInstances(ctx, "", "")
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	lag, err := m.Lag(ctx, "", "")
+	lag, err := m.Admin().GetLag(ctx, "", "")
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -194,7 +194,7 @@ func (queueService) ListKinds(ctx context.Context, _ *connect.Request[pb.ListKin
 // the kinds the store has a definition of.
 func idleKinds(ctx context.Context, m *job.Manager) (map[string]bool, error) {
 	kinds := map[string]bool{}
-	nodes, err := m.ListNodes(ctx)
+	nodes, err := m.Admin().ListNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -206,17 +206,17 @@ func idleKinds(ctx context.Context, m *job.Manager) (map[string]bool, error) {
 		}
 	}
 	for after := ""; ; {
-		ds, err := m.Definitions(ctx, after, store.MaxDefinitionsPage)
+		page, err := m.Admin().ListDefinitions(ctx, after, store.MaxDefinitionsPage)
 		if err != nil {
 			return nil, err
 		}
-		for _, d := range ds {
+		for _, d := range page.Items {
 			kinds[d.Kind] = true
 		}
-		if len(ds) < store.MaxDefinitionsPage {
+		if page.Next == "" {
 			return kinds, nil
 		}
-		after = ds[len(ds)-1].Kind
+		after = page.Next
 	}
 }
 
@@ -226,7 +226,7 @@ type nodeService struct{}
 // ListNodes implements NodeService.ListNodes: live nodes and those gone
 // recently, from the store's registry.
 func (nodeService) ListNodes(ctx context.Context, _ *connect.Request[pb.ListNodesRequest]) (*connect.Response[pb.ListNodesResponse], error) {
-	nodes, err := managerOf(ctx).ListNodes(ctx)
+	nodes, err := managerOf(ctx).Admin().ListNodes(ctx)
 	if err != nil {
 		return nil, toConnect(err)
 	}

@@ -549,7 +549,7 @@ func fillProgress(ctx context.Context, m *job.Manager, ins ...*pb.Instance) erro
 	if len(ids) == 0 {
 		return nil
 	}
-	got, err := m.LookupProgress(ctx, ids...)
+	got, err := m.GetProgress(ctx, ids...)
 	if err != nil {
 		return err
 	}

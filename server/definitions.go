@@ -35,7 +35,7 @@ func (s definitionService) CreateDefinition(ctx context.Context, req *connect.Re
 		}
 		return connect.NewResponse(&pb.CreateDefinitionResponse{Definition: p}), nil
 	}
-	got, err := managerOf(ctx).PutDefinition(ctx, d, 0)
+	got, err := managerOf(ctx).Admin().PutDefinition(ctx, d, 0)
 	if errors.Is(err, store.ErrConflict) {
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("%v; update it with UpdateDefinition, or delete it first", err))
 	}
@@ -50,7 +50,7 @@ func (definitionService) GetDefinition(ctx context.Context, req *connect.Request
 	if req.Msg.GetKind() == "" {
 		return nil, invalid("kind is required; send the kind whose definition to read")
 	}
-	d, err := managerOf(ctx).Definition(ctx, req.Msg.GetKind())
+	d, err := managerOf(ctx).Admin().GetDefinition(ctx, req.Msg.GetKind())
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -65,16 +65,13 @@ func (definitionService) ListDefinitions(ctx context.Context, req *connect.Reque
 		return nil, err
 	}
 	size = min(size, store.MaxDefinitionsPage)
-	ds, err := managerOf(ctx).Definitions(ctx, req.Msg.GetPageToken(), size)
+	page, err := managerOf(ctx).Admin().ListDefinitions(ctx, req.Msg.GetPageToken(), size)
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	out := &pb.ListDefinitionsResponse{Definitions: make([]*pb.Definition, len(ds))}
-	for i, d := range ds {
+	out := &pb.ListDefinitionsResponse{Definitions: make([]*pb.Definition, len(page.Items)), NextPageToken: page.Next}
+	for i, d := range page.Items {
 		out.Definitions[i] = definitionToProto(d)
-	}
-	if len(ds) == size {
-		out.NextPageToken = ds[len(ds)-1].Kind
 	}
 	return connect.NewResponse(out), nil
 }
@@ -102,7 +99,7 @@ func (s definitionService) UpdateDefinition(ctx context.Context, req *connect.Re
 	}
 	m := managerOf(ctx)
 	if v := req.Msg.GetIfVersion(); v != 0 {
-		got, err := m.PutDefinition(ctx, d, v)
+		got, err := m.Admin().PutDefinition(ctx, d, v)
 		if err != nil {
 			return nil, toConnect(err)
 		}
@@ -113,11 +110,11 @@ func (s definitionService) UpdateDefinition(ctx context.Context, req *connect.Re
 	// writer came in between.
 	var got *store.Definition
 	for try := 0; ; try++ {
-		cur, err := m.Definition(ctx, d.Kind)
+		cur, err := m.Admin().GetDefinition(ctx, d.Kind)
 		if err != nil {
 			return nil, toConnect(notFoundHint(err, "create it with CreateDefinition"))
 		}
-		got, err = m.PutDefinition(ctx, d, cur.Version)
+		got, err = m.Admin().PutDefinition(ctx, d, cur.Version)
 		if errors.Is(err, store.ErrConflict) && try < maxUpdateTries {
 			continue
 		}
@@ -137,7 +134,7 @@ func (definitionService) DeleteDefinition(ctx context.Context, req *connect.Requ
 	if req.Msg.GetIfVersion() < 0 {
 		return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0 to delete whatever is stored", req.Msg.GetIfVersion()))
 	}
-	if err := managerOf(ctx).DeleteDefinition(ctx, req.Msg.GetKind(), req.Msg.GetIfVersion()); err != nil {
+	if err := managerOf(ctx).Admin().DeleteDefinition(ctx, req.Msg.GetKind(), req.Msg.GetIfVersion()); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&pb.DeleteDefinitionResponse{}), nil

@@ -79,7 +79,7 @@ func (s definitionService) attachModule(ctx context.Context, d *store.Definition
 // create or update would check it (Manager.CheckDefinition), as it would
 // be stored, storing nothing.
 func validateDefinition(ctx context.Context, d store.Definition) (*pb.Definition, error) {
-	got, err := managerOf(ctx).CheckDefinition(ctx, d)
+	got, err := managerOf(ctx).Admin().CheckDefinition(ctx, d)
 	if err != nil {
 		return nil, toConnect(err)
 	}

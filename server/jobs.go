@@ -197,7 +197,7 @@ func (h jobService) GetInstance(ctx context.Context, req *connect.Request[pb.Get
 	if req.Msg.GetId() == "" {
 		return nil, invalid("id is required; send the instance's ID")
 	}
-	ji, err := managerOf(ctx).LookupInstance(ctx, req.Msg.GetId())
+	ji, err := managerOf(ctx).GetInstance(ctx, req.Msg.GetId())
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -332,21 +332,21 @@ func (h jobService) ListInstances(ctx context.Context, req *connect.Request[pb.L
 		return nil, err
 	}
 	opts = append(opts, job.WithQueryLimit(size), job.WithQueryCursor(req.Msg.GetPageToken()))
-	var page *job.InstancePage
+	var page *job.Page[*job.InstanceInfo]
 	var scanned int
 	if text := req.Msg.GetFilter().GetText(); text != "" {
 		page, scanned, err = searchInstances(ctx, job.NewQuery(opts...), text, labels, req.Msg.GetScanLimit())
 	} else {
-		page, err = managerOf(ctx).PageInstances(ctx, job.NewQuery(opts...))
+		page, err = managerOf(ctx).ListInstances(ctx, job.NewQuery(opts...))
 		if page != nil {
-			scanned = len(page.Instances)
+			scanned = len(page.Items)
 		}
 	}
 	if err != nil {
 		return nil, pageErr(err, req.Msg.GetPageToken())
 	}
-	out := &pb.ListInstancesResponse{NextPageToken: page.Next, Instances: make([]*pb.Instance, 0, len(page.Instances)), Scanned: int64(scanned)}
-	for _, ji := range page.Instances {
+	out := &pb.ListInstancesResponse{NextPageToken: page.Next, Instances: make([]*pb.Instance, 0, len(page.Items)), Scanned: int64(scanned)}
+	for _, ji := range page.Items {
 		if in := instanceToProto(ji); hasLabels(in, labels) {
 			out.Instances = append(out.Instances, in)
 		}
@@ -404,12 +404,12 @@ func (h jobService) ListHistory(ctx context.Context, req *connect.Request[pb.Lis
 	if len(states) > 0 {
 		opts = append(opts, job.WithQueryState(states...))
 	}
-	page, err := managerOf(ctx).PageHistory(ctx, job.NewQuery(opts...))
+	page, err := managerOf(ctx).ListHistory(ctx, job.NewQuery(opts...))
 	if err != nil {
 		return nil, pageErr(err, r.GetPageToken())
 	}
-	out := &pb.ListHistoryResponse{NextPageToken: page.Next, Changes: make([]*pb.StateChange, len(page.Records))}
-	for i, rec := range page.Records {
+	out := &pb.ListHistoryResponse{NextPageToken: page.Next, Changes: make([]*pb.StateChange, len(page.Items))}
+	for i, rec := range page.Items {
 		out.Changes[i] = historyToProto(rec)
 	}
 	return connect.NewResponse(out), nil
@@ -429,12 +429,12 @@ func (h jobService) ListLogs(ctx context.Context, req *connect.Request[pb.ListLo
 	if len(levels) > 0 {
 		opts = append(opts, job.WithQueryLevel(levels...))
 	}
-	page, err := managerOf(ctx).PageLogs(ctx, job.NewQuery(opts...))
+	page, err := managerOf(ctx).ListLogs(ctx, job.NewQuery(opts...))
 	if err != nil {
 		return nil, pageErr(err, r.GetPageToken())
 	}
-	out := &pb.ListLogsResponse{NextPageToken: page.Next, Records: make([]*pb.LogRecord, len(page.Records))}
-	for i, rec := range page.Records {
+	out := &pb.ListLogsResponse{NextPageToken: page.Next, Records: make([]*pb.LogRecord, len(page.Items))}
+	for i, rec := range page.Items {
 		out.Records[i] = logToProto(rec)
 	}
 	return connect.NewResponse(out), nil
@@ -522,7 +522,7 @@ func (h jobService) CancelInstances(ctx context.Context, req *connect.Request[pb
 	if err != nil {
 		return nil, err
 	}
-	res, err := managerOf(ctx).CancelInstances(ctx, q, opts...)
+	res, err := managerOf(ctx).Admin().CancelInstances(ctx, q, opts...)
 	if err != nil {
 		return nil, bulkErr(err)
 	}
@@ -539,7 +539,7 @@ func (h jobService) RetryInstances(ctx context.Context, req *connect.Request[pb.
 	if err != nil {
 		return nil, err
 	}
-	res, err := managerOf(ctx).RetryInstances(ctx, q, append(opts, more...)...)
+	res, err := managerOf(ctx).Admin().RetryInstances(ctx, q, append(opts, more...)...)
 	if err != nil {
 		return nil, bulkErr(err)
 	}
@@ -552,7 +552,7 @@ func (h jobService) DeleteInstances(ctx context.Context, req *connect.Request[pb
 	if err != nil {
 		return nil, err
 	}
-	res, err := managerOf(ctx).DeleteInstances(ctx, q, opts...)
+	res, err := managerOf(ctx).Admin().DeleteInstances(ctx, q, opts...)
 	if err != nil {
 		return nil, bulkErr(err)
 	}

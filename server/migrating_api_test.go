@@ -30,10 +30,10 @@ var (
 	_ func(string, ...client.Option) (*client.Client, error)                                                 = client.New
 	_ func(*client.Client, context.Context, string, ...client.ScheduleOption) (*client.Instance, error)      = (*client.Client).ScheduleJob
 	_ func(*client.Client, context.Context) ([]*jobkitv1.Kind, error)                                        = (*client.Client).ListKinds
-	_ func(*client.Client, context.Context, *client.Query) (*client.InstancePage, error)                     = (*client.Client).PageInstances
+	_ func(*client.Client, context.Context, *client.Query) (*job.Page[*client.Instance], error)              = (*client.Client).ListInstances
 	_ func(*client.Client, context.Context, *client.Query) iter.Seq2[*client.Instance, error]                = (*client.Client).AllInstances
 	_ func(*client.Client, context.Context, *client.Query, ...client.AdminOption) (client.BulkResult, error) = (*client.Client).CancelInstances
-	_ func(*client.Client, context.Context) (*jobkitv1.GetVersionResponse, error)                            = (*client.Client).Version
+	_ func(*client.Client, context.Context) (*jobkitv1.GetVersionResponse, error)                            = (*client.Client).GetVersion
 	_ string                                                                                                 = client.APIVersion
 	_ func(...metrics.Option) (*metrics.Collector, error)                                                    = metrics.New
 	_ func(metrics.Naming) metrics.Option                                                                    = metrics.WithNaming

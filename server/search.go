@@ -11,7 +11,7 @@ import (
 // engine's bounded scan (job.Manager.SearchInstances) over what the rest
 // of the filter selects, with the labels matched in the same pass so a
 // page holds up to its size of instances matching both.
-func searchInstances(ctx context.Context, q *job.Query, text string, labels []string, scanLimit int32) (*job.InstancePage, int, error) {
+func searchInstances(ctx context.Context, q *job.Query, text string, labels []string, scanLimit int32) (*job.Page[*job.InstanceInfo], int, error) {
 	if scanLimit < 0 || scanLimit > job.MaxSearchScan {
 		return nil, 0, invalid(fmt.Sprintf("scan_limit %d is out of range; use 1 to %d, or 0 for %d", scanLimit, job.MaxSearchScan, job.DefaultSearchScan))
 	}
@@ -23,5 +23,5 @@ func searchInstances(ctx context.Context, q *job.Query, text string, labels []st
 	if err != nil {
 		return nil, 0, err
 	}
-	return &job.InstancePage{Instances: res.Instances, Next: res.Next}, res.Scanned, nil
+	return &res.Page, res.Scanned, nil
 }

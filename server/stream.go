@@ -43,7 +43,7 @@ func (h jobService) Watch(ctx context.Context, req *connect.Request[pb.WatchRequ
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events, err := managerOf(ctx).Events(ctx, opts...)
+	events, err := managerOf(ctx).WatchEvents(ctx, opts...)
 	if err != nil {
 		return watchErr(err, req.Msg.GetCursor())
 	}
@@ -94,7 +94,7 @@ func (h jobService) FollowLogs(ctx context.Context, req *connect.Request[pb.Foll
 		return toConnect(fmt.Errorf("levels: %w", err))
 	}
 	m := managerOf(ctx)
-	if _, err := m.LookupInstance(ctx, id); err != nil {
+	if _, err := m.GetInstance(ctx, id); err != nil {
 		return toConnect(err)
 	}
 	// Send the headers now, as Watch does: the instance exists and the
@@ -112,7 +112,7 @@ func (h jobService) FollowLogs(ctx context.Context, req *connect.Request[pb.Foll
 	for {
 		// Read the state before the records, so that records written
 		// before it turned final are in this round.
-		ji, err := m.LookupInstance(ctx, id)
+		ji, err := m.GetInstance(ctx, id)
 		if err != nil {
 			return toConnect(err)
 		}
@@ -161,11 +161,11 @@ func (f *follower) round(ctx context.Context) error {
 		if !f.newest.IsZero() {
 			opts = append(opts, job.WithQuerySince(f.newest.Add(-followSkew)))
 		}
-		page, err := f.m.PageLogs(ctx, job.NewQuery(opts...))
+		page, err := f.m.ListLogs(ctx, job.NewQuery(opts...))
 		if err != nil {
 			return toConnect(err)
 		}
-		for _, r := range page.Records {
+		for _, r := range page.Items {
 			if _, ok := f.seen[r.Seq]; ok {
 				continue
 			}

@@ -30,7 +30,7 @@ func withNext(ctx context.Context, t *store.Trigger, n int) (*pb.Trigger, error)
 	var next []time.Time
 	if !t.Paused {
 		var err error
-		next, err = managerOf(ctx).TriggerFireTimes(ctx, t, time.Now(), n)
+		next, err = managerOf(ctx).Admin().PreviewFireTimes(ctx, t, time.Now(), n)
 		if errors.Is(err, store.ErrNotFound) && t.Calendar != "" {
 			next, err = nil, nil
 		}
@@ -60,7 +60,7 @@ func (triggerService) CreateTrigger(ctx context.Context, req *connect.Request[pb
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	got, err := managerOf(ctx).PutTrigger(ctx, t, 0)
+	got, err := managerOf(ctx).Admin().PutTrigger(ctx, t, 0)
 	if errors.Is(err, store.ErrConflict) {
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("trigger %q exists already (%v); update it with UpdateTrigger, or delete it first", t.Name, err))
 	}
@@ -86,7 +86,7 @@ func (triggerService) GetTrigger(ctx context.Context, req *connect.Request[pb.Ge
 	case n == 0:
 		n = defaultNextFireTimes
 	}
-	t, err := managerOf(ctx).GetTrigger(ctx, req.Msg.GetName())
+	t, err := managerOf(ctx).Admin().GetTrigger(ctx, req.Msg.GetName())
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -105,12 +105,12 @@ func (triggerService) ListTriggers(ctx context.Context, req *connect.Request[pb.
 		return nil, err
 	}
 	size = min(size, store.MaxTriggerPage)
-	ts, next, err := managerOf(ctx).ListTriggers(ctx, req.Msg.GetPageToken(), size)
+	page, err := managerOf(ctx).Admin().ListTriggers(ctx, req.Msg.GetPageToken(), size)
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	out := &pb.ListTriggersResponse{NextPageToken: next, Triggers: make([]*pb.Trigger, len(ts))}
-	for i, t := range ts {
+	out := &pb.ListTriggersResponse{NextPageToken: page.Next, Triggers: make([]*pb.Trigger, len(page.Items))}
+	for i, t := range page.Items {
 		if out.Triggers[i], err = triggerResponse(ctx, t); err != nil {
 			return nil, err
 		}
@@ -132,7 +132,7 @@ func (triggerService) UpdateTrigger(ctx context.Context, req *connect.Request[pb
 	m := managerOf(ctx)
 	var got *store.Trigger
 	for try := 0; ; try++ {
-		cur, err := m.GetTrigger(ctx, t.Name)
+		cur, err := m.Admin().GetTrigger(ctx, t.Name)
 		if err != nil {
 			return nil, toConnect(notFoundHint(err, "create it with CreateTrigger"))
 		}
@@ -141,7 +141,7 @@ func (triggerService) UpdateTrigger(ctx context.Context, req *connect.Request[pb
 			version = cur.Version
 		}
 		t.LastTick, t.LastInstanceID, t.Skipped, t.LastSkipped = cur.LastTick, cur.LastInstanceID, cur.Skipped, cur.LastSkipped
-		got, err = m.PutTrigger(ctx, t, version)
+		got, err = m.Admin().PutTrigger(ctx, t, version)
 		// At any version, a scheduler recording a tick in between is no
 		// reason to fail: read again and retry.
 		if errors.Is(err, store.ErrConflict) && req.Msg.GetIfVersion() == 0 && try < maxUpdateTries {
@@ -164,7 +164,7 @@ func (triggerService) DeleteTrigger(ctx context.Context, req *connect.Request[pb
 	if req.Msg.GetName() == "" {
 		return nil, invalid("name is required; send the name of the trigger to delete")
 	}
-	if err := managerOf(ctx).DeleteTrigger(ctx, req.Msg.GetName()); err != nil {
+	if err := managerOf(ctx).Admin().DeleteTrigger(ctx, req.Msg.GetName()); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&pb.DeleteTriggerResponse{}), nil
@@ -175,7 +175,7 @@ func (triggerService) PauseTrigger(ctx context.Context, req *connect.Request[pb.
 	if req.Msg.GetName() == "" {
 		return nil, invalid("name is required; send the name of the trigger to pause")
 	}
-	t, err := managerOf(ctx).PauseTrigger(ctx, req.Msg.GetName())
+	t, err := managerOf(ctx).Admin().PauseTrigger(ctx, req.Msg.GetName())
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -191,7 +191,7 @@ func (triggerService) ResumeTrigger(ctx context.Context, req *connect.Request[pb
 	if req.Msg.GetName() == "" {
 		return nil, invalid("name is required; send the name of the trigger to resume")
 	}
-	t, err := managerOf(ctx).ResumeTrigger(ctx, req.Msg.GetName())
+	t, err := managerOf(ctx).Admin().ResumeTrigger(ctx, req.Msg.GetName())
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -210,7 +210,7 @@ func (triggerService) RunTrigger(ctx context.Context, req *connect.Request[pb.Ru
 		return nil, invalid("name is required; send the name of the trigger to run")
 	}
 	m := managerOf(ctx)
-	t, err := m.GetTrigger(ctx, req.Msg.GetName())
+	t, err := m.Admin().GetTrigger(ctx, req.Msg.GetName())
 	if err != nil {
 		return nil, toConnect(err)
 	}

@@ -45,7 +45,7 @@ func TestGetVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := c.Version(ctx)
+	v, err := c.GetVersion(ctx)
 	if err != nil {
 		t.Fatalf("client.Version: %v", err)
 	}

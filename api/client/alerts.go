@@ -31,8 +31,8 @@ func (c *Client) UpdateAlertRule(ctx context.Context, r *jobkitv1.AlertRule, ifV
 	return res.Msg.GetRule(), nil
 }
 
-// AlertRule returns the alert rule named name.
-func (c *Client) AlertRule(ctx context.Context, name string) (*jobkitv1.AlertRule, error) {
+// GetAlertRule returns the alert rule named name.
+func (c *Client) GetAlertRule(ctx context.Context, name string) (*jobkitv1.AlertRule, error) {
 	res, err := c.alerts.GetRule(ctx, connect.NewRequest(&jobkitv1.GetRuleRequest{Name: name}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("get alert rule %q", name), err)
@@ -40,8 +40,8 @@ func (c *Client) AlertRule(ctx context.Context, name string) (*jobkitv1.AlertRul
 	return res.Msg.GetRule(), nil
 }
 
-// AlertRules lists every alert rule.
-func (c *Client) AlertRules(ctx context.Context) ([]*jobkitv1.AlertRule, error) {
+// ListAlertRules lists every alert rule.
+func (c *Client) ListAlertRules(ctx context.Context) ([]*jobkitv1.AlertRule, error) {
 	res, err := c.alerts.ListRules(ctx, connect.NewRequest(&jobkitv1.ListRulesRequest{}))
 	if err != nil {
 		return nil, wrap("list alert rules", err)
@@ -64,8 +64,8 @@ func (c *Client) CreateSilence(ctx context.Context, s *jobkitv1.Silence) (*jobki
 	return res.Msg.GetSilence(), nil
 }
 
-// Silences lists the stored silences.
-func (c *Client) Silences(ctx context.Context) ([]*jobkitv1.Silence, error) {
+// ListSilences lists the stored silences.
+func (c *Client) ListSilences(ctx context.Context) ([]*jobkitv1.Silence, error) {
 	res, err := c.alerts.ListSilences(ctx, connect.NewRequest(&jobkitv1.ListSilencesRequest{}))
 	if err != nil {
 		return nil, wrap("list silences", err)
@@ -79,9 +79,9 @@ func (c *Client) DeleteSilence(ctx context.Context, name string) error {
 	return wrap(fmt.Sprintf("delete silence %q", name), err)
 }
 
-// Incidents lists the incidents in state ("open", "resolved", or "" for
+// ListIncidents lists the incidents in state ("open", "resolved", or "" for
 // both), most recently opened first.
-func (c *Client) Incidents(ctx context.Context, state string) ([]*jobkitv1.Incident, error) {
+func (c *Client) ListIncidents(ctx context.Context, state string) ([]*jobkitv1.Incident, error) {
 	res, err := c.alerts.ListIncidents(ctx, connect.NewRequest(&jobkitv1.ListIncidentsRequest{State: state}))
 	if err != nil {
 		return nil, wrap("list incidents", err)
@@ -89,8 +89,8 @@ func (c *Client) Incidents(ctx context.Context, state string) ([]*jobkitv1.Incid
 	return res.Msg.GetIncidents(), nil
 }
 
-// Incident returns an incident with its notifications, newest first.
-func (c *Client) Incident(ctx context.Context, id string) (*jobkitv1.GetIncidentResponse, error) {
+// GetIncident returns an incident with its notifications, newest first.
+func (c *Client) GetIncident(ctx context.Context, id string) (*jobkitv1.GetIncidentResponse, error) {
 	res, err := c.alerts.GetIncident(ctx, connect.NewRequest(&jobkitv1.GetIncidentRequest{Id: id}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("get incident %q", id), err)
@@ -117,8 +117,8 @@ func (c *Client) UpdateChannel(ctx context.Context, ch *jobkitv1.Channel, ifVers
 	return res.Msg.GetChannel(), nil
 }
 
-// Channel returns a channel with its delivery status.
-func (c *Client) Channel(ctx context.Context, name string) (*jobkitv1.Channel, error) {
+// GetChannel returns a channel with its delivery status.
+func (c *Client) GetChannel(ctx context.Context, name string) (*jobkitv1.Channel, error) {
 	res, err := c.alerts.GetChannel(ctx, connect.NewRequest(&jobkitv1.GetChannelRequest{Name: name}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("get channel %q", name), err)
@@ -126,8 +126,8 @@ func (c *Client) Channel(ctx context.Context, name string) (*jobkitv1.Channel, e
 	return res.Msg.GetChannel(), nil
 }
 
-// Channels lists the channels with their delivery status.
-func (c *Client) Channels(ctx context.Context) ([]*jobkitv1.Channel, error) {
+// ListChannels lists the channels with their delivery status.
+func (c *Client) ListChannels(ctx context.Context) ([]*jobkitv1.Channel, error) {
 	res, err := c.alerts.ListChannels(ctx, connect.NewRequest(&jobkitv1.ListChannelsRequest{}))
 	if err != nil {
 		return nil, wrap("list channels", err)
@@ -151,9 +151,9 @@ func (c *Client) TestChannel(ctx context.Context, name string) (*jobkitv1.Notifi
 	return res.Msg.GetNotification(), nil
 }
 
-// Notifications returns a page of the notification history, newest first
+// ListNotifications returns a page of the notification history, newest first
 // (pageSize 0: 100), of one incident when incident is set.
-func (c *Client) Notifications(ctx context.Context, pageSize int, pageToken, incident string) (*jobkitv1.ListNotificationsResponse, error) {
+func (c *Client) ListNotifications(ctx context.Context, pageSize int, pageToken, incident string) (*jobkitv1.ListNotificationsResponse, error) {
 	res, err := c.alerts.ListNotifications(ctx, connect.NewRequest(&jobkitv1.ListNotificationsRequest{
 		PageSize: int32(pageSize), PageToken: pageToken, Incident: incident,
 	}))

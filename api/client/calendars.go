@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	job "github.com/jobkit/job"
 	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 )
 
@@ -23,9 +24,9 @@ func (c *Client) CreateCalendar(ctx context.Context, cal *jobkitv1.Calendar) (*j
 	return res.Msg.GetCalendar(), nil
 }
 
-// Calendar returns the calendar named name, with the triggers that run on
+// GetCalendar returns the calendar named name, with the triggers that run on
 // it; CodeNotFound when there is none.
-func (c *Client) Calendar(ctx context.Context, name string) (*jobkitv1.Calendar, error) {
+func (c *Client) GetCalendar(ctx context.Context, name string) (*jobkitv1.Calendar, error) {
 	res, err := c.calendars.GetCalendar(ctx, connect.NewRequest(&jobkitv1.GetCalendarRequest{Name: name}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("get calendar %q", name), err)
@@ -33,14 +34,14 @@ func (c *Client) Calendar(ctx context.Context, name string) (*jobkitv1.Calendar,
 	return res.Msg.GetCalendar(), nil
 }
 
-// Calendars returns one page of calendars sorted by name, and the next
-// page's token ("" after the last).
-func (c *Client) Calendars(ctx context.Context, pageSize int, pageToken string) ([]*jobkitv1.Calendar, string, error) {
+// ListCalendars returns one page of calendars sorted by name, with the next
+// page's token in Next ("" after the last).
+func (c *Client) ListCalendars(ctx context.Context, pageSize int, pageToken string) (*job.Page[*jobkitv1.Calendar], error) {
 	res, err := c.calendars.ListCalendars(ctx, connect.NewRequest(&jobkitv1.ListCalendarsRequest{PageSize: int32(pageSize), PageToken: pageToken}))
 	if err != nil {
-		return nil, "", wrap("list calendars", err)
+		return nil, wrap("list calendars", err)
 	}
-	return res.Msg.GetCalendars(), res.Msg.GetNextPageToken(), nil
+	return &job.Page[*jobkitv1.Calendar]{Items: res.Msg.GetCalendars(), Next: res.Msg.GetNextPageToken()}, nil
 }
 
 // UpdateCalendar replaces a stored calendar if its version is still
@@ -71,10 +72,10 @@ func (c *Client) ImportCalendar(ctx context.Context, req *jobkitv1.ImportCalenda
 	return res.Msg.GetCalendar(), int(res.Msg.GetEvents()), nil
 }
 
-// FireTimes returns the next fire times of a trigger shaped by a calendar
+// ListFireTimes returns the next fire times of a trigger shaped by a calendar
 // (see jobkitv1.ListFireTimesRequest), and those without the calendar.
 // A zero after means now.
-func (c *Client) FireTimes(ctx context.Context, req *jobkitv1.ListFireTimesRequest, after time.Time) (fire, raw []time.Time, err error) {
+func (c *Client) ListFireTimes(ctx context.Context, req *jobkitv1.ListFireTimesRequest, after time.Time) (fire, raw []time.Time, err error) {
 	if !after.IsZero() {
 		req.After = timestamppb.New(after)
 	}

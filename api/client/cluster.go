@@ -70,11 +70,11 @@ func (c *Client) ListNodes(ctx context.Context) ([]*jobkitv1.Node, error) {
 // server speaking it answers Version with the same APIVersion.
 const APIVersion = "jobkit.v1"
 
-// Version returns the version of the server answering (ServerVersion, its
+// GetVersion returns the version of the server answering (ServerVersion, its
 // build; EngineVersion, the job engine compiled in), the API it speaks
 // (ApiVersion, APIVersion for this client's) and the Go release that built
 // it. It is go-job's GetVersion; it needs role viewer.
-func (c *Client) Version(ctx context.Context) (*jobkitv1.GetVersionResponse, error) {
+func (c *Client) GetVersion(ctx context.Context) (*jobkitv1.GetVersionResponse, error) {
 	res, err := c.nodes.GetVersion(ctx, connect.NewRequest(&jobkitv1.GetVersionRequest{}))
 	if err != nil {
 		return nil, wrap("get version", err)

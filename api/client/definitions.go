@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	job "github.com/jobkit/job"
 	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 )
 
@@ -21,9 +22,9 @@ func (c *Client) CreateDefinition(ctx context.Context, d *jobkitv1.Definition) (
 	return res.Msg.GetDefinition(), nil
 }
 
-// Definition returns the stored definition of kind; CodeNotFound when
+// GetDefinition returns the stored definition of kind; CodeNotFound when
 // there is none.
-func (c *Client) Definition(ctx context.Context, kind string) (*jobkitv1.Definition, error) {
+func (c *Client) GetDefinition(ctx context.Context, kind string) (*jobkitv1.Definition, error) {
 	op := fmt.Sprintf("get definition %q", kind)
 	res, err := c.defs.GetDefinition(ctx, connect.NewRequest(&jobkitv1.GetDefinitionRequest{Kind: kind}))
 	if err != nil {
@@ -32,16 +33,16 @@ func (c *Client) Definition(ctx context.Context, kind string) (*jobkitv1.Definit
 	return res.Msg.GetDefinition(), nil
 }
 
-// Definitions returns one page of definitions sorted by kind (pageSize 0:
-// 100), and the next page's token ("" after the last).
-func (c *Client) Definitions(ctx context.Context, pageSize int, pageToken string) ([]*jobkitv1.Definition, string, error) {
+// ListDefinitions returns one page of definitions sorted by kind (pageSize 0:
+// 100), with the next page's token in Next ("" after the last).
+func (c *Client) ListDefinitions(ctx context.Context, pageSize int, pageToken string) (*job.Page[*jobkitv1.Definition], error) {
 	res, err := c.defs.ListDefinitions(ctx, connect.NewRequest(&jobkitv1.ListDefinitionsRequest{
 		PageSize: int32(pageSize), PageToken: pageToken,
 	}))
 	if err != nil {
-		return nil, "", wrap("list definitions", err)
+		return nil, wrap("list definitions", err)
 	}
-	return res.Msg.GetDefinitions(), res.Msg.GetNextPageToken(), nil
+	return &job.Page[*jobkitv1.Definition]{Items: res.Msg.GetDefinitions(), Next: res.Msg.GetNextPageToken()}, nil
 }
 
 // UpdateDefinition replaces the stored definition of d's kind if its

@@ -11,7 +11,7 @@
 //		client.WithScheduleAfter(time.Minute),
 //		client.WithMaxRetries(5),
 //	)
-//	page, err := c.PageInstances(ctx, client.NewQuery(
+//	page, err := c.ListInstances(ctx, client.NewQuery(
 //		client.WithQueryKind("sum"),
 //		client.WithQueryState(job.Terminated),
 //	))

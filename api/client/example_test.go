@@ -31,7 +31,7 @@ func Example() {
 	}
 	fmt.Println("scheduled", ji.ID(), ji.State())
 
-	page, err := c.PageInstances(ctx, client.NewQuery(
+	page, err := c.ListInstances(ctx, client.NewQuery(
 		client.WithQueryKind("invoice"),
 		client.WithQueryState(job.Terminated, job.TimedOut),
 		client.WithQuerySince(time.Now().Add(-24*time.Hour)),
@@ -39,11 +39,11 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, in := range page.Instances {
+	for _, in := range page.Items {
 		fmt.Println("failed:", in.ID(), in.Error())
 	}
 
-	if _, err := c.LookupInstance(ctx, "0194c6a0-0000-7000-8000-000000000000"); errors.Is(err, job.ErrNotFound) {
+	if _, err := c.GetInstance(ctx, "0194c6a0-0000-7000-8000-000000000000"); errors.Is(err, job.ErrNotFound) {
 		fmt.Println("no such instance; code", client.CodeOf(err))
 	}
 

@@ -7,13 +7,14 @@ import (
 
 	"connectrpc.com/connect"
 
+	job "github.com/jobkit/job"
 	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 )
 
-// LookupInstance returns the instance with the given ID, or an error with
+// GetInstance returns the instance with the given ID, or an error with
 // CodeNotFound (errors.Is job.ErrNotFound). While it is Scheduled, its
 // Waiting says why it is not running yet.
-func (c *Client) LookupInstance(ctx context.Context, id string) (*Instance, error) {
+func (c *Client) GetInstance(ctx context.Context, id string) (*Instance, error) {
 	op := "get instance " + id
 	if id == "" {
 		return nil, invalid(op, fmt.Errorf("empty instance ID"))
@@ -27,17 +28,9 @@ func (c *Client) LookupInstance(ctx context.Context, id string) (*Instance, erro
 	return in, nil
 }
 
-// InstancePage is one page of instances, newest first.
-type InstancePage struct {
-	Instances []*Instance
-	// Next is the cursor of the next page, for WithQueryCursor; "" when
-	// this page is the last.
-	Next string
-}
-
-// PageInstances returns one page of the instances q selects, newest
+// ListInstances returns one page of the instances q selects, newest
 // first. Pass the page's Next to WithQueryCursor for the next page.
-func (c *Client) PageInstances(ctx context.Context, q *Query) (*InstancePage, error) {
+func (c *Client) ListInstances(ctx context.Context, q *Query) (*job.Page[*Instance], error) {
 	q = q.orEmpty()
 	res, err := c.jobs.ListInstances(ctx, connect.NewRequest(&jobkitv1.ListInstancesRequest{
 		Filter: q.filter(), PageSize: int32(q.limit), PageToken: q.cursor,
@@ -45,9 +38,9 @@ func (c *Client) PageInstances(ctx context.Context, q *Query) (*InstancePage, er
 	if err != nil {
 		return nil, wrap("list instances", err)
 	}
-	out := &InstancePage{Instances: make([]*Instance, len(res.Msg.GetInstances())), Next: res.Msg.GetNextPageToken()}
+	out := &job.Page[*Instance]{Items: make([]*Instance, len(res.Msg.GetInstances())), Next: res.Msg.GetNextPageToken()}
 	for i, in := range res.Msg.GetInstances() {
-		out.Instances[i] = newInstance(in)
+		out.Items[i] = newInstance(in)
 	}
 	return out, nil
 }
@@ -59,12 +52,12 @@ func (c *Client) AllInstances(ctx context.Context, q *Query) iter.Seq2[*Instance
 	return func(yield func(*Instance, error) bool) {
 		qq := *q.orEmpty()
 		for {
-			p, err := c.PageInstances(ctx, &qq)
+			p, err := c.ListInstances(ctx, &qq)
 			if err != nil {
 				yield(nil, err)
 				return
 			}
-			for _, in := range p.Instances {
+			for _, in := range p.Items {
 				if !yield(in, nil) {
 					return
 				}
@@ -77,15 +70,9 @@ func (c *Client) AllInstances(ctx context.Context, q *Query) iter.Seq2[*Instance
 	}
 }
 
-// HistoryPage is one page of state changes, oldest first.
-type HistoryPage struct {
-	Changes []*jobkitv1.StateChange
-	Next    string // the next page's cursor, or "" after the last page
-}
-
-// PageHistory returns one page of the state changes q selects (instance,
+// ListHistory returns one page of the state changes q selects (instance,
 // kind, states, time range), oldest first.
-func (c *Client) PageHistory(ctx context.Context, q *Query) (*HistoryPage, error) {
+func (c *Client) ListHistory(ctx context.Context, q *Query) (*job.Page[*jobkitv1.StateChange], error) {
 	q = q.orEmpty()
 	res, err := c.jobs.ListHistory(ctx, connect.NewRequest(&jobkitv1.ListHistoryRequest{
 		InstanceId: q.instanceID, Kind: q.kind, States: statesProto(q.states),
@@ -95,18 +82,12 @@ func (c *Client) PageHistory(ctx context.Context, q *Query) (*HistoryPage, error
 	if err != nil {
 		return nil, wrap("history", err)
 	}
-	return &HistoryPage{Changes: res.Msg.GetChanges(), Next: res.Msg.GetNextPageToken()}, nil
+	return &job.Page[*jobkitv1.StateChange]{Items: res.Msg.GetChanges(), Next: res.Msg.GetNextPageToken()}, nil
 }
 
-// LogPage is one page of log records, oldest first.
-type LogPage struct {
-	Records []*jobkitv1.LogRecord
-	Next    string // the next page's cursor, or "" after the last page
-}
-
-// PageLogs returns one page of the log records q selects (instance, kind,
+// ListLogs returns one page of the log records q selects (instance, kind,
 // levels, time range), oldest first.
-func (c *Client) PageLogs(ctx context.Context, q *Query) (*LogPage, error) {
+func (c *Client) ListLogs(ctx context.Context, q *Query) (*job.Page[*jobkitv1.LogRecord], error) {
 	q = q.orEmpty()
 	res, err := c.jobs.ListLogs(ctx, connect.NewRequest(&jobkitv1.ListLogsRequest{
 		InstanceId: q.instanceID, Kind: q.kind, Levels: levelsProto(q.levels),
@@ -116,7 +97,7 @@ func (c *Client) PageLogs(ctx context.Context, q *Query) (*LogPage, error) {
 	if err != nil {
 		return nil, wrap("logs", err)
 	}
-	return &LogPage{Records: res.Msg.GetRecords(), Next: res.Msg.GetNextPageToken()}, nil
+	return &job.Page[*jobkitv1.LogRecord]{Items: res.Msg.GetRecords(), Next: res.Msg.GetNextPageToken()}, nil
 }
 
 // FollowLogs streams the log records of instance id (of q's levels, if

@@ -17,7 +17,7 @@ import (
 // job.InstanceInfo. Safe for concurrent use.
 type Instance struct {
 	pb      *jobkitv1.Instance
-	waiting *jobkitv1.WaitExplanation // set by LookupInstance while Scheduled
+	waiting *jobkitv1.WaitExplanation // set by GetInstance while Scheduled
 }
 
 func newInstance(pb *jobkitv1.Instance) *Instance {
@@ -28,7 +28,7 @@ func newInstance(pb *jobkitv1.Instance) *Instance {
 }
 
 // Waiting says why the instance is not running yet, as the server's
-// Manager.ExplainWaiting found when LookupInstance read it: nil when it
+// Manager.ExplainWaiting found when GetInstance read it: nil when it
 // was not Scheduled, or when the instance came from another call.
 func (i *Instance) Waiting() *job.WaitExplanation {
 	if i.waiting == nil {

@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	job "github.com/jobkit/job"
 	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 )
 
@@ -21,9 +22,9 @@ func (c *Client) CreateTrigger(ctx context.Context, t *jobkitv1.Trigger) (*jobki
 	return res.Msg.GetTrigger(), nil
 }
 
-// Trigger returns the trigger named name with its next nextFireTimes fire
+// GetTrigger returns the trigger named name with its next nextFireTimes fire
 // times (0: 5); CodeNotFound when there is none.
-func (c *Client) Trigger(ctx context.Context, name string, nextFireTimes int) (*jobkitv1.Trigger, error) {
+func (c *Client) GetTrigger(ctx context.Context, name string, nextFireTimes int) (*jobkitv1.Trigger, error) {
 	op := fmt.Sprintf("get trigger %q", name)
 	res, err := c.triggers.GetTrigger(ctx, connect.NewRequest(&jobkitv1.GetTriggerRequest{Name: name, NextFireTimes: int32(nextFireTimes)}))
 	if err != nil {
@@ -32,16 +33,16 @@ func (c *Client) Trigger(ctx context.Context, name string, nextFireTimes int) (*
 	return res.Msg.GetTrigger(), nil
 }
 
-// Triggers returns one page of triggers sorted by name, and the next
-// page's token ("" after the last).
-func (c *Client) Triggers(ctx context.Context, pageSize int, pageToken string) ([]*jobkitv1.Trigger, string, error) {
+// ListTriggers returns one page of triggers sorted by name, with the next
+// page's token in Next ("" after the last).
+func (c *Client) ListTriggers(ctx context.Context, pageSize int, pageToken string) (*job.Page[*jobkitv1.Trigger], error) {
 	res, err := c.triggers.ListTriggers(ctx, connect.NewRequest(&jobkitv1.ListTriggersRequest{
 		PageSize: int32(pageSize), PageToken: pageToken,
 	}))
 	if err != nil {
-		return nil, "", wrap("list triggers", err)
+		return nil, wrap("list triggers", err)
 	}
-	return res.Msg.GetTriggers(), res.Msg.GetNextPageToken(), nil
+	return &job.Page[*jobkitv1.Trigger]{Items: res.Msg.GetTriggers(), Next: res.Msg.GetNextPageToken()}, nil
 }
 
 // UpdateTrigger replaces a stored trigger's schedule, arguments and

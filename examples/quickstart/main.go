@@ -72,7 +72,7 @@ func main() {
 	}
 
 	for _, ji := range []*job.InstanceInfo{sum, shout, pack} {
-		got := must(mgr.LookupInstance(ctx, ji.ID))
+		got := must(mgr.GetInstance(ctx, ji.ID))
 		fmt.Printf("%s%v = %v (%s)\n", got.Kind, got.Arguments(), got.Results(), got.State)
 		hist := must(mgr.LookupInstanceHistory(ctx, job.NewQuery(job.WithQueryInstance(ji))))
 		var states []string

@@ -108,7 +108,7 @@ func main() {
 	perNode := map[string]int{}
 	for _, id := range ids {
 		for {
-			ji, err := mgr.LookupInstance(ctx, id)
+			ji, err := mgr.GetInstance(ctx, id)
 			if err != nil {
 				log.Fatal(err)
 			}

@@ -65,7 +65,7 @@ func main() {
 		log.Fatal(err)
 	}
 	for _, ji := range ids {
-		got := must(mgr.LookupInstance(ctx, ji.ID))
+		got := must(mgr.GetInstance(ctx, ji.ID))
 		msg := ""
 		if got.Error != "" {
 			msg = strings.SplitN(got.Error, "\n", 2)[0] // first line; panics carry a stack

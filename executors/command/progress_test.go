@@ -67,7 +67,7 @@ func TestCommandReportsProgress(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			p, err := m.LookupProgress(ctx, a.ID)
+			p, err := m.GetProgress(ctx, a.ID)
 			if err == nil && p[a.ID].Fraction == f && p[a.ID].Message == msg {
 				return
 			}

@@ -47,7 +47,7 @@ func alertEnv(t *testing.T) (e *env, got *atomic.Int64, m *job.Manager, recvURL 
 	allow, _ := webhook.ParseAllowlist("127.0.0.1")
 	svc, err := alert.New(alert.Config{
 		Store: st, Node: "node", Interval: 50 * time.Millisecond, Guard: &webhook.Guard{Allow: allow},
-		KindKnown: func(k string) bool { _, err := m.LookupJob(k); return err == nil }, Logger: slog.New(slog.DiscardHandler),
+		KindKnown: func(k string) bool { _, err := m.GetJob(k); return err == nil }, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -90,7 +90,7 @@ func TestEventsSeeAPauseMadeRightAfterOpen(t *testing.T) {
 	r := openFeed(t, ctx, e, c)
 	shown := fragmentConfig(t, ctx, e, c, "/queues")
 	start := time.Now()
-	if err := e.mgrs["default"].PauseQueue(ctx, "default"); err != nil {
+	if err := e.mgrs["default"].Admin().PauseQueue(ctx, "default"); err != nil {
 		t.Fatal(err)
 	}
 	untilConfigOtherThan(t, r, shown, start)
@@ -113,12 +113,12 @@ func TestEventsSeeAPauseUndoneBetweenChecks(t *testing.T) {
 	defer cancel()
 	r := openFeed(t, ctx, e, c)
 	m := e.mgrs["default"]
-	if err := m.PauseQueue(ctx, "default"); err != nil {
+	if err := m.Admin().PauseQueue(ctx, "default"); err != nil {
 		t.Fatal(err)
 	}
 	paused := fragmentConfig(t, ctx, e, c, "/queues") // the page now shows it paused
 	start := time.Now()
-	if err := m.ResumeQueue(ctx, "default"); err != nil {
+	if err := m.Admin().ResumeQueue(ctx, "default"); err != nil {
 		t.Fatal(err)
 	}
 	untilConfigOtherThan(t, r, paused, start)

@@ -196,7 +196,7 @@ func (e *env) state(t *testing.T, id string) pb.State {
 // stays through live refreshes; the raw JSON is there to copy.
 func TestJSONTreeInBrowser(t *testing.T) {
 	e := newEnv(t)
-	if _, err := e.mgrs["default"].PutDefinition(context.Background(), job.Definition{Kind: "payload", Queue: "unclaimed"}, 0); err != nil {
+	if _, err := e.mgrs["default"].Admin().PutDefinition(context.Background(), job.Definition{Kind: "payload", Queue: "unclaimed"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	args := `[{"zeta": "last <b>", "alpha": [1, 2.5, true, null], "deep": {"a": {"b": {"c": {"d": 1}}}}}]`
@@ -254,7 +254,7 @@ func TestCommandProgressInBrowser(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "go")
 	e := newEnvOn(t, memdb, withManager(job.WithExecutorTypes(command.New(command.Options{Allow: []string{"/bin/sh"}}))))
 	cfg := fmt.Sprintf(`{"argv": ["echo '::progress 2/5 copying'; while [ ! -e %[1]s ]; do sleep 0.05; done; echo '::progress 90%% almost'; while [ ! -e %[1]s.2 ]; do sleep 0.05; done"], "shell": true}`, gate)
-	if _, err := e.mgrs["default"].PutDefinition(context.Background(), job.Definition{Kind: "copy", Queue: "default", Executor: &store.ExecutorSpec{Type: store.ExecutorCommand, Config: []byte(cfg)}}, 0); err != nil {
+	if _, err := e.mgrs["default"].Admin().PutDefinition(context.Background(), job.Definition{Kind: "copy", Queue: "default", Executor: &store.ExecutorSpec{Type: store.ExecutorCommand, Config: []byte(cfg)}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	inst := e.schedule(t, "copy", "")
@@ -362,10 +362,10 @@ func TestEveryPageAtDesktopAndPhone(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	m := e.mgrs["default"]
-	if _, err := m.PutDefinition(ctx, job.Definition{Kind: "greet", MaxRetries: 2, Priority: 3, Description: "says hi"}, store.AnyVersion); err != nil {
+	if _, err := m.Admin().PutDefinition(ctx, job.Definition{Kind: "greet", MaxRetries: 2, Priority: 3, Description: "says hi"}, store.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.PutCalendar(ctx, &store.Calendar{Name: "office", TimeZone: "Europe/Paris", Workdays: []time.Weekday{time.Monday, time.Tuesday}}, 0); err != nil {
+	if _, err := m.Admin().PutCalendar(ctx, &store.Calendar{Name: "office", TimeZone: "Europe/Paris", Workdays: []time.Weekday{time.Monday, time.Tuesday}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	done := e.schedule(t, "greet", `["ada"]`)

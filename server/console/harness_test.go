@@ -223,7 +223,7 @@ func newEnvOn(t *testing.T, open func(t *testing.T, ns string) store.Store, opts
 		// jobd schedules only kinds it has a definition of (it runs none).
 		for _, m := range e.mgrs {
 			for _, k := range []string{"greet", "flaky", "steps", "creep", "block"} {
-				if _, err := m.PutDefinition(context.Background(), job.Definition{Kind: k, MaxRetries: 3}, 0); err != nil {
+				if _, err := m.Admin().PutDefinition(context.Background(), job.Definition{Kind: k, MaxRetries: 3}, 0); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -49,10 +49,10 @@ func TestConsoleLayoutDefects(t *testing.T) {
 	})
 	ctx := context.Background()
 	m := e.mgrs["default"]
-	if _, err := m.PutDefinition(ctx, job.Definition{Kind: "greet", MaxRetries: 2, Priority: 3}, store.AnyVersion); err != nil {
+	if _, err := m.Admin().PutDefinition(ctx, job.Definition{Kind: "greet", MaxRetries: 2, Priority: 3}, store.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.PutCalendar(ctx, &store.Calendar{Name: "office", TimeZone: "Europe/Paris", Workdays: []time.Weekday{time.Monday, time.Friday}}, 0); err != nil {
+	if _, err := m.Admin().PutCalendar(ctx, &store.Calendar{Name: "office", TimeZone: "Europe/Paris", Workdays: []time.Weekday{time.Monday, time.Friday}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	done := e.schedule(t, "greet", `["ada"]`)

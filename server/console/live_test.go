@@ -164,14 +164,14 @@ func TestAPauseMadeElsewhereReachesOpenPages(t *testing.T) {
 	b.open(e, "/queues")
 	b.until("queue default running", `document.querySelector('tr[data-queue="default"] .status').textContent.includes("running")`)
 	start := time.Now()
-	if err := e.mgrs["default"].PauseQueue(t.Context(), "default"); err != nil {
+	if err := e.mgrs["default"].Admin().PauseQueue(t.Context(), "default"); err != nil {
 		t.Fatal(err)
 	}
 	b.until("queue default shown paused on the open page", `document.querySelector('tr[data-queue="default"] .status').textContent.includes("paused")`)
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("the pause showed after %v, want within about a second", d)
 	}
-	if err := e.mgrs["default"].ResumeQueue(t.Context(), "default"); err != nil {
+	if err := e.mgrs["default"].Admin().ResumeQueue(t.Context(), "default"); err != nil {
 		t.Fatal(err)
 	}
 	b.until("queue default shown running again", `document.querySelector('tr[data-queue="default"] .status').textContent.includes("running")`)
@@ -188,7 +188,7 @@ func TestATriggerMadeElsewhereReachesOpenPages(t *testing.T) {
 	b.open(e, "/jobs")
 	m := e.mgrs["default"]
 	start := time.Now()
-	tr, err := m.PutTrigger(t.Context(), &store.Trigger{Name: "elsewhere", Kind: "greet", Args: []byte(`["x"]`), Cron: "@daily"}, 0)
+	tr, err := m.Admin().PutTrigger(t.Context(), &store.Trigger{Name: "elsewhere", Kind: "greet", Args: []byte(`["x"]`), Cron: "@daily"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestATriggerMadeElsewhereReachesOpenPages(t *testing.T) {
 		t.Errorf("the trigger showed after %v, want within about a second", d)
 	}
 	tr.Paused = true
-	if _, err := m.PutTrigger(t.Context(), tr, tr.Version); err != nil {
+	if _, err := m.Admin().PutTrigger(t.Context(), tr, tr.Version); err != nil {
 		t.Fatal(err)
 	}
 	b.until("the trigger shown paused", `document.querySelector('tr[data-trigger="elsewhere"]').textContent.includes("paused")`)

@@ -169,7 +169,7 @@ func fill(t *testing.T, st store.Store, n int) {
 	scheduled := time.Since(start)
 	deadline := time.Now().Add(40 * time.Minute)
 	for {
-		rows, err := m.Counts(ctx, "", "pay")
+		rows, err := m.Admin().CountInstances(ctx, "", "pay")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,7 +26,7 @@ func TestErrorsNameTheConsolesFix(t *testing.T) {
 	}
 
 	// A paused queue: the Queues page, not QueueService.ResumeQueue.
-	if err := e.mgrs["default"].PauseQueue(context.Background(), "default"); err != nil {
+	if err := e.mgrs["default"].Admin().PauseQueue(context.Background(), "default"); err != nil {
 		t.Fatal(err)
 	}
 	in := e.schedule(t, "greet", `["x"]`)

@@ -227,7 +227,7 @@ func (s *Stats) Follow(ctx context.Context, m *job.Manager) error {
 	open := s.opened()
 	go s.sampleLags(ctx, m)
 	for {
-		feed, err := m.Events(ctx)
+		feed, err := m.WatchEvents(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -335,7 +335,7 @@ func (s *Stats) sampleLags(ctx context.Context, m *job.Manager) {
 // sampleLag reads the lag of every queue once and keeps the largest in
 // the minute's bucket. A failed read (the store away) is no sample.
 func (s *Stats) sampleLag(ctx context.Context, m *job.Manager) {
-	r, err := m.Lag(ctx, "", "")
+	r, err := m.Admin().GetLag(ctx, "", "")
 	if err != nil {
 		return
 	}

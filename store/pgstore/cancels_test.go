@@ -79,7 +79,7 @@ func TestCancelOtherNodeAtOnce(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got, err := admin.LookupInstance(ctx, ji.ID)
+		got, err := admin.GetInstance(ctx, ji.ID)
 		if err == nil && got.State == job.Canceled {
 			return
 		}

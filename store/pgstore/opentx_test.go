@@ -255,7 +255,7 @@ func TestRolledBackTxLeavesNoTrace(t *testing.T) {
 	if got := r.get(rolledID); got != 0 {
 		t.Fatalf("the rolled-back job ran %d times", got)
 	}
-	if _, err := m.LookupInstance(t.Context(), rolledID); !errors.Is(err, job.ErrNotFound) {
+	if _, err := m.GetInstance(t.Context(), rolledID); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("LookupInstance of the rolled-back job: %v; want ErrNotFound", err)
 	}
 	hist, err := s.LookupHistory(t.Context(), &store.Query{InstanceID: rolledID})

@@ -208,7 +208,7 @@ func startManager(t *testing.T, s store.Store, r *runs) *job.Manager {
 
 func stateOf(t testing.TB, m *job.Manager, id string) job.State {
 	t.Helper()
-	ji, err := m.LookupInstance(t.Context(), id)
+	ji, err := m.GetInstance(t.Context(), id)
 	if err != nil {
 		return 0
 	}
@@ -243,7 +243,7 @@ func TestScheduleInCallerTx(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the job scheduled outside the transaction to complete", func() bool { return stateOf(t, m, other.ID) == job.Completed })
-	if _, err := m.LookupInstance(t.Context(), rolledID); !errors.Is(err, job.ErrNotFound) {
+	if _, err := m.GetInstance(t.Context(), rolledID); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("LookupInstance of the rolled-back job: %v; want ErrNotFound", err)
 	}
 	if n := r.get(rolledID); n != 0 {

@@ -164,7 +164,7 @@ func NewAPIEnv(ctx context.Context, bin, redisAddr string) (*APIEnv, error) {
 	if e.Producer, err = mk(0); err != nil {
 		return nil, err
 	}
-	if _, err := e.Producer.PutDefinition(ctx, job.Definition{Kind: APIKind, Queue: apiQueue}, 0); err != nil {
+	if _, err := e.Producer.Admin().PutDefinition(ctx, job.Definition{Kind: APIKind, Queue: apiQueue}, 0); err != nil {
 		return nil, err
 	}
 	if e.worker, err = mk(8); err != nil {

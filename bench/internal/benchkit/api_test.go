@@ -50,7 +50,7 @@ func TestAPIWorkloads(t *testing.T) {
 	s, err = APIScheduleToStart(ctx, e, 5, limit)
 	check("schedule to start", s, err, "p50 ms", "p99 ms")
 
-	counts, err := e.Producer.Counts(ctx, "", APIKind)
+	counts, err := e.Producer.Admin().CountInstances(ctx, "", APIKind)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TryDefine(m *job.Manager, kind, typ string, config any, retries int, timeou
 	if err != nil {
 		return err
 	}
-	_, err = m.PutDefinition(context.Background(), job.Definition{Kind: kind, MaxRetries: retries, Timeout: timeout,
+	_, err = m.Admin().PutDefinition(context.Background(), job.Definition{Kind: kind, MaxRetries: retries, Timeout: timeout,
 		Backoff:  store.Backoff{Kind: store.BackoffConstant, Base: 10 * time.Millisecond},
 		Executor: &store.ExecutorSpec{Type: typ, Config: raw}}, store.AnyVersion)
 	return err
@@ -69,7 +69,7 @@ func Wait(t testing.TB, m *job.Manager, id string, states ...job.State) *job.Ins
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		i, err := m.LookupInstance(context.Background(), id)
+		i, err := m.GetInstance(context.Background(), id)
 		if err == nil && slices.Contains(states, i.State) {
 			return i
 		}
@@ -107,7 +107,7 @@ func Logs(t testing.TB, m *job.Manager, id string) string {
 // error, results, history and logs) for a test that a secret is in none.
 func Everything(t testing.TB, m *job.Manager, id string) string {
 	t.Helper()
-	i, err := m.LookupInstance(context.Background(), id)
+	i, err := m.GetInstance(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func newAlertRulesCmd(g *globals) *cobra.Command {
 		Use: "update NAME", Short: "Change the fields given of a stored rule", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				r, err := c.AlertRule(ctx, args[0])
+				r, err := c.GetAlertRule(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -123,7 +123,7 @@ func newAlertRulesCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List the alert rules", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				rules, err := c.AlertRules(ctx)
+				rules, err := c.ListAlertRules(ctx)
 				if err != nil {
 					return err
 				}
@@ -135,7 +135,7 @@ func newAlertRulesCmd(g *globals) *cobra.Command {
 		Use: "get NAME", Short: "Show an alert rule", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				r, err := c.AlertRule(ctx, args[0])
+				r, err := c.GetAlertRule(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -235,7 +235,7 @@ func newSilencesCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List the silences", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				list, err := c.Silences(ctx)
+				list, err := c.ListSilences(ctx)
 				if err != nil {
 					return err
 				}
@@ -282,7 +282,7 @@ func newIncidentsCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List incidents, most recently opened first", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				list, err := c.Incidents(ctx, state)
+				list, err := c.ListIncidents(ctx, state)
 				if err != nil {
 					return err
 				}
@@ -296,7 +296,7 @@ func newIncidentsCmd(g *globals) *cobra.Command {
 		Use: "get ID", Short: "Show an incident and its notifications", Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				res, err := c.Incident(ctx, args[0])
+				res, err := c.GetIncident(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -409,7 +409,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 		Use: "update NAME", Short: "Change the fields given of a channel", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				ch, err := c.Channel(ctx, args[0])
+				ch, err := c.GetChannel(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -432,7 +432,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List the channels and how their deliveries go", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				list, err := c.Channels(ctx)
+				list, err := c.ListChannels(ctx)
 				if err != nil {
 					return err
 				}
@@ -444,7 +444,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 		Use: "get NAME", Short: "Show a channel and how its deliveries go", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				ch, err := c.Channel(ctx, args[0])
+				ch, err := c.GetChannel(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -521,7 +521,7 @@ func newAlertHistoryCmd(g *globals) *cobra.Command {
 		Use: "history", Short: "The notifications sent (or silenced, or failed), newest first", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				res, err := c.Notifications(ctx, size, token, incident)
+				res, err := c.ListNotifications(ctx, size, token, incident)
 				if err != nil {
 					return err
 				}

@@ -25,7 +25,7 @@ func alertServices(t *testing.T, mgrs map[string]*job.Manager, stores map[string
 		svc, err := alert.New(alert.Config{
 			Namespace: ns, Store: stores[ns], Node: "jobctl-test", Interval: 20 * time.Millisecond,
 			Guard: &webhook.Guard{Allow: allow}, Logger: slog.New(slog.DiscardHandler),
-			KindKnown: func(k string) bool { _, err := m.LookupJob(k); return err == nil },
+			KindKnown: func(k string) bool { _, err := m.GetJob(k); return err == nil },
 		})
 		if err != nil {
 			t.Fatal(err)

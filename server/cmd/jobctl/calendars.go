@@ -171,7 +171,7 @@ func newCalendarsCmd(g *globals) *cobra.Command {
 		Example: `  jobctl calendars update fr --add-date 2027-07-14=Bastille --remove-date 2026-11-11`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				c, err := cl.Calendar(ctx, args[0])
+				c, err := cl.GetCalendar(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -203,7 +203,7 @@ func newCalendarsCmd(g *globals) *cobra.Command {
 		Use: "get NAME", Short: "Show a calendar: its zone, working days, days off and the triggers on it", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				c, err := cl.Calendar(ctx, args[0])
+				c, err := cl.GetCalendar(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -220,10 +220,11 @@ func newCalendarsCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List calendars by name", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				cs, next, err := cl.Calendars(ctx, pageSize, pageToken)
+				page, err := cl.ListCalendars(ctx, pageSize, pageToken)
 				if err != nil {
 					return err
 				}
+				cs, next := page.Items, page.Next
 				pr := g.printer()
 				if pr.structured() {
 					return pr.message(&jobkitv1.ListCalendarsResponse{Calendars: cs, NextPageToken: next}, false)
@@ -345,7 +346,7 @@ func newCalendarsCmd(g *globals) *cobra.Command {
 				}
 			}
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				fire, raw, err := cl.FireTimes(ctx, req, after)
+				fire, raw, err := cl.ListFireTimes(ctx, req, after)
 				if err != nil {
 					return err
 				}

@@ -45,7 +45,7 @@ func TestClientEveryProtocol(t *testing.T) {
 			}
 			var done *client.Instance
 			waitFor(t, "completion", func() bool {
-				done, err = c.LookupInstance(ctx, ji.ID())
+				done, err = c.GetInstance(ctx, ji.ID())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -59,8 +59,8 @@ func TestClientEveryProtocol(t *testing.T) {
 			if err := done.ArgumentsInto(&a, &b); err != nil || a != 20 || b != 22 || done.MaxRetries() != 1 || done.Priority() != job.HighPriority {
 				t.Fatalf("instance %v: %v", done.Proto(), err)
 			}
-			h, err := c.PageHistory(ctx, client.NewQuery(client.WithQueryInstanceID(ji.ID()), client.WithQueryState(job.Completed)))
-			if err != nil || len(h.Changes) != 1 || h.Changes[0].GetResultJson() != "[42]" {
+			h, err := c.ListHistory(ctx, client.NewQuery(client.WithQueryInstanceID(ji.ID()), client.WithQueryState(job.Completed)))
+			if err != nil || len(h.Items) != 1 || h.Items[0].GetResultJson() != "[42]" {
 				t.Fatalf("history: %v %v", h, err)
 			}
 			// FollowLogs of a finished instance yields what it logged and ends.
@@ -89,7 +89,7 @@ func TestClientErrorsMatchSentinels(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	_, err = c.LookupInstance(ctx, "0194c6a0-0000-7000-8000-000000000000")
+	_, err = c.GetInstance(ctx, "0194c6a0-0000-7000-8000-000000000000")
 	var ce *client.Error
 	if !errors.Is(err, job.ErrNotFound) || client.CodeOf(err) != client.CodeNotFound || !errors.As(err, &ce) || ce.Message() == "" {
 		t.Fatalf("lookup of a missing instance: %v", err)

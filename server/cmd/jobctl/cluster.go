@@ -56,10 +56,11 @@ func newQueuesCmd(g *globals) *cobra.Command {
 							}
 							// And the queues stored definitions name.
 							for tok := ""; ; {
-								defs, next, err := c.Definitions(ctx, 500, tok)
+								page, err := c.ListDefinitions(ctx, 500, tok)
 								if err != nil {
 									return err
 								}
+								defs, next := page.Items, page.Next
 								for _, d := range defs {
 									if q := d.GetQueue(); q != "" {
 										known = append(known, q)

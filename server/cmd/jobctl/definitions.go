@@ -153,7 +153,7 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 		Example: `  jobctl definitions update mail --retries 10`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				d, err := c.Definition(ctx, args[0])
+				d, err := c.GetDefinition(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -195,10 +195,11 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List definitions by kind", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				ds, next, err := c.Definitions(ctx, pageSize, pageToken)
+				page, err := c.ListDefinitions(ctx, pageSize, pageToken)
 				if err != nil {
 					return err
 				}
+				ds, next := page.Items, page.Next
 				return printDefinitions(g, &jobkitv1.ListDefinitionsResponse{Definitions: ds, NextPageToken: next}, ds...)
 			})
 		},
@@ -226,7 +227,7 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 		Use: "get KIND", Short: "Show a definition", Args: exactArgs("KIND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				d, err := c.Definition(ctx, args[0])
+				d, err := c.GetDefinition(ctx, args[0])
 				if err != nil {
 					return err
 				}

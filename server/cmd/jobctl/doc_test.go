@@ -275,7 +275,7 @@ func waitFinal(t *testing.T, s *testServer, id string) {
 		t.Fatal(err)
 	}
 	waitFor(t, "instance "+id+" to finish", func() bool {
-		in, err := c.LookupInstance(t.Context(), id)
+		in, err := c.GetInstance(t.Context(), id)
 		return err == nil && in.State().Final() && in.State() != job.State(0)
 	})
 }

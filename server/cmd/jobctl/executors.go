@@ -119,7 +119,7 @@ func newDefinitionTestCmd(g *globals) *cobra.Command {
 			var p *jobkitv1.Instance
 			for {
 				ctx, cancel := g.callCtx(cmd.Context())
-				got, err := c.LookupInstance(ctx, id)
+				got, err := c.GetInstance(ctx, id)
 				cancel()
 				if err != nil {
 					return err
@@ -156,11 +156,11 @@ func newDefinitionTestCmd(g *globals) *cobra.Command {
 					lines = append(lines, "error    "+e)
 				}
 				ctx, cancel := g.callCtx(cmd.Context())
-				page, err := c.PageLogs(ctx, client.NewQuery(client.WithQueryInstanceID(id)))
+				page, err := c.ListLogs(ctx, client.NewQuery(client.WithQueryInstanceID(id)))
 				cancel()
-				if err == nil && len(page.Records) > 0 {
+				if err == nil && len(page.Items) > 0 {
 					lines = append(lines, "log")
-					for _, r := range page.Records {
+					for _, r := range page.Items {
 						lines = append(lines, "  "+r.GetMessage())
 					}
 				}

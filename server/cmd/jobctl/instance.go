@@ -84,7 +84,7 @@ func followInstance(g *globals, cmd *cobra.Command, id string, interval time.Dur
 	var last string
 	for {
 		ctx, cancel := g.callCtx(cmd.Context())
-		in, err := c.LookupInstance(ctx, id)
+		in, err := c.GetInstance(ctx, id)
 		cancel()
 		if err != nil {
 			return err
@@ -169,7 +169,7 @@ func getInstance(g *globals, cmd *cobra.Command, id string) error {
 	}
 	ctx, cancel := g.callCtx(cmd.Context())
 	defer cancel()
-	in, err := c.LookupInstance(ctx, id)
+	in, err := c.GetInstance(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -184,11 +184,11 @@ func getInstance(g *globals, cmd *cobra.Command, id string) error {
 	if n == 0 || in.Parent() != "" {
 		return nil
 	}
-	p, err := c.PageInstances(ctx, client.NewQuery(client.WithQueryParent(id), client.WithQueryLimit(min(n, 1000))))
+	p, err := c.ListInstances(ctx, client.NewQuery(client.WithQueryParent(id), client.WithQueryLimit(min(n, 1000))))
 	if err != nil {
 		return err
 	}
-	shards := slices.SortedFunc(slices.Values(p.Instances), func(a, b *client.Instance) int {
+	shards := slices.SortedFunc(slices.Values(p.Items), func(a, b *client.Instance) int {
 		ia, _ := a.Shard()
 		ib, _ := b.Shard()
 		return ia - ib
@@ -277,17 +277,17 @@ func newInstanceHistoryCmd(g *globals) *cobra.Command {
 		Use: "history ID", Short: "Show an instance's state changes, oldest first", Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				p, err := c.PageHistory(ctx, client.NewQuery(client.WithQueryInstanceID(args[0]),
+				p, err := c.ListHistory(ctx, client.NewQuery(client.WithQueryInstanceID(args[0]),
 					client.WithQueryLimit(pageSize), client.WithQueryCursor(pageToken)))
 				if err != nil {
 					return err
 				}
 				pr := g.printer()
 				if pr.structured() {
-					return pr.message(&jobkitv1.ListHistoryResponse{Changes: p.Changes, NextPageToken: p.Next}, false)
+					return pr.message(&jobkitv1.ListHistoryResponse{Changes: p.Items, NextPageToken: p.Next}, false)
 				}
 				t := newTable(pr.w, "TIME", "STATE", "ATTEMPT", "NODE", "ERROR")
-				for _, ch := range p.Changes {
+				for _, ch := range p.Items {
 					t.row(ts(ch.GetTime()), stateName(ch.GetState()), strconv.Itoa(int(ch.GetAttempt())), orDash(ch.GetNode()), orDash(short(ch.GetError(), 60)))
 				}
 				return t.flush()
@@ -338,15 +338,15 @@ func newInstanceLogsCmd(g *globals) *cobra.Command {
 			}
 			ctx, cancel := g.callCtx(cmd.Context())
 			defer cancel()
-			p, err := c.PageLogs(ctx, client.NewQuery(client.WithQueryInstanceID(args[0]), client.WithQueryLevel(lv...),
+			p, err := c.ListLogs(ctx, client.NewQuery(client.WithQueryInstanceID(args[0]), client.WithQueryLevel(lv...),
 				client.WithQueryLimit(pageSize), client.WithQueryCursor(pageToken)))
 			if err != nil {
 				return err
 			}
 			if pr.structured() {
-				return pr.message(&jobkitv1.ListLogsResponse{Records: p.Records, NextPageToken: p.Next}, false)
+				return pr.message(&jobkitv1.ListLogsResponse{Records: p.Items, NextPageToken: p.Next}, false)
 			}
-			for _, rec := range p.Records {
+			for _, rec := range p.Items {
 				if err := logLine(pr, rec); err != nil {
 					return err
 				}

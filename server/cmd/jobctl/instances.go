@@ -106,11 +106,11 @@ func newInstancesListCmd(g *globals) *cobra.Command {
 			} else {
 				ctx, cancel := g.callCtx(cmd.Context())
 				defer cancel()
-				p, err := c.PageInstances(ctx, q)
+				p, err := c.ListInstances(ctx, q)
 				if err != nil {
 					return err
 				}
-				for _, in := range p.Instances {
+				for _, in := range p.Items {
 					res.Instances = append(res.Instances, in.Proto())
 				}
 				res.NextPageToken = p.Next

@@ -149,7 +149,7 @@ func newTriggersCmd(g *globals) *cobra.Command {
 		Use: "update NAME", Short: "Change a stored trigger (the fields given; the rest kept)", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				t, err := c.Trigger(ctx, args[0], 0)
+				t, err := c.GetTrigger(ctx, args[0], 0)
 				if err != nil {
 					return err
 				}
@@ -183,7 +183,7 @@ func newTriggersCmd(g *globals) *cobra.Command {
 		Use: "get NAME", Short: "Show a trigger with its next fire times", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				t, err := c.Trigger(ctx, args[0], next)
+				t, err := c.GetTrigger(ctx, args[0], next)
 				if err != nil {
 					return err
 				}
@@ -213,10 +213,11 @@ func newTriggersCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List triggers by name", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				ts, nextTok, err := c.Triggers(ctx, pageSize, pageToken)
+				page, err := c.ListTriggers(ctx, pageSize, pageToken)
 				if err != nil {
 					return err
 				}
+				ts, nextTok := page.Items, page.Next
 				return printTriggers(g, &jobkitv1.ListTriggersResponse{Triggers: ts, NextPageToken: nextTok}, ts...)
 			})
 		},

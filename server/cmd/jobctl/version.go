@@ -39,7 +39,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 			if !clientOnly {
 				err := g.call(cmd, func(ctx context.Context, c *client.Client) error {
 					var err error
-					sv, err = c.Version(ctx)
+					sv, err = c.GetVersion(ctx)
 					return err
 				})
 				if err != nil {

@@ -123,7 +123,7 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("jobd exited while its attempt still ran; log:\n%s", p.logText())
 	default:
 	}
-	if got, err := producer.LookupInstance(context.Background(), ji.ID); err != nil || got.State != job.Processing {
+	if got, err := producer.GetInstance(context.Background(), ji.ID); err != nil || got.State != job.Processing {
 		t.Fatalf("instance during the drain: %v, %v; want still Processing", got, err)
 	}
 	if err := os.WriteFile(release, nil, 0o600); err != nil {
@@ -383,7 +383,7 @@ func TestDrainHandsBack(t *testing.T) {
 	if code := p.exitCode(30 * time.Second); code != 0 {
 		t.Errorf("exit status %d; want 0 (the attempt was handed back). Log:\n%s", code, p.logText())
 	}
-	got, err := producer.LookupInstance(context.Background(), ji.ID)
+	got, err := producer.GetInstance(context.Background(), ji.ID)
 	if err != nil || got.State != job.Scheduled || got.Attempt != 0 {
 		t.Fatalf("after the drain: %v (attempt %d), %v; want Scheduled with the attempt not counted (0)", got.State, got.Attempt, err)
 	}

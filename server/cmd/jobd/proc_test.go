@@ -374,7 +374,7 @@ func waitState(t *testing.T, m *job.Manager, id string, want job.State) *job.Ins
 	var ji *job.InstanceInfo
 	waitFor(t, 20*time.Second, fmt.Sprintf("instance %s to be %v", id, want), func() (bool, string) {
 		var err error
-		ji, err = m.LookupInstance(context.Background(), id)
+		ji, err = m.GetInstance(context.Background(), id)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -80,7 +80,7 @@ func (a *alerting) stop() {
 // registered reports the kinds m runs itself.
 func registered(m *job.Manager) func(string) bool {
 	return func(kind string) bool {
-		_, err := m.LookupJob(kind)
+		_, err := m.GetJob(kind)
 		return err == nil
 	}
 }

@@ -160,7 +160,7 @@ func run(typ string, n, workers int, module string) error {
 		}
 	} else {
 		raw, _ := json.Marshal(config)
-		if _, err := m.PutDefinition(ctx, job.Definition{Kind: "bench", Executor: &store.ExecutorSpec{Type: et.Type(), Config: raw}}, 0); err != nil {
+		if _, err := m.Admin().PutDefinition(ctx, job.Definition{Kind: "bench", Executor: &store.ExecutorSpec{Type: et.Type(), Config: raw}}, 0); err != nil {
 			return err
 		}
 	}
@@ -184,7 +184,7 @@ func run(typ string, n, workers int, module string) error {
 	}
 	took := time.Since(start)
 	cpu := cpuTime() - cpu0
-	counts, err := m.Counts(ctx, "", "bench")
+	counts, err := m.Admin().CountInstances(ctx, "", "bench")
 	if err != nil {
 		return err
 	}
