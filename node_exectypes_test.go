@@ -23,10 +23,10 @@ func TestNodeRegistryExecutorTypes(t *testing.T) {
 		}
 	}
 	waitFor(t, "both nodes in the registry", func() bool {
-		ns, err := m.ListNodes(ctx)
+		ns, err := m.Admin().ListNodes(ctx)
 		return err == nil && len(ns) == 2
 	})
-	ns, err := m.ListNodes(ctx)
+	ns, err := m.Admin().ListNodes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func TestExecutorsList(t *testing.T) {
 		s := &testServer{url: hs.URL, mgr: typed}
 
 		waitFor(t, "both nodes in the registry", func() bool {
-			ns, err := typed.ListNodes(t.Context())
+			ns, err := typed.Admin().ListNodes(t.Context())
 			return err == nil && len(ns) == 2 && ns[0].Status == store.NodeLive && ns[1].Status == store.NodeLive
 		})
 		var all jobkitv1.ListNodesResponse
