@@ -239,9 +239,14 @@ func endTaskArgs(name string) []byte {
 	return b
 }
 
-// addedJoinName is the name of the join of the tasks that the task named
-// name added (AddTasks).
-func addedJoinName(name string) string { return name + "$added" }
+// addedJoinName is the name of the join of the tasks that the task with
+// ID id added (AddTasks): derived from the ID, so a gate reads its
+// dependencies and their joins in one call.
+func addedJoinName(id string) string { return "$added:" + id }
+
+// addedJoinID is the ID of the join of the tasks that task id of workflow
+// wf added.
+func addedJoinID(wf, id string) string { return store.WorkflowTaskID(wf, addedJoinName(id)) }
 
 // validTaskName reports a task name a user may give.
 func validTaskName(name string) error {
@@ -460,7 +465,7 @@ func (m *Manager) workflowRecords(ctx context.Context, id, name string, onFailur
 	if adder == nil {
 		gate.ID, gt.Name, gate.Args = id, store.EndTask, endTaskArgs(name)
 	} else {
-		gt.Name = addedJoinName(adder.Task.Name)
+		gt.Name = addedJoinName(adder.ID)
 		gate.ID, gate.Args = store.WorkflowTaskID(id, gt.Name), []byte("[]")
 		gate.Kind, gate.Queue, gate.Priority, gate.Labels = adder.Kind, adder.Queue, adder.Priority, adder.Labels
 		gt.Dependents = slices.Clone(adder.Task.Dependents)

@@ -110,83 +110,72 @@ func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store
 		}
 		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Canceled, Error: err.Error()}, nil, err, false
 	}
-	// The dependencies from the cursor on, a chunk at a time, up to the
-	// first chunk that holds one still pending.
-	var failed []string
-	for lo := from; lo < len(t.Deps); lo += gateChunk {
-		hi := min(lo+gateChunk, len(t.Deps))
-		got, lerr := m.store.LookupInstances(ctx, &store.Query{IDs: t.Deps[lo:hi]})
-		if lerr != nil && got == nil {
-			return wait("waiting for dependencies: looking them up: "+lerr.Error(), from), nil, nil, false
-		}
-		byID := make(map[string]*store.Instance, len(got))
-		for _, d := range got {
-			byID[d.ID] = d
-		}
-		first := -1
-		var pending []string
-		for k, id := range t.Deps[lo:hi] {
-			d := byID[id]
-			switch {
-			case d == nil || !d.State.Final():
-				if first < 0 {
-					first = lo + k
+	// A long list: the dependencies from the cursor on, a chunk at a
+	// time, up to the first chunk that holds one still pending.
+	if len(t.Deps) > gateChunk {
+		for lo := from; lo < len(t.Deps); lo += gateChunk {
+			got, lerr := m.readIDs(ctx, t.Deps[lo:min(lo+gateChunk, len(t.Deps))])
+			if lerr != nil {
+				return wait("waiting for dependencies: looking them up: "+lerr.Error(), from), nil, nil, false
+			}
+			var failed []string
+			for k, d := range got {
+				switch {
+				case d == nil || !d.State.Final():
+					return wait(fmt.Sprintf("waiting for dependencies: %d of %d ended before %q", lo+k, len(t.Deps), taskName(orID(d, t.Deps[lo+k]))), lo+k), nil, nil, false
+				case d.State != store.Completed:
+					failed = append(failed, depDesc(d))
 				}
-				if len(pending) < 3 {
-					name := id
-					if d != nil {
-						name = taskName(d)
-					}
-					pending = append(pending, strconv.Quote(name))
-				}
-			case d.State != store.Completed:
-				failed = append(failed, depDesc(d))
+			}
+			if len(failed) > 0 && !waitsForAll {
+				return failedOut(failed)
 			}
 		}
-		if len(failed) > 0 && !waitsForAll {
-			return failedOut(failed)
-		}
-		if first >= 0 {
-			return wait(fmt.Sprintf("waiting for dependencies: %d of %d ended before %s", first, len(t.Deps), strings.Join(pending, ", ")), first), nil, nil, false
-		}
 	}
-	// Every dependency has ended. Read them all once (a gate's results,
-	// failures before the cursor) and the joins of what they added.
-	deps, lerr := m.readIDs(ctx, t.Deps)
+	// Every dependency, and the join of the tasks each added (AddTasks),
+	// in one read.
+	n := len(t.Deps)
+	ids := make([]string, 0, 2*n)
+	ids = append(ids, t.Deps...)
+	for _, id := range t.Deps {
+		ids = append(ids, addedJoinID(t.Workflow, id))
+	}
+	all, lerr := m.readIDs(ctx, ids)
 	if lerr != nil {
-		return wait("waiting for dependencies: reading them: "+lerr.Error(), len(t.Deps)), nil, nil, false
+		return wait("waiting for dependencies: reading them: "+lerr.Error(), from), nil, nil, false
 	}
-	var joinIDs []string
-	for _, d := range deps {
-		if d.Task != nil && !d.Task.Gate && d.State == store.Completed {
-			joinIDs = append(joinIDs, store.WorkflowTaskID(d.Task.Workflow, addedJoinName(d.Task.Name)))
-		}
-	}
-	joins, lerr := m.readIDs(ctx, joinIDs)
-	if lerr != nil {
-		return wait("waiting for the tasks dependencies added: reading them: "+lerr.Error(), len(t.Deps)), nil, nil, false
-	}
-	failed = failed[:0]
-	var pending []string
-	for _, d := range append(deps, joins...) {
+	deps, joins := all[:n], all[n:]
+	var failed, pending []string
+	first := -1
+	for k, d := range deps {
+		j := joins[k]
 		switch {
-		case d == nil:
-		case !d.State.Final():
-			pending = append(pending, strconv.Quote(taskName(d)))
+		case d == nil || !d.State.Final():
+			if first < 0 {
+				first = k
+			}
+			if len(pending) < 3 {
+				pending = append(pending, strconv.Quote(taskName(orID(d, t.Deps[k]))))
+			}
 		case d.State != store.Completed:
 			failed = append(failed, depDesc(d))
-		}
-	}
-	for i, d := range deps {
-		if d == nil {
-			failed = append(failed, fmt.Sprintf("dependency %s is not stored", t.Deps[i]))
+		case j == nil:
+		case !j.State.Final():
+			if first < 0 {
+				first = k
+			}
+			if len(pending) < 3 {
+				pending = append(pending, fmt.Sprintf("the tasks %q added", d.Task.Name))
+			}
+		case j.State != store.Completed:
+			failed = append(failed, fmt.Sprintf("a task %q added: %s", d.Task.Name, j.Error))
 		}
 	}
 	if len(failed) > 0 && !waitsForAll {
 		return failedOut(failed)
 	}
-	if len(pending) > 0 {
-		return wait("waiting for the tasks dependencies added: "+strings.Join(pending[:min(3, len(pending))], ", "), len(t.Deps)), nil, nil, false
+	if first >= 0 {
+		return wait(fmt.Sprintf("waiting for dependencies: %d of %d ended, not %s", countFinal(deps), n, strings.Join(pending, ", ")), first), nil, nil, false
 	}
 	if !t.Gate {
 		return store.Outcome{}, nil, nil, true
@@ -216,6 +205,25 @@ func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store
 		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Terminated, Error: err.Error()}, nil, err, false
 	}
 	return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Completed, Result: b}, results, nil, false
+}
+
+// orID returns in, or a stand-in named id when in is nil.
+func orID(in *store.Instance, id string) *store.Instance {
+	if in == nil {
+		return &store.Instance{ID: id}
+	}
+	return in
+}
+
+// countFinal counts the ended instances among recs.
+func countFinal(recs []*store.Instance) int {
+	n := 0
+	for _, r := range recs {
+		if r != nil && r.State.Final() {
+			n++
+		}
+	}
+	return n
 }
 
 // readIDs reads the instances with ids, in the order of ids (nil where
@@ -358,7 +366,7 @@ func (m *Manager) workflowRecs(ctx context.Context, id string) ([]*store.Instanc
 			out = append(out, r)
 			next = append(next, r.Task.Deps...)
 			if !r.Task.Gate {
-				next = append(next, store.WorkflowTaskID(id, addedJoinName(r.Task.Name)))
+				next = append(next, addedJoinID(id, r.ID))
 			}
 		}
 	}
@@ -475,9 +483,9 @@ func AddedResultsInto(ctx context.Context, ji Instance, task string, slicePtr an
 	if err != nil {
 		return err
 	}
-	ids := []string{store.WorkflowTaskID(t.Workflow, addedJoinName(task))}
+	ids := []string{addedJoinID(t.Workflow, store.WorkflowTaskID(t.Workflow, task))}
 	if k := strings.LastIndexByte(t.Name, '/'); k >= 0 {
-		ids = append(ids, store.WorkflowTaskID(t.Workflow, addedJoinName(t.Name[:k+1]+task)))
+		ids = append(ids, addedJoinID(t.Workflow, store.WorkflowTaskID(t.Workflow, t.Name[:k+1]+task)))
 	}
 	got, err := i.mgr.readIDs(ctx, ids)
 	if err != nil {
@@ -598,7 +606,7 @@ func (m *Manager) gateReady(ctx context.Context, p *store.Instance, from int) bo
 	if from < 0 || from > len(t.Deps) {
 		from = 0
 	}
-	for lo := from; lo < len(t.Deps); lo += gateChunk {
+	for lo := from; len(t.Deps) > gateChunk && lo < len(t.Deps); lo += gateChunk {
 		got, err := m.readIDs(ctx, t.Deps[lo:min(lo+gateChunk, len(t.Deps))])
 		if err != nil {
 			return false
@@ -612,24 +620,23 @@ func (m *Manager) gateReady(ctx context.Context, p *store.Instance, from int) bo
 			}
 		}
 	}
-	deps, err := m.readIDs(ctx, t.Deps)
+	ids := slices.Clone(t.Deps)
+	for _, id := range t.Deps {
+		ids = append(ids, addedJoinID(t.Workflow, id))
+	}
+	all, err := m.readIDs(ctx, ids)
 	if err != nil {
 		return false
 	}
-	var joinIDs []string
-	for _, d := range deps {
-		if d != nil && d.Task != nil && !d.Task.Gate && d.State == store.Completed {
-			joinIDs = append(joinIDs, store.WorkflowTaskID(d.Task.Workflow, addedJoinName(d.Task.Name)))
+	ready := true
+	for k, d := range all[:len(t.Deps)] {
+		j := all[len(t.Deps)+k]
+		switch {
+		case d != nil && d.State.Final() && d.State != store.Completed && !waitsForAll:
+			return true // the gate cancels it now
+		case d == nil || !d.State.Final() || j != nil && !j.State.Final():
+			ready = false
 		}
 	}
-	joins, err := m.readIDs(ctx, joinIDs)
-	if err != nil {
-		return false
-	}
-	for _, j := range joins {
-		if j != nil && !j.State.Final() {
-			return false
-		}
-	}
-	return true
+	return ready
 }
