@@ -640,3 +640,55 @@ func (m *Manager) gateReady(ctx context.Context, p *store.Instance, from int) bo
 	}
 	return ready
 }
+
+// rearmDependents follows the retry of the workflow task rec: the
+// dependents its failure canceled (their error wraps ErrDependencyFailed),
+// theirs in turn, and the workflow's end when it failed, are retried to
+// wait again (due one recheck later; the retried task's end wakes them).
+// Tasks that ended otherwise, and the end of a canceled workflow, are
+// left as they are.
+func (m *Manager) rearmDependents(ctx context.Context, rec *store.Instance) error {
+	seen := map[string]bool{rec.ID: true}
+	next := slices.Clone(rec.Task.Dependents)
+	var rearm []string
+	for len(next) > 0 {
+		var ids []string
+		for _, id := range next {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		next = nil
+		got, err := m.readIDs(ctx, ids)
+		if err != nil {
+			return err
+		}
+		for _, d := range got {
+			if d == nil || d.Task == nil {
+				continue
+			}
+			failedByDep := (d.State == store.Canceled || d.State == store.Terminated) && strings.Contains(d.Error, ErrDependencyFailed.Error())
+			if !failedByDep {
+				continue
+			}
+			rearm = append(rearm, d.ID)
+			next = append(next, d.Task.Dependents...)
+		}
+	}
+	if len(rearm) == 0 {
+		return nil
+	}
+	now := m.clock.Now()
+	res, err := m.store.Retry(ctx, &store.RetryParams{IDs: rearm, RunAt: now.Add(m.shards.recheck), Now: now, Node: m.node})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range res {
+		if r.Err != nil && !errors.Is(r.Err, store.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("dependent %s: %w", r.ID, r.Err))
+		}
+	}
+	return errors.Join(errs...)
+}

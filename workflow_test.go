@@ -496,3 +496,35 @@ func TestWorkflowLostWakeRecheck(t *testing.T) {
 		t.Fatal("no wake-up was attempted (and lost); the test proves nothing")
 	}
 }
+
+// TestWorkflowRetryRearms: retrying a failed task re-arms the dependents
+// its failure canceled, and the workflow completes.
+func TestWorkflowRetryRearms(t *testing.T) {
+	t.Parallel()
+	var tries atomic.Int32
+	flaky := mustJob(t, job.WithKind("flaky"), job.WithMaxRetries(0), job.WithExecutor(func() error {
+		if tries.Add(1) == 1 {
+			return errors.New("first try fails")
+		}
+		return nil
+	}))
+	var ran atomic.Int32
+	ok := mustJob(t, job.WithKind("ok"), job.WithExecutor(func() { ran.Add(1) }))
+	m := wfManager(t, newMemdb(t), flaky, ok)
+	ctx := context.Background()
+	info, err := m.ScheduleWorkflow(ctx, job.NewWorkflow("retry").Add("a", "flaky").Add("b", "ok", job.After("a")).Add("c", "ok", job.After("b")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := waitWorkflow(t, m, info.ID, job.WorkflowFailed)
+	if ran.Load() != 0 {
+		t.Fatalf("dependents of a failed task ran %d times", ran.Load())
+	}
+	if _, err := m.RetryInstance(ctx, failed.Task("a").ID); err != nil {
+		t.Fatalf("RetryInstance(a): %v", err)
+	}
+	done := waitWorkflow(t, m, info.ID, job.WorkflowCompleted)
+	if ran.Load() != 2 || done.Task("c").State != job.Completed {
+		t.Fatalf("after the retry: dependents ran %d times (want 2), c %s", ran.Load(), done.Task("c").State)
+	}
+}
