@@ -230,3 +230,27 @@ func LookupIDs(ctx context.Context, q *Query, get GetInstances) ([]*Instance, er
 	}
 	return out, err
 }
+
+// GetWorkflow returns t.Workflow, "" for nil.
+func (t *WorkflowTask) GetWorkflow() string {
+	if t == nil {
+		return ""
+	}
+	return t.Workflow
+}
+
+// GetName returns t.Name, "" for nil.
+func (t *WorkflowTask) GetName() string {
+	if t == nil {
+		return ""
+	}
+	return t.Name
+}
+
+// GetDeps returns t.Deps, nil for nil.
+func (t *WorkflowTask) GetDeps() []string {
+	if t == nil {
+		return nil
+	}
+	return t.Deps
+}
