@@ -207,7 +207,7 @@ func recordFromProto(p *pb.Instance) (*store.Instance, error) {
 		CancelRequested: p.GetCancelRequested(), Seq: p.GetSeq(), Result: []byte(p.GetResultJson()),
 		Error: p.GetError(), Labels: p.GetLabels(),
 		Parent: p.GetParentId(), ShardIndex: int(p.GetShardIndex()), ShardCount: int(p.GetShardCount()),
-		Task: protoTask(p),
+		Task:  protoTask(p),
 		RunAt: at("run_at", p.GetRunAt()), UniqueUntil: at("unique_until", p.GetUniqueUntil()),
 		LeaseUntil: at("lease_until", p.GetLeaseUntil()), CreatedAt: at("created_at", p.GetCreatedAt()),
 		UpdatedAt: at("updated_at", p.GetUpdatedAt()), FinishedAt: at("finished_at", p.GetFinishedAt()),
