@@ -125,6 +125,12 @@ func (m *Manager) RetryInstance(ctx context.Context, id string, opts ...AdminOpt
 	if j, ok := m.reg.get(rec.Kind); ok {
 		m.recordChanged(j, rec, Scheduled)
 	}
+	if rec.Task != nil {
+		// The dependents its failure canceled wait for it again.
+		if err := m.rearmDependents(ctx, rec); err != nil {
+			return newInfo(rec), fmt.Errorf("job: retry %s: retried; re-arming the workflow tasks that depend on it (retry them one by one): %w", id, err)
+		}
+	}
 	return newInfo(rec), nil
 }
 

@@ -100,6 +100,10 @@ func (m *Manager) ScheduleJobs(ctx context.Context, items ...BatchItem) ([]Batch
 			out[i].Err = fmt.Errorf("job: schedule %q: %w: WithShards in ScheduleJobs; schedule a sharded task with ScheduleJob", it.Kind, ErrInvalidOption)
 			continue
 		}
+		if err := c.workflowOnly(); err != nil {
+			out[i].Err = fmt.Errorf("job: schedule %q: %w", it.Kind, err)
+			continue
+		}
 		rec, err := m.newRecord(j, &c)
 		if err != nil {
 			out[i].Err = fmt.Errorf("job: schedule %q: %w", it.Kind, err)

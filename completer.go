@@ -251,7 +251,7 @@ func (c *completer) flush(batch []*finishReq) {
 	}
 	retried := false
 	now := c.clock.Now()
-	var ended []*store.Instance // shards this batch ended (shards.go)
+	var ended []*store.Instance // shards and workflow tasks this batch ended (shards.go, workflow_run.go)
 	for i, r := range batch {
 		c.active.remove(r.a)
 		if res[i].Err != nil {
@@ -272,8 +272,8 @@ func (c *completer) flush(batch []*finishReq) {
 		}
 		c.obs.finished(r, res[i].State, now)
 		c.recorded(r, res[i].State)
-		if r.a.rec.IsShard() && res[i].State.Final() {
-			ended = append(ended, &store.Instance{ID: r.out.ID, Parent: r.a.rec.Parent, State: res[i].State})
+		if (r.a.rec.IsShard() || r.a.rec.Task != nil) && res[i].State.Final() {
+			ended = append(ended, &store.Instance{ID: r.out.ID, Parent: r.a.rec.Parent, Task: r.a.rec.Task, State: res[i].State})
 		}
 	}
 	c.ended(wctx, ended)

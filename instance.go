@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobkit/job/store"
@@ -69,6 +71,13 @@ type InstanceInfo struct {
 	Parent     string
 	ShardIndex int
 	ShardCount int
+	// Workflow, Task and DependsOn place a workflow task (ScheduleWorkflow):
+	// the workflow's ID, the task's name in it, and the IDs of the
+	// instances it waits for; "" and nil for any other instance. A
+	// workflow's end has the workflow's ID and Task "$end".
+	Workflow  string
+	Task      string
+	DependsOn []string
 	// Args are the arguments as stored: a JSON array. Arguments and
 	// ArgumentsInto decode them.
 	Args json.RawMessage
@@ -108,6 +117,9 @@ func (in *InstanceInfo) fill(rec *store.Instance) {
 		Args: rec.Args, Result: rec.Result, Error: rec.Error,
 		LeaseOwner: rec.LeaseOwner, LeaseUntil: rec.LeaseUntil, CancelRequested: rec.CancelRequested, Seq: rec.Seq,
 	}
+	if t := rec.Task; t != nil {
+		in.Workflow, in.Task, in.DependsOn = t.Workflow, t.Name, t.Deps
+	}
 }
 
 // Clone returns a deep copy of in.
@@ -122,6 +134,7 @@ func (in *InstanceInfo) Clone() *InstanceInfo {
 		c.Labels = append([]string(nil), in.Labels...)
 	}
 	c.Metadata = store.CloneMetadata(in.Metadata)
+	c.DependsOn = slices.Clone(in.DependsOn)
 	return &c
 }
 
@@ -246,6 +259,10 @@ type instance struct {
 	results []any        // typed results, set after a local run
 	logs    logSink
 	prog    *progressReporter // nil outside a running attempt
+	// mgr is set in a workflow task's running attempt, for its reads and
+	// AddTasks (workflow_run.go); added is set once AddTasks stored.
+	mgr   *Manager
+	added atomic.Bool
 }
 
 // logSink receives an instance's log records.

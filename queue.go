@@ -55,6 +55,9 @@ func (m *Manager) ScheduleJob(ctx context.Context, kind string, opts ...Schedule
 	if err := c.apply(opts); err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
 	}
+	if err := c.workflowOnly(); err != nil {
+		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
+	}
 	rec, err := m.newRecord(j, &c)
 	if err != nil {
 		return nil, fmt.Errorf("job: schedule %q: %w", kind, err)
@@ -212,6 +215,9 @@ func (m *Manager) CancelInstance(ctx context.Context, id string) (*InstanceInfo,
 		}
 	} else if j, ok := m.reg.get(rec.Kind); ok {
 		m.recordChanged(j, rec, rec.State)
+	}
+	if rec.Task != nil && rec.State.Final() {
+		m.workflowsEnded(ctx, []*store.Instance{rec}) // its dependents look, and follow their policy
 	}
 	if err := m.canceledSharded(ctx, rec); err != nil {
 		return newInfo(rec), fmt.Errorf("job: cancel %s: %w", id, err)

@@ -36,7 +36,17 @@ type scheduleConfig struct {
 	tickHoldTil time.Time
 	metadata    map[string]string // WithMetadata
 	shards      int               // WithShards (shards.go)
+	deps        []string          // After (workflow.go)
+	depFailure  *DepFailure       // WithDepFailure on a task (workflow.go)
 	idRand      io.Reader         // the new ID's random bytes (ScheduleJobs: see batchRand); nil: uuid.NewV7's own
+}
+
+// workflowOnly reports an option only a workflow task takes.
+func (c *scheduleConfig) workflowOnly() error {
+	if len(c.deps) > 0 || c.depFailure != nil {
+		return fmt.Errorf("%w: After or WithDepFailure outside a workflow; Add the task to a Workflow (NewWorkflow) and ScheduleWorkflow it", ErrInvalidOption)
+	}
+	return nil
 }
 
 // apply applies opts in order, stopping at the first error.

@@ -60,7 +60,7 @@ func (m *Manager) wire() {
 	})
 	m.rescuer = newRescuer(rescuerDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, interval: c.rescueInterval, deadAfter: c.deadAfter,
-		run: &m.run, nodes: &m.nodes, ended: m.shards.shardsEnded,
+		run: &m.run, nodes: &m.nodes, ended: m.instancesEnded,
 		found: func() {
 			m.notifyLocal()
 			m.signalChanged()
@@ -69,7 +69,8 @@ func (m *Manager) wire() {
 	m.completer = newCompleter(completerDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, active: &m.active, obs: c.obs,
 		batch: c.finishBatch, linger: c.finishLinger,
-		storeFull: func(full bool) { m.claimer.setStoreFull(full) }, recorded: m.afterFinish, ended: m.shards.shardsEnded,
+		storeFull: func(full bool) { m.claimer.setStoreFull(full) }, recorded: func(r *finishReq, state State) { m.afterFinish(r, state); m.gateWaited(r, state) },
+		ended:   m.instancesEnded,
 		retried: m.notifyLocal, storeWakes: m.storeWakesFor, changed: m.signalChanged,
 	})
 	notifier, _ := c.store.(store.Notifier) // the store itself, not observedStore

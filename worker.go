@@ -260,6 +260,9 @@ func (m *Manager) execute(a *attempt) {
 		m.join(a) // a sharded task's parent runs no executor (shards.go)
 		return
 	}
+	if t := a.rec.Task; t != nil && (len(t.Deps) > 0 || t.Gate) && !m.gate(a) {
+		return // waits, or ended without running (workflow_run.go)
+	}
 	if a.rec.IsShard() {
 		if !m.shards.keepShard(a.rec) { // spread over nodes (shards_spread.go)
 			m.handBackShard(a)
@@ -272,6 +275,9 @@ func (m *Manager) execute(a *attempt) {
 		err     error
 		inst    = newInstance(a.rec.Clone(), m.logs)
 	)
+	if a.rec.Task != nil {
+		inst.mgr = m
+	}
 	var foreign *store.Outcome // a recurring tick of a kind not registered here
 	if a.job == nil {
 		if out, ok := m.foreignTickOutcome(a); ok {

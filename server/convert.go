@@ -128,6 +128,7 @@ func instanceToProto(ji *job.InstanceInfo) *pb.Instance {
 		CancelRequested: ji.CancelRequested, Seq: ji.Seq, CreatedAt: ji.CreatedAt, UpdatedAt: ji.UpdatedAt,
 		FinishedAt: ji.FinishedAt, Result: ji.Result, Error: ji.Error, Labels: ji.Labels, Metadata: ji.Metadata,
 		Parent: ji.Parent, ShardIndex: ji.ShardIndex, ShardCount: ji.ShardCount,
+		Task: infoTask(ji),
 	})
 	p.UniqueKey = ji.UniqueKey // as the user gave it already
 	return p
@@ -170,7 +171,20 @@ func recordToProto(r *store.Instance) *pb.Instance {
 		ParentId:        r.Parent,
 		ShardIndex:      clamp32(r.ShardIndex),
 		ShardCount:      clamp32(r.ShardCount),
+		WorkflowId:      r.Task.GetWorkflow(),
+		Task:            r.Task.GetName(),
+		DependsOn:       r.Task.GetDeps(),
 	}
+}
+
+// infoTask returns the workflow fields of ji as the record keeps them
+// (dependents aside, which InstanceInfo does not carry); nil outside a
+// workflow.
+func infoTask(ji *job.InstanceInfo) *store.WorkflowTask {
+	if ji.Workflow == "" {
+		return nil
+	}
+	return &store.WorkflowTask{Workflow: ji.Workflow, Name: ji.Task, Deps: ji.DependsOn}
 }
 
 // recordFromProto converts an Instance message back to a store record (the
@@ -193,6 +207,7 @@ func recordFromProto(p *pb.Instance) (*store.Instance, error) {
 		CancelRequested: p.GetCancelRequested(), Seq: p.GetSeq(), Result: []byte(p.GetResultJson()),
 		Error: p.GetError(), Labels: p.GetLabels(),
 		Parent: p.GetParentId(), ShardIndex: int(p.GetShardIndex()), ShardCount: int(p.GetShardCount()),
+		Task:  protoTask(p),
 		RunAt: at("run_at", p.GetRunAt()), UniqueUntil: at("unique_until", p.GetUniqueUntil()),
 		LeaseUntil: at("lease_until", p.GetLeaseUntil()), CreatedAt: at("created_at", p.GetCreatedAt()),
 		UpdatedAt: at("updated_at", p.GetUpdatedAt()), FinishedAt: at("finished_at", p.GetFinishedAt()),
@@ -559,4 +574,13 @@ func fillProgress(ctx context.Context, m *job.Manager, ins ...*pb.Instance) erro
 		}
 	}
 	return nil
+}
+
+// protoTask returns the workflow fields of p (its dependents are not in
+// the message); nil outside a workflow.
+func protoTask(p *pb.Instance) *store.WorkflowTask {
+	if p.GetWorkflowId() == "" {
+		return nil
+	}
+	return &store.WorkflowTask{Workflow: p.GetWorkflowId(), Name: p.GetTask(), Deps: p.GetDependsOn()}
 }

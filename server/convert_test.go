@@ -57,6 +57,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0, FinishedAt: t0.Add(time.Minute), Result: []byte(`[3]`),
 		Error: "last error", Labels: []string{"gpu", "region=eu"}, Metadata: map[string]string{"traceparent": "00-abc-def-01"},
 		Parent: "parent-1", ShardIndex: 2, ShardCount: 4,
+		Task: &store.WorkflowTask{Workflow: "wf-1", Name: "resize", Deps: []string{"dep-1", "dep-2"}},
 	}
 	p := recordToProto(rec)
 	// Progress is kept beside the record: fillProgress sets it

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -68,6 +69,11 @@ func queryHash(q *Query) [8]byte {
 	str(q.Queue)
 	if q.Parent != "" {
 		str("parent:" + q.Parent) // left out when empty: cursors made before Parent stay valid
+	}
+	if len(q.IDs) > 0 {
+		ids := slices.Clone(q.IDs)
+		slices.Sort(ids)
+		str("ids:" + strings.Join(ids, ","))
 	}
 	states := slices.Clone(q.States)
 	slices.Sort(states)

@@ -11,6 +11,12 @@ func (q *Query) Validate() error {
 	if q == nil {
 		return fmt.Errorf("%w: nil query", ErrInvalid)
 	}
+	if len(q.IDs) > MaxQueryIDs {
+		return fmt.Errorf("%w: query names %d IDs, more than MaxQueryIDs (%d); look them up in parts", ErrInvalid, len(q.IDs), MaxQueryIDs)
+	}
+	if err := validIDs("query", q.IDs); err != nil {
+		return err
+	}
 	if q.Limit < 0 {
 		return fmt.Errorf("%w: negative query limit %d", ErrInvalid, q.Limit)
 	}
@@ -43,6 +49,7 @@ func (q *Query) MatchInstance(in *Instance) bool {
 		(q.Kind == "" || q.Kind == in.Kind) &&
 		(q.Queue == "" || q.Queue == in.Queue) &&
 		(q.Parent == "" || q.Parent == in.Parent) &&
+		(len(q.IDs) == 0 || slices.Contains(q.IDs, in.ID)) &&
 		(len(q.States) == 0 || slices.Contains(q.States, in.State)) &&
 		q.InRange(in.CreatedAt)
 }

@@ -118,6 +118,10 @@ type Instance struct {
 	Parent     string
 	ShardIndex int
 	ShardCount int
+	// Task places the instance in a workflow (see WorkflowTask): nil for
+	// one that is not part of a workflow. Stores keep it as given and
+	// return it on every read.
+	Task *WorkflowTask
 }
 
 // Clone returns a deep copy of in, so a store can hand out records that
@@ -133,6 +137,7 @@ func (in *Instance) Clone() *Instance {
 		c.Labels = append([]string(nil), in.Labels...)
 	}
 	c.Metadata = CloneMetadata(in.Metadata)
+	c.Task = in.Task.Clone()
 	return &c
 }
 

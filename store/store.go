@@ -388,6 +388,10 @@ type Query struct {
 	// log lookups ignore it. A store answers it without a scan (see
 	// LookupShards).
 	Parent string
+	// IDs, for instance lookups, selects the instances with these IDs (at
+	// most MaxQueryIDs); history and log lookups ignore it. A store
+	// answers it with reads by ID (see LookupIDs).
+	IDs []string
 	// Cursor, for a Page lookup of the Inspector, is the Next of the
 	// previous page of the same query ("" for the first page); the Lookup
 	// methods ignore it.

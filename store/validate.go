@@ -68,6 +68,9 @@ func (in *Instance) Validate() error {
 	if err := in.validateShard(); err != nil {
 		return err
 	}
+	if err := in.validateTask(); err != nil {
+		return err
+	}
 	if err := ValidateLabelRequirements(in.Labels); err != nil {
 		return fmt.Errorf("instance %s: %w", in.ID, err)
 	}

@@ -104,6 +104,13 @@ func (i *Instance) Shard() (index, count int) {
 // for any other instance.
 func (i *Instance) Parent() string { return i.pb.GetParentId() }
 
+// Workflow returns the ID of the workflow a workflow task belongs to, its
+// name in it and the IDs of the instances it waits for; "", "" and nil
+// for any other instance.
+func (i *Instance) Workflow() (id, task string, dependsOn []string) {
+	return i.pb.GetWorkflowId(), i.pb.GetTask(), i.pb.GetDependsOn()
+}
+
 // Labels are the labels a node must have to run the instance; nil for
 // none.
 func (i *Instance) Labels() []string {

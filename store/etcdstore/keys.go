@@ -270,6 +270,9 @@ type staticRec struct {
 	Parent     string `json:"sp,omitempty"`
 	ShardIndex int    `json:"si,omitempty"`
 	ShardCount int    `json:"sc,omitempty"`
+	// Task is Instance.Task; absent for an instance that is not a
+	// workflow task.
+	Task *store.WorkflowTask `json:"wt,omitempty"`
 }
 
 // dynRec is an instance's changing part (key s/<id>, and a copy in the
@@ -431,6 +434,7 @@ func newRecords(in *store.Instance) (*staticRec, *dynRec) {
 		UniqueUntil: tn(in.UniqueUntil), Seq: in.Seq, CreatedAt: tn(in.CreatedAt),
 		Labels: store.NormLabels(in.Labels), Metadata: store.CloneMetadata(in.Metadata),
 		Parent: in.Parent, ShardIndex: in.ShardIndex, ShardCount: in.ShardCount,
+		Task: in.Task.Clone(),
 	}
 	d := &dynRec{
 		State: store.Scheduled, RunAt: tn(in.RunAt), ID: in.ID, Kind: in.Kind, Queue: in.Queue,
@@ -459,6 +463,7 @@ func instance(st *staticRec, d *dynRec) *store.Instance {
 		in.UniqueUntil = nt(st.UniqueUntil)
 		in.Metadata = store.CloneMetadata(st.Metadata)
 		in.Parent, in.ShardIndex, in.ShardCount = st.Parent, st.ShardIndex, st.ShardCount
+		in.Task = st.Task.Clone()
 	}
 	return in
 }

@@ -149,6 +149,10 @@ func (s *Store) lookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 		}
 		return nil
 	}
+	if len(q.IDs) > 0 && q.InstanceID == "" {
+		out, err := store.LookupIDs(ctx, q, s.byIDs)
+		return out, s.wrap("lookup instances", ctx, err)
+	}
 	if q.Parent != "" && q.InstanceID == "" {
 		out, err := store.LookupShards(ctx, q, s.byIDs)
 		return out, s.wrap("lookup instances", ctx, err)

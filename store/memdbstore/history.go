@@ -90,7 +90,8 @@ func (r *rec) matches(names []string, q *store.Query, since, until int64) bool {
 		(q.Queue == "" || q.Queue == names[r.qid]) &&
 		(len(q.States) == 0 || slices.Contains(q.States, r.state)) &&
 		r.createdAt >= since && r.createdAt < until &&
-		(q.Parent == "" || r.x != nil && r.x.parent == q.Parent)
+		(q.Parent == "" || r.x != nil && r.x.parent == q.Parent) &&
+		(len(q.IDs) == 0 || slices.Contains(q.IDs, r.id()))
 }
 
 // LookupInstances implements store.History. A lookup by InstanceID is one
@@ -114,16 +115,20 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 		}
 		return q.Limit <= 0 || len(found) < q.Limit
 	}
-	if q.Parent != "" && q.InstanceID == "" {
-		return store.LookupShards(ctx, q, func(_ context.Context, ids []string) ([]*store.Instance, error) {
-			out := make([]*store.Instance, 0, len(ids))
-			for _, id := range ids {
-				if r := t.get(&rec{}, id); r != nil {
-					out = append(out, r.toInstance(names))
-				}
+	byIDs := func(_ context.Context, ids []string) ([]*store.Instance, error) {
+		out := make([]*store.Instance, 0, len(ids))
+		for _, id := range ids {
+			if r := t.get(&rec{}, id); r != nil {
+				out = append(out, r.toInstance(names))
 			}
-			return out, nil
-		})
+		}
+		return out, nil
+	}
+	if len(q.IDs) > 0 && q.InstanceID == "" {
+		return store.LookupIDs(ctx, q, byIDs)
+	}
+	if q.Parent != "" && q.InstanceID == "" {
+		return store.LookupShards(ctx, q, byIDs)
 	}
 	indexes, inStates := t.states(q.States)
 	switch {

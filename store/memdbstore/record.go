@@ -83,6 +83,9 @@ type extra struct {
 	parent     string
 	shardIndex int32
 	shardCount int32
+	// task is Instance.Task: never changed after enqueue (shared by
+	// copies of the extra fields, cloned on every read).
+	task *store.WorkflowTask
 }
 
 // hist is one history record of the instance that holds it.
@@ -214,6 +217,7 @@ func (r *rec) toInstance(names []string) *store.Instance {
 		in.Error = x.err
 		in.Metadata = store.CloneMetadata(x.meta)
 		in.Parent, in.ShardIndex, in.ShardCount = x.parent, int(x.shardIndex), int(x.shardCount)
+		in.Task = x.task.Clone()
 	}
 	return in
 }

@@ -21,7 +21,7 @@ const copyMin = 64
 
 // instColsCopy are the columns enqueueCopy gives, in its rows' order.
 var instColsCopy = []string{"ns", "id", "seq", "kind", "queue", "args", "priority", "run_at", "state", "max_retries", "timeout",
-	"unique_until", "created_at", "updated_at", "labels", "metadata", "parent", "shard_index", "shard_count", "label_expr", "enq_last"}
+	"unique_until", "created_at", "updated_at", "labels", "metadata", "parent", "shard_index", "shard_count", "label_expr", "enq_last", "task"}
 
 var copyTail sync.Map // quoted schema -> statement
 
@@ -112,9 +112,13 @@ func (s *Store) enqueueCopy(ctx context.Context, p *store.EnqueueParams) ([]stor
 			if in.Parent != "" {
 				parent = in.Parent
 			}
+			var task any
+			if in.Task != nil {
+				task = string(store.MarshalTask(in.Task))
+			}
 			return []any{s.cfg.ns, in.ID, seqs[i], in.Kind, in.Queue, in.Args, int64(in.Priority), nanos(in.RunAt), int16(store.Scheduled),
 				clamp32(in.MaxRetries), int64(in.Timeout), nanos(in.UniqueUntil), nanos(in.CreatedAt), now, labels, md, parent,
-				clamp32(in.ShardIndex), clamp32(in.ShardCount), expr, seqs[n-1]}, nil
+				clamp32(in.ShardIndex), clamp32(in.ShardCount), expr, seqs[n-1], task}, nil
 		}))
 		if err != nil {
 			var pgErr *pgconn.PgError

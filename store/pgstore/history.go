@@ -64,6 +64,9 @@ func (s *Store) LookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 	if q.Parent != "" {
 		w.add("parent = ?", q.Parent) // instances_parent
 	}
+	if len(q.IDs) > 0 {
+		w.add("id = ANY(?::text[])", q.IDs) // instances_pkey
+	}
 	if len(q.States) > 0 {
 		w.add("state = ANY(?::int2[])", states16(q.States))
 	}

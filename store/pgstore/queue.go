@@ -42,17 +42,17 @@ func (s *Store) stmt() *stmts {
 	// priority the queue has not had).
 	st.enqueue = `WITH x AS MATERIALIZED (SELECT o.*, nextval('` + strings.ReplaceAll(s.t("seq"), "'", "''") + `') AS seq FROM (
 		SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[], $7::int8[], $8::int8[], $9::int4[],
-		$10::int8[], $11::int8[], $12::text[], $16::text[], $17::text[], $18::int8[], $19::text[], $20::int4[], $21::int4[])
+		$10::int8[], $11::int8[], $12::text[], $16::text[], $17::text[], $18::int8[], $19::text[], $20::int4[], $21::int4[], $22::text[])
 		WITH ORDINALITY AS x(id, kind, queue, args, priority, run_at, max_retries, timeout, created, labels, md, ukey, uuntil,
-			parent, shard_index, shard_count, o) ORDER BY x.o) AS o),
+			parent, shard_index, shard_count, task, o) ORDER BY x.o) AS o),
 lk AS MATERIALIZED (SELECT max(seq) AS last FROM x),
 ins AS (INSERT INTO ` + inst + ` (ns, id, seq, kind, queue, args, priority, run_at, state, max_retries, timeout,
-		unique_key, unique_until, created_at, updated_at, labels, metadata, parent, shard_index, shard_count, label_expr, enq_last)
+		unique_key, unique_until, created_at, updated_at, labels, metadata, parent, shard_index, shard_count, label_expr, enq_last, task)
 	SELECT $1, x.id, x.seq, x.kind, x.queue, x.args, x.priority, x.run_at, 2, x.max_retries, x.timeout,
 		nullif(x.ukey, ''), x.uuntil, x.created, $2,
 		CASE WHEN x.labels = '' THEN NULL ELSE string_to_array(x.labels, ',') END, nullif(x.md, '')::json,
 		nullif(x.parent, ''), x.shard_index, x.shard_count,
-		strpos(x.labels, '!') > 0 OR strpos(x.labels, '|') > 0, (SELECT last FROM lk)
+		strpos(x.labels, '!') > 0 OR strpos(x.labels, '|') > 0, (SELECT last FROM lk), nullif(x.task, '')
 	FROM x ORDER BY x.o
 	ON CONFLICT (ns, id) DO NOTHING
 	RETURNING id, seq, kind, queue, priority),
@@ -566,7 +566,7 @@ func (s *Store) insert(ctx context.Context, q querier, p *store.EnqueueParams, i
 	args := make([][]byte, n)
 	prio, runAt, timeout, created, uuntil := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	retries := make([]int32, n)
-	parent, shardIndex, shardCount := make([]string, n), make([]int32, n), make([]int32, n)
+	parent, shardIndex, shardCount, task := make([]string, n), make([]int32, n), make([]int32, n), make([]string, n)
 	for j := range n {
 		in := p.Instances[j]
 		if idx != nil {
@@ -579,6 +579,7 @@ func (s *Store) insert(ctx context.Context, q querier, p *store.EnqueueParams, i
 		timeout[j], created[j], retries[j] = int64(in.Timeout), nanos(in.CreatedAt), clamp32(in.MaxRetries)
 		ukey[j], uuntil[j] = in.UniqueKey, nanos(in.UniqueUntil)
 		parent[j], shardIndex[j], shardCount[j] = in.Parent, clamp32(in.ShardIndex), clamp32(in.ShardCount)
+		task[j] = string(store.MarshalTask(in.Task))
 	}
 	if txFrom(ctx) != nil {
 		// In the caller's transaction, the statement would hold a new
@@ -592,7 +593,7 @@ func (s *Store) insert(ctx context.Context, q querier, p *store.EnqueueParams, i
 		}
 	}
 	rows, err := q.Query(ctx, s.stmt().enqueue, s.cfg.ns, nanos(p.Now), id, kind, queue, args, prio, runAt, retries, timeout, created, labels,
-		p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, md, ukey, uuntil, parent, shardIndex, shardCount)
+		p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, md, ukey, uuntil, parent, shardIndex, shardCount, task)
 	if err != nil {
 		return nil, err
 	}

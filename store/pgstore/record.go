@@ -14,7 +14,7 @@ import (
 // them; prefix them with an alias where a query needs one (instColsOf).
 const instCols = `id, seq, kind, queue, args, priority, run_at, state, attempt, max_retries, timeout,
 	unique_key, unique_until, lease_owner, lease_until, cancel_req, created_at, updated_at, finished_at,
-	result, error, labels, metadata::text, parent, shard_index, shard_count`
+	result, error, labels, metadata::text, parent, shard_index, shard_count, task`
 
 // instColsOf returns instCols qualified by alias.
 func instColsOf(alias string) string {
@@ -23,7 +23,7 @@ func instColsOf(alias string) string {
 		alias + ".timeout, " + alias + ".unique_key, " + alias + ".unique_until, " + alias + ".lease_owner, " +
 		alias + ".lease_until, " + alias + ".cancel_req, " + alias + ".created_at, " + alias + ".updated_at, " +
 		alias + ".finished_at, " + alias + ".result, " + alias + ".error, " + alias + ".labels, " + alias + ".metadata::text, " +
-		alias + ".parent, " + alias + ".shard_index, " + alias + ".shard_count"
+		alias + ".parent, " + alias + ".shard_index, " + alias + ".shard_count, " + alias + ".task"
 }
 
 // row is an instance row as scanned, before it is checked.
@@ -45,13 +45,14 @@ type row struct {
 	metadata                 *string
 	parent                   *string
 	shardIndex, shardCount   int32
+	task                     *string
 }
 
 func (r *row) dest() []any {
 	return []any{&r.id, &r.seq, &r.kind, &r.queue, &r.args, &r.priority, &r.runAt, &r.state, &r.attempt,
 		&r.maxRetries, &r.timeout, &r.uniqueKey, &r.uniqueUntil, &r.leaseOwner, &r.leaseUntil, &r.cancelReq,
 		&r.created, &r.updated, &r.finish, &r.result, &r.errMsg, &r.labels, &r.metadata,
-		&r.parent, &r.shardIndex, &r.shardCount}
+		&r.parent, &r.shardIndex, &r.shardCount, &r.task}
 }
 
 // instance checks r and returns it as a store.Instance; a row that breaks
@@ -83,6 +84,13 @@ func (r *row) instance() (*store.Instance, error) {
 	}
 	if r.parent != nil {
 		in.Parent = *r.parent
+	}
+	if r.task != nil {
+		t, err := store.UnmarshalTask([]byte(*r.task))
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: instance %s: %w", r.id, err)
+		}
+		in.Task = t
 	}
 	in.ShardIndex, in.ShardCount = int(r.shardIndex), int(r.shardCount)
 	if r.metadata != nil {

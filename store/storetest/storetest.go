@@ -144,6 +144,7 @@ func Run(t *testing.T, h Harness) {
 		{"Shards", testShards}, {"ShardsInvalid", testShardsInvalid}, {"Wake", testWake},
 	}
 	tests = append(tests, inspectTests...)
+	tests = append(tests, workflowTests...)
 	tests = append(tests, labelExprTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

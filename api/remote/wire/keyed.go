@@ -71,6 +71,7 @@ const (
 	kInstParent
 	kInstShardIndex
 	kInstShardCount
+	kInstTask // store.MarshalTask's JSON
 )
 
 // The keys of store.Outcome.
@@ -435,6 +436,7 @@ func instanceFields(f *fields, in *store.Instance) {
 	f.str(kInstParent, in.Parent)
 	f.int(kInstShardIndex, int64(in.ShardIndex))
 	f.int(kInstShardCount, int64(in.ShardCount))
+	f.bin(kInstTask, store.MarshalTask(in.Task))
 }
 
 func (k *keyedEncoder) finishParams(p *store.FinishParams) {
@@ -880,6 +882,11 @@ func (k *keyedDecoder) instance() (*store.Instance, error) {
 			in.ShardIndex, err = k.intv()
 		case kInstShardCount:
 			in.ShardCount, err = k.intv()
+		case kInstTask:
+			var b []byte
+			if b, err = k.bin(); err == nil {
+				in.Task, err = store.UnmarshalTask(b)
+			}
 		default:
 			return false, nil
 		}

@@ -250,6 +250,11 @@ func instanceDetail(pr *printer, in *client.Instance) error {
 	case p.GetShardCount() > 0:
 		t.row("shards", strconv.Itoa(int(p.GetShardCount())))
 	}
+	if p.GetWorkflowId() != "" {
+		t.row("workflow", p.GetWorkflowId())
+		t.row("task", p.GetTask())
+		t.row("depends on", orDash(strings.Join(p.GetDependsOn(), " ")))
+	}
 	if p.GetProgressAt() != nil {
 		t.row("progress", strconv.FormatFloat(p.GetProgress()*100, 'f', 0, 64)+"% "+p.GetProgressMessage())
 		t.row("progress at", ts(p.GetProgressAt()))

@@ -331,27 +331,36 @@ func encodeFullSpec(in *store.Instance, enq time.Time) string {
 	p.int(0)
 	p.int(-1)
 	rec := p.record()
-	return rec + specTail(laneLabels(in.Labels), encodeMetadata(in.Metadata), encodeShard(in))
+	return rec + specTail(laneLabels(in.Labels), encodeMetadata(in.Metadata), encodeShard(in), encodeTask(in))
 }
 
 // specTail returns the values a spec ends with after P_HSEQ for labels l
 // (as laneLabels gives them), metadata md (encodeMetadata) and shard
-// fields sh (encodeShard): P_LABELS when any of the three is set, P_META
-// when md or sh is, P_SHARD when sh is; "" for none.
-func specTail(l, md, sh string) string {
-	if l == "" && md == "" && sh == "" {
+// fields sh (encodeShard) and workflow fields task (encodeTask): P_LABELS
+// when any of the four is set, P_META when md, sh or task is, P_SHARD
+// when sh or task is, P_TASK when task is; "" for none.
+func specTail(l, md, sh, task string) string {
+	if l == "" && md == "" && sh == "" && task == "" {
 		return ""
 	}
 	p := getPacker()
 	p.str(l)
-	if md != "" || sh != "" {
+	if md != "" || sh != "" || task != "" {
 		p.str(md)
 	}
-	if sh != "" {
+	if sh != "" || task != "" {
 		p.str(sh)
+	}
+	if task != "" {
+		p.str(task)
 	}
 	return p.record()
 }
+
+// encodeTask returns in's workflow fields as the spec keeps them
+// (lua/lib.lua P_TASK): store.MarshalTask's JSON; "" for an instance that
+// is not a workflow task.
+func encodeTask(in *store.Instance) string { return string(store.MarshalTask(in.Task)) }
 
 // encodeShard returns in's shard fields as the spec keeps them (lua/lib.lua
 // P_SHARD): the parent, the shard index and the shard count as MessagePack
@@ -468,10 +477,19 @@ func DecodeInstance(id, spec, state string) (*store.Instance, error) {
 			return nil, corrupt("instance "+id, spec)
 		}
 	}
-	if u.more() { // P_SHARD, written only for a sharded task's parent or shard
-		if !decodeShard(u.str(), in) {
+	if u.more() { // P_SHARD, written only for a sharded task's parent or shard, or before P_TASK
+		switch raw := u.str(); {
+		case raw == "" && u.more(): // "" is written only before workflow fields
+		case !decodeShard(raw, in):
 			return nil, corrupt("instance "+id, spec)
 		}
+	}
+	if u.more() { // P_TASK, written only for a workflow task
+		t, err := store.UnmarshalTask([]byte(u.str()))
+		if err != nil || t == nil {
+			return nil, corrupt("instance "+id, spec)
+		}
+		in.Task = t
 	}
 	if !u.end() {
 		return nil, corrupt("instance "+id, spec)

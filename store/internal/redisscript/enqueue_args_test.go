@@ -205,7 +205,7 @@ func enqueueArgsBefore(p *store.EnqueueParams) (args, ids []string, err error) {
 			lane, lastLabels = laneLabels(in.Labels), in.Labels
 			lastLane = lane
 		}
-		tail := specTail(lane, encodeMetadata(in.Metadata), encodeShard(in))
+		tail := specTail(lane, encodeMetadata(in.Metadata), encodeShard(in), encodeTask(in))
 		cl := enqueueClass{kind: in.Kind, queue: in.Queue, prio: in.Priority, labels: lane,
 			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= dueBy, x: tail != "", u: in.UniqueKey != ""}
 		num, ok := classNum[cl]

@@ -28,6 +28,9 @@ func (c *Core) LookupInstances(ctx context.Context, q *store.Query) ([]*store.In
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if len(q.IDs) > 0 && q.InstanceID == "" {
+		return store.LookupIDs(ctx, q, c.byIDs)
+	}
 	if q.Parent != "" && q.InstanceID == "" {
 		return store.LookupShards(ctx, q, c.byIDs)
 	}

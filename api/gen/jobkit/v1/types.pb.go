@@ -548,9 +548,16 @@ type Instance struct {
 	// and the task's shard count. On the parent: parent_id empty and
 	// shard_count set; it completes with one result per shard, in shard
 	// order. All unset for an instance that is not part of a sharded task.
-	ParentId      string `protobuf:"bytes,27,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
-	ShardIndex    int32  `protobuf:"varint,28,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
-	ShardCount    int32  `protobuf:"varint,29,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	ParentId   string `protobuf:"bytes,27,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	ShardIndex int32  `protobuf:"varint,28,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
+	ShardCount int32  `protobuf:"varint,29,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	// A workflow task (jobkit's ScheduleWorkflow): the workflow's ID, the
+	// task's name in it ("$end" for the workflow's end, which has the
+	// workflow's ID), and the IDs of the instances it waits for. Unset for
+	// an instance that is not part of a workflow.
+	WorkflowId    string   `protobuf:"bytes,30,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	Task          string   `protobuf:"bytes,31,opt,name=task,proto3" json:"task,omitempty"`
+	DependsOn     []string `protobuf:"bytes,32,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -786,6 +793,27 @@ func (x *Instance) GetShardCount() int32 {
 		return x.ShardCount
 	}
 	return 0
+}
+
+func (x *Instance) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *Instance) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *Instance) GetDependsOn() []string {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
 }
 
 // InstanceFilter selects instances. Every field set must match; an empty
@@ -2406,7 +2434,7 @@ var File_jobkit_v1_types_proto protoreflect.FileDescriptor
 
 const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x15jobkit/v1/types.proto\x12\tjobkit.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\t\n" +
+	"\x15jobkit/v1/types.proto\x12\tjobkit.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\t\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
@@ -2448,7 +2476,12 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\vshard_index\x18\x1c \x01(\x05R\n" +
 	"shardIndex\x12\x1f\n" +
 	"\vshard_count\x18\x1d \x01(\x05R\n" +
-	"shardCount\x1a;\n" +
+	"shardCount\x12\x1f\n" +
+	"\vworkflow_id\x18\x1e \x01(\tR\n" +
+	"workflowId\x12\x12\n" +
+	"\x04task\x18\x1f \x01(\tR\x04task\x12\x1d\n" +
+	"\n" +
+	"depends_on\x18  \x03(\tR\tdependsOn\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +

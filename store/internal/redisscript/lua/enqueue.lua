@@ -22,7 +22,7 @@
 --       (1 to C, decimal), the number of instances, then per instance its
 --       spec (the ten values the Go side writes, see lib.lua), its RunAt
 --       (be(RunAt, 7) when due, else decimal), with flag 2 the spec's
---       tail (P_LABELS, P_META, P_SHARD as the spec keeps them), with
+--       tail (P_LABELS, P_META, P_SHARD, P_TASK as the spec keeps them), with
 --       flag 4 its unique key and UniqueUntil (us).
 -- What is the same for many instances is sent and worked out once; per
 -- instance the script builds its record and its ready-list or scheduled

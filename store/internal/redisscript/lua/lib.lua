@@ -127,10 +127,13 @@ local NP = 14
 -- 17th value only for a sharded task's parent or shard: the Go side's
 -- packing of its parent, shard index and count (codec.go encodeShard),
 -- which the scripts never read either; P_LABELS and P_META are then ''
--- when the instance has none.
+-- when the instance has none. P_TASK, an 18th value only for a workflow
+-- task: the Go side's JSON of its store.WorkflowTask (codec.go
+-- encodeTask), never read by the scripts; P_SHARD is then '' when the
+-- instance is not a shard.
 local P_LABELS, P_META = 15, 16
 local P_SCHEMA = {'number', 'string', 'string', 'string', 'number', 'number', 'number',
-	'number', 'string', 'number', 'number', 'number', 'number', 'number', 'string', 'string', 'string'}
+	'number', 'string', 'number', 'number', 'number', 'number', 'number', 'string', 'string', 'string', 'string'}
 
 -- spec decodes raw, or returns nil when raw is missing or not a spec.
 -- A spec without labels gets P_LABELS ''.
@@ -139,7 +142,7 @@ local function spec(raw)
 		return nil
 	end
 	local ok, p = pcall(function() return {cmsgpack.unpack(raw)} end)
-	if not ok or #p < NP or #p > NP + 3 then
+	if not ok or #p < NP or #p > NP + 4 then
 		return nil
 	end
 	for i = 1, #p do

@@ -1,0 +1,694 @@
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobkit/job/store"
+)
+
+// The workflow machinery around the attempts: the gate a task with
+// dependencies passes when claimed, the release of dependents when a task
+// ends, and the reads (results, lookups) and writes (AddTasks, cancel).
+
+// gateChunk is how many dependencies a gate reads per store call; it stops
+// at the first call that finds one pending.
+const gateChunk = 1000
+
+// gateCursor is the mark a waiting gate leaves in its hand-back's error:
+// the dependencies before it (in Deps order) had all ended, so the next
+// look starts there.
+var gateCursor = regexp.MustCompile(`\[from (\d+)\]$`)
+
+// gate runs in place of the executor, first, for a workflow task with
+// dependencies: it reports true when the executor is to run in this
+// attempt (every dependency completed, or ended under DepRun); otherwise
+// it has submitted the attempt's outcome: handed back to wait (attempt not
+// counted), canceled for a failed dependency, or, for a gate task (the
+// end, the join of added tasks), ended with its dependencies' results.
+func (m *Manager) gate(a *attempt) bool {
+	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
+	out, results, gerr, run := m.gateOutcome(ctx, a.rec)
+	cancel()
+	if run && context.Cause(a.ctx) == nil {
+		return true
+	}
+	switch cause := context.Cause(a.ctx); {
+	case errors.Is(cause, ErrShutdown):
+		out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true,
+			Error: "handed back: " + ErrShutdown.Error()}
+		results, gerr = nil, nil
+	case errors.Is(cause, ErrCanceled):
+		out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Canceled, Error: ErrCanceled.Error()}
+		results, gerr = nil, ErrCanceled
+	}
+	ours := a.settle()
+	if !ours && !a.fenced() {
+		m.returned(a, false)
+		return false
+	}
+	if ours {
+		m.watch.remove(a)
+	} else {
+		m.returned(a, true)
+	}
+	inst := newInstance(a.rec.Clone(), m.logs)
+	inst.results = results
+	m.completer.submit(&finishReq{a: a, out: out, inst: inst, err: gerr, ended: m.clock.Now()})
+	if ours {
+		m.decided()
+	}
+	return false
+}
+
+// depDesc describes a dependency that did not complete.
+func depDesc(d *store.Instance) string {
+	s := fmt.Sprintf("task %q (%s) %s", d.Task.Name, d.ID, d.State)
+	if d.Error != "" {
+		s += ": " + d.Error
+	}
+	return s
+}
+
+// taskName returns the name of the workflow task in, or its ID.
+func taskName(in *store.Instance) string {
+	if in.Task != nil {
+		return in.Task.Name
+	}
+	return in.ID
+}
+
+// gateOutcome decides what the claimed task p does (see gate).
+func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store.Outcome, results []any, err error, run bool) {
+	t := p.Task
+	now := m.clock.Now()
+	wait := func(why string, from int) store.Outcome {
+		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Scheduled, RunAt: now.Add(m.shards.recheck), Release: true,
+			Error: fmt.Sprintf("%s [from %d]", why, from)}
+	}
+	from := 0
+	if g := gateCursor.FindStringSubmatch(p.Error); g != nil {
+		if n, err := strconv.Atoi(g[1]); err == nil && n >= 0 && n <= len(t.Deps) {
+			from = n
+		}
+	}
+	waitsForAll := t.Gate || t.OnDepFailure == DepRun
+	failedOut := func(failed []string) (store.Outcome, []any, error, bool) {
+		err := fmt.Errorf("%w: %s", ErrDependencyFailed, strings.Join(failed, "; "))
+		if t.OnDepFailure == DepCancelWorkflow {
+			if cerr := m.cancelWorkflowTasks(ctx, t.Workflow, p.ID); cerr != nil {
+				m.log.Warn("workflow: canceling the workflow for a failed dependency", "workflow", t.Workflow, "task", t.Name, "err", cerr)
+			}
+			err = fmt.Errorf("%w; the workflow is canceled (DepCancelWorkflow)", err)
+		}
+		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Canceled, Error: err.Error()}, nil, err, false
+	}
+	// A long list: the dependencies from the cursor on, a chunk at a
+	// time, up to the first chunk that holds one still pending.
+	if len(t.Deps) > gateChunk {
+		for lo := from; lo < len(t.Deps); lo += gateChunk {
+			got, lerr := m.readIDs(ctx, t.Deps[lo:min(lo+gateChunk, len(t.Deps))])
+			if lerr != nil {
+				return wait("waiting for dependencies: looking them up: "+lerr.Error(), from), nil, nil, false
+			}
+			var failed []string
+			for k, d := range got {
+				switch {
+				case d == nil || !d.State.Final():
+					return wait(fmt.Sprintf("waiting for dependencies: %d of %d ended before %q", lo+k, len(t.Deps), taskName(orID(d, t.Deps[lo+k]))), lo+k), nil, nil, false
+				case d.State != store.Completed:
+					failed = append(failed, depDesc(d))
+				}
+			}
+			if len(failed) > 0 && !waitsForAll {
+				return failedOut(failed)
+			}
+		}
+	}
+	// Every dependency, and the join of the tasks each added (AddTasks),
+	// in one read.
+	n := len(t.Deps)
+	ids := make([]string, 0, 2*n)
+	ids = append(ids, t.Deps...)
+	for _, id := range t.Deps {
+		ids = append(ids, addedJoinID(t.Workflow, id))
+	}
+	all, lerr := m.readIDs(ctx, ids)
+	if lerr != nil {
+		return wait("waiting for dependencies: reading them: "+lerr.Error(), from), nil, nil, false
+	}
+	deps, joins := all[:n], all[n:]
+	var failed, pending []string
+	first := -1
+	for k, d := range deps {
+		j := joins[k]
+		switch {
+		case d == nil || !d.State.Final():
+			if first < 0 {
+				first = k
+			}
+			if len(pending) < 3 {
+				pending = append(pending, strconv.Quote(taskName(orID(d, t.Deps[k]))))
+			}
+		case d.State != store.Completed:
+			failed = append(failed, depDesc(d))
+		case j == nil:
+		case !j.State.Final():
+			if first < 0 {
+				first = k
+			}
+			if len(pending) < 3 {
+				pending = append(pending, fmt.Sprintf("the tasks %q added", d.Task.Name))
+			}
+		case j.State != store.Completed:
+			failed = append(failed, fmt.Sprintf("a task %q added: %s", d.Task.Name, j.Error))
+		}
+	}
+	if len(failed) > 0 && !waitsForAll {
+		return failedOut(failed)
+	}
+	if first >= 0 {
+		return wait(fmt.Sprintf("waiting for dependencies: %d of %d ended, not %s", countFinal(deps), n, strings.Join(pending, ", ")), first), nil, nil, false
+	}
+	if !t.Gate {
+		return store.Outcome{}, nil, nil, true
+	}
+	if len(failed) > 0 {
+		err := Permanent(fmt.Errorf("%w: %s", ErrDependencyFailed, strings.Join(failed, "; ")))
+		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Terminated, Error: err.Error()}, nil, err, false
+	}
+	// A gate completes with its dependencies' results, in Deps order.
+	raw := make([]json.RawMessage, len(deps))
+	results = make([]any, len(deps))
+	for i, d := range deps {
+		r := d.Result
+		if len(r) == 0 {
+			r = []byte("[]")
+		}
+		raw[i] = r
+		if v, err := decodeJSONArray(r); err == nil {
+			results[i] = v
+		} else {
+			results[i] = r
+		}
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		err = Permanent(fmt.Errorf("%w: gathering the results of the dependencies of task %q: %w", ErrCorrupt, t.Name, err))
+		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Terminated, Error: err.Error()}, nil, err, false
+	}
+	return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Completed, Result: b}, results, nil, false
+}
+
+// orID returns in, or a stand-in named id when in is nil.
+func orID(in *store.Instance, id string) *store.Instance {
+	if in == nil {
+		return &store.Instance{ID: id}
+	}
+	return in
+}
+
+// countFinal counts the ended instances among recs.
+func countFinal(recs []*store.Instance) int {
+	n := 0
+	for _, r := range recs {
+		if r != nil && r.State.Final() {
+			n++
+		}
+	}
+	return n
+}
+
+// readIDs reads the instances with ids, in the order of ids (nil where
+// one is not stored), MaxQueryIDs at a time.
+func (m *Manager) readIDs(ctx context.Context, ids []string) ([]*store.Instance, error) {
+	out := make([]*store.Instance, len(ids))
+	at := make(map[string]int, len(ids))
+	for i, id := range ids {
+		at[id] = i
+	}
+	for lo := 0; lo < len(ids); lo += store.MaxQueryIDs {
+		got, err := m.store.LookupInstances(ctx, &store.Query{IDs: ids[lo:min(lo+store.MaxQueryIDs, len(ids))]})
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range got {
+			if i, ok := at[in.ID]; ok {
+				out[i] = in
+			}
+		}
+	}
+	return out, nil
+}
+
+// workflowsEnded wakes the dependents of the workflow tasks among recs
+// that reached a final state (by this manager's outcome, rescue or
+// cancel, each stored before this call), in one store call: the release.
+// A dependent woken before all its dependencies ended looks and waits
+// again (its gate); one whose wake-up was lost (a crash, a failed call)
+// looks on its own after the recheck interval. Failures are logged, never
+// returned.
+func (m *Manager) workflowsEnded(ctx context.Context, recs []*store.Instance) {
+	var ids []string
+	for _, r := range recs {
+		if r.Task != nil && r.State.Final() {
+			ids = append(ids, r.Task.Dependents...)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := m.store.Wake(ctx, &store.WakeParams{IDs: ids, Now: m.clock.Now()}); err != nil {
+		m.log.Warn("workflow: waking the dependents of ended tasks; they look again on their own", "instances", len(ids), "err", err)
+		return
+	}
+	m.notifyLocal()
+}
+
+// instancesEnded is the completer's, the rescuer's and CancelInstance's
+// callback for instances that reached a final state: the join of sharded
+// tasks and the release of workflow tasks.
+func (m *Manager) instancesEnded(ctx context.Context, recs []*store.Instance) {
+	m.shards.shardsEnded(ctx, recs)
+	m.workflowsEnded(ctx, recs)
+}
+
+// LookupWorkflow reads the workflow with that ID: its end, and every task
+// reached from it through dependencies and the joins of added tasks (a
+// few reads by ID per level of the graph, whatever else the store holds).
+// ErrNotFound when its end is not stored (never stored, or pruned).
+func (m *Manager) LookupWorkflow(ctx context.Context, id string) (*WorkflowInfo, error) {
+	recs, end, err := m.workflowRecs(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("job: lookup workflow %s: %w", id, err)
+	}
+	info := &WorkflowInfo{ID: id, End: newInfo(end)}
+	if names, err := decodeJSONArray(end.Args); err == nil && len(names) == 1 {
+		info.Name, _ = names[0].(string)
+	}
+	running, failed := false, false
+	for _, r := range recs {
+		if r.Task.Gate {
+			continue // the joins of added tasks: their tasks say it all
+		}
+		info.Tasks = append(info.Tasks, newInfo(r))
+		running = running || r.State == store.Processing || r.State.Final()
+		failed = failed || r.State.Final() && r.State != store.Completed
+	}
+	slices.SortFunc(info.Tasks, func(a, b *InstanceInfo) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return int(a.Seq) - int(b.Seq)
+	})
+	switch end.State {
+	case store.Completed:
+		info.State = WorkflowCompleted
+	case store.Canceled:
+		info.State = WorkflowCanceled
+	case store.Terminated, store.TimedOut:
+		info.State = WorkflowFailed
+	default:
+		info.State = WorkflowPending
+		if running {
+			info.State = WorkflowRunning
+		}
+	}
+	_ = failed
+	return info, nil
+}
+
+// workflowRecs reads the end of workflow id and its tasks (added ones and
+// their joins included).
+func (m *Manager) workflowRecs(ctx context.Context, id string) ([]*store.Instance, *store.Instance, error) {
+	got, err := m.readIDs(ctx, []string{id})
+	if err != nil {
+		return nil, nil, err
+	}
+	end := got[0]
+	if end == nil || end.Task == nil || end.Task.Name != store.EndTask {
+		return nil, nil, fmt.Errorf("%w: no workflow with ID %s", ErrNotFound, id)
+	}
+	seen := map[string]bool{id: true}
+	var out []*store.Instance
+	next := slices.Clone(end.Task.Deps)
+	for len(next) > 0 {
+		var ids []string
+		for _, n := range next {
+			if !seen[n] {
+				seen[n] = true
+				ids = append(ids, n)
+			}
+		}
+		next = nil
+		if len(ids) == 0 {
+			break
+		}
+		recs, err := m.readIDs(ctx, ids)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, r := range recs {
+			if r == nil || r.Task == nil || r.Task.Workflow != id {
+				continue
+			}
+			out = append(out, r)
+			next = append(next, r.Task.Deps...)
+			if !r.Task.Gate {
+				next = append(next, addedJoinID(id, r.ID))
+			}
+		}
+	}
+	return out, end, nil
+}
+
+// CancelWorkflow cancels the workflow with that ID: its end first (so its
+// state is canceled), then every task pending or running, as
+// CancelInstance cancels each. Tasks that ended are left as they are.
+func (m *Manager) CancelWorkflow(ctx context.Context, id string) (*WorkflowInfo, error) {
+	if err := m.cancelWorkflowTasks(ctx, id, ""); err != nil {
+		return nil, fmt.Errorf("job: cancel workflow %s: %w", id, err)
+	}
+	return m.LookupWorkflow(ctx, id)
+}
+
+// cancelWorkflowTasks cancels the end and the open tasks of workflow id,
+// except the instance except (a gate canceling its own workflow).
+func (m *Manager) cancelWorkflowTasks(ctx context.Context, id, except string) error {
+	recs, end, err := m.workflowRecs(ctx, id)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range append([]*store.Instance{end}, recs...) {
+		if r.ID == except || r.State.Final() {
+			continue
+		}
+		if _, err := m.CancelInstance(ctx, r.ID); err != nil && !errors.Is(err, ErrFinished) && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, fmt.Errorf("task %q: %w", taskName(r), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// taskOf returns the workflow task ji runs, or an error naming the fix.
+func taskOf(ji Instance, what string) (*instance, *store.WorkflowTask, error) {
+	i, ok := ji.(*instance)
+	if !ok || i.rec == nil || i.rec.Task == nil {
+		return nil, nil, fmt.Errorf("%w: %s outside a workflow task; call it with the Instance a workflow task's executor received", ErrWorkflow, what)
+	}
+	if i.mgr == nil {
+		return nil, nil, fmt.Errorf("%w: %s outside a running attempt; call it from the task's executor", ErrWorkflow, what)
+	}
+	return i, i.rec.Task, nil
+}
+
+// fullName resolves name, as a task's code names a sibling, to the name
+// stored: as given, or prefixed like the caller's own (tasks added by
+// AddTasks are named "<adder>/<name>").
+func fullName(t *store.WorkflowTask, name string, have func(string) bool) string {
+	if have(name) {
+		return name
+	}
+	if k := strings.LastIndexByte(t.Name, '/'); k >= 0 && have(t.Name[:k+1]+name) {
+		return t.Name[:k+1] + name
+	}
+	return name
+}
+
+// DependencyResultsInto decodes the results of the dependency named task
+// of the workflow task ji runs into ptrs, as InstanceInfo.ResultsInto
+// does:
+//
+//	var path string
+//	err := job.DependencyResultsInto(ctx, ji, "download", &path)
+//
+// Call it from the executor (ji is the Instance it received). An error
+// wraps ErrWorkflow when task is not a dependency of ji's task (it names
+// them), ErrDependencyFailed when that dependency did not complete
+// (DepRun), and ErrInvalidResults when they do not decode into ptrs.
+func DependencyResultsInto(ctx context.Context, ji Instance, task string, ptrs ...any) error {
+	i, t, err := taskOf(ji, "DependencyResultsInto")
+	if err != nil {
+		return err
+	}
+	deps, err := i.mgr.readIDs(ctx, t.Deps)
+	if err != nil {
+		return fmt.Errorf("job: results of dependency %q of task %q: %w", task, t.Name, err)
+	}
+	byName := map[string]*store.Instance{}
+	var names []string
+	for _, d := range deps {
+		if d != nil && d.Task != nil {
+			byName[d.Task.Name] = d
+			names = append(names, strconv.Quote(d.Task.Name))
+		}
+	}
+	d := byName[fullName(t, task, func(n string) bool { return byName[n] != nil })]
+	switch {
+	case d == nil:
+		return fmt.Errorf("%w: task %q has no dependency %q (its dependencies: %s); add it with After(%q)", ErrWorkflow, t.Name, task, strings.Join(names, ", "), task)
+	case d.State != store.Completed:
+		return fmt.Errorf("%w: %s", ErrDependencyFailed, depDesc(d))
+	}
+	if err := decodeInto(d.Result, ptrs, "result"); err != nil {
+		return fmt.Errorf("job: results of dependency %q of task %q: %w: %w", task, t.Name, ErrInvalidResults, err)
+	}
+	return nil
+}
+
+// AddedResultsInto decodes the first result of each task that the task
+// named task added (AddTasks) and that nothing else among them depends
+// on, in the order they were added, into the slice slicePtr points to:
+//
+//	var sizes []int64
+//	err := job.AddedResultsInto(ctx, ji, "scan", &sizes)
+//
+// task is a dependency of ji's task, or ji's task itself once its added
+// tasks completed. Errors as DependencyResultsInto's; ErrNotFound when
+// task added none.
+func AddedResultsInto(ctx context.Context, ji Instance, task string, slicePtr any) error {
+	i, t, err := taskOf(ji, "AddedResultsInto")
+	if err != nil {
+		return err
+	}
+	ids := []string{addedJoinID(t.Workflow, store.WorkflowTaskID(t.Workflow, task))}
+	if k := strings.LastIndexByte(t.Name, '/'); k >= 0 {
+		ids = append(ids, addedJoinID(t.Workflow, store.WorkflowTaskID(t.Workflow, t.Name[:k+1]+task)))
+	}
+	got, err := i.mgr.readIDs(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("job: results of the tasks %q added: %w", task, err)
+	}
+	var j *store.Instance
+	for _, g := range got {
+		if g != nil {
+			j = g
+			break
+		}
+	}
+	switch {
+	case j == nil:
+		return fmt.Errorf("%w: task %q of workflow %s added no tasks", ErrNotFound, task, t.Workflow)
+	case j.State != store.Completed:
+		return fmt.Errorf("%w: the tasks %q added have not all completed: %s", ErrDependencyFailed, task, depDesc(j))
+	}
+	var each []json.RawMessage
+	if err := json.Unmarshal(j.Result, &each); err != nil {
+		return fmt.Errorf("job: results of the tasks %q added: %w: %v", task, ErrCorrupt, err)
+	}
+	firsts := make([]json.RawMessage, len(each))
+	for k, r := range each {
+		var vals []json.RawMessage
+		if err := json.Unmarshal(r, &vals); err != nil {
+			return fmt.Errorf("job: results of the tasks %q added: %w: %v", task, ErrCorrupt, err)
+		}
+		firsts[k] = json.RawMessage("null")
+		if len(vals) > 0 {
+			firsts[k] = vals[0]
+		}
+	}
+	b, _ := json.Marshal(firsts)
+	if err := json.Unmarshal(b, slicePtr); err != nil {
+		return fmt.Errorf("job: results of the tasks %q added, into %T: %w: %v", task, slicePtr, ErrInvalidResults, err)
+	}
+	return nil
+}
+
+// AddTasks adds tasks to the workflow of the task ji runs, from its
+// executor, in one store call: one per file it found, say. Each is named
+// "<task>/<name>" in the workflow; After among them names each other
+// (unprefixed). The tasks that depend on ji's task then wait for these
+// too (for those that nothing else among them depends on), and read
+// their results with AddedResultsInto. Call it once per attempt, with
+// every task; a retried attempt that adds the same names again stores
+// nothing twice. Errors as ScheduleWorkflow's.
+func AddTasks(ctx context.Context, ji Instance, tasks ...*TaskSpec) error {
+	i, t, err := taskOf(ji, "AddTasks")
+	if err != nil {
+		return err
+	}
+	if t.Gate {
+		return fmt.Errorf("%w: AddTasks from a gate task", ErrWorkflow)
+	}
+	if !i.added.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: AddTasks called twice in one attempt of task %q; add every task in one call", ErrWorkflow, t.Name)
+	}
+	m := i.mgr
+	recs, err := m.workflowRecords(ctx, t.Workflow, "", t.OnDepFailure, tasks, i.rec)
+	if err != nil {
+		i.added.Store(false)
+		return fmt.Errorf("job: add tasks to workflow %s from task %q: %w", t.Workflow, t.Name, err)
+	}
+	res, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: recs, Node: m.node, Now: m.clock.Now()})
+	if err != nil {
+		i.added.Store(false)
+		return scheduleError(fmt.Sprintf("%d tasks added to workflow %s by task %q", len(tasks), t.Workflow, t.Name), "", err)
+	}
+	for k, r := range res {
+		if r.Err != nil {
+			return fmt.Errorf("job: add task %q to workflow %s: %w", recs[k].Task.Name, t.Workflow, r.Err)
+		}
+	}
+	m.notifyLocal()
+	return nil
+}
+
+// gateWaited follows a gate's hand-back once the store holds it: it reads
+// the dependencies again and wakes the task when they are done after all.
+// A dependency that ended while the gate looked had its wake-up find the
+// task running (a wake leaves it so) and the hand-back then put it to
+// sleep until the recheck; this read, after the hand-back is stored, sees
+// that end, so the task is never left waiting for the recheck.
+func (m *Manager) gateWaited(r *finishReq, state State) {
+	t := r.a.rec.Task
+	if t == nil || state != store.Scheduled || !r.out.Release || (len(t.Deps) == 0 && !t.Gate) {
+		return
+	}
+	g := gateCursor.FindStringSubmatch(r.out.Error)
+	if g == nil {
+		return
+	}
+	from, _ := strconv.Atoi(g[1])
+	rec := r.a.rec
+	go func() {
+		ctx, cancel := context.WithTimeout(m.run.ctx, 10*time.Second)
+		defer cancel()
+		if !m.gateReady(ctx, rec, from) {
+			return
+		}
+		if err := m.store.Wake(ctx, &store.WakeParams{IDs: []string{rec.ID}, Now: m.clock.Now()}); err != nil {
+			m.log.Warn("workflow: waking a task whose dependencies ended while it looked; it looks again on its own", "instance", rec.ID, "err", err)
+			return
+		}
+		m.notifyLocal()
+	}()
+}
+
+// gateReady reports whether p's gate would not wait now: its dependencies
+// from from on have ended (or one failed, for a task that does not wait
+// for all), and so have the tasks they added. A failed read reports false
+// (the recheck covers it).
+func (m *Manager) gateReady(ctx context.Context, p *store.Instance, from int) bool {
+	t := p.Task
+	waitsForAll := t.Gate || t.OnDepFailure == DepRun
+	if from < 0 || from > len(t.Deps) {
+		from = 0
+	}
+	for lo := from; len(t.Deps) > gateChunk && lo < len(t.Deps); lo += gateChunk {
+		got, err := m.readIDs(ctx, t.Deps[lo:min(lo+gateChunk, len(t.Deps))])
+		if err != nil {
+			return false
+		}
+		for _, d := range got {
+			switch {
+			case d == nil || !d.State.Final():
+				return false
+			case d.State != store.Completed && !waitsForAll:
+				return true
+			}
+		}
+	}
+	ids := slices.Clone(t.Deps)
+	for _, id := range t.Deps {
+		ids = append(ids, addedJoinID(t.Workflow, id))
+	}
+	all, err := m.readIDs(ctx, ids)
+	if err != nil {
+		return false
+	}
+	ready := true
+	for k, d := range all[:len(t.Deps)] {
+		j := all[len(t.Deps)+k]
+		switch {
+		case d != nil && d.State.Final() && d.State != store.Completed && !waitsForAll:
+			return true // the gate cancels it now
+		case d == nil || !d.State.Final() || j != nil && !j.State.Final():
+			ready = false
+		}
+	}
+	return ready
+}
+
+// rearmDependents follows the retry of the workflow task rec: the
+// dependents its failure canceled (their error wraps ErrDependencyFailed),
+// theirs in turn, and the workflow's end when it failed, are retried to
+// wait again (due one recheck later; the retried task's end wakes them).
+// Tasks that ended otherwise, and the end of a canceled workflow, are
+// left as they are.
+func (m *Manager) rearmDependents(ctx context.Context, rec *store.Instance) error {
+	seen := map[string]bool{rec.ID: true}
+	next := slices.Clone(rec.Task.Dependents)
+	var rearm []string
+	for len(next) > 0 {
+		var ids []string
+		for _, id := range next {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		next = nil
+		got, err := m.readIDs(ctx, ids)
+		if err != nil {
+			return err
+		}
+		for _, d := range got {
+			if d == nil || d.Task == nil {
+				continue
+			}
+			failedByDep := (d.State == store.Canceled || d.State == store.Terminated) && strings.Contains(d.Error, ErrDependencyFailed.Error())
+			if !failedByDep {
+				continue
+			}
+			rearm = append(rearm, d.ID)
+			next = append(next, d.Task.Dependents...)
+		}
+	}
+	if len(rearm) == 0 {
+		return nil
+	}
+	now := m.clock.Now()
+	res, err := m.store.Retry(ctx, &store.RetryParams{IDs: rearm, RunAt: now.Add(m.shards.recheck), Now: now, Node: m.node})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range res {
+		if r.Err != nil && !errors.Is(r.Err, store.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("dependent %s: %w", r.ID, r.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
