@@ -328,7 +328,7 @@ func (m *Manager) ScheduleWorkflow(ctx context.Context, wf *Workflow) (*Workflow
 	}
 	if !stored || slices.ContainsFunc(res, func(r store.EnqueueResult) bool { return r.Existed }) {
 		// A repeat (WithWorkflowID): what is stored.
-		return m.LookupWorkflow(ctx, id)
+		return m.GetWorkflow(ctx, id)
 	}
 	info := &WorkflowInfo{ID: id, Name: wf.name, State: WorkflowPending}
 	for _, r := range recs {

@@ -284,11 +284,11 @@ func (m *Manager) instancesEnded(ctx context.Context, recs []*store.Instance) {
 	m.workflowsEnded(ctx, recs)
 }
 
-// LookupWorkflow reads the workflow with that ID: its end, and every task
+// GetWorkflow reads the workflow with that ID: its end, and every task
 // reached from it through dependencies and the joins of added tasks (a
 // few reads by ID per level of the graph, whatever else the store holds).
 // ErrNotFound when its end is not stored (never stored, or pruned).
-func (m *Manager) LookupWorkflow(ctx context.Context, id string) (*WorkflowInfo, error) {
+func (m *Manager) GetWorkflow(ctx context.Context, id string) (*WorkflowInfo, error) {
 	recs, end, err := m.workflowRecs(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("job: lookup workflow %s: %w", id, err)
@@ -380,7 +380,7 @@ func (m *Manager) CancelWorkflow(ctx context.Context, id string) (*WorkflowInfo,
 	if err := m.cancelWorkflowTasks(ctx, id, ""); err != nil {
 		return nil, fmt.Errorf("job: cancel workflow %s: %w", id, err)
 	}
-	return m.LookupWorkflow(ctx, id)
+	return m.GetWorkflow(ctx, id)
 }
 
 // cancelWorkflowTasks cancels the end and the open tasks of workflow id,

@@ -77,9 +77,9 @@ func waitWorkflow(t *testing.T, m *job.Manager, id string, want job.WorkflowStat
 	var info *job.WorkflowInfo
 	waitFor(t, fmt.Sprintf("workflow %s %s", id, want), func() bool {
 		var err error
-		info, err = m.LookupWorkflow(context.Background(), id)
+		info, err = m.GetWorkflow(context.Background(), id)
 		if err != nil {
-			t.Fatalf("LookupWorkflow: %v", err)
+			t.Fatalf("GetWorkflow: %v", err)
 		}
 		return info.State == want
 	})
@@ -162,7 +162,7 @@ func TestWorkflowDAG(t *testing.T) {
 	log.before(t, "large", "download")
 	log.before(t, "publish", "small", "large")
 	if done.Name != "images" || len(done.Tasks) != 4 {
-		t.Fatalf("LookupWorkflow: name %q, %d tasks; want images, 4", done.Name, len(done.Tasks))
+		t.Fatalf("GetWorkflow: name %q, %d tasks; want images, 4", done.Name, len(done.Tasks))
 	}
 	var out []string
 	if err := done.Task("publish").ResultsInto(&out); err != nil {
@@ -245,7 +245,7 @@ func TestWorkflowFailurePolicies(t *testing.T) {
 	}
 	done = waitWorkflow(t, m, info.ID, job.WorkflowCanceled)
 	waitFor(t, "x canceled", func() bool {
-		w, err := m.LookupWorkflow(ctx, info.ID)
+		w, err := m.GetWorkflow(ctx, info.ID)
 		return err == nil && w.Task("x").State == job.Canceled
 	})
 	if b := done.Task("b"); b.State != job.Canceled && b.State != job.Processing {
@@ -314,7 +314,7 @@ func TestWorkflowDynamicFanOut(t *testing.T) {
 	log.ranOnce(t, append(files, "scan", "sum")...)
 	log.before(t, "sum", append(files, "scan")...)
 	if len(done.Tasks) != 8 || done.Task("scan/file-3") == nil {
-		t.Fatalf("LookupWorkflow: %d tasks (want 8, the added ones included)", len(done.Tasks))
+		t.Fatalf("GetWorkflow: %d tasks (want 8, the added ones included)", len(done.Tasks))
 	}
 }
 
@@ -373,8 +373,8 @@ func TestWorkflowBadInput(t *testing.T) {
 	if _, err := m.ScheduleJob(ctx, "noop", job.After("x")); !errors.Is(err, job.ErrInvalidOption) || !strings.Contains(err.Error(), "ScheduleWorkflow") {
 		t.Fatalf("ScheduleJob with After: %v, want ErrInvalidOption naming ScheduleWorkflow", err)
 	}
-	if _, err := m.LookupWorkflow(ctx, "no-such"); !errors.Is(err, job.ErrNotFound) {
-		t.Fatalf("LookupWorkflow(unknown): %v, want ErrNotFound", err)
+	if _, err := m.GetWorkflow(ctx, "no-such"); !errors.Is(err, job.ErrNotFound) {
+		t.Fatalf("GetWorkflow(unknown): %v, want ErrNotFound", err)
 	}
 	if err := job.AddTasks(ctx, nil); !errors.Is(err, job.ErrWorkflow) {
 		t.Fatalf("AddTasks outside a workflow task: %v, want ErrWorkflow", err)
@@ -403,7 +403,7 @@ func TestWorkflowCancel(t *testing.T) {
 		t.Fatalf("CancelWorkflow: %v", err)
 	}
 	waitFor(t, "every task canceled", func() bool {
-		w, err := m.LookupWorkflow(ctx, info.ID)
+		w, err := m.GetWorkflow(ctx, info.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,9 +25,9 @@ func waitWorkflow(t *testing.T, m *job.Manager, id string, want job.WorkflowStat
 	var info *job.WorkflowInfo
 	waitFor(t, deadline, fmt.Sprintf("workflow %s %s", id, want), func() bool {
 		var err error
-		info, err = m.LookupWorkflow(context.Background(), id)
+		info, err = m.GetWorkflow(context.Background(), id)
 		if err != nil {
-			t.Fatalf("LookupWorkflow(%s): %v", id, err)
+			t.Fatalf("GetWorkflow(%s): %v", id, err)
 		}
 		return info.State == want
 	})
@@ -140,7 +140,7 @@ func testWorkflow(t *testing.T, e *env) {
 		t.Fatalf("sum: %d (%v), want %d", total, err, 3*28)
 	}
 	if len(done.Tasks) != 10 {
-		t.Fatalf("LookupWorkflow: %d tasks, want 10", len(done.Tasks))
+		t.Fatalf("GetWorkflow: %d tasks, want 10", len(done.Tasks))
 	}
 	for _, ti := range done.Tasks {
 		if ti.Attempt != 1 {
@@ -216,6 +216,6 @@ func testWorkflowAddTasks(t *testing.T, e *env) {
 		t.Fatalf("collect read %v, want %v", got, want)
 	}
 	if len(done.Tasks) != 7 {
-		t.Fatalf("LookupWorkflow: %d tasks, want 7", len(done.Tasks))
+		t.Fatalf("GetWorkflow: %d tasks, want 7", len(done.Tasks))
 	}
 }
