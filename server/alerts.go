@@ -94,294 +94,259 @@ func ifVersion(v int64) int64 {
 	return v
 }
 
-// CreateRule implements AlertService.CreateRule.
-func (a alertService) CreateRule(ctx context.Context, req *connect.Request[pb.CreateRuleRequest]) (*connect.Response[pb.CreateRuleResponse], error) {
+// alertCall is the frame of every AlertService handler: it runs f on the
+// call's namespace's alert.Service (alerts) and answers f's message. An
+// error f returns is mapped to its code by alertErr unless f mapped it
+// already (a *connect.Error, as putErr and invalid make).
+func alertCall[Res any](ctx context.Context, a alertService, f func(svc *alert.Service) (*Res, error)) (*connect.Response[Res], error) {
 	svc, err := a.alerts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r, err := ruleFromProto(req.Msg.GetRule())
+	out, err := f(svc)
 	if err != nil {
-		return nil, alertErr(err)
+		if ce := new(connect.Error); !errors.As(err, &ce) {
+			err = alertErr(err)
+		}
+		return nil, err
 	}
-	got, err := svc.PutRule(ctx, r, 0)
-	if err != nil {
-		return nil, putErr("rule", r.Name, true, err)
+	return connect.NewResponse(out), nil
+}
+
+// protos converts each of list with to.
+func protos[T, P any](list []T, to func(T) P) []P {
+	var out []P
+	for _, x := range list {
+		out = append(out, to(x))
 	}
-	return connect.NewResponse(&pb.CreateRuleResponse{Rule: ruleToProto(got)}), nil
+	return out
+}
+
+// CreateRule implements AlertService.CreateRule.
+func (a alertService) CreateRule(ctx context.Context, req *connect.Request[pb.CreateRuleRequest]) (*connect.Response[pb.CreateRuleResponse], error) {
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.CreateRuleResponse, error) {
+		r, err := ruleFromProto(req.Msg.GetRule())
+		if err != nil {
+			return nil, err
+		}
+		got, err := svc.PutRule(ctx, r, 0)
+		if err != nil {
+			return nil, putErr("rule", r.Name, true, err)
+		}
+		return &pb.CreateRuleResponse{Rule: ruleToProto(got)}, nil
+	})
 }
 
 // UpdateRule implements AlertService.UpdateRule.
 func (a alertService) UpdateRule(ctx context.Context, req *connect.Request[pb.UpdateRuleRequest]) (*connect.Response[pb.UpdateRuleResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r, err := ruleFromProto(req.Msg.GetRule())
-	if err != nil {
-		return nil, alertErr(err)
-	}
-	if _, err := svc.GetRule(ctx, r.Name); err != nil {
-		return nil, alertErr(err)
-	}
-	got, err := svc.PutRule(ctx, r, ifVersion(req.Msg.GetIfVersion()))
-	if err != nil {
-		return nil, putErr("rule", r.Name, false, err)
-	}
-	return connect.NewResponse(&pb.UpdateRuleResponse{Rule: ruleToProto(got)}), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.UpdateRuleResponse, error) {
+		r, err := ruleFromProto(req.Msg.GetRule())
+		if err != nil {
+			return nil, err
+		}
+		if _, err := svc.GetRule(ctx, r.Name); err != nil {
+			return nil, err
+		}
+		got, err := svc.PutRule(ctx, r, ifVersion(req.Msg.GetIfVersion()))
+		if err != nil {
+			return nil, putErr("rule", r.Name, false, err)
+		}
+		return &pb.UpdateRuleResponse{Rule: ruleToProto(got)}, nil
+	})
 }
 
 // GetRule implements AlertService.GetRule.
 func (a alertService) GetRule(ctx context.Context, req *connect.Request[pb.GetRuleRequest]) (*connect.Response[pb.GetRuleResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r, err := svc.GetRule(ctx, req.Msg.GetName())
-	if err != nil {
-		return nil, alertErr(err)
-	}
-	return connect.NewResponse(&pb.GetRuleResponse{Rule: ruleToProto(r)}), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.GetRuleResponse, error) {
+		r, err := svc.GetRule(ctx, req.Msg.GetName())
+		if err != nil {
+			return nil, err
+		}
+		return &pb.GetRuleResponse{Rule: ruleToProto(r)}, nil
+	})
 }
 
 // ListRules implements AlertService.ListRules.
 func (a alertService) ListRules(ctx context.Context, _ *connect.Request[pb.ListRulesRequest]) (*connect.Response[pb.ListRulesResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rules, err := svc.ListRules(ctx)
-	if err != nil {
-		return nil, alertErr(err)
-	}
-	out := &pb.ListRulesResponse{}
-	for _, r := range rules {
-		out.Rules = append(out.Rules, ruleToProto(r))
-	}
-	return connect.NewResponse(out), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.ListRulesResponse, error) {
+		rules, err := svc.ListRules(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.ListRulesResponse{Rules: protos(rules, ruleToProto)}, nil
+	})
 }
 
 // DeleteRule implements AlertService.DeleteRule.
 func (a alertService) DeleteRule(ctx context.Context, req *connect.Request[pb.DeleteRuleRequest]) (*connect.Response[pb.DeleteRuleResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := svc.DeleteRule(ctx, req.Msg.GetName(), 0); err != nil {
-		return nil, alertErr(err)
-	}
-	return connect.NewResponse(&pb.DeleteRuleResponse{}), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.DeleteRuleResponse, error) {
+		return &pb.DeleteRuleResponse{}, svc.DeleteRule(ctx, req.Msg.GetName(), 0)
+	})
 }
 
 // CreateSilence implements AlertService.CreateSilence.
 func (a alertService) CreateSilence(ctx context.Context, req *connect.Request[pb.CreateSilenceRequest]) (*connect.Response[pb.CreateSilenceResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	in := req.Msg.GetSilence()
-	end, err := fromTS("silence.end", in.GetEnd())
-	if err != nil {
-		return nil, alertErr(err)
-	}
-	sl := &alert.Silence{Name: in.GetName(), Rule: in.GetRule(), Kind: in.GetKind(), End: end, Comment: in.GetComment()}
-	got, err := svc.PutSilence(ctx, sl, 0)
-	if err != nil {
-		return nil, putErr("silence", sl.Name, true, err)
-	}
-	return connect.NewResponse(&pb.CreateSilenceResponse{Silence: silenceToProto(got)}), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.CreateSilenceResponse, error) {
+		in := req.Msg.GetSilence()
+		end, err := fromTS("silence.end", in.GetEnd())
+		if err != nil {
+			return nil, err
+		}
+		sl := &alert.Silence{Name: in.GetName(), Rule: in.GetRule(), Kind: in.GetKind(), End: end, Comment: in.GetComment()}
+		got, err := svc.PutSilence(ctx, sl, 0)
+		if err != nil {
+			return nil, putErr("silence", sl.Name, true, err)
+		}
+		return &pb.CreateSilenceResponse{Silence: silenceToProto(got)}, nil
+	})
 }
 
 // ListSilences implements AlertService.ListSilences.
 func (a alertService) ListSilences(ctx context.Context, _ *connect.Request[pb.ListSilencesRequest]) (*connect.Response[pb.ListSilencesResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	list, err := svc.ListSilences(ctx)
-	if err != nil {
-		return nil, alertErr(err)
-	}
-	out := &pb.ListSilencesResponse{}
-	for _, s := range list {
-		out.Silences = append(out.Silences, silenceToProto(s))
-	}
-	return connect.NewResponse(out), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.ListSilencesResponse, error) {
+		list, err := svc.ListSilences(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.ListSilencesResponse{Silences: protos(list, silenceToProto)}, nil
+	})
 }
 
 // DeleteSilence implements AlertService.DeleteSilence.
 func (a alertService) DeleteSilence(ctx context.Context, req *connect.Request[pb.DeleteSilenceRequest]) (*connect.Response[pb.DeleteSilenceResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := svc.DeleteSilence(ctx, req.Msg.GetName(), 0); err != nil {
-		return nil, alertErr(err)
-	}
-	return connect.NewResponse(&pb.DeleteSilenceResponse{}), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.DeleteSilenceResponse, error) {
+		return &pb.DeleteSilenceResponse{}, svc.DeleteSilence(ctx, req.Msg.GetName(), 0)
+	})
 }
 
 // ListIncidents implements AlertService.ListIncidents.
 func (a alertService) ListIncidents(ctx context.Context, req *connect.Request[pb.ListIncidentsRequest]) (*connect.Response[pb.ListIncidentsResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	state := alert.IncidentState(req.Msg.GetState())
-	if state != "" && state != alert.Open && state != alert.Resolved {
-		return nil, invalid(fmt.Sprintf("state %q; give open, resolved, or nothing for both", state))
-	}
-	list, err := svc.ListIncidents(ctx, state)
-	if err != nil {
-		return nil, alertErr(err)
-	}
-	out := &pb.ListIncidentsResponse{}
-	for _, in := range list {
-		out.Incidents = append(out.Incidents, incidentToProto(in))
-	}
-	return connect.NewResponse(out), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.ListIncidentsResponse, error) {
+		state := alert.IncidentState(req.Msg.GetState())
+		if state != "" && state != alert.Open && state != alert.Resolved {
+			return nil, invalid(fmt.Sprintf("state %q; give open, resolved, or nothing for both", state))
+		}
+		list, err := svc.ListIncidents(ctx, state)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.ListIncidentsResponse{Incidents: protos(list, incidentToProto)}, nil
+	})
 }
 
 // GetIncident implements AlertService.GetIncident.
 func (a alertService) GetIncident(ctx context.Context, req *connect.Request[pb.GetIncidentRequest]) (*connect.Response[pb.GetIncidentResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	in, err := svc.GetIncident(ctx, req.Msg.GetId())
-	if err != nil {
-		return nil, alertErr(err)
-	}
-	out := &pb.GetIncidentResponse{Incident: incidentToProto(in)}
-	page, err := svc.ListNotifications(ctx, "", 0, in.ID)
-	if err != nil {
-		return nil, alertErr(err)
-	}
-	for _, n := range page.Notifications {
-		out.Notifications = append(out.Notifications, notificationToProto(n))
-	}
-	return connect.NewResponse(out), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.GetIncidentResponse, error) {
+		in, err := svc.GetIncident(ctx, req.Msg.GetId())
+		if err != nil {
+			return nil, err
+		}
+		page, err := svc.ListNotifications(ctx, "", 0, in.ID)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.GetIncidentResponse{Incident: incidentToProto(in), Notifications: protos(page.Notifications, notificationToProto)}, nil
+	})
 }
 
 // CreateChannel implements AlertService.CreateChannel.
 func (a alertService) CreateChannel(ctx context.Context, req *connect.Request[pb.CreateChannelRequest]) (*connect.Response[pb.CreateChannelResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c := channelFromProto(req.Msg.GetChannel())
-	got, err := svc.PutChannel(ctx, c, 0)
-	if err != nil {
-		return nil, putErr("channel", c.Name, true, err)
-	}
-	return connect.NewResponse(&pb.CreateChannelResponse{Channel: channelToProto(got, nil)}), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.CreateChannelResponse, error) {
+		c := channelFromProto(req.Msg.GetChannel())
+		got, err := svc.PutChannel(ctx, c, 0)
+		if err != nil {
+			return nil, putErr("channel", c.Name, true, err)
+		}
+		return &pb.CreateChannelResponse{Channel: channelToProto(got, nil)}, nil
+	})
 }
 
 // UpdateChannel implements AlertService.UpdateChannel.
 func (a alertService) UpdateChannel(ctx context.Context, req *connect.Request[pb.UpdateChannelRequest]) (*connect.Response[pb.UpdateChannelResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c := channelFromProto(req.Msg.GetChannel())
-	if _, err := svc.GetChannel(ctx, c.Name); err != nil {
-		return nil, alertErr(err)
-	}
-	got, err := svc.PutChannel(ctx, c, ifVersion(req.Msg.GetIfVersion()))
-	if err != nil {
-		return nil, putErr("channel", c.Name, false, err)
-	}
-	return connect.NewResponse(&pb.UpdateChannelResponse{Channel: channelToProto(got, nil)}), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.UpdateChannelResponse, error) {
+		c := channelFromProto(req.Msg.GetChannel())
+		if _, err := svc.GetChannel(ctx, c.Name); err != nil {
+			return nil, err
+		}
+		got, err := svc.PutChannel(ctx, c, ifVersion(req.Msg.GetIfVersion()))
+		if err != nil {
+			return nil, putErr("channel", c.Name, false, err)
+		}
+		return &pb.UpdateChannelResponse{Channel: channelToProto(got, nil)}, nil
+	})
 }
 
 // GetChannel implements AlertService.GetChannel, with the channel's
 // delivery status.
 func (a alertService) GetChannel(ctx context.Context, req *connect.Request[pb.GetChannelRequest]) (*connect.Response[pb.GetChannelResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c, err := svc.GetChannel(ctx, req.Msg.GetName())
-	if err != nil {
-		return nil, alertErr(err)
-	}
-	st, err := svc.ChannelStatus(ctx, c.Name)
-	if err != nil {
-		return nil, alertErr(err)
-	}
-	return connect.NewResponse(&pb.GetChannelResponse{Channel: channelToProto(c, st)}), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.GetChannelResponse, error) {
+		c, err := svc.GetChannel(ctx, req.Msg.GetName())
+		if err != nil {
+			return nil, err
+		}
+		st, err := svc.ChannelStatus(ctx, c.Name)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.GetChannelResponse{Channel: channelToProto(c, st)}, nil
+	})
 }
 
 // ListChannels implements AlertService.ListChannels, with each channel's
 // delivery status.
 func (a alertService) ListChannels(ctx context.Context, _ *connect.Request[pb.ListChannelsRequest]) (*connect.Response[pb.ListChannelsResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	list, err := svc.ListChannels(ctx)
-	if err != nil {
-		return nil, alertErr(err)
-	}
-	out := &pb.ListChannelsResponse{}
-	for _, c := range list {
-		st, err := svc.ChannelStatus(ctx, c.Name)
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.ListChannelsResponse, error) {
+		list, err := svc.ListChannels(ctx)
 		if err != nil {
-			return nil, alertErr(err)
+			return nil, err
 		}
-		out.Channels = append(out.Channels, channelToProto(c, st))
-	}
-	return connect.NewResponse(out), nil
+		out := &pb.ListChannelsResponse{}
+		for _, c := range list {
+			st, err := svc.ChannelStatus(ctx, c.Name)
+			if err != nil {
+				return nil, err
+			}
+			out.Channels = append(out.Channels, channelToProto(c, st))
+		}
+		return out, nil
+	})
 }
 
 // DeleteChannel implements AlertService.DeleteChannel.
 func (a alertService) DeleteChannel(ctx context.Context, req *connect.Request[pb.DeleteChannelRequest]) (*connect.Response[pb.DeleteChannelResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := svc.DeleteChannel(ctx, req.Msg.GetName(), 0); err != nil {
-		return nil, alertErr(err)
-	}
-	return connect.NewResponse(&pb.DeleteChannelResponse{}), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.DeleteChannelResponse, error) {
+		return &pb.DeleteChannelResponse{}, svc.DeleteChannel(ctx, req.Msg.GetName(), 0)
+	})
 }
 
 // TestChannel implements AlertService.TestChannel.
 func (a alertService) TestChannel(ctx context.Context, req *connect.Request[pb.TestChannelRequest]) (*connect.Response[pb.TestChannelResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := svc.TestChannel(ctx, req.Msg.GetName()); err != nil {
-		return nil, alertErr(err)
-	}
-	page, err := svc.ListNotifications(ctx, "", 1, "")
-	out := &pb.TestChannelResponse{}
-	if err == nil && len(page.Notifications) > 0 {
-		out.Notification = notificationToProto(page.Notifications[0])
-	}
-	return connect.NewResponse(out), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.TestChannelResponse, error) {
+		if _, err := svc.TestChannel(ctx, req.Msg.GetName()); err != nil {
+			return nil, err
+		}
+		page, err := svc.ListNotifications(ctx, "", 1, "")
+		out := &pb.TestChannelResponse{}
+		if err == nil && len(page.Notifications) > 0 {
+			out.Notification = notificationToProto(page.Notifications[0])
+		}
+		return out, nil
+	})
 }
 
 // ListNotifications implements AlertService.ListNotifications.
 func (a alertService) ListNotifications(ctx context.Context, req *connect.Request[pb.ListNotificationsRequest]) (*connect.Response[pb.ListNotificationsResponse], error) {
-	svc, err := a.alerts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	size := int(req.Msg.GetPageSize())
-	if size < 0 || size > 1000 {
-		return nil, invalid(fmt.Sprintf("page_size %d; give 1 to 1000, or 0 for 100", size))
-	}
-	page, err := svc.ListNotifications(ctx, req.Msg.GetPageToken(), size, req.Msg.GetIncident())
-	if err != nil {
-		return nil, alertErr(err)
-	}
-	out := &pb.ListNotificationsResponse{NextPageToken: page.Next}
-	for _, n := range page.Notifications {
-		out.Notifications = append(out.Notifications, notificationToProto(n))
-	}
-	return connect.NewResponse(out), nil
+	return alertCall(ctx, a, func(svc *alert.Service) (*pb.ListNotificationsResponse, error) {
+		size := int(req.Msg.GetPageSize())
+		if size < 0 || size > 1000 {
+			return nil, invalid(fmt.Sprintf("page_size %d; give 1 to 1000, or 0 for 100", size))
+		}
+		page, err := svc.ListNotifications(ctx, req.Msg.GetPageToken(), size, req.Msg.GetIncident())
+		if err != nil {
+			return nil, err
+		}
+		return &pb.ListNotificationsResponse{NextPageToken: page.Next, Notifications: protos(page.Notifications, notificationToProto)}, nil
+	})
 }
 
 func ruleFromProto(p *pb.AlertRule) (*alert.Rule, error) {

@@ -283,18 +283,10 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 	if err != nil {
 		return err
 	}
-	hello := first.GetHello()
-	if hello == nil {
-		return invalid(fmt.Sprintf("the first message of a session must be a hello, not %T", first.GetMsg()))
+	hello, err := checkHello(first)
+	if err != nil {
+		return err
 	}
-	if err := store.ValidateLabels(hello.GetLabels()); err != nil {
-		return invalid("hello: " + err.Error())
-	}
-	if hello.GetSlots() < 0 {
-		return invalid(fmt.Sprintf("hello: slots %d; want 0 (unknown yet) or more", hello.GetSlots()))
-	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
 	var sendMu sync.Mutex
 	sendClosed := false
 	defer func() {
@@ -302,14 +294,7 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 		sendClosed = true
 		sendMu.Unlock()
 	}()
-	x := &session{
-		id: hex.EncodeToString(b[:]), ns: ns, st: st, s: e.s, start: time.Now(),
-		node: hello.GetNodeId(), labels: hello.GetLabels(), slots: int(hello.GetSlots()),
-		inflight: make(map[store.LeaseRef]struct{}), credits: make(map[string]*credit),
-		wake: make(chan struct{}, 1), subscribed: make(map[string]bool),
-		pullOnly: hello.GetPullOnly(), wakes: make(map[string]bool),
-		encoding: e.s.chooseEncoding(hello.GetEncodings()),
-	}
+	x := e.newSession(ns, st, hello)
 	x.send = func(m *pb.ConnectResponse) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
@@ -319,13 +304,6 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 		x.sent.Add(1)
 		return stream.Send(m)
 	}
-	for _, k := range hello.GetKinds() {
-		x.kinds = append(x.kinds, k.GetKind())
-	}
-	for _, h := range hello.GetHeld() {
-		x.inflight[store.LeaseRef{ID: h.GetId(), Attempt: int(h.GetAttempt())}] = struct{}{}
-	}
-	x.peak = len(x.inflight)
 	x.received.Add(1) // the hello
 	if err := e.s.register(x, hello.GetKinds()); err != nil {
 		return err
@@ -356,13 +334,7 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 	for {
 		msg, err := stream.Receive()
 		if err != nil {
-			if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
+			return streamEnd(ctx, err)
 		}
 		x.received.Add(1)
 		switch m := msg.GetMsg().(type) {
@@ -382,27 +354,9 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 				}
 			})
 		case *pb.ConnectRequest_Credit:
-			c := m.Credit
-			if c.GetLimit() < 0 || c.GetQueue() == "" {
-				return invalid(fmt.Sprintf("credit for queue %q with limit %d: name a queue and a limit >= 0", c.GetQueue(), c.GetLimit()))
+			if err := x.recordCredit(m.Credit); err != nil {
+				return err
 			}
-			x.mu.Lock()
-			cr := x.credits[c.GetQueue()]
-			if cr == nil {
-				cr = &credit{lease: 30 * time.Second}
-				x.credits[c.GetQueue()] = cr
-			}
-			cr.limit = int(c.GetLimit())
-			if c.GetLeaseMillis() > 0 {
-				cr.lease = time.Duration(c.GetLeaseMillis()) * time.Millisecond
-			}
-			if c.GetKinds() != nil {
-				cr.kinds = c.GetKinds()
-			}
-			if c.GetLabels() != nil {
-				cr.labels = c.GetLabels()
-			}
-			x.mu.Unlock()
 			x.poke()
 		case *pb.ConnectRequest_Subscribe:
 			if x.pullOnly {
@@ -419,6 +373,80 @@ func (e executorService) Connect(ctx context.Context, stream *connect.BidiStream
 			return invalid(fmt.Sprintf("unknown session message %T: this jobd may be older than the worker's jobkit", m))
 		}
 	}
+}
+
+// checkHello returns the hello that must open a session, checked.
+func checkHello(first *pb.ConnectRequest) (*pb.Hello, error) {
+	hello := first.GetHello()
+	if hello == nil {
+		return nil, invalid(fmt.Sprintf("the first message of a session must be a hello, not %T", first.GetMsg()))
+	}
+	if err := store.ValidateLabels(hello.GetLabels()); err != nil {
+		return nil, invalid("hello: " + err.Error())
+	}
+	if hello.GetSlots() < 0 {
+		return nil, invalid(fmt.Sprintf("hello: slots %d; want 0 (unknown yet) or more", hello.GetSlots()))
+	}
+	return hello, nil
+}
+
+// newSession is the session a hello opens on the store st of namespace
+// ns, with the attempts the worker says it holds in flight; its send is
+// set by Connect.
+func (e executorService) newSession(ns string, st store.Store, hello *pb.Hello) *session {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	x := &session{
+		id: hex.EncodeToString(b[:]), ns: ns, st: st, s: e.s, start: time.Now(),
+		node: hello.GetNodeId(), labels: hello.GetLabels(), slots: int(hello.GetSlots()),
+		inflight: make(map[store.LeaseRef]struct{}), credits: make(map[string]*credit),
+		wake: make(chan struct{}, 1), subscribed: make(map[string]bool),
+		pullOnly: hello.GetPullOnly(), wakes: make(map[string]bool),
+		encoding: e.s.chooseEncoding(hello.GetEncodings()),
+	}
+	for _, k := range hello.GetKinds() {
+		x.kinds = append(x.kinds, k.GetKind())
+	}
+	for _, h := range hello.GetHeld() {
+		x.inflight[store.LeaseRef{ID: h.GetId(), Attempt: int(h.GetAttempt())}] = struct{}{}
+	}
+	x.peak = len(x.inflight)
+	return x
+}
+
+// streamEnd is what Connect returns when the session's stream ends with
+// err: nil when the worker or the server ended it, else err.
+func streamEnd(ctx context.Context, err error) error {
+	if errors.Is(err, context.Canceled) || ctx.Err() != nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// recordCredit records a Credit message: how many tasks of its queue
+// jobd may push, with what lease, kinds and labels.
+func (x *session) recordCredit(c *pb.Credit) error {
+	if c.GetLimit() < 0 || c.GetQueue() == "" {
+		return invalid(fmt.Sprintf("credit for queue %q with limit %d: name a queue and a limit >= 0", c.GetQueue(), c.GetLimit()))
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	cr := x.credits[c.GetQueue()]
+	if cr == nil {
+		cr = &credit{lease: 30 * time.Second}
+		x.credits[c.GetQueue()] = cr
+	}
+	cr.limit = int(c.GetLimit())
+	if c.GetLeaseMillis() > 0 {
+		cr.lease = time.Duration(c.GetLeaseMillis()) * time.Millisecond
+	}
+	if c.GetKinds() != nil {
+		cr.kinds = c.GetKinds()
+	}
+	if c.GetLabels() != nil {
+		cr.labels = c.GetLabels()
+	}
+	return nil
 }
 
 // poke wakes the pusher.
@@ -642,60 +670,20 @@ func (x *session) push(ctx context.Context) {
 	}
 }
 
+// pushClaim is one claim pushOnce makes for a worker: the queue, the
+// claim and the clock offset of its credit.
+type pushClaim struct {
+	queue  string
+	p      store.ClaimParams
+	offset time.Duration
+}
+
 // pushOnce claims and pushes once for every queue with credit; it returns
 // false when the session's stream is gone.
 func (x *session) pushOnce(ctx context.Context, notifier store.Notifier, storeWake chan struct{}, next *time.Time) bool {
 	x.pushMu.Lock()
 	defer x.pushMu.Unlock()
-	x.mu.Lock()
-	type job struct {
-		queue  string
-		p      store.ClaimParams
-		offset time.Duration
-	}
-	var todo []job
-	for q, cr := range x.credits {
-		if notifier != nil && !x.subscribed[q] {
-			x.subscribed[q] = true
-			// Not under x.mu, nor in the pusher's way: a subscription
-			// can take seconds to confirm (a Redis SUBSCRIBE on a fresh
-			// connection), and the session's calls (heartbeats, renewals)
-			// must not wait for it, or the worker fences itself.
-			go func() {
-				ch, err := notifier.Subscribe(ctx, q)
-				if err != nil {
-					return
-				}
-				// Look again: what became ready while the subscription
-				// was confirmed sent no wake-up.
-				select {
-				case storeWake <- struct{}{}:
-				default:
-				}
-				for range ch {
-					select {
-					case storeWake <- struct{}{}:
-					default:
-					}
-				}
-			}()
-		}
-		limit := cr.limit
-		if x.slots > 0 {
-			limit = min(limit, x.slots-len(x.inflight)-x.reserved)
-		}
-		if limit <= 0 || x.node == "" || x.leaving {
-			continue
-		}
-		now := time.Now().Add(cr.offset)
-		todo = append(todo, job{q, store.ClaimParams{
-			Queue: q, Owner: x.node, Limit: limit, Now: now, LeaseUntil: now.Add(cr.lease),
-			Kinds: cr.kinds, Labels: cr.labels,
-		}, cr.offset})
-		x.reserved += limit
-	}
-	x.mu.Unlock()
-	for _, j := range todo {
+	for _, j := range x.pushClaims(ctx, notifier, storeWake) {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		r, err := x.st.Claim(cctx, &j.p)
 		cancel()
@@ -721,24 +709,7 @@ func (x *session) pushOnce(ctx context.Context, notifier store.Notifier, storeWa
 		if len(r.Instances) == 0 {
 			continue
 		}
-		msg := &pb.Tasks{Queue: j.queue}
-		switch x.encoding {
-		case wire.MsgpackKeyed:
-			// The buffer is reused: Send has copied the message out
-			// before the next push.
-			x.pushBuf = wire.AppendInstances(x.pushBuf[:0], r.Instances)
-			msg.InstancesMsgpack = x.pushBuf
-		case wire.Msgpack:
-			if msg.InstancesMsgpack, err = wire.MarshalMsgpack(r.Instances); err != nil {
-				x.s.cfg.Logger.Warn("jobkit server: encode tasks for a remote worker in msgpack; sending them in JSON", "session", x.id, "err", err)
-			}
-		}
-		if len(msg.InstancesMsgpack) == 0 {
-			for _, in := range r.Instances {
-				b, _ := json.Marshal(in)
-				msg.InstancesJson = append(msg.InstancesJson, b)
-			}
-		}
+		msg := x.tasks(j.queue, r.Instances)
 		x.mu.Lock()
 		if cr := x.credits[j.queue]; cr != nil {
 			cr.limit = max(cr.limit-len(r.Instances), 0)
@@ -756,6 +727,85 @@ func (x *session) pushOnce(ctx context.Context, notifier store.Notifier, storeWa
 		}
 	}
 	return true
+}
+
+// pushClaims returns the claims to make for the queues with credit, and
+// reserves their slots; it subscribes to the store's wake-ups of each
+// queue the first time.
+func (x *session) pushClaims(ctx context.Context, notifier store.Notifier, storeWake chan struct{}) []pushClaim {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var todo []pushClaim
+	for q, cr := range x.credits {
+		if notifier != nil && !x.subscribed[q] {
+			x.subscribed[q] = true
+			// Not under x.mu, nor in the pusher's way: a subscription
+			// can take seconds to confirm (a Redis SUBSCRIBE on a fresh
+			// connection), and the session's calls (heartbeats, renewals)
+			// must not wait for it, or the worker fences itself.
+			go forwardStoreWakes(ctx, notifier, q, storeWake)
+		}
+		limit := cr.limit
+		if x.slots > 0 {
+			limit = min(limit, x.slots-len(x.inflight)-x.reserved)
+		}
+		if limit <= 0 || x.node == "" || x.leaving {
+			continue
+		}
+		now := time.Now().Add(cr.offset)
+		todo = append(todo, pushClaim{q, store.ClaimParams{
+			Queue: q, Owner: x.node, Limit: limit, Now: now, LeaseUntil: now.Add(cr.lease),
+			Kinds: cr.kinds, Labels: cr.labels,
+		}, cr.offset})
+		x.reserved += limit
+	}
+	return todo
+}
+
+// forwardStoreWakes subscribes to the store's wake-ups of queue q and
+// passes each on to storeWake, coalesced, until ctx ends.
+func forwardStoreWakes(ctx context.Context, notifier store.Notifier, q string, storeWake chan struct{}) {
+	ch, err := notifier.Subscribe(ctx, q)
+	if err != nil {
+		return
+	}
+	// Look again: what became ready while the subscription
+	// was confirmed sent no wake-up.
+	select {
+	case storeWake <- struct{}{}:
+	default:
+	}
+	for range ch {
+		select {
+		case storeWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// tasks is the Tasks message that pushes ins of queue, in the session's
+// encoding (JSON when msgpack fails).
+func (x *session) tasks(queue string, ins []*store.Instance) *pb.Tasks {
+	msg := &pb.Tasks{Queue: queue}
+	switch x.encoding {
+	case wire.MsgpackKeyed:
+		// The buffer is reused: Send has copied the message out
+		// before the next push.
+		x.pushBuf = wire.AppendInstances(x.pushBuf[:0], ins)
+		msg.InstancesMsgpack = x.pushBuf
+	case wire.Msgpack:
+		var err error
+		if msg.InstancesMsgpack, err = wire.MarshalMsgpack(ins); err != nil {
+			x.s.cfg.Logger.Warn("jobkit server: encode tasks for a remote worker in msgpack; sending them in JSON", "session", x.id, "err", err)
+		}
+	}
+	if len(msg.InstancesMsgpack) == 0 {
+		for _, in := range ins {
+			b, _ := json.Marshal(in)
+			msg.InstancesJson = append(msg.InstancesJson, b)
+		}
+	}
+	return msg
 }
 
 // register adds a session to the server's, refusing it when it announces a

@@ -185,6 +185,10 @@ type DeleteTriggerParams struct {
 	IfVersion int64
 }
 
+// Validate checks the parameters of a ListTriggers and returns the page
+// size they ask for (PageLimit).
+func (p *ListTriggersParams) Validate() (int, error) { return p.PageLimit() }
+
 // PageLimit returns the page size p asks for: DefaultTriggerPage for 0,
 // at most MaxTriggerPage. A negative Limit is ErrInvalid.
 func (p *ListTriggersParams) PageLimit() (int, error) {

@@ -121,3 +121,108 @@ func (o *Outcome) Validate() error {
 	}
 	return nil
 }
+
+// Validate checks the parameters of an Enqueue: not nil, and every
+// instance valid (Instance.Validate). The first invalid instance's error
+// is returned, so the call is refused as a whole.
+func (p *EnqueueParams) Validate() error {
+	if p == nil {
+		return fmt.Errorf("%w: nil enqueue parameters", ErrInvalid)
+	}
+	for _, in := range p.Instances {
+		if err := in.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate checks the parameters of a Renew: an owner, and an instance ID
+// in every lease.
+func (p *RenewParams) Validate() error {
+	switch {
+	case p == nil:
+		return fmt.Errorf("%w: nil renew parameters", ErrInvalid)
+	case p.Owner == "":
+		return fmt.Errorf("%w: renew without an owner", ErrInvalid)
+	}
+	for _, l := range p.Leases {
+		if l.ID == "" {
+			return fmt.Errorf("%w: renew of a lease without an instance ID", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Validate checks the parameters of a Finish: an owner. The outcomes are
+// checked one by one (Outcome.Validate): a store may refuse the call for
+// an invalid outcome, or report ErrInvalid in that outcome's result.
+func (p *FinishParams) Validate() error {
+	switch {
+	case p == nil:
+		return fmt.Errorf("%w: nil finish parameters", ErrInvalid)
+	case p.Owner == "":
+		return fmt.Errorf("%w: finish without an owner", ErrInvalid)
+	}
+	return nil
+}
+
+// Validate checks the parameters of a Rescue: a positive limit.
+func (p *RescueParams) Validate() error {
+	switch {
+	case p == nil:
+		return fmt.Errorf("%w: nil rescue parameters", ErrInvalid)
+	case p.Limit <= 0:
+		return fmt.Errorf("%w: rescue limit %d, want > 0", ErrInvalid, p.Limit)
+	}
+	return nil
+}
+
+// Validate checks the parameters of a Cancel: an instance ID.
+func (p *CancelParams) Validate() error {
+	switch {
+	case p == nil:
+		return fmt.Errorf("%w: nil cancel parameters", ErrInvalid)
+	case p.ID == "":
+		return fmt.Errorf("%w: cancel without an instance ID", ErrInvalid)
+	}
+	return nil
+}
+
+// Validate checks the parameters of a Prune: KeepFinished and Limit not
+// negative.
+func (p *PruneParams) Validate() error {
+	switch {
+	case p == nil:
+		return fmt.Errorf("%w: nil prune parameters", ErrInvalid)
+	case p.KeepFinished < 0 || p.Limit < 0:
+		return fmt.Errorf("%w: prune with KeepFinished %d, Limit %d; want >= 0", ErrInvalid, p.KeepFinished, p.Limit)
+	}
+	return nil
+}
+
+// Validate checks one log record handed to AppendLogs: not nil, with an
+// instance ID.
+func (l *LogRecord) Validate() error {
+	if l == nil || l.InstanceID == "" {
+		return fmt.Errorf("%w: log record without an instance ID", ErrInvalid)
+	}
+	return nil
+}
+
+// Validate checks the parameters of a Counts: not nil (an empty
+// CountsParams counts every group).
+func (p *CountsParams) Validate() error {
+	if p == nil {
+		return fmt.Errorf("%w: nil counts parameters; pass &store.CountsParams{} for every group", ErrInvalid)
+	}
+	return nil
+}
+
+// Validate checks the parameters of a Lag: Now set.
+func (p *LagParams) Validate() error {
+	if p == nil || p.Now.IsZero() {
+		return fmt.Errorf("%w: lag without Now; set LagParams.Now to the time readiness is judged at", ErrInvalid)
+	}
+	return nil
+}

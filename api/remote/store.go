@@ -45,8 +45,8 @@ func (s *Store) learn(node string, kinds, labels []string, slots int) {
 // credit). Either way jobd pushes what becomes ready later, and Subscribe
 // wakes the engine.
 func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
-	if p == nil || p.Limit <= 0 {
-		return nil, fmt.Errorf("%w: claim limit must be > 0", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("remote: Claim: %w", context.Cause(ctx))
@@ -140,6 +140,9 @@ func (s *Store) creditDue(sess *session, p *store.ClaimParams, want, limit int) 
 
 // Renew renews leases through the session.
 func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var r *store.RenewResult
 	if err := s.sessionCall(ctx, wire.MethodRenew, p, &r); err != nil {
 		return r, err
@@ -157,6 +160,9 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 
 // Finish applies outcomes through the session.
 func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.FinishResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var rs []wire.FinishResult
 	err := s.sessionCall(ctx, wire.MethodFinish, p, &rs)
 	out := make([]store.FinishResult, len(rs))
@@ -180,6 +186,9 @@ func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.Fini
 
 // Rescue goes through the session.
 func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Instance, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var r []*store.Instance
 	err := s.sessionCall(ctx, wire.MethodRescue, p, &r)
 	return r, err
@@ -231,6 +240,11 @@ func (s *Store) RescueNodes(ctx context.Context, p *store.RescueNodesParams) (*s
 
 // AppendLogs goes through the session.
 func (s *Store) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
+	for _, l := range recs {
+		if err := l.Validate(); err != nil {
+			return err
+		}
+	}
 	return s.sessionCall(ctx, wire.MethodAppendLogs, recs, nil)
 }
 
@@ -282,6 +296,9 @@ func (s *Store) Subscribe(ctx context.Context, queue string) (<-chan struct{}, e
 
 // Enqueue goes as a unary call.
 func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var rs []wire.EnqueueResult
 	err := s.unaryCall(ctx, "Enqueue", p, &rs)
 	if len(rs) == 0 && err != nil {
@@ -296,6 +313,9 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 
 // Cancel goes as a unary call.
 func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Instance, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var r *store.Instance
 	err := s.unaryCall(ctx, "Cancel", p, &r)
 	return r, err
@@ -331,6 +351,9 @@ func (s *Store) LookupProgress(ctx context.Context, ids []string) ([]*store.Prog
 
 // Prune goes as a unary call.
 func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var r *store.PruneResult
 	err := s.unaryCall(ctx, "Prune", p, &r)
 	return r, err
@@ -421,6 +444,9 @@ func (s *Store) ListQueues(ctx context.Context) ([]store.QueueInfo, error) {
 
 // Counts goes as a unary call.
 func (s *Store) Counts(ctx context.Context, p *store.CountsParams) ([]store.GroupCount, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var r []store.GroupCount
 	err := s.unaryCall(ctx, "Counts", p, &r)
 	return r, err
@@ -428,6 +454,9 @@ func (s *Store) Counts(ctx context.Context, p *store.CountsParams) ([]store.Grou
 
 // Lag goes as a unary call.
 func (s *Store) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var r *store.LagResult
 	err := s.unaryCall(ctx, "Lag", p, &r)
 	return r, err

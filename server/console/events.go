@@ -83,33 +83,49 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 
 	msgs := make(chan liveEvent)
 	done := make(chan error, 1)
-	go func() {
-		for stream.Receive() {
-			if e := stream.Msg().GetEvent(); e != nil {
-				select {
-				case msgs <- liveEvent{ID: e.GetInstanceId(), Kind: e.GetKind(), Queue: e.GetQueue(), State: stateName(e.GetState())}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-		done <- stream.Err()
-	}()
+	go relayChanges(ctx, stream, msgs, done)
 	if logs != nil {
 		// The log stream ends when the instance is final; the change feed
 		// goes on (a retry makes it run again).
-		go func() {
-			for logs.Receive() {
-				if rec := logs.Msg().GetRecord(); rec != nil {
-					select {
-					case msgs <- liveEvent{ID: rec.GetInstanceId(), Kind: rec.GetKind(), Log: rec.GetMessage()}:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}
-		}()
+		go relayLogs(ctx, logs, msgs)
 	}
+	c.sendEvents(ctx, w, fl, s, changed, msgs, done)
+}
+
+// relayChanges passes the change feed's events on to msgs until it ends,
+// then its error to done.
+func relayChanges(ctx context.Context, stream *connect.ServerStreamForClient[pb.WatchResponse], msgs chan<- liveEvent, done chan<- error) {
+	for stream.Receive() {
+		if e := stream.Msg().GetEvent(); e != nil {
+			select {
+			case msgs <- liveEvent{ID: e.GetInstanceId(), Kind: e.GetKind(), Queue: e.GetQueue(), State: stateName(e.GetState())}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	done <- stream.Err()
+}
+
+// relayLogs passes the instance's log lines on to msgs until the log
+// stream ends.
+func relayLogs(ctx context.Context, logs *connect.ServerStreamForClient[pb.FollowLogsResponse], msgs chan<- liveEvent) {
+	for logs.Receive() {
+		if rec := logs.Msg().GetRecord(); rec != nil {
+			select {
+			case msgs <- liveEvent{ID: rec.GetInstanceId(), Kind: rec.GetKind(), Log: rec.GetMessage()}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// sendEvents writes the page's Server-Sent Events until ctx ends, the
+// change feed ends (done) or a write fails: the changes and log lines of
+// msgs, the console's own changes, the digest of the configuration and
+// keep-alives.
+func (c *Console) sendEvents(ctx context.Context, w http.ResponseWriter, fl http.Flusher, s *session, changed <-chan struct{}, msgs <-chan liveEvent, done <-chan error) {
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	// Queue pauses, triggers and definitions changed outside this console

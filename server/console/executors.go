@@ -192,104 +192,140 @@ func (f execForm) definition() (*pb.Definition, fieldErrors) {
 	if d.Timeout, err = parseDelay("timeout", f.Timeout); err != nil {
 		errs.add("timeout", err.Error())
 	}
-	cfg := map[string]json.RawMessage{}
+	c := configForm{cfg: map[string]json.RawMessage{}, errs: errs}
 	for k, v := range f.base {
-		cfg[k] = v
-	}
-	set := func(k string, v any, empty bool) {
-		if empty {
-			delete(cfg, k)
-			return
-		}
-		cfg[k], _ = json.Marshal(v)
-	}
-	str := func(k, v string) { set(k, v, v == "") }
-	flag := func(k string, v bool) { set(k, v, !v) }
-	lines := func(v string) []string {
-		var out []string
-		for l := range strings.SplitSeq(v, "\n") {
-			if l = strings.TrimRight(l, " \t"); strings.TrimSpace(l) != "" {
-				out = append(out, l)
-			}
-		}
-		return out
-	}
-	pairs := func(field, v, sep, want string) map[string]string {
-		m := map[string]string{}
-		for i, l := range lines(v) {
-			k, val, ok := strings.Cut(l, sep)
-			if !ok || strings.TrimSpace(k) == "" {
-				errs.add(field, fmt.Sprintf("line %d (%q): write %s, one a line", i+1, l, want))
-				continue
-			}
-			m[strings.TrimSpace(k)] = strings.TrimSpace(val)
-		}
-		return m
-	}
-	number := func(field, k, v string) {
-		if v == "" {
-			delete(cfg, k)
-			return
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			errs.add(field, fmt.Sprintf("%q is not a whole number", v))
-			return
-		}
-		cfg[k], _ = json.Marshal(n)
+		c.cfg[k] = v
 	}
 	switch f.Type {
 	case "webhook":
-		str("method", strings.ToUpper(f.Method))
-		str("url", f.URL)
-		h := pairs("headers", f.Headers, ":", "Name: value")
-		set("headers", h, len(h) == 0)
-		set("body", f.Body, strings.TrimSpace(f.Body) == "")
-		str("timeout", f.XTimeout)
-		str("secret_ref", f.SecretRef)
-		flag("unsigned", f.Unsigned)
-		number("max_response_bytes", "max_response_bytes", f.MaxResponse)
+		f.webhookConfig(&c)
 	case "command":
-		argv := lines(f.Argv)
-		set("argv", argv, len(argv) == 0)
-		env := pairs("env", f.Env, "=", "NAME=value")
-		set("env", env, len(env) == 0)
-		sec := pairs("env_secrets", f.EnvSecrets, "=", "NAME=secret-name")
-		set("env_secrets", sec, len(sec) == 0)
-		str("dir", f.Dir)
-		str("grace", f.Grace)
-		flag("shell", f.Shell)
-		flag("append_args", f.AppendArgs)
-		var codes []int
-		for p := range strings.SplitSeq(f.ExitCodes, ",") {
-			if p = strings.TrimSpace(p); p == "" {
-				continue
-			}
-			n, err := strconv.Atoi(p)
-			if err != nil {
-				errs.add("permanent_exit_codes", fmt.Sprintf("%q is not an exit code: list whole numbers from 1 to 255, such as 2, 64", p))
-				continue
-			}
-			codes = append(codes, n)
-		}
-		set("permanent_exit_codes", codes, len(codes) == 0)
+		f.commandConfig(&c)
 	case "wasm":
-		str("module", f.Module)
-		number("memory_mb", "memory_mb", f.MemoryMB)
-		str("timeout", f.XTimeout)
-		args := lines(f.Args)
-		set("args", args, len(args) == 0)
-		env := pairs("env", f.Env, "=", "NAME=value")
-		set("env", env, len(env) == 0)
+		f.wasmConfig(&c)
 	default:
 		errs.add("", fmt.Sprintf("executor type %q; choose webhook, command or wasm", f.Type))
 	}
+	cfg := c.cfg
 	b, _ := json.Marshal(cfg)
 	d.Executor = &pb.ExecutorSpec{Type: f.Type, ConfigJson: string(b)}
 	if len(errs) > 0 {
 		return d, errs
 	}
 	return d, nil
+}
+
+// configForm builds an executor's JSON config from a form's fields onto
+// the config stored before (base): a field left empty removes its key.
+type configForm struct {
+	cfg  map[string]json.RawMessage
+	errs fieldErrors
+}
+
+func (c *configForm) set(k string, v any, empty bool) {
+	if empty {
+		delete(c.cfg, k)
+		return
+	}
+	c.cfg[k], _ = json.Marshal(v)
+}
+
+func (c *configForm) str(k, v string)       { c.set(k, v, v == "") }
+func (c *configForm) flag(k string, v bool) { c.set(k, v, !v) }
+
+// formLines are the lines of v that hold more than blanks, trailing
+// blanks cut.
+func formLines(v string) []string {
+	var out []string
+	for l := range strings.SplitSeq(v, "\n") {
+		if l = strings.TrimRight(l, " \t"); strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// pairs reads the lines of v as key sep value, one a line; a line that is
+// not is an error of field, which names what to write (want).
+func (c *configForm) pairs(field, v, sep, want string) map[string]string {
+	m := map[string]string{}
+	for i, l := range formLines(v) {
+		k, val, ok := strings.Cut(l, sep)
+		if !ok || strings.TrimSpace(k) == "" {
+			c.errs.add(field, fmt.Sprintf("line %d (%q): write %s, one a line", i+1, l, want))
+			continue
+		}
+		m[strings.TrimSpace(k)] = strings.TrimSpace(val)
+	}
+	return m
+}
+
+// setPairs sets key k to the pairs of v (see pairs), or removes it when
+// there are none.
+func (c *configForm) setPairs(k, v, sep, want string) {
+	m := c.pairs(k, v, sep, want)
+	c.set(k, m, len(m) == 0)
+}
+
+// setLines sets key k to the lines of v, or removes it when there are none.
+func (c *configForm) setLines(k, v string) {
+	l := formLines(v)
+	c.set(k, l, len(l) == 0)
+}
+
+func (c *configForm) number(field, k, v string) {
+	if v == "" {
+		delete(c.cfg, k)
+		return
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		c.errs.add(field, fmt.Sprintf("%q is not a whole number", v))
+		return
+	}
+	c.cfg[k], _ = json.Marshal(n)
+}
+
+func (f execForm) webhookConfig(c *configForm) {
+	c.str("method", strings.ToUpper(f.Method))
+	c.str("url", f.URL)
+	c.setPairs("headers", f.Headers, ":", "Name: value")
+	c.set("body", f.Body, strings.TrimSpace(f.Body) == "")
+	c.str("timeout", f.XTimeout)
+	c.str("secret_ref", f.SecretRef)
+	c.flag("unsigned", f.Unsigned)
+	c.number("max_response_bytes", "max_response_bytes", f.MaxResponse)
+}
+
+func (f execForm) commandConfig(c *configForm) {
+	c.setLines("argv", f.Argv)
+	c.setPairs("env", f.Env, "=", "NAME=value")
+	c.setPairs("env_secrets", f.EnvSecrets, "=", "NAME=secret-name")
+	c.str("dir", f.Dir)
+	c.str("grace", f.Grace)
+	c.flag("shell", f.Shell)
+	c.flag("append_args", f.AppendArgs)
+	var codes []int
+	for p := range strings.SplitSeq(f.ExitCodes, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			c.errs.add("permanent_exit_codes", fmt.Sprintf("%q is not an exit code: list whole numbers from 1 to 255, such as 2, 64", p))
+			continue
+		}
+		codes = append(codes, n)
+	}
+	c.set("permanent_exit_codes", codes, len(codes) == 0)
+}
+
+func (f execForm) wasmConfig(c *configForm) {
+	c.str("module", f.Module)
+	c.number("memory_mb", "memory_mb", f.MemoryMB)
+	c.str("timeout", f.XTimeout)
+	c.setLines("args", f.Args)
+	c.setPairs("env", f.Env, "=", "NAME=value")
 }
 
 // fieldPrefixes name the form field a server message is about: after

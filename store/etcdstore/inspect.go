@@ -3,7 +3,6 @@ package etcdstore
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -309,8 +308,8 @@ func (s *Store) readCountsAt(ctx context.Context, maxFold int) (counter, error) 
 // Counts implements store.Inspector from the folded counts and the
 // deltas not yet folded.
 func (s *Store) Counts(ctx context.Context, p *store.CountsParams) ([]store.GroupCount, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%w: nil counts parameters", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	ctx, cancel, err := s.op(ctx)
 	if err != nil {
@@ -342,8 +341,8 @@ const lagScan = 1000
 // ready instance is deeper than lagScan in every priority of its queue is
 // reported with nothing ready there.
 func (s *Store) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, error) {
-	if p == nil || p.Now.IsZero() {
-		return nil, fmt.Errorf("%w: lag without Now; set LagParams.Now to the time readiness is judged at", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	groups, err := s.Counts(ctx, &store.CountsParams{Queue: p.Queue}) // every kind: a queue's walk needs them all
 	if err != nil {

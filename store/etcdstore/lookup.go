@@ -480,10 +480,10 @@ func sortHistory(hs []*store.HistoryRecord) {
 // transaction each, with no compares: a log append never conflicts.
 func (s *Store) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
 	for _, r := range recs {
-		switch {
-		case r == nil || r.InstanceID == "":
-			return s.wrap("append logs", ctx, fmt.Errorf("%w: log record without an instance ID", store.ErrInvalid))
-		case len(r.Message) > s.maxValue:
+		if err := r.Validate(); err != nil {
+			return s.wrap("append logs", ctx, err)
+		}
+		if len(r.Message) > s.maxValue {
 			return s.wrap("append logs", ctx, fmt.Errorf("%w: log message of %d bytes for instance %s is over the etcd store's limit of %d", store.ErrTooLarge, len(r.Message), r.InstanceID, s.maxValue))
 		}
 	}
@@ -585,8 +585,8 @@ func (s *Store) LookupLogs(ctx context.Context, q *store.Query) ([]*store.LogRec
 // Prune implements store.Pruner. Each rule walks its time index from the
 // oldest entry and stops at the limit, so a call costs what it removes.
 func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
-	if p == nil || p.Limit < 0 || p.KeepFinished < 0 {
-		return nil, s.wrap("prune", ctx, fmt.Errorf("%w: prune parameters: nil, or a negative limit", store.ErrInvalid))
+	if err := p.Validate(); err != nil {
+		return nil, s.wrap("prune", ctx, err)
 	}
 	ctx, cancel, err := s.op(ctx)
 	if err != nil {

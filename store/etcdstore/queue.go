@@ -66,13 +66,10 @@ func (s *Store) checkSize(in *store.Instance, st *staticRec, d *dynRec) error {
 // its revision). An uncontended call is one read-only and one write
 // transaction: one consensus round.
 func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
-	if p == nil {
-		return nil, s.wrap("enqueue", ctx, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid))
+	if err := p.Validate(); err != nil {
+		return nil, s.wrap("enqueue", ctx, err)
 	}
 	for _, in := range p.Instances {
-		if err := in.Validate(); err != nil {
-			return nil, s.wrap("enqueue", ctx, err)
-		}
 		st, d := newRecords(in)
 		if err := s.checkSize(in, st, d); err != nil {
 			return nil, s.wrap("enqueue", ctx, err)
@@ -984,8 +981,8 @@ func (s *Store) aliveLeases(ctx context.Context) (map[int64]bool, error) {
 // claiming handle lost its etcd lease (the process was cut off for longer
 // than the lease TTL) is Lost: another process may already run it.
 func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewResult, error) {
-	if p == nil || p.Owner == "" {
-		return nil, s.wrap("renew", ctx, fmt.Errorf("%w: renew without an owner", store.ErrInvalid))
+	if err := p.Validate(); err != nil {
+		return nil, s.wrap("renew", ctx, err)
 	}
 	ctx, cancel, err := s.op(ctx)
 	if err != nil {
@@ -1044,8 +1041,8 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 
 // Finish implements store.Queue.
 func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.FinishResult, error) {
-	if p == nil || p.Owner == "" {
-		return nil, s.wrap("finish", ctx, fmt.Errorf("%w: finish without an owner", store.ErrInvalid))
+	if err := p.Validate(); err != nil {
+		return nil, s.wrap("finish", ctx, err)
 	}
 	for i := range p.Outcomes {
 		if err := p.Outcomes[i].Validate(); err != nil {
@@ -1251,8 +1248,8 @@ func (s *Store) applied(ctx context.Context, d *dynRec, o *store.Outcome, owner 
 // lease TTL) — so a crashed process's work comes back within the TTL, not
 // the contract lease.
 func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Instance, error) {
-	if p == nil || p.Limit <= 0 {
-		return nil, s.wrap("rescue", ctx, fmt.Errorf("%w: rescue limit must be > 0", store.ErrInvalid))
+	if err := p.Validate(); err != nil {
+		return nil, s.wrap("rescue", ctx, err)
 	}
 	ctx, cancel, err := s.op(ctx)
 	if err != nil {
@@ -1458,8 +1455,8 @@ func (s *Store) rescueMove(d *dynRec, rev int64, now time.Time, node, why string
 
 // Cancel implements store.Queue.
 func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Instance, error) {
-	if p == nil || p.ID == "" {
-		return nil, s.wrap("cancel", ctx, fmt.Errorf("%w: cancel without an instance ID", store.ErrInvalid))
+	if err := p.Validate(); err != nil {
+		return nil, s.wrap("cancel", ctx, err)
 	}
 	what := "cancel instance " + p.ID
 	ctx, cancel, err := s.op(ctx)

@@ -136,7 +136,7 @@ func (s *Store) GetTrigger(ctx context.Context, name string) (*store.Trigger, er
 // ListTriggers implements store.Triggers: one range read, so a page is
 // one instant of the store.
 func (s *Store) ListTriggers(ctx context.Context, p *store.ListTriggersParams) (*store.TriggerPage, error) {
-	limit, err := p.PageLimit()
+	limit, err := p.Validate()
 	if err != nil {
 		return nil, s.triggerErr("list triggers", ctx, err)
 	}

@@ -200,8 +200,8 @@ func (s *Store) LookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 // AppendLogs implements store.Logs.
 func (s *Store) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
 	for _, l := range recs {
-		if l == nil || l.InstanceID == "" {
-			return fmt.Errorf("%w: log record without an instance ID", store.ErrInvalid)
+		if err := l.Validate(); err != nil {
+			return err
 		}
 	}
 	return s.write(ctx, "append logs", func() error {
@@ -280,11 +280,8 @@ func (t *tables) instanceLogs(id string) []*logRow {
 // index of finished instances, LogsBefore the logs' time index;
 // HistoryBefore walks every instance (history is kept inline).
 func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%w: nil prune parameters", store.ErrInvalid)
-	}
-	if p.KeepFinished < 0 || p.Limit < 0 {
-		return nil, fmt.Errorf("%w: prune with KeepFinished %d, Limit %d; want >= 0", store.ErrInvalid, p.KeepFinished, p.Limit)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	limit := p.Limit
 	if limit == 0 {

@@ -3,7 +3,6 @@ package memdbstore
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"slices"
 
@@ -73,8 +72,8 @@ func (t *tables) groups(names []string, queue, kind string) []group {
 // Counts implements store.Inspector from the counters: O(groups), however
 // many instances are stored.
 func (s *Store) Counts(ctx context.Context, p *store.CountsParams) ([]store.GroupCount, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%w: nil counts parameters", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	if err := ctxErr(ctx, "counts"); err != nil {
 		return nil, err
@@ -92,8 +91,8 @@ func (s *Store) Counts(ctx context.Context, p *store.CountsParams) ([]store.Grou
 // Lag implements store.Inspector: one seek in the waiting index per
 // (queue, kind) group.
 func (s *Store) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, error) {
-	if p == nil || p.Now.IsZero() {
-		return nil, fmt.Errorf("%w: lag without Now; set LagParams.Now to the time readiness is judged at", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	if err := ctxErr(ctx, "lag"); err != nil {
 		return nil, err

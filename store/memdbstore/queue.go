@@ -11,13 +11,8 @@ import (
 
 // Enqueue implements store.Queue.
 func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
-	}
-	for _, in := range p.Instances {
-		if err := in.Validate(); err != nil {
-			return nil, fmt.Errorf("memdbstore: enqueue: %w", err)
-		}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("memdbstore: enqueue: %w", err)
 	}
 	now := nanos(p.Now)
 	node := s.nameOf(p.Node)
@@ -172,16 +167,8 @@ const minNanos = -1 << 63
 
 // Renew implements store.Queue.
 func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewResult, error) {
-	switch {
-	case p == nil:
-		return nil, fmt.Errorf("%w: nil renew parameters", store.ErrInvalid)
-	case p.Owner == "":
-		return nil, fmt.Errorf("%w: renew without an owner", store.ErrInvalid)
-	}
-	for _, l := range p.Leases {
-		if l.ID == "" {
-			return nil, fmt.Errorf("%w: renew of a lease without an instance ID", store.ErrInvalid)
-		}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	res := &store.RenewResult{}
 	now, until := nanos(p.Now), nanos(p.Until)
@@ -211,11 +198,8 @@ func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRe
 
 // Finish implements store.Queue.
 func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.FinishResult, error) {
-	switch {
-	case p == nil:
-		return nil, fmt.Errorf("%w: nil finish parameters", store.ErrInvalid)
-	case p.Owner == "":
-		return nil, fmt.Errorf("%w: finish without an owner", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	for i := range p.Outcomes {
 		if err := p.Outcomes[i].Validate(); err != nil {
@@ -311,11 +295,8 @@ func applied(r *rec, o *store.Outcome, owner string) bool {
 
 // Rescue implements store.Queue.
 func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Instance, error) {
-	switch {
-	case p == nil:
-		return nil, fmt.Errorf("%w: nil rescue parameters", store.ErrInvalid)
-	case p.Limit <= 0:
-		return nil, fmt.Errorf("%w: rescue limit %d, want > 0", store.ErrInvalid, p.Limit)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	now := nanos(p.Now)
 	node := s.intern(p.Node)
@@ -375,11 +356,8 @@ func (s *Store) rescueMove(old *rec, msg string, at int64, node string, names []
 
 // Cancel implements store.Queue.
 func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Instance, error) {
-	switch {
-	case p == nil:
-		return nil, fmt.Errorf("%w: nil cancel parameters", store.ErrInvalid)
-	case p.ID == "":
-		return nil, fmt.Errorf("%w: cancel without an instance ID", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	now := nanos(p.Now)
 	node := s.intern(p.Node)

@@ -67,7 +67,7 @@ func (s *Store) GetTrigger(ctx context.Context, name string) (*store.Trigger, er
 // ListTriggers implements store.Triggers. It sorts the names (triggers are
 // few: hundreds, not millions).
 func (s *Store) ListTriggers(ctx context.Context, p *store.ListTriggersParams) (*store.TriggerPage, error) {
-	limit, err := p.PageLimit()
+	limit, err := p.Validate()
 	if err != nil {
 		return nil, fmt.Errorf("memdbstore: list triggers: %w", err)
 	}

@@ -56,8 +56,8 @@ func (s *Store) ListQueues(ctx context.Context) ([]store.QueueInfo, error) {
 // transitions added to them since the last compaction (counters.go), in
 // one snapshot: no walk of the instances.
 func (s *Store) Counts(ctx context.Context, p *store.CountsParams) ([]store.GroupCount, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%w: counts with nil parameters; pass &store.CountsParams{} for every group", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	// The Scheduled counter holds the Processing instances too (migration
 	// 0011): the running rows, counted through instances_running (as many
@@ -102,8 +102,8 @@ func (s *Store) Counts(ctx context.Context, p *store.CountsParams) ([]store.Grou
 // Lag implements store.Inspector: per (queue, kind) seen, the first entry
 // of the lag index (queue, kind, RunAt) of what is Scheduled.
 func (s *Store) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, error) {
-	if p == nil || p.Now.IsZero() {
-		return nil, fmt.Errorf("%w: lag without Now", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	// Per group, one probe of the claim index per priority the queue
 	// holds (see stmts.next).

@@ -244,7 +244,7 @@ func (s *Store) GetTrigger(ctx context.Context, name string) (*store.Trigger, er
 
 // ListTriggers implements store.Triggers, in byte order of names.
 func (s *Store) ListTriggers(ctx context.Context, p *store.ListTriggersParams) (*store.TriggerPage, error) {
-	limit, err := p.PageLimit()
+	limit, err := p.Validate()
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: list triggers: %w", err)
 	}

@@ -236,8 +236,8 @@ func (s *Store) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
 	lvl := make([]int16, n)
 	t := make([]int64, n)
 	for i, l := range recs {
-		if l == nil || l.InstanceID == "" {
-			return fmt.Errorf("%w: log record without an instance ID", store.ErrInvalid)
+		if err := l.Validate(); err != nil {
+			return err
 		}
 		id[i], kind[i], node[i], msg[i] = l.InstanceID, l.Kind, l.Node, l.Message
 		att[i], lvl[i], t[i] = clamp32(l.Attempt), int16(l.Level), nanos(l.Time)
@@ -308,11 +308,8 @@ const DefaultPruneLimit = 1000
 // in one short transaction, oldest first, taking rows other calls hold
 // with SKIP LOCKED out of the batch.
 func (s *Store) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%w: nil prune parameters", store.ErrInvalid)
-	}
-	if p.KeepFinished < 0 || p.Limit < 0 {
-		return nil, fmt.Errorf("%w: prune with KeepFinished %d, Limit %d; want >= 0", store.ErrInvalid, p.KeepFinished, p.Limit)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	limit := p.Limit
 	if limit == 0 {

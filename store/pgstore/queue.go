@@ -327,13 +327,8 @@ func clamp32(n int) int32 {
 // expired holder, so the database decides which of two racing schedules
 // holds a key; the whole batch is one transaction.
 func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
-	}
-	for _, in := range p.Instances {
-		if err := in.Validate(); err != nil {
-			return nil, fmt.Errorf("pgstore: enqueue: %w", err)
-		}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("pgstore: enqueue: %w", err)
 	}
 	if len(p.Instances) == 0 {
 		return []store.EnqueueResult{}, nil
@@ -830,18 +825,12 @@ func (s *Store) repeatClaim(ctx context.Context, tx pgx.Tx, p *store.ClaimParams
 
 // Renew implements store.Queue in one statement.
 func (s *Store) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewResult, error) {
-	switch {
-	case p == nil:
-		return nil, fmt.Errorf("%w: nil renew parameters", store.ErrInvalid)
-	case p.Owner == "":
-		return nil, fmt.Errorf("%w: renew without an owner", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	ids := make([]string, len(p.Leases))
 	atts := make([]int32, len(p.Leases))
 	for i, l := range p.Leases {
-		if l.ID == "" {
-			return nil, fmt.Errorf("%w: renew of a lease without an instance ID", store.ErrInvalid)
-		}
 		ids[i], atts[i] = l.ID, clamp32(l.Attempt)
 	}
 	res := &store.RenewResult{}
@@ -932,11 +921,8 @@ func (s *Store) saveRows(ctx context.Context, tx pgx.Tx, ins []*store.Instance) 
 // outcome is checked against its row, and the changes, history and
 // counters are written in two statements.
 func (s *Store) Finish(ctx context.Context, p *store.FinishParams) ([]store.FinishResult, error) {
-	switch {
-	case p == nil:
-		return nil, fmt.Errorf("%w: nil finish parameters", store.ErrInvalid)
-	case p.Owner == "":
-		return nil, fmt.Errorf("%w: finish without an owner", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	for i := range p.Outcomes {
 		if err := p.Outcomes[i].Validate(); err != nil {
@@ -1180,11 +1166,8 @@ func rescueMove(f *final, in *store.Instance, msg string, at time.Time, node str
 // Rescue implements store.Queue: expired leases are taken with SKIP
 // LOCKED, so concurrent rescuers split them.
 func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Instance, error) {
-	switch {
-	case p == nil:
-		return nil, fmt.Errorf("%w: nil rescue parameters", store.ErrInvalid)
-	case p.Limit <= 0:
-		return nil, fmt.Errorf("%w: rescue limit %d, want > 0", store.ErrInvalid, p.Limit)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	var out []*store.Instance
 	err := s.write(ctx, "rescue", func(tx pgx.Tx) error {
@@ -1217,11 +1200,8 @@ func (s *Store) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Ins
 
 // Cancel implements store.Queue.
 func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Instance, error) {
-	switch {
-	case p == nil:
-		return nil, fmt.Errorf("%w: nil cancel parameters", store.ErrInvalid)
-	case p.ID == "":
-		return nil, fmt.Errorf("%w: cancel without an instance ID", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	var out *store.Instance
 	err := s.write(ctx, "cancel", func(tx pgx.Tx) error {

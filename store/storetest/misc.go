@@ -334,3 +334,62 @@ func testNotifier(t *testing.T, h Harness) {
 	cancel()
 	waitClosed(t, ch, "Subscribe's channel after its ctx ended")
 }
+
+// testInvalidParamsEveryCall: every call refuses nil or invalid
+// parameters with ErrInvalid (the checks of their Validate methods), and
+// a refused call changes nothing: the claimed attempt keeps its lease,
+// no log is stored.
+func testInvalidParamsEveryCall(t *testing.T, h Harness) {
+	e := setup(t, h)
+	e.enqueue(e.s, base, inst("ipe-1", "q-ipe"))
+	e.claimOne(e.s, "q-ipe", "w1", base, "ipe-1")
+	now := at(time.Second)
+	calls := map[string]func() error{
+		"Enqueue(nil)": func() error { _, err := e.s.Enqueue(e.ctx, nil); return err },
+		"Renew(nil)":   func() error { _, err := e.s.Renew(e.ctx, nil); return err },
+		"Renew without an owner": func() error {
+			_, err := e.s.Renew(e.ctx, &store.RenewParams{Leases: []store.LeaseRef{{ID: "ipe-1", Attempt: 1}}, Until: at(time.Hour), Now: now})
+			return err
+		},
+		"Renew of a lease without an ID": func() error {
+			_, err := e.s.Renew(e.ctx, &store.RenewParams{Owner: "w1", Leases: []store.LeaseRef{{ID: "ipe-1", Attempt: 1}, {Attempt: 1}}, Until: at(time.Hour), Now: now})
+			return err
+		},
+		"Finish(nil)": func() error { _, err := e.s.Finish(e.ctx, nil); return err },
+		"Finish without an owner": func() error {
+			_, err := e.s.Finish(e.ctx, &store.FinishParams{Now: now, Outcomes: []store.Outcome{{ID: "ipe-1", Attempt: 1, State: store.Completed}}})
+			return err
+		},
+		"Rescue(nil)": func() error { _, err := e.s.Rescue(e.ctx, nil); return err },
+		"Rescue with limit -1": func() error {
+			_, err := e.s.Rescue(e.ctx, &store.RescueParams{Now: at(time.Hour), Limit: -1})
+			return err
+		},
+		"Cancel(nil)":           func() error { _, err := e.s.Cancel(e.ctx, nil); return err },
+		"Prune(nil)":            func() error { _, err := e.s.Prune(e.ctx, nil); return err },
+		"Prune with limit -1":   func() error { _, err := e.s.Prune(e.ctx, &store.PruneParams{Now: now, Limit: -1}); return err },
+		"Prune keeping -1":      func() error { _, err := e.s.Prune(e.ctx, &store.PruneParams{Now: now, KeepFinished: -1}); return err },
+		"Counts(nil)":           func() error { _, err := e.s.Counts(e.ctx, nil); return err },
+		"Lag(nil)":              func() error { _, err := e.s.Lag(e.ctx, nil); return err },
+		"Lag without Now":       func() error { _, err := e.s.Lag(e.ctx, &store.LagParams{Queue: "q-ipe"}); return err },
+		"ListTriggers limit -1": func() error { _, err := e.s.ListTriggers(e.ctx, &store.ListTriggersParams{Limit: -1}); return err },
+		"AppendLogs of nil":     func() error { return e.s.AppendLogs(e.ctx, []*store.LogRecord{nil}) },
+		"AppendLogs without an ID": func() error {
+			return e.s.AppendLogs(e.ctx, []*store.LogRecord{
+				{InstanceID: "ipe-1", Kind: "k", Attempt: 1, Level: store.LevelInfo, Time: now, Message: "kept?"},
+				{Kind: "k", Attempt: 1, Level: store.LevelInfo, Time: now, Message: "no instance"},
+			})
+		},
+	}
+	for name, call := range calls {
+		wantErr(t, name, call(), store.ErrInvalid)
+	}
+	checkLease(t, e.get(e.s, "ipe-1"), "w1", 1, at(lease))
+	logs, err := e.s.LookupLogs(e.ctx, &store.Query{InstanceID: "ipe-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logs) != 0 {
+		t.Fatalf("a refused AppendLogs stored %d records: %+v", len(logs), logs)
+	}
+}

@@ -129,6 +129,7 @@ func Run(t *testing.T, h Harness) {
 		{"NamespaceIsolation", testNamespaceIsolation},
 		{"CanceledContext", testCanceledContext},
 		{"InvalidParams", testInvalidParams},
+		{"InvalidParamsEveryCall", testInvalidParamsEveryCall},
 		{"Notifier", testNotifier},
 		{"CancelNotifier", testCancelNotifier},
 		{"DefinitionsCRUD", testDefinitionsCRUD},

@@ -440,52 +440,37 @@ func newChannelsCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	get := &cobra.Command{
-		Use: "get NAME", Short: "Show a channel and how its deliveries go", Args: exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				ch, err := c.GetChannel(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				if err := printChannels(g, &jobkitv1.GetChannelResponse{Channel: ch}, ch); err != nil {
-					return err
-				}
-				if e := ch.GetStatus().GetLastError(); e != "" && !g.printer().structured() {
-					fmt.Fprintf(g.env.stdout, "\nlast error (%s): %s\n", tsFmt(ch.GetStatus().GetLastErrorAt()), e)
-				}
-				return nil
-			})
-		},
-	}
-	del := &cobra.Command{
-		Use: "delete NAME", Short: "Delete a channel no rule names", Args: exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				if err := c.DeleteChannel(ctx, args[0]); err != nil {
-					return err
-				}
-				_, err := fmt.Fprintf(g.env.stdout, "channel %q deleted\n", args[0])
-				return err
-			})
-		},
-	}
-	test := &cobra.Command{
-		Use: "test NAME", Short: "Send a test notification now and say what the channel answered", Args: exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				n, err := c.TestChannel(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				if g.printer().structured() {
-					return g.printer().message(&jobkitv1.TestChannelResponse{Notification: n}, false)
-				}
-				_, err = fmt.Fprintf(g.env.stdout, "test notification delivered through channel %q\n", args[0])
-				return err
-			})
-		},
-	}
+	get := byName(g, "get", "Show a channel and how its deliveries go", func(ctx context.Context, c *client.Client, name string) error {
+		ch, err := c.GetChannel(ctx, name)
+		if err != nil {
+			return err
+		}
+		if err := printChannels(g, &jobkitv1.GetChannelResponse{Channel: ch}, ch); err != nil {
+			return err
+		}
+		if e := ch.GetStatus().GetLastError(); e != "" && !g.printer().structured() {
+			fmt.Fprintf(g.env.stdout, "\nlast error (%s): %s\n", tsFmt(ch.GetStatus().GetLastErrorAt()), e)
+		}
+		return nil
+	})
+	del := byName(g, "delete", "Delete a channel no rule names", func(ctx context.Context, c *client.Client, name string) error {
+		if err := c.DeleteChannel(ctx, name); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(g.env.stdout, "channel %q deleted\n", name)
+		return err
+	})
+	test := byName(g, "test", "Send a test notification now and say what the channel answered", func(ctx context.Context, c *client.Client, name string) error {
+		n, err := c.TestChannel(ctx, name)
+		if err != nil {
+			return err
+		}
+		if g.printer().structured() {
+			return g.printer().message(&jobkitv1.TestChannelResponse{Notification: n}, false)
+		}
+		_, err = fmt.Fprintf(g.env.stdout, "test notification delivered through channel %q\n", name)
+		return err
+	})
 	cmd.AddCommand(create, list, get, update, del, test)
 	return cmd
 }

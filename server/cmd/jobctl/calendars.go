@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -135,7 +134,12 @@ func (f *calFlags) apply(cmd *cobra.Command, c *jobkitv1.Calendar) error {
 func newCalendarsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "calendars", Aliases: []string{"calendar"},
 		Short: "Create, show, list, update, delete and import calendars (working days and holidays), and preview fire times"}
+	cmd.AddCommand(newCalendarCreateCmd(g), newCalendarGetCmd(g), newCalendarListCmd(g), newCalendarUpdateCmd(g),
+		newCalendarDeleteCmd(g), newCalendarImportCmd(g), newCalendarNextCmd(g))
+	return cmd
+}
 
+func newCalendarCreateCmd(g *globals) *cobra.Command {
 	var cf calFlags
 	create := &cobra.Command{
 		Use: "create NAME", Short: "Store a new calendar", Args: exactArgs("NAME"),
@@ -164,7 +168,10 @@ func newCalendarsCmd(g *globals) *cobra.Command {
 		},
 	}
 	cf.add(create, false)
+	return create
+}
 
+func newCalendarUpdateCmd(g *globals) *cobra.Command {
 	var uf calFlags
 	update := &cobra.Command{
 		Use: "update NAME", Short: "Change a stored calendar (the fields given; the rest kept)", Args: exactArgs("NAME"),
@@ -198,8 +205,11 @@ func newCalendarsCmd(g *globals) *cobra.Command {
 		},
 	}
 	uf.add(update, true)
+	return update
+}
 
-	get := &cobra.Command{
+func newCalendarGetCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use: "get NAME", Short: "Show a calendar: its zone, working days, days off and the triggers on it", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
@@ -211,16 +221,15 @@ func newCalendarsCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+}
 
-	var (
-		pageSize  int
-		pageToken string
-	)
+func newCalendarListCmd(g *globals) *cobra.Command {
+	var pg pageFlags
 	list := &cobra.Command{
 		Use: "list", Short: "List calendars by name", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				page, err := cl.ListCalendars(ctx, pageSize, pageToken)
+				page, err := cl.ListCalendars(ctx, pg.size, pg.token)
 				if err != nil {
 					return err
 				}
@@ -238,9 +247,11 @@ func newCalendarsCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	list.Flags().IntVar(&pageSize, "page-size", 0, "calendars per page (0: 100)")
-	list.Flags().StringVar(&pageToken, "page-token", "", "continue after the page that gave this token")
+	pg.add(list, "calendars")
+	return list
+}
 
+func newCalendarDeleteCmd(g *globals) *cobra.Command {
 	var delVersion int64
 	del := &cobra.Command{
 		Use: "delete NAME", Short: "Delete a calendar (refused while triggers run on it)", Args: exactArgs("NAME"),
@@ -249,17 +260,15 @@ func newCalendarsCmd(g *globals) *cobra.Command {
 				if err := cl.DeleteCalendar(ctx, args[0], delVersion); err != nil {
 					return err
 				}
-				pr := g.printer()
-				if pr.structured() {
-					return pr.message(&jobkitv1.DeleteCalendarResponse{}, false)
-				}
-				_, err := io.WriteString(pr.w, "deleted calendar "+args[0]+"\n")
-				return err
+				return g.printer().done(&jobkitv1.DeleteCalendarResponse{}, "deleted calendar "+args[0])
 			})
 		},
 	}
 	del.Flags().Int64Var(&delVersion, "if-version", 0, "delete only if the stored version is this")
+	return del
+}
 
+func newCalendarImportCmd(g *globals) *cobra.Command {
 	var (
 		impTZ, impWorkdays, impDesc string
 		impReplace                  bool
@@ -307,95 +316,115 @@ func newCalendarsCmd(g *globals) *cobra.Command {
 	imp.Flags().BoolVar(&impReplace, "replace", false, "replace a stored calendar of that name")
 	imp.Flags().IntVar(&impYears, "years", 0, "years of repeating events to list, from the start of this year (0: 10)")
 	imp.Flags().StringVar(&impDesc, "description", "", "free text (default: the file's X-WR-CALNAME)")
+	return imp
+}
 
-	var (
-		nTrigger, nCron, nTZ, nCalendar, nPolicy, nAfter string
-		nInterval                                        time.Duration
-		nCount                                           int
-	)
+// nextFlags are the flags of calendars next.
+type nextFlags struct {
+	trigger, cron, tz, calendar, policy, after string
+	interval                                   time.Duration
+	count                                      int
+}
+
+// request is the ListFireTimes request the flags ask for, and the time
+// after which the fire times are wanted (zero: now).
+func (f *nextFlags) request() (*jobkitv1.ListFireTimesRequest, time.Time, error) {
+	req := &jobkitv1.ListFireTimesRequest{TriggerName: f.trigger, Count: int32(f.count)}
+	if f.trigger == "" {
+		if f.cron == "" && f.interval == 0 {
+			return nil, time.Time{}, usagef("calendars next needs --trigger, or --cron or --interval with --calendar")
+		}
+		t := &jobkitv1.Trigger{Cron: f.cron, TimeZone: f.tz, Calendar: f.calendar}
+		if f.interval != 0 {
+			t.Interval = durationpb.New(f.interval)
+		}
+		if f.policy != "" {
+			p, err := parseCalendarPolicy(f.policy)
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			t.CalendarPolicy = p
+		}
+		req.Trigger = t
+	} else if f.cron != "" || f.interval != 0 || f.calendar != "" || f.policy != "" {
+		return nil, time.Time{}, usagef("calendars next: --trigger takes the stored trigger's schedule and calendar; drop --cron, --interval, --calendar and --policy")
+	}
+	var after time.Time
+	if f.after != "" {
+		var err error
+		if after, err = time.Parse(time.RFC3339Nano, f.after); err != nil {
+			return nil, time.Time{}, usagef("--after %q: want an RFC 3339 time such as 2027-01-01T00:00:00Z", f.after)
+		}
+	}
+	return req, after, nil
+}
+
+func newCalendarNextCmd(g *globals) *cobra.Command {
+	var nf nextFlags
 	next := &cobra.Command{
 		Use: "next", Short: "Preview the next fire times of a trigger (stored, or a spec) with a calendar", Args: noArgs,
 		Example: `  jobctl calendars next --trigger nightly
   jobctl calendars next --cron '0 9 * * *' --tz Europe/Paris --calendar fr --policy next-workday --count 10`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := &jobkitv1.ListFireTimesRequest{TriggerName: nTrigger, Count: int32(nCount)}
-			if nTrigger == "" {
-				if nCron == "" && nInterval == 0 {
-					return usagef("calendars next needs --trigger, or --cron or --interval with --calendar")
-				}
-				t := &jobkitv1.Trigger{Cron: nCron, TimeZone: nTZ, Calendar: nCalendar}
-				if nInterval != 0 {
-					t.Interval = durationpb.New(nInterval)
-				}
-				if nPolicy != "" {
-					p, err := parseCalendarPolicy(nPolicy)
-					if err != nil {
-						return err
-					}
-					t.CalendarPolicy = p
-				}
-				req.Trigger = t
-			} else if nCron != "" || nInterval != 0 || nCalendar != "" || nPolicy != "" {
-				return usagef("calendars next: --trigger takes the stored trigger's schedule and calendar; drop --cron, --interval, --calendar and --policy")
-			}
-			var after time.Time
-			if nAfter != "" {
-				var err error
-				if after, err = time.Parse(time.RFC3339Nano, nAfter); err != nil {
-					return usagef("--after %q: want an RFC 3339 time such as 2027-01-01T00:00:00Z", nAfter)
-				}
+			req, after, err := nf.request()
+			if err != nil {
+				return err
 			}
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
 				fire, raw, err := cl.ListFireTimes(ctx, req, after)
 				if err != nil {
 					return err
 				}
-				pr := g.printer()
-				if pr.structured() {
-					res := &jobkitv1.ListFireTimesResponse{}
-					for _, f := range fire {
-						res.FireTimes = append(res.FireTimes, tspb(f))
-					}
-					for _, f := range raw {
-						res.RawFireTimes = append(res.RawFireTimes, tspb(f))
-					}
-					return pr.message(res, false)
-				}
-				fires := map[time.Time]bool{}
-				for _, f := range fire {
-					fires[f] = true
-				}
-				t := newTable(pr.w, "TIME", "WITH THE CALENDAR")
-				all := append(slices.Clone(fire), raw...)
-				slices.SortFunc(all, func(a, b time.Time) int { return a.Compare(b) })
-				all = slices.CompactFunc(all, func(a, b time.Time) bool { return a.Equal(b) })
-				for _, f := range all {
-					what := "fires"
-					switch {
-					case !fires[f]:
-						what = "skipped"
-					case !slices.ContainsFunc(raw, f.Equal):
-						what = "fires (moved)"
-					}
-					t.row(ts(tspb(f)), what)
-				}
-				return t.flush()
+				return printFireTimes(g.printer(), fire, raw)
 			})
 		},
 	}
-	nf := next.Flags()
-	nf.StringVar(&nTrigger, "trigger", "", "a stored trigger, by name")
-	nf.StringVar(&nCron, "cron", "", "a cron spec to try")
-	nf.DurationVar(&nInterval, "interval", 0, "an interval to try")
-	nf.StringVar(&nTZ, "tz", "", "the cron spec's time zone")
-	nf.StringVar(&nCalendar, "calendar", "", "the stored calendar to try it with")
-	nf.StringVar(&nPolicy, "policy", "", "workdays, skip-dates or next-workday (default workdays)")
-	nf.IntVar(&nCount, "count", 0, "how many fire times (0: 5)")
-	nf.StringVar(&nAfter, "after", "", "fire times after this RFC 3339 time (default now)")
+	fl := next.Flags()
+	fl.StringVar(&nf.trigger, "trigger", "", "a stored trigger, by name")
+	fl.StringVar(&nf.cron, "cron", "", "a cron spec to try")
+	fl.DurationVar(&nf.interval, "interval", 0, "an interval to try")
+	fl.StringVar(&nf.tz, "tz", "", "the cron spec's time zone")
+	fl.StringVar(&nf.calendar, "calendar", "", "the stored calendar to try it with")
+	fl.StringVar(&nf.policy, "policy", "", "workdays, skip-dates or next-workday (default workdays)")
+	fl.IntVar(&nf.count, "count", 0, "how many fire times (0: 5)")
+	fl.StringVar(&nf.after, "after", "", "fire times after this RFC 3339 time (default now)")
 	_ = next.RegisterFlagCompletionFunc("policy", fixedCompletion("workdays", "skip-dates", "next-workday"))
+	return next
+}
 
-	cmd.AddCommand(create, get, list, update, del, imp, next)
-	return cmd
+// printFireTimes prints the fire times with the calendar (fire) and
+// without it (raw): in a table, each time once, saying whether it fires,
+// fires moved by the calendar, or is skipped.
+func printFireTimes(pr *printer, fire, raw []time.Time) error {
+	if pr.structured() {
+		res := &jobkitv1.ListFireTimesResponse{}
+		for _, f := range fire {
+			res.FireTimes = append(res.FireTimes, tspb(f))
+		}
+		for _, f := range raw {
+			res.RawFireTimes = append(res.RawFireTimes, tspb(f))
+		}
+		return pr.message(res, false)
+	}
+	fires := map[time.Time]bool{}
+	for _, f := range fire {
+		fires[f] = true
+	}
+	t := newTable(pr.w, "TIME", "WITH THE CALENDAR")
+	all := append(slices.Clone(fire), raw...)
+	slices.SortFunc(all, func(a, b time.Time) int { return a.Compare(b) })
+	all = slices.CompactFunc(all, func(a, b time.Time) bool { return a.Equal(b) })
+	for _, f := range all {
+		what := "fires"
+		switch {
+		case !fires[f]:
+			what = "skipped"
+		case !slices.ContainsFunc(raw, f.Equal):
+			what = "fires (moved)"
+		}
+		t.row(ts(tspb(f)), what)
+	}
+	return t.flush()
 }
 
 // parseCalendarPolicy reads workdays, skip-dates or next-workday.

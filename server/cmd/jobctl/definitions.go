@@ -112,6 +112,22 @@ func (f *defFlags) apply(cmd *cobra.Command, d *jobkitv1.Definition) error {
 
 func newDefinitionsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "definitions", Aliases: []string{"defs"}, Short: "Create, show, list, update and delete job definitions (kinds' policies as data)"}
+	cmd.AddCommand(newDefinitionCreateCmd(g), &cobra.Command{
+		Use: "get KIND", Short: "Show a definition", Args: exactArgs("KIND"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+				d, err := c.GetDefinition(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return printDefinitions(g, &jobkitv1.GetDefinitionResponse{Definition: d}, d)
+			})
+		},
+	}, newDefinitionListCmd(g), newDefinitionUpdateCmd(g), newDefinitionDeleteCmd(g), newDefinitionTestCmd(g))
+	return cmd
+}
+
+func newDefinitionCreateCmd(g *globals) *cobra.Command {
 	var cf defFlags
 	var cx execFlags
 	create := &cobra.Command{
@@ -145,7 +161,10 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 	}
 	cf.add(create, false)
 	cx.add(create)
+	return create
+}
 
+func newDefinitionUpdateCmd(g *globals) *cobra.Command {
 	var uf defFlags
 	var ux execFlags
 	update := &cobra.Command{
@@ -185,17 +204,16 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 	}
 	uf.add(update, true)
 	ux.add(update)
+	return update
+}
 
-	var (
-		pageSize  int
-		pageToken string
-		delIf     int64
-	)
+func newDefinitionListCmd(g *globals) *cobra.Command {
+	var pg pageFlags
 	list := &cobra.Command{
 		Use: "list", Short: "List definitions by kind", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				page, err := c.ListDefinitions(ctx, pageSize, pageToken)
+				page, err := c.ListDefinitions(ctx, pg.size, pg.token)
 				if err != nil {
 					return err
 				}
@@ -204,8 +222,12 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	list.Flags().IntVar(&pageSize, "page-size", 0, "definitions per page (0: 100)")
-	list.Flags().StringVar(&pageToken, "page-token", "", "continue after the page that gave this token")
+	pg.add(list, "definitions")
+	return list
+}
+
+func newDefinitionDeleteCmd(g *globals) *cobra.Command {
+	var delIf int64
 	del := &cobra.Command{
 		Use: "delete KIND", Short: "Delete a definition", Args: exactArgs("KIND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -213,29 +235,12 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 				if err := c.DeleteDefinition(ctx, args[0], delIf); err != nil {
 					return err
 				}
-				pr := g.printer()
-				if pr.structured() {
-					return pr.message(&jobkitv1.DeleteDefinitionResponse{}, false)
-				}
-				_, err := pr.w.Write([]byte("deleted definition " + args[0] + "\n"))
-				return err
+				return g.printer().done(&jobkitv1.DeleteDefinitionResponse{}, "deleted definition "+args[0])
 			})
 		},
 	}
 	del.Flags().Int64Var(&delIf, "if-version", 0, "delete only if the stored version is this")
-	cmd.AddCommand(create, &cobra.Command{
-		Use: "get KIND", Short: "Show a definition", Args: exactArgs("KIND"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				d, err := c.GetDefinition(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				return printDefinitions(g, &jobkitv1.GetDefinitionResponse{Definition: d}, d)
-			})
-		},
-	}, list, update, del, newDefinitionTestCmd(g))
-	return cmd
+	return del
 }
 
 func printDefinitions(g *globals, res protoMsg, ds ...*jobkitv1.Definition) error {

@@ -35,12 +35,7 @@ func newInstanceCmd(g *globals) *cobra.Command {
 					if err := c.DeleteInstance(ctx, args[0]); err != nil {
 						return err
 					}
-					pr := g.printer()
-					if pr.structured() {
-						return pr.message(&jobkitv1.DeleteInstanceResponse{}, false)
-					}
-					_, err := pr.w.Write([]byte("deleted " + args[0] + "\n"))
-					return err
+					return g.printer().done(&jobkitv1.DeleteInstanceResponse{}, "deleted "+args[0])
 				})
 			},
 		},

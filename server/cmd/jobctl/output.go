@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -59,6 +60,29 @@ func (p *printer) message(m proto.Message, stream bool) error {
 
 // structured reports whether the output is JSON or YAML.
 func (p *printer) structured() bool { return p.format != "table" }
+
+// done reports a call that returns nothing to show: res (the API's empty
+// response) with -o json|yaml, else the line.
+func (p *printer) done(res proto.Message, line string) error {
+	if p.structured() {
+		return p.message(res, false)
+	}
+	_, err := io.WriteString(p.w, line+"\n")
+	return err
+}
+
+// pageFlags are the --page-size and --page-token flags of a list command
+// that prints one page of names.
+type pageFlags struct {
+	size  int
+	token string
+}
+
+// add adds the flags to cmd, which lists what (plural).
+func (f *pageFlags) add(cmd *cobra.Command, what string) {
+	cmd.Flags().IntVar(&f.size, "page-size", 0, what+" per page (0: 100)")
+	cmd.Flags().StringVar(&f.token, "page-token", "", "continue after the page that gave this token")
+}
 
 // jsonToYAML re-encodes a JSON document as block-style YAML, keeping the
 // order of its fields.

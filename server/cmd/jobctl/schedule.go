@@ -18,14 +18,111 @@ import (
 	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 )
 
+// schedFlags are the flags of jobctl schedule.
+type schedFlags struct {
+	args, at, cron, tz, name                 string
+	in, jitter, timeout, uniqueTTL, interval time.Duration
+	retries, priority, shards                int
+	queue, uniqueKey, idemKey                string
+	meta                                     []string
+}
+
+func (f *schedFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.args, "args", "", `the executor's arguments as a JSON array: '[1, "a"]' ("@FILE": read from a file, "@-": from standard input)`)
+	fl.StringVar(&f.at, "at", "", "run at this RFC 3339 time")
+	fl.DurationVar(&f.in, "in", 0, "run after this long (5m)")
+	fl.DurationVar(&f.jitter, "jitter", 0, "delay by a random duration up to this")
+	fl.IntVar(&f.retries, "retries", 0, "max retries of a failed attempt (-1: forever)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "bound on each attempt")
+	fl.IntVar(&f.priority, "priority", 0, "priority: higher runs first")
+	fl.StringVar(&f.queue, "queue", "", "queue, instead of the kind's")
+	fl.StringVar(&f.uniqueKey, "unique-key", "", "refuse (exit 4) while another instance holds this key")
+	fl.DurationVar(&f.uniqueTTL, "unique-ttl", 0, "how long the unique key is held (0: the kind's, else 24h)")
+	fl.StringVar(&f.idemKey, "idempotency-key", "", "repeating the command with this key returns the first instance")
+	fl.StringArrayVar(&f.meta, "meta", nil, "metadata key=value carried to every attempt (repeat)")
+	fl.IntVar(&f.shards, "shards", 0, "schedule a sharded task of this many shards (1 to 1000); prints its parent (jobctl instance get shows the shards)")
+	fl.StringVar(&f.cron, "cron", "", `create a trigger on this cron spec instead ("0 6 * * *", "@hourly")`)
+	fl.DurationVar(&f.interval, "interval", 0, "create a trigger firing at this interval instead")
+	fl.StringVar(&f.tz, "tz", "", "the trigger's IANA time zone (default UTC)")
+	fl.StringVar(&f.name, "name", "", "the trigger's name (default: KIND)")
+	cmd.MarkFlagsMutuallyExclusive("cron", "interval")
+}
+
+// trigger is the trigger --cron or --interval asks for, with the
+// arguments args; a flag of a one-off schedule is a usage error.
+func (f *schedFlags) trigger(cmd *cobra.Command, kind, args string) (*jobkitv1.Trigger, error) {
+	for _, n := range []string{"at", "in", "jitter", "retries", "timeout", "priority", "queue", "unique-key", "unique-ttl", "idempotency-key", "meta", "shards"} {
+		if cmd.Flags().Changed(n) {
+			return nil, usagef("--%s does not apply to a trigger (--cron, --interval); set the kind's policy with jobctl definitions", n)
+		}
+	}
+	t := &jobkitv1.Trigger{Name: f.name, Kind: kind, ArgsJson: args, Cron: f.cron, TimeZone: f.tz}
+	if t.Name == "" {
+		t.Name = kind
+	}
+	if f.interval != 0 {
+		t.Interval = durationpb.New(f.interval)
+	}
+	return t, nil
+}
+
+// options are the schedule options the flags set, with the arguments
+// args; a trigger's flag is a usage error.
+func (f *schedFlags) options(cmd *cobra.Command, args string) ([]client.ScheduleOption, error) {
+	fl := cmd.Flags()
+	for _, n := range []string{"name", "tz"} {
+		if fl.Changed(n) {
+			return nil, usagef("--%s goes with --cron or --interval", n)
+		}
+	}
+	var opts []client.ScheduleOption
+	if args != "" {
+		opts = append(opts, client.WithArgumentsJSON(args))
+	}
+	if f.at != "" {
+		t, err := time.Parse(time.RFC3339Nano, f.at)
+		if err != nil {
+			return nil, usagef("--at %q: want an RFC 3339 time (2026-11-23T21:00:00Z)", f.at)
+		}
+		opts = append(opts, client.WithScheduleAt(t))
+	}
+	if fl.Changed("at") && fl.Changed("in") {
+		return nil, usagef("give one of --at and --in")
+	}
+	if !fl.Changed("unique-key") && fl.Changed("unique-ttl") {
+		return nil, usagef("--unique-ttl goes with --unique-key")
+	}
+	for _, o := range []struct {
+		flag string
+		opt  func() client.ScheduleOption
+	}{
+		{"in", func() client.ScheduleOption { return client.WithScheduleAfter(f.in) }},
+		{"jitter", func() client.ScheduleOption { return client.WithJitter(f.jitter) }},
+		{"retries", func() client.ScheduleOption { return client.WithMaxRetries(f.retries) }},
+		{"timeout", func() client.ScheduleOption { return client.WithTimeout(f.timeout) }},
+		{"priority", func() client.ScheduleOption { return client.WithPriority(job.Priority(f.priority)) }},
+		{"queue", func() client.ScheduleOption { return client.WithQueue(f.queue) }},
+		{"unique-key", func() client.ScheduleOption { return client.WithUniqueKey(f.uniqueKey, f.uniqueTTL) }},
+		{"idempotency-key", func() client.ScheduleOption { return client.WithIdempotencyKey(f.idemKey) }},
+		{"shards", func() client.ScheduleOption { return client.WithShards(f.shards) }},
+	} {
+		if fl.Changed(o.flag) {
+			opts = append(opts, o.opt())
+		}
+	}
+	md, err := parsePairs("meta", f.meta)
+	if err != nil {
+		return nil, err
+	}
+	if md != nil {
+		opts = append(opts, client.WithMetadata(md))
+	}
+	return opts, nil
+}
+
 func newScheduleCmd(g *globals) *cobra.Command {
-	var (
-		args, at, cron, tz, name                 string
-		in, jitter, timeout, uniqueTTL, interval time.Duration
-		retries, priority, shards                int
-		queue, uniqueKey, idemKey                string
-		meta                                     []string
-	)
+	var f schedFlags
 	cmd := &cobra.Command{
 		Use:   "schedule KIND",
 		Short: "Schedule one instance of a kind (or, with --cron/--interval, create a trigger)",
@@ -36,90 +133,26 @@ func newScheduleCmd(g *globals) *cobra.Command {
 		Args: exactArgs("KIND"),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			kind := pos[0]
-			fl := cmd.Flags()
-			args, err := argsValue(args, cmd.InOrStdin())
+			args, err := argsValue(f.args, cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
-			if cron != "" || interval != 0 {
-				for _, f := range []string{"at", "in", "jitter", "retries", "timeout", "priority", "queue", "unique-key", "unique-ttl", "idempotency-key", "meta", "shards"} {
-					if fl.Changed(f) {
-						return usagef("--%s does not apply to a trigger (--cron, --interval); set the kind's policy with jobctl definitions", f)
+			if f.cron != "" || f.interval != 0 {
+				t, err := f.trigger(cmd, kind, args)
+				if err != nil {
+					return err
+				}
+				return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+					got, err := c.CreateTrigger(ctx, t)
+					if err != nil {
+						return err
 					}
-				}
-				t := &jobkitv1.Trigger{Name: name, Kind: kind, ArgsJson: args, Cron: cron, TimeZone: tz}
-				if t.Name == "" {
-					t.Name = kind
-				}
-				if interval != 0 {
-					t.Interval = durationpb.New(interval)
-				}
-				c, err := g.client()
-				if err != nil {
-					return err
-				}
-				ctx, cancel := g.callCtx(cmd.Context())
-				defer cancel()
-				got, err := c.CreateTrigger(ctx, t)
-				if err != nil {
-					return err
-				}
-				return printTriggers(g, &jobkitv1.CreateTriggerResponse{Trigger: got}, got)
+					return printTriggers(g, &jobkitv1.CreateTriggerResponse{Trigger: got}, got)
+				})
 			}
-			for _, f := range []string{"name", "tz"} {
-				if fl.Changed(f) {
-					return usagef("--%s goes with --cron or --interval", f)
-				}
-			}
-			var opts []client.ScheduleOption
-			if args != "" {
-				opts = append(opts, client.WithArgumentsJSON(args))
-			}
-			if at != "" {
-				t, err := time.Parse(time.RFC3339Nano, at)
-				if err != nil {
-					return usagef("--at %q: want an RFC 3339 time (2026-11-23T21:00:00Z)", at)
-				}
-				opts = append(opts, client.WithScheduleAt(t))
-			}
-			if fl.Changed("at") && fl.Changed("in") {
-				return usagef("give one of --at and --in")
-			}
-			if fl.Changed("in") {
-				opts = append(opts, client.WithScheduleAfter(in))
-			}
-			if fl.Changed("jitter") {
-				opts = append(opts, client.WithJitter(jitter))
-			}
-			if fl.Changed("retries") {
-				opts = append(opts, client.WithMaxRetries(retries))
-			}
-			if fl.Changed("timeout") {
-				opts = append(opts, client.WithTimeout(timeout))
-			}
-			if fl.Changed("priority") {
-				opts = append(opts, client.WithPriority(job.Priority(priority)))
-			}
-			if fl.Changed("queue") {
-				opts = append(opts, client.WithQueue(queue))
-			}
-			if fl.Changed("unique-key") {
-				opts = append(opts, client.WithUniqueKey(uniqueKey, uniqueTTL))
-			} else if fl.Changed("unique-ttl") {
-				return usagef("--unique-ttl goes with --unique-key")
-			}
-			if fl.Changed("idempotency-key") {
-				opts = append(opts, client.WithIdempotencyKey(idemKey))
-			}
-			if fl.Changed("shards") {
-				opts = append(opts, client.WithShards(shards))
-			}
-			md, err := parsePairs("meta", meta)
+			opts, err := f.options(cmd, args)
 			if err != nil {
 				return err
-			}
-			if md != nil {
-				opts = append(opts, client.WithMetadata(md))
 			}
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
 				in, err := c.ScheduleJob(ctx, kind, opts...)
@@ -134,25 +167,7 @@ func newScheduleCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&args, "args", "", `the executor's arguments as a JSON array: '[1, "a"]' ("@FILE": read from a file, "@-": from standard input)`)
-	f.StringVar(&at, "at", "", "run at this RFC 3339 time")
-	f.DurationVar(&in, "in", 0, "run after this long (5m)")
-	f.DurationVar(&jitter, "jitter", 0, "delay by a random duration up to this")
-	f.IntVar(&retries, "retries", 0, "max retries of a failed attempt (-1: forever)")
-	f.DurationVar(&timeout, "timeout", 0, "bound on each attempt")
-	f.IntVar(&priority, "priority", 0, "priority: higher runs first")
-	f.StringVar(&queue, "queue", "", "queue, instead of the kind's")
-	f.StringVar(&uniqueKey, "unique-key", "", "refuse (exit 4) while another instance holds this key")
-	f.DurationVar(&uniqueTTL, "unique-ttl", 0, "how long the unique key is held (0: the kind's, else 24h)")
-	f.StringVar(&idemKey, "idempotency-key", "", "repeating the command with this key returns the first instance")
-	f.StringArrayVar(&meta, "meta", nil, "metadata key=value carried to every attempt (repeat)")
-	f.IntVar(&shards, "shards", 0, "schedule a sharded task of this many shards (1 to 1000); prints its parent (jobctl instance get shows the shards)")
-	f.StringVar(&cron, "cron", "", `create a trigger on this cron spec instead ("0 6 * * *", "@hourly")`)
-	f.DurationVar(&interval, "interval", 0, "create a trigger firing at this interval instead")
-	f.StringVar(&tz, "tz", "", "the trigger's IANA time zone (default UTC)")
-	f.StringVar(&name, "name", "", "the trigger's name (default: KIND)")
-	cmd.MarkFlagsMutuallyExclusive("cron", "interval")
+	f.add(cmd)
 	return cmd
 }
 

@@ -114,6 +114,52 @@ func (f *trigFlags) apply(cmd *cobra.Command, t *jobkitv1.Trigger) error {
 
 func newTriggersCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "triggers", Short: "Create, show, list, update, delete, pause, resume and run stored triggers"}
+	cmd.AddCommand(newTriggerCreateCmd(g), newTriggerGetCmd(g), newTriggerListCmd(g), newTriggerUpdateCmd(g),
+		byName(g, "delete", "Delete a trigger", func(ctx context.Context, c *client.Client, name string) error {
+			if err := c.DeleteTrigger(ctx, name); err != nil {
+				return err
+			}
+			return g.printer().done(&jobkitv1.DeleteTriggerResponse{}, "deleted trigger "+name)
+		}),
+		byName(g, "pause", "Stop a trigger's ticks", func(ctx context.Context, c *client.Client, name string) error {
+			t, err := c.PauseTrigger(ctx, name)
+			if err != nil {
+				return err
+			}
+			return printTriggers(g, &jobkitv1.PauseTriggerResponse{Trigger: t}, t)
+		}),
+		byName(g, "resume", "Start a paused trigger's ticks again", func(ctx context.Context, c *client.Client, name string) error {
+			t, err := c.ResumeTrigger(ctx, name)
+			if err != nil {
+				return err
+			}
+			return printTriggers(g, &jobkitv1.ResumeTriggerResponse{Trigger: t}, t)
+		}),
+		byName(g, "run", "Schedule one instance of the trigger now, outside its schedule", func(ctx context.Context, c *client.Client, name string) error {
+			in, err := c.RunTrigger(ctx, name)
+			if err != nil {
+				return err
+			}
+			pr := g.printer()
+			if pr.structured() {
+				return pr.message(&jobkitv1.RunTriggerResponse{Instance: in.Proto()}, false)
+			}
+			return instanceTable(pr, []*jobkitv1.Instance{in.Proto()})
+		}),
+	)
+	return cmd
+}
+
+// byName is a command "USE NAME" that makes one call about the named
+// object: call runs within g.call.
+func byName(g *globals, use, short string, call func(ctx context.Context, c *client.Client, name string) error) *cobra.Command {
+	return &cobra.Command{Use: use + " NAME", Short: short, Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.call(cmd, func(ctx context.Context, c *client.Client) error { return call(ctx, c, args[0]) })
+		}}
+}
+
+func newTriggerCreateCmd(g *globals) *cobra.Command {
 	var cf trigFlags
 	create := &cobra.Command{
 		Use: "create NAME", Short: "Store a new trigger", Args: exactArgs("NAME"),
@@ -143,7 +189,10 @@ func newTriggersCmd(g *globals) *cobra.Command {
 		},
 	}
 	cf.add(create, false)
+	return create
+}
 
+func newTriggerUpdateCmd(g *globals) *cobra.Command {
 	var uf trigFlags
 	update := &cobra.Command{
 		Use: "update NAME", Short: "Change a stored trigger (the fields given; the rest kept)", Args: exactArgs("NAME"),
@@ -177,7 +226,10 @@ func newTriggersCmd(g *globals) *cobra.Command {
 		},
 	}
 	uf.add(update, true)
+	return update
+}
 
+func newTriggerGetCmd(g *globals) *cobra.Command {
 	var next int
 	get := &cobra.Command{
 		Use: "get NAME", Short: "Show a trigger with its next fire times", Args: exactArgs("NAME"),
@@ -204,16 +256,16 @@ func newTriggersCmd(g *globals) *cobra.Command {
 		},
 	}
 	get.Flags().IntVar(&next, "next", 0, "how many next fire times to show (0: 5)")
+	return get
+}
 
-	var (
-		pageSize  int
-		pageToken string
-	)
+func newTriggerListCmd(g *globals) *cobra.Command {
+	var pg pageFlags
 	list := &cobra.Command{
 		Use: "list", Short: "List triggers by name", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				page, err := c.ListTriggers(ctx, pageSize, pageToken)
+				page, err := c.ListTriggers(ctx, pg.size, pg.token)
 				if err != nil {
 					return err
 				}
@@ -222,76 +274,8 @@ func newTriggersCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	list.Flags().IntVar(&pageSize, "page-size", 0, "triggers per page (0: 100)")
-	list.Flags().StringVar(&pageToken, "page-token", "", "continue after the page that gave this token")
-
-	byName := func(use, short string, call func(cmd *cobra.Command, name string) error) *cobra.Command {
-		return &cobra.Command{Use: use + " NAME", Short: short, Args: exactArgs("NAME"),
-			RunE: func(cmd *cobra.Command, args []string) error { return call(cmd, args[0]) }}
-	}
-	cmd.AddCommand(create, get, list, update,
-		byName("delete", "Delete a trigger", func(cmd *cobra.Command, name string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			if err := c.DeleteTrigger(ctx, name); err != nil {
-				return err
-			}
-			pr := g.printer()
-			if pr.structured() {
-				return pr.message(&jobkitv1.DeleteTriggerResponse{}, false)
-			}
-			_, err = io.WriteString(pr.w, "deleted trigger "+name+"\n")
-			return err
-		}),
-		byName("pause", "Stop a trigger's ticks", func(cmd *cobra.Command, name string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			t, err := c.PauseTrigger(ctx, name)
-			if err != nil {
-				return err
-			}
-			return printTriggers(g, &jobkitv1.PauseTriggerResponse{Trigger: t}, t)
-		}),
-		byName("resume", "Start a paused trigger's ticks again", func(cmd *cobra.Command, name string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			t, err := c.ResumeTrigger(ctx, name)
-			if err != nil {
-				return err
-			}
-			return printTriggers(g, &jobkitv1.ResumeTriggerResponse{Trigger: t}, t)
-		}),
-		byName("run", "Schedule one instance of the trigger now, outside its schedule", func(cmd *cobra.Command, name string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := g.callCtx(cmd.Context())
-			defer cancel()
-			in, err := c.RunTrigger(ctx, name)
-			if err != nil {
-				return err
-			}
-			pr := g.printer()
-			if pr.structured() {
-				return pr.message(&jobkitv1.RunTriggerResponse{Instance: in.Proto()}, false)
-			}
-			return instanceTable(pr, []*jobkitv1.Instance{in.Proto()})
-		}),
-	)
-	return cmd
+	pg.add(list, "triggers")
+	return list
 }
 
 // printTriggers prints res (JSON, YAML) or a table of ts.

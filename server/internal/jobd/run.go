@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -60,45 +61,10 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	if err := c.validateServe(); err != nil {
 		return err
 	}
-	var tokens []server.Token
-	if c.TokensFile != "" {
-		var err error
-		if tokens, err = loadTokens(c.TokensFile, c.Namespaces); err != nil {
-			return err
-		}
-	}
-	tlsOn := c.TLSCert != ""
-	loopback, err := isLoopback(c.Listen)
+	tokens, tlsCfg, err := c.protection(log)
 	if err != nil {
-		return usagef("--listen %q: %v", c.Listen, err)
+		return err
 	}
-	if !loopback {
-		switch {
-		case tlsOn && len(tokens) > 0:
-		case c.Insecure:
-			log.Warn("serving the API on a non-loopback address without TLS and tokens, as --insecure allows: anyone who reaches it can run and delete jobs",
-				"listen", c.Listen, "tls", tlsOn, "tokens", len(tokens))
-		default:
-			var missing []string
-			if !tlsOn {
-				missing = append(missing, "TLS (--tls-cert, --tls-key)")
-			}
-			if len(tokens) == 0 {
-				missing = append(missing, "tokens (--tokens-file)")
-			}
-			return usagef("refusing to listen on %s, which is not a loopback address, without %s: anyone who reaches it could run and delete jobs. Give them, listen on 127.0.0.1, or pass --insecure to serve it unprotected anyway",
-				c.Listen, strings.Join(missing, " and "))
-		}
-	}
-	var tlsCfg *tls.Config
-	if tlsOn {
-		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
-		if err != nil {
-			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-
 	st, err := openStores(ctx, c, log)
 	if err != nil {
 		return err
@@ -118,46 +84,10 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	}
 	d.streams, d.cancelStream = context.WithCancel(context.WithoutCancel(ctx))
 	defer d.cancelStream()
-	// The metrics: one Collector per namespace's manager, told apart by a
-	// namespace label, on a registry jobd owns (with the Go runtime's and
-	// the process's own collectors).
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	naming := metrics.JobkitNaming
-	if c.MetricsNaming == "go-job" {
-		naming = metrics.GoJobNaming
-	}
-	// The console's Overview charts: one Stats per namespace, following
-	// the namespace's change feed (attempts, wait and run times of the
-	// whole cluster) and sampling its lag (Stats.Follow).
-	stats := make(map[string]*console.Stats, len(c.Namespaces))
-	for _, ns := range c.Namespaces {
-		stats[ns] = console.NewStats()
-		col, err := metrics.New(metrics.WithNaming(naming), metrics.WithConstLabels(prometheus.Labels{"namespace": ns}))
-		if err != nil {
-			d.stopManagers(time.Second)
-			return err
-		}
-		// jobotel.New: the trace context of the call that schedules (taken
-		// from its traceparent header by the API) travels in the instance's
-		// metadata to whichever process runs it; spans go to the global
-		// TracerProvider (none unless the build installs one).
-		m, err := d.newManager(ns, o, job.WithObserver(col), job.WithObserver(stats[ns]), jobotel.New())
-		if err != nil {
-			d.stopManagers(time.Second)
-			return err
-		}
-		d.managers[ns] = m
-		if err := reg.Register(col); err != nil {
-			d.stopManagers(time.Second)
-			return fmt.Errorf("namespace %q: register its metrics: %w", ns, err)
-		}
-	}
-	for ns, m := range d.managers {
-		if err := m.Start(ctx); err != nil {
-			d.stopManagers(time.Second)
-			return fmt.Errorf("namespace %q: start the manager: %w", ns, err)
-		}
+	reg, stats, err := d.startManagers(ctx, o)
+	if err != nil {
+		d.stopManagers(time.Second)
+		return err
 	}
 	go st.watchStore(ctx, log.With("component", "store"))
 	// Issue 22: delete the uploaded Wasm modules no definition names.
@@ -176,35 +106,164 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 	for ns, m := range d.managers {
 		go func() { _ = stats[ns].Follow(ctx, m) }()
 	}
-	d.api, err = server.New(server.Config{
-		Namespaces: d.managers, DefaultNamespace: c.Namespaces[0], Tokens: tokens,
-		Logger:      log.With("component", "api"),
-		WasmModules: d.moduleStore, MaxRequestBytes: d.xt.maxRequestBytes(),
-		Alerts:         alerts.byNS,
-		ExecutorStores: d.stores.byNS, // remote executors (issue 21)
-	})
-	if err != nil {
-		d.stopManagers(time.Second)
-		return err
-	}
-
-	// The web console at /console/ (and / redirects there), calling the
-	// API in-process with each user's own token.
-	d.console, err = console.New(console.Config{
-		API: d.api, Prefix: "/console", Namespaces: c.Namespaces, Stats: stats,
-		Logger: log.With("component", "console"),
-	})
-	if err != nil {
+	if err := d.startAPI(tokens, alerts, stats); err != nil {
 		d.stopManagers(time.Second)
 		return err
 	}
 	defer d.console.Close()
 
+	l := d.newListeners()
+	if err := d.listen(l, reg, tlsCfg); err != nil {
+		d.shutdownHTTP(l.servers, time.Second)
+		d.stopManagers(time.Second)
+		return err
+	}
+	d.logListening(l.addrs, len(tokens) > 0)
+
+	var failed error
+	select {
+	case <-ctx.Done():
+		log.Info("draining: new API calls are refused, /readyz answers 503", "cause", context.Cause(ctx), "timeout", c.DrainTimeout.String())
+	case failed = <-l.serveErr:
+		log.Error("serving failed; draining", "err", failed)
+	}
+	return errors.Join(failed, d.drain(l.servers))
+}
+
+// protection reads the tokens and the TLS certificate the flags name, and
+// refuses to serve a non-loopback address without both unless --insecure
+// says so (then it warns).
+func (c *Config) protection(log *slog.Logger) ([]server.Token, *tls.Config, error) {
+	var tokens []server.Token
+	if c.TokensFile != "" {
+		var err error
+		if tokens, err = loadTokens(c.TokensFile, c.Namespaces); err != nil {
+			return nil, nil, err
+		}
+	}
+	tlsOn := c.TLSCert != ""
+	loopback, err := isLoopback(c.Listen)
+	if err != nil {
+		return nil, nil, usagef("--listen %q: %v", c.Listen, err)
+	}
+	if !loopback {
+		switch {
+		case tlsOn && len(tokens) > 0:
+		case c.Insecure:
+			log.Warn("serving the API on a non-loopback address without TLS and tokens, as --insecure allows: anyone who reaches it can run and delete jobs",
+				"listen", c.Listen, "tls", tlsOn, "tokens", len(tokens))
+		default:
+			var missing []string
+			if !tlsOn {
+				missing = append(missing, "TLS (--tls-cert, --tls-key)")
+			}
+			if len(tokens) == 0 {
+				missing = append(missing, "tokens (--tokens-file)")
+			}
+			return nil, nil, usagef("refusing to listen on %s, which is not a loopback address, without %s: anyone who reaches it could run and delete jobs. Give them, listen on 127.0.0.1, or pass --insecure to serve it unprotected anyway",
+				c.Listen, strings.Join(missing, " and "))
+		}
+	}
+	if !tlsOn {
+		return tokens, nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	return tokens, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// startManagers makes and starts the manager of every namespace, with its
+// metrics and the console's Stats. The metrics: one Collector per
+// namespace's manager, told apart by a namespace label, on a registry
+// jobd owns (with the Go runtime's and the process's own collectors).
+// The console's Overview charts: one Stats per namespace, following the
+// namespace's change feed (attempts, wait and run times of the whole
+// cluster) and sampling its lag (Stats.Follow). On an error the caller
+// stops the managers made so far.
+func (d *daemon) startManagers(ctx context.Context, o *options) (*prometheus.Registry, map[string]*console.Stats, error) {
+	c := d.cfg
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	naming := metrics.JobkitNaming
+	if c.MetricsNaming == "go-job" {
+		naming = metrics.GoJobNaming
+	}
+	stats := make(map[string]*console.Stats, len(c.Namespaces))
+	for _, ns := range c.Namespaces {
+		stats[ns] = console.NewStats()
+		col, err := metrics.New(metrics.WithNaming(naming), metrics.WithConstLabels(prometheus.Labels{"namespace": ns}))
+		if err != nil {
+			return nil, nil, err
+		}
+		// jobotel.New: the trace context of the call that schedules (taken
+		// from its traceparent header by the API) travels in the instance's
+		// metadata to whichever process runs it; spans go to the global
+		// TracerProvider (none unless the build installs one).
+		m, err := d.newManager(ns, o, job.WithObserver(col), job.WithObserver(stats[ns]), jobotel.New())
+		if err != nil {
+			return nil, nil, err
+		}
+		d.managers[ns] = m
+		if err := reg.Register(col); err != nil {
+			return nil, nil, fmt.Errorf("namespace %q: register its metrics: %w", ns, err)
+		}
+	}
+	for ns, m := range d.managers {
+		if err := m.Start(ctx); err != nil {
+			return nil, nil, fmt.Errorf("namespace %q: start the manager: %w", ns, err)
+		}
+	}
+	return reg, stats, nil
+}
+
+// startAPI makes the API server and the web console at /console/ (and /
+// redirects there), which calls the API in-process with each user's own
+// token.
+func (d *daemon) startAPI(tokens []server.Token, alerts *alerting, stats map[string]*console.Stats) error {
+	c := d.cfg
+	var err error
+	d.api, err = server.New(server.Config{
+		Namespaces: d.managers, DefaultNamespace: c.Namespaces[0], Tokens: tokens,
+		Logger:      d.log.With("component", "api"),
+		WasmModules: d.moduleStore, MaxRequestBytes: d.xt.maxRequestBytes(),
+		Alerts:         alerts.byNS,
+		ExecutorStores: d.stores.byNS, // remote executors (issue 21)
+	})
+	if err != nil {
+		return err
+	}
+	d.console, err = console.New(console.Config{
+		API: d.api, Prefix: "/console", Namespaces: c.Namespaces, Stats: stats,
+		Logger: d.log.With("component", "console"),
+	})
+	return err
+}
+
+// listeners are the HTTP servers jobd runs, the addresses they listen on
+// (pairs of flag name and URL, for the log) and where a server that fails
+// reports it.
+type listeners struct {
+	errLog   *log.Logger
+	servers  []*http.Server
+	addrs    []any
+	serveErr chan error
+}
+
+func (d *daemon) newListeners() *listeners {
+	return &listeners{errLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn), serveErr: make(chan error, 2)}
+}
+
+// listen serves the API, the console, the health checks and the metrics
+// on --listen, or the last three on --metrics-listen when it is set.
+func (d *daemon) listen(l *listeners, reg *prometheus.Registry, tlsCfg *tls.Config) error {
+	c := d.cfg
 	health := http.NewServeMux()
 	health.HandleFunc("GET /healthz", d.healthz)
 	health.HandleFunc("GET /readyz", d.readyz)
 	health.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		Registry: reg, ErrorLog: promLog{log}, ErrorHandling: promhttp.ContinueOnError,
+		Registry: reg, ErrorLog: promLog{d.log}, ErrorHandling: promhttp.ContinueOnError,
 	}))
 	apiMux := http.NewServeMux()
 	apiMux.Handle("/", d.gate(d.api))
@@ -216,64 +275,53 @@ func serve(ctx context.Context, c *Config, log *slog.Logger, o *options) error {
 		// With tokens, a scrape on the API's port needs one (issue 33).
 		apiMux.Handle("/metrics", d.api.MetricsGuard(health))
 	}
-
-	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	var servers []*http.Server
-	var addrs []any
-	serveErr := make(chan error, 2)
-	listen := func(addr string, h http.Handler, what string, tlsCfg *tls.Config) error {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("--%s %q: %w", what, addr, err)
-		}
-		srv := &http.Server{
-			Handler: h, Protocols: server.Protocols(), TLSConfig: tlsCfg, ErrorLog: errLog,
-			ReadHeaderTimeout: 10 * time.Second,
-		}
-		servers = append(servers, srv)
-		scheme := "http"
-		if tlsCfg != nil {
-			scheme = "https"
-			ln = tls.NewListener(ln, tlsCfg)
-		}
-		addrs = append(addrs, what, scheme+"://"+ln.Addr().String())
-		go func() {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				serveErr <- fmt.Errorf("--%s %s: %w", what, addr, err)
-			}
-		}()
-		return nil
-	}
 	if tlsCfg != nil {
 		tlsCfg.NextProtos = []string{"h2", "http/1.1"}
 	}
-	if err := listen(c.Listen, apiMux, "listen", tlsCfg); err != nil {
-		d.stopManagers(time.Second)
+	if err := l.listen(c.Listen, apiMux, "listen", tlsCfg); err != nil {
 		return err
 	}
 	if c.MetricsListen != "" {
-		if err := listen(c.MetricsListen, health, "metrics-listen", nil); err != nil {
-			d.shutdownHTTP(servers, time.Second)
-			d.stopManagers(time.Second)
-			return err
-		}
+		return l.listen(c.MetricsListen, health, "metrics-listen", nil)
 	}
-	log.Info("jobd listening", append(addrs, "store", st.describe, "namespaces", strings.Join(c.Namespaces, ","),
-		"auth", len(tokens) > 0, "workers", c.Workers, "scheduler", c.Scheduler, "node", d.nodeID())...)
+	return nil
+}
+
+// listen serves h on addr (the value of flag --what) in the background.
+func (l *listeners) listen(addr string, h http.Handler, what string, tlsCfg *tls.Config) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--%s %q: %w", what, addr, err)
+	}
+	srv := &http.Server{
+		Handler: h, Protocols: server.Protocols(), TLSConfig: tlsCfg, ErrorLog: l.errLog,
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	l.servers = append(l.servers, srv)
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	l.addrs = append(l.addrs, what, scheme+"://"+ln.Addr().String())
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			l.serveErr <- fmt.Errorf("--%s %s: %w", what, addr, err)
+		}
+	}()
+	return nil
+}
+
+// logListening says where jobd listens and how to sign in to the console.
+func (d *daemon) logListening(addrs []any, auth bool) {
+	c := d.cfg
+	d.log.Info("jobd listening", append(addrs, "store", d.stores.describe, "namespaces", strings.Join(c.Namespaces, ","),
+		"auth", auth, "workers", c.Workers, "scheduler", c.Scheduler, "node", d.nodeID())...)
 	signIn := "no sign-in: --tokens-file is not set"
-	if len(tokens) > 0 {
+	if auth {
 		signIn = "with a token of --tokens-file (its secret, not the sha256)"
 	}
-	log.Info("console", "url", addrs[1].(string)+"/console/", "sign_in", signIn)
-
-	var failed error
-	select {
-	case <-ctx.Done():
-		log.Info("draining: new API calls are refused, /readyz answers 503", "cause", context.Cause(ctx), "timeout", c.DrainTimeout.String())
-	case failed = <-serveErr:
-		log.Error("serving failed; draining", "err", failed)
-	}
-	return errors.Join(failed, d.drain(servers))
+	d.log.Info("console", "url", addrs[1].(string)+"/console/", "sign_in", signIn)
 }
 
 // nodeID is the node ID of the managers (the same in every namespace).

@@ -48,129 +48,155 @@ func openStores(ctx context.Context, c *Config, log *slog.Logger) (*stores, erro
 	// store's outages itself, once each (watchStore), and keeps go-redis's
 	// lines for --log-level debug.
 	redis.SetLogger(redisLogger{log})
-	switch c.Store {
-	case StoreMemdb:
-		for _, ns := range c.Namespaces {
-			s, err := memdbstore.New()
-			if err != nil {
-				return nil, err
-			}
-			st.byNS[ns] = s
-		}
-		st.describe = "memdb (in this process; lost on exit)"
-	case StoreRedis:
-		rdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr, ContextTimeoutEnabled: true, PoolSize: 64})
-		// watchStore's own connection dials once, without go-redis's
-		// retries, so an outage is seen at once.
-		wdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr, ContextTimeoutEnabled: true, PoolSize: 1, MaxRetries: -1, DialerRetries: 1})
-		st.close = func() { _ = rdb.Close(); _ = wdb.Close() }
-		st.ping = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
-		st.watchPing = func(ctx context.Context) error { return wdb.Ping(ctx).Err() }
-		st.describe = "redis at " + c.RedisAddr
-		if err := st.reachable(ctx, c.StoreTimeout, st.ping); err != nil {
-			st.close()
-			return nil, err
-		}
-		for _, ns := range c.Namespaces {
-			s, err := redisstore.New(rdb, redisstore.WithNamespace(ns))
-			if err != nil {
-				st.close()
-				return nil, usagef("--namespace %q: %v", ns, err)
-			}
-			st.byNS[ns] = s
-		}
-	case StoreValkey:
-		// The client dials when made: made again until it can, within
-		// --store-timeout.
-		st.describe = "valkey at " + c.ValkeyAddr
-		var vk valkey.Client
-		err := st.reachable(ctx, c.StoreTimeout, func(context.Context) error {
-			var err error
-			vk, err = valkey.NewClient(valkey.ClientOption{InitAddress: []string{c.ValkeyAddr}, DisableCache: true, ForceSingleClient: true})
-			if err != nil && vk != nil {
-				vk.Close()
-			}
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		st.close = vk.Close
-		st.ping = func(ctx context.Context) error { return vk.Do(ctx, vk.B().Ping().Build()).Error() }
-		for _, ns := range c.Namespaces {
-			s, err := valkeystore.New(vk, valkeystore.WithNamespace(ns))
-			if err != nil {
-				st.close()
-				return nil, usagef("--namespace %q: %v", ns, err)
-			}
-			st.byNS[ns] = s
-		}
-	case StoreEtcd:
-		// The client's own log (zap, a line per failed retry) is off: jobd
-		// logs the store's outages itself (watchStore).
-		cli, err := clientv3.New(clientv3.Config{Endpoints: c.EtcdEndpoints, DialTimeout: 5 * time.Second, Context: context.WithoutCancel(ctx), Logger: zap.NewNop()})
-		if err != nil {
-			return nil, fmt.Errorf("etcd at %v: %w", c.EtcdEndpoints, err)
-		}
-		var ess []*etcdstore.Store
-		st.close = func() {
-			for _, s := range ess {
-				_ = s.Close()
-			}
-			_ = cli.Close()
-		}
-		st.ping = func(ctx context.Context) error {
-			_, err := cli.Get(ctx, "jobkit-readyz", clientv3.WithCountOnly())
-			return err
-		}
-		st.describe = fmt.Sprintf("etcd at %v", strings.Join(c.EtcdEndpoints, ","))
-		if err := st.reachable(ctx, c.StoreTimeout, st.ping); err != nil {
-			st.close()
-			return nil, err
-		}
-		for _, ns := range c.Namespaces {
-			s, err := etcdstore.New(cli, etcdstore.WithNamespace(ns))
-			if err != nil {
-				st.close()
-				return nil, usagef("--namespace %q: %v", ns, err)
-			}
-			ess = append(ess, s)
-			st.byNS[ns] = s
-		}
-	case StorePostgres:
-		pool, err := pgxpool.New(context.WithoutCancel(ctx), c.PGURL)
-		if err != nil {
-			return nil, usagef("--pg-url: %v", err)
-		}
-		var pss []*pgstore.Store
-		st.close = func() {
-			for _, s := range pss {
-				_ = s.Close()
-			}
-			pool.Close()
-		}
-		st.ping = pool.Ping
-		st.describe = "postgres at " + redactURL(c.PGURL)
-		if err := st.reachable(ctx, c.StoreTimeout, st.ping); err != nil {
-			st.close()
-			return nil, err
-		}
-		for _, ns := range c.Namespaces {
-			s, err := pgstore.New(ctx, pool, pgstore.WithNamespace(ns))
-			if err != nil {
-				st.close()
-				if errors.Is(err, pgstore.ErrSchema) {
-					return nil, fmt.Errorf("%w (run jobd migrate with the same --store and --pg-url first)", err)
-				}
-				return nil, fmt.Errorf("postgres: %w", err)
-			}
-			pss = append(pss, s)
-			st.byNS[ns] = s
-		}
-	default:
+	open := map[string]func(context.Context, *Config) error{
+		StoreMemdb: st.openMemdb, StoreRedis: st.openRedis, StoreValkey: st.openValkey,
+		StoreEtcd: st.openEtcd, StorePostgres: st.openPostgres,
+	}[c.Store]
+	if open == nil {
 		return nil, usagef("--store %q: want one of memdb, redis, valkey, etcd, postgres", c.Store)
 	}
+	if err := open(ctx, c); err != nil {
+		return nil, err
+	}
 	return st, nil
+}
+
+// openMemdb makes one in-process store per namespace.
+func (st *stores) openMemdb(ctx context.Context, c *Config) error {
+	for _, ns := range c.Namespaces {
+		s, err := memdbstore.New()
+		if err != nil {
+			return err
+		}
+		st.byNS[ns] = s
+	}
+	st.describe = "memdb (in this process; lost on exit)"
+	return nil
+}
+
+// openRedis opens the namespaces' stores on one Redis client.
+func (st *stores) openRedis(ctx context.Context, c *Config) error {
+	rdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr, ContextTimeoutEnabled: true, PoolSize: 64})
+	// watchStore's own connection dials once, without go-redis's
+	// retries, so an outage is seen at once.
+	wdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr, ContextTimeoutEnabled: true, PoolSize: 1, MaxRetries: -1, DialerRetries: 1})
+	st.close = func() { _ = rdb.Close(); _ = wdb.Close() }
+	st.ping = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+	st.watchPing = func(ctx context.Context) error { return wdb.Ping(ctx).Err() }
+	st.describe = "redis at " + c.RedisAddr
+	if err := st.reachable(ctx, c.StoreTimeout, st.ping); err != nil {
+		st.close()
+		return err
+	}
+	for _, ns := range c.Namespaces {
+		s, err := redisstore.New(rdb, redisstore.WithNamespace(ns))
+		if err != nil {
+			st.close()
+			return usagef("--namespace %q: %v", ns, err)
+		}
+		st.byNS[ns] = s
+	}
+	return nil
+}
+
+// openValkey opens the namespaces' stores on one Valkey client.
+func (st *stores) openValkey(ctx context.Context, c *Config) error {
+	// The client dials when made: made again until it can, within
+	// --store-timeout.
+	st.describe = "valkey at " + c.ValkeyAddr
+	var vk valkey.Client
+	err := st.reachable(ctx, c.StoreTimeout, func(context.Context) error {
+		var err error
+		vk, err = valkey.NewClient(valkey.ClientOption{InitAddress: []string{c.ValkeyAddr}, DisableCache: true, ForceSingleClient: true})
+		if err != nil && vk != nil {
+			vk.Close()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	st.close = vk.Close
+	st.ping = func(ctx context.Context) error { return vk.Do(ctx, vk.B().Ping().Build()).Error() }
+	for _, ns := range c.Namespaces {
+		s, err := valkeystore.New(vk, valkeystore.WithNamespace(ns))
+		if err != nil {
+			st.close()
+			return usagef("--namespace %q: %v", ns, err)
+		}
+		st.byNS[ns] = s
+	}
+	return nil
+}
+
+// openEtcd opens the namespaces' stores on one etcd client.
+func (st *stores) openEtcd(ctx context.Context, c *Config) error {
+	// The client's own log (zap, a line per failed retry) is off: jobd
+	// logs the store's outages itself (watchStore).
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.EtcdEndpoints, DialTimeout: 5 * time.Second, Context: context.WithoutCancel(ctx), Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("etcd at %v: %w", c.EtcdEndpoints, err)
+	}
+	var ess []*etcdstore.Store
+	st.close = func() {
+		for _, s := range ess {
+			_ = s.Close()
+		}
+		_ = cli.Close()
+	}
+	st.ping = func(ctx context.Context) error {
+		_, err := cli.Get(ctx, "jobkit-readyz", clientv3.WithCountOnly())
+		return err
+	}
+	st.describe = fmt.Sprintf("etcd at %v", strings.Join(c.EtcdEndpoints, ","))
+	if err := st.reachable(ctx, c.StoreTimeout, st.ping); err != nil {
+		st.close()
+		return err
+	}
+	for _, ns := range c.Namespaces {
+		s, err := etcdstore.New(cli, etcdstore.WithNamespace(ns))
+		if err != nil {
+			st.close()
+			return usagef("--namespace %q: %v", ns, err)
+		}
+		ess = append(ess, s)
+		st.byNS[ns] = s
+	}
+	return nil
+}
+
+// openPostgres opens the namespaces' stores on one pgx pool.
+func (st *stores) openPostgres(ctx context.Context, c *Config) error {
+	pool, err := pgxpool.New(context.WithoutCancel(ctx), c.PGURL)
+	if err != nil {
+		return usagef("--pg-url: %v", err)
+	}
+	var pss []*pgstore.Store
+	st.close = func() {
+		for _, s := range pss {
+			_ = s.Close()
+		}
+		pool.Close()
+	}
+	st.ping = pool.Ping
+	st.describe = "postgres at " + redactURL(c.PGURL)
+	if err := st.reachable(ctx, c.StoreTimeout, st.ping); err != nil {
+		st.close()
+		return err
+	}
+	for _, ns := range c.Namespaces {
+		s, err := pgstore.New(ctx, pool, pgstore.WithNamespace(ns))
+		if err != nil {
+			st.close()
+			if errors.Is(err, pgstore.ErrSchema) {
+				return fmt.Errorf("%w (run jobd migrate with the same --store and --pg-url first)", err)
+			}
+			return fmt.Errorf("postgres: %w", err)
+		}
+		pss = append(pss, s)
+		st.byNS[ns] = s
+	}
+	return nil
 }
 
 // redactURL hides the password of a connection URL, for the logs.

@@ -177,16 +177,87 @@ func asString(v any) string {
 // enqueueTime), and each instance due at its own CreatedAt is due by
 // then.
 func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
+	if err := p.Validate(); err != nil {
+		return nil, nil, err
+	}
+	ids, dueBy := enqueueIDs(p)
 	n := len(p.Instances)
 	now := Micros(p.Now)
-	dueBy := now
-	// The IDs' encodings, packed into one buffer and cut from one string:
-	// one allocation for all of them.
+	var (
+		// The history entry's value: the header the script's
+		// cmsgpack.pack('e', now, node) would write, then the IDs.
+		hist       = appendMsgpackStr(appendMsgpackInt(append(make([]byte, 0, 12+len(p.Node)+18*n), 0xa1, 'e'), now), p.Node)
+		cls        enqueueClasses
+		classes    []enqueueClass
+		buckets    []*enqueueBucket
+		runs       = make([]string, 0, 3*n+2)
+		run        = enqueueRun{at: -1}
+		lastLabels []string
+		lastLane   string
+		// Each instance's spec and place (its ready-list or scheduled
+		// entry's start) are packed one after the other into blob, and
+		// cut from one string once all are: their places in runs are
+		// at[k], and where each ends in blob is end[2k] and end[2k+1].
+		blob = make([]byte, 0, blobSize(p.Instances))
+		at   = make([]int, 0, n)
+		end  = make([]int, 0, 2*n)
+	)
+	for i, in := range p.Instances {
+		runat := Micros(in.RunAt)
+		lane := lastLane
+		if i == 0 || !slices.Equal(in.Labels, lastLabels) {
+			lane, lastLabels = laneLabels(in.Labels), in.Labels
+			lastLane = lane
+		}
+		tail := specTail(lane, encodeMetadata(in.Metadata), encodeShard(in), encodeTask(in))
+		cl := enqueueClass{kind: in.Kind, queue: in.Queue, prio: in.Priority, labels: lane,
+			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= dueBy, x: tail != "", u: in.UniqueKey != ""}
+		num := cls.number(classes, i, cl)
+		if num == "" {
+			classes = append(classes, cl)
+			num = cls.added(classes)
+		}
+		runs = run.add(runs, num)
+		id := ids[i]
+		hist = appendMsgpackStr(hist, id)
+		b := cls.bucket(buckets, enqueueBucketKey{in.Kind, cl.sec})
+		if b == nil {
+			b = &enqueueBucket{enqueueBucketKey: enqueueBucketKey{in.Kind, cl.sec}}
+			buckets = append(buckets, b)
+			cls.addedBucket(buckets)
+		}
+		b.add(id)
+		blob = appendSpec(blob, in)
+		end = append(end, len(blob))
+		blob = appendPlace(blob, cl.due, runat)
+		end = append(end, len(blob))
+		at = append(at, len(runs))
+		runs = appendRunTail(runs, cl, tail, in)
+	}
+	run.close(runs)
+	all, start := string(blob), 0
+	for k, r := range at {
+		mid, stop := end[2*k], end[2*k+1]
+		runs[r], runs[r+1] = all[start:mid], all[mid:stop]
+		start = stop
+	}
+	args = make([]string, 0, 7+n+6*len(classes)+4*len(buckets)+len(runs))
+	args = append(args, strconv.FormatInt(now, 10), p.Node, itoa(n), repeatFlags(p.Instances, ids), itoa(len(classes)), itoa(len(buckets)), string(hist))
+	args = append(args, ids...)
+	args = appendClassArgs(args, classes, buckets)
+	args = append(args, runs...)
+	return args, ids, nil
+}
+
+// enqueueIDs returns the encodings of the IDs of p's instances and the
+// latest of p.Now and their CreatedAt (see EnqueueArgs). The encodings
+// are packed into one buffer and cut from one string: one allocation for
+// all of them.
+func enqueueIDs(p *store.EnqueueParams) (ids []string, dueBy int64) {
+	n := len(p.Instances)
+	dueBy = Micros(p.Now)
 	idb := make([]byte, 0, 17*n)
 	for _, in := range p.Instances {
-		if err := in.Validate(); err != nil {
-			return nil, nil, err
-		}
 		idb = appendID(idb, in.ID)
 		dueBy = max(dueBy, Micros(in.CreatedAt))
 	}
@@ -201,9 +272,16 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 			ids[i], idAll = idAll[:l], idAll[l:]
 		}
 	}
+	return ids, dueBy
+}
+
+// repeatFlags returns the script's flags: "r" when an ID repeats in the
+// call, "k" when a unique key does.
+func repeatFlags(instances []*store.Instance, ids []string) string {
+	n := len(instances)
 	var idSeen, keySeen map[string]struct{}
 	flags := ""
-	for i, in := range p.Instances {
+	for i, in := range instances {
 		if n > 1 && n <= smallBatch && !strings.Contains(flags, "r") {
 			// A few IDs (group commit's calls) are compared without a map.
 			if slices.Contains(ids[:i], ids[i]) {
@@ -228,144 +306,168 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 			keySeen[in.UniqueKey] = struct{}{}
 		}
 	}
-	type bucketKey struct {
-		kind string
-		sec  int64
+	return flags
+}
+
+// appendPlace appends an instance's place: the 7-byte start of its
+// ready-list entry when due, else its RunAt for the scheduled set.
+func appendPlace(blob []byte, due bool, runat int64) []byte {
+	if due {
+		return appendBE7(blob, runat)
 	}
-	type bucket struct {
-		bucketKey
-		count int
-		part  []byte
+	return strconv.AppendInt(blob, runat, 10)
+}
+
+// appendRunTail appends an instance's run entries after its spec and
+// place (left empty, filled once all are packed): the spec's tail when
+// its class carries one, the unique key and its expiry when it has one.
+func appendRunTail(runs []string, cl enqueueClass, tail string, in *store.Instance) []string {
+	runs = append(runs, "", "") // the spec and the place
+	if cl.x {
+		runs = append(runs, tail)
 	}
-	var (
-		// The history entry's value: the header the script's
-		// cmsgpack.pack('e', now, node) would write, then the IDs.
-		hist       = appendMsgpackStr(appendMsgpackInt(append(make([]byte, 0, 12+len(p.Node)+18*n), 0xa1, 'e'), now), p.Node)
-		classes    []enqueueClass
-		classNum   map[enqueueClass]string // made once there are more than smallClasses
-		lastClass  enqueueClass
-		lastNum    string
-		buckets    []*bucket
-		bucketOf   map[bucketKey]*bucket // made once there are more than smallClasses
-		lastBucket *bucket
-		runs       = make([]string, 0, 3*n+2)
-		runClass   = ""
-		runCount   = 0
-		runAt      = -1 // where the current run's count goes in runs
-		lastLabels []string
-		lastLane   string
-		// Each instance's spec and place (its ready-list or scheduled
-		// entry's start) are packed one after the other into blob, and
-		// cut from one string once all are: their places in runs are
-		// at[k], and where each ends in blob is end[2k] and end[2k+1].
-		blob = make([]byte, 0, blobSize(p.Instances))
-		at   = make([]int, 0, n)
-		end  = make([]int, 0, 2*n)
-	)
-	for i, in := range p.Instances {
-		runat := Micros(in.RunAt)
-		lane := lastLane
-		if i == 0 || !slices.Equal(in.Labels, lastLabels) {
-			lane, lastLabels = laneLabels(in.Labels), in.Labels
-			lastLane = lane
+	if cl.u {
+		runs = append(runs, in.UniqueKey, us(in.UniqueUntil))
+	}
+	return runs
+}
+
+// enqueueRun is the run of instances of one class EnqueueArgs is adding:
+// a run is its class number and its count, then its instances' entries.
+type enqueueRun struct {
+	class string
+	count int
+	at    int // where the run's count goes in runs; -1 before the first run
+}
+
+// add counts one more instance of class num, starting a run when num is
+// not the current run's class.
+func (r *enqueueRun) add(runs []string, num string) []string {
+	if num != r.class || r.at < 0 {
+		r.close(runs)
+		runs = append(runs, num, "")
+		r.class, r.count, r.at = num, 0, len(runs)-1
+	}
+	r.count++
+	return runs
+}
+
+// close writes the current run's count.
+func (r *enqueueRun) close(runs []string) {
+	if r.at >= 0 {
+		runs[r.at] = itoa(r.count)
+	}
+}
+
+// enqueueBucketKey names one kind bucket: a kind and a second of
+// CreatedAt.
+type enqueueBucketKey struct {
+	kind string
+	sec  int64
+}
+
+// enqueueBucket is a kind bucket's part of the enqueue script's
+// arguments: how many IDs, and their encodings.
+type enqueueBucket struct {
+	enqueueBucketKey
+	count int
+	part  []byte
+}
+
+func (b *enqueueBucket) add(id string) {
+	b.count++
+	b.part = append(b.part, byte(len(id)>>8), byte(len(id)))
+	b.part = append(b.part, id...)
+}
+
+// enqueueClasses finds the classes and kind buckets of one EnqueueArgs
+// in their lists (kept by the caller, numbered in the order first seen):
+// by a look through the list, or once a list is longer than
+// smallClasses, in a map.
+type enqueueClasses struct {
+	num       map[enqueueClass]string // made once there are more than smallClasses
+	last      enqueueClass
+	lastNum   string
+	bucketOf  map[enqueueBucketKey]*enqueueBucket // made once there are more than smallClasses
+	lastBuckt *enqueueBucket
+}
+
+// number returns the number of class cl of instance i in list, or ""
+// when it is new: then the caller appends it to list and calls added.
+func (c *enqueueClasses) number(list []enqueueClass, i int, cl enqueueClass) string {
+	if i > 0 && cl == c.last {
+		return c.lastNum
+	}
+	num := ""
+	if c.num == nil {
+		if k := slices.Index(list, cl); k >= 0 {
+			num = itoa(k + 1)
 		}
-		tail := specTail(lane, encodeMetadata(in.Metadata), encodeShard(in), encodeTask(in))
-		cl := enqueueClass{kind: in.Kind, queue: in.Queue, prio: in.Priority, labels: lane,
-			sec: floorDiv(Micros(in.CreatedAt), 1_000_000), due: runat <= dueBy, x: tail != "", u: in.UniqueKey != ""}
-		num := lastNum
-		if i == 0 || cl != lastClass {
-			num = ""
-			if classNum == nil {
-				if k := slices.Index(classes, cl); k >= 0 {
-					num = itoa(k + 1)
-				}
-			} else {
-				num = classNum[cl]
-			}
-			if num == "" {
-				classes = append(classes, cl)
-				num = itoa(len(classes))
-				if classNum != nil {
-					classNum[cl] = num
-				} else if len(classes) > smallClasses {
-					classNum = make(map[enqueueClass]string, 2*len(classes))
-					for k, c := range classes {
-						classNum[c] = itoa(k + 1)
-					}
-				}
-			}
-			lastClass, lastNum = cl, num
-		}
-		if num != runClass || runAt < 0 {
-			if runAt >= 0 {
-				runs[runAt] = itoa(runCount)
-			}
-			runs = append(runs, num, "")
-			runClass, runCount, runAt = num, 0, len(runs)-1
-		}
-		runCount++
-		id := ids[i]
-		hist = appendMsgpackStr(hist, id)
-		b := lastBucket
-		if b == nil || b.kind != in.Kind || b.sec != cl.sec {
-			bk := bucketKey{in.Kind, cl.sec}
-			b = nil
-			if bucketOf == nil {
-				for _, x := range buckets {
-					if x.bucketKey == bk {
-						b = x
-						break
-					}
-				}
-			} else {
-				b = bucketOf[bk]
-			}
-			if b == nil {
-				b = &bucket{bucketKey: bk}
-				buckets = append(buckets, b)
-				if bucketOf != nil {
-					bucketOf[bk] = b
-				} else if len(buckets) > smallClasses {
-					bucketOf = make(map[bucketKey]*bucket, 2*len(buckets))
-					for _, x := range buckets {
-						bucketOf[x.bucketKey] = x
-					}
-				}
-			}
-			lastBucket = b
-		}
-		b.count++
-		b.part = append(b.part, byte(len(id)>>8), byte(len(id)))
-		b.part = append(b.part, id...)
-		blob = appendSpec(blob, in)
-		end = append(end, len(blob))
-		if cl.due {
-			blob = appendBE7(blob, runat)
-		} else {
-			blob = strconv.AppendInt(blob, runat, 10)
-		}
-		end = append(end, len(blob))
-		at = append(at, len(runs))
-		runs = append(runs, "", "") // the spec and the place, below
-		if cl.x {
-			runs = append(runs, tail)
-		}
-		if cl.u {
-			runs = append(runs, in.UniqueKey, us(in.UniqueUntil))
+	} else {
+		num = c.num[cl]
+	}
+	if num != "" {
+		c.last, c.lastNum = cl, num
+	}
+	return num
+}
+
+// added notes the class the caller appended to list and returns its
+// number.
+func (c *enqueueClasses) added(list []enqueueClass) string {
+	cl := list[len(list)-1]
+	num := itoa(len(list))
+	if c.num != nil {
+		c.num[cl] = num
+	} else if len(list) > smallClasses {
+		c.num = make(map[enqueueClass]string, 2*len(list))
+		for k, x := range list {
+			c.num[x] = itoa(k + 1)
 		}
 	}
-	if runAt >= 0 {
-		runs[runAt] = itoa(runCount)
+	c.last, c.lastNum = cl, num
+	return num
+}
+
+// bucket returns the bucket bk in buckets, or nil when it is new: then
+// the caller appends it to buckets and calls addedBucket.
+func (c *enqueueClasses) bucket(buckets []*enqueueBucket, bk enqueueBucketKey) *enqueueBucket {
+	if b := c.lastBuckt; b != nil && b.enqueueBucketKey == bk {
+		return b
 	}
-	all, start := string(blob), 0
-	for k, r := range at {
-		mid, stop := end[2*k], end[2*k+1]
-		runs[r], runs[r+1] = all[start:mid], all[mid:stop]
-		start = stop
+	var b *enqueueBucket
+	if c.bucketOf == nil {
+		for _, x := range buckets {
+			if x.enqueueBucketKey == bk {
+				b = x
+				break
+			}
+		}
+	} else {
+		b = c.bucketOf[bk]
 	}
-	args = make([]string, 0, 7+n+6*len(classes)+4*len(buckets)+len(runs))
-	args = append(args, strconv.FormatInt(now, 10), p.Node, itoa(n), flags, itoa(len(classes)), itoa(len(buckets)), string(hist))
-	args = append(args, ids...)
+	if b != nil {
+		c.lastBuckt = b
+	}
+	return b
+}
+
+// addedBucket notes the bucket the caller appended to buckets.
+func (c *enqueueClasses) addedBucket(buckets []*enqueueBucket) {
+	b := buckets[len(buckets)-1]
+	if c.bucketOf != nil {
+		c.bucketOf[b.enqueueBucketKey] = b
+	} else if len(buckets) > smallClasses {
+		c.bucketOf = make(map[enqueueBucketKey]*enqueueBucket, 2*len(buckets))
+		for _, x := range buckets {
+			c.bucketOf[x.enqueueBucketKey] = x
+		}
+	}
+	c.lastBuckt = b
+}
+
+// appendClassArgs appends the classes' and the buckets' arguments.
+func appendClassArgs(args []string, classes []enqueueClass, buckets []*enqueueBucket) []string {
 	for _, cl := range classes {
 		f := 0
 		if cl.due {
@@ -382,8 +484,7 @@ func EnqueueArgs(p *store.EnqueueParams) (args, ids []string, err error) {
 	for _, b := range buckets {
 		args = append(args, b.kind, strconv.FormatInt(b.sec, 10), itoa(b.count), string(b.part))
 	}
-	args = append(args, runs...)
-	return args, ids, nil
+	return args
 }
 
 // Up to smallBatch instances (group commit's calls carry a few), repeated
@@ -433,10 +534,7 @@ func appendMsgpackStr[S ~string | ~[]byte](b []byte, s S) []byte {
 
 // Enqueue implements store.Queue.
 func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%w: nil enqueue parameters", store.ErrInvalid)
-	}
-	args, _, err := EnqueueArgs(p)
+	args, _, err := EnqueueArgs(p) // validates p
 	if err != nil {
 		return nil, err
 	}
@@ -586,8 +684,8 @@ func (c *Core) keepDamaged(ctx context.Context, sid, id, spec string, p *store.C
 
 // Renew implements store.Queue.
 func (c *Core) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewResult, error) {
-	if p == nil || p.Owner == "" {
-		return nil, fmt.Errorf("%w: renew without an owner", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	res := &store.RenewResult{}
 	if len(p.Leases) == 0 {
@@ -618,8 +716,8 @@ func (c *Core) Renew(ctx context.Context, p *store.RenewParams) (*store.RenewRes
 
 // Finish implements store.Queue.
 func (c *Core) Finish(ctx context.Context, p *store.FinishParams) ([]store.FinishResult, error) {
-	if p == nil || p.Owner == "" {
-		return nil, fmt.Errorf("%w: finish without an owner", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	out := make([]store.FinishResult, len(p.Outcomes))
 	args := []string{us(p.Now), p.Owner}
@@ -669,8 +767,8 @@ func (c *Core) Finish(ctx context.Context, p *store.FinishParams) ([]store.Finis
 
 // Rescue implements store.Queue.
 func (c *Core) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Instance, error) {
-	if p == nil || p.Limit <= 0 {
-		return nil, fmt.Errorf("%w: rescue limit must be > 0", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	v, err := c.run(ctx, Rescue, us(p.Now), p.Node, itoa(p.Limit))
 	if err != nil {
@@ -681,8 +779,8 @@ func (c *Core) Rescue(ctx context.Context, p *store.RescueParams) ([]*store.Inst
 
 // Cancel implements store.Queue.
 func (c *Core) Cancel(ctx context.Context, p *store.CancelParams) (*store.Instance, error) {
-	if p == nil || p.ID == "" {
-		return nil, fmt.Errorf("%w: cancel without an instance ID", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	v, err := c.run(ctx, Cancel, us(p.Now), p.Node, EncodeID(p.ID))
 	if err != nil {
@@ -714,8 +812,8 @@ func (c *Core) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
 	}
 	args := make([]string, 0, 7*len(recs))
 	for _, l := range recs {
-		if l == nil || l.InstanceID == "" {
-			return fmt.Errorf("%w: log record without an instance ID", store.ErrInvalid)
+		if err := l.Validate(); err != nil {
+			return err
 		}
 		args = append(args, EncodeID(l.InstanceID), l.Kind, itoa(l.Attempt), itoa(int(l.Level)), us(l.Time), l.Node, l.Message)
 	}
@@ -725,8 +823,8 @@ func (c *Core) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
 
 // Prune implements store.Pruner.
 func (c *Core) Prune(ctx context.Context, p *store.PruneParams) (*store.PruneResult, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%w: nil prune parameters", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	limit := p.Limit
 	if limit <= 0 {

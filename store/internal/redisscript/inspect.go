@@ -47,8 +47,8 @@ func (c *Core) counts(ctx context.Context) (map[[2]string]*store.GroupCount, err
 // Counts implements store.Inspector from the cnt hash, which every script
 // that changes a state updates in the same run (count_move in lib.lua).
 func (c *Core) Counts(ctx context.Context, p *store.CountsParams) ([]store.GroupCount, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%w: nil counts parameters", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	all, err := c.counts(ctx)
 	if err != nil {
@@ -74,8 +74,8 @@ func (c *Core) Counts(ctx context.Context, p *store.CountsParams) ([]store.Group
 // every list of its queue reports nothing ready there. A queue of one kind
 // costs one read of each list's head.
 func (c *Core) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, error) {
-	if p == nil || p.Now.IsZero() {
-		return nil, fmt.Errorf("%w: lag without Now; set LagParams.Now to the time readiness is judged at", store.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	groups, err := c.Counts(ctx, &store.CountsParams{Queue: p.Queue}) // every kind: a queue's walk needs them all
 	if err != nil {

@@ -142,7 +142,7 @@ func (c *Core) GetTrigger(ctx context.Context, name string) (*store.Trigger, err
 
 // ListTriggers implements store.Triggers.
 func (c *Core) ListTriggers(ctx context.Context, p *store.ListTriggersParams) (*store.TriggerPage, error) {
-	limit, err := p.PageLimit()
+	limit, err := p.Validate()
 	if err != nil {
 		return nil, fmt.Errorf("%s: list triggers: %w", c.name, err)
 	}
