@@ -24,7 +24,14 @@ const MaxShards = 1000
 // by these IDs (see LookupShards), so it needs no index of its own, and a
 // repeated Enqueue of a shard is recognised as a repeat.
 func ShardID(parent string, index int) string {
-	h := sha1.Sum([]byte("jobkit-shard\x00" + parent + "\x00" + strconv.Itoa(index)))
+	return nameUUID("jobkit-shard\x00" + parent + "\x00" + strconv.Itoa(index))
+}
+
+// nameUUID returns the name-based UUID of name: its SHA-1 in the version 5
+// layout, written in the canonical 8-4-4-4-12 form. Shard and workflow
+// task IDs are stored, so its output never changes.
+func nameUUID(name string) string {
+	h := sha1.Sum([]byte(name))
 	h[6] = h[6]&0x0f | 0x50
 	h[8] = h[8]&0x3f | 0x80
 	var b [36]byte

@@ -3,8 +3,6 @@ package store
 import (
 	"cmp"
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -151,20 +149,7 @@ func truncate(s string, n int) string {
 // every process derives the same IDs (a dependent's, a dependency's)
 // without an index, and a repeated Enqueue is recognised as a repeat.
 func WorkflowTaskID(workflow, name string) string {
-	h := sha1.Sum([]byte("jobkit-task\x00" + workflow + "\x00" + name))
-	h[6] = h[6]&0x0f | 0x50
-	h[8] = h[8]&0x3f | 0x80
-	var b [36]byte
-	hex.Encode(b[0:8], h[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], h[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], h[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], h[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:], h[10:16])
-	return string(b[:])
+	return nameUUID("jobkit-task\x00" + workflow + "\x00" + name)
 }
 
 // validateTask checks the workflow fields of in.
