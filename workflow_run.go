@@ -690,5 +690,22 @@ func (m *Manager) rearmDependents(ctx context.Context, rec *store.Instance) erro
 			errs = append(errs, fmt.Errorf("dependent %s: %w", r.ID, r.Err))
 		}
 	}
+	// rec was made ready before its dependents were re-armed, so it may
+	// have ended already and its wake found them still ended: the direct
+	// dependents look at once (a look that finds rec pending hands back
+	// without counting an attempt, and rec's end wakes them again).
+	var direct []string
+	for _, id := range rearm {
+		if slices.Contains(rec.Task.Dependents, id) {
+			direct = append(direct, id)
+		}
+	}
+	if len(direct) > 0 {
+		if err := m.store.Wake(ctx, &store.WakeParams{IDs: direct, Now: now}); err != nil {
+			m.log.Warn("workflow: waking the re-armed dependents of a retried task; they look again on their own", "instance", rec.ID, "err", err)
+		} else {
+			m.notifyLocal()
+		}
+	}
 	return errors.Join(errs...)
 }

@@ -528,3 +528,58 @@ func TestWorkflowRetryRearms(t *testing.T) {
 		t.Fatalf("after the retry: dependents ran %d times (want 2), c %s", ran.Load(), done.Task("c").State)
 	}
 }
+
+// slowRearm holds a Retry of several instances (the re-arm of a retried
+// task's dependents) until the instance first has completed, so the
+// retried task ends before its dependents wait for it again.
+type slowRearm struct {
+	store.Store
+	first atomic.Value // string: the retried task's ID
+}
+
+func (s *slowRearm) Retry(ctx context.Context, p *store.RetryParams) ([]store.AdminResult, error) {
+	if id, _ := s.first.Load().(string); id != "" && !slices.Contains(p.IDs, id) {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			got, err := s.Store.LookupInstances(ctx, &store.Query{IDs: []string{id}, Limit: 1})
+			if err == nil && len(got) == 1 && got[0].State == store.Completed {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	return s.Store.Retry(ctx, p)
+}
+
+// TestWorkflowRetryRearmsAfterTheTaskEnded: the retried task runs and
+// ends before its dependents are re-armed; they still run at once, not
+// after the recheck interval (a minute here).
+func TestWorkflowRetryRearmsAfterTheTaskEnded(t *testing.T) {
+	t.Parallel()
+	var tries atomic.Int32
+	flaky := mustJob(t, job.WithKind("flaky"), job.WithMaxRetries(0), job.WithExecutor(func() error {
+		if tries.Add(1) == 1 {
+			return errors.New("first try fails")
+		}
+		return nil
+	}))
+	ok := mustJob(t, job.WithKind("ok"), job.WithExecutor(func() {}))
+	st := &slowRearm{Store: newMemdb(t)}
+	m := wfManager(t, st, flaky, ok)
+	ctx := context.Background()
+	info, err := m.ScheduleWorkflow(ctx, job.NewWorkflow("late").Add("a", "flaky").Add("b", "ok", job.After("a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := waitWorkflow(t, m, info.ID, job.WorkflowFailed)
+	a := failed.Task("a").ID
+	st.first.Store(a)
+	if _, err := m.RetryInstance(ctx, a); err != nil {
+		t.Fatalf("RetryInstance(a): %v", err)
+	}
+	waitWorkflow(t, m, info.ID, job.WorkflowCompleted)
+}
