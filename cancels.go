@@ -13,6 +13,10 @@ func (r *renewer) watchCancels(quit <-chan struct{}) {
 		ch, err := r.notices.SubscribeCancels(r.ctx)
 		if err == nil {
 			try = 0
+			select { // renew now: a cancel before this sent no notice here
+			case r.subscribed <- struct{}{}:
+			default:
+			}
 			for ref := range ch {
 				if a := r.active.get(ref.ID); a != nil && a.rec.Attempt == ref.Attempt {
 					a.cancel(ErrCanceled)

@@ -38,6 +38,10 @@ type renewer struct {
 	loops
 	ctx    context.Context // bounds renewals; canceled by halt
 	cancel context.CancelFunc
+	// subscribed asks run for a renewal now: watchCancels has just
+	// subscribed, and a cancel requested before that sent a notice
+	// nobody received; the renewal reports it.
+	subscribed chan struct{}
 }
 
 var _ service = (*renewer)(nil)
@@ -46,6 +50,7 @@ func newRenewer(d renewerDeps) *renewer { return &renewer{renewerDeps: d} }
 
 func (r *renewer) start() {
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.subscribed = make(chan struct{}, 1)
 	r.reset()
 	r.goLoop(r.run)
 	r.goLoop(r.watchCancels) // issue 21: cancels pushed by the store
@@ -72,11 +77,12 @@ func (r *renewer) halt() {
 // Renewals start a renew interval apart, however long each takes, and a
 // quarter of one apart while they fail: with the default lease an attempt
 // is fenced only when no renewal succeeded for 25 s, after the first
-// failed try and six more.
+// failed try and six more. A renewal also starts each time watchCancels
+// has (re)subscribed, to catch the cancels whose notices it missed.
 func (r *renewer) run(quit <-chan struct{}) {
 	wait := r.interval
 	for {
-		if !sleep(r.clock, wait, quit) {
+		if !r.sleep(wait, quit) {
 			return
 		}
 		started := r.clock.Now()
@@ -86,6 +92,23 @@ func (r *renewer) run(quit <-chan struct{}) {
 		}
 		wait = interval - r.clock.Now().Sub(started) // sleep returns at once when <= 0
 	}
+}
+
+// sleep waits d, or less when watchCancels has just subscribed; it
+// reports false when quit closed.
+func (r *renewer) sleep(d time.Duration, quit <-chan struct{}) bool {
+	if d <= 0 {
+		return true
+	}
+	t := r.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-r.subscribed:
+	case <-quit:
+		return false
+	}
+	return true
 }
 
 // renew renews every lease this manager holds once; it reports false when
