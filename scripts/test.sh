@@ -29,6 +29,8 @@ cd "$(dirname "$0")/.."
 need_pkgs=()
 command -v redis-server >/dev/null || need_pkgs+=(redis-server)
 command -v etcd >/dev/null || need_pkgs+=(etcd-server)
+# The Redis Cluster tests join their nodes with redis-cli --cluster create.
+command -v redis-cli >/dev/null || need_pkgs+=(redis-tools)
 # >>> cli (issue 16): doc/api.md's examples run with curl (server/cmd/jobctl)
 command -v curl >/dev/null || need_pkgs+=(curl)
 # <<< cli

@@ -16,7 +16,10 @@
 // in other processes through pub/sub.
 //
 // All keys of a namespace share one hash tag ("jobkit:{ns}:..."), so the
-// store works on Redis Cluster too. The scripts and the key layout are
+// store works on Redis Cluster too, through a redis.ClusterClient: the
+// store contract and the manager scenarios run against a real cluster of
+// three primaries and three replicas in this package's tests. A namespace
+// then lives in one slot, on one primary. The scripts and the key layout are
 // shared with package valkeystore (store/internal/redisscript, whose
 // package comment describes the layout), so the two plugins cannot drift
 // apart.
