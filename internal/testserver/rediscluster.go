@@ -106,7 +106,39 @@ func startRedisCluster(primaries, replicasPer int) (*RedisCluster, error) {
 		c.stop()
 		return nil, err
 	}
+	if err := c.waitReplicas(primaries*replicasPer, 30*time.Second); err != nil {
+		c.stop()
+		return nil, err
+	}
 	return c, nil
+}
+
+// waitReplicas waits until n nodes are replicas whose initial sync is
+// done: a replica still syncing holds none of its primary's data, and a
+// failover to it would lose everything.
+func (c *RedisCluster) waitReplicas(n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		synced := 0
+		var last string
+		for _, p := range c.Nodes {
+			repl, err := redisInfo(p.Addr, "INFO", "replication")
+			if err != nil {
+				last = fmt.Sprintf("%s: %v", p.Addr, err)
+				continue
+			}
+			if repl["role"] == "slave" && repl["master_link_status"] == "up" && repl["master_sync_in_progress"] == "0" {
+				synced++
+			}
+		}
+		if synced >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("testserver: %d of %d redis cluster replicas synced within %v %s", synced, n, timeout, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // WaitHealthy waits until every running node reports cluster_state:ok

@@ -19,7 +19,14 @@
 // store works on Redis Cluster too, through a redis.ClusterClient: the
 // store contract and the manager scenarios run against a real cluster of
 // three primaries and three replicas in this package's tests. A namespace
-// then lives in one slot, on one primary. The scripts and the key layout are
+// then lives in one slot, on one primary. When that primary dies and its
+// replica is promoted, the store asks the client to reload its slot map
+// on the first calls that cannot reach the dead node, so work resumes
+// within a second of the promotion (go-redis alone waits up to its
+// ClusterStateReloadInterval, a minute). Redis replicates asynchronously:
+// what the dead primary acknowledged in its last moment and had not sent
+// to the replica is lost with it: schedules, and outcomes, whose jobs
+// then run again (TestClusterPrimaryKilled). The scripts and the key layout are
 // shared with package valkeystore (store/internal/redisscript, whose
 // package comment describes the layout), so the two plugins cannot drift
 // apart.
@@ -288,6 +295,9 @@ func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []str
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
+	if err != nil {
+		reloadOnConnectionError(r.c, err)
+	}
 	return normalize(v), err
 }
 
@@ -323,6 +333,9 @@ func (r *runner) run(ctx context.Context, s *redisscript.Script, keys, args []st
 	v, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
+	}
+	if err != nil {
+		reloadOnConnectionError(r.c, err)
 	}
 	return normalize(v), err
 }
