@@ -268,3 +268,36 @@ func redisInfo(addr string, cmd ...string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// PrimaryOf returns the running primary that serves key's slot: the node
+// that answers EXISTS key instead of redirecting (replicas redirect too).
+func (c *RedisCluster) PrimaryOf(key string) (*Process, error) {
+	for _, p := range c.Nodes {
+		select {
+		case <-p.Exited():
+			continue
+		default:
+		}
+		line, err := redisLine(p.Addr, "EXISTS", key)
+		if err == nil && strings.HasPrefix(line, ":") {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("testserver: no running node of the cluster serves %q", key)
+}
+
+// redisLine sends one inline command and returns the first line of its
+// reply.
+func redisLine(addr string, cmd ...string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := fmt.Fprintf(conn, "%s\r\n", strings.Join(cmd, " ")); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	return strings.TrimSpace(line), err
+}

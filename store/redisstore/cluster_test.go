@@ -41,3 +41,13 @@ func TestManagerSuiteOnCluster(t *testing.T) {
 	c := clusterClient(t)
 	jobtest.Run(t, jobtest.Harness{Open: func(t testing.TB, ns string) store.Store { return newStore(t, c, ns) }})
 }
+
+// TestClusterFaults runs scripttest's Redis Cluster scenarios (a primary
+// SIGKILLed and its replica promoted) through go-redis's ClusterClient.
+func TestClusterFaults(t *testing.T) {
+	scripttest.RunCluster(t, scripttest.ClusterHarness{Open: func(t testing.TB, addrs []string, ns string) store.Store {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		return newStore(t, c, ns)
+	}})
+}

@@ -44,3 +44,16 @@ func TestManagerSuiteOnCluster(t *testing.T) {
 	c := clusterClient(t)
 	jobtest.Run(t, jobtest.Harness{Open: func(t testing.TB, ns string) store.Store { return newStore(t, c, ns) }})
 }
+
+// TestClusterFaults runs scripttest's Redis Cluster scenarios (a primary
+// SIGKILLed and its replica promoted) through valkey-go in cluster mode.
+func TestClusterFaults(t *testing.T) {
+	scripttest.RunCluster(t, scripttest.ClusterHarness{Open: func(t testing.TB, addrs []string, ns string) store.Store {
+		c, err := valkey.NewClient(valkey.ClientOption{InitAddress: addrs, DisableCache: true})
+		if err != nil {
+			t.Fatalf("valkey cluster client: %v", err)
+		}
+		t.Cleanup(c.Close)
+		return newStore(t, c, ns)
+	}})
+}
