@@ -69,7 +69,7 @@ func (c *Core) run(ctx context.Context, s *Script, args ...string) (any, error) 
 	v, err := c.r.Run(ctx, s, c.keys.For(s), all)
 	if err != nil {
 		werr := c.runError(ctx, s, err)
-		if s == Enqueue && !c.unapplied(err) {
+		if (s == Enqueue || s == EnqueueOne) && !c.unapplied(err) {
 			// Sent, and no answer: the script may have run (issue 39).
 			werr = store.OutcomeUnknown(werr)
 		}
@@ -534,6 +534,16 @@ func appendMsgpackStr[S ~string | ~[]byte](b []byte, s S) []byte {
 
 // Enqueue implements store.Queue.
 func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
+	if args, ok, err := EnqueueOneArgs(p); err != nil {
+		return nil, err
+	} else if ok {
+		// A lone due instance (most ScheduleJob calls): the lean script.
+		v, err := c.run(ctx, EnqueueOne, args...)
+		if err != nil {
+			return nil, err
+		}
+		return c.enqueueResults(p, asArray(v))
+	}
 	args, _, err := EnqueueArgs(p) // validates p
 	if err != nil {
 		return nil, err

@@ -108,7 +108,10 @@ type Script struct {
 // The scripts. Their contracts are in the comment at the top of each file
 // under lua/.
 var (
-	Enqueue       = loadLean("enqueue", "")
+	Enqueue = loadLean("enqueue", "")
+	// EnqueueOne is Enqueue for a call of one instance, due at once,
+	// without a unique key (EnqueueOneArgs).
+	EnqueueOne    = loadLean("enqueue_one", "")
 	Claim         = load("claim", "")
 	Renew         = load("renew", "allow-oom")
 	Finish        = load("finish", "")
@@ -142,7 +145,7 @@ var (
 )
 
 // All lists every script, for plugins that prepare them up front.
-var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, OrderKeys, Plan, Range, Prune,
+var All = []*Script{Enqueue, EnqueueOne, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, OrderKeys, Plan, Range, Prune,
 	EventsRead, InspectLag, InspectCounts, QueueAdmin, NodesHeartbeat, NodesList, NodesRescue, AdminRetry, AdminDelete,
 	ProgressSet, ProgressLookup, Wake}
 

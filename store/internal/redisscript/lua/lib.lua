@@ -524,6 +524,30 @@ local function flush_ready()
 	return filled
 end
 
+-- push_one writes one ready entry of (queue, prio, lane) as flush_ready
+-- writes a gathering of one, without the gathering: at the back of the
+-- lane's list, or in the lane's ready set when it sorts before the list's
+-- tail (a clock behind another's). For a script that pushes one entry
+-- and nothing else (enqueue_one).
+local function push_one(queue, prio, lane, entry)
+	local member = level_member(prio, lane)
+	local key = ready_key(queue, member)
+	local tail = redis.call('LINDEX', key, -1)
+	if tail and entry_before(entry, tail) then
+		local smember = set_member(prio, lane)
+		redis.call('ZADD', ready_key(queue, smember), 0, entry)
+		redis.call('ZADD', levels_key(queue), -prio, smember)
+		redis.call('HDEL', heads_key(queue), smember)
+		return
+	end
+	-- Only a list this push started needs the lane index entry and the
+	-- head hint (see flush_ready).
+	if redis.call('RPUSH', key, entry) == 1 then
+		redis.call('ZADD', levels_key(queue), -prio, member)
+		redis.call('HSET', heads_key(queue), member, string.sub(entry, 1, 13))
+	end
+end
+
 -- place puts a Scheduled instance in its queue: its lane's ready list when due at
 -- now (at the front when front is true, so it keeps its place), else the
 -- scheduled set. It wakes the queue. flush_ready must run before the
