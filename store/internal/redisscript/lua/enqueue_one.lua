@@ -16,6 +16,8 @@
 --   [9] queue, [10] priority (decimal), [11] labels (as P_LABELS holds
 --   them; '' for none), [12] the second of CreatedAt (decimal), [13] the
 --   kind bucket's part: the ID behind its length in 2 bytes.
+-- Numbers go to redis.call as text ('1'): Redis formats a Lua number
+-- with snprintf, which costs about as much as a small command.
 -- Returns what enqueue.lua returns for one instance: {1, seq} when it is
 -- stored, else {0, 0, code, 1, id, seq} (code 2: an instance with this
 -- ID exists, seq is its Seq, nothing changes; 3: the record stored under
@@ -34,7 +36,7 @@ if old then
 	return {0, 0, 3, 1, id, 0}
 end
 local now = tonumber(ARGV[2])
-local seq = redis.call('HINCRBY', K_CTR, 'seq', 1)
+local seq = redis.call('HINCRBY', K_CTR, 'seq', '1')
 
 -- The history entry (its ID's ms are now's unless the stream is ahead).
 local now_ms = div_pow10(ARGV[2], 3)
@@ -53,11 +55,11 @@ local kind, queue, sec, part = ARGV[8], ARGV[9], ARGV[12], ARGV[13]
 if redis.call('APPEND', PREFIX .. 'kb:' .. kind .. ':' .. sec, part) == #part then
 	redis.call('ZADD', PREFIX .. 'kd:' .. kind, sec, sec)
 end
-redis.call('HINCRBY', PREFIX .. 'kn:' .. kind, sec, 1)
+redis.call('HINCRBY', PREFIX .. 'kn:' .. kind, sec, '1')
 
 -- The count, and the kinds and queues sets when the count's field is new
 -- (or back from zero), as enqueue.lua does; then the wake-up.
-if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), 1) == 1 then
+if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), '1') == 1 then
 	redis.call('SADD', PREFIX .. 'kinds', kind)
 	redis.call('SADD', PREFIX .. 'queues', queue)
 end

@@ -64,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 		{"LookupByStateReadsOnlyItsState", testLookupByStateReadsOnlyItsState},
 		{"RunSet", testRunSet},
 		{"KindCounts", testKindCounts},
+		{"KindCountsBefore", testKindCountsBefore},
 		{"AdminDeleteKeys", testAdminDeleteKeys},
 		{"ManagerStartedBeforeServer", testManagerBeforeServer},
 		{"EventsServerRestart", testEventsRestart},
