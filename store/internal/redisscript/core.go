@@ -66,6 +66,14 @@ func (c *Core) run(ctx context.Context, s *Script, args ...string) (any, error) 
 	all := make([]string, 0, len(args)+1)
 	all = append(all, c.keys.Prefix)
 	all = append(all, args...)
+	return c.runAll(ctx, s, all)
+}
+
+// runAll is run with the script's whole ARGV, the prefix first.
+func (c *Core) runAll(ctx context.Context, s *Script, all []string) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	v, err := c.r.Run(ctx, s, c.keys.For(s), all)
 	if err != nil {
 		werr := c.runError(ctx, s, err)
@@ -534,11 +542,11 @@ func appendMsgpackStr[S ~string | ~[]byte](b []byte, s S) []byte {
 
 // Enqueue implements store.Queue.
 func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
-	if args, ok, err := EnqueueOneArgs(p); err != nil {
+	if all, ok, err := enqueueOneArgs(c.keys.Prefix, p); err != nil {
 		return nil, err
 	} else if ok {
 		// A lone due instance (most ScheduleJob calls): the lean script.
-		v, err := c.run(ctx, EnqueueOne, args...)
+		v, err := c.runAll(ctx, EnqueueOne, all)
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,15 @@ import (
 // The values are packed into one buffer and cut from one string: with
 // the slice that holds them, two allocations for the call's arguments.
 func EnqueueOneArgs(p *store.EnqueueParams) (args []string, ok bool, err error) {
+	all, ok, err := enqueueOneArgs("", p)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	return all[1:], true, nil
+}
+
+// enqueueOneArgs is EnqueueOneArgs with the whole ARGV: prefix first.
+func enqueueOneArgs(prefix string, p *store.EnqueueParams) (args []string, ok bool, err error) {
 	if p == nil || len(p.Instances) != 1 || p.Instances[0] == nil {
 		return nil, false, nil
 	}
@@ -55,6 +64,7 @@ func EnqueueOneArgs(p *store.EnqueueParams) (args []string, ok bool, err error) 
 	b = append(b, id...)
 	all := string(b)
 	return []string{
+		prefix,
 		all[:i0],   // now
 		all[e0:s0], // the history entry
 		all[i0:e0], // the ID
