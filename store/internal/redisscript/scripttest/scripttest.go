@@ -65,6 +65,7 @@ func Run(t *testing.T, h Harness) {
 		{"RunSet", testRunSet},
 		{"KindCounts", testKindCounts},
 		{"KindCountsBefore", testKindCountsBefore},
+		{"LeanEnqueueSameRecords", testLeanEnqueueSameRecords},
 		{"AdminDeleteKeys", testAdminDeleteKeys},
 		{"ManagerStartedBeforeServer", testManagerBeforeServer},
 		{"EventsServerRestart", testEventsRestart},
