@@ -6,10 +6,11 @@ import (
 	"github.com/jobkit/job/store/internal/redisscript"
 )
 
-// TestBoxKeysKeepsBothSlices: a Core's calls alternate between its two
-// key slices (the enqueue's seven keys, the other scripts' twelve), and
-// each keeps its interface values: no allocation per call once both were
-// seen, and each call gets its own keys.
+// TestBoxKeysKeepsBothSlices: a Core's calls alternate between its three
+// key slices (the enqueue's seven keys, the lean enqueue's three, the
+// other scripts' twelve), and each keeps its interface values: no
+// allocation per call once all were seen, and each call gets its own
+// keys.
 func TestBoxKeysKeepsBothSlices(t *testing.T) {
 	k, err := redisscript.NewKeys("boxkeys")
 	if err != nil {
@@ -29,12 +30,15 @@ func TestBoxKeysKeepsBothSlices(t *testing.T) {
 	}
 	check(k.Enqueue)
 	check(k.Script)
+	check(k.EnqueueOne)
 	if n := testing.AllocsPerRun(100, func() {
 		r.boxKeys(k.Enqueue)
 		r.boxKeys(k.Script)
+		r.boxKeys(k.EnqueueOne)
 	}); n != 0 {
-		t.Fatalf("%v allocations per enqueue and claim call, want 0: a slice's boxed keys were not kept", n)
+		t.Fatalf("%v allocations per enqueue, claim and lone enqueue call, want 0: a slice's boxed keys were not kept", n)
 	}
 	check(k.Enqueue)
 	check(k.Script)
+	check(k.EnqueueOne)
 }

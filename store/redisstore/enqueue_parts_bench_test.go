@@ -28,6 +28,8 @@ type enqueuePart struct {
 	// alone: the library holds lib.lua and the enqueue function only,
 	// not the other scripts' functions.
 	alone bool
+	// one: call the enqueue_one function (EnqueueOneArgs) instead.
+	one bool
 }
 
 type partEdit struct {
@@ -41,6 +43,7 @@ type partEdit struct {
 // with the same keys and arguments (the call's own cost).
 var enqueueParts = []enqueuePart{
 	{name: "full"},
+	{name: "one", one: true},
 	{name: "full_unique_key", ukey: true},
 	{name: "full_library_of_enqueue_alone", alone: true},
 	{name: "no_publish", edits: []partEdit{{"redis.call('PUBLISH', PREFIX .. 'w:' .. queue, '1')", "", 1}}},
@@ -50,8 +53,7 @@ var enqueueParts = []enqueuePart{
 	{name: "no_kind_buckets", edits: []partEdit{
 		{"if redis.call('APPEND', PREFIX .. 'kb:' .. kind .. ':' .. sec, list) == #list then", "if false then", 1},
 		{"redis.call('HINCRBY', PREFIX .. 'kn:' .. kind, sec, count)", "", 1}}},
-	{name: "no_kind_count", edits: []partEdit{{"if redis.call('HINCRBY', K_CTR, kind_count(k), c) == c then", "if false then", 1}}},
-	{name: "no_state_counts", edits: []partEdit{{"if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, queue, kind), c) == c then", "if true then", 1}}},
+	{name: "no_state_counts", edits: []partEdit{{"if redis.call('HINCRBY', K_CNT, count_field(S_SCHEDULED, cl.queue, cl.kind), num(c)) == c then", "if true then", 1}}},
 	{name: "no_queues_sadd", edits: []partEdit{{"redis.call('SADD', K_QUEUES, cl.queue)", "", 1}}},
 	{name: "no_lane_index", edits: []partEdit{
 		{"redis.call('ZADD', levels_key(p.queue), -p.prio, p.member)", "", 1},
@@ -59,7 +61,7 @@ var enqueueParts = []enqueuePart{
 	{name: "no_ready_push", edits: []partEdit{{"local len = chunked('RPUSH', key, back)", "local len = #back", 1}}},
 	{name: "no_tail_lindex", edits: []partEdit{{"local tail = redis.call('LINDEX', key, -1)\n\t\tif tail and entry_before", "local tail = nil\n\t\tif tail and entry_before", 1}}},
 	{name: "no_lookup_hmget", edits: []partEdit{{"local v = redis.call('HMGET', K_INST, unpack(ARGV, I0 + a, I0 + b))", "local v = {}", 1}}},
-	{name: "no_seq_hincrby", edits: []partEdit{{"local last = redis.call('HINCRBY', K_CTR, 'seq', stored)", "local last = stored", 1}}},
+	{name: "no_seq_hincrby", edits: []partEdit{{"local last = redis.call('HINCRBY', K_CTR, 'seq', num(stored))", "local last = stored", 1}}},
 	{name: "no_inst_hset", edits: []partEdit{{"chunked('HSET', K_INST, specs)", "", 1}}},
 	{name: "no_redis_calls", edits: noRedisCalls()},
 	{name: "bare", edits: []partEdit{{"local now, node = tonumber(ARGV[2]), ARGV[3]\n", "do return {} end\n", 1}}},
@@ -144,7 +146,11 @@ func BenchmarkEnqueueParts(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		vs = append(vs, &variant{p: p, src: src, fn: fn, keys: keys.Enqueue, prefix: keys.Prefix})
+		v := &variant{p: p, src: src, fn: fn, keys: keys.Enqueue, prefix: keys.Prefix}
+		if p.one {
+			v.fn, v.keys = fn+"_one", keys.EnqueueOne
+		}
+		vs = append(vs, v)
 	}
 	perRound := 2000
 	if n, err := strconv.Atoi(os.Getenv("JOBKIT_PARTS_CALLS")); err == nil && n > 0 {
@@ -171,7 +177,17 @@ func BenchmarkEnqueueParts(b *testing.B) {
 			}
 			ins[k] = in
 		}
-		a, _, err := redisscript.EnqueueArgs(&store.EnqueueParams{Instances: ins, Node: "bench-node", Now: now})
+		ep := &store.EnqueueParams{Instances: ins, Node: "bench-node", Now: now}
+		var a []string
+		var err error
+		if v.p.one {
+			var ok bool
+			if a, ok, err = redisscript.EnqueueOneArgs(ep); err == nil && !ok {
+				b.Fatalf("%s: EnqueueOneArgs refused the call", v.p.name)
+			}
+		} else {
+			a, _, err = redisscript.EnqueueArgs(ep)
+		}
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -174,7 +174,7 @@ type runner struct {
 	// ctxTimeouts: the client honours ctx deadlines itself; otherwise
 	// calls whose ctx can end are waited for in bounded, see bounded.
 	ctxTimeouts bool
-	keys        [2]atomic.Pointer[boxedKeys] // see boxKeys
+	keys        [3]atomic.Pointer[boxedKeys] // see boxKeys
 }
 
 // boxedKeys is a key slice made into interface values, for the slice it
@@ -186,10 +186,12 @@ type boxedKeys struct {
 }
 
 // boxKeys returns keys as interface values. The store's Core passes one
-// of two key slices to every script call (Keys.Enqueue to the enqueue,
-// Keys.Script to the others), so the values made for each are kept and
-// reused while the slice is the same (same first element, same length,
-// never written after the Core is made): one slot per length seen last.
+// of three key slices to every script call (Keys.Enqueue to the enqueue,
+// Keys.EnqueueOne to the lean one, Keys.Script to the others), so the
+// values made for each are kept and reused while the slice is the same
+// (same first element, same length, never written after the Core is
+// made): the first two lengths seen keep their slots, the last slot holds
+// the length seen last among the others.
 func (r *runner) boxKeys(keys []string) []any {
 	if len(keys) == 0 {
 		return nil
@@ -200,9 +202,12 @@ func (r *runner) boxKeys(keys []string) []any {
 		}
 	}
 	b := &boxedKeys{of: &keys[0], n: len(keys), all: toAny(keys)}
-	slot := &r.keys[0]
-	if b0 := slot.Load(); b0 != nil && b0.n != len(keys) {
-		slot = &r.keys[1]
+	slot := &r.keys[len(r.keys)-1]
+	for i := range r.keys[:len(r.keys)-1] {
+		if b0 := r.keys[i].Load(); b0 == nil || b0.n == len(keys) {
+			slot = &r.keys[i]
+			break
+		}
 	}
 	slot.Store(b)
 	return b.all
@@ -276,12 +281,14 @@ func (r *runner) Unapplied(err error) bool {
 // go-redis hook that prints the command sees these arguments (binary
 // record encodings, mostly) as pointers.
 func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []string) (any, error) {
-	name := "fcall"
-	if ro {
-		name = "fcall_ro"
-	}
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, name, fn, len(keys))
+	// A constant in an interface value is not a heap copy.
+	if ro {
+		cmdArgs = append(cmdArgs, "fcall_ro")
+	} else {
+		cmdArgs = append(cmdArgs, "fcall")
+	}
+	cmdArgs = append(cmdArgs, fn, len(keys))
 	cmdArgs = append(cmdArgs, r.boxKeys(keys)...)
 	for i := range args {
 		cmdArgs = append(cmdArgs, &args[i])

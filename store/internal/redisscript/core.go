@@ -66,10 +66,18 @@ func (c *Core) run(ctx context.Context, s *Script, args ...string) (any, error) 
 	all := make([]string, 0, len(args)+1)
 	all = append(all, c.keys.Prefix)
 	all = append(all, args...)
+	return c.runAll(ctx, s, all)
+}
+
+// runAll is run with the script's whole ARGV, the prefix first.
+func (c *Core) runAll(ctx context.Context, s *Script, all []string) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	v, err := c.r.Run(ctx, s, c.keys.For(s), all)
 	if err != nil {
 		werr := c.runError(ctx, s, err)
-		if s == Enqueue && !c.unapplied(err) {
+		if (s == Enqueue || s == EnqueueOne) && !c.unapplied(err) {
 			// Sent, and no answer: the script may have run (issue 39).
 			werr = store.OutcomeUnknown(werr)
 		}
@@ -534,6 +542,16 @@ func appendMsgpackStr[S ~string | ~[]byte](b []byte, s S) []byte {
 
 // Enqueue implements store.Queue.
 func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
+	if all, ok, err := enqueueOneArgs(c.keys.Prefix, p); err != nil {
+		return nil, err
+	} else if ok {
+		// A lone due instance (most ScheduleJob calls): the lean script.
+		v, err := c.runAll(ctx, EnqueueOne, all)
+		if err != nil {
+			return nil, err
+		}
+		return c.enqueueResults(p, asArray(v))
+	}
 	args, _, err := EnqueueArgs(p) // validates p
 	if err != nil {
 		return nil, err

@@ -24,12 +24,18 @@ type Keys struct {
 	// order; see lua/enqueue.lua). Redis's own cost of a call grows with
 	// each key it is given, and the enqueue runs most often.
 	Enqueue []string
+	// EnqueueOne is the KEYS array of the EnqueueOne script: inst, ctr
+	// and hist (see lua/enqueue_one.lua).
+	EnqueueOne []string
 }
 
 // For returns the KEYS array script s takes.
 func (k Keys) For(s *Script) []string {
-	if s == Enqueue {
+	switch s {
+	case Enqueue:
 		return k.Enqueue
+	case EnqueueOne:
+		return k.EnqueueOne
 	}
 	return k.Script
 }
@@ -47,6 +53,7 @@ func NewKeys(ns string) (Keys, error) {
 		k.Script[i] = p + n
 	}
 	k.Enqueue = []string{k.Script[0], k.Script[2], k.Script[3], k.Script[6], k.Script[7], k.Script[8], k.Script[9]}
+	k.EnqueueOne = []string{k.Script[0], k.Script[2], k.Script[3]}
 	return k, nil
 }
 

@@ -37,8 +37,12 @@
 //     across them) and lookups by state; those finished by a clock behind
 //     their list's tail go to the late set.
 //   - kd:<kind> (ZSET) and kb:<kind>:<sec> (STRING): instances of a kind
-//     by CreatedAt second, for lookups, appended to with APPEND; ctr
-//     counts each kind's instances.
+//     by CreatedAt second, for lookups, appended to with APPEND; kn:<kind>
+//     counts the live instances of each second's bucket.
+//   - cnt (HASH): instances by state, queue and kind (store.Counts); the
+//     lookup planner sums a kind's fields. (A namespace written before
+//     issue 39 also counted each kind in ctr's k:<kind>; nothing reads
+//     those fields, and prune and delete drop them.)
 //
 // A lookup by state first asks the plan script which read is smaller: the
 // states' own structures (ready lists and scheduled sets, the run set, the
@@ -108,7 +112,10 @@ type Script struct {
 // The scripts. Their contracts are in the comment at the top of each file
 // under lua/.
 var (
-	Enqueue       = loadLean("enqueue", "")
+	Enqueue = loadLean("enqueue", "")
+	// EnqueueOne is Enqueue for a call of one instance, due at once,
+	// without a unique key (EnqueueOneArgs).
+	EnqueueOne    = loadLean("enqueue_one", "")
 	Claim         = load("claim", "")
 	Renew         = load("renew", "allow-oom")
 	Finish        = load("finish", "")
@@ -142,7 +149,7 @@ var (
 )
 
 // All lists every script, for plugins that prepare them up front.
-var All = []*Script{Enqueue, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, OrderKeys, Plan, Range, Prune,
+var All = []*Script{Enqueue, EnqueueOne, Claim, Renew, Finish, Rescue, Cancel, AppendLogs, OfInstances, Records, OrderKeys, Plan, Range, Prune,
 	EventsRead, InspectLag, InspectCounts, QueueAdmin, NodesHeartbeat, NodesList, NodesRescue, AdminRetry, AdminDelete,
 	ProgressSet, ProgressLookup, Wake}
 

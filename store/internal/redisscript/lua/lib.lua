@@ -10,8 +10,9 @@
 --                           the instance waits for its first attempt
 --   KEYS[3]  ctr     HASH   counters: seq (instance Seq), hskew and lskew
 --                           (how far stream IDs ran ahead, see xadd_at),
---                           k:<kind> (stored instances of a kind, which
---                           lookups weigh against the size of a state),
+--                           (k:<kind>, a count of a kind's instances,
+--                           only in a namespace written before issue 39:
+--                           unlist drops it, nothing reads it)
 --                           hsweep and hsweept (prune's sweep of history
 --                           entries of removed instances: cursor, bound)
 --   KEYS[4]  hist    STREAM history entries, one per script run that
@@ -108,7 +109,8 @@ local S_TERMINATED, S_CANCELED, S_TIMEDOUT = 5, 6, 7
 -- FINALS are the final states, each with a done list.
 local FINALS = {S_COMPLETED, S_TERMINATED, S_CANCELED, S_TIMEDOUT}
 local function done_key(st) return PREFIX .. 'done:' .. st end
--- kind_count is the ctr field counting the stored instances of kind.
+-- kind_count is the ctr field that counted the stored instances of kind
+-- before issue 39 (see unlist).
 local function kind_count(kind) return 'k:' .. kind end
 
 -- The spec: what never changes after enqueue, as consecutive cmsgpack
@@ -524,6 +526,30 @@ local function flush_ready()
 	return filled
 end
 
+-- push_one writes one ready entry of (queue, prio, lane) as flush_ready
+-- writes a gathering of one, without the gathering: at the back of the
+-- lane's list, or in the lane's ready set when it sorts before the list's
+-- tail (a clock behind another's). For a script that pushes one entry
+-- and nothing else (enqueue_one).
+local function push_one(queue, prio, lane, entry)
+	local member = level_member(prio, lane)
+	local key = ready_key(queue, member)
+	local tail = redis.call('LINDEX', key, -1)
+	if tail and entry_before(entry, tail) then
+		local smember = set_member(prio, lane)
+		redis.call('ZADD', ready_key(queue, smember), 0, entry)
+		redis.call('ZADD', levels_key(queue), -prio, smember)
+		redis.call('HDEL', heads_key(queue), smember)
+		return
+	end
+	-- Only a list this push started needs the lane index entry and the
+	-- head hint (see flush_ready).
+	if redis.call('RPUSH', key, entry) == 1 then
+		redis.call('ZADD', levels_key(queue), -prio, member)
+		redis.call('HSET', heads_key(queue), member, string.sub(entry, 1, 13))
+	end
+end
+
 -- place puts a Scheduled instance in its queue: its lane's ready list when due at
 -- now (at the front when front is true, so it keeps its place), else the
 -- scheduled set. It wakes the queue. flush_ready must run before the
@@ -821,13 +847,18 @@ local function clear_lease(id, t)
 	run_rem[#run_rem + 1] = id
 end
 
+-- unlisted holds the kinds unlist saw in this call.
+local unlisted
 -- unlist takes a removed instance (id, its spec p) out of its kind's count,
 -- its kind's creation bucket (dropping an emptied bucket) and the unique
 -- key it holds: what prune and admin delete both undo of an enqueue.
 local function unlist(id, p)
-	local kc = kind_count(p[P_KIND])
-	if redis.call('HINCRBY', K_CTR, kc, -1) <= 0 then
-		redis.call('HDEL', K_CTR, kc)
+	-- A namespace written before issue 39 counted each kind's instances
+	-- in ctr's k:<kind>; nothing reads those counts now: the first
+	-- removal of a kind in a call drops its field.
+	if not unlisted[p[P_KIND]] then
+		unlisted[p[P_KIND]] = true
+		redis.call('HDEL', K_CTR, kind_count(p[P_KIND]))
 	end
 	local sec = num(math.floor(p[P_CREATED] / 1000000))
 	local nkey = PREFIX .. 'kn:' .. p[P_KIND]
@@ -879,6 +910,7 @@ end
 -- begin_changes empties the state changes' gatherings at the start of a
 -- call (after begin_head).
 local function begin_changes()
+	unlisted = {}
 	recs, changed, changed_ids = {}, {}, {}
 	firsts, first_suffix = {}, nil
 	lease_ids, lease_until, done_by = {}, 0, {}

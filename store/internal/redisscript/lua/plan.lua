@@ -7,9 +7,10 @@
 -- reads through the states' own structures (the ready lists and scheduled
 -- sets of the queues for Scheduled, the run set for Processing, a final
 -- state's done list and the late set) and through the kind buckets over
--- the CreatedAt range (the kind's count in ctr, scaled by the share of its
--- bucket seconds in the range), and how many instances are stored. Reads
--- counts only. Read-only.
+-- the CreatedAt range (the kind's count, the sum of its cnt fields over
+-- every state and queue, scaled by the share of its bucket seconds in the
+-- range), and how many instances are stored. Reads counts only.
+-- Read-only.
 local kind, queue = ARGV[2], ARGV[3]
 local since, until_ = tonumber(ARGV[4]), tonumber(ARGV[5])
 local states = {}
@@ -46,13 +47,23 @@ if final then
 	by_state = by_state + redis.call('ZCARD', K_LATE)
 end
 
+-- Each kind's instances: its cnt fields (count_field: a state digit, the
+-- queue's length in 2 bytes, the queue, then the kind) summed.
+local of_kind = {}
+local cnt = redis.call('HGETALL', K_CNT)
+for i = 1, #cnt, 2 do
+	local f = cnt[i]
+	local k = string.sub(f, 4 + unbe(f, 2, 2))
+	of_kind[k] = (of_kind[k] or 0) + tonumber(cnt[i + 1])
+end
+
 local by_kind = 0
 local kinds = {kind}
 if kind == '' then
 	kinds = redis.call('SMEMBERS', K_KINDS)
 end
 for _, k in ipairs(kinds) do
-	local n = tonumber(redis.call('HGET', K_CTR, kind_count(k)) or '0')
+	local n = of_kind[k] or 0
 	if n > 0 and (since > 0 or until_ > 0) then
 		local dir = PREFIX .. 'kd:' .. k
 		local secs = redis.call('ZCARD', dir)

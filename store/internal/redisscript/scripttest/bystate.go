@@ -216,38 +216,3 @@ func testRunSet(t *testing.T, h Harness) {
 	}
 	check("after rescue", "r-1")
 }
-
-// testKindCounts: ctr's k:<kind> counts the stored instances of each
-// kind, through enqueues (duplicates and repeats not counted) and
-// retention, and goes once the kind has none.
-func testKindCounts(t *testing.T, h Harness) {
-	e := layout(t, h)
-	check := func(when string, want map[string]int64) {
-		t.Helper()
-		for kind, n := range want {
-			got, err := e.rc.HGet(t.Context(), e.key("ctr"), "k:"+kind).Int64()
-			if n == 0 {
-				if err == nil {
-					t.Fatalf("%s: k:%s = %d, want no field", when, kind, got)
-				}
-				continue
-			}
-			if err != nil || got != n {
-				t.Fatalf("%s: k:%s = %d (%v), want %d", when, kind, got, err, n)
-			}
-		}
-	}
-	mk := func(id, kind string) *store.Instance {
-		in := inst(id, "q")
-		in.Kind = kind
-		return in
-	}
-	e.enqueue(base, mk("a-1", "a"), mk("a-2", "a"), mk("b-1", "b"))
-	// The same ID again stores nothing.
-	e.enqueue(base, mk("a-1", "a"))
-	check("after enqueue", map[string]int64{"a": 2, "b": 1})
-	e.claim("q", "w", 3, at(time.Second), at(time.Minute))
-	e.done("w", at(2*time.Second), "a-1", "b-1")
-	e.prune(&store.PruneParams{Now: at(time.Hour), FinishedBefore: at(time.Hour)})
-	check("after pruning a-1 and b-1", map[string]int64{"a": 1, "b": 0})
-}

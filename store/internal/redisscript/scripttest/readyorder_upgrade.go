@@ -54,10 +54,16 @@ func testReadyListBeforeOrder(t *testing.T, h Harness) {
 	e.rc.ZRem(ctx, e.keys.Levels(q), "0/x1:k")
 	e.rc.HDel(ctx, e.key("q:"+q+":h"), "0/x1:k")
 	e.rc.RPush(ctx, list, zs[0])
+	// And the count of the kind's instances that ctr kept before issue 39
+	// (see testKindCountsBefore): nothing reads it after the upgrade.
+	e.rc.HSet(ctx, e.key("ctr"), "k:k", 6)
 
 	// After the upgrade: d behind the tail, e ahead of it (to the set).
 	e.enqueue(at(7*time.Second), mk("up-d", 7*time.Second))
 	e.enqueue(at(8*time.Second), mk("up-e", 3500*time.Millisecond))
+	if n := e.planKind("k"); n != 8 {
+		t.Fatalf("the plan counts %d instances of kind k after the upgrade, want 8 (6 before, 2 after)", n)
+	}
 	var got []string
 	for range 10 {
 		res := e.claim(q, "w1", 1, at(9*time.Second), until)

@@ -64,6 +64,8 @@ func Run(t *testing.T, h Harness) {
 		{"LookupByStateReadsOnlyItsState", testLookupByStateReadsOnlyItsState},
 		{"RunSet", testRunSet},
 		{"KindCounts", testKindCounts},
+		{"KindCountsBefore", testKindCountsBefore},
+		{"LeanEnqueueSameRecords", testLeanEnqueueSameRecords},
 		{"AdminDeleteKeys", testAdminDeleteKeys},
 		{"ManagerStartedBeforeServer", testManagerBeforeServer},
 		{"EventsServerRestart", testEventsRestart},
