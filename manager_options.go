@@ -22,7 +22,7 @@ const (
 	DefaultFinishLinger   = time.Millisecond
 	// DefaultFinishInterval is the least time between two outcome
 	// writes while outcomes keep coming (WithFinishInterval).
-	DefaultFinishInterval = 50 * time.Millisecond
+	DefaultFinishInterval = 100 * time.Millisecond
 	// DefaultHandlerQueue is how many job handler calls may wait for the
 	// handler goroutine (WithHandlerQueue).
 	DefaultHandlerQueue = 4096
