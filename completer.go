@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,9 @@ type completerDeps struct {
 	obs    observers
 	batch  int           // the most outcomes one Finish call carries
 	linger time.Duration // how long a batch waits for more (WithFinishBatch)
+	// interval is the least time between two Finish calls while outcomes
+	// keep coming (WithFinishInterval; see pace).
+	interval time.Duration
 
 	// storeFull reports whether the store's last answer was store.ErrFull
 	// (the claimer claims nothing meanwhile).
@@ -72,11 +76,25 @@ type completer struct {
 	wg     sync.WaitGroup
 	queued atomic.Int64 // outcomes submitted but not yet applied
 	lost   atomic.Int64 // outcomes given up without being written
+	// hurried is rung by Manager.Wait: a batch held by pace is written
+	// at once.
+	hurried chan struct{}
 }
 
 var _ service = (*completer)(nil)
 
-func newCompleter(d completerDeps) *completer { return &completer{completerDeps: d} }
+func newCompleter(d completerDeps) *completer {
+	return &completer{completerDeps: d, hurried: make(chan struct{}, 1)}
+}
+
+// hurry has a batch that pace holds written at once (a drain waits for
+// it).
+func (c *completer) hurry() {
+	select {
+	case c.hurried <- struct{}{}:
+	default:
+	}
+}
 
 func (c *completer) start() {
 	c.ch = make(chan *finishReq, 4*c.batch)
@@ -150,22 +168,71 @@ func (c *completer) notRecorded(a *attempt, n int) {
 func (c *completer) run() {
 	defer c.wg.Done()
 	batch := make([]*finishReq, 0, c.batch)
-	var timer *time.Timer
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var last time.Time // when the last Finish call started
 	for r := range c.ch {
 		batch = drainInto(append(batch[:0], r), c.ch)
 		if c.linger > 0 && len(batch) < cap(batch) && c.active.len() > len(batch) {
-			// The linger is a cost knob, not a schedule: it runs on the
-			// real clock, so a test's fake clock never stalls it.
-			if timer == nil {
-				timer = time.NewTimer(c.linger)
-			} else {
-				timer.Reset(c.linger)
-			}
+			// The linger and the interval are cost knobs, not a
+			// schedule: they run on the real clock, so a test's fake
+			// clock never stalls them.
+			timer.Reset(c.linger)
 			batch = c.lingerFor(batch, timer)
 			timer.Stop()
 		}
+		batch = c.pace(batch, last, timer)
+		last = time.Now()
 		c.flush(batch)
 	}
+}
+
+// pace holds batch until the finish interval has passed since the last
+// Finish call started (last), adding the outcomes that come meanwhile,
+// so that while outcomes keep coming one call writes all of an
+// interval's instead of one or two each (at low steady rates most jobs
+// end while no other runs, and the linger alone wrote them one by one:
+// a transaction each on PostgreSQL). An outcome after a quiet spell of
+// an interval or more is written at once. It stops holding when the batch
+// is full, an outcome that another instance or the claim loop waits on
+// joins it (see waitedOn), the queue closes (Stop) or a drain hurries it
+// (Manager.Wait).
+func (c *completer) pace(batch []*finishReq, last time.Time, timer *time.Timer) []*finishReq {
+	if c.interval <= 0 || last.IsZero() || len(batch) == cap(batch) || slices.ContainsFunc(batch, waitedOn) {
+		return batch
+	}
+	wait := c.interval - time.Since(last)
+	if wait <= 0 {
+		return batch
+	}
+	timer.Reset(wait)
+	defer timer.Stop()
+	for len(batch) < cap(batch) {
+		select {
+		case r, ok := <-c.ch:
+			if !ok {
+				return batch
+			}
+			n := len(batch)
+			batch = drainInto(append(batch, r), c.ch)
+			if slices.ContainsFunc(batch[n:], waitedOn) {
+				return batch
+			}
+		case <-timer.C:
+			return batch
+		case <-c.hurried:
+			return batch
+		}
+	}
+	return batch
+}
+
+// waitedOn reports whether r's outcome is one that something waits on
+// being recorded, which pace never holds: a retry or hand-back (the
+// claim loop may run it at once), or the end of a shard or a workflow
+// task (its parent's join or its dependents start from the write).
+func waitedOn(r *finishReq) bool {
+	return r.out.State == store.Scheduled || r.a != nil && r.a.rec != nil && (r.a.rec.IsShard() || r.a.rec.Task != nil)
 }
 
 // lingerFor adds outcomes to batch until it is full, every running

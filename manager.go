@@ -571,6 +571,7 @@ func (m *Manager) handBack(ctx context.Context) int {
 // first.
 func (m *Manager) Wait(ctx context.Context) error {
 	for {
+		m.completer.hurry() // outcomes held for a batch (WithFinishInterval)
 		changed := *m.changed.Load()
 		idle, err := m.idle(ctx)
 		if err != nil {

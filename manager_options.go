@@ -20,6 +20,9 @@ const (
 	DefaultClaimBatch     = 64
 	DefaultFinishBatch    = 256
 	DefaultFinishLinger   = time.Millisecond
+	// DefaultFinishInterval is the least time between two outcome
+	// writes while outcomes keep coming (WithFinishInterval).
+	DefaultFinishInterval = 100 * time.Millisecond
 	// DefaultHandlerQueue is how many job handler calls may wait for the
 	// handler goroutine (WithHandlerQueue).
 	DefaultHandlerQueue = 4096
@@ -63,6 +66,8 @@ type config struct {
 	finishBatch    int
 	finishLinger   time.Duration
 	lingerSet      bool
+	finishInterval time.Duration
+	intervalSet    bool
 	handlerQueue   int
 	pruneInterval  time.Duration
 	pruneBatch     int
@@ -251,6 +256,29 @@ func WithFinishLinger(d time.Duration) ManagerOption {
 	}
 }
 
+// WithFinishInterval sets the least time between two of the manager's
+// outcome writes while outcomes keep coming: an outcome that comes within
+// d of the last write waits for the rest of d, and whatever comes
+// meanwhile is written with it in one call. At low steady rates, where
+// most jobs end while no other runs and the linger (WithFinishLinger)
+// does not apply, this is what keeps the store's cost per job low: on
+// PostgreSQL each write is a transaction. An outcome after a quiet spell
+// of d or more is written at once, as are retries, hand-backs and the
+// ends of shards and workflow tasks (something waits on them); it never
+// delays the next job (its worker is free at once), a drain (Wait) or
+// Stop. The attempts' leases are renewed until their outcomes are
+// written. 0 writes each batch at once. Defaults to
+// DefaultFinishInterval.
+func WithFinishInterval(d time.Duration) ManagerOption {
+	return func(c *config) error {
+		if d < 0 || d > time.Second {
+			return fmt.Errorf("%w: finish interval %v, want 0 to 1s", ErrInvalidOption, d)
+		}
+		c.finishInterval, c.intervalSet = d, true
+		return nil
+	}
+}
+
 // WithHandlerQueue sets how many job handler calls (state-change, complete
 // and terminate processors) may wait to run. Defaults to
 // DefaultHandlerQueue. While the manager runs, handlers run one at a time
@@ -369,6 +397,9 @@ func (c *config) defaults() {
 	}
 	if !c.lingerSet {
 		c.finishLinger = DefaultFinishLinger
+	}
+	if !c.intervalSet {
+		c.finishInterval = DefaultFinishInterval
 	}
 	if c.handlerQueue == 0 {
 		c.handlerQueue = DefaultHandlerQueue

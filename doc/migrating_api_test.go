@@ -43,7 +43,7 @@ var (
 	_ func(*job.Manager) string                                                                     = (*job.Manager).NodeID
 	_ func(string) job.ManagerOption                                                                = job.WithNodeID
 	_                                                                                               = []any{job.WithQueues, job.WithLease, job.WithPollInterval, job.WithRescueInterval, job.WithClaimBatch,
-		job.WithFinishLinger, job.WithClock, job.WithLogger, job.WithRetention, job.WithHistoryRetention,
+		job.WithFinishLinger, job.WithFinishInterval, job.WithClock, job.WithLogger, job.WithRetention, job.WithHistoryRetention,
 		job.WithLogRetention, job.WithPruneInterval}
 )
 

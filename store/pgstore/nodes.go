@@ -36,6 +36,14 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 	var now int64
 	var old *int16
 	var a, b int64
+	// The dead-node rescue that follows a heartbeat (the rescuer calls it
+	// after each one) asks, with ref the node's store_seen this statement
+	// sets, whether any live node is silent for longer than DeadAfter or
+	// any dead node still holds attempts; the heartbeat answers that
+	// question in the same statement, and when the answer is no the
+	// rescue costs no statement (rescueMemo).
+	s.quiet.Delete(p.Node.ID)
+	var quiet bool
 	err = s.q(ctx).QueryRow(ctx, `WITH now AS (SELECT `+clockSQL+` AS t),
 		old AS (SELECT status FROM `+s.t("nodes")+` WHERE ns = $1 AND id = $2 FOR UPDATE),
 		up AS (INSERT INTO `+s.t("nodes")+` AS n (ns, id, info, status, last_seen, store_seen, gone_at)
@@ -48,12 +56,31 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 			AND now.t - (CASE WHEN n.status = 1 THEN n.store_seen ELSE n.gone_at END) > $6
 			AND NOT (n.status = 3 AND EXISTS (SELECT 1 FROM `+s.t("instances")+` i WHERE i.ns = $1 AND i.state = 3 AND i.lease_owner = n.id))
 			RETURNING 1)
-		SELECT now.t, (SELECT status FROM old), (SELECT count(*) FROM up), (SELECT count(*) FROM del) FROM now`,
-		s.cfg.ns, p.Node.ID, body, int16(status), nanos(p.Now), int64(p.RetainOrDefault())).Scan(&now, &old, &a, &b)
+		SELECT now.t, (SELECT status FROM old), (SELECT count(*) FROM up), (SELECT count(*) FROM del),
+			NOT EXISTS (SELECT 1 FROM `+s.t("nodes")+` n, now
+				WHERE n.ns = $1 AND n.id <> $2 AND n.status = 1 AND now.t - n.store_seen > $7::int8)
+			AND NOT EXISTS (SELECT 1 FROM `+s.t("instances")+` i
+				WHERE i.ns = $1 AND i.state = 3 AND i.lease_owner = ANY(ARRAY(SELECT id FROM `+s.t("nodes")+` WHERE ns = $1 AND status = 3)))
+		FROM now`,
+		s.cfg.ns, p.Node.ID, body, int16(status), nanos(p.Now), int64(p.RetainOrDefault()), int64(p.DeadAfter)).Scan(&now, &old, &a, &b, &quiet)
 	if err != nil {
 		return nil, s.wrap(ctx, "heartbeat", err)
 	}
+	if quiet && !p.Leaving {
+		s.quiet.Store(p.Node.ID, rescueMemo{deadAfter: p.DeadAfter})
+	}
 	return &store.HeartbeatResult{StoreNow: fromNanos(now), WasDead: old != nil && store.NodeStatus(*old) == store.NodeDead}, nil
+}
+
+// rescueMemo is what a node's last heartbeat found about the dead-node
+// rescue that follows it: no live node silent for longer than deadAfter
+// and no dead node holding attempts, as the rescue's own statement would
+// find with the store_seen the heartbeat set as its reference. Another
+// node's heartbeat since only makes that node less silent; a node another
+// rescuer declared dead since has its attempts taken by that rescuer, or
+// by the next rescue after a heartbeat if that one failed.
+type rescueMemo struct {
+	deadAfter time.Duration
 }
 
 // ListNodes implements store.Nodes.
@@ -103,6 +130,13 @@ func (s *Store) RescueNodes(ctx context.Context, p *store.RescueNodesParams) (*s
 		return nil, fmt.Errorf("pgstore: rescue nodes: %w", err)
 	}
 	res := &store.RescueNodesResult{}
+	// Right after a heartbeat of p.Node that found nothing to do for this
+	// DeadAfter (see Heartbeat): nothing, without a statement. The memo is
+	// taken, so a second call before the next heartbeat looks again.
+	if m, ok := s.quiet.LoadAndDelete(p.Node); ok && m.(rescueMemo).deadAfter == p.DeadAfter {
+		res.Dead = []string{}
+		return res, nil
+	}
 	// The declaration, in one statement of its own, which also says
 	// whether any dead node still holds attempts: the rule (no node died,
 	// none left attempts) costs that one statement, not a transaction of

@@ -38,6 +38,9 @@ type Store struct {
 	// claimRecords holds the owners whose claim record (the claims table)
 	// this Store made sure of (ensureClaimRecord).
 	claimRecords sync.Map
+	// quiet holds, per node, what its last heartbeat found about the
+	// dead-node rescue that follows it (nodes.go: rescueMemo).
+	quiet sync.Map
 	// tids holds the row versions of the attempts this Store claimed, for
 	// their finish (stmts.finishTID).
 	tids        tidMemo
