@@ -330,6 +330,7 @@ func (m *Manager) ScheduleWorkflow(ctx context.Context, wf *Workflow) (*Workflow
 		// A repeat (WithWorkflowID): what is stored.
 		return m.GetWorkflow(ctx, id)
 	}
+	m.cfg.obs.workflowStarted(id, wf.name, len(wf.tasks), now) // workflow_observe.go
 	info := &WorkflowInfo{ID: id, Name: wf.name, State: WorkflowPending}
 	for _, r := range recs {
 		if r.ID == id {

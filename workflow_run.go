@@ -256,6 +256,7 @@ func (m *Manager) readIDs(ctx context.Context, ids []string) ([]*store.Instance,
 // looks on its own after the recheck interval. Failures are logged, never
 // returned.
 func (m *Manager) workflowsEnded(ctx context.Context, recs []*store.Instance) {
+	m.workflowsFinished(ctx, recs) // observers (workflow_observe.go)
 	var ids []string
 	for _, r := range recs {
 		if r.Task != nil && r.State.Final() {

@@ -24,6 +24,9 @@
 //     longer than Rule.Threshold for Rule.For; clears below it.
 //   - NoNode: a kind has work (instances scheduled, or a trigger) and no
 //     live node runs it; clears when one does.
+//   - WorkflowFailed: a workflow ended failed, one incident per workflow
+//     name (the rule takes no scope); clears when a workflow of that name
+//     completes.
 //
 // # Once per cluster, with no leader
 //

@@ -35,6 +35,9 @@ type evalState struct {
 	Ticks map[string]*tickSeen `json:"ticks,omitempty"`
 	// Firing: the incidents whose condition holds, by incident ID.
 	Firing map[string]*firing `json:"firing,omitempty"`
+	// WorkflowFails: per workflow_failed rule and workflow name, the
+	// failed workflows in a row and the last (workflows.go).
+	WorkflowFails map[string]*failRun `json:"workflow_fails,omitempty"`
 }
 
 type failRun struct {
@@ -204,6 +207,7 @@ func (e *evaluator) evaluate(ctx context.Context, st *evalState, events []store.
 		Cursor: st.Cursor, StepAt: now, PrunedAt: st.PrunedAt,
 		Failures: maps.Clone(st.Failures), LagSince: map[string]time.Time{},
 		Ticks: map[string]*tickSeen{}, Firing: map[string]*firing{},
+		WorkflowFails: maps.Clone(st.WorkflowFails),
 	}
 	if next.Failures == nil {
 		next.Failures = map[string]*failRun{}
@@ -273,6 +277,9 @@ func (e *evaluator) evaluate(ctx context.Context, st *evalState, events []store.
 		}
 	}
 
+	if err := e.workflowFailures(ctx, byCond[WorkflowFailed], events, next, st, now); err != nil {
+		return nil, err
+	}
 	if err := e.longRuns(ctx, byCond[LongRun], triggers, next, st, now); err != nil {
 		return nil, err
 	}

@@ -38,6 +38,9 @@ type Subject struct {
 	Trigger    string `json:"trigger,omitempty"`
 	InstanceID string `json:"instance_id,omitempty"`
 	Attempt    int    `json:"attempt,omitempty"`
+	// Workflow is the workflow's name (WorkflowFailed; InstanceID is then
+	// the workflow's ID).
+	Workflow string `json:"workflow,omitempty"`
 	// Error is the last error seen (Failed).
 	Error string `json:"error,omitempty"`
 	// Detail says in words what holds ("3 failures in a row", "lag 2m
@@ -87,6 +90,8 @@ func subjectKey(c Condition, s Subject) string {
 		return "kind:" + s.Kind
 	case MissedTick:
 		return "trigger:" + s.Trigger
+	case WorkflowFailed:
+		return "workflow:" + s.Workflow
 	}
 	return "kind:" + s.Kind
 }

@@ -148,6 +148,10 @@ func (r *Rule) Validate() error {
 		if r.Queue != "" {
 			return fmt.Errorf("%w: rule %q: a no_node rule attaches to a kind, a trigger or the namespace, not a queue", ErrInvalid, r.Name)
 		}
+	case WorkflowFailed:
+		if scopes > 0 {
+			return fmt.Errorf("%w: rule %q: a workflow_failed rule watches every workflow of the namespace; leave kind, trigger and queue empty", ErrInvalid, r.Name)
+		}
 	case "":
 		return fmt.Errorf("%w: rule %q has no condition; give one of %s", ErrInvalid, r.Name, conditionList())
 	default:

@@ -32,9 +32,12 @@ type Payload struct {
 	Trigger   string    `json:"trigger,omitempty"`
 	Instance  string    `json:"instance_id,omitempty"`
 	Attempt   int       `json:"attempt,omitempty"`
-	Error     string    `json:"error,omitempty"`
-	Detail    string    `json:"detail,omitempty"`
-	At        time.Time `json:"at"`
+	// Workflow is the workflow's name (workflow_failed; Instance is then
+	// the workflow's ID).
+	Workflow string    `json:"workflow,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
+	At       time.Time `json:"at"`
 	// ConsoleURL links to the console page of the instance, the trigger
 	// or the incident (empty when jobd was given no console address).
 	ConsoleURL string `json:"console_url,omitempty"`
@@ -49,10 +52,13 @@ func (s *Service) payload(n *Notification) *Payload {
 		Namespace: s.cfg.Namespace, Event: n.Event, Incident: n.Incident, Rule: n.Rule, Condition: n.Condition,
 		Kind: n.Subject.Kind, Queue: n.Subject.Queue, Trigger: n.Subject.Trigger, Instance: n.Subject.InstanceID,
 		Attempt: n.Subject.Attempt, Error: n.Subject.Error, Detail: n.Subject.Detail, At: n.At.UTC(), Notification: n.ID,
+		Workflow: n.Subject.Workflow,
 	}
 	if base := s.cfg.ConsoleURL; base != "" {
 		ns := "?ns=" + url.QueryEscape(s.cfg.Namespace)
 		switch {
+		case n.Condition == WorkflowFailed && p.Instance != "":
+			p.ConsoleURL = base + "/workflows/" + url.PathEscape(p.Instance) + ns
 		case p.Instance != "":
 			p.ConsoleURL = base + "/instances/" + url.PathEscape(p.Instance) + ns
 		case n.Incident != "":

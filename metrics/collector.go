@@ -33,6 +33,7 @@ type Collector struct {
 	cfg config
 	n   names
 	mgr atomic.Pointer[job.Manager]
+	wf  workflowMetrics // workflows.go
 
 	// Counted from events.
 	executed, completed, terminated, canceled, timedOut *prometheus.CounterVec // kind
@@ -152,6 +153,7 @@ func New(opts ...Option) (*Collector, error) {
 		kindLagDesc:    desc(n.kindLag, "Age in seconds of the oldest ready instance of each kind (0 when none is ready).", "kind"),
 		nodesDesc:      desc(n.nodes, "Managers in the store's node registry by status (live, stale, dead, left).", "status"),
 	}
+	c.wf = newWorkflowMetrics(cfg.naming, cl)
 	for _, source := range []string{"counts", "lag", "nodes"} {
 		c.scrapeErrs.WithLabelValues(source) // at 0 until the first error
 	}
@@ -363,6 +365,7 @@ func (c *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{
 		c.executed, c.completed, c.terminated, c.canceled, c.timedOut, c.duration,
 		c.scheduled, c.retries, c.wait, c.leaseLost, c.rescued, c.storeDur, c.storeErrs, c.scrapeErrs,
+		c.wf.started, c.wf.finished, c.wf.duration,
 	}
 }
 

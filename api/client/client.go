@@ -124,6 +124,8 @@ type Client struct {
 	// calendars: see calendars.go.
 	calendars jobkitv1connect.CalendarServiceClient
 	alerts    jobkitv1connect.AlertServiceClient
+	// workflows: see workflows.go.
+	workflows jobkitv1connect.WorkflowServiceClient
 }
 
 // New returns a client of the server at baseURL ("http://127.0.0.1:8080",
@@ -168,13 +170,14 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 
 		calendars: jobkitv1connect.NewCalendarServiceClient(hc, base, copts...),
 		alerts:    jobkitv1connect.NewAlertServiceClient(hc, base, copts...),
+		workflows: jobkitv1connect.NewWorkflowServiceClient(hc, base, copts...),
 	}, nil
 }
 
 // Services returns the generated service clients the Client calls, for
 // calls it has no method for or to read response headers.
 func (c *Client) Services() Services {
-	return Services{Jobs: c.jobs, Queues: c.queues, Nodes: c.nodes, Definitions: c.defs, Triggers: c.triggers, Calendars: c.calendars}
+	return Services{Jobs: c.jobs, Queues: c.queues, Nodes: c.nodes, Definitions: c.defs, Triggers: c.triggers, Calendars: c.calendars, Workflows: c.workflows}
 }
 
 // Services are the generated clients of the five jobkit.v1 services, with
@@ -187,4 +190,6 @@ type Services struct {
 	Triggers    jobkitv1connect.TriggerServiceClient
 	// Calendars is the CalendarService's client (calendars.go).
 	Calendars jobkitv1connect.CalendarServiceClient
+	// Workflows is the WorkflowService's client (workflows.go).
+	Workflows jobkitv1connect.WorkflowServiceClient
 }

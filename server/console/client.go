@@ -24,6 +24,8 @@ type clients struct {
 	// calendars: see calendars.go.
 	calendars jobkitv1connect.CalendarServiceClient
 	alerts    jobkitv1connect.AlertServiceClient
+	// workflows: see workflows.go.
+	workflows jobkitv1connect.WorkflowServiceClient
 }
 
 // newClients returns the clients for token and namespace ns.
@@ -39,6 +41,7 @@ func (c *Console) newClients(token, ns string) *clients {
 
 		calendars: jobkitv1connect.NewCalendarServiceClient(hc, base, opts...),
 		alerts:    jobkitv1connect.NewAlertServiceClient(hc, base, opts...),
+		workflows: jobkitv1connect.NewWorkflowServiceClient(hc, base, opts...),
 	}
 }
 

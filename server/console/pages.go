@@ -257,5 +257,6 @@ func (c *Console) routes() {
 	c.alertRoutes(m) // issue 23
 	// Executor definitions (issue 22, executors.go).
 	c.executorRoutes(m)
+	c.workflowRoutes(m) // issue 35, workflows.go
 	c.mux = m
 }
