@@ -88,6 +88,9 @@ func taskName(in *store.Instance) string {
 // gateOutcome decides what the claimed task p does (see gate).
 func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store.Outcome, results []any, err error, run bool) {
 	t := p.Task
+	if out, results, err, run, ok := m.gateKnown(p); ok {
+		return out, results, err, run // every dependency done, as this manager saw
+	}
 	now := m.clock.Now()
 	wait := func(why string, from int) store.Outcome {
 		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Scheduled, RunAt: now.Add(m.shards.recheck), Release: true,
@@ -184,9 +187,16 @@ func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store
 		err := Permanent(fmt.Errorf("%w: %s", ErrDependencyFailed, strings.Join(failed, "; ")))
 		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Terminated, Error: err.Error()}, nil, err, false
 	}
-	// A gate completes with its dependencies' results, in Deps order.
+	out, results, err = gateResults(p, deps)
+	return out, results, err, false
+}
+
+// gateResults completes the gate task p with its dependencies' results
+// (deps, completed, in Deps order).
+func gateResults(p *store.Instance, deps []*store.Instance) (store.Outcome, []any, error) {
+	t := p.Task
 	raw := make([]json.RawMessage, len(deps))
-	results = make([]any, len(deps))
+	results := make([]any, len(deps))
 	for i, d := range deps {
 		r := d.Result
 		if len(r) == 0 {
@@ -202,9 +212,9 @@ func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store
 	b, err := json.Marshal(raw)
 	if err != nil {
 		err = Permanent(fmt.Errorf("%w: gathering the results of the dependencies of task %q: %w", ErrCorrupt, t.Name, err))
-		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Terminated, Error: err.Error()}, nil, err, false
+		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Terminated, Error: err.Error()}, nil, err
 	}
-	return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Completed, Result: b}, results, nil, false
+	return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Completed, Result: b}, results, nil
 }
 
 // orID returns in, or a stand-in named id when in is nil.
@@ -246,34 +256,6 @@ func (m *Manager) readIDs(ctx context.Context, ids []string) ([]*store.Instance,
 		}
 	}
 	return out, nil
-}
-
-// workflowsEnded wakes the dependents of the workflow tasks among recs
-// that reached a final state (by this manager's outcome, rescue or
-// cancel, each stored before this call), in one store call: the release.
-// A dependent woken before all its dependencies ended looks and waits
-// again (its gate); one whose wake-up was lost (a crash, a failed call)
-// looks on its own after the recheck interval. Failures are logged, never
-// returned.
-func (m *Manager) workflowsEnded(ctx context.Context, recs []*store.Instance) {
-	var ids []string
-	for _, r := range recs {
-		if r.Task != nil && r.State.Final() {
-			ids = append(ids, r.Task.Dependents...)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := m.store.Wake(ctx, &store.WakeParams{IDs: ids, Now: m.clock.Now()}); err != nil {
-		m.log.Warn("workflow: waking the dependents of ended tasks; they look again on their own", "instances", len(ids), "err", err)
-		return
-	}
-	m.notifyLocal()
 }
 
 // instancesEnded is the completer's, the rescuer's and CancelInstance's

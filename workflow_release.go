@@ -1,0 +1,187 @@
+package job
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jobkit/job/store"
+)
+
+// The release of a workflow task's dependents, and what it learns for
+// their gates: a task known to have completed here needs no read when a
+// dependent looks at it.
+
+// doneTaskCap bounds the tasks a manager remembers as done (two
+// generations of up to this many each).
+const doneTaskCap = 1 << 15
+
+// doneResultCap is the largest result a manager keeps with a done task;
+// a gate task (a workflow's end, the join of added tasks) reads a larger
+// one from the store.
+const doneResultCap = 1 << 10
+
+// doneTask is a workflow task known to be done: Completed, and the tasks
+// it added (AddTasks), if any, completed too, as read after its end was
+// stored. Both are final, so it stays true (short of an operator's
+// Retry or Delete of a completed task, after which its dependents may
+// still run on the first completion: it did complete).
+type doneTask struct {
+	result []byte
+	kept   bool // result holds the task's result
+}
+
+// doneTasks is the tasks this manager saw done, so a dependent's gate
+// decides without reading them again. Zero value ready; safe for
+// concurrent use.
+type doneTasks struct {
+	mu       sync.Mutex
+	cur, old map[string]doneTask
+	// results holds the results of tasks whose Completed outcome this
+	// manager's completer just applied, until workflowsEnded (same flush)
+	// takes them.
+	results map[string][]byte
+}
+
+func (d *doneTasks) put(id string, t doneTask) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur == nil {
+		d.cur = make(map[string]doneTask)
+	}
+	if len(d.cur) >= doneTaskCap {
+		d.old, d.cur = d.cur, make(map[string]doneTask, doneTaskCap/4)
+	}
+	d.cur[id] = t
+}
+
+func (d *doneTasks) get(id string) (doneTask, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t, ok := d.cur[id]; ok {
+		return t, true
+	}
+	t, ok := d.old[id]
+	return t, ok
+}
+
+// recorded keeps the result of a completed workflow task until the flush
+// that applied it releases its dependents.
+func (d *doneTasks) recorded(id string, result []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.results == nil {
+		d.results = make(map[string][]byte)
+	}
+	if len(d.results) < doneTaskCap { // bounded if workflowsEnded never runs
+		d.results[id] = result
+	}
+}
+
+// takeResult returns and forgets what recorded kept for id.
+func (d *doneTasks) takeResult(id string) ([]byte, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, ok := d.results[id]
+	delete(d.results, id)
+	return r, ok
+}
+
+// workflowRecorded follows each outcome the completer applied: it keeps
+// a completed task's result for the release, and re-reads a waiting
+// gate's dependencies after its hand-back (gateWaited).
+func (m *Manager) workflowRecorded(r *finishReq, state State) {
+	if r.a.rec.Task != nil && state == store.Completed {
+		m.done.recorded(r.out.ID, r.out.Result)
+	}
+	m.gateWaited(r, state)
+}
+
+// workflowsEnded wakes the dependents of the workflow tasks among recs
+// that reached a final state (by this manager's outcome, rescue or
+// cancel, each stored before this call), in one store call: the release.
+// First it reads the joins of the tasks the completed ones added (one
+// read for the whole batch, after their ends are stored), and remembers
+// as done those with none, or with all their added tasks completed, so
+// the dependents' gates decide without reading them. A dependent woken
+// before all its dependencies ended looks and waits again (its gate);
+// one whose wake-up was lost (a crash, a failed call) looks on its own
+// after the recheck interval. Failures are logged, never returned.
+func (m *Manager) workflowsEnded(ctx context.Context, recs []*store.Instance) {
+	type done struct {
+		id string
+		doneTask
+	}
+	var ids, joins []string
+	var completed []done
+	for _, r := range recs {
+		if r.Task == nil || !r.State.Final() {
+			continue
+		}
+		ids = append(ids, r.Task.Dependents...)
+		res, kept := m.done.takeResult(r.ID)
+		if r.State != store.Completed {
+			continue
+		}
+		if len(r.Task.Dependents) == 0 {
+			continue // nothing waits for it (a workflow's end)
+		}
+		if kept && len(res) > doneResultCap {
+			res, kept = nil, false
+		}
+		completed = append(completed, done{r.ID, doneTask{result: res, kept: kept}})
+		joins = append(joins, addedJoinID(r.Task.Workflow, r.ID))
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if len(joins) > 0 {
+		if got, err := m.readIDs(ctx, joins); err == nil {
+			for k, c := range completed {
+				if j := got[k]; j == nil || j.State == store.Completed {
+					m.done.put(c.id, c.doneTask)
+				}
+			}
+		} // a failed read: the gates read for themselves
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if err := m.store.Wake(ctx, &store.WakeParams{IDs: ids, Now: m.clock.Now()}); err != nil {
+		m.log.Warn("workflow: waking the dependents of ended tasks; they look again on their own", "instances", len(ids), "err", err)
+		return
+	}
+	m.notifyLocal()
+}
+
+// gateKnown decides the gate of the claimed task p without a read when
+// every dependency is known done here: it reports the outcome as
+// gateOutcome would, and ok false when one is not known (the gate then
+// reads them all).
+func (m *Manager) gateKnown(p *store.Instance) (out store.Outcome, results []any, err error, run, ok bool) {
+	t := p.Task
+	var known []doneTask
+	if t.Gate {
+		known = make([]doneTask, len(t.Deps))
+	}
+	for k, id := range t.Deps {
+		d, found := m.done.get(id)
+		if !found || t.Gate && !d.kept {
+			return store.Outcome{}, nil, nil, false, false
+		}
+		if t.Gate {
+			known[k] = d
+		}
+	}
+	if !t.Gate {
+		return store.Outcome{}, nil, nil, true, true
+	}
+	deps := make([]*store.Instance, len(known))
+	for k, d := range known {
+		deps[k] = &store.Instance{Result: d.result}
+	}
+	out, results, err = gateResults(p, deps)
+	return out, results, err, false, true
+}
