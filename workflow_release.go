@@ -41,7 +41,17 @@ type doneTasks struct {
 	// results holds the results of tasks whose Completed outcome this
 	// manager's completer just applied, until workflowsEnded (same flush)
 	// takes them.
-	results map[string][]byte
+	results map[string]recordedTask
+}
+
+// recordedTask is a completed task as its completer saw it.
+type recordedTask struct {
+	result []byte
+	// alone is set when no attempt of the task added tasks: this one did
+	// not call AddTasks and none ran before it (the first attempt, and
+	// no error left by an earlier outcome: a failure counts an attempt,
+	// a rescue too, and every hand-back leaves an error).
+	alone bool
 }
 
 func (d *doneTasks) put(id string, t doneTask) {
@@ -68,19 +78,19 @@ func (d *doneTasks) get(id string) (doneTask, bool) {
 
 // recorded keeps the result of a completed workflow task until the flush
 // that applied it releases its dependents.
-func (d *doneTasks) recorded(id string, result []byte) {
+func (d *doneTasks) recorded(id string, t recordedTask) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.results == nil {
-		d.results = make(map[string][]byte)
+		d.results = make(map[string]recordedTask)
 	}
 	if len(d.results) < doneTaskCap { // bounded if workflowsEnded never runs
-		d.results[id] = result
+		d.results[id] = t
 	}
 }
 
-// takeResult returns and forgets what recorded kept for id.
-func (d *doneTasks) takeResult(id string) ([]byte, bool) {
+// take returns and forgets what recorded kept for id.
+func (d *doneTasks) take(id string) (recordedTask, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r, ok := d.results[id]
@@ -92,8 +102,9 @@ func (d *doneTasks) takeResult(id string) ([]byte, bool) {
 // a completed task's result for the release, and re-reads a waiting
 // gate's dependencies after its hand-back (gateWaited).
 func (m *Manager) workflowRecorded(r *finishReq, state State) {
-	if r.a.rec.Task != nil && state == store.Completed {
-		m.done.recorded(r.out.ID, r.out.Result)
+	if rec := r.a.rec; rec.Task != nil && state == store.Completed {
+		added := r.inst != nil && r.inst.added.Load()
+		m.done.recorded(r.out.ID, recordedTask{result: r.out.Result, alone: !added && rec.Attempt == 1 && rec.Error == ""})
 	}
 	m.gateWaited(r, state)
 }
@@ -101,10 +112,12 @@ func (m *Manager) workflowRecorded(r *finishReq, state State) {
 // workflowsEnded wakes the dependents of the workflow tasks among recs
 // that reached a final state (by this manager's outcome, rescue or
 // cancel, each stored before this call), in one store call: the release.
-// First it reads the joins of the tasks the completed ones added (one
-// read for the whole batch, after their ends are stored), and remembers
-// as done those with none, or with all their added tasks completed, so
-// the dependents' gates decide without reading them. A dependent woken
+// First it remembers as done the completed ones that added no tasks
+// (AddTasks) in any attempt, as their completer saw; for the others it
+// reads the joins of the tasks they added (one read for the whole batch,
+// after their ends are stored), and remembers those with none, or with
+// all their added tasks completed. The dependents' gates then decide
+// without reading them. A dependent woken
 // before all its dependencies ended looks and waits again (its gate);
 // one whose wake-up was lost (a crash, a failed call) looks on its own
 // after the recheck interval. Failures are logged, never returned.
@@ -120,17 +133,19 @@ func (m *Manager) workflowsEnded(ctx context.Context, recs []*store.Instance) {
 			continue
 		}
 		ids = append(ids, r.Task.Dependents...)
-		res, kept := m.done.takeResult(r.ID)
-		if r.State != store.Completed {
-			continue
-		}
-		if len(r.Task.Dependents) == 0 {
+		rt, kept := m.done.take(r.ID)
+		if r.State != store.Completed || len(r.Task.Dependents) == 0 {
 			continue // nothing waits for it (a workflow's end)
 		}
-		if kept && len(res) > doneResultCap {
-			res, kept = nil, false
+		if kept && len(rt.result) > doneResultCap {
+			rt.result, kept = nil, false
 		}
-		completed = append(completed, done{r.ID, doneTask{result: res, kept: kept}})
+		d := doneTask{result: rt.result, kept: kept}
+		if rt.alone {
+			m.done.put(r.ID, d) // added no tasks: done
+			continue
+		}
+		completed = append(completed, done{r.ID, d})
 		joins = append(joins, addedJoinID(r.Task.Workflow, r.ID))
 	}
 	if len(ids) == 0 {
