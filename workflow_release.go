@@ -42,6 +42,56 @@ type doneTasks struct {
 	// manager's completer just applied, until workflowsEnded (same flush)
 	// takes them.
 	results map[string]recordedTask
+	// joins holds the dependencies of the fan-in tasks stored here (more
+	// than one dependency: what a wide join waits for) and how far the
+	// release found them done, so a join is woken once, when its last
+	// dependency ends, instead of at every end (each wake-up a claim and
+	// a read of all its dependencies).
+	joins, oldJoins map[string]*joinWait
+}
+
+// joinWait is what a manager knows of a fan-in task: its dependencies
+// (never changed after enqueue), those before next known ended.
+type joinWait struct {
+	deps []string
+	next int
+}
+
+// stored remembers the dependencies of the fan-in tasks among recs,
+// which this manager stores.
+func (d *doneTasks) stored(recs []*store.Instance) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range recs {
+		if r.Task == nil || len(r.Task.Deps) < 2 {
+			continue
+		}
+		if d.joins == nil {
+			d.joins = make(map[string]*joinWait)
+		}
+		if len(d.joins) >= doneTaskCap {
+			d.oldJoins, d.joins = d.joins, make(map[string]*joinWait)
+		}
+		d.joins[r.ID] = &joinWait{deps: r.Task.Deps}
+	}
+}
+
+// join returns what is known of the fan-in task id, or nil.
+func (d *doneTasks) join(id string) *joinWait {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if j := d.joins[id]; j != nil {
+		return j
+	}
+	return d.oldJoins[id]
+}
+
+// forget drops what is known of the fan-in task id (it was woken).
+func (d *doneTasks) forget(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.joins, id)
+	delete(d.oldJoins, id)
 }
 
 // recordedTask is a completed task as its completer saw it.
@@ -164,6 +214,10 @@ func (m *Manager) workflowsEnded(ctx context.Context, recs []*store.Instance) {
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
+	ids = m.joinsReady(ctx, ids, recs)
+	if len(ids) == 0 {
+		return
+	}
 	if err := m.store.Wake(ctx, &store.WakeParams{IDs: ids, Now: m.clock.Now()}); err != nil {
 		m.log.Warn("workflow: waking the dependents of ended tasks; they look again on their own", "instances", len(ids), "err", err)
 		return
@@ -199,4 +253,71 @@ func (m *Manager) gateKnown(p *store.Instance) (out store.Outcome, results []any
 	}
 	out, results, err = gateResults(p, deps)
 	return out, results, err, false, true
+}
+
+// joinsReady returns the dependents among ids to wake: all but the fan-in
+// tasks stored here that still wait for a dependency. For each of those
+// it follows the dependencies in order from where it last stopped: known
+// done here, or read (a chunk at a time, after the ends in recs are
+// stored), up to the first one not ended. That one's end releases the
+// task later: here when it runs here (this manager's next batch looks
+// again), else by the manager that ends it, which reads what it does
+// not know after its end is stored, or, not knowing the task, wakes it
+// for its gate to decide. So of the managers ending the last two
+// dependencies at once, the later sees both ended. A task one of whose
+// dependencies ended without completing is woken at once (its gate
+// follows its policy).
+func (m *Manager) joinsReady(ctx context.Context, ids []string, recs []*store.Instance) []string {
+	failed := map[string]bool{}
+	for _, r := range recs {
+		if r.Task != nil && r.State.Final() && r.State != store.Completed {
+			for _, id := range r.Task.Dependents {
+				failed[id] = true
+			}
+		}
+	}
+	out := ids[:0]
+	for _, id := range ids {
+		j := m.done.join(id)
+		if j == nil || failed[id] || m.joinEnded(ctx, j) {
+			m.done.forget(id)
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// joinEnded advances j past the dependencies known ended and reports
+// whether it reached the end; a failed read reports true (the gate
+// decides).
+func (m *Manager) joinEnded(ctx context.Context, j *joinWait) bool {
+	m.done.mu.Lock()
+	next := j.next
+	m.done.mu.Unlock()
+	defer func() {
+		m.done.mu.Lock()
+		j.next = max(j.next, next)
+		m.done.mu.Unlock()
+	}()
+	for next < len(j.deps) {
+		id := j.deps[next]
+		if _, ok := m.done.get(id); ok {
+			next++
+			continue
+		}
+		if m.active.get(id) != nil {
+			return false // runs here: this manager's batch with its end looks again
+		}
+		got, err := m.readIDs(ctx, j.deps[next:min(next+gateChunk, len(j.deps))])
+		if err != nil {
+			return true
+		}
+		for _, d := range got {
+			if d == nil || !d.State.Final() {
+				return false
+			}
+			next++
+		}
+	}
+	return true
 }

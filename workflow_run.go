@@ -533,6 +533,7 @@ func AddTasks(ctx context.Context, ji Instance, tasks ...*TaskSpec) error {
 		i.added.Store(false)
 		return fmt.Errorf("job: add tasks to workflow %s from task %q: %w", t.Workflow, t.Name, err)
 	}
+	m.done.stored(recs)
 	res, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: recs, Node: m.node, Now: m.clock.Now()})
 	if err != nil {
 		i.added.Store(false)
