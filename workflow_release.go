@@ -149,14 +149,14 @@ func (d *doneTasks) take(id string) (recordedTask, bool) {
 }
 
 // workflowRecorded follows each outcome the completer applied: it keeps
-// a completed task's result for the release, and re-reads a waiting
-// gate's dependencies after its hand-back (gateWaited).
+// a completed task's result for the release, and looks again after a
+// step's hand-back (stepWaited: a gate's or a sharded task's join).
 func (m *Manager) workflowRecorded(r *finishReq, state State) {
 	if rec := r.a.rec; rec.Task != nil && state == store.Completed {
 		added := r.inst != nil && r.inst.added.Load()
 		m.done.recorded(r.out.ID, recordedTask{result: r.out.Result, alone: !added && rec.Attempt == 1 && rec.Error == ""})
 	}
-	m.gateWaited(r, state)
+	m.stepWaited(r, state)
 }
 
 // workflowsEnded wakes the dependents of the workflow tasks among recs

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jobkit/job/store"
 )
@@ -28,44 +27,17 @@ const gateChunk = 1000
 var gateCursor = regexp.MustCompile(`\[from (\d+)\]$`)
 
 // gate runs in place of the executor, first, for a workflow task with
-// dependencies: it reports true when the executor is to run in this
-// attempt (every dependency completed, or ended under DepRun); otherwise
-// it has submitted the attempt's outcome: handed back to wait (attempt not
-// counted), canceled for a failed dependency, or, for a gate task (the
-// end, the join of added tasks), ended with its dependencies' results.
+// dependencies (a step, step.go): it reports true when the executor is to
+// run in this attempt (every dependency completed, or ended under
+// DepRun); otherwise it has submitted the attempt's outcome: handed back
+// to wait (attempt not counted), canceled for a failed dependency, or,
+// for a gate task (the end, the join of added tasks), ended with its
+// dependencies' results.
 func (m *Manager) gate(a *attempt) bool {
-	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
-	out, results, gerr, run := m.gateOutcome(ctx, a.rec)
-	cancel()
-	if run && context.Cause(a.ctx) == nil {
-		return true
-	}
-	switch cause := context.Cause(a.ctx); {
-	case errors.Is(cause, ErrShutdown):
-		out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true,
-			Error: "handed back: " + ErrShutdown.Error()}
-		results, gerr = nil, nil
-	case errors.Is(cause, ErrCanceled):
-		out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Canceled, Error: ErrCanceled.Error()}
-		results, gerr = nil, ErrCanceled
-	}
-	ours := a.settle()
-	if !ours && !a.fenced() {
-		m.returned(a, false)
-		return false
-	}
-	if ours {
-		m.watch.remove(a)
-	} else {
-		m.returned(a, true)
-	}
-	inst := newInstance(a.rec.Clone(), m.logs)
-	inst.results = results
-	m.completer.submit(&finishReq{a: a, out: out, inst: inst, err: gerr, ended: m.clock.Now()})
-	if ours {
-		m.decided()
-	}
-	return false
+	return m.step(a, func(ctx context.Context) stepDecision {
+		out, results, err, run := m.gateOutcome(ctx, a.rec)
+		return stepDecision{out: out, results: results, err: err, run: run}
+	})
 }
 
 // depDesc describes a dependency that did not complete.
@@ -548,35 +520,19 @@ func AddTasks(ctx context.Context, ji Instance, tasks ...*TaskSpec) error {
 	return nil
 }
 
-// gateWaited follows a gate's hand-back once the store holds it: it reads
-// the dependencies again and wakes the task when they are done after all.
-// A dependency that ended while the gate looked had its wake-up find the
-// task running (a wake leaves it so) and the hand-back then put it to
-// sleep until the recheck; this read, after the hand-back is stored, sees
-// that end, so the task is never left waiting for the recheck.
-func (m *Manager) gateWaited(r *finishReq, state State) {
-	t := r.a.rec.Task
-	if t == nil || state != store.Scheduled || !r.out.Release || (len(t.Deps) == 0 && !t.Gate) {
-		return
+// gateWaiting reports whether out is a gate's hand-back to wait for rec's
+// dependencies, and from which one on (the cursor it left).
+func gateWaiting(rec *store.Instance, out store.Outcome) (from int, ok bool) {
+	t := rec.Task
+	if t == nil || len(t.Deps) == 0 && !t.Gate {
+		return 0, false
 	}
-	g := gateCursor.FindStringSubmatch(r.out.Error)
+	g := gateCursor.FindStringSubmatch(out.Error)
 	if g == nil {
-		return
+		return 0, false
 	}
-	from, _ := strconv.Atoi(g[1])
-	rec := r.a.rec
-	go func() {
-		ctx, cancel := context.WithTimeout(m.run.ctx, 10*time.Second)
-		defer cancel()
-		if !m.gateReady(ctx, rec, from) {
-			return
-		}
-		if err := m.store.Wake(ctx, &store.WakeParams{IDs: []string{rec.ID}, Now: m.clock.Now()}); err != nil {
-			m.log.Warn("workflow: waking a task whose dependencies ended while it looked; it looks again on its own", "instance", rec.ID, "err", err)
-			return
-		}
-		m.notifyLocal()
-	}()
+	from, _ = strconv.Atoi(g[1])
+	return from, true
 }
 
 // gateReady reports whether p's gate would not wait now: its dependencies
