@@ -226,33 +226,33 @@ func (m *Manager) workflowsEnded(ctx context.Context, recs []*store.Instance) {
 }
 
 // gateKnown decides the gate of the claimed task p without a read when
-// every dependency is known done here: it reports the outcome as
+// every dependency is known done here: it reports the decision as
 // gateOutcome would, and ok false when one is not known (the gate then
 // reads them all).
-func (m *Manager) gateKnown(p *store.Instance) (out store.Outcome, results []any, err error, run, ok bool) {
+func (m *Manager) gateKnown(p *store.Instance) (d stepDecision, ok bool) {
 	t := p.Task
 	var known []doneTask
 	if t.Gate {
 		known = make([]doneTask, len(t.Deps))
 	}
 	for k, id := range t.Deps {
-		d, found := m.done.get(id)
-		if !found || t.Gate && !d.kept {
-			return store.Outcome{}, nil, nil, false, false
+		dt, found := m.done.get(id)
+		if !found || t.Gate && !dt.kept {
+			return stepDecision{}, false
 		}
 		if t.Gate {
-			known[k] = d
+			known[k] = dt
 		}
 	}
 	if !t.Gate {
-		return store.Outcome{}, nil, nil, true, true
+		return stepDecision{run: true}, true
 	}
 	deps := make([]*store.Instance, len(known))
-	for k, d := range known {
-		deps[k] = &store.Instance{Result: d.result}
+	for k, dt := range known {
+		deps[k] = &store.Instance{Result: dt.result}
 	}
-	out, results, err = gateResults(p, deps)
-	return out, results, err, false, true
+	d.out, d.results, d.err = gateResults(p, deps)
+	return d, true
 }
 
 // joinsReady returns the dependents among ids to wake: all but the fan-in

@@ -60,8 +60,8 @@ func taskName(in *store.Instance) string {
 // gateOutcome decides what the claimed task p does (see gate).
 func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store.Outcome, results []any, err error, run bool) {
 	t := p.Task
-	if out, results, err, run, ok := m.gateKnown(p); ok {
-		return out, results, err, run // every dependency done, as this manager saw
+	if d, ok := m.gateKnown(p); ok {
+		return d.out, d.results, d.err, d.run // every dependency done, as this manager saw
 	}
 	now := m.clock.Now()
 	wait := func(why string, from int) store.Outcome {
