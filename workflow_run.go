@@ -251,14 +251,13 @@ func (m *Manager) GetWorkflow(ctx context.Context, id string) (*WorkflowInfo, er
 	if names, err := decodeJSONArray(end.Args); err == nil && len(names) == 1 {
 		info.Name, _ = names[0].(string)
 	}
-	running, failed := false, false
+	running := false
 	for _, r := range recs {
 		if r.Task.Gate {
 			continue // the joins of added tasks: their tasks say it all
 		}
 		info.Tasks = append(info.Tasks, newInfo(r))
 		running = running || r.State == store.Processing || r.State.Final()
-		failed = failed || r.State.Final() && r.State != store.Completed
 	}
 	slices.SortFunc(info.Tasks, func(a, b *InstanceInfo) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
@@ -279,7 +278,6 @@ func (m *Manager) GetWorkflow(ctx context.Context, id string) (*WorkflowInfo, er
 			info.State = WorkflowRunning
 		}
 	}
-	_ = failed
 	return info, nil
 }
 
