@@ -50,6 +50,7 @@ type Manager struct {
 	heartbeater *heartbeater // heartbeats from Start to the end of Stop (heartbeat.go)
 	scheduler   *scheduler   // fires stored triggers' ticks (trigger.go)
 	shards      *shards      // joins sharded tasks, spreads their shards (shards.go)
+	done        doneTasks    // workflow tasks seen done here (workflow_release.go)
 
 	// What the services share.
 	//

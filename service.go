@@ -69,7 +69,7 @@ func (m *Manager) wire() {
 	m.completer = newCompleter(completerDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, writes: &m.writes, active: &m.active, obs: c.obs,
 		batch: c.finishBatch, linger: c.finishLinger, interval: c.finishInterval,
-		storeFull: func(full bool) { m.claimer.setStoreFull(full) }, recorded: func(r *finishReq, state State) { m.afterFinish(r, state); m.gateWaited(r, state) },
+		storeFull: func(full bool) { m.claimer.setStoreFull(full) }, recorded: func(r *finishReq, state State) { m.afterFinish(r, state); m.workflowRecorded(r, state) },
 		ended:   m.instancesEnded,
 		retried: m.notifyLocal, storeWakes: m.storeWakesFor, changed: m.signalChanged,
 	})

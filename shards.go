@@ -143,41 +143,14 @@ func (m *Manager) enqueueSharded(ctx context.Context, j *Job, rec *store.Instanc
 }
 
 // join runs the join step of a sharded task's parent in place of an
-// executor: it reads the shards and completes the parent with their
-// results, fails it naming the shards that failed, or hands it back
+// executor (step.go): it reads the shards and completes the parent with
+// their results, fails it naming the shards that failed, or hands it back
 // (attempt not counted) to look again after the recheck interval.
 func (m *Manager) join(a *attempt) {
-	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
-	out, results, jerr := m.shards.joinOutcome(ctx, a.rec)
-	cancel()
-	switch cause := context.Cause(a.ctx); {
-	case errors.Is(cause, ErrShutdown):
-		out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true,
-			Error: "handed back: " + ErrShutdown.Error()}
-		results, jerr = nil, nil
-	case errors.Is(cause, ErrCanceled):
-		out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Canceled, Error: ErrCanceled.Error()}
-		results, jerr = nil, ErrCanceled
-	}
-	ours := a.settle()
-	if !ours && !a.fenced() {
-		m.returned(a, false) // given up meanwhile (lease lost, Stop)
-		return
-	}
-	if ours {
-		m.watch.remove(a)
-	} else {
-		// Fenced meanwhile: what the join found is written all the same
-		// (a look-up the fence cut short already made it a hand-back);
-		// the store refuses it if the parent was rescued meanwhile.
-		m.returned(a, true)
-	}
-	inst := newInstance(a.rec.Clone(), m.logs)
-	inst.results = results
-	m.completer.submit(&finishReq{a: a, out: out, inst: inst, err: jerr, ended: m.clock.Now()})
-	if ours {
-		m.decided()
-	}
+	m.step(a, func(ctx context.Context) stepDecision {
+		out, results, err := m.shards.joinOutcome(ctx, a.rec)
+		return stepDecision{out: out, results: results, err: err}
+	})
 }
 
 // shardsDeps is what the shard and join logic uses.
@@ -392,4 +365,19 @@ func (sh *shards) shardsEnded(ctx context.Context, recs []*store.Instance) {
 		return
 	}
 	sh.woke()
+}
+
+// joinReady reports whether the parent p's join would not wait now: a
+// shard ended without completing, or none is pending or running (the
+// reads shardsEnded makes). A failed read reports false.
+func (sh *shards) joinReady(ctx context.Context, p *store.Instance) bool {
+	failed, err := sh.store.LookupInstances(ctx, &store.Query{Parent: p.ID, States: []store.State{store.Terminated, store.Canceled, store.TimedOut}, Limit: 1})
+	if err != nil {
+		return false
+	}
+	if len(failed) > 0 {
+		return true
+	}
+	open, err := sh.store.LookupInstances(ctx, &store.Query{Parent: p.ID, States: []store.State{store.Scheduled, store.Processing}, Limit: 1})
+	return err == nil && len(open) == 0
 }

@@ -306,6 +306,7 @@ func (m *Manager) ScheduleWorkflow(ctx context.Context, wf *Workflow) (*Workflow
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	now := m.clock.Now()
+	m.done.stored(recs)
 	res, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: recs, Node: m.node, Now: now})
 	if err == nil && len(res) != len(recs) {
 		err = fmt.Errorf("store returned %d results for %d instances", len(res), len(recs))

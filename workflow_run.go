@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jobkit/job/store"
 )
@@ -28,44 +27,17 @@ const gateChunk = 1000
 var gateCursor = regexp.MustCompile(`\[from (\d+)\]$`)
 
 // gate runs in place of the executor, first, for a workflow task with
-// dependencies: it reports true when the executor is to run in this
-// attempt (every dependency completed, or ended under DepRun); otherwise
-// it has submitted the attempt's outcome: handed back to wait (attempt not
-// counted), canceled for a failed dependency, or, for a gate task (the
-// end, the join of added tasks), ended with its dependencies' results.
+// dependencies (a step, step.go): it reports true when the executor is to
+// run in this attempt (every dependency completed, or ended under
+// DepRun); otherwise it has submitted the attempt's outcome: handed back
+// to wait (attempt not counted), canceled for a failed dependency, or,
+// for a gate task (the end, the join of added tasks), ended with its
+// dependencies' results.
 func (m *Manager) gate(a *attempt) bool {
-	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
-	out, results, gerr, run := m.gateOutcome(ctx, a.rec)
-	cancel()
-	if run && context.Cause(a.ctx) == nil {
-		return true
-	}
-	switch cause := context.Cause(a.ctx); {
-	case errors.Is(cause, ErrShutdown):
-		out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true,
-			Error: "handed back: " + ErrShutdown.Error()}
-		results, gerr = nil, nil
-	case errors.Is(cause, ErrCanceled):
-		out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Canceled, Error: ErrCanceled.Error()}
-		results, gerr = nil, ErrCanceled
-	}
-	ours := a.settle()
-	if !ours && !a.fenced() {
-		m.returned(a, false)
-		return false
-	}
-	if ours {
-		m.watch.remove(a)
-	} else {
-		m.returned(a, true)
-	}
-	inst := newInstance(a.rec.Clone(), m.logs)
-	inst.results = results
-	m.completer.submit(&finishReq{a: a, out: out, inst: inst, err: gerr, ended: m.clock.Now()})
-	if ours {
-		m.decided()
-	}
-	return false
+	return m.step(a, func(ctx context.Context) stepDecision {
+		out, results, err, run := m.gateOutcome(ctx, a.rec)
+		return stepDecision{out: out, results: results, err: err, run: run}
+	})
 }
 
 // depDesc describes a dependency that did not complete.
@@ -88,6 +60,9 @@ func taskName(in *store.Instance) string {
 // gateOutcome decides what the claimed task p does (see gate).
 func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store.Outcome, results []any, err error, run bool) {
 	t := p.Task
+	if d, ok := m.gateKnown(p); ok {
+		return d.out, d.results, d.err, d.run // every dependency done, as this manager saw
+	}
 	now := m.clock.Now()
 	wait := func(why string, from int) store.Outcome {
 		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Scheduled, RunAt: now.Add(m.shards.recheck), Release: true,
@@ -184,9 +159,16 @@ func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store
 		err := Permanent(fmt.Errorf("%w: %s", ErrDependencyFailed, strings.Join(failed, "; ")))
 		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Terminated, Error: err.Error()}, nil, err, false
 	}
-	// A gate completes with its dependencies' results, in Deps order.
+	out, results, err = gateResults(p, deps)
+	return out, results, err, false
+}
+
+// gateResults completes the gate task p with its dependencies' results
+// (deps, completed, in Deps order).
+func gateResults(p *store.Instance, deps []*store.Instance) (store.Outcome, []any, error) {
+	t := p.Task
 	raw := make([]json.RawMessage, len(deps))
-	results = make([]any, len(deps))
+	results := make([]any, len(deps))
 	for i, d := range deps {
 		r := d.Result
 		if len(r) == 0 {
@@ -202,9 +184,9 @@ func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store
 	b, err := json.Marshal(raw)
 	if err != nil {
 		err = Permanent(fmt.Errorf("%w: gathering the results of the dependencies of task %q: %w", ErrCorrupt, t.Name, err))
-		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Terminated, Error: err.Error()}, nil, err, false
+		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Terminated, Error: err.Error()}, nil, err
 	}
-	return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Completed, Result: b}, results, nil, false
+	return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Completed, Result: b}, results, nil
 }
 
 // orID returns in, or a stand-in named id when in is nil.
@@ -248,35 +230,6 @@ func (m *Manager) readIDs(ctx context.Context, ids []string) ([]*store.Instance,
 	return out, nil
 }
 
-// workflowsEnded wakes the dependents of the workflow tasks among recs
-// that reached a final state (by this manager's outcome, rescue or
-// cancel, each stored before this call), in one store call: the release.
-// A dependent woken before all its dependencies ended looks and waits
-// again (its gate); one whose wake-up was lost (a crash, a failed call)
-// looks on its own after the recheck interval. Failures are logged, never
-// returned.
-func (m *Manager) workflowsEnded(ctx context.Context, recs []*store.Instance) {
-	m.workflowsFinished(ctx, recs) // observers (workflow_observe.go)
-	var ids []string
-	for _, r := range recs {
-		if r.Task != nil && r.State.Final() {
-			ids = append(ids, r.Task.Dependents...)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := m.store.Wake(ctx, &store.WakeParams{IDs: ids, Now: m.clock.Now()}); err != nil {
-		m.log.Warn("workflow: waking the dependents of ended tasks; they look again on their own", "instances", len(ids), "err", err)
-		return
-	}
-	m.notifyLocal()
-}
-
 // instancesEnded is the completer's, the rescuer's and CancelInstance's
 // callback for instances that reached a final state: the join of sharded
 // tasks and the release of workflow tasks.
@@ -298,14 +251,13 @@ func (m *Manager) GetWorkflow(ctx context.Context, id string) (*WorkflowInfo, er
 	if names, err := decodeJSONArray(end.Args); err == nil && len(names) == 1 {
 		info.Name, _ = names[0].(string)
 	}
-	running, failed := false, false
+	running := false
 	for _, r := range recs {
 		if r.Task.Gate {
 			continue // the joins of added tasks: their tasks say it all
 		}
 		info.Tasks = append(info.Tasks, newInfo(r))
 		running = running || r.State == store.Processing || r.State.Final()
-		failed = failed || r.State.Final() && r.State != store.Completed
 	}
 	slices.SortFunc(info.Tasks, func(a, b *InstanceInfo) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
@@ -326,7 +278,6 @@ func (m *Manager) GetWorkflow(ctx context.Context, id string) (*WorkflowInfo, er
 			info.State = WorkflowRunning
 		}
 	}
-	_ = failed
 	return info, nil
 }
 
@@ -552,6 +503,7 @@ func AddTasks(ctx context.Context, ji Instance, tasks ...*TaskSpec) error {
 		i.added.Store(false)
 		return fmt.Errorf("job: add tasks to workflow %s from task %q: %w", t.Workflow, t.Name, err)
 	}
+	m.done.stored(recs)
 	res, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: recs, Node: m.node, Now: m.clock.Now()})
 	if err != nil {
 		i.added.Store(false)
@@ -566,35 +518,19 @@ func AddTasks(ctx context.Context, ji Instance, tasks ...*TaskSpec) error {
 	return nil
 }
 
-// gateWaited follows a gate's hand-back once the store holds it: it reads
-// the dependencies again and wakes the task when they are done after all.
-// A dependency that ended while the gate looked had its wake-up find the
-// task running (a wake leaves it so) and the hand-back then put it to
-// sleep until the recheck; this read, after the hand-back is stored, sees
-// that end, so the task is never left waiting for the recheck.
-func (m *Manager) gateWaited(r *finishReq, state State) {
-	t := r.a.rec.Task
-	if t == nil || state != store.Scheduled || !r.out.Release || (len(t.Deps) == 0 && !t.Gate) {
-		return
+// gateWaiting reports whether out is a gate's hand-back to wait for rec's
+// dependencies, and from which one on (the cursor it left).
+func gateWaiting(rec *store.Instance, out store.Outcome) (from int, ok bool) {
+	t := rec.Task
+	if t == nil || len(t.Deps) == 0 && !t.Gate {
+		return 0, false
 	}
-	g := gateCursor.FindStringSubmatch(r.out.Error)
+	g := gateCursor.FindStringSubmatch(out.Error)
 	if g == nil {
-		return
+		return 0, false
 	}
-	from, _ := strconv.Atoi(g[1])
-	rec := r.a.rec
-	go func() {
-		ctx, cancel := context.WithTimeout(m.run.ctx, 10*time.Second)
-		defer cancel()
-		if !m.gateReady(ctx, rec, from) {
-			return
-		}
-		if err := m.store.Wake(ctx, &store.WakeParams{IDs: []string{rec.ID}, Now: m.clock.Now()}); err != nil {
-			m.log.Warn("workflow: waking a task whose dependencies ended while it looked; it looks again on its own", "instance", rec.ID, "err", err)
-			return
-		}
-		m.notifyLocal()
-	}()
+	from, _ = strconv.Atoi(g[1])
+	return from, true
 }
 
 // gateReady reports whether p's gate would not wait now: its dependencies

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobkit/job/jobtest"
+	"github.com/jobkit/job/store"
 )
 
 // BenchmarkWorkflowThroughput: 1,000 workflows of ten no-op tasks against
@@ -26,4 +27,26 @@ func BenchmarkWorkflowThroughput(b *testing.B) {
 			b.ReportMetric(rate/float64(b.N), "tasks/s")
 		})
 	}
+}
+
+// BenchmarkWorkflowFanIn: 10,000 tasks into one join on Redis; reports how
+// soon the join starts after the last of them ended.
+func BenchmarkWorkflowFanIn(b *testing.B) {
+	c := benchClient(b)
+	jobtest.ReportWorkflowLatency(b, func(i int) store.Store {
+		return newStore(b, c, fmt.Sprintf("bench_wf_fanin_%d_%d", i, time.Now().UnixNano()))
+	}, func(tb testing.TB, st store.Store) jobtest.WorkflowLatency {
+		return jobtest.WorkflowFanIn(tb, st, 10_000)
+	})
+}
+
+// BenchmarkWorkflowChain: a chain of 1,000 no-op tasks on Redis; reports
+// how soon each task starts after the one before it ended.
+func BenchmarkWorkflowChain(b *testing.B) {
+	c := benchClient(b)
+	jobtest.ReportWorkflowLatency(b, func(i int) store.Store {
+		return newStore(b, c, fmt.Sprintf("bench_wf_chain_%d_%d", i, time.Now().UnixNano()))
+	}, func(tb testing.TB, st store.Store) jobtest.WorkflowLatency {
+		return jobtest.WorkflowChain(tb, st, 1000)
+	})
 }

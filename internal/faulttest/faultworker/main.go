@@ -48,6 +48,7 @@ func main() {
 	workers := flag.Int("workers", 8, "workers")
 	runlog := flag.String("runlog", "", "file to append run lines to")
 	tick := flag.Duration("tick", 0, "interval of the recurring tick job (0: none)")
+	holdRelease := flag.Bool("hold-release", false, "never return from a Wake (log \"release-held\" first): killed then, the process dies between a workflow task's stored end and its dependents' release")
 	flag.Parse()
 
 	f, err := os.OpenFile(*runlog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -68,6 +69,9 @@ func main() {
 		log.Fatal(err)
 	}
 	defer closeStore()
+	if *holdRelease {
+		s = &heldRelease{Store: s, line: line}
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := []job.ManagerOption{job.WithStore(s), job.WithNodeID(*node), job.WithWorkers(*workers), job.WithLogger(logger)}
 	if *lease > 0 {
@@ -102,6 +106,18 @@ func main() {
 	if err := mgr.RegisterJob(fault); err != nil {
 		log.Fatal(err)
 	}
+	// A workflow task: logs its run like "fault" and returns its name.
+	wfstep, err := job.NewJob(job.WithKind("wfstep"), job.WithExecutor(func(ji job.Instance) string {
+		line("start %s %d %d", ji.Info().ID, ji.Info().Attempt, time.Now().UnixNano())
+		line("end %s %d %d", ji.Info().ID, ji.Info().Attempt, time.Now().UnixNano())
+		return ji.Info().Task
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := mgr.RegisterJob(wfstep); err != nil {
+		log.Fatal(err)
+	}
 	if *tick > 0 {
 		t, err := job.NewJob(job.WithKind("tick"), job.WithInterval(*tick),
 			job.WithExecutor(func(ji job.Instance) {
@@ -131,6 +147,19 @@ func main() {
 
 // PGSchema is the PostgreSQL schema the fault tests use.
 const PGSchema = "jobkit_fault"
+
+// heldRelease is a store whose Wake never returns (-hold-release): the
+// process is to be killed there, after a workflow task's end is stored
+// and before its dependents are released.
+type heldRelease struct {
+	store.Store
+	line func(format string, args ...any)
+}
+
+func (h *heldRelease) Wake(ctx context.Context, p *store.WakeParams) error {
+	h.line("release-held %s", strings.Join(p.IDs, ","))
+	select {}
+}
 
 // offsetClock is the system clock moved by its value: a host whose clock
 // runs ahead (or behind).
