@@ -20,7 +20,8 @@ import (
 // read that comes first in enqueue gets such an R: etcd's revision when it
 // reads, above that of every write already applied. A lone call does
 // without that read: every Enqueue write puts the ticket key (keys.ticket),
-// and a lone call takes for R the newest revision its handle has seen and
+// and a lone call takes for R the newest revision its handle has seen (in
+// any read, a claim's too, or Enqueue write: never above etcd's) and
 // writes at once, on the condition that the ticket key's ModRevision is
 // at most R: no Enqueue write has been applied after R. A call A that
 // returned before it started wrote at a revision W above A's ticket and at
@@ -60,7 +61,7 @@ const maxFastMarks = 4096
 
 // fastEnqueue is what a handle knows for one-request Enqueues.
 type fastEnqueue struct {
-	rev      atomic.Int64 // the newest revision an Enqueue of the handle has seen
+	rev      atomic.Int64 // the newest revision the handle's reads and Enqueue writes have seen
 	inFlight atomic.Int32 // Enqueue calls under way on the handle
 
 	mu    sync.Mutex

@@ -131,3 +131,28 @@ func claimAll(t *testing.T, s store.Store) []string {
 	}
 	return ids
 }
+
+// TestLoneEnqueueAfterClaimSeesOtherHandle: a handle's reads (here a
+// claim's) tell it the newest revision too, so after it has read past
+// another handle's Enqueue its own lone Enqueue is still one request:
+// in a cluster of several processes, workers claiming keep each
+// process's ticket fresh.
+func TestLoneEnqueueAfterClaimSeesOtherHandle(t *testing.T) {
+	ns := namespace(t)
+	cleanup(t, ns)
+	a, reqs := countingStore(t, ns)
+	b, _ := countingStore(t, ns)
+	enqueueOne(t, a, testInst("a0"))
+	enqueueOne(t, b, testInst("b0"))
+	if got := claimAll(t, a); !slices.Equal(got, []string{"a0", "b0"}) {
+		t.Fatalf("claimed %v, want [a0 b0]", got)
+	}
+	before := reqs.Load()
+	enqueueOne(t, a, testInst("a1"))
+	if n := reqs.Load() - before; n != 1 {
+		t.Fatalf("a1's enqueue, after a claim that read past b0, sent %d KV requests, want 1", n)
+	}
+	if got := claimAll(t, a); !slices.Equal(got, []string{"a1"}) {
+		t.Fatalf("claimed %v, want [a1]", got)
+	}
+}
