@@ -67,9 +67,9 @@ func TestDeleteLeavesNoKeys(t *testing.T) {
 	var left []string
 	for _, kv := range resp.Kvs {
 		k := strings.TrimPrefix(string(kv.Key), keyPrefix(ns))
-		// The sequence ticket, lane markers, the handle's liveness key
-		// and count deltas (checked below) stay.
-		if k != "seq" && !strings.HasPrefix(k, "qp/") && !strings.HasPrefix(k, "a/") && !strings.HasPrefix(k, "cn/") {
+		// The sequence ticket, the ticket key, lane markers, the handle's
+		// liveness key and count deltas (checked below) stay.
+		if k != "seq" && k != "tk" && !strings.HasPrefix(k, "qp/") && !strings.HasPrefix(k, "a/") && !strings.HasPrefix(k, "cn/") {
 			left = append(left, k)
 		}
 	}

@@ -100,11 +100,18 @@
 //
 // # Other behaviour
 //
-// Enqueue numbers its instances from a ticket: the revision etcd gives an
-// unconditional put of one key, so sequence numbers increase in enqueue
-// order across every handle and enqueuers never conflict (an Enqueue is two
-// round trips: the ticket, with any unique-key reads, and the writes).
-// Unique keys (and so
+// Enqueue numbers its instances from a ticket, a revision above that of
+// every Enqueue applied before the call, so sequence numbers increase in
+// enqueue order across every handle. A call reads its ticket (with any
+// unique-key reads) and then writes: two round trips. A lone call (no
+// other Enqueue of the handle under way, no unique keys, one transaction,
+// lanes the handle has written to) writes at once instead, taking the
+// newest revision the handle has seen for its ticket, on the condition
+// that no Enqueue write came after it (every one puts the ticket key tk):
+// one round trip. When the condition fails (another handle enqueued
+// since), the failure branch reads what the read would have, and the call
+// writes again; the handle then reads first for a second. See
+// enqueue_fast.go, and its note on rolling upgrades. Unique keys (and so
 // recurring ticks) are claimed create-if-absent, or over an expired holder
 // compared on its revision, and are attached to a shared etcd lease that
 // outlives their expiry, so etcd deletes them eventually. Subscribe is an
@@ -128,15 +135,16 @@
 // A lookup reads all its pages at one revision; one that etcd compacts
 // past while it runs starts again at the newest revision.
 //
-// An Enqueue reads before it writes. Once one of its write transactions
-// went out and got no answer (the ctx's deadline, a broken connection,
+// Once one of an Enqueue's write transactions went out and got no answer (the ctx's deadline, a broken connection,
 // etcd's own "request timed out" or "leader changed", after which the
 // proposal may still commit), or applied before the call failed, the
 // call's error wraps store.ErrOutcomeUnknown as well as the cause, and
 // ScheduleJob's names WithIdempotencyKey as the safe retry. A failure in
-// the reads (etcd unreachable or stalled), etcd's refusal of the write
-// (no space, too large, no permission) and a ctx that had ended before
-// are certain: nothing was stored, and the error does not wrap it.
+// a read that comes first (etcd unreachable or stalled), etcd's refusal
+// of the write (no space, too large, no permission), a connection never
+// made and a ctx that had ended before are certain: nothing was stored,
+// and the error does not wrap it. A lone call's first request is its
+// write, so etcd stalling under it leaves the outcome unknown.
 //
 // # Benchmarks
 //

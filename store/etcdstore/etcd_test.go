@@ -350,8 +350,8 @@ func TestKeysStayUnderNamespace(t *testing.T) {
 		}
 	}
 	// Prune removes the instance and everything that hangs off it, except
-	// the queue's priority marker, the counter and the folded counts (cn0,
-	// which keeps the group seen, with zero counts).
+	// the queue's priority marker, the counter, the ticket key (tk) and
+	// the folded counts (cn0, which keeps the group seen, with zero counts).
 	res, err := s.Prune(ctx, &store.PruneParams{Now: t0.Add(time.Hour), FinishedBefore: t0.Add(time.Minute)})
 	if err != nil || res.Instances != 1 {
 		t.Fatalf("prune: %+v, %v", res, err)
@@ -366,7 +366,7 @@ func TestKeysStayUnderNamespace(t *testing.T) {
 			continue
 		}
 		k := strings.TrimPrefix(string(kv.Key), inner)
-		if k != "seq" && k != "cn0" && !strings.HasPrefix(k, "qp/") && !strings.HasPrefix(k, "a/") {
+		if k != "seq" && k != "tk" && k != "cn0" && !strings.HasPrefix(k, "qp/") && !strings.HasPrefix(k, "a/") {
 			left = append(left, k)
 		}
 	}

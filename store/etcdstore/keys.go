@@ -22,6 +22,9 @@ import (
 // the only per-instance index is the creation index, written once.
 //
 //	P seq                              never written; the event feed reads revisions through it
+//	P tk                               the ticket key: put, empty, by every Enqueue write, so a
+//	                                   one-request Enqueue compares that none came after its
+//	                                   ticket (enqueue_fast.go)
 //	P i/<id>                           static record: what never changes after enqueue
 //	P s/<id>                           dynamic record: state, attempt, lease, result, and the
 //	                                   instance's history records (dynRec.Hist)
@@ -147,6 +150,7 @@ func prefixEnd(p string) string {
 }
 
 func (k keys) seq() string             { return k.p + "seq" }
+func (k keys) ticket() string          { return k.p + "tk" }
 func (k keys) static(id string) string { return k.p + "i/" + esc(id) }
 func (k keys) dyn(id string) string    { return k.p + "s/" + esc(id) }
 

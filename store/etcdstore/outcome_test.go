@@ -151,7 +151,11 @@ func TestScheduleOutcomeUnknown(t *testing.T) {
 
 // etcd frozen before an Enqueue's first read: nothing was written, so the
 // error does not claim the outcome is unknown, and nothing is stored once
-// etcd resumes.
+// etcd resumes. The call reads first because it schedules into a lane
+// (here: a priority) its handle has not written to; a lone call into a
+// lane it knows is one write with no read before it (enqueue_fast.go),
+// and etcd frozen under that write leaves its outcome unknown
+// (TestScheduleOutcomeUnknown).
 func TestScheduleFrozenBeforeWriteIsCertain(t *testing.T) {
 	t.Parallel()
 	s, f := privateStore(t, "certain")
@@ -173,7 +177,7 @@ func TestScheduleFrozenBeforeWriteIsCertain(t *testing.T) {
 	f.freeze()
 	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-	_, err = m.ScheduleJob(ctx, "certain", job.WithIdempotencyKey("k"), job.WithScheduleAfter(time.Hour))
+	_, err = m.ScheduleJob(ctx, "certain", job.WithIdempotencyKey("k"), job.WithScheduleAfter(time.Hour), job.WithPriority(job.HighPriority))
 	cancel()
 	f.resume()
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, job.ErrOutcomeUnknown) {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -150,15 +151,27 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 			}
 		}
 	}()
+	// A lone call tries first to write in one request, numbered from a
+	// ticket it did not read (enqueue_fast.go); when that cannot be, what
+	// its transaction read instead is the first round's reading.
+	lone := s.fast.inFlight.Add(1) == 1
+	defer s.fast.inFlight.Add(-1)
+	first, done, err := s.enqueueFast(ctx, p, pending, seqs, res, &repeats, sent, lone)
+	if err != nil || done {
+		return err
+	}
 	for round := 0; len(pending) > 0; round++ {
 		if round > 0 {
 			if err := backoff(ctx, round); err != nil {
 				return err
 			}
 		}
-		rd, err := s.enqueueRead(ctx, p, pending)
-		if err != nil {
-			return err
+		rd := first
+		first = nil
+		if rd == nil {
+			if rd, err = s.enqueueRead(ctx, p, pending); err != nil {
+				return err
+			}
 		}
 		assignSeqs(uint64(rd.rev), uint64(s.seqSalt.Add(1)&0xff), pending, seqs)
 		todo := rd.sort(p, pending, res, &repeats)
@@ -168,7 +181,7 @@ func (s *Store) enqueue(ctx context.Context, p *store.EnqueueParams, res []store
 		// round and one fsync.
 		var chunks []enqueueChunk
 		for len(todo) > 0 {
-			n, send, err := s.enqueueBatch(ctx, p, todo, seqs, rd.urev, rd.markRev, res)
+			n, send, err := s.enqueueBatch(ctx, p, todo, seqs, rd.urev, rd.markRev, res, nil)
 			if err != nil {
 				return err
 			}
@@ -196,31 +209,51 @@ type enqueueReading struct {
 // markers (a write whose marker is in place compares its revision instead
 // of putting it again).
 func (s *Store) enqueueRead(ctx context.Context, p *store.EnqueueParams, pending []int) (*enqueueReading, error) {
-	var ukeys, lanes []string
-	for _, i := range pending {
-		in := p.Instances[i]
-		if uk := in.UniqueKey; uk != "" && !slices.Contains(ukeys, uk) {
-			ukeys = append(ukeys, uk)
-		}
-		m := s.k.laneMarker(&dynRec{Queue: in.Queue, Priority: in.Priority, Kind: in.Kind, Labels: store.NormLabels(in.Labels)})
-		if !slices.Contains(lanes, m) {
-			lanes = append(lanes, m)
-		}
-	}
-	var ops []clientv3.Op
-	for _, uk := range ukeys {
-		ops = append(ops, clientv3.OpGet(s.k.unique(uk)))
-	}
-	for _, i := range pending {
-		ops = append(ops, clientv3.OpGet(s.k.dyn(p.Instances[i].ID)))
-	}
-	for _, m := range lanes {
-		ops = append(ops, clientv3.OpGet(m, clientv3.WithKeysOnly()))
-	}
-	ranges, rev, err := s.readAll(ctx, ops)
+	q := s.enqueueReadOps(p, pending)
+	ranges, rev, err := s.readAll(ctx, q.ops)
 	if err != nil {
 		return nil, err
 	}
+	return s.enqueueReadingOf(p, pending, q, ranges, rev)
+}
+
+// enqueueQuery is what enqueueRead reads: the get operations, and the
+// unique keys and lane markers they read in order after them.
+type enqueueQuery struct {
+	ops          []clientv3.Op
+	ukeys, lanes []string
+}
+
+// enqueueReadOps returns the reads of enqueueRead: the unique keys, then
+// the dynamic record of each pending instance, then the lane markers.
+func (s *Store) enqueueReadOps(p *store.EnqueueParams, pending []int) enqueueQuery {
+	var q enqueueQuery
+	for _, i := range pending {
+		in := p.Instances[i]
+		if uk := in.UniqueKey; uk != "" && !slices.Contains(q.ukeys, uk) {
+			q.ukeys = append(q.ukeys, uk)
+		}
+		m := s.k.laneMarker(&dynRec{Queue: in.Queue, Priority: in.Priority, Kind: in.Kind, Labels: store.NormLabels(in.Labels)})
+		if !slices.Contains(q.lanes, m) {
+			q.lanes = append(q.lanes, m)
+		}
+	}
+	for _, uk := range q.ukeys {
+		q.ops = append(q.ops, clientv3.OpGet(s.k.unique(uk)))
+	}
+	for _, i := range pending {
+		q.ops = append(q.ops, clientv3.OpGet(s.k.dyn(p.Instances[i].ID)))
+	}
+	for _, m := range q.lanes {
+		q.ops = append(q.ops, clientv3.OpGet(m, clientv3.WithKeysOnly()))
+	}
+	return q
+}
+
+// enqueueReadingOf decodes the results of q's reads, read at rev, and
+// tells the one-request path what it saw (noteReading).
+func (s *Store) enqueueReadingOf(p *store.EnqueueParams, pending []int, q enqueueQuery, ranges []*pb.RangeResponse, rev int64) (*enqueueReading, error) {
+	ukeys, lanes := q.ukeys, q.lanes
 	rd := &enqueueReading{rev: rev, held: map[string]uniqRec{}, urev: map[string]int64{}, markRev: map[string]int64{}, existing: map[string]uint64{}}
 	now := tn(p.Now)
 	for j, uk := range ukeys {
@@ -246,6 +279,7 @@ func (s *Store) enqueueRead(ctx context.Context, p *store.EnqueueParams, pending
 			rd.existing[p.Instances[i].ID] = d.Seq
 		}
 	}
+	s.fast.noteReading(rev, lanes, rd.markRev)
 	return rd, nil
 }
 
@@ -347,7 +381,11 @@ func assignSeqs(rev, salt uint64, pending []int, seqs []uint64) {
 // reports false when a unique key or lane marker changed since it was
 // read, or a sequence number clashed (see enqueue), and sets the results
 // of what it wrote otherwise.
-func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo []int, seqs []uint64, urev, markRev map[string]int64, res []store.EnqueueResult) (int, func(context.Context) (bool, error), error) {
+//
+// Every write puts the ticket key (keys.ticket), and fast, when set, makes
+// it a one-request write (enqueue_fast.go): compared on the ticket key
+// and reading in its failure branch what enqueueRead would.
+func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo []int, seqs []uint64, urev, markRev map[string]int64, res []store.EnqueueResult, fast *fastTxn) (int, func(context.Context) (bool, error), error) {
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
 	var counted []*group
@@ -387,7 +425,7 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		ucmp = append(ucmp, clientv3.Compare(clientv3.CreateRevision(s.k.dyn(in.ID)), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(s.k.ready(d)), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(s.k.byCreated(d)), "=", 0))
-		if n > 0 && (len(ops)+len(g.ops)+nmarks+len(g.marks) > s.maxOps-1 || len(cmps)+len(ucmp)+nmarks+len(g.marks) > s.maxOps || size+g.size > s.maxTxn) {
+		if n > 0 && (len(ops)+len(g.ops)+nmarks+len(g.marks) > s.maxOps-2 || len(cmps)+len(ucmp)+nmarks+len(g.marks) > s.maxOps || size+g.size > s.maxTxn) {
 			break
 		}
 		nmarks += len(g.marks)
@@ -410,8 +448,14 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	if op, ok := s.countsOp(counted); ok {
 		ops = append(ops, op)
 	}
+	ops = append(ops, clientv3.OpPut(s.k.ticket(), ""))
+	var orElse []clientv3.Op
+	if fast != nil {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.k.ticket()), "<", fast.ticket+1))
+		orElse = fast.orElse
+	}
 	send := func(ctx context.Context) (bool, error) {
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(orElse...).Commit()
 		if err != nil {
 			if isLeaseNotFound(err) {
 				// A unique-key lease vanished (etcd restored, revoked):
@@ -423,9 +467,14 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 			}
 			return false, err
 		}
+		s.fast.noteRev(resp.Header.Revision)
 		if !resp.Succeeded {
+			if fast != nil {
+				fast.failed = resp
+			}
 			return false, nil
 		}
+		s.fast.noteWrite(resp.Header.Revision, mops, markRev)
 		for _, i := range todo[:n] {
 			res[i] = store.EnqueueResult{ID: p.Instances[i].ID, Seq: seqs[i]}
 		}

@@ -25,6 +25,7 @@ type Store struct {
 	// several handles (or at once on this one) that read the same ticket
 	// (see enqueue); it starts at random.
 	seqSalt atomic.Uint32
+	fast    fastEnqueue // what a one-request Enqueue needs (enqueue_fast.go)
 
 	cli       *clientv3.Client
 	ns        string

@@ -254,6 +254,7 @@ func (s *Store) readAll(ctx context.Context, ops []clientv3.Op) (out []*pb.Range
 		if rev == 0 || resp.Header.Revision < rev {
 			rev = resp.Header.Revision
 		}
+		s.fast.noteRev(resp.Header.Revision)
 		for _, r := range resp.Responses {
 			out = append(out, r.GetResponseRange())
 		}
@@ -271,6 +272,7 @@ func (s *Store) read(ctx context.Context, ops []clientv3.Op) ([]*pb.RangeRespons
 		if err != nil {
 			return nil, err
 		}
+		s.fast.noteRev(resp.Header.Revision) // a fresher ticket (enqueue_fast.go)
 		for _, r := range resp.Responses {
 			out = append(out, r.GetResponseRange())
 		}
