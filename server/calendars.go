@@ -15,6 +15,7 @@ import (
 	pb "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
 	"github.com/jobkit/job/icalimport"
+	"github.com/jobkit/job/schedule"
 	"github.com/jobkit/job/store"
 )
 
@@ -49,11 +50,11 @@ var weekdays = map[pb.Weekday]time.Weekday{
 var weekdaysBack = reverse(weekdays)
 
 // calendarPolicies maps the store's calendar policies to the API's.
-var calendarPolicies = map[store.CalendarPolicy]pb.CalendarPolicy{
-	"":                        pb.CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED,
-	store.CalendarWorkdays:    pb.CalendarPolicy_CALENDAR_POLICY_WORKDAYS,
-	store.CalendarSkipDates:   pb.CalendarPolicy_CALENDAR_POLICY_SKIP_DATES,
-	store.CalendarNextWorkday: pb.CalendarPolicy_CALENDAR_POLICY_NEXT_WORKDAY,
+var calendarPolicies = map[schedule.Policy]pb.CalendarPolicy{
+	"":                   pb.CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED,
+	schedule.Workdays:    pb.CalendarPolicy_CALENDAR_POLICY_WORKDAYS,
+	schedule.SkipDates:   pb.CalendarPolicy_CALENDAR_POLICY_SKIP_DATES,
+	schedule.NextWorkday: pb.CalendarPolicy_CALENDAR_POLICY_NEXT_WORKDAY,
 }
 
 var calendarPoliciesBack = reverse(calendarPolicies)
@@ -86,7 +87,7 @@ func calendarFromProto(p *pb.Calendar) (*store.Calendar, error) {
 	}
 	c.Workdays = days
 	for _, d := range p.GetDates() {
-		c.Dates = append(c.Dates, store.CalendarDate{Date: d.GetDate(), Name: d.GetName(), Yearly: d.GetYearly()})
+		c.Dates = append(c.Dates, schedule.Date{Date: d.GetDate(), Name: d.GetName(), Yearly: d.GetYearly()})
 	}
 	return c, nil
 }
@@ -319,7 +320,7 @@ func (calendarService) ListFireTimes(ctx context.Context, req *connect.Request[p
 	if r.GetAfter() != nil {
 		after = r.GetAfter().AsTime()
 	}
-	var rules *store.CalendarRules
+	var rules *schedule.Rules
 	if pc := r.GetCalendar(); pc != nil {
 		c, err := calendarFromProto(pc)
 		if err != nil {
@@ -335,7 +336,7 @@ func (calendarService) ListFireTimes(ctx context.Context, req *connect.Request[p
 			return nil, toConnect(fmt.Errorf("trigger %q: %w", t.Name, err))
 		}
 	}
-	fire, err := t.NextTimesIn(after, n, rules)
+	fire, err := t.Spec().NextTimes(after, n, rules)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -343,13 +344,13 @@ func (calendarService) ListFireTimes(ctx context.Context, req *connect.Request[p
 	for _, f := range fire {
 		out.FireTimes = append(out.FireTimes, timestamppb.New(f))
 	}
-	raw := *t
-	raw.Calendar, raw.CalendarPolicy = "", ""
+	raw := t.Spec()
+	raw.Calendar, raw.Policy = "", ""
 	until := after.AddDate(0, 0, 7)
 	if len(fire) > 0 {
 		until = fire[len(fire)-1]
 	}
-	for tk, err := raw.Next(after); err == nil && !tk.IsZero() && !tk.After(until) && len(out.RawFireTimes) < maxNextFireTimes; tk, err = raw.Next(tk) {
+	for tk, err := raw.Next(after, nil); err == nil && !tk.IsZero() && !tk.After(until) && len(out.RawFireTimes) < maxNextFireTimes; tk, err = raw.Next(tk, nil) {
 		out.RawFireTimes = append(out.RawFireTimes, timestamppb.New(tk))
 	}
 	return connect.NewResponse(out), nil
