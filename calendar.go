@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -127,7 +128,7 @@ func (a *Admin) ListCalendars(ctx context.Context, cursor string, limit int) (*P
 // stored again, and its scheduler logs why.)
 func (a *Admin) DeleteCalendar(ctx context.Context, name string, ifVersion int64) error {
 	m := a.m
-	users, err := m.Admin().ListCalendarUsers(ctx, name)
+	users, err := m.calendarUsers(ctx, name)
 	if err != nil {
 		return fmt.Errorf("job: delete calendar %q: %w", name, err)
 	}
@@ -145,11 +146,37 @@ func (a *Admin) DeleteCalendar(ctx context.Context, name string, ifVersion int64
 	return nil
 }
 
-// ListCalendarUsers returns what runs on the calendar of that name: "trigger
-// <name>" for each stored trigger, "job <kind>" for each recurring job
-// registered on this manager, sorted.
-func (a *Admin) ListCalendarUsers(ctx context.Context, name string) ([]string, error) {
-	m := a.m
+// ListCalendarUsers returns one page of what runs on the calendar of
+// that name: "trigger <name>" for each stored trigger, "job <kind>" for
+// each recurring job registered on this manager, sorted; at most limit
+// (0: store.DefaultTriggerPage) after cursor ("" from the first), with
+// the cursor of the next page ("" on the last).
+func (a *Admin) ListCalendarUsers(ctx context.Context, name, cursor string, limit int) (*Page[string], error) {
+	if limit < 0 {
+		return nil, fmt.Errorf("%w: calendar users page limit %d; want 0 (default) or more", store.ErrInvalid, limit)
+	}
+	if limit == 0 {
+		limit = store.DefaultTriggerPage
+	}
+	users, err := a.m.calendarUsers(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	from, _ := slices.BinarySearch(users, cursor)
+	if from < len(users) && users[from] == cursor {
+		from++
+	}
+	page := &Page[string]{Items: users[from:]}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = page.Items[limit-1]
+	}
+	return page, nil
+}
+
+// calendarUsers returns every user of the calendar of that name (see
+// ListCalendarUsers), sorted.
+func (m *Manager) calendarUsers(ctx context.Context, name string) ([]string, error) {
 	users, err := m.triggersWhere(ctx, func(t *store.Trigger) bool { return t.Calendar == name })
 	if err != nil {
 		return nil, err

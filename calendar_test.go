@@ -375,3 +375,46 @@ func TestTriggerCalendarGoneFiresNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestListCalendarUsersPages: the users of a calendar (its triggers and
+// this manager's recurring jobs) come back as pages, in order, each user
+// once.
+func TestListCalendarUsersPages(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		_, ms, _ := calendarCluster(t, time.Date(2026, 10, 22, 12, 0, 0, 0, time.UTC), "k")
+		m := ms[0]
+		ctx := context.Background()
+		if _, err := m.Admin().PutCalendar(ctx, frCalendar(), 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"c", "a", "b"} {
+			if _, err := m.Admin().PutTrigger(ctx, &store.Trigger{Name: n, Kind: "k", Cron: "0 9 * * *", Calendar: "fr"}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.RegisterJob(mustJob(t, job.WithKind("rec"), job.WithExecutor(func() {}), job.WithInterval(time.Hour), job.WithCalendar("fr", ""))); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		pages := 0
+		for cursor := ""; ; pages++ {
+			page, err := m.Admin().ListCalendarUsers(ctx, "fr", cursor, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, page.Items...)
+			if page.Next == "" {
+				break
+			}
+			cursor = page.Next
+		}
+		want := `job "rec", trigger "a", trigger "b", trigger "c"`
+		if strings.Join(got, ", ") != want || pages != 1 {
+			t.Fatalf("users in %d pages after the first: %q; want %s in two pages", pages, got, want)
+		}
+		if _, err := m.Admin().ListCalendarUsers(ctx, "fr", "", -1); !errors.Is(err, store.ErrInvalid) {
+			t.Fatalf("a negative limit: %v; want ErrInvalid", err)
+		}
+	})
+}

@@ -107,11 +107,18 @@ func workdaysFromProto(ws []pb.Weekday) ([]time.Weekday, error) {
 // calendarResponse converts a stored calendar with the triggers and jobs
 // that run on it.
 func calendarResponse(ctx context.Context, c *store.Calendar) (*pb.Calendar, error) {
-	users, err := managerOf(ctx).Admin().ListCalendarUsers(ctx, c.Name)
-	if err != nil {
-		return nil, toConnect(err)
+	var users []string
+	for cursor := ""; ; {
+		page, err := managerOf(ctx).Admin().ListCalendarUsers(ctx, c.Name, cursor, 0)
+		if err != nil {
+			return nil, toConnect(err)
+		}
+		users = append(users, page.Items...)
+		if page.Next == "" {
+			return calendarToProto(c, users), nil
+		}
+		cursor = page.Next
 	}
-	return calendarToProto(c, users), nil
 }
 
 // CreateCalendar implements CalendarService.CreateCalendar.
