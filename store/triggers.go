@@ -259,6 +259,14 @@ func (t *Trigger) Validate() error {
 	if a := bytes.TrimSpace(t.Args); len(a) > 0 && (a[0] != '[' || !json.Valid(a)) {
 		return bad("arguments %.40q are not a JSON array; encode them as one, e.g. [1, \"x\"]", t.Args)
 	}
+	if err := t.checkSchedule(bad); err != nil {
+		return err
+	}
+	return t.checkPolicies(bad)
+}
+
+// checkSchedule is Validate's check of the cron spec or interval.
+func (t *Trigger) checkSchedule(bad func(format string, args ...any) error) error {
 	switch {
 	case t.Cron != "" && t.Interval != 0:
 		return bad("both a cron spec and an interval; set one")
@@ -274,6 +282,12 @@ func (t *Trigger) Validate() error {
 			return bad("%v", err)
 		}
 	}
+	return nil
+}
+
+// checkPolicies is Validate's check of the overlap, missed-tick and
+// calendar policies.
+func (t *Trigger) checkPolicies(bad func(format string, args ...any) error) error {
 	switch t.Overlap {
 	case "", OverlapAllow, OverlapForbid, OverlapReplace:
 	default:
