@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jobkit/job/schedule"
 	"github.com/jobkit/job/store"
 )
 
@@ -19,44 +21,30 @@ import (
 // Calendar field, a recurring job with WithCalendar; the calendar's policy
 // then decides which ticks fire, and when.
 
-// CalendarPolicy says how a calendar shapes a recurring job's or a stored
-// trigger's ticks; see store.CalendarPolicy.
-type CalendarPolicy = store.CalendarPolicy
-
-// The calendar policies.
-const (
-	// CalendarWorkdays fires only the ticks on working days.
-	CalendarWorkdays = store.CalendarWorkdays
-	// CalendarSkipDates skips only the ticks on the calendar's dates.
-	CalendarSkipDates = store.CalendarSkipDates
-	// CalendarNextWorkday moves a tick on a day off to the next working
-	// day, at the same clock time in the calendar's zone.
-	CalendarNextWorkday = store.CalendarNextWorkday
-)
-
 // ErrCalendarInUse: a calendar cannot be deleted while a stored trigger
 // or a recurring job of this manager runs on it.
 var ErrCalendarInUse = errors.New("job: calendar in use")
 
 // WithCalendar makes a recurring job (WithCronSpec, WithInterval) run on
-// the stored calendar of that name under policy p (empty: CalendarWorkdays).
+// the stored calendar of that name under policy p (empty:
+// schedule.Workdays).
 // The calendar is read from the store when the job's ticker starts and
 // again every trigger reload interval (WithTriggerReload), so edits take
 // effect without a restart. While it is not stored the job schedules no
 // tick and logs a warning; ticks missed meanwhile follow the job's
-// missed-tick policy. A moved tick (CalendarNextWorkday) is keyed by the
+// missed-tick policy. A moved tick (schedule.NextWorkday) is keyed by the
 // time it moved to, the same on every manager, so it runs once per
 // cluster.
-func WithCalendar(name string, p CalendarPolicy) JobOption {
+func WithCalendar(name string, p schedule.Policy) JobOption {
 	return jobOption(func(j *Job) error {
 		if err := store.CheckTriggerName(name); err != nil {
 			return fmt.Errorf("%w: calendar name: %w", ErrInvalidJob, err)
 		}
-		if err := store.CheckCalendarPolicy(p); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidJob, err)
+		if err := schedule.CheckPolicy(p); err != nil {
+			return fmt.Errorf("%w: %w: %w", ErrInvalidJob, store.ErrInvalid, err)
 		}
 		if p == "" {
-			p = CalendarWorkdays
+			p = schedule.Workdays
 		}
 		j.calendar, j.calPolicy = name, p
 		return nil
@@ -140,7 +128,7 @@ func (a *Admin) ListCalendars(ctx context.Context, cursor string, limit int) (*P
 // stored again, and its scheduler logs why.)
 func (a *Admin) DeleteCalendar(ctx context.Context, name string, ifVersion int64) error {
 	m := a.m
-	users, err := m.Admin().ListCalendarUsers(ctx, name)
+	users, err := m.calendarUsers(ctx, name)
 	if err != nil {
 		return fmt.Errorf("job: delete calendar %q: %w", name, err)
 	}
@@ -158,11 +146,37 @@ func (a *Admin) DeleteCalendar(ctx context.Context, name string, ifVersion int64
 	return nil
 }
 
-// ListCalendarUsers returns what runs on the calendar of that name: "trigger
-// <name>" for each stored trigger, "job <kind>" for each recurring job
-// registered on this manager, sorted.
-func (a *Admin) ListCalendarUsers(ctx context.Context, name string) ([]string, error) {
-	m := a.m
+// ListCalendarUsers returns one page of what runs on the calendar of
+// that name: "trigger <name>" for each stored trigger, "job <kind>" for
+// each recurring job registered on this manager, sorted; at most limit
+// (0: store.DefaultTriggerPage) after cursor ("" from the first), with
+// the cursor of the next page ("" on the last).
+func (a *Admin) ListCalendarUsers(ctx context.Context, name, cursor string, limit int) (*Page[string], error) {
+	if limit < 0 {
+		return nil, fmt.Errorf("%w: calendar users page limit %d; want 0 (default) or more", store.ErrInvalid, limit)
+	}
+	if limit == 0 {
+		limit = store.DefaultTriggerPage
+	}
+	users, err := a.m.calendarUsers(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	from, _ := slices.BinarySearch(users, cursor)
+	if from < len(users) && users[from] == cursor {
+		from++
+	}
+	page := &Page[string]{Items: users[from:]}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = page.Items[limit-1]
+	}
+	return page, nil
+}
+
+// calendarUsers returns every user of the calendar of that name (see
+// ListCalendarUsers), sorted.
+func (m *Manager) calendarUsers(ctx context.Context, name string) ([]string, error) {
 	users, err := m.triggersWhere(ctx, func(t *store.Trigger) bool { return t.Calendar == name })
 	if err != nil {
 		return nil, err
@@ -178,7 +192,7 @@ func (a *Admin) ListCalendarUsers(ctx context.Context, name string) ([]string, e
 
 // GetCalendarRules returns the compiled rules of the stored calendar of that
 // name, or an error wrapping store.ErrNotFound that names it.
-func (a *Admin) GetCalendarRules(ctx context.Context, name string) (*CalendarRules, error) {
+func (a *Admin) GetCalendarRules(ctx context.Context, name string) (*schedule.Rules, error) {
 	m := a.m
 	c, err := m.Admin().GetCalendar(ctx, name)
 	if err != nil {
@@ -198,7 +212,7 @@ func (a *Admin) GetCalendarRules(ctx context.Context, name string) (*CalendarRul
 // it.
 func (a *Admin) PreviewFireTimes(ctx context.Context, t *Trigger, after time.Time, n int) ([]time.Time, error) {
 	m := a.m
-	var cal *store.CalendarRules
+	var cal *schedule.Rules
 	if t.Calendar != "" {
 		r, err := m.Admin().GetCalendarRules(ctx, t.Calendar)
 		if err != nil {
@@ -206,7 +220,7 @@ func (a *Admin) PreviewFireTimes(ctx context.Context, t *Trigger, after time.Tim
 		}
 		cal = r
 	}
-	return t.NextTimesIn(after, n, cal)
+	return t.Spec().NextTimes(after, n, cal)
 }
 
 // checkTriggerCalendar checks, before t is stored, that its calendar is
@@ -234,7 +248,7 @@ type calendarCache struct {
 }
 
 type cachedCalendar struct {
-	rules *store.CalendarRules
+	rules *schedule.Rules
 	at    time.Time
 }
 
@@ -248,7 +262,7 @@ func (c *calendarCache) forget(name string) {
 // cached ones are older than the reload interval. A calendar that cannot
 // be read keeps its last rules, if any, so a store hiccup does not stop
 // the job's ticks.
-func (m *Manager) cachedCalendar(name string) (*store.CalendarRules, error) {
+func (m *Manager) cachedCalendar(name string) (*schedule.Rules, error) {
 	now := m.clock.Now()
 	m.cals.mu.Lock()
 	c, ok := m.cals.m[name]
@@ -300,7 +314,7 @@ func (m *Manager) recurNextFunc(j *Job) func(time.Time) time.Time {
 // each once, and gives each trigger its rules (nil when its calendar is
 // not stored, so it fires nothing; logged when that changes).
 func (s *scheduler) triggerCalendars(ctx context.Context, states map[string]*triggerState) {
-	rules := map[string]*store.CalendarRules{}
+	rules := map[string]*schedule.Rules{}
 	failed := map[string]error{}
 	for _, st := range states {
 		name := st.t.Calendar
@@ -335,7 +349,7 @@ func (s *scheduler) triggerCalendars(ctx context.Context, states map[string]*tri
 
 // triggerRules returns the rules for cur, a trigger just read, taking
 // st's when they are of its calendar and reading the calendar otherwise.
-func (s *scheduler) triggerRules(ctx context.Context, st *triggerState, cur *store.Trigger) *store.CalendarRules {
+func (s *scheduler) triggerRules(ctx context.Context, st *triggerState, cur *store.Trigger) *schedule.Rules {
 	if cur.Calendar == "" {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobkit/job"
+	"github.com/jobkit/job/schedule"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/memdbstore"
 )
@@ -22,7 +23,7 @@ func frCalendar() *store.Calendar {
 		Name:     "fr",
 		TimeZone: "Europe/Paris",
 		Workdays: []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday},
-		Dates: []store.CalendarDate{
+		Dates: []schedule.Date{
 			{Date: "2026-11-11", Name: "Armistice"},
 			{Date: "2020-12-25", Name: "Christmas", Yearly: true},
 		},
@@ -122,7 +123,7 @@ func TestTriggerCalendarPolicies(t *testing.T) {
 		if _, err := ms[0].Admin().PutCalendar(ctx, frCalendar(), 0); err != nil {
 			t.Fatal(err)
 		}
-		trig := func(name, cron string, p job.CalendarPolicy) *store.Trigger {
+		trig := func(name, cron string, p schedule.Policy) *store.Trigger {
 			tr := &store.Trigger{Name: name, Kind: name, Cron: cron, TimeZone: "Europe/Paris", Missed: store.MissedSkip}
 			if p != "" {
 				tr.Calendar, tr.CalendarPolicy = "fr", p
@@ -131,9 +132,9 @@ func TestTriggerCalendarPolicies(t *testing.T) {
 		}
 		for _, tr := range []*store.Trigger{
 			trig("ctl", "0 9 * * *", ""),
-			trig("wd", "0 9 * * *", job.CalendarWorkdays),
-			trig("sd", "0 9 * * *", job.CalendarSkipDates),
-			trig("nw", "0 9 * * SAT,WED", job.CalendarNextWorkday),
+			trig("wd", "0 9 * * *", schedule.Workdays),
+			trig("sd", "0 9 * * *", schedule.SkipDates),
+			trig("nw", "0 9 * * SAT,WED", schedule.NextWorkday),
 		} {
 			if _, err := ms[1].Admin().PutTrigger(ctx, tr, 0); err != nil {
 				t.Fatalf("PutTrigger(%s): %v", tr.Name, err)
@@ -213,7 +214,7 @@ func TestRecurringJobCalendar(t *testing.T) {
 		m := newManager(t, job.WithStore(s), job.WithClock(clk), job.WithTriggerReload(time.Minute), job.WithWorkers(0), job.WithLogger(quietLogger()),
 			job.WithHeartbeat(10*time.Minute, time.Hour), job.WithLease(3*time.Hour), job.WithPollInterval(time.Hour), job.WithRescueInterval(time.Hour), job.WithPruneInterval(time.Hour))
 		j := mustJob(t, job.WithKind("daily"), job.WithExecutor(func() {}),
-			job.WithCronSpec("CRON_TZ=Europe/Paris 0 9 * * *"), job.WithCalendar("fr", job.CalendarWorkdays))
+			job.WithCronSpec("CRON_TZ=Europe/Paris 0 9 * * *"), job.WithCalendar("fr", schedule.Workdays))
 		if err := m.RegisterJob(j); err != nil {
 			t.Fatal(err)
 		}
@@ -371,6 +372,49 @@ func TestTriggerCalendarGoneFiresNothing(t *testing.T) {
 		sleepUntil(clk, time.Date(2026, 10, 29, 9, 0, 0, 0, time.UTC))
 		if got := runAts(t, m, "wd"); len(got) != 2 || !got["2026-10-29T08:00:00Z"] {
 			t.Fatalf("ticks: %v, want Monday's and Thursday's", sortedKeys(got))
+		}
+	})
+}
+
+// TestListCalendarUsersPages: the users of a calendar (its triggers and
+// this manager's recurring jobs) come back as pages, in order, each user
+// once.
+func TestListCalendarUsersPages(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		_, ms, _ := calendarCluster(t, time.Date(2026, 10, 22, 12, 0, 0, 0, time.UTC), "k")
+		m := ms[0]
+		ctx := context.Background()
+		if _, err := m.Admin().PutCalendar(ctx, frCalendar(), 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"c", "a", "b"} {
+			if _, err := m.Admin().PutTrigger(ctx, &store.Trigger{Name: n, Kind: "k", Cron: "0 9 * * *", Calendar: "fr"}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.RegisterJob(mustJob(t, job.WithKind("rec"), job.WithExecutor(func() {}), job.WithInterval(time.Hour), job.WithCalendar("fr", ""))); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		pages := 0
+		for cursor := ""; ; pages++ {
+			page, err := m.Admin().ListCalendarUsers(ctx, "fr", cursor, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, page.Items...)
+			if page.Next == "" {
+				break
+			}
+			cursor = page.Next
+		}
+		want := `job "rec", trigger "a", trigger "b", trigger "c"`
+		if strings.Join(got, ", ") != want || pages != 1 {
+			t.Fatalf("users in %d pages after the first: %q; want %s in two pages", pages, got, want)
+		}
+		if _, err := m.Admin().ListCalendarUsers(ctx, "fr", "", -1); !errors.Is(err, store.ErrInvalid) {
+			t.Fatalf("a negative limit: %v; want ErrInvalid", err)
 		}
 	})
 }

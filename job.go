@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobkit/job/schedule"
 	"github.com/jobkit/job/store"
 )
 
@@ -42,7 +43,7 @@ type Job struct {
 	// The stored calendar a recurring job runs on (WithCalendar), and its
 	// policy; empty: none.
 	calendar  string
-	calPolicy CalendarPolicy
+	calPolicy schedule.Policy
 
 	// A job built from a stored definition naming an executor type
 	// (executortypes.go): the type, and the definition's version and

@@ -29,9 +29,5 @@ type Trigger = store.Trigger
 // Admin.PutCalendar).
 type Calendar = store.Calendar
 
-// GetCalendarRules is a calendar compiled for answering "is this day a
-// working day" (see Admin.GetCalendarRules).
-type CalendarRules = store.CalendarRules
-
 // NodeInfo is one node of the store's registry (see Admin.ListNodes).
 type NodeInfo = store.NodeInfo

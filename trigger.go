@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/jobkit/job/schedule"
 	"github.com/jobkit/job/store"
 )
 
@@ -305,7 +306,7 @@ type schedulerDeps struct {
 	// wake is rung when the stored triggers changed here (reload them).
 	wake <-chan struct{}
 	// calendarRules reads a stored calendar's rules.
-	calendarRules func(ctx context.Context, name string) (*store.CalendarRules, error)
+	calendarRules func(ctx context.Context, name string) (*schedule.Rules, error)
 	// cancel cancels an instance (a trigger's previous run, under the
 	// overlap policy replace).
 	cancel func(ctx context.Context, id string) error
@@ -342,14 +343,14 @@ type triggerState struct {
 	fails   int
 	// cal is the rules of t's calendar (nil without one, or while it is
 	// not stored: then nothing fires); calMissing says it was not found.
-	cal        *store.CalendarRules
+	cal        *schedule.Rules
 	calMissing bool
 }
 
 // next is the first tick of st's trigger after after, shaped by its
 // calendar.
 func (st *triggerState) next(after time.Time) (time.Time, error) {
-	return st.t.NextIn(after, st.cal)
+	return st.t.Spec().Next(after, st.cal)
 }
 
 // triggerBase is the time after which t's ticks are undecided by what is
@@ -527,7 +528,7 @@ func (s *scheduler) fireTrigger(st *triggerState, tick, now time.Time) error {
 	if cur.Paused || !cur.LastTick.Before(tick) || !cur.LastSkipped.Before(tick) || cur.UpdatedAt.After(tick) {
 		return nil // paused, fired or skipped already, or changed since the tick
 	}
-	if n, err := cur.NextIn(tick.Add(-time.Nanosecond), cal); err != nil || !n.Equal(tick) {
+	if n, err := cur.Spec().Next(tick.Add(-time.Nanosecond), cal); err != nil || !n.Equal(tick) {
 		return nil // not a tick of its current schedule
 	}
 	if skip, err := s.overlap(ctx, cur, tick, now); skip || err != nil {
@@ -665,13 +666,13 @@ func triggerTickKey(t *store.Trigger, tick time.Time) string {
 // (as ScheduleJob takes it); a kind with neither gets the defaults
 // (DefaultQueue), so its ticks wait there, visible, for a manager that
 // runs the kind.
-func (s *scheduler) triggerRecord(ctx context.Context, t *store.Trigger, cal *store.CalendarRules, tick, now time.Time) (*store.Instance, error) {
+func (s *scheduler) triggerRecord(ctx context.Context, t *store.Trigger, cal *schedule.Rules, tick, now time.Time) (*store.Instance, error) {
 	args := t.Args
 	if len(args) == 0 {
 		args = []byte("[]")
 	}
 	period := time.Minute
-	if n, err := t.NextIn(tick, cal); err == nil && !n.IsZero() {
+	if n, err := t.Spec().Next(tick, cal); err == nil && !n.IsZero() {
 		period = n.Sub(tick)
 	}
 	hold := max(time.Minute, 2*period)

@@ -429,7 +429,7 @@ func TestTriggerInvalid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := tr.NextTimes(time.Date(2026, 3, 27, 12, 0, 0, 0, time.UTC), 3) // a Friday
+	next, err := tr.Spec().NextTimes(time.Date(2026, 3, 27, 12, 0, 0, 0, time.UTC), 3, nil) // a Friday
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -286,34 +286,7 @@ func (m *Manager) execute(a *attempt) {
 			err = fmt.Errorf("%w: %q is not registered on node %s (registered: %v)", ErrUnknownKind, a.rec.Kind, m.node, m.reg.kinds())
 		}
 	} else {
-		args, derr := a.job.exec.decodeArgs(a.rec.Args)
-		if derr != nil {
-			err = Permanent(derr)
-		} else {
-			inst.args = valuesToAny(args)
-			inst.prog = m.newProgress(a.rec)
-			ctx := a.ctx
-			if a.timeout > 0 {
-				// The deadline the executor's ctx carries runs on real
-				// time. With another clock than SystemClock (a test's) the
-				// watchdog also cancels a.ctx, with the same cause, when
-				// the timeout passes on that clock.
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeoutCause(ctx, a.timeout, ErrTimeout)
-				defer cancel()
-			}
-			results, err = m.runAttempt(ctx, inst, func(ctx context.Context) ([]any, error) {
-				return a.job.exec.call(ctx, inst, args)
-			}, func(err error) error {
-				if err == nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
-					err = fmt.Errorf("%w after %v", ErrTimeout, a.timeout)
-				} else if err != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
-					err = fmt.Errorf("%w after %v: %w", ErrTimeout, a.timeout, err)
-				}
-				return err
-			})
-			err = m.verdict(a, inst, err)
-		}
+		results, err = m.runExecutor(a, inst)
 	}
 	ours := a.settle()
 	if !ours && !a.fenced() {
@@ -341,6 +314,39 @@ func (m *Manager) execute(a *attempt) {
 	if ours {
 		m.decided() // a fence decided it already
 	}
+}
+
+// runExecutor decodes a's arguments and runs its job's executor under
+// its timeout, returning what the executor returned and the attempt's
+// verdict on its error (execute's run of a registered kind).
+func (m *Manager) runExecutor(a *attempt, inst *instance) ([]any, error) {
+	args, derr := a.job.exec.decodeArgs(a.rec.Args)
+	if derr != nil {
+		return nil, Permanent(derr)
+	}
+	inst.args = valuesToAny(args)
+	inst.prog = m.newProgress(a.rec)
+	ctx := a.ctx
+	if a.timeout > 0 {
+		// The deadline the executor's ctx carries runs on real time. With
+		// another clock than SystemClock (a test's) the watchdog also
+		// cancels a.ctx, with the same cause, when the timeout passes on
+		// that clock.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, a.timeout, ErrTimeout)
+		defer cancel()
+	}
+	results, err := m.runAttempt(ctx, inst, func(ctx context.Context) ([]any, error) {
+		return a.job.exec.call(ctx, inst, args)
+	}, func(err error) error {
+		if err == nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
+			err = fmt.Errorf("%w after %v", ErrTimeout, a.timeout)
+		} else if err != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
+			err = fmt.Errorf("%w after %v: %w", ErrTimeout, a.timeout, err)
+		}
+		return err
+	})
+	return results, m.verdict(a, inst, err)
 }
 
 // giveUp decides a's end while its executor may still run: the caller

@@ -554,7 +554,7 @@ func (e *evaluator) ticks(rules []*Rule, triggers map[string]*store.Trigger, nex
 						base = b
 					}
 				}
-				if due, err := t.Next(base); err == nil && now.Sub(due) > missedGrace {
+				if due, err := t.Spec().Next(base, nil); err == nil && now.Sub(due) > missedGrace {
 					why = append(why, fmt.Sprintf("the tick of %s is %v late: no scheduler fired it", due.UTC().Format(time.RFC3339), now.Sub(due).Round(time.Second)))
 				}
 			}
@@ -571,7 +571,7 @@ func ticksBetween(t *store.Trigger, from, to time.Time) int {
 	n := 0
 	at := from
 	for n < 1000 {
-		nt, err := t.Next(at)
+		nt, err := t.Spec().Next(at, nil)
 		if err != nil || !nt.Before(to) {
 			return n
 		}

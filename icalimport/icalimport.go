@@ -26,6 +26,7 @@ import (
 	ical "github.com/emersion/go-ical"
 	"github.com/teambition/rrule-go"
 
+	"github.com/jobkit/job/schedule"
 	"github.com/jobkit/job/store"
 )
 
@@ -62,7 +63,7 @@ type Result struct {
 	TimeZone string
 	// Dates are the days off, sorted, each once (a day named by two
 	// events keeps the first name).
-	Dates []store.CalendarDate
+	Dates []schedule.Date
 	// Events is how many events were read.
 	Events int
 }
@@ -119,7 +120,7 @@ func Parse(r io.Reader, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("%w: import window ends (%v) before it starts (%v)", ErrInvalid, until, from)
 	}
 	seen := map[string]int{} // date (or "yearly:MM-DD") -> index in res.Dates
-	add := func(d store.CalendarDate) error {
+	add := func(d schedule.Date) error {
 		k := d.Date
 		if d.Yearly {
 			k = "yearly:" + d.Date[5:]
@@ -159,7 +160,7 @@ func Parse(r io.Reader, opts Options) (*Result, error) {
 }
 
 // readEvent adds the days off of ev.
-func readEvent(ev ical.Event, loc *time.Location, from, until time.Time, add func(store.CalendarDate) error) error {
+func readEvent(ev ical.Event, loc *time.Location, from, until time.Time, add func(schedule.Date) error) error {
 	name := ""
 	if p := ev.Props.Get(ical.PropSummary); p != nil {
 		name = p.Value
@@ -220,14 +221,14 @@ func readEvent(ev ical.Event, loc *time.Location, from, until time.Time, add fun
 	}
 	if rule == nil && len(rdates) == 0 {
 		for _, d := range days(start) {
-			if err := add(store.CalendarDate{Date: d, Name: name}); err != nil {
+			if err := add(schedule.Date{Date: d, Name: name}); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	if rule != nil && simplyYearly(rule, start) && allDay && span == 24*time.Hour && len(exdates) == 0 && len(rdates) == 0 {
-		return add(store.CalendarDate{Date: start.Format(time.DateOnly), Name: name, Yearly: true})
+		return add(schedule.Date{Date: start.Format(time.DateOnly), Name: name, Yearly: true})
 	}
 	set := &rrule.Set{}
 	if rule != nil {
@@ -248,7 +249,7 @@ func readEvent(ev ical.Event, loc *time.Location, from, until time.Time, add fun
 	}
 	for _, occ := range set.Between(from, until, true) {
 		for _, d := range days(occ) {
-			if err := add(store.CalendarDate{Date: d, Name: name}); err != nil {
+			if err := add(schedule.Date{Date: d, Name: name}); err != nil {
 				return err
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobkit/job/icalimport"
+	"github.com/jobkit/job/schedule"
 	"github.com/jobkit/job/store"
 )
 
@@ -28,7 +29,7 @@ func TestParseOfficeHolidays(t *testing.T) {
 	if res.Name != "France - office holidays" || res.TimeZone != "Europe/Paris" || res.Events != 9 {
 		t.Fatalf("name %q, zone %q, %d events; want the file's name, Europe/Paris, 9", res.Name, res.TimeZone, res.Events)
 	}
-	want := []store.CalendarDate{
+	want := []schedule.Date{
 		{Date: "2020-12-25", Name: "Noël", Yearly: true},
 		{Date: "2026-01-01", Name: "Jour de l'an", Yearly: true},
 		{Date: "2026-04-06", Name: "Lundi de Pâques"},

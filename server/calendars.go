@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	pb "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
 	"github.com/jobkit/job/icalimport"
+	"github.com/jobkit/job/schedule"
 	"github.com/jobkit/job/store"
 )
 
@@ -49,11 +51,11 @@ var weekdays = map[pb.Weekday]time.Weekday{
 var weekdaysBack = reverse(weekdays)
 
 // calendarPolicies maps the store's calendar policies to the API's.
-var calendarPolicies = map[store.CalendarPolicy]pb.CalendarPolicy{
-	"":                        pb.CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED,
-	store.CalendarWorkdays:    pb.CalendarPolicy_CALENDAR_POLICY_WORKDAYS,
-	store.CalendarSkipDates:   pb.CalendarPolicy_CALENDAR_POLICY_SKIP_DATES,
-	store.CalendarNextWorkday: pb.CalendarPolicy_CALENDAR_POLICY_NEXT_WORKDAY,
+var calendarPolicies = map[schedule.Policy]pb.CalendarPolicy{
+	"":                   pb.CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED,
+	schedule.Workdays:    pb.CalendarPolicy_CALENDAR_POLICY_WORKDAYS,
+	schedule.SkipDates:   pb.CalendarPolicy_CALENDAR_POLICY_SKIP_DATES,
+	schedule.NextWorkday: pb.CalendarPolicy_CALENDAR_POLICY_NEXT_WORKDAY,
 }
 
 var calendarPoliciesBack = reverse(calendarPolicies)
@@ -86,7 +88,7 @@ func calendarFromProto(p *pb.Calendar) (*store.Calendar, error) {
 	}
 	c.Workdays = days
 	for _, d := range p.GetDates() {
-		c.Dates = append(c.Dates, store.CalendarDate{Date: d.GetDate(), Name: d.GetName(), Yearly: d.GetYearly()})
+		c.Dates = append(c.Dates, schedule.Date{Date: d.GetDate(), Name: d.GetName(), Yearly: d.GetYearly()})
 	}
 	return c, nil
 }
@@ -106,68 +108,67 @@ func workdaysFromProto(ws []pb.Weekday) ([]time.Weekday, error) {
 // calendarResponse converts a stored calendar with the triggers and jobs
 // that run on it.
 func calendarResponse(ctx context.Context, c *store.Calendar) (*pb.Calendar, error) {
-	users, err := managerOf(ctx).Admin().ListCalendarUsers(ctx, c.Name)
-	if err != nil {
-		return nil, toConnect(err)
+	var users []string
+	for cursor := ""; ; {
+		page, err := managerOf(ctx).Admin().ListCalendarUsers(ctx, c.Name, cursor, 0)
+		if err != nil {
+			return nil, toConnect(err)
+		}
+		users = append(users, page.Items...)
+		if page.Next == "" {
+			return calendarToProto(c, users), nil
+		}
+		cursor = page.Next
 	}
-	return calendarToProto(c, users), nil
 }
 
 // CreateCalendar implements CalendarService.CreateCalendar.
 func (calendarService) CreateCalendar(ctx context.Context, req *connect.Request[pb.CreateCalendarRequest]) (*connect.Response[pb.CreateCalendarResponse], error) {
-	c, err := calendarFromProto(req.Msg.GetCalendar())
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	got, err := managerOf(ctx).Admin().PutCalendar(ctx, c, 0)
-	if errors.Is(err, store.ErrConflict) {
-		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("calendar %q exists already (%v); update it with UpdateCalendar, or delete it first", c.Name, err))
-	}
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	out, err := calendarResponse(ctx, got)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&pb.CreateCalendarResponse{Calendar: out}), nil
+	return adminCall(ctx, func(a *job.Admin) (*pb.CreateCalendarResponse, error) {
+		c, err := calendarFromProto(req.Msg.GetCalendar())
+		if err != nil {
+			return nil, err
+		}
+		got, err := a.PutCalendar(ctx, c, 0)
+		if errors.Is(err, store.ErrConflict) {
+			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("calendar %q exists already (%v); update it with UpdateCalendar, or delete it first", c.Name, err))
+		}
+		out, err := calendarOut(ctx)(got, err)
+		return &pb.CreateCalendarResponse{Calendar: out}, err
+	})
 }
 
 // GetCalendar implements CalendarService.GetCalendar.
 func (calendarService) GetCalendar(ctx context.Context, req *connect.Request[pb.GetCalendarRequest]) (*connect.Response[pb.GetCalendarResponse], error) {
-	if req.Msg.GetName() == "" {
-		return nil, invalid("name is required; send the calendar's name")
-	}
-	c, err := managerOf(ctx).Admin().GetCalendar(ctx, req.Msg.GetName())
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	out, err := calendarResponse(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&pb.GetCalendarResponse{Calendar: out}), nil
+	return adminCall(ctx, func(a *job.Admin) (*pb.GetCalendarResponse, error) {
+		if err := required(req.Msg.GetName(), "name", "the calendar's name"); err != nil {
+			return nil, err
+		}
+		out, err := calendarOut(ctx)(a.GetCalendar(ctx, req.Msg.GetName()))
+		return &pb.GetCalendarResponse{Calendar: out}, err
+	})
 }
 
 // ListCalendars implements CalendarService.ListCalendars, in name order;
 // the page token is the store's cursor.
 func (calendarService) ListCalendars(ctx context.Context, req *connect.Request[pb.ListCalendarsRequest]) (*connect.Response[pb.ListCalendarsResponse], error) {
-	size, err := pageSize(req.Msg.GetPageSize())
-	if err != nil {
-		return nil, err
-	}
-	size = min(size, store.MaxDocumentPage)
-	page, err := managerOf(ctx).Admin().ListCalendars(ctx, req.Msg.GetPageToken(), size)
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	out := &pb.ListCalendarsResponse{NextPageToken: page.Next, Calendars: make([]*pb.Calendar, len(page.Items))}
-	for i, c := range page.Items {
-		if out.Calendars[i], err = calendarResponse(ctx, c); err != nil {
+	return adminCall(ctx, func(a *job.Admin) (*pb.ListCalendarsResponse, error) {
+		size, err := pageSize(req.Msg.GetPageSize())
+		if err != nil {
 			return nil, err
 		}
-	}
-	return connect.NewResponse(out), nil
+		page, err := a.ListCalendars(ctx, req.Msg.GetPageToken(), min(size, store.MaxDocumentPage))
+		if err != nil {
+			return nil, err
+		}
+		out := &pb.ListCalendarsResponse{NextPageToken: page.Next, Calendars: make([]*pb.Calendar, len(page.Items))}
+		for i, c := range page.Items {
+			if out.Calendars[i], err = calendarResponse(ctx, c); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	})
 }
 
 // UpdateCalendar implements CalendarService.UpdateCalendar.
@@ -202,16 +203,15 @@ func (calendarService) UpdateCalendar(ctx context.Context, req *connect.Request[
 // DeleteCalendar implements CalendarService.DeleteCalendar: refused
 // (FailedPrecondition, naming them) while triggers run on it.
 func (calendarService) DeleteCalendar(ctx context.Context, req *connect.Request[pb.DeleteCalendarRequest]) (*connect.Response[pb.DeleteCalendarResponse], error) {
-	if req.Msg.GetName() == "" {
-		return nil, invalid("name is required; send the name of the calendar to delete")
-	}
-	if req.Msg.GetIfVersion() < 0 {
-		return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0", req.Msg.GetIfVersion()))
-	}
-	if err := managerOf(ctx).Admin().DeleteCalendar(ctx, req.Msg.GetName(), req.Msg.GetIfVersion()); err != nil {
-		return nil, toConnect(err)
-	}
-	return connect.NewResponse(&pb.DeleteCalendarResponse{}), nil
+	return adminCall(ctx, func(a *job.Admin) (*pb.DeleteCalendarResponse, error) {
+		if err := required(req.Msg.GetName(), "name", "the name of the calendar to delete"); err != nil {
+			return nil, err
+		}
+		if req.Msg.GetIfVersion() < 0 {
+			return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0", req.Msg.GetIfVersion()))
+		}
+		return &pb.DeleteCalendarResponse{}, a.DeleteCalendar(ctx, req.Msg.GetName(), req.Msg.GetIfVersion())
+	})
 }
 
 // ImportCalendar implements CalendarService.ImportCalendar: the file's
@@ -277,80 +277,95 @@ func (calendarService) ImportCalendar(ctx context.Context, req *connect.Request[
 
 // ListFireTimes implements CalendarService.ListFireTimes.
 func (calendarService) ListFireTimes(ctx context.Context, req *connect.Request[pb.ListFireTimesRequest]) (*connect.Response[pb.ListFireTimesResponse], error) {
-	r := req.Msg
-	n := int(r.GetCount())
-	switch {
-	case n < 0 || n > maxNextFireTimes:
-		return nil, invalid(fmt.Sprintf("count %d; send 0 (for %d) up to %d", n, defaultNextFireTimes, maxNextFireTimes))
-	case n == 0:
-		n = defaultNextFireTimes
-	}
-	m := managerOf(ctx)
-	var t *store.Trigger
+	return adminCall(ctx, func(a *job.Admin) (*pb.ListFireTimesResponse, error) {
+		r := req.Msg
+		n, err := fireTimesCount(r.GetCount(), "count")
+		if err != nil {
+			return nil, err
+		}
+		t, err := fireTimesTrigger(ctx, a, r)
+		if err != nil {
+			return nil, err
+		}
+		rules, err := fireTimesRules(ctx, a, r.GetCalendar(), t)
+		if err != nil {
+			return nil, err
+		}
+		after := time.Now()
+		if r.GetAfter() != nil {
+			after = r.GetAfter().AsTime()
+		}
+		fire, err := t.Spec().NextTimes(after, n, rules)
+		if err != nil {
+			return nil, err
+		}
+		until := after.AddDate(0, 0, 7)
+		if len(fire) > 0 {
+			until = fire[len(fire)-1]
+		}
+		out := &pb.ListFireTimesResponse{RawFireTimes: rawFireTimes(t, after, until)}
+		for _, f := range fire {
+			out.FireTimes = append(out.FireTimes, timestamppb.New(f))
+		}
+		return out, nil
+	})
+}
+
+// fireTimesTrigger returns the trigger a ListFireTimes asks about: the
+// stored one it names, or the one it sends, checked (with "preview" for
+// a missing name or kind, on the calendar it sends if any).
+func fireTimesTrigger(ctx context.Context, a *job.Admin, r *pb.ListFireTimesRequest) (*store.Trigger, error) {
 	switch {
 	case r.GetTriggerName() != "" && r.GetTrigger() != nil:
 		return nil, invalid("send trigger_name or trigger, not both")
 	case r.GetTriggerName() != "":
-		var err error
-		if t, err = m.Admin().GetTrigger(ctx, r.GetTriggerName()); err != nil {
-			return nil, toConnect(err)
-		}
-	case r.GetTrigger() != nil:
-		var err error
-		if t, err = triggerFromProto(r.GetTrigger()); err != nil {
-			return nil, toConnect(err)
-		}
-		if t.Name == "" {
-			t.Name = "preview"
-		}
-		if t.Kind == "" {
-			t.Kind = "preview"
-		}
-		if pc := r.GetCalendar(); pc != nil {
-			t.Calendar = pc.GetName()
-		}
-		if err := t.Validate(); err != nil {
-			return nil, toConnect(err)
-		}
-	default:
+		return a.GetTrigger(ctx, r.GetTriggerName())
+	case r.GetTrigger() == nil:
 		return nil, invalid("send trigger_name (a stored trigger) or trigger (one to try)")
 	}
-	after := time.Now()
-	if r.GetAfter() != nil {
-		after = r.GetAfter().AsTime()
+	t, err := triggerFromProto(r.GetTrigger())
+	if err != nil {
+		return nil, err
 	}
-	var rules *store.CalendarRules
+	t.Name, t.Kind = cmp.Or(t.Name, "preview"), cmp.Or(t.Kind, "preview")
 	if pc := r.GetCalendar(); pc != nil {
+		t.Calendar = pc.GetName()
+	}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// fireTimesRules returns the rules of the calendar a ListFireTimes sends
+// (pc, and t then runs on it), else of the stored one t names, else nil.
+func fireTimesRules(ctx context.Context, a *job.Admin, pc *pb.Calendar, t *store.Trigger) (*schedule.Rules, error) {
+	if pc != nil {
 		c, err := calendarFromProto(pc)
 		if err != nil {
-			return nil, toConnect(err)
-		}
-		if rules, err = c.Compile(); err != nil {
-			return nil, toConnect(err)
+			return nil, err
 		}
 		t.Calendar = c.Name
-	} else if t.Calendar != "" {
-		var err error
-		if rules, err = m.Admin().GetCalendarRules(ctx, t.Calendar); err != nil {
-			return nil, toConnect(fmt.Errorf("trigger %q: %w", t.Name, err))
-		}
+		return c.Compile()
 	}
-	fire, err := t.NextTimesIn(after, n, rules)
+	if t.Calendar == "" {
+		return nil, nil
+	}
+	rules, err := a.GetCalendarRules(ctx, t.Calendar)
 	if err != nil {
-		return nil, toConnect(err)
+		return nil, fmt.Errorf("trigger %q: %w", t.Name, err)
 	}
-	out := &pb.ListFireTimesResponse{}
-	for _, f := range fire {
-		out.FireTimes = append(out.FireTimes, timestamppb.New(f))
+	return rules, nil
+}
+
+// rawFireTimes returns t's ticks after after, up to until, without its
+// calendar (at most maxNextFireTimes).
+func rawFireTimes(t *store.Trigger, after, until time.Time) []*timestamppb.Timestamp {
+	raw := t.Spec()
+	raw.Calendar, raw.Policy = "", ""
+	var out []*timestamppb.Timestamp
+	for tk, err := raw.Next(after, nil); err == nil && !tk.IsZero() && !tk.After(until) && len(out) < maxNextFireTimes; tk, err = raw.Next(tk, nil) {
+		out = append(out, timestamppb.New(tk))
 	}
-	raw := *t
-	raw.Calendar, raw.CalendarPolicy = "", ""
-	until := after.AddDate(0, 0, 7)
-	if len(fire) > 0 {
-		until = fire[len(fire)-1]
-	}
-	for tk, err := raw.Next(after); err == nil && !tk.IsZero() && !tk.After(until) && len(out.RawFireTimes) < maxNextFireTimes; tk, err = raw.Next(tk) {
-		out.RawFireTimes = append(out.RawFireTimes, timestamppb.New(tk))
-	}
-	return connect.NewResponse(out), nil
+	return out
 }

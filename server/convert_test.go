@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/jobkit/job/api/gen/jobkit/v1"
+	"github.com/jobkit/job/schedule"
 	"github.com/jobkit/job/store"
 )
 
@@ -120,7 +121,7 @@ func TestTriggerRoundTrip(t *testing.T) {
 		Name: "nightly", Kind: "k", Args: []byte(`[1]`), Cron: "0 3 * * *", TimeZone: "Europe/Paris", Paused: true,
 		Overlap: store.OverlapForbid, Missed: store.MissedCatchUpOnce, CatchUpWithin: time.Hour,
 		LastTick: t0, LastInstanceID: "id", Skipped: 2, LastSkipped: t0.Add(-time.Hour), Version: 7,
-		CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0, Calendar: "fr", CalendarPolicy: store.CalendarNextWorkday,
+		CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0, Calendar: "fr", CalendarPolicy: schedule.NextWorkday,
 	}
 	p := triggerToProto(tr, []time.Time{t0.Add(time.Hour)})
 	allSet(t, p, "interval") // one of cron and interval
@@ -129,7 +130,7 @@ func TestTriggerRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &store.Trigger{Name: tr.Name, Kind: tr.Kind, Args: tr.Args, Cron: tr.Cron, TimeZone: tr.TimeZone, Paused: true,
-		Overlap: tr.Overlap, Missed: tr.Missed, CatchUpWithin: tr.CatchUpWithin, Calendar: "fr", CalendarPolicy: store.CalendarNextWorkday}
+		Overlap: tr.Overlap, Missed: tr.Missed, CatchUpWithin: tr.CatchUpWithin, Calendar: "fr", CalendarPolicy: schedule.NextWorkday}
 	if !reflect.DeepEqual(back, want) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", back, want)
 	}

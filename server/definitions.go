@@ -47,33 +47,36 @@ func (s definitionService) CreateDefinition(ctx context.Context, req *connect.Re
 
 // GetDefinition implements DefinitionService.GetDefinition.
 func (definitionService) GetDefinition(ctx context.Context, req *connect.Request[pb.GetDefinitionRequest]) (*connect.Response[pb.GetDefinitionResponse], error) {
-	if req.Msg.GetKind() == "" {
-		return nil, invalid("kind is required; send the kind whose definition to read")
-	}
-	d, err := managerOf(ctx).Admin().GetDefinition(ctx, req.Msg.GetKind())
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	return connect.NewResponse(&pb.GetDefinitionResponse{Definition: definitionToProto(d)}), nil
+	return adminCall(ctx, func(a *job.Admin) (*pb.GetDefinitionResponse, error) {
+		if err := required(req.Msg.GetKind(), "kind", "the kind whose definition to read"); err != nil {
+			return nil, err
+		}
+		d, err := a.GetDefinition(ctx, req.Msg.GetKind())
+		if err != nil {
+			return nil, err
+		}
+		return &pb.GetDefinitionResponse{Definition: definitionToProto(d)}, nil
+	})
 }
 
 // ListDefinitions implements DefinitionService.ListDefinitions. The page
 // token is the last kind of the previous page.
 func (definitionService) ListDefinitions(ctx context.Context, req *connect.Request[pb.ListDefinitionsRequest]) (*connect.Response[pb.ListDefinitionsResponse], error) {
-	size, err := pageSize(req.Msg.GetPageSize())
-	if err != nil {
-		return nil, err
-	}
-	size = min(size, store.MaxDefinitionsPage)
-	page, err := managerOf(ctx).Admin().ListDefinitions(ctx, req.Msg.GetPageToken(), size)
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	out := &pb.ListDefinitionsResponse{Definitions: make([]*pb.Definition, len(page.Items)), NextPageToken: page.Next}
-	for i, d := range page.Items {
-		out.Definitions[i] = definitionToProto(d)
-	}
-	return connect.NewResponse(out), nil
+	return adminCall(ctx, func(a *job.Admin) (*pb.ListDefinitionsResponse, error) {
+		size, err := pageSize(req.Msg.GetPageSize())
+		if err != nil {
+			return nil, err
+		}
+		page, err := a.ListDefinitions(ctx, req.Msg.GetPageToken(), min(size, store.MaxDefinitionsPage))
+		if err != nil {
+			return nil, err
+		}
+		out := &pb.ListDefinitionsResponse{Definitions: make([]*pb.Definition, len(page.Items)), NextPageToken: page.Next}
+		for i, d := range page.Items {
+			out.Definitions[i] = definitionToProto(d)
+		}
+		return out, nil
+	})
 }
 
 // UpdateDefinition implements DefinitionService.UpdateDefinition: NotFound
@@ -128,16 +131,15 @@ func (s definitionService) UpdateDefinition(ctx context.Context, req *connect.Re
 
 // DeleteDefinition implements DefinitionService.DeleteDefinition.
 func (definitionService) DeleteDefinition(ctx context.Context, req *connect.Request[pb.DeleteDefinitionRequest]) (*connect.Response[pb.DeleteDefinitionResponse], error) {
-	if req.Msg.GetKind() == "" {
-		return nil, invalid("kind is required; send the kind whose definition to delete")
-	}
-	if req.Msg.GetIfVersion() < 0 {
-		return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0 to delete whatever is stored", req.Msg.GetIfVersion()))
-	}
-	if err := managerOf(ctx).Admin().DeleteDefinition(ctx, req.Msg.GetKind(), req.Msg.GetIfVersion()); err != nil {
-		return nil, toConnect(err)
-	}
-	return connect.NewResponse(&pb.DeleteDefinitionResponse{}), nil
+	return adminCall(ctx, func(a *job.Admin) (*pb.DeleteDefinitionResponse, error) {
+		if err := required(req.Msg.GetKind(), "kind", "the kind whose definition to delete"); err != nil {
+			return nil, err
+		}
+		if req.Msg.GetIfVersion() < 0 {
+			return nil, invalid(fmt.Sprintf("if_version %d is negative; send the version read, or 0 to delete whatever is stored", req.Msg.GetIfVersion()))
+		}
+		return &pb.DeleteDefinitionResponse{}, a.DeleteDefinition(ctx, req.Msg.GetKind(), req.Msg.GetIfVersion())
+	})
 }
 
 // maxUpdateTries bounds the compare-and-set rounds of an update at any

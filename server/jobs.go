@@ -96,8 +96,8 @@ func scheduleOptions(req *pb.ScheduleRequest) (string, []job.ScheduleOption, err
 	return req.GetKind(), opts, nil
 }
 
-// schedule schedules one request on m.
-func schedule(ctx context.Context, m *job.Manager, req *pb.ScheduleRequest) (*pb.Instance, error) {
+// scheduleRequest schedules one request on m.
+func scheduleRequest(ctx context.Context, m *job.Manager, req *pb.ScheduleRequest) (*pb.Instance, error) {
 	kind, opts, err := scheduleOptions(req)
 	if err != nil {
 		return nil, err
@@ -111,7 +111,7 @@ func schedule(ctx context.Context, m *job.Manager, req *pb.ScheduleRequest) (*pb
 
 // Schedule implements JobService.Schedule.
 func (h jobService) Schedule(ctx context.Context, req *connect.Request[pb.ScheduleRequest]) (*connect.Response[pb.ScheduleResponse], error) {
-	inst, err := schedule(ctx, managerOf(ctx), req.Msg)
+	inst, err := scheduleRequest(ctx, managerOf(ctx), req.Msg)
 	if err != nil {
 		return nil, toConnect(err)
 	}

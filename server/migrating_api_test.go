@@ -26,22 +26,23 @@ import (
 )
 
 var (
-	_ func(server.Config) (*server.Server, error)                                                            = server.New
-	_ func(string, ...client.Option) (*client.Client, error)                                                 = client.New
-	_ func(*client.Client, context.Context, string, ...client.ScheduleOption) (*client.Instance, error)      = (*client.Client).ScheduleJob
-	_ func(*client.Client, context.Context) ([]*jobkitv1.Kind, error)                                        = (*client.Client).ListKinds
-	_ func(*client.Client, context.Context, *client.Query) (*job.Page[*client.Instance], error)              = (*client.Client).ListInstances
-	_ func(*client.Client, context.Context, *client.Query) iter.Seq2[*client.Instance, error]                = (*client.Client).AllInstances
-	_ func(*client.Client, context.Context, *client.Query, ...client.AdminOption) (client.BulkResult, error) = (*client.Client).CancelInstances
-	_ func(*client.Client, context.Context) (*jobkitv1.GetVersionResponse, error)                            = (*client.Client).GetVersion
-	_ string                                                                                                 = client.APIVersion
-	_ func(...metrics.Option) (*metrics.Collector, error)                                                    = metrics.New
-	_ func(metrics.Naming) metrics.Option                                                                    = metrics.WithNaming
-	_ metrics.Naming                                                                                         = metrics.GoJobNaming
-	_ func(*metrics.Collector, *job.Manager) error                                                           = (*metrics.Collector).ObserveManager
-	_ func(redis.UniversalClient, ...redisstore.Option) (*redisstore.Store, error)                           = redisstore.New
-	_ func(valkey.Client, ...valkeystore.Option) (*valkeystore.Store, error)                                 = valkeystore.New
-	_ func(*clientv3.Client, ...etcdstore.Option) (*etcdstore.Store, error)                                  = etcdstore.New
+	_ func(server.Config) (*server.Server, error)                                                           = server.New
+	_ func(string, ...client.Option) (*client.Client, error)                                                = client.New
+	_ func(*client.Client, context.Context, string, ...client.ScheduleOption) (*client.Instance, error)     = (*client.Client).ScheduleJob
+	_ func(*client.Client) *client.Admin                                                                    = (*client.Client).Admin
+	_ func(*client.Admin, context.Context) ([]*jobkitv1.Kind, error)                                        = (*client.Admin).ListKinds
+	_ func(*client.Client, context.Context, *client.Query) (*job.Page[*client.Instance], error)             = (*client.Client).ListInstances
+	_ func(*client.Client, context.Context, *client.Query) iter.Seq2[*client.Instance, error]               = (*client.Client).AllInstances
+	_ func(*client.Admin, context.Context, *client.Query, ...client.AdminOption) (client.BulkResult, error) = (*client.Admin).CancelInstances
+	_ func(*client.Client, context.Context) (*jobkitv1.GetVersionResponse, error)                           = (*client.Client).GetVersion
+	_ string                                                                                                = client.APIVersion
+	_ func(...metrics.Option) (*metrics.Collector, error)                                                   = metrics.New
+	_ func(metrics.Naming) metrics.Option                                                                   = metrics.WithNaming
+	_ metrics.Naming                                                                                        = metrics.GoJobNaming
+	_ func(*metrics.Collector, *job.Manager) error                                                          = (*metrics.Collector).ObserveManager
+	_ func(redis.UniversalClient, ...redisstore.Option) (*redisstore.Store, error)                          = redisstore.New
+	_ func(valkey.Client, ...valkeystore.Option) (*valkeystore.Store, error)                                = valkeystore.New
+	_ func(*clientv3.Client, ...etcdstore.Option) (*etcdstore.Store, error)                                 = etcdstore.New
 )
 
 // The guide: the server is an http.Handler.

@@ -41,81 +41,76 @@ func withNext(ctx context.Context, t *store.Trigger, n int) (*pb.Trigger, error)
 	return triggerToProto(t, next), nil
 }
 
-// triggerResponse converts a stored trigger with the default number of
-// next fire times.
-func triggerResponse(ctx context.Context, t *store.Trigger) (*pb.Trigger, error) {
-	out, err := withNext(ctx, t, defaultNextFireTimes)
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	return out, nil
-}
-
 // CreateTrigger implements TriggerService.CreateTrigger: a taken name is
 // AlreadyExists; an invalid cron spec, interval or time zone, or arguments
 // that do not fit the kind's executor (when it is registered on this
 // server), InvalidArgument.
 func (triggerService) CreateTrigger(ctx context.Context, req *connect.Request[pb.CreateTriggerRequest]) (*connect.Response[pb.CreateTriggerResponse], error) {
-	t, err := triggerFromProto(req.Msg.GetTrigger())
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	got, err := managerOf(ctx).Admin().PutTrigger(ctx, t, 0)
-	if errors.Is(err, store.ErrConflict) {
-		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("trigger %q exists already (%v); update it with UpdateTrigger, or delete it first", t.Name, err))
-	}
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	out, err := triggerResponse(ctx, got)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&pb.CreateTriggerResponse{Trigger: out}), nil
+	return adminCall(ctx, func(a *job.Admin) (*pb.CreateTriggerResponse, error) {
+		t, err := triggerFromProto(req.Msg.GetTrigger())
+		if err != nil {
+			return nil, err
+		}
+		got, err := a.PutTrigger(ctx, t, 0)
+		if errors.Is(err, store.ErrConflict) {
+			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("trigger %q exists already (%v); update it with UpdateTrigger, or delete it first", t.Name, err))
+		}
+		out, err := triggerOut(ctx)(got, err)
+		return &pb.CreateTriggerResponse{Trigger: out}, err
+	})
 }
 
 // GetTrigger implements TriggerService.GetTrigger.
 func (triggerService) GetTrigger(ctx context.Context, req *connect.Request[pb.GetTriggerRequest]) (*connect.Response[pb.GetTriggerResponse], error) {
-	if req.Msg.GetName() == "" {
-		return nil, invalid("name is required; send the trigger's name")
-	}
-	n := int(req.Msg.GetNextFireTimes())
+	return adminCall(ctx, func(a *job.Admin) (*pb.GetTriggerResponse, error) {
+		if err := required(req.Msg.GetName(), "name", "the trigger's name"); err != nil {
+			return nil, err
+		}
+		n, err := fireTimesCount(req.Msg.GetNextFireTimes(), "next_fire_times")
+		if err != nil {
+			return nil, err
+		}
+		t, err := a.GetTrigger(ctx, req.Msg.GetName())
+		if err != nil {
+			return nil, err
+		}
+		out, err := withNext(ctx, t, n)
+		return &pb.GetTriggerResponse{Trigger: out}, err
+	})
+}
+
+// fireTimesCount reads how many fire times a request asks for (its
+// field): 0 for defaultNextFireTimes, at most maxNextFireTimes.
+func fireTimesCount(n int32, field string) (int, error) {
 	switch {
 	case n < 0 || n > maxNextFireTimes:
-		return nil, invalid(fmt.Sprintf("next_fire_times %d; send 0 (for %d) up to %d", n, defaultNextFireTimes, maxNextFireTimes))
+		return 0, invalid(fmt.Sprintf("%s %d; send 0 (for %d) up to %d", field, n, defaultNextFireTimes, maxNextFireTimes))
 	case n == 0:
-		n = defaultNextFireTimes
+		return defaultNextFireTimes, nil
 	}
-	t, err := managerOf(ctx).Admin().GetTrigger(ctx, req.Msg.GetName())
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	out, err := withNext(ctx, t, n)
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	return connect.NewResponse(&pb.GetTriggerResponse{Trigger: out}), nil
+	return int(n), nil
 }
 
 // ListTriggers implements TriggerService.ListTriggers, in name order; the
 // page token is the store's.
 func (triggerService) ListTriggers(ctx context.Context, req *connect.Request[pb.ListTriggersRequest]) (*connect.Response[pb.ListTriggersResponse], error) {
-	size, err := pageSize(req.Msg.GetPageSize())
-	if err != nil {
-		return nil, err
-	}
-	size = min(size, store.MaxTriggerPage)
-	page, err := managerOf(ctx).Admin().ListTriggers(ctx, req.Msg.GetPageToken(), size)
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	out := &pb.ListTriggersResponse{NextPageToken: page.Next, Triggers: make([]*pb.Trigger, len(page.Items))}
-	for i, t := range page.Items {
-		if out.Triggers[i], err = triggerResponse(ctx, t); err != nil {
+	return adminCall(ctx, func(a *job.Admin) (*pb.ListTriggersResponse, error) {
+		size, err := pageSize(req.Msg.GetPageSize())
+		if err != nil {
 			return nil, err
 		}
-	}
-	return connect.NewResponse(out), nil
+		page, err := a.ListTriggers(ctx, req.Msg.GetPageToken(), min(size, store.MaxTriggerPage))
+		if err != nil {
+			return nil, err
+		}
+		out := &pb.ListTriggersResponse{NextPageToken: page.Next, Triggers: make([]*pb.Trigger, len(page.Items))}
+		for i, t := range page.Items {
+			if out.Triggers[i], err = withNext(ctx, t, defaultNextFireTimes); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	})
 }
 
 // UpdateTrigger implements TriggerService.UpdateTrigger: NotFound when
@@ -152,54 +147,43 @@ func (triggerService) UpdateTrigger(ctx context.Context, req *connect.Request[pb
 		}
 		break
 	}
-	out, err := triggerResponse(ctx, got)
+	out, err := triggerOut(ctx)(got, nil)
 	if err != nil {
-		return nil, err
+		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&pb.UpdateTriggerResponse{Trigger: out}), nil
 }
 
 // DeleteTrigger implements TriggerService.DeleteTrigger.
 func (triggerService) DeleteTrigger(ctx context.Context, req *connect.Request[pb.DeleteTriggerRequest]) (*connect.Response[pb.DeleteTriggerResponse], error) {
-	if req.Msg.GetName() == "" {
-		return nil, invalid("name is required; send the name of the trigger to delete")
-	}
-	if err := managerOf(ctx).Admin().DeleteTrigger(ctx, req.Msg.GetName()); err != nil {
-		return nil, toConnect(err)
-	}
-	return connect.NewResponse(&pb.DeleteTriggerResponse{}), nil
+	return adminCall(ctx, func(a *job.Admin) (*pb.DeleteTriggerResponse, error) {
+		if err := required(req.Msg.GetName(), "name", "the name of the trigger to delete"); err != nil {
+			return nil, err
+		}
+		return &pb.DeleteTriggerResponse{}, a.DeleteTrigger(ctx, req.Msg.GetName())
+	})
 }
 
 // PauseTrigger implements TriggerService.PauseTrigger.
 func (triggerService) PauseTrigger(ctx context.Context, req *connect.Request[pb.PauseTriggerRequest]) (*connect.Response[pb.PauseTriggerResponse], error) {
-	if req.Msg.GetName() == "" {
-		return nil, invalid("name is required; send the name of the trigger to pause")
-	}
-	t, err := managerOf(ctx).Admin().PauseTrigger(ctx, req.Msg.GetName())
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	out, err := triggerResponse(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&pb.PauseTriggerResponse{Trigger: out}), nil
+	return adminCall(ctx, func(a *job.Admin) (*pb.PauseTriggerResponse, error) {
+		if err := required(req.Msg.GetName(), "name", "the name of the trigger to pause"); err != nil {
+			return nil, err
+		}
+		out, err := triggerOut(ctx)(a.PauseTrigger(ctx, req.Msg.GetName()))
+		return &pb.PauseTriggerResponse{Trigger: out}, err
+	})
 }
 
 // ResumeTrigger implements TriggerService.ResumeTrigger.
 func (triggerService) ResumeTrigger(ctx context.Context, req *connect.Request[pb.ResumeTriggerRequest]) (*connect.Response[pb.ResumeTriggerResponse], error) {
-	if req.Msg.GetName() == "" {
-		return nil, invalid("name is required; send the name of the trigger to resume")
-	}
-	t, err := managerOf(ctx).Admin().ResumeTrigger(ctx, req.Msg.GetName())
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	out, err := triggerResponse(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&pb.ResumeTriggerResponse{Trigger: out}), nil
+	return adminCall(ctx, func(a *job.Admin) (*pb.ResumeTriggerResponse, error) {
+		if err := required(req.Msg.GetName(), "name", "the name of the trigger to resume"); err != nil {
+			return nil, err
+		}
+		out, err := triggerOut(ctx)(a.ResumeTrigger(ctx, req.Msg.GetName()))
+		return &pb.ResumeTriggerResponse{Trigger: out}, err
+	})
 }
 
 // RunTrigger implements TriggerService.RunTrigger: one instance of the

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/jobkit/job/schedule"
 )
 
 // CalendarCollection is the Documents collection calendars are stored
@@ -16,10 +18,11 @@ const CalendarCollection = "calendars"
 
 // Calendar says which days are working days, in a time zone: the working
 // weekdays, less the listed dates (holidays). A stored trigger or a
-// recurring job names a calendar and a CalendarPolicy to run only on
+// recurring job names a calendar and a schedule.Policy to run only on
 // working days, to skip the listed dates, or to move a run that falls on
 // a day off to the next working day. Calendars are data, kept as
-// documents (CalendarCollection) and edited at run time.
+// documents (CalendarCollection) and edited at run time; package
+// schedule computes with them (Compile).
 type Calendar struct {
 	// Name identifies the calendar; the name of its document. It follows
 	// the rules of a trigger's name (CheckTriggerName).
@@ -30,7 +33,7 @@ type Calendar struct {
 	// Workdays are the working weekdays, each once. At least one.
 	Workdays []time.Weekday `json:"workdays"`
 	// Dates are the days off besides the weekend: holidays, closures.
-	Dates []CalendarDate `json:"dates,omitempty"`
+	Dates []schedule.Date `json:"dates,omitempty"`
 	// Description is free text for people.
 	Description string `json:"description,omitempty"`
 
@@ -42,71 +45,13 @@ type Calendar struct {
 	UpdatedAt time.Time `json:"-"`
 }
 
-// CalendarDate is one day off of a calendar.
-type CalendarDate struct {
-	// Date is the day, "2026-12-25"; with Yearly, only its month and day
-	// count, from its year on (the year of Date is the first year).
-	Date string `json:"date"`
-	// Name says what the day is ("Christmas Day"), for people.
-	Name string `json:"name,omitempty"`
-	// Yearly makes the day off every year on the same month and day, from
-	// the year of Date on. 29 February falls only in leap years.
-	Yearly bool `json:"yearly,omitempty"`
-}
-
-// CalendarPolicy says how a calendar shapes a schedule's ticks.
-type CalendarPolicy string
-
-// The calendar policies.
-const (
-	// CalendarWorkdays fires only the ticks that fall on a working day
-	// (one of Workdays, not one of Dates); the others are skipped. The
-	// default when a calendar is named without a policy.
-	CalendarWorkdays CalendarPolicy = "workdays"
-	// CalendarSkipDates skips only the ticks that fall on one of Dates;
-	// weekends are not days off under it.
-	CalendarSkipDates CalendarPolicy = "skip-dates"
-	// CalendarNextWorkday moves a tick that falls on a day off to the next
-	// working day, at the same clock time in the calendar's zone. Moved
-	// ticks that land on the same time are one run (a daily tick moved off
-	// Saturday and Sunday runs once on Monday, together with Monday's
-	// own).
-	CalendarNextWorkday CalendarPolicy = "next-workday"
-)
-
 // Limits of calendars.
 const (
 	// MaxCalendarDates bounds the dates of one calendar.
 	MaxCalendarDates = 2000
 	// MaxCalendarDateName bounds the name of one date, in bytes.
 	MaxCalendarDateName = 200
-	// calendarHorizonDays is how far ahead Next looks for a working day
-	// before it says the schedule never fires: a little over five years.
-	calendarHorizonDays = 5*366 + 7
 )
-
-// CheckCalendarPolicy returns an error wrapping ErrInvalid unless p is a
-// known policy or empty (CalendarWorkdays).
-func CheckCalendarPolicy(p CalendarPolicy) error {
-	switch p {
-	case "", CalendarWorkdays, CalendarSkipDates, CalendarNextWorkday:
-		return nil
-	}
-	return fmt.Errorf("%w: unknown calendar policy %q; want %q, %q or %q", ErrInvalid, p, CalendarWorkdays, CalendarSkipDates, CalendarNextWorkday)
-}
-
-// ParseWeekday reads a weekday by its English name or its first three
-// letters, in any case ("mon", "Monday").
-func ParseWeekday(s string) (time.Weekday, error) {
-	l := strings.ToLower(strings.TrimSpace(s))
-	for d := time.Sunday; d <= time.Saturday; d++ {
-		n := strings.ToLower(d.String())
-		if l == n || l == n[:3] {
-			return d, nil
-		}
-	}
-	return 0, fmt.Errorf("%w: weekday %q; want a name such as \"mon\" or \"Monday\"", ErrInvalid, s)
-}
 
 // Validate checks a calendar before it is stored: a name, a known zone,
 // working weekdays each once, well-formed dates (each day once) within the
@@ -119,8 +64,8 @@ func (c *Calendar) Validate() error {
 }
 
 // Compile checks c (see Validate) and returns its rules, ready to judge
-// days.
-func (c *Calendar) Compile() (*CalendarRules, error) {
+// days and shape schedules (schedule.NewRules).
+func (c *Calendar) Compile() (*schedule.Rules, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil calendar", ErrInvalid)
 	}
@@ -130,26 +75,6 @@ func (c *Calendar) Compile() (*CalendarRules, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: calendar %q: %s", ErrInvalid, c.Name, fmt.Sprintf(format, args...))
 	}
-	r := &CalendarRules{name: c.Name, loc: time.UTC, dates: map[civil]string{}, yearly: map[[2]int]yearlyDate{}}
-	if c.TimeZone != "" {
-		loc, err := time.LoadLocation(c.TimeZone)
-		if err != nil {
-			return nil, bad("time zone %q: %v; use an IANA name such as \"Europe/Paris\"", c.TimeZone, err)
-		}
-		r.loc = loc
-	}
-	if len(c.Workdays) == 0 {
-		return nil, bad("no working weekday, so every day is off and a trigger on it would never fire; list the working weekdays (such as mon to fri)")
-	}
-	for _, d := range c.Workdays {
-		if d < time.Sunday || d > time.Saturday {
-			return nil, bad("weekday %d; want 0 (Sunday) to 6 (Saturday)", int(d))
-		}
-		if r.work[d] {
-			return nil, bad("weekday %v listed twice; list each once", d)
-		}
-		r.work[d] = true
-	}
 	if len(c.Dates) > MaxCalendarDates {
 		return nil, bad("%d dates; at most %d (split the calendar, or mark recurring days Yearly)", len(c.Dates), MaxCalendarDates)
 	}
@@ -157,29 +82,13 @@ func (c *Calendar) Compile() (*CalendarRules, error) {
 		return nil, bad("description of %d bytes; keep it within %d", len(c.Description), MaxDescriptionBytes)
 	}
 	for _, d := range c.Dates {
-		t, err := time.Parse(time.DateOnly, d.Date)
-		if err != nil {
-			return nil, bad("date %q: want YYYY-MM-DD, such as 2026-12-25", d.Date)
-		}
 		if len(d.Name) > MaxCalendarDateName || !utf8.ValidString(d.Name) || strings.ContainsFunc(d.Name, unicode.IsControl) {
 			return nil, bad("date %s: the name is longer than %d bytes or holds control characters", d.Date, MaxCalendarDateName)
 		}
-		day := civilOf(t)
-		if d.Yearly {
-			k := [2]int{int(day.m), day.d}
-			if _, dup := r.yearly[k]; dup {
-				return nil, bad("yearly date %s listed twice (the same month and day); list it once", d.Date)
-			}
-			r.yearly[k] = yearlyDate{from: day.y, name: d.Name}
-			continue
-		}
-		if _, dup := r.dates[day]; dup {
-			return nil, bad("date %s listed twice; list it once", d.Date)
-		}
-		r.dates[day] = d.Name
 	}
-	if !r.worksAgain() {
-		return nil, bad("every day from its last date on is off (the working weekdays all fall on its yearly dates), so a trigger on it would never fire; list fewer days off")
+	r, err := schedule.NewRules(c.Name, c.TimeZone, c.Workdays, c.Dates)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return r, nil
 }
@@ -211,251 +120,4 @@ func DecodeCalendar(d *Document) (*Calendar, error) {
 // that is not stored; it wraps ErrNotFound.
 func CalendarNotFound(name string) error {
 	return fmt.Errorf("%w: calendar %q is not stored; create it first (jobctl calendar create, or the CalendarService API)", ErrNotFound, name)
-}
-
-// civil is a day of the calendar, without a zone.
-type civil struct {
-	y int
-	m time.Month
-	d int
-}
-
-func civilOf(t time.Time) civil {
-	y, m, d := t.Date()
-	return civil{y, m, d}
-}
-
-// add returns the day n days after c.
-func (c civil) add(n int) civil {
-	return civilOf(time.Date(c.y, c.m, c.d+n, 12, 0, 0, 0, time.UTC))
-}
-
-func (c civil) weekday() time.Weekday {
-	return time.Date(c.y, c.m, c.d, 12, 0, 0, 0, time.UTC).Weekday()
-}
-
-func (c civil) after(o civil) bool {
-	return c.y > o.y || c.y == o.y && (c.m > o.m || c.m == o.m && c.d > o.d)
-}
-
-type yearlyDate struct {
-	from int // the first year
-	name string
-}
-
-// CalendarRules is a compiled Calendar: it judges days and shapes
-// schedules. It is immutable, safe for concurrent use.
-type CalendarRules struct {
-	name   string
-	loc    *time.Location
-	work   [7]bool
-	dates  map[civil]string
-	yearly map[[2]int]yearlyDate
-}
-
-// Name returns the calendar's name.
-func (r *CalendarRules) Name() string { return r.name }
-
-// Location returns the calendar's time zone.
-func (r *CalendarRules) Location() *time.Location { return r.loc }
-
-// dayOff reports whether day is one of the calendar's dates, and its
-// name.
-func (r *CalendarRules) dayOff(day civil) (string, bool) {
-	if n, ok := r.dates[day]; ok {
-		return n, true
-	}
-	if y, ok := r.yearly[[2]int{int(day.m), day.d}]; ok && day.y >= y.from {
-		return y.name, true
-	}
-	return "", false
-}
-
-// works reports whether day is a working day: a working weekday and not
-// a date off.
-func (r *CalendarRules) works(day civil) bool {
-	if !r.work[day.weekday()] {
-		return false
-	}
-	_, off := r.dayOff(day)
-	return !off
-}
-
-// IsWorkday reports whether t falls on a working day in the calendar's
-// zone.
-func (r *CalendarRules) IsWorkday(t time.Time) bool { return r.works(civilOf(t.In(r.loc))) }
-
-// DayOff reports whether t falls on one of the calendar's dates (in its
-// zone), and that date's name.
-func (r *CalendarRules) DayOff(t time.Time) (name string, off bool) {
-	return r.dayOff(civilOf(t.In(r.loc)))
-}
-
-// worksAgain reports whether some day after the last fixed date is a
-// working day, so the calendar never runs out of them. Weekdays and
-// yearly dates repeat every 400 years (146097 days, whole weeks), so one
-// such span tells.
-func (r *CalendarRules) worksAgain() bool {
-	start := civil{1970, time.January, 1}
-	for d := range r.dates {
-		if d.after(start) {
-			start = d
-		}
-	}
-	for y := range r.yearly {
-		if from := (civil{r.yearly[y].from, time.January, 1}); from.after(start) {
-			start = from
-		}
-	}
-	day := start.add(1)
-	if len(r.yearly) == 0 {
-		for range 7 {
-			if r.works(day) {
-				return true
-			}
-			day = day.add(1)
-		}
-		return false
-	}
-	for range 146097 {
-		if r.works(day) {
-			return true
-		}
-		day = day.add(1)
-	}
-	return false
-}
-
-// allows reports whether a tick at t fires as it is under policy p.
-func (r *CalendarRules) allows(t time.Time, p CalendarPolicy) bool {
-	day := civilOf(t.In(r.loc))
-	if p == CalendarSkipDates {
-		_, off := r.dayOff(day)
-		return !off
-	}
-	return r.works(day)
-}
-
-// startOf returns the first instant of day in the calendar's zone.
-func (r *CalendarRules) startOf(day civil) time.Time {
-	t := time.Date(day.y, day.m, day.d, 0, 0, 0, 0, r.loc)
-	if civilOf(t) != day { // midnight skipped by a DST change
-		t = time.Date(day.y, day.m, day.d, 1, 0, 0, 0, r.loc)
-	}
-	return t
-}
-
-// nextWorkday returns the first working day after day.
-func (r *CalendarRules) nextWorkday(day civil) (civil, bool) {
-	for range calendarHorizonDays {
-		day = day.add(1)
-		if r.works(day) {
-			return day, true
-		}
-	}
-	return civil{}, false
-}
-
-// moved returns where CalendarNextWorkday moves a tick at t that falls on
-// a day off: the next working day, at t's clock time in the calendar's
-// zone (a clock time a DST change skips that day is read as Go's
-// time.Date reads it, the same on every node).
-func (r *CalendarRules) moved(t time.Time) (time.Time, bool) {
-	lt := t.In(r.loc)
-	w, ok := r.nextWorkday(civilOf(lt))
-	if !ok {
-		return time.Time{}, false
-	}
-	return time.Date(w.y, w.m, w.d, lt.Hour(), lt.Minute(), lt.Second(), lt.Nanosecond(), r.loc).UTC(), true
-}
-
-// Next returns the first fire time after after of a schedule whose raw
-// ticks next gives (next(x) is the first tick after x, zero when there is
-// none), shaped by the calendar under policy p; zero when none is within
-// about five years. Under CalendarNextWorkday a tick that fell on a day
-// off before after may fire after it, moved.
-func (r *CalendarRules) Next(next func(time.Time) time.Time, after time.Time, p CalendarPolicy) time.Time {
-	if p == CalendarNextWorkday {
-		return r.nextMoved(next, after)
-	}
-	limit := after.AddDate(0, 0, calendarHorizonDays)
-	t := next(after)
-	for !t.IsZero() && t.Before(limit) {
-		if r.allows(t, p) {
-			return t.UTC()
-		}
-		// Skip the rest of the day off at once, not tick by tick.
-		day := civilOf(t.In(r.loc))
-		t = next(r.startOf(day.add(1)).Add(-time.Nanosecond))
-	}
-	return time.Time{}
-}
-
-// nextMoved is Next under CalendarNextWorkday. The ticks that can fire
-// first after after are those after it and those of the days off just
-// before its day (moved onto its day or later): it walks them from the
-// start of those days off, each day off costing one tick (the first
-// whose moved time is after after), and stops at the first working tick,
-// past which nothing fires earlier.
-func (r *CalendarRules) nextMoved(next func(time.Time) time.Time, after time.Time) time.Time {
-	aday := civilOf(after.In(r.loc))
-	from := after
-	first := aday
-	for range calendarHorizonDays {
-		prev := first.add(-1)
-		if r.works(prev) {
-			break
-		}
-		first = prev
-	}
-	if first != aday || !r.works(aday) {
-		from = r.startOf(first).Add(-time.Nanosecond)
-	}
-	limit := after.AddDate(0, 0, calendarHorizonDays)
-	var best time.Time
-	t := next(from)
-	for !t.IsZero() && t.Before(limit) && (best.IsZero() || !t.After(best)) {
-		if r.IsWorkday(t) {
-			if t.After(after) && (best.IsZero() || t.Before(best)) {
-				best = t
-			}
-			t = next(t)
-			continue
-		}
-		day := civilOf(t.In(r.loc))
-		if m, ok := r.moved(t); ok {
-			if !m.After(after) {
-				// Ticks of this day that move past after: those whose
-				// clock time is later than the moved one of t was, by as
-				// much as after is past it.
-				t = next(t.Add(after.Sub(m)))
-				if t.IsZero() || civilOf(t.In(r.loc)) != day {
-					continue
-				}
-				m, ok = r.moved(t)
-			}
-			if ok && m.After(after) && (best.IsZero() || m.Before(best)) {
-				best = m
-			}
-		}
-		t = next(r.startOf(day.add(1)).Add(-time.Nanosecond))
-	}
-	if best.IsZero() {
-		return best
-	}
-	return best.UTC()
-}
-
-// NextTimes returns the next n fire times after after (see Next).
-func (r *CalendarRules) NextTimes(next func(time.Time) time.Time, after time.Time, n int, p CalendarPolicy) []time.Time {
-	out := make([]time.Time, 0, max(n, 0))
-	for range n {
-		t := r.Next(next, after, p)
-		if t.IsZero() {
-			break
-		}
-		out = append(out, t)
-		after = t
-	}
-	return out
 }

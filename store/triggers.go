@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unicode"
 
-	"github.com/robfig/cron/v3"
+	"github.com/jobkit/job/schedule"
 )
 
 // Triggers keeps stored triggers: cron or interval schedules created at
@@ -112,11 +110,11 @@ type Trigger struct {
 	CatchUpWithin time.Duration `json:"catch_up_within,omitempty"`
 	// Calendar names a stored calendar (see Calendar) that shapes the
 	// ticks under CalendarPolicy; empty for none. Its ticks come from
-	// NextIn with the calendar's rules.
+	// Spec().Next with the calendar's rules (Calendar.Compile).
 	Calendar string `json:"calendar,omitempty"`
 	// CalendarPolicy says what the calendar does to the ticks; empty
-	// means CalendarWorkdays. Only with Calendar.
-	CalendarPolicy CalendarPolicy `json:"calendar_policy,omitempty"`
+	// means schedule.Workdays. Only with Calendar.
+	CalendarPolicy schedule.Policy `json:"calendar_policy,omitempty"`
 
 	// LastTick is the time of the last tick fired (an instance scheduled
 	// for it, by any node). Maintained by the engine.
@@ -226,10 +224,6 @@ func (p *DeleteTriggerParams) Validate() error {
 	return nil
 }
 
-// triggerCron parses the five or six fields or a descriptor, as the
-// engine's WithCronSpec does.
-var triggerCron = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 // CheckTriggerName returns an error wrapping ErrInvalid when name cannot
 // name a trigger.
 func CheckTriggerName(name string) error {
@@ -265,6 +259,14 @@ func (t *Trigger) Validate() error {
 	if a := bytes.TrimSpace(t.Args); len(a) > 0 && (a[0] != '[' || !json.Valid(a)) {
 		return bad("arguments %.40q are not a JSON array; encode them as one, e.g. [1, \"x\"]", t.Args)
 	}
+	if err := t.checkSchedule(bad); err != nil {
+		return err
+	}
+	return t.checkPolicies(bad)
+}
+
+// checkSchedule is Validate's check of the cron spec or interval.
+func (t *Trigger) checkSchedule(bad func(format string, args ...any) error) error {
 	switch {
 	case t.Cron != "" && t.Interval != 0:
 		return bad("both a cron spec and an interval; set one")
@@ -276,13 +278,16 @@ func (t *Trigger) Validate() error {
 		return bad("a time zone with an interval; intervals fall on multiples since the Unix epoch, drop the zone")
 	}
 	if t.Cron != "" {
-		if _, err := t.schedule(); err != nil {
+		if err := (schedule.Spec{Cron: t.Cron, TimeZone: t.TimeZone}).Check(); err != nil {
 			return bad("%v", err)
 		}
-		if n, _ := t.rawNext(time.Unix(0, 0)); n.IsZero() {
-			return bad("cron spec %q never fires (no such date)", t.Cron)
-		}
 	}
+	return nil
+}
+
+// checkPolicies is Validate's check of the overlap, missed-tick and
+// calendar policies.
+func (t *Trigger) checkPolicies(bad func(format string, args ...any) error) error {
 	switch t.Overlap {
 	case "", OverlapAllow, OverlapForbid, OverlapReplace:
 	default:
@@ -307,160 +312,18 @@ func (t *Trigger) Validate() error {
 		if err := CheckTriggerName(t.Calendar); err != nil {
 			return bad("calendar name: %v", err)
 		}
-		if err := CheckCalendarPolicy(t.CalendarPolicy); err != nil {
+		if err := schedule.CheckPolicy(t.CalendarPolicy); err != nil {
 			return bad("%v", err)
 		}
 	}
 	return nil
 }
 
-// schedules caches parsed cron specs by zone and spec (a parsed
-// schedule is immutable), so a scheduler that asks a trigger for its next
-// tick at every wake-up neither parses the spec nor loads the zone's
-// file again. It is emptied when it holds maxCachedSchedules.
-var (
-	schedules      sync.Map // zone + "\x00" + spec -> cron.Schedule
-	schedulesCount atomic.Int64
-)
-
-const maxCachedSchedules = 1024
-
-// schedule parses Cron in TimeZone, or returns the cached schedule.
-func (t *Trigger) schedule() (cron.Schedule, error) {
-	key := t.TimeZone + "\x00" + t.Cron
-	if s, ok := schedules.Load(key); ok {
-		return s.(cron.Schedule), nil
-	}
-	s, err := t.parseSchedule()
-	if err != nil {
-		return nil, err
-	}
-	if schedulesCount.Add(1) > maxCachedSchedules {
-		schedules.Clear()
-		schedulesCount.Store(1)
-	}
-	schedules.Store(key, s)
-	return s, nil
-}
-
-// parseSchedule parses Cron in TimeZone.
-func (t *Trigger) parseSchedule() (s cron.Schedule, err error) {
-	spec := strings.TrimSpace(t.Cron)
-	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
-		return nil, fmt.Errorf("cron spec %q has a time zone prefix; set TimeZone instead", t.Cron)
-	}
-	if strings.HasPrefix(spec, "@every") {
-		return nil, fmt.Errorf("cron spec %q is an interval; set Interval instead", t.Cron)
-	}
-	loc := time.UTC
-	if t.TimeZone != "" {
-		if loc, err = time.LoadLocation(t.TimeZone); err != nil {
-			return nil, fmt.Errorf("time zone %q: %v; use an IANA name such as \"Europe/Paris\"", t.TimeZone, err)
-		}
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			s, err = nil, fmt.Errorf("cron spec %q: parser panicked: %v", t.Cron, p)
-		}
-	}()
-	sched, err := triggerCron.Parse("CRON_TZ=" + loc.String() + " " + spec)
-	if err != nil {
-		return nil, fmt.Errorf("cron spec %q: %v", t.Cron, err)
-	}
-	return sched, nil
-}
-
-// Next returns the trigger's first tick after after, or the zero time
-// when its cron spec never fires again. It fails (ErrInvalid) on a
-// trigger Validate rejects, and on one that names a Calendar: its ticks
-// depend on the calendar, so they come from NextIn.
-func (t *Trigger) Next(after time.Time) (time.Time, error) {
-	if t.Calendar != "" {
-		return time.Time{}, fmt.Errorf("%w: trigger %q runs on calendar %q: compute its ticks with NextIn and the calendar's rules", ErrInvalid, t.Name, t.Calendar)
-	}
-	return t.rawNext(after)
-}
-
-// NextIn returns the trigger's first fire time after after, shaped by its
-// calendar, whose rules cal are (Calendar.Compile): the zero time when it
-// never fires again (within about five years). A trigger without a
-// Calendar ignores cal. A trigger that names one with a nil cal fails
-// with an error wrapping ErrNotFound (the calendar is not stored); with
-// the rules of another calendar, ErrInvalid.
-func (t *Trigger) NextIn(after time.Time, cal *CalendarRules) (time.Time, error) {
-	if t.Calendar == "" {
-		return t.rawNext(after)
-	}
-	if cal == nil {
-		return time.Time{}, fmt.Errorf("trigger %q: %w", t.Name, CalendarNotFound(t.Calendar))
-	}
-	if cal.Name() != t.Calendar {
-		return time.Time{}, fmt.Errorf("%w: trigger %q runs on calendar %q, not %q", ErrInvalid, t.Name, t.Calendar, cal.Name())
-	}
-	if _, err := t.rawNext(after); err != nil {
-		return time.Time{}, err
-	}
-	raw := func(x time.Time) time.Time { n, _ := t.rawNext(x); return n }
-	p := t.CalendarPolicy
-	if p == "" {
-		p = CalendarWorkdays
-	}
-	return cal.Next(raw, after, p), nil
-}
-
-// NextTimesIn returns the next n fire times after after (fewer when the
-// trigger stops firing), shaped by its calendar (see NextIn).
-func (t *Trigger) NextTimesIn(after time.Time, n int, cal *CalendarRules) ([]time.Time, error) {
-	return nextTimes(after, n, func(x time.Time) (time.Time, error) { return t.NextIn(x, cal) })
-}
-
-// nextTimes calls next from after on, each time from the time it gave,
-// up to n times or until it gives the zero time (no more ticks).
-func nextTimes(after time.Time, n int, next func(time.Time) (time.Time, error)) ([]time.Time, error) {
-	out := make([]time.Time, 0, max(n, 0))
-	for range n {
-		t, err := next(after)
-		if err != nil {
-			return nil, err
-		}
-		if t.IsZero() {
-			break
-		}
-		out = append(out, t)
-		after = t
-	}
-	return out, nil
-}
-
-// rawNext is Next without the calendar.
-func (t *Trigger) rawNext(after time.Time) (time.Time, error) {
-	if t.Interval > 0 {
-		n := after.UnixNano()
-		d := int64(t.Interval)
-		q := n / d
-		if n < 0 && n%d != 0 {
-			q-- // floor, so a tick before the epoch is a multiple too
-		}
-		return time.Unix(0, (q+1)*d).UTC(), nil
-	}
-	if t.Cron == "" {
-		return time.Time{}, fmt.Errorf("%w: trigger %q has no schedule", ErrInvalid, t.Name)
-	}
-	s, err := t.schedule()
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: trigger %q: %v", ErrInvalid, t.Name, err)
-	}
-	n := s.Next(after)
-	if n.IsZero() {
-		return n, nil
-	}
-	return n.UTC(), nil
-}
-
-// NextTimes returns the next n ticks after after (fewer when a cron spec
-// stops firing).
-func (t *Trigger) NextTimes(after time.Time, n int) ([]time.Time, error) {
-	return nextTimes(after, n, t.Next)
+// Spec returns the trigger's schedule: its cron spec or interval and
+// its calendar. Its ticks are Spec().Next(after, rules), with the rules
+// of its calendar when it names one (Calendar.Compile), nil otherwise.
+func (t *Trigger) Spec() schedule.Spec {
+	return schedule.Spec{Cron: t.Cron, TimeZone: t.TimeZone, Interval: t.Interval, Calendar: t.Calendar, Policy: t.CalendarPolicy}
 }
 
 // Clone returns a deep copy of t.

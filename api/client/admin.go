@@ -10,6 +10,21 @@ import (
 	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 )
 
+// Admin holds the operator's calls, as job.Admin does for a Manager
+// (after asynq's Inspector): definitions, triggers and their fire
+// times, calendars, queues, kinds and nodes, the bulk operations, and
+// the alert service's rules, silences, incidents, channels and
+// notifications. Client keeps what an application calls every day:
+// schedule, get, list and watch its instances, and cancel, retry or
+// delete one. An Admin is a view of its Client (same connection, token
+// and namespace): it costs nothing to get and needs no closing.
+type Admin struct {
+	c *Client
+}
+
+// Admin returns the client's operator calls.
+func (c *Client) Admin() *Admin { return &Admin{c: c} }
+
 // AdminOption configures RetryInstance and the bulk operations; the names
 // are those of package job.
 type AdminOption func(*adminConfig)
@@ -74,9 +89,9 @@ func (c *Client) RetryInstance(ctx context.Context, id string, opts ...AdminOpti
 	if id == "" {
 		return nil, invalid(op, fmt.Errorf("empty instance ID"))
 	}
-	a := adminOpts(opts)
+	o := adminOpts(opts)
 	res, err := c.jobs.RetryInstance(ctx, connect.NewRequest(&jobkitv1.RetryInstanceRequest{
-		Id: id, ResetAttempts: a.reset, RunAt: tsOrNil(a.runAt),
+		Id: id, ResetAttempts: o.reset, RunAt: tsOrNil(o.runAt),
 	}))
 	if err != nil {
 		return nil, wrap(op, err)
@@ -96,10 +111,11 @@ func (c *Client) DeleteInstance(ctx context.Context, id string) error {
 
 // CancelInstances cancels every instance q selects (kind, queue, states,
 // labels, creation time range).
-func (c *Client) CancelInstances(ctx context.Context, q *Query, opts ...AdminOption) (BulkResult, error) {
-	a := adminOpts(opts)
+func (a *Admin) CancelInstances(ctx context.Context, q *Query, opts ...AdminOption) (BulkResult, error) {
+	c := a.c
+	o := adminOpts(opts)
 	res, err := c.jobs.CancelInstances(ctx, connect.NewRequest(&jobkitv1.CancelInstancesRequest{
-		Filter: q.orEmpty().filter(), All: a.all,
+		Filter: q.orEmpty().filter(), All: o.all,
 	}))
 	if err != nil {
 		return BulkResult{}, wrap("cancel instances", err)
@@ -108,10 +124,11 @@ func (c *Client) CancelInstances(ctx context.Context, q *Query, opts ...AdminOpt
 }
 
 // RetryInstances retries every finished instance q selects.
-func (c *Client) RetryInstances(ctx context.Context, q *Query, opts ...AdminOption) (BulkResult, error) {
-	a := adminOpts(opts)
+func (a *Admin) RetryInstances(ctx context.Context, q *Query, opts ...AdminOption) (BulkResult, error) {
+	c := a.c
+	o := adminOpts(opts)
 	res, err := c.jobs.RetryInstances(ctx, connect.NewRequest(&jobkitv1.RetryInstancesRequest{
-		Filter: q.orEmpty().filter(), All: a.all, ResetAttempts: a.reset, RunAt: tsOrNil(a.runAt),
+		Filter: q.orEmpty().filter(), All: o.all, ResetAttempts: o.reset, RunAt: tsOrNil(o.runAt),
 	}))
 	if err != nil {
 		return BulkResult{}, wrap("retry instances", err)
@@ -120,10 +137,11 @@ func (c *Client) RetryInstances(ctx context.Context, q *Query, opts ...AdminOpti
 }
 
 // DeleteInstances deletes every instance q selects.
-func (c *Client) DeleteInstances(ctx context.Context, q *Query, opts ...AdminOption) (BulkResult, error) {
-	a := adminOpts(opts)
+func (a *Admin) DeleteInstances(ctx context.Context, q *Query, opts ...AdminOption) (BulkResult, error) {
+	c := a.c
+	o := adminOpts(opts)
 	res, err := c.jobs.DeleteInstances(ctx, connect.NewRequest(&jobkitv1.DeleteInstancesRequest{
-		Filter: q.orEmpty().filter(), All: a.all,
+		Filter: q.orEmpty().filter(), All: o.all,
 	}))
 	if err != nil {
 		return BulkResult{}, wrap("delete instances", err)

@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	job "github.com/jobkit/job"
 	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
 )
 
@@ -13,7 +14,8 @@ import (
 // a kind, queue, trigger or channel it references that does not exist,
 // CodeInvalidArgument for a bad threshold, CodeAlreadyExists for a taken
 // name.
-func (c *Client) CreateAlertRule(ctx context.Context, r *jobkitv1.AlertRule) (*jobkitv1.AlertRule, error) {
+func (a *Admin) CreateAlertRule(ctx context.Context, r *jobkitv1.AlertRule) (*jobkitv1.AlertRule, error) {
+	c := a.c
 	res, err := c.alerts.CreateRule(ctx, connect.NewRequest(&jobkitv1.CreateRuleRequest{Rule: r}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("create alert rule %q", r.GetName()), err)
@@ -23,7 +25,8 @@ func (c *Client) CreateAlertRule(ctx context.Context, r *jobkitv1.AlertRule) (*j
 
 // UpdateAlertRule replaces an alert rule if its stored version is
 // ifVersion (0: any).
-func (c *Client) UpdateAlertRule(ctx context.Context, r *jobkitv1.AlertRule, ifVersion int64) (*jobkitv1.AlertRule, error) {
+func (a *Admin) UpdateAlertRule(ctx context.Context, r *jobkitv1.AlertRule, ifVersion int64) (*jobkitv1.AlertRule, error) {
+	c := a.c
 	res, err := c.alerts.UpdateRule(ctx, connect.NewRequest(&jobkitv1.UpdateRuleRequest{Rule: r, IfVersion: ifVersion}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("update alert rule %q", r.GetName()), err)
@@ -32,7 +35,8 @@ func (c *Client) UpdateAlertRule(ctx context.Context, r *jobkitv1.AlertRule, ifV
 }
 
 // GetAlertRule returns the alert rule named name.
-func (c *Client) GetAlertRule(ctx context.Context, name string) (*jobkitv1.AlertRule, error) {
+func (a *Admin) GetAlertRule(ctx context.Context, name string) (*jobkitv1.AlertRule, error) {
+	c := a.c
 	res, err := c.alerts.GetRule(ctx, connect.NewRequest(&jobkitv1.GetRuleRequest{Name: name}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("get alert rule %q", name), err)
@@ -41,7 +45,8 @@ func (c *Client) GetAlertRule(ctx context.Context, name string) (*jobkitv1.Alert
 }
 
 // ListAlertRules lists every alert rule.
-func (c *Client) ListAlertRules(ctx context.Context) ([]*jobkitv1.AlertRule, error) {
+func (a *Admin) ListAlertRules(ctx context.Context) ([]*jobkitv1.AlertRule, error) {
+	c := a.c
 	res, err := c.alerts.ListRules(ctx, connect.NewRequest(&jobkitv1.ListRulesRequest{}))
 	if err != nil {
 		return nil, wrap("list alert rules", err)
@@ -50,13 +55,15 @@ func (c *Client) ListAlertRules(ctx context.Context) ([]*jobkitv1.AlertRule, err
 }
 
 // DeleteAlertRule removes an alert rule; its open incidents resolve.
-func (c *Client) DeleteAlertRule(ctx context.Context, name string) error {
+func (a *Admin) DeleteAlertRule(ctx context.Context, name string) error {
+	c := a.c
 	_, err := c.alerts.DeleteRule(ctx, connect.NewRequest(&jobkitv1.DeleteRuleRequest{Name: name}))
 	return wrap(fmt.Sprintf("delete alert rule %q", name), err)
 }
 
 // CreateSilence mutes a rule, or every rule about a kind, until its end.
-func (c *Client) CreateSilence(ctx context.Context, s *jobkitv1.Silence) (*jobkitv1.Silence, error) {
+func (a *Admin) CreateSilence(ctx context.Context, s *jobkitv1.Silence) (*jobkitv1.Silence, error) {
+	c := a.c
 	res, err := c.alerts.CreateSilence(ctx, connect.NewRequest(&jobkitv1.CreateSilenceRequest{Silence: s}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("create silence %q", s.GetName()), err)
@@ -65,7 +72,8 @@ func (c *Client) CreateSilence(ctx context.Context, s *jobkitv1.Silence) (*jobki
 }
 
 // ListSilences lists the stored silences.
-func (c *Client) ListSilences(ctx context.Context) ([]*jobkitv1.Silence, error) {
+func (a *Admin) ListSilences(ctx context.Context) ([]*jobkitv1.Silence, error) {
+	c := a.c
 	res, err := c.alerts.ListSilences(ctx, connect.NewRequest(&jobkitv1.ListSilencesRequest{}))
 	if err != nil {
 		return nil, wrap("list silences", err)
@@ -74,14 +82,16 @@ func (c *Client) ListSilences(ctx context.Context) ([]*jobkitv1.Silence, error) 
 }
 
 // DeleteSilence removes a silence.
-func (c *Client) DeleteSilence(ctx context.Context, name string) error {
+func (a *Admin) DeleteSilence(ctx context.Context, name string) error {
+	c := a.c
 	_, err := c.alerts.DeleteSilence(ctx, connect.NewRequest(&jobkitv1.DeleteSilenceRequest{Name: name}))
 	return wrap(fmt.Sprintf("delete silence %q", name), err)
 }
 
 // ListIncidents lists the incidents in state ("open", "resolved", or "" for
 // both), most recently opened first.
-func (c *Client) ListIncidents(ctx context.Context, state string) ([]*jobkitv1.Incident, error) {
+func (a *Admin) ListIncidents(ctx context.Context, state string) ([]*jobkitv1.Incident, error) {
+	c := a.c
 	res, err := c.alerts.ListIncidents(ctx, connect.NewRequest(&jobkitv1.ListIncidentsRequest{State: state}))
 	if err != nil {
 		return nil, wrap("list incidents", err)
@@ -90,7 +100,8 @@ func (c *Client) ListIncidents(ctx context.Context, state string) ([]*jobkitv1.I
 }
 
 // GetIncident returns an incident with its notifications, newest first.
-func (c *Client) GetIncident(ctx context.Context, id string) (*jobkitv1.GetIncidentResponse, error) {
+func (a *Admin) GetIncident(ctx context.Context, id string) (*jobkitv1.GetIncidentResponse, error) {
+	c := a.c
 	res, err := c.alerts.GetIncident(ctx, connect.NewRequest(&jobkitv1.GetIncidentRequest{Id: id}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("get incident %q", id), err)
@@ -99,7 +110,8 @@ func (c *Client) GetIncident(ctx context.Context, id string) (*jobkitv1.GetIncid
 }
 
 // CreateChannel stores a notification channel.
-func (c *Client) CreateChannel(ctx context.Context, ch *jobkitv1.Channel) (*jobkitv1.Channel, error) {
+func (a *Admin) CreateChannel(ctx context.Context, ch *jobkitv1.Channel) (*jobkitv1.Channel, error) {
+	c := a.c
 	res, err := c.alerts.CreateChannel(ctx, connect.NewRequest(&jobkitv1.CreateChannelRequest{Channel: ch}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("create channel %q", ch.GetName()), err)
@@ -109,7 +121,8 @@ func (c *Client) CreateChannel(ctx context.Context, ch *jobkitv1.Channel) (*jobk
 
 // UpdateChannel replaces a channel if its stored version is ifVersion (0:
 // any).
-func (c *Client) UpdateChannel(ctx context.Context, ch *jobkitv1.Channel, ifVersion int64) (*jobkitv1.Channel, error) {
+func (a *Admin) UpdateChannel(ctx context.Context, ch *jobkitv1.Channel, ifVersion int64) (*jobkitv1.Channel, error) {
+	c := a.c
 	res, err := c.alerts.UpdateChannel(ctx, connect.NewRequest(&jobkitv1.UpdateChannelRequest{Channel: ch, IfVersion: ifVersion}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("update channel %q", ch.GetName()), err)
@@ -118,7 +131,8 @@ func (c *Client) UpdateChannel(ctx context.Context, ch *jobkitv1.Channel, ifVers
 }
 
 // GetChannel returns a channel with its delivery status.
-func (c *Client) GetChannel(ctx context.Context, name string) (*jobkitv1.Channel, error) {
+func (a *Admin) GetChannel(ctx context.Context, name string) (*jobkitv1.Channel, error) {
+	c := a.c
 	res, err := c.alerts.GetChannel(ctx, connect.NewRequest(&jobkitv1.GetChannelRequest{Name: name}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("get channel %q", name), err)
@@ -127,7 +141,8 @@ func (c *Client) GetChannel(ctx context.Context, name string) (*jobkitv1.Channel
 }
 
 // ListChannels lists the channels with their delivery status.
-func (c *Client) ListChannels(ctx context.Context) ([]*jobkitv1.Channel, error) {
+func (a *Admin) ListChannels(ctx context.Context) ([]*jobkitv1.Channel, error) {
+	c := a.c
 	res, err := c.alerts.ListChannels(ctx, connect.NewRequest(&jobkitv1.ListChannelsRequest{}))
 	if err != nil {
 		return nil, wrap("list channels", err)
@@ -136,14 +151,16 @@ func (c *Client) ListChannels(ctx context.Context) ([]*jobkitv1.Channel, error) 
 }
 
 // DeleteChannel removes a channel no rule names.
-func (c *Client) DeleteChannel(ctx context.Context, name string) error {
+func (a *Admin) DeleteChannel(ctx context.Context, name string) error {
+	c := a.c
 	_, err := c.alerts.DeleteChannel(ctx, connect.NewRequest(&jobkitv1.DeleteChannelRequest{Name: name}))
 	return wrap(fmt.Sprintf("delete channel %q", name), err)
 }
 
 // TestChannel sends a test notification through a channel now;
 // CodeUnavailable with the channel's answer when it refused.
-func (c *Client) TestChannel(ctx context.Context, name string) (*jobkitv1.Notification, error) {
+func (a *Admin) TestChannel(ctx context.Context, name string) (*jobkitv1.Notification, error) {
+	c := a.c
 	res, err := c.alerts.TestChannel(ctx, connect.NewRequest(&jobkitv1.TestChannelRequest{Name: name}))
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("test channel %q", name), err)
@@ -152,13 +169,14 @@ func (c *Client) TestChannel(ctx context.Context, name string) (*jobkitv1.Notifi
 }
 
 // ListNotifications returns a page of the notification history, newest first
-// (pageSize 0: 100), of one incident when incident is set.
-func (c *Client) ListNotifications(ctx context.Context, pageSize int, pageToken, incident string) (*jobkitv1.ListNotificationsResponse, error) {
-	res, err := c.alerts.ListNotifications(ctx, connect.NewRequest(&jobkitv1.ListNotificationsRequest{
+// (pageSize 0: 100), of one incident when incident is set, with the next
+// page's token in Next ("" after the last).
+func (a *Admin) ListNotifications(ctx context.Context, pageSize int, pageToken, incident string) (*job.Page[*jobkitv1.Notification], error) {
+	res, err := a.c.alerts.ListNotifications(ctx, connect.NewRequest(&jobkitv1.ListNotificationsRequest{
 		PageSize: int32(pageSize), PageToken: pageToken, Incident: incident,
 	}))
 	if err != nil {
 		return nil, wrap("list notifications", err)
 	}
-	return res.Msg, nil
+	return &job.Page[*jobkitv1.Notification]{Items: res.Msg.GetNotifications(), Next: res.Msg.GetNextPageToken()}, nil
 }

@@ -11,7 +11,8 @@ import (
 
 // ListQueues returns every queue with its counts by state, its lag and
 // whether it is paused.
-func (c *Client) ListQueues(ctx context.Context) ([]*jobkitv1.Queue, error) {
+func (a *Admin) ListQueues(ctx context.Context) ([]*jobkitv1.Queue, error) {
+	c := a.c
 	res, err := c.queues.ListQueues(ctx, connect.NewRequest(&jobkitv1.ListQueuesRequest{}))
 	if err != nil {
 		return nil, wrap("list queues", err)
@@ -21,7 +22,8 @@ func (c *Client) ListQueues(ctx context.Context) ([]*jobkitv1.Queue, error) {
 
 // PauseQueue stops claims from the queue on every node; its instances
 // wait. It returns the queue after the change.
-func (c *Client) PauseQueue(ctx context.Context, name string) (*jobkitv1.Queue, error) {
+func (a *Admin) PauseQueue(ctx context.Context, name string) (*jobkitv1.Queue, error) {
+	c := a.c
 	op := fmt.Sprintf("pause queue %q", name)
 	if name == "" {
 		return nil, invalid(op, fmt.Errorf("empty queue name"))
@@ -34,7 +36,8 @@ func (c *Client) PauseQueue(ctx context.Context, name string) (*jobkitv1.Queue, 
 }
 
 // ResumeQueue lets nodes claim from a paused queue again.
-func (c *Client) ResumeQueue(ctx context.Context, name string) (*jobkitv1.Queue, error) {
+func (a *Admin) ResumeQueue(ctx context.Context, name string) (*jobkitv1.Queue, error) {
+	c := a.c
 	op := fmt.Sprintf("resume queue %q", name)
 	if name == "" {
 		return nil, invalid(op, fmt.Errorf("empty queue name"))
@@ -48,7 +51,8 @@ func (c *Client) ResumeQueue(ctx context.Context, name string) (*jobkitv1.Queue,
 
 // ListKinds returns every job kind the store has seen, with its counts and
 // lag.
-func (c *Client) ListKinds(ctx context.Context) ([]*jobkitv1.Kind, error) {
+func (a *Admin) ListKinds(ctx context.Context) ([]*jobkitv1.Kind, error) {
+	c := a.c
 	res, err := c.queues.ListKinds(ctx, connect.NewRequest(&jobkitv1.ListKindsRequest{}))
 	if err != nil {
 		return nil, wrap("list kinds", err)
@@ -58,7 +62,8 @@ func (c *Client) ListKinds(ctx context.Context) ([]*jobkitv1.Kind, error) {
 
 // ListNodes returns the nodes sharing the server's store: live ones and
 // those gone recently.
-func (c *Client) ListNodes(ctx context.Context) ([]*jobkitv1.Node, error) {
+func (a *Admin) ListNodes(ctx context.Context) ([]*jobkitv1.Node, error) {
+	c := a.c
 	res, err := c.nodes.ListNodes(ctx, connect.NewRequest(&jobkitv1.ListNodesRequest{}))
 	if err != nil {
 		return nil, wrap("list nodes", err)

@@ -21,6 +21,12 @@
 // Definitions, triggers, queues, nodes, history and log records, and
 // events are the generated jobkit.v1 messages (package jobkitv1).
 //
+// Client holds what an application calls every day (schedule, get, list
+// and watch instances, cancel, retry or delete one); c.Admin() holds the
+// operator's calls (definitions, triggers, calendars, queues, kinds,
+// nodes, bulk operations, alerts), as job.Manager and job.Admin split
+// them. Every paged call returns a job.Page.
+//
 // Errors carry the API's status code: CodeOf(err) returns it, and the
 // codes that have a sentinel in package job match it with errors.Is
 // (NotFound: job.ErrNotFound; AlreadyExists: job.ErrDuplicate). The client

@@ -13,7 +13,8 @@ import (
 // the wasm executor, sending the module's bytes: the jobd stores the
 // module by content hash and sets the config's "module" to its reference
 // (issue 22). The jobd must keep modules (--wasm-modules).
-func (c *Client) CreateDefinitionWithModule(ctx context.Context, d *jobkitv1.Definition, module []byte) (*jobkitv1.Definition, error) {
+func (a *Admin) CreateDefinitionWithModule(ctx context.Context, d *jobkitv1.Definition, module []byte) (*jobkitv1.Definition, error) {
+	c := a.c
 	op := fmt.Sprintf("create definition %q", d.GetKind())
 	res, err := c.defs.CreateDefinition(ctx, connect.NewRequest(&jobkitv1.CreateDefinitionRequest{Definition: d, WasmModule: module}))
 	if err != nil {
@@ -24,7 +25,8 @@ func (c *Client) CreateDefinitionWithModule(ctx context.Context, d *jobkitv1.Def
 
 // UpdateDefinitionWithModule is UpdateDefinition sending a new module, as
 // CreateDefinitionWithModule does.
-func (c *Client) UpdateDefinitionWithModule(ctx context.Context, d *jobkitv1.Definition, ifVersion int64, module []byte) (*jobkitv1.Definition, error) {
+func (a *Admin) UpdateDefinitionWithModule(ctx context.Context, d *jobkitv1.Definition, ifVersion int64, module []byte) (*jobkitv1.Definition, error) {
+	c := a.c
 	op := fmt.Sprintf("update definition %q", d.GetKind())
 	res, err := c.defs.UpdateDefinition(ctx, connect.NewRequest(&jobkitv1.UpdateDefinitionRequest{Definition: d, IfVersion: ifVersion, WasmModule: module}))
 	if err != nil {
@@ -38,7 +40,8 @@ func (c *Client) UpdateDefinitionWithModule(ctx context.Context, d *jobkitv1.Def
 // that enables the executor's type — and returns it as it would be
 // stored, storing nothing (validate_only). A module is checked and
 // referenced, not stored.
-func (c *Client) CheckDefinition(ctx context.Context, d *jobkitv1.Definition, module []byte) (*jobkitv1.Definition, error) {
+func (a *Admin) CheckDefinition(ctx context.Context, d *jobkitv1.Definition, module []byte) (*jobkitv1.Definition, error) {
+	c := a.c
 	op := fmt.Sprintf("check definition %q", d.GetKind())
 	res, err := c.defs.CreateDefinition(ctx, connect.NewRequest(&jobkitv1.CreateDefinitionRequest{Definition: d, WasmModule: module, ValidateOnly: true}))
 	if err != nil {

@@ -653,7 +653,7 @@ func (c *Console) triggerPreview(w http.ResponseWriter, r *http.Request) {
 		}
 		var next []time.Time
 		if err = t.Validate(); err == nil {
-			next, err = t.NextTimes(time.Now(), previewCount)
+			next, err = t.Spec().NextTimes(time.Now(), previewCount, nil)
 		}
 		if err != nil {
 			data["Error"] = err.Error()

@@ -88,7 +88,7 @@ func newAlertRulesCmd(g *globals) *cobra.Command {
 				return usagef("alert rules create needs --condition (failed, long_run, missed_tick, queue_lag or no_node)")
 			}
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				got, err := c.CreateAlertRule(ctx, r)
+				got, err := c.Admin().CreateAlertRule(ctx, r)
 				if err != nil {
 					return err
 				}
@@ -101,7 +101,7 @@ func newAlertRulesCmd(g *globals) *cobra.Command {
 		Use: "update NAME", Short: "Change the fields given of a stored rule", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				r, err := c.GetAlertRule(ctx, args[0])
+				r, err := c.Admin().GetAlertRule(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -110,7 +110,7 @@ func newAlertRulesCmd(g *globals) *cobra.Command {
 					v = uf.ifVersion
 				}
 				uf.apply(cmd, r)
-				got, err := c.UpdateAlertRule(ctx, r, v)
+				got, err := c.Admin().UpdateAlertRule(ctx, r, v)
 				if err != nil {
 					return err
 				}
@@ -123,7 +123,7 @@ func newAlertRulesCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List the alert rules", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				rules, err := c.ListAlertRules(ctx)
+				rules, err := c.Admin().ListAlertRules(ctx)
 				if err != nil {
 					return err
 				}
@@ -135,7 +135,7 @@ func newAlertRulesCmd(g *globals) *cobra.Command {
 		Use: "get NAME", Short: "Show an alert rule", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				r, err := c.GetAlertRule(ctx, args[0])
+				r, err := c.Admin().GetAlertRule(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -147,7 +147,7 @@ func newAlertRulesCmd(g *globals) *cobra.Command {
 		Use: "delete NAME", Short: "Delete an alert rule (its open incidents resolve)", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				if err := c.DeleteAlertRule(ctx, args[0]); err != nil {
+				if err := c.Admin().DeleteAlertRule(ctx, args[0]); err != nil {
 					return err
 				}
 				_, err := fmt.Fprintf(g.env.stdout, "alert rule %q deleted\n", args[0])
@@ -216,7 +216,7 @@ func newSilencesCmd(g *globals) *cobra.Command {
 			}
 			s := &jobkitv1.Silence{Name: args[0], Rule: rule, Kind: kind, End: timestamppb.New(end), Comment: comment}
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				got, err := c.CreateSilence(ctx, s)
+				got, err := c.Admin().CreateSilence(ctx, s)
 				if err != nil {
 					return err
 				}
@@ -235,7 +235,7 @@ func newSilencesCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List the silences", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				list, err := c.ListSilences(ctx)
+				list, err := c.Admin().ListSilences(ctx)
 				if err != nil {
 					return err
 				}
@@ -247,7 +247,7 @@ func newSilencesCmd(g *globals) *cobra.Command {
 		Use: "delete NAME", Short: "End a silence now", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				if err := c.DeleteSilence(ctx, args[0]); err != nil {
+				if err := c.Admin().DeleteSilence(ctx, args[0]); err != nil {
 					return err
 				}
 				_, err := fmt.Fprintf(g.env.stdout, "silence %q deleted\n", args[0])
@@ -282,7 +282,7 @@ func newIncidentsCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List incidents, most recently opened first", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				list, err := c.ListIncidents(ctx, state)
+				list, err := c.Admin().ListIncidents(ctx, state)
 				if err != nil {
 					return err
 				}
@@ -296,7 +296,7 @@ func newIncidentsCmd(g *globals) *cobra.Command {
 		Use: "get ID", Short: "Show an incident and its notifications", Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				res, err := c.GetIncident(ctx, args[0])
+				res, err := c.Admin().GetIncident(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -396,7 +396,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 				return usagef("alert channels create needs --type (webhook, chat or email)")
 			}
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				got, err := c.CreateChannel(ctx, ch)
+				got, err := c.Admin().CreateChannel(ctx, ch)
 				if err != nil {
 					return err
 				}
@@ -409,7 +409,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 		Use: "update NAME", Short: "Change the fields given of a channel", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				ch, err := c.GetChannel(ctx, args[0])
+				ch, err := c.Admin().GetChannel(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -419,7 +419,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 				}
 				ch.Status = nil
 				uf.apply(cmd, ch)
-				got, err := c.UpdateChannel(ctx, ch, v)
+				got, err := c.Admin().UpdateChannel(ctx, ch, v)
 				if err != nil {
 					return err
 				}
@@ -432,7 +432,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List the channels and how their deliveries go", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				list, err := c.ListChannels(ctx)
+				list, err := c.Admin().ListChannels(ctx)
 				if err != nil {
 					return err
 				}
@@ -441,7 +441,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 		},
 	}
 	get := byName(g, "get", "Show a channel and how its deliveries go", func(ctx context.Context, c *client.Client, name string) error {
-		ch, err := c.GetChannel(ctx, name)
+		ch, err := c.Admin().GetChannel(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -454,14 +454,14 @@ func newChannelsCmd(g *globals) *cobra.Command {
 		return nil
 	})
 	del := byName(g, "delete", "Delete a channel no rule names", func(ctx context.Context, c *client.Client, name string) error {
-		if err := c.DeleteChannel(ctx, name); err != nil {
+		if err := c.Admin().DeleteChannel(ctx, name); err != nil {
 			return err
 		}
 		_, err := fmt.Fprintf(g.env.stdout, "channel %q deleted\n", name)
 		return err
 	})
 	test := byName(g, "test", "Send a test notification now and say what the channel answered", func(ctx context.Context, c *client.Client, name string) error {
-		n, err := c.TestChannel(ctx, name)
+		n, err := c.Admin().TestChannel(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -506,15 +506,16 @@ func newAlertHistoryCmd(g *globals) *cobra.Command {
 		Use: "history", Short: "The notifications sent (or silenced, or failed), newest first", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				res, err := c.ListNotifications(ctx, size, token, incident)
+				page, err := c.Admin().ListNotifications(ctx, size, token, incident)
 				if err != nil {
 					return err
 				}
-				if err := printNotifications(g, res, res.GetNotifications()...); err != nil {
+				res := &jobkitv1.ListNotificationsResponse{Notifications: page.Items, NextPageToken: page.Next}
+				if err := printNotifications(g, res, page.Items...); err != nil {
 					return err
 				}
-				if res.GetNextPageToken() != "" && !g.printer().structured() {
-					fmt.Fprintf(g.env.stderr, "more: --page-token %s\n", res.GetNextPageToken())
+				if page.Next != "" && !g.printer().structured() {
+					fmt.Fprintf(g.env.stderr, "more: --page-token %s\n", page.Next)
 				}
 				return nil
 			})

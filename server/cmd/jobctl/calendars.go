@@ -159,7 +159,7 @@ func newCalendarCreateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				got, err := cl.CreateCalendar(ctx, c)
+				got, err := cl.Admin().CreateCalendar(ctx, c)
 				if err != nil {
 					return err
 				}
@@ -178,7 +178,7 @@ func newCalendarUpdateCmd(g *globals) *cobra.Command {
 		Example: `  jobctl calendars update fr --add-date 2027-07-14=Bastille --remove-date 2026-11-11`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				c, err := cl.GetCalendar(ctx, args[0])
+				c, err := cl.Admin().GetCalendar(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -196,7 +196,7 @@ func newCalendarUpdateCmd(g *globals) *cobra.Command {
 				if err := uf.apply(cmd, c); err != nil {
 					return err
 				}
-				got, err := cl.UpdateCalendar(ctx, c, ifVersion)
+				got, err := cl.Admin().UpdateCalendar(ctx, c, ifVersion)
 				if err != nil {
 					return err
 				}
@@ -213,7 +213,7 @@ func newCalendarGetCmd(g *globals) *cobra.Command {
 		Use: "get NAME", Short: "Show a calendar: its zone, working days, days off and the triggers on it", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				c, err := cl.GetCalendar(ctx, args[0])
+				c, err := cl.Admin().GetCalendar(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -229,7 +229,7 @@ func newCalendarListCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List calendars by name", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				page, err := cl.ListCalendars(ctx, pg.size, pg.token)
+				page, err := cl.Admin().ListCalendars(ctx, pg.size, pg.token)
 				if err != nil {
 					return err
 				}
@@ -257,7 +257,7 @@ func newCalendarDeleteCmd(g *globals) *cobra.Command {
 		Use: "delete NAME", Short: "Delete a calendar (refused while triggers run on it)", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				if err := cl.DeleteCalendar(ctx, args[0], delVersion); err != nil {
+				if err := cl.Admin().DeleteCalendar(ctx, args[0], delVersion); err != nil {
 					return err
 				}
 				return g.printer().done(&jobkitv1.DeleteCalendarResponse{}, "deleted calendar "+args[0])
@@ -296,7 +296,7 @@ func newCalendarImportCmd(g *globals) *cobra.Command {
 				}
 			}
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				c, events, err := cl.ImportCalendar(ctx, req)
+				c, events, err := cl.Admin().ImportCalendar(ctx, req)
 				if err != nil {
 					return err
 				}
@@ -371,7 +371,7 @@ func newCalendarNextCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				fire, raw, err := cl.ListFireTimes(ctx, req, after)
+				fire, raw, err := cl.Admin().ListFireTimes(ctx, req, after)
 				if err != nil {
 					return err
 				}

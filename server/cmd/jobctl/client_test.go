@@ -114,13 +114,13 @@ func TestClientErrorsMatchSentinels(t *testing.T) {
 	if err != nil || a.ID() != b.ID() {
 		t.Fatalf("idempotent repeat: %v %v %v", a, b, err)
 	}
-	if _, err := c.CreateDefinition(ctx, &jobkitv1.Definition{Kind: "report", Queue: "reports"}); err != nil {
+	if _, err := c.Admin().CreateDefinition(ctx, &jobkitv1.Definition{Kind: "report", Queue: "reports"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateDefinition(ctx, &jobkitv1.Definition{Kind: "report", Queue: "reports"}); !errors.Is(err, job.ErrDuplicate) {
+	if _, err := c.Admin().CreateDefinition(ctx, &jobkitv1.Definition{Kind: "report", Queue: "reports"}); !errors.Is(err, job.ErrDuplicate) {
 		t.Fatalf("second definition: %v", err)
 	}
-	if err := c.DeleteTrigger(ctx, "nosuch"); !errors.Is(err, job.ErrNotFound) {
+	if err := c.Admin().DeleteTrigger(ctx, "nosuch"); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("delete a missing trigger: %v", err)
 	}
 
@@ -140,7 +140,7 @@ func TestClientErrorsMatchSentinels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.ListQueues(ctx); client.CodeOf(err) != tc.code {
+		if _, err := c.Admin().ListQueues(ctx); client.CodeOf(err) != tc.code {
 			t.Errorf("list queues with %d options: %v, want code %v", len(tc.opts), err, tc.code)
 		}
 	}
@@ -177,14 +177,14 @@ func TestClientBatchAndBulk(t *testing.T) {
 	if len(ids) != 2 {
 		t.Fatalf("all instances: %v", ids)
 	}
-	if _, err := c.CancelInstances(ctx, client.NewQuery()); client.CodeOf(err) != client.CodeInvalidArgument {
+	if _, err := c.Admin().CancelInstances(ctx, client.NewQuery()); client.CodeOf(err) != client.CodeInvalidArgument {
 		t.Fatalf("bulk cancel with an empty query: %v", err)
 	}
-	r, err := c.CancelInstances(ctx, client.NewQuery(client.WithQueryQueue("q2")))
+	r, err := c.Admin().CancelInstances(ctx, client.NewQuery(client.WithQueryQueue("q2")))
 	if err != nil || r.Matched != 1 || r.Applied != 1 {
 		t.Fatalf("bulk cancel q2: %+v %v", r, err)
 	}
-	r, err = c.DeleteInstances(ctx, client.NewQuery(), client.WithAllInstances())
+	r, err = c.Admin().DeleteInstances(ctx, client.NewQuery(), client.WithAllInstances())
 	if err != nil || r.Applied != 2 {
 		t.Fatalf("bulk delete all: %+v %v", r, err)
 	}

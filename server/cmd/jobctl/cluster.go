@@ -18,7 +18,7 @@ func newQueuesCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List queues with their counts and lag", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				qs, err := c.ListQueues(ctx)
+				qs, err := c.Admin().ListQueues(ctx)
 				if err != nil {
 					return err
 				}
@@ -39,11 +39,11 @@ func newQueuesCmd(g *globals) *cobra.Command {
 						// a live node claims from or that a definition
 						// names, unless --create.
 						if !create {
-							qs, err := c.ListQueues(ctx)
+							qs, err := c.Admin().ListQueues(ctx)
 							if err != nil {
 								return err
 							}
-							nodes, err := c.ListNodes(ctx)
+							nodes, err := c.Admin().ListNodes(ctx)
 							if err != nil {
 								return err
 							}
@@ -56,7 +56,7 @@ func newQueuesCmd(g *globals) *cobra.Command {
 							}
 							// And the queues stored definitions name.
 							for tok := ""; ; {
-								page, err := c.ListDefinitions(ctx, 500, tok)
+								page, err := c.Admin().ListDefinitions(ctx, 500, tok)
 								if err != nil {
 									return err
 								}
@@ -76,13 +76,13 @@ func newQueuesCmd(g *globals) *cobra.Command {
 								return notFoundf("queue %q is unknown (known: %s); check the name, or pass --create to pause it before any job, node or definition uses it", args[0], orNone(known))
 							}
 						}
-						q, err := c.PauseQueue(ctx, args[0])
+						q, err := c.Admin().PauseQueue(ctx, args[0])
 						if err != nil {
 							return err
 						}
 						return printQueues(g, &jobkitv1.PauseQueueResponse{Queue: q}, q)
 					}
-					q, err := c.ResumeQueue(ctx, args[0])
+					q, err := c.Admin().ResumeQueue(ctx, args[0])
 					if err != nil {
 						return err
 					}
@@ -119,7 +119,7 @@ func newKindsCmd(g *globals) *cobra.Command {
 		Use: "kinds", Short: "List the job kinds: seen in the store, registered on a live node or defined, with counts and lag", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				ks, err := c.ListKinds(ctx)
+				ks, err := c.Admin().ListKinds(ctx)
 				if err != nil {
 					return err
 				}
@@ -144,7 +144,7 @@ func newNodesCmd(g *globals) *cobra.Command {
 		Use: "nodes", Short: "List the nodes sharing the server's store", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				ns, err := c.ListNodes(ctx)
+				ns, err := c.Admin().ListNodes(ctx)
 				if err != nil {
 					return err
 				}

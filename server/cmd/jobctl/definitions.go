@@ -116,7 +116,7 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 		Use: "get KIND", Short: "Show a definition", Args: exactArgs("KIND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				d, err := c.GetDefinition(ctx, args[0])
+				d, err := c.Admin().GetDefinition(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -172,7 +172,7 @@ func newDefinitionUpdateCmd(g *globals) *cobra.Command {
 		Example: `  jobctl definitions update mail --retries 10`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				d, err := c.GetDefinition(ctx, args[0])
+				d, err := c.Admin().GetDefinition(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -213,7 +213,7 @@ func newDefinitionListCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List definitions by kind", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				page, err := c.ListDefinitions(ctx, pg.size, pg.token)
+				page, err := c.Admin().ListDefinitions(ctx, pg.size, pg.token)
 				if err != nil {
 					return err
 				}
@@ -232,7 +232,7 @@ func newDefinitionDeleteCmd(g *globals) *cobra.Command {
 		Use: "delete KIND", Short: "Delete a definition", Args: exactArgs("KIND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				if err := c.DeleteDefinition(ctx, args[0], delIf); err != nil {
+				if err := c.Admin().DeleteDefinition(ctx, args[0], delIf); err != nil {
 					return err
 				}
 				return g.printer().done(&jobkitv1.DeleteDefinitionResponse{}, "deleted definition "+args[0])

@@ -183,21 +183,21 @@ func newDefinitionTestCmd(g *globals) *cobra.Command {
 // it only has the server check the definition.
 func createDefinition(ctx context.Context, c *client.Client, d *jobkitv1.Definition, module []byte, check bool) (*jobkitv1.Definition, error) {
 	if check {
-		return c.CheckDefinition(ctx, d, module)
+		return c.Admin().CheckDefinition(ctx, d, module)
 	}
 	if module != nil {
-		return c.CreateDefinitionWithModule(ctx, d, module)
+		return c.Admin().CreateDefinitionWithModule(ctx, d, module)
 	}
-	return c.CreateDefinition(ctx, d)
+	return c.Admin().CreateDefinition(ctx, d)
 }
 
 // updateDefinition is createDefinition for a stored definition.
 func updateDefinition(ctx context.Context, c *client.Client, d *jobkitv1.Definition, ifVersion int64, module []byte, check bool) (*jobkitv1.Definition, error) {
 	if check {
-		return c.CheckDefinition(ctx, d, module)
+		return c.Admin().CheckDefinition(ctx, d, module)
 	}
 	if module != nil {
-		return c.UpdateDefinitionWithModule(ctx, d, ifVersion, module)
+		return c.Admin().UpdateDefinitionWithModule(ctx, d, ifVersion, module)
 	}
-	return c.UpdateDefinition(ctx, d, ifVersion)
+	return c.Admin().UpdateDefinition(ctx, d, ifVersion)
 }

@@ -30,7 +30,7 @@ type runs only on the live nodes listed with it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				ns, err := c.ListNodes(ctx)
+				ns, err := c.Admin().ListNodes(ctx)
 				if err != nil {
 					return err
 				}

@@ -198,11 +198,11 @@ func newInstancesBulkCmd(g *globals, verb string) *cobra.Command {
 				var r client.BulkResult
 				switch verb {
 				case "cancel":
-					r, err = c.CancelInstances(ctx, q, opts...)
+					r, err = c.Admin().CancelInstances(ctx, q, opts...)
 				case "retry":
-					r, err = c.RetryInstances(ctx, q, opts...)
+					r, err = c.Admin().RetryInstances(ctx, q, opts...)
 				case "delete":
-					r, err = c.DeleteInstances(ctx, q, opts...)
+					r, err = c.Admin().DeleteInstances(ctx, q, opts...)
 				}
 				if err != nil {
 					return err

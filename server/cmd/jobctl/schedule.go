@@ -143,7 +143,7 @@ func newScheduleCmd(g *globals) *cobra.Command {
 					return err
 				}
 				return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-					got, err := c.CreateTrigger(ctx, t)
+					got, err := c.Admin().CreateTrigger(ctx, t)
 					if err != nil {
 						return err
 					}

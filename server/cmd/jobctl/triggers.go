@@ -116,27 +116,27 @@ func newTriggersCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "triggers", Short: "Create, show, list, update, delete, pause, resume and run stored triggers"}
 	cmd.AddCommand(newTriggerCreateCmd(g), newTriggerGetCmd(g), newTriggerListCmd(g), newTriggerUpdateCmd(g),
 		byName(g, "delete", "Delete a trigger", func(ctx context.Context, c *client.Client, name string) error {
-			if err := c.DeleteTrigger(ctx, name); err != nil {
+			if err := c.Admin().DeleteTrigger(ctx, name); err != nil {
 				return err
 			}
 			return g.printer().done(&jobkitv1.DeleteTriggerResponse{}, "deleted trigger "+name)
 		}),
 		byName(g, "pause", "Stop a trigger's ticks", func(ctx context.Context, c *client.Client, name string) error {
-			t, err := c.PauseTrigger(ctx, name)
+			t, err := c.Admin().PauseTrigger(ctx, name)
 			if err != nil {
 				return err
 			}
 			return printTriggers(g, &jobkitv1.PauseTriggerResponse{Trigger: t}, t)
 		}),
 		byName(g, "resume", "Start a paused trigger's ticks again", func(ctx context.Context, c *client.Client, name string) error {
-			t, err := c.ResumeTrigger(ctx, name)
+			t, err := c.Admin().ResumeTrigger(ctx, name)
 			if err != nil {
 				return err
 			}
 			return printTriggers(g, &jobkitv1.ResumeTriggerResponse{Trigger: t}, t)
 		}),
 		byName(g, "run", "Schedule one instance of the trigger now, outside its schedule", func(ctx context.Context, c *client.Client, name string) error {
-			in, err := c.RunTrigger(ctx, name)
+			in, err := c.Admin().RunTrigger(ctx, name)
 			if err != nil {
 				return err
 			}
@@ -180,7 +180,7 @@ func newTriggerCreateCmd(g *globals) *cobra.Command {
 				return usagef("triggers create needs --kind")
 			}
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				got, err := c.CreateTrigger(ctx, t)
+				got, err := c.Admin().CreateTrigger(ctx, t)
 				if err != nil {
 					return err
 				}
@@ -198,7 +198,7 @@ func newTriggerUpdateCmd(g *globals) *cobra.Command {
 		Use: "update NAME", Short: "Change a stored trigger (the fields given; the rest kept)", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				t, err := c.GetTrigger(ctx, args[0], 0)
+				t, err := c.Admin().GetTrigger(ctx, args[0], 0)
 				if err != nil {
 					return err
 				}
@@ -217,7 +217,7 @@ func newTriggerUpdateCmd(g *globals) *cobra.Command {
 				if err := uf.apply(cmd, t); err != nil {
 					return err
 				}
-				got, err := c.UpdateTrigger(ctx, t, ifVersion)
+				got, err := c.Admin().UpdateTrigger(ctx, t, ifVersion)
 				if err != nil {
 					return err
 				}
@@ -235,7 +235,7 @@ func newTriggerGetCmd(g *globals) *cobra.Command {
 		Use: "get NAME", Short: "Show a trigger with its next fire times", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				t, err := c.GetTrigger(ctx, args[0], next)
+				t, err := c.Admin().GetTrigger(ctx, args[0], next)
 				if err != nil {
 					return err
 				}
@@ -265,7 +265,7 @@ func newTriggerListCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List triggers by name", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				page, err := c.ListTriggers(ctx, pg.size, pg.token)
+				page, err := c.Admin().ListTriggers(ctx, pg.size, pg.token)
 				if err != nil {
 					return err
 				}

@@ -1,17 +1,17 @@
-package store_test
+package schedule_test
 
 import (
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/jobkit/job/store"
+	"github.com/jobkit/job/schedule"
 )
 
-func TestTriggerNextInterval(t *testing.T) {
-	tr := &store.Trigger{Name: "n", Kind: "k", Interval: 90 * time.Second}
+func TestSpecNextInterval(t *testing.T) {
+	tr := schedule.Spec{Interval: 90 * time.Second}
 	from := time.Date(2026, 5, 6, 7, 8, 9, 0, time.FixedZone("X", 3600))
-	got, err := tr.NextTimes(from, 3)
+	got, err := tr.NextTimes(from, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,20 +25,20 @@ func TestTriggerNextInterval(t *testing.T) {
 	}
 	// Before the epoch too, ticks are multiples and strictly after.
 	pre := time.Unix(-100, 0)
-	n, err := tr.Next(pre)
+	n, err := tr.Next(pre, nil)
 	if err != nil || n != time.Unix(-90, 0).UTC() {
 		t.Errorf("Next(%v) = %v, %v; want %v", pre, n, err, time.Unix(-90, 0).UTC())
 	}
-	if n, _ := tr.Next(time.Unix(0, 0)); !n.Equal(time.Unix(90, 0)) {
+	if n, _ := tr.Next(time.Unix(0, 0), nil); !n.Equal(time.Unix(90, 0)) {
 		t.Errorf("Next on a tick: %v, want the following tick", n)
 	}
 }
 
-func TestTriggerNextCronZone(t *testing.T) {
-	tr := &store.Trigger{Name: "n", Kind: "k", Cron: "30 9 * * *", TimeZone: "America/New_York"}
+func TestSpecNextCronZone(t *testing.T) {
+	tr := schedule.Spec{Cron: "30 9 * * *", TimeZone: "America/New_York"}
 	ny, _ := time.LoadLocation("America/New_York")
 	from := time.Date(2026, 3, 7, 15, 0, 0, 0, time.UTC) // 10:00 in New York, the day before DST
-	got, err := tr.NextTimes(from, 2)
+	got, err := tr.NextTimes(from, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +49,12 @@ func TestTriggerNextCronZone(t *testing.T) {
 		}
 	}
 	// No zone: UTC, whatever the location of the time given.
-	utc := &store.Trigger{Name: "n", Kind: "k", Cron: "0 12 * * *"}
-	n, _ := utc.Next(time.Date(2026, 1, 1, 0, 0, 0, 0, ny))
+	utc := schedule.Spec{Cron: "0 12 * * *"}
+	n, _ := utc.Next(time.Date(2026, 1, 1, 0, 0, 0, 0, ny), nil)
 	if !n.Equal(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)) {
 		t.Errorf("zone-less cron: %v, want noon UTC", n)
 	}
-	if _, err := (&store.Trigger{Name: "n", Kind: "k"}).Next(from); !errors.Is(err, store.ErrInvalid) {
+	if _, err := (schedule.Spec{}).Next(from, nil); !errors.Is(err, schedule.ErrInvalid) {
 		t.Errorf("Next without a schedule: %v, want ErrInvalid", err)
 	}
 }
