@@ -284,7 +284,7 @@ func testLimitsConcurrent(t *testing.T, h Harness) {
 	lim := store.ConcurrencyLimit{Kind: "kind-a", Max: max}
 	now := at(time.Hour)
 	var (
-		running, peak atomic.Int64 // kind-a attempts between Claim's return and Finish's call
+		running, peak atomic.Int64 // kind-a attempts from Claim's return to Finish's call
 		doneA, doneB  atomic.Int64
 		firstB        atomic.Int64 // kind-a done when the first kind-b was claimed
 		mu            sync.Mutex
@@ -322,12 +322,20 @@ func testLimitsConcurrent(t *testing.T, h Harness) {
 						for p := peak.Load(); r > p && !peak.CompareAndSwap(p, r); p = peak.Load() {
 						}
 						if r > max {
-							fail(fmt.Errorf("%d kind-a running after a claim by %s, limit %d", r, owner, max))
+							c, _ := s.Counts(e.ctx, &store.CountsParams{Kind: "kind-a"})
+							fail(fmt.Errorf("%d kind-a running after a claim by %s of %v, limit %d (store counts %+v)", r, owner, idsOf(res.Instances), max, c))
 						}
 					} else {
 						firstB.CompareAndSwap(-1, doneA.Load())
 					}
 					outs = append(outs, store.Outcome{ID: in.ID, Attempt: in.Attempt, State: store.Completed})
+				}
+				// Uncounted before the store releases the slots, so running
+				// never counts more than the store does.
+				for _, in := range res.Instances {
+					if in.Kind == "kind-a" {
+						running.Add(-1)
+					}
 				}
 				fr, err := s.Finish(e.ctx, &store.FinishParams{Owner: owner, Now: now, Outcomes: outs})
 				if err != nil {
@@ -339,7 +347,6 @@ func testLimitsConcurrent(t *testing.T, h Harness) {
 						fail(fmt.Errorf("%s: Finish %s: %w", owner, in.ID, fr[i].Err))
 					}
 					if in.Kind == "kind-a" {
-						running.Add(-1) // after the store released the slot
 						doneA.Add(1)
 					} else {
 						doneB.Add(1)
@@ -352,7 +359,7 @@ func testLimitsConcurrent(t *testing.T, h Harness) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	// running counts an attempt from after the store counted it to after
+	// running counts an attempt from after the store counted it to before
 	// the store released it, so it never exceeds what the store counted.
 	t.Logf("peak kind-a running seen: %d (limit %d)", peak.Load(), max)
 	if fb := firstB.Load(); fb < 0 || fb >= nA {
