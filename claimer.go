@@ -368,14 +368,8 @@ func (c *claimer) claimParams(q string, limit int, seq uint64, now time.Time) *s
 	// The cluster's concurrency limits, as last read (limits.go). A
 	// store that cannot enforce them is not asked for what they bound:
 	// nil when that leaves nothing to claim.
-	if ls := c.limits.cached(); len(ls) > 0 {
-		if c.limits.enforce {
-			p.Limits = ls
-		} else if kinds, none := withoutLimited(p.Kinds, q, ls); none {
-			return nil
-		} else {
-			p.Kinds = kinds
-		}
+	if !applyLimits(p, c.limits.cached(), c.limits.enforce) {
+		return nil
 	}
 	return p
 }

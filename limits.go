@@ -222,6 +222,43 @@ func (c *limitCache) current(ctx context.Context) []store.ConcurrencyLimit {
 	return ls
 }
 
+// applyLimits applies limits ls to claim p: it passes them when the
+// store enforces them, and otherwise leaves out of p.Kinds the kinds they
+// bound. It returns false when that leaves nothing to claim (a limit of
+// every kind, or a claim of any kind, which cannot leave one out).
+func applyLimits(p *store.ClaimParams, ls []store.ConcurrencyLimit, enforce bool) bool {
+	switch {
+	case len(ls) == 0:
+		return true
+	case enforce:
+		p.Limits = ls
+		return true
+	case len(p.Kinds) == 0:
+		return !slices.ContainsFunc(ls, func(l store.ConcurrencyLimit) bool { return l.Queue == "" || l.Queue == p.Queue })
+	}
+	kinds, none := withoutLimited(p.Kinds, p.Queue, ls)
+	p.Kinds = kinds
+	return !none
+}
+
+// ApplyLimits applies concurrency limits to p, a claim made on behalf of
+// another process (jobd claims for its remote executors), as the
+// manager's own claims apply them: p's own Limits when it has some (the
+// executor's manager read them from the same store), else the cluster's
+// as this manager last read them (again when older than
+// DefaultLimitsRefresh). When the manager's store enforces limits they
+// go in p.Limits; otherwise the kinds they bound are left out of p.Kinds,
+// so no limit is passed. It returns false when nothing is left to claim:
+// p must not be made.
+func (m *Manager) ApplyLimits(ctx context.Context, p *store.ClaimParams) bool {
+	ls := p.Limits
+	if len(ls) == 0 {
+		ls = m.limits.current(ctx)
+	}
+	p.Limits = nil
+	return applyLimits(p, ls, m.limits.enforce)
+}
+
 // withoutLimited returns kinds without those a limit of queue q holds back,
 // for a store that does not enforce limits: a limit must not be passed,
 // so what it bounds is not claimed there at all. all reports that a limit
