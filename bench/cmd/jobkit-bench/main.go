@@ -234,7 +234,7 @@ func main() {
 			execs, sampled = max(execs, s["peak executors"]), max(sampled, s["peak sampled"])
 			rates = append(rates, s["jobs/s"])
 		}
-		fmt.Printf("| limit 10 across 3 managers × 16 workers (%d no-op jobs): most executors running at once, over the runs | %.0f | %d |\n", *accN, execs, len(rates))
+		fmt.Printf("| limit 10 across 3 managers × 16 workers (%d jobs of 1 ms): most executors running at once, over the runs | %.0f | %d |\n", *accN, execs, len(rates))
 		fmt.Printf("| the same: most Processing in store counts sampled every 5 ms | %.0f | %d |\n", sampled, len(rates))
 		fmt.Printf("| the same: throughput | %.0f jobs/s | %d |\n", benchkit.Median(rates), len(rates))
 	}

@@ -23,7 +23,7 @@ func (j *Jobkit) WithKindLimit(max int) *Jobkit {
 	return &c
 }
 
-// LimitAccuracy stores n ready no-op jobs with a concurrency limit of max
+// LimitAccuracy stores n ready jobs of 1 ms with a concurrency limit of max
 // on their kind, then burns them down with managers managers of workers
 // workers each on one store (several handles' worth of claimers racing
 // for the same slots). Figures: "jobs/s"; "peak executors", the most
@@ -47,7 +47,10 @@ func LimitAccuracy(ctx context.Context, sys *Jobkit, n, managers, workers, max i
 			for p := peak.Load(); r > p && !peak.CompareAndSwap(p, r); p = peak.Load() {
 			}
 		},
-		Hold: func(context.Context) { running.Add(-1) },
+		Hold: func(context.Context) {
+			time.Sleep(time.Millisecond) // the work: long enough for executors to overlap
+			running.Add(-1)
+		},
 		Completed: func(int64) {
 			if done.Add(1) == int64(n) {
 				close(all)
