@@ -286,3 +286,22 @@ func (m *Manager) outcomesWritten() {
 		m.notifyLocal()
 	}
 }
+
+// explainLimits sets ex's reason to WaitConcurrencyLimit when a stored
+// limit that matches rec is full: "waiting for the concurrency limit of
+// kind email (5/5 running)".
+func (m *Manager) explainLimits(ctx context.Context, ex *WaitExplanation, rec *store.Instance) error {
+	uses, err := m.Admin().ListConcurrencyLimits(ctx)
+	if err != nil {
+		return err
+	}
+	for _, u := range uses {
+		l := u.store()
+		if l.Matches(rec.Kind, rec.Queue) && u.Running >= int64(u.Max) {
+			ex.Reason = WaitConcurrencyLimit
+			ex.Message = fmt.Sprintf("waiting for the concurrency limit of %s (%d/%d running)", l.Scope(), u.Running, u.Max)
+			return nil
+		}
+	}
+	return nil
+}

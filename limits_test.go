@@ -102,7 +102,11 @@ func TestConcurrencyLimitChangedAtRunTime(t *testing.T) {
 	ms := limitCluster(t, st, 2, 4, &g, &f)
 	admin := ms[0].Admin()
 	ctx := t.Context()
-	schedule(t, ms[0], "limited", 10)
+	schedule(t, ms[0], "limited", 9)
+	waiting, err := ms[0].ScheduleJob(ctx, "limited")
+	if err != nil {
+		t.Fatal(err)
+	}
 	schedule(t, ms[0], "free", 5)
 	waitFor(t, "the free jobs done", func() bool { return f.done.Load() == 5 })
 	ls, err := admin.ListConcurrencyLimits(ctx)
@@ -114,6 +118,13 @@ func TestConcurrencyLimitChangedAtRunTime(t *testing.T) {
 	}
 	if g.done.Load() != 0 {
 		t.Fatalf("%d limited jobs ran under a limit of 0", g.done.Load())
+	}
+	ex, err := ms[1].ExplainWaiting(ctx, waiting.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "waiting for the concurrency limit of kind limited (0/0 running)"; ex.Reason != job.WaitConcurrencyLimit || ex.Message != want {
+		t.Fatalf("ExplainWaiting = %s: %q, want %s: %q", ex.Reason, ex.Message, job.WaitConcurrencyLimit, want)
 	}
 	if err := admin.SetConcurrencyLimit(ctx, job.ConcurrencyLimit{Kind: "limited", Max: 1}); err != nil {
 		t.Fatal(err)

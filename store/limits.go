@@ -3,7 +3,6 @@ package store
 import (
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // ConcurrencyLimit bounds how many instances run at once across the
@@ -35,22 +34,24 @@ func (l ConcurrencyLimit) Matches(kind, queue string) bool {
 	return (l.Kind == "" || l.Kind == kind) && (l.Queue == "" || l.Queue == queue)
 }
 
-// String names the limit as messages show it: "kind email in queue
-// default (at most 5 running)".
-func (l ConcurrencyLimit) String() string {
-	var b strings.Builder
+// Scope names what the limit bounds: "kind email", "queue default",
+// "kind email in queue default" or "every instance".
+func (l ConcurrencyLimit) Scope() string {
 	switch {
 	case l.Kind != "" && l.Queue != "":
-		fmt.Fprintf(&b, "kind %s in queue %s", l.Kind, l.Queue)
+		return fmt.Sprintf("kind %s in queue %s", l.Kind, l.Queue)
 	case l.Kind != "":
-		fmt.Fprintf(&b, "kind %s", l.Kind)
+		return "kind " + l.Kind
 	case l.Queue != "":
-		fmt.Fprintf(&b, "queue %s", l.Queue)
-	default:
-		b.WriteString("every instance")
+		return "queue " + l.Queue
 	}
-	fmt.Fprintf(&b, " (at most %d running)", l.Max)
-	return b.String()
+	return "every instance"
+}
+
+// String names the limit as messages show it: "kind email (at most 5
+// running)".
+func (l ConcurrencyLimit) String() string {
+	return fmt.Sprintf("%s (at most %d running)", l.Scope(), l.Max)
 }
 
 // MaxConcurrencyLimits bounds ClaimParams.Limits: each limit costs a
@@ -60,17 +61,9 @@ const MaxConcurrencyLimits = 256
 // Validate reports an unusable limit as ErrInvalid.
 func (l ConcurrencyLimit) Validate() error {
 	if l.Max < 0 {
-		return fmt.Errorf("%w: concurrency limit of %s: max %d; want 0 or more (0 lets none start)", ErrInvalid, l.nameOnly(), l.Max)
+		return fmt.Errorf("%w: concurrency limit of %s: max %d; want 0 or more (0 lets none start)", ErrInvalid, l.Scope(), l.Max)
 	}
 	return nil
-}
-
-func (l ConcurrencyLimit) nameOnly() string {
-	s := l.String()
-	if i := strings.Index(s, " (at most"); i >= 0 {
-		return s[:i]
-	}
-	return s
 }
 
 // validateLimits checks ClaimParams.Limits: each valid, at most
@@ -84,7 +77,7 @@ func validateLimits(ls []ConcurrencyLimit) error {
 			return err
 		}
 		if slices.ContainsFunc(ls[:i], func(o ConcurrencyLimit) bool { return o.Kind == l.Kind && o.Queue == l.Queue }) {
-			return fmt.Errorf("%w: claim names the concurrency limit of %s twice; keep one", ErrInvalid, l.nameOnly())
+			return fmt.Errorf("%w: claim names the concurrency limit of %s twice; keep one", ErrInvalid, l.Scope())
 		}
 	}
 	return nil
