@@ -418,6 +418,7 @@ func (c *claimer) claim(q string, limit int, seq uint64) (int, time.Time, error)
 		return 0, time.Time{}, nil // every kind here is held back (see claimParams)
 	}
 	c.pool.take(limit)
+	flushes := c.limits.flushes.Load()
 	res, err := c.store.Claim(ctx, cp)
 	if err != nil {
 		c.pool.giveBack(limit)
@@ -425,7 +426,12 @@ func (c *claimer) claim(q string, limit int, seq uint64) (int, time.Time, error)
 	}
 	c.limits.waiting.Store(res.Limited)
 	next := res.NextRunAt
-	if res.Limited && (next.IsZero() || next.After(now.Add(limitRecheck))) {
+	switch {
+	case res.Limited && c.limits.flushes.Load() != flushes:
+		// Outcomes written during the claim may have freed slots, and
+		// their wake-up came before waiting was set: claim again now.
+		next = now
+	case res.Limited && (next.IsZero() || next.After(now.Add(limitRecheck))):
 		// Work waits for a slot, which another node may release
 		// without a wake-up: look again soon.
 		next = now.Add(limitRecheck)

@@ -184,6 +184,10 @@ type limitCache struct {
 	// waiting is set while the last claim left work for a limit: a flush
 	// of outcomes then wakes the claim loop, as it may have freed a slot.
 	waiting atomic.Bool
+	// flushes counts the batches of outcomes written, so a claim that left
+	// work for a limit while a batch was written (whose wake-up it could
+	// not see) claims again at once.
+	flushes atomic.Uint64
 }
 
 // invalidate makes the next claim read the limits again.
@@ -282,6 +286,7 @@ func withoutLimited(kinds []string, q string, ls []store.ConcurrencyLimit) (out 
 // concurrency limit (the batch may have released slots).
 func (m *Manager) outcomesWritten() {
 	m.signalChanged()
+	m.limits.flushes.Add(1)
 	if m.limits.waiting.Load() {
 		m.notifyLocal()
 	}
