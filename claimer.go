@@ -44,6 +44,9 @@ type claimerDeps struct {
 	// spreadPause waits out a pause after handing shards back
 	// (shards_spread.go); false when quit closes meanwhile.
 	spreadPause func(quit <-chan struct{}) bool
+	// limits are the cluster's concurrency limits every claim passes
+	// (limits.go).
+	limits *limitCache
 }
 
 // claimer claims ready instances while workers are free and hands them to
@@ -358,10 +361,17 @@ func (c *claimer) claimParams(q string, limit int, seq uint64, now time.Time) *s
 	// Only the kinds registered here, so no other node's work lands on
 	// this one as an unknown kind (a kind unregistered after the claim can
 	// still arrive: execute handles it).
-	return &store.ClaimParams{
+	p := &store.ClaimParams{
 		Queue: q, Owner: c.node, Limit: limit, Now: now, LeaseUntil: now.Add(c.lease), ClaimSeq: seq,
 		Kinds: c.reg.kindList(), Labels: c.labels,
 	}
+	// The cluster's concurrency limits, as last read (limits.go). A
+	// store that cannot enforce them is not asked for what they bound:
+	// nil when that leaves nothing to claim.
+	if !applyLimits(p, c.limits.cached(), c.limits.enforce) {
+		return nil
+	}
+	return p
 }
 
 // releasePending repeats, at Stop, a claim whose reply was lost, and hands
@@ -372,7 +382,11 @@ func (c *claimer) releasePending(p *pendingClaim) {
 	now := c.clock.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	res, err := c.store.Claim(ctx, c.claimParams(p.queue, p.limit, p.seq, now))
+	cp := c.claimParams(p.queue, p.limit, p.seq, now)
+	if cp == nil {
+		return // nothing could have been claimed (see claimParams)
+	}
+	res, err := c.store.Claim(ctx, cp)
 	if err != nil {
 		c.log.Warn("stopping: could not repeat a claim whose reply was lost; what it claimed will be rescued when its lease ends", "queue", p.queue, "err", err)
 		return
@@ -398,11 +412,29 @@ func (c *claimer) claim(q string, limit int, seq uint64) (int, time.Time, error)
 	now := c.clock.Now()
 	ctx, cancel := context.WithTimeout(c.run.ctx, 30*time.Second)
 	defer cancel()
+	c.limits.current(ctx) // read again when stale
+	cp := c.claimParams(q, limit, seq, now)
+	if cp == nil {
+		return 0, time.Time{}, nil // every kind here is held back (see claimParams)
+	}
 	c.pool.take(limit)
-	res, err := c.store.Claim(ctx, c.claimParams(q, limit, seq, now))
+	flushes := c.limits.flushes.Load()
+	res, err := c.store.Claim(ctx, cp)
 	if err != nil {
 		c.pool.giveBack(limit)
 		return 0, time.Time{}, err
+	}
+	c.limits.waiting.Store(res.Limited)
+	next := res.NextRunAt
+	switch {
+	case res.Limited && c.limits.flushes.Load() != flushes:
+		// Outcomes written during the claim may have freed slots, and
+		// their wake-up came before waiting was set: claim again now.
+		next = now
+	case res.Limited && (next.IsZero() || next.After(now.Add(limitRecheck))):
+		// Work waits for a slot, which another node may release
+		// without a wake-up: look again soon.
+		next = now.Add(limitRecheck)
 	}
 	n := len(res.Instances) + len(res.Undecodable)
 	c.pool.giveBack(limit - n)
@@ -414,7 +446,7 @@ func (c *claimer) claim(q string, limit int, seq uint64) (int, time.Time, error)
 	for _, u := range res.Undecodable {
 		c.terminateUndecodable(u)
 	}
-	return n, res.NextRunAt, nil
+	return n, next, nil
 }
 
 // terminateUndecodable finishes a claimed attempt whose record the store

@@ -36,6 +36,9 @@ const (
 	// WaitNodesBusy: live nodes that may run it exist, and every one had
 	// all of its worker slots busy at its last heartbeat.
 	WaitNodesBusy WaitReason = "nodes_busy"
+	// WaitConcurrencyLimit: it is due and nodes may run it, but a
+	// concurrency limit that matches it is full (SetConcurrencyLimit).
+	WaitConcurrencyLimit WaitReason = "concurrency_limit"
 	// WaitReady: it is due and live nodes with free slots may run it; one
 	// claims it shortly, after what is ahead of it in its queue.
 	WaitReady WaitReason = "ready"
@@ -114,6 +117,10 @@ func (m *Manager) ExplainWaiting(ctx context.Context, id string) (*WaitExplanati
 			msg += "; and then: " + ex.Message // the nodes will be the reason next
 		}
 		ex.Reason, ex.Message = WaitNotDue, msg
+	case ex.Reason == WaitReady || ex.Reason == WaitNodesBusy:
+		if err := m.explainLimits(ctx, ex, rec); err != nil {
+			return nil, fmt.Errorf("job: explain waiting %s: %w", id, err)
+		}
 	}
 	return ex, nil
 }

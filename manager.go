@@ -79,6 +79,7 @@ type Manager struct {
 	stuck      atomic.Int64                  // executors still running after their attempt was given up
 	handoff    chan *attempt                 // to an idle worker goroutine (see dispatch)
 	changed    atomic.Pointer[chan struct{}] // closed and replaced after each flush
+	limits     *limitCache                   // the cluster's concurrency limits (limits.go)
 }
 
 // NewManager returns a manager configured by opts. It does not start

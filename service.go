@@ -71,14 +71,16 @@ func (m *Manager) wire() {
 		batch: c.finishBatch, linger: c.finishLinger, interval: c.finishInterval,
 		storeFull: func(full bool) { m.claimer.setStoreFull(full) }, recorded: func(r *finishReq, state State) { m.afterFinish(r, state); m.workflowRecorded(r, state) },
 		ended:   m.instancesEnded,
-		retried: m.notifyLocal, storeWakes: m.storeWakesFor, changed: m.signalChanged,
+		retried: m.notifyLocal, storeWakes: m.storeWakesFor, changed: m.outcomesWritten,
 	})
 	notifier, _ := c.store.(store.Notifier) // the store itself, not observedStore
+	m.limits = &limitCache{store: m.store, clock: c.clock, log: m.log, every: DefaultLimitsRefresh, enforce: store.EnforcesLimits(c.store)}
 	m.claimer = newClaimer(claimerDeps{
 		store: m.store, notifier: notifier, clock: c.clock, node: c.node, log: m.log,
 		queues: c.queues, labels: c.labels, batch: c.claimBatch, poll: c.pollInterval, lease: c.lease,
 		pool: m.pool, reg: m.reg, nodes: &m.nodes, run: &m.run, active: &m.active, completer: m.completer, logs: m.logs,
 		wake: m.wake, dispatch: m.dispatch, fenceAll: m.fenceAll, spreadPause: m.shards.waitSpreadPause,
+		limits: m.limits,
 	})
 	m.scheduler = newScheduler(schedulerDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, reload: c.triggerReload,

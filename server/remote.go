@@ -554,6 +554,12 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 	}
 	if claim != nil {
 		p = claim
+		if !x.applyLimits(ctx, claim) {
+			// Every kind it names is held back by a limit its store
+			// cannot enforce: nothing to claim.
+			x.after(p, want, reserved, &wire.ClaimResult{}, nil, received)
+			return reply(c.GetId(), &wire.ClaimResult{}, nil)
+		}
 	}
 	res, err := wire.Apply(ctx, x.st, method, p)
 	x.after(p, want, reserved, res, err, received)
@@ -684,9 +690,12 @@ func (x *session) pushOnce(ctx context.Context, notifier store.Notifier, storeWa
 	x.pushMu.Lock()
 	defer x.pushMu.Unlock()
 	for _, j := range x.pushClaims(ctx, notifier, storeWake) {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		r, err := x.st.Claim(cctx, &j.p)
-		cancel()
+		r, err := &store.ClaimResult{}, error(nil)
+		if x.applyLimits(ctx, &j.p) {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			r, err = x.st.Claim(cctx, &j.p)
+			cancel()
+		}
 		x.mu.Lock()
 		x.reserved -= j.p.Limit // what it claimed counts in inflight below
 		if err == nil {
@@ -844,4 +853,15 @@ func (s *Server) unregister(x *session) {
 	defer s.sessMu.Unlock()
 	delete(s.sessions, x.id)
 	s.unfollowCancelsLocked(x)
+}
+
+// applyLimits applies the cluster's concurrency limits to a claim made
+// for the worker (job.Manager.ApplyLimits); false when it must not be
+// made.
+func (x *session) applyLimits(ctx context.Context, p *store.ClaimParams) bool {
+	m := x.s.cfg.Namespaces[x.ns]
+	if m == nil {
+		return true
+	}
+	return m.ApplyLimits(ctx, p)
 }

@@ -244,6 +244,19 @@ type ClaimParams struct {
 	// waits; it is never failed for it. A claim from a paused queue (see
 	// QueueAdmin) takes nothing and reports a zero NextRunAt.
 	Labels []string
+
+	// Limits are the cluster's concurrency limits (see ConcurrencyLimit;
+	// enforced by a store that is a LimitEnforcer). The claim takes an
+	// instance only when, for every limit that matches it, the Processing
+	// instances the limit matches (those this claim took included) stay
+	// at most Max; one that would exceed a limit is left Scheduled, in
+	// its place, and the claim takes the next one in claim order that
+	// does not, so a limited kind never blocks the others behind it.
+	// A limit is counted over the whole namespace whatever the claimer's
+	// Kinds, Labels and Queue. Limits are passed by each claim, so two
+	// claimers passing different limits (a change that has reached one
+	// node and not yet another) are each held to their own.
+	Limits []ConcurrencyLimit
 }
 
 // ClaimResult is what Queue.Claim returns.
@@ -260,6 +273,12 @@ type ClaimResult struct {
 	// not be decoded. The engine finishes each as Terminated with the error,
 	// so a corrupt record never blocks the queue or kills a worker.
 	Undecodable []UndecodableRecord
+	// Limited reports that the claim left a ready instance it could take
+	// because a concurrency limit was reached (see ClaimParams.Limits): it
+	// becomes claimable when a slot is released, which no wake-up
+	// announces, so the caller claims again soon. NextRunAt does not
+	// speak of such instances.
+	Limited bool
 }
 
 // UndecodableRecord names a claimed attempt whose record could not be

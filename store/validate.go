@@ -44,7 +44,7 @@ func (p *ClaimParams) Validate() error {
 	if err := ValidateLabels(p.Labels); err != nil {
 		return fmt.Errorf("claimer: %w", err)
 	}
-	return nil
+	return validateLimits(p.Limits)
 }
 
 // Validate checks one instance handed to Enqueue.

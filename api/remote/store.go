@@ -635,3 +635,10 @@ func (s *Store) PruneDocuments(ctx context.Context, p *store.PruneDocumentsParam
 func (s *Store) Wake(ctx context.Context, p *store.WakeParams) error {
 	return s.unaryCall(ctx, "Wake", p, nil)
 }
+
+// EnforcesConcurrencyLimits implements store.LimitEnforcer: jobd applies
+// the limits of every claim (store.ClaimParams.Limits, or its cluster's
+// when a claim carries none) with job.Manager.ApplyLimits, enforced by
+// its own store or, when that store cannot, by leaving out what they
+// bound.
+func (s *Store) EnforcesConcurrencyLimits() bool { return true }

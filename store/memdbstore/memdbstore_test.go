@@ -25,6 +25,7 @@ func harness() storetest.Harness {
 	stores := map[string]*memdbstore.Store{}
 	return storetest.Harness{
 		CancelNotifier: true,
+		Limits:         true,
 		Open: func(t testing.TB, ns string) store.Store {
 			mu.Lock()
 			defer mu.Unlock()

@@ -110,9 +110,8 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 		if s.queues[p.Queue] {
 			return nil // paused: nothing is claimed, and nothing to wait for
 		}
-		picked, next, _ := pickLanes(&s.t, &s.probe, qid, now, p.Limit, newClaimFilter(p, names))
-		res.Instances = make([]*store.Instance, 0, len(picked))
-		for _, old := range picked {
+		res.Instances = make([]*store.Instance, 0, min(p.Limit, 64))
+		n, next, limited := s.pickWithin(qid, now, p, names, func(old *rec) {
 			r := old.clone()
 			r.state = store.Processing
 			r.attempt++
@@ -123,8 +122,9 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			s.t.put(old, r)
 			res.Instances = append(res.Instances, r.toInstance(names))
 			took = append(took, store.LeaseRef{ID: r.id(), Attempt: int(r.attempt)})
-		}
-		if len(picked) < p.Limit {
+		})
+		res.Limited = limited
+		if n < p.Limit {
 			res.NextRunAt = fromNanos(next)
 		}
 		return nil

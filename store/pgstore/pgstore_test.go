@@ -80,6 +80,7 @@ func open(t testing.TB, ns string, opts ...pgstore.Option) *pgstore.Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		CancelNotifier: true,
+		Limits:         true,
 		Open: func(t testing.TB, ns string) store.Store {
 			return open(t, "conformance-"+ns, pgstore.WithPollInterval(20*time.Millisecond))
 		},

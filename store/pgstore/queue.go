@@ -668,6 +668,9 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
+	if ls := limitsOf(p); len(ls) > 0 {
+		return s.claimLimited(ctx, p, ls) // limits.go
+	}
 	res := &store.ClaimResult{}
 	now := nanos(p.Now)
 	kinds := p.Kinds

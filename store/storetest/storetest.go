@@ -73,6 +73,11 @@ type Harness struct {
 	// CancelNotifier check then fails when it does not, instead of
 	// passing with nothing to check.
 	CancelNotifier bool
+
+	// Limits says the store enforces ClaimParams.Limits (it is a
+	// store.LimitEnforcer): the limits checks then run, and fail when it
+	// does not; without it they check that the store does not claim to.
+	Limits bool
 }
 
 // Run runs the whole suite against h, each check as a parallel sub-test with
@@ -147,6 +152,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, inspectTests...)
 	tests = append(tests, workflowTests...)
 	tests = append(tests, labelExprTests...)
+	tests = append(tests, limitTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

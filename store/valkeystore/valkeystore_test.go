@@ -60,6 +60,7 @@ func TestConformance(t *testing.T) {
 	c := newClient(t, testserver.Redis(t))
 	storetest.Run(t, storetest.Harness{
 		CancelNotifier: true,
+		Limits:         true,
 		Open: func(t testing.TB, ns string) store.Store {
 			return newStore(t, c, ns)
 		},

@@ -115,6 +115,7 @@ const (
 	kClaimSeq
 	kClaimKinds
 	kClaimLabels
+	kClaimLimits // kind, queue and max of each limit, flat
 )
 
 // The keys of ClaimResult.
@@ -122,6 +123,7 @@ const (
 	kCResInstances = 1 + iota
 	kCResNextRunAt
 	kCResUndecodable
+	kCResLimited
 )
 
 // MarshalKeyed encodes v in MsgpackKeyed: the types it has keys for in
@@ -530,6 +532,9 @@ func claimParamsFields(f *fields, p *store.ClaimParams) {
 	f.uint(kClaimSeq, p.ClaimSeq)
 	f.strs(kClaimKinds, p.Kinds)
 	f.strs(kClaimLabels, p.Labels)
+	if len(p.Limits) > 0 {
+		f.strs(kClaimLimits, flatLimits(p.Limits))
+	}
 }
 
 func (k *keyedEncoder) claimResult(r *ClaimResult) {
@@ -549,6 +554,7 @@ func claimResultFields(k *keyedEncoder, f *fields, r *ClaimResult) {
 		k.instances(r.Instances)
 	}
 	f.time(kCResNextRunAt, &r.NextRunAt)
+	f.bool(kCResLimited, r.Limited)
 	if r.Undecodable != nil && f.key() {
 		f.writeKey(kCResUndecodable)
 		_ = k.e.EncodeArrayLen(len(r.Undecodable))
@@ -1022,6 +1028,11 @@ func (k *keyedDecoder) claimParams() (*store.ClaimParams, error) {
 			p.Kinds, err = k.strs()
 		case kClaimLabels:
 			p.Labels, err = k.strs()
+		case kClaimLimits:
+			var flat []string
+			if flat, err = k.strs(); err == nil {
+				p.Limits, err = unflatLimits(flat)
+			}
 		default:
 			return false, nil
 		}
@@ -1042,6 +1053,8 @@ func (k *keyedDecoder) claimResult() (*ClaimResult, error) {
 			r.Instances, err = k.instances()
 		case kCResNextRunAt:
 			r.NextRunAt, err = k.time()
+		case kCResLimited:
+			r.Limited, err = k.bool()
 		case kCResUndecodable:
 			var n int
 			if n, err = k.arrayLen(); err != nil {

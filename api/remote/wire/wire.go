@@ -164,6 +164,8 @@ type ClaimResult struct {
 	Instances   []*store.Instance
 	NextRunAt   time.Time
 	Undecodable []Undecodable `json:",omitempty"`
+	// Limited is store.ClaimResult.Limited.
+	Limited bool `json:",omitempty"`
 }
 
 // Event is store.Event on the wire.
@@ -192,7 +194,7 @@ func (r *ClaimResult) Store() *store.ClaimResult {
 	if r == nil {
 		return nil
 	}
-	out := &store.ClaimResult{Instances: r.Instances, NextRunAt: r.NextRunAt}
+	out := &store.ClaimResult{Instances: r.Instances, NextRunAt: r.NextRunAt, Limited: r.Limited}
 	for _, u := range r.Undecodable {
 		out.Undecodable = append(out.Undecodable, store.UndecodableRecord{LeaseRef: u.LeaseRef, Err: u.Err.decode()})
 	}

@@ -49,7 +49,7 @@ func main() {
 		pending    = flag.Int("pending", 100_000, "pending instances in the memory run")
 		depths     = flag.String("depths", "1000,100000,1000000", "queue depths of the claim-cost run")
 		runs       = flag.Int("runs", 3, "runs per figure; the median is reported")
-		only       = flag.String("only", "", "comma-separated subset of: throughput, latency, memory, claim, soak, api (soak and api run only when named; api needs -store redis)")
+		only       = flag.String("only", "", "comma-separated subset of: throughput, latency, memory, claim, soak, api, limits (soak, api and limits run only when named; api needs -store redis)")
 		jobdBin    = flag.String("jobd", "", "jobd binary of the api workloads (default: go build ../server/cmd/jobd of this repository)")
 		apiCalls   = flag.Int("api-calls", 20_000, "Schedule calls per single-call run of the api workloads")
 		apiBatches = flag.Int("api-batches", 100, "ScheduleBatch calls per batched run of the api workloads")
@@ -59,6 +59,10 @@ func main() {
 		soakFor    = flag.Duration("soak-for", 6*time.Minute, "how long the soak run schedules jobs")
 		soakEvery  = flag.Duration("soak-every", 15*time.Second, "how often the soak run samples memory")
 		limit      = flag.Duration("limit", 10*time.Minute, "time limit of each run; a run that hits it is reported as cut short")
+		pgURL      = flag.String("pg", os.Getenv("JOBKIT_PG_URL"), "PostgreSQL URL of the pg store")
+		kindLimit  = flag.Int("kind-limit", 64, "concurrency limit of the limits workload's burn-down")
+		limitWs    = flag.String("limit-workers", "64,128", "worker counts of the limits workload's burn-downs")
+		accN       = flag.Int("accuracy-jobs", 20_000, "jobs of the limits workload's accuracy run (limit 10, 3 managers × 16 workers)")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile to this file")
 	)
 	flag.Parse()
@@ -88,6 +92,11 @@ func main() {
 		cfg.RedisAddr = benchkit.StartRedis(*redisAddr)
 	case "etcd":
 		cfg.EtcdEndpoints = benchkit.StartEtcd(*etcdEPs)
+	case "pg":
+		if *pgURL == "" {
+			benchkit.Fatalf("-store pg needs -pg or JOBKIT_PG_URL")
+		}
+		cfg.PGURL = *pgURL
 	}
 	defer benchkit.StopServers()
 	sys, err := benchkit.NewJobkit(cfg)
@@ -185,6 +194,49 @@ func main() {
 		}
 		benchkit.APIRows(ctx, e, benchkit.APIPlan{Calls: *apiCalls, Batches: *apiBatches, BatchSize: *apiBatch, LatencyN: *latencyN, Clients: cs}, *runs, *limit, row)
 		e.Close()
+	}
+	if *only != "" && want("limits") {
+		lws, err := ints(*limitWs)
+		if err != nil {
+			log.Fatalf("-limit-workers: %v", err)
+		}
+		// Side by side, alternating, so drift in the machine's load
+		// weighs on both columns alike.
+		for _, w := range lws {
+			var without, with []float64
+			for range *runs {
+				for _, lim := range []int{0, *kindLimit} {
+					s, err := benchkit.Burndown(ctx, sys.WithKindLimit(lim), *jobs, w, *limit)
+					if err != nil {
+						fmt.Printf("| burn-down, %d workers, limit %d | failed: %v | |\n", w, lim, err)
+						continue
+					}
+					if lim == 0 {
+						without = append(without, s["jobs/s"])
+					} else {
+						with = append(with, s["jobs/s"])
+					}
+				}
+			}
+			a, b := benchkit.Median(without), benchkit.Median(with)
+			fmt.Printf("| throughput, %d pre-scheduled no-op jobs, %d workers, no limit | %.0f jobs/s | %d |\n", *jobs, w, a, len(without))
+			fmt.Printf("| throughput, %d pre-scheduled no-op jobs, %d workers, limit %d on the kind | %.0f jobs/s (%.2fx) | %d |\n", *jobs, w, *kindLimit, b, b/a, len(with))
+		}
+		// Peaks are the largest over the runs, not a median.
+		var execs, sampled float64
+		var rates []float64
+		for range *runs {
+			s, err := benchkit.LimitAccuracy(ctx, sys, *accN, 3, 16, 10, *limit)
+			if err != nil {
+				fmt.Printf("| limit accuracy | failed: %v | |\n", err)
+				continue
+			}
+			execs, sampled = max(execs, s["peak executors"]), max(sampled, s["peak sampled"])
+			rates = append(rates, s["jobs/s"])
+		}
+		fmt.Printf("| limit 10 across 3 managers × 16 workers (%d jobs of 1 ms): most executors running at once, over the runs | %.0f | %d |\n", *accN, execs, len(rates))
+		fmt.Printf("| the same: most Processing in store counts sampled every 5 ms | %.0f | %d |\n", sampled, len(rates))
+		fmt.Printf("| the same: throughput | %.0f jobs/s | %d |\n", benchkit.Median(rates), len(rates))
 	}
 	if want("claim") {
 		for _, d := range ds {

@@ -54,6 +54,10 @@ type JobkitConfig struct {
 	// FinishLinger, when > 0, sets job.WithFinishLinger (issue 17: how
 	// many outcomes one Finish call writes); zero keeps the manager's.
 	FinishLinger time.Duration
+	// KindLimit, when > 0, sets a cluster-wide concurrency limit of that
+	// many running on the bench kind (Admin.SetConcurrencyLimit) when a
+	// queue is opened.
+	KindLimit int
 }
 
 // Jobkit is jobkit on one store, as a System.
@@ -228,7 +232,7 @@ func (j *Jobkit) Open(ctx context.Context) (Queue, error) {
 
 // Attach implements System. memdb has no cross-process queue: a fresh
 // store is returned.
-func (j *Jobkit) Attach(_ context.Context, id string) (Queue, error) {
+func (j *Jobkit) Attach(ctx context.Context, id string) (Queue, error) {
 	s, err := j.OpenStore(id)
 	if err != nil {
 		return nil, err
@@ -237,6 +241,11 @@ func (j *Jobkit) Attach(_ context.Context, id string) (Queue, error) {
 	q.hooks.Store(&Hooks{})
 	if q.sched, err = q.manager(1); err != nil {
 		return nil, err
+	}
+	if j.cfg.KindLimit > 0 {
+		if err := q.sched.Admin().SetConcurrencyLimit(ctx, job.ConcurrencyLimit{Kind: benchKind, Max: j.cfg.KindLimit}); err != nil {
+			return nil, err
+		}
 	}
 	return q, nil
 }

@@ -4,7 +4,17 @@
 --       [5] limit, [6] queue, [7] claim seq as 20 decimal digits (all
 --       zeros: none; compared as strings, since a Lua number is exact only
 --       to 2^53), [8] how many kinds the claimer names (0: any kind), then
---       those kinds, then the claimer's labels.
+--       those kinds, then how many concurrency limits (0: none), then
+--       each as kind, queue, max ('' for any kind or queue), then the
+--       claimer's labels.
+-- Concurrency limits (store.ConcurrencyLimit): a limit counts the
+-- Processing instances it matches from cnt (count_move keeps it in the
+-- same step as every transition, so whatever moves an attempt out of
+-- Processing releases its slot). A lane is of one kind, so a lane's room
+-- is the smallest Max minus use of the limits its kind matches; each
+-- round of a priority's merge takes no more than the smallest room of its
+-- lanes and leaves out the lanes with none, so no limit is passed and a
+-- full lane never holds the others back.
 -- A claim takes only from the lanes (lib.lua) whose kind the claimer
 -- names and whose label requirements its labels satisfy (holds, once per
 -- lane and call): it reads the queue's lane index
@@ -51,7 +61,15 @@ local any_kind, kinds, mine, mine_keys = nk == 0, {}, {}, {}
 for i = 9, 8 + nk do
 	kinds[ARGV[i]] = true
 end
-for i = 9 + nk, #ARGV do
+local nlim = tonumber(ARGV[9 + nk] or '0')
+local lims = {}
+for i = 10 + nk, 9 + nk + 3 * nlim, 3 do
+	local lk, lq = ARGV[i], ARGV[i + 1]
+	if lq == '' or lq == queue then
+		lims[#lims + 1] = {kind = lk, queue = lq, max = tonumber(ARGV[i + 2]), used = 0}
+	end
+end
+for i = 10 + nk + 3 * nlim, #ARGV do
 	local l = ARGV[i]
 	mine[l] = true
 	local e = string.find(l, '=', 1, true)
@@ -355,6 +373,69 @@ local function stale(m, raw)
 	return p ~= nil and p[P_SEQ] ~= seq
 end
 
+-- The limits' use, from cnt; a limit's room per lane and kind.
+local limited = false
+if #lims > 0 and not paused then
+	local all_queues, all_kinds
+	for _, l in ipairs(lims) do
+		local qs, ks = {l.queue}, {l.kind}
+		if l.queue == '' then
+			all_queues = all_queues or redis.call('SMEMBERS', K_QUEUES)
+			qs = all_queues
+		end
+		if l.kind == '' then
+			all_kinds = all_kinds or redis.call('SMEMBERS', K_KINDS)
+			ks = all_kinds
+		end
+		local fs = {}
+		for _, q in ipairs(qs) do
+			for _, k in ipairs(ks) do
+				fs[#fs + 1] = count_field(S_PROCESSING, q, k)
+			end
+		end
+		for i = 1, #fs, 1000 do
+			for _, v in ipairs(redis.call('HMGET', K_CNT, unpack(fs, i, math.min(i + 999, #fs)))) do
+				if v then
+					l.used = l.used + tonumber(v)
+				end
+			end
+		end
+	end
+end
+local kind_lims = {}
+-- lims_of returns the limits that match instances of kind.
+local function lims_of(kind)
+	local ix = kind_lims[kind]
+	if not ix then
+		ix = {}
+		for i, l in ipairs(lims) do
+			if l.kind == '' or l.kind == kind then
+				ix[#ix + 1] = i
+			end
+		end
+		kind_lims[kind] = ix
+	end
+	return ix
+end
+-- room returns how many more instances of the lane of member m may start
+-- (a large number when no limit matches it).
+local function room(m)
+	local slash = string.find(m, '/', 1, true)
+	local kind = lane_parts(string.sub(m, is_set(m, slash) and slash + 2 or slash + 1))
+	local r = 1000000
+	for _, i in ipairs(lims_of(kind)) do
+		r = math.min(r, lims[i].max - lims[i].used)
+	end
+	return math.max(r, 0)
+end
+-- took counts a claimed instance whose spec is raw.
+local function took(raw)
+	local _, kind = spec_qk(raw)
+	for _, i in ipairs(lims_of(kind or '')) do
+		lims[i].used = lims[i].used + 1
+	end
+end
+
 local ERR = 'undecodable state record'
 local claimed, corrupt, n = {}, {}, 0
 local li = 1
@@ -371,7 +452,24 @@ while n < limit and li <= #levels do
 		if not lp then break end
 	end
 	while n < limit and #group > 0 do
-		local ms, emptied = take(group, math.min(limit - n, 1000))
+		local want = math.min(limit - n, 1000)
+		if #lims > 0 then
+			local kept = {}
+			for _, m in ipairs(group) do
+				local r = room(m)
+				if r == 0 then
+					limited = true
+				else
+					kept[#kept + 1] = m
+					want = math.min(want, r)
+				end
+			end
+			group = kept
+			if #group == 0 then
+				break
+			end
+		end
+		local ms, emptied = take(group, want)
 		for _, e in ipairs(emptied) do
 			redis.call('ZREM', lkey, e)
 			for k, g in ipairs(group) do
@@ -396,6 +494,7 @@ while n < limit and li <= #levels do
 				-- after it was pruned: not this instance's place.
 			elseif specs[j] and not sts[j] then
 				claim_first(id)
+				took(specs[j])
 				count_move(id, specs[j], S_SCHEDULED, S_PROCESSING)
 				started(id, until_)
 				claimed[#claimed + 1] = {id, specs[j], 1}
@@ -417,6 +516,7 @@ while n < limit and li <= #levels do
 						corrupt[#corrupt + 1] = id
 					end
 					change(id, t, S_PROCESSING, bad and ERR or '')
+					took(specs[j])
 					count_move(id, specs[j], S_SCHEDULED, S_PROCESSING)
 					started(id, until_)
 					claimed[#claimed + 1] = {id, specs[j], t[T_ATT]}
@@ -447,4 +547,4 @@ if n < limit and not paused then
 		next = tonumber(head[2])
 	end
 end
-return {out, next, corrupt}
+return {out, next, corrupt, limited and 1 or 0}
