@@ -40,16 +40,16 @@ func TestResultsAndArgumentsInto(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	const big = int64(1) << 60 // survives JSON only as an integer, not a float64
 	ji, err := m.ScheduleJob(ctx, "pack", job.WithArguments(order{ID: "A-1", Items: []string{"book", "pen"}}, big/2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending, err := m.GetInstance(ctx, ji.ID)
+	pending, err := m.GetInstance(ctx, ji.ID) // before Start: not yet run
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Wait(ctx); err != nil {
