@@ -33,22 +33,9 @@ func WorkflowThroughput(tb testing.TB, st store.Store, n int, asJobs bool) float
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, err := job.NewManager(job.WithStore(st), job.WithWorkers(16), job.WithShardRecheck(time.Hour))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := m.RegisterJob(j); err != nil {
-		tb.Fatal(err)
-	}
+	m, stop := startBenchManager(tb, st, j)
+	defer stop()
 	ctx := context.Background()
-	if err := m.Start(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		_ = m.Stop(sctx)
-	}()
 	begin := time.Now()
 	var wg sync.WaitGroup
 	next := atomic.Int64{}
@@ -96,4 +83,27 @@ func WorkflowThroughput(tb testing.TB, st store.Store, n int, asJobs bool) float
 		tb.Fatalf("%d of %d tasks ran within 5 minutes", ran.Load(), total)
 	}
 	return float64(total) / time.Since(begin).Seconds()
+}
+
+// startBenchManager starts a manager of 16 workers running j on st, for the
+// workflow benchmarks (the recheck an hour away, so only wake-ups count);
+// stop stops it.
+func startBenchManager(tb testing.TB, st store.Store, j *job.Job) (m *job.Manager, stop func()) {
+	tb.Helper()
+	m, err := job.NewManager(job.WithStore(st), job.WithWorkers(16), job.WithShardRecheck(time.Hour))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := m.RegisterJob(j); err != nil {
+		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return m, func() {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_ = m.Stop(sctx)
+	}
 }

@@ -54,22 +54,9 @@ func latencyRun(tb testing.TB, st store.Store, tasks int, build func(kind string
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, err := job.NewManager(job.WithStore(st), job.WithWorkers(16), job.WithShardRecheck(time.Hour))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := m.RegisterJob(j); err != nil {
-		tb.Fatal(err)
-	}
+	m, stop := startBenchManager(tb, st, j)
+	defer stop()
 	ctx := context.Background()
-	if err := m.Start(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		_ = m.Stop(sctx)
-	}()
 	if _, err := m.ScheduleWorkflow(ctx, build("wf-latency")); err != nil {
 		tb.Fatal(err)
 	}
