@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/store"
 )
 
@@ -53,7 +53,7 @@ func (c *statementCounter) count(key string) int {
 func TestIdleRescueAfterHeartbeat(t *testing.T) {
 	ctx := t.Context()
 	_, schema := internalPool(t, "idle")
-	cfg, err := pgxpool.ParseConfig(os.Getenv("JOBKIT_PG_URL"))
+	cfg, err := pgxpool.ParseConfig(testserver.Postgres(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/store"
 )
 
@@ -23,10 +23,7 @@ import (
 // benchmark). Each statement runs under EXPLAIN ANALYZE the way the store
 // runs it, in a transaction rolled back after.
 func TestBatchUpdatesUnnestOnce(t *testing.T) {
-	u := os.Getenv("JOBKIT_PG_URL")
-	if u == "" {
-		t.Fatal("JOBKIT_PG_URL is not set: run the tests with `make test` (scripts/test.sh starts a private PostgreSQL)")
-	}
+	u := testserver.Postgres(t)
 	ctx := t.Context()
 	pool, err := pgxpool.New(ctx, u)
 	if err != nil {

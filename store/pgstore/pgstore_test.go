@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/jobtest"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/pgstore"
@@ -24,16 +25,18 @@ var (
 	poolErr  error
 )
 
-// dbURL returns JOBKIT_PG_URL, failing t when it is unset: the store's
-// tests run against a real PostgreSQL and never skip.
+// dbURL returns the URL of the PostgreSQL the tests run against: the one
+// JOBKIT_PG_URL names (make test starts a private one), else one started
+// for this test binary (testserver.Postgres), stopped by TestMain.
 func dbURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("JOBKIT_PG_URL")
-	if u == "" {
-		t.Fatal("JOBKIT_PG_URL is not set: run the tests with `make test` (scripts/test.sh starts a private PostgreSQL), " +
-			"or start one (Debian: apt-get install postgresql) and set JOBKIT_PG_URL=postgres://user@127.0.0.1:5432/db?sslmode=disable")
-	}
-	return u
+	return testserver.Postgres(t)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testserver.StopAll()
+	os.Exit(code)
 }
 
 // testPool returns the package's pool on JOBKIT_PG_URL with the test

@@ -3,13 +3,13 @@ package pgstore_test
 import (
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/pgstore"
 )
@@ -18,10 +18,7 @@ import (
 // Migrate and New before any statement runs, and any other name, however
 // unusual for SQL, works: the store quotes it everywhere.
 func TestSchemaNames(t *testing.T) {
-	u := os.Getenv("JOBKIT_PG_URL")
-	if u == "" {
-		t.Fatal("JOBKIT_PG_URL is not set: run the tests with `make test` (scripts/test.sh starts a private PostgreSQL)")
-	}
+	u := testserver.Postgres(t)
 	pool, err := pgxpool.New(t.Context(), u)
 	if err != nil {
 		t.Fatal(err)

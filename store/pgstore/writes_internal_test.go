@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobkit/job/internal/testserver"
 	"github.com/jobkit/job/store"
 )
 
@@ -22,10 +22,7 @@ import (
 // dropped when t ends.
 func internalPool(t *testing.T, prefix string) (*pgxpool.Pool, string) {
 	t.Helper()
-	u := os.Getenv("JOBKIT_PG_URL")
-	if u == "" {
-		t.Fatal("JOBKIT_PG_URL is not set: run the tests with `make test` (scripts/test.sh starts a private PostgreSQL)")
-	}
+	u := testserver.Postgres(t)
 	pool, err := pgxpool.New(t.Context(), u)
 	if err != nil {
 		t.Fatal(err)
