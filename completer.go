@@ -47,9 +47,9 @@ type completerDeps struct {
 	// it applied (the job's handlers run from it).
 	recorded func(r *finishReq, state State)
 	// ended is called once per batch with the instances it moved to a
-	// final state that another instance waits on: today the shards of a
-	// sharded task, whose parent joins them (shards.go). Workflows will
-	// release the dependents of a finished task from here too.
+	// final state that another instance waits on: the shards of a sharded
+	// task, whose parent joins them (shards.go), and workflow tasks, whose
+	// dependents it releases (workflow_release.go).
 	ended func(ctx context.Context, recs []*store.Instance)
 	// retried is called when a batch scheduled a retry, due now or later,
 	// into a queue whose store wake-ups are not subscribed (storeWakes):
