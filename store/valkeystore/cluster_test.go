@@ -32,6 +32,7 @@ func TestConformanceOnCluster(t *testing.T) {
 	c := clusterClient(t)
 	storetest.Run(t, storetest.Harness{
 		CancelNotifier: true,
+		Limits:         true,
 		Open: func(t testing.TB, ns string) store.Store {
 			return newStore(t, c, ns)
 		},
