@@ -425,6 +425,13 @@ func (c *claimer) claim(q string, limit int, seq uint64) (int, time.Time, error)
 		return 0, time.Time{}, err
 	}
 	c.limits.waiting.Store(res.Limited)
+	if res.Limited {
+		// The slots are held until their outcomes are written: write the
+		// ones the completer holds for its finish interval now, or a
+		// limit as large as the workers would start only as many jobs as
+		// it allows per interval.
+		c.completer.hurry()
+	}
 	next := res.NextRunAt
 	switch {
 	case res.Limited && c.limits.flushes.Load() != flushes:

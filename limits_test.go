@@ -173,3 +173,28 @@ func setLimit(t *testing.T, st store.Store, l job.ConcurrencyLimit) {
 		t.Fatal(err)
 	}
 }
+
+// TestLimitDoesNotWaitForTheFinishInterval: a limit as large as the
+// workers frees its slots only when outcomes are written, and the
+// completer holds outcomes for its finish interval while they keep
+// coming. A claim left short by the limit has the completer write them at
+// once. Before, the jobs started a limit's worth per interval: 64 per
+// 100 ms (636 jobs/s against 31,151 without the limit, on Redis), and
+// here, with a 1 s interval, 60 jobs would take 30 s.
+func TestLimitDoesNotWaitForTheFinishInterval(t *testing.T) {
+	t.Parallel()
+	st := mustMemdb(t)
+	m := newManager(t, job.WithStore(st), job.WithWorkers(2), job.WithFinishInterval(time.Second))
+	if err := m.RegisterJob(mustJob(t, job.WithKind("limited"), job.WithExecutor(func() {}))); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := m.Admin().SetConcurrencyLimit(ctx, job.ConcurrencyLimit{Kind: "limited", Max: 2}); err != nil {
+		t.Fatal(err)
+	}
+	scheduleN(t, m, "limited", 60)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "60 limited jobs completed", func() bool { return count(t, m, job.WithQueryState(job.Completed)) == 60 })
+}
