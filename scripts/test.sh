@@ -207,23 +207,76 @@ for m in "${modules[@]}"; do
 	in_module "$m" go run "$staticcheck" ./...
 done
 
-# The fault tests bound how fast crashed work runs again (lease + 1 s) with
-# real worker processes; they run after every other module, so those do
-# not starve them of the machine's CPUs and of the shared servers.
+# The tests run in a pool of JOBKIT_TEST_JOBS modules at once (default 3):
+# most of a module's test time is spent waiting on servers, timers and a
+# browser rather than on the CPUs, so modules side by side finish sooner
+# than one after another (the suite took 23-31 min serially). Each
+# module's output goes to a log printed whole when it ends, so the output
+# stays readable; every module runs even after one fails, and the failed
+# ones are named at the end. The fault tests bound how fast crashed work
+# runs again (lease + 1 s) with real worker processes; they run after
+# every other module, alone, so those do not starve them of the machine's
+# CPUs and of the shared servers.
 fault=internal/faulttest
-for m in "${modules[@]}"; do
-	[[ $m == "$fault" ]] && continue
+jobs=${JOBKIT_TEST_JOBS:-3}
+mkdir -p "$tmp/logs"
+declare -A running=() # pid -> unit name
+failed=()
+# unit_done PID STATUS: prints the unit's log and records a failure.
+unit_done() {
+	local name=${running[$1]}
+	unset "running[$1]"
+	cat "$tmp/logs/${name//\//_}.log" >&2
+	if (($2)); then
+		log "$name: FAILED (exit $2)"
+		failed+=("$name")
+	else
+		log "$name: ok"
+	fi
+}
+# pool_wait: waits for one unit of the pool to end.
+pool_wait() {
+	local pid status=0
+	wait -n -p pid "${!running[@]}" || status=$?
+	unit_done "$pid" "$status"
+}
+# pool_run NAME CMD...: runs CMD as a unit of the pool, once a place is free.
+pool_run() {
+	local name=$1
+	shift
+	while ((${#running[@]} >= jobs)); do pool_wait; done
+	log "$name: started"
+	("$@") >"$tmp/logs/${name//\//_}.log" 2>&1 &
+	running[$!]=$name
+}
+# test_module DIR ARGS...: go test -race of module DIR, with its name on top.
+test_module() {
+	local m=$1
+	shift
 	log "$m: go test -race ./..."
 	in_module "$m" go test -race -timeout 12m "$@" ./...
-done
+}
 # >>> etcd36 (issue 34): store/etcdstore (its own tests, storetest and
 # jobtest, its fault tests) against Debian's etcd 3.4, the oldest supported,
 # which testserver starts for the test binary. Without -race: the race
-# detector ran over the same code against etcd 3.6 above, and this pass
-# checks only what the server does; it keeps the suite's wall time down.
-log "store/etcdstore: go test ./... against Debian's etcd $("$etcd_oldest" --version | awk 'NR==1{print $3}') (the oldest supported)"
-JOBKIT_ETCD_BIN=$etcd_oldest JOBKIT_ETCD_ENDPOINTS='' in_module store/etcdstore go test -timeout 12m "$@" ./...
+# detector runs over the same code against etcd 3.6, and this pass checks
+# only what the server does; it keeps the suite's wall time down.
+test_etcd_oldest() {
+	log "store/etcdstore: go test ./... against Debian's etcd $("$etcd_oldest" --version | awk 'NR==1{print $3}') (the oldest supported)"
+	JOBKIT_ETCD_BIN=$etcd_oldest JOBKIT_ETCD_ENDPOINTS='' in_module store/etcdstore go test -timeout 12m "$@" ./...
+}
 # <<< etcd36
+log "tests: $jobs modules at a time (JOBKIT_TEST_JOBS)"
+for m in "${modules[@]}"; do
+	[[ $m == "$fault" ]] && continue
+	pool_run "$m" test_module "$m" "$@"
+done
+pool_run "store/etcdstore (etcd 3.4)" test_etcd_oldest "$@"
+while ((${#running[@]})); do pool_wait; done
+if ((${#failed[@]})); then
+	log "failed: ${failed[*]}"
+	exit 1
+fi
 log "$fault: go test -race ./..."
 in_module "$fault" go test -race -timeout 12m "$@" ./...
 
