@@ -14,9 +14,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -186,6 +188,10 @@ func main() {
 		etcdBin = b // the program testserver starts
 	}
 	ver.etcd = serverVersion(etcdBin, "--version")
+	if *etcdEPs != "" {
+		// The server given, not the program on PATH, is the one measured.
+		ver.etcd = etcdServerVersion(strings.Split(*etcdEPs, ",")[0])
+	}
 	needRedis, needEtcd, needPG := false, false, false
 	var sel []sysSpec
 	for _, s := range specs() {
@@ -384,6 +390,27 @@ func serverVersion(bin string, args ...string) string {
 		return fs[len(fs)-1]
 	}
 	return l
+}
+
+// etcdServerVersion asks the etcd server at endpoint (host:port or a URL)
+// for its version, from its /version endpoint.
+func etcdServerVersion(endpoint string) string {
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "http://" + endpoint
+	}
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(strings.TrimSuffix(endpoint, "/") + "/version")
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Server string `json:"etcdserver"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || v.Server == "" {
+		return "unknown (no version at " + endpoint + "/version)"
+	}
+	return v.Server
 }
 
 // moduleVersions lists the versions of the modules this binary was built
