@@ -51,7 +51,10 @@ func TestLostRepliesOfClaimAndFinish(t *testing.T) {
 	st := &lossyStore{Store: mustMemdb(t)}
 	st.loseClaims.Store(2)
 	st.loseFinishes.Store(2)
-	m, err := job.NewManager(job.WithStore(st), job.WithWorkers(4), job.WithLease(500*time.Millisecond),
+	// The lease is long enough that a loaded machine (CI at load 30 saw a
+	// 500 ms lease lapse before its renewal ran) does not end an attempt
+	// the test means to complete: no step here waits for a lease to end.
+	m, err := job.NewManager(job.WithStore(st), job.WithWorkers(4), job.WithLease(3*time.Second),
 		job.WithRescueInterval(50*time.Millisecond), job.WithPollInterval(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
