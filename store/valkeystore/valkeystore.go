@@ -91,6 +91,7 @@ func New(client valkey.Client, opts ...Option) (*Store, error) {
 	o := redisscript.Apply(opts)
 	r := &runner{c: client, scripts: make(map[*redisscript.Script]*valkey.Lua, len(redisscript.All)),
 		lone: client.Mode() == valkey.ClientModeStandalone}
+	r.laneDo = r.doLane
 	for _, s := range redisscript.All {
 		if s.ReadOnly {
 			r.scripts[s] = valkey.NewLuaScriptReadOnly(s.Source)
@@ -126,6 +127,24 @@ type runner struct {
 	// would make the call wait out).
 	laneAt  atomic.Int64
 	warming atomic.Bool // a warmLane is under way
+	// lane is the call on the dedicated path (one at a time: the only
+	// call in flight), laneDo the method value that makes it, kept so
+	// that a call allocates no closure.
+	lane   laneCall
+	laneDo func(valkey.DedicatedClient) error
+}
+
+// laneCall is a call on a dedicated connection: its ctx and command, and
+// then its result.
+type laneCall struct {
+	ctx context.Context
+	cmd valkey.Completed
+	res valkey.ValkeyResult
+}
+
+func (r *runner) doLane(dc valkey.DedicatedClient) error {
+	r.lane.res = dc.Do(r.lane.ctx, r.lane.cmd)
+	return nil
 }
 
 // laneFresh: how long after a dedicated connection answered lone calls
@@ -158,8 +177,12 @@ func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []str
 		cmd = r.c.B().Fcall().Function(fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 	}
 	var res valkey.ValkeyResult
-	lone := r.inflight.Add(1) == 1 && r.lone
-	if now := time.Now().UnixNano(); lone && syncable(ctx) && now-r.laneAt.Load() < int64(laneFresh) {
+	lone := r.inflight.Add(1) == 1 && r.lone && syncable(ctx)
+	var now int64
+	if lone {
+		now = time.Now().UnixNano()
+	}
+	if lone && now-r.laneAt.Load() < int64(laneFresh) {
 		// Alone: on a connection nobody else writes to at the same
 		// time, which valkey-go then writes and reads in this goroutine.
 		// Its shared connection, once it has served concurrent callers
@@ -168,10 +191,9 @@ func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []str
 		// hand-offs a call, which nearly doubled a lone ScheduleJob's
 		// latency (issue 39). Concurrent calls still share the pipelined
 		// connection.
-		_ = r.c.Dedicated(func(dc valkey.DedicatedClient) error {
-			res = dc.Do(ctx, cmd)
-			return nil
-		})
+		r.lane = laneCall{ctx: ctx, cmd: cmd}
+		_ = r.c.Dedicated(r.laneDo)
+		res, r.lane = r.lane.res, laneCall{}
 		if res.NonValkeyError() == nil {
 			r.laneAt.Store(now)
 		} else {
