@@ -36,6 +36,20 @@
 // connect. A ctx that ends while the client waits for a connection counts
 // as unknown, as the client does not say whether the command went out.
 //
+// Connections: a script call made while none other of the store's is in
+// flight runs on a connection of the client's pool of dedicated
+// connections (the one blocking commands use), written and read in the
+// caller's goroutine; concurrent calls share the client's pipelined
+// connection. valkey-go's pipelined connection, once it has served
+// concurrent callers, hands every command to a writer and a reader
+// goroutine for good, which nearly doubled a lone ScheduleJob's latency.
+// A call whose ctx can be canceled but has no deadline goes on the
+// pipelined connection, the only one on which valkey-go returns when such
+// a ctx ends; so does a lone call after a second without one on the
+// dedicated path (the pool is first checked with a PING in the
+// background, so that no call waits for a dial). On a cluster client
+// every call takes the pipelined connections.
+//
 // The client belongs to the caller: the store never closes it. New does
 // no I/O. valkey.NewClient, though, dials at once and fails when the
 // server is down; a process that may start before its server either
