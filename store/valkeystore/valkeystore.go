@@ -36,6 +36,20 @@
 // connect. A ctx that ends while the client waits for a connection counts
 // as unknown, as the client does not say whether the command went out.
 //
+// Connections: a script call made while none other of the store's is in
+// flight runs on a connection of the client's pool of dedicated
+// connections (the one blocking commands use), written and read in the
+// caller's goroutine; concurrent calls share the client's pipelined
+// connection. valkey-go's pipelined connection, once it has served
+// concurrent callers, hands every command to a writer and a reader
+// goroutine for good, which nearly doubled a lone ScheduleJob's latency.
+// A call whose ctx can be canceled but has no deadline goes on the
+// pipelined connection, the only one on which valkey-go returns when such
+// a ctx ends; so does a lone call after a second without one on the
+// dedicated path (the pool is first checked with a PING in the
+// background, so that no call waits for a dial). On a cluster client
+// every call takes the pipelined connections.
+//
 // The client belongs to the caller: the store never closes it. New does
 // no I/O. valkey.NewClient, though, dials at once and fails when the
 // server is down; a process that may start before its server either
@@ -49,6 +63,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -88,7 +103,9 @@ func New(client valkey.Client, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%w: valkeystore.New: nil client; pass a client from valkey.NewClient", store.ErrInvalid)
 	}
 	o := redisscript.Apply(opts)
-	r := &runner{c: client, scripts: make(map[*redisscript.Script]*valkey.Lua, len(redisscript.All))}
+	r := &runner{c: client, scripts: make(map[*redisscript.Script]*valkey.Lua, len(redisscript.All)),
+		lone: client.Mode() == valkey.ClientModeStandalone}
+	r.laneDo = r.doLane
 	for _, s := range redisscript.All {
 		if s.ReadOnly {
 			r.scripts[s] = valkey.NewLuaScriptReadOnly(s.Source)
@@ -109,7 +126,47 @@ type runner struct {
 	c       valkey.Client
 	scripts map[*redisscript.Script]*valkey.Lua
 	fn      *redisscript.Functions
+	// lone: a script call made while no other of this store's is in
+	// flight goes on a connection of the client's dedicated pool (see
+	// FCall). Only for a standalone client: a cluster's calls are routed
+	// by slot.
+	lone     bool
+	inflight atomic.Int32 // script calls in flight (FCall)
+	// laneAt is when a call on a dedicated connection (or the PING of
+	// warmLane) last succeeded, in Unix ns; 0 after one failed. Lone
+	// calls take the dedicated path only within laneFresh of it: the
+	// pool then holds a connection that answered lately, so taking it
+	// dials nothing (valkey-go dials a pool connection without the
+	// call's ctx, for up to its dial timeout, which a frozen server
+	// would make the call wait out).
+	laneAt  atomic.Int64
+	warming atomic.Bool // a warmLane is under way
+	// lane is the call on the dedicated path (one at a time: the only
+	// call in flight), laneDo the method value that makes it, kept so
+	// that a call allocates no closure.
+	lane   laneCall
+	laneDo func(valkey.DedicatedClient) error
 }
+
+// laneCall is a call on a dedicated connection: its ctx and command, and
+// then its result.
+type laneCall struct {
+	ctx context.Context
+	cmd valkey.Completed
+	res valkey.ValkeyResult
+}
+
+func (r *runner) doLane(dc valkey.DedicatedClient) error {
+	r.lane.res = dc.Do(r.lane.ctx, r.lane.cmd)
+	return nil
+}
+
+// laneFresh: how long after a dedicated connection answered lone calls
+// may count on the pool holding a live one. valkey-go PINGs an idle
+// pooled connection every Dialer.KeepAlive (1 s by default) and closes
+// it when the PING fails (after ConnWriteTimeout): within 1 s of an
+// answer it has not.
+const laneFresh = time.Second
 
 // Run calls s as a function of redisscript.Library (FCALL), loading the
 // library when the server lacks it, or on a server without Functions
@@ -133,7 +190,37 @@ func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []str
 	} else {
 		cmd = r.c.B().Fcall().Function(fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 	}
-	m, err := r.c.Do(ctx, cmd).ToMessage()
+	var res valkey.ValkeyResult
+	lone := r.inflight.Add(1) == 1 && r.lone && syncable(ctx)
+	var now int64
+	if lone {
+		now = time.Now().UnixNano()
+	}
+	if lone && now-r.laneAt.Load() < int64(laneFresh) {
+		// Alone: on a connection nobody else writes to at the same
+		// time, which valkey-go then writes and reads in this goroutine.
+		// Its shared connection, once it has served concurrent callers
+		// (this store's or anyone's on the client), passes every command
+		// to a writer and a reader goroutine for good: two goroutine
+		// hand-offs a call, which nearly doubled a lone ScheduleJob's
+		// latency (issue 39). Concurrent calls still share the pipelined
+		// connection.
+		r.lane = laneCall{ctx: ctx, cmd: cmd}
+		_ = r.c.Dedicated(r.laneDo)
+		res, r.lane = r.lane.res, laneCall{}
+		if res.NonValkeyError() == nil {
+			r.laneAt.Store(now)
+		} else {
+			r.laneAt.Store(0)
+		}
+	} else {
+		res = r.c.Do(ctx, cmd)
+		if lone && res.NonValkeyError() == nil {
+			r.warmLane()
+		}
+	}
+	r.inflight.Add(-1)
+	m, err := res.ToMessage()
 	if err != nil {
 		if valkey.IsValkeyNil(err) {
 			return nil, nil
@@ -141,6 +228,41 @@ func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []str
 		return nil, err
 	}
 	return normalize(&m)
+}
+
+// warmLane makes sure, in the background, that the client's dedicated
+// pool holds a connection that answers, and opens the dedicated path to
+// lone calls for laneFresh: a PING on a dedicated connection, dialing
+// one if the pool has none (the dial, bounded by the client's dial
+// timeout, is no caller's wait).
+func (r *runner) warmLane() {
+	if !r.warming.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer r.warming.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := r.c.Dedicated(func(dc valkey.DedicatedClient) error {
+			return dc.Do(ctx, dc.B().Ping().Build()).Error()
+		})
+		if err == nil {
+			r.laneAt.Store(time.Now().UnixNano())
+		}
+	}()
+}
+
+// syncable reports whether valkey-go keeps a call under ctx to its own
+// goroutine on a connection with no other caller: ctx never ends, or it
+// has a deadline (set as the connection's). A ctx that can be canceled
+// but has no deadline is watched only on the pipelined connection, so
+// such a call goes there to return when the ctx ends.
+func syncable(ctx context.Context) bool {
+	if ctx.Done() == nil {
+		return true
+	}
+	_, ok := ctx.Deadline()
+	return ok
 }
 
 // FunctionLoad implements redisscript.FunctionClient: on every node the
