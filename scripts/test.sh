@@ -207,7 +207,7 @@ for m in "${modules[@]}"; do
 	in_module "$m" go run "$staticcheck" ./...
 done
 
-# The tests run in a pool of JOBKIT_TEST_JOBS modules at once (default 3):
+# The tests run in a pool of JOBKIT_TEST_JOBS modules at once (default 2):
 # most of a module's test time is spent waiting on servers, timers and a
 # browser rather than on the CPUs, so modules side by side finish sooner
 # than one after another (the suite took 23-31 min serially). Each
@@ -218,7 +218,7 @@ done
 # every other module, alone, so those do not starve them of the machine's
 # CPUs and of the shared servers.
 fault=internal/faulttest
-jobs=${JOBKIT_TEST_JOBS:-3}
+jobs=${JOBKIT_TEST_JOBS:-2}
 mkdir -p "$tmp/logs"
 declare -A running=() # pid -> unit name
 failed=()
