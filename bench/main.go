@@ -116,7 +116,7 @@ func main() {
 	}
 	var p params
 	mode := flag.String("mode", "quick", "quick (a few minutes, small sizes) or full (the published figures)")
-	only := flag.String("only", "", "comma-separated workloads to run (default all): burndown, schedule, steady, idle, scheduled, memory, depth, claim, recovery")
+	only := flag.String("only", "", "comma-separated workloads to run (default all): burndown, schedule, steady, rest, idle, scheduled, memory, depth, claim, recovery")
 	systems := flag.String("systems", "", "comma-separated systems to run (default all): "+strings.Join(specNames(), ", "))
 	out := flag.String("out", "", "Markdown file to write the table into, between its bench markers (default: none; scripts/bench.sh passes doc/benchmarks.md)")
 	runs := flag.Int("runs", 0, "runs per figure (default 3); the median is reported")
