@@ -68,7 +68,7 @@ func specs() []sysSpec {
 		return sysSpec{name: name, tuned: tuned, recovery: tuned, store: store, about: about,
 			make: func(_ context.Context, e env) (benchkit.System, error) {
 				cfg := benchkit.JobkitConfig{Name: name, Store: store, RedisAddr: e.redisAddr, EtcdEndpoints: e.etcdEPs, PGURL: e.pgURL,
-					FinishLinger: *jobkitFinishLinger}
+					FinishLinger: *jobkitFinishLinger, PGNotifyWindow: *pgNotifyWindow}
 				if tuned {
 					cfg.Lease, cfg.RescueInterval, cfg.Backoff = 2*time.Second, 250*time.Millisecond, job.ConstantBackoff(10*time.Millisecond)
 					cfg.EtcdLeaseTTL = 2 * time.Second
@@ -108,6 +108,9 @@ func specs() []sysSpec {
 
 // jobkitFinishLinger is -jobkit-finish-linger (issue 17).
 var jobkitFinishLinger = flag.Duration("jobkit-finish-linger", 0, "jobkit's WithFinishLinger for every jobkit system (default: the manager's, per store)")
+
+// pgNotifyWindow sets pgstore.WithNotifyWindow on the jobkit-pg systems.
+var pgNotifyWindow = flag.Duration("pg-notify-window", 0, "pgstore.WithNotifyWindow of the jobkit-pg systems (default 0: a notification per enqueue)")
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {

@@ -17,15 +17,16 @@ import (
 // With a window, the first enqueue into a queue after a quiet spell of d
 // notifies in its own statement, as without one, so a lone job is picked
 // up as fast as ever. An enqueue that comes less than d after the queue's
-// last notification sends none; once it has committed, one notification
-// goes out for all such enqueues when the window ends (a statement of its
-// own, SELECT pg_notify), or sooner with the next enqueue after the window.
-// The trade-off: at a steady rate above one job per d, a job waits up to d
-// (d/2 on average) before idle workers hear of it, and in exchange the
-// queue costs at most about one notification, one delivery per listening
-// connection and one claim per worker process per d instead of one each
-// per job. Enqueues in a caller's transaction (WithTx) and batches stored
-// with COPY always notify at their commit. Negative is invalid.
+// last notification sends none: the first enqueue into the queue after
+// the window notifies for all of them in its own statement, and when none
+// comes within d/2 more, one notification goes out in a statement of its
+// own (SELECT pg_notify). The trade-off: at a steady rate above one job
+// per d, a job waits up to d (1.5 d when the stream stops) before idle
+// workers hear of it, and in exchange the queue costs about one
+// notification, one delivery per listening connection and one claim per
+// worker process per d instead of one each per job. Enqueues in a
+// caller's transaction (WithTx), with unique keys, and batches stored with
+// COPY always notify at their commit. Negative is invalid.
 func WithNotifyWindow(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
@@ -105,7 +106,10 @@ func (s *Store) owe(held []string) {
 		}
 		e.owed = true
 		q := q
-		e.timer = time.AfterFunc(max(time.Until(e.last.Add(s.cfg.window)), 0), func() { s.sendOwed(q) })
+		// The first enqueue after the window carries it in its own
+		// statement (hold); only when none comes within half a window
+		// more does it cost a statement of its own.
+		e.timer = time.AfterFunc(max(time.Until(e.last.Add(s.cfg.window+s.cfg.window/2)), 0), func() { s.sendOwed(q) })
 	}
 }
 
