@@ -70,7 +70,7 @@ func specs() []sysSpec {
 		return sysSpec{name: name, tuned: tuned, recovery: tuned, store: store, about: about,
 			make: func(_ context.Context, e env) (benchkit.System, error) {
 				cfg := benchkit.JobkitConfig{Name: name, Store: store, RedisAddr: e.redisAddr, EtcdEndpoints: e.etcdEPs, PGURL: e.pgURL,
-					FinishLinger: *jobkitFinishLinger}
+					FinishLinger: *jobkitFinishLinger, PGNotifyWindow: *pgNotifyWindow}
 				if tuned {
 					cfg.Lease, cfg.RescueInterval, cfg.Backoff = 2*time.Second, 250*time.Millisecond, job.ConstantBackoff(10*time.Millisecond)
 					cfg.EtcdLeaseTTL = 2 * time.Second
@@ -111,6 +111,9 @@ func specs() []sysSpec {
 // jobkitFinishLinger is -jobkit-finish-linger (issue 17).
 var jobkitFinishLinger = flag.Duration("jobkit-finish-linger", 0, "jobkit's WithFinishLinger for every jobkit system (default: the manager's, per store)")
 
+// pgNotifyWindow sets pgstore.WithNotifyWindow on the jobkit-pg systems.
+var pgNotifyWindow = flag.Duration("pg-notify-window", 0, "pgstore.WithNotifyWindow of the jobkit-pg systems (default 0: a notification per enqueue)")
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
 		workerMain(os.Args[2:])
@@ -118,7 +121,7 @@ func main() {
 	}
 	var p params
 	mode := flag.String("mode", "quick", "quick (a few minutes, small sizes) or full (the published figures)")
-	only := flag.String("only", "", "comma-separated workloads to run (default all): burndown, schedule, steady, idle, scheduled, memory, depth, claim, recovery")
+	only := flag.String("only", "", "comma-separated workloads to run (default all): burndown, schedule, steady, rest, idle, scheduled, memory, depth, claim, recovery")
 	systems := flag.String("systems", "", "comma-separated systems to run (default all): "+strings.Join(specNames(), ", "))
 	out := flag.String("out", "", "Markdown file to write the table into, between its bench markers (default: none; scripts/bench.sh passes doc/benchmarks.md)")
 	runs := flag.Int("runs", 0, "runs per figure (default 3); the median is reported")

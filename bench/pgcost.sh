@@ -22,6 +22,9 @@
 # PGCOST_ONLY=steady measures steady low rates (issue 39): give
 # -- -steady-rate R -steady-dur D [-steady-workers W] and N = R * D in
 # seconds, the jobs it inserts; the idle workers' polling is in the figures.
+# PGCOST_ONLY=rest measures a system with no jobs at all: give
+# -- -steady-dur D [-steady-workers W] and N = D in seconds; every "per
+# job" figure is then per second of rest.
 set -euo pipefail
 bench=$1 n=$2
 shift 2

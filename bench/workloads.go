@@ -199,6 +199,14 @@ func workloads(p params) []workload {
 			})
 		},
 	}, workload{
+		key: "rest", title: "at rest",
+		about:   fmt.Sprintf("no jobs: %d workers wait for %v (for what an idle system costs its store: bench/pgcost.sh PGCOST_ONLY=rest).", p.steadyWorkers, p.steadyDur),
+		figs:    []fig{{key: "s", label: "rested", unit: "s", prec: 1}},
+		applies: notRecovery,
+		run: func(ctx context.Context, _ sysSpec, sys benchkit.System) benchkit.Result {
+			return benchkit.Repeat(p.runs, func() (benchkit.Sample, error) { return benchkit.Rest(ctx, sys, p.steadyWorkers, p.steadyDur) })
+		},
+	}, workload{
 		key: "idle", title: "idle latency",
 		about:   fmt.Sprintf("%d jobs inserted one at a time on idle workers (each waits for the previous to start, then 1–5 ms); insert call → executor start. Limit %v per run.", p.idleN, p.idleLimit),
 		figs:    []fig{{key: "p50 ms", label: "p50", unit: "ms", lower: true, prec: 3}, {key: "p99 ms", label: "p99", unit: "ms", lower: true, prec: 3}},

@@ -23,7 +23,10 @@
 // of their own, taken with one upsert. Wake-ups go out with pg_notify inside the writing
 // transaction, so PostgreSQL delivers them at the commit, once per queue;
 // each Store listens on one connection of its own (Subscribe), reconnecting
-// when it is lost.
+// when it is lost. PostgreSQL delivers each notification to every
+// listening connection as a transaction there; WithNotifyWindow coalesces
+// a steady stream's notifications per queue, trading pick-up latency for
+// that cost (see its doc).
 //
 // No write takes a namespace-wide or store-wide lock: a write locks only
 // the rows it writes. The event feed (Follow) orders records without one:

@@ -105,3 +105,14 @@ func TestManagerSuite(t *testing.T) {
 		},
 	})
 }
+
+// TestManagerSuiteNotifyWindow runs the manager-level scenarios with
+// coalesced notifications (WithNotifyWindow): jobs held back by the
+// window still run, woken by the notification owed at its end.
+func TestManagerSuiteNotifyWindow(t *testing.T) {
+	jobtest.Run(t, jobtest.Harness{
+		Open: func(t testing.TB, ns string) store.Store {
+			return open(t, "window-"+ns, pgstore.WithNotifyWindow(20*time.Millisecond))
+		},
+	})
+}

@@ -63,7 +63,7 @@ h AS (INSERT INTO ` + s.t("enqueued") + ` (ns, last, t, node, seqs, ids, kinds, 
 	FROM ins HAVING count(*) > 0 RETURNING 1),
 c AS (INSERT INTO ` + s.t("count_deltas") + ` (ns, queue, kind, state, n)
 	SELECT $1, ins.queue, ins.kind, 2, count(*) FROM ins GROUP BY ins.queue, ins.kind RETURNING 1),
-w AS (SELECT pg_notify($14, $15::text || d.queue) FROM (SELECT DISTINCT queue FROM ins) AS d)
+w AS (SELECT pg_notify($14, $15::text || d.queue) FROM (SELECT DISTINCT queue FROM ins) AS d WHERE d.queue <> ALL($23::text[]))
 SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT count(*) FROM c), (SELECT count(*) FROM w) FROM ins`
 	// The claim: one statement picks the first ready instances the
 	// claimer may take, in claim order, skipping rows other claims hold,
@@ -374,7 +374,7 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 			return err
 		}
 		if len(add) > 0 {
-			got, err := s.insert(ctx, tx, p, add)
+			got, err := s.insert(ctx, tx, p, add, false)
 			if err != nil {
 				return err
 			}
@@ -552,7 +552,11 @@ func (s *Store) takeKeysEach(ctx context.Context, tx pgx.Tx, p *store.EnqueuePar
 // insert runs stmts.enqueue for the instances p.Instances[idx] (all of
 // them when idx is nil) and returns the Seq of each it inserted; an ID
 // stored already is skipped.
-func (s *Store) insert(ctx context.Context, q querier, p *store.EnqueueParams, idx []int) (map[string]int64, error) {
+//
+// With coalesce (a statement that commits on its own: no caller's or
+// store's transaction around it), the queues WithNotifyWindow holds back
+// are left out of its notifications and owed once it has committed.
+func (s *Store) insert(ctx context.Context, q querier, p *store.EnqueueParams, idx []int, coalesce bool) (map[string]int64, error) {
 	n := len(p.Instances)
 	if idx != nil {
 		n = len(idx)
@@ -587,8 +591,17 @@ func (s *Store) insert(ctx context.Context, q querier, p *store.EnqueueParams, i
 			return nil, err
 		}
 	}
+	held := []string{}
+	if coalesce {
+		if h := s.hold(queue, time.Now()); h != nil {
+			held = h
+			// Owed once the statement has ended (committed: it runs on
+			// its own), and after a failure too, which may have stored.
+			defer s.owe(held)
+		}
+	}
 	rows, err := q.Query(ctx, s.stmt().enqueue, s.cfg.ns, nanos(p.Now), id, kind, queue, args, prio, runAt, retries, timeout, created, labels,
-		p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, md, ukey, uuntil, parent, shardIndex, shardCount, task)
+		p.Node, s.channel, strconv.Itoa(len(s.cfg.ns))+":"+s.cfg.ns, md, ukey, uuntil, parent, shardIndex, shardCount, task, held)
 	if err != nil {
 		return nil, err
 	}
@@ -631,7 +644,7 @@ func (s *Store) enqueuePlain(ctx context.Context, p *store.EnqueueParams) ([]sto
 		}
 	}
 	q := s.q(ctx)
-	got, err := s.insert(ctx, q, p, nil)
+	got, err := s.insert(ctx, q, p, nil, txFrom(ctx) == nil)
 	if err != nil {
 		return nil, s.wrap(ctx, "enqueue", err)
 	}

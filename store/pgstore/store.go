@@ -49,6 +49,9 @@ type Store struct {
 	stopped     bool // Close was called: start no compaction
 	lastCompact time.Time
 
+	// gate holds back enqueue notifications (WithNotifyWindow).
+	gate notifyGate
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	wg        sync.WaitGroup
@@ -66,6 +69,7 @@ type config struct {
 	ns       string
 	debounce time.Duration
 	poll     time.Duration
+	window   time.Duration // WithNotifyWindow
 }
 
 // Option configures New and Migrate.
@@ -173,6 +177,7 @@ func (s *Store) Close() error {
 	s.cmu.Lock()
 	s.stopped = true
 	s.cmu.Unlock()
+	s.stopGate()
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.wg.Wait()
 	return nil

@@ -85,6 +85,11 @@ func TestWorkloadsOnMemdb(t *testing.T) {
 	check("steady", s, err, "p50 ms", "p99 ms", "p999 ms")
 	s, err = Idle(ctx, sys, 5, limit)
 	check("idle", s, err, "p50 ms", "p99 ms")
+	s, err = Rest(ctx, sys, 4, 100*time.Millisecond)
+	check("rest", s, err, "s")
+	if s["s"] < 0.1 {
+		t.Errorf("rest: rested %v s, want at least 0.1", s["s"])
+	}
 	s, err = Scheduled(ctx, sys, 10, 200*time.Millisecond, 100*time.Millisecond, limit)
 	check("scheduled", s, err, "p50 ms", "early %")
 	s, err = MemoryPerPending(ctx, sys, 1000, limit)

@@ -51,6 +51,8 @@ type JobkitConfig struct {
 	// EtcdLeaseTTL sets etcdstore.WithLeaseTTL (the etcd store's crash
 	// rescue horizon); zero keeps its default.
 	EtcdLeaseTTL time.Duration
+	// PGNotifyWindow sets pgstore.WithNotifyWindow.
+	PGNotifyWindow time.Duration
 	// FinishLinger, when > 0, sets job.WithFinishLinger (issue 17: how
 	// many outcomes one Finish call writes); zero keeps the manager's.
 	FinishLinger time.Duration
@@ -159,7 +161,8 @@ func (j *Jobkit) OpenStore(ns string) (store.Store, error) {
 		}
 		return opened(etcdstore.New(j.etcd, opts...))
 	case "pg":
-		return opened(pgstore.New(context.Background(), j.pg, pgstore.WithSchema(PGSchema), pgstore.WithNamespace(ns)))
+		return opened(pgstore.New(context.Background(), j.pg, pgstore.WithSchema(PGSchema), pgstore.WithNamespace(ns),
+			pgstore.WithNotifyWindow(j.cfg.PGNotifyWindow)))
 	}
 	return nil, fmt.Errorf("unknown store %q", j.cfg.Store)
 }

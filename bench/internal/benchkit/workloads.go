@@ -169,6 +169,27 @@ func Steady(ctx context.Context, sys System, rate int, d time.Duration, workers 
 	return s, nil
 }
 
+// Rest runs workers for d with no jobs at all: what an idle system costs
+// its store (bench/pgcost.sh PGCOST_ONLY=rest reads the store's counters
+// around it). It returns the time it rested in seconds.
+func Rest(ctx context.Context, sys System, workers int, d time.Duration) (Sample, error) {
+	q, err := sys.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stopQueue(q)
+	if err := q.Run(ctx, workers, Hooks{}); err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return Sample{"s": time.Since(t0).Seconds()}, nil
+}
+
 // Idle inserts n jobs one at a time on idle workers, waiting for each to
 // start and then 1–5 ms, and returns the insert→start latency p50/p99 in
 // ms.
