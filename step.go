@@ -43,6 +43,14 @@ func (m *Manager) step(a *attempt, decide func(ctx context.Context) stepDecision
 	case errors.Is(cause, ErrCanceled):
 		d.out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Canceled, Error: ErrCanceled.Error()}
 		d.results, d.err = nil, ErrCanceled
+	case d.run:
+		// Fenced after decide found that the executor may run: it did
+		// not run, so the attempt is handed back uncounted, as one
+		// fenced before its executor started (handBackFenced). The
+		// decision carries no outcome to write.
+		d.out = store.Outcome{ID: a.rec.ID, Attempt: a.rec.Attempt, State: store.Scheduled, RunAt: a.rec.RunAt, Release: true,
+			Error: a.fencedHandBackError(fencedHandBacksBefore(a.rec.Error))}
+		d.results, d.err = nil, nil
 	}
 	ours := a.settle()
 	if !ours && !a.fenced() {
