@@ -71,7 +71,7 @@ func (s *Store) Retry(ctx context.Context, p *store.RetryParams) ([]store.AdminR
 			e.Result, e.Error = nil, ""
 			e.HSeq++
 			g := &group{guards: []guard{{s.k.dyn(id), revs[j]}}, ref: i}
-			g.del(s.k.finished(d, id))
+			g.del(s.k.legacyFinished(d, id))
 			s.addHist(g, &e, d.State, now, p.Node, msg, nil)
 			dv := mustJSON(&e)
 			g.put(s.k.dyn(id), dv)
@@ -189,7 +189,7 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 		case d.State == store.Scheduled:
 			last.del(s.k.ready(d))
 		case d.State.Final():
-			last.del(s.k.finished(d, id))
+			last.del(s.k.legacyFinished(d, id))
 		case d.State == store.Processing && d.Owner != "":
 			cks, err := s.endedClaimRecords(ctx, d)
 			if err != nil {

@@ -53,7 +53,10 @@ import (
 //	P ic/<created><seq>                instances by creation time, written once at enqueue;
 //	                                   value = <kind>/<id> (both escaped), so a lookup by
 //	                                   kind filters without reading records
-//	P f/<finished>/<id>                finished instances by finish time (retention)
+//	P f/<finished>+<nonce><n>          finished instances by finish time (retention): one
+//	                                   key per transaction that finishes any, listing
+//	                                   them (finished.go); layout 2 wrote one key per
+//	                                   instance, f/<finished>/<id>, still read
 //	P l/<id>/<time><uniq>              log records of one instance
 //	P lt/<time>/<id>/<uniq>            logs by time (value = level digit + kind)
 //	P lk/<kind>/<time>/<id>/<uniq>     logs of a kind by time (value = level digit)
@@ -237,9 +240,6 @@ func parseCreatedVal(v []byte) (kind, id string, ok bool) {
 		return "", "", false
 	}
 	return unesc(k), unesc(i), true
-}
-func (k keys) finished(d *dynRec, id string) string {
-	return k.p + "f/" + tkey(nt(d.Finished)) + "/" + esc(id)
 }
 func (k keys) logPrefix(id string) string { return k.p + "l/" + esc(id) + "/" }
 func (k keys) logKey(id string, t time.Time, uniq string) string {

@@ -608,37 +608,14 @@ func (s *Store) prune(ctx context.Context, p *store.PruneParams, res *store.Prun
 	if limit == 0 {
 		limit = 1000
 	}
-	fbase := s.k.p + "f/"
-	finishedIDs := func(end string, n int) ([]fref, error) {
-		var ids []fref
-		err := s.scan(ctx, fbase, end, false, false, func(key string, val []byte) bool {
-			ids = append(ids, fref{key: key, id: string(val)})
-			return len(ids) < n
-		})
-		return ids, err
-	}
 	if !p.FinishedBefore.IsZero() {
-		ids, err := finishedIDs(fbase+tkey(p.FinishedBefore), limit)
-		if err != nil {
-			return err
-		}
-		if err := s.removeInstances(ctx, ids, res); err != nil {
+		if err := s.pruneFinished(ctx, p.FinishedBefore, 0, limit, res); err != nil {
 			return err
 		}
 	}
 	if p.KeepFinished > 0 {
-		resp, err := s.cli.Get(ctx, fbase, clientv3.WithRange(prefixEnd(fbase)), clientv3.WithCountOnly())
-		if err != nil {
+		if err := s.pruneFinished(ctx, time.Time{}, p.KeepFinished, limit, res); err != nil {
 			return err
-		}
-		if extra := int(resp.Count) - p.KeepFinished; extra > 0 {
-			ids, err := finishedIDs(prefixEnd(fbase), min(extra, limit))
-			if err != nil {
-				return err
-			}
-			if err := s.removeInstances(ctx, ids, res); err != nil {
-				return err
-			}
 		}
 	}
 	if !p.HistoryBefore.IsZero() {
@@ -756,35 +733,41 @@ func (s *Store) pruneHistory(ctx context.Context, before time.Time, limit int) (
 	return removed, err
 }
 
-// removeInstances deletes finished instances with their history, logs,
-// index entries and the unique key they still hold. Log index entries go
+// removeInstances deletes the finished instances w's entries name, with
+// their history, logs, index entries and the unique key they still hold,
+// and marks in w each entry it removed or found stale (its instance gone,
+// no longer final, or finished at another time). Log index entries go
 // first and the records last, so a call cut short is finished by the
-// next one.
-func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.PruneResult) error {
-	for _, f := range ids {
-		id := f.id
+// next one. It returns how many instances it removed.
+func (s *Store) removeInstances(ctx context.Context, w *finWalk, res *store.PruneResult) (int, error) {
+	removed := 0
+	for _, f := range w.refs {
+		id := f.ID
+		legacy := w.keys[f.key].legacy
 		rs, err := s.read(ctx, []clientv3.Op{
 			clientv3.OpGet(s.k.dyn(id)),
 			clientv3.OpGet(s.k.logPrefix(id), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		})
 		if err != nil {
-			return err
+			return removed, err
 		}
 		dkv := rs[0].GetKvs()
-		if len(dkv) == 0 {
-			// Only a stray finished-index entry is left.
-			g := &group{}
-			g.del(f.key)
-			if err := s.commit(ctx, []*group{g}); err != nil {
-				return err
+		var d *dynRec
+		if len(dkv) > 0 {
+			if d, err = decodeDyn(string(dkv[0].Key), dkv[0].Value); err != nil {
+				return removed, err
 			}
-			continue
 		}
-		d, err := decodeDyn(string(dkv[0].Key), dkv[0].Value)
-		if err != nil {
-			return err
-		}
-		if !d.State.Final() {
+		if d == nil || !d.State.Final() || d.Finished != f.T {
+			// A stale entry: only the index entry is left of it.
+			w.markDone(f)
+			if legacy {
+				g := &group{}
+				g.del(f.key)
+				if err := s.commit(ctx, []*group{g}); err != nil {
+					return removed, err
+				}
+			}
 			continue
 		}
 		gs, lp := s.logDeletes(id, d.Kind, rs[1].GetKvs(), guard{})
@@ -794,13 +777,15 @@ func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.Prun
 		last.del(s.k.byCreated(d))
 		last.del(s.k.static(id))
 		last.del(s.k.progress(id))
-		last.del(s.k.finished(d, id))
+		if legacy {
+			last.del(f.key)
+		}
 		last.del(s.k.dyn(id))
 		s.countMove(last, d, d.State, 0, time.Time{})
 		if d.UniqueKey != "" {
 			ug, err := s.uniqueDelete(ctx, d.UniqueKey, id)
 			if err != nil {
-				return err
+				return removed, err
 			}
 			if ug != nil {
 				last.guards = append(last.guards, *ug)
@@ -809,16 +794,15 @@ func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.Prun
 		}
 		gs = append(gs, last)
 		if err := s.commit(ctx, gs); err != nil {
-			return err
+			return removed, err
 		}
 		if last.applied {
+			w.markDone(f)
+			removed++
 			res.Instances++
 			res.History += len(d.Hist)
 			res.Logs += nl
 		}
 	}
-	return nil
+	return removed, nil
 }
-
-// fref is an entry of the finished index.
-type fref struct{ key, id string }

@@ -953,7 +953,7 @@ func (s *Store) terminateCorrupt(ctx context.Context, d *dynRec, node string, no
 	g := &group{guards: []guard{{s.k.dyn(d.ID), kv.ModRevision}}}
 	s.addHist(g, &e, store.Processing, now, node, e.Error, nil)
 	g.put(s.k.dyn(d.ID), mustJSON(&e))
-	g.put(s.k.finished(&e, e.ID), e.ID)
+	s.addFinished(g, &e)
 	return s.commit(ctx, []*group{g})
 }
 
@@ -1256,7 +1256,7 @@ func (s *Store) finishGroup(p *store.FinishParams, o *store.Outcome, d *dynRec, 
 	e.Finished = tn(p.Now)
 	s.addHist(g, &e, store.Processing, p.Now, p.Owner, o.Error, e.Result)
 	g.put(s.k.dyn(o.ID), mustJSON(&e))
-	g.put(s.k.finished(&e, e.ID), e.ID)
+	s.addFinished(g, &e)
 	return g, &e
 }
 
@@ -1490,7 +1490,7 @@ func (s *Store) rescueMove(d *dynRec, rev int64, now time.Time, node, why string
 		e.Finished = tn(now)
 		s.addHist(g, &e, store.Processing, now, node, why, nil)
 		g.put(s.k.dyn(e.ID), mustJSON(&e))
-		g.put(s.k.finished(&e, e.ID), e.ID)
+		s.addFinished(g, &e)
 	} else {
 		e.State = store.Scheduled
 		s.addHist(g, &e, store.Processing, now, node, why, nil)
@@ -1554,7 +1554,7 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 			e.HSeq++
 			s.addHist(g, &e, d.State, p.Now, p.Node, "", nil)
 			g.put(s.k.dyn(p.ID), mustJSON(&e))
-			g.put(s.k.finished(&e, e.ID), e.ID)
+			s.addFinished(g, &e)
 		}
 		if err := s.commit(ctx, []*group{g}); err != nil {
 			return nil, s.wrap(what, ctx, err)

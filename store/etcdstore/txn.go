@@ -35,6 +35,10 @@ type group struct {
 	// delta key per transaction by countsOp.
 	counts []countMoveRec
 
+	// fin lists the instances the group makes final, written as one
+	// finished-index key per transaction by finishedOp (finished.go).
+	fin []finEnt
+
 	// ck is the claim record that lists the attempt a claim group takes
 	// (set by the claim's extra operations).
 	ck string
@@ -94,7 +98,7 @@ var errGuardMoved = errors.New("etcdstore: a transaction's guard moved")
 // several groups of a transaction share (the pause key of a claim) is
 // compared once.
 func (s *Store) commitX(ctx context.Context, gs []*group, extra extraOps) error {
-	reserve := 1 // the transaction's count delta
+	reserve := 2 // the transaction's count delta and finished batch
 	if extra != nil {
 		reserve += 2
 	}
@@ -127,7 +131,10 @@ func (s *Store) commitX(ctx context.Context, gs []*group, extra extraOps) error 
 			}
 		}
 		if op, ok := s.countsOp(batch); ok {
-			thens = append(thens, op) // last: the groups' responses keep their offsets
+			thens = append(thens, op) // after the groups': their responses keep their offsets
+		}
+		if op, ok := s.finishedOp(batch); ok {
+			thens = append(thens, op)
 		}
 		resp, err := s.cli.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
 		if err != nil {
