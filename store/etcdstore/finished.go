@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -14,28 +13,22 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// The finished index (retention's: Prune walks it oldest first). Since
-// layout 3 a transaction that finishes instances puts one key of its own
-// listing them all, as it puts one count delta (inspect.go), instead of
-// one key per instance: a batch of finishes writes one index key, not one
-// a job.
+// The finished index (retention's: Prune walks it oldest first) is
+// batched (batches.go): a transaction that finishes instances puts one key
+// per time bucket listing them, as it puts one count delta (inspect.go),
+// instead of one key per instance.
 //
-//	P f/<time>+<nonce><n>   a batch: the instances one transaction finished,
-//	                        value = JSON [{"i": id, "t": finished}], time =
-//	                        the earliest of their finish times
-//	P f/<time>/<id>         layout 2's one key per instance, value = id
-//	                        (still read and deleted, never written)
+//	P f/<bucket>+<nonce><n>   a batch: value = JSON [{"i": id, "t": finished}]
+//	P f/<finished>/<id>       layout 2's one key per instance, value = id
+//	                          (still read and deleted, never written)
 //
-// Nothing rewrites a batch when one of its instances changes: an entry
-// whose instance is gone, no longer final, or finished at another time (a
-// Retry, a Delete) is stale, and Prune drops it when it reaches it. Prune
-// rewrites a batch without the entries it removed (guarded on the batch's
-// revision) and deletes it once empty. KeepFinished counts the finished
-// instances from the counters (inspect.go), not from the index.
-
-// finSeq numbers this process's finished batches (with the handle's
-// nonce and the time, their keys are unique).
-var finSeq atomic.Uint64
+// Retry and Delete drop their instances' entries from the batches after
+// their own write; an entry left behind (a crash between) is stale: its
+// instance is gone, no longer final, or finished at another time, and
+// Prune drops it when it reaches it. Prune rewrites a batch without the
+// entries it removed (guarded on the batch's revision) and deletes it
+// once empty. KeepFinished counts the finished instances from the
+// counters (inspect.go), not from the index.
 
 // finEnt is one entry of a finished batch: an instance and its finish time.
 type finEnt struct {
@@ -50,11 +43,6 @@ func (k keys) legacyFinished(d *dynRec, id string) string {
 	return k.finishedPrefix() + tkey(nt(d.Finished)) + "/" + esc(id)
 }
 
-// finBatch is the key of a finished batch whose earliest finish is t.
-func (k keys) finBatch(t int64, nonce string) string {
-	return k.finishedPrefix() + tkey(nt(t)) + "+" + nonce + hex16(finSeq.Add(1))
-}
-
 // addFinished lists e, which g makes final, in the finished batch of the
 // transaction that applies g.
 func (s *Store) addFinished(g *group, e *dynRec) {
@@ -62,21 +50,39 @@ func (s *Store) addFinished(g *group, e *dynRec) {
 	g.size += len(e.ID) + 32
 }
 
-// finishedOp returns the one finished-batch put of a transaction that
-// applies gs, or false when none of them finishes an instance.
-func (s *Store) finishedOp(gs []*group) (clientv3.Op, bool) {
-	var ents []finEnt
+// finishedOps returns the finished-batch puts of a transaction that
+// applies gs: one per time bucket of the instances they finish.
+func (s *Store) finishedOps(gs []*group) []clientv3.Op {
+	var order []int64
+	by := map[int64][]finEnt{}
 	for _, g := range gs {
-		ents = append(ents, g.fin...)
+		for _, e := range g.fin {
+			b := bucketStart(e.T)
+			if by[b] == nil {
+				order = append(order, b)
+			}
+			by[b] = append(by[b], e)
+		}
 	}
-	if len(ents) == 0 {
-		return clientv3.Op{}, false
+	ops := make([]clientv3.Op, 0, len(order))
+	for _, b := range order {
+		ops = append(ops, clientv3.OpPut(s.batchKey(s.k.finishedPrefix(), b), mustJSON(by[b])))
 	}
-	first := ents[0].T
-	for _, e := range ents[1:] {
-		first = min(first, e.T)
+	return ops
+}
+
+// dropFinished removes the finished-index entries of ds (records as
+// they were before a Retry or Delete made them not final or gone).
+func (s *Store) dropFinished(ctx context.Context, ds []*dynRec) error {
+	pfx := map[string]bool{}
+	drop := map[finEnt]bool{}
+	for _, d := range ds {
+		if d != nil && d.State.Final() {
+			pfx[batchPrefix(s.k.finishedPrefix(), d.Finished)] = true
+			drop[finEnt{ID: d.ID, T: d.Finished}] = true
+		}
 	}
-	return clientv3.OpPut(s.k.finBatch(first, s.nonce), mustJSON(ents)), true
+	return dropBatched(ctx, s, pfx, func(e finEnt) bool { return drop[e] })
 }
 
 // finRef is one entry of the finished index as Prune reads it.
@@ -100,6 +106,8 @@ type finWalk struct {
 	keys map[string]*finKey
 	refs []finRef
 	bad  int // keys that did not decode (left alone)
+
+	removed []*dynRec // the records of the instances removed
 }
 
 // parseFin decodes the finished-index key key (value val) under base.
@@ -114,6 +122,9 @@ func parseFin(base, key string, val []byte) ([]finEnt, bool, bool) {
 	}
 	if tail[16] == '/' {
 		return []finEnt{{ID: string(val), T: int64(t ^ 1<<63)}}, true, true
+	}
+	if tail[16] != '+' {
+		return nil, false, false
 	}
 	var ents []finEnt
 	if decode(key, val, &ents) != nil {
@@ -207,6 +218,9 @@ func (s *Store) pruneFinished(ctx context.Context, before time.Time, keep, limit
 			return err
 		}
 		if err := s.rewriteBatches(ctx, w); err != nil {
+			return err
+		}
+		if err := s.dropCreated(ctx, w.removed); err != nil {
 			return err
 		}
 		want -= removed

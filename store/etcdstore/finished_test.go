@@ -37,8 +37,13 @@ func finishAll(t *testing.T, s store.Store, owner string, now time.Time, ids ...
 // finishedKeys returns the keys of namespace ns's finished index, after
 // the prefix f/.
 func finishedKeys(t *testing.T, cli *clientv3.Client, ns string) []string {
+	return indexKeys(t, cli, ns, "f/")
+}
+
+// indexKeys returns the keys of namespace ns under index, after it.
+func indexKeys(t *testing.T, cli *clientv3.Client, ns, index string) []string {
 	t.Helper()
-	p := keyPrefix(ns) + "f/"
+	p := keyPrefix(ns) + index
 	resp, err := cli.Get(t.Context(), p, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
@@ -50,18 +55,24 @@ func finishedKeys(t *testing.T, cli *clientv3.Client, ns string) []string {
 	return out
 }
 
-// A Finish of a batch writes one finished-index key for all of it, not
-// one per instance: what a job costs etcd is mostly the keys it writes.
-func TestFinishWritesOneIndexKeyPerBatch(t *testing.T) {
+// An Enqueue of a batch writes one creation-index key for all of it, and
+// a Finish one finished-index key, not one per instance: what a job
+// costs etcd is mostly the keys it writes.
+func TestOneIndexKeyPerBatch(t *testing.T) {
 	ns := namespace(t)
 	cleanup(t, ns)
 	s := open(t, ns)
 	cli := newClient(t, testserver.Etcd(t))
 	var ids []string
+	var ins []*store.Instance
 	for i := range 10 {
 		id := fmt.Sprintf("j%02d", i)
 		ids = append(ids, id)
-		mustEnqueue(t, s, testInst(id))
+		ins = append(ins, testInst(id))
+	}
+	mustEnqueue(t, s, ins...)
+	if ck := indexKeys(t, cli, ns, "ic/"); len(ck) != 1 {
+		t.Fatalf("creation index after one Enqueue of 10: %d keys %v; want 1", len(ck), ck)
 	}
 	if got := claimN(t, s, "w", 10); len(got) != 10 {
 		t.Fatalf("claimed %d; want 10", len(got))
@@ -126,9 +137,10 @@ func TestPruneSkipsStaleFinishedEntries(t *testing.T) {
 	}
 }
 
-// toLayout2 rewrites namespace ns's finished index as layout 2 wrote it
-// (before issue 34's batches): one key f/<finished>/<id> = id per
-// instance. Every other key of an instance is the same in both layouts.
+// toLayout2 rewrites namespace ns's finished and creation indexes as
+// layout 2 wrote them (before issue 34's batches): one key f/<finished>/<id>
+// = id and one key ic/<created><seq> = <kind>/<id> per instance. Every
+// other key of an instance is the same in both layouts.
 func toLayout2(t *testing.T, cli *clientv3.Client, ns string) {
 	t.Helper()
 	p := keyPrefix(ns) + "f/"
@@ -161,16 +173,47 @@ func toLayout2(t *testing.T, cli *clientv3.Client, ns string) {
 			t.Fatalf("finished index key %q is not layout 2's <time>/<id>", k)
 		}
 	}
+	p = keyPrefix(ns) + "ic/"
+	resp, err = cli.Get(t.Context(), p, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if len(kv.Key)-len(p) == 32 {
+			continue // layout 2 already
+		}
+		var ents []struct {
+			C    int64  `json:"c"`
+			S    uint64 `json:"s"`
+			K, I string
+		}
+		if err := json.Unmarshal(kv.Value, &ents); err != nil {
+			t.Fatalf("creation batch %s: %v", kv.Key, err)
+		}
+		ops := []clientv3.Op{clientv3.OpDelete(string(kv.Key))}
+		for _, e := range ents {
+			ops = append(ops, clientv3.OpPut(p+fmt.Sprintf("%016x%016x", uint64(e.C)^1<<63, e.S), url.PathEscape(e.K)+"/"+url.PathEscape(e.I)))
+		}
+		if _, err := cli.Txn(t.Context()).Then(ops...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range indexKeys(t, cli, ns, "ic/") {
+		if len(k) != 32 {
+			t.Fatalf("creation index key %q is not layout 2's <time><seq>", k)
+		}
+	}
 }
 
 // TestUpgradeFromLayout2: a namespace that layout 2 left with pending,
-// running and finished instances (one finished-index key each) keeps
-// working under the batched finished index: the pending one is claimed
+// running and finished instances (one creation-index and one
+// finished-index key each) keeps working under the batched indexes: the pending one is claimed
 // and finished beside one enqueued after the upgrade, the running one
-// finished by its owner; every history and lookup reads as before; the
-// counts stay exact; and retention removes the finished instances of both
-// layouts oldest first (by time, then by count), their logs with them,
-// until the index is empty.
+// finished by its owner; every history and lookup reads as before, newest
+// first across both layouts, by page and time range; the counts stay
+// exact; and retention removes the finished instances of both layouts
+// oldest first (by time, then by count), their logs with them, until both
+// indexes are empty.
 func TestUpgradeFromLayout2(t *testing.T) {
 	ctx := t.Context()
 	ns := namespace(t)
@@ -192,6 +235,9 @@ func TestUpgradeFromLayout2(t *testing.T) {
 	toLayout2(t, cli, ns)
 	if fk := finishedKeys(t, cli, ns); len(fk) != 3 {
 		t.Fatalf("layout 2's finished index: %v; want a key for each of a, b, c", fk)
+	}
+	if ck := indexKeys(t, cli, ns, "ic/"); len(ck) != 5 {
+		t.Fatalf("layout 2's creation index: %v; want a key for each of the 5 instances", ck)
 	}
 
 	// The upgraded process: a new handle on the same namespace.
@@ -244,6 +290,32 @@ func TestUpgradeFromLayout2(t *testing.T) {
 		history(id, done...)
 	}
 	completed("a", "b", "c", "new", "pend", "run")
+	newest := func(q *store.Query, want ...string) {
+		t.Helper()
+		ins, err := s.LookupInstances(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, in := range ins {
+			got = append(got, in.ID)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("lookup %+v: %v; want %v", *q, got, want)
+		}
+	}
+	// Newest first over both layouts: pend (t0+1s), then new (t0, enqueued
+	// last), then the four of layout 2 (t0) in reverse enqueue order.
+	newest(&store.Query{}, "pend", "new", "run", "c", "b", "a")
+	newest(&store.Query{Limit: 3}, "pend", "new", "run")
+	newest(&store.Query{Until: t0.Add(time.Second), Limit: 2}, "new", "run")
+	newest(&store.Query{Since: t0.Add(time.Second)}, "pend")
+	if hs, err := s.LookupHistory(ctx, &store.Query{Kind: "k"}); err != nil || len(hs) != 24 {
+		t.Fatalf("history of kind k: %d records, %v; want 24", len(hs), err)
+	}
+	if ck := indexKeys(t, cli, ns, "ic/"); len(ck) != 6 || strings.Count(strings.Join(ck, " "), "+") != 1 {
+		t.Fatalf("creation index: %v; want layout 2's 5 keys and 1 batch", ck)
+	}
 	counts, err := s.Counts(ctx, &store.CountsParams{})
 	if err != nil || len(counts) != 1 || counts[0].States[store.Completed] != 6 {
 		t.Fatalf("counts: %+v, %v; want 6 completed", counts, err)
@@ -272,8 +344,8 @@ func TestUpgradeFromLayout2(t *testing.T) {
 	if err != nil || pr.Instances != 3 {
 		t.Fatalf("prune of the rest: %+v, %v; want 3", pr, err)
 	}
-	if fk := finishedKeys(t, cli, ns); len(fk) != 0 {
-		t.Fatalf("finished index after every finished instance went: %v", fk)
+	if fk, ck := finishedKeys(t, cli, ns), indexKeys(t, cli, ns, "ic/"); len(fk)+len(ck) != 0 {
+		t.Fatalf("indexes after every finished instance went: finished %v, creation %v", fk, ck)
 	}
 	counts, err = s.Counts(ctx, &store.CountsParams{})
 	if err != nil || len(counts) > 0 && counts[0].States[store.Completed] != 0 {

@@ -16,6 +16,10 @@ import (
 // order; names (ids, queues, kinds) are path-escaped, so they never contain
 // the "/" that separates key parts.
 //
+// Layout 3 (issue 34) writes the creation and finished indexes in
+// batches, one key per transaction (and time bucket) instead of one per
+// instance; it reads layout 2's keys beside its own (batches.go).
+//
 // Layout 2 (issue 18): an instance is a few keys, whatever its number of
 // transitions. Its history lives inside its dynamic record (appended in
 // the same put as the state change, the last maxHist records kept), and
@@ -50,9 +54,13 @@ import (
 //	                                   etcd lease: gone when the process is gone
 //	P u/<unique key>                   unique key holder and expiry, attached to an etcd
 //	                                   lease that outlives the expiry (garbage collection)
-//	P ic/<created><seq>                instances by creation time, written once at enqueue;
-//	                                   value = <kind>/<id> (both escaped), so a lookup by
-//	                                   kind filters without reading records
+//	P ic/<bucket>+<nonce><n>           instances by creation time: one key per Enqueue
+//	                                   transaction and 100 ms bucket, listing creation
+//	                                   time, sequence number, kind and id of each, so a
+//	                                   lookup by kind filters without reading records
+//	                                   (created.go, batches.go); layout 2 wrote one key
+//	                                   per instance, ic/<created><seq> = <kind>/<id>,
+//	                                   still read
 //	P f/<finished>+<nonce><n>          finished instances by finish time (retention): one
 //	                                   key per transaction that finishes any, listing
 //	                                   them (finished.go); layout 2 wrote one key per

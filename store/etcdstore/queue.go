@@ -393,6 +393,7 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	n := 0
 	cut := lowCut(p.Now, enqueueSlack)
 	low := map[*group]bool{} // groups of instances due before cut
+	buckets := map[int64]bool{} // of the creation batches
 	for _, i := range todo {
 		in := p.Instances[i]
 		c := in.Clone()
@@ -409,7 +410,7 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		dv := mustJSON(d)
 		g.put(s.k.dyn(in.ID), dv)
 		s.addReady(g, d, dv)
-		g.put(s.k.byCreated(d), createdVal(d))
+		s.addCreated(g, d)
 		var ucmp []clientv3.Cmp
 		if uk := in.UniqueKey; uk != "" && in.UniqueUntil.After(p.Now) {
 			lease, err := s.uniqueLease(ctx, in.UniqueUntil.Sub(p.Now))
@@ -423,11 +424,15 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		// over keys of another call's instance with the same sequence
 		// number and times.
 		ucmp = append(ucmp, clientv3.Compare(clientv3.CreateRevision(s.k.dyn(in.ID)), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(s.k.ready(d)), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(s.k.byCreated(d)), "=", 0))
-		if n > 0 && (len(ops)+len(g.ops)+nmarks+len(g.marks) > s.maxOps-2 || len(cmps)+len(ucmp)+nmarks+len(g.marks) > s.maxOps || size+g.size > s.maxTxn) {
+			clientv3.Compare(clientv3.CreateRevision(s.k.ready(d)), "=", 0))
+		nb := 0 // a creation batch more (createdOps)
+		if b := bucketStart(d.Created); !buckets[b] {
+			nb = 1
+		}
+		if n > 0 && (len(ops)+len(g.ops)+nmarks+len(g.marks)+len(buckets)+nb > s.maxOps-2 || len(cmps)+len(ucmp)+nmarks+len(g.marks) > s.maxOps || size+g.size > s.maxTxn) {
 			break
 		}
+		buckets[bucketStart(d.Created)] = true
 		nmarks += len(g.marks)
 		low[g] = d.RunAt < cut
 		counted = append(counted, g)
@@ -445,6 +450,7 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	// the lane from its start.
 	mcmps, mops := markOps(counted, low, markRev)
 	cmps, ops = append(cmps, mcmps...), append(ops, mops...)
+	ops = append(ops, s.createdOps(counted)...)
 	if op, ok := s.countsOp(counted); ok {
 		ops = append(ops, op)
 	}
