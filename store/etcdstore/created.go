@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -16,7 +17,7 @@ import (
 // transaction puts one key per time bucket listing the instances it
 // creates, instead of one key per instance.
 //
-//	P ic/<bucket>+<nonce><n>   a batch: value = JSON [{"c": created, "s": seq, "k": kind, "i": id}]
+//	P icb/<bucket>+<nonce><n>  a batch: value = JSON [{"c": created, "s": seq, "k": kind, "i": id}]
 //	P ic/<created><seq>        layout 2's one key per instance, value = <kind>/<id>
 //	                           (still read and deleted, never written)
 //
@@ -56,7 +57,7 @@ func (s *Store) createdOps(gs []*group) []clientv3.Op {
 	}
 	ops := make([]clientv3.Op, 0, len(order))
 	for _, b := range order {
-		ops = append(ops, clientv3.OpPut(s.batchKey(s.k.createdPrefix(), b), mustJSON(by[b])))
+		ops = append(ops, clientv3.OpPut(s.batchKey(s.k.createdBatchPrefix(), b), mustJSON(by[b])))
 	}
 	return ops
 }
@@ -68,7 +69,7 @@ func (s *Store) dropCreated(ctx context.Context, ds []*dynRec) error {
 	drop := map[createdEnt]bool{}
 	for _, d := range ds {
 		if d != nil {
-			pfx[batchPrefix(s.k.createdPrefix(), d.Created)] = true
+			pfx[batchPrefix(s.k.createdBatchPrefix(), d.Created)] = true
 			drop[createdEnt{C: d.Created, S: d.Seq, K: d.Kind, I: d.ID}] = true
 		}
 	}
@@ -84,49 +85,57 @@ func (s *Store) dropIndexed(ctx context.Context, ds []*dynRec) error {
 	return s.dropCreated(ctx, ds)
 }
 
-// parseCreated decodes the creation-index key key (value val) under base.
-func parseCreated(base, key string, val []byte) ([]createdEnt, int64, error) {
+// parseCreated decodes the creation-index key key (value val) under base:
+// a batch, or layout 2's key when old.
+func parseCreated(base, key string, val []byte, old bool) ([]createdEnt, error) {
 	tail := key[len(base):]
 	t, ok := keyTime(tail)
 	switch {
-	case ok && len(tail) > 16 && tail[16] == '+':
+	case ok && !old && len(tail) > 16 && tail[16] == '+':
 		var ents []createdEnt
 		if err := decode(key, val, &ents); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		return ents, t, nil
-	case ok && len(tail) == 32:
+		return ents, nil
+	case ok && old && len(tail) == 32:
 		seq, sok := parseHex16(tail[16:])
 		kind, id, vok := parseCreatedVal(val)
 		if sok && vok {
-			return []createdEnt{{C: t, S: seq, K: kind, I: id}}, t, nil
+			return []createdEnt{{C: t, S: seq, K: kind, I: id}}, nil
 		}
 	}
-	return nil, 0, fmt.Errorf("etcd key %q: creation-index entry is neither a batch nor <time><seq> = <kind>/<id>", key)
+	return nil, fmt.Errorf("etcd key %q: creation-index entry is neither a batch nor <time><seq> = <kind>/<id>", key)
 }
 
-// walkCreated hands fn the entries of the creation index created in
-// [since, until) (zero: unbounded), in creation order (Created, then Seq;
-// newest first when desc), until fn returns false; every page read at
-// *rev (see scanAt). Keys that do not decode are added to bad.
+// walkCreated hands fn the entries of the creation index (both layouts)
+// created in [since, until) (zero: unbounded), in creation order
+// (Created, then Seq; newest first when desc), until fn returns false;
+// every page read at *rev (set by the first when 0; nil: a revision of
+// the walk's own). Keys that do not decode are added to bad.
 func (s *Store) walkCreated(ctx context.Context, rev *int64, since, until time.Time, desc bool, bad *corruption, fn func(createdEnt) bool) error {
-	base := s.k.createdPrefix()
-	start, end := base, prefixEnd(base)
-	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	w := indexWalk{newBase: s.k.createdBatchPrefix(), oldBase: s.k.createdPrefix(), lo: math.MinInt64, hi: math.MaxInt64, desc: desc}
 	if !since.IsZero() {
-		lo = tn(since)
-		start = base + tkeyN(bucketStart(lo))
+		w.lo = tn(since)
 	}
 	if !until.IsZero() {
-		hi = tn(until)
-		end = base + tkeyN(bucketStart(hi-1)+bucketWidth)
+		w.hi = tn(until)
 	}
 	// The entries of one bucket are merged before any is handed on: a
 	// bucket's keys hold entries of any time inside it.
-	var buf []createdEnt
-	var cur int64
-	have, stopped := false, false
-	flush := func() bool {
+	return w.run(ctx, s, rev, func(_ int64, kvs []*mvccpb.KeyValue, old []bool) bool {
+		var buf []createdEnt
+		for i, kv := range kvs {
+			base := w.newBase
+			if old[i] {
+				base = w.oldBase
+			}
+			ents, err := parseCreated(base, string(kv.Key), kv.Value, old[i])
+			if err != nil {
+				bad.add(err)
+				continue
+			}
+			buf = append(buf, ents...)
+		}
 		slices.SortFunc(buf, func(a, b createdEnt) int {
 			c := cmp.Or(cmp.Compare(a.C, b.C), cmp.Compare(a.S, b.S))
 			if desc {
@@ -135,32 +144,10 @@ func (s *Store) walkCreated(ctx context.Context, rev *int64, since, until time.T
 			return c
 		})
 		for _, e := range buf {
-			if e.C >= lo && e.C < hi && !fn(e) {
+			if e.C >= w.lo && e.C < w.hi && !fn(e) {
 				return false
 			}
 		}
-		buf = buf[:0]
-		return true
-	}
-	err := s.scanAt(ctx, rev, start, end, desc, false, func(key string, val []byte) bool {
-		ents, t, err := parseCreated(base, key, val)
-		if err != nil {
-			bad.add(err)
-			return true
-		}
-		if b := bucketStart(t); !have || b != cur {
-			if have && !flush() {
-				stopped = true
-				return false
-			}
-			cur, have = b, true
-		}
-		buf = append(buf, ents...)
 		return true
 	})
-	if err != nil || stopped {
-		return err
-	}
-	flush()
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobkit/job/store"
@@ -18,7 +19,7 @@ import (
 // per time bucket listing them, as it puts one count delta (inspect.go),
 // instead of one key per instance.
 //
-//	P f/<bucket>+<nonce><n>   a batch: value = JSON [{"i": id, "t": finished}]
+//	P fb/<bucket>+<nonce><n>  a batch: value = JSON [{"i": id, "t": finished}]
 //	P f/<finished>/<id>       layout 2's one key per instance, value = id
 //	                          (still read and deleted, never written)
 //
@@ -66,7 +67,7 @@ func (s *Store) finishedOps(gs []*group) []clientv3.Op {
 	}
 	ops := make([]clientv3.Op, 0, len(order))
 	for _, b := range order {
-		ops = append(ops, clientv3.OpPut(s.batchKey(s.k.finishedPrefix(), b), mustJSON(by[b])))
+		ops = append(ops, clientv3.OpPut(s.batchKey(s.k.finishedBatchPrefix(), b), mustJSON(by[b])))
 	}
 	return ops
 }
@@ -78,7 +79,7 @@ func (s *Store) dropFinished(ctx context.Context, ds []*dynRec) error {
 	drop := map[finEnt]bool{}
 	for _, d := range ds {
 		if d != nil && d.State.Final() {
-			pfx[batchPrefix(s.k.finishedPrefix(), d.Finished)] = true
+			pfx[batchPrefix(s.k.finishedBatchPrefix(), d.Finished)] = true
 			drop[finEnt{ID: d.ID, T: d.Finished}] = true
 		}
 	}
@@ -110,35 +111,30 @@ type finWalk struct {
 	removed []*dynRec // the records of the instances removed
 }
 
-// parseFin decodes the finished-index key key (value val) under base.
-func parseFin(base, key string, val []byte) ([]finEnt, bool, bool) {
+// parseFin decodes the finished-index key key (value val) under base: a
+// batch, or layout 2's key when old.
+func parseFin(base, key string, val []byte, old bool) ([]finEnt, bool) {
 	tail := key[len(base):]
-	if len(tail) < 17 {
-		return nil, false, false
+	t, ok := keyTime(tail)
+	switch {
+	case ok && old && len(tail) > 17 && tail[16] == '/':
+		return []finEnt{{ID: string(val), T: t}}, true
+	case ok && !old && len(tail) > 17 && tail[16] == '+':
+		var ents []finEnt
+		if decode(key, val, &ents) == nil {
+			return ents, true
+		}
 	}
-	t, ok := parseHex16(tail[:16])
-	if !ok {
-		return nil, false, false
-	}
-	if tail[16] == '/' {
-		return []finEnt{{ID: string(val), T: int64(t ^ 1<<63)}}, true, true
-	}
-	if tail[16] != '+' {
-		return nil, false, false
-	}
-	var ents []finEnt
-	if decode(key, val, &ents) != nil {
-		return nil, false, false
-	}
-	return ents, false, true
+	return nil, false
 }
 
-// walkFinished reads the finished index oldest first up to end and returns
-// the (at most) n entries of the earliest finish times before before,
-// exactly: a batch's key time is its earliest entry's, so once n
-// entries are held the walk goes on only over keys below the n-th's time.
-func (s *Store) walkFinished(ctx context.Context, end string, before int64, n int) (*finWalk, error) {
-	base := s.k.finishedPrefix()
+// walkFinished reads the finished index (both layouts) oldest first and
+// returns the (at most) n entries of the earliest finish times before
+// before, exactly: a bucket's keys hold entries of its time or later, so
+// once n entries are held the walk goes on only over buckets below the
+// n-th's time.
+func (s *Store) walkFinished(ctx context.Context, before int64, n int) (*finWalk, error) {
+	iw := indexWalk{newBase: s.k.finishedBatchPrefix(), oldBase: s.k.finishedPrefix(), lo: math.MinInt64, hi: before}
 	w := &finWalk{keys: map[string]*finKey{}}
 	limitT := int64(0)
 	limited := false
@@ -149,19 +145,26 @@ func (s *Store) walkFinished(ctx context.Context, end string, before int64, n in
 			limitT, limited = w.refs[n-1].T, true
 		}
 	}
-	err := s.scanRevs(ctx, base, end, func(key string, val []byte, rev int64) bool {
-		if t, ok := parseHex16(key[len(base):min(len(key), len(base)+16)]); ok && limited && int64(t^1<<63) > limitT {
+	err := iw.run(ctx, s, nil, func(b int64, kvs []*mvccpb.KeyValue, old []bool) bool {
+		if limited && b > limitT {
 			return false
 		}
-		ents, legacy, ok := parseFin(base, key, val)
-		if !ok {
-			w.bad++
-			return true
-		}
-		w.keys[key] = &finKey{rev: rev, legacy: legacy, ents: ents, done: map[int]bool{}}
-		for _, e := range ents {
-			if e.T < before {
-				w.refs = append(w.refs, finRef{e, key})
+		for i, kv := range kvs {
+			base := iw.newBase
+			if old[i] {
+				base = iw.oldBase
+			}
+			key := string(kv.Key)
+			ents, ok := parseFin(base, key, kv.Value, old[i])
+			if !ok {
+				w.bad++
+				continue
+			}
+			w.keys[key] = &finKey{rev: kv.ModRevision, legacy: old[i], ents: ents, done: map[int]bool{}}
+			for _, e := range ents {
+				if e.T < before {
+					w.refs = append(w.refs, finRef{e, key})
+				}
 			}
 		}
 		if len(w.refs) >= n {
@@ -180,12 +183,9 @@ func (s *Store) walkFinished(ctx context.Context, end string, before int64, n in
 // those finished before before (when set) or, when keep > 0, those beyond
 // the newest keep.
 func (s *Store) pruneFinished(ctx context.Context, before time.Time, keep, limit int, res *store.PruneResult) error {
-	base := s.k.finishedPrefix()
-	end, cut := prefixEnd(base), int64(math.MaxInt64)
+	cut := int64(math.MaxInt64)
 	if !before.IsZero() {
-		// A batch's key time is its earliest entry's: one at before or
-		// later holds nothing finished before it.
-		end, cut = base+tkey(before), tn(before)
+		cut = tn(before)
 	}
 	want := limit
 	if keep > 0 {
@@ -206,7 +206,7 @@ func (s *Store) pruneFinished(ctx context.Context, before time.Time, keep, limit
 	// A walk's stale entries do not count: walk again for the rest while
 	// walks still find something to drop.
 	for pass := 0; want > 0 && pass < 4; pass++ {
-		w, err := s.walkFinished(ctx, end, cut, want)
+		w, err := s.walkFinished(ctx, cut, want)
 		if err != nil {
 			return err
 		}
@@ -262,25 +262,5 @@ func (w *finWalk) markDone(r finRef) {
 		if e == r.finEnt {
 			fk.done[i] = true
 		}
-	}
-}
-
-// scanRevs pages through the keys in [start, end) ascending, calling fn
-// with each key's value and ModRevision until it returns false.
-func (s *Store) scanRevs(ctx context.Context, start, end string, fn func(key string, val []byte, rev int64) bool) error {
-	for {
-		resp, err := s.cli.Get(ctx, start, clientv3.WithRange(end), clientv3.WithLimit(page))
-		if err != nil {
-			return err
-		}
-		for _, kv := range resp.Kvs {
-			if !fn(string(kv.Key), kv.Value, kv.ModRevision) {
-				return nil
-			}
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return nil
-		}
-		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 }

@@ -34,10 +34,23 @@ func finishAll(t *testing.T, s store.Store, owner string, now time.Time, ids ...
 	}
 }
 
-// finishedKeys returns the keys of namespace ns's finished index, after
-// the prefix f/.
+// finishedKeys returns the keys of namespace ns's finished index, both
+// layouts: layout 2's after f/, the batches as fb/<rest>.
 func finishedKeys(t *testing.T, cli *clientv3.Client, ns string) []string {
-	return indexKeys(t, cli, ns, "f/")
+	return append(indexKeys(t, cli, ns, "f/"), prefixed("fb/", indexKeys(t, cli, ns, "fb/"))...)
+}
+
+// createdKeys is finishedKeys of the creation index (ic/, icb/).
+func createdKeys(t *testing.T, cli *clientv3.Client, ns string) []string {
+	return append(indexKeys(t, cli, ns, "ic/"), prefixed("icb/", indexKeys(t, cli, ns, "icb/"))...)
+}
+
+func prefixed(p string, ks []string) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = p + k
+	}
+	return out
 }
 
 // indexKeys returns the keys of namespace ns under index, after it.
@@ -71,7 +84,7 @@ func TestOneIndexKeyPerBatch(t *testing.T) {
 		ins = append(ins, testInst(id))
 	}
 	mustEnqueue(t, s, ins...)
-	if ck := indexKeys(t, cli, ns, "ic/"); len(ck) != 1 {
+	if ck := createdKeys(t, cli, ns); len(ck) != 1 {
 		t.Fatalf("creation index after one Enqueue of 10: %d keys %v; want 1", len(ck), ck)
 	}
 	if got := claimN(t, s, "w", 10); len(got) != 10 {
@@ -144,15 +157,12 @@ func TestPruneSkipsStaleFinishedEntries(t *testing.T) {
 func toLayout2(t *testing.T, cli *clientv3.Client, ns string) {
 	t.Helper()
 	p := keyPrefix(ns) + "f/"
-	resp, err := cli.Get(t.Context(), p, clientv3.WithPrefix())
+	resp, err := cli.Get(t.Context(), keyPrefix(ns)+"fb/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
+	// (None with the code before the batches: its namespace is layout 2's.)
 	for _, kv := range resp.Kvs {
-		tail := string(kv.Key)[len(p):]
-		if len(tail) > 16 && tail[16] == '/' {
-			continue // layout 2 already (the code before the batches)
-		}
 		var ents []struct {
 			ID string `json:"i"`
 			T  int64  `json:"t"`
@@ -174,14 +184,11 @@ func toLayout2(t *testing.T, cli *clientv3.Client, ns string) {
 		}
 	}
 	p = keyPrefix(ns) + "ic/"
-	resp, err = cli.Get(t.Context(), p, clientv3.WithPrefix())
+	resp, err = cli.Get(t.Context(), keyPrefix(ns)+"icb/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, kv := range resp.Kvs {
-		if len(kv.Key)-len(p) == 32 {
-			continue // layout 2 already
-		}
 		var ents []struct {
 			C    int64  `json:"c"`
 			S    uint64 `json:"s"`
@@ -198,7 +205,7 @@ func toLayout2(t *testing.T, cli *clientv3.Client, ns string) {
 			t.Fatal(err)
 		}
 	}
-	for _, k := range indexKeys(t, cli, ns, "ic/") {
+	for _, k := range createdKeys(t, cli, ns) {
 		if len(k) != 32 {
 			t.Fatalf("creation index key %q is not layout 2's <time><seq>", k)
 		}
@@ -236,7 +243,7 @@ func TestUpgradeFromLayout2(t *testing.T) {
 	if fk := finishedKeys(t, cli, ns); len(fk) != 3 {
 		t.Fatalf("layout 2's finished index: %v; want a key for each of a, b, c", fk)
 	}
-	if ck := indexKeys(t, cli, ns, "ic/"); len(ck) != 5 {
+	if ck := createdKeys(t, cli, ns); len(ck) != 5 {
 		t.Fatalf("layout 2's creation index: %v; want a key for each of the 5 instances", ck)
 	}
 
@@ -313,14 +320,14 @@ func TestUpgradeFromLayout2(t *testing.T) {
 	if hs, err := s.LookupHistory(ctx, &store.Query{Kind: "k"}); err != nil || len(hs) != 24 {
 		t.Fatalf("history of kind k: %d records, %v; want 24", len(hs), err)
 	}
-	if ck := indexKeys(t, cli, ns, "ic/"); len(ck) != 6 || strings.Count(strings.Join(ck, " "), "+") != 1 {
+	if ck := createdKeys(t, cli, ns); len(ck) != 6 || strings.Count(strings.Join(ck, " "), "icb/") != 1 {
 		t.Fatalf("creation index: %v; want layout 2's 5 keys and 1 batch", ck)
 	}
 	counts, err := s.Counts(ctx, &store.CountsParams{})
 	if err != nil || len(counts) != 1 || counts[0].States[store.Completed] != 6 {
 		t.Fatalf("counts: %+v, %v; want 6 completed", counts, err)
 	}
-	if fk := finishedKeys(t, cli, ns); len(fk) != 5 || strings.Count(strings.Join(fk, " "), "+") != 2 {
+	if fk := finishedKeys(t, cli, ns); len(fk) != 5 || strings.Count(strings.Join(fk, " "), "fb/") != 2 {
 		t.Fatalf("finished index: %v; want layout 2's 3 keys and 2 batches", fk)
 	}
 
@@ -344,7 +351,7 @@ func TestUpgradeFromLayout2(t *testing.T) {
 	if err != nil || pr.Instances != 3 {
 		t.Fatalf("prune of the rest: %+v, %v; want 3", pr, err)
 	}
-	if fk, ck := finishedKeys(t, cli, ns), indexKeys(t, cli, ns, "ic/"); len(fk)+len(ck) != 0 {
+	if fk, ck := finishedKeys(t, cli, ns), createdKeys(t, cli, ns); len(fk)+len(ck) != 0 {
 		t.Fatalf("indexes after every finished instance went: finished %v, creation %v", fk, ck)
 	}
 	counts, err = s.Counts(ctx, &store.CountsParams{})
