@@ -392,7 +392,7 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	size, nmarks := 0, 0
 	n := 0
 	cut := lowCut(p.Now, enqueueSlack)
-	low := map[*group]bool{} // groups of instances due before cut
+	low := map[*group]bool{}    // groups of instances due before cut
 	buckets := map[int64]bool{} // of the creation batches
 	for _, i := range todo {
 		in := p.Instances[i]
