@@ -54,17 +54,18 @@ import (
 //	                                   etcd lease: gone when the process is gone
 //	P u/<unique key>                   unique key holder and expiry, attached to an etcd
 //	                                   lease that outlives the expiry (garbage collection)
-//	P ic/<bucket>+<nonce><n>           instances by creation time: one key per Enqueue
+//	P icb/<bucket>+<nonce><n>          instances by creation time: one key per Enqueue
 //	                                   transaction and 100 ms bucket, listing creation
 //	                                   time, sequence number, kind and id of each, so a
 //	                                   lookup by kind filters without reading records
-//	                                   (created.go, batches.go); layout 2 wrote one key
-//	                                   per instance, ic/<created><seq> = <kind>/<id>,
-//	                                   still read
-//	P f/<finished>+<nonce><n>          finished instances by finish time (retention): one
-//	                                   key per transaction that finishes any, listing
-//	                                   them (finished.go); layout 2 wrote one key per
-//	                                   instance, f/<finished>/<id>, still read
+//	                                   (created.go, batches.go)
+//	P ic/<created><seq>                layout 2's creation index, one key per instance,
+//	                                   value = <kind>/<id>: read and deleted, not written
+//	P fb/<bucket>+<nonce><n>           finished instances by finish time (retention): one
+//	                                   key per transaction and 100 ms bucket, listing id
+//	                                   and finish time of each (finished.go)
+//	P f/<finished>/<id>                layout 2's finished index, one key per instance:
+//	                                   read and deleted, not written
 //	P l/<id>/<time><uniq>              log records of one instance
 //	P lt/<time>/<id>/<uniq>            logs by time (value = level digit + kind)
 //	P lk/<kind>/<time>/<id>/<uniq>     logs of a kind by time (value = level digit)
