@@ -234,15 +234,15 @@ func parseLaneMark(mark string) (kind string, labels []string, ok bool) {
 	parts := strings.Split(unesc(mark[i+2:]), "\x00")
 	return parts[0], parts[1:], true
 }
+// byCreated is the layout 2 creation-index key of d (deleted with its
+// instance; layout 3 writes batches, created.go).
 func (k keys) byCreated(d *dynRec) string {
 	return k.createdPrefix() + tkey(nt(d.Created)) + hex16(d.Seq)
 }
 func (k keys) createdPrefix() string { return k.p + "ic/" }
 
-// createdVal is the value of d's creation-index key.
-func createdVal(d *dynRec) string { return esc(d.Kind) + "/" + esc(d.ID) }
-
-// parseCreatedVal splits a creation-index value into kind and id.
+// parseCreatedVal splits a layout 2 creation-index value (<kind>/<id>,
+// both escaped) into kind and id.
 func parseCreatedVal(v []byte) (kind, id string, ok bool) {
 	k, i, ok := strings.Cut(string(v), "/")
 	if !ok {
