@@ -234,6 +234,7 @@ func parseLaneMark(mark string) (kind string, labels []string, ok bool) {
 	parts := strings.Split(unesc(mark[i+2:]), "\x00")
 	return parts[0], parts[1:], true
 }
+
 // byCreated is the layout 2 creation-index key of d (deleted with its
 // instance; layout 3 writes batches, created.go).
 func (k keys) byCreated(d *dynRec) string {
