@@ -47,6 +47,7 @@ func (s *Store) Retry(ctx context.Context, p *store.RetryParams) ([]store.AdminR
 			return nil, s.wrap("retry", ctx, err)
 		}
 		var gs []*group
+		olds := map[*group]*dynRec{}
 		for j, i := range pending {
 			d, id := ds[j], ids[j]
 			switch {
@@ -71,23 +72,29 @@ func (s *Store) Retry(ctx context.Context, p *store.RetryParams) ([]store.AdminR
 			e.Result, e.Error = nil, ""
 			e.HSeq++
 			g := &group{guards: []guard{{s.k.dyn(id), revs[j]}}, ref: i}
-			g.del(s.k.finished(d, id))
+			g.del(s.k.legacyFinished(d, id))
 			s.addHist(g, &e, d.State, now, p.Node, msg, nil)
 			dv := mustJSON(&e)
 			g.put(s.k.dyn(id), dv)
 			s.addReady(g, &e, dv)
 			gs = append(gs, g)
+			olds[g] = d
 		}
 		if err := s.commit(ctx, gs); err != nil {
 			return nil, s.wrap("retry", ctx, err)
 		}
 		pending = pending[:0]
+		var done []*dynRec
 		for _, g := range gs {
 			if g.stale {
 				pending = append(pending, g.ref)
 				continue
 			}
 			res[g.ref].State = store.Scheduled
+			done = append(done, olds[g])
+		}
+		if err := s.dropFinished(ctx, done); err != nil {
+			return nil, s.wrap("retry", ctx, err)
 		}
 	}
 	repeatResults(res, first, func(id string) error {
@@ -120,9 +127,10 @@ func (s *Store) Delete(ctx context.Context, p *store.DeleteParams) ([]store.Admi
 		var gs []*group
 		lasts := map[int]*group{}
 		states := map[int]store.State{}
+		olds := map[int]*dynRec{}
 		for _, i := range pending {
 			id := p.IDs[i]
-			igs, st, err := s.deleteGroups(ctx, id)
+			igs, st, d, err := s.deleteGroups(ctx, id)
 			if err != nil {
 				return nil, s.wrap("delete", ctx, err)
 			}
@@ -133,19 +141,24 @@ func (s *Store) Delete(ctx context.Context, p *store.DeleteParams) ([]store.Admi
 			for _, g := range igs {
 				g.ref = i
 			}
-			lasts[i], states[i] = igs[len(igs)-1], st
+			lasts[i], states[i], olds[i] = igs[len(igs)-1], st, d
 			gs = append(gs, igs...)
 		}
 		if err := s.commit(ctx, gs); err != nil {
 			return nil, s.wrap("delete", ctx, err)
 		}
 		pending = pending[:0]
+		var done []*dynRec
 		for i, last := range lasts {
 			if last.applied {
 				res[i].State = states[i]
+				done = append(done, olds[i])
 				continue
 			}
 			pending = append(pending, i)
+		}
+		if err := s.dropIndexed(ctx, done); err != nil {
+			return nil, s.wrap("delete", ctx, err)
 		}
 	}
 	repeatResults(res, first, func(id string) error {
@@ -154,19 +167,20 @@ func (s *Store) Delete(ctx context.Context, p *store.DeleteParams) ([]store.Admi
 	return res, nil
 }
 
-// deleteGroups reads instance id and returns the groups that remove it
-// and the state it is in; nil groups when it is not stored.
-func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.State, error) {
+// deleteGroups reads instance id and returns the groups that remove it,
+// the state it is in and its record (nil when it does not decode); nil
+// groups when it is not stored.
+func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.State, *dynRec, error) {
 	rs, err := s.read(ctx, []clientv3.Op{
 		clientv3.OpGet(s.k.dyn(id)),
 		clientv3.OpGet(s.k.logPrefix(id), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	dkv := rs[0].GetKvs()
 	if len(dkv) == 0 {
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	}
 	rev := dkv[0].ModRevision
 	d, derr := decodeDyn(string(dkv[0].Key), dkv[0].Value)
@@ -189,11 +203,11 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 		case d.State == store.Scheduled:
 			last.del(s.k.ready(d))
 		case d.State.Final():
-			last.del(s.k.finished(d, id))
+			last.del(s.k.legacyFinished(d, id))
 		case d.State == store.Processing && d.Owner != "":
 			cks, err := s.endedClaimRecords(ctx, d)
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, nil, err
 			}
 			for _, ck := range cks {
 				last.del(ck)
@@ -202,7 +216,7 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 		if d.UniqueKey != "" {
 			ug, err := s.uniqueDelete(ctx, d.UniqueKey, id)
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, nil, err
 			}
 			if ug != nil {
 				last.guards = append(last.guards, *ug)
@@ -210,7 +224,10 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 			}
 		}
 	}
-	return append(gs, last), state, nil
+	if derr != nil {
+		d = nil
+	}
+	return append(gs, last), state, d, nil
 }
 
 // endedClaimRecords returns the claim records of d's owner that list d's

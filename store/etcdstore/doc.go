@@ -40,10 +40,16 @@
 //
 // whose value is a copy of its dynamic record, so the key order is the claim
 // order (highest priority, then earliest run time, then FIFO) and a claim
-// needs nothing but a range read. Secondary indexes by creation time, kind,
-// state and finish time, and history and log indexes by time and kind, let
-// every lookup and every retention rule walk only the keys it wants. The
-// full layout is in keys.go.
+// needs nothing but a range read. An index by creation time (whose
+// entries name kind and sequence number) and one by finish time, and log
+// indexes by time and kind, let every lookup and every retention rule walk
+// only the keys it wants. The creation and finish indexes are batched: a
+// transaction writes one key per 100 ms of the times it lists (so an
+// Enqueue of many instances, or a Finish of many outcomes, writes one
+// index key, not one each), and a walk merges each 100 ms bucket's keys
+// into exact order; namespaces written before this layout keep their one
+// key per instance, read beside the batches (batches.go). The full layout
+// is in keys.go.
 //
 // # Claiming
 //

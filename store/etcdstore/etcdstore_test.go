@@ -88,7 +88,7 @@ func cleanup(t testing.TB, ns string) {
 		defer cancel()
 		// Part by part, so a benchmark's million keys do not make one
 		// request that times out.
-		for _, part := range []string{"l/", "lt/", "lk/", "i/", "s/", "r/", "ic/", "f/", ""} {
+		for _, part := range []string{"l/", "lt/", "lk/", "i/", "s/", "r/", "ic/", "icb/", "f/", "fb/", ""} {
 			if _, err := cli.Delete(ctx, p+part, clientv3.WithPrefix()); err != nil {
 				t.Errorf("delete prefix %s: %v", p+part, err)
 			}

@@ -16,6 +16,10 @@ import (
 // order; names (ids, queues, kinds) are path-escaped, so they never contain
 // the "/" that separates key parts.
 //
+// Layout 3 (issue 34) writes the creation and finished indexes in
+// batches, one key per transaction (and time bucket) instead of one per
+// instance; it reads layout 2's keys beside its own (batches.go).
+//
 // Layout 2 (issue 18): an instance is a few keys, whatever its number of
 // transitions. Its history lives inside its dynamic record (appended in
 // the same put as the state change, the last maxHist records kept), and
@@ -50,10 +54,18 @@ import (
 //	                                   etcd lease: gone when the process is gone
 //	P u/<unique key>                   unique key holder and expiry, attached to an etcd
 //	                                   lease that outlives the expiry (garbage collection)
-//	P ic/<created><seq>                instances by creation time, written once at enqueue;
-//	                                   value = <kind>/<id> (both escaped), so a lookup by
-//	                                   kind filters without reading records
-//	P f/<finished>/<id>                finished instances by finish time (retention)
+//	P icb/<bucket>+<nonce><n>          instances by creation time: one key per Enqueue
+//	                                   transaction and 100 ms bucket, listing creation
+//	                                   time, sequence number, kind and id of each, so a
+//	                                   lookup by kind filters without reading records
+//	                                   (created.go, batches.go)
+//	P ic/<created><seq>                layout 2's creation index, one key per instance,
+//	                                   value = <kind>/<id>: read and deleted, not written
+//	P fb/<bucket>+<nonce><n>           finished instances by finish time (retention): one
+//	                                   key per transaction and 100 ms bucket, listing id
+//	                                   and finish time of each (finished.go)
+//	P f/<finished>/<id>                layout 2's finished index, one key per instance:
+//	                                   read and deleted, not written
 //	P l/<id>/<time><uniq>              log records of one instance
 //	P lt/<time>/<id>/<uniq>            logs by time (value = level digit + kind)
 //	P lk/<kind>/<time>/<id>/<uniq>     logs of a kind by time (value = level digit)
@@ -222,24 +234,22 @@ func parseLaneMark(mark string) (kind string, labels []string, ok bool) {
 	parts := strings.Split(unesc(mark[i+2:]), "\x00")
 	return parts[0], parts[1:], true
 }
+
+// byCreated is the layout 2 creation-index key of d (deleted with its
+// instance; layout 3 writes batches, created.go).
 func (k keys) byCreated(d *dynRec) string {
 	return k.createdPrefix() + tkey(nt(d.Created)) + hex16(d.Seq)
 }
 func (k keys) createdPrefix() string { return k.p + "ic/" }
 
-// createdVal is the value of d's creation-index key.
-func createdVal(d *dynRec) string { return esc(d.Kind) + "/" + esc(d.ID) }
-
-// parseCreatedVal splits a creation-index value into kind and id.
+// parseCreatedVal splits a layout 2 creation-index value (<kind>/<id>,
+// both escaped) into kind and id.
 func parseCreatedVal(v []byte) (kind, id string, ok bool) {
 	k, i, ok := strings.Cut(string(v), "/")
 	if !ok {
 		return "", "", false
 	}
 	return unesc(k), unesc(i), true
-}
-func (k keys) finished(d *dynRec, id string) string {
-	return k.p + "f/" + tkey(nt(d.Finished)) + "/" + esc(id)
 }
 func (k keys) logPrefix(id string) string { return k.p + "l/" + esc(id) + "/" }
 func (k keys) logKey(id string, t time.Time, uniq string) string {

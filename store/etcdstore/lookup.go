@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -136,12 +137,18 @@ func (s *Store) lookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 	var rev int64
 	seen := map[string]bool{}
 	full := func() bool { return q.Limit > 0 && len(out) >= q.Limit }
-	fetch := func(ids []string, capped bool) error {
+	// fetch reads ids and adds those q matches; seqs, when set, are the
+	// sequence numbers the creation index names them with (an instance
+	// with another is not the one its entry meant: a stale entry).
+	fetch := func(ids []string, seqs map[string]uint64, capped bool) error {
 		ins, err := s.readInstances(ctx, ids, rev, &bad)
 		if err != nil {
 			return err
 		}
 		for _, in := range ins {
+			if seqs != nil && seqs[in.ID] != in.Seq {
+				continue
+			}
 			if q.MatchInstance(in) && !(capped && full()) && !seen[in.ID] {
 				seen[in.ID] = true
 				out = append(out, in)
@@ -158,13 +165,13 @@ func (s *Store) lookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 		return out, s.wrap("lookup instances", ctx, err)
 	}
 	if q.InstanceID != "" {
-		if err := fetch([]string{q.InstanceID}, true); err != nil {
+		if err := fetch([]string{q.InstanceID}, nil, true); err != nil {
 			return nil, s.wrap("lookup instances", ctx, err)
 		}
 		return out, bad.err()
 	}
 	if pendingOnly(q.States) {
-		err = s.lookupPending(ctx, q, &rev, func(ids []string) error { return fetch(ids, false) })
+		err = s.lookupPending(ctx, q, &rev, func(ids []string) error { return fetch(ids, nil, false) })
 		if err != nil {
 			return nil, s.wrap("lookup instances", ctx, err)
 		}
@@ -186,24 +193,27 @@ func (s *Store) lookupInstances(ctx context.Context, q *store.Query) ([]*store.I
 }
 
 // scanCreated walks the creation index newest first, every page at *rev,
-// and hands fetch (capped) the ids of q's kind in batches, until full.
-func (s *Store) scanCreated(ctx context.Context, q *store.Query, rev *int64, bad *corruption, fetch func([]string, bool) error, full func() bool) error {
-	start, end := bounds(s.k.createdPrefix(), q)
+// and hands fetch (capped) the ids of q's kind in batches, with their
+// sequence numbers, until full.
+func (s *Store) scanCreated(ctx context.Context, q *store.Query, rev *int64, bad *corruption, fetch func([]string, map[string]uint64, bool) error, full func() bool) error {
 	var ids []string
+	seqs := map[string]uint64{}
 	var ferr error
-	err := s.scanAt(ctx, rev, start, end, true, false, func(key string, val []byte) bool {
-		kind, id, ok := parseCreatedVal(val)
-		if !ok {
-			bad.add(fmt.Errorf("etcd key %q: creation-index value %q is not <kind>/<id>", key, val))
+	err := s.walkCreated(ctx, rev, q.Since, q.Until, true, bad, func(e createdEnt) bool {
+		if q.Kind != "" && e.K != q.Kind {
 			return true
 		}
-		if q.Kind != "" && kind != q.Kind {
-			return true
+		if _, dup := seqs[e.I]; dup {
+			// Two entries of one ID in a batch of reads: read the
+			// first now, the other (a stale one, or the newer) next.
+			ferr = fetch(ids, seqs, true)
+			ids, seqs = ids[:0], map[string]uint64{}
 		}
-		ids = append(ids, id)
-		if len(ids) == page/2 {
-			ferr = fetch(ids, true)
-			ids = ids[:0]
+		ids = append(ids, e.I)
+		seqs[e.I] = e.S
+		if ferr == nil && len(ids) == page/2 {
+			ferr = fetch(ids, seqs, true)
+			ids, seqs = ids[:0], map[string]uint64{}
 		}
 		return ferr == nil && !full()
 	})
@@ -211,7 +221,7 @@ func (s *Store) scanCreated(ctx context.Context, q *store.Query, rev *int64, bad
 		err = ferr
 	}
 	if err == nil && len(ids) > 0 && !full() {
-		err = fetch(ids, true)
+		err = fetch(ids, seqs, true)
 	}
 	return err
 }
@@ -360,24 +370,20 @@ func (s *Store) lookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 	var bad corruption
 	var out []*store.HistoryRecord
 	var rev int64
-	fetch := func(ids []string) error {
-		hs, err := s.readHistory(ctx, q, ids, rev, &bad)
+	fetch := func(ids []string, seqs map[string]uint64) error {
+		hs, err := s.readHistory(ctx, q, ids, seqs, rev, &bad)
 		out = append(out, hs...)
 		return err
 	}
 	if q.InstanceID != "" {
 		if rev, err = s.revision(ctx); err == nil {
-			err = fetch([]string{q.InstanceID})
+			err = fetch([]string{q.InstanceID}, nil)
 		}
 	} else {
-		base := s.k.createdPrefix()
-		end := prefixEnd(base)
-		if !q.Until.IsZero() {
-			end = base + tkey(q.Until)
-		}
 		var ids []string
+		var seqs map[string]uint64
 		var ferr error
-		last := "" // time key of the last creation-index key walked
+		last := int64(math.MinInt64) // creation time of the last entry walked
 		// enough reports whether the limit's worth of records are older
 		// than tk, the creation time key of every instance not yet read.
 		enough := func(tk string) bool {
@@ -388,37 +394,40 @@ func (s *Store) lookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 			out = out[:q.Limit]
 			return tkey(out[len(out)-1].Time) < tk
 		}
-		err = s.scanAt(ctx, &rev, base, end, false, false, func(key string, val []byte) bool {
-			kind, id, ok := parseCreatedVal(val)
-			tail := key[len(base):]
-			if !ok || len(tail) < 16 {
-				bad.add(fmt.Errorf("etcd key %q: creation-index entry is not <time><seq> = <kind>/<id>", key))
-				return true
-			}
-			if tk := tail[:16]; tk != last {
-				// Every instance read so far was created before tk.
+		flush := func() {
+			ferr = fetch(ids, seqs)
+			ids, seqs = ids[:0], nil
+		}
+		err = s.walkCreated(ctx, &rev, time.Time{}, q.Until, false, &bad, func(e createdEnt) bool {
+			if e.C != last {
+				// Every instance read so far was created before e.C.
 				if len(ids) >= page/2 {
-					if ferr = fetch(ids); ferr != nil {
-						return false
-					}
-					ids = ids[:0]
-					if enough(tk) {
+					if flush(); ferr != nil || enough(tkeyN(e.C)) {
 						return false
 					}
 				}
-				last = tk
+				last = e.C
 			}
-			if q.Kind != "" && kind != q.Kind {
+			if q.Kind != "" && e.K != q.Kind {
 				return true
 			}
-			ids = append(ids, id)
+			if _, dup := seqs[e.I]; dup {
+				if flush(); ferr != nil {
+					return false
+				}
+			}
+			if seqs == nil {
+				seqs = map[string]uint64{}
+			}
+			ids = append(ids, e.I)
+			seqs[e.I] = e.S
 			return true
 		})
 		if err == nil {
 			err = ferr
 		}
 		if err == nil && len(ids) > 0 {
-			err = fetch(ids)
+			err = fetch(ids, seqs)
 		}
 	}
 	if err != nil {
@@ -432,8 +441,9 @@ func (s *Store) lookupHistory(ctx context.Context, q *store.Query) ([]*store.His
 }
 
 // readHistory returns the history records of the instances ids that q
-// matches, read at revision rev; an undecodable record is added to bad.
-func (s *Store) readHistory(ctx context.Context, q *store.Query, ids []string, rev int64, bad *corruption) ([]*store.HistoryRecord, error) {
+// matches, read at revision rev, leaving out an instance whose Seq is not
+// the one seqs (when set) names; an undecodable record is added to bad.
+func (s *Store) readHistory(ctx context.Context, q *store.Query, ids []string, seqs map[string]uint64, rev int64, bad *corruption) ([]*store.HistoryRecord, error) {
 	ops := make([]clientv3.Op, len(ids))
 	for j, id := range ids {
 		ops[j] = clientv3.OpGet(s.k.dyn(id), clientv3.WithRev(rev))
@@ -451,6 +461,9 @@ func (s *Store) readHistory(ctx context.Context, q *store.Query, ids []string, r
 		d, err := decodeDyn(string(kvs[0].Key), kvs[0].Value)
 		if err != nil {
 			bad.add(err)
+			continue
+		}
+		if seqs != nil && seqs[d.ID] != d.Seq {
 			continue
 		}
 		for i := range d.Hist {
@@ -608,37 +621,14 @@ func (s *Store) prune(ctx context.Context, p *store.PruneParams, res *store.Prun
 	if limit == 0 {
 		limit = 1000
 	}
-	fbase := s.k.p + "f/"
-	finishedIDs := func(end string, n int) ([]fref, error) {
-		var ids []fref
-		err := s.scan(ctx, fbase, end, false, false, func(key string, val []byte) bool {
-			ids = append(ids, fref{key: key, id: string(val)})
-			return len(ids) < n
-		})
-		return ids, err
-	}
 	if !p.FinishedBefore.IsZero() {
-		ids, err := finishedIDs(fbase+tkey(p.FinishedBefore), limit)
-		if err != nil {
-			return err
-		}
-		if err := s.removeInstances(ctx, ids, res); err != nil {
+		if err := s.pruneFinished(ctx, p.FinishedBefore, 0, limit, res); err != nil {
 			return err
 		}
 	}
 	if p.KeepFinished > 0 {
-		resp, err := s.cli.Get(ctx, fbase, clientv3.WithRange(prefixEnd(fbase)), clientv3.WithCountOnly())
-		if err != nil {
+		if err := s.pruneFinished(ctx, time.Time{}, p.KeepFinished, limit, res); err != nil {
 			return err
-		}
-		if extra := int(resp.Count) - p.KeepFinished; extra > 0 {
-			ids, err := finishedIDs(prefixEnd(fbase), min(extra, limit))
-			if err != nil {
-				return err
-			}
-			if err := s.removeInstances(ctx, ids, res); err != nil {
-				return err
-			}
 		}
 	}
 	if !p.HistoryBefore.IsZero() {
@@ -682,7 +672,6 @@ func (s *Store) prune(ctx context.Context, p *store.PruneParams, res *store.Prun
 // instance's ready copy too, so a claim does not bring the old records
 // back). It returns how many records it removed.
 func (s *Store) pruneHistory(ctx context.Context, before time.Time, limit int) (int, error) {
-	base := s.k.createdPrefix()
 	cut := tn(before)
 	removed := 0
 	var ids []string
@@ -738,9 +727,9 @@ func (s *Store) pruneHistory(ctx context.Context, before time.Time, limit int) (
 		return nil
 	}
 	var perr error
-	err := s.scan(ctx, base, base+tkey(before), false, false, func(_ string, val []byte) bool {
-		if _, id, ok := parseCreatedVal(val); ok {
-			ids = append(ids, id)
+	err := s.walkCreated(ctx, nil, time.Time{}, before, false, &corruption{}, func(e createdEnt) bool {
+		if !slices.Contains(ids, e.I) {
+			ids = append(ids, e.I)
 		}
 		if len(ids) == page/2 {
 			perr = prune()
@@ -756,35 +745,41 @@ func (s *Store) pruneHistory(ctx context.Context, before time.Time, limit int) (
 	return removed, err
 }
 
-// removeInstances deletes finished instances with their history, logs,
-// index entries and the unique key they still hold. Log index entries go
+// removeInstances deletes the finished instances w's entries name, with
+// their history, logs, index entries and the unique key they still hold,
+// and marks in w each entry it removed or found stale (its instance gone,
+// no longer final, or finished at another time). Log index entries go
 // first and the records last, so a call cut short is finished by the
-// next one.
-func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.PruneResult) error {
-	for _, f := range ids {
-		id := f.id
+// next one. It returns how many instances it removed.
+func (s *Store) removeInstances(ctx context.Context, w *finWalk, res *store.PruneResult) (int, error) {
+	removed := 0
+	for _, f := range w.refs {
+		id := f.ID
+		legacy := w.keys[f.key].legacy
 		rs, err := s.read(ctx, []clientv3.Op{
 			clientv3.OpGet(s.k.dyn(id)),
 			clientv3.OpGet(s.k.logPrefix(id), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		})
 		if err != nil {
-			return err
+			return removed, err
 		}
 		dkv := rs[0].GetKvs()
-		if len(dkv) == 0 {
-			// Only a stray finished-index entry is left.
-			g := &group{}
-			g.del(f.key)
-			if err := s.commit(ctx, []*group{g}); err != nil {
-				return err
+		var d *dynRec
+		if len(dkv) > 0 {
+			if d, err = decodeDyn(string(dkv[0].Key), dkv[0].Value); err != nil {
+				return removed, err
 			}
-			continue
 		}
-		d, err := decodeDyn(string(dkv[0].Key), dkv[0].Value)
-		if err != nil {
-			return err
-		}
-		if !d.State.Final() {
+		if d == nil || !d.State.Final() || d.Finished != f.T {
+			// A stale entry: only the index entry is left of it.
+			w.markDone(f)
+			if legacy {
+				g := &group{}
+				g.del(f.key)
+				if err := s.commit(ctx, []*group{g}); err != nil {
+					return removed, err
+				}
+			}
 			continue
 		}
 		gs, lp := s.logDeletes(id, d.Kind, rs[1].GetKvs(), guard{})
@@ -794,13 +789,15 @@ func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.Prun
 		last.del(s.k.byCreated(d))
 		last.del(s.k.static(id))
 		last.del(s.k.progress(id))
-		last.del(s.k.finished(d, id))
+		if legacy {
+			last.del(f.key)
+		}
 		last.del(s.k.dyn(id))
 		s.countMove(last, d, d.State, 0, time.Time{})
 		if d.UniqueKey != "" {
 			ug, err := s.uniqueDelete(ctx, d.UniqueKey, id)
 			if err != nil {
-				return err
+				return removed, err
 			}
 			if ug != nil {
 				last.guards = append(last.guards, *ug)
@@ -809,16 +806,16 @@ func (s *Store) removeInstances(ctx context.Context, ids []fref, res *store.Prun
 		}
 		gs = append(gs, last)
 		if err := s.commit(ctx, gs); err != nil {
-			return err
+			return removed, err
 		}
 		if last.applied {
+			w.markDone(f)
+			w.removed = append(w.removed, d)
+			removed++
 			res.Instances++
 			res.History += len(d.Hist)
 			res.Logs += nl
 		}
 	}
-	return nil
+	return removed, nil
 }
-
-// fref is an entry of the finished index.
-type fref struct{ key, id string }

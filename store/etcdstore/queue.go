@@ -392,7 +392,8 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	size, nmarks := 0, 0
 	n := 0
 	cut := lowCut(p.Now, enqueueSlack)
-	low := map[*group]bool{} // groups of instances due before cut
+	low := map[*group]bool{}    // groups of instances due before cut
+	buckets := map[int64]bool{} // of the creation batches
 	for _, i := range todo {
 		in := p.Instances[i]
 		c := in.Clone()
@@ -409,7 +410,7 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		dv := mustJSON(d)
 		g.put(s.k.dyn(in.ID), dv)
 		s.addReady(g, d, dv)
-		g.put(s.k.byCreated(d), createdVal(d))
+		s.addCreated(g, d)
 		var ucmp []clientv3.Cmp
 		if uk := in.UniqueKey; uk != "" && in.UniqueUntil.After(p.Now) {
 			lease, err := s.uniqueLease(ctx, in.UniqueUntil.Sub(p.Now))
@@ -423,11 +424,15 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 		// over keys of another call's instance with the same sequence
 		// number and times.
 		ucmp = append(ucmp, clientv3.Compare(clientv3.CreateRevision(s.k.dyn(in.ID)), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(s.k.ready(d)), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(s.k.byCreated(d)), "=", 0))
-		if n > 0 && (len(ops)+len(g.ops)+nmarks+len(g.marks) > s.maxOps-2 || len(cmps)+len(ucmp)+nmarks+len(g.marks) > s.maxOps || size+g.size > s.maxTxn) {
+			clientv3.Compare(clientv3.CreateRevision(s.k.ready(d)), "=", 0))
+		nb := 0 // a creation batch more (createdOps)
+		if b := bucketStart(d.Created); !buckets[b] {
+			nb = 1
+		}
+		if n > 0 && (len(ops)+len(g.ops)+nmarks+len(g.marks)+len(buckets)+nb > s.maxOps-2 || len(cmps)+len(ucmp)+nmarks+len(g.marks) > s.maxOps || size+g.size > s.maxTxn) {
 			break
 		}
+		buckets[bucketStart(d.Created)] = true
 		nmarks += len(g.marks)
 		low[g] = d.RunAt < cut
 		counted = append(counted, g)
@@ -445,6 +450,7 @@ func (s *Store) enqueueBatch(ctx context.Context, p *store.EnqueueParams, todo [
 	// the lane from its start.
 	mcmps, mops := markOps(counted, low, markRev)
 	cmps, ops = append(cmps, mcmps...), append(ops, mops...)
+	ops = append(ops, s.createdOps(counted)...)
 	if op, ok := s.countsOp(counted); ok {
 		ops = append(ops, op)
 	}
@@ -953,7 +959,7 @@ func (s *Store) terminateCorrupt(ctx context.Context, d *dynRec, node string, no
 	g := &group{guards: []guard{{s.k.dyn(d.ID), kv.ModRevision}}}
 	s.addHist(g, &e, store.Processing, now, node, e.Error, nil)
 	g.put(s.k.dyn(d.ID), mustJSON(&e))
-	g.put(s.k.finished(&e, e.ID), e.ID)
+	s.addFinished(g, &e)
 	return s.commit(ctx, []*group{g})
 }
 
@@ -1256,7 +1262,7 @@ func (s *Store) finishGroup(p *store.FinishParams, o *store.Outcome, d *dynRec, 
 	e.Finished = tn(p.Now)
 	s.addHist(g, &e, store.Processing, p.Now, p.Owner, o.Error, e.Result)
 	g.put(s.k.dyn(o.ID), mustJSON(&e))
-	g.put(s.k.finished(&e, e.ID), e.ID)
+	s.addFinished(g, &e)
 	return g, &e
 }
 
@@ -1490,7 +1496,7 @@ func (s *Store) rescueMove(d *dynRec, rev int64, now time.Time, node, why string
 		e.Finished = tn(now)
 		s.addHist(g, &e, store.Processing, now, node, why, nil)
 		g.put(s.k.dyn(e.ID), mustJSON(&e))
-		g.put(s.k.finished(&e, e.ID), e.ID)
+		s.addFinished(g, &e)
 	} else {
 		e.State = store.Scheduled
 		s.addHist(g, &e, store.Processing, now, node, why, nil)
@@ -1554,7 +1560,7 @@ func (s *Store) Cancel(ctx context.Context, p *store.CancelParams) (*store.Insta
 			e.HSeq++
 			s.addHist(g, &e, d.State, p.Now, p.Node, "", nil)
 			g.put(s.k.dyn(p.ID), mustJSON(&e))
-			g.put(s.k.finished(&e, e.ID), e.ID)
+			s.addFinished(g, &e)
 		}
 		if err := s.commit(ctx, []*group{g}); err != nil {
 			return nil, s.wrap(what, ctx, err)

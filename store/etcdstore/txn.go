@@ -35,6 +35,16 @@ type group struct {
 	// delta key per transaction by countsOp.
 	counts []countMoveRec
 
+	// fin lists the instances the group makes final, written as one
+	// finished-index key per transaction and time bucket by finishedOps
+	// (finished.go).
+	fin []finEnt
+
+	// created lists the instances the group enqueues, written as one
+	// creation-index key per transaction and time bucket by createdOps
+	// (created.go).
+	created []createdEnt
+
 	// ck is the claim record that lists the attempt a claim group takes
 	// (set by the claim's extra operations).
 	ck string
@@ -94,7 +104,7 @@ var errGuardMoved = errors.New("etcdstore: a transaction's guard moved")
 // several groups of a transaction share (the pause key of a claim) is
 // compared once.
 func (s *Store) commitX(ctx context.Context, gs []*group, extra extraOps) error {
-	reserve := 1 // the transaction's count delta
+	reserve := 1 // the transaction's count delta (fitTxn counts the finished batches)
 	if extra != nil {
 		reserve += 2
 	}
@@ -117,9 +127,10 @@ func (s *Store) commitX(ctx context.Context, gs []*group, extra extraOps) error 
 			thens = append(thens, g.ops...)
 		}
 		thens = appendMarks(thens, batch)
+		fops := s.finishedOps(batch)
 		var x extraTxn
 		if extra != nil {
-			x = extra(batch, s.maxOps-1-len(thens))
+			x = extra(batch, s.maxOps-1-len(fops)-len(thens)) // the count delta and finished batches follow
 			thens = append(thens, x.ops...)
 			if x.guard.key != "" {
 				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(x.guard.key), "=", x.guard.rev))
@@ -127,8 +138,9 @@ func (s *Store) commitX(ctx context.Context, gs []*group, extra extraOps) error 
 			}
 		}
 		if op, ok := s.countsOp(batch); ok {
-			thens = append(thens, op) // last: the groups' responses keep their offsets
+			thens = append(thens, op) // after the groups': their responses keep their offsets
 		}
+		thens = append(thens, fops...)
 		resp, err := s.cli.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
 		if err != nil {
 			return err
@@ -163,12 +175,23 @@ func (s *Store) commitX(ctx context.Context, gs []*group, extra extraOps) error 
 // transaction that also carries reserve operations of its own.
 func (s *Store) fitTxn(pending []*group, reserve int) int {
 	n, nops, ncmp, size := 0, 0, 0, 0
+	var buckets map[int64]bool // of the finished batches (one key each)
 	for n < len(pending) {
 		g := pending[n]
-		if n > 0 && (nops+len(g.ops)+len(g.marks) > s.maxOps-reserve || ncmp+len(g.guards) > s.maxOps || size+g.size > s.maxTxn) {
+		nb := 0
+		for _, e := range g.fin {
+			if b := bucketStart(e.T); !buckets[b] {
+				if buckets == nil {
+					buckets = map[int64]bool{}
+				}
+				buckets[b] = true
+				nb++
+			}
+		}
+		if n > 0 && (nops+len(g.ops)+len(g.marks)+nb > s.maxOps-reserve || ncmp+len(g.guards) > s.maxOps || size+g.size > s.maxTxn) {
 			break
 		}
-		nops += len(g.ops) + len(g.marks)
+		nops += len(g.ops) + len(g.marks) + nb
 		ncmp += len(g.guards)
 		size += g.size
 		n++
