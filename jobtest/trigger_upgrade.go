@@ -66,6 +66,31 @@ func TriggerUpgrade(t *testing.T, s store.Store, writeOld func(t *testing.T, old
 	})
 	waitFor(t, deadline, "a tick of the upgraded trigger to run", func() bool { return ran.Load() > 0 })
 
+	checkUpgraded(t, m, paused)
+
+	// An older node writes a trigger while the upgraded one runs.
+	late := old("old-late")
+	late.Paused = true
+	writeOld(t, []*store.Trigger{late})
+	waitFor(t, deadline, "a trigger written in the earlier layout after the start to be moved", func() bool {
+		_, err := m.Admin().GetTrigger(ctx, "old-late")
+		return err == nil
+	})
+	if n, err := up.UpgradeTriggers(ctx); err != nil || n != 0 {
+		t.Errorf("UpgradeTriggers after the upgrade: %d moved, %v; want 0 (the earlier layout empty)", n, err)
+	}
+	page, err := store.TriggersIn(s).ListTriggers(ctx, nil)
+	if err != nil || len(page.Triggers) != 4 {
+		t.Fatalf("ListTriggers after the upgrade: %d triggers, %v; want 4", len(page.Triggers), err)
+	}
+}
+
+// checkUpgraded checks, after an upgrade, the fields and times of paused
+// as m reads it, that old-firing recorded its tick, and that the
+// document named both won over the earlier trigger of that name.
+func checkUpgraded(t *testing.T, m *job.Manager, paused *store.Trigger) {
+	t.Helper()
+	ctx := t.Context()
 	got, err := m.Admin().GetTrigger(ctx, "old-paused")
 	if err != nil {
 		t.Fatalf("GetTrigger of an upgraded trigger: %v", err)
@@ -82,21 +107,5 @@ func TriggerUpgrade(t *testing.T, s store.Store, writeOld func(t *testing.T, old
 	}
 	if got, err := m.Admin().GetTrigger(ctx, "both"); err != nil || got.Kind != "new-kind" {
 		t.Errorf("a trigger stored in both layouts reads %+v, %v; want the document's (kind new-kind)", got, err)
-	}
-
-	// An older node writes a trigger while the upgraded one runs.
-	late := old("old-late")
-	late.Paused = true
-	writeOld(t, []*store.Trigger{late})
-	waitFor(t, deadline, "a trigger written in the earlier layout after the start to be moved", func() bool {
-		_, err := m.Admin().GetTrigger(ctx, "old-late")
-		return err == nil
-	})
-	if n, err := up.UpgradeTriggers(ctx); err != nil || n != 0 {
-		t.Errorf("UpgradeTriggers after the upgrade: %d moved, %v; want 0 (the earlier layout empty)", n, err)
-	}
-	page, err := store.TriggersIn(s).ListTriggers(ctx, nil)
-	if err != nil || len(page.Triggers) != 4 {
-		t.Fatalf("ListTriggers after the upgrade: %d triggers, %v; want 4", len(page.Triggers), err)
 	}
 }
