@@ -344,6 +344,7 @@ func testInvalidParamsEveryCall(t *testing.T, h Harness) {
 	e.enqueue(e.s, base, inst("ipe-1", "q-ipe"))
 	e.claimOne(e.s, "q-ipe", "w1", base, "ipe-1")
 	now := at(time.Second)
+	badList := &store.ListDocumentsParams{Collection: store.TriggerCollection, Limit: -1}
 	calls := map[string]func() error{
 		"Enqueue(nil)": func() error { _, err := e.s.Enqueue(e.ctx, nil); return err },
 		"Renew(nil)":   func() error { _, err := e.s.Renew(e.ctx, nil); return err },
@@ -365,18 +366,15 @@ func testInvalidParamsEveryCall(t *testing.T, h Harness) {
 			_, err := e.s.Rescue(e.ctx, &store.RescueParams{Now: at(time.Hour), Limit: -1})
 			return err
 		},
-		"Cancel(nil)":         func() error { _, err := e.s.Cancel(e.ctx, nil); return err },
-		"Prune(nil)":          func() error { _, err := e.s.Prune(e.ctx, nil); return err },
-		"Prune with limit -1": func() error { _, err := e.s.Prune(e.ctx, &store.PruneParams{Now: now, Limit: -1}); return err },
-		"Prune keeping -1":    func() error { _, err := e.s.Prune(e.ctx, &store.PruneParams{Now: now, KeepFinished: -1}); return err },
-		"Counts(nil)":         func() error { _, err := e.s.Counts(e.ctx, nil); return err },
-		"Lag(nil)":            func() error { _, err := e.s.Lag(e.ctx, nil); return err },
-		"Lag without Now":     func() error { _, err := e.s.Lag(e.ctx, &store.LagParams{Queue: "q-ipe"}); return err },
-		"ListDocuments limit -1": func() error {
-			_, err := e.s.ListDocuments(e.ctx, &store.ListDocumentsParams{Collection: store.TriggerCollection, Limit: -1})
-			return err
-		},
-		"AppendLogs of nil": func() error { return e.s.AppendLogs(e.ctx, []*store.LogRecord{nil}) },
+		"Cancel(nil)":           func() error { _, err := e.s.Cancel(e.ctx, nil); return err },
+		"Prune(nil)":            func() error { _, err := e.s.Prune(e.ctx, nil); return err },
+		"Prune with limit -1":   func() error { _, err := e.s.Prune(e.ctx, &store.PruneParams{Now: now, Limit: -1}); return err },
+		"Prune keeping -1":      func() error { _, err := e.s.Prune(e.ctx, &store.PruneParams{Now: now, KeepFinished: -1}); return err },
+		"Counts(nil)":           func() error { _, err := e.s.Counts(e.ctx, nil); return err },
+		"Lag(nil)":              func() error { _, err := e.s.Lag(e.ctx, nil); return err },
+		"Lag without Now":       func() error { _, err := e.s.Lag(e.ctx, &store.LagParams{Queue: "q-ipe"}); return err },
+		"ListDocuments limit-1": func() error { _, err := e.s.ListDocuments(e.ctx, badList); return err },
+		"AppendLogs of nil":     func() error { return e.s.AppendLogs(e.ctx, []*store.LogRecord{nil}) },
 		"AppendLogs without an ID": func() error {
 			return e.s.AppendLogs(e.ctx, []*store.LogRecord{
 				{InstanceID: "ipe-1", Kind: "k", Attempt: 1, Level: store.LevelInfo, Time: now, Message: "kept?"},
