@@ -167,31 +167,44 @@ func (s *observedStore) DeleteDefinition(ctx context.Context, p *store.DeleteDef
 	return err
 }
 
-func (s *observedStore) PutTrigger(ctx context.Context, p *store.PutTriggerParams) (*store.Trigger, error) {
+// The trigger calls are document calls on store.TriggerCollection
+// (store.TriggersIn); they are observed under the trigger operations, as
+// when triggers were store calls of their own. Other documents are not
+// observed.
+
+func (s *observedStore) PutDocument(ctx context.Context, p *store.PutDocumentParams) (*store.Document, error) {
 	t := time.Now()
-	res, err := s.Store.PutTrigger(ctx, p)
-	s.obs.storeCall(OpPutTrigger, t, err)
+	res, err := s.Store.PutDocument(ctx, p)
+	if p != nil && p.Collection == store.TriggerCollection {
+		s.obs.storeCall(OpPutTrigger, t, err)
+	}
 	return res, err
 }
 
-func (s *observedStore) GetTrigger(ctx context.Context, name string) (*store.Trigger, error) {
+func (s *observedStore) GetDocument(ctx context.Context, collection, name string) (*store.Document, error) {
 	t := time.Now()
-	res, err := s.Store.GetTrigger(ctx, name)
-	s.obs.storeCall(OpGetTrigger, t, err)
+	res, err := s.Store.GetDocument(ctx, collection, name)
+	if collection == store.TriggerCollection {
+		s.obs.storeCall(OpGetTrigger, t, err)
+	}
 	return res, err
 }
 
-func (s *observedStore) ListTriggers(ctx context.Context, p *store.ListTriggersParams) (*store.TriggerPage, error) {
+func (s *observedStore) ListDocuments(ctx context.Context, p *store.ListDocumentsParams) (*store.DocumentPage, error) {
 	t := time.Now()
-	res, err := s.Store.ListTriggers(ctx, p)
-	s.obs.storeCall(OpListTriggers, t, err)
+	res, err := s.Store.ListDocuments(ctx, p)
+	if p != nil && p.Collection == store.TriggerCollection {
+		s.obs.storeCall(OpListTriggers, t, err)
+	}
 	return res, err
 }
 
-func (s *observedStore) DeleteTrigger(ctx context.Context, p *store.DeleteTriggerParams) error {
+func (s *observedStore) DeleteDocument(ctx context.Context, p *store.DeleteDocumentParams) error {
 	t := time.Now()
-	err := s.Store.DeleteTrigger(ctx, p)
-	s.obs.storeCall(OpDeleteTrigger, t, err)
+	err := s.Store.DeleteDocument(ctx, p)
+	if p != nil && p.Collection == store.TriggerCollection {
+		s.obs.storeCall(OpDeleteTrigger, t, err)
+	}
 	return err
 }
 

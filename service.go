@@ -89,7 +89,7 @@ func (m *Manager) wire() {
 			_, err := m.CancelInstance(ctx, id)
 			return err
 		},
-		jobFor: m.jobFor, enqueued: m.notifyLocal,
+		jobFor: m.jobFor, enqueued: m.notifyLocal, upgrader: triggerUpgrader(c.store),
 	})
 	m.heartbeater = newHeartbeater(heartbeaterDeps{
 		store: m.store, clock: c.clock, log: m.log, interval: c.heartbeat, deadAfter: c.deadAfter,

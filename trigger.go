@@ -148,7 +148,7 @@ func (a *Admin) PutTrigger(ctx context.Context, t *Trigger, ifVersion int64) (*T
 	} else if err := m.checkKindKnown(ctx, t.Kind); err != nil {
 		return nil, fmt.Errorf("job: put trigger %q: %w", t.Name, err)
 	}
-	stored, err := m.store.PutTrigger(ctx, &store.PutTriggerParams{Trigger: t, IfVersion: ifVersion, Now: m.clock.Now()})
+	stored, err := store.TriggersIn(m.store).PutTrigger(ctx, &store.PutTriggerParams{Trigger: t, IfVersion: ifVersion, Now: m.clock.Now()})
 	if err != nil {
 		return nil, fmt.Errorf("job: put trigger %q: %w", t.Name, err)
 	}
@@ -186,7 +186,7 @@ func (m *Manager) triggersWhere(ctx context.Context, match func(*store.Trigger) 
 	var names []string
 	after := ""
 	for {
-		page, err := m.store.ListTriggers(ctx, &store.ListTriggersParams{After: after, Limit: store.MaxTriggerPage})
+		page, err := store.TriggersIn(m.store).ListTriggers(ctx, &store.ListTriggersParams{After: after, Limit: store.MaxTriggerPage})
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +206,7 @@ func (m *Manager) triggersWhere(ctx context.Context, match func(*store.Trigger) 
 // wrapping store.ErrNotFound.
 func (a *Admin) GetTrigger(ctx context.Context, name string) (*Trigger, error) {
 	m := a.m
-	t, err := m.store.GetTrigger(ctx, name)
+	t, err := store.TriggersIn(m.store).GetTrigger(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("job: get trigger: %w", err)
 	}
@@ -218,7 +218,7 @@ func (a *Admin) GetTrigger(ctx context.Context, name string) (*Trigger, error) {
 // first), with the cursor of the next page ("" on the last).
 func (a *Admin) ListTriggers(ctx context.Context, cursor string, limit int) (*Page[*Trigger], error) {
 	m := a.m
-	page, err := m.store.ListTriggers(ctx, &store.ListTriggersParams{After: cursor, Limit: limit})
+	page, err := store.TriggersIn(m.store).ListTriggers(ctx, &store.ListTriggersParams{After: cursor, Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("job: list triggers: %w", err)
 	}
@@ -230,7 +230,7 @@ func (a *Admin) ListTriggers(ctx context.Context, cursor string, limit int) (*Pa
 // reload. Instances it scheduled stay.
 func (a *Admin) DeleteTrigger(ctx context.Context, name string) error {
 	m := a.m
-	if err := m.store.DeleteTrigger(ctx, &store.DeleteTriggerParams{Name: name}); err != nil {
+	if err := store.TriggersIn(m.store).DeleteTrigger(ctx, &store.DeleteTriggerParams{Name: name}); err != nil {
 		return fmt.Errorf("job: delete trigger: %w", err)
 	}
 	m.triggersChanged()
@@ -252,7 +252,7 @@ func (a *Admin) ResumeTrigger(ctx context.Context, name string) (*Trigger, error
 
 func (m *Manager) setPaused(ctx context.Context, name string, paused bool) (*store.Trigger, error) {
 	for try := 0; ; try++ {
-		t, err := m.store.GetTrigger(ctx, name)
+		t, err := store.TriggersIn(m.store).GetTrigger(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("job: pause/resume trigger: %w", err)
 		}
@@ -260,7 +260,7 @@ func (m *Manager) setPaused(ctx context.Context, name string, paused bool) (*sto
 			return t, nil
 		}
 		t.Paused = paused
-		stored, err := m.store.PutTrigger(ctx, &store.PutTriggerParams{Trigger: t, IfVersion: t.Version, Now: m.clock.Now()})
+		stored, err := store.TriggersIn(m.store).PutTrigger(ctx, &store.PutTriggerParams{Trigger: t, IfVersion: t.Version, Now: m.clock.Now()})
 		if errors.Is(err, store.ErrConflict) && try < 10 {
 			continue // a scheduler recorded a tick meanwhile
 		}
@@ -276,7 +276,7 @@ func (m *Manager) setPaused(ctx context.Context, name string, paused bool) (*sto
 // that name after now (by the manager's clock): none while it is paused.
 func (a *Admin) ListFireTimes(ctx context.Context, name string, n int) ([]time.Time, error) {
 	m := a.m
-	t, err := m.store.GetTrigger(ctx, name)
+	t, err := store.TriggersIn(m.store).GetTrigger(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("job: next fire times: %w", err)
 	}
@@ -315,6 +315,9 @@ type schedulerDeps struct {
 	jobFor func(ctx context.Context, kind string) (*Job, error)
 	// enqueued is called when a tick was enqueued (it wakes the claimer).
 	enqueued func()
+	// upgrader, when the store has one, moves triggers of a plugin's
+	// earlier layout into documents before each load (nil: none).
+	upgrader store.TriggerUpgrader
 }
 
 // scheduler is the scheduler role (WithScheduler): it keeps the stored
@@ -424,10 +427,19 @@ func (s *scheduler) triggerLoop(quit <-chan struct{}) {
 func (s *scheduler) loadTriggers(states map[string]*triggerState) error {
 	ctx, cancel := context.WithTimeout(s.run.ctx, 30*time.Second)
 	defer cancel()
+	if s.upgrader != nil {
+		n, err := s.upgrader.UpgradeTriggers(ctx)
+		if err != nil {
+			return fmt.Errorf("move the triggers of the store's earlier layout: %w", err)
+		}
+		if n > 0 {
+			s.log.Info("moved stored triggers of the store's earlier layout into documents", "triggers", n)
+		}
+	}
 	seen := make(map[string]bool, len(states))
 	after := ""
 	for {
-		page, err := s.store.ListTriggers(ctx, &store.ListTriggersParams{After: after, Limit: store.MaxTriggerPage})
+		page, err := store.TriggersIn(s.store).ListTriggers(ctx, &store.ListTriggersParams{After: after, Limit: store.MaxTriggerPage})
 		if err != nil {
 			return err
 		}
@@ -519,7 +531,7 @@ func (s *scheduler) runTrigger(st *triggerState, now time.Time, grace time.Durat
 func (s *scheduler) fireTrigger(st *triggerState, tick, now time.Time) error {
 	ctx, cancel := context.WithTimeout(s.run.ctx, 30*time.Second)
 	defer cancel()
-	cur, err := s.store.GetTrigger(ctx, st.t.Name)
+	cur, err := store.TriggersIn(s.store).GetTrigger(ctx, st.t.Name)
 	if err != nil {
 		return err
 	}
@@ -614,14 +626,14 @@ func (s *scheduler) recordTrigger(ctx context.Context, t *store.Trigger, tick ti
 		if !change(t) {
 			return false, nil
 		}
-		_, err := s.store.PutTrigger(ctx, &store.PutTriggerParams{Trigger: t, IfVersion: t.Version, Now: tick})
+		_, err := store.TriggersIn(s.store).PutTrigger(ctx, &store.PutTriggerParams{Trigger: t, IfVersion: t.Version, Now: tick})
 		if err == nil {
 			return true, nil
 		}
 		if !errors.Is(err, store.ErrConflict) {
 			return false, err
 		}
-		if t, err = s.store.GetTrigger(ctx, t.Name); err != nil {
+		if t, err = store.TriggersIn(s.store).GetTrigger(ctx, t.Name); err != nil {
 			return false, err
 		}
 	}
@@ -731,4 +743,10 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// triggerUpgrader is s's store.TriggerUpgrader, or nil.
+func triggerUpgrader(s store.Store) store.TriggerUpgrader {
+	u, _ := s.(store.TriggerUpgrader)
+	return u
 }

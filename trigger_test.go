@@ -104,7 +104,7 @@ func TestTriggerOncePerCluster(t *testing.T) {
 		if n := ran.Load(); n != 10 {
 			t.Errorf("executor ran %d times, want 10", n)
 		}
-		tr, err := s.GetTrigger(ctx, "every-second")
+		tr, err := store.TriggersIn(s).GetTrigger(ctx, "every-second")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func TestTriggerDeleteFromStoreStopsWithinReload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, ms := triggerCluster(t, 2, func() {})
 		ctx := context.Background()
-		if _, err := s.PutTrigger(ctx, &store.PutTriggerParams{Trigger: &store.Trigger{Name: "tr", Kind: "tick", Interval: time.Second}, Now: time.Now()}); err != nil {
+		if _, err := store.TriggersIn(s).PutTrigger(ctx, &store.PutTriggerParams{Trigger: &store.Trigger{Name: "tr", Kind: "tick", Interval: time.Second}, Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(4 * time.Second)
@@ -197,7 +197,7 @@ func TestTriggerDeleteFromStoreStopsWithinReload(t *testing.T) {
 		if n := len(tickInstances(t, ms[0], "tick")); n < 2 {
 			t.Fatalf("%d ticks of a trigger created in the store 4 s ago (reload 1 s), want at least 2", n)
 		}
-		if err := s.DeleteTrigger(ctx, &store.DeleteTriggerParams{Name: "tr"}); err != nil {
+		if err := store.TriggersIn(s).DeleteTrigger(ctx, &store.DeleteTriggerParams{Name: "tr"}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second) // one reload
@@ -323,7 +323,7 @@ func TestTriggerMissedTicks(t *testing.T) {
 			{Name: "catch-up", Kind: "catch-up", Interval: time.Minute, Missed: store.MissedCatchUpOnce, CatchUpWithin: 45 * time.Second},
 			{Name: "too-old", Kind: "too-old", Interval: time.Minute, Missed: store.MissedCatchUpOnce, CatchUpWithin: 20 * time.Second},
 		} {
-			if _, err := s.PutTrigger(ctx, &store.PutTriggerParams{Trigger: tr, Now: t0}); err != nil {
+			if _, err := store.TriggersIn(s).PutTrigger(ctx, &store.PutTriggerParams{Trigger: tr, Now: t0}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -373,7 +373,7 @@ func TestTriggerKindNobodyRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, ms := triggerCluster(t, 2, func() {})
 		ctx := context.Background()
-		if _, err := s.PutTrigger(ctx, &store.PutTriggerParams{Trigger: &store.Trigger{Name: "orphan", Kind: "nobody", Interval: time.Minute}, Now: time.Now()}); err != nil {
+		if _, err := store.TriggersIn(s).PutTrigger(ctx, &store.PutTriggerParams{Trigger: &store.Trigger{Name: "orphan", Kind: "nobody", Interval: time.Minute}, Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(5*time.Minute + 30*time.Second)

@@ -87,50 +87,61 @@ func (c *Channel) Validate() error {
 	}
 	switch c.Type {
 	case Webhook, Chat:
-		if c.URL == "" {
-			return fmt.Errorf("%w: channel %q: a %s channel needs a url", ErrInvalid, c.Name, c.Type)
-		}
-		u, err := url.Parse(c.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%w: channel %q: url %q; give an http:// or https:// address", ErrInvalid, c.Name, c.URL)
-		}
-		if c.SecretRef != "" && c.Type == Chat {
-			return fmt.Errorf("%w: channel %q: a chat channel is not signed; leave secret_ref empty (the url carries its token)", ErrInvalid, c.Name)
-		}
-		if err := checkRef("secret_ref", c.SecretRef); err != nil {
-			return fmt.Errorf("channel %q: %w", c.Name, err)
-		}
-		if c.SMTPAddr != "" || c.From != "" || len(c.To) > 0 || c.Username != "" || c.PasswordRef != "" {
-			return fmt.Errorf("%w: channel %q: smtp fields mean nothing to a %s channel", ErrInvalid, c.Name, c.Type)
-		}
+		return c.checkHTTP()
 	case Email:
-		if _, _, err := net.SplitHostPort(c.SMTPAddr); err != nil || c.SMTPAddr == "" {
-			return fmt.Errorf("%w: channel %q: smtp_addr %q; give host:port of the mail server", ErrInvalid, c.Name, c.SMTPAddr)
-		}
-		if _, err := mail.ParseAddress(c.From); err != nil {
-			return fmt.Errorf("%w: channel %q: from %q is not a mail address", ErrInvalid, c.Name, c.From)
-		}
-		if len(c.To) == 0 {
-			return fmt.Errorf("%w: channel %q: no recipients; give at least one address in to", ErrInvalid, c.Name)
-		}
-		for _, to := range c.To {
-			if _, err := mail.ParseAddress(to); err != nil {
-				return fmt.Errorf("%w: channel %q: recipient %q is not a mail address", ErrInvalid, c.Name, to)
-			}
-		}
-		if (c.Username == "") != (c.PasswordRef == "") {
-			return fmt.Errorf("%w: channel %q: give both username and password_ref, or neither", ErrInvalid, c.Name)
-		}
-		if err := checkRef("password_ref", c.PasswordRef); err != nil {
-			return fmt.Errorf("channel %q: %w", c.Name, err)
-		}
-		if c.URL != "" || c.SecretRef != "" {
-			return fmt.Errorf("%w: channel %q: url and secret_ref mean nothing to an email channel", ErrInvalid, c.Name)
-		}
+		return c.checkEmail()
 	case "":
 		return fmt.Errorf("%w: channel %q has no type; give webhook, chat or email", ErrInvalid, c.Name)
 	default:
 		return fmt.Errorf("%w: channel %q: type %q; give webhook, chat or email", ErrInvalid, c.Name, c.Type)
+	}
+}
+
+// checkHTTP is Validate's check of a webhook or chat channel.
+func (c *Channel) checkHTTP() error {
+	if c.URL == "" {
+		return fmt.Errorf("%w: channel %q: a %s channel needs a url", ErrInvalid, c.Name, c.Type)
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: channel %q: url %q; give an http:// or https:// address", ErrInvalid, c.Name, c.URL)
+	}
+	if c.SecretRef != "" && c.Type == Chat {
+		return fmt.Errorf("%w: channel %q: a chat channel is not signed; leave secret_ref empty (the url carries its token)", ErrInvalid, c.Name)
+	}
+	if err := checkRef("secret_ref", c.SecretRef); err != nil {
+		return fmt.Errorf("channel %q: %w", c.Name, err)
+	}
+	if c.SMTPAddr != "" || c.From != "" || len(c.To) > 0 || c.Username != "" || c.PasswordRef != "" {
+		return fmt.Errorf("%w: channel %q: smtp fields mean nothing to a %s channel", ErrInvalid, c.Name, c.Type)
+	}
+	return nil
+}
+
+// checkEmail is Validate's check of an email channel.
+func (c *Channel) checkEmail() error {
+	if _, _, err := net.SplitHostPort(c.SMTPAddr); err != nil || c.SMTPAddr == "" {
+		return fmt.Errorf("%w: channel %q: smtp_addr %q; give host:port of the mail server", ErrInvalid, c.Name, c.SMTPAddr)
+	}
+	if _, err := mail.ParseAddress(c.From); err != nil {
+		return fmt.Errorf("%w: channel %q: from %q is not a mail address", ErrInvalid, c.Name, c.From)
+	}
+	if len(c.To) == 0 {
+		return fmt.Errorf("%w: channel %q: no recipients; give at least one address in to", ErrInvalid, c.Name)
+	}
+	for _, to := range c.To {
+		if _, err := mail.ParseAddress(to); err != nil {
+			return fmt.Errorf("%w: channel %q: recipient %q is not a mail address", ErrInvalid, c.Name, to)
+		}
+	}
+	if (c.Username == "") != (c.PasswordRef == "") {
+		return fmt.Errorf("%w: channel %q: give both username and password_ref, or neither", ErrInvalid, c.Name)
+	}
+	if err := checkRef("password_ref", c.PasswordRef); err != nil {
+		return fmt.Errorf("channel %q: %w", c.Name, err)
+	}
+	if c.URL != "" || c.SecretRef != "" {
+		return fmt.Errorf("%w: channel %q: url and secret_ref mean nothing to an email channel", ErrInvalid, c.Name)
 	}
 	return nil
 }

@@ -361,7 +361,7 @@ func (e *evaluator) listTriggers(ctx context.Context) (map[string]*store.Trigger
 	out := map[string]*store.Trigger{}
 	after := ""
 	for {
-		p, err := e.s.cfg.Store.ListTriggers(ctx, &store.ListTriggersParams{After: after, Limit: store.MaxTriggerPage})
+		p, err := store.TriggersIn(e.s.cfg.Store).ListTriggers(ctx, &store.ListTriggersParams{After: after, Limit: store.MaxTriggerPage})
 		if err != nil {
 			return nil, fmt.Errorf("alert: list triggers: %w", err)
 		}

@@ -30,7 +30,7 @@ func TestMissedTicksWithoutScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trig, err := st.PutTrigger(ctx, &store.PutTriggerParams{Trigger: &store.Trigger{Name: "every-minute", Kind: "report", Interval: time.Minute}, Now: t0})
+	trig, err := store.TriggersIn(st).PutTrigger(ctx, &store.PutTriggerParams{Trigger: &store.Trigger{Name: "every-minute", Kind: "report", Interval: time.Minute}, Now: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestMissedTicksWithoutScheduler(t *testing.T) {
 	// A scheduler comes back at 10:05:10 and fires 10:06 on time, having
 	// skipped 10:01 to 10:05.
 	trig.LastTick = t0.Add(6 * time.Minute)
-	if _, err := st.PutTrigger(ctx, &store.PutTriggerParams{Trigger: trig, IfVersion: trig.Version, Now: t0}); err != nil {
+	if _, err := store.TriggersIn(st).PutTrigger(ctx, &store.PutTriggerParams{Trigger: trig, IfVersion: trig.Version, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	step(t0.Add(6*time.Minute + time.Second))
@@ -80,12 +80,12 @@ func TestMissedTicksWithoutScheduler(t *testing.T) {
 	// The whole cluster was down (no evaluator either) from 10:06 to
 	// 10:12: the first step after sees the scheduler's jump over 10:07 to
 	// 10:11 and alerts, then resolves.
-	trig, err = st.GetTrigger(ctx, "every-minute")
+	trig, err = store.TriggersIn(st).GetTrigger(ctx, "every-minute")
 	if err != nil {
 		t.Fatal(err)
 	}
 	trig.LastTick = t0.Add(12 * time.Minute)
-	if _, err := st.PutTrigger(ctx, &store.PutTriggerParams{Trigger: trig, IfVersion: trig.Version, Now: t0}); err != nil {
+	if _, err := store.TriggersIn(st).PutTrigger(ctx, &store.PutTriggerParams{Trigger: trig, IfVersion: trig.Version, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	step(t0.Add(12*time.Minute + time.Second))

@@ -124,6 +124,19 @@ func (r *Rule) Validate() error {
 	if scopes > 1 {
 		return fmt.Errorf("%w: rule %q names more than one of kind, trigger and queue; attach it to one (or to none for the whole namespace)", ErrInvalid, r.Name)
 	}
+	if err := r.checkCondition(scopes); err != nil {
+		return err
+	}
+	if err := r.checkSettings(); err != nil {
+		return err
+	}
+	return r.checkChannels()
+}
+
+// checkCondition is Validate's check of the condition, of the scope it
+// applies to (scopes: how many of kind, trigger and queue are set) and
+// of the setting it needs.
+func (r *Rule) checkCondition(scopes int) error {
 	switch r.Condition {
 	case Failed:
 		if r.Failures < 0 {
@@ -157,6 +170,13 @@ func (r *Rule) Validate() error {
 	default:
 		return fmt.Errorf("%w: rule %q: condition %q; give one of %s", ErrInvalid, r.Name, r.Condition, conditionList())
 	}
+	return nil
+}
+
+// checkSettings is Validate's check that the threshold, failures and
+// duration are set only for the conditions that read them, and of the
+// repeat interval.
+func (r *Rule) checkSettings() error {
 	if r.Condition != LongRun && r.Condition != QueueLag && r.Threshold != 0 {
 		return fmt.Errorf("%w: rule %q: a threshold means nothing to a %s rule; leave it 0", ErrInvalid, r.Name, r.Condition)
 	}
@@ -169,6 +189,12 @@ func (r *Rule) Validate() error {
 	if r.RepeatEvery < 0 {
 		return fmt.Errorf("%w: rule %q: repeat_every %v; give 0 (never repeat) or more", ErrInvalid, r.Name, r.RepeatEvery)
 	}
+	return nil
+}
+
+// checkChannels is Validate's check of the channel names: each valid,
+// none twice.
+func (r *Rule) checkChannels() error {
 	seen := map[string]bool{}
 	for _, c := range r.Channels {
 		if seen[c] {

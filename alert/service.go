@@ -265,7 +265,7 @@ func (s *Service) checkRefs(ctx context.Context, r *Rule) error {
 			return fmt.Errorf("%w: rule %q: kind %q is not known in namespace %q (no definition, no instance, no node runs it); define it first or fix the name", ErrUnknown, r.Name, r.Kind, s.cfg.Namespace)
 		}
 	case r.Trigger != "":
-		if _, err := st.GetTrigger(ctx, r.Trigger); errors.Is(err, store.ErrNotFound) {
+		if _, err := store.TriggersIn(st).GetTrigger(ctx, r.Trigger); errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: rule %q: trigger %q does not exist in namespace %q; create it first or fix the name", ErrUnknown, r.Name, r.Trigger, s.cfg.Namespace)
 		} else if err != nil {
 			return fmt.Errorf("alert: rule %q: read trigger %q: %w", r.Name, r.Trigger, err)

@@ -72,22 +72,9 @@ type Result struct {
 // that does not parse, holds no event, or holds an event without a
 // usable start, is an error wrapping ErrInvalid that names the event.
 func Parse(r io.Reader, opts Options) (*Result, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	cal, err := decodeFile(r)
 	if err != nil {
-		return nil, fmt.Errorf("icalimport: read the file: %w", err)
-	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("%w: iCalendar file larger than %d bytes; split it", ErrInvalid, MaxFileBytes)
-	}
-	if strings.TrimSpace(string(data)) == "" {
-		return nil, fmt.Errorf("%w: empty iCalendar file; want BEGIN:VCALENDAR ... END:VCALENDAR", ErrInvalid)
-	}
-	cal, err := ical.NewDecoder(strings.NewReader(string(data))).Decode()
-	if err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, fmt.Errorf("%w: not an iCalendar file: it ends before END:VCALENDAR (truncated?)", ErrInvalid)
-		}
-		return nil, fmt.Errorf("%w: not an iCalendar file: %v", ErrInvalid, err)
+		return nil, err
 	}
 	res := &Result{}
 	if p := cal.Props.Get("X-WR-CALNAME"); p != nil {
@@ -105,19 +92,9 @@ func Parse(r io.Reader, opts Options) (*Result, error) {
 			}
 		}
 	}
-	now := opts.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
-	from, until := opts.From, opts.Until
-	if from.IsZero() {
-		from = time.Date(now.Year(), time.January, 1, 0, 0, 0, 0, loc)
-	}
-	if until.IsZero() {
-		until = from.AddDate(10, 0, 0)
-	}
-	if until.Before(from) {
-		return nil, fmt.Errorf("%w: import window ends (%v) before it starts (%v)", ErrInvalid, until, from)
+	from, until, err := opts.window(loc)
+	if err != nil {
+		return nil, err
 	}
 	seen := map[string]int{} // date (or "yearly:MM-DD") -> index in res.Dates
 	add := func(d schedule.Date) error {
@@ -159,53 +136,66 @@ func Parse(r io.Reader, opts Options) (*Result, error) {
 	return res, nil
 }
 
+// decodeFile reads and decodes the iCalendar file of r (at most
+// MaxFileBytes).
+func decodeFile(r io.Reader) (*ical.Calendar, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("icalimport: read the file: %w", err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%w: iCalendar file larger than %d bytes; split it", ErrInvalid, MaxFileBytes)
+	}
+	if strings.TrimSpace(string(data)) == "" {
+		return nil, fmt.Errorf("%w: empty iCalendar file; want BEGIN:VCALENDAR ... END:VCALENDAR", ErrInvalid)
+	}
+	cal, err := ical.NewDecoder(strings.NewReader(string(data))).Decode()
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("%w: not an iCalendar file: it ends before END:VCALENDAR (truncated?)", ErrInvalid)
+		}
+		return nil, fmt.Errorf("%w: not an iCalendar file: %v", ErrInvalid, err)
+	}
+	return cal, nil
+}
+
+// window returns the import window of o in loc: From (January 1 of Now's
+// year when zero) to Until (ten years after From when zero).
+func (o Options) window(loc *time.Location) (from, until time.Time, err error) {
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	from, until = o.From, o.Until
+	if from.IsZero() {
+		from = time.Date(now.Year(), time.January, 1, 0, 0, 0, 0, loc)
+	}
+	if until.IsZero() {
+		until = from.AddDate(10, 0, 0)
+	}
+	if until.Before(from) {
+		return from, until, fmt.Errorf("%w: import window ends (%v) before it starts (%v)", ErrInvalid, until, from)
+	}
+	return from, until, nil
+}
+
 // readEvent adds the days off of ev.
 func readEvent(ev ical.Event, loc *time.Location, from, until time.Time, add func(schedule.Date) error) error {
-	name := ""
-	if p := ev.Props.Get(ical.PropSummary); p != nil {
-		name = p.Value
-	}
-	what := fmt.Sprintf("event %q", name)
-	if p := ev.Props.Get(ical.PropUID); p != nil && name == "" {
-		what = fmt.Sprintf("event %q", p.Value)
-	}
+	name, what := eventName(ev)
 	if p := ev.Props.Get(ical.PropStatus); p != nil && strings.EqualFold(p.Value, "CANCELLED") {
 		return nil
 	}
-	startProp := ev.Props.Get(ical.PropDateTimeStart)
-	if startProp == nil {
-		return fmt.Errorf("%w: %s has no DTSTART; every event needs its day", ErrInvalid, what)
-	}
-	start, err := startProp.DateTime(loc)
+	start, span, allDay, err := eventSpan(ev, loc, what)
 	if err != nil {
-		return fmt.Errorf("%w: %s: DTSTART %q: %v", ErrInvalid, what, startProp.Value, err)
+		return err
 	}
-	end, err := ev.DateTimeEnd(loc)
-	if err != nil {
-		return fmt.Errorf("%w: %s: DTEND or DURATION: %v", ErrInvalid, what, err)
-	}
-	allDay := startProp.ValueType() == ical.ValueDate || len(startProp.Value) == len("20060102")
-	if !end.After(start) {
-		end = start.Add(time.Nanosecond)
-		if allDay {
-			end = start.AddDate(0, 0, 1)
+	addDays := func(s time.Time) error {
+		for _, d := range eventDays(s, span, allDay, loc) {
+			if err := add(schedule.Date{Date: d, Name: name}); err != nil {
+				return err
+			}
 		}
-	}
-	span := end.Sub(start)
-	if span > maxEventDays*24*time.Hour {
-		return fmt.Errorf("%w: %s lasts longer than %d days; list such a closure as shorter events", ErrInvalid, what, maxEventDays)
-	}
-	days := func(s time.Time) []string {
-		s = s.In(loc)
-		e := s.Add(span)
-		if allDay {
-			e = time.Date(s.Year(), s.Month(), s.Day(), 0, 0, 0, 0, loc).Add(span)
-		}
-		var out []string
-		for d := time.Date(s.Year(), s.Month(), s.Day(), 0, 0, 0, 0, loc); d.Before(e); d = d.AddDate(0, 0, 1) {
-			out = append(out, d.Format(time.DateOnly))
-		}
-		return out
+		return nil
 	}
 	rule, err := ev.Props.RecurrenceRule()
 	if err != nil {
@@ -220,12 +210,7 @@ func readEvent(ev ical.Event, loc *time.Location, from, until time.Time, add fun
 		return fmt.Errorf("%w: %s: %v", ErrInvalid, what, err)
 	}
 	if rule == nil && len(rdates) == 0 {
-		for _, d := range days(start) {
-			if err := add(schedule.Date{Date: d, Name: name}); err != nil {
-				return err
-			}
-		}
-		return nil
+		return addDays(start)
 	}
 	if rule != nil && simplyYearly(rule, start) && allDay && span == 24*time.Hour && len(exdates) == 0 && len(rdates) == 0 {
 		return add(schedule.Date{Date: start.Format(time.DateOnly), Name: name, Yearly: true})
@@ -248,13 +233,70 @@ func readEvent(ev ical.Event, loc *time.Location, from, until time.Time, add fun
 		set.ExDate(d)
 	}
 	for _, occ := range set.Between(from, until, true) {
-		for _, d := range days(occ) {
-			if err := add(schedule.Date{Date: d, Name: name}); err != nil {
-				return err
-			}
+		if err := addDays(occ); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// eventName returns ev's summary (the name of its days off) and how
+// errors name the event: by its summary, else by its UID.
+func eventName(ev ical.Event) (name, what string) {
+	if p := ev.Props.Get(ical.PropSummary); p != nil {
+		name = p.Value
+	}
+	what = fmt.Sprintf("event %q", name)
+	if p := ev.Props.Get(ical.PropUID); p != nil && name == "" {
+		what = fmt.Sprintf("event %q", p.Value)
+	}
+	return name, what
+}
+
+// eventSpan returns ev's start, how long it lasts (a day for an all-day
+// event without an end, a nanosecond for another), and whether it is an
+// all-day event. An event longer than maxEventDays is ErrInvalid.
+func eventSpan(ev ical.Event, loc *time.Location, what string) (start time.Time, span time.Duration, allDay bool, err error) {
+	startProp := ev.Props.Get(ical.PropDateTimeStart)
+	if startProp == nil {
+		return start, 0, false, fmt.Errorf("%w: %s has no DTSTART; every event needs its day", ErrInvalid, what)
+	}
+	start, err = startProp.DateTime(loc)
+	if err != nil {
+		return start, 0, false, fmt.Errorf("%w: %s: DTSTART %q: %v", ErrInvalid, what, startProp.Value, err)
+	}
+	end, err := ev.DateTimeEnd(loc)
+	if err != nil {
+		return start, 0, false, fmt.Errorf("%w: %s: DTEND or DURATION: %v", ErrInvalid, what, err)
+	}
+	allDay = startProp.ValueType() == ical.ValueDate || len(startProp.Value) == len("20060102")
+	if !end.After(start) {
+		end = start.Add(time.Nanosecond)
+		if allDay {
+			end = start.AddDate(0, 0, 1)
+		}
+	}
+	span = end.Sub(start)
+	if span > maxEventDays*24*time.Hour {
+		return start, 0, false, fmt.Errorf("%w: %s lasts longer than %d days; list such a closure as shorter events", ErrInvalid, what, maxEventDays)
+	}
+	return start, span, allDay, nil
+}
+
+// eventDays returns the days (in loc, as YYYY-MM-DD) an occurrence
+// starting at s and lasting span touches; an all-day one counts from the
+// start of its day.
+func eventDays(s time.Time, span time.Duration, allDay bool, loc *time.Location) []string {
+	s = s.In(loc)
+	e := s.Add(span)
+	if allDay {
+		e = time.Date(s.Year(), s.Month(), s.Day(), 0, 0, 0, 0, loc).Add(span)
+	}
+	var out []string
+	for d := time.Date(s.Year(), s.Month(), s.Day(), 0, 0, 0, 0, loc); d.Before(e); d = d.AddDate(0, 0, 1) {
+		out = append(out, d.Format(time.DateOnly))
+	}
+	return out
 }
 
 // simplyYearly reports whether r repeats every year on start's month and

@@ -59,7 +59,7 @@ func testStoredTriggerOncePerCluster(t *testing.T, e *env) {
 	if !tr.Paused || tr.LastTick.IsZero() || tr.LastInstanceID == "" {
 		t.Errorf("stored trigger %+v: want paused, with its last tick recorded", tr)
 	}
-	if err := e.store(t).DeleteTrigger(ctx, &store.DeleteTriggerParams{Name: "every-second"}); err != nil {
+	if err := store.TriggersIn(e.store(t)).DeleteTrigger(ctx, &store.DeleteTriggerParams{Name: "every-second"}); err != nil {
 		t.Fatalf("DeleteTrigger: %v", err)
 	}
 	for _, m := range ms {

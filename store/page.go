@@ -238,75 +238,17 @@ func page[T any](ctx context.Context, order byte, ns string, lookup Lookup[T], q
 		return nil, "", err
 	}
 	newest := order == orderInstances
-	// cmpPos orders an item against a position in the page order.
-	cmpPos := func(t time.Time, seq uint64, id string, p position) int {
-		c := cmp.Compare(t.UnixNano(), p.t)
-		if c == 0 && !newest {
-			c = cmp.Compare(id, p.id)
-		}
-		if c == 0 {
-			c = cmp.Compare(seq, p.seq)
-		}
-		if newest {
-			return -c
-		}
-		return c
+	sub, empty := pageQuery(q, pos, ok, newest)
+	if empty {
+		return nil, "", nil
 	}
-	sub := *q
-	sub.Cursor = ""
-	if ok {
-		pt := time.Unix(0, pos.t).UTC()
-		if newest {
-			// Everything up to the position's time (every store keeps
-			// times to the microsecond at least).
-			if u := pt.Add(time.Microsecond); sub.Until.IsZero() || u.Before(sub.Until) {
-				sub.Until = u
-			}
-		} else if sub.Since.IsZero() || pt.After(sub.Since) {
-			sub.Since = pt
-		}
-		if !sub.Since.IsZero() && !sub.Until.IsZero() && !sub.Until.After(sub.Since) {
-			return nil, "", nil
-		}
+	past := func(it T) bool {
+		t, seq, id := key(it)
+		return !ok || pos.cmp(t, seq, id, newest) > 0
 	}
-	extra := 0
-	if ok {
-		extra = 16
-	}
-	var kept []T
-	var lookupErr error
-	full := false
-	for {
-		sub.Limit = size + extra + 1
-		got, err := lookup(ctx, &sub)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
-			return nil, "", err
-		}
-		lookupErr = err
-		full = len(got) >= sub.Limit
-		got = slices.Clone(got)
-		if !newest {
-			slices.SortStableFunc(got, func(a, b T) int {
-				ta, sa, ia := key(a)
-				tb, sb, ib := key(b)
-				return cmp.Or(ta.Compare(tb), cmp.Compare(ia, ib), cmp.Compare(sa, sb))
-			})
-			if full {
-				// The read was cut: keep what is before its last time.
-				last, _, _ := key(got[len(got)-1])
-				got = slices.DeleteFunc(got, func(it T) bool { t, _, _ := key(it); return !t.Before(last) })
-			}
-		}
-		kept = got[:0]
-		for _, it := range got {
-			if t, seq, id := key(it); !ok || cmpPos(t, seq, id, pos) > 0 {
-				kept = append(kept, it)
-			}
-		}
-		if !full || len(kept) > size {
-			break
-		}
-		extra = 2*extra + 16
+	kept, full, lookupErr, err := readPage(ctx, lookup, &sub, size, ok, newest, past, key)
+	if err != nil {
+		return nil, "", err
 	}
 	if len(kept) <= size && !full {
 		return kept, "", lookupErr
@@ -317,4 +259,89 @@ func page[T any](ctx context.Context, order byte, ns string, lookup Lookup[T], q
 	}
 	t, seq, id := key(kept[len(kept)-1])
 	return kept, encodeCursor(order, ns, q, position{t: t.UnixNano(), seq: seq, id: id}), lookupErr
+}
+
+// cmp orders an item at (t, seq, id) against p in the page order: newest
+// first by (time, seq), or oldest first by (time, id, seq).
+func (p position) cmp(t time.Time, seq uint64, id string, newest bool) int {
+	c := cmp.Compare(t.UnixNano(), p.t)
+	if c == 0 && !newest {
+		c = cmp.Compare(id, p.id)
+	}
+	if c == 0 {
+		c = cmp.Compare(seq, p.seq)
+	}
+	if newest {
+		return -c
+	}
+	return c
+}
+
+// pageQuery is q without its cursor, its time range narrowed to what is
+// at or past pos (when ok) in the page order. empty reports a range with
+// no time left in it.
+func pageQuery(q *Query, pos position, ok, newest bool) (sub Query, empty bool) {
+	sub = *q
+	sub.Cursor = ""
+	if !ok {
+		return sub, false
+	}
+	pt := time.Unix(0, pos.t).UTC()
+	if newest {
+		// Everything up to the position's time (every store keeps times
+		// to the microsecond at least).
+		if u := pt.Add(time.Microsecond); sub.Until.IsZero() || u.Before(sub.Until) {
+			sub.Until = u
+		}
+	} else if sub.Since.IsZero() || pt.After(sub.Since) {
+		sub.Since = pt
+	}
+	return sub, !sub.Since.IsZero() && !sub.Until.IsZero() && !sub.Until.After(sub.Since)
+}
+
+// readPage reads sub through lookup, asking for more each round, until it
+// holds more than size items past the cursor or the read was not cut at
+// its limit (full false). With a cursor (cursor true) it asks for a few
+// more from the start, as items at the cursor's time are read again.
+// lookupErr is an ErrCorrupt the lookup returned with its items; err any
+// other error.
+func readPage[T any](ctx context.Context, lookup Lookup[T], sub *Query, size int, cursor, newest bool, past func(T) bool, key func(T) (time.Time, uint64, string)) (kept []T, full bool, lookupErr, err error) {
+	extra := 0
+	if cursor {
+		extra = 16
+	}
+	for {
+		sub.Limit = size + extra + 1
+		got, err := lookup(ctx, sub)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return nil, false, nil, err
+		}
+		lookupErr = err
+		full = len(got) >= sub.Limit
+		got = slices.Clone(got)
+		if !newest {
+			got = oldestFirst(got, full, key)
+		}
+		kept = slices.DeleteFunc(got, func(it T) bool { return !past(it) })
+		if !full || len(kept) > size {
+			return kept, full, lookupErr, nil
+		}
+		extra = 2*extra + 16
+	}
+}
+
+// oldestFirst sorts records by (time, instance, seq) and, when the read
+// was cut at its limit (full), keeps only those before its last time
+// (the records at that time may be cut anywhere).
+func oldestFirst[T any](got []T, full bool, key func(T) (time.Time, uint64, string)) []T {
+	slices.SortStableFunc(got, func(a, b T) int {
+		ta, sa, ia := key(a)
+		tb, sb, ib := key(b)
+		return cmp.Or(ta.Compare(tb), cmp.Compare(ia, ib), cmp.Compare(sa, sb))
+	})
+	if !full {
+		return got
+	}
+	last, _, _ := key(got[len(got)-1])
+	return slices.DeleteFunc(got, func(it T) bool { t, _, _ := key(it); return !t.Before(last) })
 }

@@ -19,8 +19,9 @@ import (
 )
 
 // Store is what a plugin implements: the queue, the history and the logs,
-// plus retention, job definitions, stored triggers, named documents
-// (Documents) and the feed of state changes (Events). Optional
+// plus retention, job definitions, named documents (Documents, which
+// also hold the stored triggers: see TriggersIn) and the feed of state
+// changes (Events). Optional
 // capabilities (Notifier) are discovered by type assertion.
 type Store interface {
 	Queue
@@ -29,7 +30,6 @@ type Store interface {
 	Progress
 	Pruner
 	Definitions
-	Triggers
 	Documents
 	Events
 	Nodes

@@ -17,6 +17,11 @@ import (
 // instances once per tick per cluster. A trigger is named; its name is
 // unique in the namespace.
 //
+// Triggers are not a part of Store of their own: they are documents of
+// TriggerCollection, and TriggersIn gives the Triggers of a store's
+// Documents. A plugin implements nothing for them (see TriggerUpgrader
+// for the triggers of a plugin's earlier releases).
+//
 // Every write is a compare-and-set on the trigger's Version, so two
 // writers (an operator pausing a trigger while a scheduler records a tick)
 // never lose each other's change: the loser gets ErrConflict, reads the
@@ -27,10 +32,12 @@ type Triggers interface {
 	// stored). p.IfVersion 0 creates: ErrConflict when the name is taken.
 	// AnyVersion creates or replaces whatever is stored. Otherwise it
 	// replaces the trigger stored with that Version: ErrConflict when the
-	// stored Version differs, ErrNotFound when there is none. The store assigns the new Version (greater than any it
-	// gave before in the namespace), keeps CreatedAt of a replaced trigger
-	// (p.Now for a new one) and sets UpdatedAt to p.Now. It returns the
-	// trigger as stored.
+	// stored Version differs, ErrNotFound when there is none. The store
+	// assigns the new Version as PutDocument does (one more at each
+	// change; a trigger created again after a delete never takes an old
+	// Version back), keeps CreatedAt of a replaced trigger (p.Now for a
+	// new one) and sets UpdatedAt to p.Now. It returns the trigger as
+	// stored.
 	PutTrigger(ctx context.Context, p *PutTriggerParams) (*Trigger, error)
 	// GetTrigger returns the trigger of that name, or ErrNotFound.
 	GetTrigger(ctx context.Context, name string) (*Trigger, error)

@@ -385,32 +385,6 @@ func (s *Store) DeleteDefinition(ctx context.Context, p *store.DeleteDefinitionP
 	return s.unaryCall(ctx, "DeleteDefinition", p, nil)
 }
 
-// PutTrigger goes as a unary call.
-func (s *Store) PutTrigger(ctx context.Context, p *store.PutTriggerParams) (*store.Trigger, error) {
-	var r *store.Trigger
-	err := s.unaryCall(ctx, "PutTrigger", p, &r)
-	return r, err
-}
-
-// GetTrigger goes as a unary call.
-func (s *Store) GetTrigger(ctx context.Context, name string) (*store.Trigger, error) {
-	var r *store.Trigger
-	err := s.unaryCall(ctx, "GetTrigger", name, &r)
-	return r, err
-}
-
-// ListTriggers goes as a unary call.
-func (s *Store) ListTriggers(ctx context.Context, p *store.ListTriggersParams) (*store.TriggerPage, error) {
-	var r *store.TriggerPage
-	err := s.unaryCall(ctx, "ListTriggers", p, &r)
-	return r, err
-}
-
-// DeleteTrigger goes as a unary call.
-func (s *Store) DeleteTrigger(ctx context.Context, p *store.DeleteTriggerParams) error {
-	return s.unaryCall(ctx, "DeleteTrigger", p, nil)
-}
-
 // EventCursor goes as a unary call.
 func (s *Store) EventCursor(ctx context.Context) (string, error) {
 	var r string

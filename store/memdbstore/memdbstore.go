@@ -83,9 +83,6 @@ type Store struct {
 
 	defs definitions // job definitions, see definitions.go
 
-	trigMu sync.Mutex // guards trig
-	trig   triggerTable
-
 	docs documentTable // named documents, see documents.go
 }
 

@@ -197,110 +197,50 @@ func (v *versioned) trigger(name string) (*store.Trigger, error) {
 	return t, nil
 }
 
-// PutTrigger implements store.Triggers in one statement; versions come
-// from a counter of the namespace, so each is greater than any before.
-func (s *Store) PutTrigger(ctx context.Context, p *store.PutTriggerParams) (*store.Trigger, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("pgstore: put trigger: %w", err)
-	}
-	t := p.Trigger.Clone()
-	t.Version, t.CreatedAt, t.UpdatedAt = 0, time0, time0
-	body, err := json.Marshal(t)
+// UpgradeTriggers implements store.TriggerUpgrader: it moves the rows of
+// the triggers table (where releases before kept the triggers) into
+// store.TriggerCollection and deletes each row once moved, at the version
+// it was read (a trigger an older node changed meanwhile is moved at the
+// next call). With none left it costs one read. The table stays, empty,
+// for the older nodes of a rolling upgrade.
+func (s *Store) UpgradeTriggers(ctx context.Context) (int, error) {
+	rows, err := s.q(ctx).Query(ctx, `SELECT name, body, version, created_at, updated_at FROM `+s.t("triggers")+` WHERE ns = $1`, s.cfg.ns)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: put trigger %q: %w", t.Name, err)
+		return 0, s.wrap(ctx, "upgrade triggers", err)
 	}
-	var version int64
-	err = s.q(ctx).QueryRow(ctx, `INSERT INTO `+s.t("meta")+` AS m (ns, trigger_version) VALUES ($1, 1)
-		ON CONFLICT (ns) DO UPDATE SET trigger_version = m.trigger_version + 1 RETURNING trigger_version`, s.cfg.ns).Scan(&version)
-	if err != nil {
-		return nil, s.wrap(ctx, "put trigger", err)
-	}
-	vs := fmt.Sprint(version)
-	v, ok, have, err := s.putVersioned(ctx, "triggers", "name", t.Name, body, p.IfVersion, nanos(p.Now), vs, vs)
-	switch {
-	case err != nil:
-		return nil, s.wrap(ctx, "put trigger", err)
-	case ok:
-		return v.trigger(t.Name)
-	case p.IfVersion == 0:
-		return nil, fmt.Errorf("pgstore: put trigger %q: it exists (version %d); replace it with IfVersion %d: %w", t.Name, have, have, store.ErrConflict)
-	case have == 0:
-		return nil, fmt.Errorf("pgstore: put trigger %q: no such trigger; create it with IfVersion 0: %w", t.Name, store.ErrNotFound)
-	}
-	return nil, fmt.Errorf("pgstore: put trigger %q: it is at version %d, not %d; read it again and retry: %w", t.Name, have, p.IfVersion, store.ErrConflict)
-}
-
-// GetTrigger implements store.Triggers.
-func (s *Store) GetTrigger(ctx context.Context, name string) (*store.Trigger, error) {
-	v, ok, err := s.getVersioned(ctx, "triggers", "name", name)
-	if err != nil {
-		return nil, s.wrap(ctx, "get trigger", err)
-	}
-	if !ok {
-		return nil, fmt.Errorf("pgstore: trigger %q: %w", name, store.ErrNotFound)
-	}
-	return v.trigger(name)
-}
-
-// ListTriggers implements store.Triggers, in byte order of names.
-func (s *Store) ListTriggers(ctx context.Context, p *store.ListTriggersParams) (*store.TriggerPage, error) {
-	limit, err := p.Validate()
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: list triggers: %w", err)
-	}
-	after := ""
-	if p != nil {
-		after = p.After
-	}
-	rows, err := s.q(ctx).Query(ctx, `SELECT name, body, version, created_at, updated_at FROM `+s.t("triggers")+`
-		WHERE ns = $1 AND name COLLATE "C" > $2 ORDER BY name COLLATE "C" LIMIT $3`, s.cfg.ns, after, limit+1)
-	if err != nil {
-		return nil, s.wrap(ctx, "list triggers", err)
-	}
-	defer rows.Close()
-	page := &store.TriggerPage{Triggers: []*store.Trigger{}}
-	var bad error
-	n, last := 0, ""
+	var old []*store.Trigger
 	for rows.Next() {
 		var name string
 		var v versioned
 		if err := rows.Scan(&name, &v.body, &v.version, &v.created, &v.updated); err != nil {
-			return nil, s.wrap(ctx, "list triggers", err)
+			rows.Close()
+			return 0, s.wrap(ctx, "upgrade triggers", err)
 		}
-		n++
-		if n > limit {
-			page.Next = last
-			break
-		}
-		last = name
 		t, err := v.trigger(name)
 		if err != nil {
-			bad = err
-			continue
+			rows.Close()
+			return 0, err
 		}
-		page.Triggers = append(page.Triggers, t)
+		old = append(old, t)
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, s.wrap(ctx, "list triggers", err)
+		return 0, s.wrap(ctx, "upgrade triggers", err)
 	}
-	return page, bad
-}
-
-// DeleteTrigger implements store.Triggers.
-func (s *Store) DeleteTrigger(ctx context.Context, p *store.DeleteTriggerParams) error {
-	if err := p.Validate(); err != nil {
-		return fmt.Errorf("pgstore: delete trigger: %w", err)
+	moved := 0
+	for _, t := range old {
+		ok, err := store.MoveTrigger(ctx, s, t)
+		if err != nil {
+			return moved, fmt.Errorf("pgstore: upgrade triggers: %w", err)
+		}
+		if ok {
+			moved++
+		}
+		if _, _, err := s.deleteVersioned(ctx, "triggers", "name", t.Name, t.Version); err != nil {
+			return moved, s.wrap(ctx, "upgrade triggers", err)
+		}
 	}
-	ok, have, err := s.deleteVersioned(ctx, "triggers", "name", p.Name, p.IfVersion)
-	switch {
-	case err != nil:
-		return s.wrap(ctx, "delete trigger", err)
-	case ok:
-		return nil
-	case have == 0:
-		return fmt.Errorf("pgstore: trigger %q: %w", p.Name, store.ErrNotFound)
-	}
-	return fmt.Errorf("pgstore: delete trigger %q: it is at version %d, not %d: %w", p.Name, have, p.IfVersion, store.ErrConflict)
+	return moved, nil
 }
 
 // time0 is the zero time.

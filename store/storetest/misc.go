@@ -344,6 +344,7 @@ func testInvalidParamsEveryCall(t *testing.T, h Harness) {
 	e.enqueue(e.s, base, inst("ipe-1", "q-ipe"))
 	e.claimOne(e.s, "q-ipe", "w1", base, "ipe-1")
 	now := at(time.Second)
+	badList := &store.ListDocumentsParams{Collection: store.TriggerCollection, Limit: -1}
 	calls := map[string]func() error{
 		"Enqueue(nil)": func() error { _, err := e.s.Enqueue(e.ctx, nil); return err },
 		"Renew(nil)":   func() error { _, err := e.s.Renew(e.ctx, nil); return err },
@@ -372,7 +373,7 @@ func testInvalidParamsEveryCall(t *testing.T, h Harness) {
 		"Counts(nil)":           func() error { _, err := e.s.Counts(e.ctx, nil); return err },
 		"Lag(nil)":              func() error { _, err := e.s.Lag(e.ctx, nil); return err },
 		"Lag without Now":       func() error { _, err := e.s.Lag(e.ctx, &store.LagParams{Queue: "q-ipe"}); return err },
-		"ListTriggers limit -1": func() error { _, err := e.s.ListTriggers(e.ctx, &store.ListTriggersParams{Limit: -1}); return err },
+		"ListDocuments limit-1": func() error { _, err := e.s.ListDocuments(e.ctx, badList); return err },
 		"AppendLogs of nil":     func() error { return e.s.AppendLogs(e.ctx, []*store.LogRecord{nil}) },
 		"AppendLogs without an ID": func() error {
 			return e.s.AppendLogs(e.ctx, []*store.LogRecord{

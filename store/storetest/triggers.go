@@ -11,7 +11,8 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// triggerTests are the checks of store.Triggers; Run runs each as its own
+// triggerTests are the checks of store.Triggers on the plugin's
+// Documents (store.TriggersIn); Run runs each as its own
 // parallel sub-test.
 var triggerTests = []struct {
 	name string
@@ -76,7 +77,7 @@ func sameTrigger(t *testing.T, what string, got, want *store.Trigger) {
 
 func testTriggerCRUD(t *testing.T, h Harness) {
 	e := setup(t, h)
-	s := e.s
+	s := store.TriggersIn(e.s)
 	if _, err := s.GetTrigger(e.ctx, "nightly"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetTrigger of a missing trigger: %v, want ErrNotFound", err)
 	}
@@ -157,7 +158,7 @@ func testTriggerCRUD(t *testing.T, h Harness) {
 
 func testTriggerCAS(t *testing.T, h Harness) {
 	e := setup(t, h)
-	s := e.s
+	s := store.TriggersIn(e.s)
 	v1, err := s.PutTrigger(e.ctx, &store.PutTriggerParams{Trigger: trig("t"), Now: at(0)})
 	if err != nil {
 		t.Fatalf("PutTrigger: %v", err)
@@ -248,7 +249,7 @@ func testTriggerCAS(t *testing.T, h Harness) {
 
 func testTriggerInvalid(t *testing.T, h Harness) {
 	e := setup(t, h)
-	s := e.s
+	s := store.TriggersIn(e.s)
 	cases := map[string]func(*store.Trigger){
 		"no name":              func(t *store.Trigger) { t.Name = "" },
 		"control in name":      func(t *store.Trigger) { t.Name = "a\nb" },
@@ -294,7 +295,7 @@ func testTriggerInvalid(t *testing.T, h Harness) {
 
 func testTriggerPaging(t *testing.T, h Harness) {
 	e := setup(t, h)
-	s := e.s
+	s := store.TriggersIn(e.s)
 	const n = 25
 	for i := range n {
 		tr := trig(fmt.Sprintf("t-%03d", i))
@@ -346,7 +347,7 @@ func testTriggerPaging(t *testing.T, h Harness) {
 
 func testTriggerTwoHandles(t *testing.T, h Harness) {
 	e := setup(t, h)
-	a, b := e.s, e.open()
+	a, b := store.TriggersIn(e.s), store.TriggersIn(e.open())
 	put, err := a.PutTrigger(e.ctx, &store.PutTriggerParams{Trigger: trig("shared"), Now: at(0)})
 	if err != nil {
 		t.Fatalf("PutTrigger on a: %v", err)
@@ -378,21 +379,21 @@ func testTriggerTwoHandles(t *testing.T, h Harness) {
 
 func testTriggerNamespaces(t *testing.T, h Harness) {
 	a, b := setup(t, h), setup(t, h)
-	if _, err := a.s.PutTrigger(a.ctx, &store.PutTriggerParams{Trigger: trig("same-name"), Now: at(0)}); err != nil {
+	if _, err := store.TriggersIn(a.s).PutTrigger(a.ctx, &store.PutTriggerParams{Trigger: trig("same-name"), Now: at(0)}); err != nil {
 		t.Fatalf("PutTrigger in a: %v", err)
 	}
-	if _, err := b.s.GetTrigger(b.ctx, "same-name"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := store.TriggersIn(b.s).GetTrigger(b.ctx, "same-name"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("b sees a's trigger: %v, want ErrNotFound", err)
 	}
 	other := trig("same-name")
 	other.Kind = "kind-b"
-	if _, err := b.s.PutTrigger(b.ctx, &store.PutTriggerParams{Trigger: other, Now: at(0)}); err != nil {
+	if _, err := store.TriggersIn(b.s).PutTrigger(b.ctx, &store.PutTriggerParams{Trigger: other, Now: at(0)}); err != nil {
 		t.Fatalf("PutTrigger of the same name in b: %v", err)
 	}
-	if got, err := a.s.GetTrigger(a.ctx, "same-name"); err != nil || got.Kind != "kind-a" {
+	if got, err := store.TriggersIn(a.s).GetTrigger(a.ctx, "same-name"); err != nil || got.Kind != "kind-a" {
 		t.Fatalf("a's trigger after b wrote its own: %+v, %v", got, err)
 	}
-	if page, err := b.s.ListTriggers(b.ctx, nil); err != nil || len(page.Triggers) != 1 || page.Triggers[0].Kind != "kind-b" {
+	if page, err := store.TriggersIn(b.s).ListTriggers(b.ctx, nil); err != nil || len(page.Triggers) != 1 || page.Triggers[0].Kind != "kind-b" {
 		t.Fatalf("b lists %+v, %v; want its own trigger alone", page, err)
 	}
 }

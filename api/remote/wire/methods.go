@@ -123,17 +123,19 @@ var methods = map[string]method{
 	"DeleteDefinition": errOnly(func(ctx context.Context, st store.Store, p *store.DeleteDefinitionParams) error {
 		return st.DeleteDefinition(ctx, p)
 	}),
+	// The trigger calls of remote stores from before triggers were
+	// documents (store.TriggersIn): served for them until they upgrade.
 	"PutTrigger": def(func(ctx context.Context, st store.Store, p *store.PutTriggerParams) (*store.Trigger, error) {
-		return st.PutTrigger(ctx, p)
+		return store.TriggersIn(st).PutTrigger(ctx, p)
 	}),
 	"GetTrigger": def(func(ctx context.Context, st store.Store, name string) (*store.Trigger, error) {
-		return st.GetTrigger(ctx, name)
+		return store.TriggersIn(st).GetTrigger(ctx, name)
 	}),
 	"ListTriggers": def(func(ctx context.Context, st store.Store, p *store.ListTriggersParams) (*store.TriggerPage, error) {
-		return st.ListTriggers(ctx, p)
+		return store.TriggersIn(st).ListTriggers(ctx, p)
 	}),
 	"DeleteTrigger": errOnly(func(ctx context.Context, st store.Store, p *store.DeleteTriggerParams) error {
-		return st.DeleteTrigger(ctx, p)
+		return store.TriggersIn(st).DeleteTrigger(ctx, p)
 	}),
 	"EventCursor": def(func(ctx context.Context, st store.Store, _ *none) (string, error) {
 		return st.EventCursor(ctx)

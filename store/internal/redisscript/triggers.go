@@ -11,18 +11,16 @@ import (
 	"github.com/jobkit/job/store"
 )
 
-// Trigger scripts. Unlike the queue scripts they are not prefixed by
-// lib.lua: each names in KEYS the only keys it touches (see their headers).
-var (
-	TriggerPut    = loadBare("trigger_put", "")
-	TriggerDelete = loadBare("trigger_delete", "")
-	TriggerList   = loadBare("trigger_list", "no-writes")
-)
+// Triggers were kept in a layout of their own (the keys of triggerKeys)
+// before they became documents of store.TriggerCollection; what is left
+// here moves them (UpgradeTriggers). TriggerDelete removes a moved one; it
+// is not prefixed by lib.lua and names in KEYS the only keys it touches.
+var TriggerDelete = loadBare("trigger_delete", "")
 
 func init() {
 	// Appended here rather than in All's literal, so the plugins prepare
-	// the trigger scripts with the others.
-	All = append(All, TriggerPut, TriggerDelete, TriggerList)
+	// the script with the others.
+	All = append(All, TriggerDelete)
 }
 
 // loadBare builds the script of lua/<name>.lua without lib.lua.
@@ -38,9 +36,9 @@ func loadBare(name, flags string) *Script {
 	return &Script{Name: name, Source: head + "\n-- ---- " + name + ".lua ----\n" + string(src), ReadOnly: flags == "no-writes", flags: flags, src: string(src), bare: true}
 }
 
-// triggerKeys are the KEYS of the trigger scripts: trig (HASH name ->
-// "<version> <created ns> <json>"), trign (ZSET of names) and trigv (the
-// version counter), all under the namespace's hash tag.
+// triggerKeys are the keys of the earlier trigger layout: trig (HASH name
+// -> "<version> <created ns> <json>"), trign (ZSET of names) and trigv
+// (the version counter), all under the namespace's hash tag.
 func (k Keys) triggerKeys() []string {
 	return []string{k.Prefix + "trig", k.Prefix + "trign", k.Prefix + "trigv"}
 }
@@ -63,17 +61,6 @@ func (c *Core) runTrigger(ctx context.Context, s *Script, what string, args ...s
 	return v, nil
 }
 
-// encodeTrigger is the JSON of t without what the store keeps apart.
-func encodeTrigger(t *store.Trigger) (string, error) {
-	c := t.Clone()
-	c.Version, c.CreatedAt = 0, time.Time{}
-	b, err := json.Marshal(c)
-	if err != nil {
-		return "", fmt.Errorf("%w: trigger %q: %v", store.ErrInvalid, t.Name, err)
-	}
-	return string(b), nil
-}
-
 // decodeTrigger decodes a stored value "<version> <created ns> <json>".
 func (c *Core) decodeTrigger(name, raw string) (*store.Trigger, error) {
 	vs, rest, ok1 := strings.Cut(raw, " ")
@@ -91,104 +78,56 @@ func (c *Core) decodeTrigger(name, raw string) (*store.Trigger, error) {
 	return &t, nil
 }
 
-// PutTrigger implements store.Triggers.
-func (c *Core) PutTrigger(ctx context.Context, p *store.PutTriggerParams) (*store.Trigger, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: put trigger: %w", c.name, err)
-	}
-	t := p.Trigger.Clone()
-	t.UpdatedAt = p.Now.UTC()
-	body, err := encodeTrigger(t)
-	if err != nil {
-		return nil, fmt.Errorf("%s: put trigger: %w", c.name, err)
-	}
-	what := fmt.Sprintf("put trigger %q", t.Name)
-	v, err := c.runTrigger(ctx, TriggerPut, what, t.Name, strconv.FormatInt(p.IfVersion, 10), strconv.FormatInt(p.Now.UnixNano(), 10), body)
-	if err != nil {
-		return nil, err
-	}
-	f := asArray(v)
-	if len(f) != 3 {
-		return nil, fmt.Errorf("%s: %s: malformed reply %v", c.name, what, v)
-	}
-	switch asInt(f[0]) {
-	case 0:
-	case 1:
-		return nil, fmt.Errorf("%s: %s: it exists already (version %s); read it and pass its Version to replace it: %w", c.name, what, asString(f[1]), store.ErrConflict)
-	case 2:
-		return nil, fmt.Errorf("%s: %s: %w", c.name, what, store.ErrNotFound)
-	default:
-		return nil, fmt.Errorf("%s: %s: stored version %s, not %d; read it again and retry: %w", c.name, what, asString(f[1]), p.IfVersion, store.ErrConflict)
-	}
-	t.Version = asInt(f[1])
-	t.CreatedAt = time.Unix(0, asInt(f[2])).UTC()
-	return t, nil
-}
-
-// GetTrigger implements store.Triggers.
-func (c *Core) GetTrigger(ctx context.Context, name string) (*store.Trigger, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%s: get trigger %q: %w", c.name, name, err)
-	}
-	v, err := c.r.Do(ctx, "HGET", c.keys.triggerKeys()[0], name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: get trigger %q: %w", c.name, name, err)
-	}
-	if v == nil {
-		return nil, fmt.Errorf("%s: trigger %q: %w", c.name, name, store.ErrNotFound)
-	}
-	return c.decodeTrigger(name, asString(v))
-}
-
-// ListTriggers implements store.Triggers.
-func (c *Core) ListTriggers(ctx context.Context, p *store.ListTriggersParams) (*store.TriggerPage, error) {
-	limit, err := p.Validate()
-	if err != nil {
-		return nil, fmt.Errorf("%s: list triggers: %w", c.name, err)
-	}
-	after := ""
-	if p != nil {
-		after = p.After
-	}
-	v, err := c.runTrigger(ctx, TriggerList, "list triggers", after, strconv.Itoa(limit))
-	if err != nil {
-		return nil, err
-	}
-	rows := asArray(v)
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("%s: list triggers: malformed reply %v", c.name, v)
-	}
-	page := &store.TriggerPage{Next: asString(rows[len(rows)-1])}
-	for _, row := range rows[:len(rows)-1] {
-		t, err := c.decodeTrigger("", asString(row))
+// UpgradeTriggers implements store.TriggerUpgrader: it moves the
+// triggers of the layout before they were documents (the trig HASH, see
+// triggerKeys) into store.TriggerCollection and removes each from the
+// HASH once moved, at the version it was read (a trigger an older node
+// changed meanwhile is moved at the next call). With none left it costs
+// one HLEN.
+func (c *Core) UpgradeTriggers(ctx context.Context) (int, error) {
+	k := c.keys.triggerKeys()
+	n, err := c.r.Do(ctx, "HLEN", k[0])
+	if err != nil || asInt(n) == 0 {
 		if err != nil {
-			return page, err
+			return 0, fmt.Errorf("%s: upgrade triggers: %w", c.name, err)
 		}
-		page.Triggers = append(page.Triggers, t)
+		return 0, nil
 	}
-	return page, nil
-}
-
-// DeleteTrigger implements store.Triggers.
-func (c *Core) DeleteTrigger(ctx context.Context, p *store.DeleteTriggerParams) error {
-	if err := p.Validate(); err != nil {
-		return fmt.Errorf("%s: delete trigger: %w", c.name, err)
-	}
-	what := fmt.Sprintf("delete trigger %q", p.Name)
-	v, err := c.runTrigger(ctx, TriggerDelete, what, p.Name, strconv.FormatInt(p.IfVersion, 10))
+	// HKEYS and HMGET rather than HGETALL, whose reply is a map in RESP3.
+	v, err := c.r.Do(ctx, "HKEYS", k[0])
 	if err != nil {
-		return err
+		return 0, fmt.Errorf("%s: upgrade triggers: %w", c.name, err)
 	}
-	f := asArray(v)
-	if len(f) != 2 {
-		return fmt.Errorf("%s: %s: malformed reply %v", c.name, what, v)
+	names := asArray(v)
+	args := []string{"HMGET", k[0]}
+	for _, n := range names {
+		args = append(args, asString(n))
 	}
-	switch asInt(f[0]) {
-	case 0:
-		return nil
-	case 2:
-		return fmt.Errorf("%s: %s: %w", c.name, what, store.ErrNotFound)
-	default:
-		return fmt.Errorf("%s: %s: stored version %s, not %d: %w", c.name, what, asString(f[1]), p.IfVersion, store.ErrConflict)
+	v, err = c.r.Do(ctx, args...)
+	if err != nil {
+		return 0, fmt.Errorf("%s: upgrade triggers: %w", c.name, err)
 	}
+	vals := asArray(v)
+	moved := 0
+	for i := 0; i < len(names) && i < len(vals); i++ {
+		name := asString(names[i])
+		if vals[i] == nil {
+			continue // deleted since HKEYS
+		}
+		t, err := c.decodeTrigger(name, asString(vals[i]))
+		if err != nil {
+			return moved, fmt.Errorf("%s: upgrade triggers: %w", c.name, err)
+		}
+		ok, err := store.MoveTrigger(ctx, c, t)
+		if err != nil {
+			return moved, fmt.Errorf("%s: upgrade triggers: %w", c.name, err)
+		}
+		if ok {
+			moved++
+		}
+		if _, err := c.runTrigger(ctx, TriggerDelete, fmt.Sprintf("upgrade trigger %q", name), name, strconv.FormatInt(t.Version, 10)); err != nil {
+			return moved, err
+		}
+	}
+	return moved, nil
 }

@@ -1,6 +1,6 @@
 -- trigger_delete: remove a stored trigger, optionally only at one version.
 -- Self-contained (not prefixed by lib.lua).
--- KEYS: [1] trig, [2] trign (see trigger_put.lua).
+-- KEYS: [1] trig, [2] trign (see triggerKeys in triggers.go).
 -- ARGV: [1] name, [2] if-version ("0": whatever version).
 -- Returns {code, version}: 0 deleted, 2 no such trigger, 3 stored version
 -- differs (the stored version).

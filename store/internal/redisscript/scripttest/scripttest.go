@@ -71,6 +71,7 @@ func Run(t *testing.T, h Harness) {
 		{"EventsServerRestart", testEventsRestart},
 		{"BatchEnqueue", testBatchEnqueue},
 		{"BatchSeqWidths", testBatchSeqWidths},
+		{"TriggerUpgrade", testTriggerUpgrade},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
