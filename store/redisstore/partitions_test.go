@@ -287,3 +287,12 @@ func TestPartitionedSpread(t *testing.T) {
 		}))
 	}
 }
+
+// TestPartitionedManagerSuite runs the manager scenarios on one
+// redis-server with a namespace of several partitions.
+func TestPartitionedManagerSuite(t *testing.T) {
+	c := client(t)
+	jobtest.Run(t, jobtest.Harness{Open: func(t testing.TB, ns string) store.Store {
+		return newPartitioned(t, c, ns, testPartitions)
+	}})
+}

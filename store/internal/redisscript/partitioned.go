@@ -595,26 +595,62 @@ func (p *Partitioned) AppendLogs(ctx context.Context, recs []*store.LogRecord) e
 }
 
 
-// Prune implements store.Pruner in every partition; Limit bounds each
-// partition's removals.
+// Prune implements store.Pruner in every partition. A Limit bounds each
+// rule over the whole call: the partitions are pruned in turn, each with
+// what the previous ones left of it. KeepFinished holds over the whole
+// namespace: it becomes a FinishedAt bound, that of the KeepFinished-th
+// most recently finished instance of all partitions (see keepCutoff).
 func (p *Partitioned) Prune(ctx context.Context, pp *store.PruneParams) (*store.PruneResult, error) {
-	if len(p.parts) == 1 {
+	if len(p.parts) == 1 || pp == nil {
 		return p.parts[0].Prune(ctx, pp)
 	}
-	var mu sync.Mutex
+	if pp.KeepFinished > 0 {
+		cut, err := p.keepCutoff(ctx, pp.KeepFinished)
+		if err != nil {
+			return nil, err
+		}
+		sub := *pp
+		sub.KeepFinished = 0
+		if cut.After(sub.FinishedBefore) {
+			sub.FinishedBefore = cut
+		}
+		pp = &sub
+	}
 	out := &store.PruneResult{}
-	err := p.each(func(_ int, c *Core) error {
-		r, err := c.Prune(ctx, pp)
+	if pp.Limit <= 0 {
+		var mu sync.Mutex
+		err := p.each(func(_ int, c *Core) error {
+			r, err := c.Prune(ctx, pp)
+			if r != nil {
+				mu.Lock()
+				out.Instances += r.Instances
+				out.History += r.History
+				out.Logs += r.Logs
+				mu.Unlock()
+			}
+			return err
+		})
+		return out, err
+	}
+	n := len(p.parts)
+	start := int(p.next.Add(1) % uint64(n))
+	for k := range n {
+		sub := *pp
+		sub.Limit = pp.Limit - max(out.Instances, out.History, out.Logs)
+		if sub.Limit <= 0 {
+			break
+		}
+		r, err := p.parts[(start+k)%n].Prune(ctx, &sub)
 		if r != nil {
-			mu.Lock()
 			out.Instances += r.Instances
 			out.History += r.History
 			out.Logs += r.Logs
-			mu.Unlock()
 		}
-		return err
-	})
-	return out, err
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // gather runs look in every partition and returns what they found,
@@ -932,32 +968,30 @@ func (p *Partitioned) ListNodes(ctx context.Context, lp *store.ListNodesParams) 
 	return p.parts[0].ListNodes(ctx, lp)
 }
 
-// RescueNodes implements store.Nodes in every partition: the dead
-// nodes named once, the rescued attempts of all.
+// RescueNodes implements store.Nodes in every partition, partition 0
+// first: it alone names the nodes declared dead (each partition keeps
+// its own record of the nodes, from the heartbeats every partition
+// receives), so a node is declared dead once however many call at once.
+// Limit bounds the attempts of the whole call.
 func (p *Partitioned) RescueNodes(ctx context.Context, rp *store.RescueNodesParams) (*store.RescueNodesResult, error) {
-	if len(p.parts) == 1 {
+	if len(p.parts) == 1 || rp == nil {
 		return p.parts[0].RescueNodes(ctx, rp)
 	}
-	res := make([]*store.RescueNodesResult, len(p.parts))
-	err := p.each(func(i int, c *Core) error {
-		var err error
-		res[i], err = c.RescueNodes(ctx, rp)
-		return err
-	})
-	out := &store.RescueNodesResult{}
-	for _, r := range res {
-		if r == nil {
-			continue
+	out, err := p.parts[0].RescueNodes(ctx, rp)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range p.parts[1:] {
+		sub := *rp
+		sub.Limit = rp.Limit - len(out.Rescued)
+		if sub.Limit <= 0 {
+			break
 		}
-		for _, d := range r.Dead {
-			if !slices.Contains(out.Dead, d) {
-				out.Dead = append(out.Dead, d)
-			}
+		r, err := c.RescueNodes(ctx, &sub)
+		if err != nil {
+			return out, err
 		}
 		out.Rescued = append(out.Rescued, r.Rescued...)
-	}
-	if err != nil {
-		return out, err
 	}
 	return out, nil
 }
