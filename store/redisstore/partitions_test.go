@@ -25,14 +25,22 @@ import (
 const testPartitions = 5
 
 // newPartitioned returns a store of n partitions on c in namespace ns.
-func newPartitioned(tb testing.TB, c redis.UniversalClient, ns string, n int) *redisstore.PartitionedStore {
+func newPartitioned(tb testing.TB, c redis.UniversalClient, ns string, n int, opts ...redisstore.Option) *redisstore.PartitionedStore {
 	tb.Helper()
-	s, err := redisstore.NewPartitioned(tb.Context(), c, n, redisstore.WithNamespace(ns))
+	s, err := redisstore.NewPartitioned(tb.Context(), c, n, append([]redisstore.Option{redisstore.WithNamespace(ns)}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return s
 }
+
+// byQueue places instances by queue: the store contract's order checks
+// (claim order, Seq, the event feed's order) speak of the instances of
+// one queue, which then share a partition, while the namespace's queues,
+// unique keys and lookups spread over the partitions. The default
+// placement (by ID) is checked by the manager scenarios and by
+// TestPartitionedSpread.
+var byQueue = redisstore.WithPartitionKey(func(in *store.Instance) string { return in.Queue })
 
 // TestPartitionedConformance runs the store contract on one redis-server
 // with a namespace of several partitions.
@@ -41,7 +49,7 @@ func TestPartitionedConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		CancelNotifier: true,
 		Open: func(t testing.TB, ns string) store.Store {
-			return newPartitioned(t, c, ns, testPartitions)
+			return newPartitioned(t, c, ns, testPartitions, byQueue)
 		},
 		ExpireEvents: scripttest.ExpireEvents,
 	})
@@ -93,7 +101,7 @@ func TestPartitionedOnClusterNoCrossSlot(t *testing.T) {
 		storetest.Run(t, storetest.Harness{
 			CancelNotifier: true,
 			Open: func(t testing.TB, ns string) store.Store {
-				return newPartitioned(t, c, ns, testPartitions)
+				return newPartitioned(t, c, ns, testPartitions, byQueue)
 			},
 			ExpireEvents: scripttest.ExpireEvents,
 		})

@@ -45,9 +45,19 @@ func NewPartitioned(ctx context.Context, client valkey.Client, partitions int, o
 	if err != nil {
 		return nil, err
 	}
-	p, err := redisscript.Partition(ctx, s.Core, partitions)
+	p, err := redisscript.Partition(ctx, s.Core, partitions, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("valkeystore.NewPartitioned: %w", err)
 	}
 	return &PartitionedStore{Partitioned: p}, nil
+}
+
+// WithPartitionKey places the instances of a partitioned namespace by
+// key(in) alone: instances of one key share a partition, so their claim
+// order, Seq and events keep the order of one namespace (key by queue,
+// or by tenant, for a strict order within each). The key must keep
+// together the instances of one unique key, which is checked in its
+// partition only. New ignores it.
+func WithPartitionKey(key func(in *store.Instance) string) Option {
+	return redisscript.WithPartitionKey(key)
 }

@@ -51,6 +51,9 @@ type Partitioned struct {
 	parts []*Core
 	name  string
 	ns    string
+	// key places instances without a unique key or a workflow (see
+	// WithPartitionKey); nil: by parent, else by ID.
+	key func(*store.Instance) string
 	// next rotates the partition a claim without a ClaimSeq starts at,
 	// and the partition a rescue starts at.
 	next atomic.Uint64
@@ -72,7 +75,7 @@ var (
 // namespace keeps the count it was created with. A namespace that holds
 // data of an unpartitioned store and no count has one partition. n must
 // be 1 to MaxPartitions.
-func Partition(ctx context.Context, core *Core, n int) (*Partitioned, error) {
+func Partition(ctx context.Context, core *Core, n int, opts ...Option) (*Partitioned, error) {
 	if n < 1 || n > MaxPartitions {
 		return nil, fmt.Errorf("%w: %s: %d partitions; want 1 to %d", store.ErrInvalid, core.name, n, MaxPartitions)
 	}
@@ -106,7 +109,7 @@ func Partition(ctx context.Context, core *Core, n int) (*Partitioned, error) {
 	if had != n {
 		return nil, fmt.Errorf("%w: %s: namespace %q was created with %d partitions, not %d; a namespace keeps its partition count (open it with %d)", store.ErrInvalid, core.name, ns, had, n, had)
 	}
-	p := &Partitioned{parts: make([]*Core, n), name: core.name, ns: ns}
+	p := &Partitioned{parts: make([]*Core, n), name: core.name, ns: ns, key: Apply(opts).PartitionKey}
 	p.parts[0] = core
 	for i := 1; i < n; i++ {
 		c, err := NewCore(core.r, PartitionNamespace(ns, i), core.name)
@@ -146,13 +149,16 @@ func (p *Partitioned) hash(kind byte, s string) int {
 // place it by lives in.
 func (p *Partitioned) home(id string) int { return p.hash('i', id) }
 
-// Place returns the partition in lives in: its unique key's when it has
-// one (so uniqueness is one partition's check), its workflow's for a
-// workflow task (so a workflow's release stays in one partition), its
+// Place returns the partition in lives in: its partition key's when the
+// store has one (WithPartitionKey); else its workflow's for a workflow
+// task (so a workflow's release stays in one partition), its unique
+// key's when it has one (so uniqueness is one partition's check), its
 // parent's home for a shard, its ID's home otherwise (an even spread:
 // IDs are random).
 func (p *Partitioned) Place(in *store.Instance) int {
 	switch {
+	case p.key != nil:
+		return p.hash('k', p.key(in))
 	case in.Task != nil && in.Task.Workflow != "":
 		return p.hash('w', in.Task.Workflow)
 	case in.UniqueKey != "":
@@ -573,16 +579,26 @@ func (p *Partitioned) Wake(ctx context.Context, wp *store.WakeParams) error {
 }
 
 // AppendLogs implements store.Logs: each record in its instance's
-// partition (by locate), where Prune removes it with the instance.
+// partition (see find), where Prune removes it with the instance.
 func (p *Partitioned) AppendLogs(ctx context.Context, recs []*store.LogRecord) error {
 	if len(p.parts) == 1 {
 		return p.parts[0].AppendLogs(ctx, recs)
+	}
+	var ids []string
+	for _, r := range recs {
+		if r != nil && !slices.Contains(ids, r.InstanceID) {
+			ids = append(ids, r.InstanceID)
+		}
+	}
+	parts, err := p.find(ctx, ids)
+	if err != nil {
+		return err
 	}
 	groups := map[int][]*store.LogRecord{}
 	for _, r := range recs {
 		part := 0
 		if r != nil {
-			part, _ = p.locate(r.InstanceID)
+			part = parts[r.InstanceID]
 		}
 		groups[part] = append(groups[part], r)
 	}
@@ -594,6 +610,75 @@ func (p *Partitioned) AppendLogs(ctx context.Context, recs []*store.LogRecord) e
 	return ctx.Err()
 }
 
+// find returns the partition of each of ids: the remembered one, else
+// where a lookup finds it (its home first, then the other partitions),
+// else its home.
+func (p *Partitioned) find(ctx context.Context, ids []string) (map[string]int, error) {
+	out := make(map[string]int, len(ids))
+	byHome := map[int][]string{}
+	for _, id := range ids {
+		if part, ok := p.where.get(id); ok {
+			out[id] = part
+			continue
+		}
+		byHome[p.home(id)] = append(byHome[p.home(id)], id)
+	}
+	if len(byHome) == 0 {
+		return out, nil
+	}
+	look := func(c *Core, ids []string) ([]string, error) {
+		var found []string
+		for chunk := range slices.Chunk(ids, store.MaxQueryIDs) {
+			got, err := c.LookupInstances(ctx, &store.Query{IDs: chunk})
+			if err != nil && !errors.Is(err, store.ErrCorrupt) {
+				return nil, err
+			}
+			for _, in := range got {
+				found = append(found, in.ID)
+			}
+		}
+		return found, nil
+	}
+	var rest []string
+	for _, part := range sortedKeys(byHome) {
+		found, err := look(p.parts[part], byHome[part])
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range byHome[part] {
+			out[id] = part
+			if slices.Contains(found, id) {
+				p.where.put(id, part)
+			} else {
+				rest = append(rest, id)
+			}
+		}
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	var mu sync.Mutex
+	err := p.each(func(i int, c *Core) error {
+		var mine []string
+		for _, id := range rest {
+			if p.home(id) != i {
+				mine = append(mine, id)
+			}
+		}
+		found, err := look(c, mine)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		for _, id := range found {
+			out[id] = i
+			p.where.put(id, i)
+		}
+		mu.Unlock()
+		return nil
+	})
+	return out, err
+}
 
 // Prune implements store.Pruner in every partition. A Limit bounds each
 // rule over the whole call: the partitions are pruned in turn, each with
