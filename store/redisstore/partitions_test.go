@@ -106,6 +106,23 @@ func TestPartitionedOnClusterNoCrossSlot(t *testing.T) {
 			ExpireEvents: scripttest.ExpireEvents,
 		})
 	})
+	t.Run("big second", func(t *testing.T) {
+		// A kind's second of more than 2,000 instances: a limited lookup
+		// reads its order keys first (the order_keys script).
+		s := newPartitioned(t, c, fmt.Sprintf("bigsec-%d", time.Now().UnixNano()), testPartitions, byQueue)
+		now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+		var ins []*store.Instance
+		for i := range 2500 {
+			ins = append(ins, &store.Instance{ID: fmt.Sprintf("big-%04d", i), Kind: "k", Queue: "q", RunAt: now, CreatedAt: now})
+		}
+		if _, err := s.Enqueue(t.Context(), &store.EnqueueParams{Instances: ins, Node: "n", Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.LookupInstances(t.Context(), &store.Query{Kind: "k", Limit: 3})
+		if err != nil || len(got) != 3 || got[0].ID != "big-2499" {
+			t.Fatalf("newest 3 of a big second: %v, %v; want big-2499 first", got, err)
+		}
+	})
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.crossSlot) > 0 {
@@ -128,7 +145,7 @@ func TestPartitionedManagerSuiteOnCluster(t *testing.T) {
 	c := clusterClient(t)
 	jobtest.Run(t, jobtest.Harness{Open: func(t testing.TB, ns string) store.Store {
 		return newPartitioned(t, c, ns, testPartitions)
-	}})
+	}, PartitionOf: partitionOf(c)})
 }
 
 // TestOnePartitionIsTheUnpartitionedLayout: a namespace of one partition
@@ -302,5 +319,18 @@ func TestPartitionedManagerSuite(t *testing.T) {
 	c := client(t)
 	jobtest.Run(t, jobtest.Harness{Open: func(t testing.TB, ns string) store.Store {
 		return newPartitioned(t, c, ns, testPartitions)
-	}})
+	}, PartitionOf: partitionOf(c)})
+}
+
+// partitionOf names the partition an instance of a partitioned namespace
+// on c lives in, for jobtest's order scenarios.
+func partitionOf(c redis.UniversalClient) func(t testing.TB, ns, id string) int {
+	return func(t testing.TB, ns, id string) int {
+		t.Helper()
+		part, ok, err := newPartitioned(t, c, ns, testPartitions).PartitionOf(t.Context(), id)
+		if err != nil || !ok {
+			t.Fatalf("partition of %s: %v (found: %v)", id, err, ok)
+		}
+		return part
+	}
 }

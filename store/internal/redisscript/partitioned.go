@@ -757,7 +757,7 @@ func gather[T any](p *Partitioned, look func(c *Core) ([]T, error)) ([]T, error)
 }
 
 // LookupInstances implements store.History: every partition's answer,
-// merged newest first by (CreatedAt, Seq, ID), cut at the limit.
+// merged newest first by (CreatedAt, Seq), cut at the limit.
 func (p *Partitioned) LookupInstances(ctx context.Context, q *store.Query) ([]*store.Instance, error) {
 	if len(p.parts) == 1 {
 		return p.parts[0].LookupInstances(ctx, q)
@@ -777,9 +777,8 @@ func (p *Partitioned) LookupInstances(ctx context.Context, q *store.Query) ([]*s
 	if err != nil && !errors.Is(err, store.ErrCorrupt) {
 		return nil, err
 	}
-	all := slices.Concat(parts...)
-	slices.SortStableFunc(all, func(a, b *store.Instance) int {
-		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.Seq, a.Seq), cmp.Compare(a.ID, b.ID))
+	all := merge(parts, func(a, b *store.Instance) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.Seq, a.Seq))
 	})
 	if q.Limit > 0 && len(all) > q.Limit {
 		all = all[:q.Limit]
@@ -787,19 +786,55 @@ func (p *Partitioned) LookupInstances(ctx context.Context, q *store.Query) ([]*s
 	return all, err
 }
 
+// merge merges lists, each in before's order, into one: a k-way merge
+// that keeps each list's own order (a partition's lookup orders records
+// of one time as its store does).
+func merge[T any](lists [][]T, before func(a, b T) int) []T {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	out := make([]T, 0, n)
+	heads := make([]int, len(lists))
+	for len(out) < n {
+		best := -1
+		for i, l := range lists {
+			if heads[i] < len(l) && (best < 0 || before(l[heads[i]], lists[best][heads[best]]) < 0) {
+				best = i
+			}
+		}
+		out = append(out, lists[best][heads[best]])
+		heads[best]++
+	}
+	return out
+}
+
+// gatherLists runs look in every partition and returns each one's answer.
+func gatherLists[T any](p *Partitioned, look func(c *Core) ([]T, error)) ([][]T, error) {
+	found := make([][]T, len(p.parts))
+	err := p.each(func(i int, c *Core) error {
+		var err error
+		found[i], err = look(c)
+		return err
+	})
+	if err != nil && !errors.Is(err, store.ErrCorrupt) {
+		return nil, err
+	}
+	return found, err
+}
+
 // LookupHistory implements store.History: every partition's answer,
-// merged oldest first by (Time, InstanceID, Seq), cut at the limit.
+// merged oldest first by Time (each partition's records keep their own
+// order), cut at the limit.
 func (p *Partitioned) LookupHistory(ctx context.Context, q *store.Query) ([]*store.HistoryRecord, error) {
 	if len(p.parts) == 1 {
 		return p.parts[0].LookupHistory(ctx, q)
 	}
-	all, err := gather(p, func(c *Core) ([]*store.HistoryRecord, error) { return c.LookupHistory(ctx, q) })
-	if all == nil {
+	lists, err := gatherLists(p, func(c *Core) ([]*store.HistoryRecord, error) { return c.LookupHistory(ctx, q) })
+	if lists == nil {
 		return nil, err
 	}
-	slices.SortStableFunc(all, func(a, b *store.HistoryRecord) int {
-		return cmp.Or(a.Time.Compare(b.Time), cmp.Compare(a.InstanceID, b.InstanceID), cmp.Compare(a.Seq, b.Seq))
-	})
+	all := merge(lists, func(a, b *store.HistoryRecord) int { return a.Time.Compare(b.Time) })
 	if q.Limit > 0 && len(all) > q.Limit {
 		all = all[:q.Limit]
 	}
@@ -807,18 +842,17 @@ func (p *Partitioned) LookupHistory(ctx context.Context, q *store.Query) ([]*sto
 }
 
 // LookupLogs implements store.Logs: every partition's answer, merged
-// oldest first by (Time, InstanceID, Seq), cut at the limit.
+// oldest first by Time (each partition's records keep their own order),
+// cut at the limit.
 func (p *Partitioned) LookupLogs(ctx context.Context, q *store.Query) ([]*store.LogRecord, error) {
 	if len(p.parts) == 1 {
 		return p.parts[0].LookupLogs(ctx, q)
 	}
-	all, err := gather(p, func(c *Core) ([]*store.LogRecord, error) { return c.LookupLogs(ctx, q) })
-	if all == nil {
+	lists, err := gatherLists(p, func(c *Core) ([]*store.LogRecord, error) { return c.LookupLogs(ctx, q) })
+	if lists == nil {
 		return nil, err
 	}
-	slices.SortStableFunc(all, func(a, b *store.LogRecord) int {
-		return cmp.Or(a.Time.Compare(b.Time), cmp.Compare(a.InstanceID, b.InstanceID), cmp.Compare(a.Seq, b.Seq))
-	})
+	all := merge(lists, func(a, b *store.LogRecord) int { return a.Time.Compare(b.Time) })
 	if q.Limit > 0 && len(all) > q.Limit {
 		all = all[:q.Limit]
 	}
@@ -1212,3 +1246,15 @@ func (p *Partitioned) SubscribeCancels(ctx context.Context) (<-chan store.LeaseR
 // instances over the whole namespace, which no one script of one
 // partition can see).
 func (p *Partitioned) EnforcesConcurrencyLimits() bool { return len(p.parts) == 1 }
+
+// PartitionOf returns the partition instance id lives in, and false when
+// no partition holds it.
+func (p *Partitioned) PartitionOf(ctx context.Context, id string) (int, bool, error) {
+	p.where.forget(id)
+	parts, err := p.find(ctx, []string{id})
+	if err != nil {
+		return 0, false, err
+	}
+	_, ok := p.where.get(id)
+	return parts[id], ok, nil
+}
