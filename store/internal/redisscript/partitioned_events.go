@@ -63,7 +63,7 @@ func (p *Partitioned) Follow(ctx context.Context, fp *store.FollowParams) (<-cha
 	if err := fp.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", p.name, err)
 	}
-	subs := make([]string, len(p.parts))
+	var subs []string
 	if fp.Cursor != "" {
 		var err error
 		if subs, err = p.parseCursor(fp.Cursor); err != nil {
