@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobkit/job"
 	"github.com/jobkit/job/jobtest"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/internal/redisscript"
@@ -332,5 +333,30 @@ func partitionOf(c redis.UniversalClient) func(t testing.TB, ns, id string) int 
 			t.Fatalf("partition of %s: %v (found: %v)", id, err, ok)
 		}
 		return part
+	}
+}
+
+// TestPartitionedLimitsRefused: a namespace of several partitions cannot
+// enforce a concurrency limit (it counts the whole namespace), so the
+// engine refuses to set one, and a claim that names one is refused; one
+// partition enforces limits as the unpartitioned store does.
+func TestPartitionedLimitsRefused(t *testing.T) {
+	c := client(t)
+	ctx := t.Context()
+	for _, n := range []int{1, 3} {
+		s := newPartitioned(t, c, fmt.Sprintf("limits-%d-%d", n, time.Now().UnixNano()), n)
+		m, err := job.NewManager(job.WithStore(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = m.Admin().SetConcurrencyLimit(ctx, job.ConcurrencyLimit{Kind: "k", Max: 2})
+		if refused := errors.Is(err, job.ErrLimitsUnsupported); refused != (n > 1) || (n == 1 && err != nil) {
+			t.Errorf("%d partitions: SetConcurrencyLimit: %v", n, err)
+		}
+		now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+		_, err = s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute), Limits: []store.ConcurrencyLimit{{Kind: "k", Max: 1}}})
+		if (n > 1) != errors.Is(err, store.ErrInvalid) || (n == 1 && err != nil) {
+			t.Errorf("%d partitions: claim with a limit: %v", n, err)
+		}
 	}
 }
