@@ -360,3 +360,15 @@ func TestPartitionedLimitsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionedClusterFaults runs scripttest's Redis Cluster scenarios
+// (a primary SIGKILLed and its replica promoted) on a namespace of
+// several partitions, which then has partitions on the dead primary and
+// on the live ones.
+func TestPartitionedClusterFaults(t *testing.T) {
+	scripttest.RunCluster(t, scripttest.ClusterHarness{Open: func(t testing.TB, addrs []string, ns string) store.Store {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		return newPartitioned(t, c, ns, testPartitions)
+	}})
+}

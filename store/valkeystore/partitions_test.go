@@ -76,3 +76,17 @@ func TestPartitionedManagerSuiteOnCluster(t *testing.T) {
 		return part
 	}})
 }
+
+// TestPartitionedClusterFaults runs scripttest's Redis Cluster scenarios
+// (a primary SIGKILLed and its replica promoted) on a namespace of
+// several partitions, through valkey-go in cluster mode.
+func TestPartitionedClusterFaults(t *testing.T) {
+	scripttest.RunCluster(t, scripttest.ClusterHarness{Open: func(t testing.TB, addrs []string, ns string) store.Store {
+		c, err := valkey.NewClient(valkey.ClientOption{InitAddress: addrs, DisableCache: true})
+		if err != nil {
+			t.Fatalf("valkey cluster client: %v", err)
+		}
+		t.Cleanup(c.Close)
+		return newPartitioned(t, c, ns, testPartitions)
+	}})
+}
