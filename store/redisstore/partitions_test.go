@@ -250,8 +250,9 @@ func TestPartitionCountIsFixed(t *testing.T) {
 	}
 }
 
-// TestPartitionedSpread: instances spread over every partition; those of
-// one unique key, and the tasks of one workflow, share one.
+// TestPartitionedSpread: instances spread over every partition, one
+// call's in one partition; those of one unique key, and the tasks of one
+// workflow, share one; calls by ID from another handle find them.
 func TestPartitionedSpread(t *testing.T) {
 	c := client(t)
 	ctx := t.Context()
@@ -262,16 +263,41 @@ func TestPartitionedSpread(t *testing.T) {
 	for i := range 400 {
 		ins = append(ins, &store.Instance{ID: fmt.Sprintf("%08x-spread", i*2654435761), Kind: "k", Queue: "q", RunAt: now, CreatedAt: now})
 	}
-	if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: ins, Node: "n", Now: now}); err != nil {
+	// Calls of 50: each call's instances share a partition, the next call
+	// goes to the next partition.
+	for part := range slices.Chunk(ins, 50) {
+		if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: part, Node: "n", Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One call of 600 is spread in parts of 256.
+	var big []*store.Instance
+	for i := range 600 {
+		big = append(big, &store.Instance{ID: fmt.Sprintf("big-%04d", i), Kind: "k", Queue: "big", RunAt: now, CreatedAt: now})
+	}
+	if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: big, Node: "n", Now: now}); err != nil {
 		t.Fatal(err)
+	}
+	var sizes []int64
+	for i := range 4 {
+		got, err := s.Part(i).Counts(ctx, &store.CountsParams{Queue: "big"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 1 {
+			sizes = append(sizes, got[0].States[store.Scheduled])
+		}
+	}
+	if slices.Sort(sizes); !slices.Equal(sizes, []int64{88, 256, 256}) {
+		t.Errorf("one call of 600 instances stored %v per partition; want 256, 256 and 88", sizes)
 	}
 	for i := range 4 {
 		got, err := s.Part(i).Counts(ctx, &store.CountsParams{Queue: "q"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || got[0].States[store.Scheduled] < 60 {
-			t.Errorf("partition %d holds %v of 400 instances; want about 100", i, got)
+		if len(got) != 1 || got[0].States[store.Scheduled] != 100 {
+			t.Errorf("partition %d holds %v of 400 instances; want 100", i, got)
 		}
 	}
 	total, err := s.Counts(ctx, &store.CountsParams{Queue: "q"})
@@ -291,11 +317,15 @@ func TestPartitionedSpread(t *testing.T) {
 			t.Errorf("enqueue %s with the held key: %+v", id, res[0])
 		}
 	}
-	// Lookups by ID reach the instance wherever it lives.
-	for _, id := range []string{"u-1", ins[7].ID} {
+	// Lookups and cancels by ID reach the instance wherever it lives.
+	for _, id := range []string{"u-1", ins[7].ID, ins[399].ID} {
 		got, err := newPartitioned(t, c, ns, 4).LookupInstances(ctx, &store.Query{IDs: []string{id}})
 		if err != nil || len(got) != 1 || got[0].ID != id {
 			t.Errorf("lookup %s from a fresh handle: %v, %v", id, got, err)
+		}
+		in, err := newPartitioned(t, c, ns, 4).Cancel(ctx, &store.CancelParams{ID: id, Now: now, Node: "n"})
+		if err != nil || in.State != store.Canceled {
+			t.Errorf("cancel %s from a fresh handle: %v, %v", id, in, err)
 		}
 	}
 	// Workflow tasks of one workflow share a partition.

@@ -145,16 +145,23 @@ func (p *Partitioned) hash(kind byte, s string) int {
 	return int(h.Sum32() % uint32(len(p.parts)))
 }
 
-// home is the partition an instance with this ID and nothing else to
-// place it by lives in.
+// home is the partition of a shard of parent id (its parent's ID's).
 func (p *Partitioned) home(id string) int { return p.hash('i', id) }
 
-// Place returns the partition in lives in: its partition key's when the
-// store has one (WithPartitionKey); else its workflow's for a workflow
-// task (so a workflow's release stays in one partition), its unique
-// key's when it has one (so uniqueness is one partition's check), its
-// parent's home for a shard, its ID's home otherwise (an even spread:
-// IDs are random).
+// freeBatch is how many instances with nothing to place them by one
+// Enqueue puts in one partition: a call's instances share a partition
+// (one script call), and a larger call is spread over consecutive
+// partitions in parts of this many.
+const freeBatch = 256
+
+// Place returns the partition in is placed in by its record: its
+// partition key's when the store has one (WithPartitionKey); else its
+// workflow's for a workflow task (so a workflow's release stays in one
+// partition), its unique key's when it has one (so uniqueness is one
+// partition's check), its parent's ID's for a shard. It returns -1 for
+// an instance with none of these: Enqueue puts those of one call in one
+// partition, the next call in the next partition (freeBatch), an even
+// spread over the calls at one script call each.
 func (p *Partitioned) Place(in *store.Instance) int {
 	switch {
 	case p.key != nil:
@@ -166,7 +173,7 @@ func (p *Partitioned) Place(in *store.Instance) int {
 	case in.Parent != "":
 		return p.home(in.Parent)
 	}
-	return p.home(in.ID)
+	return -1
 }
 
 // idMemo maps instance IDs to partitions, bounded: when full it starts
@@ -200,8 +207,9 @@ func (m *idMemo) forget(id string) {
 	m.mu.Unlock()
 }
 
-// locate returns the partition instance id most likely lives in, and
-// whether that is known (remembered) rather than guessed (its home).
+// locate returns the partition instance id lives in, and whether that
+// is known (remembered, or found by find) rather than a guess (partition
+// 0, for an ID no partition holds).
 func (p *Partitioned) locate(id string) (int, bool) {
 	if len(p.parts) == 1 {
 		return 0, true
@@ -209,7 +217,26 @@ func (p *Partitioned) locate(id string) (int, bool) {
 	if part, ok := p.where.get(id); ok {
 		return part, true
 	}
-	return p.home(id), false
+	return 0, false
+}
+
+// learn looks up, in every partition at once, those of ids this handle
+// does not remember, so that locate knows them.
+func (p *Partitioned) learn(ctx context.Context, ids []string) error {
+	if len(p.parts) == 1 {
+		return nil
+	}
+	var unknown []string
+	for _, id := range ids {
+		if _, ok := p.where.get(id); !ok && !slices.Contains(unknown, id) {
+			unknown = append(unknown, id)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	_, err := p.find(ctx, unknown)
+	return err
 }
 
 // others returns the partitions but skip, in order.
@@ -266,8 +293,16 @@ func (p *Partitioned) Enqueue(ctx context.Context, ep *store.EnqueueParams) ([]s
 		return nil, err
 	}
 	groups := map[int][]int{} // partition: indexes into ep.Instances
+	free, start := 0, 0
 	for i, in := range ep.Instances {
 		part := p.Place(in)
+		if part < 0 {
+			if free == 0 {
+				start = int(p.next.Add(1) % uint64(len(p.parts)))
+			}
+			part = (start + free/freeBatch) % len(p.parts)
+			free++
+		}
 		groups[part] = append(groups[part], i)
 	}
 	out := make([]store.EnqueueResult, len(ep.Instances))
@@ -381,7 +416,10 @@ func (p *Partitioned) Claim(ctx context.Context, cp *store.ClaimParams) (*store.
 // partition; the IDs call reports missing (missing(j) for the j-th ID
 // of a group's call) and whose partition was only guessed are tried in
 // the other partitions in turn.
-func (p *Partitioned) byID(ids []string, call func(part int, idx []int) (missing []int, err error)) error {
+func (p *Partitioned) byID(ctx context.Context, ids []string, call func(part int, idx []int) (missing []int, err error)) error {
+	if err := p.learn(ctx, ids); err != nil {
+		return err
+	}
 	pending := map[int][]int{}
 	tried := make([][]int, len(ids))
 	known := make([]bool, len(ids))
@@ -442,7 +480,7 @@ func (p *Partitioned) Renew(ctx context.Context, rp *store.RenewParams) (*store.
 	}
 	lost := make([]bool, len(ids))
 	out := &store.RenewResult{}
-	err := p.byID(ids, func(part int, idx []int) ([]int, error) {
+	err := p.byID(ctx, ids, func(part int, idx []int) ([]int, error) {
 		sub := *rp
 		sub.Leases = make([]store.LeaseRef, len(idx))
 		for j, i := range idx {
@@ -489,7 +527,7 @@ func (p *Partitioned) Finish(ctx context.Context, fp *store.FinishParams) ([]sto
 		ids[i] = o.ID
 	}
 	out := make([]store.FinishResult, len(ids))
-	err := p.byID(ids, func(part int, idx []int) ([]int, error) {
+	err := p.byID(ctx, ids, func(part int, idx []int) ([]int, error) {
 		sub := *fp
 		sub.Outcomes = make([]store.Outcome, len(idx))
 		for j, i := range idx {
@@ -546,7 +584,11 @@ func (p *Partitioned) Rescue(ctx context.Context, rp *store.RescueParams) ([]*st
 
 // one runs call on the partition of id, then on the others while it
 // reports store.ErrNotFound (when that partition was only guessed).
-func one[T any](p *Partitioned, id string, call func(c *Core) (T, error)) (T, error) {
+func one[T any](ctx context.Context, p *Partitioned, id string, call func(c *Core) (T, error)) (T, error) {
+	if err := p.learn(ctx, []string{id}); err != nil {
+		var zero T
+		return zero, err
+	}
 	part, known := p.locate(id)
 	v, err := call(p.parts[part])
 	if !errors.Is(err, store.ErrNotFound) || known {
@@ -569,7 +611,7 @@ func (p *Partitioned) Cancel(ctx context.Context, cp *store.CancelParams) (*stor
 	if cp == nil {
 		return p.parts[0].Cancel(ctx, cp)
 	}
-	return one(p, cp.ID, func(c *Core) (*store.Instance, error) { return c.Cancel(ctx, cp) })
+	return one(ctx, p, cp.ID, func(c *Core) (*store.Instance, error) { return c.Cancel(ctx, cp) })
 }
 
 // Wake implements store.Shards: in every partition (an ID absent from
@@ -611,70 +653,36 @@ func (p *Partitioned) AppendLogs(ctx context.Context, recs []*store.LogRecord) e
 }
 
 // find returns the partition of each of ids: the remembered one, else
-// where a lookup finds it (its home first, then the other partitions),
-// else its home.
+// where a lookup in every partition at once finds it (remembered from
+// then on), else partition 0.
 func (p *Partitioned) find(ctx context.Context, ids []string) (map[string]int, error) {
 	out := make(map[string]int, len(ids))
-	byHome := map[int][]string{}
+	var unknown []string
 	for _, id := range ids {
 		if part, ok := p.where.get(id); ok {
 			out[id] = part
 			continue
 		}
-		byHome[p.home(id)] = append(byHome[p.home(id)], id)
+		out[id] = 0
+		unknown = append(unknown, id)
 	}
-	if len(byHome) == 0 {
-		return out, nil
-	}
-	look := func(c *Core, ids []string) ([]string, error) {
-		var found []string
-		for chunk := range slices.Chunk(ids, store.MaxQueryIDs) {
-			got, err := c.LookupInstances(ctx, &store.Query{IDs: chunk})
-			if err != nil && !errors.Is(err, store.ErrCorrupt) {
-				return nil, err
-			}
-			for _, in := range got {
-				found = append(found, in.ID)
-			}
-		}
-		return found, nil
-	}
-	var rest []string
-	for _, part := range sortedKeys(byHome) {
-		found, err := look(p.parts[part], byHome[part])
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range byHome[part] {
-			out[id] = part
-			if slices.Contains(found, id) {
-				p.where.put(id, part)
-			} else {
-				rest = append(rest, id)
-			}
-		}
-	}
-	if len(rest) == 0 {
+	if len(unknown) == 0 {
 		return out, nil
 	}
 	var mu sync.Mutex
 	err := p.each(func(i int, c *Core) error {
-		var mine []string
-		for _, id := range rest {
-			if p.home(id) != i {
-				mine = append(mine, id)
+		for chunk := range slices.Chunk(unknown, store.MaxQueryIDs) {
+			got, err := c.LookupInstances(ctx, &store.Query{IDs: chunk})
+			if err != nil && !errors.Is(err, store.ErrCorrupt) {
+				return err
 			}
+			mu.Lock()
+			for _, in := range got {
+				out[in.ID] = i
+				p.where.put(in.ID, i)
+			}
+			mu.Unlock()
 		}
-		found, err := look(c, mine)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		for _, id := range found {
-			out[id] = i
-			p.where.put(id, i)
-		}
-		mu.Unlock()
 		return nil
 	})
 	return out, err
@@ -879,7 +887,7 @@ func (p *Partitioned) SetProgress(ctx context.Context, pp *store.ProgressParams)
 	if pp == nil {
 		return p.parts[0].SetProgress(ctx, pp)
 	}
-	_, err := one(p, pp.ID, func(c *Core) (struct{}, error) { return struct{}{}, c.SetProgress(ctx, pp) })
+	_, err := one(ctx, p, pp.ID, func(c *Core) (struct{}, error) { return struct{}{}, c.SetProgress(ctx, pp) })
 	return err
 }
 
@@ -889,9 +897,9 @@ func (p *Partitioned) LookupProgress(ctx context.Context, ids []string) ([]*stor
 }
 
 // admin runs an admin call over ids, each in its partition.
-func (p *Partitioned) admin(ids []string, call func(c *Core, ids []string) ([]store.AdminResult, error)) ([]store.AdminResult, error) {
+func (p *Partitioned) admin(ctx context.Context, ids []string, call func(c *Core, ids []string) ([]store.AdminResult, error)) ([]store.AdminResult, error) {
 	out := make([]store.AdminResult, len(ids))
-	err := p.byID(ids, func(part int, idx []int) ([]int, error) {
+	err := p.byID(ctx, ids, func(part int, idx []int) ([]int, error) {
 		sub := make([]string, len(idx))
 		for j, i := range idx {
 			sub[j] = ids[i]
@@ -923,7 +931,7 @@ func (p *Partitioned) Retry(ctx context.Context, rp *store.RetryParams) ([]store
 	if err := rp.Validate(); err != nil {
 		return nil, err
 	}
-	return p.admin(rp.IDs, func(c *Core, ids []string) ([]store.AdminResult, error) {
+	return p.admin(ctx, rp.IDs, func(c *Core, ids []string) ([]store.AdminResult, error) {
 		sub := *rp
 		sub.IDs = ids
 		return c.Retry(ctx, &sub)
@@ -938,7 +946,7 @@ func (p *Partitioned) Delete(ctx context.Context, dp *store.DeleteParams) ([]sto
 	if err := dp.Validate(); err != nil {
 		return nil, err
 	}
-	return p.admin(dp.IDs, func(c *Core, ids []string) ([]store.AdminResult, error) {
+	return p.admin(ctx, dp.IDs, func(c *Core, ids []string) ([]store.AdminResult, error) {
 		sub := *dp
 		sub.IDs = ids
 		return c.Delete(ctx, &sub)
