@@ -35,7 +35,8 @@ var (
 // an unpartitioned store can only be opened with 1 partition.
 //
 // Each instance lives in one partition: its unique key's, its workflow's,
-// its sharded task's, or else its ID's (an even spread). Claims visit
+// its sharded task's, or else its Enqueue call's (the next call, the
+// next partition: an even spread over calls). Claims visit
 // the partitions in turn from a rotating start; see doc/redis-cluster.md
 // for the ordering kept. Concurrency limits are not enforced with more
 // than one partition (the store is then not a store.LimitEnforcer, and

@@ -36,7 +36,8 @@ func Apply(opts []Option) Options {
 // together the instances of one unique key: a unique key is checked in
 // its instance's partition only. Without it, a workflow's tasks share
 // their workflow's partition, an instance with a unique key goes to its
-// key's, a shard to its parent's, and the others spread evenly (by ID).
+// key's, a shard to its parent's, and the others to their Enqueue
+// call's partition (the next call, the next partition).
 // Ignored by an unpartitioned store.
 func WithPartitionKey(key func(in *store.Instance) string) Option {
 	return func(o *Options) { o.PartitionKey = key }
