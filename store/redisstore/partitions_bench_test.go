@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobkit/job"
 	"github.com/jobkit/job/store"
 	"github.com/jobkit/job/store/redisstore"
@@ -14,11 +16,10 @@ import (
 // benchLayouts are the layouts BenchmarkPartitions compares on one
 // redis-server: the unpartitioned store (New), a partitioned store of 1
 // partition (the same keys), and one of 16.
-func benchLayouts(b *testing.B, prefix string) []struct {
+func benchLayouts(b *testing.B, c *redis.Client, prefix string) []struct {
 	name string
 	open func() store.Store
 } {
-	c := benchClient(b)
 	ns := func() string { return fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano()) }
 	part := func(n int) func() store.Store {
 		return func() store.Store {
@@ -43,9 +44,12 @@ func benchLayouts(b *testing.B, prefix string) []struct {
 // redis-server across layouts (see benchLayouts): schedule is
 // Manager.ScheduleJob from 64 goroutines, as BenchmarkScheduleJobParallel;
 // burn-down claims 100 and completes them, as BenchmarkClaimFinishCycle
-// (per-op time is per 100 jobs).
+// (per-op time is per 100 jobs). server-µs/job is Redis's own script time
+// per job (INFO commandstats), which the machine's load moves less than
+// jobs/s.
 func BenchmarkPartitions(b *testing.B) {
-	for _, l := range benchLayouts(b, "bench_part") {
+	c := benchClient(b)
+	for _, l := range benchLayouts(b, c, "bench_part") {
 		b.Run("schedule/"+l.name, func(b *testing.B) {
 			m, err := job.NewManager(job.WithStore(l.open()))
 			if err != nil {
@@ -59,6 +63,7 @@ func BenchmarkPartitions(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
+			u0, _ := serverMicros(b, c)
 			b.SetParallelism(32)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -70,6 +75,8 @@ func BenchmarkPartitions(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+			u1, _ := serverMicros(b, c)
+			b.ReportMetric(float64(u1-u0)/float64(b.N), "server-µs/job")
 		})
 		b.Run("burndown/"+l.name, func(b *testing.B) {
 			s := l.open()
@@ -84,6 +91,7 @@ func BenchmarkPartitions(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			u0, _ := serverMicros(b, c)
 			b.ResetTimer()
 			for range b.N {
 				res, err := s.Claim(ctx, &store.ClaimParams{Queue: "default", Owner: "w", Limit: 100, Now: benchBase, LeaseUntil: benchBase.Add(time.Minute)})
@@ -99,6 +107,8 @@ func BenchmarkPartitions(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
+			u1, _ := serverMicros(b, c)
+			b.ReportMetric(float64(u1-u0)/float64(b.N*100), "server-µs/job")
 		})
 	}
 }
