@@ -25,6 +25,12 @@ import (
 // as several processes on one server do; different ns are isolated.
 type Harness struct {
 	Open func(t testing.TB, ns string) store.Store
+	// PartitionOf, when set, says the store keeps claim order within
+	// each partition of a namespace only (a partitioned Redis namespace)
+	// and names the partition instance id of namespace ns lives in: the
+	// order scenarios then check the order among the instances of each
+	// partition.
+	PartitionOf func(t testing.TB, ns, id string) int
 }
 
 // Run runs every scenario as a sub-test, each in a namespace of its own.

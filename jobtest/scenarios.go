@@ -519,17 +519,41 @@ func testPriorityOrder(t *testing.T, e *env) {
 		mu.Unlock()
 	}))
 	m := e.manager(t, []*job.Job{j}, job.WithWorkers(1), job.WithClaimBatch(1))
-	schedule(t, m, "p", job.WithArguments("low"), job.WithPriority(job.LowPriority))
-	schedule(t, m, "p", job.WithArguments("normal1"))
-	schedule(t, m, "p", job.WithArguments("high"), job.WithPriority(job.HighPriority))
-	schedule(t, m, "p", job.WithArguments("normal2"))
+	ids := map[string]string{}
+	ids["low"] = schedule(t, m, "p", job.WithArguments("low"), job.WithPriority(job.LowPriority)).ID
+	ids["normal1"] = schedule(t, m, "p", job.WithArguments("normal1")).ID
+	ids["high"] = schedule(t, m, "p", job.WithArguments("high"), job.WithPriority(job.HighPriority)).ID
+	ids["normal2"] = schedule(t, m, "p", job.WithArguments("normal2")).ID
 	schedule(t, m, "p", job.WithArguments("future-high"), job.WithPriority(job.HighPriority+1), job.WithScheduleAfter(time.Hour))
 	start(t, m)
 	waitFor(t, deadline, "four runs", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 4 })
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []string{"high", "normal1", "normal2", "low"}; !slices.Equal(order, want) {
-		t.Errorf("ran %v, want %v", order, want)
+	want := []string{"high", "normal1", "normal2", "low"}
+	if e.h.PartitionOf == nil {
+		if !slices.Equal(order, want) {
+			t.Errorf("ran %v, want %v", order, want)
+		}
+		return
+	}
+	// The order holds among the instances of each partition.
+	in := func(names []string, part int) []string {
+		var out []string
+		for _, n := range names {
+			if e.h.PartitionOf(t, e.ns, ids[n]) == part {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(order)), slices.Sorted(slices.Values(want))) {
+		t.Fatalf("ran %v, want %v in some order", order, want)
+	}
+	for _, n := range want {
+		part := e.h.PartitionOf(t, e.ns, ids[n])
+		if got, w := in(order, part), in(want, part); !slices.Equal(got, w) {
+			t.Errorf("partition %d ran %v, want %v (all ran: %v)", part, got, w, order)
+		}
 	}
 }
 

@@ -19,7 +19,8 @@
 // store works on Redis Cluster too, through a redis.ClusterClient: the
 // store contract and the manager scenarios run against a real cluster of
 // three primaries and three replicas in this package's tests. A namespace
-// then lives in one slot, on one primary. When that primary dies and its
+// then lives in one slot, on one primary; NewPartitioned splits one over
+// many (see doc/redis-cluster.md). When that primary dies and its
 // replica is promoted, the store asks the client to reload its slot map
 // on the first calls that cannot reach the dead node, so work resumes
 // within a second of the promotion (go-redis alone waits up to its

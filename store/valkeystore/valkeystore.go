@@ -13,7 +13,8 @@
 // the order instances became ready; leases expire and are rescued; a late
 // finish is rejected; new work wakes idle managers in other processes
 // through pub/sub. All keys of a namespace share one hash tag, so Valkey
-// Cluster works.
+// Cluster works; NewPartitioned splits a namespace over many hash tags,
+// to spread it over a cluster's primaries (see doc/redis-cluster.md).
 //
 // Valkey is not packaged for the Debian release jobkit's CI runs on, so
 // this package's tests run against redis-server 7, which speaks the same

@@ -77,9 +77,26 @@ func (c *Core) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, e
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	groups, err := c.Counts(ctx, &store.CountsParams{Queue: p.Queue}) // every kind: a queue's walk needs them all
+	groups, oldest, err := c.lagOldest(ctx, p)
 	if err != nil {
 		return nil, err
+	}
+	var b store.LagBuilder
+	for _, g := range groups {
+		if p.Kind != "" && g.Kind != p.Kind {
+			continue
+		}
+		b.Add(g.Queue, g.Kind, oldest[[2]string{g.Queue, g.Kind}])
+	}
+	return b.Result(p.Now), nil
+}
+
+// lagOldest returns the groups of p.Queue (every queue when empty) and
+// the oldest ready time of each (queue, kind) that has a ready instance.
+func (c *Core) lagOldest(ctx context.Context, p *store.LagParams) ([]store.GroupCount, map[[2]string]time.Time, error) {
+	groups, err := c.Counts(ctx, &store.CountsParams{Queue: p.Queue}) // every kind: a queue's walk needs them all
+	if err != nil {
+		return nil, nil, err
 	}
 	// The queues, each followed by how many kinds it has (groups are
 	// ordered by queue).
@@ -95,7 +112,7 @@ func (c *Core) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, e
 	if len(queues) > 0 {
 		v, err := c.run(ctx, InspectLag, append([]string{strconv.FormatInt(Micros(p.Now), 10)}, queues...)...)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		a := asArray(v)
 		for i := 0; i+1 < len(a); i += 2 {
@@ -104,20 +121,13 @@ func (c *Core) Lag(ctx context.Context, p *store.LagParams) (*store.LagResult, e
 			for j := 0; j+1 < len(kv); j += 2 {
 				us, err := strconv.ParseInt(asString(kv[j+1]), 10, 64)
 				if err != nil {
-					return nil, fmt.Errorf("%w: %s: lag: malformed reply: %v", store.ErrCorrupt, c.name, err)
+					return nil, nil, fmt.Errorf("%w: %s: lag: malformed reply: %v", store.ErrCorrupt, c.name, err)
 				}
 				oldest[[2]string{q, asString(kv[j])}] = FromMicros(us)
 			}
 		}
 	}
-	var b store.LagBuilder
-	for _, g := range groups {
-		if p.Kind != "" && g.Kind != p.Kind {
-			continue
-		}
-		b.Add(g.Queue, g.Kind, oldest[[2]string{g.Queue, g.Kind}])
-	}
-	return b.Result(p.Now), nil
+	return groups, oldest, nil
 }
 
 // PageInstances implements store.Inspector.
