@@ -9,6 +9,7 @@ import (
 	job "github.com/jobkit/job"
 	"github.com/jobkit/job/api/client"
 	jobkitv1 "github.com/jobkit/job/api/gen/jobkit/v1"
+	"github.com/jobkit/job/store"
 )
 
 func newLimitsCmd(g *globals) *cobra.Command {
@@ -67,8 +68,8 @@ func newLimitDeleteCmd(g *globals) *cobra.Command {
 				if err := cl.DeleteConcurrencyLimit(ctx, scope.kind, scope.queue); err != nil {
 					return err
 				}
-				l := job.ConcurrencyLimit{Kind: scope.kind, Queue: scope.queue}
-				return g.printer().done(&jobkitv1.DeleteConcurrencyLimitResponse{}, "deleted the concurrency limit of "+limitScope(l))
+				l := store.ConcurrencyLimit{Kind: scope.kind, Queue: scope.queue}
+				return g.printer().done(&jobkitv1.DeleteConcurrencyLimitResponse{}, "deleted the concurrency limit of "+l.Scope())
 			})
 		},
 	}
@@ -106,19 +107,6 @@ func newLimitListCmd(g *globals) *cobra.Command {
 // limitProto converts a limit for -o json|yaml.
 func limitProto(l job.ConcurrencyLimit) *jobkitv1.ConcurrencyLimit {
 	return &jobkitv1.ConcurrencyLimit{Kind: l.Kind, Queue: l.Queue, Max: int32(l.Max)}
-}
-
-// limitScope names what a limit bounds: "kind email in queue default".
-func limitScope(l job.ConcurrencyLimit) string {
-	switch {
-	case l.Kind != "" && l.Queue != "":
-		return fmt.Sprintf("kind %s in queue %s", l.Kind, l.Queue)
-	case l.Kind != "":
-		return "kind " + l.Kind
-	case l.Queue != "":
-		return "queue " + l.Queue
-	}
-	return "every instance"
 }
 
 // orAny returns s, or "*" (every kind or queue) when it is empty.
