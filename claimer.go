@@ -47,6 +47,8 @@ type claimerDeps struct {
 	// limits are the cluster's concurrency limits every claim passes
 	// (limits.go).
 	limits *limitCache
+	// nodeLimits bound what runs on this manager (limits_node.go).
+	nodeLimits []store.ConcurrencyLimit
 }
 
 // claimer claims ready instances while workers are free and hands them to
@@ -71,6 +73,9 @@ type claimer struct {
 	// wakes the claim loop through the store's notification, and a local
 	// wake-up as well would cost a second claim (Manager.wakeFor).
 	storeWakes map[string]*atomic.Bool
+	// nodeHeld is set when the last claim described left work out for a
+	// full node limit (limits_node.go).
+	nodeHeld atomic.Bool
 }
 
 var _ service = (*claimer)(nil)
@@ -371,6 +376,13 @@ func (c *claimer) claimParams(q string, limit int, seq uint64, now time.Time) *s
 	if !applyLimits(p, c.limits.cached(), c.limits.enforce) {
 		return nil
 	}
+	// This manager's own limits: kinds at theirs left out, the batch
+	// no larger than the room left.
+	ok, held := applyNodeLimits(p, c.nodeLimits, c.active)
+	c.nodeHeld.Store(held)
+	if !ok {
+		return nil
+	}
 	return p
 }
 
@@ -415,6 +427,14 @@ func (c *claimer) claim(q string, limit int, seq uint64) (int, time.Time, error)
 	c.limits.current(ctx) // read again when stale
 	cp := c.claimParams(q, limit, seq, now)
 	if cp == nil {
+		if c.nodeHeld.Load() {
+			// Held by a node limit: its slots come back with outcomes
+			// written here, which wake the claim loop while waiting is
+			// set; write the held ones now.
+			c.limits.waiting.Store(true)
+			c.completer.hurry()
+			return 0, now.Add(limitRecheck), nil
+		}
 		return 0, time.Time{}, nil // every kind here is held back (see claimParams)
 	}
 	c.pool.take(limit)
@@ -424,8 +444,10 @@ func (c *claimer) claim(q string, limit int, seq uint64) (int, time.Time, error)
 		c.pool.giveBack(limit)
 		return 0, time.Time{}, err
 	}
-	c.limits.waiting.Store(res.Limited)
-	if res.Limited {
+	// A node limit holds work back like a cluster one.
+	limited := res.Limited || c.nodeHeld.Load()
+	c.limits.waiting.Store(limited)
+	if limited {
 		// The slots are held until their outcomes are written: write the
 		// ones the completer holds for its finish interval now, or a
 		// limit as large as the workers would start only as many jobs as
@@ -434,11 +456,11 @@ func (c *claimer) claim(q string, limit int, seq uint64) (int, time.Time, error)
 	}
 	next := res.NextRunAt
 	switch {
-	case res.Limited && c.limits.flushes.Load() != flushes:
+	case limited && c.limits.flushes.Load() != flushes:
 		// Outcomes written during the claim may have freed slots, and
 		// their wake-up came before waiting was set: claim again now.
 		next = now
-	case res.Limited && (next.IsZero() || next.After(now.Add(limitRecheck))):
+	case limited && (next.IsZero() || next.After(now.Add(limitRecheck))):
 		// Work waits for a slot, which another node may release
 		// without a wake-up: look again soon.
 		next = now.Add(limitRecheck)

@@ -75,7 +75,8 @@ type config struct {
 	finishedMax    int
 	historyMaxAge  time.Duration
 	logMaxAge      time.Duration
-	labels         []string // the manager's labels (WithLabels), normalised
+	labels         []string                 // the manager's labels (WithLabels), normalised
+	nodeLimits     []store.ConcurrencyLimit // WithNodeConcurrencyLimits (limits_node.go)
 	// Set by the retention options, so a rule an option disabled (0) is
 	// told apart from one left at its default.
 	finishedSet, historySet, logSet bool

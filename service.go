@@ -80,7 +80,7 @@ func (m *Manager) wire() {
 		queues: c.queues, labels: c.labels, batch: c.claimBatch, poll: c.pollInterval, lease: c.lease,
 		pool: m.pool, reg: m.reg, nodes: &m.nodes, run: &m.run, active: &m.active, completer: m.completer, logs: m.logs,
 		wake: m.wake, dispatch: m.dispatch, fenceAll: m.fenceAll, spreadPause: m.shards.waitSpreadPause,
-		limits: m.limits,
+		limits: m.limits, nodeLimits: c.nodeLimits,
 	})
 	m.scheduler = newScheduler(schedulerDeps{
 		store: m.store, clock: c.clock, node: c.node, log: m.log, reload: c.triggerReload,

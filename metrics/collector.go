@@ -34,6 +34,7 @@ type Collector struct {
 	n   names
 	mgr atomic.Pointer[job.Manager]
 	wf  workflowMetrics // workflows.go
+	lim limitMetrics    // limits.go
 
 	// Counted from events.
 	executed, completed, terminated, canceled, timedOut *prometheus.CounterVec // kind
@@ -141,7 +142,7 @@ func New(opts ...Option) (*Collector, error) {
 		storeDur: histogram(n.storeDuration, "Latency of this manager's store calls, in seconds, by operation.",
 			cfg.storeBuckets, "op"),
 		storeErrs:  counter(n.storeErrors, "Store calls of this manager that returned an error, by operation.", "op"),
-		scrapeErrs: counter(n.scrapeErrors, "Scrapes that could not read a figure from the store, by source (counts, lag, nodes).", "source"),
+		scrapeErrs: counter(n.scrapeErrors, "Scrapes that could not read a figure from the store, by source (counts, lag, nodes, limits).", "source"),
 
 		registeredDesc: desc(n.registered, "Job kinds registered with this manager."),
 		workersDesc:    desc(n.workers, "Worker slots of this manager."),
@@ -154,7 +155,8 @@ func New(opts ...Option) (*Collector, error) {
 		nodesDesc:      desc(n.nodes, "Managers in the store's node registry by status (live, stale, dead, left).", "status"),
 	}
 	c.wf = newWorkflowMetrics(cfg.naming, cl)
-	for _, source := range []string{"counts", "lag", "nodes"} {
+	c.lim = newLimitMetrics(cfg.naming, cl, cfg.waitBuckets)
+	for _, source := range []string{"counts", "lag", "nodes", "limits"} {
 		c.scrapeErrs.WithLabelValues(source) // at 0 until the first error
 	}
 	return c, nil
@@ -188,6 +190,7 @@ func (c *Collector) AttemptStarted(ev job.AttemptStartedEvent) {
 	q := c.queue(ev.Kind, ev.Queue)
 	q.kind.executed.Inc()
 	q.wait.Observe(ev.Wait.Seconds())
+	c.limitStarted(&ev)
 }
 
 // AttemptFinished counts an attempt's outcome and observes its duration.
@@ -356,7 +359,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, v := range c.vecs() {
 		v.Describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{c.registeredDesc, c.workersDesc, c.busyDesc, c.queuedDesc, c.noNodeDesc, c.depthDesc, c.queueLagDesc, c.kindLagDesc, c.nodesDesc} {
+	for _, d := range []*prometheus.Desc{c.registeredDesc, c.workersDesc, c.busyDesc, c.queuedDesc, c.noNodeDesc, c.depthDesc, c.queueLagDesc, c.kindLagDesc, c.nodesDesc, c.lim.maxDesc, c.lim.runningDesc, c.lim.waitingDesc} {
 		ch <- d
 	}
 }
@@ -365,7 +368,7 @@ func (c *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{
 		c.executed, c.completed, c.terminated, c.canceled, c.timedOut, c.duration,
 		c.scheduled, c.retries, c.wait, c.leaseLost, c.rescued, c.storeDur, c.storeErrs, c.scrapeErrs,
-		c.wf.started, c.wf.finished, c.wf.duration,
+		c.wf.started, c.wf.finished, c.wf.duration, c.lim.wait,
 	}
 }
 
@@ -406,6 +409,7 @@ func (c *Collector) collectManager(ch chan<- prometheus.Metric, m *job.Manager) 
 	gauge(c.workersDesc, float64(size))
 	gauge(c.busyDesc, float64(busy))
 
+	c.collectLimits(ch, m)
 	s := c.read(m)
 	if s.countsOK {
 		for kind, n := range s.queued {

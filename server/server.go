@@ -221,6 +221,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.Handle(jobkitv1connect.NewAlertServiceHandler(alertService{s}, opts...))
 	s.mux.Handle(jobkitv1connect.NewExecutorServiceHandler(executorService{s}, opts...))
 	s.mountWorkflows(opts...)
+	s.mountLimits(opts...)
 	// Health checking and reflection need no token.
 	open := connect.WithReadMaxBytes(cfg.MaxRequestBytes)
 	s.mux.Handle(grpchealth.NewHandler(s.health, open))

@@ -126,6 +126,8 @@ type Client struct {
 	alerts    jobkitv1connect.AlertServiceClient
 	// workflows: see workflows.go.
 	workflows jobkitv1connect.WorkflowServiceClient
+	// limits: see limits.go.
+	limits jobkitv1connect.LimitServiceClient
 }
 
 // New returns a client of the server at baseURL ("http://127.0.0.1:8080",
@@ -171,13 +173,14 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		calendars: jobkitv1connect.NewCalendarServiceClient(hc, base, copts...),
 		alerts:    jobkitv1connect.NewAlertServiceClient(hc, base, copts...),
 		workflows: jobkitv1connect.NewWorkflowServiceClient(hc, base, copts...),
+		limits:    jobkitv1connect.NewLimitServiceClient(hc, base, copts...),
 	}, nil
 }
 
 // Services returns the generated service clients the Client calls, for
 // calls it has no method for or to read response headers.
 func (c *Client) Services() Services {
-	return Services{Jobs: c.jobs, Queues: c.queues, Nodes: c.nodes, Definitions: c.defs, Triggers: c.triggers, Calendars: c.calendars, Workflows: c.workflows}
+	return Services{Jobs: c.jobs, Queues: c.queues, Nodes: c.nodes, Definitions: c.defs, Triggers: c.triggers, Calendars: c.calendars, Workflows: c.workflows, Limits: c.limits}
 }
 
 // Services are the generated clients of the five jobkit.v1 services, with
@@ -192,4 +195,6 @@ type Services struct {
 	Calendars jobkitv1connect.CalendarServiceClient
 	// Workflows is the WorkflowService's client (workflows.go).
 	Workflows jobkitv1connect.WorkflowServiceClient
+	// Limits is the LimitService's client (limits.go).
+	Limits jobkitv1connect.LimitServiceClient
 }

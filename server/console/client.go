@@ -26,6 +26,8 @@ type clients struct {
 	alerts    jobkitv1connect.AlertServiceClient
 	// workflows: see workflows.go.
 	workflows jobkitv1connect.WorkflowServiceClient
+	// limits: see limits.go.
+	limits jobkitv1connect.LimitServiceClient
 }
 
 // newClients returns the clients for token and namespace ns.
@@ -42,6 +44,7 @@ func (c *Console) newClients(token, ns string) *clients {
 		calendars: jobkitv1connect.NewCalendarServiceClient(hc, base, opts...),
 		alerts:    jobkitv1connect.NewAlertServiceClient(hc, base, opts...),
 		workflows: jobkitv1connect.NewWorkflowServiceClient(hc, base, opts...),
+		limits:    jobkitv1connect.NewLimitServiceClient(hc, base, opts...),
 	}
 }
 

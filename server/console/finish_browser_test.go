@@ -379,6 +379,9 @@ func TestEveryPageAtDesktopAndPhone(t *testing.T) {
 	if _, err := m.ScheduleJob(ctx, "tagged"); err != nil {
 		t.Fatal(err)
 	}
+	if err := m.Admin().SetConcurrencyLimit(ctx, job.ConcurrencyLimit{Kind: "steps", Max: 4}); err != nil {
+		t.Fatal(err)
+	}
 	// Made before the browser, so the browser (its open pages) ends first.
 	ae, _, _, _ := alertEnv(t)
 	b := newBrowser(t)
@@ -409,6 +412,7 @@ func TestEveryPageAtDesktopAndPhone(t *testing.T) {
 		{"nodes", "/nodes"},
 		{"calendars", "/calendars"},
 		{"calendar", "/calendars/office"},
+		{"limits", "/limits"},
 	}
 	for _, width := range []int64{1280, 390} {
 		b.do("the width", chromedp.EmulateViewport(width, 900))

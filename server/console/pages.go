@@ -258,5 +258,6 @@ func (c *Console) routes() {
 	// Executor definitions (issue 22, executors.go).
 	c.executorRoutes(m)
 	c.workflowRoutes(m) // issue 35, workflows.go
+	c.limitRoutes(m)    // issue 36, limits.go
 	c.mux = m
 }

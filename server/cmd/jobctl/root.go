@@ -103,7 +103,7 @@ denied, 6 server unavailable.`,
 		newInstancesCmd(g), newInstanceCmd(g),
 		newQueuesCmd(g), newKindsCmd(g), newNodesCmd(g),
 		newDefinitionsCmd(g), newExecutorsCmd(g), newTriggersCmd(g), newWatchCmd(g),
-		newCalendarsCmd(g), newWorkflowsCmd(g),
+		newCalendarsCmd(g), newWorkflowsCmd(g), newLimitsCmd(g),
 		newAlertCmd(g),
 		newVersionCmd(g),
 	)
