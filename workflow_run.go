@@ -60,6 +60,11 @@ func taskName(in *store.Instance) string {
 // gateOutcome decides what the claimed task p does (see gate).
 func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store.Outcome, results []any, err error, run bool) {
 	t := p.Task
+	if t.Parted && !t.Gate {
+		if out, err, ok := m.partedGate(ctx, p); !ok { // workflow_commit.go
+			return out, nil, err, false
+		}
+	}
 	if d, ok := m.gateKnown(p); ok {
 		return d.out, d.results, d.err, d.run // every dependency done, as this manager saw
 	}
