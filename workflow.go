@@ -444,7 +444,12 @@ func (m *Manager) workflowRecords(ctx context.Context, id, name string, onFailur
 		return nil, fmt.Errorf("%w: the dependencies make a cycle: %s; remove one of these dependencies", ErrWorkflow, strings.Join(cyc, " -> "))
 	}
 	var leaves []int
+	var fanIn []*store.Instance // workflow_fanin.go
 	for i := range recs {
+		if len(deps[i]) > fanInWidth {
+			fanIn = append(fanIn, m.fanInGates(recs, deps[i], recs[i], now.Add(recheck))...)
+			continue
+		}
 		for _, k := range deps[i] {
 			recs[k].Task.Dependents = append(recs[k].Task.Dependents, recs[i].ID)
 		}
@@ -482,7 +487,7 @@ func (m *Manager) workflowRecords(ctx context.Context, id, name string, onFailur
 		gt.Deps = append(gt.Deps, recs[i].ID)
 	}
 	gate.Task = gt
-	recs = append(recs, gate)
+	recs = append(append(recs, fanIn...), gate)
 	for _, r := range recs {
 		if err := r.Validate(); err != nil {
 			return nil, fmt.Errorf("task %q: %w", r.Task.Name, err)
