@@ -260,7 +260,7 @@ func (m *Manager) execute(a *attempt) {
 		m.join(a) // a sharded task's parent runs no executor (shards.go)
 		return
 	}
-	if t := a.rec.Task; t != nil && (len(t.Deps) > 0 || t.Gate) && !m.gate(a) {
+	if t := a.rec.Task; t != nil && (len(t.Deps) > 0 || t.Gate || t.Parted) && !m.gate(a) {
 		return // waits, or ended without running (workflow_run.go)
 	}
 	if a.rec.IsShard() {

@@ -280,8 +280,10 @@ func validTaskName(name string) error {
 // Schedule middleware does not run for workflow tasks.
 //
 // On a store that splits large writes (etcd, past its transaction size),
-// a failed call may leave part of the workflow stored: repeat it with the
-// same WithWorkflowID, which stores the rest.
+// the workflow is stored in parts with its end last as the commit marker:
+// a call that fails part way leaves tasks that never run (they are
+// canceled after ten recheck intervals) and no workflow to see; repeat it
+// with the same WithWorkflowID, which stores the rest, and it runs whole.
 func (m *Manager) ScheduleWorkflow(ctx context.Context, wf *Workflow) (*WorkflowInfo, error) {
 	if wf == nil {
 		return nil, fmt.Errorf("%w: nil workflow", ErrWorkflow)
@@ -307,11 +309,14 @@ func (m *Manager) ScheduleWorkflow(ctx context.Context, wf *Workflow) (*Workflow
 	}
 	now := m.clock.Now()
 	m.done.stored(recs)
-	res, err := m.store.Enqueue(ctx, &store.EnqueueParams{Instances: recs, Node: m.node, Now: now})
+	res, err := m.enqueueWorkflow(ctx, recs, now) // workflow_commit.go
 	if err == nil && len(res) != len(recs) {
 		err = fmt.Errorf("store returned %d results for %d instances", len(res), len(recs))
 	}
 	if err != nil {
+		if errors.Is(err, ErrOutcomeUnknown) {
+			return nil, fmt.Errorf("%s (%s) of %d tasks: %w; part of it may be stored, and it runs only if stored whole: repeat the call with WithWorkflowID(%q), which stores the rest and nothing twice", what, id, len(wf.tasks), err, id)
+		}
 		return nil, scheduleError(fmt.Sprintf("workflow %q (%s) of %d tasks", wf.name, id, len(wf.tasks)), "", err)
 	}
 	stored := false
@@ -439,7 +444,12 @@ func (m *Manager) workflowRecords(ctx context.Context, id, name string, onFailur
 		return nil, fmt.Errorf("%w: the dependencies make a cycle: %s; remove one of these dependencies", ErrWorkflow, strings.Join(cyc, " -> "))
 	}
 	var leaves []int
+	var fanIn []*store.Instance // workflow_fanin.go
 	for i := range recs {
+		if len(deps[i]) > fanInWidth {
+			fanIn = append(fanIn, m.fanInGates(recs, deps[i], recs[i], now.Add(recheck))...)
+			continue
+		}
 		for _, k := range deps[i] {
 			recs[k].Task.Dependents = append(recs[k].Task.Dependents, recs[i].ID)
 		}
@@ -477,7 +487,7 @@ func (m *Manager) workflowRecords(ctx context.Context, id, name string, onFailur
 		gt.Deps = append(gt.Deps, recs[i].ID)
 	}
 	gate.Task = gt
-	recs = append(recs, gate)
+	recs = append(append(recs, fanIn...), gate)
 	for _, r := range recs {
 		if err := r.Validate(); err != nil {
 			return nil, fmt.Errorf("task %q: %w", r.Task.Name, err)

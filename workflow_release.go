@@ -48,6 +48,9 @@ type doneTasks struct {
 	// dependency ends, instead of at every end (each wake-up a claim and
 	// a read of all its dependencies).
 	joins, oldJoins map[string]*joinWait
+	// committed holds the workflows stored in parts whose end this
+	// manager knows stored (workflow_commit.go).
+	committed, oldCommitted map[string]bool
 }
 
 // joinWait is what a manager knows of a fan-in task: its dependencies

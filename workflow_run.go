@@ -60,6 +60,11 @@ func taskName(in *store.Instance) string {
 // gateOutcome decides what the claimed task p does (see gate).
 func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store.Outcome, results []any, err error, run bool) {
 	t := p.Task
+	if t.Parted && !t.Gate {
+		if out, err, ok := m.partedGate(ctx, p); !ok { // workflow_commit.go
+			return out, nil, err, false
+		}
+	}
 	if d, ok := m.gateKnown(p); ok {
 		return d.out, d.results, d.err, d.run // every dependency done, as this manager saw
 	}
@@ -252,11 +257,19 @@ func (m *Manager) GetWorkflow(ctx context.Context, id string) (*WorkflowInfo, er
 		info.Name, _ = names[0].(string)
 	}
 	running := false
+	gates := map[string]*store.Instance{}
+	for _, r := range recs {
+		if isFanIn(r) {
+			gates[r.ID] = r
+		}
+	}
 	for _, r := range recs {
 		if r.Task.Gate {
-			continue // the joins of added tasks: their tasks say it all
+			continue // the joins of added tasks and the fan-in gates: their tasks say it all
 		}
-		info.Tasks = append(info.Tasks, newInfo(r))
+		ti := newInfo(r)
+		ti.DependsOn = expandFanIn(ti.DependsOn, gates) // workflow_fanin.go
+		info.Tasks = append(info.Tasks, ti)
 		running = running || r.State == store.Processing || r.State.Final()
 	}
 	slices.SortFunc(info.Tasks, func(a, b *InstanceInfo) int {
@@ -398,6 +411,11 @@ func DependencyResultsInto(ctx context.Context, ji Instance, task string, ptrs .
 	deps, err := i.mgr.readIDs(ctx, t.Deps)
 	if err != nil {
 		return fmt.Errorf("job: results of dependency %q of task %q: %w", task, t.Name, err)
+	}
+	if slices.ContainsFunc(deps, isFanIn) { // a wide fan-in: through its gates (workflow_fanin.go)
+		if deps, err = i.mgr.fanInDep(ctx, t, task, deps); err != nil {
+			return fmt.Errorf("job: results of dependency %q of task %q: %w", task, t.Name, err)
+		}
 	}
 	byName := map[string]*store.Instance{}
 	var names []string

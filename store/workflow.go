@@ -91,6 +91,23 @@ type WorkflowTask struct {
 	// dependencies have ended (the end task, and the join of the tasks
 	// another task added).
 	Gate bool `json:"g,omitempty"`
+	// Parted is set on the tasks of a workflow the engine stored in
+	// several Enqueue calls (on a PartialEnqueuer that could not take it
+	// in one atomic write), its end last as the commit marker: such a task
+	// runs only once its workflow's end is stored, and one left without
+	// an end (the call failed part way) is canceled without running.
+	Parted bool `json:"p,omitempty"`
+}
+
+// PartialEnqueuer is implemented by a store whose Enqueue splits a large
+// call over several atomic writes, so that a call that fails part way
+// may leave part of its instances stored (etcd, past one transaction).
+// EnqueueAtomic reports whether p is written in one atomic step; when it
+// is not, the engine stores a workflow in parts, under a commit marker
+// (WorkflowTask.Parted). A store whose Enqueue is always all or nothing
+// does not implement it.
+type PartialEnqueuer interface {
+	EnqueueAtomic(p *EnqueueParams) bool
 }
 
 // Clone returns a deep copy of t.
@@ -111,7 +128,7 @@ func (t *WorkflowTask) Equal(u *WorkflowTask) bool {
 		return t == u
 	}
 	return t.Workflow == u.Workflow && t.Name == u.Name && slices.Equal(t.Deps, u.Deps) &&
-		slices.Equal(t.Dependents, u.Dependents) && t.OnDepFailure == u.OnDepFailure && t.Gate == u.Gate
+		slices.Equal(t.Dependents, u.Dependents) && t.OnDepFailure == u.OnDepFailure && t.Gate == u.Gate && t.Parted == u.Parted
 }
 
 // MarshalTask returns t as JSON, nil for nil: the form a store that keeps

@@ -62,6 +62,7 @@ func testWorkflowFields(t *testing.T, h Harness) {
 	b.Task.OnDepFailure = store.DepRun
 	c := wfTask(wf, "c", "q-wf", []string{"a"}, nil, at(time.Hour))
 	c.Task.OnDepFailure = store.DepCancelWorkflow
+	c.Task.Parted = true
 	c.Labels = []string{"region=eu"}
 	c.Metadata = map[string]string{"k": "v"}
 	end := inst(wf, "q-wf")

@@ -19,8 +19,8 @@ import (
 
 func newWorkflowsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "workflows", Aliases: []string{"workflow", "wf"},
-		Short: "Create workflows (tasks with dependencies) from a file, show, list and cancel them, retry a failed task"}
-	cmd.AddCommand(newWorkflowCreateCmd(g), newWorkflowGetCmd(g), newWorkflowListCmd(g), newWorkflowCancelCmd(g), newWorkflowRetryCmd(g))
+		Short: "Create workflows (tasks with dependencies) from a file or a stored template, show, list and cancel them, retry a failed task"}
+	cmd.AddCommand(newWorkflowCreateCmd(g), newWorkflowGetCmd(g), newWorkflowListCmd(g), newWorkflowCancelCmd(g), newWorkflowRetryCmd(g), newWorkflowTemplateCmd(g))
 	return cmd
 }
 

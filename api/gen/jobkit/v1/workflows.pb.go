@@ -856,6 +856,589 @@ func (x *RetryWorkflowTaskResponse) GetWorkflow() *Workflow {
 	return nil
 }
 
+// WorkflowTemplate is a stored workflow template.
+type WorkflowTemplate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The template as JSON: name, description, params (name, default,
+	// description), on_dependency_failure and tasks (name, kind, args,
+	// after, on_dependency_failure, queue, priority, max_retries, timeout,
+	// delay, metadata). See doc/workflows.md.
+	TemplateJson string `protobuf:"bytes,2,opt,name=template_json,json=templateJson,proto3" json:"template_json,omitempty"`
+	// Assigned at each write; send it as if_version to replace what was
+	// read.
+	Version       int64                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkflowTemplate) Reset() {
+	*x = WorkflowTemplate{}
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkflowTemplate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkflowTemplate) ProtoMessage() {}
+
+func (x *WorkflowTemplate) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkflowTemplate.ProtoReflect.Descriptor instead.
+func (*WorkflowTemplate) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_workflows_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WorkflowTemplate) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WorkflowTemplate) GetTemplateJson() string {
+	if x != nil {
+		return x.TemplateJson
+	}
+	return ""
+}
+
+func (x *WorkflowTemplate) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *WorkflowTemplate) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *WorkflowTemplate) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+type PutWorkflowTemplateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The template as JSON (see WorkflowTemplate.template_json); it is
+	// stored under its name.
+	TemplateJson string `protobuf:"bytes,1,opt,name=template_json,json=templateJson,proto3" json:"template_json,omitempty"`
+	// The version read: replace only that version. 0 creates or replaces
+	// whatever is stored.
+	IfVersion int64 `protobuf:"varint,2,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
+	// Create only: ALREADY_EXISTS when a template has the name.
+	CreateOnly    bool `protobuf:"varint,3,opt,name=create_only,json=createOnly,proto3" json:"create_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutWorkflowTemplateRequest) Reset() {
+	*x = PutWorkflowTemplateRequest{}
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutWorkflowTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutWorkflowTemplateRequest) ProtoMessage() {}
+
+func (x *PutWorkflowTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutWorkflowTemplateRequest.ProtoReflect.Descriptor instead.
+func (*PutWorkflowTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_workflows_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PutWorkflowTemplateRequest) GetTemplateJson() string {
+	if x != nil {
+		return x.TemplateJson
+	}
+	return ""
+}
+
+func (x *PutWorkflowTemplateRequest) GetIfVersion() int64 {
+	if x != nil {
+		return x.IfVersion
+	}
+	return 0
+}
+
+func (x *PutWorkflowTemplateRequest) GetCreateOnly() bool {
+	if x != nil {
+		return x.CreateOnly
+	}
+	return false
+}
+
+type PutWorkflowTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Template      *WorkflowTemplate      `protobuf:"bytes,1,opt,name=template,proto3" json:"template,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutWorkflowTemplateResponse) Reset() {
+	*x = PutWorkflowTemplateResponse{}
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutWorkflowTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutWorkflowTemplateResponse) ProtoMessage() {}
+
+func (x *PutWorkflowTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutWorkflowTemplateResponse.ProtoReflect.Descriptor instead.
+func (*PutWorkflowTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_workflows_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PutWorkflowTemplateResponse) GetTemplate() *WorkflowTemplate {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+type GetWorkflowTemplateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkflowTemplateRequest) Reset() {
+	*x = GetWorkflowTemplateRequest{}
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkflowTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkflowTemplateRequest) ProtoMessage() {}
+
+func (x *GetWorkflowTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkflowTemplateRequest.ProtoReflect.Descriptor instead.
+func (*GetWorkflowTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_workflows_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetWorkflowTemplateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetWorkflowTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Template      *WorkflowTemplate      `protobuf:"bytes,1,opt,name=template,proto3" json:"template,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkflowTemplateResponse) Reset() {
+	*x = GetWorkflowTemplateResponse{}
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkflowTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkflowTemplateResponse) ProtoMessage() {}
+
+func (x *GetWorkflowTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkflowTemplateResponse.ProtoReflect.Descriptor instead.
+func (*GetWorkflowTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_workflows_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetWorkflowTemplateResponse) GetTemplate() *WorkflowTemplate {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+type ListWorkflowTemplatesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0 means 100; at most 1000.
+	PageSize      int32  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkflowTemplatesRequest) Reset() {
+	*x = ListWorkflowTemplatesRequest{}
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkflowTemplatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkflowTemplatesRequest) ProtoMessage() {}
+
+func (x *ListWorkflowTemplatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkflowTemplatesRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkflowTemplatesRequest) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_workflows_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListWorkflowTemplatesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListWorkflowTemplatesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListWorkflowTemplatesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Templates     []*WorkflowTemplate    `protobuf:"bytes,1,rep,name=templates,proto3" json:"templates,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkflowTemplatesResponse) Reset() {
+	*x = ListWorkflowTemplatesResponse{}
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkflowTemplatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkflowTemplatesResponse) ProtoMessage() {}
+
+func (x *ListWorkflowTemplatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkflowTemplatesResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkflowTemplatesResponse) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_workflows_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListWorkflowTemplatesResponse) GetTemplates() []*WorkflowTemplate {
+	if x != nil {
+		return x.Templates
+	}
+	return nil
+}
+
+func (x *ListWorkflowTemplatesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type DeleteWorkflowTemplateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The version read; 0 deletes whatever version is stored.
+	IfVersion     int64 `protobuf:"varint,2,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWorkflowTemplateRequest) Reset() {
+	*x = DeleteWorkflowTemplateRequest{}
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWorkflowTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWorkflowTemplateRequest) ProtoMessage() {}
+
+func (x *DeleteWorkflowTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWorkflowTemplateRequest.ProtoReflect.Descriptor instead.
+func (*DeleteWorkflowTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_workflows_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DeleteWorkflowTemplateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteWorkflowTemplateRequest) GetIfVersion() int64 {
+	if x != nil {
+		return x.IfVersion
+	}
+	return 0
+}
+
+type DeleteWorkflowTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWorkflowTemplateResponse) Reset() {
+	*x = DeleteWorkflowTemplateResponse{}
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWorkflowTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWorkflowTemplateResponse) ProtoMessage() {}
+
+func (x *DeleteWorkflowTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWorkflowTemplateResponse.ProtoReflect.Descriptor instead.
+func (*DeleteWorkflowTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_workflows_proto_rawDescGZIP(), []int{20}
+}
+
+type RunWorkflowTemplateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The template's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The parameters as a JSON object, {"url": "https://...", "width": 64};
+	// empty for none (each takes its default).
+	ParamsJson string `protobuf:"bytes,2,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	// The workflow's ID; empty for a new UUID. A repeated call with the
+	// same id stores nothing twice and returns what is stored.
+	Id            string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunWorkflowTemplateRequest) Reset() {
+	*x = RunWorkflowTemplateRequest{}
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunWorkflowTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunWorkflowTemplateRequest) ProtoMessage() {}
+
+func (x *RunWorkflowTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunWorkflowTemplateRequest.ProtoReflect.Descriptor instead.
+func (*RunWorkflowTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_workflows_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RunWorkflowTemplateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RunWorkflowTemplateRequest) GetParamsJson() string {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return ""
+}
+
+func (x *RunWorkflowTemplateRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RunWorkflowTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workflow      *Workflow              `protobuf:"bytes,1,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunWorkflowTemplateResponse) Reset() {
+	*x = RunWorkflowTemplateResponse{}
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunWorkflowTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunWorkflowTemplateResponse) ProtoMessage() {}
+
+func (x *RunWorkflowTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_workflows_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunWorkflowTemplateResponse.ProtoReflect.Descriptor instead.
+func (*RunWorkflowTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_workflows_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RunWorkflowTemplateResponse) GetWorkflow() *Workflow {
+	if x != nil {
+		return x.Workflow
+	}
+	return nil
+}
+
 var File_jobkit_v1_workflows_proto protoreflect.FileDescriptor
 
 const file_jobkit_v1_workflows_proto_rawDesc = "" +
@@ -908,6 +1491,45 @@ const file_jobkit_v1_workflows_proto_rawDesc = "" +
 	"\x04task\x18\x02 \x01(\tR\x04task\x12%\n" +
 	"\x0ereset_attempts\x18\x03 \x01(\bR\rresetAttempts\"L\n" +
 	"\x19RetryWorkflowTaskResponse\x12/\n" +
+	"\bworkflow\x18\x01 \x01(\v2\x13.jobkit.v1.WorkflowR\bworkflow\"\xdb\x01\n" +
+	"\x10WorkflowTemplate\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\rtemplate_json\x18\x02 \x01(\tR\ftemplateJson\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion\x129\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x81\x01\n" +
+	"\x1aPutWorkflowTemplateRequest\x12#\n" +
+	"\rtemplate_json\x18\x01 \x01(\tR\ftemplateJson\x12\x1d\n" +
+	"\n" +
+	"if_version\x18\x02 \x01(\x03R\tifVersion\x12\x1f\n" +
+	"\vcreate_only\x18\x03 \x01(\bR\n" +
+	"createOnly\"V\n" +
+	"\x1bPutWorkflowTemplateResponse\x127\n" +
+	"\btemplate\x18\x01 \x01(\v2\x1b.jobkit.v1.WorkflowTemplateR\btemplate\"0\n" +
+	"\x1aGetWorkflowTemplateRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"V\n" +
+	"\x1bGetWorkflowTemplateResponse\x127\n" +
+	"\btemplate\x18\x01 \x01(\v2\x1b.jobkit.v1.WorkflowTemplateR\btemplate\"Z\n" +
+	"\x1cListWorkflowTemplatesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x82\x01\n" +
+	"\x1dListWorkflowTemplatesResponse\x129\n" +
+	"\ttemplates\x18\x01 \x03(\v2\x1b.jobkit.v1.WorkflowTemplateR\ttemplates\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"R\n" +
+	"\x1dDeleteWorkflowTemplateRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"if_version\x18\x02 \x01(\x03R\tifVersion\" \n" +
+	"\x1eDeleteWorkflowTemplateResponse\"a\n" +
+	"\x1aRunWorkflowTemplateRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vparams_json\x18\x02 \x01(\tR\n" +
+	"paramsJson\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"N\n" +
+	"\x1bRunWorkflowTemplateResponse\x12/\n" +
 	"\bworkflow\x18\x01 \x01(\v2\x13.jobkit.v1.WorkflowR\bworkflow*\xbd\x01\n" +
 	"\rWorkflowState\x12\x1e\n" +
 	"\x1aWORKFLOW_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -920,13 +1542,18 @@ const file_jobkit_v1_workflows_proto_rawDesc = "" +
 	"\x1eDEPENDENCY_FAILURE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19DEPENDENCY_FAILURE_CANCEL\x10\x01\x12\x1a\n" +
 	"\x16DEPENDENCY_FAILURE_RUN\x10\x02\x12&\n" +
-	"\"DEPENDENCY_FAILURE_CANCEL_WORKFLOW\x10\x032\xcb\x03\n" +
+	"\"DEPENDENCY_FAILURE_CANCEL_WORKFLOW\x10\x032\xe2\a\n" +
 	"\x0fWorkflowService\x12U\n" +
 	"\x0eCreateWorkflow\x12 .jobkit.v1.CreateWorkflowRequest\x1a!.jobkit.v1.CreateWorkflowResponse\x12Q\n" +
 	"\vGetWorkflow\x12\x1d.jobkit.v1.GetWorkflowRequest\x1a\x1e.jobkit.v1.GetWorkflowResponse\"\x03\x90\x02\x01\x12W\n" +
 	"\rListWorkflows\x12\x1f.jobkit.v1.ListWorkflowsRequest\x1a .jobkit.v1.ListWorkflowsResponse\"\x03\x90\x02\x01\x12U\n" +
 	"\x0eCancelWorkflow\x12 .jobkit.v1.CancelWorkflowRequest\x1a!.jobkit.v1.CancelWorkflowResponse\x12^\n" +
-	"\x11RetryWorkflowTask\x12#.jobkit.v1.RetryWorkflowTaskRequest\x1a$.jobkit.v1.RetryWorkflowTaskResponseB2Z0github.com/jobkit/job/api/gen/jobkit/v1;jobkitv1b\x06proto3"
+	"\x11RetryWorkflowTask\x12#.jobkit.v1.RetryWorkflowTaskRequest\x1a$.jobkit.v1.RetryWorkflowTaskResponse\x12d\n" +
+	"\x13PutWorkflowTemplate\x12%.jobkit.v1.PutWorkflowTemplateRequest\x1a&.jobkit.v1.PutWorkflowTemplateResponse\x12i\n" +
+	"\x13GetWorkflowTemplate\x12%.jobkit.v1.GetWorkflowTemplateRequest\x1a&.jobkit.v1.GetWorkflowTemplateResponse\"\x03\x90\x02\x01\x12o\n" +
+	"\x15ListWorkflowTemplates\x12'.jobkit.v1.ListWorkflowTemplatesRequest\x1a(.jobkit.v1.ListWorkflowTemplatesResponse\"\x03\x90\x02\x01\x12m\n" +
+	"\x16DeleteWorkflowTemplate\x12(.jobkit.v1.DeleteWorkflowTemplateRequest\x1a).jobkit.v1.DeleteWorkflowTemplateResponse\x12d\n" +
+	"\x13RunWorkflowTemplate\x12%.jobkit.v1.RunWorkflowTemplateRequest\x1a&.jobkit.v1.RunWorkflowTemplateResponseB2Z0github.com/jobkit/job/api/gen/jobkit/v1;jobkitv1b\x06proto3"
 
 var (
 	file_jobkit_v1_workflows_proto_rawDescOnce sync.Once
@@ -941,35 +1568,46 @@ func file_jobkit_v1_workflows_proto_rawDescGZIP() []byte {
 }
 
 var file_jobkit_v1_workflows_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jobkit_v1_workflows_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_jobkit_v1_workflows_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_jobkit_v1_workflows_proto_goTypes = []any{
-	(WorkflowState)(0),                // 0: jobkit.v1.WorkflowState
-	(DependencyFailure)(0),            // 1: jobkit.v1.DependencyFailure
-	(*WorkflowTaskSpec)(nil),          // 2: jobkit.v1.WorkflowTaskSpec
-	(*Workflow)(nil),                  // 3: jobkit.v1.Workflow
-	(*CreateWorkflowRequest)(nil),     // 4: jobkit.v1.CreateWorkflowRequest
-	(*CreateWorkflowResponse)(nil),    // 5: jobkit.v1.CreateWorkflowResponse
-	(*GetWorkflowRequest)(nil),        // 6: jobkit.v1.GetWorkflowRequest
-	(*GetWorkflowResponse)(nil),       // 7: jobkit.v1.GetWorkflowResponse
-	(*ListWorkflowsRequest)(nil),      // 8: jobkit.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),     // 9: jobkit.v1.ListWorkflowsResponse
-	(*CancelWorkflowRequest)(nil),     // 10: jobkit.v1.CancelWorkflowRequest
-	(*CancelWorkflowResponse)(nil),    // 11: jobkit.v1.CancelWorkflowResponse
-	(*RetryWorkflowTaskRequest)(nil),  // 12: jobkit.v1.RetryWorkflowTaskRequest
-	(*RetryWorkflowTaskResponse)(nil), // 13: jobkit.v1.RetryWorkflowTaskResponse
-	(*ScheduleRequest)(nil),           // 14: jobkit.v1.ScheduleRequest
-	(*Instance)(nil),                  // 15: jobkit.v1.Instance
-	(*StateCounts)(nil),               // 16: jobkit.v1.StateCounts
-	(*timestamppb.Timestamp)(nil),     // 17: google.protobuf.Timestamp
+	(WorkflowState)(0),                     // 0: jobkit.v1.WorkflowState
+	(DependencyFailure)(0),                 // 1: jobkit.v1.DependencyFailure
+	(*WorkflowTaskSpec)(nil),               // 2: jobkit.v1.WorkflowTaskSpec
+	(*Workflow)(nil),                       // 3: jobkit.v1.Workflow
+	(*CreateWorkflowRequest)(nil),          // 4: jobkit.v1.CreateWorkflowRequest
+	(*CreateWorkflowResponse)(nil),         // 5: jobkit.v1.CreateWorkflowResponse
+	(*GetWorkflowRequest)(nil),             // 6: jobkit.v1.GetWorkflowRequest
+	(*GetWorkflowResponse)(nil),            // 7: jobkit.v1.GetWorkflowResponse
+	(*ListWorkflowsRequest)(nil),           // 8: jobkit.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),          // 9: jobkit.v1.ListWorkflowsResponse
+	(*CancelWorkflowRequest)(nil),          // 10: jobkit.v1.CancelWorkflowRequest
+	(*CancelWorkflowResponse)(nil),         // 11: jobkit.v1.CancelWorkflowResponse
+	(*RetryWorkflowTaskRequest)(nil),       // 12: jobkit.v1.RetryWorkflowTaskRequest
+	(*RetryWorkflowTaskResponse)(nil),      // 13: jobkit.v1.RetryWorkflowTaskResponse
+	(*WorkflowTemplate)(nil),               // 14: jobkit.v1.WorkflowTemplate
+	(*PutWorkflowTemplateRequest)(nil),     // 15: jobkit.v1.PutWorkflowTemplateRequest
+	(*PutWorkflowTemplateResponse)(nil),    // 16: jobkit.v1.PutWorkflowTemplateResponse
+	(*GetWorkflowTemplateRequest)(nil),     // 17: jobkit.v1.GetWorkflowTemplateRequest
+	(*GetWorkflowTemplateResponse)(nil),    // 18: jobkit.v1.GetWorkflowTemplateResponse
+	(*ListWorkflowTemplatesRequest)(nil),   // 19: jobkit.v1.ListWorkflowTemplatesRequest
+	(*ListWorkflowTemplatesResponse)(nil),  // 20: jobkit.v1.ListWorkflowTemplatesResponse
+	(*DeleteWorkflowTemplateRequest)(nil),  // 21: jobkit.v1.DeleteWorkflowTemplateRequest
+	(*DeleteWorkflowTemplateResponse)(nil), // 22: jobkit.v1.DeleteWorkflowTemplateResponse
+	(*RunWorkflowTemplateRequest)(nil),     // 23: jobkit.v1.RunWorkflowTemplateRequest
+	(*RunWorkflowTemplateResponse)(nil),    // 24: jobkit.v1.RunWorkflowTemplateResponse
+	(*ScheduleRequest)(nil),                // 25: jobkit.v1.ScheduleRequest
+	(*Instance)(nil),                       // 26: jobkit.v1.Instance
+	(*StateCounts)(nil),                    // 27: jobkit.v1.StateCounts
+	(*timestamppb.Timestamp)(nil),          // 28: google.protobuf.Timestamp
 }
 var file_jobkit_v1_workflows_proto_depIdxs = []int32{
-	14, // 0: jobkit.v1.WorkflowTaskSpec.job:type_name -> jobkit.v1.ScheduleRequest
+	25, // 0: jobkit.v1.WorkflowTaskSpec.job:type_name -> jobkit.v1.ScheduleRequest
 	1,  // 1: jobkit.v1.WorkflowTaskSpec.on_dependency_failure:type_name -> jobkit.v1.DependencyFailure
 	0,  // 2: jobkit.v1.Workflow.state:type_name -> jobkit.v1.WorkflowState
-	15, // 3: jobkit.v1.Workflow.tasks:type_name -> jobkit.v1.Instance
-	16, // 4: jobkit.v1.Workflow.task_counts:type_name -> jobkit.v1.StateCounts
-	17, // 5: jobkit.v1.Workflow.created_at:type_name -> google.protobuf.Timestamp
-	17, // 6: jobkit.v1.Workflow.ended_at:type_name -> google.protobuf.Timestamp
+	26, // 3: jobkit.v1.Workflow.tasks:type_name -> jobkit.v1.Instance
+	27, // 4: jobkit.v1.Workflow.task_counts:type_name -> jobkit.v1.StateCounts
+	28, // 5: jobkit.v1.Workflow.created_at:type_name -> google.protobuf.Timestamp
+	28, // 6: jobkit.v1.Workflow.ended_at:type_name -> google.protobuf.Timestamp
 	2,  // 7: jobkit.v1.CreateWorkflowRequest.tasks:type_name -> jobkit.v1.WorkflowTaskSpec
 	1,  // 8: jobkit.v1.CreateWorkflowRequest.on_dependency_failure:type_name -> jobkit.v1.DependencyFailure
 	3,  // 9: jobkit.v1.CreateWorkflowResponse.workflow:type_name -> jobkit.v1.Workflow
@@ -978,21 +1616,37 @@ var file_jobkit_v1_workflows_proto_depIdxs = []int32{
 	3,  // 12: jobkit.v1.ListWorkflowsResponse.workflows:type_name -> jobkit.v1.Workflow
 	3,  // 13: jobkit.v1.CancelWorkflowResponse.workflow:type_name -> jobkit.v1.Workflow
 	3,  // 14: jobkit.v1.RetryWorkflowTaskResponse.workflow:type_name -> jobkit.v1.Workflow
-	4,  // 15: jobkit.v1.WorkflowService.CreateWorkflow:input_type -> jobkit.v1.CreateWorkflowRequest
-	6,  // 16: jobkit.v1.WorkflowService.GetWorkflow:input_type -> jobkit.v1.GetWorkflowRequest
-	8,  // 17: jobkit.v1.WorkflowService.ListWorkflows:input_type -> jobkit.v1.ListWorkflowsRequest
-	10, // 18: jobkit.v1.WorkflowService.CancelWorkflow:input_type -> jobkit.v1.CancelWorkflowRequest
-	12, // 19: jobkit.v1.WorkflowService.RetryWorkflowTask:input_type -> jobkit.v1.RetryWorkflowTaskRequest
-	5,  // 20: jobkit.v1.WorkflowService.CreateWorkflow:output_type -> jobkit.v1.CreateWorkflowResponse
-	7,  // 21: jobkit.v1.WorkflowService.GetWorkflow:output_type -> jobkit.v1.GetWorkflowResponse
-	9,  // 22: jobkit.v1.WorkflowService.ListWorkflows:output_type -> jobkit.v1.ListWorkflowsResponse
-	11, // 23: jobkit.v1.WorkflowService.CancelWorkflow:output_type -> jobkit.v1.CancelWorkflowResponse
-	13, // 24: jobkit.v1.WorkflowService.RetryWorkflowTask:output_type -> jobkit.v1.RetryWorkflowTaskResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	28, // 15: jobkit.v1.WorkflowTemplate.created_at:type_name -> google.protobuf.Timestamp
+	28, // 16: jobkit.v1.WorkflowTemplate.updated_at:type_name -> google.protobuf.Timestamp
+	14, // 17: jobkit.v1.PutWorkflowTemplateResponse.template:type_name -> jobkit.v1.WorkflowTemplate
+	14, // 18: jobkit.v1.GetWorkflowTemplateResponse.template:type_name -> jobkit.v1.WorkflowTemplate
+	14, // 19: jobkit.v1.ListWorkflowTemplatesResponse.templates:type_name -> jobkit.v1.WorkflowTemplate
+	3,  // 20: jobkit.v1.RunWorkflowTemplateResponse.workflow:type_name -> jobkit.v1.Workflow
+	4,  // 21: jobkit.v1.WorkflowService.CreateWorkflow:input_type -> jobkit.v1.CreateWorkflowRequest
+	6,  // 22: jobkit.v1.WorkflowService.GetWorkflow:input_type -> jobkit.v1.GetWorkflowRequest
+	8,  // 23: jobkit.v1.WorkflowService.ListWorkflows:input_type -> jobkit.v1.ListWorkflowsRequest
+	10, // 24: jobkit.v1.WorkflowService.CancelWorkflow:input_type -> jobkit.v1.CancelWorkflowRequest
+	12, // 25: jobkit.v1.WorkflowService.RetryWorkflowTask:input_type -> jobkit.v1.RetryWorkflowTaskRequest
+	15, // 26: jobkit.v1.WorkflowService.PutWorkflowTemplate:input_type -> jobkit.v1.PutWorkflowTemplateRequest
+	17, // 27: jobkit.v1.WorkflowService.GetWorkflowTemplate:input_type -> jobkit.v1.GetWorkflowTemplateRequest
+	19, // 28: jobkit.v1.WorkflowService.ListWorkflowTemplates:input_type -> jobkit.v1.ListWorkflowTemplatesRequest
+	21, // 29: jobkit.v1.WorkflowService.DeleteWorkflowTemplate:input_type -> jobkit.v1.DeleteWorkflowTemplateRequest
+	23, // 30: jobkit.v1.WorkflowService.RunWorkflowTemplate:input_type -> jobkit.v1.RunWorkflowTemplateRequest
+	5,  // 31: jobkit.v1.WorkflowService.CreateWorkflow:output_type -> jobkit.v1.CreateWorkflowResponse
+	7,  // 32: jobkit.v1.WorkflowService.GetWorkflow:output_type -> jobkit.v1.GetWorkflowResponse
+	9,  // 33: jobkit.v1.WorkflowService.ListWorkflows:output_type -> jobkit.v1.ListWorkflowsResponse
+	11, // 34: jobkit.v1.WorkflowService.CancelWorkflow:output_type -> jobkit.v1.CancelWorkflowResponse
+	13, // 35: jobkit.v1.WorkflowService.RetryWorkflowTask:output_type -> jobkit.v1.RetryWorkflowTaskResponse
+	16, // 36: jobkit.v1.WorkflowService.PutWorkflowTemplate:output_type -> jobkit.v1.PutWorkflowTemplateResponse
+	18, // 37: jobkit.v1.WorkflowService.GetWorkflowTemplate:output_type -> jobkit.v1.GetWorkflowTemplateResponse
+	20, // 38: jobkit.v1.WorkflowService.ListWorkflowTemplates:output_type -> jobkit.v1.ListWorkflowTemplatesResponse
+	22, // 39: jobkit.v1.WorkflowService.DeleteWorkflowTemplate:output_type -> jobkit.v1.DeleteWorkflowTemplateResponse
+	24, // 40: jobkit.v1.WorkflowService.RunWorkflowTemplate:output_type -> jobkit.v1.RunWorkflowTemplateResponse
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_jobkit_v1_workflows_proto_init() }
@@ -1008,7 +1662,7 @@ func file_jobkit_v1_workflows_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobkit_v1_workflows_proto_rawDesc), len(file_jobkit_v1_workflows_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

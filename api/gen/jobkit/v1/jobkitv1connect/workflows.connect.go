@@ -48,6 +48,21 @@ const (
 	// WorkflowServiceRetryWorkflowTaskProcedure is the fully-qualified name of the WorkflowService's
 	// RetryWorkflowTask RPC.
 	WorkflowServiceRetryWorkflowTaskProcedure = "/jobkit.v1.WorkflowService/RetryWorkflowTask"
+	// WorkflowServicePutWorkflowTemplateProcedure is the fully-qualified name of the WorkflowService's
+	// PutWorkflowTemplate RPC.
+	WorkflowServicePutWorkflowTemplateProcedure = "/jobkit.v1.WorkflowService/PutWorkflowTemplate"
+	// WorkflowServiceGetWorkflowTemplateProcedure is the fully-qualified name of the WorkflowService's
+	// GetWorkflowTemplate RPC.
+	WorkflowServiceGetWorkflowTemplateProcedure = "/jobkit.v1.WorkflowService/GetWorkflowTemplate"
+	// WorkflowServiceListWorkflowTemplatesProcedure is the fully-qualified name of the
+	// WorkflowService's ListWorkflowTemplates RPC.
+	WorkflowServiceListWorkflowTemplatesProcedure = "/jobkit.v1.WorkflowService/ListWorkflowTemplates"
+	// WorkflowServiceDeleteWorkflowTemplateProcedure is the fully-qualified name of the
+	// WorkflowService's DeleteWorkflowTemplate RPC.
+	WorkflowServiceDeleteWorkflowTemplateProcedure = "/jobkit.v1.WorkflowService/DeleteWorkflowTemplate"
+	// WorkflowServiceRunWorkflowTemplateProcedure is the fully-qualified name of the WorkflowService's
+	// RunWorkflowTemplate RPC.
+	WorkflowServiceRunWorkflowTemplateProcedure = "/jobkit.v1.WorkflowService/RunWorkflowTemplate"
 )
 
 // WorkflowServiceClient is a client for the jobkit.v1.WorkflowService service.
@@ -74,6 +89,24 @@ type WorkflowServiceClient interface {
 	// for it again. FAILED_PRECONDITION while the task has not ended;
 	// NOT_FOUND for an unknown workflow or task.
 	RetryWorkflowTask(context.Context, *connect.Request[v1.RetryWorkflowTaskRequest]) (*connect.Response[v1.RetryWorkflowTaskResponse], error)
+	// PutWorkflowTemplate stores a workflow template (a workflow as data,
+	// with parameters; doc/workflows.md) under its name. INVALID_ARGUMENT,
+	// naming the task or parameter and the fix, for one that does not
+	// check (nothing is stored); ALREADY_EXISTS for create_only when the
+	// name is taken; FAILED_PRECONDITION when if_version no longer holds.
+	PutWorkflowTemplate(context.Context, *connect.Request[v1.PutWorkflowTemplateRequest]) (*connect.Response[v1.PutWorkflowTemplateResponse], error)
+	// GetWorkflowTemplate reads a template; NOT_FOUND when there is none.
+	GetWorkflowTemplate(context.Context, *connect.Request[v1.GetWorkflowTemplateRequest]) (*connect.Response[v1.GetWorkflowTemplateResponse], error)
+	// ListWorkflowTemplates pages the templates in name order.
+	ListWorkflowTemplates(context.Context, *connect.Request[v1.ListWorkflowTemplatesRequest]) (*connect.Response[v1.ListWorkflowTemplatesResponse], error)
+	// DeleteWorkflowTemplate deletes a template (the workflows it ran stay);
+	// NOT_FOUND when there is none.
+	DeleteWorkflowTemplate(context.Context, *connect.Request[v1.DeleteWorkflowTemplateRequest]) (*connect.Response[v1.DeleteWorkflowTemplateResponse], error)
+	// RunWorkflowTemplate creates a workflow from a stored template with
+	// parameters, as CreateWorkflow does: all or none. NOT_FOUND for a
+	// template not stored or a task of an unknown kind; INVALID_ARGUMENT
+	// for a missing or unknown parameter, or arguments a kind does not take.
+	RunWorkflowTemplate(context.Context, *connect.Request[v1.RunWorkflowTemplateRequest]) (*connect.Response[v1.RunWorkflowTemplateResponse], error)
 }
 
 // NewWorkflowServiceClient constructs a client for the jobkit.v1.WorkflowService service. By
@@ -119,16 +152,53 @@ func NewWorkflowServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(workflowServiceMethods.ByName("RetryWorkflowTask")),
 			connect.WithClientOptions(opts...),
 		),
+		putWorkflowTemplate: connect.NewClient[v1.PutWorkflowTemplateRequest, v1.PutWorkflowTemplateResponse](
+			httpClient,
+			baseURL+WorkflowServicePutWorkflowTemplateProcedure,
+			connect.WithSchema(workflowServiceMethods.ByName("PutWorkflowTemplate")),
+			connect.WithClientOptions(opts...),
+		),
+		getWorkflowTemplate: connect.NewClient[v1.GetWorkflowTemplateRequest, v1.GetWorkflowTemplateResponse](
+			httpClient,
+			baseURL+WorkflowServiceGetWorkflowTemplateProcedure,
+			connect.WithSchema(workflowServiceMethods.ByName("GetWorkflowTemplate")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listWorkflowTemplates: connect.NewClient[v1.ListWorkflowTemplatesRequest, v1.ListWorkflowTemplatesResponse](
+			httpClient,
+			baseURL+WorkflowServiceListWorkflowTemplatesProcedure,
+			connect.WithSchema(workflowServiceMethods.ByName("ListWorkflowTemplates")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		deleteWorkflowTemplate: connect.NewClient[v1.DeleteWorkflowTemplateRequest, v1.DeleteWorkflowTemplateResponse](
+			httpClient,
+			baseURL+WorkflowServiceDeleteWorkflowTemplateProcedure,
+			connect.WithSchema(workflowServiceMethods.ByName("DeleteWorkflowTemplate")),
+			connect.WithClientOptions(opts...),
+		),
+		runWorkflowTemplate: connect.NewClient[v1.RunWorkflowTemplateRequest, v1.RunWorkflowTemplateResponse](
+			httpClient,
+			baseURL+WorkflowServiceRunWorkflowTemplateProcedure,
+			connect.WithSchema(workflowServiceMethods.ByName("RunWorkflowTemplate")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // workflowServiceClient implements WorkflowServiceClient.
 type workflowServiceClient struct {
-	createWorkflow    *connect.Client[v1.CreateWorkflowRequest, v1.CreateWorkflowResponse]
-	getWorkflow       *connect.Client[v1.GetWorkflowRequest, v1.GetWorkflowResponse]
-	listWorkflows     *connect.Client[v1.ListWorkflowsRequest, v1.ListWorkflowsResponse]
-	cancelWorkflow    *connect.Client[v1.CancelWorkflowRequest, v1.CancelWorkflowResponse]
-	retryWorkflowTask *connect.Client[v1.RetryWorkflowTaskRequest, v1.RetryWorkflowTaskResponse]
+	createWorkflow         *connect.Client[v1.CreateWorkflowRequest, v1.CreateWorkflowResponse]
+	getWorkflow            *connect.Client[v1.GetWorkflowRequest, v1.GetWorkflowResponse]
+	listWorkflows          *connect.Client[v1.ListWorkflowsRequest, v1.ListWorkflowsResponse]
+	cancelWorkflow         *connect.Client[v1.CancelWorkflowRequest, v1.CancelWorkflowResponse]
+	retryWorkflowTask      *connect.Client[v1.RetryWorkflowTaskRequest, v1.RetryWorkflowTaskResponse]
+	putWorkflowTemplate    *connect.Client[v1.PutWorkflowTemplateRequest, v1.PutWorkflowTemplateResponse]
+	getWorkflowTemplate    *connect.Client[v1.GetWorkflowTemplateRequest, v1.GetWorkflowTemplateResponse]
+	listWorkflowTemplates  *connect.Client[v1.ListWorkflowTemplatesRequest, v1.ListWorkflowTemplatesResponse]
+	deleteWorkflowTemplate *connect.Client[v1.DeleteWorkflowTemplateRequest, v1.DeleteWorkflowTemplateResponse]
+	runWorkflowTemplate    *connect.Client[v1.RunWorkflowTemplateRequest, v1.RunWorkflowTemplateResponse]
 }
 
 // CreateWorkflow calls jobkit.v1.WorkflowService.CreateWorkflow.
@@ -156,6 +226,31 @@ func (c *workflowServiceClient) RetryWorkflowTask(ctx context.Context, req *conn
 	return c.retryWorkflowTask.CallUnary(ctx, req)
 }
 
+// PutWorkflowTemplate calls jobkit.v1.WorkflowService.PutWorkflowTemplate.
+func (c *workflowServiceClient) PutWorkflowTemplate(ctx context.Context, req *connect.Request[v1.PutWorkflowTemplateRequest]) (*connect.Response[v1.PutWorkflowTemplateResponse], error) {
+	return c.putWorkflowTemplate.CallUnary(ctx, req)
+}
+
+// GetWorkflowTemplate calls jobkit.v1.WorkflowService.GetWorkflowTemplate.
+func (c *workflowServiceClient) GetWorkflowTemplate(ctx context.Context, req *connect.Request[v1.GetWorkflowTemplateRequest]) (*connect.Response[v1.GetWorkflowTemplateResponse], error) {
+	return c.getWorkflowTemplate.CallUnary(ctx, req)
+}
+
+// ListWorkflowTemplates calls jobkit.v1.WorkflowService.ListWorkflowTemplates.
+func (c *workflowServiceClient) ListWorkflowTemplates(ctx context.Context, req *connect.Request[v1.ListWorkflowTemplatesRequest]) (*connect.Response[v1.ListWorkflowTemplatesResponse], error) {
+	return c.listWorkflowTemplates.CallUnary(ctx, req)
+}
+
+// DeleteWorkflowTemplate calls jobkit.v1.WorkflowService.DeleteWorkflowTemplate.
+func (c *workflowServiceClient) DeleteWorkflowTemplate(ctx context.Context, req *connect.Request[v1.DeleteWorkflowTemplateRequest]) (*connect.Response[v1.DeleteWorkflowTemplateResponse], error) {
+	return c.deleteWorkflowTemplate.CallUnary(ctx, req)
+}
+
+// RunWorkflowTemplate calls jobkit.v1.WorkflowService.RunWorkflowTemplate.
+func (c *workflowServiceClient) RunWorkflowTemplate(ctx context.Context, req *connect.Request[v1.RunWorkflowTemplateRequest]) (*connect.Response[v1.RunWorkflowTemplateResponse], error) {
+	return c.runWorkflowTemplate.CallUnary(ctx, req)
+}
+
 // WorkflowServiceHandler is an implementation of the jobkit.v1.WorkflowService service.
 type WorkflowServiceHandler interface {
 	// CreateWorkflow stores a workflow's tasks, all or none.
@@ -180,6 +275,24 @@ type WorkflowServiceHandler interface {
 	// for it again. FAILED_PRECONDITION while the task has not ended;
 	// NOT_FOUND for an unknown workflow or task.
 	RetryWorkflowTask(context.Context, *connect.Request[v1.RetryWorkflowTaskRequest]) (*connect.Response[v1.RetryWorkflowTaskResponse], error)
+	// PutWorkflowTemplate stores a workflow template (a workflow as data,
+	// with parameters; doc/workflows.md) under its name. INVALID_ARGUMENT,
+	// naming the task or parameter and the fix, for one that does not
+	// check (nothing is stored); ALREADY_EXISTS for create_only when the
+	// name is taken; FAILED_PRECONDITION when if_version no longer holds.
+	PutWorkflowTemplate(context.Context, *connect.Request[v1.PutWorkflowTemplateRequest]) (*connect.Response[v1.PutWorkflowTemplateResponse], error)
+	// GetWorkflowTemplate reads a template; NOT_FOUND when there is none.
+	GetWorkflowTemplate(context.Context, *connect.Request[v1.GetWorkflowTemplateRequest]) (*connect.Response[v1.GetWorkflowTemplateResponse], error)
+	// ListWorkflowTemplates pages the templates in name order.
+	ListWorkflowTemplates(context.Context, *connect.Request[v1.ListWorkflowTemplatesRequest]) (*connect.Response[v1.ListWorkflowTemplatesResponse], error)
+	// DeleteWorkflowTemplate deletes a template (the workflows it ran stay);
+	// NOT_FOUND when there is none.
+	DeleteWorkflowTemplate(context.Context, *connect.Request[v1.DeleteWorkflowTemplateRequest]) (*connect.Response[v1.DeleteWorkflowTemplateResponse], error)
+	// RunWorkflowTemplate creates a workflow from a stored template with
+	// parameters, as CreateWorkflow does: all or none. NOT_FOUND for a
+	// template not stored or a task of an unknown kind; INVALID_ARGUMENT
+	// for a missing or unknown parameter, or arguments a kind does not take.
+	RunWorkflowTemplate(context.Context, *connect.Request[v1.RunWorkflowTemplateRequest]) (*connect.Response[v1.RunWorkflowTemplateResponse], error)
 }
 
 // NewWorkflowServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -221,6 +334,38 @@ func NewWorkflowServiceHandler(svc WorkflowServiceHandler, opts ...connect.Handl
 		connect.WithSchema(workflowServiceMethods.ByName("RetryWorkflowTask")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workflowServicePutWorkflowTemplateHandler := connect.NewUnaryHandler(
+		WorkflowServicePutWorkflowTemplateProcedure,
+		svc.PutWorkflowTemplate,
+		connect.WithSchema(workflowServiceMethods.ByName("PutWorkflowTemplate")),
+		connect.WithHandlerOptions(opts...),
+	)
+	workflowServiceGetWorkflowTemplateHandler := connect.NewUnaryHandler(
+		WorkflowServiceGetWorkflowTemplateProcedure,
+		svc.GetWorkflowTemplate,
+		connect.WithSchema(workflowServiceMethods.ByName("GetWorkflowTemplate")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	workflowServiceListWorkflowTemplatesHandler := connect.NewUnaryHandler(
+		WorkflowServiceListWorkflowTemplatesProcedure,
+		svc.ListWorkflowTemplates,
+		connect.WithSchema(workflowServiceMethods.ByName("ListWorkflowTemplates")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	workflowServiceDeleteWorkflowTemplateHandler := connect.NewUnaryHandler(
+		WorkflowServiceDeleteWorkflowTemplateProcedure,
+		svc.DeleteWorkflowTemplate,
+		connect.WithSchema(workflowServiceMethods.ByName("DeleteWorkflowTemplate")),
+		connect.WithHandlerOptions(opts...),
+	)
+	workflowServiceRunWorkflowTemplateHandler := connect.NewUnaryHandler(
+		WorkflowServiceRunWorkflowTemplateProcedure,
+		svc.RunWorkflowTemplate,
+		connect.WithSchema(workflowServiceMethods.ByName("RunWorkflowTemplate")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/jobkit.v1.WorkflowService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case WorkflowServiceCreateWorkflowProcedure:
@@ -233,6 +378,16 @@ func NewWorkflowServiceHandler(svc WorkflowServiceHandler, opts ...connect.Handl
 			workflowServiceCancelWorkflowHandler.ServeHTTP(w, r)
 		case WorkflowServiceRetryWorkflowTaskProcedure:
 			workflowServiceRetryWorkflowTaskHandler.ServeHTTP(w, r)
+		case WorkflowServicePutWorkflowTemplateProcedure:
+			workflowServicePutWorkflowTemplateHandler.ServeHTTP(w, r)
+		case WorkflowServiceGetWorkflowTemplateProcedure:
+			workflowServiceGetWorkflowTemplateHandler.ServeHTTP(w, r)
+		case WorkflowServiceListWorkflowTemplatesProcedure:
+			workflowServiceListWorkflowTemplatesHandler.ServeHTTP(w, r)
+		case WorkflowServiceDeleteWorkflowTemplateProcedure:
+			workflowServiceDeleteWorkflowTemplateHandler.ServeHTTP(w, r)
+		case WorkflowServiceRunWorkflowTemplateProcedure:
+			workflowServiceRunWorkflowTemplateHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -260,4 +415,24 @@ func (UnimplementedWorkflowServiceHandler) CancelWorkflow(context.Context, *conn
 
 func (UnimplementedWorkflowServiceHandler) RetryWorkflowTask(context.Context, *connect.Request[v1.RetryWorkflowTaskRequest]) (*connect.Response[v1.RetryWorkflowTaskResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.WorkflowService.RetryWorkflowTask is not implemented"))
+}
+
+func (UnimplementedWorkflowServiceHandler) PutWorkflowTemplate(context.Context, *connect.Request[v1.PutWorkflowTemplateRequest]) (*connect.Response[v1.PutWorkflowTemplateResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.WorkflowService.PutWorkflowTemplate is not implemented"))
+}
+
+func (UnimplementedWorkflowServiceHandler) GetWorkflowTemplate(context.Context, *connect.Request[v1.GetWorkflowTemplateRequest]) (*connect.Response[v1.GetWorkflowTemplateResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.WorkflowService.GetWorkflowTemplate is not implemented"))
+}
+
+func (UnimplementedWorkflowServiceHandler) ListWorkflowTemplates(context.Context, *connect.Request[v1.ListWorkflowTemplatesRequest]) (*connect.Response[v1.ListWorkflowTemplatesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.WorkflowService.ListWorkflowTemplates is not implemented"))
+}
+
+func (UnimplementedWorkflowServiceHandler) DeleteWorkflowTemplate(context.Context, *connect.Request[v1.DeleteWorkflowTemplateRequest]) (*connect.Response[v1.DeleteWorkflowTemplateResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.WorkflowService.DeleteWorkflowTemplate is not implemented"))
+}
+
+func (UnimplementedWorkflowServiceHandler) RunWorkflowTemplate(context.Context, *connect.Request[v1.RunWorkflowTemplateRequest]) (*connect.Response[v1.RunWorkflowTemplateResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.WorkflowService.RunWorkflowTemplate is not implemented"))
 }

@@ -1,0 +1,101 @@
+package job_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jobkit/job"
+	"github.com/jobkit/job/store"
+)
+
+// TestWorkflowWideFanIn: a task with 250 dependencies waits for them
+// through fan-in gates, so its record holds a few gate IDs, not 250
+// dependency IDs; it runs once, after all, reads a dependency's results
+// by name, and GetWorkflow lists its 250 dependencies. One failed
+// dependency cancels it (DepCancel) with an error naming that task.
+func TestWorkflowWideFanIn(t *testing.T) {
+	t.Parallel()
+	const width = 250
+	var joins atomic.Int64
+	part := mustJob(t, job.WithKind("fan.part"), job.WithExecutor(func(n int) (int, error) {
+		if n < 0 {
+			return 0, job.Permanent(errors.New("part failed"))
+		}
+		return n * 2, nil
+	}))
+	join := mustJob(t, job.WithKind("fan.join"), job.WithExecutor(func(ctx context.Context, ji job.Instance) (int, error) {
+		joins.Add(1)
+		var v int
+		if err := job.DependencyResultsInto(ctx, ji, "p137", &v); err != nil {
+			return 0, err
+		}
+		var x int
+		if err := job.DependencyResultsInto(ctx, ji, "nope", &x); !errors.Is(err, job.ErrWorkflow) {
+			return 0, fmt.Errorf("results of a task that is not a dependency: %v, want ErrWorkflow", err)
+		}
+		return v, nil
+	}))
+	st := newMemdb(t)
+	m := wfManager(t, st, part, join)
+	ctx := context.Background()
+	build := func(failAt int) *job.Workflow {
+		wf := job.NewWorkflow("wide")
+		var names []string
+		for i := range width {
+			n := i
+			if i == failAt {
+				n = -1
+			}
+			wf.Add(fmt.Sprintf("p%d", i), "fan.part", job.WithArguments(n), job.WithMaxRetries(0))
+			names = append(names, fmt.Sprintf("p%d", i))
+		}
+		return wf.Add("join", "fan.join", job.After(names...))
+	}
+	info, err := m.ScheduleWorkflow(ctx, build(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinID := store.WorkflowTaskID(info.ID, "join")
+	got, err := st.LookupInstances(ctx, &store.Query{IDs: []string{joinID}})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("reading the join: %v, %v", got, err)
+	}
+	if n := len(got[0].Task.Deps); n != 3 {
+		t.Fatalf("the join's record holds %d dependency IDs; want 3 (its fan-in gates of up to 100 each)", n)
+	}
+	done := waitWorkflow(t, m, info.ID, job.WorkflowCompleted)
+	if joins.Load() != 1 {
+		t.Fatalf("the join ran %d times, want once", joins.Load())
+	}
+	j := done.Task("join")
+	var v int
+	if err := j.ResultsInto(&v); err != nil || v != 274 {
+		t.Fatalf("the join returned %d (%v); want 274, p137's result", v, err)
+	}
+	if len(done.Tasks) != width+1 || len(j.DependsOn) != width {
+		t.Fatalf("GetWorkflow: %d tasks, the join depends on %d; want %d and %d", len(done.Tasks), len(j.DependsOn), width+1, width)
+	}
+	for i, id := range j.DependsOn {
+		if id != store.WorkflowTaskID(info.ID, fmt.Sprintf("p%d", i)) {
+			t.Fatalf("the join's dependency %d is %s, want p%d's ID", i, id, i)
+		}
+	}
+
+	// One dependency fails: the join is canceled, naming it.
+	failed, err := m.ScheduleWorkflow(ctx, build(205))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := waitWorkflow(t, m, failed.ID, job.WorkflowFailed)
+	fj := end.Task("join")
+	if fj.State != job.Canceled || !strings.Contains(fj.Error, `"p205"`) || !strings.Contains(fj.Error, "part failed") {
+		t.Fatalf("the join after p205 failed: %s, %q; want canceled, naming p205 and its error", fj.State, fj.Error)
+	}
+	if joins.Load() != 1 {
+		t.Fatalf("the join of the failed workflow ran")
+	}
+}
