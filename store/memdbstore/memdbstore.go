@@ -87,6 +87,8 @@ type Store struct {
 	trig   triggerTable
 
 	docs documentTable // named documents, see documents.go
+
+	rates map[rateKey]*store.RateState // rate limits' state (ratelimit.go); guarded by mu
 }
 
 // Option configures a Store given to New.

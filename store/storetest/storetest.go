@@ -78,6 +78,12 @@ type Harness struct {
 	// store.LimitEnforcer): the limits checks then run, and fail when it
 	// does not; without it they check that the store does not claim to.
 	Limits bool
+
+	// RateLimits says the store enforces ClaimParams.RateLimits (it is a
+	// store.RateLimitEnforcer and a store.RateLimitDelayer): the rate
+	// limits checks then run; without it they check that the store does
+	// not claim to.
+	RateLimits bool
 }
 
 // Run runs the whole suite against h, each check as a parallel sub-test with
@@ -153,6 +159,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, workflowTests...)
 	tests = append(tests, labelExprTests...)
 	tests = append(tests, limitTests...)
+	tests = append(tests, rateLimitTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
