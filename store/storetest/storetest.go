@@ -84,6 +84,10 @@ type Harness struct {
 	// limits checks then run; without it they check that the store does
 	// not claim to.
 	RateLimits bool
+	// RateLimitRate is the rate (starts a second) RateLimitsWindow asks
+	// of its limit, for a store whose limited claims are too slow to
+	// start 200 a second on a loaded machine; 0 means 200.
+	RateLimitRate int
 }
 
 // Run runs the whole suite against h, each check as a parallel sub-test with
