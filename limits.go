@@ -264,15 +264,19 @@ func applyLimits(p *store.ClaimParams, ls []store.ConcurrencyLimit, enforce bool
 // as this manager last read them (again when older than
 // DefaultLimitsRefresh). When the manager's store enforces limits they
 // go in p.Limits; otherwise the kinds they bound are left out of p.Kinds,
-// so no limit is passed. It returns false when nothing is left to claim:
-// p must not be made.
+// so no limit is passed. Rate limits (p.RateLimits, else the cluster's)
+// are applied the same way (ratelimit.go). It returns false when nothing
+// is left to claim: p must not be made.
 func (m *Manager) ApplyLimits(ctx context.Context, p *store.ClaimParams) bool {
 	ls, rls := p.Limits, p.RateLimits
-	if len(ls) == 0 {
-		ls = m.limits.current(ctx)
-	}
-	if len(rls) == 0 {
-		rls = m.limits.cachedRates()
+	if len(ls) == 0 || len(rls) == 0 {
+		cur := m.limits.current(ctx) // read again when stale
+		if len(ls) == 0 {
+			ls = cur
+		}
+		if len(rls) == 0 {
+			rls = m.limits.cachedRates()
+		}
 	}
 	p.Limits, p.RateLimits = nil, nil
 	return applyLimits(p, ls, m.limits.enforce) && applyRateLimits(p, rls, m.limits.enforceRates)
