@@ -373,7 +373,7 @@ func (c *claimer) claimParams(q string, limit int, seq uint64, now time.Time) *s
 	// The cluster's concurrency limits, as last read (limits.go). A
 	// store that cannot enforce them is not asked for what they bound:
 	// nil when that leaves nothing to claim.
-	if !applyLimits(p, c.limits.cached(), c.limits.enforce) {
+	if !applyLimits(p, c.limits.cached(), c.limits.enforce) || !applyRateLimits(p, c.limits.cachedRates(), c.limits.enforceRates) {
 		return nil
 	}
 	// This manager's own limits: kinds at theirs left out, the batch
@@ -464,6 +464,11 @@ func (c *claimer) claim(q string, limit int, seq uint64) (int, time.Time, error)
 		// Work waits for a slot, which another node may release
 		// without a wake-up: look again soon.
 		next = now.Add(limitRecheck)
+	}
+	if at := c.limits.noteRetry(q, res.RetryAfter); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+		// Work waits for a rate limit: claim again when it lets one
+		// start (ratelimit.go), not before.
+		next = at
 	}
 	n := len(res.Instances) + len(res.Undecodable)
 	c.pool.giveBack(limit - n)

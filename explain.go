@@ -39,6 +39,10 @@ const (
 	// WaitConcurrencyLimit: it is due and nodes may run it, but a
 	// concurrency limit that matches it is full (SetConcurrencyLimit).
 	WaitConcurrencyLimit WaitReason = "concurrency_limit"
+	// WaitRateLimit: it is due and nodes may run it, but a rate limit
+	// that matches it holds more due work than it lets start at once
+	// ("waiting for the rate limit of kind email ...").
+	WaitRateLimit WaitReason = "rate_limit"
 	// WaitReady: it is due and live nodes with free slots may run it; one
 	// claims it shortly, after what is ahead of it in its queue.
 	WaitReady WaitReason = "ready"
@@ -120,6 +124,11 @@ func (m *Manager) ExplainWaiting(ctx context.Context, id string) (*WaitExplanati
 	case ex.Reason == WaitReady || ex.Reason == WaitNodesBusy:
 		if err := m.explainLimits(ctx, ex, rec); err != nil {
 			return nil, fmt.Errorf("job: explain waiting %s: %w", id, err)
+		}
+		if ex.Reason != WaitConcurrencyLimit {
+			if err := m.explainRateLimits(ctx, ex, rec); err != nil { // ratelimit.go
+				return nil, fmt.Errorf("job: explain waiting %s: %w", id, err)
+			}
 		}
 	}
 	return ex, nil

@@ -176,6 +176,14 @@ type limitCache struct {
 	log     *slog.Logger
 	every   time.Duration
 	enforce bool // the store enforces ClaimParams.Limits
+	// enforceRates: the store enforces ClaimParams.RateLimits; rates are
+	// the rate limits as last read with list (ratelimit.go).
+	enforceRates bool
+	rates        []store.RateLimit
+	// rateWaits holds, by queue, when this manager's last claim of it
+	// was told a rate limit lets the next start (node clock), for
+	// ExplainWaiting.
+	rateWaits sync.Map
 
 	mu     sync.Mutex
 	loaded time.Time // zero: read at the next claim
@@ -214,6 +222,10 @@ func (c *limitCache) current(ctx context.Context) []store.ConcurrencyLimit {
 		return c.list
 	}
 	ls, err := loadLimits(ctx, c.store)
+	var rls []store.RateLimit
+	if err == nil {
+		rls, err = loadRateLimits(ctx, c.store)
+	}
 	if err != nil {
 		if !c.warned {
 			c.log.Warn("could not read the concurrency limits; claiming with those read before", "err", err)
@@ -222,7 +234,7 @@ func (c *limitCache) current(ctx context.Context) []store.ConcurrencyLimit {
 		return c.list
 	}
 	c.warned = false
-	c.loaded, c.list = now, ls
+	c.loaded, c.list, c.rates = now, ls, rls
 	return ls
 }
 
@@ -252,15 +264,22 @@ func applyLimits(p *store.ClaimParams, ls []store.ConcurrencyLimit, enforce bool
 // as this manager last read them (again when older than
 // DefaultLimitsRefresh). When the manager's store enforces limits they
 // go in p.Limits; otherwise the kinds they bound are left out of p.Kinds,
-// so no limit is passed. It returns false when nothing is left to claim:
-// p must not be made.
+// so no limit is passed. Rate limits (p.RateLimits, else the cluster's)
+// are applied the same way (ratelimit.go). It returns false when nothing
+// is left to claim: p must not be made.
 func (m *Manager) ApplyLimits(ctx context.Context, p *store.ClaimParams) bool {
-	ls := p.Limits
-	if len(ls) == 0 {
-		ls = m.limits.current(ctx)
+	ls, rls := p.Limits, p.RateLimits
+	if len(ls) == 0 || len(rls) == 0 {
+		cur := m.limits.current(ctx) // read again when stale
+		if len(ls) == 0 {
+			ls = cur
+		}
+		if len(rls) == 0 {
+			rls = m.limits.cachedRates()
+		}
 	}
-	p.Limits = nil
-	return applyLimits(p, ls, m.limits.enforce)
+	p.Limits, p.RateLimits = nil, nil
+	return applyLimits(p, ls, m.limits.enforce) && applyRateLimits(p, rls, m.limits.enforceRates)
 }
 
 // withoutLimited returns kinds without those a limit of queue q holds back,

@@ -74,7 +74,7 @@ func (m *Manager) wire() {
 		retried: m.notifyLocal, storeWakes: m.storeWakesFor, changed: m.outcomesWritten,
 	})
 	notifier, _ := c.store.(store.Notifier) // the store itself, not observedStore
-	m.limits = &limitCache{store: m.store, clock: c.clock, log: m.log, every: DefaultLimitsRefresh, enforce: store.EnforcesLimits(c.store)}
+	m.limits = &limitCache{store: m.store, clock: c.clock, log: m.log, every: DefaultLimitsRefresh, enforce: store.EnforcesLimits(c.store), enforceRates: store.EnforcesRateLimits(c.store)}
 	m.claimer = newClaimer(claimerDeps{
 		store: m.store, notifier: notifier, clock: c.clock, node: c.node, log: m.log,
 		queues: c.queues, labels: c.labels, batch: c.claimBatch, poll: c.pollInterval, lease: c.lease,

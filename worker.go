@@ -436,6 +436,7 @@ func (m *Manager) outcome(a *attempt, results []any, err, cause error) store.Out
 		out.State, out.Error = store.Canceled, ErrCanceled.Error()
 	case err == nil:
 		out.State, out.Result = store.Completed, encodeResults(results)
+	case m.rateLimited(a, err, &out): // ratelimit.go
 	default:
 		out.Error = err.Error()
 		timedOut := errors.Is(err, ErrTimeout)

@@ -57,7 +57,8 @@ func TestRemoteStoreConformance(t *testing.T) {
 	byURL := map[string]*memdbstore.Store{}      // the store behind each server
 	under := map[store.Store]*memdbstore.Store{} // the store behind each handle
 	storetest.Run(t, storetest.Harness{
-		Limits: true,
+		Limits:     true,
+		RateLimits: true,
 		Open: func(tb testing.TB, ns string) store.Store {
 			t := tb.(*testing.T)
 			mu.Lock()

@@ -257,6 +257,13 @@ type ClaimParams struct {
 	// claimers passing different limits (a change that has reached one
 	// node and not yet another) are each held to their own.
 	Limits []ConcurrencyLimit
+	// RateLimits are the cluster's rate limits (see RateLimit; enforced by
+	// a store that is a RateLimitEnforcer). The claim takes an instance
+	// only when every rate limit that matches it lets one more start now
+	// (the store's clock), and counts the start in each; one over a limit
+	// is left Scheduled, in its place, as for Limits, and the claim goes
+	// on with the next in claim order.
+	RateLimits []RateLimit
 }
 
 // ClaimResult is what Queue.Claim returns.
@@ -279,6 +286,13 @@ type ClaimResult struct {
 	// announces, so the caller claims again soon. NextRunAt does not
 	// speak of such instances.
 	Limited bool
+	// RetryAfter, when not zero, says the claim left a ready instance it
+	// could take because a rate limit let no more start (see
+	// ClaimParams.RateLimits), and how long after the claim (the store's
+	// clock) the first such limit lets one start: the caller claims again
+	// then. It is a duration, not a time, so a node whose clock differs
+	// from the store's still sleeps the right while.
+	RetryAfter time.Duration
 }
 
 // UndecodableRecord names a claimed attempt whose record could not be

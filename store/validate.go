@@ -44,7 +44,10 @@ func (p *ClaimParams) Validate() error {
 	if err := ValidateLabels(p.Labels); err != nil {
 		return fmt.Errorf("claimer: %w", err)
 	}
-	return validateLimits(p.Limits)
+	if err := validateLimits(p.Limits); err != nil {
+		return err
+	}
+	return validateRateLimits(p.RateLimits)
 }
 
 // Validate checks one instance handed to Enqueue.

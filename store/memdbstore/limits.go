@@ -3,6 +3,7 @@ package memdbstore
 import (
 	"math"
 	"strings"
+	"time"
 
 	"github.com/jobkit/job/store"
 )
@@ -25,12 +26,20 @@ type limitGate struct {
 	names []string
 	lanes map[name][]int // per lane: the limits that match its kind
 	kinds map[name][]int // per kind name: the same
+
+	// The claim's rate limits that may match its queue (ratelimit.go),
+	// their state, the store's clock, and what they held back.
+	rates  rateGate
+	capped bool // a lane was left out for a concurrency limit
 }
 
 // newLimitGate returns the gate of a claim of queue with limits ls, or nil
 // when none of them can match an instance of queue.
-func newLimitGate(t *tables, queue string, ls []store.ConcurrencyLimit, names []string) *limitGate {
+func newLimitGate(t *tables, queue string, ls []store.ConcurrencyLimit, names []string, rates rateGate) *limitGate {
 	var g *limitGate
+	if len(rates.ls) > 0 {
+		g = &limitGate{names: names, lanes: map[name][]int{}, kinds: map[name][]int{}, rates: rates}
+	}
 	for _, l := range ls {
 		if l.Queue == "" || l.Queue == queue {
 			if g == nil {
@@ -81,9 +90,18 @@ func (g *limitGate) room(lane name) int {
 	}
 	room := math.MaxInt
 	for _, i := range ix {
-		room = min(room, g.ls[i].Max-g.used[i])
+		if r := g.ls[i].Max - g.used[i]; r <= 0 {
+			g.capped = true
+			room = 0
+		} else {
+			room = min(room, r)
+		}
 	}
-	return max(room, 0)
+	kind := g.names[lane]
+	if i := strings.IndexByte(kind, 0); i >= 0 {
+		kind = kind[:i]
+	}
+	return min(room, g.rates.room(kind))
 }
 
 // took counts a claimed instance of kind k.
@@ -96,6 +114,7 @@ func (g *limitGate) took(k name) {
 	for _, i := range ix {
 		g.used[i]++
 	}
+	g.rates.took(g.names[k])
 }
 
 // pickWithin claims, through take, up to p.Limit ready instances of queue
@@ -103,16 +122,17 @@ func (g *limitGate) took(k name) {
 // order. It returns how many it claimed, the earliest RunAt of those
 // allowed that wait (as pickLanes), and whether a lane with Scheduled
 // instances was left out for a limit. s.mu is held.
-func (s *Store) pickWithin(qid name, now int64, p *store.ClaimParams, names []string, take func(*rec)) (n int, next int64, limited bool) {
+func (s *Store) pickWithin(qid name, now int64, p *store.ClaimParams, names []string, take func(*rec)) (n int, next int64, limited bool, retry time.Duration) {
 	filter := newClaimFilter(p, names)
-	g := newLimitGate(&s.t, p.Queue, p.Limits, names)
+	g := newLimitGate(&s.t, p.Queue, p.Limits, names, s.rateGate(p))
 	if g == nil {
 		picked, next, _ := pickLanes(&s.t, &s.probe, qid, now, p.Limit, filter)
 		for _, r := range picked {
 			take(r)
 		}
-		return len(picked), next, false
+		return len(picked), next, false, 0
 	}
+	defer func() { limited, retry = g.capped, g.rates.wait }()
 	for n < p.Limit {
 		// The smallest room among the lanes the claimer may take bounds
 		// this round; the lanes without room sit it out.
@@ -123,9 +143,7 @@ func (s *Store) pickWithin(qid name, now int64, p *store.ClaimParams, names []st
 					if !filter(lane) {
 						continue
 					}
-					if r := g.room(lane); r == 0 {
-						limited = true
-					} else {
+					if r := g.room(lane); r > 0 {
 						want = min(want, r)
 					}
 				}
@@ -143,5 +161,5 @@ func (s *Store) pickWithin(qid name, now int64, p *store.ClaimParams, names []st
 			break // nothing more the limits let start
 		}
 	}
-	return n, next, limited
+	return n, next, false, 0
 }

@@ -84,6 +84,8 @@ type Store struct {
 	defs definitions // job definitions, see definitions.go
 
 	docs documentTable // named documents, see documents.go
+
+	rates map[rateKey]*store.RateState // rate limits' state (ratelimit.go); guarded by mu
 }
 
 // Option configures a Store given to New.

@@ -111,7 +111,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			return nil // paused: nothing is claimed, and nothing to wait for
 		}
 		res.Instances = make([]*store.Instance, 0, min(p.Limit, 64))
-		n, next, limited := s.pickWithin(qid, now, p, names, func(old *rec) {
+		n, next, limited, retry := s.pickWithin(qid, now, p, names, func(old *rec) {
 			r := old.clone()
 			r.state = store.Processing
 			r.attempt++
@@ -123,7 +123,7 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 			res.Instances = append(res.Instances, r.toInstance(names))
 			took = append(took, store.LeaseRef{ID: r.id(), Attempt: int(r.attempt)})
 		})
-		res.Limited = limited
+		res.Limited, res.RetryAfter = limited, retry
 		if n < p.Limit {
 			res.NextRunAt = fromNanos(next)
 		}

@@ -36,7 +36,7 @@ func (s *Store) EnforcesConcurrencyLimits() bool { return true }
 // a ClaimSeq, and records the claim for p.ClaimSeq itself, once, with
 // what every round took; a repeat (or a late call) is the ordinary
 // statement's to answer.
-func (s *Store) claimLimited(ctx context.Context, p *store.ClaimParams, ls []store.ConcurrencyLimit) (*store.ClaimResult, error) {
+func (s *Store) claimLimited(ctx context.Context, p *store.ClaimParams, ls []store.ConcurrencyLimit, rls []store.RateLimit) (*store.ClaimResult, error) {
 	if p.ClaimSeq != 0 {
 		if err := s.ensureClaimRecord(ctx, p.Owner); err != nil {
 			return nil, s.wrap(ctx, "claim", err)
@@ -55,7 +55,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.ClaimParams, ls []sto
 			}
 			if until >= now && uint64(seq) >= p.ClaimSeq {
 				q := *p
-				q.Limits = nil
+				q.Limits, q.RateLimits = nil, nil
 				r, err := s.Claim(inner, &q) // a repeat or a late call
 				if err != nil {
 					return errStop{err}
@@ -68,6 +68,10 @@ func (s *Store) claimLimited(ctx context.Context, p *store.ClaimParams, ls []sto
 			return err
 		}
 		used, err := s.limitsUsed(ctx, tx, ls)
+		if err != nil {
+			return err
+		}
+		rates, err := s.loadRates(ctx, tx, rls) // ratelimit.go
 		if err != nil {
 			return err
 		}
@@ -93,6 +97,9 @@ func (s *Store) claimLimited(ctx context.Context, p *store.ClaimParams, ls []sto
 					res.Limited = true
 					continue
 				}
+				if room = min(room, rates.room(k, &res.RetryAfter)); room == 0 {
+					continue
+				}
 				allowed = append(allowed, k)
 				want = min(want, room)
 			}
@@ -101,7 +108,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.ClaimParams, ls []sto
 				break
 			}
 			q := *p
-			q.Kinds, q.Limit, q.Limits, q.ClaimSeq = allowed, want, nil, 0
+			q.Kinds, q.Limit, q.Limits, q.RateLimits, q.ClaimSeq = allowed, want, nil, nil, 0
 			r, err := s.Claim(inner, &q)
 			if err != nil {
 				return errStop{err}
@@ -112,12 +119,14 @@ func (s *Store) claimLimited(ctx context.Context, p *store.ClaimParams, ls []sto
 						used[i]++
 					}
 				}
+				rates.took(in.Kind)
 				ids, attempts = append(ids, in.ID), append(attempts, int32(in.Attempt))
 			}
 			for _, u := range r.Undecodable {
 				for i := range used { // its kind is unknown: counted everywhere
 					used[i]++
 				}
+				rates.took("")
 				ids, attempts = append(ids, u.ID), append(attempts, int32(u.Attempt))
 			}
 			got := len(r.Instances) + len(r.Undecodable)
@@ -131,6 +140,9 @@ func (s *Store) claimLimited(ctx context.Context, p *store.ClaimParams, ls []sto
 		}
 		if len(res.Instances)+len(res.Undecodable) == p.Limit {
 			res.NextRunAt = time.Time{}
+		}
+		if err := s.saveRates(ctx, tx, rates); err != nil {
+			return err
 		}
 		if p.ClaimSeq != 0 {
 			if ids == nil {

@@ -84,6 +84,8 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		CancelNotifier: true,
 		Limits:         true,
+		RateLimits:     true,
+		RateLimitRate:  50, // a limited claim serialises on the namespace's lock: too slow for 200 a second on a loaded machine
 		Open: func(t testing.TB, ns string) store.Store {
 			return open(t, "conformance-"+ns, pgstore.WithPollInterval(20*time.Millisecond))
 		},

@@ -681,8 +681,8 @@ func (s *Store) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRe
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	if ls := limitsOf(p); len(ls) > 0 {
-		return s.claimLimited(ctx, p, ls) // limits.go
+	if ls, rls := limitsOf(p), rateLimitsOf(p); len(ls)+len(rls) > 0 {
+		return s.claimLimited(ctx, p, ls, rls) // limits.go, ratelimit.go
 	}
 	res := &store.ClaimResult{}
 	now := nanos(p.Now)

@@ -30,6 +30,7 @@ func TestConformanceOnCluster(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		CancelNotifier: true,
 		Limits:         true,
+		RateLimits:     true,
 		Open: func(t testing.TB, ns string) store.Store {
 			return newStore(t, c, ns)
 		},

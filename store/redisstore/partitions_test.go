@@ -388,6 +388,20 @@ func TestPartitionedLimitsRefused(t *testing.T) {
 		if (n > 1) != errors.Is(err, store.ErrInvalid) || (n == 1 && err != nil) {
 			t.Errorf("%d partitions: claim with a limit: %v", n, err)
 		}
+		// Rate limits likewise: each partition's claim would keep a GCRA
+		// time of its own, letting n times the rate start.
+		err = m.Admin().SetRateLimit(ctx, job.RateLimit{Kind: "k", Rate: 10, Period: time.Second})
+		if refused := errors.Is(err, job.ErrRateLimitsUnsupported); refused != (n > 1) || (n == 1 && err != nil) {
+			t.Errorf("%d partitions: SetRateLimit: %v", n, err)
+		}
+		_, err = s.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute), RateLimits: []store.RateLimit{{Kind: "k", Rate: 10, Period: time.Second}}})
+		if (n > 1) != errors.Is(err, store.ErrInvalid) || (n == 1 && err != nil) {
+			t.Errorf("%d partitions: claim with a rate limit: %v", n, err)
+		}
+		err = s.DelayRateLimit(ctx, store.RateLimit{Kind: "k", Rate: 10, Period: time.Second}, time.Second)
+		if (n > 1) != errors.Is(err, store.ErrInvalid) || (n == 1 && err != nil) {
+			t.Errorf("%d partitions: DelayRateLimit: %v", n, err)
+		}
 	}
 }
 

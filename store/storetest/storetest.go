@@ -78,6 +78,16 @@ type Harness struct {
 	// store.LimitEnforcer): the limits checks then run, and fail when it
 	// does not; without it they check that the store does not claim to.
 	Limits bool
+
+	// RateLimits says the store enforces ClaimParams.RateLimits (it is a
+	// store.RateLimitEnforcer and a store.RateLimitDelayer): the rate
+	// limits checks then run; without it they check that the store does
+	// not claim to.
+	RateLimits bool
+	// RateLimitRate is the rate (starts a second) RateLimitsWindow asks
+	// of its limit, for a store whose limited claims are too slow to
+	// start 200 a second on a loaded machine; 0 means 200.
+	RateLimitRate int
 }
 
 // Run runs the whole suite against h, each check as a parallel sub-test with
@@ -153,6 +163,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, workflowTests...)
 	tests = append(tests, labelExprTests...)
 	tests = append(tests, limitTests...)
+	tests = append(tests, rateLimitTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -61,6 +61,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		CancelNotifier: true,
 		Limits:         true,
+		RateLimits:     true,
 		Open: func(t testing.TB, ns string) store.Store {
 			return newStore(t, c, ns)
 		},

@@ -115,7 +115,8 @@ const (
 	kClaimSeq
 	kClaimKinds
 	kClaimLabels
-	kClaimLimits // kind, queue and max of each limit, flat
+	kClaimLimits     // kind, queue and max of each limit, flat
+	kClaimRateLimits // kind, queue, rate, period and burst of each rate limit, flat
 )
 
 // The keys of ClaimResult.
@@ -124,6 +125,7 @@ const (
 	kCResNextRunAt
 	kCResUndecodable
 	kCResLimited
+	kCResRetryAfter // nanoseconds
 )
 
 // MarshalKeyed encodes v in MsgpackKeyed: the types it has keys for in
@@ -535,6 +537,9 @@ func claimParamsFields(f *fields, p *store.ClaimParams) {
 	if len(p.Limits) > 0 {
 		f.strs(kClaimLimits, flatLimits(p.Limits))
 	}
+	if len(p.RateLimits) > 0 {
+		f.strs(kClaimRateLimits, flatRateLimits(p.RateLimits))
+	}
 }
 
 func (k *keyedEncoder) claimResult(r *ClaimResult) {
@@ -555,6 +560,7 @@ func claimResultFields(k *keyedEncoder, f *fields, r *ClaimResult) {
 	}
 	f.time(kCResNextRunAt, &r.NextRunAt)
 	f.bool(kCResLimited, r.Limited)
+	f.int(kCResRetryAfter, int64(r.RetryAfter))
 	if r.Undecodable != nil && f.key() {
 		f.writeKey(kCResUndecodable)
 		_ = k.e.EncodeArrayLen(len(r.Undecodable))
@@ -1033,6 +1039,11 @@ func (k *keyedDecoder) claimParams() (*store.ClaimParams, error) {
 			if flat, err = k.strs(); err == nil {
 				p.Limits, err = unflatLimits(flat)
 			}
+		case kClaimRateLimits:
+			var flat []string
+			if flat, err = k.strs(); err == nil {
+				p.RateLimits, err = unflatRateLimits(flat)
+			}
 		default:
 			return false, nil
 		}
@@ -1055,6 +1066,10 @@ func (k *keyedDecoder) claimResult() (*ClaimResult, error) {
 			r.NextRunAt, err = k.time()
 		case kCResLimited:
 			r.Limited, err = k.bool()
+		case kCResRetryAfter:
+			var ns int64
+			ns, err = k.int()
+			r.RetryAfter = time.Duration(ns)
 		case kCResUndecodable:
 			var n int
 			if n, err = k.arrayLen(); err != nil {

@@ -228,7 +228,7 @@ func EncodeClaim(r *store.ClaimResult) *ClaimResult {
 	if r == nil {
 		return nil
 	}
-	out := &ClaimResult{Instances: r.Instances, NextRunAt: r.NextRunAt, Limited: r.Limited}
+	out := &ClaimResult{Instances: r.Instances, NextRunAt: r.NextRunAt, Limited: r.Limited, RetryAfter: r.RetryAfter}
 	for _, u := range r.Undecodable {
 		out.Undecodable = append(out.Undecodable, Undecodable{LeaseRef: u.LeaseRef, Err: encodeErr(u.Err)})
 	}

@@ -166,6 +166,8 @@ type ClaimResult struct {
 	Undecodable []Undecodable `json:",omitempty"`
 	// Limited is store.ClaimResult.Limited.
 	Limited bool `json:",omitempty"`
+	// RetryAfter is store.ClaimResult.RetryAfter.
+	RetryAfter time.Duration `json:",omitempty"`
 }
 
 // Event is store.Event on the wire.
@@ -194,7 +196,7 @@ func (r *ClaimResult) Store() *store.ClaimResult {
 	if r == nil {
 		return nil
 	}
-	out := &store.ClaimResult{Instances: r.Instances, NextRunAt: r.NextRunAt, Limited: r.Limited}
+	out := &store.ClaimResult{Instances: r.Instances, NextRunAt: r.NextRunAt, Limited: r.Limited, RetryAfter: r.RetryAfter}
 	for _, u := range r.Undecodable {
 		out.Undecodable = append(out.Undecodable, store.UndecodableRecord{LeaseRef: u.LeaseRef, Err: u.Err.decode()})
 	}

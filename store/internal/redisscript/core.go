@@ -642,18 +642,22 @@ func (c *Core) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimRes
 	args = append(args, us(p.Now), p.Owner, us(p.LeaseUntil), itoa(p.Limit), p.Queue, fmt.Sprintf("%020d", p.ClaimSeq), itoa(len(p.Kinds)))
 	args = append(args, p.Kinds...)
 	args = appendLimits(args, p.Limits)
+	args = appendRateLimits(args, p.RateLimits)
 	args = append(args, p.Labels...)
 	v, err := c.run(ctx, Claim, args...)
 	if err != nil {
 		return nil, err
 	}
 	a := asArray(v)
-	if len(a) != 3 && len(a) != 4 {
+	if len(a) < 3 || len(a) > 5 {
 		return nil, fmt.Errorf("%s: claim: malformed reply", c.name)
 	}
 	rows := asArray(a[0])
 	res := &store.ClaimResult{Instances: make([]*store.Instance, 0, len(rows)/3), NextRunAt: FromMicros(asInt(a[1]))}
-	res.Limited = len(a) == 4 && asInt(a[3]) == 1
+	res.Limited = len(a) >= 4 && asInt(a[3]) == 1
+	if len(a) == 5 {
+		res.RetryAfter = time.Duration(asInt(a[4])) * time.Microsecond
+	}
 	bad := map[string]bool{}
 	for _, b := range asArray(a[2]) {
 		bad[asString(b)] = true

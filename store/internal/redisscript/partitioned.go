@@ -374,6 +374,9 @@ func (p *Partitioned) Claim(ctx context.Context, cp *store.ClaimParams) (*store.
 	if len(cp.Limits) > 0 {
 		return nil, fmt.Errorf("%w: %s: concurrency limits are not enforced across the partitions of namespace %q (it has %d); use an unpartitioned namespace for limited work", store.ErrInvalid, p.name, p.ns, n)
 	}
+	if len(cp.RateLimits) > 0 {
+		return nil, fmt.Errorf("%w: %s: rate limits are not enforced across the partitions of namespace %q (it has %d); use an unpartitioned namespace for rate-limited work", store.ErrInvalid, p.name, p.ns, n)
+	}
 	var start int
 	if cp.ClaimSeq != 0 {
 		start = int(cp.ClaimSeq % uint64(n))
@@ -1241,6 +1244,21 @@ func (p *Partitioned) SubscribeCancels(ctx context.Context) (<-chan store.LeaseR
 // instances over the whole namespace, which no one script of one
 // partition can see).
 func (p *Partitioned) EnforcesConcurrencyLimits() bool { return len(p.parts) == 1 }
+
+// EnforcesRateLimits implements store.RateLimitEnforcer: only a namespace
+// of one partition enforces them (each partition's claim would keep a
+// limit's GCRA time of its own, and together let the rate start once in
+// each partition).
+func (p *Partitioned) EnforcesRateLimits() bool { return len(p.parts) == 1 }
+
+// DelayRateLimit implements store.RateLimitDelayer on a namespace of one
+// partition; on more it is refused, as their claims refuse rate limits.
+func (p *Partitioned) DelayRateLimit(ctx context.Context, l store.RateLimit, d time.Duration) error {
+	if n := len(p.parts); n != 1 {
+		return fmt.Errorf("%w: %s: rate limits are not enforced across the partitions of namespace %q (it has %d)", store.ErrInvalid, p.name, p.ns, n)
+	}
+	return p.parts[0].DelayRateLimit(ctx, l, d)
+}
 
 // PartitionOf returns the partition instance id lives in, and false when
 // no partition holds it.

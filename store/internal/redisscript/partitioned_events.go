@@ -11,8 +11,10 @@ import (
 )
 
 var (
-	_ store.Events          = (*Partitioned)(nil)
-	_ store.TriggerUpgrader = (*Partitioned)(nil)
+	_ store.Events            = (*Partitioned)(nil)
+	_ store.TriggerUpgrader   = (*Partitioned)(nil)
+	_ store.RateLimitEnforcer = (*Partitioned)(nil)
+	_ store.RateLimitDelayer  = (*Partitioned)(nil)
 )
 
 // A partitioned namespace's event cursor holds one cursor per partition:

@@ -5,8 +5,16 @@
 --       zeros: none; compared as strings, since a Lua number is exact only
 --       to 2^53), [8] how many kinds the claimer names (0: any kind), then
 --       those kinds, then how many concurrency limits (0: none), then
---       each as kind, queue, max ('' for any kind or queue), then the
---       claimer's labels.
+--       each as kind, queue, max ('' for any kind or queue), then how
+--       many rate limits, then each as kind, queue, interval (us),
+--       tolerance (us), then the claimer's labels.
+-- Rate limits (store.RateLimit, GCRA): rl (HASH kind \0 queue -> TAT, us
+-- of the server's TIME) holds each limit's theoretical arrival time. A
+-- lane's room under a rate limit is how many starts the limit allows at
+-- the server's time now; each start moves the TAT on by the interval, and
+-- those moved are written back at the end. A lane left out for a rate
+-- limit sets the fifth reply: how long (us) until the first such limit
+-- lets one start.
 -- Concurrency limits (store.ConcurrencyLimit): a limit counts the
 -- Processing instances it matches from cnt (count_move keeps it in the
 -- same step as every transition, so whatever moves an attempt out of
@@ -69,7 +77,16 @@ for i = 10 + nk, 9 + nk + 3 * nlim, 3 do
 		lims[#lims + 1] = {kind = lk, queue = lq, max = tonumber(ARGV[i + 2]), used = 0}
 	end
 end
-for i = 10 + nk + 3 * nlim, #ARGV do
+local rlims = {}
+local nrl = tonumber(ARGV[10 + nk + 3 * nlim] or '0') or 0
+local rl_first = 11 + nk + 3 * nlim
+for i = rl_first, rl_first - 1 + 4 * nrl, 4 do
+	local lk, lq = ARGV[i], ARGV[i + 1]
+	if lq == '' or lq == queue then
+		rlims[#rlims + 1] = {kind = lk, queue = lq, rate = true, iv = tonumber(ARGV[i + 2]), tol = tonumber(ARGV[i + 3]), field = lk .. '\0' .. lq, tat = 0}
+	end
+end
+for i = rl_first + 4 * nrl, #ARGV do
 	local l = ARGV[i]
 	mine[l] = true
 	local e = string.find(l, '=', 1, true)
@@ -402,6 +419,20 @@ if #lims > 0 and not paused then
 		end
 	end
 end
+-- The rate limits' TATs, on the server's clock.
+local rkey, rnow, rwait = PREFIX .. 'rl', 0, nil
+if #rlims > 0 and not paused then
+	local fs = {}
+	for j, l in ipairs(rlims) do
+		fs[j] = l.field
+		lims[#lims + 1] = l
+	end
+	local tm = redis.call('TIME')
+	rnow = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+	for j, v in ipairs(redis.call('HMGET', rkey, unpack(fs))) do
+		rlims[j].tat = tonumber(v) or 0
+	end
+end
 local kind_lims = {}
 -- lims_of returns the limits that match instances of kind.
 local function lims_of(kind)
@@ -424,15 +455,34 @@ local function room(m)
 	local kind = lane_parts(string.sub(m, is_set(m, slash) and slash + 2 or slash + 1))
 	local r = 1000000
 	for _, i in ipairs(lims_of(kind)) do
-		r = math.min(r, lims[i].max - lims[i].used)
+		local l = lims[i]
+		if l.rate then
+			local ahead = math.max(l.tat, rnow) - rnow
+			if ahead > l.tol then
+				r = 0
+				rwait = math.min(rwait or (ahead - l.tol), ahead - l.tol)
+			else
+				r = math.min(r, math.floor((l.tol - ahead) / l.iv) + 1)
+			end
+		elseif l.max - l.used <= 0 then
+			r = 0
+			limited = true
+		else
+			r = math.min(r, l.max - l.used)
+		end
 	end
-	return math.max(r, 0)
+	return r
 end
 -- took counts a claimed instance whose spec is raw.
 local function took(raw)
 	local _, kind = spec_qk(raw)
 	for _, i in ipairs(lims_of(kind or '')) do
-		lims[i].used = lims[i].used + 1
+		local l = lims[i]
+		if l.rate then
+			l.tat, l.moved = math.max(l.tat, rnow) + l.iv, true
+		else
+			l.used = l.used + 1
+		end
 	end
 end
 
@@ -457,9 +507,7 @@ while n < limit and li <= #levels do
 			local kept = {}
 			for _, m in ipairs(group) do
 				local r = room(m)
-				if r == 0 then
-					limited = true
-				else
+				if r > 0 then
 					kept[#kept + 1] = m
 					want = math.min(want, r)
 				end
@@ -530,6 +578,15 @@ while n < limit and li <= #levels do
 	end
 end
 
+local rset = {}
+for _, l in ipairs(lims) do
+	if l.moved then
+		rset[#rset + 1] = l.field
+		rset[#rset + 1] = num(l.tat)
+	end
+end
+chunked('HSET', rkey, rset)
+
 local out = triples(claimed, commit(now, owner, owner, until_))
 
 if cseq ~= '' then
@@ -547,4 +604,4 @@ if n < limit and not paused then
 		next = tonumber(head[2])
 	end
 end
-return {out, next, corrupt, limited and 1 or 0}
+return {out, next, corrupt, limited and 1 or 0, rwait or 0}
