@@ -776,25 +776,15 @@ func (p *Partitioned) LookupInstances(ctx context.Context, q *store.Query) ([]*s
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	parts := make([][]*store.Instance, len(p.parts))
-	err := p.each(func(i int, c *Core) error {
-		var err error
-		parts[i], err = c.LookupInstances(ctx, q)
-		for _, in := range parts[i] {
+	return lookupMerged(p, q.Limit, func(i int, c *Core) ([]*store.Instance, error) {
+		found, err := c.LookupInstances(ctx, q)
+		for _, in := range found {
 			p.where.put(in.ID, i)
 		}
-		return err
-	})
-	if err != nil && !errors.Is(err, store.ErrCorrupt) {
-		return nil, err
-	}
-	all := merge(parts, func(a, b *store.Instance) int {
+		return found, err
+	}, func(a, b *store.Instance) int {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.Seq, a.Seq))
 	})
-	if q.Limit > 0 && len(all) > q.Limit {
-		all = all[:q.Limit]
-	}
-	return all, err
 }
 
 // merge merges lists, each in before's order, into one: a k-way merge
@@ -820,18 +810,24 @@ func merge[T any](lists [][]T, before func(a, b T) int) []T {
 	return out
 }
 
-// gatherLists runs look in every partition and returns each one's answer.
-func gatherLists[T any](p *Partitioned, look func(c *Core) ([]T, error)) ([][]T, error) {
-	found := make([][]T, len(p.parts))
+// lookupMerged runs look in every partition and merges the answers, each
+// in before's order, into one cut at limit (0: no limit). A partition's
+// ErrCorrupt is returned with the others' answers.
+func lookupMerged[T any](p *Partitioned, limit int, look func(i int, c *Core) ([]T, error), before func(a, b T) int) ([]T, error) {
+	lists := make([][]T, len(p.parts))
 	err := p.each(func(i int, c *Core) error {
 		var err error
-		found[i], err = look(c)
+		lists[i], err = look(i, c)
 		return err
 	})
 	if err != nil && !errors.Is(err, store.ErrCorrupt) {
 		return nil, err
 	}
-	return found, err
+	all := merge(lists, before)
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+	}
+	return all, err
 }
 
 // LookupHistory implements store.History: every partition's answer,
@@ -841,15 +837,8 @@ func (p *Partitioned) LookupHistory(ctx context.Context, q *store.Query) ([]*sto
 	if len(p.parts) == 1 {
 		return p.parts[0].LookupHistory(ctx, q)
 	}
-	lists, err := gatherLists(p, func(c *Core) ([]*store.HistoryRecord, error) { return c.LookupHistory(ctx, q) })
-	if lists == nil {
-		return nil, err
-	}
-	all := merge(lists, func(a, b *store.HistoryRecord) int { return a.Time.Compare(b.Time) })
-	if q.Limit > 0 && len(all) > q.Limit {
-		all = all[:q.Limit]
-	}
-	return all, err
+	return lookupMerged(p, q.Limit, func(_ int, c *Core) ([]*store.HistoryRecord, error) { return c.LookupHistory(ctx, q) },
+		func(a, b *store.HistoryRecord) int { return a.Time.Compare(b.Time) })
 }
 
 // LookupLogs implements store.Logs: every partition's answer, merged
@@ -859,15 +848,8 @@ func (p *Partitioned) LookupLogs(ctx context.Context, q *store.Query) ([]*store.
 	if len(p.parts) == 1 {
 		return p.parts[0].LookupLogs(ctx, q)
 	}
-	lists, err := gatherLists(p, func(c *Core) ([]*store.LogRecord, error) { return c.LookupLogs(ctx, q) })
-	if lists == nil {
-		return nil, err
-	}
-	all := merge(lists, func(a, b *store.LogRecord) int { return a.Time.Compare(b.Time) })
-	if q.Limit > 0 && len(all) > q.Limit {
-		all = all[:q.Limit]
-	}
-	return all, err
+	return lookupMerged(p, q.Limit, func(_ int, c *Core) ([]*store.LogRecord, error) { return c.LookupLogs(ctx, q) },
+		func(a, b *store.LogRecord) int { return a.Time.Compare(b.Time) })
 }
 
 // PageInstances implements store.Inspector over the merged lookup.
