@@ -52,10 +52,15 @@ cleanup() {
 trap cleanup EXIT
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# The servers' ports come from below the kernel's range of ephemeral
+# ports, where no outgoing connection can hold one between the check and
+# the server's bind (a fresh-clone run lost PostgreSQL's port that way).
+ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+((ephemeral_low > 21024)) || ephemeral_low=32768
 free_port() {
 	local p
 	while :; do
-		p=$((20000 + RANDOM % 40000))
+		p=$((20000 + RANDOM % (ephemeral_low - 20000)))
 		if port_free "$p"; then
 			echo "$p"
 			return
