@@ -99,6 +99,11 @@ func (c *Core) UpgradeTriggers(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%s: upgrade triggers: %w", c.name, err)
 	}
 	names := asArray(v)
+	if len(names) == 0 {
+		// Moved meanwhile by another node (or this one's scheduler),
+		// between HLEN and HKEYS: an HMGET of no field is an error.
+		return 0, nil
+	}
 	args := []string{"HMGET", k[0]}
 	for _, n := range names {
 		args = append(args, asString(n))
