@@ -160,6 +160,9 @@ func (s *Store) Delete(ctx context.Context, p *store.DeleteParams) ([]store.Admi
 		if err := s.dropIndexed(ctx, done); err != nil {
 			return nil, s.wrap("delete", ctx, err)
 		}
+		if err := s.dropEndedClaimRecords(ctx, done); err != nil {
+			return nil, s.wrap("delete", ctx, err)
+		}
 	}
 	repeatResults(res, first, func(id string) error {
 		return fmt.Errorf("etcdstore: delete %s: it was deleted by this call already: %w", id, store.ErrNotFound)
@@ -204,14 +207,6 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 			last.del(s.k.ready(d))
 		case d.State.Final():
 			last.del(s.k.legacyFinished(d, id))
-		case d.State == store.Processing && d.Owner != "":
-			cks, err := s.endedClaimRecords(ctx, d)
-			if err != nil {
-				return nil, 0, nil, err
-			}
-			for _, ck := range cks {
-				last.del(ck)
-			}
 		}
 		if d.UniqueKey != "" {
 			ug, err := s.uniqueDelete(ctx, d.UniqueKey, id)
@@ -230,45 +225,64 @@ func (s *Store) deleteGroups(ctx context.Context, id string) ([]*group, store.St
 	return append(gs, last), state, d, nil
 }
 
-// endedClaimRecords returns the claim records of d's owner that list d's
-// attempt and no other attempt still running under them: deleting d ends
-// them.
-func (s *Store) endedClaimRecords(ctx context.Context, d *dynRec) ([]string, error) {
-	resp, err := s.cli.Get(ctx, s.k.claimRecOwner(d.Owner), clientv3.WithPrefix())
-	if err != nil {
-		return nil, err
+// dropEndedClaimRecords deletes the claim records that list an attempt
+// of ds (instances Delete removed while they were Processing) and no
+// attempt still running: Delete ended them. It runs after the instances
+// are gone, reading each owner's records once and all their members in
+// one batched read, so deleting n instances of one claim costs O(n), not
+// a read of the whole claim per instance. A record a rescuer rewrote
+// meanwhile is left to it (the delete is guarded on the revision read);
+// one left behind by a failed call lists only ended attempts, which the
+// next rescue pass deletes.
+func (s *Store) dropEndedClaimRecords(ctx context.Context, ds []*dynRec) error {
+	deleted := map[string][]string{} // owner -> ids deleted while running under it
+	for _, d := range ds {
+		if d != nil && d.State == store.Processing && d.Owner != "" {
+			deleted[d.Owner] = append(deleted[d.Owner], d.ID)
+		}
 	}
-	var out []string
-	for _, kv := range resp.Kvs {
-		var r claimRec
-		if decode(string(kv.Key), kv.Value, &r) != nil || len(r.IDs) != len(r.Attempts) {
-			continue
-		}
-		if !slices.Contains(r.IDs, d.ID) {
-			continue
-		}
-		var others []string
-		var attempts []int
-		for i, id := range r.IDs {
-			if id != d.ID {
-				others, attempts = append(others, id), append(attempts, r.Attempts[i])
-			}
-		}
-		ds, _, _, err := s.readDyn(ctx, others)
+	var recs []claimRecAt
+	for owner, ids := range deleted {
+		resp, err := s.cli.Get(ctx, s.k.claimRecOwner(owner), clientv3.WithPrefix())
 		if err != nil {
-			return nil, err
+			return err
 		}
-		running := false
-		for i, o := range ds {
-			if o != nil && o.State == store.Processing && o.Owner == d.Owner && o.Attempt == attempts[i] {
-				running = true
+		for _, kv := range resp.Kvs {
+			var r claimRec
+			if decode(string(kv.Key), kv.Value, &r) != nil || len(r.IDs) != len(r.Attempts) {
+				continue
 			}
+			if slices.ContainsFunc(r.IDs, func(id string) bool { return slices.Contains(ids, id) }) {
+				recs = append(recs, claimRecAt{key: string(kv.Key), owner: owner, rec: r, rev: kv.ModRevision})
+			}
+		}
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.rec.IDs...)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	members, _, _, err := s.readDyn(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var gs []*group
+	for _, r := range recs {
+		running := false
+		for i, at := range r.rec.Attempts {
+			o := members[0]
+			members = members[1:]
+			running = running || o != nil && o.State == store.Processing && o.Owner == r.owner && o.Attempt == at && o.ID == r.rec.IDs[i]
 		}
 		if !running {
-			out = append(out, string(kv.Key))
+			g := &group{guards: []guard{{r.key, r.rev}}}
+			g.del(r.key)
+			gs = append(gs, g)
 		}
 	}
-	return out, nil
+	return s.commit(ctx, gs)
 }
 
 // logDeletes returns the groups that delete the time and kind index
