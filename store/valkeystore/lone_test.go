@@ -3,6 +3,7 @@ package valkeystore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"syscall"
@@ -121,6 +122,14 @@ func TestLoneCallsSkipThePipelinedConnection(t *testing.T) {
 // A call whose ctx can be canceled but has no deadline still returns when
 // the ctx is canceled on a frozen server: valkey-go watches such a ctx
 // only on its pipelined connection, so the store sends it there.
+//
+// valkey-go spreads commands at random over its pipelined connections (2
+// on 2 CPUs) and dials each at its first use, and the dial's handshake
+// waits for the server up to the client's Dialer.Timeout (5 s) whatever
+// the ctx: a call that met a connection not dialed yet took 5 s (the CI
+// run at da45024; 1 run in 4 here). So every connection is used before
+// the server is frozen: the documented wait on a dial is
+// TestDeadlineBoundsTheFirstDialWhileFrozen's.
 func TestCanceledCallReturnsWhileFrozen(t *testing.T) {
 	t.Parallel()
 	p := testserver.StartRedis(t)
@@ -130,8 +139,10 @@ func TestCanceledCallReturnsWhileFrozen(t *testing.T) {
 	in := func(id string) *store.Instance {
 		return &store.Instance{ID: id, Kind: "k", Queue: "q", RunAt: t0, CreatedAt: t0}
 	}
-	if _, err := s.Enqueue(t.Context(), &store.EnqueueParams{Instances: []*store.Instance{in("warm")}, Now: t0, Node: "n"}); err != nil {
-		t.Fatal(err)
+	for i := range 64 { // each of the client's connections, but for 1 chance in 2^63
+		if _, err := s.Enqueue(t.Context(), &store.EnqueueParams{Instances: []*store.Instance{in(fmt.Sprintf("warm-%d", i))}, Now: t0, Node: "n"}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := syscall.Kill(p.PID(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -156,5 +167,34 @@ func TestCanceledCallReturnsWhileFrozen(t *testing.T) {
 	}
 	if took > 3*time.Second {
 		t.Fatalf("Enqueue whose ctx was canceled after 300ms on a frozen server returned after %v", took)
+	}
+}
+
+// A call with a deadline returns by it on a frozen server even when it is
+// the first to use a connection valkey-go dials then (its handshake waits
+// up to the client's Dialer.Timeout, 5 s, for a ctx without a deadline):
+// the store's doc advises a deadline for that reason.
+func TestDeadlineBoundsTheFirstDialWhileFrozen(t *testing.T) {
+	t.Parallel()
+	p := testserver.StartRedis(t)
+	c := newClient(t, p.Addr) // dials one connection; the others at first use
+	s := newStore(t, c, "frozen_dial")
+	t0 := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	if err := syscall.Kill(p.PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(p.PID(), syscall.SIGCONT) })
+	for i := range 8 { // 8 calls: each connection is met, the undialed ones too
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		start := time.Now()
+		_, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: []*store.Instance{{ID: fmt.Sprintf("d-%d", i), Kind: "k", Queue: "q", RunAt: t0, CreatedAt: t0}}, Now: t0, Node: "n"})
+		took := time.Since(start)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Enqueue %d on a frozen server with a 300ms deadline: %v, want context.DeadlineExceeded", i, err)
+		}
+		if took > 3*time.Second {
+			t.Fatalf("Enqueue %d with a 300ms deadline on a frozen server returned after %v", i, took)
+		}
 	}
 }

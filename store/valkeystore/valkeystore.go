@@ -49,7 +49,13 @@
 // a ctx ends; so does a lone call after a second without one on the
 // dedicated path (the pool is first checked with a PING in the
 // background, so that no call waits for a dial). On a cluster client
-// every call takes the pipelined connections.
+// every call takes the pipelined connections. valkey-go dials each of
+// its pipelined connections (2 on 2 CPUs, see ClientOption.
+// PipelineMultiplex) at its first use and again after it broke, and that
+// dial's handshake waits for the server up to the client's
+// Dialer.Timeout (5 s by default) whatever the ctx, unless the ctx has an
+// earlier deadline: give calls a deadline to bound them on a server that
+// stopped answering.
 //
 // The client belongs to the caller: the store never closes it. New does
 // no I/O. valkey.NewClient, though, dials at once and fails when the

@@ -91,24 +91,41 @@ func (c *Core) ListNodes(ctx context.Context, p *store.ListNodesParams) ([]*stor
 
 // RescueNodes implements store.Nodes.
 func (c *Core) RescueNodes(ctx context.Context, p *store.RescueNodesParams) (*store.RescueNodesResult, error) {
+	res, _, err := c.rescueNodes(ctx, p, false, nil)
+	return res, err
+}
+
+// rescueNodes runs nodes_rescue. Following, the registry here does not
+// judge liveness: the nodes in dead (another registry's verdict) are
+// declared dead, and the nodes stale here but not in dead are returned as
+// candidates.
+func (c *Core) rescueNodes(ctx context.Context, p *store.RescueNodesParams, follow bool, dead []string) (*store.RescueNodesResult, []string, error) {
 	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: rescue nodes: %w", c.name, err)
+		return nil, nil, fmt.Errorf("%s: rescue nodes: %w", c.name, err)
 	}
-	v, err := c.run(ctx, NodesRescue, us(p.Now), p.Node, strconv.FormatInt(p.DeadAfter.Microseconds(), 10), itoa(p.Limit))
+	args := []string{us(p.Now), p.Node, strconv.FormatInt(p.DeadAfter.Microseconds(), 10), itoa(p.Limit)}
+	if follow {
+		args = append(append(args, "1"), dead...)
+	}
+	v, err := c.run(ctx, NodesRescue, args...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	a := asArray(v)
-	if len(a) != 2 {
-		return nil, fmt.Errorf("%s: rescue nodes: unexpected reply %v", c.name, v)
+	if len(a) != 3 {
+		return nil, nil, fmt.Errorf("%s: rescue nodes: unexpected reply %v", c.name, v)
 	}
 	res := &store.RescueNodesResult{}
 	for _, d := range asArray(a[0]) {
 		res.Dead = append(res.Dead, asString(d))
 	}
 	sort.Strings(res.Dead)
+	var candidates []string
+	for _, d := range asArray(a[2]) {
+		candidates = append(candidates, asString(d))
+	}
 	res.Rescued, err = c.decodeTriples(a[1])
-	return res, err
+	return res, candidates, err
 }
 
 // asFloat reads a number reply that may come as a string (a sorted-set

@@ -1081,9 +1081,15 @@ func (p *Partitioned) ListNodes(ctx context.Context, lp *store.ListNodesParams) 
 }
 
 // RescueNodes implements store.Nodes in every partition, partition 0
-// first: it alone names the nodes declared dead (each partition keeps
-// its own record of the nodes, from the heartbeats every partition
-// receives), so a node is declared dead once however many call at once.
+// first. Partition 0's registry alone judges liveness (each partition
+// keeps a registry of its own, from the heartbeats every partition
+// receives, but their clocks and the heartbeats' arrival differ), so a
+// node is declared dead once however many call at once, and no partition
+// rescues the attempts of a node partition 0 holds alive. The other
+// partitions follow: they declare dead the nodes partition 0 declared in
+// this call, and name the nodes stale in their own registry; those
+// partition 0 lists dead (declared by an earlier call that did not reach
+// every partition: it failed, or ran out of Limit) are declared there too.
 // Limit bounds the attempts of the whole call.
 func (p *Partitioned) RescueNodes(ctx context.Context, rp *store.RescueNodesParams) (*store.RescueNodesResult, error) {
 	if len(p.parts) == 1 || rp == nil {
@@ -1093,17 +1099,51 @@ func (p *Partitioned) RescueNodes(ctx context.Context, rp *store.RescueNodesPara
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range p.parts[1:] {
+	stale := map[int][]string{} // partition -> nodes stale there, not declared
+	follow := func(i int, dead []string) error {
 		sub := *rp
 		sub.Limit = rp.Limit - len(out.Rescued)
 		if sub.Limit <= 0 {
-			break
+			return nil
 		}
-		r, err := c.RescueNodes(ctx, &sub)
+		r, candidates, err := p.parts[i].rescueNodes(ctx, &sub, true, dead)
 		if err != nil {
-			return out, err
+			return err
 		}
 		out.Rescued = append(out.Rescued, r.Rescued...)
+		if len(candidates) > 0 {
+			stale[i] = candidates
+		}
+		return nil
+	}
+	for i := 1; i < len(p.parts); i++ {
+		if err := follow(i, out.Dead); err != nil {
+			return out, err
+		}
+	}
+	if len(stale) == 0 {
+		return out, nil
+	}
+	nodes, err := p.parts[0].ListNodes(ctx, &store.ListNodesParams{Now: rp.Now, DeadAfter: rp.DeadAfter})
+	if err != nil {
+		return out, err
+	}
+	dead := map[string]bool{}
+	for _, n := range nodes {
+		dead[n.ID] = n.Status == store.NodeDead
+	}
+	for i := 1; i < len(p.parts); i++ {
+		var held []string
+		for _, id := range stale[i] {
+			if dead[id] {
+				held = append(held, id)
+			}
+		}
+		if len(held) > 0 {
+			if err := follow(i, held); err != nil {
+				return out, err
+			}
+		}
 	}
 	return out, nil
 }

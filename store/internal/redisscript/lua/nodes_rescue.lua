@@ -2,7 +2,9 @@
 -- rescue their running attempts.
 -- KEYS: the namespace keys (lib.lua).
 -- ARGV: [1] prefix, [2] now (us, the caller's clock, for history),
---       [3] rescuer node ID, [4] dead threshold (us), [5] limit.
+--       [3] rescuer node ID, [4] dead threshold (us), [5] limit,
+--       [6] '1' to follow another registry's verdict (below), then
+--       [7...] the node IDs it declared dead.
 -- Keys built from the prefix (in KEYS[1]'s slot): the registry's (see
 -- nodes_heartbeat.lua) and no:<owner> (lib.lua).
 -- A live node other than the rescuer whose last heartbeat is older than
@@ -20,9 +22,17 @@
 -- names the dead node. Popped IDs no longer Processing under that owner
 -- are dropped. One script run does all of it, so each node is declared
 -- once and each attempt moved once, whatever the number of rescuers.
--- Returns {dead, moved}: the IDs of the nodes declared dead by this run,
--- and a flat list id1, spec1, state1, ... of the moved instances. PUBLISHes
--- on the channels of queues it refilled.
+-- Following (a partition of a partitioned namespace other than the first,
+-- whose registry alone judges liveness, so a node is declared dead once
+-- and everywhere by the same verdict): the nodes in ARGV[7...] are
+-- declared dead here, live or not in this registry, and no other; the
+-- nodes stale here but not listed are returned as candidates for the
+-- caller to check against the judging registry (a verdict it gave in an
+-- earlier call whose following failed or ran out of limit).
+-- Returns {dead, moved, candidates}: the IDs of the nodes declared dead by
+-- this run, a flat list id1, spec1, state1, ... of the moved instances,
+-- and the candidates (following only). PUBLISHes on the channels of
+-- queues it refilled.
 local now, node, dead_after, limit = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local tm = redis.call('TIME')
 local snow = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
@@ -33,19 +43,36 @@ local mine = redis.call('ZSCORE', K_NLIVE, node)
 if mine and tonumber(mine) < ref then
 	ref = tonumber(mine)
 end
-local dead = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_NLIVE, '-inf', '(' .. num(ref - dead_after))) do
-	if id ~= node then
-		redis.call('ZREM', K_NLIVE, id)
-		redis.call('ZADD', K_NGONE, snow, id)
-		redis.call('HSET', K_NSTAT, id, 'd')
-		local src, dst = PREFIX .. 'no:' .. id, PREFIX .. 'nd:' .. id
-		if redis.call('EXISTS', src) == 1 then
-			redis.call('SUNIONSTORE', dst, dst, src)
-			redis.call('DEL', src)
-			redis.call('SADD', K_NDEAD, id)
+local dead, candidates = {}, {}
+local function declare(id)
+	redis.call('ZREM', K_NLIVE, id)
+	redis.call('ZADD', K_NGONE, snow, id)
+	redis.call('HSET', K_NSTAT, id, 'd')
+	local src, dst = PREFIX .. 'no:' .. id, PREFIX .. 'nd:' .. id
+	if redis.call('EXISTS', src) == 1 then
+		redis.call('SUNIONSTORE', dst, dst, src)
+		redis.call('DEL', src)
+		redis.call('SADD', K_NDEAD, id)
+	end
+	dead[#dead + 1] = id
+end
+local follow = ARGV[6] == '1'
+local listed = {}
+if follow then
+	for i = 7, #ARGV do
+		listed[ARGV[i]] = true
+		if redis.call('HGET', K_NSTAT, ARGV[i]) ~= 'd' then
+			declare(ARGV[i])
 		end
-		dead[#dead + 1] = id
+	end
+end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_NLIVE, '-inf', '(' .. num(ref - dead_after))) do
+	if id ~= node and not listed[id] then
+		if follow then
+			candidates[#candidates + 1] = id
+		else
+			declare(id)
+		end
 	end
 end
 
@@ -77,4 +104,4 @@ for _, owner in ipairs(redis.call('SMEMBERS', K_NDEAD)) do
 		redis.call('SREM', K_NDEAD, owner)
 	end
 end
-return {dead, triples(moved, commit(now, node))}
+return {dead, triples(moved, commit(now, node)), candidates}
