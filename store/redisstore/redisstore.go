@@ -150,6 +150,12 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore.New: %w", err)
 	}
+	if err := core.SetReplicaAcks(o); err != nil {
+		return nil, fmt.Errorf("redisstore.New: %w", err)
+	}
+	if _, ring := client.(*redis.Ring); ring && o.ReplicaAcks > 0 {
+		return nil, fmt.Errorf("%w: redisstore.New: WithReplicaAcks on a Ring, whose shards have no replicas it can wait for; use a plain or cluster client", store.ErrInvalid)
+	}
 	return &Store{Core: core, client: client}, nil
 }
 
@@ -282,6 +288,20 @@ func (r *runner) Unapplied(err error) bool {
 // go-redis hook that prints the command sees these arguments (binary
 // record encodings, mostly) as pointers.
 func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []string) (any, error) {
+	cmd := r.fcallCmd(ctx, fn, ro, keys, args)
+	_ = r.c.Process(ctx, cmd)
+	v, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		reloadOnConnectionError(r.c, err)
+	}
+	return normalize(v), err
+}
+
+// fcallCmd builds FCALL (FCALL_RO when ro) of fn; see FCall.
+func (r *runner) fcallCmd(ctx context.Context, fn string, ro bool, keys, args []string) *redis.Cmd {
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	// A constant in an interface value is not a heap copy.
 	if ro {
@@ -298,15 +318,7 @@ func (r *runner) FCall(ctx context.Context, fn string, ro bool, keys, args []str
 	if len(keys) > 0 {
 		cmd.SetFirstKeyPos(3) // cluster routing, as FCall sets it
 	}
-	_ = r.c.Process(ctx, cmd)
-	v, err := cmd.Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil {
-		reloadOnConnectionError(r.c, err)
-	}
-	return normalize(v), err
+	return cmd
 }
 
 // FunctionLoad implements redisscript.FunctionClient: on every primary of

@@ -125,6 +125,9 @@ func New(client valkey.Client, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("valkeystore.New: %w", err)
 	}
+	if err := core.SetReplicaAcks(o); err != nil {
+		return nil, fmt.Errorf("valkeystore.New: %w", err)
+	}
 	return &Store{Core: core}, nil
 }
 

@@ -38,6 +38,8 @@ type Core struct {
 	name string // the plugin's name for error messages
 	// order keeps the sorted order keys of big seconds (lookup_order.go).
 	order orderCache
+	// acks: the enqueues wait for replicas (WithReplicaAcks, replicas.go).
+	acks replicaAcks
 }
 
 // NewCore returns a Core for namespace ns. name prefixes error messages
@@ -74,16 +76,24 @@ func (c *Core) runAll(ctx context.Context, s *Script, all []string) (any, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if c.acks.n > 0 && (s == Enqueue || s == EnqueueOne) {
+		return c.runAcked(ctx, s, all)
+	}
 	v, err := c.r.Run(ctx, s, c.keys.For(s), all)
 	if err != nil {
-		werr := c.runError(ctx, s, err)
-		if (s == Enqueue || s == EnqueueOne) && !c.unapplied(err) {
-			// Sent, and no answer: the script may have run (issue 39).
-			werr = store.OutcomeUnknown(werr)
-		}
-		return nil, werr
+		return nil, c.failed(ctx, s, err)
 	}
 	return v, nil
+}
+
+// failed is the error of a Run of s that failed with err: an enqueue
+// sent and not answered may have run (issue 39).
+func (c *Core) failed(ctx context.Context, s *Script, err error) error {
+	werr := c.runError(ctx, s, err)
+	if (s == Enqueue || s == EnqueueOne) && !c.unapplied(err) {
+		werr = store.OutcomeUnknown(werr)
+	}
+	return werr
 }
 
 // runError is the error of a Run of s that failed with err.

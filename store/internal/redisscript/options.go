@@ -1,6 +1,10 @@
 package redisscript
 
-import "github.com/jobkit/job/store"
+import (
+	"time"
+
+	"github.com/jobkit/job/store"
+)
 
 // Option configures a Redis-protocol store; redisstore and valkeystore
 // export it under their own names, so both plugins take the same options.
@@ -13,6 +17,9 @@ type Options struct {
 	// PartitionKey places the instances of a partitioned namespace (see
 	// WithPartitionKey); nil for the default placement.
 	PartitionKey func(*store.Instance) string
+	// ReplicaAcks and ReplicaAckTimeout: see WithReplicaAcks.
+	ReplicaAcks       int
+	ReplicaAckTimeout time.Duration
 }
 
 // WithNamespace keeps the store's data under keys "jobkit:{ns}:...", apart

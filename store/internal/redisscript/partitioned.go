@@ -116,6 +116,7 @@ func Partition(ctx context.Context, core *Core, n int, opts ...Option) (*Partiti
 		if err != nil {
 			return nil, err
 		}
+		c.acks = core.acks
 		p.parts[i] = c
 	}
 	return p, nil
