@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -310,22 +311,73 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 	if err != nil {
 		return nil, job.Permanent(err)
 	}
-	var body []byte
+	body, err := t.renderBody(x, data, args)
+	if err != nil {
+		return nil, err
+	}
+	h, err := t.header(x, data, body)
+	if err != nil {
+		return nil, err
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, x.timeout)
+	defer cancel()
+	// The request parses the rendered URL once; the guard checks that
+	// parse, which is what the transport dials.
+	req, err := http.NewRequestWithContext(rctx, x.method, strings.TrimSpace(rawURL), bytes.NewReader(body))
+	if err != nil {
+		return nil, job.Permanent(fmt.Errorf("%w: the url template rendered %q, not a URL: %v", guard.ErrForbidden, rawURL, err))
+	}
+	u := req.URL
+	if err := t.opts.Guard.CheckURL(u); err != nil {
+		return nil, job.Permanent(err)
+	}
+	req.Header = h
+	start := time.Now()
+	resp, err := t.client.Do(req)
+	took := time.Since(start).Round(time.Millisecond)
+	if err != nil {
+		return nil, sendError(ctx, rctx, x, inst, u, took, err)
+	}
+	defer resp.Body.Close()
+	var (
+		rb        []byte
+		truncated bool
+		rerr      error
+	)
+	if resp.ContentLength != 0 && x.method != http.MethodHead {
+		rb, truncated, rerr = guard.ReadLimited(resp.Body, x.maxResp)
+	}
+	if rerr != nil && ctx.Err() != nil {
+		return nil, rerr
+	}
+	inst.Infof("webhook %s %s → %d in %v; response %s", x.method, u.Redacted(), resp.StatusCode, took, excerpt(rb, truncated))
+	return verdict(x, inst, u, resp, rb, truncated)
+}
+
+// renderBody is the request's body: the config's body template rendered,
+// or else the default JSON body; either at most MaxBodyBytes.
+func (t *Type) renderBody(x *compiled, data *tmpl.Data, args []json.RawMessage) ([]byte, error) {
 	if x.body != nil {
 		s, err := tmpl.Render(x.body, data, t.opts.MaxBodyBytes)
 		if err != nil {
 			return nil, job.Permanent(fmt.Errorf("%w (the body limit is %d bytes)", err, t.opts.MaxBodyBytes))
 		}
-		body = []byte(s)
-	} else {
-		if args == nil {
-			args = []json.RawMessage{}
-		}
-		body, _ = json.Marshal(defaultBody{ID: data.ID, Kind: data.Kind, Attempt: data.Attempt, Args: args})
-		if len(body) > t.opts.MaxBodyBytes {
-			return nil, job.Permanent(fmt.Errorf("%w: request body of %d bytes; the limit is %d", guard.ErrTooLarge, len(body), t.opts.MaxBodyBytes))
-		}
+		return []byte(s), nil
 	}
+	if args == nil {
+		args = []json.RawMessage{}
+	}
+	body, _ := json.Marshal(defaultBody{ID: data.ID, Kind: data.Kind, Attempt: data.Attempt, Args: args})
+	if len(body) > t.opts.MaxBodyBytes {
+		return nil, job.Permanent(fmt.Errorf("%w: request body of %d bytes; the limit is %d", guard.ErrTooLarge, len(body), t.opts.MaxBodyBytes))
+	}
+	return body, nil
+}
+
+// header is the request's header: the config's headers, the jobkit ones
+// and, with a secret_ref, the signature of body.
+func (t *Type) header(x *compiled, data *tmpl.Data, body []byte) (http.Header, error) {
 	// Header values are set under their canonical names directly (no
 	// re-canonicalising per request): static ones as compiled, templated
 	// ones rendered and checked for CR/LF here.
@@ -359,50 +411,30 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 		}
 		t.signer(x.cfg.SecretRef, secret).SignHeader(h, t.opts.Now(), body)
 	}
+	return h, nil
+}
 
-	rctx, cancel := context.WithTimeout(ctx, x.timeout)
-	defer cancel()
-	// The request parses the rendered URL once; the guard checks that
-	// parse, which is what the transport dials.
-	req, err := http.NewRequestWithContext(rctx, x.method, strings.TrimSpace(rawURL), bytes.NewReader(body))
-	if err != nil {
-		return nil, job.Permanent(fmt.Errorf("%w: the url template rendered %q, not a URL: %v", guard.ErrForbidden, rawURL, err))
+// sendError is the attempt's error when the request got no response: a
+// refused address fails it permanently, the attempt's own end is left to
+// the engine, the config's timeout and any other failure are retried.
+func sendError(ctx, rctx context.Context, x *compiled, inst job.Instance, u *url.URL, took time.Duration, err error) error {
+	switch {
+	case errors.Is(err, guard.ErrForbidden):
+		inst.Errorf("webhook %s %s refused: %v", x.method, u.Redacted(), err)
+		return job.Permanent(err)
+	case ctx.Err() != nil:
+		return err // the attempt's own timeout or cancel: the engine decides
+	case rctx.Err() != nil:
+		inst.Warnf("webhook %s %s: no response within %v", x.method, u.Redacted(), x.timeout)
+		return fmt.Errorf("webhook %s %s: no response within the config's timeout %v", x.method, u.Redacted(), x.timeout)
 	}
-	u := req.URL
-	if err := t.opts.Guard.CheckURL(u); err != nil {
-		return nil, job.Permanent(err)
-	}
-	req.Header = h
-	start := time.Now()
-	resp, err := t.client.Do(req)
-	took := time.Since(start).Round(time.Millisecond)
-	if err != nil {
-		switch {
-		case errors.Is(err, guard.ErrForbidden):
-			inst.Errorf("webhook %s %s refused: %v", x.method, u.Redacted(), err)
-			return nil, job.Permanent(err)
-		case ctx.Err() != nil:
-			return nil, err // the attempt's own timeout or cancel: the engine decides
-		case rctx.Err() != nil:
-			inst.Warnf("webhook %s %s: no response within %v", x.method, u.Redacted(), x.timeout)
-			return nil, fmt.Errorf("webhook %s %s: no response within the config's timeout %v", x.method, u.Redacted(), x.timeout)
-		}
-		inst.Warnf("webhook %s %s failed after %v: %v", x.method, u.Redacted(), took, err)
-		return nil, fmt.Errorf("webhook %s %s: %w", x.method, u.Redacted(), err)
-	}
-	defer resp.Body.Close()
-	var (
-		rb        []byte
-		truncated bool
-		rerr      error
-	)
-	if resp.ContentLength != 0 && x.method != http.MethodHead {
-		rb, truncated, rerr = guard.ReadLimited(resp.Body, x.maxResp)
-	}
-	if rerr != nil && ctx.Err() != nil {
-		return nil, rerr
-	}
-	inst.Infof("webhook %s %s → %d in %v; response %s", x.method, u.Redacted(), resp.StatusCode, took, excerpt(rb, truncated))
+	inst.Warnf("webhook %s %s failed after %v: %v", x.method, u.Redacted(), took, err)
+	return fmt.Errorf("webhook %s %s: %w", x.method, u.Redacted(), err)
+}
+
+// verdict turns a response into the attempt's result (2xx), a retried
+// error (429 and 5xx, after Retry-After when given) or a permanent one.
+func verdict(x *compiled, inst job.Instance, u *url.URL, resp *http.Response, rb []byte, truncated bool) (any, error) {
 	res := &Result{Status: resp.StatusCode, Headers: make(map[string]string, len(resp.Header)), Body: toText(rb), Truncated: truncated}
 	for k, v := range resp.Header {
 		if len(v) > 0 && !strings.EqualFold(k, "Set-Cookie") {
