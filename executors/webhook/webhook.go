@@ -164,66 +164,16 @@ func compile(c *Config, secret func(string) (string, error)) (*compiled, error) 
 	default:
 		return nil, fmt.Errorf("%w: method %q; want GET, POST, PUT, PATCH, DELETE or HEAD", ErrConfig, c.Method)
 	}
-	if c.URL == "" {
-		return nil, fmt.Errorf("%w: no url; set \"url\" to the endpoint (a template)", ErrConfig)
-	}
-	var err error
-	noSecret := template.FuncMap{"secret": func(string) (string, error) {
-		return "", errors.New("secret is allowed only in header values")
-	}}
-	if x.url, err = tmpl.Parse("url", c.URL, noSecret); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-	}
-	if templateCalls(c.URL, "secret") {
-		return nil, fmt.Errorf("%w: url calls secret; secrets go in header values only (URLs are logged)", ErrConfig)
-	}
-	if c.Body != nil {
-		if templateCalls(*c.Body, "secret") {
-			return nil, fmt.Errorf("%w: body calls secret; secrets go in header values only (bodies are logged)", ErrConfig)
-		}
-		if x.body, err = tmpl.Parse("body", *c.Body, noSecret); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-		}
+	if err := x.compileURLBody(c); err != nil {
+		return nil, err
 	}
 	for name, v := range c.Headers {
-		if err := guard.CheckHeader(name, ""); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		if err := x.compileHeader(name, v, secret); err != nil {
+			return nil, err
 		}
-		if strings.HasPrefix(strings.ToLower(name), "jobkit-") {
-			return nil, fmt.Errorf("%w: header %q: Jobkit-* headers are set by the executor", ErrConfig, name)
-		}
-		calls := templateCalls(v, "secret")
-		if sensitive(name) && !calls && strings.TrimSpace(v) != "" {
-			return nil, fmt.Errorf("%w: header %q holds a literal value; credentials go by reference: {{secret \"name\"}}", ErrConfig, name)
-		}
-		t, err := tmpl.Parse("header "+name, v, template.FuncMap{"secret": secret})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-		}
-		if v, ok := tmpl.Text(t); ok {
-			if err := guard.CheckHeader(name, v); err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-			}
-			if x.static == nil {
-				x.static = map[string]string{}
-			}
-			x.static[http.CanonicalHeaderKey(name)] = v
-			continue
-		}
-		x.headers[http.CanonicalHeaderKey(name)] = t
 	}
-	if c.Timeout != "" {
-		d, err := time.ParseDuration(c.Timeout)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("%w: timeout %q; want a Go duration such as \"10s\"", ErrConfig, c.Timeout)
-		}
-		x.timeout = d
-	}
-	if c.MaxResponseBytes < 0 || c.MaxResponseBytes > MaxResponseBytesLimit {
-		return nil, fmt.Errorf("%w: max_response_bytes %d; want 0 (default %d) up to %d", ErrConfig, c.MaxResponseBytes, DefaultMaxResponseBytes, MaxResponseBytesLimit)
-	}
-	if c.MaxResponseBytes > 0 {
-		x.maxResp = c.MaxResponseBytes
+	if err := x.compileLimits(c); err != nil {
+		return nil, err
 	}
 	if c.SecretRef == "" && !c.Unsigned {
 		return nil, fmt.Errorf("%w: no secret_ref to sign requests with; name the node's signing secret, or set \"unsigned\": true", ErrConfig)
@@ -234,6 +184,84 @@ func compile(c *Config, secret func(string) (string, error)) (*compiled, error) 
 		}
 	}
 	return x, nil
+}
+
+// noSecret refuses secret outside header values.
+var noSecret = template.FuncMap{"secret": func(string) (string, error) {
+	return "", errors.New("secret is allowed only in header values")
+}}
+
+// compileURLBody parses the url and body templates, which may not call
+// secret (both are logged).
+func (x *compiled) compileURLBody(c *Config) error {
+	if c.URL == "" {
+		return fmt.Errorf("%w: no url; set \"url\" to the endpoint (a template)", ErrConfig)
+	}
+	var err error
+	if x.url, err = tmpl.Parse("url", c.URL, noSecret); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if templateCalls(c.URL, "secret") {
+		return fmt.Errorf("%w: url calls secret; secrets go in header values only (URLs are logged)", ErrConfig)
+	}
+	if c.Body != nil {
+		if templateCalls(*c.Body, "secret") {
+			return fmt.Errorf("%w: body calls secret; secrets go in header values only (bodies are logged)", ErrConfig)
+		}
+		if x.body, err = tmpl.Parse("body", *c.Body, noSecret); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+	}
+	return nil
+}
+
+// compileHeader checks the header name: v and parses it, into x.static
+// when it renders the same every time, else into x.headers.
+func (x *compiled) compileHeader(name, v string, secret func(string) (string, error)) error {
+	if err := guard.CheckHeader(name, ""); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if strings.HasPrefix(strings.ToLower(name), "jobkit-") {
+		return fmt.Errorf("%w: header %q: Jobkit-* headers are set by the executor", ErrConfig, name)
+	}
+	calls := templateCalls(v, "secret")
+	if sensitive(name) && !calls && strings.TrimSpace(v) != "" {
+		return fmt.Errorf("%w: header %q holds a literal value; credentials go by reference: {{secret \"name\"}}", ErrConfig, name)
+	}
+	t, err := tmpl.Parse("header "+name, v, template.FuncMap{"secret": secret})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if v, ok := tmpl.Text(t); ok {
+		if err := guard.CheckHeader(name, v); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		if x.static == nil {
+			x.static = map[string]string{}
+		}
+		x.static[http.CanonicalHeaderKey(name)] = v
+		return nil
+	}
+	x.headers[http.CanonicalHeaderKey(name)] = t
+	return nil
+}
+
+// compileLimits reads the timeout and the response size limit.
+func (x *compiled) compileLimits(c *Config) error {
+	if c.Timeout != "" {
+		d, err := time.ParseDuration(c.Timeout)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%w: timeout %q; want a Go duration such as \"10s\"", ErrConfig, c.Timeout)
+		}
+		x.timeout = d
+	}
+	if c.MaxResponseBytes < 0 || c.MaxResponseBytes > MaxResponseBytesLimit {
+		return fmt.Errorf("%w: max_response_bytes %d; want 0 (default %d) up to %d", ErrConfig, c.MaxResponseBytes, DefaultMaxResponseBytes, MaxResponseBytesLimit)
+	}
+	if c.MaxResponseBytes > 0 {
+		x.maxResp = c.MaxResponseBytes
+	}
+	return nil
 }
 
 // templateCalls reports whether template text calls fn (roughly: the
