@@ -22,7 +22,6 @@ func TestListQueueNamesDeprecatedStillAnswers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	//lint:ignore SA1019 the deprecated call is what this checks
 	names, err := m.Admin().ListQueueNames(ctx)
 	if err != nil || !slices.Equal(names, []string{"a", "b"}) {
 		t.Fatalf("ListQueueNames = %v, %v; want [a b]", names, err)
