@@ -58,6 +58,11 @@ func (a *Admin) GetLag(ctx context.Context, queue, kind string) (*LagResult, err
 }
 
 // ListQueueNames returns the names of the queues the store has seen, sorted.
+//
+// Deprecated: use ListQueues, which lists every queue the store knows
+// with its paused flag (the names are its QueueInfo.Name), or
+// CountInstances, which has a row per queue and kind seen. It stays for
+// one release.
 func (a *Admin) ListQueueNames(ctx context.Context) ([]string, error) {
 	m := a.m
 	return m.seen(ctx, func(g *GroupCount) string { return g.Queue })

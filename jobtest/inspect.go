@@ -65,8 +65,8 @@ func testInspect(t *testing.T, e *env) {
 	if kinds, err := m.Admin().ListKinds(ctx); err != nil || !slices.Equal(kinds, []string{"ins-bad", "ins-ok"}) {
 		t.Errorf("Kinds() = %v, %v; want [ins-bad ins-ok]", kinds, err)
 	}
-	if queues, err := m.Admin().ListQueueNames(ctx); err != nil || !slices.Equal(queues, []string{queue}) {
-		t.Errorf("Queues() = %v, %v; want [%s]", queues, err, queue)
+	if qs, err := m.Admin().ListQueues(ctx); err != nil || len(qs) != 1 || qs[0].Name != queue {
+		t.Errorf("ListQueues() = %v, %v; want [%s]", qs, err, queue)
 	}
 
 	// Pages of two through all six instances: each once, newest first.

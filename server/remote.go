@@ -465,32 +465,9 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 	mp := len(c.GetParamsMsgpack()) > 0
 	reply := func(id uint64, res any, err error) *pb.StoreReply { return replyIn(id, res, err, mp, x.encoding) }
 	if method == wire.MethodSubscribe {
-		var sp wire.SubscribeParams
-		var err error
-		if mp {
-			err = wire.UnmarshalMsgpack(c.GetParamsMsgpack(), &sp)
-		} else {
-			err = json.Unmarshal(c.GetParamsJson(), &sp)
-		}
-		if err != nil || sp.Queue == "" {
-			return reply(c.GetId(), nil, fmt.Errorf("%w: Subscribe: name a queue", store.ErrInvalid))
-		}
-		if !x.pullOnly {
-			return reply(c.GetId(), nil, nil) // pushed tasks are the wake-ups
-		}
-		return reply(c.GetId(), nil, x.forwardWakes(x.ctx, sp.Queue))
+		return reply(c.GetId(), nil, x.subscribe(c, mp))
 	}
-	var (
-		p   any
-		err error
-	)
-	if mp && x.encoding == wire.MsgpackKeyed {
-		p, err = wire.DecodeKeyed(method, c.GetParamsMsgpack())
-	} else if mp {
-		p, err = wire.DecodeMsgpack(method, c.GetParamsMsgpack())
-	} else {
-		p, err = wire.Decode(method, c.GetParamsJson())
-	}
+	p, err := x.decode(method, c, mp)
 	if err != nil {
 		return reply(c.GetId(), nil, err)
 	}
@@ -498,15 +475,79 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 		return reply(c.GetId(), nil, fmt.Errorf("%w: %s is not a session call: call it with ExecutorService.Call", store.ErrInvalid, method))
 	}
 	received := time.Now()
+	a := x.admit(p, received)
+	if a.none {
+		x.poke()
+		return reply(c.GetId(), &wire.ClaimResult{}, nil)
+	}
+	if a.leaving {
+		x.dropCredits()
+	}
+	if a.claim != nil {
+		p = a.claim
+		if !x.applyLimits(ctx, a.claim) {
+			// Every kind it names is held back by a limit its store
+			// cannot enforce: nothing to claim.
+			x.after(p, a.want, a.reserved, &wire.ClaimResult{}, nil, received)
+			return reply(c.GetId(), &wire.ClaimResult{}, nil)
+		}
+	}
+	res, err := wire.Apply(ctx, x.st, method, p)
+	x.after(p, a.want, a.reserved, res, err, received)
+	return reply(c.GetId(), res, err)
+}
+
+// subscribe answers a Subscribe: a pushing session's wake-ups are the
+// tasks it pushes; a pull-only one forwards the queue's wake-ups.
+func (x *session) subscribe(c *pb.StoreCall, mp bool) error {
+	var sp wire.SubscribeParams
+	var err error
+	if mp {
+		err = wire.UnmarshalMsgpack(c.GetParamsMsgpack(), &sp)
+	} else {
+		err = json.Unmarshal(c.GetParamsJson(), &sp)
+	}
+	if err != nil || sp.Queue == "" {
+		return fmt.Errorf("%w: Subscribe: name a queue", store.ErrInvalid)
+	}
+	if !x.pullOnly {
+		return nil // pushed tasks are the wake-ups
+	}
+	return x.forwardWakes(x.ctx, sp.Queue)
+}
+
+// decode decodes a call's parameters in the session's encoding.
+func (x *session) decode(method string, c *pb.StoreCall, mp bool) (any, error) {
+	switch {
+	case mp && x.encoding == wire.MsgpackKeyed:
+		return wire.DecodeKeyed(method, c.GetParamsMsgpack())
+	case mp:
+		return wire.DecodeMsgpack(method, c.GetParamsMsgpack())
+	}
+	return wire.Decode(method, c.GetParamsJson())
+}
+
+// admission is what the session's flow control decided for a call.
+type admission struct {
+	claim    *store.ClaimParams // the session node's claim, capped to its free slots
+	want     int                // what the worker asked for: its credit
+	reserved int                // slots the claim holds until it returns
+	none     bool               // no slot free: answer an empty claim
+	leaving  bool               // the worker stops: push nothing more
+}
+
+// admit passes a claim or heartbeat of the session's node through its
+// flow control: a claim is capped to the free slots (and reserves them),
+// a heartbeat updates the node's slots, labels, kinds and leaving.
+func (x *session) admit(p any, received time.Time) admission {
+	var a admission
 	x.mu.Lock()
-	var claim *store.ClaimParams
-	want := 0     // what the worker asked for: its credit
-	reserved := 0 // slots this claim holds until it returns
+	defer x.mu.Unlock()
 	switch p := p.(type) {
 	case *store.ClaimParams:
 		if p != nil && x.bind(p.Owner) {
 			cp := *p
-			want = p.Limit
+			a.want = p.Limit
 			if x.slots > 0 && !x.pullOnly {
 				// Flow control: never more in flight than slots. A
 				// pull-only session is not capped (the contract suite
@@ -517,18 +558,17 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 				cp.Limit = min(cp.Limit, x.slots-len(x.inflight)-x.reserved)
 				if cp.Limit > 0 {
 					x.reserved += cp.Limit
-					reserved = cp.Limit
+					a.reserved = cp.Limit
 				}
 			}
 			if cp.Limit <= 0 {
 				if x.engine {
-					x.setCredit(p, want, received)
+					x.setCredit(p, a.want, received)
 				}
-				x.mu.Unlock()
-				x.poke()
-				return reply(c.GetId(), &wire.ClaimResult{}, nil)
+				a.none = true
+				return a
 			}
-			claim = &cp
+			a.claim = &cp
 		}
 	case *store.HeartbeatParams:
 		if p != nil && x.bind(p.Node.ID) {
@@ -540,30 +580,19 @@ func (x *session) call(ctx context.Context, c *pb.StoreCall) *pb.StoreReply {
 			x.engine = true
 		}
 	}
-	leaving := x.leaving
+	a.leaving = x.leaving
+	return a
+}
+
+// dropCredits forgets every credit of a worker that stops. Holding pushMu
+// waits for a push under way, so every task pushed precedes the call's
+// reply on the stream, and the worker hands back what it did not take.
+func (x *session) dropCredits() {
+	x.pushMu.Lock()
+	x.mu.Lock()
+	clear(x.credits)
 	x.mu.Unlock()
-	if leaving {
-		// The worker stops: push nothing more. Holding pushMu waits for a
-		// push under way, so every task pushed precedes this call's reply
-		// on the stream, and the worker hands back what it did not take.
-		x.pushMu.Lock()
-		x.mu.Lock()
-		clear(x.credits)
-		x.mu.Unlock()
-		x.pushMu.Unlock()
-	}
-	if claim != nil {
-		p = claim
-		if !x.applyLimits(ctx, claim) {
-			// Every kind it names is held back by a limit its store
-			// cannot enforce: nothing to claim.
-			x.after(p, want, reserved, &wire.ClaimResult{}, nil, received)
-			return reply(c.GetId(), &wire.ClaimResult{}, nil)
-		}
-	}
-	res, err := wire.Apply(ctx, x.st, method, p)
-	x.after(p, want, reserved, res, err, received)
-	return reply(c.GetId(), res, err)
+	x.pushMu.Unlock()
 }
 
 // bind binds the session to node on its first call naming one, and

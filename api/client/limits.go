@@ -14,6 +14,8 @@ import (
 // same kind and queue; every node applies it within a second
 // (doc/limits.md). CodeInvalidArgument for a negative Max,
 // CodeFailedPrecondition when the server's store cannot enforce limits.
+//
+// Deprecated: use Admin().SetConcurrencyLimit. It stays for one release.
 func (c *Client) SetConcurrencyLimit(ctx context.Context, l job.ConcurrencyLimit) error {
 	if l.Max < 0 || l.Max > 1<<31-1 {
 		return wrap("set concurrency limit of "+l.String(), connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("max %d: want 0 to %d", l.Max, 1<<31-1)))
@@ -25,6 +27,8 @@ func (c *Client) SetConcurrencyLimit(ctx context.Context, l job.ConcurrencyLimit
 
 // DeleteConcurrencyLimit removes the concurrency limit of kind in queue
 // (either empty as it was set); CodeNotFound when there is none.
+//
+// Deprecated: use Admin().DeleteConcurrencyLimit. It stays for one release.
 func (c *Client) DeleteConcurrencyLimit(ctx context.Context, kind, queue string) error {
 	_, err := c.limits.DeleteConcurrencyLimit(ctx, connect.NewRequest(&jobkitv1.DeleteConcurrencyLimitRequest{Kind: kind, Queue: queue}))
 	return wrap(fmt.Sprintf("delete the concurrency limit of kind %q in queue %q", kind, queue), err)
@@ -32,6 +36,8 @@ func (c *Client) DeleteConcurrencyLimit(ctx context.Context, kind, queue string)
 
 // ListConcurrencyLimits returns the stored concurrency limits, by kind
 // then queue, each with how many instances it matches run and wait now.
+//
+// Deprecated: use Admin().ListConcurrencyLimits. It stays for one release.
 func (c *Client) ListConcurrencyLimits(ctx context.Context) ([]job.LimitUse, error) {
 	res, err := c.limits.ListLimits(ctx, connect.NewRequest(&jobkitv1.ListLimitsRequest{}))
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 // replace whatever is stored); createOnly refuses a name taken
 // (CodeAlreadyExists). CodeInvalidArgument, naming the task or parameter
 // and the fix, for a template that does not check.
+//
+// Deprecated: use Admin().PutWorkflowTemplate. It stays for one release.
 func (c *Client) PutWorkflowTemplate(ctx context.Context, templateJSON string, ifVersion int64, createOnly bool) (*jobkitv1.WorkflowTemplate, error) {
 	res, err := c.workflows.PutWorkflowTemplate(ctx, connect.NewRequest(&jobkitv1.PutWorkflowTemplateRequest{TemplateJson: templateJSON, IfVersion: ifVersion, CreateOnly: createOnly}))
 	if err != nil {
@@ -26,6 +28,8 @@ func (c *Client) PutWorkflowTemplate(ctx context.Context, templateJSON string, i
 
 // GetWorkflowTemplate returns the stored template name; CodeNotFound when
 // there is none.
+//
+// Deprecated: use Admin().GetWorkflowTemplate. It stays for one release.
 func (c *Client) GetWorkflowTemplate(ctx context.Context, name string) (*jobkitv1.WorkflowTemplate, error) {
 	res, err := c.workflows.GetWorkflowTemplate(ctx, connect.NewRequest(&jobkitv1.GetWorkflowTemplateRequest{Name: name}))
 	if err != nil {
@@ -36,6 +40,8 @@ func (c *Client) GetWorkflowTemplate(ctx context.Context, name string) (*jobkitv
 
 // ListWorkflowTemplates returns one page of the stored templates in name
 // order (pageSize 0: 100), with the next page's token in Next.
+//
+// Deprecated: use Admin().ListWorkflowTemplates. It stays for one release.
 func (c *Client) ListWorkflowTemplates(ctx context.Context, pageSize int32, pageToken string) (*job.Page[*jobkitv1.WorkflowTemplate], error) {
 	res, err := c.workflows.ListWorkflowTemplates(ctx, connect.NewRequest(&jobkitv1.ListWorkflowTemplatesRequest{PageSize: pageSize, PageToken: pageToken}))
 	if err != nil {
@@ -46,6 +52,8 @@ func (c *Client) ListWorkflowTemplates(ctx context.Context, pageSize int32, page
 
 // DeleteWorkflowTemplate deletes the stored template name (only at
 // ifVersion when not 0); CodeNotFound when there is none.
+//
+// Deprecated: use Admin().DeleteWorkflowTemplate. It stays for one release.
 func (c *Client) DeleteWorkflowTemplate(ctx context.Context, name string, ifVersion int64) error {
 	_, err := c.workflows.DeleteWorkflowTemplate(ctx, connect.NewRequest(&jobkitv1.DeleteWorkflowTemplateRequest{Name: name, IfVersion: ifVersion}))
 	if err != nil {

@@ -253,6 +253,48 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 	if err != nil {
 		return nil, job.Permanent(err)
 	}
+	argv, err := buildArgv(x, data)
+	if err != nil {
+		return nil, err
+	}
+	env, err := t.buildEnv(x, data, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDir(prog, x.cfg.Dir); err != nil {
+		return nil, err
+	}
+	p, err := startSupervised(prog, argv, env, x.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer p.ctlW.Close()
+	defer p.stR.Close()
+	inst.Infof("command %s started (process group %d, %d arguments)", prog, p.pgid, len(argv))
+
+	var wg sync.WaitGroup
+	var tail tailBuffer
+	var lines lineBudget
+	wg.Add(2)
+	go func() { defer wg.Done(); stream(p.outR, &lines, inst.Infof, &tail, inst.SetProgress) }()
+	go func() { defer wg.Done(); stream(p.errR, &lines, inst.Warnf, nil, nil) }()
+
+	st, stopped := p.await(ctx, x.grace, inst, prog)
+	p.reap(&wg)
+
+	if stopped {
+		cause := context.Cause(ctx)
+		inst.Warnf("command %s stopped: %v", prog, cause)
+		return nil, fmt.Errorf("command %s stopped: %w", prog, cause)
+	}
+	return outcome(x, prog, st, p.cmd.ProcessState, &tail)
+}
+
+// buildArgv renders the program's arguments: the shell's own first
+// ("-c", the script, "jobkit") with "shell", then each argv template, then
+// the instance's arguments with "append_args". An argument holding a NUL
+// byte fails the attempt permanently.
+func buildArgv(x *compiled, data *tmpl.Data) ([]string, error) {
 	var argv []string
 	if x.cfg.Shell {
 		argv = []string{"-c", x.cfg.Argv[0], "jobkit"}
@@ -279,6 +321,13 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 			return nil, job.Permanent(fmt.Errorf("%w: an argument holds a NUL byte", job.ErrInvalidArguments))
 		}
 	}
+	return argv, nil
+}
+
+// buildEnv is the program's whole environment, sorted: PATH, the JOBKIT_
+// variables, the config's env and the secrets env_secrets names. A secret
+// this node cannot read fails the attempt permanently.
+func (t *Type) buildEnv(x *compiled, data *tmpl.Data, args []json.RawMessage) ([]string, error) {
 	rawArgs, _ := json.Marshal(args)
 	env := []string{"PATH=" + t.opts.Path, "JOBKIT_INSTANCE=" + data.ID, "JOBKIT_KIND=" + data.Kind,
 		fmt.Sprintf("JOBKIT_ATTEMPT=%d", data.Attempt), "JOBKIT_ARGS=" + string(rawArgs)}
@@ -296,28 +345,48 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 		env = append(env, k+"="+string(v))
 	}
 	slices.Sort(env)
+	return env, nil
+}
 
-	if x.cfg.Dir != "" {
-		// Checked here: a failed chdir would look like the supervisor's
-		// own failure to start, which is retried.
-		fi, err := os.Stat(x.cfg.Dir)
-		if err == nil && !fi.IsDir() {
-			err = errors.New("not a directory")
-		}
-		if err != nil {
-			return nil, job.Permanent(fmt.Errorf("command %s: dir %s on this node: %w", prog, x.cfg.Dir, err))
-		}
+// checkDir checks the config's working directory on this node. Checked
+// before the start: a failed chdir would look like the supervisor's own
+// failure to start, which is retried.
+func checkDir(prog, dir string) error {
+	if dir == "" {
+		return nil
 	}
+	fi, err := os.Stat(dir)
+	if err == nil && !fi.IsDir() {
+		err = errors.New("not a directory")
+	}
+	if err != nil {
+		return job.Permanent(fmt.Errorf("command %s: dir %s on this node: %w", prog, dir, err))
+	}
+	return nil
+}
+
+// supervised is a started supervisor and the ends of its pipes this
+// process keeps.
+type supervised struct {
+	cmd        *exec.Cmd
+	pgid       int
+	outR, errR *os.File // the program's stdout and stderr
+	ctlW       *os.File // closed (by the kernel, if need be) to kill the group
+	stR        *os.File // how the program ended (readStatus)
+}
+
+// startSupervised starts the supervisor (see supervisorArg0), which leads
+// the process group and runs the program in it; it kills the group when
+// ctlW closes, which the kernel does when this process dies, however it
+// dies.
+func startSupervised(prog string, argv, env []string, dir string) (*supervised, error) {
 	self, err := selfExe()
 	if err != nil {
 		return nil, fmt.Errorf("command: the supervisor (this executable): %w", err)
 	}
-	// The supervisor (see supervisorArg0) leads the process group and
-	// runs the program in it; it kills the group when ctlW closes, which
-	// the kernel does when this process dies, however it dies.
 	cmd := exec.Command(self, append([]string{prog}, argv...)...)
 	cmd.Args[0] = supervisorArg0
-	cmd.Env, cmd.Dir = env, x.cfg.Dir
+	cmd.Env, cmd.Dir = env, dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var files []*os.File
 	closeAll := func() {
@@ -353,71 +422,67 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 		closeAll()
 		return nil, fmt.Errorf("command %s: start its supervisor: %w", prog, startErr)
 	}
-	defer ctlW.Close()
-	defer stR.Close()
-	pgid := cmd.Process.Pid
-	inst.Infof("command %s started (process group %d, %d arguments)", prog, pgid, len(argv))
+	return &supervised{cmd: cmd, pgid: cmd.Process.Pid, outR: outR, errR: errR, ctlW: ctlW, stR: stR}, nil
+}
 
-	var wg sync.WaitGroup
-	var tail tailBuffer
-	var lines lineBudget
-	wg.Add(2)
-	go func() { defer wg.Done(); stream(outR, &lines, inst.Infof, &tail, inst.SetProgress) }()
-	go func() { defer wg.Done(); stream(errR, &lines, inst.Warnf, nil, nil) }()
-
+// await waits for the program to end. When ctx ends first, the group gets
+// SIGTERM, then SIGKILL after grace, and stopped is true.
+func (p *supervised) await(ctx context.Context, grace time.Duration, inst job.Instance, prog string) (st superStatus, stopped bool) {
 	statusCh := make(chan superStatus, 1)
-	go func() { statusCh <- readStatus(stR) }()
-	var st superStatus
-	stopped := false
+	go func() { statusCh <- readStatus(p.stR) }()
 	select {
 	case st = <-statusCh:
+		return st, false
 	case <-ctx.Done():
-		stopped = true
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		timer := time.NewTimer(x.grace)
-		select {
-		case st = <-statusCh:
-			timer.Stop()
-		case <-timer.C:
-			inst.Warnf("command %s: still running %v after SIGTERM; SIGKILL to its process group", prog, x.grace)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			st = <-statusCh
-		}
 	}
-	// Whatever the program left in its group goes with it (the
-	// supervisor too); then the pipes' last writers are gone and the
-	// readers end.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	_ = cmd.Wait()
+	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+	timer := time.NewTimer(grace)
+	select {
+	case st = <-statusCh:
+		timer.Stop()
+	case <-timer.C:
+		inst.Warnf("command %s: still running %v after SIGTERM; SIGKILL to its process group", prog, grace)
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		st = <-statusCh
+	}
+	return st, true
+}
+
+// reap kills whatever the program left in its group (the supervisor
+// too), so the pipes' last writers are gone and the readers (wg) end;
+// a process that left the group and holds a pipe gets 2 seconds before
+// the pipes are closed under it.
+func (p *supervised) reap(wg *sync.WaitGroup) {
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	_ = p.cmd.Wait()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(2 * time.Second): // a process that left the group holds a pipe
-		outR.Close()
-		errR.Close()
+		p.outR.Close()
+		p.errR.Close()
 		<-done
 	}
-	outR.Close()
-	errR.Close()
+	p.outR.Close()
+	p.errR.Close()
+}
 
-	if stopped {
-		cause := context.Cause(ctx)
-		inst.Warnf("command %s stopped: %v", prog, cause)
-		return nil, fmt.Errorf("command %s stopped: %w", prog, cause)
-	}
+// outcome turns how the program ended into the attempt's result or
+// error.
+func outcome(x *compiled, prog string, st superStatus, ps *os.ProcessState, tail *tailBuffer) (any, error) {
 	switch {
 	case st.startErr != "":
 		return nil, job.Permanent(fmt.Errorf("command %s: start: %s", prog, st.startErr))
 	case st.lost:
-		return nil, fmt.Errorf("command %s: its supervisor ended without saying how the program ended (%v)", prog, cmd.ProcessState)
+		return nil, fmt.Errorf("command %s: its supervisor ended without saying how the program ended (%v)", prog, ps)
 	case !st.exited:
 		return nil, fmt.Errorf("command %s: killed by signal %d (%v)", prog, int(st.signal), st.signal)
 	case st.code == 0:
 		return &Result{ExitCode: 0, Output: tail.String()}, nil
 	}
 	code := st.code
-	err = fmt.Errorf("command %s: exit status %d", prog, code)
+	err := fmt.Errorf("command %s: exit status %d", prog, code)
 	if slices.Contains(x.cfg.PermanentExitCodes, code) {
 		return nil, job.Permanent(fmt.Errorf("%w (a permanent failure per the definition)", err))
 	}

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,66 +164,16 @@ func compile(c *Config, secret func(string) (string, error)) (*compiled, error) 
 	default:
 		return nil, fmt.Errorf("%w: method %q; want GET, POST, PUT, PATCH, DELETE or HEAD", ErrConfig, c.Method)
 	}
-	if c.URL == "" {
-		return nil, fmt.Errorf("%w: no url; set \"url\" to the endpoint (a template)", ErrConfig)
-	}
-	var err error
-	noSecret := template.FuncMap{"secret": func(string) (string, error) {
-		return "", errors.New("secret is allowed only in header values")
-	}}
-	if x.url, err = tmpl.Parse("url", c.URL, noSecret); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-	}
-	if templateCalls(c.URL, "secret") {
-		return nil, fmt.Errorf("%w: url calls secret; secrets go in header values only (URLs are logged)", ErrConfig)
-	}
-	if c.Body != nil {
-		if templateCalls(*c.Body, "secret") {
-			return nil, fmt.Errorf("%w: body calls secret; secrets go in header values only (bodies are logged)", ErrConfig)
-		}
-		if x.body, err = tmpl.Parse("body", *c.Body, noSecret); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-		}
+	if err := x.compileURLBody(c); err != nil {
+		return nil, err
 	}
 	for name, v := range c.Headers {
-		if err := guard.CheckHeader(name, ""); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		if err := x.compileHeader(name, v, secret); err != nil {
+			return nil, err
 		}
-		if strings.HasPrefix(strings.ToLower(name), "jobkit-") {
-			return nil, fmt.Errorf("%w: header %q: Jobkit-* headers are set by the executor", ErrConfig, name)
-		}
-		calls := templateCalls(v, "secret")
-		if sensitive(name) && !calls && strings.TrimSpace(v) != "" {
-			return nil, fmt.Errorf("%w: header %q holds a literal value; credentials go by reference: {{secret \"name\"}}", ErrConfig, name)
-		}
-		t, err := tmpl.Parse("header "+name, v, template.FuncMap{"secret": secret})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-		}
-		if v, ok := tmpl.Text(t); ok {
-			if err := guard.CheckHeader(name, v); err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-			}
-			if x.static == nil {
-				x.static = map[string]string{}
-			}
-			x.static[http.CanonicalHeaderKey(name)] = v
-			continue
-		}
-		x.headers[http.CanonicalHeaderKey(name)] = t
 	}
-	if c.Timeout != "" {
-		d, err := time.ParseDuration(c.Timeout)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("%w: timeout %q; want a Go duration such as \"10s\"", ErrConfig, c.Timeout)
-		}
-		x.timeout = d
-	}
-	if c.MaxResponseBytes < 0 || c.MaxResponseBytes > MaxResponseBytesLimit {
-		return nil, fmt.Errorf("%w: max_response_bytes %d; want 0 (default %d) up to %d", ErrConfig, c.MaxResponseBytes, DefaultMaxResponseBytes, MaxResponseBytesLimit)
-	}
-	if c.MaxResponseBytes > 0 {
-		x.maxResp = c.MaxResponseBytes
+	if err := x.compileLimits(c); err != nil {
+		return nil, err
 	}
 	if c.SecretRef == "" && !c.Unsigned {
 		return nil, fmt.Errorf("%w: no secret_ref to sign requests with; name the node's signing secret, or set \"unsigned\": true", ErrConfig)
@@ -233,6 +184,84 @@ func compile(c *Config, secret func(string) (string, error)) (*compiled, error) 
 		}
 	}
 	return x, nil
+}
+
+// noSecret refuses secret outside header values.
+var noSecret = template.FuncMap{"secret": func(string) (string, error) {
+	return "", errors.New("secret is allowed only in header values")
+}}
+
+// compileURLBody parses the url and body templates, which may not call
+// secret (both are logged).
+func (x *compiled) compileURLBody(c *Config) error {
+	if c.URL == "" {
+		return fmt.Errorf("%w: no url; set \"url\" to the endpoint (a template)", ErrConfig)
+	}
+	var err error
+	if x.url, err = tmpl.Parse("url", c.URL, noSecret); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if templateCalls(c.URL, "secret") {
+		return fmt.Errorf("%w: url calls secret; secrets go in header values only (URLs are logged)", ErrConfig)
+	}
+	if c.Body != nil {
+		if templateCalls(*c.Body, "secret") {
+			return fmt.Errorf("%w: body calls secret; secrets go in header values only (bodies are logged)", ErrConfig)
+		}
+		if x.body, err = tmpl.Parse("body", *c.Body, noSecret); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+	}
+	return nil
+}
+
+// compileHeader checks the header name: v and parses it, into x.static
+// when it renders the same every time, else into x.headers.
+func (x *compiled) compileHeader(name, v string, secret func(string) (string, error)) error {
+	if err := guard.CheckHeader(name, ""); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if strings.HasPrefix(strings.ToLower(name), "jobkit-") {
+		return fmt.Errorf("%w: header %q: Jobkit-* headers are set by the executor", ErrConfig, name)
+	}
+	calls := templateCalls(v, "secret")
+	if sensitive(name) && !calls && strings.TrimSpace(v) != "" {
+		return fmt.Errorf("%w: header %q holds a literal value; credentials go by reference: {{secret \"name\"}}", ErrConfig, name)
+	}
+	t, err := tmpl.Parse("header "+name, v, template.FuncMap{"secret": secret})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if v, ok := tmpl.Text(t); ok {
+		if err := guard.CheckHeader(name, v); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		if x.static == nil {
+			x.static = map[string]string{}
+		}
+		x.static[http.CanonicalHeaderKey(name)] = v
+		return nil
+	}
+	x.headers[http.CanonicalHeaderKey(name)] = t
+	return nil
+}
+
+// compileLimits reads the timeout and the response size limit.
+func (x *compiled) compileLimits(c *Config) error {
+	if c.Timeout != "" {
+		d, err := time.ParseDuration(c.Timeout)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%w: timeout %q; want a Go duration such as \"10s\"", ErrConfig, c.Timeout)
+		}
+		x.timeout = d
+	}
+	if c.MaxResponseBytes < 0 || c.MaxResponseBytes > MaxResponseBytesLimit {
+		return fmt.Errorf("%w: max_response_bytes %d; want 0 (default %d) up to %d", ErrConfig, c.MaxResponseBytes, DefaultMaxResponseBytes, MaxResponseBytesLimit)
+	}
+	if c.MaxResponseBytes > 0 {
+		x.maxResp = c.MaxResponseBytes
+	}
+	return nil
 }
 
 // templateCalls reports whether template text calls fn (roughly: the
@@ -310,22 +339,73 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 	if err != nil {
 		return nil, job.Permanent(err)
 	}
-	var body []byte
+	body, err := t.renderBody(x, data, args)
+	if err != nil {
+		return nil, err
+	}
+	h, err := t.header(x, data, body)
+	if err != nil {
+		return nil, err
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, x.timeout)
+	defer cancel()
+	// The request parses the rendered URL once; the guard checks that
+	// parse, which is what the transport dials.
+	req, err := http.NewRequestWithContext(rctx, x.method, strings.TrimSpace(rawURL), bytes.NewReader(body))
+	if err != nil {
+		return nil, job.Permanent(fmt.Errorf("%w: the url template rendered %q, not a URL: %v", guard.ErrForbidden, rawURL, err))
+	}
+	u := req.URL
+	if err := t.opts.Guard.CheckURL(u); err != nil {
+		return nil, job.Permanent(err)
+	}
+	req.Header = h
+	start := time.Now()
+	resp, err := t.client.Do(req)
+	took := time.Since(start).Round(time.Millisecond)
+	if err != nil {
+		return nil, sendError(ctx, rctx, x, inst, u, took, err)
+	}
+	defer resp.Body.Close()
+	var (
+		rb        []byte
+		truncated bool
+		rerr      error
+	)
+	if resp.ContentLength != 0 && x.method != http.MethodHead {
+		rb, truncated, rerr = guard.ReadLimited(resp.Body, x.maxResp)
+	}
+	if rerr != nil && ctx.Err() != nil {
+		return nil, rerr
+	}
+	inst.Infof("webhook %s %s → %d in %v; response %s", x.method, u.Redacted(), resp.StatusCode, took, excerpt(rb, truncated))
+	return verdict(x, inst, u, resp, rb, truncated)
+}
+
+// renderBody is the request's body: the config's body template rendered,
+// or else the default JSON body; either at most MaxBodyBytes.
+func (t *Type) renderBody(x *compiled, data *tmpl.Data, args []json.RawMessage) ([]byte, error) {
 	if x.body != nil {
 		s, err := tmpl.Render(x.body, data, t.opts.MaxBodyBytes)
 		if err != nil {
 			return nil, job.Permanent(fmt.Errorf("%w (the body limit is %d bytes)", err, t.opts.MaxBodyBytes))
 		}
-		body = []byte(s)
-	} else {
-		if args == nil {
-			args = []json.RawMessage{}
-		}
-		body, _ = json.Marshal(defaultBody{ID: data.ID, Kind: data.Kind, Attempt: data.Attempt, Args: args})
-		if len(body) > t.opts.MaxBodyBytes {
-			return nil, job.Permanent(fmt.Errorf("%w: request body of %d bytes; the limit is %d", guard.ErrTooLarge, len(body), t.opts.MaxBodyBytes))
-		}
+		return []byte(s), nil
 	}
+	if args == nil {
+		args = []json.RawMessage{}
+	}
+	body, _ := json.Marshal(defaultBody{ID: data.ID, Kind: data.Kind, Attempt: data.Attempt, Args: args})
+	if len(body) > t.opts.MaxBodyBytes {
+		return nil, job.Permanent(fmt.Errorf("%w: request body of %d bytes; the limit is %d", guard.ErrTooLarge, len(body), t.opts.MaxBodyBytes))
+	}
+	return body, nil
+}
+
+// header is the request's header: the config's headers, the jobkit ones
+// and, with a secret_ref, the signature of body.
+func (t *Type) header(x *compiled, data *tmpl.Data, body []byte) (http.Header, error) {
 	// Header values are set under their canonical names directly (no
 	// re-canonicalising per request): static ones as compiled, templated
 	// ones rendered and checked for CR/LF here.
@@ -359,50 +439,30 @@ func (t *Type) run(ctx context.Context, x *compiled, inst job.Instance, args []j
 		}
 		t.signer(x.cfg.SecretRef, secret).SignHeader(h, t.opts.Now(), body)
 	}
+	return h, nil
+}
 
-	rctx, cancel := context.WithTimeout(ctx, x.timeout)
-	defer cancel()
-	// The request parses the rendered URL once; the guard checks that
-	// parse, which is what the transport dials.
-	req, err := http.NewRequestWithContext(rctx, x.method, strings.TrimSpace(rawURL), bytes.NewReader(body))
-	if err != nil {
-		return nil, job.Permanent(fmt.Errorf("%w: the url template rendered %q, not a URL: %v", guard.ErrForbidden, rawURL, err))
+// sendError is the attempt's error when the request got no response: a
+// refused address fails it permanently, the attempt's own end is left to
+// the engine, the config's timeout and any other failure are retried.
+func sendError(ctx, rctx context.Context, x *compiled, inst job.Instance, u *url.URL, took time.Duration, err error) error {
+	switch {
+	case errors.Is(err, guard.ErrForbidden):
+		inst.Errorf("webhook %s %s refused: %v", x.method, u.Redacted(), err)
+		return job.Permanent(err)
+	case ctx.Err() != nil:
+		return err // the attempt's own timeout or cancel: the engine decides
+	case rctx.Err() != nil:
+		inst.Warnf("webhook %s %s: no response within %v", x.method, u.Redacted(), x.timeout)
+		return fmt.Errorf("webhook %s %s: no response within the config's timeout %v", x.method, u.Redacted(), x.timeout)
 	}
-	u := req.URL
-	if err := t.opts.Guard.CheckURL(u); err != nil {
-		return nil, job.Permanent(err)
-	}
-	req.Header = h
-	start := time.Now()
-	resp, err := t.client.Do(req)
-	took := time.Since(start).Round(time.Millisecond)
-	if err != nil {
-		switch {
-		case errors.Is(err, guard.ErrForbidden):
-			inst.Errorf("webhook %s %s refused: %v", x.method, u.Redacted(), err)
-			return nil, job.Permanent(err)
-		case ctx.Err() != nil:
-			return nil, err // the attempt's own timeout or cancel: the engine decides
-		case rctx.Err() != nil:
-			inst.Warnf("webhook %s %s: no response within %v", x.method, u.Redacted(), x.timeout)
-			return nil, fmt.Errorf("webhook %s %s: no response within the config's timeout %v", x.method, u.Redacted(), x.timeout)
-		}
-		inst.Warnf("webhook %s %s failed after %v: %v", x.method, u.Redacted(), took, err)
-		return nil, fmt.Errorf("webhook %s %s: %w", x.method, u.Redacted(), err)
-	}
-	defer resp.Body.Close()
-	var (
-		rb        []byte
-		truncated bool
-		rerr      error
-	)
-	if resp.ContentLength != 0 && x.method != http.MethodHead {
-		rb, truncated, rerr = guard.ReadLimited(resp.Body, x.maxResp)
-	}
-	if rerr != nil && ctx.Err() != nil {
-		return nil, rerr
-	}
-	inst.Infof("webhook %s %s → %d in %v; response %s", x.method, u.Redacted(), resp.StatusCode, took, excerpt(rb, truncated))
+	inst.Warnf("webhook %s %s failed after %v: %v", x.method, u.Redacted(), took, err)
+	return fmt.Errorf("webhook %s %s: %w", x.method, u.Redacted(), err)
+}
+
+// verdict turns a response into the attempt's result (2xx), a retried
+// error (429 and 5xx, after Retry-After when given) or a permanent one.
+func verdict(x *compiled, inst job.Instance, u *url.URL, resp *http.Response, rb []byte, truncated bool) (any, error) {
 	res := &Result{Status: resp.StatusCode, Headers: make(map[string]string, len(resp.Header)), Body: toText(rb), Truncated: truncated}
 	for k, v := range resp.Header {
 		if len(v) > 0 && !strings.EqualFold(k, "Set-Cookie") {

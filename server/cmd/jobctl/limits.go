@@ -46,7 +46,7 @@ func newLimitSetCmd(g *globals) *cobra.Command {
 			}
 			l := job.ConcurrencyLimit{Kind: scope.kind, Queue: scope.queue, Max: maxN}
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				if err := cl.SetConcurrencyLimit(ctx, l); err != nil {
+				if err := cl.Admin().SetConcurrencyLimit(ctx, l); err != nil {
 					return err
 				}
 				return g.printer().done(&jobkitv1.SetConcurrencyLimitResponse{Limit: limitProto(l)}, "set the concurrency limit of "+l.String())
@@ -65,7 +65,7 @@ func newLimitDeleteCmd(g *globals) *cobra.Command {
 		Example: `  jobctl limits delete --kind email`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				if err := cl.DeleteConcurrencyLimit(ctx, scope.kind, scope.queue); err != nil {
+				if err := cl.Admin().DeleteConcurrencyLimit(ctx, scope.kind, scope.queue); err != nil {
 					return err
 				}
 				l := store.ConcurrencyLimit{Kind: scope.kind, Queue: scope.queue}
@@ -82,7 +82,7 @@ func newLimitListCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List the concurrency limits with how many of what each matches run and wait now", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				uses, err := cl.ListConcurrencyLimits(ctx)
+				uses, err := cl.Admin().ListConcurrencyLimits(ctx)
 				if err != nil {
 					return err
 				}

@@ -92,7 +92,7 @@ func newTemplatePutCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				t, err := cl.PutWorkflowTemplate(ctx, j, ifVersion, create)
+				t, err := cl.Admin().PutWorkflowTemplate(ctx, j, ifVersion, create)
 				if err != nil {
 					return err
 				}
@@ -111,7 +111,7 @@ func newTemplateGetCmd(g *globals) *cobra.Command {
 		Use: "get NAME", Short: "Show a workflow template (-o yaml or json: the whole template)", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				t, err := cl.GetWorkflowTemplate(ctx, args[0])
+				t, err := cl.Admin().GetWorkflowTemplate(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -136,7 +136,7 @@ func newTemplateListCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "List the workflow templates by name", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				page, err := cl.ListWorkflowTemplates(ctx, int32(pg.size), pg.token)
+				page, err := cl.Admin().ListWorkflowTemplates(ctx, pg.size, pg.token)
 				if err != nil {
 					return err
 				}
@@ -160,7 +160,7 @@ func newTemplateDeleteCmd(g *globals) *cobra.Command {
 		Use: "delete NAME", Short: "Delete a workflow template (the workflows it ran stay)", Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
-				if err := cl.DeleteWorkflowTemplate(ctx, args[0], ifVersion); err != nil {
+				if err := cl.Admin().DeleteWorkflowTemplate(ctx, args[0], ifVersion); err != nil {
 					return err
 				}
 				_, err := fmt.Fprintf(g.printer().w, "deleted workflow template %s\n", args[0])
