@@ -97,11 +97,7 @@ func main() {
 
 	if flag.NArg() > 0 {
 		ep := strings.Join(endpoints, ",")
-		args := flag.Args()
-		for i, a := range args {
-			args[i] = strings.ReplaceAll(a, "{etcd}", ep)
-		}
-		around(metricsURL, ep, *per, args, *prof, *profSec)
+		around(metricsURL, ep, *per, withEndpoint(flag.Args(), ep), *prof, *profSec)
 		return
 	}
 	fmt.Printf("etcd at %s; %d keys per run, values of %d bytes, compares %v, deletes %v\n\n", strings.Join(endpoints, ","), *keys, *value, *cmp, *del)
@@ -150,6 +146,15 @@ func main() {
 	}
 	a, b := leastSquares(fit)
 	fmt.Printf("\netcd CPU ≈ %.0f µs a transaction + %.1f µs a key (least squares over the runs)\n", a*1e6, b*1e6)
+}
+
+// withEndpoint returns args with "{etcd}" replaced by ep.
+func withEndpoint(args []string, ep string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = strings.ReplaceAll(a, "{etcd}", ep)
+	}
+	return out
 }
 
 // around runs args (with $JOBKIT_ETCD_ENDPOINTS set to ep) and prints
