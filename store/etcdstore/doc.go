@@ -70,8 +70,9 @@
 // etcd version walks the whole range in its index), and with the keys
 // deleted in it since etcd last compacted, which its index keeps until
 // then: a claimed ready key is one. So the store remembers, per lane, a
-// key about 16 windows deep into the ready range and reads only up to
-// it (the whole range is read only when that part is used up), and it
+// key about 16 windows deep into the ready range (the last ready key of
+// a shorter lane) and reads only up to it (the whole range is read only
+// when that part is used up), and it
 // reads from where the previous claim found the head, not from the
 // lane's start: a write that adds a ready key below that point moves the
 // lane marker's revision, which the claim's read compares, and each

@@ -264,8 +264,15 @@ func (s *Store) collectReady(p *store.ClaimParams, plan *readyPlan, rs []*pb.Ran
 			cands = append(cands, candidate{key: string(kv.Key), rev: kv.ModRevision, val: kv.Value})
 		}
 		if !r.hinted {
+			// The far key is the depth-th ready key or, in a lane holding
+			// fewer, its last one: keys added after it come after it in
+			// claim order, so a read up to it that finds a window finds
+			// the lane's first window. Without one (a lane of a couple of
+			// windows), every claim reads the lane whole, which is then
+			// no more than it would read; before, a lane shorter than the
+			// depth had none, and every claim read all its keys.
 			far := ""
-			if kvs := rs[r.at+1].GetKvs(); len(kvs) == plan.depth {
+			if kvs := rs[r.at+1].GetKvs(); len(kvs) == plan.depth || len(kvs) > 2*plan.window {
 				far = string(kvs[len(kvs)-1].Key)
 			}
 			s.mu.Lock()

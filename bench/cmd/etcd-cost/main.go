@@ -12,14 +12,25 @@
 // set beside the etcd store's counts per job (doc/benchmarks.md, "Issue
 // 18: etcd, per transaction or per key").
 //
-// Given a command after the flags, it runs that command instead (against
-// the etcd of -etcd) and prints what etcd counted while it ran, divided by
-// -per (the jobs the command ran), so a jobkit workload's etcd cost per job
-// is read the same way.
+// Given a command after the flags, it runs that command instead and
+// prints what etcd counted while it ran, divided by -per (the jobs the
+// command ran), so a jobkit workload's etcd cost per job is read the same
+// way; "etcd busy" is etcd's CPU over the command's time, in cores (well
+// below 1, the workload waits on something other than etcd's CPU). The
+// command runs against the etcd of -etcd or, without -etcd, against a
+// fresh etcd started for it (the program of $JOBKIT_ETCD_BIN, else etcd
+// on PATH; with --metrics extensive and an hour's compaction retention):
+// the command finds its endpoint in $JOBKIT_ETCD_ENDPOINTS, and "{etcd}"
+// in its arguments is replaced by it. With -profile, etcd's CPU profile
+// over the command's first -profile-seconds is written to that file (keep
+// it below the command's length: the profile samples the idle time after
+// too); a fresh etcd is started with --enable-pprof, one given with -etcd
+// must have it. `go tool pprof -top FILE` reads it.
 //
 //	go -C bench run ./cmd/etcd-cost                           # starts an etcd
 //	go -C bench run ./cmd/etcd-cost -etcd 127.0.0.1:2379 -batches 1,8,32,120 -clients 8
-//	etcd-cost -etcd 127.0.0.1:2379 -per 25000 -- jobkit-bench -store etcd -etcd 127.0.0.1:2379 -only throughput -workers 64 -jobs 10000 -runs 1
+//	JOBKIT_ETCD_BIN=$(go -C tools/etcd tool -n go.etcd.io/etcd/server/v3) \
+//	  etcd-cost -per 25000 -profile etcd.prof -- jobkit-bench -store etcd -etcd {etcd} -only throughput -workers 64 -jobs 10000 -runs 1
 package main
 
 import (
@@ -27,6 +38,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
@@ -51,12 +63,26 @@ func main() {
 		cmp     = flag.Bool("cmp", false, "guard each put by a compare that the key is absent (like the store's revision compares)")
 		del     = flag.Bool("del", false, "delete every key again, in transactions of the same size (like a ready key claimed)")
 		per     = flag.Int("per", 1, "with a command: divide what etcd counted by this (the jobs the command ran)")
+		prof    = flag.String("profile", "", "with a command: write etcd's CPU profile over the command's first -profile-seconds to this file")
+		profSec = flag.Int("profile-seconds", 30, "how long -profile samples")
 	)
 	flag.Parse()
-	if flag.NArg() > 0 && *eps == "" {
-		benchkit.Fatalf("a command needs -etcd: the etcd it measures")
+	if *prof != "" && flag.NArg() == 0 {
+		benchkit.Fatalf("-profile needs a command to profile etcd under")
 	}
-	endpoints := benchkit.StartEtcd(*eps)
+	if *profSec < 1 {
+		benchkit.Fatalf("-profile-seconds %d: give at least 1", *profSec)
+	}
+	var endpoints []string
+	if flag.NArg() > 0 && *eps == "" {
+		args := []string{"--metrics", "extensive", "--auto-compaction-retention", "1h"}
+		if *prof != "" {
+			args = append(args, "--enable-pprof")
+		}
+		endpoints = []string{benchkit.StartEtcdArgs(args...)}
+	} else {
+		endpoints = benchkit.StartEtcd(*eps)
+	}
 	defer benchkit.StopServers()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
@@ -70,7 +96,8 @@ func main() {
 	metricsURL += "/metrics"
 
 	if flag.NArg() > 0 {
-		around(metricsURL, *per, flag.Args())
+		ep := strings.Join(endpoints, ",")
+		around(metricsURL, ep, *per, withEndpoint(flag.Args(), ep), *prof, *profSec)
 		return
 	}
 	fmt.Printf("etcd at %s; %d keys per run, values of %d bytes, compares %v, deletes %v\n\n", strings.Join(endpoints, ","), *keys, *value, *cmp, *del)
@@ -121,18 +148,44 @@ func main() {
 	fmt.Printf("\netcd CPU ≈ %.0f µs a transaction + %.1f µs a key (least squares over the runs)\n", a*1e6, b*1e6)
 }
 
-// around runs args and prints what etcd counted meanwhile, per n jobs.
-func around(url string, n int, args []string) {
+// withEndpoint returns args with "{etcd}" replaced by ep.
+func withEndpoint(args []string, ep string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = strings.ReplaceAll(a, "{etcd}", ep)
+	}
+	return out
+}
+
+// around runs args (with $JOBKIT_ETCD_ENDPOINTS set to ep) and prints
+// what etcd counted meanwhile, per n jobs; with prof, it also writes
+// etcd's CPU profile over the command's first profSec seconds there.
+func around(url, ep string, n int, args []string, prof string, profSec int) {
 	before := scrapeAll(url)
 	la0 := loadavg()
 	t0 := time.Now()
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	err := cmd.Run()
+	cmd.Env = append(os.Environ(), "JOBKIT_ETCD_ENDPOINTS="+ep)
+	if err := cmd.Start(); err != nil {
+		benchkit.Fatalf("command: %v", err)
+	}
+	profiled := make(chan error, 1)
+	if prof != "" {
+		go func() { profiled <- profile(strings.TrimSuffix(url, "/metrics"), prof, profSec) }()
+	}
+	err := cmd.Wait()
 	wall := time.Since(t0)
 	after := scrapeAll(url)
 	if err != nil {
 		log.Printf("command: %v", err)
+	}
+	if prof != "" {
+		if perr := <-profiled; perr != nil {
+			log.Printf("etcd profile: %v", perr)
+		} else {
+			fmt.Printf("\netcd's CPU profile over the command's first %d s: %s\n", profSec, prof)
+		}
 	}
 	d := func(name string) float64 { return after[name] - before[name] }
 	kv := func(method string) float64 {
@@ -145,6 +198,7 @@ func around(url string, n int, args []string) {
 	fmt.Println("|---|--:|")
 	row := func(name string, v float64, unit string) { fmt.Printf("| %s | %.3g%s |\n", name, v, unit) }
 	row("etcd CPU", d("process_cpu_seconds_total")/f*1e3, " ms")
+	row("etcd busy (CPU over the command's time)", d("process_cpu_seconds_total")/wall.Seconds(), " cores")
 	row("Txn requests", kv("Txn")/f, "")
 	row("Range requests", kv("Range")/f, "")
 	row("Put + DeleteRange requests", (kv("Put")+kv("DeleteRange"))/f, "")
@@ -211,6 +265,29 @@ func write(cli *clientv3.Client, prefix, val string, k, c, n int, cmp, del bool)
 	}
 	wg.Wait()
 	return txns.Load()
+}
+
+// profile writes the CPU profile of the etcd at base over the next sec
+// seconds to file (etcd serves it under /debug/pprof with --enable-pprof).
+func profile(base, file string, sec int) error {
+	c := &http.Client{Timeout: time.Duration(sec+30) * time.Second}
+	resp, err := c.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, sec))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s: start etcd with --enable-pprof (or leave out -etcd: etcd-cost then starts one with it)", base, resp.Status)
+	}
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // scrape reads the samples without labels of etcd's /metrics.

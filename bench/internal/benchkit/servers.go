@@ -36,7 +36,14 @@ func StartEtcd(eps string) []string {
 	return []string{testserver.StartEtcd(programTB{}).Addr}
 }
 
-// StopServers stops every server StartRedis and StartEtcd started.
+// StartEtcdArgs starts an etcd of its own on free loopback ports with
+// extra flags after internal/testserver's (a flag given again takes the
+// later value) and returns its endpoint. StopServers stops it.
+func StartEtcdArgs(args ...string) string {
+	return testserver.StartEtcd(programTB{}, args...).Addr
+}
+
+// StopServers stops every server StartRedis, StartEtcd and StartEtcdArgs started.
 func StopServers() { testserver.StopAll() }
 
 // Exit stops the servers and exits with code; use it instead of os.Exit
