@@ -2,7 +2,6 @@ package memdbstore
 
 import (
 	"container/heap"
-	"slices"
 
 	"github.com/jobkit/job/store"
 )
@@ -149,57 +148,71 @@ func (s *Store) pickKeyed(g *limitGate, qid name, now int64, p *store.ClaimParam
 			next = r.runAt
 		}
 	}
-	// after returns the entry that follows r in its lane, or nil; one due
-	// later than now is noted as waiting and not returned.
-	after := func(r *rec, from bool) *rec {
-		probe := rec{qid: r.qid, priority: r.priority, lane: r.lane, runAt: r.runAt, seq: r.seq}
-		if !from {
-			probe.seq++
-		}
-		var out *rec
-		s.t.ready.AscendGreaterOrEqual(&probe, func(n *rec) bool {
-			if n.qid == r.qid && n.priority == r.priority && n.lane == r.lane {
-				if n.runAt > now {
-					waits(n)
-				} else {
-					out = n
-				}
-			}
-			return false
-		})
-		return out
-	}
-	for _, prio := range slices.Clone(q.prios) {
-		var h headHeap
+	// The instances to take, chosen first and taken after (taking
+	// changes the index the ascents read); the counts move as each is
+	// chosen.
+	var picked []*rec
+	var h headHeap
+	for _, prio := range q.prios {
+		h = h[:0]
 		for lane := range q.byPrio[prio] {
-			if !filter(lane) {
+			if !filter(lane) || g.room(lane) <= 0 {
 				continue
 			}
-			if r := after(&rec{qid: qid, priority: prio, lane: lane, runAt: minNanos}, true); r != nil {
-				h = append(h, laneHead{r})
-			}
+			probe := &rec{qid: qid, priority: prio, lane: lane, runAt: minNanos}
+			s.t.ready.AscendGreaterOrEqual(probe, func(r *rec) bool {
+				if r.qid == qid && r.priority == prio && r.lane == lane {
+					if r.runAt > now {
+						waits(r)
+					} else {
+						h = append(h, laneHead{r})
+					}
+				}
+				return false
+			})
 		}
 		heap.Init(&h)
 		for h.Len() > 0 {
+			// Go along the lane of the first head while it comes before
+			// the other lanes' heads; the first that does not is its
+			// lane's next head.
 			r := heap.Pop(&h).(laneHead).r
-			if g.room(r.lane) <= 0 {
-				continue // the lane's kind is at a limit: leave it out whole
-			}
-			kind, k := g.names[r.kind], r.limitKey()
-			if !keyRoom(kind, k) {
-				g.capped = true
-			} else {
-				took(kind, k)
-				g.took(r.kind)
-				take(r)
-				if n++; n == p.Limit {
-					return n, next
+			probe := &rec{qid: r.qid, priority: r.priority, lane: r.lane, runAt: r.runAt, seq: r.seq}
+			full := false
+			s.t.ready.AscendGreaterOrEqual(probe, func(x *rec) bool {
+				switch {
+				case x.qid != r.qid || x.priority != r.priority || x.lane != r.lane:
+					return false // the lane ends
+				case x.runAt > now:
+					waits(x)
+					return false
+				case h.Len() > 0 && !before(x, h[0].r):
+					heap.Push(&h, laneHead{x})
+					return false
+				case g.room(x.lane) <= 0:
+					return false // its kind is at a limit: the lane sits out
 				}
-			}
-			if nx := after(r, false); nx != nil {
-				heap.Push(&h, laneHead{nx})
+				kind, k := g.names[x.kind], x.limitKey()
+				if !keyRoom(kind, k) {
+					g.capped = true // skipped, in its place
+					return true
+				}
+				took(kind, k)
+				g.took(x.kind)
+				picked = append(picked, x)
+				full = len(picked) == p.Limit
+				return !full
+			})
+			if full {
+				break
 			}
 		}
+		if len(picked) == p.Limit {
+			break
+		}
 	}
-	return n, next
+	for _, r := range picked {
+		take(r)
+	}
+	return len(picked), next
 }
