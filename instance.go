@@ -56,6 +56,9 @@ type InstanceInfo struct {
 	// equal. UniqueUntil is when the key is released, zero without one.
 	UniqueKey   string
 	UniqueUntil time.Time
+	// LimitKey is the key its per-key concurrency limits count it under
+	// (WithLimitKey, WithLimitKeyFunc); "" for none.
+	LimitKey string
 	// Labels are the label requirements a manager's labels must satisfy
 	// to run the instance (WithRequiredLabels), in their compact form
 	// ("region=eu|us"), sorted; nil for none.
@@ -111,7 +114,7 @@ func (in *InstanceInfo) fill(rec *store.Instance) {
 		ID: rec.ID, Kind: rec.Kind, Queue: rec.Queue, State: rec.State, Priority: Priority(rec.Priority),
 		Attempt: rec.Attempt, MaxRetries: rec.MaxRetries, Timeout: rec.Timeout, RunAt: rec.RunAt,
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, FinishedAt: rec.FinishedAt,
-		UniqueKey: userUniqueKey(rec.UniqueKey), UniqueUntil: rec.UniqueUntil,
+		UniqueKey: userUniqueKey(rec.UniqueKey), UniqueUntil: rec.UniqueUntil, LimitKey: rec.LimitKey,
 		Labels: rec.Labels, Metadata: rec.Metadata,
 		Parent: rec.Parent, ShardIndex: rec.ShardIndex, ShardCount: rec.ShardCount,
 		Args: rec.Args, Result: rec.Result, Error: rec.Error,

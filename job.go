@@ -55,7 +55,8 @@ type Job struct {
 	onStateChange func(Instance, State)
 	onComplete    func(Instance, []any)
 	onTerminate   func(Instance, error)
-	verdict       func(Instance, error) error // WithTerminateVerdict
+	verdict       func(Instance, error) error       // WithTerminateVerdict
+	limitKey      func(args []byte) (string, error) // WithLimitKeyFunc (limitkey.go)
 }
 
 // JobOption configures a Job given to NewJob. The options of this package

@@ -27,18 +27,26 @@ import (
 // attempt holds its slot until it leaves Processing, whichever way (an
 // outcome, a hand-back at Stop or fencing, a rescue of an expired lease or
 // of a dead node's attempt, a cancel once the attempt ends, a delete).
-// See doc/limits.md.
+// With PerKey, Max bounds each limit key apart (WithLimitKey,
+// WithLimitKeyFunc): at most Max of the matching instances with one key
+// run at once, and a key at its limit holds back only its own instances.
+// Max 1 with PerKey runs each key's instances one at a time, in the order
+// they were scheduled (for one priority and run time). A per-key limit
+// replaces the limit of the whole kind and queue, as one limit is stored
+// per kind and queue. Per-key limits need a store.KeyedLimitEnforcer
+// (ErrKeyedLimitsUnsupported). See doc/limits.md.
 type ConcurrencyLimit struct {
-	Kind  string `json:"kind,omitempty"`
-	Queue string `json:"queue,omitempty"`
-	Max   int    `json:"max"`
+	Kind   string `json:"kind,omitempty"`
+	Queue  string `json:"queue,omitempty"`
+	Max    int    `json:"max"`
+	PerKey bool   `json:"per_key,omitempty"`
 }
 
 // String names the limit: "kind email (at most 5 running)".
 func (l ConcurrencyLimit) String() string { return l.store().String() }
 
 func (l ConcurrencyLimit) store() store.ConcurrencyLimit {
-	return store.ConcurrencyLimit{Kind: l.Kind, Queue: l.Queue, Max: l.Max}
+	return store.ConcurrencyLimit{Kind: l.Kind, Queue: l.Queue, Max: l.Max, PerKey: l.PerKey}
 }
 
 // LimitUse is a stored limit with its current use, as
@@ -82,6 +90,9 @@ func (a *Admin) SetConcurrencyLimit(ctx context.Context, l ConcurrencyLimit) err
 	m := a.m
 	if !store.EnforcesLimits(m.cfg.store) {
 		return ErrLimitsUnsupported
+	}
+	if l.PerKey && !store.EnforcesKeyedLimits(m.cfg.store) {
+		return ErrKeyedLimitsUnsupported
 	}
 	if err := l.store().Validate(); err != nil {
 		return fmt.Errorf("job: set concurrency limit: %w", err)
@@ -130,7 +141,7 @@ func (a *Admin) ListConcurrencyLimits(ctx context.Context) ([]LimitUse, error) {
 		return nil, fmt.Errorf("job: list concurrency limits: %w", err)
 	}
 	for i, l := range ls {
-		out[i].ConcurrencyLimit = ConcurrencyLimit{Kind: l.Kind, Queue: l.Queue, Max: l.Max}
+		out[i].ConcurrencyLimit = ConcurrencyLimit{Kind: l.Kind, Queue: l.Queue, Max: l.Max, PerKey: l.PerKey}
 		for _, g := range counts {
 			if l.Matches(g.Kind, g.Queue) {
 				out[i].Running += g.States[store.Processing]
@@ -321,6 +332,14 @@ func (m *Manager) explainLimits(ctx context.Context, ex *WaitExplanation, rec *s
 	}
 	for _, u := range uses {
 		l := u.store()
+		if l.PerKey {
+			if l.Matches(rec.Kind, rec.Queue) && u.Running >= int64(u.Max) {
+				if err := m.explainKeyedLimit(ctx, ex, rec, l); err != nil || ex.Reason != "" {
+					return err
+				}
+			}
+			continue
+		}
 		if l.Matches(rec.Kind, rec.Queue) && u.Running >= int64(u.Max) {
 			ex.Reason = WaitConcurrencyLimit
 			ex.Message = fmt.Sprintf("waiting for the concurrency limit of %s (%d/%d running)", l.Scope(), u.Running, u.Max)

@@ -27,6 +27,9 @@ func WithNodeConcurrencyLimits(ls ...ConcurrencyLimit) ManagerOption {
 			if err := l.store().Validate(); err != nil {
 				return fmt.Errorf("%w: node %w", ErrInvalidOption, err)
 			}
+			if l.PerKey {
+				return fmt.Errorf("%w: node concurrency limit of %s per key; a node limit bounds the whole kind or queue (set PerKey on a cluster limit, Admin.SetConcurrencyLimit)", ErrInvalidOption, l.store().Scope())
+			}
 			if slices.ContainsFunc(c.nodeLimits, func(o store.ConcurrencyLimit) bool { return o.Kind == l.Kind && o.Queue == l.Queue }) {
 				return fmt.Errorf("%w: two node concurrency limits of %s; give one per kind and queue", ErrInvalidOption, l.store().Scope())
 			}

@@ -189,6 +189,9 @@ func (m *Manager) newRecord(j *Job, c *scheduleConfig) (*store.Instance, error) 
 	if c.tickKey != "" {
 		rec.UniqueKey, rec.UniqueUntil = c.tickKey, c.tickHoldTil
 	}
+	if err := j.setLimitKey(rec, c.limitKey); err != nil {
+		return nil, err
+	}
 	return rec, nil
 }
 

@@ -35,6 +35,7 @@ type scheduleConfig struct {
 	tickKey     string
 	tickHoldTil time.Time
 	metadata    map[string]string // WithMetadata
+	limitKey    *string           // WithLimitKey (limitkey.go)
 	shards      int               // WithShards (shards.go)
 	deps        []string          // After (workflow.go)
 	depFailure  *DepFailure       // WithDepFailure on a task (workflow.go)

@@ -705,6 +705,9 @@ func (s *scheduler) triggerRecord(ctx context.Context, t *store.Trigger, cal *sc
 	case err == nil:
 		rec.Queue, rec.Priority, rec.MaxRetries, rec.Timeout = j.queue, int(j.priority), j.maxRetries, j.timeout
 		rec.Labels = j.labels
+		if err := j.setLimitKey(rec, nil); err != nil {
+			return nil, err
+		}
 	case !errors.Is(err, ErrUnknownKind):
 		return nil, err
 	}

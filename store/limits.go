@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"slices"
+	"unicode/utf8"
 )
 
 // ConcurrencyLimit bounds how many instances run at once across the
@@ -27,6 +28,13 @@ type ConcurrencyLimit struct {
 	// Max is how many matching instances may run at once; 0 lets none
 	// start (those running go on to their end).
 	Max int `json:"max"`
+	// PerKey applies Max to each limit key (Instance.LimitKey) apart: at
+	// most Max matching instances with the same key run at once, and a
+	// key at its limit holds back only its own instances (a claim skips
+	// them and takes the next eligible instance in claim order). Max 1
+	// runs each key's instances one at a time, in claim order. Only a
+	// store that is a KeyedLimitEnforcer enforces it.
+	PerKey bool `json:"per_key,omitempty"`
 }
 
 // Matches reports whether the limit bounds instances of kind in queue.
@@ -51,6 +59,9 @@ func (l ConcurrencyLimit) Scope() string {
 // String names the limit as messages show it: "kind email (at most 5
 // running)".
 func (l ConcurrencyLimit) String() string {
+	if l.PerKey {
+		return fmt.Sprintf("%s (at most %d running per key)", l.Scope(), l.Max)
+	}
 	return fmt.Sprintf("%s (at most %d running)", l.Scope(), l.Max)
 }
 
@@ -67,7 +78,8 @@ func (l ConcurrencyLimit) Validate() error {
 }
 
 // validateLimits checks ClaimParams.Limits: each valid, at most
-// MaxConcurrencyLimits, no two for the same kind and queue.
+// MaxConcurrencyLimits, no two for the same kind, queue and PerKey (a
+// limit of a whole kind and one per key of it may go together).
 func validateLimits(ls []ConcurrencyLimit) error {
 	if len(ls) > MaxConcurrencyLimits {
 		return fmt.Errorf("%w: claim with %d concurrency limits; at most %d", ErrInvalid, len(ls), MaxConcurrencyLimits)
@@ -76,7 +88,7 @@ func validateLimits(ls []ConcurrencyLimit) error {
 		if err := l.Validate(); err != nil {
 			return err
 		}
-		if slices.ContainsFunc(ls[:i], func(o ConcurrencyLimit) bool { return o.Kind == l.Kind && o.Queue == l.Queue }) {
+		if slices.ContainsFunc(ls[:i], func(o ConcurrencyLimit) bool { return o.Kind == l.Kind && o.Queue == l.Queue && o.PerKey == l.PerKey }) {
 			return fmt.Errorf("%w: claim names the concurrency limit of %s twice; keep one", ErrInvalid, l.Scope())
 		}
 	}
@@ -97,4 +109,42 @@ type LimitEnforcer interface {
 func EnforcesLimits(s Store) bool {
 	e, ok := s.(LimitEnforcer)
 	return ok && e.EnforcesConcurrencyLimits()
+}
+
+// MaxLimitKeyBytes bounds Instance.LimitKey.
+const MaxLimitKeyBytes = 256
+
+// ValidateLimitKey checks an Instance.LimitKey: at most MaxLimitKeyBytes,
+// valid UTF-8.
+func ValidateLimitKey(k string) error {
+	switch {
+	case len(k) > MaxLimitKeyBytes:
+		return fmt.Errorf("%w: limit key of %d bytes, more than MaxLimitKeyBytes (%d); use a shorter key (a hash of it)", ErrInvalid, len(k), MaxLimitKeyBytes)
+	case !utf8.ValidString(k):
+		return fmt.Errorf("%w: limit key %q is not valid UTF-8; encode it (hex, base64)", ErrInvalid, k)
+	}
+	return nil
+}
+
+// KeyedLimitEnforcer is an optional capability: a store whose Claim
+// enforces the per-key concurrency limits of ClaimParams.Limits
+// (ConcurrencyLimit.PerKey) and keeps Instance.LimitKey. A store without
+// it must not be passed a per-key limit: the engine refuses to set one
+// (job.ErrKeyedLimitsUnsupported).
+type KeyedLimitEnforcer interface {
+	// EnforcesKeyedLimits reports whether Claim enforces per-key
+	// concurrency limits (a wrapper reports what the store it wraps does).
+	EnforcesKeyedLimits() bool
+}
+
+// EnforcesKeyedLimits reports whether s enforces per-key concurrency
+// limits.
+func EnforcesKeyedLimits(s Store) bool {
+	e, ok := s.(KeyedLimitEnforcer)
+	return ok && e.EnforcesKeyedLimits() && EnforcesLimits(s)
+}
+
+// HasPerKey reports whether any of ls is a per-key limit.
+func HasPerKey(ls []ConcurrencyLimit) bool {
+	return slices.ContainsFunc(ls, func(l ConcurrencyLimit) bool { return l.PerKey })
 }

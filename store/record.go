@@ -122,6 +122,13 @@ type Instance struct {
 	// one that is not part of a workflow. Stores keep it as given and
 	// return it on every read.
 	Task *WorkflowTask
+	// LimitKey partitions the concurrency limits that bound the instance
+	// per key (ConcurrencyLimit.PerKey): a per-key limit counts only the
+	// Processing instances it matches with the same LimitKey (a customer
+	// ID, a tenant). Empty is a key of its own. At most MaxLimitKeyBytes,
+	// valid UTF-8. A store that enforces per-key limits
+	// (KeyedLimitEnforcer) keeps it as given and returns it on every read.
+	LimitKey string
 }
 
 // Clone returns a deep copy of in, so a store can hand out records that

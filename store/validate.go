@@ -68,6 +68,9 @@ func (in *Instance) Validate() error {
 	case in.UniqueKey != "" && in.UniqueUntil.IsZero():
 		return fmt.Errorf("%w: instance %s has unique key %q without an expiry", ErrInvalid, in.ID, in.UniqueKey)
 	}
+	if err := ValidateLimitKey(in.LimitKey); err != nil {
+		return fmt.Errorf("instance %s: %w", in.ID, err)
+	}
 	if err := in.validateShard(); err != nil {
 		return err
 	}

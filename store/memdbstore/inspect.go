@@ -21,6 +21,7 @@ func (t *tables) countMove(old, r *rec) {
 	if old != nil && r != nil && old.state == r.state && old.runAt == r.runAt {
 		return // a renew, a cancel request: no count or index changes
 	}
+	t.keyMove(old, r)
 	if old != nil {
 		g := group{old.qid, old.kind}
 		c := t.counts[g]

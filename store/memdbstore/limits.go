@@ -70,7 +70,7 @@ func newLimitGate(t *tables, queue string, ls []store.ConcurrencyLimit, names []
 func (g *limitGate) ofKind(kind string) []int {
 	var out []int
 	for i, l := range g.ls {
-		if l.Kind == "" || l.Kind == kind {
+		if !l.PerKey && (l.Kind == "" || l.Kind == kind) { // per key: keyedlimits.go
 			out = append(out, i)
 		}
 	}
@@ -133,6 +133,10 @@ func (s *Store) pickWithin(qid name, now int64, p *store.ClaimParams, names []st
 		return len(picked), next, false, 0
 	}
 	defer func() { limited, retry = g.capped, g.rates.wait }()
+	if store.HasPerKey(g.ls) {
+		n, next = s.pickKeyed(g, qid, now, p, filter, take)
+		return n, next, false, 0
+	}
 	for n < p.Limit {
 		// The smallest room among the lanes the claimer may take bounds
 		// this round; the lanes without room sit it out.

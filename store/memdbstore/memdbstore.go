@@ -168,6 +168,10 @@ type tables struct {
 	// instances by (queue, kind, RunAt, Seq) for Lag.
 	counts  map[group][store.TimedOut + 1]int64
 	waiting *btree.BTreeG[*rec]
+	// keyRun counts the Processing instances with a limit key, per key
+	// and (queue, kind), for per-key limits (keyedlimits.go); only the
+	// writer keeps it (nil in snapshots).
+	keyRun map[string]map[group]int32
 }
 
 func newTables() tables {
@@ -181,6 +185,7 @@ func newTables() tables {
 		logsByTime: btree.NewG(degree, lessLogTime),
 		logsByInst: btree.NewG(degree, lessLogInst),
 		lanes:      laneIndex{},
+		keyRun:     map[string]map[group]int32{},
 		counts:     map[group][store.TimedOut + 1]int64{},
 		waiting:    btree.NewG(degree, lessWaiting),
 	}

@@ -26,6 +26,7 @@ func harness() storetest.Harness {
 	return storetest.Harness{
 		CancelNotifier: true,
 		Limits:         true,
+		KeyedLimits:    true,
 		RateLimits:     true,
 		Open: func(t testing.TB, ns string) store.Store {
 			mu.Lock()

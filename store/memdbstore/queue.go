@@ -53,10 +53,10 @@ func (s *Store) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.En
 			r.updatedAt, r.enqAt = now, now
 			r.maxRetries = clamp32(in.MaxRetries)
 			r.state = store.Scheduled
-			if in.UniqueKey != "" || len(in.Metadata) > 0 || in.ShardCount > 0 || in.Task != nil {
+			if in.UniqueKey != "" || len(in.Metadata) > 0 || in.ShardCount > 0 || in.Task != nil || in.LimitKey != "" {
 				r.x = &extra{uniqueKey: in.UniqueKey, uniqueTill: nanos(in.UniqueUntil), meta: store.CloneMetadata(in.Metadata),
 					parent: in.Parent, shardIndex: clamp32(in.ShardIndex), shardCount: clamp32(in.ShardCount),
-					task: in.Task.Clone()}
+					task: in.Task.Clone(), limitKey: in.LimitKey}
 			}
 			s.t.put(nil, r)
 			res[i] = store.EnqueueResult{ID: in.ID, Seq: seq}

@@ -86,6 +86,8 @@ type extra struct {
 	// task is Instance.Task: never changed after enqueue (shared by
 	// copies of the extra fields, cloned on every read).
 	task *store.WorkflowTask
+	// limitKey is Instance.LimitKey: never changed after enqueue.
+	limitKey string
 }
 
 // hist is one history record of the instance that holds it.
@@ -218,6 +220,7 @@ func (r *rec) toInstance(names []string) *store.Instance {
 		in.Metadata = store.CloneMetadata(x.meta)
 		in.Parent, in.ShardIndex, in.ShardCount = x.parent, int(x.shardIndex), int(x.shardCount)
 		in.Task = x.task.Clone()
+		in.LimitKey = x.limitKey
 	}
 	return in
 }

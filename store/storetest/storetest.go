@@ -78,6 +78,11 @@ type Harness struct {
 	// store.LimitEnforcer): the limits checks then run, and fail when it
 	// does not; without it they check that the store does not claim to.
 	Limits bool
+	// KeyedLimits says the store enforces per-key concurrency limits
+	// (ConcurrencyLimit.PerKey; it is a store.KeyedLimitEnforcer): the
+	// keyed limits checks then run; without it they check that the store
+	// does not claim to.
+	KeyedLimits bool
 
 	// RateLimits says the store enforces ClaimParams.RateLimits (it is a
 	// store.RateLimitEnforcer and a store.RateLimitDelayer): the rate
@@ -163,6 +168,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, workflowTests...)
 	tests = append(tests, labelExprTests...)
 	tests = append(tests, limitTests...)
+	tests = append(tests, keyedLimitTests...)
 	tests = append(tests, rateLimitTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

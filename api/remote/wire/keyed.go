@@ -72,6 +72,7 @@ const (
 	kInstShardIndex
 	kInstShardCount
 	kInstTask // store.MarshalTask's JSON
+	kInstLimitKey
 )
 
 // The keys of store.Outcome.
@@ -117,6 +118,10 @@ const (
 	kClaimLabels
 	kClaimLimits     // kind, queue and max of each limit, flat
 	kClaimRateLimits // kind, queue, rate, period and burst of each rate limit, flat
+	// kClaimPerKey: the indexes (decimal strings) in kClaimLimits of the
+	// per-key limits. A reader that does not know it enforces them as
+	// limits of their whole kind and queue, which never lets more run.
+	kClaimPerKey
 )
 
 // The keys of ClaimResult.
@@ -441,6 +446,7 @@ func instanceFields(f *fields, in *store.Instance) {
 	f.int(kInstShardIndex, int64(in.ShardIndex))
 	f.int(kInstShardCount, int64(in.ShardCount))
 	f.bin(kInstTask, store.MarshalTask(in.Task))
+	f.str(kInstLimitKey, in.LimitKey)
 }
 
 func (k *keyedEncoder) finishParams(p *store.FinishParams) {
@@ -536,6 +542,9 @@ func claimParamsFields(f *fields, p *store.ClaimParams) {
 	f.strs(kClaimLabels, p.Labels)
 	if len(p.Limits) > 0 {
 		f.strs(kClaimLimits, flatLimits(p.Limits))
+		if ix := perKeyIndexes(p.Limits); len(ix) > 0 {
+			f.strs(kClaimPerKey, ix)
+		}
 	}
 	if len(p.RateLimits) > 0 {
 		f.strs(kClaimRateLimits, flatRateLimits(p.RateLimits))
@@ -899,6 +908,8 @@ func (k *keyedDecoder) instance() (*store.Instance, error) {
 			if b, err = k.bin(); err == nil {
 				in.Task, err = store.UnmarshalTask(b)
 			}
+		case kInstLimitKey:
+			in.LimitKey, err = k.str()
 		default:
 			return false, nil
 		}
@@ -1015,6 +1026,7 @@ func (k *keyedDecoder) claimParams() (*store.ClaimParams, error) {
 		return nil, nil
 	}
 	p := new(store.ClaimParams)
+	var perKey []string
 	err := k.fieldsOf("claim parameters", func(key int64) (bool, error) {
 		var err error
 		switch key {
@@ -1044,11 +1056,16 @@ func (k *keyedDecoder) claimParams() (*store.ClaimParams, error) {
 			if flat, err = k.strs(); err == nil {
 				p.RateLimits, err = unflatRateLimits(flat)
 			}
+		case kClaimPerKey:
+			perKey, err = k.strs()
 		default:
 			return false, nil
 		}
 		return true, err
 	})
+	if err == nil {
+		err = setPerKey(p.Limits, perKey)
+	}
 	return p, err
 }
 

@@ -32,3 +32,27 @@ func unflatLimits(flat []string) ([]store.ConcurrencyLimit, error) {
 	}
 	return out, nil
 }
+
+// perKeyIndexes returns the indexes in ls of the per-key limits, as
+// decimal strings.
+func perKeyIndexes(ls []store.ConcurrencyLimit) []string {
+	var out []string
+	for i, l := range ls {
+		if l.PerKey {
+			out = append(out, strconv.Itoa(i))
+		}
+	}
+	return out
+}
+
+// setPerKey marks the limits of ls that perKeyIndexes named.
+func setPerKey(ls []store.ConcurrencyLimit, ix []string) error {
+	for _, s := range ix {
+		i, err := strconv.Atoi(s)
+		if err != nil || i < 0 || i >= len(ls) {
+			return fmt.Errorf("%w: per-key limit index %q; want one of the %d concurrency limits", store.ErrInvalid, s, len(ls))
+		}
+		ls[i].PerKey = true
+	}
+	return nil
+}
