@@ -10,7 +10,11 @@
 # records and bytes (pg_stat_statements, and the whole server's from
 # pg_stat_wal, autovacuum included), the server's CPU (the postmaster's
 # and its children's) and rows written (pg_stat_user_tables: inserts,
-# updates, HOT updates, deletes). The server is stopped by its PID.
+# updates, HOT updates, deletes), and each statement's planning
+# (pg_stat_statements.track_planning: plans and planning time per job; a
+# prepared statement that keeps its generic plan is planned a few times
+# per connection, one planned at each call as often as it runs). The
+# server is stopped by its PID.
 #
 #   bench/pgcost.sh JKBENCH N SYSTEM... [-- extra bench flags]
 #   e.g. bench/pgcost.sh /tmp/jkbench 100000 jobkit-pg river-tuned
