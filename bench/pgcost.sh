@@ -10,7 +10,11 @@
 # records and bytes (pg_stat_statements, and the whole server's from
 # pg_stat_wal, autovacuum included), the server's CPU (the postmaster's
 # and its children's) and rows written (pg_stat_user_tables: inserts,
-# updates, HOT updates, deletes). The server is stopped by its PID.
+# updates, HOT updates, deletes), and each statement's planning
+# (pg_stat_statements.track_planning: plans and planning time per job; a
+# prepared statement that keeps its generic plan is planned a few times
+# per connection, one planned at each call as often as it runs). The
+# server is stopped by its PID.
 #
 #   bench/pgcost.sh JKBENCH N SYSTEM... [-- extra bench flags]
 #   e.g. bench/pgcost.sh /tmp/jkbench 100000 jobkit-pg river-tuned
@@ -46,7 +50,7 @@ fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "${as_pg[@]}" "$bin/postgres" -D "$tmp/data" -p "$port" -k "$tmp" -c listen_addresses=127.0.0.1 \
 	-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB -c max_connections=200 \
-	-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all >"$tmp/pg.log" 2>&1 &
+	-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on >"$tmp/pg.log" 2>&1 &
 pgpid=$!
 trap 'kill -INT $pgpid 2>/dev/null; wait $pgpid 2>/dev/null; rm -rf "$tmp"' EXIT
 url="postgres://bench@127.0.0.1:$port/postgres?sslmode=disable"
@@ -116,6 +120,7 @@ SELECT round(sum(calls)::numeric / :n, 3) AS "calls/job",
 	round(sum(wal_records)::numeric / :n, 1) AS "stmt WAL rec/job",
 	round(sum(wal_bytes)::numeric / :n, 0) AS "stmt WAL B/job",
 	round(sum(total_exec_time)::numeric * 1000 / :n, 0) AS "server µs/job",
+	round(sum(total_plan_time)::numeric * 1000 / :n, 0) AS "plan µs/job",
 	(SELECT round((wal_records - clean.rec)::numeric / :n, 1) FROM pg_stat_wal, clean) AS "server WAL rec/job",
 	(SELECT round((wal_bytes - clean.b)::numeric / :n, 0) FROM pg_stat_wal, clean) AS "server WAL B/job",
 	(SELECT round((pg_wal_lsn_diff(pg_current_wal_lsn(), :'lsn0') - clean.b) / :n, 0) FROM clean) AS "LSN B/job"
@@ -126,6 +131,7 @@ FROM pg_stat_user_tables WHERE n_tup_ins + n_tup_upd > 0 ORDER BY n_tup_ins + n_
 SELECT round(calls::numeric / :n, 4) AS "calls/job", round((shared_blks_hit + shared_blks_read)::numeric / :n, 1) AS "buf/job",
 	round(wal_records::numeric / :n, 2) AS "WAL rec/job", round(wal_bytes::numeric / :n, 0) AS "WAL B/job",
 	round(rows::numeric / greatest(calls, 1), 1) AS "rows/call", round(total_exec_time::numeric * 1000 / :n, 0) AS "µs/job",
+	round(plans::numeric / :n, 4) AS "plans/job", round(total_plan_time::numeric * 1000 / :n, 0) AS "plan µs/job",
 	left(regexp_replace(query, '\s+', ' ', 'g'), 70) AS statement
 FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 ORDER BY wal_bytes + shared_blks_hit DESC LIMIT 8;

@@ -44,24 +44,7 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 	// rescue costs no statement (rescueMemo).
 	s.quiet.Delete(p.Node.ID)
 	var quiet bool
-	err = s.q(ctx).QueryRow(ctx, `WITH now AS (SELECT `+clockSQL+` AS t),
-		old AS (SELECT status FROM `+s.t("nodes")+` WHERE ns = $1 AND id = $2 FOR UPDATE),
-		up AS (INSERT INTO `+s.t("nodes")+` AS n (ns, id, info, status, last_seen, store_seen, gone_at)
-			SELECT $1, $2, $3, $4::int2, $5, now.t, CASE WHEN $4::int2 = 4 THEN now.t ELSE 0 END FROM now
-			ON CONFLICT (ns, id) DO UPDATE SET info = excluded.info, status = excluded.status, last_seen = excluded.last_seen,
-				store_seen = excluded.store_seen, gone_at = excluded.gone_at
-			RETURNING 1),
-		del AS (DELETE FROM `+s.t("nodes")+` AS n USING now
-			WHERE n.ns = $1 AND n.id <> $2
-			AND now.t - (CASE WHEN n.status = 1 THEN n.store_seen ELSE n.gone_at END) > $6
-			AND NOT (n.status = 3 AND EXISTS (SELECT 1 FROM `+s.t("instances")+` i WHERE i.ns = $1 AND i.state = 3 AND i.lease_owner = n.id))
-			RETURNING 1)
-		SELECT now.t, (SELECT status FROM old), (SELECT count(*) FROM up), (SELECT count(*) FROM del),
-			NOT EXISTS (SELECT 1 FROM `+s.t("nodes")+` n, now
-				WHERE n.ns = $1 AND n.id <> $2 AND n.status = 1 AND now.t - n.store_seen > $7::int8)
-			AND NOT EXISTS (SELECT 1 FROM `+s.t("instances")+` i
-				WHERE i.ns = $1 AND i.state = 3 AND i.lease_owner = ANY(ARRAY(SELECT id FROM `+s.t("nodes")+` WHERE ns = $1 AND status = 3)))
-		FROM now`,
+	err = s.q(ctx).QueryRow(ctx, s.heartbeatSQL(),
 		s.cfg.ns, p.Node.ID, body, int16(status), nanos(p.Now), int64(p.RetainOrDefault()), int64(p.DeadAfter)).Scan(&now, &old, &a, &b, &quiet)
 	if err != nil {
 		return nil, s.wrap(ctx, "heartbeat", err)
@@ -70,6 +53,40 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 		s.quiet.Store(p.Node.ID, rescueMemo{deadAfter: p.DeadAfter})
 	}
 	return &store.HeartbeatResult{StoreNow: fromNanos(now), WasDead: old != nil && store.NodeStatus(*old) == store.NodeDead}, nil
+}
+
+// deadHold is the SQL condition that a node declared dead still holds
+// attempts. The instances are read only when a dead node exists (an
+// uncorrelated EXISTS, which PostgreSQL runs once, before the scan): the
+// running rows' owner has no index, so the scan reads every running row
+// and, after many claims, the dead index entries of rows claimed since
+// the last vacuum (some 470 buffers a heartbeat in a burn-down), once a
+// second per node even though a dead node is rare.
+func (s *Store) deadHold() string {
+	return `EXISTS (SELECT 1 FROM ` + s.t("instances") + ` i
+		WHERE EXISTS (SELECT 1 FROM ` + s.t("nodes") + ` WHERE ns = $1 AND status = 3)
+			AND i.ns = $1 AND i.state = 3 AND i.lease_owner = ANY(ARRAY(SELECT id FROM ` + s.t("nodes") + ` WHERE ns = $1 AND status = 3)))`
+}
+
+// heartbeatSQL is Heartbeat's statement.
+func (s *Store) heartbeatSQL() string {
+	return `WITH now AS (SELECT ` + clockSQL + ` AS t),
+		old AS (SELECT status FROM ` + s.t("nodes") + ` WHERE ns = $1 AND id = $2 FOR UPDATE),
+		up AS (INSERT INTO ` + s.t("nodes") + ` AS n (ns, id, info, status, last_seen, store_seen, gone_at)
+			SELECT $1, $2, $3, $4::int2, $5, now.t, CASE WHEN $4::int2 = 4 THEN now.t ELSE 0 END FROM now
+			ON CONFLICT (ns, id) DO UPDATE SET info = excluded.info, status = excluded.status, last_seen = excluded.last_seen,
+				store_seen = excluded.store_seen, gone_at = excluded.gone_at
+			RETURNING 1),
+		del AS (DELETE FROM ` + s.t("nodes") + ` AS n USING now
+			WHERE n.ns = $1 AND n.id <> $2
+			AND now.t - (CASE WHEN n.status = 1 THEN n.store_seen ELSE n.gone_at END) > $6
+			AND NOT (n.status = 3 AND EXISTS (SELECT 1 FROM ` + s.t("instances") + ` i WHERE i.ns = $1 AND i.state = 3 AND i.lease_owner = n.id))
+			RETURNING 1)
+		SELECT now.t, (SELECT status FROM old), (SELECT count(*) FROM up), (SELECT count(*) FROM del),
+			NOT EXISTS (SELECT 1 FROM ` + s.t("nodes") + ` n, now
+				WHERE n.ns = $1 AND n.id <> $2 AND n.status = 1 AND now.t - n.store_seen > $7::int8)
+			AND NOT ` + s.deadHold() + `
+		FROM now`
 }
 
 // rescueMemo is what a node's last heartbeat found about the dead-node
@@ -148,8 +165,7 @@ func (s *Store) RescueNodes(ctx context.Context, p *store.RescueNodesParams) (*s
 			d AS (UPDATE `+s.t("nodes")+` n SET status = 3, gone_at = ref.t FROM ref
 				WHERE n.ns = $1 AND n.id <> $2 AND n.status = 1 AND ref.r - n.store_seen > $3
 				RETURNING n.id)
-		SELECT coalesce((SELECT array_agg(id) FROM d), '{}'), EXISTS (SELECT 1 FROM `+s.t("instances")+` i
-			WHERE i.ns = $1 AND i.state = 3 AND i.lease_owner = ANY(ARRAY(SELECT id FROM `+s.t("nodes")+` WHERE ns = $1 AND status = 3)))`,
+		SELECT coalesce((SELECT array_agg(id) FROM d), '{}'), `+s.deadHold(),
 		s.cfg.ns, p.Node, int64(p.DeadAfter)).Scan(&res.Dead, &dead)
 	if err != nil {
 		return nil, s.wrap(ctx, "rescue nodes", err)

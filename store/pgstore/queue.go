@@ -104,24 +104,35 @@ SELECT id, seq, (SELECT count(*) FROM q), (SELECT count(*) FROM h), (SELECT coun
 	// then reads what it recorded), in the claim statement itself: the pick
 	// takes nothing when it says the call is a repeat or late.
 	claimed := `NOT EXISTS (SELECT 1 FROM lk WHERE lk.until >= $3 AND lk.seq >= $9::int8)`
+	// The pick's LIMIT and readiness time are scalar subqueries, which the
+	// planner prices as unknown in every plan: the custom plans of the
+	// first five calls on a connection then cost what the generic plan
+	// does (plus their planning), and PostgreSQL keeps the generic plan
+	// from the sixth call on. As plain parameters, the generic plan was
+	// priced for a tenth of the ready rows and each custom plan for the
+	// rows asked, which looked cheaper: every claim was planned anew, some
+	// 1.3 ms of server CPU with 100,000 ready rows on a quiet machine and
+	// 8 ms under load, more than running it (TestClaimKeepsItsGenericPlan;
+	// the plan is the same either way).
+	limit, readyBy := `(SELECT $4::int8)`, `(SELECT $3::int8)`
 	st.claim = `WITH lk AS MATERIALIZED (SELECT seq, until, ids, attempts FROM ` + s.t("claims") + `
 	WHERE $9::int8 <> 0 AND ns = $1 AND owner = $7 FOR UPDATE),
 picked AS MATERIALIZED ((
 	SELECT c.ctid, c.priority, c.run_at, c.seq
 	FROM ` + s.t("queues") + ` AS qq, unnest(qq.prios) AS pr(p),
 		LATERAL (SELECT ctid, priority, run_at, seq FROM ` + inst + `
-			WHERE ns = $1 AND queue = $2 AND state = 2 AND priority = pr.p AND run_at <= $3 ` + strings.Replace(filter, noPause, "", 1) + `
+			WHERE ns = $1 AND queue = $2 AND state = 2 AND priority = pr.p AND run_at <= ` + readyBy + ` ` + strings.Replace(filter, noPause, "", 1) + `
 			ORDER BY run_at, seq
-			LIMIT $4
+			LIMIT ` + limit + `
 			FOR UPDATE SKIP LOCKED) AS c
 	WHERE qq.ns = $1 AND qq.name = $2 AND NOT qq.paused AND ` + claimed + `
-	LIMIT $4)
+	LIMIT ` + limit + `)
 	UNION ALL
 	SELECT * FROM (SELECT ctid, priority, run_at, seq FROM ` + inst + `
-		WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= $3 ` + filter + ` AND ` + claimed + `
+		WHERE ns = $1 AND queue = $2 AND state = 2 AND run_at <= ` + readyBy + ` ` + filter + ` AND ` + claimed + `
 			AND EXISTS (SELECT 1 FROM ` + s.t("queues") + ` WHERE ns = $1 AND name = $2 AND prios IS NULL)
 		ORDER BY priority DESC, run_at, seq
-		LIMIT $4
+		LIMIT ` + limit + `
 		FOR UPDATE SKIP LOCKED) AS wide),
 p AS MATERIALIZED (SELECT o.ctid, nextval('` + strings.ReplaceAll(s.t("seq"), "'", "''") + `') AS pos
 	FROM (SELECT picked.ctid FROM picked ORDER BY picked.priority DESC, picked.run_at, picked.seq) AS o),

@@ -1,0 +1,14 @@
+-- jobkit schema version 15: a claim record stays on its row, uncompressed
+-- (issue 39).
+--
+-- Every claim with a ClaimSeq rewrites its owner's claims row with the
+-- IDs and attempts it took (the answer to a repeat of the claim). A row
+-- over PostgreSQL's toast threshold (some 2 kB: about 50 IDs of 36
+-- characters) had its IDs compressed (pglz) by every claim statement
+-- that wrote it, in the statement, and moved to the toast table when
+-- still too large. With toast_tuple_target at its maximum the row is
+-- compressed or moved out only above some 8 kB (about 200 IDs); below it
+-- the update writes the row as it is (a HOT update: no indexed column
+-- changes). A record stored compressed before is read as it is; its next
+-- update writes it as it is.
+ALTER TABLE SCHEMA.claims SET (toast_tuple_target = 8160);
