@@ -28,8 +28,12 @@
 -- seq}, as enqueue.lua for one instance (code 2: an instance with this ID
 -- exists, seq is its Seq, nothing changes; 3: the record stored under
 -- this ID is corrupt).
-local id, ctr, hist, now_ms, hval, spec_now, tail, kb, part, sec, kn, cnt, cfield, chan, ready, runat7,
-	prefix, kind, queue, prio, labels = cmsgpack.unpack(ARGV[1])
+-- The first 16 are unpacked here; the last 5 (rest, their offset) only
+-- by the paths that need them (Lua makes every string it is given anew,
+-- hashing each of its bytes).
+local rest, id, ctr, hist, now_ms, hval, spec_now, tail, kb, part, sec, kn, cnt, cfield, chan, ready, runat7 =
+	cmsgpack.unpack_limit(ARGV[1], 16)
+local _, prefix, kind, queue, prio, labels
 local inst = KEYS[1]
 local old = redis.call('HGET', inst, id)
 if old then
@@ -45,6 +49,7 @@ local seq = redis.call('HINCRBY', ctr, 'seq', '1')
 -- The history entry (its ID's ms are now's unless the stream is ahead).
 local eid = redis.pcall('XADD', hist, now_ms .. '-*', 'r', hval)
 if type(eid) ~= 'string' then
+	if not prefix then _, prefix, kind, queue, prio, labels = cmsgpack.unpack_limit(ARGV[1], 5, rest) end
 	PREFIX, K_CTR, floor = prefix, ctr, math.floor
 	eid = xadd_at(hist, 'hskew', tonumber(now_ms) * 1000, hval, now_ms)
 end
@@ -59,6 +64,7 @@ redis.call('HSET', inst, id,
 -- Its kind's bucket of its CreatedAt second (a bucket this APPEND made
 -- is new to the kind's directory, as in enqueue.lua).
 if redis.call('APPEND', kb, part) == #part then
+	if not prefix then _, prefix, kind, queue, prio, labels = cmsgpack.unpack_limit(ARGV[1], 5, rest) end
 	redis.call('ZADD', prefix .. 'kd:' .. kind, sec, sec)
 end
 redis.call('HINCRBY', kn, sec, '1')
@@ -66,6 +72,7 @@ redis.call('HINCRBY', kn, sec, '1')
 -- The count, and the kinds and queues sets when the count's field is new
 -- (or back from zero), as enqueue.lua does; then the wake-up.
 if redis.call('HINCRBY', cnt, cfield, '1') == 1 then
+	if not prefix then _, prefix, kind, queue, prio, labels = cmsgpack.unpack_limit(ARGV[1], 5, rest) end
 	redis.call('SADD', prefix .. 'kinds', kind)
 	redis.call('SADD', prefix .. 'queues', queue)
 end
@@ -86,6 +93,7 @@ local last = redis.call('LINDEX', ready, -1)
 if last then
 	byte = string.byte
 	if entry_before(entry, last) then
+		if not prefix then _, prefix, kind, queue, prio, labels = cmsgpack.unpack_limit(ARGV[1], 5, rest) end
 		PREFIX, floor, char = prefix, math.floor, string.char
 		push_one(queue, tonumber(prio), lane_of(kind, labels), entry)
 		return seq
@@ -93,6 +101,7 @@ if last then
 end
 if redis.call('RPUSH', ready, entry) == 1 then
 	-- A list this push started: the lane index entry and the head hint.
+	if not prefix then _, prefix, kind, queue, prio, labels = cmsgpack.unpack_limit(ARGV[1], 5, rest) end
 	PREFIX = prefix
 	local p = tonumber(prio)
 	local member = level_member(p, lane_of(kind, labels))
