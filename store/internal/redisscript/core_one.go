@@ -1,6 +1,7 @@
 package redisscript
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/jobkit/job/store"
@@ -40,22 +41,25 @@ func enqueueOneArgs(keys Keys, p *store.EnqueueParams) (args []string, ok bool, 
 	sec := strconv.AppendInt(secb[:0], floorDiv(created, 1_000_000), 10)
 	prio := strconv.AppendInt(prib[:0], int64(in.Priority), 10)
 	klen := strconv.AppendInt(klb[:0], int64(len(kind)), 10)
-	// The history entry (cmsgpack.pack('e', now, node, ID)) and the spec
-	// (after Seq, then now as P_ENQ) are packed into x first.
-	x := make([]byte, 0, 64+len(p.Node)+2*len(id)+len(kind)+len(queue)+len(in.Args))
-	x = appendMsgpackInt(append(x, 0xa1, 'e'), now)
-	x = appendMsgpackStr(x, p.Node)
-	x = appendMsgpackStr(x, id)
-	h0 := len(x)
-	x = appendMsgpackInt(appendSpec(x, in), now)
-	b := make([]byte, 0, 256+len(x)+8*len(pre)+6*len(kind)+4*len(queue)+2*len(lane)+len(tail)+3*len(id))
+	b := make([]byte, 0, 160+len(p.Node)+4*len(id)+8*len(pre)+6*len(kind)+5*len(queue)+len(in.Args)+2*len(lane)+len(tail))
 	b = appendMsgpackStr(b, id)
 	b = appendStrs(b, pre, "ctr")
 	b = appendStrs(b, pre, "hist")
 	var msb [20]byte
 	b = appendMsgpackStr(b, strconv.AppendInt(msb[:0], floorDiv(now, 1000), 10))
-	b = appendMsgpackStr(b, x[:h0])
-	b = appendMsgpackStr(b, x[h0:])
+	// The history entry (cmsgpack.pack('e', now, node, ID)), then the
+	// spec (after Seq) and now (P_ENQ): each a str 16 whose length is
+	// written once it is packed (cmsgpack reads any width).
+	h := len(b)
+	b = append(b, 0xda, 0, 0)
+	b = appendMsgpackInt(append(b, 0xa1, 'e'), now)
+	b = appendMsgpackStr(b, p.Node)
+	b = appendMsgpackStr(b, id)
+	b = endStr16(b, h)
+	h = len(b)
+	b = append(b, 0xda, 0, 0)
+	b = appendMsgpackInt(appendSpec(b, in), now)
+	b = endStr16(b, h)
 	b = appendMsgpackStr(b, tail)
 	b = appendStrs(b, pre, "kb:", kind, ":", string(sec))
 	// The bucket part: the ID behind its length in 2 bytes.
@@ -80,6 +84,18 @@ func enqueueOneArgs(keys Keys, p *store.EnqueueParams) (args []string, ok bool, 
 	b = appendMsgpackStr(b, prio)
 	b = appendMsgpackStr(b, lane)
 	return []string{string(b)}, true, nil
+}
+
+// endStr16 ends the str 16 whose header starts b[h:] (the rest of b):
+// it writes its length, or rewrites it as a wider str when it is longer
+// than 64 KiB (an instance's large arguments).
+func endStr16(b []byte, h int) []byte {
+	n := len(b) - h - 3
+	if n > 0xffff {
+		return appendMsgpackStr(b[:h], slices.Clone(b[h+3:]))
+	}
+	b[h+1], b[h+2] = byte(n>>8), byte(n)
+	return b
 }
 
 // appendStrs appends the concatenation of parts as one MessagePack str.

@@ -28,6 +28,7 @@ func testLeanEnqueueSameRecords(t *testing.T, h Harness) {
 		name    string
 		seq     int64  // ctr's seq before the call
 		entryID string // an entry added to hist before the call
+		bigArgs bool   // arguments past 64 KiB
 	}
 	ms := base.UnixMilli()
 	cases := []setup{
@@ -36,18 +37,19 @@ func testLeanEnqueueSameRecords(t *testing.T, h Harness) {
 		{name: "seq_past_32_bits", seq: 5_000_000_000},
 		{name: "entry_seq_past_127", entryID: fmt.Sprintf("%d-200", ms)},
 		{name: "stream_ahead", entryID: fmt.Sprintf("%d-0", ms+5)},
+		{name: "args_past_64KiB", bigArgs: true},
 	}
 	for _, id := range []string{"lean-x", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"} {
 		for _, c := range cases {
 			if id == "lean-x" && c.name != "fresh" {
 				continue
 			}
-			t.Run(id+"/"+c.name, func(t *testing.T) { leanSameRecords(t, h, id, c.seq, c.entryID) })
+			t.Run(id+"/"+c.name, func(t *testing.T) { leanSameRecords(t, h, id, c.seq, c.entryID, c.bigArgs) })
 		}
 	}
 }
 
-func leanSameRecords(t *testing.T, h Harness, id string, seq int64, entryID string) {
+func leanSameRecords(t *testing.T, h Harness, id string, seq int64, entryID string, bigArgs bool) {
 	lean, general := layout(t, h), layout(t, h)
 	for _, e := range []*layEnv{lean, general} {
 		if seq > 0 {
@@ -66,6 +68,9 @@ func leanSameRecords(t *testing.T, h Harness, id string, seq int64, entryID stri
 	x.RunAt = at(-time.Second) // due, before now
 	x.Labels = []string{"gpu", "eu"}
 	x.Metadata = map[string]string{"tenant": "t1"}
+	if bigArgs {
+		x.Args = []byte(`"` + strings.Repeat("a", 70_000) + `"`)
+	}
 	y := inst("lean-y", "oq")
 	y.Kind = "other"
 	lean.enqueue(base, x)
