@@ -7,7 +7,7 @@ import (
 )
 
 // TestBoxKeysKeepsBothSlices: a Core's calls alternate between its three
-// key slices (the enqueue's seven keys, the lean enqueue's three, the
+// key slices (the enqueue's seven keys, the lean enqueue's one, the
 // other scripts' twelve), and each keeps its interface values: no
 // allocation per call once all were seen, and each call gets its own
 // keys.

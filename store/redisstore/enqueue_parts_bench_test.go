@@ -65,6 +65,9 @@ var enqueueParts = []enqueuePart{
 	{name: "no_inst_hset", edits: []partEdit{{"chunked('HSET', K_INST, specs)", "", 1}}},
 	{name: "no_redis_calls", edits: noRedisCalls()},
 	{name: "bare", edits: []partEdit{{"local now, node = tonumber(ARGV[2]), ARGV[3]\n", "do return {} end\n", 1}}},
+	// one_bare: the enqueue_one function returning at once, same keys and
+	// arguments (the lone call's own cost).
+	{name: "one_bare", one: true, edits: []partEdit{{"KEYS, ARGV = keys, args\n-- enqueue_one:", "KEYS, ARGV = keys, args\ndo return {} end\n-- enqueue_one:", 1}}},
 }
 
 // partLibrary returns Library's source as library name with p's edits,
@@ -125,6 +128,7 @@ func BenchmarkEnqueueParts(b *testing.B) {
 		src, fn   string
 		keys      []string
 		prefix    string
+		nsKeys    redisscript.Keys
 		usec, cpu []float64
 		instr     []float64
 	}
@@ -146,7 +150,7 @@ func BenchmarkEnqueueParts(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		v := &variant{p: p, src: src, fn: fn, keys: keys.Enqueue, prefix: keys.Prefix}
+		v := &variant{p: p, src: src, fn: fn, keys: keys.Enqueue, prefix: keys.Prefix, nsKeys: keys}
 		if p.one {
 			v.fn, v.keys = fn+"_one", keys.EnqueueOne
 		}
@@ -182,7 +186,7 @@ func BenchmarkEnqueueParts(b *testing.B) {
 		var err error
 		if v.p.one {
 			var ok bool
-			if a, ok, err = redisscript.EnqueueOneArgs(ep); err == nil && !ok {
+			if a, ok, err = redisscript.EnqueueOneArgs(v.nsKeys, ep); err == nil && !ok {
 				b.Fatalf("%s: EnqueueOneArgs refused the call", v.p.name)
 			}
 		} else {
@@ -191,7 +195,10 @@ func BenchmarkEnqueueParts(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		args := append(make([]any, 0, len(a)+1), v.prefix)
+		args := make([]any, 0, len(a)+1)
+		if !v.p.one { // the lean function's ARGV carries everything
+			args = append(args, v.prefix)
+		}
 		for _, x := range a {
 			args = append(args, x)
 		}

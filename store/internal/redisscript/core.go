@@ -552,13 +552,17 @@ func appendMsgpackStr[S ~string | ~[]byte](b []byte, s S) []byte {
 
 // Enqueue implements store.Queue.
 func (c *Core) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]store.EnqueueResult, error) {
-	if all, ok, err := enqueueOneArgs(c.keys.Prefix, p); err != nil {
+	if all, ok, err := enqueueOneArgs(c.keys, p); err != nil {
 		return nil, err
 	} else if ok {
-		// A lone due instance (most ScheduleJob calls): the lean script.
+		// A lone due instance (most ScheduleJob calls): the lean script,
+		// which answers a stored instance with its Seq alone.
 		v, err := c.runAll(ctx, EnqueueOne, all)
 		if err != nil {
 			return nil, err
+		}
+		if seq, ok := v.(int64); ok {
+			return []store.EnqueueResult{{ID: p.Instances[0].ID, Seq: uint64(seq)}}, nil
 		}
 		return c.enqueueResults(p, asArray(v))
 	}

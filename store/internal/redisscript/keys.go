@@ -24,8 +24,8 @@ type Keys struct {
 	// order; see lua/enqueue.lua). Redis's own cost of a call grows with
 	// each key it is given, and the enqueue runs most often.
 	Enqueue []string
-	// EnqueueOne is the KEYS array of the EnqueueOne script: inst, ctr
-	// and hist (see lua/enqueue_one.lua).
+	// EnqueueOne is the KEYS array of the EnqueueOne script: inst alone
+	// (see lua/enqueue_one.lua).
 	EnqueueOne []string
 }
 
@@ -53,7 +53,7 @@ func NewKeys(ns string) (Keys, error) {
 		k.Script[i] = p + n
 	}
 	k.Enqueue = []string{k.Script[0], k.Script[2], k.Script[3], k.Script[6], k.Script[7], k.Script[8], k.Script[9]}
-	k.EnqueueOne = []string{k.Script[0], k.Script[2], k.Script[3]}
+	k.EnqueueOne = []string{k.Script[0]}
 	return k, nil
 }
 

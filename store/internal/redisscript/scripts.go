@@ -104,9 +104,10 @@ type Script struct {
 	Function string
 	// flags of the shebang line ("" for none), src the script's own
 	// source, lean whether it uses only lib.lua's head, bare whether it
-	// uses none of lib.lua.
-	flags, src string
-	lean, bare bool
+	// uses none of lib.lua, own whether it sets what it uses of lib.lua's
+	// state itself (its function calls no begin_head).
+	flags, src      string
+	lean, bare, own bool
 }
 
 // The scripts. Their contracts are in the comment at the top of each file
@@ -115,7 +116,7 @@ var (
 	Enqueue = loadLean("enqueue", "")
 	// EnqueueOne is Enqueue for a call of one instance, due at once,
 	// without a unique key (EnqueueOneArgs).
-	EnqueueOne    = loadLean("enqueue_one", "")
+	EnqueueOne    = startsItself(loadLean("enqueue_one", ""))
 	Claim         = load("claim", "")
 	Renew         = load("renew", "allow-oom")
 	Finish        = load("finish", "")
@@ -186,6 +187,14 @@ func loadLean(name, flags string) *Script {
 	return build(name, flags, []byte(head))
 }
 
+// startsItself marks s as a script that sets what it uses of lib.lua's
+// state itself: its function calls no begin_head, whose tables a lone
+// enqueue never uses (lua/enqueue_one.lua).
+func startsItself(s *Script) *Script {
+	s.own = true
+	return s
+}
+
 func build(name, flags string, lib []byte) *Script {
 	src, err := luaFS.ReadFile("lua/" + name + ".lua")
 	if err != nil {
@@ -244,7 +253,7 @@ func buildLibrary(all []*Script) LibraryInfo {
 			body.WriteString(" flags = {'" + s.flags + "'},")
 		}
 		body.WriteString(" callback = function(keys, args)\nKEYS, ARGV = keys, args\n")
-		if !s.bare {
+		if !s.bare && !s.own {
 			body.WriteString("begin_head()\n")
 		}
 		if !s.lean && !s.bare {
