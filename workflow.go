@@ -337,14 +337,8 @@ func (m *Manager) ScheduleWorkflow(ctx context.Context, wf *Workflow) (*Workflow
 		return m.GetWorkflow(ctx, id)
 	}
 	m.cfg.obs.workflowStarted(id, wf.name, len(wf.tasks), now) // workflow_observe.go
-	info := &WorkflowInfo{ID: id, Name: wf.name, State: WorkflowPending}
-	for _, r := range recs {
-		if r.ID == id {
-			info.End = newInfo(r)
-			continue
-		}
-		info.Tasks = append(info.Tasks, newInfo(r))
-	}
+	info := &WorkflowInfo{ID: id, Name: wf.name, State: WorkflowPending, End: newInfo(recs[len(recs)-1])}
+	info.Tasks, _ = taskInfos(recs) // workflow_fanin.go
 	return info, nil
 }
 

@@ -60,6 +60,36 @@ func TestWorkflowWideFanIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	joinID := store.WorkflowTaskID(info.ID, "join")
+	wantDeps := func(how string, deps []string) {
+		t.Helper()
+		if len(deps) != width {
+			t.Fatalf("%s: the join depends on %d IDs, want its %d dependencies", how, len(deps), width)
+		}
+		for i, id := range deps {
+			if id != store.WorkflowTaskID(info.ID, fmt.Sprintf("p%d", i)) {
+				t.Fatalf("%s: the join's dependency %d is %s, want p%d's ID", how, i, id, i)
+			}
+		}
+	}
+	if len(info.Tasks) != width+1 {
+		t.Fatalf("ScheduleWorkflow lists %d tasks, want %d (its fan-in gates left out)", len(info.Tasks), width+1)
+	}
+	wantDeps("ScheduleWorkflow", info.Task("join").DependsOn)
+	ji, err := m.GetInstance(ctx, joinID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := m.GetInstance(ctx, store.WorkflowTaskID(info.ID, "p3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ResolveDependsOn(ctx, ji, other, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantDeps("ResolveDependsOn", ji.DependsOn)
+	if len(other.DependsOn) != 0 {
+		t.Fatalf("ResolveDependsOn gave p3, which has no dependencies, %v", other.DependsOn)
+	}
 	got, err := st.LookupInstances(ctx, &store.Query{IDs: []string{joinID}})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("reading the join: %v, %v", got, err)

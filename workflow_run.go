@@ -256,22 +256,8 @@ func (m *Manager) GetWorkflow(ctx context.Context, id string) (*WorkflowInfo, er
 	if names, err := decodeJSONArray(end.Args); err == nil && len(names) == 1 {
 		info.Name, _ = names[0].(string)
 	}
-	running := false
-	gates := map[string]*store.Instance{}
-	for _, r := range recs {
-		if isFanIn(r) {
-			gates[r.ID] = r
-		}
-	}
-	for _, r := range recs {
-		if r.Task.Gate {
-			continue // the joins of added tasks and the fan-in gates: their tasks say it all
-		}
-		ti := newInfo(r)
-		ti.DependsOn = expandFanIn(ti.DependsOn, gates) // workflow_fanin.go
-		info.Tasks = append(info.Tasks, ti)
-		running = running || r.State == store.Processing || r.State.Final()
-	}
+	var running bool
+	info.Tasks, running = taskInfos(recs) // workflow_fanin.go
 	slices.SortFunc(info.Tasks, func(a, b *InstanceInfo) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c
