@@ -129,3 +129,62 @@ func TestWorkflowWideFanIn(t *testing.T) {
 		t.Fatalf("the join of the failed workflow ran")
 	}
 }
+
+// TestWorkflowWideFanInRetryRearms: a dependency of a 150-dependency join
+// fails, so its fan-in gate ends Terminated, the join is canceled and the
+// workflow fails; retrying that dependency re-arms the gate, the join and
+// the end, and once it completes the join runs once and the workflow
+// completes.
+func TestWorkflowWideFanInRetryRearms(t *testing.T) {
+	t.Parallel()
+	const width, failing = 150, 120
+	var fail atomic.Bool
+	fail.Store(true)
+	var joins atomic.Int64
+	part := mustJob(t, job.WithKind("fanr.part"), job.WithExecutor(func(n int) (int, error) {
+		if n == failing && fail.Load() {
+			return 0, job.Permanent(errors.New("part failed"))
+		}
+		return n, nil
+	}))
+	join := mustJob(t, job.WithKind("fanr.join"), job.WithExecutor(func(ctx context.Context, ji job.Instance) (int, error) {
+		joins.Add(1)
+		var v int
+		err := job.DependencyResultsInto(ctx, ji, fmt.Sprintf("p%d", failing), &v)
+		return v, err
+	}))
+	st := newMemdb(t)
+	m := wfManager(t, st, part, join)
+	ctx := context.Background()
+	wf := job.NewWorkflow("wide-retry")
+	var names []string
+	for i := range width {
+		wf.Add(fmt.Sprintf("p%d", i), "fanr.part", job.WithArguments(i), job.WithMaxRetries(0))
+		names = append(names, fmt.Sprintf("p%d", i))
+	}
+	wf.Add("join", "fanr.join", job.After(names...))
+	info, err := m.ScheduleWorkflow(ctx, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := waitWorkflow(t, m, info.ID, job.WorkflowFailed)
+	if j := failed.Task("join"); j.State != job.Canceled {
+		t.Fatalf("the join after p%d failed: %s %q; want canceled", failing, j.State, j.Error)
+	}
+	if joins.Load() != 0 {
+		t.Fatal("the join ran though a dependency failed")
+	}
+
+	fail.Store(false)
+	if _, err := m.RetryInstance(ctx, store.WorkflowTaskID(info.ID, fmt.Sprintf("p%d", failing)), job.WithResetAttempts()); err != nil {
+		t.Fatal(err)
+	}
+	done := waitWorkflow(t, m, info.ID, job.WorkflowCompleted)
+	if n := joins.Load(); n != 1 {
+		t.Fatalf("the join ran %d times after the retry, want once", n)
+	}
+	var v int
+	if err := done.Task("join").ResultsInto(&v); err != nil || v != failing {
+		t.Fatalf("the join returned %d (%v), want %d, the retried task's result", v, err, failing)
+	}
+}
