@@ -89,7 +89,12 @@ func (m *Manager) wire() {
 			_, err := m.CancelInstance(ctx, id)
 			return err
 		},
-		jobFor: m.jobFor, enqueued: m.notifyLocal, upgrader: triggerUpgrader(c.store),
+		cancelWorkflow: func(ctx context.Context, id string) error {
+			_, err := m.CancelWorkflow(ctx, id)
+			return err
+		},
+		scheduleTemplate: m.scheduleTriggerTemplate, // trigger_workflow.go
+		jobFor:           m.jobFor, enqueued: m.notifyLocal, upgrader: triggerUpgrader(c.store),
 	})
 	m.heartbeater = newHeartbeater(heartbeaterDeps{
 		store: m.store, clock: c.clock, log: m.log, interval: c.heartbeat, deadAfter: c.deadAfter,

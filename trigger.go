@@ -141,7 +141,11 @@ func (a *Admin) PutTrigger(ctx context.Context, t *Trigger, ifVersion int64) (*T
 	if err := m.checkTriggerCalendar(ctx, t); err != nil {
 		return nil, fmt.Errorf("job: put trigger: %w", err)
 	}
-	if j, ok := m.reg.get(t.Kind); ok {
+	if t.Workflow != "" {
+		if err := m.checkTriggerTemplate(ctx, t); err != nil { // trigger_workflow.go
+			return nil, fmt.Errorf("job: put trigger %q: %w", t.Name, err)
+		}
+	} else if j, ok := m.reg.get(t.Kind); ok {
 		if _, err := j.exec.decodeArgs(t.Args); err != nil {
 			return nil, fmt.Errorf("job: put trigger %q: arguments for kind %q: %w", t.Name, t.Kind, err)
 		}
@@ -310,6 +314,12 @@ type schedulerDeps struct {
 	// cancel cancels an instance (a trigger's previous run, under the
 	// overlap policy replace).
 	cancel func(ctx context.Context, id string) error
+	// cancelWorkflow cancels a workflow (the previous run of a trigger
+	// of a workflow template, under the overlap policy replace).
+	cancelWorkflow func(ctx context.Context, id string) error
+	// scheduleTemplate runs a workflow template with parameters as the
+	// workflow id (a trigger's tick), storing nothing when it is stored.
+	scheduleTemplate func(ctx context.Context, name string, params map[string]any, id string) error
 	// jobFor returns the job of a kind, registered here or stored
 	// (ErrUnknownKind when neither), for the policy of its ticks.
 	jobFor func(ctx context.Context, kind string) (*Job, error)
@@ -546,6 +556,9 @@ func (s *scheduler) fireTrigger(st *triggerState, tick, now time.Time) error {
 	if skip, err := s.overlap(ctx, cur, tick, now); skip || err != nil {
 		return err
 	}
+	if cur.Workflow != "" {
+		return s.fireWorkflow(ctx, cur, tick) // trigger_workflow.go
+	}
 	rec, err := s.triggerRecord(ctx, cur, cal, tick, now)
 	if err != nil {
 		return err
@@ -563,11 +576,16 @@ func (s *scheduler) fireTrigger(st *triggerState, tick, now time.Time) error {
 	if res[0].Err == nil && !res[0].Existed {
 		s.enqueued()
 	}
-	_, err = s.recordTrigger(ctx, cur, tick, func(t *store.Trigger) bool {
+	return s.recordTick(ctx, cur, tick, rec.ID)
+}
+
+// recordTick records in t that tick fired, starting id.
+func (s *scheduler) recordTick(ctx context.Context, t *store.Trigger, tick time.Time, id string) error {
+	_, err := s.recordTrigger(ctx, t, tick, func(t *store.Trigger) bool {
 		if !t.LastTick.Before(tick) {
 			return false
 		}
-		t.LastTick, t.LastInstanceID = tick, rec.ID
+		t.LastTick, t.LastInstanceID = tick, id
 		return true
 	})
 	return err
@@ -608,7 +626,11 @@ func (s *scheduler) overlap(ctx context.Context, cur *store.Trigger, tick, now t
 		return true, nil
 	}
 	if active && cur.Overlap == store.OverlapReplace {
-		if err := s.cancel(ctx, prev); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrFinished) {
+		cancel := s.cancel
+		if cur.Workflow != "" {
+			cancel = s.cancelWorkflow
+		}
+		if err := cancel(ctx, prev); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrFinished) {
 			return true, fmt.Errorf("cancel the previous run %s (overlap policy replace): %w", prev, err)
 		}
 		s.log.Info("stored trigger canceled its previous run (overlap policy replace)", "trigger", cur.Name, "tick", tick, "previous", prev)

@@ -337,14 +337,8 @@ func (m *Manager) ScheduleWorkflow(ctx context.Context, wf *Workflow) (*Workflow
 		return m.GetWorkflow(ctx, id)
 	}
 	m.cfg.obs.workflowStarted(id, wf.name, len(wf.tasks), now) // workflow_observe.go
-	info := &WorkflowInfo{ID: id, Name: wf.name, State: WorkflowPending}
-	for _, r := range recs {
-		if r.ID == id {
-			info.End = newInfo(r)
-			continue
-		}
-		info.Tasks = append(info.Tasks, newInfo(r))
-	}
+	info := &WorkflowInfo{ID: id, Name: wf.name, State: WorkflowPending, End: newInfo(recs[len(recs)-1])}
+	info.Tasks, _ = taskInfos(recs) // workflow_fanin.go
 	return info, nil
 }
 
@@ -353,15 +347,45 @@ func (m *Manager) ScheduleWorkflow(ctx context.Context, wf *Workflow) (*Workflow
 // tasks adder added (AddTasks), whose names are then prefixed by the
 // adder's.
 func (m *Manager) workflowRecords(ctx context.Context, id, name string, onFailure DepFailure, tasks []*TaskSpec, adder *store.Instance) ([]*store.Instance, error) {
+	byName, err := indexTasks(tasks)
+	if err != nil {
+		return nil, err
+	}
+	b := &recordsBuilder{m: m, id: id, onFailure: onFailure, adder: adder, byName: byName, jobs: map[string]*Job{}, now: m.clock.Now()}
+	if adder != nil {
+		b.prefix = adder.Task.Name + "/"
+	}
+	recs := make([]*store.Instance, len(tasks))
+	deps := make([][]int, len(tasks))
+	for i, t := range tasks {
+		if recs[i], deps[i], err = b.taskRecord(ctx, i, t); err != nil {
+			return nil, err
+		}
+	}
+	if cyc := findCycle(tasks, deps); cyc != nil {
+		return nil, fmt.Errorf("%w: the dependencies make a cycle: %s; remove one of these dependencies", ErrWorkflow, strings.Join(cyc, " -> "))
+	}
+	fanIn, leaves, err := b.linkDependents(tasks, recs, deps)
+	if err != nil {
+		return nil, err
+	}
+	recs = append(append(recs, fanIn...), b.endGate(name, recs, leaves))
+	for _, r := range recs {
+		if err := r.Validate(); err != nil {
+			return nil, fmt.Errorf("task %q: %w", r.Task.Name, err)
+		}
+	}
+	return recs, nil
+}
+
+// indexTasks checks the count and the names of tasks and returns the
+// index of each by name.
+func indexTasks(tasks []*TaskSpec) (map[string]int, error) {
 	switch {
 	case len(tasks) == 0:
 		return nil, fmt.Errorf("%w: no tasks; Add at least one", ErrWorkflow)
 	case len(tasks) > MaxWorkflowTasks:
 		return nil, fmt.Errorf("%w: %d tasks, more than MaxWorkflowTasks (%d); split it into workflows", ErrWorkflow, len(tasks), MaxWorkflowTasks)
-	}
-	prefix := ""
-	if adder != nil {
-		prefix = adder.Task.Name + "/"
 	}
 	byName := make(map[string]int, len(tasks))
 	for i, t := range tasks {
@@ -376,78 +400,111 @@ func (m *Manager) workflowRecords(ctx context.Context, id, name string, onFailur
 		}
 		byName[t.name] = i
 	}
-	recheck := m.shards.recheck
-	now := m.clock.Now()
-	recs := make([]*store.Instance, len(tasks))
-	deps := make([][]int, len(tasks))
-	jobs := map[string]*Job{}
-	for i, t := range tasks {
-		j, ok := jobs[t.kind]
-		if !ok {
-			var err error
-			if j, err = m.jobFor(ctx, t.kind); err != nil {
-				return nil, fmt.Errorf("task %q: %w", t.name, err)
-			}
-			jobs[t.kind] = j
+	return byName, nil
+}
+
+// recordsBuilder holds what workflowRecords' steps share.
+type recordsBuilder struct {
+	m         *Manager
+	id        string
+	prefix    string // the adder's name and "/" (AddTasks), else ""
+	onFailure DepFailure
+	adder     *store.Instance
+	byName    map[string]int
+	jobs      map[string]*Job // by kind, looked up once
+	now       time.Time
+}
+
+// checkTaskOptions refuses the schedule options a workflow task cannot
+// take.
+func checkTaskOptions(t *TaskSpec, c *scheduleConfig) error {
+	switch {
+	case c.shards > 0:
+		return fmt.Errorf("task %q: %w: WithShards in a workflow; fan out with several tasks, or AddTasks", t.name, ErrInvalidOption)
+	case c.uniqueKey != "":
+		return fmt.Errorf("task %q: %w: WithUniqueKey in a workflow (a duplicate would store part of it); give the workflow an ID (WithWorkflowID)", t.name, ErrInvalidOption)
+	case c.idemKey != "":
+		return fmt.Errorf("task %q: %w: WithIdempotencyKey in a workflow; repeat the workflow with WithWorkflowID instead", t.name, ErrInvalidOption)
+	case len(c.deps) > 0 && (!c.runAt.IsZero() || c.after > 0):
+		return fmt.Errorf("task %q: %w: a run time (WithScheduleAt/After) on a task with dependencies; it runs when they complete: delay a task without dependencies, or the whole workflow", t.name, ErrInvalidOption)
+	case len(c.deps) > store.MaxTaskDeps:
+		return fmt.Errorf("%w: task %q has %d dependencies, more than store.MaxTaskDeps (%d); join them through intermediate tasks", ErrWorkflow, t.name, len(c.deps), store.MaxTaskDeps)
+	}
+	return nil
+}
+
+// taskRecord builds the record of the task t, the i-th, and returns it
+// with the indexes of its dependencies.
+func (b *recordsBuilder) taskRecord(ctx context.Context, i int, t *TaskSpec) (*store.Instance, []int, error) {
+	j, ok := b.jobs[t.kind]
+	if !ok {
+		var err error
+		if j, err = b.m.jobFor(ctx, t.kind); err != nil {
+			return nil, nil, fmt.Errorf("task %q: %w", t.name, err)
 		}
-		var c scheduleConfig
-		if err := c.apply(t.opts); err != nil {
-			return nil, fmt.Errorf("task %q: %w", t.name, err)
-		}
+		b.jobs[t.kind] = j
+	}
+	var c scheduleConfig
+	if err := c.apply(t.opts); err != nil {
+		return nil, nil, fmt.Errorf("task %q: %w", t.name, err)
+	}
+	if err := checkTaskOptions(t, &c); err != nil {
+		return nil, nil, err
+	}
+	rec, err := b.m.newRecord(j, &c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("task %q: %w", t.name, err)
+	}
+	rec.UniqueKey, rec.UniqueUntil = "", time.Time{} // a kind's unique policy does not apply in a workflow
+	full := b.prefix + t.name
+	rec.ID = store.WorkflowTaskID(b.id, full)
+	policy := b.onFailure
+	if c.depFailure != nil {
+		policy = *c.depFailure
+	}
+	rec.Task = &store.WorkflowTask{Workflow: b.id, Name: full, OnDepFailure: policy}
+	deps, err := b.taskDeps(i, t, c.deps, rec.Task)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(deps) > 0 {
+		rec.RunAt = b.now.Add(b.m.shards.recheck) // waits; woken by its dependencies' ends
+	}
+	return rec, deps, nil
+}
+
+// taskDeps resolves names, the dependencies of the task t (the i-th),
+// into indexes, once each, and sets tt.Deps to their IDs.
+func (b *recordsBuilder) taskDeps(i int, t *TaskSpec, names []string, tt *store.WorkflowTask) ([]int, error) {
+	var deps []int
+	seen := map[string]bool{}
+	for _, d := range names {
+		k, ok := b.byName[d]
 		switch {
-		case c.shards > 0:
-			return nil, fmt.Errorf("task %q: %w: WithShards in a workflow; fan out with several tasks, or AddTasks", t.name, ErrInvalidOption)
-		case c.uniqueKey != "":
-			return nil, fmt.Errorf("task %q: %w: WithUniqueKey in a workflow (a duplicate would store part of it); give the workflow an ID (WithWorkflowID)", t.name, ErrInvalidOption)
-		case c.idemKey != "":
-			return nil, fmt.Errorf("task %q: %w: WithIdempotencyKey in a workflow; repeat the workflow with WithWorkflowID instead", t.name, ErrInvalidOption)
-		case len(c.deps) > 0 && (!c.runAt.IsZero() || c.after > 0):
-			return nil, fmt.Errorf("task %q: %w: a run time (WithScheduleAt/After) on a task with dependencies; it runs when they complete: delay a task without dependencies, or the whole workflow", t.name, ErrInvalidOption)
-		case len(c.deps) > store.MaxTaskDeps:
-			return nil, fmt.Errorf("%w: task %q has %d dependencies, more than store.MaxTaskDeps (%d); join them through intermediate tasks", ErrWorkflow, t.name, len(c.deps), store.MaxTaskDeps)
+		case !ok && b.adder != nil:
+			return nil, fmt.Errorf("%w: task %q depends on %q, which is not among the tasks of this AddTasks call; added tasks depend only on each other (the tasks that depend on %q wait for all of them)", ErrWorkflow, t.name, d, b.adder.Task.Name)
+		case !ok:
+			return nil, fmt.Errorf("%w: task %q depends on %q, which the workflow does not have; Add it, or remove it from After", ErrWorkflow, t.name, d)
+		case k == i:
+			return nil, fmt.Errorf("%w: task %q depends on itself; remove it from its After", ErrWorkflow, t.name)
+		case seen[d]:
+			continue
 		}
-		rec, err := m.newRecord(j, &c)
-		if err != nil {
-			return nil, fmt.Errorf("task %q: %w", t.name, err)
-		}
-		rec.UniqueKey, rec.UniqueUntil = "", time.Time{} // a kind's unique policy does not apply in a workflow
-		full := prefix + t.name
-		rec.ID = store.WorkflowTaskID(id, full)
-		policy := onFailure
-		if c.depFailure != nil {
-			policy = *c.depFailure
-		}
-		rec.Task = &store.WorkflowTask{Workflow: id, Name: full, OnDepFailure: policy}
-		seen := map[string]bool{}
-		for _, d := range c.deps {
-			k, ok := byName[d]
-			switch {
-			case !ok && adder != nil:
-				return nil, fmt.Errorf("%w: task %q depends on %q, which is not among the tasks of this AddTasks call; added tasks depend only on each other (the tasks that depend on %q wait for all of them)", ErrWorkflow, t.name, d, adder.Task.Name)
-			case !ok:
-				return nil, fmt.Errorf("%w: task %q depends on %q, which the workflow does not have; Add it, or remove it from After", ErrWorkflow, t.name, d)
-			case k == i:
-				return nil, fmt.Errorf("%w: task %q depends on itself; remove it from its After", ErrWorkflow, t.name)
-			case seen[d]:
-				continue
-			}
-			seen[d] = true
-			deps[i] = append(deps[i], k)
-			rec.Task.Deps = append(rec.Task.Deps, store.WorkflowTaskID(id, prefix+d))
-		}
-		if len(deps[i]) > 0 {
-			rec.RunAt = now.Add(recheck) // waits; woken by its dependencies' ends
-		}
-		recs[i] = rec
+		seen[d] = true
+		deps = append(deps, k)
+		tt.Deps = append(tt.Deps, store.WorkflowTaskID(b.id, b.prefix+d))
 	}
-	if cyc := findCycle(tasks, deps); cyc != nil {
-		return nil, fmt.Errorf("%w: the dependencies make a cycle: %s; remove one of these dependencies", ErrWorkflow, strings.Join(cyc, " -> "))
-	}
-	var leaves []int
-	var fanIn []*store.Instance // workflow_fanin.go
+	return deps, nil
+}
+
+// linkDependents sets each record's Dependents from deps, through fan-in
+// gates for a task of more than fanInWidth dependencies, and returns
+// those gates and the indexes of the tasks nothing depends on (the
+// leaves), refusing too many dependents or leaves.
+func (b *recordsBuilder) linkDependents(tasks []*TaskSpec, recs []*store.Instance, deps [][]int) (fanIn []*store.Instance, leaves []int, err error) {
 	for i := range recs {
 		if len(deps[i]) > fanInWidth {
-			fanIn = append(fanIn, m.fanInGates(recs, deps[i], recs[i], now.Add(recheck))...)
+			fanIn = append(fanIn, b.m.fanInGates(recs, deps[i], recs[i], b.now.Add(b.m.shards.recheck))...) // workflow_fanin.go
 			continue
 		}
 		for _, k := range deps[i] {
@@ -456,44 +513,43 @@ func (m *Manager) workflowRecords(ctx context.Context, id, name string, onFailur
 	}
 	for i, r := range recs {
 		if len(r.Task.Dependents) > store.MaxTaskDeps {
-			return nil, fmt.Errorf("%w: task %q has %d dependents, more than store.MaxTaskDeps (%d); fan out through intermediate tasks", ErrWorkflow, tasks[i].name, len(r.Task.Dependents), store.MaxTaskDeps)
+			return nil, nil, fmt.Errorf("%w: task %q has %d dependents, more than store.MaxTaskDeps (%d); fan out through intermediate tasks", ErrWorkflow, tasks[i].name, len(r.Task.Dependents), store.MaxTaskDeps)
 		}
 		if len(r.Task.Dependents) == 0 {
 			leaves = append(leaves, i)
 		}
 	}
 	if len(leaves) > store.MaxTaskDeps {
-		return nil, fmt.Errorf("%w: %d tasks have no dependents, more than store.MaxTaskDeps (%d) that one end can wait for; join them through intermediate tasks", ErrWorkflow, len(leaves), store.MaxTaskDeps)
+		return nil, nil, fmt.Errorf("%w: %d tasks have no dependents, more than store.MaxTaskDeps (%d) that one end can wait for; join them through intermediate tasks", ErrWorkflow, len(leaves), store.MaxTaskDeps)
 	}
-	// The end (ScheduleWorkflow) or the join of added tasks (AddTasks):
-	// a gate that waits for the leaves, of the last leaf's kind and queue
-	// (so the managers that run the workflow's tasks claim it).
+	return fanIn, leaves, nil
+}
+
+// endGate returns the end (ScheduleWorkflow) or the join of added tasks
+// (AddTasks): a gate that waits for the leaves, of the last leaf's kind
+// and queue (so the managers that run the workflow's tasks claim it), and
+// makes it each leaf's dependent.
+func (b *recordsBuilder) endGate(name string, recs []*store.Instance, leaves []int) *store.Instance {
 	last := recs[leaves[len(leaves)-1]]
 	gate := &store.Instance{
 		Kind: last.Kind, Queue: last.Queue, Priority: last.Priority, MaxRetries: RetryForever,
-		CreatedAt: now, RunAt: now.Add(recheck), Labels: last.Labels,
+		CreatedAt: b.now, RunAt: b.now.Add(b.m.shards.recheck), Labels: last.Labels,
 	}
-	gt := &store.WorkflowTask{Workflow: id, OnDepFailure: DepRun, Gate: true}
-	if adder == nil {
-		gate.ID, gt.Name, gate.Args = id, store.EndTask, endTaskArgs(name)
+	gt := &store.WorkflowTask{Workflow: b.id, OnDepFailure: DepRun, Gate: true}
+	if b.adder == nil {
+		gate.ID, gt.Name, gate.Args = b.id, store.EndTask, endTaskArgs(name)
 	} else {
-		gt.Name = addedJoinName(adder.ID)
-		gate.ID, gate.Args = store.WorkflowTaskID(id, gt.Name), []byte("[]")
-		gate.Kind, gate.Queue, gate.Priority, gate.Labels = adder.Kind, adder.Queue, adder.Priority, adder.Labels
-		gt.Dependents = slices.Clone(adder.Task.Dependents)
+		gt.Name = addedJoinName(b.adder.ID)
+		gate.ID, gate.Args = store.WorkflowTaskID(b.id, gt.Name), []byte("[]")
+		gate.Kind, gate.Queue, gate.Priority, gate.Labels = b.adder.Kind, b.adder.Queue, b.adder.Priority, b.adder.Labels
+		gt.Dependents = slices.Clone(b.adder.Task.Dependents)
 	}
 	for _, i := range leaves {
 		recs[i].Task.Dependents = append(recs[i].Task.Dependents, gate.ID)
 		gt.Deps = append(gt.Deps, recs[i].ID)
 	}
 	gate.Task = gt
-	recs = append(append(recs, fanIn...), gate)
-	for _, r := range recs {
-		if err := r.Validate(); err != nil {
-			return nil, fmt.Errorf("task %q: %w", r.Task.Name, err)
-		}
-	}
-	return recs, nil
+	return gate
 }
 
 // findCycle returns the names along a cycle of deps, or nil.

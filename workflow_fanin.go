@@ -39,7 +39,7 @@ func (m *Manager) fanInGates(recs []*store.Instance, deps []int, rec *store.Inst
 	var gates []*store.Instance
 	t.Deps = t.Deps[:0]
 	for lo, k := 0, 0; lo < len(deps); lo, k = lo+fanInWidth, k+1 {
-		name := fmt.Sprintf("%s%s:%d", fanInPrefix, t.Name, k)
+		name := fanInName(t.Name, k)
 		g := &store.Instance{
 			ID: store.WorkflowTaskID(t.Workflow, name), Kind: rec.Kind, Queue: rec.Queue, Priority: rec.Priority + 1,
 			MaxRetries: RetryForever, CreatedAt: rec.CreatedAt, RunAt: runAt, Labels: rec.Labels, Args: []byte("[]"),
@@ -53,6 +53,77 @@ func (m *Manager) fanInGates(recs []*store.Instance, deps []int, rec *store.Inst
 		gates = append(gates, g)
 	}
 	return gates
+}
+
+// fanInName is the name of the k-th fan-in gate of the task named task.
+func fanInName(task string, k int) string {
+	return fmt.Sprintf("%s%s:%d", fanInPrefix, task, k)
+}
+
+// behindFanIn reports whether the workflow task in waits through fan-in
+// gates: its first dependency is its first gate (gate IDs are derived
+// from the task's name, so no read is needed to tell).
+func behindFanIn(in *InstanceInfo) bool {
+	return in != nil && in.Workflow != "" && len(in.DependsOn) > 0 && len(in.DependsOn) <= store.MaxTaskDeps/fanInWidth+1 &&
+		in.DependsOn[0] == store.WorkflowTaskID(in.Workflow, fanInName(in.Task, 0))
+}
+
+// ResolveDependsOn sets the DependsOn of each of infos that waits through
+// fan-in gates (a workflow task with more than 100 dependencies) to the
+// task's own dependencies, as GetWorkflow lists them, reading the gates
+// (one store read for all of infos, none when no task waits through
+// gates). The records, and so GetInstance and ListInstances, name the
+// gates; jobd's API and console show what this returns.
+func (m *Manager) ResolveDependsOn(ctx context.Context, infos ...*InstanceInfo) error {
+	var ids []string
+	for _, in := range infos {
+		if behindFanIn(in) {
+			ids = append(ids, in.DependsOn...)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	got, err := m.readIDs(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("job: read the fan-in gates of workflow tasks: %w", err)
+	}
+	gates := make(map[string]*store.Instance, len(got))
+	for _, g := range got {
+		if isFanIn(g) {
+			gates[g.ID] = g
+		}
+	}
+	for _, in := range infos {
+		if behindFanIn(in) {
+			in.DependsOn = expandFanIn(in.DependsOn, gates)
+		}
+	}
+	return nil
+}
+
+// taskInfos returns recs, the records of a workflow, as the tasks a
+// WorkflowInfo lists: the gates (its end, the joins of added tasks, the
+// fan-in gates) left out, and a task's fan-in gates replaced in its
+// DependsOn by its own dependencies. running reports whether a listed
+// task runs or has ended.
+func taskInfos(recs []*store.Instance) (tasks []*InstanceInfo, running bool) {
+	gates := map[string]*store.Instance{}
+	for _, r := range recs {
+		if isFanIn(r) {
+			gates[r.ID] = r
+		}
+	}
+	for _, r := range recs {
+		if r.Task.Gate {
+			continue // their tasks say it all
+		}
+		ti := newInfo(r)
+		ti.DependsOn = expandFanIn(ti.DependsOn, gates)
+		tasks = append(tasks, ti)
+		running = running || r.State == store.Processing || r.State.Final()
+	}
+	return tasks, running
 }
 
 // isFanIn reports whether r is a fan-in gate.

@@ -56,29 +56,9 @@ type workflowCursor struct {
 // state reads the open workflows' tasks. A bad cursor or limit is an
 // error wrapping ErrInvalidOption.
 func (m *Manager) ListWorkflows(ctx context.Context, q WorkflowQuery) (*Page[*WorkflowInfo], error) {
-	limit := q.Limit
-	switch {
-	case limit < 0 || limit > MaxWorkflowPageSize:
-		return nil, fmt.Errorf("job: list workflows: %w: limit %d; want 0 (for %d) to %d", ErrInvalidOption, limit, DefaultWorkflowPageSize, MaxWorkflowPageSize)
-	case limit == 0:
-		limit = DefaultWorkflowPageSize
-	}
-	var cur workflowCursor
-	if q.Cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
-		if err == nil {
-			err = json.Unmarshal(b, &cur)
-		}
-		if err != nil || (cur.Page == "" && cur.After == "") {
-			return nil, fmt.Errorf("job: list workflows: %w: cursor %q is not one ListWorkflows returned; start again without a cursor", ErrInvalidOption, q.Cursor)
-		}
-	}
-	for _, s := range q.States {
-		switch s {
-		case WorkflowPending, WorkflowRunning, WorkflowCompleted, WorkflowFailed, WorkflowCanceled:
-		default:
-			return nil, fmt.Errorf("job: list workflows: %w: state %q; want pending, running, completed, failed or canceled", ErrInvalidOption, s)
-		}
+	limit, cur, err := checkWorkflowQuery(q)
+	if err != nil {
+		return nil, fmt.Errorf("job: list workflows: %w", err)
 	}
 	sq := store.Query{Limit: workflowScanPage, States: endStates(q.States)}
 	out := &Page[*WorkflowInfo]{}
@@ -88,34 +68,12 @@ func (m *Manager) ListWorkflows(ctx context.Context, q WorkflowQuery) (*Page[*Wo
 		if err != nil {
 			return nil, pageErr("workflows", err)
 		}
-		recs := p.Instances
-		if cur.After != "" {
-			if i := slices.IndexFunc(recs, func(r *store.Instance) bool { return r.ID == cur.After }); i >= 0 {
-				recs = recs[i+1:]
-			}
+		full, err := m.addWorkflows(ctx, q, limit, cur, p.Instances, out)
+		if err != nil {
+			return nil, err
 		}
-		for _, r := range recs {
-			if r.Task == nil || r.Task.Name != store.EndTask || r.ID != r.Task.Workflow {
-				continue
-			}
-			if q.Name != "" && endName(r) != q.Name {
-				continue
-			}
-			info, err := m.GetWorkflow(ctx, r.ID)
-			if errors.Is(err, ErrNotFound) {
-				continue // pruned meanwhile
-			}
-			if err != nil {
-				return nil, fmt.Errorf("job: list workflows: %w", err)
-			}
-			if len(q.States) > 0 && !slices.Contains(q.States, info.State) {
-				continue
-			}
-			out.Items = append(out.Items, info)
-			if len(out.Items) == limit {
-				out.Next = encodeWorkflowCursor(workflowCursor{Page: cur.Page, After: r.ID})
-				return out, nil
-			}
+		if full {
+			return out, nil
 		}
 		if p.Next == "" {
 			return out, nil
@@ -124,6 +82,71 @@ func (m *Manager) ListWorkflows(ctx context.Context, q WorkflowQuery) (*Page[*Wo
 	}
 	out.Next = encodeWorkflowCursor(cur)
 	return out, nil
+}
+
+// checkWorkflowQuery checks q and returns its page size and decoded
+// cursor; an error wraps ErrInvalidOption.
+func checkWorkflowQuery(q WorkflowQuery) (limit int, cur workflowCursor, err error) {
+	limit = q.Limit
+	switch {
+	case limit < 0 || limit > MaxWorkflowPageSize:
+		return 0, cur, fmt.Errorf("%w: limit %d; want 0 (for %d) to %d", ErrInvalidOption, limit, DefaultWorkflowPageSize, MaxWorkflowPageSize)
+	case limit == 0:
+		limit = DefaultWorkflowPageSize
+	}
+	if q.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		if err == nil {
+			err = json.Unmarshal(b, &cur)
+		}
+		if err != nil || (cur.Page == "" && cur.After == "") {
+			return 0, cur, fmt.Errorf("%w: cursor %q is not one ListWorkflows returned; start again without a cursor", ErrInvalidOption, q.Cursor)
+		}
+	}
+	for _, s := range q.States {
+		switch s {
+		case WorkflowPending, WorkflowRunning, WorkflowCompleted, WorkflowFailed, WorkflowCanceled:
+		default:
+			return 0, cur, fmt.Errorf("%w: state %q; want pending, running, completed, failed or canceled", ErrInvalidOption, s)
+		}
+	}
+	return limit, cur, nil
+}
+
+// addWorkflows adds to out the workflows q selects among recs, one page
+// of instances (the page cur.Page, read past cur.After), each read as
+// GetWorkflow reads it; full reports that out holds limit workflows (its
+// Next then set).
+func (m *Manager) addWorkflows(ctx context.Context, q WorkflowQuery, limit int, cur workflowCursor, recs []*store.Instance, out *Page[*WorkflowInfo]) (full bool, err error) {
+	if cur.After != "" {
+		if i := slices.IndexFunc(recs, func(r *store.Instance) bool { return r.ID == cur.After }); i >= 0 {
+			recs = recs[i+1:]
+		}
+	}
+	for _, r := range recs {
+		if r.Task == nil || r.Task.Name != store.EndTask || r.ID != r.Task.Workflow {
+			continue
+		}
+		if q.Name != "" && endName(r) != q.Name {
+			continue
+		}
+		info, err := m.GetWorkflow(ctx, r.ID)
+		if errors.Is(err, ErrNotFound) {
+			continue // pruned meanwhile
+		}
+		if err != nil {
+			return false, fmt.Errorf("job: list workflows: %w", err)
+		}
+		if len(q.States) > 0 && !slices.Contains(q.States, info.State) {
+			continue
+		}
+		out.Items = append(out.Items, info)
+		if len(out.Items) == limit {
+			out.Next = encodeWorkflowCursor(workflowCursor{Page: cur.Page, After: r.ID})
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func encodeWorkflowCursor(c workflowCursor) string {

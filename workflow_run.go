@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jobkit/job/store"
 )
@@ -65,107 +66,161 @@ func (m *Manager) gateOutcome(ctx context.Context, p *store.Instance) (out store
 			return out, nil, err, false
 		}
 	}
-	if d, ok := m.gateKnown(p); ok {
-		return d.out, d.results, d.err, d.run // every dependency done, as this manager saw
+	d, ok := m.gateKnown(p) // every dependency done, as this manager saw
+	if !ok {
+		g := &gateLook{m: m, ctx: ctx, p: p, now: m.clock.Now(), from: gateFrom(p), waitsForAll: t.Gate || t.OnDepFailure == DepRun}
+		d = g.decide()
 	}
-	now := m.clock.Now()
-	wait := func(why string, from int) store.Outcome {
-		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Scheduled, RunAt: now.Add(m.shards.recheck), Release: true,
-			Error: fmt.Sprintf("%s [from %d]", why, from)}
-	}
-	from := 0
+	return d.out, d.results, d.err, d.run
+}
+
+// gateFrom returns the index of the first dependency the claimed task p
+// still waited for at its last look (its error's cursor), else 0.
+func gateFrom(p *store.Instance) int {
 	if g := gateCursor.FindStringSubmatch(p.Error); g != nil {
-		if n, err := strconv.Atoi(g[1]); err == nil && n >= 0 && n <= len(t.Deps) {
-			from = n
+		if n, err := strconv.Atoi(g[1]); err == nil && n >= 0 && n <= len(p.Task.Deps) {
+			return n
 		}
 	}
-	waitsForAll := t.Gate || t.OnDepFailure == DepRun
-	failedOut := func(failed []string) (store.Outcome, []any, error, bool) {
-		err := fmt.Errorf("%w: %s", ErrDependencyFailed, strings.Join(failed, "; "))
-		if t.OnDepFailure == DepCancelWorkflow {
-			if cerr := m.cancelWorkflowTasks(ctx, t.Workflow, p.ID); cerr != nil {
-				m.log.Warn("workflow: canceling the workflow for a failed dependency", "workflow", t.Workflow, "task", t.Name, "err", cerr)
-			}
-			err = fmt.Errorf("%w; the workflow is canceled (DepCancelWorkflow)", err)
+	return 0
+}
+
+// gateLook is one look of gateOutcome at the dependencies of p.
+type gateLook struct {
+	m   *Manager
+	ctx context.Context
+	p   *store.Instance
+	now time.Time
+	// from is where the last look stopped; waitsForAll: p ends only once
+	// every dependency ended (a gate, or DepRun), failed or not.
+	from        int
+	waitsForAll bool
+}
+
+// wait hands p back to look again from dependency from.
+func (g *gateLook) wait(why string, from int) stepDecision {
+	return stepDecision{out: store.Outcome{ID: g.p.ID, Attempt: g.p.Attempt, State: store.Scheduled, RunAt: g.now.Add(g.m.shards.recheck), Release: true,
+		Error: fmt.Sprintf("%s [from %d]", why, from)}}
+}
+
+// failed cancels p for its failed dependencies (and, under
+// DepCancelWorkflow, the workflow).
+func (g *gateLook) failed(failed []string) stepDecision {
+	t := g.p.Task
+	err := fmt.Errorf("%w: %s", ErrDependencyFailed, strings.Join(failed, "; "))
+	if t.OnDepFailure == DepCancelWorkflow {
+		if cerr := g.m.cancelWorkflowTasks(g.ctx, t.Workflow, g.p.ID); cerr != nil {
+			g.m.log.Warn("workflow: canceling the workflow for a failed dependency", "workflow", t.Workflow, "task", t.Name, "err", cerr)
 		}
-		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Canceled, Error: err.Error()}, nil, err, false
+		err = fmt.Errorf("%w; the workflow is canceled (DepCancelWorkflow)", err)
 	}
-	// A long list: the dependencies from the cursor on, a chunk at a
-	// time, up to the first chunk that holds one still pending.
-	if len(t.Deps) > gateChunk {
-		for lo := from; lo < len(t.Deps); lo += gateChunk {
-			got, lerr := m.readIDs(ctx, t.Deps[lo:min(lo+gateChunk, len(t.Deps))])
-			if lerr != nil {
-				return wait("waiting for dependencies: looking them up: "+lerr.Error(), from), nil, nil, false
-			}
-			var failed []string
-			for k, d := range got {
-				switch {
-				case d == nil || !d.State.Final():
-					return wait(fmt.Sprintf("waiting for dependencies: %d of %d ended before %q", lo+k, len(t.Deps), taskName(orID(d, t.Deps[lo+k]))), lo+k), nil, nil, false
-				case d.State != store.Completed:
-					failed = append(failed, depDesc(d))
-				}
-			}
-			if len(failed) > 0 && !waitsForAll {
-				return failedOut(failed)
-			}
+	return stepDecision{out: store.Outcome{ID: g.p.ID, Attempt: g.p.Attempt, State: store.Canceled, Error: err.Error()}, err: err}
+}
+
+// decide looks at the dependencies: a long list first a chunk at a time,
+// then all of them with the joins of what each added, in one read.
+func (g *gateLook) decide() stepDecision {
+	if len(g.p.Task.Deps) > gateChunk {
+		if d, done := g.walkChunks(); done {
+			return d
 		}
 	}
-	// Every dependency, and the join of the tasks each added (AddTasks),
-	// in one read.
+	return g.readAll()
+}
+
+// walkChunks reads a long list of dependencies from the cursor on, a
+// chunk at a time, up to the first chunk that holds one still pending;
+// done reports that d is the decision (wait, or canceled).
+func (g *gateLook) walkChunks() (d stepDecision, done bool) {
+	deps := g.p.Task.Deps
+	for lo := g.from; lo < len(deps); lo += gateChunk {
+		got, lerr := g.m.readIDs(g.ctx, deps[lo:min(lo+gateChunk, len(deps))])
+		if lerr != nil {
+			return g.wait("waiting for dependencies: looking them up: "+lerr.Error(), g.from), true
+		}
+		var failed []string
+		for k, d := range got {
+			switch {
+			case d == nil || !d.State.Final():
+				return g.wait(fmt.Sprintf("waiting for dependencies: %d of %d ended before %q", lo+k, len(deps), taskName(orID(d, deps[lo+k]))), lo+k), true
+			case d.State != store.Completed:
+				failed = append(failed, depDesc(d))
+			}
+		}
+		if len(failed) > 0 && !g.waitsForAll {
+			return g.failed(failed), true
+		}
+	}
+	return stepDecision{}, false
+}
+
+// depsState is what readAll found of the dependencies: those that
+// failed, up to three still pending (quoted), and the index of the first
+// pending (-1 for none).
+type depsState struct {
+	failed, pending []string
+	first           int
+}
+
+// classify sorts deps (and joins, the joins of what each added) into a
+// depsState.
+func (g *gateLook) classify(deps, joins []*store.Instance) depsState {
+	st := depsState{first: -1}
+	pend := func(k int, what string) {
+		if st.first < 0 {
+			st.first = k
+		}
+		if len(st.pending) < 3 {
+			st.pending = append(st.pending, what)
+		}
+	}
+	for k, d := range deps {
+		j := joins[k]
+		switch {
+		case d == nil || !d.State.Final():
+			pend(k, strconv.Quote(taskName(orID(d, g.p.Task.Deps[k]))))
+		case d.State != store.Completed:
+			st.failed = append(st.failed, depDesc(d))
+		case j == nil:
+		case !j.State.Final():
+			pend(k, fmt.Sprintf("the tasks %q added", d.Task.Name))
+		case j.State != store.Completed:
+			st.failed = append(st.failed, fmt.Sprintf("a task %q added: %s", d.Task.Name, j.Error))
+		}
+	}
+	return st
+}
+
+// readAll reads every dependency, and the join of the tasks each added
+// (AddTasks), in one read, and decides: wait, cancel, run, or (a gate)
+// end with their results.
+func (g *gateLook) readAll() stepDecision {
+	p, t := g.p, g.p.Task
 	n := len(t.Deps)
 	ids := make([]string, 0, 2*n)
 	ids = append(ids, t.Deps...)
 	for _, id := range t.Deps {
 		ids = append(ids, addedJoinID(t.Workflow, id))
 	}
-	all, lerr := m.readIDs(ctx, ids)
+	all, lerr := g.m.readIDs(g.ctx, ids)
 	if lerr != nil {
-		return wait("waiting for dependencies: reading them: "+lerr.Error(), from), nil, nil, false
+		return g.wait("waiting for dependencies: reading them: "+lerr.Error(), g.from)
 	}
 	deps, joins := all[:n], all[n:]
-	var failed, pending []string
-	first := -1
-	for k, d := range deps {
-		j := joins[k]
-		switch {
-		case d == nil || !d.State.Final():
-			if first < 0 {
-				first = k
-			}
-			if len(pending) < 3 {
-				pending = append(pending, strconv.Quote(taskName(orID(d, t.Deps[k]))))
-			}
-		case d.State != store.Completed:
-			failed = append(failed, depDesc(d))
-		case j == nil:
-		case !j.State.Final():
-			if first < 0 {
-				first = k
-			}
-			if len(pending) < 3 {
-				pending = append(pending, fmt.Sprintf("the tasks %q added", d.Task.Name))
-			}
-		case j.State != store.Completed:
-			failed = append(failed, fmt.Sprintf("a task %q added: %s", d.Task.Name, j.Error))
-		}
+	st := g.classify(deps, joins)
+	switch {
+	case len(st.failed) > 0 && !g.waitsForAll:
+		return g.failed(st.failed)
+	case st.first >= 0:
+		return g.wait(fmt.Sprintf("waiting for dependencies: %d of %d ended, not %s", countFinal(deps), n, strings.Join(st.pending, ", ")), st.first)
+	case !t.Gate:
+		return stepDecision{run: true}
+	case len(st.failed) > 0:
+		err := Permanent(fmt.Errorf("%w: %s", ErrDependencyFailed, strings.Join(st.failed, "; ")))
+		return stepDecision{out: store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Terminated, Error: err.Error()}, err: err}
 	}
-	if len(failed) > 0 && !waitsForAll {
-		return failedOut(failed)
-	}
-	if first >= 0 {
-		return wait(fmt.Sprintf("waiting for dependencies: %d of %d ended, not %s", countFinal(deps), n, strings.Join(pending, ", ")), first), nil, nil, false
-	}
-	if !t.Gate {
-		return store.Outcome{}, nil, nil, true
-	}
-	if len(failed) > 0 {
-		err := Permanent(fmt.Errorf("%w: %s", ErrDependencyFailed, strings.Join(failed, "; ")))
-		return store.Outcome{ID: p.ID, Attempt: p.Attempt, State: store.Terminated, Error: err.Error()}, nil, err, false
-	}
-	out, results, err = gateResults(p, deps)
-	return out, results, err, false
+	out, results, err := gateResults(p, deps)
+	return stepDecision{out: out, results: results, err: err}
 }
 
 // gateResults completes the gate task p with its dependencies' results
@@ -256,22 +311,8 @@ func (m *Manager) GetWorkflow(ctx context.Context, id string) (*WorkflowInfo, er
 	if names, err := decodeJSONArray(end.Args); err == nil && len(names) == 1 {
 		info.Name, _ = names[0].(string)
 	}
-	running := false
-	gates := map[string]*store.Instance{}
-	for _, r := range recs {
-		if isFanIn(r) {
-			gates[r.ID] = r
-		}
-	}
-	for _, r := range recs {
-		if r.Task.Gate {
-			continue // the joins of added tasks and the fan-in gates: their tasks say it all
-		}
-		ti := newInfo(r)
-		ti.DependsOn = expandFanIn(ti.DependsOn, gates) // workflow_fanin.go
-		info.Tasks = append(info.Tasks, ti)
-		running = running || r.State == store.Processing || r.State.Final()
-	}
+	var running bool
+	info.Tasks, running = taskInfos(recs) // workflow_fanin.go
 	slices.SortFunc(info.Tasks, func(a, b *InstanceInfo) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c

@@ -402,25 +402,27 @@ func triggerToProto(t *store.Trigger, next []time.Time) *pb.Trigger {
 		return nil
 	}
 	out := &pb.Trigger{
-		Name:           t.Name,
-		Kind:           t.Kind,
-		ArgsJson:       string(t.Args),
-		Cron:           t.Cron,
-		TimeZone:       t.TimeZone,
-		Interval:       dur(t.Interval),
-		Paused:         t.Paused,
-		Overlap:        overlaps[t.Overlap],
-		Missed:         misseds[t.Missed],
-		CatchUpWithin:  dur(t.CatchUpWithin),
-		LastTick:       ts(t.LastTick),
-		LastInstanceId: t.LastInstanceID,
-		Skipped:        t.Skipped,
-		LastSkipped:    ts(t.LastSkipped),
-		Version:        t.Version,
-		CreatedAt:      ts(t.CreatedAt),
-		UpdatedAt:      ts(t.UpdatedAt),
-		Calendar:       t.Calendar,
-		CalendarPolicy: calendarPolicies[t.CalendarPolicy],
+		Name:             t.Name,
+		Kind:             t.Kind,
+		ArgsJson:         string(t.Args),
+		Cron:             t.Cron,
+		TimeZone:         t.TimeZone,
+		Interval:         dur(t.Interval),
+		Paused:           t.Paused,
+		Overlap:          overlaps[t.Overlap],
+		Missed:           misseds[t.Missed],
+		CatchUpWithin:    dur(t.CatchUpWithin),
+		LastTick:         ts(t.LastTick),
+		LastInstanceId:   t.LastInstanceID,
+		Skipped:          t.Skipped,
+		LastSkipped:      ts(t.LastSkipped),
+		Version:          t.Version,
+		CreatedAt:        ts(t.CreatedAt),
+		UpdatedAt:        ts(t.UpdatedAt),
+		Calendar:         t.Calendar,
+		CalendarPolicy:   calendarPolicies[t.CalendarPolicy],
+		WorkflowTemplate: t.Workflow,
+		ParamsJson:       string(t.Params),
 	}
 	for _, n := range next {
 		out.NextFireTimes = append(out.NextFireTimes, timestamppb.New(n))
@@ -446,6 +448,10 @@ func triggerFromProto(p *pb.Trigger) (*store.Trigger, error) {
 			return nil, fmt.Errorf("trigger.args_json: %w", err)
 		}
 		t.Args = a
+	}
+	t.Workflow = p.GetWorkflowTemplate()
+	if a := bytes.TrimSpace([]byte(p.GetParamsJson())); len(a) > 0 {
+		t.Params = a
 	}
 	var ok bool
 	if t.Overlap, ok = overlapsBack[p.GetOverlap()]; !ok {

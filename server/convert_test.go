@@ -122,6 +122,7 @@ func TestTriggerRoundTrip(t *testing.T) {
 		Overlap: store.OverlapForbid, Missed: store.MissedCatchUpOnce, CatchUpWithin: time.Hour,
 		LastTick: t0, LastInstanceID: "id", Skipped: 2, LastSkipped: t0.Add(-time.Hour), Version: 7,
 		CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0, Calendar: "fr", CalendarPolicy: schedule.NextWorkday,
+		Workflow: "pipeline", Params: []byte(`{"a":1}`), // not valid beside Kind, but every field travels
 	}
 	p := triggerToProto(tr, []time.Time{t0.Add(time.Hour)})
 	allSet(t, p, "interval") // one of cron and interval
@@ -130,7 +131,8 @@ func TestTriggerRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &store.Trigger{Name: tr.Name, Kind: tr.Kind, Args: tr.Args, Cron: tr.Cron, TimeZone: tr.TimeZone, Paused: true,
-		Overlap: tr.Overlap, Missed: tr.Missed, CatchUpWithin: tr.CatchUpWithin, Calendar: "fr", CalendarPolicy: schedule.NextWorkday}
+		Overlap: tr.Overlap, Missed: tr.Missed, CatchUpWithin: tr.CatchUpWithin, Calendar: "fr", CalendarPolicy: schedule.NextWorkday,
+		Workflow: "pipeline", Params: []byte(`{"a":1}`)}
 	if !reflect.DeepEqual(back, want) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", back, want)
 	}

@@ -198,6 +198,9 @@ func (h jobService) GetInstance(ctx context.Context, req *connect.Request[pb.Get
 		return nil, invalid("id is required; send the instance's ID")
 	}
 	ji, err := managerOf(ctx).GetInstance(ctx, req.Msg.GetId())
+	if err == nil {
+		err = managerOf(ctx).ResolveDependsOn(ctx, ji) // a wide join's own dependencies, not its fan-in gates
+	}
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -345,6 +348,9 @@ func (h jobService) ListInstances(ctx context.Context, req *connect.Request[pb.L
 	if err != nil {
 		return nil, pageErr(err, req.Msg.GetPageToken())
 	}
+	if err := managerOf(ctx).ResolveDependsOn(ctx, page.Items...); err != nil {
+		return nil, toConnect(err)
+	}
 	out := &pb.ListInstancesResponse{NextPageToken: page.Next, Instances: make([]*pb.Instance, 0, len(page.Items)), Scanned: int64(scanned)}
 	for _, ji := range page.Items {
 		if in := instanceToProto(ji); hasLabels(in, labels) {
@@ -446,6 +452,9 @@ func (h jobService) CancelInstance(ctx context.Context, req *connect.Request[pb.
 		return nil, invalid("id is required; send the ID of the instance to cancel")
 	}
 	ji, err := managerOf(ctx).CancelInstance(ctx, req.Msg.GetId())
+	if err == nil {
+		err = managerOf(ctx).ResolveDependsOn(ctx, ji)
+	}
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -478,6 +487,9 @@ func (h jobService) RetryInstance(ctx context.Context, req *connect.Request[pb.R
 		return nil, err
 	}
 	ji, err := managerOf(ctx).RetryInstance(ctx, req.Msg.GetId(), opts...)
+	if err == nil {
+		err = managerOf(ctx).ResolveDependsOn(ctx, ji)
+	}
 	if err != nil {
 		return nil, toConnect(err)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -188,7 +189,10 @@ func (triggerService) ResumeTrigger(ctx context.Context, req *connect.Request[pb
 
 // RunTrigger implements TriggerService.RunTrigger: one instance of the
 // trigger's kind with its arguments, due now, outside its schedule (a
-// paused trigger runs too: pausing stops ticks, not this).
+// paused trigger runs too: pausing stops ticks, not this); for a trigger
+// of a workflow template, a workflow of it with the trigger's
+// parameters, answered with the workflow's end (its ID is the
+// workflow's).
 func (triggerService) RunTrigger(ctx context.Context, req *connect.Request[pb.RunTriggerRequest]) (*connect.Response[pb.RunTriggerResponse], error) {
 	if req.Msg.GetName() == "" {
 		return nil, invalid("name is required; send the name of the trigger to run")
@@ -197,6 +201,9 @@ func (triggerService) RunTrigger(ctx context.Context, req *connect.Request[pb.Ru
 	t, err := m.Admin().GetTrigger(ctx, req.Msg.GetName())
 	if err != nil {
 		return nil, toConnect(err)
+	}
+	if t.Workflow != "" {
+		return runTriggerTemplate(ctx, m, t)
 	}
 	args, err := parseArgs(string(t.Args))
 	if err != nil {
@@ -211,4 +218,20 @@ func (triggerService) RunTrigger(ctx context.Context, req *connect.Request[pb.Ru
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&pb.RunTriggerResponse{Instance: instanceToProto(ji)}), nil
+}
+
+// runTriggerTemplate runs the workflow template of the trigger t once,
+// now, with its parameters, and answers with the workflow's end.
+func runTriggerTemplate(ctx context.Context, m *job.Manager, t *store.Trigger) (*connect.Response[pb.RunTriggerResponse], error) {
+	var params map[string]any
+	if len(t.Params) > 0 {
+		if err := json.Unmarshal(t.Params, &params); err != nil {
+			return nil, toConnect(fmt.Errorf("%w: trigger %q: stored parameters are not a JSON object: %v", store.ErrCorrupt, t.Name, err))
+		}
+	}
+	info, err := m.ScheduleWorkflowTemplate(ctx, t.Workflow, params)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&pb.RunTriggerResponse{Instance: instanceToProto(info.End)}), nil
 }

@@ -89,10 +89,20 @@ type Trigger struct {
 	// Name identifies the trigger, unique in the namespace: 1 to
 	// MaxTriggerName bytes, no control characters.
 	Name string `json:"name"`
-	// Kind is the job kind each tick schedules an instance of.
+	// Kind is the job kind each tick schedules an instance of. Exactly
+	// one of Kind and Workflow is set.
 	Kind string `json:"kind"`
 	// Args are the instance's arguments: a JSON array, or empty for none.
+	// Only with Kind.
 	Args []byte `json:"args,omitempty"`
+	// Workflow names a stored workflow template (job.WorkflowTemplate)
+	// each tick runs as a workflow, with Params, instead of an instance
+	// of Kind. The workflow's ID is the tick's (LastInstanceID), and the
+	// overlap policy looks at, and cancels, whole workflows.
+	Workflow string `json:"workflow,omitempty"`
+	// Params are the template's parameters: a JSON object of values by
+	// parameter name, or empty for none. Only with Workflow.
+	Params []byte `json:"params,omitempty"`
 	// Cron is a cron spec: five fields, an optional leading seconds field,
 	// or a descriptor (@hourly, @daily, ...). No time zone prefix and no
 	// @every: set TimeZone, or Interval. Exactly one of Cron and Interval
@@ -260,16 +270,35 @@ func (t *Trigger) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: trigger %q: %s", ErrInvalid, t.Name, fmt.Sprintf(format, args...))
 	}
-	if t.Kind == "" {
-		return bad("no kind; set the kind of job each tick schedules")
-	}
-	if a := bytes.TrimSpace(t.Args); len(a) > 0 && (a[0] != '[' || !json.Valid(a)) {
-		return bad("arguments %.40q are not a JSON array; encode them as one, e.g. [1, \"x\"]", t.Args)
+	if err := t.checkTarget(bad); err != nil {
+		return err
 	}
 	if err := t.checkSchedule(bad); err != nil {
 		return err
 	}
 	return t.checkPolicies(bad)
+}
+
+// checkTarget is Validate's check of what each tick starts: an instance
+// of Kind with Args, or a workflow of the template Workflow with Params.
+func (t *Trigger) checkTarget(bad func(format string, args ...any) error) error {
+	switch {
+	case t.Kind == "" && t.Workflow == "":
+		return bad("no kind; set the kind of job each tick schedules (or Workflow, a workflow template each tick runs)")
+	case t.Kind != "" && t.Workflow != "":
+		return bad("both a kind (%q) and a workflow template (%q); set one", t.Kind, t.Workflow)
+	case t.Workflow != "" && len(bytes.TrimSpace(t.Args)) > 0:
+		return bad("arguments with a workflow template; give the template's parameters in Params")
+	case t.Kind != "" && len(bytes.TrimSpace(t.Params)) > 0:
+		return bad("parameters with a kind; parameters go to a workflow template (Workflow), arguments to a kind (Args)")
+	}
+	if a := bytes.TrimSpace(t.Args); len(a) > 0 && (a[0] != '[' || !json.Valid(a)) {
+		return bad("arguments %.40q are not a JSON array; encode them as one, e.g. [1, \"x\"]", t.Args)
+	}
+	if p := bytes.TrimSpace(t.Params); len(p) > 0 && (p[0] != '{' || !json.Valid(p)) {
+		return bad("parameters %.40q are not a JSON object; encode them as one, e.g. {\"url\": \"https://...\"}", t.Params)
+	}
+	return nil
 }
 
 // checkSchedule is Validate's check of the cron spec or interval.
@@ -340,5 +369,6 @@ func (t *Trigger) Clone() *Trigger {
 	}
 	c := *t
 	c.Args = bytes.Clone(t.Args)
+	c.Params = bytes.Clone(t.Params)
 	return &c
 }

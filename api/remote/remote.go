@@ -146,6 +146,9 @@ type Store struct {
 	done   chan struct{}
 
 	nextID atomic.Uint64
+	// enqueueAlwaysAtomic: jobd answered that its store writes every
+	// Enqueue atomically (workflow.go).
+	enqueueAlwaysAtomic atomic.Bool
 
 	mu sync.Mutex
 	// sess is the live session, nil while disconnected; connected is

@@ -104,6 +104,22 @@ func testTriggerCRUD(t *testing.T, h Harness) {
 		t.Fatalf("changing a returned trigger changed the stored one: args %s", again.Args)
 	}
 
+	// A trigger of a workflow template keeps its template and parameters.
+	wt := trig("nightly-pipeline")
+	wt.Kind, wt.Args = "", nil
+	wt.Workflow, wt.Params = "images", []byte(`{"url":"https://example.org/a.png","width":64}`)
+	if _, err := s.PutTrigger(e.ctx, &store.PutTriggerParams{Trigger: wt, Now: at(0)}); err != nil {
+		t.Fatalf("PutTrigger of a workflow template's trigger: %v", err)
+	}
+	gotWT, err := s.GetTrigger(e.ctx, "nightly-pipeline")
+	if err != nil {
+		t.Fatalf("GetTrigger of a workflow template's trigger: %v", err)
+	}
+	sameTrigger(t, "GetTrigger of a workflow template's trigger", gotWT, wt)
+	if err := s.DeleteTrigger(e.ctx, &store.DeleteTriggerParams{Name: "nightly-pipeline"}); err != nil {
+		t.Fatalf("DeleteTrigger: %v", err)
+	}
+
 	// Update: engine state and a pause, kept with their precision.
 	upd := got.Clone()
 	upd.Args = []byte(`[1,"two"]`)

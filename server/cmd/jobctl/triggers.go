@@ -30,12 +30,19 @@ type trigFlags struct {
 	ifVersion     int64
 	calendar      string
 	calPolicy     string
+	template      string
+	params        []string
+	paramsJSON    string
 }
 
 func (f *trigFlags) add(cmd *cobra.Command, update bool) {
 	fl := cmd.Flags()
 	fl.StringVarP(&f.file, "file", "f", "", `read the trigger from this JSON file (a jobkit.v1.Trigger; "-": stdin); flags override its fields`)
 	fl.StringVar(&f.kind, "kind", "", "the kind it schedules")
+	fl.StringVar(&f.template, "workflow-template", "", `run this stored workflow template at each tick instead of a kind (see "jobctl workflow template")`)
+	fl.StringArrayVarP(&f.params, "param", "p", nil, `with --workflow-template: a parameter, name=value (a JSON value, else a string); repeat for each`)
+	fl.StringVar(&f.paramsJSON, "params-json", "", `with --workflow-template: the parameters as a JSON object`)
+	cmd.MarkFlagsMutuallyExclusive("kind", "workflow-template")
 	fl.StringVar(&f.args, "args", "", `arguments of every instance, a JSON array ("@FILE": read from a file, "@-": from standard input)`)
 	fl.StringVar(&f.cron, "cron", "", `cron spec ("0 6 * * *", "@hourly"); one of --cron and --interval`)
 	fl.StringVar(&f.tz, "tz", "", "IANA time zone of the cron spec (default UTC)")
@@ -58,7 +65,17 @@ func (f *trigFlags) add(cmd *cobra.Command, update bool) {
 func (f *trigFlags) apply(cmd *cobra.Command, t *jobkitv1.Trigger) error {
 	fl := cmd.Flags()
 	if fl.Changed("kind") {
-		t.Kind = f.kind
+		t.Kind, t.WorkflowTemplate, t.ParamsJson = f.kind, "", ""
+	}
+	if fl.Changed("workflow-template") {
+		t.WorkflowTemplate, t.Kind, t.ArgsJson = f.template, "", ""
+	}
+	if fl.Changed("param") || fl.Changed("params-json") {
+		pj, err := templateParams(f.params, f.paramsJSON)
+		if err != nil {
+			return err
+		}
+		t.ParamsJson = pj
 	}
 	if fl.Changed("args") {
 		a, err := argsValue(f.args, cmd.InOrStdin())
@@ -164,7 +181,8 @@ func newTriggerCreateCmd(g *globals) *cobra.Command {
 	create := &cobra.Command{
 		Use: "create NAME", Short: "Store a new trigger", Args: exactArgs("NAME"),
 		Example: `  jobctl triggers create nightly --kind report --cron '0 2 * * *' --tz Europe/Paris
-  jobctl triggers create ping --kind ping --interval 30s --overlap forbid`,
+  jobctl triggers create ping --kind ping --interval 30s --overlap forbid
+  jobctl triggers create nightly-images --workflow-template images --param url=https://example.org/a.png --cron '0 3 * * *'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t := &jobkitv1.Trigger{}
 			if cf.file != "" {
@@ -176,8 +194,8 @@ func newTriggerCreateCmd(g *globals) *cobra.Command {
 			if err := cf.apply(cmd, t); err != nil {
 				return err
 			}
-			if t.Kind == "" {
-				return usagef("triggers create needs --kind")
+			if t.Kind == "" && t.WorkflowTemplate == "" {
+				return usagef("triggers create needs --kind (or --workflow-template)")
 			}
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
 				got, err := c.Admin().CreateTrigger(ctx, t)
@@ -300,7 +318,11 @@ func printTriggers(g *globals, res protoMsg, ts ...*jobkitv1.Trigger) error {
 		if n := tr.GetNextFireTimes(); len(n) > 0 {
 			next = tsFmt(n[0])
 		}
-		t.row(tr.GetName(), tr.GetKind(), sched, boolStr(tr.GetPaused()), tsFmt(tr.GetLastTick()), next, i64(tr.GetVersion()))
+		kind := tr.GetKind()
+		if wt := tr.GetWorkflowTemplate(); wt != "" {
+			kind = "workflow template " + wt
+		}
+		t.row(tr.GetName(), kind, sched, boolStr(tr.GetPaused()), tsFmt(tr.GetLastTick()), next, i64(tr.GetVersion()))
 	}
 	return t.flush()
 }

@@ -1649,8 +1649,16 @@ type Trigger struct {
 	// What the calendar does to its ticks; unset is WORKDAYS. Only with
 	// calendar.
 	CalendarPolicy CalendarPolicy `protobuf:"varint,20,opt,name=calendar_policy,json=calendarPolicy,proto3,enum=jobkit.v1.CalendarPolicy" json:"calendar_policy,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A stored workflow template (WorkflowService) each tick runs, as a
+	// workflow whose ID is last_instance_id, instead of an instance of
+	// kind: set one of kind and workflow_template. The overlap policy then
+	// applies to whole workflows.
+	WorkflowTemplate string `protobuf:"bytes,21,opt,name=workflow_template,json=workflowTemplate,proto3" json:"workflow_template,omitempty"`
+	// The template's parameters: a JSON object of values by parameter
+	// name. Only with workflow_template.
+	ParamsJson    string `protobuf:"bytes,22,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Trigger) Reset() {
@@ -1821,6 +1829,20 @@ func (x *Trigger) GetCalendarPolicy() CalendarPolicy {
 		return x.CalendarPolicy
 	}
 	return CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED
+}
+
+func (x *Trigger) GetWorkflowTemplate() string {
+	if x != nil {
+		return x.WorkflowTemplate
+	}
+	return ""
+}
+
+func (x *Trigger) GetParamsJson() string {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return ""
 }
 
 // StateCounts counts instances by state.
@@ -2560,7 +2582,7 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"\fExecutorSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1f\n" +
 	"\vconfig_json\x18\x02 \x01(\tR\n" +
-	"configJson\"\xea\x06\n" +
+	"configJson\"\xb8\a\n" +
 	"\aTrigger\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1b\n" +
@@ -2584,7 +2606,10 @@ const file_jobkit_v1_types_proto_rawDesc = "" +
 	"updated_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12B\n" +
 	"\x0fnext_fire_times\x18\x12 \x03(\v2\x1a.google.protobuf.TimestampR\rnextFireTimes\x12\x1a\n" +
 	"\bcalendar\x18\x13 \x01(\tR\bcalendar\x12B\n" +
-	"\x0fcalendar_policy\x18\x14 \x01(\x0e2\x19.jobkit.v1.CalendarPolicyR\x0ecalendarPolicy\"\xdc\x01\n" +
+	"\x0fcalendar_policy\x18\x14 \x01(\x0e2\x19.jobkit.v1.CalendarPolicyR\x0ecalendarPolicy\x12+\n" +
+	"\x11workflow_template\x18\x15 \x01(\tR\x10workflowTemplate\x12\x1f\n" +
+	"\vparams_json\x18\x16 \x01(\tR\n" +
+	"paramsJson\"\xdc\x01\n" +
 	"\vStateCounts\x12\x18\n" +
 	"\acreated\x18\x01 \x01(\x03R\acreated\x12\x1c\n" +
 	"\tscheduled\x18\x02 \x01(\x03R\tscheduled\x12\x1e\n" +
