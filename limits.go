@@ -60,9 +60,11 @@ type LimitUse struct {
 }
 
 // ErrLimitsUnsupported: the store does not enforce concurrency limits
-// (it is not a store.LimitEnforcer); memdbstore, redisstore and
-// valkeystore do.
-var ErrLimitsUnsupported = errors.New("job: the store does not enforce concurrency limits; use memdbstore, redisstore or valkeystore")
+// (it is not a store.LimitEnforcer); memdbstore, pgstore, redisstore and
+// valkeystore on a namespace of one partition, and jobd's remote store
+// over one of them, do. etcdstore and a partitioned namespace of more
+// than one partition do not.
+var ErrLimitsUnsupported = errors.New("job: the store does not enforce concurrency limits; use memdbstore, pgstore, or redisstore or valkeystore on a namespace of one partition (or jobd over one of them)")
 
 // LimitsCollection is the collection of store.Documents that holds the
 // concurrency limits, one document per (kind, queue).

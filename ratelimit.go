@@ -54,9 +54,10 @@ type RateLimitUse struct {
 }
 
 // ErrRateLimitsUnsupported: the store does not enforce rate limits (it is
-// not a store.RateLimitEnforcer); memdbstore, redisstore, valkeystore,
-// pgstore and jobd's remote store do.
-var ErrRateLimitsUnsupported = errors.New("job: the store does not enforce rate limits; use memdbstore, redisstore, valkeystore or pgstore")
+// not a store.RateLimitEnforcer); memdbstore, pgstore, redisstore and
+// valkeystore on a namespace of one partition, and jobd's remote store
+// over one of them, do.
+var ErrRateLimitsUnsupported = errors.New("job: the store does not enforce rate limits; use memdbstore, pgstore, or redisstore or valkeystore on a namespace of one partition (or jobd over one of them)")
 
 // RateLimitsCollection is the collection of store.Documents that holds
 // the rate limits, one document per (kind, queue).
