@@ -32,7 +32,7 @@ func TestReplicaAcksSurviveFailover(t *testing.T) {
 	replica := testserver.StartRedis(t, "--replicaof", host, port)
 	rc := redis.NewClient(&redis.Options{Addr: replica.Addr})
 	t.Cleanup(func() { rc.Close() })
-	waitLinkUp(t, rc)
+	testserver.WaitReplicaLinkUp(t, replica.Addr)
 
 	pc := redis.NewClient(&redis.Options{Addr: primary.Addr, MaxRetries: -1})
 	t.Cleanup(func() { pc.Close() })
@@ -135,22 +135,6 @@ func TestReplicaAcksInvalid(t *testing.T) {
 	}
 }
 
-// waitLinkUp waits until replica c reports its link to the primary up.
-func waitLinkUp(t *testing.T, c *redis.Client) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		info, err := c.Info(t.Context(), "replication").Result()
-		if err == nil && strings.Contains(info, "master_link_status:up") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica's link to its primary not up after 20s: %v\n%s", err, info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // replicaOf returns the replica of the primary that serves key (the
 // cluster client c's primary for it), once the primary lists it online.
 func replicaOf(t *testing.T, cl *testserver.RedisCluster, c *redis.ClusterClient, key string) *testserver.Process {
@@ -164,31 +148,10 @@ func replicaOf(t *testing.T, cl *testserver.RedisCluster, c *redis.ClusterClient
 		if info, err = primary.Info(t.Context(), "replication").Result(); err != nil {
 			t.Fatal(err)
 		}
-		if n := onlineReplica(cl, info); n != nil {
+		if n := cl.OnlineReplicaIn(info); n != nil {
 			return n
 		}
 	}
 	t.Fatalf("no online replica of the primary serving %s: %s", key, info)
-	return nil
-}
-
-// onlineReplica returns the node the replication section info lists as
-// its one online replica (slave0), nil when there is none.
-func onlineReplica(cl *testserver.RedisCluster, info string) *testserver.Process {
-	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "slave0:")
-		if !ok || !strings.Contains(rest, "state=online") {
-			continue
-		}
-		for _, f := range strings.Split(rest, ",") {
-			if port, ok := strings.CutPrefix(f, "port="); ok {
-				for _, n := range cl.Nodes {
-					if strings.HasSuffix(n.Addr, ":"+port) {
-						return n
-					}
-				}
-			}
-		}
-	}
 	return nil
 }

@@ -27,7 +27,7 @@ func TestReplicaAcksSurviveFailover(t *testing.T) {
 	host, port, _ := net.SplitHostPort(primary.Addr)
 	replica := testserver.StartRedis(t, "--replicaof", host, port)
 	rc := newClient(t, replica.Addr)
-	waitLinkUp(t, rc)
+	testserver.WaitReplicaLinkUp(t, replica.Addr)
 
 	pc, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{primary.Addr}, DisableCache: true, DisableRetry: true})
 	if err != nil {
@@ -125,22 +125,6 @@ func TestReplicaAcksInvalid(t *testing.T) {
 	}
 }
 
-// waitLinkUp waits until replica c reports its link to the primary up.
-func waitLinkUp(t *testing.T, c valkey.Client) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		info, err := c.Do(t.Context(), c.B().Info().Section("replication").Build()).ToString()
-		if err == nil && strings.Contains(info, "master_link_status:up") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica's link to its primary not up after 20s: %v\n%s", err, info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // replicaOf returns the replica of the primary that serves key (asked
 // through the cluster client c, which routes by the key's slot), once
 // the primary lists it online.
@@ -152,31 +136,10 @@ func replicaOf(t *testing.T, cl *testserver.RedisCluster, c valkey.Client, key s
 		if info, err = c.Do(t.Context(), c.B().Info().Section("replication").Build().SetSlot(key)).ToString(); err != nil {
 			t.Fatal(err)
 		}
-		if n := onlineReplica(cl, info); n != nil {
+		if n := cl.OnlineReplicaIn(info); n != nil {
 			return n
 		}
 	}
 	t.Fatalf("no online replica of the primary serving %s: %s", key, info)
-	return nil
-}
-
-// onlineReplica returns the node the replication section info lists as
-// its one online replica (slave0), nil when there is none.
-func onlineReplica(cl *testserver.RedisCluster, info string) *testserver.Process {
-	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "slave0:")
-		if !ok || !strings.Contains(rest, "state=online") {
-			continue
-		}
-		for _, f := range strings.Split(rest, ",") {
-			if port, ok := strings.CutPrefix(f, "port="); ok {
-				for _, n := range cl.Nodes {
-					if strings.HasSuffix(n.Addr, ":"+port) {
-						return n
-					}
-				}
-			}
-		}
-	}
 	return nil
 }
