@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -307,17 +308,22 @@ func (r *faultRig) check(t *testing.T, faultAt time.Time) {
 // slotOwners maps each slot to the ID and address of the primary serving
 // it, as the cluster reports.
 func slotOwners(ctx context.Context, c *redis.ClusterClient) (map[int][2]string, error) {
-	ranges, err := c.ClusterSlots(ctx).Result()
+	shards, err := c.ClusterShards(ctx).Result()
 	if err != nil {
 		return nil, err
 	}
 	own := map[int][2]string{}
-	for _, rg := range ranges {
-		if len(rg.Nodes) == 0 {
-			continue
-		}
-		for s := rg.Start; s <= rg.End; s++ {
-			own[s] = [2]string{rg.Nodes[0].ID, rg.Nodes[0].Addr}
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" {
+				continue
+			}
+			addr := net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+			for _, rg := range sh.Slots {
+				for s := rg.Start; s <= rg.End; s++ {
+					own[int(s)] = [2]string{n.ID, addr}
+				}
+			}
 		}
 	}
 	return own, nil
