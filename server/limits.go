@@ -20,7 +20,9 @@ func init() {
 		jobkitv1connect.LimitServiceDeleteConcurrencyLimitProcedure: RoleOperator,
 		jobkitv1connect.LimitServiceListLimitsProcedure:             RoleViewer,
 	})
-	codeRules = append(codeRules, codeRule{job.ErrLimitsUnsupported, connect.CodeFailedPrecondition, ""})
+	codeRules = append(codeRules,
+		codeRule{job.ErrLimitsUnsupported, connect.CodeFailedPrecondition, ""},
+		codeRule{job.ErrKeyedLimitsUnsupported, connect.CodeFailedPrecondition, ""})
 }
 
 // limitService implements jobkitv1connect.LimitServiceHandler on the
@@ -36,7 +38,7 @@ func (s *Server) mountLimits(opts ...connect.HandlerOption) {
 
 // concurrencyLimitToProto converts a limit.
 func concurrencyLimitToProto(l job.ConcurrencyLimit) *pb.ConcurrencyLimit {
-	return &pb.ConcurrencyLimit{Kind: l.Kind, Queue: l.Queue, Max: int32(min(l.Max, math.MaxInt32))}
+	return &pb.ConcurrencyLimit{Kind: l.Kind, Queue: l.Queue, Max: int32(min(l.Max, math.MaxInt32)), PerKey: l.PerKey}
 }
 
 // SetConcurrencyLimit implements LimitService.SetConcurrencyLimit.
@@ -47,7 +49,7 @@ func (limitService) SetConcurrencyLimit(ctx context.Context, req *connect.Reques
 	if n := req.Msg.GetMax(); n < 0 {
 		return nil, invalid(fmt.Sprintf("max %d is negative; send 0 (none may start) or more", n))
 	}
-	l := job.ConcurrencyLimit{Kind: req.Msg.GetKind(), Queue: req.Msg.GetQueue(), Max: int(req.Msg.GetMax())}
+	l := job.ConcurrencyLimit{Kind: req.Msg.GetKind(), Queue: req.Msg.GetQueue(), Max: int(req.Msg.GetMax()), PerKey: req.Msg.GetPerKey()}
 	if err := managerOf(ctx).Admin().SetConcurrencyLimit(ctx, l); err != nil {
 		return nil, toConnect(err)
 	}
@@ -73,6 +75,9 @@ func (limitService) ListLimits(ctx context.Context, _ *connect.Request[pb.ListLi
 		out.ConcurrencyLimits = append(out.ConcurrencyLimits, &pb.ConcurrencyLimitUse{
 			Limit: concurrencyLimitToProto(u.ConcurrencyLimit), Running: u.Running, Waiting: u.Waiting,
 		})
+	}
+	if out.RateLimits, err = listRateLimits(ctx); err != nil {
+		return nil, toConnect(err)
 	}
 	return connect.NewResponse(out), nil
 }

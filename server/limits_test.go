@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
@@ -98,6 +100,8 @@ func TestLimitsOverTheAPI(t *testing.T) {
 				neg := int32(-1)
 				_, err = ls.SetConcurrencyLimit(ctx, connect.NewRequest(&pb.SetConcurrencyLimitRequest{Queue: "slow", Max: &neg}))
 				wantCode(t, err, connect.CodeInvalidArgument, "max -1")
+				perKey(t, ls, b.name)
+				rateLimits(t, ls)
 			})
 		}
 	})
@@ -125,4 +129,93 @@ func TestLimitRoles(t *testing.T) {
 	}
 	_, err = view.DeleteConcurrencyLimit(ctx, connect.NewRequest(&pb.DeleteConcurrencyLimitRequest{Queue: "slow"}))
 	wantCode(t, err, connect.CodePermissionDenied, "needs role operator")
+	_, err = view.SetRateLimit(ctx, connect.NewRequest(&pb.SetRateLimitRequest{Queue: "slow", Rate: 1, Period: durationpb.New(time.Second)}))
+	wantCode(t, err, connect.CodePermissionDenied, "needs role operator")
+	_, err = view.DeleteRateLimit(ctx, connect.NewRequest(&pb.DeleteRateLimitRequest{Queue: "slow"}))
+	wantCode(t, err, connect.CodePermissionDenied, "needs role operator")
+}
+
+// perKey sets a per-key concurrency limit: stored and listed with per_key
+// on memdb, FAILED_PRECONDITION naming the fix on a store without per-key
+// limits (redis).
+func perKey(t *testing.T, ls jobkitv1connect.LimitServiceClient, backend string) {
+	t.Helper()
+	ctx := context.Background()
+	one := int32(1)
+	res, err := ls.SetConcurrencyLimit(ctx, connect.NewRequest(&pb.SetConcurrencyLimitRequest{Kind: "charge", Max: &one, PerKey: true}))
+	if backend != "memdb" {
+		wantCode(t, err, connect.CodeFailedPrecondition, "per-key concurrency limits")
+		if u := limitUse(t, ls, "charge", ""); u != nil {
+			t.Fatalf("a refused per-key limit is listed: %v", u)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Msg.GetLimit().GetPerKey() {
+		t.Fatalf("set returned %v; want per_key", res.Msg.GetLimit())
+	}
+	if u := limitUse(t, ls, "charge", ""); !u.GetLimit().GetPerKey() || u.GetLimit().GetMax() != 1 {
+		t.Fatalf("listed %v; want the per-key limit of kind charge, max 1", u)
+	}
+	if _, err := ls.DeleteConcurrencyLimit(ctx, connect.NewRequest(&pb.DeleteConcurrencyLimitRequest{Kind: "charge"})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rateLimits sets, changes, lists and deletes a rate limit, and walks the
+// bad input.
+func rateLimits(t *testing.T, ls jobkitv1connect.LimitServiceClient) {
+	t.Helper()
+	ctx := context.Background()
+	rateUse := func() *pb.RateLimitUse {
+		res, err := ls.ListLimits(ctx, connect.NewRequest(&pb.ListLimitsRequest{}))
+		if err != nil {
+			t.Fatalf("ListLimits: %v", err)
+		}
+		for _, u := range res.Msg.GetRateLimits() {
+			if u.GetLimit().GetKind() == "add" && u.GetLimit().GetQueue() == "" {
+				return u
+			}
+		}
+		return nil
+	}
+	res, err := ls.SetRateLimit(ctx, connect.NewRequest(&pb.SetRateLimitRequest{Kind: "add", Rate: 100, Period: durationpb.New(time.Second), Burst: 10}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := res.Msg.GetLimit(); l.GetKind() != "add" || l.GetRate() != 100 || l.GetPeriod().AsDuration() != time.Second || l.GetBurst() != 10 {
+		t.Fatalf("set returned %v; want kind add, 100 per 1s, burst 10", l)
+	}
+	if _, err := ls.SetRateLimit(ctx, connect.NewRequest(&pb.SetRateLimitRequest{Kind: "add", Rate: 5, Period: durationpb.New(time.Minute)})); err != nil {
+		t.Fatal(err)
+	}
+	if l := rateUse().GetLimit(); l.GetRate() != 5 || l.GetPeriod().AsDuration() != time.Minute || l.GetBurst() != 0 {
+		t.Fatalf("listed %v after the change; want 5 per 1m, burst 0", l)
+	}
+	if _, err := ls.DeleteRateLimit(ctx, connect.NewRequest(&pb.DeleteRateLimitRequest{Kind: "add"})); err != nil {
+		t.Fatal(err)
+	}
+	if u := rateUse(); u != nil {
+		t.Fatalf("deleted rate limit still listed: %v", u)
+	}
+	_, err = ls.DeleteRateLimit(ctx, connect.NewRequest(&pb.DeleteRateLimitRequest{Kind: "add"}))
+	wantCode(t, err, connect.CodeNotFound, `"add"`)
+	for _, c := range []struct {
+		req  *pb.SetRateLimitRequest
+		says string
+	}{
+		{&pb.SetRateLimitRequest{Kind: "add", Period: durationpb.New(time.Second)}, "rate 0; send how many may start per period, 1 or more"},
+		{&pb.SetRateLimitRequest{Kind: "add", Rate: 1}, "period is required"},
+		{&pb.SetRateLimitRequest{Kind: "add", Rate: 1, Period: durationpb.New(0)}, "period 0s; want at least 1ms"},
+		{&pb.SetRateLimitRequest{Kind: "add", Rate: 1, Period: durationpb.New(time.Second), Burst: -1}, "burst -1 is negative"},
+		{&pb.SetRateLimitRequest{Kind: "add", Rate: 2000, Period: durationpb.New(time.Millisecond)}, "use a longer period"},
+	} {
+		_, err := ls.SetRateLimit(ctx, connect.NewRequest(c.req))
+		wantCode(t, err, connect.CodeInvalidArgument, c.says)
+	}
+	if u := rateUse(); u != nil {
+		t.Fatalf("a refused rate limit is listed: %v", u)
+	}
 }

@@ -14,7 +14,8 @@ import (
 // SetConcurrencyLimit stores l, replacing the concurrency limit of the
 // same kind and queue; every node applies it within a second
 // (doc/limits.md). CodeInvalidArgument for a negative Max,
-// CodeFailedPrecondition when the server's store cannot enforce limits.
+// CodeFailedPrecondition when the server's store cannot enforce limits
+// (or, with PerKey, per-key limits).
 func (a *Admin) SetConcurrencyLimit(ctx context.Context, l job.ConcurrencyLimit) error {
 	return a.c.SetConcurrencyLimit(ctx, l)
 }

@@ -13,7 +13,8 @@ import (
 // SetConcurrencyLimit stores l, replacing the concurrency limit of the
 // same kind and queue; every node applies it within a second
 // (doc/limits.md). CodeInvalidArgument for a negative Max,
-// CodeFailedPrecondition when the server's store cannot enforce limits.
+// CodeFailedPrecondition when the server's store cannot enforce limits
+// (or, with PerKey, per-key limits).
 //
 // Deprecated: use Admin().SetConcurrencyLimit. It stays for one release.
 func (c *Client) SetConcurrencyLimit(ctx context.Context, l job.ConcurrencyLimit) error {
@@ -21,7 +22,7 @@ func (c *Client) SetConcurrencyLimit(ctx context.Context, l job.ConcurrencyLimit
 		return wrap("set concurrency limit of "+l.String(), connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("max %d: want 0 to %d", l.Max, 1<<31-1)))
 	}
 	n := int32(l.Max)
-	_, err := c.limits.SetConcurrencyLimit(ctx, connect.NewRequest(&jobkitv1.SetConcurrencyLimitRequest{Kind: l.Kind, Queue: l.Queue, Max: &n}))
+	_, err := c.limits.SetConcurrencyLimit(ctx, connect.NewRequest(&jobkitv1.SetConcurrencyLimitRequest{Kind: l.Kind, Queue: l.Queue, Max: &n, PerKey: l.PerKey}))
 	return wrap("set concurrency limit of "+l.String(), err)
 }
 
@@ -47,7 +48,7 @@ func (c *Client) ListConcurrencyLimits(ctx context.Context) ([]job.LimitUse, err
 	for _, u := range res.Msg.GetConcurrencyLimits() {
 		l := u.GetLimit()
 		out = append(out, job.LimitUse{
-			ConcurrencyLimit: job.ConcurrencyLimit{Kind: l.GetKind(), Queue: l.GetQueue(), Max: int(l.GetMax())},
+			ConcurrencyLimit: job.ConcurrencyLimit{Kind: l.GetKind(), Queue: l.GetQueue(), Max: int(l.GetMax()), PerKey: l.GetPerKey()},
 			Running:          u.GetRunning(), Waiting: u.GetWaiting(),
 		})
 	}

@@ -4,14 +4,16 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/jobkit/job/api/gen/jobkit/v1"
 	"github.com/jobkit/job/api/gen/jobkit/v1/jobkitv1connect"
 )
 
-// TestLimitsPageInBrowser shows a concurrency limit in headless Chromium
+// TestLimitsPageInBrowser shows a rate limit and a concurrency limit in headless Chromium
 // against a jobd process on Redis: its use (running of max) and the work
 // waiting for it change live, on the same page, as instances start and
 // end.
@@ -23,9 +25,14 @@ func TestLimitsPageInBrowser(t *testing.T) {
 	if _, err := ls.SetConcurrencyLimit(ctx, connect.NewRequest(&pb.SetConcurrencyLimitRequest{Kind: "steps", Max: &one})); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := ls.SetRateLimit(ctx, connect.NewRequest(&pb.SetRateLimitRequest{Kind: "mail", Rate: 100, Period: durationpb.New(time.Second), Burst: 10})); err != nil {
+		t.Fatal(err)
+	}
 	b := newBrowser(t)
 	b.signIn(e, viewerToken)
 	b.open(e, "/limits")
+	rate := `document.querySelector('#rate-limits tr[data-kind="mail"][data-queue=""]')`
+	b.until("the rate limit of mail", rate+` !== null && `+rate+`.querySelector(".rate").textContent === "100 per 1s" && `+rate+`.dataset.burst === "10"`)
 	row := `document.querySelector('#concurrency-limits tr[data-kind="steps"][data-queue=""]')`
 	b.until("the limit of steps, nothing running", row+` !== null && `+row+`.dataset.running === "0" && `+row+`.dataset.waiting === "0" && `+row+`.querySelector(".use").textContent === "0/1"`)
 	eval[bool](b, `(window.__sameDocument = true)`)

@@ -14,8 +14,8 @@ import (
 
 func newLimitsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "limits", Aliases: []string{"limit"},
-		Short: "Set, delete and list the cluster's concurrency limits, with how many run and wait for each"}
-	cmd.AddCommand(newLimitSetCmd(g), newLimitDeleteCmd(g), newLimitListCmd(g))
+		Short: "Set, delete and list the cluster's concurrency and rate limits, with how many run and wait for each"}
+	cmd.AddCommand(newLimitSetCmd(g), newLimitDeleteCmd(g), newLimitListCmd(g), newRateLimitCmd(g))
 	return cmd
 }
 
@@ -29,14 +29,16 @@ func (f *limitScopeFlags) add(cmd *cobra.Command) {
 
 func newLimitSetCmd(g *globals) *cobra.Command {
 	var (
-		scope limitScopeFlags
-		maxN  int
+		scope  limitScopeFlags
+		maxN   int
+		perKey bool
 	)
 	set := &cobra.Command{
-		Use: "set --max N [--kind KIND] [--queue QUEUE]", Short: "Set a concurrency limit: at most N of what it matches running at once, on all nodes", Args: noArgs,
+		Use: "set --max N [--kind KIND] [--queue QUEUE] [--per-key]", Short: "Set a concurrency limit: at most N of what it matches running at once, on all nodes", Args: noArgs,
 		Example: `  jobctl limits set --kind email --max 64
   jobctl limits set --queue reports --max 8
-  jobctl limits set --kind export --max 0     # none may start`,
+  jobctl limits set --kind export --max 0     # none may start
+  jobctl limits set --kind charge --max 1 --per-key   # one at a time per limit key`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("max") {
 				return usagef("--max is required: how many may run at once (0 lets none start)")
@@ -44,7 +46,7 @@ func newLimitSetCmd(g *globals) *cobra.Command {
 			if maxN < 0 {
 				return usagef("--max %d is negative; give 0 (none may start) or more", maxN)
 			}
-			l := job.ConcurrencyLimit{Kind: scope.kind, Queue: scope.queue, Max: maxN}
+			l := job.ConcurrencyLimit{Kind: scope.kind, Queue: scope.queue, Max: maxN, PerKey: perKey}
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
 				if err := cl.Admin().SetConcurrencyLimit(ctx, l); err != nil {
 					return err
@@ -55,6 +57,7 @@ func newLimitSetCmd(g *globals) *cobra.Command {
 	}
 	scope.add(set)
 	set.Flags().IntVar(&maxN, "max", 0, "how many may run at once, on all nodes together (0: none may start)")
+	set.Flags().BoolVar(&perKey, "per-key", false, "bound each limit key (the key an instance was scheduled with) apart")
 	return set
 }
 
@@ -79,10 +82,14 @@ func newLimitDeleteCmd(g *globals) *cobra.Command {
 
 func newLimitListCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use: "list", Short: "List the concurrency limits with how many of what each matches run and wait now", Args: noArgs,
+		Use: "list", Short: "List the concurrency and rate limits with how many of what each matches run and wait now", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, func(ctx context.Context, cl *client.Client) error {
 				uses, err := cl.Admin().ListConcurrencyLimits(ctx)
+				if err != nil {
+					return err
+				}
+				rates, err := cl.Admin().ListRateLimits(ctx)
 				if err != nil {
 					return err
 				}
@@ -92,13 +99,23 @@ func newLimitListCmd(g *globals) *cobra.Command {
 					for _, u := range uses {
 						res.ConcurrencyLimits = append(res.ConcurrencyLimits, &jobkitv1.ConcurrencyLimitUse{Limit: limitProto(u.ConcurrencyLimit), Running: u.Running, Waiting: u.Waiting})
 					}
+					for _, u := range rates {
+						res.RateLimits = append(res.RateLimits, &jobkitv1.RateLimitUse{Limit: rateLimitProto(u.RateLimit), Running: u.Running, Waiting: u.Waiting})
+					}
 					return pr.message(res, false)
 				}
 				t := newTable(pr.w, "KIND", "QUEUE", "MAX", "RUNNING", "WAITING")
 				for _, u := range uses {
-					t.row(orAny(u.Kind), orAny(u.Queue), fmt.Sprint(u.Max), fmt.Sprint(u.Running), fmt.Sprint(u.Waiting))
+					maxN := fmt.Sprint(u.Max)
+					if u.PerKey {
+						maxN += "/key"
+					}
+					t.row(orAny(u.Kind), orAny(u.Queue), maxN, fmt.Sprint(u.Running), fmt.Sprint(u.Waiting))
 				}
-				return t.flush()
+				if err := t.flush(); err != nil || len(rates) == 0 {
+					return err
+				}
+				return printRateLimits(pr, rates)
 			})
 		},
 	}
@@ -106,7 +123,7 @@ func newLimitListCmd(g *globals) *cobra.Command {
 
 // limitProto converts a limit for -o json|yaml.
 func limitProto(l job.ConcurrencyLimit) *jobkitv1.ConcurrencyLimit {
-	return &jobkitv1.ConcurrencyLimit{Kind: l.Kind, Queue: l.Queue, Max: int32(l.Max)}
+	return &jobkitv1.ConcurrencyLimit{Kind: l.Kind, Queue: l.Queue, Max: int32(l.Max), PerKey: l.PerKey}
 }
 
 // orAny returns s, or "*" (every kind or queue) when it is empty.

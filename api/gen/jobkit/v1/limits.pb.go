@@ -9,6 +9,7 @@ package jobkitv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -30,7 +31,10 @@ type ConcurrencyLimit struct {
 	Queue string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
 	// How many of the instances it matches may be running at once; 0 lets
 	// none start.
-	Max           int32 `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`
+	Max int32 `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`
+	// Max bounds each limit key apart (the key an instance was scheduled
+	// with) instead of all the instances it matches together.
+	PerKey        bool `protobuf:"varint,4,opt,name=per_key,json=perKey,proto3" json:"per_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -84,6 +88,13 @@ func (x *ConcurrencyLimit) GetMax() int32 {
 		return x.Max
 	}
 	return 0
+}
+
+func (x *ConcurrencyLimit) GetPerKey() bool {
+	if x != nil {
+		return x.PerKey
+	}
+	return false
 }
 
 // ConcurrencyLimitUse is a stored concurrency limit with its use now.
@@ -156,7 +167,9 @@ type SetConcurrencyLimitRequest struct {
 	// Empty for every queue.
 	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Required, 0 or more: 0 lets none start (those running go on).
-	Max           *int32 `protobuf:"varint,3,opt,name=max,proto3,oneof" json:"max,omitempty"`
+	Max *int32 `protobuf:"varint,3,opt,name=max,proto3,oneof" json:"max,omitempty"`
+	// Bound each limit key apart (max 1: one at a time per key, in order).
+	PerKey        bool `protobuf:"varint,4,opt,name=per_key,json=perKey,proto3" json:"per_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -210,6 +223,13 @@ func (x *SetConcurrencyLimitRequest) GetMax() int32 {
 		return *x.Max
 	}
 	return 0
+}
+
+func (x *SetConcurrencyLimitRequest) GetPerKey() bool {
+	if x != nil {
+		return x.PerKey
+	}
+	return false
 }
 
 type SetConcurrencyLimitResponse struct {
@@ -344,6 +364,365 @@ func (*DeleteConcurrencyLimitResponse) Descriptor() ([]byte, []int) {
 	return file_jobkit_v1_limits_proto_rawDescGZIP(), []int{5}
 }
 
+// RateLimit bounds how often the instances it matches start across the
+// cluster: at most rate starts per period, plus burst after a quiet
+// spell. It matches as ConcurrencyLimit does.
+type RateLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Queue string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Starts per period, 1 or more.
+	Rate int32 `protobuf:"varint,3,opt,name=rate,proto3" json:"rate,omitempty"`
+	// 1ms to a year.
+	Period *durationpb.Duration `protobuf:"bytes,4,opt,name=period,proto3" json:"period,omitempty"`
+	// How many more than rate may start at once after a quiet spell; 0
+	// spaces the starts period/rate apart.
+	Burst         int32 `protobuf:"varint,5,opt,name=burst,proto3" json:"burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimit) Reset() {
+	*x = RateLimit{}
+	mi := &file_jobkit_v1_limits_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimit) ProtoMessage() {}
+
+func (x *RateLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_limits_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
+func (*RateLimit) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_limits_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RateLimit) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RateLimit) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *RateLimit) GetRate() int32 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *RateLimit) GetPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+func (x *RateLimit) GetBurst() int32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+// RateLimitUse is a stored rate limit with the work it matches now.
+type RateLimitUse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Limit *RateLimit             `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// How many instances it matches are running (Processing).
+	Running int64 `protobuf:"varint,2,opt,name=running,proto3" json:"running,omitempty"`
+	// How many instances it matches wait (Scheduled, due or not).
+	Waiting       int64 `protobuf:"varint,3,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimitUse) Reset() {
+	*x = RateLimitUse{}
+	mi := &file_jobkit_v1_limits_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimitUse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimitUse) ProtoMessage() {}
+
+func (x *RateLimitUse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_limits_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimitUse.ProtoReflect.Descriptor instead.
+func (*RateLimitUse) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_limits_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RateLimitUse) GetLimit() *RateLimit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+func (x *RateLimitUse) GetRunning() int64 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *RateLimitUse) GetWaiting() int64 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
+type SetRateLimitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty for every kind.
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Empty for every queue.
+	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Required: starts per period, 1 or more.
+	Rate int32 `protobuf:"varint,3,opt,name=rate,proto3" json:"rate,omitempty"`
+	// Required: 1ms to a year.
+	Period *durationpb.Duration `protobuf:"bytes,4,opt,name=period,proto3" json:"period,omitempty"`
+	// 0 or more.
+	Burst         int32 `protobuf:"varint,5,opt,name=burst,proto3" json:"burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRateLimitRequest) Reset() {
+	*x = SetRateLimitRequest{}
+	mi := &file_jobkit_v1_limits_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRateLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRateLimitRequest) ProtoMessage() {}
+
+func (x *SetRateLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_limits_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRateLimitRequest.ProtoReflect.Descriptor instead.
+func (*SetRateLimitRequest) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_limits_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SetRateLimitRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *SetRateLimitRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetRateLimitRequest) GetRate() int32 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *SetRateLimitRequest) GetPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+func (x *SetRateLimitRequest) GetBurst() int32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+type SetRateLimitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         *RateLimit             `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRateLimitResponse) Reset() {
+	*x = SetRateLimitResponse{}
+	mi := &file_jobkit_v1_limits_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRateLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRateLimitResponse) ProtoMessage() {}
+
+func (x *SetRateLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_limits_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRateLimitResponse.ProtoReflect.Descriptor instead.
+func (*SetRateLimitResponse) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_limits_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetRateLimitResponse) GetLimit() *RateLimit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+type DeleteRateLimitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRateLimitRequest) Reset() {
+	*x = DeleteRateLimitRequest{}
+	mi := &file_jobkit_v1_limits_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRateLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRateLimitRequest) ProtoMessage() {}
+
+func (x *DeleteRateLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_limits_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRateLimitRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRateLimitRequest) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_limits_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DeleteRateLimitRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DeleteRateLimitRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+type DeleteRateLimitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRateLimitResponse) Reset() {
+	*x = DeleteRateLimitResponse{}
+	mi := &file_jobkit_v1_limits_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRateLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRateLimitResponse) ProtoMessage() {}
+
+func (x *DeleteRateLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobkit_v1_limits_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRateLimitResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRateLimitResponse) Descriptor() ([]byte, []int) {
+	return file_jobkit_v1_limits_proto_rawDescGZIP(), []int{11}
+}
+
 type ListLimitsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -352,7 +731,7 @@ type ListLimitsRequest struct {
 
 func (x *ListLimitsRequest) Reset() {
 	*x = ListLimitsRequest{}
-	mi := &file_jobkit_v1_limits_proto_msgTypes[6]
+	mi := &file_jobkit_v1_limits_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +743,7 @@ func (x *ListLimitsRequest) String() string {
 func (*ListLimitsRequest) ProtoMessage() {}
 
 func (x *ListLimitsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_limits_proto_msgTypes[6]
+	mi := &file_jobkit_v1_limits_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,20 +756,22 @@ func (x *ListLimitsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLimitsRequest.ProtoReflect.Descriptor instead.
 func (*ListLimitsRequest) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_limits_proto_rawDescGZIP(), []int{6}
+	return file_jobkit_v1_limits_proto_rawDescGZIP(), []int{12}
 }
 
 type ListLimitsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// By kind, then queue.
 	ConcurrencyLimits []*ConcurrencyLimitUse `protobuf:"bytes,1,rep,name=concurrency_limits,json=concurrencyLimits,proto3" json:"concurrency_limits,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// By kind, then queue.
+	RateLimits    []*RateLimitUse `protobuf:"bytes,2,rep,name=rate_limits,json=rateLimits,proto3" json:"rate_limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListLimitsResponse) Reset() {
 	*x = ListLimitsResponse{}
-	mi := &file_jobkit_v1_limits_proto_msgTypes[7]
+	mi := &file_jobkit_v1_limits_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +783,7 @@ func (x *ListLimitsResponse) String() string {
 func (*ListLimitsResponse) ProtoMessage() {}
 
 func (x *ListLimitsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobkit_v1_limits_proto_msgTypes[7]
+	mi := &file_jobkit_v1_limits_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +796,7 @@ func (x *ListLimitsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLimitsResponse.ProtoReflect.Descriptor instead.
 func (*ListLimitsResponse) Descriptor() ([]byte, []int) {
-	return file_jobkit_v1_limits_proto_rawDescGZIP(), []int{7}
+	return file_jobkit_v1_limits_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListLimitsResponse) GetConcurrencyLimits() []*ConcurrencyLimitUse {
@@ -425,36 +806,71 @@ func (x *ListLimitsResponse) GetConcurrencyLimits() []*ConcurrencyLimitUse {
 	return nil
 }
 
+func (x *ListLimitsResponse) GetRateLimits() []*RateLimitUse {
+	if x != nil {
+		return x.RateLimits
+	}
+	return nil
+}
+
 var File_jobkit_v1_limits_proto protoreflect.FileDescriptor
 
 const file_jobkit_v1_limits_proto_rawDesc = "" +
 	"\n" +
-	"\x16jobkit/v1/limits.proto\x12\tjobkit.v1\"N\n" +
+	"\x16jobkit/v1/limits.proto\x12\tjobkit.v1\x1a\x1egoogle/protobuf/duration.proto\"g\n" +
 	"\x10ConcurrencyLimit\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x10\n" +
-	"\x03max\x18\x03 \x01(\x05R\x03max\"|\n" +
+	"\x03max\x18\x03 \x01(\x05R\x03max\x12\x17\n" +
+	"\aper_key\x18\x04 \x01(\bR\x06perKey\"|\n" +
 	"\x13ConcurrencyLimitUse\x121\n" +
 	"\x05limit\x18\x01 \x01(\v2\x1b.jobkit.v1.ConcurrencyLimitR\x05limit\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\x03R\arunning\x12\x18\n" +
-	"\awaiting\x18\x03 \x01(\x03R\awaiting\"e\n" +
+	"\awaiting\x18\x03 \x01(\x03R\awaiting\"~\n" +
 	"\x1aSetConcurrencyLimitRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x15\n" +
-	"\x03max\x18\x03 \x01(\x05H\x00R\x03max\x88\x01\x01B\x06\n" +
+	"\x03max\x18\x03 \x01(\x05H\x00R\x03max\x88\x01\x01\x12\x17\n" +
+	"\aper_key\x18\x04 \x01(\bR\x06perKeyB\x06\n" +
 	"\x04_max\"P\n" +
 	"\x1bSetConcurrencyLimitResponse\x121\n" +
 	"\x05limit\x18\x01 \x01(\v2\x1b.jobkit.v1.ConcurrencyLimitR\x05limit\"I\n" +
 	"\x1dDeleteConcurrencyLimitRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\" \n" +
-	"\x1eDeleteConcurrencyLimitResponse\"\x13\n" +
-	"\x11ListLimitsRequest\"c\n" +
+	"\x1eDeleteConcurrencyLimitResponse\"\x92\x01\n" +
+	"\tRateLimit\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04rate\x18\x03 \x01(\x05R\x04rate\x121\n" +
+	"\x06period\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
+	"\x05burst\x18\x05 \x01(\x05R\x05burst\"n\n" +
+	"\fRateLimitUse\x12*\n" +
+	"\x05limit\x18\x01 \x01(\v2\x14.jobkit.v1.RateLimitR\x05limit\x12\x18\n" +
+	"\arunning\x18\x02 \x01(\x03R\arunning\x12\x18\n" +
+	"\awaiting\x18\x03 \x01(\x03R\awaiting\"\x9c\x01\n" +
+	"\x13SetRateLimitRequest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04rate\x18\x03 \x01(\x05R\x04rate\x121\n" +
+	"\x06period\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
+	"\x05burst\x18\x05 \x01(\x05R\x05burst\"B\n" +
+	"\x14SetRateLimitResponse\x12*\n" +
+	"\x05limit\x18\x01 \x01(\v2\x14.jobkit.v1.RateLimitR\x05limit\"B\n" +
+	"\x16DeleteRateLimitRequest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\"\x19\n" +
+	"\x17DeleteRateLimitResponse\"\x13\n" +
+	"\x11ListLimitsRequest\"\x9d\x01\n" +
 	"\x12ListLimitsResponse\x12M\n" +
-	"\x12concurrency_limits\x18\x01 \x03(\v2\x1e.jobkit.v1.ConcurrencyLimitUseR\x11concurrencyLimits2\xbd\x02\n" +
+	"\x12concurrency_limits\x18\x01 \x03(\v2\x1e.jobkit.v1.ConcurrencyLimitUseR\x11concurrencyLimits\x128\n" +
+	"\vrate_limits\x18\x02 \x03(\v2\x17.jobkit.v1.RateLimitUseR\n" +
+	"rateLimits2\xf2\x03\n" +
 	"\fLimitService\x12i\n" +
 	"\x13SetConcurrencyLimit\x12%.jobkit.v1.SetConcurrencyLimitRequest\x1a&.jobkit.v1.SetConcurrencyLimitResponse\"\x03\x90\x02\x02\x12r\n" +
-	"\x16DeleteConcurrencyLimit\x12(.jobkit.v1.DeleteConcurrencyLimitRequest\x1a).jobkit.v1.DeleteConcurrencyLimitResponse\"\x03\x90\x02\x02\x12N\n" +
+	"\x16DeleteConcurrencyLimit\x12(.jobkit.v1.DeleteConcurrencyLimitRequest\x1a).jobkit.v1.DeleteConcurrencyLimitResponse\"\x03\x90\x02\x02\x12T\n" +
+	"\fSetRateLimit\x12\x1e.jobkit.v1.SetRateLimitRequest\x1a\x1f.jobkit.v1.SetRateLimitResponse\"\x03\x90\x02\x02\x12]\n" +
+	"\x0fDeleteRateLimit\x12!.jobkit.v1.DeleteRateLimitRequest\x1a\".jobkit.v1.DeleteRateLimitResponse\"\x03\x90\x02\x02\x12N\n" +
 	"\n" +
 	"ListLimits\x12\x1c.jobkit.v1.ListLimitsRequest\x1a\x1d.jobkit.v1.ListLimitsResponse\"\x03\x90\x02\x01B2Z0github.com/jobkit/job/api/gen/jobkit/v1;jobkitv1b\x06proto3"
 
@@ -470,7 +886,7 @@ func file_jobkit_v1_limits_proto_rawDescGZIP() []byte {
 	return file_jobkit_v1_limits_proto_rawDescData
 }
 
-var file_jobkit_v1_limits_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_jobkit_v1_limits_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_jobkit_v1_limits_proto_goTypes = []any{
 	(*ConcurrencyLimit)(nil),               // 0: jobkit.v1.ConcurrencyLimit
 	(*ConcurrencyLimitUse)(nil),            // 1: jobkit.v1.ConcurrencyLimitUse
@@ -478,24 +894,40 @@ var file_jobkit_v1_limits_proto_goTypes = []any{
 	(*SetConcurrencyLimitResponse)(nil),    // 3: jobkit.v1.SetConcurrencyLimitResponse
 	(*DeleteConcurrencyLimitRequest)(nil),  // 4: jobkit.v1.DeleteConcurrencyLimitRequest
 	(*DeleteConcurrencyLimitResponse)(nil), // 5: jobkit.v1.DeleteConcurrencyLimitResponse
-	(*ListLimitsRequest)(nil),              // 6: jobkit.v1.ListLimitsRequest
-	(*ListLimitsResponse)(nil),             // 7: jobkit.v1.ListLimitsResponse
+	(*RateLimit)(nil),                      // 6: jobkit.v1.RateLimit
+	(*RateLimitUse)(nil),                   // 7: jobkit.v1.RateLimitUse
+	(*SetRateLimitRequest)(nil),            // 8: jobkit.v1.SetRateLimitRequest
+	(*SetRateLimitResponse)(nil),           // 9: jobkit.v1.SetRateLimitResponse
+	(*DeleteRateLimitRequest)(nil),         // 10: jobkit.v1.DeleteRateLimitRequest
+	(*DeleteRateLimitResponse)(nil),        // 11: jobkit.v1.DeleteRateLimitResponse
+	(*ListLimitsRequest)(nil),              // 12: jobkit.v1.ListLimitsRequest
+	(*ListLimitsResponse)(nil),             // 13: jobkit.v1.ListLimitsResponse
+	(*durationpb.Duration)(nil),            // 14: google.protobuf.Duration
 }
 var file_jobkit_v1_limits_proto_depIdxs = []int32{
-	0, // 0: jobkit.v1.ConcurrencyLimitUse.limit:type_name -> jobkit.v1.ConcurrencyLimit
-	0, // 1: jobkit.v1.SetConcurrencyLimitResponse.limit:type_name -> jobkit.v1.ConcurrencyLimit
-	1, // 2: jobkit.v1.ListLimitsResponse.concurrency_limits:type_name -> jobkit.v1.ConcurrencyLimitUse
-	2, // 3: jobkit.v1.LimitService.SetConcurrencyLimit:input_type -> jobkit.v1.SetConcurrencyLimitRequest
-	4, // 4: jobkit.v1.LimitService.DeleteConcurrencyLimit:input_type -> jobkit.v1.DeleteConcurrencyLimitRequest
-	6, // 5: jobkit.v1.LimitService.ListLimits:input_type -> jobkit.v1.ListLimitsRequest
-	3, // 6: jobkit.v1.LimitService.SetConcurrencyLimit:output_type -> jobkit.v1.SetConcurrencyLimitResponse
-	5, // 7: jobkit.v1.LimitService.DeleteConcurrencyLimit:output_type -> jobkit.v1.DeleteConcurrencyLimitResponse
-	7, // 8: jobkit.v1.LimitService.ListLimits:output_type -> jobkit.v1.ListLimitsResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: jobkit.v1.ConcurrencyLimitUse.limit:type_name -> jobkit.v1.ConcurrencyLimit
+	0,  // 1: jobkit.v1.SetConcurrencyLimitResponse.limit:type_name -> jobkit.v1.ConcurrencyLimit
+	14, // 2: jobkit.v1.RateLimit.period:type_name -> google.protobuf.Duration
+	6,  // 3: jobkit.v1.RateLimitUse.limit:type_name -> jobkit.v1.RateLimit
+	14, // 4: jobkit.v1.SetRateLimitRequest.period:type_name -> google.protobuf.Duration
+	6,  // 5: jobkit.v1.SetRateLimitResponse.limit:type_name -> jobkit.v1.RateLimit
+	1,  // 6: jobkit.v1.ListLimitsResponse.concurrency_limits:type_name -> jobkit.v1.ConcurrencyLimitUse
+	7,  // 7: jobkit.v1.ListLimitsResponse.rate_limits:type_name -> jobkit.v1.RateLimitUse
+	2,  // 8: jobkit.v1.LimitService.SetConcurrencyLimit:input_type -> jobkit.v1.SetConcurrencyLimitRequest
+	4,  // 9: jobkit.v1.LimitService.DeleteConcurrencyLimit:input_type -> jobkit.v1.DeleteConcurrencyLimitRequest
+	8,  // 10: jobkit.v1.LimitService.SetRateLimit:input_type -> jobkit.v1.SetRateLimitRequest
+	10, // 11: jobkit.v1.LimitService.DeleteRateLimit:input_type -> jobkit.v1.DeleteRateLimitRequest
+	12, // 12: jobkit.v1.LimitService.ListLimits:input_type -> jobkit.v1.ListLimitsRequest
+	3,  // 13: jobkit.v1.LimitService.SetConcurrencyLimit:output_type -> jobkit.v1.SetConcurrencyLimitResponse
+	5,  // 14: jobkit.v1.LimitService.DeleteConcurrencyLimit:output_type -> jobkit.v1.DeleteConcurrencyLimitResponse
+	9,  // 15: jobkit.v1.LimitService.SetRateLimit:output_type -> jobkit.v1.SetRateLimitResponse
+	11, // 16: jobkit.v1.LimitService.DeleteRateLimit:output_type -> jobkit.v1.DeleteRateLimitResponse
+	13, // 17: jobkit.v1.LimitService.ListLimits:output_type -> jobkit.v1.ListLimitsResponse
+	13, // [13:18] is the sub-list for method output_type
+	8,  // [8:13] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_jobkit_v1_limits_proto_init() }
@@ -510,7 +942,7 @@ func file_jobkit_v1_limits_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobkit_v1_limits_proto_rawDesc), len(file_jobkit_v1_limits_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

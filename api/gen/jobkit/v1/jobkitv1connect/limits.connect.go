@@ -39,6 +39,12 @@ const (
 	// LimitServiceDeleteConcurrencyLimitProcedure is the fully-qualified name of the LimitService's
 	// DeleteConcurrencyLimit RPC.
 	LimitServiceDeleteConcurrencyLimitProcedure = "/jobkit.v1.LimitService/DeleteConcurrencyLimit"
+	// LimitServiceSetRateLimitProcedure is the fully-qualified name of the LimitService's SetRateLimit
+	// RPC.
+	LimitServiceSetRateLimitProcedure = "/jobkit.v1.LimitService/SetRateLimit"
+	// LimitServiceDeleteRateLimitProcedure is the fully-qualified name of the LimitService's
+	// DeleteRateLimit RPC.
+	LimitServiceDeleteRateLimitProcedure = "/jobkit.v1.LimitService/DeleteRateLimit"
 	// LimitServiceListLimitsProcedure is the fully-qualified name of the LimitService's ListLimits RPC.
 	LimitServiceListLimitsProcedure = "/jobkit.v1.LimitService/ListLimits"
 )
@@ -48,11 +54,19 @@ type LimitServiceClient interface {
 	// SetConcurrencyLimit stores a concurrency limit, replacing the one of
 	// the same kind and queue. INVALID_ARGUMENT for a missing or negative
 	// max; FAILED_PRECONDITION when the store cannot enforce limits
-	// (etcdstore).
+	// (etcdstore), or per_key and it cannot enforce per-key limits.
 	SetConcurrencyLimit(context.Context, *connect.Request[v1.SetConcurrencyLimitRequest]) (*connect.Response[v1.SetConcurrencyLimitResponse], error)
 	// DeleteConcurrencyLimit removes the concurrency limit of a kind and
 	// queue, as it was set; NOT_FOUND when there is none.
 	DeleteConcurrencyLimit(context.Context, *connect.Request[v1.DeleteConcurrencyLimitRequest]) (*connect.Response[v1.DeleteConcurrencyLimitResponse], error)
+	// SetRateLimit stores a rate limit, replacing the one of the same kind
+	// and queue. INVALID_ARGUMENT, naming the fix, for a missing or
+	// unusable rate, period or burst; FAILED_PRECONDITION when the store
+	// cannot enforce rate limits.
+	SetRateLimit(context.Context, *connect.Request[v1.SetRateLimitRequest]) (*connect.Response[v1.SetRateLimitResponse], error)
+	// DeleteRateLimit removes the rate limit of a kind and queue, as it was
+	// set; NOT_FOUND when there is none.
+	DeleteRateLimit(context.Context, *connect.Request[v1.DeleteRateLimitRequest]) (*connect.Response[v1.DeleteRateLimitResponse], error)
 	// ListLimits returns every stored limit with its current use.
 	ListLimits(context.Context, *connect.Request[v1.ListLimitsRequest]) (*connect.Response[v1.ListLimitsResponse], error)
 }
@@ -82,6 +96,20 @@ func NewLimitServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		setRateLimit: connect.NewClient[v1.SetRateLimitRequest, v1.SetRateLimitResponse](
+			httpClient,
+			baseURL+LimitServiceSetRateLimitProcedure,
+			connect.WithSchema(limitServiceMethods.ByName("SetRateLimit")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		deleteRateLimit: connect.NewClient[v1.DeleteRateLimitRequest, v1.DeleteRateLimitResponse](
+			httpClient,
+			baseURL+LimitServiceDeleteRateLimitProcedure,
+			connect.WithSchema(limitServiceMethods.ByName("DeleteRateLimit")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 		listLimits: connect.NewClient[v1.ListLimitsRequest, v1.ListLimitsResponse](
 			httpClient,
 			baseURL+LimitServiceListLimitsProcedure,
@@ -96,6 +124,8 @@ func NewLimitServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 type limitServiceClient struct {
 	setConcurrencyLimit    *connect.Client[v1.SetConcurrencyLimitRequest, v1.SetConcurrencyLimitResponse]
 	deleteConcurrencyLimit *connect.Client[v1.DeleteConcurrencyLimitRequest, v1.DeleteConcurrencyLimitResponse]
+	setRateLimit           *connect.Client[v1.SetRateLimitRequest, v1.SetRateLimitResponse]
+	deleteRateLimit        *connect.Client[v1.DeleteRateLimitRequest, v1.DeleteRateLimitResponse]
 	listLimits             *connect.Client[v1.ListLimitsRequest, v1.ListLimitsResponse]
 }
 
@@ -109,6 +139,16 @@ func (c *limitServiceClient) DeleteConcurrencyLimit(ctx context.Context, req *co
 	return c.deleteConcurrencyLimit.CallUnary(ctx, req)
 }
 
+// SetRateLimit calls jobkit.v1.LimitService.SetRateLimit.
+func (c *limitServiceClient) SetRateLimit(ctx context.Context, req *connect.Request[v1.SetRateLimitRequest]) (*connect.Response[v1.SetRateLimitResponse], error) {
+	return c.setRateLimit.CallUnary(ctx, req)
+}
+
+// DeleteRateLimit calls jobkit.v1.LimitService.DeleteRateLimit.
+func (c *limitServiceClient) DeleteRateLimit(ctx context.Context, req *connect.Request[v1.DeleteRateLimitRequest]) (*connect.Response[v1.DeleteRateLimitResponse], error) {
+	return c.deleteRateLimit.CallUnary(ctx, req)
+}
+
 // ListLimits calls jobkit.v1.LimitService.ListLimits.
 func (c *limitServiceClient) ListLimits(ctx context.Context, req *connect.Request[v1.ListLimitsRequest]) (*connect.Response[v1.ListLimitsResponse], error) {
 	return c.listLimits.CallUnary(ctx, req)
@@ -119,11 +159,19 @@ type LimitServiceHandler interface {
 	// SetConcurrencyLimit stores a concurrency limit, replacing the one of
 	// the same kind and queue. INVALID_ARGUMENT for a missing or negative
 	// max; FAILED_PRECONDITION when the store cannot enforce limits
-	// (etcdstore).
+	// (etcdstore), or per_key and it cannot enforce per-key limits.
 	SetConcurrencyLimit(context.Context, *connect.Request[v1.SetConcurrencyLimitRequest]) (*connect.Response[v1.SetConcurrencyLimitResponse], error)
 	// DeleteConcurrencyLimit removes the concurrency limit of a kind and
 	// queue, as it was set; NOT_FOUND when there is none.
 	DeleteConcurrencyLimit(context.Context, *connect.Request[v1.DeleteConcurrencyLimitRequest]) (*connect.Response[v1.DeleteConcurrencyLimitResponse], error)
+	// SetRateLimit stores a rate limit, replacing the one of the same kind
+	// and queue. INVALID_ARGUMENT, naming the fix, for a missing or
+	// unusable rate, period or burst; FAILED_PRECONDITION when the store
+	// cannot enforce rate limits.
+	SetRateLimit(context.Context, *connect.Request[v1.SetRateLimitRequest]) (*connect.Response[v1.SetRateLimitResponse], error)
+	// DeleteRateLimit removes the rate limit of a kind and queue, as it was
+	// set; NOT_FOUND when there is none.
+	DeleteRateLimit(context.Context, *connect.Request[v1.DeleteRateLimitRequest]) (*connect.Response[v1.DeleteRateLimitResponse], error)
 	// ListLimits returns every stored limit with its current use.
 	ListLimits(context.Context, *connect.Request[v1.ListLimitsRequest]) (*connect.Response[v1.ListLimitsResponse], error)
 }
@@ -149,6 +197,20 @@ func NewLimitServiceHandler(svc LimitServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	limitServiceSetRateLimitHandler := connect.NewUnaryHandler(
+		LimitServiceSetRateLimitProcedure,
+		svc.SetRateLimit,
+		connect.WithSchema(limitServiceMethods.ByName("SetRateLimit")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	limitServiceDeleteRateLimitHandler := connect.NewUnaryHandler(
+		LimitServiceDeleteRateLimitProcedure,
+		svc.DeleteRateLimit,
+		connect.WithSchema(limitServiceMethods.ByName("DeleteRateLimit")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	limitServiceListLimitsHandler := connect.NewUnaryHandler(
 		LimitServiceListLimitsProcedure,
 		svc.ListLimits,
@@ -162,6 +224,10 @@ func NewLimitServiceHandler(svc LimitServiceHandler, opts ...connect.HandlerOpti
 			limitServiceSetConcurrencyLimitHandler.ServeHTTP(w, r)
 		case LimitServiceDeleteConcurrencyLimitProcedure:
 			limitServiceDeleteConcurrencyLimitHandler.ServeHTTP(w, r)
+		case LimitServiceSetRateLimitProcedure:
+			limitServiceSetRateLimitHandler.ServeHTTP(w, r)
+		case LimitServiceDeleteRateLimitProcedure:
+			limitServiceDeleteRateLimitHandler.ServeHTTP(w, r)
 		case LimitServiceListLimitsProcedure:
 			limitServiceListLimitsHandler.ServeHTTP(w, r)
 		default:
@@ -179,6 +245,14 @@ func (UnimplementedLimitServiceHandler) SetConcurrencyLimit(context.Context, *co
 
 func (UnimplementedLimitServiceHandler) DeleteConcurrencyLimit(context.Context, *connect.Request[v1.DeleteConcurrencyLimitRequest]) (*connect.Response[v1.DeleteConcurrencyLimitResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.LimitService.DeleteConcurrencyLimit is not implemented"))
+}
+
+func (UnimplementedLimitServiceHandler) SetRateLimit(context.Context, *connect.Request[v1.SetRateLimitRequest]) (*connect.Response[v1.SetRateLimitResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.LimitService.SetRateLimit is not implemented"))
+}
+
+func (UnimplementedLimitServiceHandler) DeleteRateLimit(context.Context, *connect.Request[v1.DeleteRateLimitRequest]) (*connect.Response[v1.DeleteRateLimitResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobkit.v1.LimitService.DeleteRateLimit is not implemented"))
 }
 
 func (UnimplementedLimitServiceHandler) ListLimits(context.Context, *connect.Request[v1.ListLimitsRequest]) (*connect.Response[v1.ListLimitsResponse], error) {
