@@ -76,8 +76,11 @@ func (r *MigrateReport) Done() bool { return len(r.Processing) == 0 && len(r.Ski
 // namespace, from New) into dst (typically a partitioned namespace on a
 // Redis Cluster, from NewPartitioned): its definitions, the documents of
 // o.Collections (triggers among them), and every Scheduled instance with
-// its ID, kind, queue, arguments, RunAt, priority, retries, timeout,
-// attempts so far, unique key, labels, metadata and limit key. History and
+// its ID, kind, queue, arguments, RunAt, priority, timeout, unique key
+// (and its expiry), labels, metadata, limit key and CreatedAt. Its
+// attempts so far are kept as the retries left: it starts at attempt 0 in
+// dst with MaxRetries lowered by the attempts it used (an Enqueue cannot
+// store an attempt count; the last attempt's Error is not kept). History and
 // logs are not copied: an instance starts its history anew in dst
 // (Created and Scheduled at the migration's time). Final instances stay
 // in src.
@@ -277,6 +280,13 @@ func movable(in *store.Instance) *store.Instance {
 	c := in.Clone()
 	c.State = store.Scheduled
 	c.Seq = 0
+	// Enqueue starts every instance at attempt 0: keep the retries left
+	// instead (one waiting for its last retry runs once more, as it would
+	// have).
+	if c.MaxRetries >= 0 {
+		c.MaxRetries = max(0, c.MaxRetries-c.Attempt)
+	}
+	c.Attempt = 0
 	c.LeaseOwner, c.LeaseUntil, c.CancelRequested = "", time.Time{}, false
 	c.FinishedAt, c.Result = time.Time{}, nil
 	return c
@@ -284,12 +294,41 @@ func movable(in *store.Instance) *store.Instance {
 
 // moveBatch enqueues ins in dst and deletes from src those now in dst.
 func moveBatch(ctx context.Context, src, dst store.Store, o MigrateOptions, ins []*store.Instance, r *MigrateReport) error {
-	res, err := dst.Enqueue(ctx, &store.EnqueueParams{Instances: ins, Node: o.Node, Now: time.Now()})
+	// The instances an earlier run put in the target: a partitioned
+	// store's Enqueue is idempotent by ID only within a partition, and an
+	// instance without a unique key goes to the call's partition, which
+	// a rerun's call need not share. So look first (every partition, at
+	// once), and enqueue only what no partition holds.
+	ids := make([]string, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	there, err := dst.LookupInstances(ctx, &store.Query{IDs: ids})
 	if err != nil {
-		return fmt.Errorf("migrate: enqueue %d instances in the target: %w", len(ins), err)
+		return fmt.Errorf("migrate: look up %d instances in the target: %w", len(ids), err)
+	}
+	held := map[string]bool{}
+	for _, in := range there {
+		held[in.ID] = true
 	}
 	var del []string
-	existed := 0
+	var add []*store.Instance
+	for _, in := range ins {
+		if held[in.ID] {
+			del = append(del, in.ID)
+		} else {
+			add = append(add, in)
+		}
+	}
+	existed := len(del)
+	var res []store.EnqueueResult
+	if len(add) > 0 {
+		res, err = dst.Enqueue(ctx, &store.EnqueueParams{Instances: add, Node: o.Node, Now: time.Now()})
+		if err != nil {
+			return fmt.Errorf("migrate: enqueue %d instances in the target (run the migration again): %w", len(add), err)
+		}
+	}
+	ins = add
 	for i, x := range res {
 		switch {
 		case x.Err == nil:
