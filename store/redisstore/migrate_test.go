@@ -340,3 +340,50 @@ func TestMigrateOnCluster(t *testing.T) {
 	}
 	checkMigrated(t, src, dst, want)
 }
+
+// TestMigrateRescuesStaleNodes: a node that stopped without leaving holds
+// a running attempt; once it is stale, the migration rescues the attempt
+// in the source (as a manager's rescuer would) and moves it.
+func TestMigrateRescuesStaleNodes(t *testing.T) {
+	c := client(t)
+	ctx := t.Context()
+	base := fmt.Sprintf("migr-%d", time.Now().UnixNano())
+	src := newStore(t, c, base+"-src")
+	dst := newPartitioned(t, c, base+"-dst", 4)
+	now := time.Now()
+	in := &store.Instance{ID: "r-1", Kind: "k", Queue: "q", RunAt: now, CreatedAt: now, MaxRetries: 3}
+	if _, err := src.Enqueue(ctx, &store.EnqueueParams{Instances: []*store.Instance{in}, Node: "p", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	const deadAfter = 300 * time.Millisecond
+	if _, err := src.Heartbeat(ctx, &store.HeartbeatParams{Node: store.NodeInfo{ID: "crashed"}, Now: now, DeadAfter: deadAfter, Retain: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if cr, err := src.Claim(ctx, &store.ClaimParams{Queue: "q", Owner: "crashed", Limit: 1, Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil || len(cr.Instances) != 1 {
+		t.Fatalf("claim: %v %v", cr, err)
+	}
+	opts := redisstore.MigrateOptions{DeadAfter: deadAfter}
+	// While the node is live: refused.
+	if _, err := redisstore.Migrate(ctx, src, dst, opts); !errors.Is(err, redisstore.ErrLiveNodes) {
+		t.Fatalf("Migrate with the node live: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		nodes, err := src.ListNodes(ctx, &store.ListNodesParams{Now: time.Now(), DeadAfter: deadAfter})
+		if err == nil && len(nodes) == 1 && nodes[0].Status == store.NodeStale {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node not stale after 10 s: %v %v", nodes, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rep, err := redisstore.Migrate(ctx, src, dst, opts)
+	if err != nil || rep.Rescued != 1 || rep.Moved != 1 || !rep.Done() {
+		t.Fatalf("report %+v, %v; want the attempt rescued and moved", rep, err)
+	}
+	got, err := dst.LookupInstances(ctx, &store.Query{IDs: []string{"r-1"}})
+	if err != nil || len(got) != 1 || got[0].State != store.Scheduled || got[0].MaxRetries != 2 {
+		t.Fatalf("in the target: %+v %v; want r-1 Scheduled with 2 retries left", got, err)
+	}
+}
