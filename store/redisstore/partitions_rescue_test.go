@@ -34,7 +34,8 @@ func TestPartitionedRescueFollowsPartitionZero(t *testing.T) {
 	}
 	hb("x")
 	hb("r")
-	// Two Enqueue calls: one per partition (the default placement rotates).
+	// Two Enqueue calls, placed by their first IDs: fz-0-0 and fz-1-0 hash
+	// to different partitions of 2 (checked below).
 	var all []string
 	for call := range 2 {
 		var ins []*store.Instance

@@ -286,9 +286,9 @@ func TestPartitionedSpread(t *testing.T) {
 	for i := range 400 {
 		ins = append(ins, &store.Instance{ID: fmt.Sprintf("%08x-spread", i*2654435761), Kind: "k", Queue: "q", RunAt: now, CreatedAt: now})
 	}
-	// Calls of 50: each call's instances share a partition, the next call
-	// goes to the next partition.
-	for part := range slices.Chunk(ins, 50) {
+	// Calls of 4: each call's instances share a partition, the one its
+	// first instance's ID hashes to.
+	for part := range slices.Chunk(ins, 4) {
 		if _, err := s.Enqueue(ctx, &store.EnqueueParams{Instances: part, Node: "n", Now: now}); err != nil {
 			t.Fatal(err)
 		}
@@ -319,8 +319,8 @@ func TestPartitionedSpread(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || got[0].States[store.Scheduled] != 100 {
-			t.Errorf("partition %d holds %v of 400 instances; want 100", i, got)
+		if len(got) != 1 || got[0].States[store.Scheduled] < 60 || got[0].States[store.Scheduled] > 140 {
+			t.Errorf("partition %d holds %v of 400 instances in 100 calls; want about 100 (60 to 140)", i, got)
 		}
 	}
 	total, err := s.Counts(ctx, &store.CountsParams{Queue: "q"})

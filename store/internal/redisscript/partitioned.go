@@ -298,11 +298,20 @@ func (p *Partitioned) Enqueue(ctx context.Context, ep *store.EnqueueParams) ([]s
 	for i, in := range ep.Instances {
 		part := p.Place(in)
 		if part < 0 {
-			if free == 0 {
-				start = int(p.next.Add(1) % uint64(len(p.parts)))
+			if known, ok := p.where.get(in.ID); ok {
+				part = known
+			} else {
+				if free == 0 {
+					// The call's first such instance's ID picks, so a
+					// repeated call (a retry after a lost reply, the same
+					// call from another process) finds what it stored
+					// and answers Existed instead of storing it again
+					// in another partition.
+					start = p.hash('i', in.ID)
+				}
+				part = (start + free/freeBatch) % len(p.parts)
+				free++
 			}
-			part = (start + free/freeBatch) % len(p.parts)
-			free++
 		}
 		groups[part] = append(groups[part], i)
 	}
