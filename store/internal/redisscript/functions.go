@@ -47,26 +47,38 @@ func (f *Functions) Run(ctx context.Context, s *Script, keys, args []string) (an
 	if err == nil {
 		return v, nil
 	}
+	// Only a failed call makes the closure: the usual path allocates none.
+	return f.recover(ctx, v, err, func(eval bool) (any, error) {
+		if eval {
+			return f.c.Eval(ctx, s, keys, args)
+		}
+		return f.c.FCall(ctx, s.Function, s.ReadOnly, keys, args)
+	})
+}
+
+// recover follows up a call that failed with err (v its reply): on a
+// server without Functions it runs the script with Eval from then on
+// (call(true)); a library the server lacks is loaded and the call made
+// again (call(false)), a few times, as a FUNCTION FLUSH by someone else
+// between the two (or a failover to a primary without the library) is met
+// by loading again, each reload costing one round trip.
+func (f *Functions) recover(ctx context.Context, v any, err error, call func(eval bool) (any, error)) (any, error) {
 	switch {
 	case noFunctions(err):
 		f.evalOnly.Store(true)
-		return f.c.Eval(ctx, s, keys, args)
+		return call(true)
 	case !functionNotFound(err):
 		return v, err
 	}
-	// Load and call again; a FUNCTION FLUSH by someone else between the
-	// two (or a failover to a primary without the library) is met by
-	// loading again, a few times, as each reload costs one round trip.
 	for range loadAttempts {
 		if err := f.c.FunctionLoad(ctx, Library()); err != nil {
 			if noFunctions(err) {
 				f.evalOnly.Store(true)
-				return f.c.Eval(ctx, s, keys, args)
+				return call(true)
 			}
 			return nil, err
 		}
-		v, err = f.c.FCall(ctx, s.Function, s.ReadOnly, keys, args)
-		if err == nil || !functionNotFound(err) {
+		if v, err = call(false); err == nil || !functionNotFound(err) {
 			return v, err
 		}
 	}

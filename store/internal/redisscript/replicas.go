@@ -83,26 +83,8 @@ func (f *Functions) RunVia(ctx context.Context, call func(eval bool) (any, error
 		return call(true)
 	}
 	v, err := call(false)
-	switch {
-	case err == nil:
+	if err == nil {
 		return v, nil
-	case noFunctions(err):
-		f.evalOnly.Store(true)
-		return call(true)
-	case !functionNotFound(err):
-		return v, err
 	}
-	for range loadAttempts {
-		if err := f.c.FunctionLoad(ctx, Library()); err != nil {
-			if noFunctions(err) {
-				f.evalOnly.Store(true)
-				return call(true)
-			}
-			return nil, err
-		}
-		if v, err = call(false); err == nil || !functionNotFound(err) {
-			return v, err
-		}
-	}
-	return v, err
+	return f.recover(ctx, v, err, call)
 }
